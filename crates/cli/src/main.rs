@@ -1,0 +1,57 @@
+//! `fastshake`: secure sessions over datagrams — server, client, pki, bench, sim, lab.
+#![forbid(unsafe_code)]
+
+mod bench;
+mod demo;
+mod dtls_cmd;
+mod lab;
+mod sctp_cmd;
+mod sim_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "fastshake", version, about = "Secure sessions over datagrams: fast to set up, cheap on the wire, alive across handovers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a DTLS 1.2 server on a UDP socket.
+    Server(dtls_cmd::ServerArgs),
+    /// Run a DTLS 1.2 client: standard input out, what arrives to standard output.
+    Client(dtls_cmd::ClientArgs),
+    /// SCTP over UDP encapsulation, with the alternative handshake.
+    Sctp(sctp_cmd::SctpArgs),
+    /// Run a simulator scenario (TOML) in virtual time.
+    Sim(sim_cmd::SimArgs),
+    /// Re-run the papers' experiments and put our figures beside theirs.
+    Lab(lab::LabArgs),
+    /// Benchmarks that print figures beside their anchors.
+    Bench(bench::BenchArgs),
+    /// A server and a client over loopback, and what happened between them.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Server(args) => dtls_cmd::server(args),
+        Command::Client(args) => dtls_cmd::client(args),
+        Command::Sctp(args) => sctp_cmd::run(args),
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Lab(args) => lab::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Demo(args) => demo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fastshake: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

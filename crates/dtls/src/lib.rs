@@ -1,0 +1,2 @@
+//! Placeholder until its issue lands.
+#![forbid(unsafe_code)]
