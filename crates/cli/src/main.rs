@@ -12,7 +12,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "fastshake", version, about = "Secure sessions over datagrams: fast to set up, cheap on the wire, alive across handovers")]
+#[command(
+    name = "fastshake",
+    version,
+    about = "Secure sessions over datagrams: fast to set up, cheap on the wire, alive across handovers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

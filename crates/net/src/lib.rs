@@ -1,2 +1,5 @@
-//! Placeholder until its issue lands.
+//! Real-socket drivers for the fastshake engines. Sockets and clocks live here, never in an engine.
 #![forbid(unsafe_code)]
+
+pub mod dtls;
+pub mod sctp;

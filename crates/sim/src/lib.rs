@@ -1,2 +1,5 @@
-//! Placeholder until its issue lands.
+//! Deterministic discrete-event network simulator in virtual time.
 #![forbid(unsafe_code)]
+
+pub mod mac;
+pub mod radio;

@@ -1,0 +1,1 @@
+//! DTLS over tokio UDP sockets.

@@ -1,0 +1,1 @@
+//! SCTP over UDP encapsulation (RFC 6951) on tokio sockets.

@@ -1,0 +1,1 @@
+//! Radio on-time and energy accounting per node.
