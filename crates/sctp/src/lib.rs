@@ -1,2 +1,341 @@
-//! Placeholder until its issue lands.
+//! Sans-IO SCTP (RFC 9260 subset) over UDP encapsulation (RFC 6951), with the alternative
+//! handshake of seed 004: ALT-COOKIE, cookieless opening, ALT-DATA/ALT-SACK zero-RTT data,
+//! fallback to and from the regular four-way handshake, an alternative-only server mode,
+//! multihoming path cookies and INIT collision handling.
+//!
+//! The [`Endpoint`] owns every association of one local SCTP port, demultiplexes incoming UDP
+//! payloads (one SCTP packet each) and answers stateless packets (ABORT to a port without
+//! listener, INIT-ACK with a state cookie, ERROR with an ALT-COOKIE) without allocating state.
+//! Time comes in as [`Instant`], randomness as a seed, datagrams as byte slices; datagrams,
+//! deadlines and [`Event`]s go out.
+//!
+//! Code points (see `DESIGN.md`): ALT-COOKIE parameter 0xB007, ALT-DATA 0xB008, ALT-SACK 0xB009,
+//! error cause "ALT-COOKIE required" 0xB007. Their two high bits are `10`: a peer that does not
+//! know them skips the parameter silently and goes on with the INIT (RFC 9260 §3.2.1).
 #![forbid(unsafe_code)]
+
+mod association;
+mod cookie;
+mod endpoint;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod packet;
+mod queue;
+mod rto;
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+pub use endpoint::Endpoint;
+pub use fastshake_core::{Instant, Transmit};
+
+/// The default UDP port of SCTP over UDP (RFC 6951).
+pub const UDP_ENCAPSULATION_PORT: u16 = 9899;
+
+/// Which handshakes an endpoint offers and accepts (the paper's sysctl values 0, 1, 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HandshakeMode {
+    /// RFC 9260 only (paper's 0): ALT-* parameters are skipped as unknown.
+    Regular,
+    /// Both (paper's 1): a client announces ALT-COOKIE, a server answers ALT-COOKIE INITs the
+    /// alternative way and all other INITs the regular way.
+    Both,
+    /// Alternative only (paper's 2): a server answers every INIT without a valid ALT-COOKIE with
+    /// an ERROR carrying a cookie and never sends an INIT-ACK with a state cookie. A client in
+    /// this mode behaves like `Both`.
+    AltOnly,
+}
+
+impl HandshakeMode {
+    /// Whether this mode speaks the alternative handshake at all.
+    pub fn alt_enabled(self) -> bool {
+        !matches!(self, HandshakeMode::Regular)
+    }
+}
+
+/// Endpoint settings, shared by every association of the endpoint.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The local SCTP port (in the SCTP common header, not the UDP port).
+    pub local_port: u16,
+    /// Which handshakes are offered and accepted.
+    pub mode: HandshakeMode,
+    /// Server: an INIT with an empty ALT-COOKIE opens the association at once (protected
+    /// environments only, e.g. SCTP inside DTLS).
+    pub cookieless: bool,
+    /// Accept associations (server role). An INIT to an endpoint that does not listen gets ABORT.
+    pub listen: bool,
+    /// Largest SCTP packet (common header and chunks) the endpoint sends.
+    pub mtu: usize,
+    /// Outbound streams requested.
+    pub streams_out: u16,
+    /// Inbound streams accepted.
+    pub streams_in: u16,
+    /// RTO.Initial (RFC 9260 §16: 1 s).
+    pub rto_initial: Duration,
+    /// RTO.Min.
+    pub rto_min: Duration,
+    /// RTO.Max.
+    pub rto_max: Duration,
+    /// Max.Init.Retransmits: INIT and COOKIE-ECHO retransmissions before giving up.
+    pub max_init_retransmits: u32,
+    /// Association.Max.Retrans: consecutive T3/heartbeat expiries before the association fails.
+    pub max_retransmits: u32,
+    /// Valid.Cookie.Life of the regular state cookie.
+    pub cookie_lifetime: Duration,
+    /// Most associations held at once; INITs beyond it are answered with ABORT.
+    pub max_associations: usize,
+    /// Advertised receiver window (bytes of reassembly and ordering buffer).
+    pub receive_window: u32,
+    /// Delay before a SACK is sent when only one packet is unacknowledged (RFC 9260: 200 ms).
+    pub sack_delay: Duration,
+    /// HB.interval: idle time before a path is probed with HEARTBEAT.
+    pub heartbeat_interval: Duration,
+    /// Server: accept DATA carried in an INIT's ALT-DATA parameter.
+    pub accept_alt_data: bool,
+    /// Further local addresses announced in INIT/INIT-ACK (multihoming). The address a packet
+    /// arrives on is always a path; these are announced so the peer may use them too.
+    pub extra_local_addresses: Vec<IpAddr>,
+    /// Client: after an alternative handshake, fetch ALT-COOKIEs for the other paths by sending
+    /// INITs over them (paper §III-F). Each cookie is reported as [`Event::AltCookie`].
+    pub fetch_path_cookies: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            local_port: 5000,
+            mode: HandshakeMode::Both,
+            cookieless: false,
+            listen: false,
+            mtu: 1200,
+            streams_out: 16,
+            streams_in: 16,
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_secs(1),
+            rto_max: Duration::from_secs(60),
+            max_init_retransmits: 8,
+            max_retransmits: 10,
+            cookie_lifetime: Duration::from_secs(60),
+            max_associations: 1024,
+            receive_window: 256 * 1024,
+            sack_delay: Duration::from_millis(200),
+            heartbeat_interval: Duration::from_secs(30),
+            accept_alt_data: true,
+            extra_local_addresses: Vec::new(),
+            fetch_path_cookies: true,
+        }
+    }
+}
+
+/// Identifies one association of an [`Endpoint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AssociationHandle(pub u64);
+
+/// Options for one outgoing association.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    /// Messages sent in the INIT's ALT-DATA parameter when the alternative handshake is on and
+    /// they fit the MTU; otherwise (and whenever the server does not acknowledge them in an
+    /// ALT-SACK) they go as regular DATA after the handshake. Never delivered twice.
+    pub zero_rtt: Vec<Message>,
+    /// An ALT-COOKIE from an earlier [`Event::AltCookie`] for this (local, server) pair.
+    pub cached_cookie: Option<Vec<u8>>,
+}
+
+/// One user message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Stream identifier.
+    pub stream: u16,
+    /// Delivered as soon as complete, outside the stream's order.
+    pub unordered: bool,
+    /// Payload protocol identifier, opaque to SCTP.
+    pub ppid: u32,
+    /// The payload.
+    pub data: Vec<u8>,
+}
+
+/// Which handshake opened an association.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HandshakeKind {
+    /// INIT, INIT-ACK with state cookie, COOKIE-ECHO, COOKIE-ACK.
+    Regular,
+    /// INIT, ERROR with ALT-COOKIE, INIT with the cookie, INIT-ACK.
+    AltCookie,
+    /// INIT with a cached ALT-COOKIE, INIT-ACK: one round trip.
+    AltCached,
+    /// INIT with an empty ALT-COOKIE accepted by a cookieless server, INIT-ACK.
+    Cookieless,
+}
+
+/// Something that happened on an association.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The association is open.
+    Connected {
+        /// The handshake that opened it.
+        handshake: HandshakeKind,
+        /// Request/response exchanges this side took to open it, retransmissions not counted
+        /// (client: regular 2, alt with cookie exchange 2, cached or cookieless 1; server:
+        /// regular 1, alt 0).
+        round_trips: u32,
+        /// Client: zero-RTT messages the server acknowledged in its ALT-SACK. Server: zero-RTT
+        /// messages taken from the INIT's ALT-DATA.
+        zero_rtt_accepted: usize,
+    },
+    /// A complete user message arrived.
+    Message(Message),
+    /// A server handed out an ALT-COOKIE for the path (`local`, `server`); cache it and pass it
+    /// back through [`ConnectOptions::cached_cookie`].
+    AltCookie {
+        /// The server's UDP address.
+        server: SocketAddr,
+        /// The local address the cookie is valid from (`None` if the caller did not say).
+        local: Option<SocketAddr>,
+        /// The cookie.
+        cookie: Vec<u8>,
+    },
+    /// The association was shut down gracefully.
+    Closed,
+    /// The peer (or the local user) aborted the association.
+    Aborted {
+        /// Why, as far as the ABORT told.
+        reason: String,
+    },
+    /// The association failed (no answer, too many retransmissions, ...).
+    Failed(Error),
+}
+
+/// What can go wrong with an association or a call.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// No association has this handle (never had, or it is gone).
+    #[error("unknown association")]
+    UnknownAssociation,
+    /// The stream is not below the negotiated number of outbound streams.
+    #[error("invalid stream {0}")]
+    InvalidStream(u16),
+    /// The association is shutting down or closed; no new data is accepted.
+    #[error("association is closing")]
+    Closing,
+    /// The send queue is full.
+    #[error("send buffer full")]
+    SendBufferFull,
+    /// INIT or COOKIE-ECHO went unanswered `max_init_retransmits` times.
+    #[error("handshake timed out")]
+    HandshakeTimeout,
+    /// DATA or HEARTBEAT went unanswered `max_retransmits` times.
+    #[error("peer unreachable: retransmission limit reached")]
+    RetransmitLimit,
+    /// The endpoint holds `max_associations` associations already.
+    #[error("too many associations")]
+    TooManyAssociations,
+    /// The peer answered with an ERROR the association cannot continue after.
+    #[error("peer error: {0}")]
+    PeerError(String),
+}
+
+/// Where an association is in its life (RFC 9260 §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AssociationState {
+    /// INIT sent, waiting for INIT-ACK (or ERROR with an ALT-COOKIE).
+    CookieWait,
+    /// COOKIE-ECHO sent, waiting for COOKIE-ACK.
+    CookieEchoed,
+    /// Open.
+    Established,
+    /// The user asked for shutdown; outstanding data is still being acknowledged.
+    ShutdownPending,
+    /// SHUTDOWN sent.
+    ShutdownSent,
+    /// SHUTDOWN received; outstanding data is still being acknowledged.
+    ShutdownReceived,
+    /// SHUTDOWN-ACK sent.
+    ShutdownAckSent,
+    /// Gone (closed, aborted or failed).
+    Closed,
+}
+
+/// Counters of one association.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AssociationStats {
+    /// SCTP packets sent / received on this association.
+    pub packets_out: u64,
+    /// See `packets_out`.
+    pub packets_in: u64,
+    /// SCTP bytes (common header included) sent / received.
+    pub bytes_out: u64,
+    /// See `bytes_out`.
+    pub bytes_in: u64,
+    /// DATA chunks sent again (T3-rtx, fast retransmit, zero-RTT data not acknowledged).
+    pub retransmitted_chunks: u64,
+    /// Fast retransmit events.
+    pub fast_retransmits: u64,
+    /// T3-rtx expiries.
+    pub t3_expiries: u64,
+    /// Duplicate TSNs received.
+    pub duplicate_tsns: u64,
+    /// User messages delivered / sent.
+    pub messages_in: u64,
+    /// See `messages_in`.
+    pub messages_out: u64,
+}
+
+/// A snapshot of one association.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssociationInfo {
+    /// State.
+    pub state: AssociationState,
+    /// Which handshake opened it (`None` while still opening).
+    pub handshake: Option<HandshakeKind>,
+    /// Whether this side initiated it.
+    pub is_client: bool,
+    /// Primary peer address (UDP, with the peer's encapsulation port).
+    pub remote: SocketAddr,
+    /// All peer addresses known (multihoming).
+    pub remote_addresses: Vec<SocketAddr>,
+    /// Peer's SCTP port.
+    pub remote_port: u16,
+    /// Our verification tag (the peer's Initiate Tag in the other direction).
+    pub local_tag: u32,
+    /// The peer's verification tag.
+    pub peer_tag: u32,
+    /// Negotiated outbound / inbound streams.
+    pub streams_out: u16,
+    /// See `streams_out`.
+    pub streams_in: u16,
+    /// Smoothed RTT, once measured.
+    pub srtt: Option<std::time::Duration>,
+    /// Current retransmission timeout.
+    pub rto: std::time::Duration,
+    /// Counters.
+    pub stats: AssociationStats,
+}
+
+/// Counters of the endpoint as a whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Datagrams received / sent.
+    pub datagrams_in: u64,
+    /// See `datagrams_in`.
+    pub datagrams_out: u64,
+    /// Bytes received / sent (UDP payloads).
+    pub bytes_in: u64,
+    /// See `bytes_in`.
+    pub bytes_out: u64,
+    /// Datagrams dropped as malformed (bad checksum, truncated, ...).
+    pub malformed: u64,
+    /// INIT chunks received.
+    pub inits_received: u64,
+    /// INIT-ACKs sent (with a state cookie or alternative).
+    pub init_acks_sent: u64,
+    /// ERROR chunks with an ALT-COOKIE sent.
+    pub alt_cookie_errors_sent: u64,
+    /// ABORTs sent.
+    pub aborts_sent: u64,
+    /// Associations opened (either role).
+    pub associations_opened: u64,
+    /// State cookies or ALT-COOKIEs that failed verification.
+    pub bad_cookies: u64,
+}

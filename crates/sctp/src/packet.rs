@@ -1,0 +1,1 @@
+//! The SCTP wire codec (in progress).
