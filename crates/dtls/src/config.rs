@@ -1,0 +1,132 @@
+//! Client and server configuration.
+
+use crate::suite::CipherSuite;
+use std::time::Duration;
+use zeroize::Zeroize;
+
+/// Default datagram size: fits every IPv6 path (1280) with room for IP and UDP headers.
+pub const DEFAULT_MTU: usize = 1200;
+/// Smallest MTU the engine accepts: a protected Finished record and a handshake fragment with
+/// at least a few bytes of body must fit.
+pub const MIN_MTU: usize = 64;
+
+/// A pre-shared key and the identity that names it (RFC 4279).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Psk {
+    /// The identity sent in ClientKeyExchange.
+    pub identity: Vec<u8>,
+    /// The secret; zeroized on drop.
+    pub key: Vec<u8>,
+}
+
+impl Psk {
+    /// A key `key` named `identity`.
+    pub fn new(identity: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        Psk { identity: identity.into(), key: key.into() }
+    }
+}
+
+impl Drop for Psk {
+    fn drop(&mut self) {
+        self.key.zeroize();
+    }
+}
+
+impl std::fmt::Debug for Psk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Psk")
+            .field("identity", &String::from_utf8_lossy(&self.identity))
+            .field("key", &format_args!("<{} bytes>", self.key.len()))
+            .finish()
+    }
+}
+
+/// How a client sets up sessions.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The key to authenticate with.
+    pub psk: Option<Psk>,
+    /// Suites offered, most preferred first.
+    pub suites: Vec<CipherSuite>,
+    /// Largest datagram sent, in bytes of UDP payload.
+    pub mtu: usize,
+    /// First retransmission timeout (RFC 6347: 1 s).
+    pub initial_retransmit: Duration,
+    /// Ceiling of the doubling retransmission timeout (RFC 6347: 60 s).
+    pub max_retransmit: Duration,
+    /// The handshake fails if not complete this long after it started.
+    pub handshake_timeout: Duration,
+    /// Refuse servers that do not support the extended master secret (RFC 7627).
+    pub require_extended_master_secret: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            psk: None,
+            suites: CipherSuite::ALL.to_vec(),
+            mtu: DEFAULT_MTU,
+            initial_retransmit: Duration::from_secs(1),
+            max_retransmit: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(60),
+            require_extended_master_secret: false,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Defaults with one pre-shared key.
+    pub fn psk(identity: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        ClientConfig { psk: Some(Psk::new(identity, key)), ..Default::default() }
+    }
+}
+
+/// How a server accepts sessions.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Sent in ServerKeyExchange when set (RFC 4279 §2); no ServerKeyExchange otherwise.
+    pub psk_identity_hint: Option<Vec<u8>>,
+    /// The keys clients may use, looked up by identity.
+    pub psks: Vec<Psk>,
+    /// Suites accepted, most preferred first (the server's order wins).
+    pub suites: Vec<CipherSuite>,
+    /// Largest datagram sent, in bytes of UDP payload.
+    pub mtu: usize,
+    /// First retransmission timeout (RFC 6347: 1 s).
+    pub initial_retransmit: Duration,
+    /// Ceiling of the doubling retransmission timeout (RFC 6347: 60 s).
+    pub max_retransmit: Duration,
+    /// A handshake is dropped if not complete this long after it started.
+    pub handshake_timeout: Duration,
+    /// Most sessions (in handshake or established) held at once; new clients beyond it are ignored.
+    pub max_connections: usize,
+    /// Refuse clients that do not offer the extended master secret (RFC 7627).
+    pub require_extended_master_secret: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            psk_identity_hint: None,
+            psks: Vec::new(),
+            suites: CipherSuite::ALL.to_vec(),
+            mtu: DEFAULT_MTU,
+            initial_retransmit: Duration::from_secs(1),
+            max_retransmit: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            require_extended_master_secret: false,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Defaults with one pre-shared key.
+    pub fn psk(identity: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        ServerConfig { psks: vec![Psk::new(identity, key)], ..Default::default() }
+    }
+
+    pub(crate) fn find_psk(&self, identity: &[u8]) -> Option<&Psk> {
+        self.psks.iter().find(|p| p.identity == identity)
+    }
+}

@@ -1,0 +1,50 @@
+//! Errors a user of the engine sees.
+
+use crate::alert::AlertDescription;
+
+/// Why a session failed or an operation was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The peer ended the session with a fatal alert.
+    #[error("the peer aborted the session with alert {0}")]
+    AlertReceived(AlertDescription),
+    /// This side ended the session with a fatal alert.
+    #[error("the session was aborted locally with alert {0}")]
+    AlertSent(AlertDescription),
+    /// The handshake did not complete in time.
+    #[error("no answer from the peer after {retransmissions} retransmissions")]
+    HandshakeTimeout {
+        /// Flights resent before giving up.
+        retransmissions: u32,
+    },
+    /// The session is closed.
+    #[error("the session is closed")]
+    Closed,
+    /// The handshake has not completed yet.
+    #[error("the session is not established yet")]
+    NotEstablished,
+    /// The peer started a new handshake from the same address, which replaced this session.
+    #[error("the peer started a new handshake from the same address")]
+    Superseded,
+    /// The output buffer cannot hold the record.
+    #[error("the output buffer is too small: {needed} bytes needed")]
+    BufferTooSmall {
+        /// Bytes the record needs.
+        needed: usize,
+    },
+    /// The data does not fit one record within the configured MTU.
+    #[error("{len} bytes of data do not fit one record within an MTU of {mtu} bytes")]
+    TooLarge {
+        /// Bytes of data.
+        len: usize,
+        /// The configured datagram size.
+        mtu: usize,
+    },
+    /// The handle names no connection.
+    #[error("no such connection")]
+    UnknownConnection,
+    /// The configuration cannot work.
+    #[error("invalid configuration: {0}")]
+    Config(&'static str),
+}

@@ -1,0 +1,1 @@
+//! Entry points for the fuzz targets and the corpus test.
