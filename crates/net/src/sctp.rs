@@ -1,1 +1,344 @@
 //! SCTP over UDP encapsulation (RFC 6951) on tokio sockets.
+//!
+//! [`SctpDriver`] moves datagrams and time between one UDP socket and one
+//! [`fastshake_sctp::Endpoint`]. Each UDP payload is one SCTP packet; the remote `SocketAddr` of
+//! a datagram carries the peer's encapsulation port, and the engine answers to whatever port the
+//! peer used, so the driver only passes addresses through. The monotonic clock and the OS
+//! randomness that seeds the engine live here, never in the engine.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fastshake_sctp::{
+    AssociationHandle, Config, ConnectOptions, Endpoint, Error, Event, Instant, Message, Transmit,
+};
+use rand_core::{OsRng, RngCore};
+use tokio::net::UdpSocket;
+
+pub use fastshake_sctp::UDP_ENCAPSULATION_PORT;
+
+/// Largest UDP payload accepted; anything larger is truncated by the kernel and then rejected by
+/// the engine's checksum.
+const RECEIVE_BUFFER: usize = 65_536;
+
+/// Maps the process's monotonic clock onto the engine's [`Instant`].
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: tokio::time::Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    pub fn new() -> Self {
+        Clock { origin: tokio::time::Instant::now() }
+    }
+
+    /// The current time.
+    pub fn now(&self) -> Instant {
+        self.to_engine(tokio::time::Instant::now())
+    }
+
+    /// `t` on the engine's time line.
+    pub fn to_engine(&self, t: tokio::time::Instant) -> Instant {
+        let nanos = t.saturating_duration_since(self.origin).as_nanos();
+        Instant::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// `t` on tokio's time line.
+    pub fn to_tokio(&self, t: Instant) -> tokio::time::Instant {
+        // A deadline centuries ahead ("never") is capped so tokio's timer does not overflow.
+        let capped = t.since_origin().min(Duration::from_secs(100 * 365 * 24 * 3600));
+        self.origin + capped
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// Datagram counters as the socket saw them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// Datagrams received / sent.
+    pub datagrams_in: u64,
+    /// See `datagrams_in`.
+    pub datagrams_out: u64,
+    /// UDP payload bytes received / sent.
+    pub bytes_in: u64,
+    /// See `bytes_in`.
+    pub bytes_out: u64,
+    /// Datagrams the kernel refused to send (dropped, as a lossy link would).
+    pub send_errors: u64,
+}
+
+/// One SCTP endpoint on one tokio UDP socket.
+pub struct SctpDriver {
+    socket: UdpSocket,
+    local: SocketAddr,
+    endpoint: Endpoint,
+    clock: Clock,
+    receive_buffer: Vec<u8>,
+    /// A datagram taken from the engine but not yet accepted by the socket; kept here so that
+    /// cancelling [`SctpDriver::next_event`] never loses it.
+    pending: Option<Transmit>,
+    stats: DriverStats,
+}
+
+impl SctpDriver {
+    /// Binds a UDP socket on `addr` (port 0: any free port) and starts an endpoint with `config`,
+    /// seeded from the operating system's randomness.
+    pub async fn bind(addr: SocketAddr, config: Config) -> io::Result<SctpDriver> {
+        let socket = UdpSocket::bind(addr).await?;
+        let mut seed = [0u8; 32];
+        OsRng.fill_bytes(&mut seed);
+        SctpDriver::with_socket(socket, Arc::new(config), seed)
+    }
+
+    /// Drives an endpoint on an already bound socket with an explicit seed.
+    pub fn with_socket(socket: UdpSocket, config: Arc<Config>, seed: [u8; 32]) -> io::Result<SctpDriver> {
+        let local = socket.local_addr()?;
+        Ok(SctpDriver {
+            socket,
+            local,
+            endpoint: Endpoint::new(config, seed),
+            clock: Clock::new(),
+            receive_buffer: vec![0u8; RECEIVE_BUFFER],
+            pending: None,
+            stats: DriverStats::default(),
+        })
+    }
+
+    /// The UDP address the socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The current time on the engine's time line.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The engine, for queries (`association`, `stats`).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The engine, for calls the driver does not wrap. Call [`SctpDriver::flush`] or
+    /// [`SctpDriver::next_event`] afterwards so that what it queued goes out.
+    pub fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+
+    /// Socket counters.
+    pub fn stats(&self) -> DriverStats {
+        self.stats
+    }
+
+    /// Opens an association to the SCTP port `remote_port` behind the UDP address `remote`.
+    pub fn connect(
+        &mut self,
+        remote: SocketAddr,
+        remote_port: u16,
+        options: ConnectOptions,
+    ) -> AssociationHandle {
+        let now = self.clock.now();
+        self.endpoint.connect(now, Some(self.local), remote, remote_port, options)
+    }
+
+    /// Queues a user message on an association.
+    pub fn send(&mut self, handle: AssociationHandle, message: Message) -> Result<(), Error> {
+        self.endpoint.send(handle, message)
+    }
+
+    /// Starts a graceful shutdown once all queued data is acknowledged.
+    pub fn shutdown(&mut self, handle: AssociationHandle) {
+        self.endpoint.shutdown(handle)
+    }
+
+    /// Aborts an association at once.
+    pub fn abort(&mut self, handle: AssociationHandle) {
+        self.endpoint.abort(handle)
+    }
+
+    /// Sends every datagram the engine has queued. Cancel-safe.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        loop {
+            if self.pending.is_none() {
+                self.pending = self.endpoint.poll_transmit(self.clock.now());
+            }
+            let Some(transmit) = &self.pending else { return Ok(()) };
+            match self.socket.try_send_to(&transmit.payload, transmit.dst) {
+                Ok(_) => {
+                    self.stats.datagrams_out += 1;
+                    self.stats.bytes_out += transmit.payload.len() as u64;
+                    self.pending = None;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.socket.writable().await?,
+                Err(e) if is_transient(&e) => {
+                    // The datagram is lost, as on a lossy path; retransmission timers recover.
+                    self.stats.send_errors += 1;
+                    self.pending = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs the endpoint (socket, timers) until it has an event. Cancel-safe: use it inside
+    /// `tokio::select!` beside other sources (standard input, a deadline).
+    pub async fn next_event(&mut self) -> io::Result<(AssociationHandle, Event)> {
+        loop {
+            if let Some(event) = self.endpoint.poll_event() {
+                // What the event's arrival made the engine queue (an ACK, an answer) goes out
+                // first, so the caller's processing time does not delay the peer.
+                self.flush().await?;
+                return Ok(event);
+            }
+            self.flush().await?;
+            if let Some(event) = self.endpoint.poll_event() {
+                return Ok(event);
+            }
+            self.turn().await?;
+        }
+    }
+
+    /// Runs the endpoint until `deadline`, discarding nothing: events stay queued for
+    /// [`SctpDriver::next_event`]. Useful to let retransmissions and SACKs happen while the
+    /// caller waits.
+    pub async fn drive_until(&mut self, deadline: tokio::time::Instant) -> io::Result<()> {
+        loop {
+            self.flush().await?;
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::select! {
+                r = self.turn() => r?,
+                _ = tokio::time::sleep_until(deadline) => return Ok(()),
+            }
+        }
+    }
+
+    /// Waits for one datagram or the engine's next deadline, and hands it to the engine.
+    async fn turn(&mut self) -> io::Result<()> {
+        let timer = self.endpoint.poll_timeout().map(|t| self.clock.to_tokio(t));
+        let sleep = async {
+            match timer {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            received = self.socket.recv_from(&mut self.receive_buffer) => {
+                match received {
+                    Ok((len, remote)) => {
+                        self.stats.datagrams_in += 1;
+                        self.stats.bytes_in += len as u64;
+                        let now = self.clock.now();
+                        let datagram = &mut self.receive_buffer[..len];
+                        self.endpoint.handle_datagram(now, self.local, remote, datagram);
+                    }
+                    Err(e) if is_transient(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            _ = sleep => {
+                self.endpoint.handle_timeout(self.clock.now());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Errors after which the socket is still usable: ICMP reports of an earlier send (Linux and
+/// Windows surface them on the next call) and momentary buffer shortage.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::HostUnreachable
+            | io::ErrorKind::NetworkUnreachable
+    ) || e.raw_os_error() == Some(105 /* ENOBUFS */)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastshake_sctp::HandshakeMode;
+
+    fn config(local_port: u16, listen: bool, mode: HandshakeMode) -> Config {
+        Config { local_port, listen, mode, ..Config::default() }
+    }
+
+    #[test]
+    fn clock_round_trips_and_caps_never() {
+        let clock = Clock::new();
+        let t = Instant::from_millis(1500);
+        assert_eq!(clock.to_engine(clock.to_tokio(t)), t);
+        // "Never" must not overflow tokio's timer arithmetic.
+        let _ = clock.to_tokio(Instant::MAX);
+    }
+
+    /// A client and a server driver on loopback exchange one message each way.
+    #[tokio::test]
+    async fn loopback_exchange_each_mode() {
+        for mode in [HandshakeMode::Regular, HandshakeMode::Both, HandshakeMode::AltOnly] {
+            let mut server =
+                SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config(7, true, mode)).await.unwrap();
+            let mut client =
+                SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config(0, false, mode)).await.unwrap();
+            let server_addr = server.local_addr();
+            let handle = client.connect(server_addr, 7, ConnectOptions::default());
+
+            let exchange = async {
+                let mut server_handle = None;
+                let mut client_connected = None;
+                let mut echoed = None;
+                while echoed.is_none() {
+                    tokio::select! {
+                        ev = client.next_event() => {
+                            let (h, ev) = ev.unwrap();
+                            assert_eq!(h, handle);
+                            match ev {
+                                Event::Connected { handshake, .. } => {
+                                    client_connected = Some(handshake);
+                                    let msg = Message { stream: 0, unordered: false, ppid: 0, data: b"ping".to_vec() };
+                                    client.send(handle, msg).unwrap();
+                                }
+                                Event::Message(m) => echoed = Some(m.data),
+                                Event::AltCookie { .. } => {}
+                                other => panic!("client: unexpected {other:?}"),
+                            }
+                        }
+                        ev = server.next_event() => {
+                            let (h, ev) = ev.unwrap();
+                            match ev {
+                                Event::Connected { .. } => server_handle = Some(h),
+                                Event::Message(m) => {
+                                    assert_eq!(Some(h), server_handle);
+                                    server.send(h, Message { data: m.data.to_ascii_uppercase(), ..m }).unwrap();
+                                }
+                                other => panic!("server: unexpected {other:?}"),
+                            }
+                        }
+                    }
+                }
+                (client_connected, echoed)
+            };
+            let (handshake, echoed) =
+                tokio::time::timeout(Duration::from_secs(10), exchange).await.expect("exchange timed out");
+            assert_eq!(echoed.as_deref(), Some(&b"PING"[..]), "mode {mode:?}");
+            let expected = match mode {
+                HandshakeMode::Regular => fastshake_sctp::HandshakeKind::Regular,
+                _ => fastshake_sctp::HandshakeKind::AltCookie,
+            };
+            assert_eq!(handshake, Some(expected), "mode {mode:?}");
+            assert!(client.stats().datagrams_out >= 2 && server.stats().datagrams_in >= 2);
+        }
+    }
+}
