@@ -1,1 +1,245 @@
-//! (in progress)
+//! The regular state cookie and the ALT-COOKIE, both signed with the project's one cookie MAC
+//! ([`fastshake_core::CookieMac`], SipHash-2-4-128 with a key epoch).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use fastshake_core::{CookieMac, Instant, COOKIE_LEN};
+
+const STATE_COOKIE_LABEL: &[u8] = b"sctp state cookie v1";
+const ALT_COOKIE_LABEL: &[u8] = b"sctp alt cookie v1";
+const STATE_COOKIE_VERSION: u8 = 1;
+/// At most this many peer addresses travel in a state cookie.
+pub(crate) const MAX_COOKIE_ADDRESSES: usize = 16;
+
+/// Bytes of an ALT-COOKIE: the key epoch and a 128-bit tag over the client's IP address.
+pub const ALT_COOKIE_LEN: usize = COOKIE_LEN;
+
+/// Everything the server needs to build the association from a COOKIE-ECHO.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StateCookie {
+    pub(crate) local_tag: u32,
+    pub(crate) peer_tag: u32,
+    pub(crate) local_initial_tsn: u32,
+    pub(crate) peer_initial_tsn: u32,
+    pub(crate) peer_rwnd: u32,
+    pub(crate) streams_out: u16,
+    pub(crate) streams_in: u16,
+    pub(crate) created: Instant,
+    pub(crate) lifetime: Duration,
+    pub(crate) peer_addresses: Vec<IpAddr>,
+}
+
+/// Why a state cookie was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CookieError {
+    /// Malformed or wrong MAC: silently discarded (RFC 9260 §5.1.5).
+    Invalid,
+    /// Authentic but older than its lifetime: answered with "Stale Cookie".
+    Stale { by: Duration },
+}
+
+impl StateCookie {
+    fn body(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(48 + 17 * self.peer_addresses.len());
+        b.push(STATE_COOKIE_VERSION);
+        b.extend_from_slice(&self.local_tag.to_be_bytes());
+        b.extend_from_slice(&self.peer_tag.to_be_bytes());
+        b.extend_from_slice(&self.local_initial_tsn.to_be_bytes());
+        b.extend_from_slice(&self.peer_initial_tsn.to_be_bytes());
+        b.extend_from_slice(&self.peer_rwnd.to_be_bytes());
+        b.extend_from_slice(&self.streams_out.to_be_bytes());
+        b.extend_from_slice(&self.streams_in.to_be_bytes());
+        b.extend_from_slice(&self.created.as_nanos().to_be_bytes());
+        let lifetime_ms = u32::try_from(self.lifetime.as_millis()).unwrap_or(u32::MAX);
+        b.extend_from_slice(&lifetime_ms.to_be_bytes());
+        let addrs = &self.peer_addresses[..self.peer_addresses.len().min(MAX_COOKIE_ADDRESSES)];
+        b.push(addrs.len() as u8);
+        for a in addrs {
+            match a {
+                IpAddr::V4(v4) => {
+                    b.push(4);
+                    b.extend_from_slice(&v4.octets());
+                }
+                IpAddr::V6(v6) => {
+                    b.push(6);
+                    b.extend_from_slice(&v6.octets());
+                }
+            }
+        }
+        b
+    }
+
+    /// The cookie: body then MAC over it.
+    pub(crate) fn seal(&self, mac: &CookieMac) -> Vec<u8> {
+        let mut b = self.body();
+        let tag = mac.sign(&[STATE_COOKIE_LABEL, &b]);
+        b.extend_from_slice(&tag);
+        b
+    }
+
+    /// Verifies and decodes a cookie echoed at `now`.
+    pub(crate) fn open(cookie: &[u8], mac: &CookieMac, now: Instant) -> Result<StateCookie, CookieError> {
+        let split = cookie.len().checked_sub(COOKIE_LEN).ok_or(CookieError::Invalid)?;
+        let (body, tag) = cookie.split_at(split);
+        if !mac.verify(tag, &[STATE_COOKIE_LABEL, body]) {
+            return Err(CookieError::Invalid);
+        }
+        let parsed = Self::decode(body).ok_or(CookieError::Invalid)?;
+        let expires = parsed.created + parsed.lifetime;
+        if now > expires {
+            return Err(CookieError::Stale { by: now - expires });
+        }
+        Ok(parsed)
+    }
+
+    fn decode(body: &[u8]) -> Option<StateCookie> {
+        let mut p = Cursor(body);
+        if p.u8()? != STATE_COOKIE_VERSION {
+            return None;
+        }
+        let local_tag = p.u32()?;
+        let peer_tag = p.u32()?;
+        let local_initial_tsn = p.u32()?;
+        let peer_initial_tsn = p.u32()?;
+        let peer_rwnd = p.u32()?;
+        let streams_out = p.u16()?;
+        let streams_in = p.u16()?;
+        let created = Instant::from_nanos(p.u64()?);
+        let lifetime = Duration::from_millis(u64::from(p.u32()?));
+        let n = p.u8()?;
+        let mut peer_addresses = Vec::new();
+        for _ in 0..n {
+            match p.u8()? {
+                4 => {
+                    let b = p.take(4)?;
+                    peer_addresses.push(IpAddr::from([b[0], b[1], b[2], b[3]]));
+                }
+                6 => {
+                    let mut o = [0u8; 16];
+                    o.copy_from_slice(p.take(16)?);
+                    peer_addresses.push(IpAddr::from(o));
+                }
+                _ => return None,
+            }
+        }
+        Some(StateCookie {
+            local_tag,
+            peer_tag,
+            local_initial_tsn,
+            peer_initial_tsn,
+            peer_rwnd,
+            streams_out,
+            streams_in,
+            created,
+            lifetime,
+            peer_addresses,
+        })
+    }
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (h, t) = self.0.split_at(n);
+        self.0 = t;
+        Some(h)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        let b = self.take(2)?;
+        Some(u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        let b = self.take(4)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(u64::from_be_bytes(a))
+    }
+}
+
+/// Bytes of an IP address as the MAC sees them (IPv4-mapped IPv6 folded to IPv4 so a dual-stack
+/// socket does not change the cookie).
+fn ip_bytes(ip: IpAddr) -> Vec<u8> {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets().to_vec(),
+    }
+}
+
+/// An ALT-COOKIE for a client at `ip`. Bound to the address only, as in seed 004 §III-B: the UDP
+/// encapsulation port may change behind a NAT between associations; its lifetime is the key's
+/// (two rotations).
+pub(crate) fn alt_cookie(mac: &CookieMac, ip: IpAddr) -> [u8; ALT_COOKIE_LEN] {
+    mac.sign(&[ALT_COOKIE_LABEL, &ip_bytes(ip)])
+}
+
+/// Whether `cookie` is an ALT-COOKIE this server issued for `ip` under the current or previous key.
+pub(crate) fn alt_cookie_valid(mac: &CookieMac, ip: IpAddr, cookie: &[u8]) -> bool {
+    mac.verify(cookie, &[ALT_COOKIE_LABEL, &ip_bytes(ip)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(now: Instant) -> StateCookie {
+        StateCookie {
+            local_tag: 1,
+            peer_tag: 2,
+            local_initial_tsn: 3,
+            peer_initial_tsn: 4,
+            peer_rwnd: 5,
+            streams_out: 6,
+            streams_in: 7,
+            created: now,
+            lifetime: Duration::from_secs(60),
+            peer_addresses: vec!["10.0.0.1".parse().unwrap(), "::1".parse().unwrap()],
+        }
+    }
+
+    #[test]
+    fn state_cookie_round_trips_and_detects_tampering_and_age() {
+        let mac = CookieMac::new([9; 16]);
+        let t0 = Instant::from_millis(1000);
+        let c = sample(t0).seal(&mac);
+        assert_eq!(StateCookie::open(&c, &mac, t0), Ok(sample(t0)));
+        for i in 0..c.len() {
+            let mut bad = c.clone();
+            bad[i] ^= 0x40;
+            assert_eq!(StateCookie::open(&bad, &mac, t0), Err(CookieError::Invalid), "byte {i}");
+        }
+        let late = t0 + Duration::from_secs(61);
+        assert_eq!(StateCookie::open(&c, &mac, late), Err(CookieError::Stale { by: Duration::from_secs(1) }));
+        assert_eq!(StateCookie::open(&c[..5], &mac, t0), Err(CookieError::Invalid));
+    }
+
+    #[test]
+    fn alt_cookie_is_bound_to_address_and_key() {
+        let mut mac = CookieMac::new([1; 16]);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let c = alt_cookie(&mac, ip);
+        assert_eq!(c.len(), ALT_COOKIE_LEN);
+        assert!(alt_cookie_valid(&mac, ip, &c));
+        assert!(alt_cookie_valid(&mac, "::ffff:192.0.2.7".parse().unwrap(), &c));
+        assert!(!alt_cookie_valid(&mac, "192.0.2.8".parse().unwrap(), &c));
+        mac.rotate([2; 16]);
+        assert!(alt_cookie_valid(&mac, ip, &c));
+        mac.rotate([3; 16]);
+        assert!(!alt_cookie_valid(&mac, ip, &c), "expired after two rotations");
+    }
+}

@@ -1,1 +1,0 @@
-//! The SCTP wire codec (in progress).

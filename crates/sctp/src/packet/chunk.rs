@@ -1,0 +1,438 @@
+//! Chunks (RFC 9260 §3.3).
+
+use super::param::{encode_causes, encode_params, parse_causes, parse_params, ErrorCause, Param};
+use super::reader::Reader;
+use super::{pad, padded, ParseError};
+
+/// Payload data.
+pub const CHUNK_DATA: u8 = 0;
+/// Initiation.
+pub const CHUNK_INIT: u8 = 1;
+/// Initiation acknowledgement.
+pub const CHUNK_INIT_ACK: u8 = 2;
+/// Selective acknowledgement.
+pub const CHUNK_SACK: u8 = 3;
+/// Heartbeat request.
+pub const CHUNK_HEARTBEAT: u8 = 4;
+/// Heartbeat acknowledgement.
+pub const CHUNK_HEARTBEAT_ACK: u8 = 5;
+/// Abort.
+pub const CHUNK_ABORT: u8 = 6;
+/// Shutdown.
+pub const CHUNK_SHUTDOWN: u8 = 7;
+/// Shutdown acknowledgement.
+pub const CHUNK_SHUTDOWN_ACK: u8 = 8;
+/// Operation error.
+pub const CHUNK_ERROR: u8 = 9;
+/// State cookie echo.
+pub const CHUNK_COOKIE_ECHO: u8 = 10;
+/// Cookie acknowledgement.
+pub const CHUNK_COOKIE_ACK: u8 = 11;
+/// Shutdown complete.
+pub const CHUNK_SHUTDOWN_COMPLETE: u8 = 14;
+
+/// Bytes of a DATA chunk before its user data.
+pub const DATA_CHUNK_HEADER_LEN: usize = 16;
+
+const FLAG_T: u8 = 0x01;
+const FLAG_E: u8 = 0x01;
+const FLAG_B: u8 = 0x02;
+const FLAG_U: u8 = 0x04;
+const FLAG_I: u8 = 0x08;
+
+/// A DATA chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataChunk {
+    /// Transmission sequence number.
+    pub tsn: u32,
+    /// Stream identifier.
+    pub stream: u16,
+    /// Stream sequence number (ignored for unordered data).
+    pub ssn: u16,
+    /// Payload protocol identifier.
+    pub ppid: u32,
+    /// U bit.
+    pub unordered: bool,
+    /// B bit: first fragment of a user message.
+    pub beginning: bool,
+    /// E bit: last fragment.
+    pub ending: bool,
+    /// I bit: the receiver should SACK at once.
+    pub immediate: bool,
+    /// User data (never empty on the wire).
+    pub data: Vec<u8>,
+}
+
+/// An INIT or INIT-ACK chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitChunk {
+    /// Initiate tag: the verification tag the peer puts on packets to us.
+    pub initiate_tag: u32,
+    /// Advertised receiver window credit.
+    pub a_rwnd: u32,
+    /// Number of outbound streams.
+    pub outbound_streams: u16,
+    /// Number of inbound streams.
+    pub inbound_streams: u16,
+    /// Initial TSN.
+    pub initial_tsn: u32,
+    /// Optional and variable-length parameters.
+    pub params: Vec<Param>,
+}
+
+impl InitChunk {
+    /// The first ALT-COOKIE parameter, if any.
+    pub fn alt_cookie(&self) -> Option<&[u8]> {
+        self.params.iter().find_map(|p| match p {
+            Param::AltCookie(c) => Some(c.as_slice()),
+            _ => None,
+        })
+    }
+
+    /// The state cookie, if any.
+    pub fn state_cookie(&self) -> Option<&[u8]> {
+        self.params.iter().find_map(|p| match p {
+            Param::StateCookie(c) => Some(c.as_slice()),
+            _ => None,
+        })
+    }
+}
+
+/// A SACK chunk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SackChunk {
+    /// Cumulative TSN acknowledged.
+    pub cumulative_tsn_ack: u32,
+    /// Advertised receiver window credit.
+    pub a_rwnd: u32,
+    /// Gap ack blocks as (start, end) offsets from the cumulative TSN.
+    pub gap_blocks: Vec<(u16, u16)>,
+    /// TSNs received more than once since the last SACK.
+    pub duplicate_tsns: Vec<u32>,
+}
+
+impl SackChunk {
+    fn read(r: &mut Reader<'_>) -> Result<SackChunk, ParseError> {
+        let cumulative_tsn_ack = r.u32("SACK")?;
+        let a_rwnd = r.u32("SACK")?;
+        let gaps = r.u16("SACK")?;
+        let dups = r.u16("SACK")?;
+        if r.remaining() < usize::from(gaps) * 4 + usize::from(dups) * 4 {
+            return Err(ParseError::BadLength("SACK"));
+        }
+        let mut gap_blocks = Vec::with_capacity(gaps.into());
+        for _ in 0..gaps {
+            gap_blocks.push((r.u16("SACK")?, r.u16("SACK")?));
+        }
+        let mut duplicate_tsns = Vec::with_capacity(dups.into());
+        for _ in 0..dups {
+            duplicate_tsns.push(r.u32("SACK")?);
+        }
+        Ok(SackChunk { cumulative_tsn_ack, a_rwnd, gap_blocks, duplicate_tsns })
+    }
+
+    /// Parses a SACK chunk's value (what follows the chunk header).
+    pub fn parse_value(value: &[u8]) -> Result<SackChunk, ParseError> {
+        Self::read(&mut Reader::new(value))
+    }
+
+    /// Encodes the SACK chunk's value.
+    pub fn encode_value(&self, out: &mut Vec<u8>) {
+        let gaps = self.gap_blocks.len().min(usize::from(u16::MAX));
+        let dups = self.duplicate_tsns.len().min(usize::from(u16::MAX));
+        out.extend_from_slice(&self.cumulative_tsn_ack.to_be_bytes());
+        out.extend_from_slice(&self.a_rwnd.to_be_bytes());
+        out.extend_from_slice(&(gaps as u16).to_be_bytes());
+        out.extend_from_slice(&(dups as u16).to_be_bytes());
+        for (s, e) in &self.gap_blocks[..gaps] {
+            out.extend_from_slice(&s.to_be_bytes());
+            out.extend_from_slice(&e.to_be_bytes());
+        }
+        for d in &self.duplicate_tsns[..dups] {
+            out.extend_from_slice(&d.to_be_bytes());
+        }
+    }
+}
+
+/// What to do with a chunk of an unknown type, from its two high bits (RFC 9260 §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnknownChunkAction {
+    /// 00: stop processing the packet, discard it.
+    Stop,
+    /// 01: stop, discard and report in an ERROR "Unrecognized Chunk Type".
+    StopAndReport,
+    /// 10: skip the chunk and go on.
+    Skip,
+    /// 11: skip, go on and report.
+    SkipAndReport,
+}
+
+impl UnknownChunkAction {
+    /// The action the high bits of `chunk_type` ask for.
+    pub fn of(chunk_type: u8) -> Self {
+        match chunk_type >> 6 {
+            0 => UnknownChunkAction::Stop,
+            1 => UnknownChunkAction::StopAndReport,
+            2 => UnknownChunkAction::Skip,
+            _ => UnknownChunkAction::SkipAndReport,
+        }
+    }
+}
+
+/// One chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Chunk {
+    /// DATA.
+    Data(DataChunk),
+    /// INIT.
+    Init(InitChunk),
+    /// INIT-ACK.
+    InitAck(InitChunk),
+    /// SACK.
+    Sack(SackChunk),
+    /// HEARTBEAT; the value of its Heartbeat Info parameter.
+    Heartbeat(Vec<u8>),
+    /// HEARTBEAT-ACK; the reflected Heartbeat Info.
+    HeartbeatAck(Vec<u8>),
+    /// ABORT.
+    Abort {
+        /// T bit: the verification tag is the sender's own (reflected) tag.
+        t_bit: bool,
+        /// Error causes.
+        causes: Vec<ErrorCause>,
+    },
+    /// SHUTDOWN.
+    Shutdown {
+        /// Cumulative TSN acknowledged.
+        cumulative_tsn_ack: u32,
+    },
+    /// SHUTDOWN-ACK.
+    ShutdownAck,
+    /// ERROR.
+    Error {
+        /// Error causes.
+        causes: Vec<ErrorCause>,
+    },
+    /// COOKIE-ECHO.
+    CookieEcho(Vec<u8>),
+    /// COOKIE-ACK.
+    CookieAck,
+    /// SHUTDOWN-COMPLETE.
+    ShutdownComplete {
+        /// T bit, as for ABORT.
+        t_bit: bool,
+    },
+    /// A chunk type this codec does not implement.
+    Unknown {
+        /// Chunk type.
+        chunk_type: u8,
+        /// Chunk flags.
+        flags: u8,
+        /// Chunk value.
+        value: Vec<u8>,
+    },
+}
+
+impl Chunk {
+    /// The chunk type byte.
+    pub fn chunk_type(&self) -> u8 {
+        match self {
+            Chunk::Data(_) => CHUNK_DATA,
+            Chunk::Init(_) => CHUNK_INIT,
+            Chunk::InitAck(_) => CHUNK_INIT_ACK,
+            Chunk::Sack(_) => CHUNK_SACK,
+            Chunk::Heartbeat(_) => CHUNK_HEARTBEAT,
+            Chunk::HeartbeatAck(_) => CHUNK_HEARTBEAT_ACK,
+            Chunk::Abort { .. } => CHUNK_ABORT,
+            Chunk::Shutdown { .. } => CHUNK_SHUTDOWN,
+            Chunk::ShutdownAck => CHUNK_SHUTDOWN_ACK,
+            Chunk::Error { .. } => CHUNK_ERROR,
+            Chunk::CookieEcho(_) => CHUNK_COOKIE_ECHO,
+            Chunk::CookieAck => CHUNK_COOKIE_ACK,
+            Chunk::ShutdownComplete { .. } => CHUNK_SHUTDOWN_COMPLETE,
+            Chunk::Unknown { chunk_type, .. } => *chunk_type,
+        }
+    }
+
+    /// Parses one chunk from the front of `buf`; returns it and the bytes it took (padding
+    /// included).
+    pub fn parse(buf: &[u8]) -> Result<(Chunk, usize), ParseError> {
+        let mut r = Reader::new(buf);
+        let chunk = Self::read(&mut r)?;
+        Ok((chunk, buf.len() - r.remaining()))
+    }
+
+    /// Parses a run of chunks filling `buf` (as inside ALT-DATA).
+    pub fn parse_all(buf: &[u8]) -> Result<Vec<Chunk>, ParseError> {
+        let mut r = Reader::new(buf);
+        let mut chunks = Vec::new();
+        while !r.is_empty() {
+            chunks.push(Self::read(&mut r)?);
+        }
+        Ok(chunks)
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Chunk, ParseError> {
+        let chunk_type = r.u8("chunk header")?;
+        let flags = r.u8("chunk header")?;
+        let length = usize::from(r.u16("chunk header")?);
+        if length < 4 {
+            return Err(ParseError::BadLength("chunk"));
+        }
+        let value = r.take(length - 4, "chunk value")?;
+        r.skip_padding(padded(length) - length);
+        Self::decode(chunk_type, flags, value)
+    }
+
+    fn decode(chunk_type: u8, flags: u8, value: &[u8]) -> Result<Chunk, ParseError> {
+        let mut r = Reader::new(value);
+        let chunk = match chunk_type {
+            CHUNK_DATA => {
+                let tsn = r.u32("DATA")?;
+                let stream = r.u16("DATA")?;
+                let ssn = r.u16("DATA")?;
+                let ppid = r.u32("DATA")?;
+                let data = r.rest();
+                if data.is_empty() {
+                    return Err(ParseError::Invalid("DATA without user data"));
+                }
+                Chunk::Data(DataChunk {
+                    tsn,
+                    stream,
+                    ssn,
+                    ppid,
+                    unordered: flags & FLAG_U != 0,
+                    beginning: flags & FLAG_B != 0,
+                    ending: flags & FLAG_E != 0,
+                    immediate: flags & FLAG_I != 0,
+                    data: data.to_vec(),
+                })
+            }
+            CHUNK_INIT | CHUNK_INIT_ACK => {
+                let init = InitChunk {
+                    initiate_tag: r.u32("INIT")?,
+                    a_rwnd: r.u32("INIT")?,
+                    outbound_streams: r.u16("INIT")?,
+                    inbound_streams: r.u16("INIT")?,
+                    initial_tsn: r.u32("INIT")?,
+                    params: parse_params(r.rest())?,
+                };
+                if chunk_type == CHUNK_INIT {
+                    Chunk::Init(init)
+                } else {
+                    Chunk::InitAck(init)
+                }
+            }
+            CHUNK_SACK => Chunk::Sack(SackChunk::read(&mut r)?),
+            CHUNK_HEARTBEAT | CHUNK_HEARTBEAT_ACK => {
+                // One Heartbeat Info parameter (type 1).
+                let param_type = r.u16("heartbeat info")?;
+                let length = usize::from(r.u16("heartbeat info")?);
+                if param_type != 1 {
+                    return Err(ParseError::Invalid("heartbeat info type"));
+                }
+                if length < 4 {
+                    return Err(ParseError::BadLength("heartbeat info"));
+                }
+                let info = r.take(length - 4, "heartbeat info")?.to_vec();
+                if chunk_type == CHUNK_HEARTBEAT {
+                    Chunk::Heartbeat(info)
+                } else {
+                    Chunk::HeartbeatAck(info)
+                }
+            }
+            CHUNK_ABORT => Chunk::Abort { t_bit: flags & FLAG_T != 0, causes: parse_causes(r.rest())? },
+            CHUNK_SHUTDOWN => Chunk::Shutdown { cumulative_tsn_ack: r.u32("SHUTDOWN")? },
+            CHUNK_SHUTDOWN_ACK => Chunk::ShutdownAck,
+            CHUNK_ERROR => Chunk::Error { causes: parse_causes(r.rest())? },
+            CHUNK_COOKIE_ECHO => Chunk::CookieEcho(r.rest().to_vec()),
+            CHUNK_COOKIE_ACK => Chunk::CookieAck,
+            CHUNK_SHUTDOWN_COMPLETE => Chunk::ShutdownComplete { t_bit: flags & FLAG_T != 0 },
+            _ => Chunk::Unknown { chunk_type, flags, value: value.to_vec() },
+        };
+        Ok(chunk)
+    }
+
+    fn flags(&self) -> u8 {
+        match self {
+            Chunk::Data(d) => {
+                (if d.unordered { FLAG_U } else { 0 })
+                    | (if d.beginning { FLAG_B } else { 0 })
+                    | (if d.ending { FLAG_E } else { 0 })
+                    | (if d.immediate { FLAG_I } else { 0 })
+            }
+            Chunk::Abort { t_bit, .. } | Chunk::ShutdownComplete { t_bit } => u8::from(*t_bit),
+            Chunk::Unknown { flags, .. } => *flags,
+            _ => 0,
+        }
+    }
+
+    fn encode_value(&self, out: &mut Vec<u8>) {
+        match self {
+            Chunk::Data(d) => {
+                out.extend_from_slice(&d.tsn.to_be_bytes());
+                out.extend_from_slice(&d.stream.to_be_bytes());
+                out.extend_from_slice(&d.ssn.to_be_bytes());
+                out.extend_from_slice(&d.ppid.to_be_bytes());
+                out.extend_from_slice(&d.data);
+            }
+            Chunk::Init(i) | Chunk::InitAck(i) => {
+                out.extend_from_slice(&i.initiate_tag.to_be_bytes());
+                out.extend_from_slice(&i.a_rwnd.to_be_bytes());
+                out.extend_from_slice(&i.outbound_streams.to_be_bytes());
+                out.extend_from_slice(&i.inbound_streams.to_be_bytes());
+                out.extend_from_slice(&i.initial_tsn.to_be_bytes());
+                encode_params(&i.params, out);
+            }
+            Chunk::Sack(s) => s.encode_value(out),
+            Chunk::Heartbeat(info) | Chunk::HeartbeatAck(info) => {
+                out.extend_from_slice(&1u16.to_be_bytes());
+                out.extend_from_slice(&(clamp_len(info.len() + 4)).to_be_bytes());
+                out.extend_from_slice(info);
+            }
+            Chunk::Abort { causes, .. } | Chunk::Error { causes } => encode_causes(causes, out),
+            Chunk::Shutdown { cumulative_tsn_ack } => {
+                out.extend_from_slice(&cumulative_tsn_ack.to_be_bytes())
+            }
+            Chunk::CookieEcho(cookie) => out.extend_from_slice(cookie),
+            Chunk::Unknown { value, .. } => out.extend_from_slice(value),
+            Chunk::ShutdownAck | Chunk::CookieAck | Chunk::ShutdownComplete { .. } => {}
+        }
+    }
+
+    /// Appends the chunk, padded to four bytes, to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.push(self.chunk_type());
+        out.push(self.flags());
+        out.extend_from_slice(&[0, 0]);
+        self.encode_value(out);
+        let length = clamp_len(out.len() - start);
+        out[start + 2..start + 4].copy_from_slice(&length.to_be_bytes());
+        pad(out);
+    }
+
+    /// The chunk encoded on its own.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+
+    /// Bytes the chunk takes on the wire, padding included.
+    pub fn padded_len(&self) -> usize {
+        match self {
+            Chunk::Data(d) => padded(DATA_CHUNK_HEADER_LEN + d.data.len()),
+            Chunk::CookieAck | Chunk::ShutdownAck | Chunk::ShutdownComplete { .. } => 4,
+            Chunk::Shutdown { .. } => 8,
+            Chunk::Sack(s) => 16 + 4 * s.gap_blocks.len() + 4 * s.duplicate_tsns.len(),
+            _ => self.to_bytes().len(),
+        }
+    }
+}
+
+/// Lengths are 16-bit on the wire; callers keep chunks below 64 KiB, this keeps a bug from
+/// wrapping silently.
+fn clamp_len(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
+}

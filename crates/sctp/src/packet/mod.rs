@@ -1,0 +1,171 @@
+//! The SCTP wire codec: common header with CRC32c, chunks, parameters and error causes.
+//!
+//! Every parser is bounds-checked and returns a typed [`ParseError`]; nothing here panics on
+//! untrusted input. Chunk and parameter types the codec does not know are kept as `Unknown`
+//! with their raw bytes so the caller can act on their two high bits (RFC 9260 §3.2, §3.2.1).
+
+mod chunk;
+mod param;
+mod reader;
+
+pub use chunk::{
+    Chunk, DataChunk, InitChunk, SackChunk, UnknownChunkAction, CHUNK_ABORT, CHUNK_COOKIE_ACK,
+    CHUNK_COOKIE_ECHO, CHUNK_DATA, CHUNK_ERROR, CHUNK_HEARTBEAT, CHUNK_HEARTBEAT_ACK, CHUNK_INIT,
+    CHUNK_INIT_ACK, CHUNK_SACK, CHUNK_SHUTDOWN, CHUNK_SHUTDOWN_ACK, CHUNK_SHUTDOWN_COMPLETE,
+    DATA_CHUNK_HEADER_LEN,
+};
+pub use param::{
+    parse_causes, parse_params, ErrorCause, Param, UnknownParamAction, CAUSE_ALT_COOKIE_REQUIRED,
+    CAUSE_INVALID_STREAM, CAUSE_NO_USER_DATA, CAUSE_PROTOCOL_VIOLATION, CAUSE_STALE_COOKIE,
+    CAUSE_UNRECOGNIZED_CHUNK, CAUSE_UNRECOGNIZED_PARAMS, CAUSE_USER_ABORT, PARAM_ALT_COOKIE, PARAM_ALT_DATA,
+    PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
+    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
+};
+
+use reader::Reader;
+
+/// Bytes of the SCTP common header.
+pub const COMMON_HEADER_LEN: usize = 12;
+
+/// Why a packet, chunk, parameter or cause could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Fewer bytes than the fixed part of the structure needs.
+    #[error("truncated {0}")]
+    Truncated(&'static str),
+    /// A length field smaller than its header or larger than the bytes left.
+    #[error("bad length in {0}")]
+    BadLength(&'static str),
+    /// The CRC32c does not match.
+    #[error("bad checksum")]
+    BadChecksum,
+    /// A field holds a value the protocol forbids.
+    #[error("invalid {0}")]
+    Invalid(&'static str),
+}
+
+/// The 12-byte SCTP common header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommonHeader {
+    /// Sender's SCTP port.
+    pub src_port: u16,
+    /// Receiver's SCTP port.
+    pub dst_port: u16,
+    /// Verification tag.
+    pub verification_tag: u32,
+}
+
+/// One SCTP packet: the common header and its chunks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    /// Sender's SCTP port.
+    pub src_port: u16,
+    /// Receiver's SCTP port.
+    pub dst_port: u16,
+    /// Verification tag.
+    pub verification_tag: u32,
+    /// The chunks, in order.
+    pub chunks: Vec<Chunk>,
+}
+
+/// The CRC32c of `packet` with its checksum field taken as zero (RFC 9260 Appendix A).
+pub fn checksum(packet: &[u8]) -> u32 {
+    let head = packet.get(..8).unwrap_or(packet);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(head), &[0u8; 4]);
+    match packet.get(COMMON_HEADER_LEN..) {
+        Some(rest) => crc32c::crc32c_append(crc, rest),
+        None => crc,
+    }
+}
+
+/// Writes the CRC32c into an encoded packet's checksum field (little-endian, as the CRC's
+/// reflected bit order puts it on the wire).
+pub fn seal(packet: &mut [u8]) {
+    let crc = checksum(packet);
+    if let Some(field) = packet.get_mut(8..12) {
+        field.copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// The common header of `buf`, checksum not verified.
+pub fn peek_header(buf: &[u8]) -> Result<CommonHeader, ParseError> {
+    let mut r = Reader::new(buf);
+    let src_port = r.u16("common header")?;
+    let dst_port = r.u16("common header")?;
+    let verification_tag = r.u32("common header")?;
+    r.u32("common header")?;
+    Ok(CommonHeader { src_port, dst_port, verification_tag })
+}
+
+/// Whether the checksum field of `buf` matches its contents.
+pub fn checksum_ok(buf: &[u8]) -> bool {
+    match buf.get(8..12) {
+        Some(field) => field == checksum(buf).to_le_bytes(),
+        None => false,
+    }
+}
+
+impl Packet {
+    /// Parses a packet and verifies its checksum.
+    pub fn parse(buf: &[u8]) -> Result<Packet, ParseError> {
+        if buf.len() < COMMON_HEADER_LEN {
+            return Err(ParseError::Truncated("common header"));
+        }
+        if !checksum_ok(buf) {
+            return Err(ParseError::BadChecksum);
+        }
+        Self::parse_unchecked(buf)
+    }
+
+    /// Parses a packet without looking at its checksum.
+    pub fn parse_unchecked(buf: &[u8]) -> Result<Packet, ParseError> {
+        let header = peek_header(buf)?;
+        let mut r = Reader::new(buf.get(COMMON_HEADER_LEN..).unwrap_or(&[]));
+        let mut chunks = Vec::new();
+        while !r.is_empty() {
+            chunks.push(Chunk::read(&mut r)?);
+        }
+        Ok(Packet {
+            src_port: header.src_port,
+            dst_port: header.dst_port,
+            verification_tag: header.verification_tag,
+            chunks,
+        })
+    }
+
+    /// A packet with no chunks yet.
+    pub fn new(src_port: u16, dst_port: u16, verification_tag: u32) -> Packet {
+        Packet { src_port, dst_port, verification_tag, chunks: Vec::new() }
+    }
+
+    /// Bytes of the encoded packet.
+    pub fn encoded_len(&self) -> usize {
+        COMMON_HEADER_LEN + self.chunks.iter().map(Chunk::padded_len).sum::<usize>()
+    }
+
+    /// Encodes the packet with its checksum.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.extend_from_slice(&self.src_port.to_be_bytes());
+        out.extend_from_slice(&self.dst_port.to_be_bytes());
+        out.extend_from_slice(&self.verification_tag.to_be_bytes());
+        out.extend_from_slice(&[0; 4]);
+        for chunk in &self.chunks {
+            chunk.encode(&mut out);
+        }
+        seal(&mut out);
+        out
+    }
+}
+
+/// Rounds `n` up to a multiple of four.
+pub(crate) fn padded(n: usize) -> usize {
+    n.saturating_add(3) & !3
+}
+
+/// Appends zero bytes until `out` is a multiple of four long.
+pub(crate) fn pad(out: &mut Vec<u8>) {
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+}
