@@ -1,8 +1,480 @@
-//! `fastshake sctp server|client`.
+//! `fastshake sctp server|client`: SCTP over UDP encapsulation with the alternative handshake.
+//!
+//! The server prints what arrives to standard output (and echoes it with `--echo`); the client
+//! sends standard input, one message per read, and prints what arrives. Both write a summary of
+//! each association to standard error: the handshake that opened it, its round trips, and the
+//! bytes each way.
+
+use anyhow::{bail, Context};
+use fastshake_net::sctp::{SctpDriver, UDP_ENCAPSULATION_PORT};
+use fastshake_sctp::{
+    AssociationHandle, Config, ConnectOptions, Event, HandshakeKind, HandshakeMode, Message,
+};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
 
 #[derive(clap::Args)]
-pub struct SctpArgs {}
+pub struct SctpArgs {
+    #[command(subcommand)]
+    role: Role,
+}
 
-pub fn run(_args: SctpArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the SCTP commands are not built yet")
+#[derive(clap::Subcommand)]
+enum Role {
+    /// Accept associations; print what arrives (and echo it with --echo).
+    Server(ServerArgs),
+    /// Open one association; send standard input, print what arrives.
+    Client(ClientArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    /// RFC 9260 handshake only (the paper's 0).
+    Regular,
+    /// Alternative handshake when the peer offers it, regular otherwise (the paper's 1).
+    Both,
+    /// Alternative handshake only; never an INIT-ACK with a state cookie (the paper's 2).
+    Alt,
+}
+
+impl From<ModeArg> for HandshakeMode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Regular => HandshakeMode::Regular,
+            ModeArg::Both => HandshakeMode::Both,
+            ModeArg::Alt => HandshakeMode::AltOnly,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    /// UDP address to listen on (RFC 6951 encapsulation).
+    #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], UDP_ENCAPSULATION_PORT)))]
+    listen: SocketAddr,
+    /// SCTP port to accept associations on.
+    #[arg(long)]
+    port: u16,
+    /// Handshakes offered.
+    #[arg(long, value_enum, default_value_t = ModeArg::Both)]
+    mode: ModeArg,
+    /// Open associations on an INIT with an empty ALT-COOKIE (protected environments only).
+    #[arg(long)]
+    cookieless: bool,
+    /// Send every message back on the stream it came on.
+    #[arg(long)]
+    echo: bool,
+    /// Exit after this many associations have ended.
+    #[arg(long)]
+    exit_after: Option<u64>,
+}
+
+#[derive(clap::Args)]
+pub struct ClientArgs {
+    /// The server's UDP address (RFC 6951 encapsulation).
+    #[arg(long)]
+    connect: SocketAddr,
+    /// The server's SCTP port.
+    #[arg(long)]
+    port: u16,
+    /// Handshakes offered.
+    #[arg(long, value_enum, default_value_t = ModeArg::Both)]
+    mode: ModeArg,
+    /// Carry the first chunk of standard input in the INIT (ALT-DATA).
+    #[arg(long)]
+    zero_rtt: bool,
+    /// File of ALT-COOKIEs per (local address, server): read before, updated after.
+    #[arg(long)]
+    cookie_cache: Option<PathBuf>,
+    /// Local UDP address (default: any port on the matching family).
+    #[arg(long)]
+    local: Option<SocketAddr>,
+    /// Our SCTP port (0: a random one from the dynamic range 49152-65535).
+    #[arg(long, default_value_t = 0)]
+    local_port: u16,
+    /// After standard input ends, wait this long for answers before shutting down.
+    #[arg(long, default_value_t = 500)]
+    linger_ms: u64,
+    /// Shut down as soon as this many bytes have arrived (instead of lingering).
+    #[arg(long)]
+    expect_bytes: Option<u64>,
+    /// Give up (non-zero exit) if the whole exchange takes longer than this.
+    #[arg(long, default_value_t = 30)]
+    timeout_s: u64,
+    /// INIT retransmissions before giving up.
+    #[arg(long, default_value_t = 4)]
+    max_init_retransmits: u32,
+}
+
+pub fn run(args: SctpArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    match args.role {
+        Role::Server(a) => runtime.block_on(server(a)),
+        Role::Client(a) => runtime.block_on(client(a)),
+    }
+}
+
+fn handshake_name(kind: HandshakeKind) -> &'static str {
+    match kind {
+        HandshakeKind::Regular => "regular",
+        HandshakeKind::AltCookie => "alt-cookie",
+        HandshakeKind::AltCached => "alt-cached",
+        HandshakeKind::Cookieless => "cookieless",
+    }
+}
+
+/// What one side saw of one association.
+#[derive(Default)]
+struct Tally {
+    peer: Option<SocketAddr>,
+    handshake: Option<(HandshakeKind, u32, usize)>,
+    messages_in: u64,
+    bytes_in: u64,
+    messages_out: u64,
+    bytes_out: u64,
+}
+
+fn write_stdout(data: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(data)?;
+    out.flush()?;
+    Ok(())
+}
+
+async fn server(args: ServerArgs) -> anyhow::Result<()> {
+    let config = Config {
+        local_port: args.port,
+        mode: args.mode.into(),
+        cookieless: args.cookieless,
+        listen: true,
+        ..Config::default()
+    };
+    let mut driver =
+        SctpDriver::bind(args.listen, config).await.with_context(|| format!("binding {}", args.listen))?;
+    eprintln!("sctp server: listening on {} port {}", driver.local_addr(), args.port);
+    let mut tallies: HashMap<AssociationHandle, Tally> = HashMap::new();
+    let mut ended = 0u64;
+    loop {
+        let (handle, event) = tokio::select! {
+            ev = driver.next_event() => ev?,
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("sctp server: interrupted");
+                return Ok(());
+            }
+        };
+        let tally = tallies.entry(handle).or_default();
+        match event {
+            Event::Connected { handshake, round_trips, zero_rtt_accepted } => {
+                tally.peer = driver.endpoint().association(handle).map(|a| a.remote);
+                tally.handshake = Some((handshake, round_trips, zero_rtt_accepted));
+                eprintln!(
+                    "sctp server: association {} from {} opened by the {} handshake ({} round trip(s) on our side, {} zero-RTT message(s))",
+                    handle.0,
+                    tally.peer.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
+                    handshake_name(handshake),
+                    round_trips,
+                    zero_rtt_accepted
+                );
+            }
+            Event::Message(message) => {
+                tally.messages_in += 1;
+                tally.bytes_in += message.data.len() as u64;
+                write_stdout(&message.data)?;
+                if args.echo {
+                    let len = message.data.len() as u64;
+                    match driver.send(handle, message) {
+                        Ok(()) => {
+                            tally.messages_out += 1;
+                            tally.bytes_out += len;
+                        }
+                        Err(e) => eprintln!("sctp server: association {}: echo failed: {e}", handle.0),
+                    }
+                }
+            }
+            Event::AltCookie { .. } => {}
+            Event::Closed | Event::Aborted { .. } | Event::Failed(_) => {
+                let how = match &event {
+                    Event::Closed => "closed gracefully".to_string(),
+                    Event::Aborted { reason } => format!("aborted: {reason}"),
+                    Event::Failed(e) => format!("failed: {e}"),
+                    _ => unreachable!("matched above"),
+                };
+                let tally = tallies.remove(&handle).unwrap_or_default();
+                eprintln!(
+                    "sctp server: association {} {how}; {} byte(s) in {} message(s) received, {} byte(s) in {} message(s) sent",
+                    handle.0, tally.bytes_in, tally.messages_in, tally.bytes_out, tally.messages_out
+                );
+                ended += 1;
+                if args.exit_after.is_some_and(|n| ended >= n) {
+                    // Let the last SHUTDOWN-COMPLETE or ABORT leave the socket.
+                    driver.flush().await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// ALT-COOKIEs per (local address, server address), one `LOCAL SERVER HEX` line each.
+struct CookieCache {
+    path: PathBuf,
+    entries: Vec<(String, String, Vec<u8>)>,
+}
+
+impl CookieCache {
+    fn load(path: &Path) -> anyhow::Result<CookieCache> {
+        let mut entries = Vec::new();
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                for line in text.lines() {
+                    let mut fields = line.split_whitespace();
+                    if let (Some(local), Some(server), Some(cookie), None) =
+                        (fields.next(), fields.next(), fields.next(), fields.next())
+                    {
+                        // A damaged line is skipped: the server hands out a fresh cookie anyway.
+                        if let Ok(cookie) = hex::decode(cookie) {
+                            entries.push((local.to_string(), server.to_string(), cookie));
+                        }
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+        Ok(CookieCache { path: path.to_path_buf(), entries })
+    }
+
+    /// The key of a local address: its IP, and its port only when the user fixed it. The cookie
+    /// proves ownership of the source address; an ephemeral port changes every run.
+    fn local_key(local: Option<SocketAddr>, port_fixed: bool) -> String {
+        match local {
+            Some(a) if port_fixed => a.to_string(),
+            Some(a) => a.ip().to_string(),
+            None => "*".to_string(),
+        }
+    }
+
+    fn get(&self, local: &str, server: SocketAddr) -> Option<Vec<u8>> {
+        let server = server.to_string();
+        self.entries.iter().find(|(l, s, _)| l == local && *s == server).map(|(_, _, c)| c.clone())
+    }
+
+    fn put(&mut self, local: String, server: SocketAddr, cookie: Vec<u8>) {
+        let server = server.to_string();
+        self.entries.retain(|(l, s, _)| !(*l == local && *s == server));
+        self.entries.push((local, server, cookie));
+    }
+
+    fn save(&self) -> anyhow::Result<()> {
+        let mut text = String::new();
+        for (local, server, cookie) in &self.entries {
+            text.push_str(&format!("{local} {server} {}\n", hex::encode(cookie)));
+        }
+        // Write then rename, so a crash never leaves half a file.
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path).with_context(|| format!("writing {}", self.path.display()))?;
+        Ok(())
+    }
+}
+
+/// Reads standard input in chunks of at most `limit` bytes on a task of its own; each chunk
+/// becomes one message. The channel closes at end of input.
+fn spawn_stdin_reader(limit: usize) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = vec![0u8; limit];
+        loop {
+            match stdin.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.send(buf[..n].to_vec()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Largest message read from standard input at once; a zero-RTT message must fit in the INIT
+/// beside the handshake parameters.
+const STDIN_CHUNK: usize = 1024;
+
+fn random_dynamic_port() -> u16 {
+    use rand_core::RngCore;
+    49152 + (rand_core::OsRng.next_u32() % 16384) as u16
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+async fn client(args: ClientArgs) -> anyhow::Result<()> {
+    let local = args.local.unwrap_or_else(|| {
+        if args.connect.is_ipv6() {
+            "[::]:0".parse().expect("literal")
+        } else {
+            "0.0.0.0:0".parse().expect("literal")
+        }
+    });
+    let config = Config {
+        local_port: if args.local_port == 0 { random_dynamic_port() } else { args.local_port },
+        mode: args.mode.into(),
+        listen: false,
+        max_init_retransmits: args.max_init_retransmits,
+        ..Config::default()
+    };
+    let mut driver = SctpDriver::bind(local, config).await.with_context(|| format!("binding {local}"))?;
+    let local_key =
+        CookieCache::local_key(Some(driver.local_addr()), args.local.is_some_and(|a| a.port() != 0));
+    let mut cache = match &args.cookie_cache {
+        Some(path) => Some(CookieCache::load(path)?),
+        None => None,
+    };
+
+    let mut stdin = spawn_stdin_reader(STDIN_CHUNK);
+    let mut options = ConnectOptions::default();
+    options.cached_cookie = cache.as_ref().and_then(|c| c.get(&local_key, args.connect));
+    let used_cached_cookie = options.cached_cookie.is_some();
+    let mut tally = Tally::default();
+    let mut stdin_done = false;
+    if args.zero_rtt {
+        // The first chunk travels in the INIT, so it must be read before connecting.
+        match stdin.recv().await {
+            Some(data) => {
+                tally.messages_out += 1;
+                tally.bytes_out += data.len() as u64;
+                options.zero_rtt.push(Message { stream: 0, unordered: false, ppid: 0, data });
+            }
+            None => stdin_done = true,
+        }
+    }
+
+    let started = tokio::time::Instant::now();
+    let deadline = started + Duration::from_secs(args.timeout_s);
+    let handle = driver.connect(args.connect, args.port, options);
+    let mut connected_at = None;
+    let mut first_byte_at = None;
+    // Messages read before the association opened.
+    let mut backlog: Vec<Vec<u8>> = Vec::new();
+    // When the client stops waiting for answers and shuts down.
+    let mut quiet_deadline: Option<tokio::time::Instant> = None;
+    let mut shutting_down = false;
+    let outcome: anyhow::Result<()> = loop {
+        if !shutting_down && stdin_done && connected_at.is_some() {
+            let enough = args.expect_bytes.is_some_and(|n| tally.bytes_in >= n);
+            let quiet = args.expect_bytes.is_none()
+                && quiet_deadline.is_some_and(|t| tokio::time::Instant::now() >= t);
+            if enough || quiet {
+                driver.shutdown(handle);
+                shutting_down = true;
+            }
+        }
+        let wake = quiet_deadline.filter(|_| !shutting_down).unwrap_or(deadline).min(deadline);
+        tokio::select! {
+            ev = driver.next_event() => {
+                let (h, event) = ev?;
+                if h != handle {
+                    continue;
+                }
+                match event {
+                    Event::Connected { handshake, round_trips, zero_rtt_accepted } => {
+                        connected_at = Some(started.elapsed());
+                        tally.handshake = Some((handshake, round_trips, zero_rtt_accepted));
+                        for data in backlog.drain(..) {
+                            driver.send(handle, Message { stream: 0, unordered: false, ppid: 0, data })?;
+                        }
+                        if stdin_done {
+                            quiet_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(args.linger_ms));
+                        }
+                    }
+                    Event::Message(message) => {
+                        first_byte_at.get_or_insert_with(|| started.elapsed());
+                        tally.messages_in += 1;
+                        tally.bytes_in += message.data.len() as u64;
+                        write_stdout(&message.data)?;
+                        if stdin_done {
+                            quiet_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(args.linger_ms));
+                        }
+                    }
+                    Event::AltCookie { server, local, cookie } => {
+                        if let Some(cache) = cache.as_mut() {
+                            let key = CookieCache::local_key(local.or(Some(driver.local_addr())), args.local.is_some_and(|a| a.port() != 0));
+                            cache.put(key, server, cookie);
+                        }
+                    }
+                    Event::Closed => break Ok(()),
+                    Event::Aborted { reason } => break Err(anyhow::anyhow!("association aborted: {reason}")),
+                    Event::Failed(e) => break Err(anyhow::anyhow!("association failed: {e} (no answer from {} port {})", args.connect, args.port)),
+                }
+            }
+            chunk = stdin.recv(), if !stdin_done => {
+                match chunk {
+                    Some(data) => {
+                        tally.messages_out += 1;
+                        tally.bytes_out += data.len() as u64;
+                        if connected_at.is_some() {
+                            driver.send(handle, Message { stream: 0, unordered: false, ppid: 0, data })?;
+                        } else {
+                            backlog.push(data);
+                        }
+                    }
+                    None => {
+                        stdin_done = true;
+                        quiet_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(args.linger_ms));
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(wake) => {
+                if tokio::time::Instant::now() >= deadline {
+                    driver.abort(handle);
+                    let _ = driver.flush().await;
+                    break Err(anyhow::anyhow!("timed out after {} s", args.timeout_s));
+                }
+            }
+        }
+    };
+
+    if let (Some(cache), Some(_)) = (cache.as_ref(), args.cookie_cache.as_ref()) {
+        cache.save()?;
+    }
+    let summary = match tally.handshake {
+        Some((kind, rtts, zero_rtt)) => format!(
+            "sctp client: {} handshake, {} round trip(s) to open{}{}, connected after {}",
+            handshake_name(kind),
+            rtts,
+            if args.zero_rtt { format!(", {zero_rtt} zero-RTT message(s) accepted") } else { String::new() },
+            if used_cached_cookie { ", cached ALT-COOKIE offered" } else { "" },
+            connected_at.map(ms).unwrap_or_default()
+        ),
+        None => "sctp client: no association".to_string(),
+    };
+    eprintln!("{summary}");
+    eprintln!(
+        "sctp client: sent {} byte(s) in {} message(s), received {} byte(s) in {} message(s){}; {} datagram(s) / {} byte(s) out, {} / {} in",
+        tally.bytes_out,
+        tally.messages_out,
+        tally.bytes_in,
+        tally.messages_in,
+        first_byte_at.map(|t| format!(", first byte after {}", ms(t))).unwrap_or_default(),
+        driver.stats().datagrams_out,
+        driver.stats().bytes_out,
+        driver.stats().datagrams_in,
+        driver.stats().bytes_in,
+    );
+    if outcome.is_ok() {
+        eprintln!("sctp client: closed gracefully");
+    }
+    if tally.handshake.is_none() && outcome.is_ok() {
+        bail!("closed before the association opened");
+    }
+    outcome
 }

@@ -1,0 +1,239 @@
+//! Interoperability of `fastshake sctp` with usrsctp's example programs (Debian
+//! `libusrsctp-examples`), over UDP encapsulation on loopback.
+//!
+//! usrsctp's `echo_server LOCAL_ENCAPS REMOTE_ENCAPS` listens on SCTP port 7 and echoes every
+//! message; `client ADDR PORT LOCAL_PORT LOCAL_ENCAPS REMOTE_ENCAPS` sends its standard input line
+//! by line and writes what arrives to standard output. Every process is killed when its guard
+//! drops, and every wait has a timeout.
+//!
+//! Without the examples installed these tests fail with a hint, unless
+//! `FASTSHAKE_SKIP_USRSCTP=1` says to skip them.
+
+#[path = "support/sctp_procs.rs"]
+mod sctp_procs;
+
+use sctp_procs::{count_lines, fastshake, free_udp_port, Proc};
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const USRSCTP_DIR: &str = "/usr/lib/usrsctp";
+/// usrsctp's echo server listens on the echo port.
+const ECHO_SCTP_PORT: &str = "7";
+
+/// The path of a usrsctp example, or `None` when the tests are to be skipped.
+fn usrsctp_program(name: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(USRSCTP_DIR).join(name);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("FASTSHAKE_SKIP_USRSCTP").is_ok_and(|v| v == "1") {
+        eprintln!("skipping: {} not installed", path.display());
+        return None;
+    }
+    panic!(
+        "{} is missing: install it with `apt-get install -y libusrsctp-examples`, \
+         or set FASTSHAKE_SKIP_USRSCTP=1 to skip the usrsctp interop tests",
+        path.display()
+    );
+}
+
+/// Runs `program` with line-buffered standard output where `stdbuf` exists, so what it prints
+/// can be read while it runs (usrsctp's examples use printf).
+fn spawn_line_buffered(program: &PathBuf, args: &[String]) -> Proc {
+    let stdbuf = PathBuf::from("/usr/bin/stdbuf");
+    if stdbuf.exists() {
+        let mut all = vec!["-oL".to_string(), program.display().to_string()];
+        all.extend_from_slice(args);
+        Proc::spawn(stdbuf, &all)
+    } else {
+        Proc::spawn(program, args)
+    }
+}
+
+/// Waits until something is bound to UDP `port` on every IPv4 address (usrsctp binds its
+/// encapsulation socket inside `usrsctp_init`).
+fn wait_until_bound(port: u16, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if UdpSocket::bind(("127.0.0.1", port)).is_err() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn start_usrsctp_echo_server(our_port: u16) -> Option<(Proc, u16)> {
+    let program = usrsctp_program("echo_server")?;
+    let their_port = free_udp_port();
+    let server = spawn_line_buffered(&program, &[their_port.to_string(), our_port.to_string()]);
+    assert!(
+        wait_until_bound(their_port, Duration::from_secs(5)),
+        "echo_server did not bind\n{}",
+        server.describe()
+    );
+    Some((server, their_port))
+}
+
+/// Runs our client against usrsctp's echo server with `extra` arguments and checks that the
+/// payload comes back exactly once and that usrsctp received it exactly once.
+fn our_client_against_usrsctp_echo(
+    extra: &[&str],
+    payload: &[u8],
+    prepare: impl FnOnce(u16, u16),
+) -> (Proc, Proc) {
+    let our_port = free_udp_port();
+    let Some((server, their_port)) = start_usrsctp_echo_server(our_port) else {
+        panic!("skipped") // unreachable unless skipping; callers check first
+    };
+    prepare(our_port, their_port);
+    let mut args: Vec<String> = [
+        "sctp",
+        "client",
+        "--connect",
+        &format!("127.0.0.1:{their_port}"),
+        "--port",
+        ECHO_SCTP_PORT,
+        "--local",
+        &format!("127.0.0.1:{our_port}"),
+        "--expect-bytes",
+        &payload.len().to_string(),
+        "--timeout-s",
+        "20",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut client = Proc::spawn(fastshake(), &args);
+    client.write_stdin(payload);
+    client.close_stdin();
+    let status = client.wait_timeout(Duration::from_secs(30));
+    let report = format!("{}\n{}", client.describe(), server.describe());
+    assert!(status.is_some_and(|s| s.success()), "client failed: {status:?}\n{report}");
+    assert_eq!(client.stdout.bytes(), payload, "echo must come back exactly once\n{report}");
+    // usrsctp prints one line per message it received (and echoed).
+    assert!(
+        server.stdout.wait_for("Msg of length", Duration::from_secs(2)),
+        "usrsctp saw no message\n{report}"
+    );
+    assert_eq!(
+        count_lines(&server.stdout.text(), &format!("Msg of length {} received", payload.len())),
+        1,
+        "usrsctp must receive the message exactly once\n{report}"
+    );
+    assert!(client.stderr.text().contains("closed gracefully"), "no graceful close\n{report}");
+    (client, server)
+}
+
+#[test]
+fn regular_client_with_usrsctp_echo_server() {
+    if usrsctp_program("echo_server").is_none() {
+        return;
+    }
+    let payload = b"hello usrsctp, from the regular handshake\n";
+    let (client, _server) = our_client_against_usrsctp_echo(&["--mode", "regular"], payload, |_, _| {});
+    assert!(client.stderr.text().contains("regular handshake"), "{}", client.describe());
+}
+
+/// usrsctp does not know ALT-COOKIE or ALT-DATA: it skips both (their type's high bits are 10),
+/// answers with a regular INIT-ACK, and the zero-RTT message goes again as DATA — delivered and
+/// echoed once.
+#[test]
+fn alt_client_with_zero_rtt_falls_back_with_usrsctp_echo_server() {
+    if usrsctp_program("echo_server").is_none() {
+        return;
+    }
+    let payload = b"zero-RTT data that usrsctp must see exactly once\n";
+    let (client, _server) =
+        our_client_against_usrsctp_echo(&["--mode", "both", "--zero-rtt"], payload, |_, _| {});
+    let stderr = client.stderr.text();
+    assert!(stderr.contains("regular handshake"), "fallback to the regular handshake\n{stderr}");
+    assert!(stderr.contains("0 zero-RTT message(s) accepted"), "usrsctp sends no ALT-SACK\n{stderr}");
+}
+
+/// The same with a non-empty ALT-COOKIE (a cached cookie usrsctp cannot know) in the INIT.
+#[test]
+fn alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_usrsctp_echo_server() {
+    if usrsctp_program("echo_server").is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fastshake-sctp-usrsctp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cache = dir.join("cookies");
+    let cache_arg = cache.display().to_string();
+    let payload = b"zero-RTT data beside a cached ALT-COOKIE\n";
+    let (client, _server) = our_client_against_usrsctp_echo(
+        &["--mode", "both", "--zero-rtt", "--cookie-cache", &cache_arg],
+        payload,
+        |our_port, their_port| {
+            // A cookie from "an earlier run": 17 bytes, as our servers hand out.
+            let line = format!("127.0.0.1:{our_port} 127.0.0.1:{their_port} {}\n", "ab".repeat(17));
+            std::fs::write(&cache, line).expect("writing the cookie cache");
+        },
+    );
+    let stderr = client.stderr.text();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(stderr.contains("cached ALT-COOKIE offered"), "the cached cookie must be offered\n{stderr}");
+    assert!(stderr.contains("regular handshake"), "fallback to the regular handshake\n{stderr}");
+}
+
+/// usrsctp's client opens an association to our server, sends a line, reads our echo, and shuts
+/// down gracefully.
+#[test]
+fn usrsctp_client_with_our_echo_server() {
+    let Some(program) = usrsctp_program("client") else { return };
+    let our_port = free_udp_port();
+    let server = Proc::spawn(
+        fastshake(),
+        &[
+            "sctp".into(),
+            "server".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{our_port}"),
+            "--port".into(),
+            ECHO_SCTP_PORT.into(),
+            "--mode".into(),
+            "both".into(),
+            "--echo".into(),
+            "--exit-after".into(),
+            "1".into(),
+        ],
+    );
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+
+    let their_port = free_udp_port();
+    let mut client = Proc::spawn(
+        &program,
+        &[
+            "127.0.0.1".into(),
+            ECHO_SCTP_PORT.into(),
+            "0".into(),
+            their_port.to_string(),
+            our_port.to_string(),
+        ],
+    );
+    let line = "hello fastshake, from usrsctp\n";
+    client.write_stdin(line.as_bytes());
+    let echoed = client.stdout.wait_for(line, Duration::from_secs(15));
+    let report = || format!("{}\n{}", client.describe(), server.describe());
+    assert!(echoed, "no echo from our server\n{}", report());
+    // End of input: usrsctp's client shuts the association down and exits when it is closed.
+    client.close_stdin();
+    let status = client.wait_timeout(Duration::from_secs(15));
+    assert!(status.is_some(), "usrsctp client did not finish\n{}", report());
+    let mut server = server;
+    let server_status = server.wait_timeout(Duration::from_secs(10));
+    let report = format!("{}\n{}", client.describe(), server.describe());
+    assert!(server_status.is_some_and(|s| s.success()), "server did not exit cleanly\n{report}");
+    assert_eq!(server.stdout.text(), line, "our server prints what it received, once\n{report}");
+    let stderr = server.stderr.text();
+    assert!(
+        stderr.contains("opened by the regular handshake"),
+        "usrsctp speaks the regular handshake\n{report}"
+    );
+    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
+    assert_eq!(count_lines(&client.stdout.text(), line.trim_end()), 1, "echo arrives once\n{report}");
+}

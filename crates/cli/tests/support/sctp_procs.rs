@@ -1,0 +1,153 @@
+//! Child processes for the SCTP tests: killed and reaped on every path, output collected on
+//! threads, waits bounded by timeouts so a hung peer fails the test instead of hanging it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The `fastshake` binary under test.
+pub fn fastshake() -> &'static str {
+    env!("CARGO_BIN_EXE_fastshake")
+}
+
+/// A UDP port free on loopback at the time of the call.
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).expect("binding an ephemeral port").port()
+}
+
+/// Text a stream produced so far, shared with the thread that reads it.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<(Mutex<Vec<u8>>, Condvar)>);
+
+impl Captured {
+    fn spawn_reader<R: Read + Send + 'static>(mut source: R) -> Captured {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match source.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let (lock, cv) = &*sink.0;
+                        lock.lock().expect("capture lock").extend_from_slice(&buf[..n]);
+                        cv.notify_all();
+                    }
+                }
+            }
+        });
+        captured
+    }
+
+    /// Everything read so far.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.0 .0.lock().expect("capture lock").clone()
+    }
+
+    /// Everything read so far, as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes()).into_owned()
+    }
+
+    /// Waits until the output contains `needle`; false after `timeout`.
+    pub fn wait_for(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let (lock, cv) = &*self.0;
+        let mut data = lock.lock().expect("capture lock");
+        loop {
+            if String::from_utf8_lossy(&data).contains(needle) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            data = cv.wait_timeout(data, deadline - now).expect("capture lock").0;
+        }
+    }
+}
+
+/// A running child whose stdout and stderr are captured; killed on drop.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+impl Proc {
+    pub fn spawn(program: impl AsRef<Path>, args: &[String]) -> Proc {
+        let program = program.as_ref();
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        let stdout = Captured::spawn_reader(child.stdout.take().expect("piped stdout"));
+        let stderr = Captured::spawn_reader(child.stderr.take().expect("piped stderr"));
+        let stdin = child.stdin.take();
+        Proc { name: program.display().to_string(), child, stdin, stdout, stderr }
+    }
+
+    /// Writes to the child's standard input.
+    pub fn write_stdin(&mut self, data: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        stdin.write_all(data).expect("writing to child stdin");
+        stdin.flush().expect("flushing child stdin");
+    }
+
+    /// Closes the child's standard input (end of file).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits for the child to exit; `None` (and the child is killed) after `timeout`.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Give the reader threads a moment to drain the pipes.
+                thread::sleep(Duration::from_millis(50));
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Both outputs, for failure messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "--- {} stdout ---\n{}\n--- {} stderr ---\n{}",
+            self.name,
+            self.stdout.text(),
+            self.name,
+            self.stderr.text()
+        )
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Lines of `text` containing `needle`.
+pub fn count_lines(text: &str, needle: &str) -> usize {
+    BufReader::new(text.as_bytes()).lines().map_while(Result::ok).filter(|l| l.contains(needle)).count()
+}
