@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long, default_value = "/usr/lib/usrsctp/echo_server")]
     usrsctp_echo_server: PathBuf,
     /// Offered INIT rate of the flood, packets per second.
-    #[arg(long, default_value_t = 150_000)]
+    #[arg(long, default_value_t = 400_000)]
     rate: u64,
 }
 
@@ -42,6 +42,9 @@ struct FloodResult {
     answer_bytes: u64,
     /// From the first send to the last send.
     send_window: Duration,
+    /// From the first answer to the last: the server answers at its own pace, draining its
+    /// socket buffer after the sender stopped.
+    answer_window: Duration,
     /// The size of the last answer seen (answers to identical INITs are identical in size).
     answer_size: usize,
     /// What the last answer was.
@@ -50,9 +53,17 @@ struct FloodResult {
 
 impl FloodResult {
     fn answers_per_second(&self) -> f64 {
+        let secs = self.answer_window.as_secs_f64();
+        if secs > 0.0 && self.answers > 1 {
+            (self.answers - 1) as f64 / secs
+        } else {
+            0.0
+        }
+    }
+    fn offered_per_second(&self) -> f64 {
         let secs = self.send_window.as_secs_f64();
         if secs > 0.0 {
-            self.answers as f64 / secs
+            self.sent as f64 / secs
         } else {
             0.0
         }
@@ -87,11 +98,16 @@ fn flood_from(
             let mut buf = [0u8; 2048];
             let (mut answers, mut bytes) = (0u64, 0u64);
             let mut last = Vec::new();
+            let mut first_at: Option<StdInstant> = None;
+            let mut last_at: Option<StdInstant> = None;
             let mut quiet_since: Option<StdInstant> = None;
             loop {
                 match receiver.recv_from(&mut buf) {
                     Ok((n, _)) => {
                         answers += 1;
+                        let at = StdInstant::now();
+                        first_at.get_or_insert(at);
+                        last_at = Some(at);
                         bytes += n as u64;
                         if last.len() != n {
                             last = buf[..n].to_vec();
@@ -109,7 +125,11 @@ fn flood_from(
                     }
                 }
             }
-            (answers, bytes, last)
+            let window = match (first_at, last_at) {
+                (Some(a), Some(b)) => b - a,
+                _ => Duration::ZERO,
+            };
+            (answers, bytes, last, window)
         })
     };
 
@@ -134,13 +154,15 @@ fn flood_from(
     }
     let send_window = start.elapsed();
     sending.store(false, Ordering::Relaxed);
-    let (answers, answer_bytes, last) = counter.join().map_err(|_| anyhow::anyhow!("counter thread"))?;
+    let (answers, answer_bytes, last, answer_window) =
+        counter.join().map_err(|_| anyhow::anyhow!("counter thread"))?;
     Ok(FloodResult {
         sent,
         sent_bytes: sent * packet.len() as u64,
         answers,
         answer_bytes,
         send_window,
+        answer_window,
         answer_size: last.len(),
         answer_kind: (!last.is_empty()).then(|| describe_answer(&last)),
     })
@@ -316,22 +338,30 @@ struct FloodRow {
 
 fn print_flood(rows: &[FloodRow], init_len: usize) {
     println!(
-        "{:<44} {:>9} {:>11} {:>9} {:>10} {:>9}  {}",
-        "server / answer", "sent", "answers/s", "answer B", "B out/B in", "answered", "paper (seed 004)"
+        "{:<52} {:>8} {:>10} {:>10} {:>8} {:>10} {:>9}  {}",
+        "server [answer]",
+        "sent",
+        "offered/s",
+        "answers/s",
+        "answer B",
+        "B out/B in",
+        "answered",
+        "paper (seed 004)"
     );
     for row in rows {
         match &row.result {
             Some(r) => println!(
-                "{:<44} {:>9} {:>11.0} {:>9} {:>10.2} {:>8.1}%  {}",
+                "{:<52} {:>8} {:>10.0} {:>10.0} {:>8} {:>10.2} {:>8.1}%  {}",
                 format!("{} [{}]", row.label, row.answer),
                 r.sent,
+                r.offered_per_second(),
                 r.answers_per_second(),
                 r.answer_size,
                 r.bytes_out_per_byte_in(),
                 if r.sent > 0 { 100.0 * r.answers as f64 / r.sent as f64 } else { 0.0 },
                 row.paper
             ),
-            None => println!("{:<44} {:>9}  {}  {}", row.label, "-", row.answer, row.paper),
+            None => println!("{:<52} {:>8}  {}  {}", row.label, "-", row.answer, row.paper),
         }
     }
     println!("(INIT: {init_len} B SCTP packet in one UDP datagram; sizes are UDP payloads)");
@@ -510,6 +540,7 @@ mod ttfb {
         handshake: Option<HandshakeKind>,
         packets: usize,
         cookie: Option<Vec<u8>>,
+        ended: Instant,
     }
 
     const CLIENT: &str = "10.0.0.1:9899";
@@ -522,15 +553,19 @@ mod ttfb {
         cached_cookie: Option<Vec<u8>>,
         delay: Duration,
         seed: u8,
+        start: Instant,
     ) -> anyhow::Result<Outcome> {
         let client_addr: SocketAddr = CLIENT.parse()?;
         let server_addr: SocketAddr = SERVER.parse()?;
-        let config = Config { local_port: 5000, mode: client_mode, listen: false, ..Config::default() };
+        // A port of its own per client, so a later association is never taken for a restart.
+        let config = Config {
+            local_port: 5000 + u16::from(seed),
+            mode: client_mode,
+            listen: false,
+            ..Config::default()
+        };
         let mut client = Endpoint::new(Arc::new(config), [seed; 32]);
-        // The server's clock keeps running across exchanges; the client starts at its `now`.
-        let mut now = server.poll_timeout().map(|_| Instant::ZERO).unwrap_or(Instant::ZERO);
-        now = now.max(Instant::from_millis(1));
-        let start = now;
+        let mut now = start;
         let mut to_server = Direction { delay, free_at: now };
         let mut to_client = Direction { delay, free_at: now };
         // (arrival, sequence, to_client, payload)
@@ -544,7 +579,8 @@ mod ttfb {
             7,
             ConnectOptions { zero_rtt: vec![request], cached_cookie },
         );
-        let mut outcome = Outcome { ttfb: Duration::ZERO, handshake: None, packets: 0, cookie: None };
+        let mut outcome =
+            Outcome { ttfb: Duration::ZERO, handshake: None, packets: 0, cookie: None, ended: start };
         let limit = start + Duration::from_secs(120);
         loop {
             while let Some(t) = client.poll_transmit(now) {
@@ -575,9 +611,13 @@ mod ttfb {
                     Event::AltCookie { cookie, .. } => outcome.cookie = Some(cookie),
                     Event::Message(m) if m.data == RESPONSE => {
                         outcome.ttfb = now - start;
-                        // Let the server see the client's SACK etc. is not needed: TTFB is taken.
+                        outcome.ended = now;
+                        // The measurement is taken; end the association at once (the ABORT
+                        // reaches the server without delay) so the server holds no state.
                         client.abort(handle);
-                        while client.poll_transmit(now).is_some() {}
+                        while let Some(mut t) = client.poll_transmit(now) {
+                            server.handle_datagram(now, server_addr, client_addr, &mut t.payload);
+                        }
                         drain_server(server, now);
                         return Ok(outcome);
                     }
@@ -630,19 +670,25 @@ mod ttfb {
     }
 
     fn measure(variant: Variant, delay: Duration) -> anyhow::Result<Outcome> {
+        let start = Instant::from_millis(1);
         match variant {
-            Variant::Regular => exchange(&mut server_endpoint(false), HandshakeMode::Regular, None, delay, 1),
-            Variant::Alternative => {
-                exchange(&mut server_endpoint(false), HandshakeMode::Both, None, delay, 2)
+            Variant::Regular => {
+                exchange(&mut server_endpoint(false), HandshakeMode::Regular, None, delay, 1, start)
             }
-            Variant::Cookieless => exchange(&mut server_endpoint(true), HandshakeMode::Both, None, delay, 3),
+            Variant::Alternative => {
+                exchange(&mut server_endpoint(false), HandshakeMode::Both, None, delay, 2, start)
+            }
+            Variant::Cookieless => {
+                exchange(&mut server_endpoint(true), HandshakeMode::Both, None, delay, 3, start)
+            }
             Variant::CachedZeroRtt => {
                 let mut server = server_endpoint(false);
-                let first = exchange(&mut server, HandshakeMode::Both, None, delay, 4)?;
+                let first = exchange(&mut server, HandshakeMode::Both, None, delay, 4, start)?;
                 let cookie = first
                     .cookie
                     .ok_or_else(|| anyhow::anyhow!("the first association brought no ALT-COOKIE"))?;
-                exchange(&mut server, HandshakeMode::Both, Some(cookie), delay, 5)
+                let later = first.ended + Duration::from_secs(1);
+                exchange(&mut server, HandshakeMode::Both, Some(cookie), delay, 5, later)
             }
         }
     }
@@ -688,7 +734,7 @@ mod ttfb {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let limits = if args.quick {
-        FloodLimits { max_packets: 20_000, max_time: Duration::from_secs(1), rate_pps: args.rate }
+        FloodLimits { max_packets: 50_000, max_time: Duration::from_secs(1), rate_pps: args.rate }
     } else {
         FloodLimits { max_packets: 200_000, max_time: Duration::from_secs(5), rate_pps: args.rate }
     };
