@@ -109,6 +109,9 @@ pub struct ClientArgs {
     /// INIT retransmissions before giving up.
     #[arg(long, default_value_t = 4)]
     max_init_retransmits: u32,
+    /// Initial retransmission timeout (RFC 9260 RTO.Initial).
+    #[arg(long, default_value_t = 1000)]
+    rto_initial_ms: u64,
 }
 
 pub fn run(args: SctpArgs) -> anyhow::Result<()> {
@@ -330,6 +333,8 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         mode: args.mode.into(),
         listen: false,
         max_init_retransmits: args.max_init_retransmits,
+        rto_initial: Duration::from_millis(args.rto_initial_ms),
+        rto_min: Config::default().rto_min.min(Duration::from_millis(args.rto_initial_ms)),
         ..Config::default()
     };
     let mut driver = SctpDriver::bind(local, config).await.with_context(|| format!("binding {local}"))?;

@@ -1,0 +1,161 @@
+//! `fastshake sctp server|client` against each other on loopback: every handshake variant,
+//! the cookie cache, zero-RTT data, and the failure exits.
+
+#[path = "support/sctp_procs.rs"]
+mod sctp_procs;
+
+use sctp_procs::{fastshake, free_udp_port, Proc};
+use std::time::Duration;
+
+const SCTP_PORT: &str = "5060";
+
+struct Server {
+    proc: Proc,
+    addr: String,
+}
+
+fn start_server(extra: &[&str]) -> Server {
+    let port = free_udp_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut args: Vec<String> = ["sctp", "server", "--listen", &addr, "--port", SCTP_PORT, "--echo"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let proc = Proc::spawn(fastshake(), &args);
+    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.describe());
+    Server { proc, addr }
+}
+
+/// Runs a client to completion with `stdin`; returns it after exit.
+fn run_client(server: &Server, extra: &[&str], stdin: &[u8]) -> Proc {
+    let mut args: Vec<String> =
+        ["sctp", "client", "--connect", &server.addr, "--port", SCTP_PORT, "--timeout-s", "20"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut client = Proc::spawn(fastshake(), &args);
+    client.write_stdin(stdin);
+    client.close_stdin();
+    let status = client.wait_timeout(Duration::from_secs(30));
+    assert!(status.is_some(), "client hung\n{}\n{}", client.describe(), server.proc.describe());
+    client
+}
+
+fn succeeded(client: &mut Proc) -> bool {
+    client.wait_timeout(Duration::from_secs(1)).is_some_and(|s| s.success())
+}
+
+/// Runs an echo exchange and checks data both ways; returns the client's stderr.
+fn echo_exchange(server: &Server, extra: &[&str], payload: &[u8]) -> String {
+    let mut args = vec!["--expect-bytes"];
+    let len = payload.len().to_string();
+    args.push(&len);
+    args.extend_from_slice(extra);
+    let mut client = run_client(server, &args, payload);
+    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    assert!(succeeded(&mut client), "client failed\n{report}");
+    assert_eq!(client.stdout.bytes(), payload, "echo comes back exactly once\n{report}");
+    assert!(client.stderr.text().contains("closed gracefully"), "{report}");
+    client.stderr.text()
+}
+
+#[test]
+fn regular_handshake_echo() {
+    let server = start_server(&["--mode", "both"]);
+    let stderr = echo_exchange(&server, &["--mode", "regular"], b"regular hello\n");
+    assert!(stderr.contains("regular handshake, 2 round trip(s)"), "{stderr}");
+    assert!(server.proc.stderr.wait_for("opened by the regular handshake", Duration::from_secs(5)));
+    assert!(server.proc.stdout.wait_for("regular hello", Duration::from_secs(5)));
+}
+
+#[test]
+fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
+    let server = start_server(&["--mode", "alt"]);
+    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cache = dir.join("cookies");
+    let cache_arg = cache.display().to_string();
+    let local = format!("127.0.0.1:{}", free_udp_port());
+
+    let first = echo_exchange(
+        &server,
+        &["--mode", "both", "--cookie-cache", &cache_arg, "--local", &local],
+        b"first\n",
+    );
+    assert!(first.contains("alt-cookie handshake, 2 round trip(s)"), "{first}");
+    let cached = std::fs::read_to_string(&cache).expect("the cookie cache was written");
+    assert!(cached.contains(&server.addr), "cache keyed by server: {cached}");
+
+    let second = echo_exchange(
+        &server,
+        &["--mode", "both", "--zero-rtt", "--cookie-cache", &cache_arg, "--local", &local],
+        b"second, in the INIT\n",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
+    assert!(second.contains("1 zero-RTT message(s) accepted"), "{second}");
+    assert!(second.contains("cached ALT-COOKIE offered"), "{second}");
+}
+
+#[test]
+fn cookieless_server_opens_in_one_round_trip() {
+    let server = start_server(&["--mode", "both", "--cookieless"]);
+    let stderr = echo_exchange(&server, &["--mode", "both", "--zero-rtt"], b"cookieless zero-RTT\n");
+    assert!(stderr.contains("cookieless handshake, 1 round trip(s)"), "{stderr}");
+    assert!(stderr.contains("1 zero-RTT message(s) accepted"), "{stderr}");
+}
+
+#[test]
+fn several_messages_each_way() {
+    let server = start_server(&["--mode", "both"]);
+    // Larger than one read of standard input: several messages, echoed in order.
+    let payload: Vec<u8> = (0..5000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let stderr = echo_exchange(&server, &["--mode", "both"], &payload);
+    assert!(stderr.contains("alt-cookie handshake"), "{stderr}");
+}
+
+#[test]
+fn abort_from_a_port_without_listener_fails_clearly() {
+    let server = start_server(&["--mode", "both"]);
+    let mut args: Vec<String> =
+        ["sctp", "client", "--connect", &server.addr, "--port", "5999", "--timeout-s", "20"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    args.extend(["--mode".to_string(), "regular".to_string()]);
+    let mut client = Proc::spawn(fastshake(), &args);
+    client.write_stdin(b"nobody listens on that port\n");
+    client.close_stdin();
+    let status = client.wait_timeout(Duration::from_secs(30));
+    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    assert!(status.is_some_and(|s| !s.success()), "must fail\n{report}");
+    assert!(client.stderr.text().contains("aborted"), "says why\n{report}");
+}
+
+#[test]
+fn no_answer_fails_after_init_retransmissions() {
+    // Nothing listens on this UDP port.
+    let silent = format!("127.0.0.1:{}", free_udp_port());
+    let mut client = Proc::spawn(
+        fastshake(),
+        &[
+            "sctp".into(),
+            "client".into(),
+            "--connect".into(),
+            silent,
+            "--port".into(),
+            SCTP_PORT.into(),
+            "--max-init-retransmits".into(),
+            "1".into(),
+            "--rto-initial-ms".into(),
+            "100".into(),
+        ],
+    );
+    client.close_stdin();
+    let status = client.wait_timeout(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| !s.success()), "must fail\n{}", client.describe());
+    let stderr = client.stderr.text();
+    assert!(stderr.contains("no answer from"), "{stderr}");
+}
