@@ -1,15 +1,329 @@
-//! `fastshake server` and `fastshake client` (DTLS 1.2).
+//! `fastshake server` and `fastshake client` (DTLS 1.2 with a pre-shared key, RFC 4279).
+//!
+//! Both print a one-line handshake summary on standard error. The client sends each line of
+//! standard input (newline included) as one application record, prints every record it receives
+//! to standard output, waits `--linger` milliseconds for replies after the end of input, then
+//! closes with close_notify. The server prints what it receives (or sends it back with `--echo`)
+//! and serves clients until SIGINT or SIGTERM, then closes every session with close_notify.
 
-#[derive(clap::Args)]
-pub struct ServerArgs {}
+use anyhow::Context;
+use fastshake_dtls::{CipherSuite, ClientConfig, Psk, ServerConfig, DEFAULT_MTU, MIN_MTU};
+use fastshake_net::dtls::{
+    describe_datagram, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction, DtlsClient,
+    DtlsServer, ServerEvent, ServerOptions,
+};
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
 
-#[derive(clap::Args)]
-pub struct ClientArgs {}
-
-pub fn server(_args: ServerArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the DTLS server is not built yet")
+/// Settings both roles share.
+#[derive(clap::Args, Debug)]
+pub struct CommonArgs {
+    /// PSK identity (RFC 4279), sent in the clear.
+    #[arg(long, value_name = "ID")]
+    psk_identity: String,
+    /// Pre-shared key in hex (e.g. 00112233445566778899aabbccddeeff).
+    #[arg(long, value_name = "HEX", value_parser = parse_hex_key)]
+    psk: Vec<u8>,
+    /// Cipher suite by IANA name; repeat to allow several (default: all, CCM-8 first).
+    /// Known: TLS_PSK_WITH_AES_128_CCM_8, TLS_PSK_WITH_AES_128_GCM_SHA256.
+    #[arg(long = "suite", value_name = "IANA_NAME", value_parser = parse_suite)]
+    suites: Vec<CipherSuite>,
+    /// Largest datagram to send, in bytes of UDP payload.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
+    mtu: usize,
+    /// First retransmission timeout in milliseconds (RFC 6347: 1000; doubles up to 60 s).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    initial_retransmit_ms: u64,
+    /// Give up on a handshake not complete after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    handshake_timeout: f64,
+    /// Describe every datagram sent and received on standard error.
+    #[arg(long, short)]
+    verbose: bool,
 }
 
-pub fn client(_args: ClientArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the DTLS client is not built yet")
+#[derive(clap::Args, Debug)]
+pub struct ServerArgs {
+    /// Address to listen on, e.g. 127.0.0.1:4433 or [::1]:4433.
+    #[arg(long, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Send every application record back to its sender instead of printing it.
+    #[arg(long)]
+    echo: bool,
+    /// PSK identity hint sent in ServerKeyExchange (RFC 4279 §2); none by default.
+    #[arg(long, value_name = "HINT")]
+    hint: Option<String>,
+    /// Most sessions held at once (handshaking or established).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    max_connections: usize,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ClientArgs {
+    /// Server address, e.g. 127.0.0.1:4433 or localhost:4433.
+    #[arg(long, value_name = "ADDR")]
+    connect: String,
+    /// After the end of standard input, wait this many milliseconds for replies before closing.
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    linger: u64,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn parse_hex_key(s: &str) -> Result<Vec<u8>, String> {
+    let key = hex::decode(s.trim_start_matches("0x")).map_err(|e| format!("not a hex key: {e}"))?;
+    if key.is_empty() {
+        return Err("the key is empty".to_owned());
+    }
+    Ok(key)
+}
+
+fn parse_suite(s: &str) -> Result<CipherSuite, String> {
+    CipherSuite::from_iana_name(s).ok_or_else(|| {
+        let known: Vec<&str> = CipherSuite::ALL.iter().map(|c| c.iana_name()).collect();
+        format!("unknown cipher suite; known: {}", known.join(", "))
+    })
+}
+
+fn parse_mtu(s: &str) -> Result<usize, String> {
+    let mtu: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if !(MIN_MTU..=65_507).contains(&mtu) {
+        return Err(format!("the MTU must be between {MIN_MTU} and 65507 bytes"));
+    }
+    Ok(mtu)
+}
+
+impl CommonArgs {
+    fn suites(&self) -> Vec<CipherSuite> {
+        if self.suites.is_empty() {
+            CipherSuite::ALL.to_vec()
+        } else {
+            self.suites.clone()
+        }
+    }
+
+    fn handshake_timeout(&self) -> anyhow::Result<Duration> {
+        Duration::try_from_secs_f64(self.handshake_timeout)
+            .context("--handshake-timeout must be a positive number")
+    }
+
+    fn trace(&self, role: &'static str) -> Option<DatagramTrace> {
+        if !self.verbose {
+            return None;
+        }
+        Some(Arc::new(move |direction: Direction, peer: SocketAddr, datagram: &[u8]| {
+            let arrow = match direction {
+                Direction::Sent => "->",
+                Direction::Received => "<-",
+            };
+            eprintln!(
+                "fastshake {role}: {arrow} {peer} {} B: {}",
+                datagram.len(),
+                describe_datagram(datagram).join(", ")
+            );
+        }))
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+pub fn server(args: ServerArgs) -> anyhow::Result<()> {
+    let common = &args.common;
+    let config = ServerConfig {
+        psk_identity_hint: args.hint.as_ref().map(|h| h.as_bytes().to_vec()),
+        psks: vec![Psk::new(common.psk_identity.as_bytes(), common.psk.clone())],
+        suites: common.suites(),
+        mtu: common.mtu,
+        initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
+        handshake_timeout: common.handshake_timeout()?,
+        max_connections: args.max_connections,
+        ..ServerConfig::default()
+    };
+    let options = ServerOptions { trace: common.trace("server"), ..ServerOptions::default() };
+    runtime()?.block_on(serve(args.listen, Arc::new(config), options, args.echo))
+}
+
+async fn serve(
+    listen: SocketAddr,
+    config: Arc<ServerConfig>,
+    options: ServerOptions,
+    echo: bool,
+) -> anyhow::Result<()> {
+    let mut server = DtlsServer::bind(listen, config, options)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    eprintln!("fastshake server: listening on {} (DTLS 1.2, PSK)", server.local_addr());
+    let controller = server.controller();
+    let mut terminate = terminate_signal()?;
+    loop {
+        let event = tokio::select! {
+            event = server.next_event() => event,
+            _ = terminate.recv() => break,
+        };
+        let Some(event) = event else {
+            break;
+        };
+        match event {
+            ServerEvent::Connected { remote, summary, .. } => {
+                eprintln!("fastshake server: {remote}: {}", summary_line(&summary));
+            }
+            ServerEvent::Data { handle, data, .. } => {
+                if echo {
+                    // The connection may have gone meanwhile; then there is nobody to answer.
+                    let _ = controller.send(handle, data);
+                } else {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&data)
+                        .and_then(|()| out.flush())
+                        .context("cannot write to standard output")?;
+                }
+            }
+            ServerEvent::Closed { remote, .. } => {
+                eprintln!("fastshake server: {}: closed by the peer (close_notify)", peer_name(remote));
+            }
+            ServerEvent::Failed { remote, error, .. } => {
+                eprintln!("fastshake server: {}: session failed: {error}", peer_name(remote));
+            }
+        }
+    }
+    eprintln!("fastshake server: shutting down, closing every session");
+    server.shutdown().await.context("the server stopped with an error")?;
+    Ok(())
+}
+
+fn peer_name(remote: Option<SocketAddr>) -> String {
+    remote.map_or_else(|| "a client".to_owned(), |r| r.to_string())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+fn terminate_signal() -> anyhow::Result<mpsc::UnboundedReceiver<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        let _ = tx.send(());
+    });
+    Ok(rx)
+}
+
+pub fn client(args: ClientArgs) -> anyhow::Result<()> {
+    let common = &args.common;
+    let config = ClientConfig {
+        psk: Some(Psk::new(common.psk_identity.as_bytes(), common.psk.clone())),
+        suites: common.suites(),
+        mtu: common.mtu,
+        initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
+        handshake_timeout: common.handshake_timeout()?,
+        ..ClientConfig::default()
+    };
+    let options = ClientOptions { trace: common.trace("client"), ..ClientOptions::default() };
+    let linger = Duration::from_millis(args.linger);
+    runtime()?.block_on(run_client(&args.connect, Arc::new(config), options, linger))
+}
+
+async fn run_client(
+    connect: &str,
+    config: Arc<ClientConfig>,
+    options: ClientOptions,
+    linger: Duration,
+) -> anyhow::Result<()> {
+    let remote = tokio::net::lookup_host(connect)
+        .await
+        .with_context(|| format!("cannot resolve {connect}"))?
+        .next()
+        .with_context(|| format!("{connect} has no address"))?;
+    let mut client = DtlsClient::connect(remote, config, options)
+        .await
+        .with_context(|| format!("DTLS handshake with {remote} failed"))?;
+    eprintln!("fastshake client: {remote}: {}", summary_line(client.summary()));
+
+    let mut input = spawn_stdin_reader();
+    let mut input_open = true;
+    // Set once standard input ends: replies are still printed until then.
+    let mut linger_until: Option<tokio::time::Instant> = None;
+    let mut peer_closed = false;
+    loop {
+        let linger_done = async {
+            match linger_until {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            line = input.recv(), if input_open => match line {
+                Some(Ok(line)) => client.send(line).context("the session ended")?,
+                Some(Err(error)) => return Err(anyhow::Error::new(error).context("cannot read standard input")),
+                None => {
+                    input_open = false;
+                    linger_until = Some(tokio::time::Instant::now() + linger);
+                }
+            },
+            event = client.recv() => match event {
+                Some(ClientEvent::Data(data)) => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&data).and_then(|()| out.flush()).context("cannot write to standard output")?;
+                }
+                Some(ClientEvent::SendFailed(error)) => {
+                    return Err(anyhow::Error::new(error).context("cannot send a record"));
+                }
+                Some(ClientEvent::Failed(error)) => return Err(anyhow::Error::new(error).context("the session failed")),
+                Some(ClientEvent::Closed) | None => {
+                    peer_closed = true;
+                    break;
+                }
+            },
+            () = linger_done => break,
+        }
+    }
+    let traffic = client.close().await.context("closing the session failed")?;
+    eprintln!(
+        "fastshake client: {} ({}); in total sent {} datagrams / {} B, received {} datagrams / {} B",
+        if peer_closed { "closed by the server (close_notify)" } else { "closed" },
+        remote,
+        traffic.datagrams_sent,
+        traffic.bytes_sent,
+        traffic.datagrams_received,
+        traffic.bytes_received
+    );
+    Ok(())
+}
+
+/// Lines of standard input (newline included), read on a plain thread: a blocked read there never
+/// holds up the end of the process the way a runtime-owned blocking read would.
+fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<std::io::Result<Vec<u8>>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut line = Vec::new();
+            match stdin.read_until(b'\n', &mut line) {
+                Ok(0) => return,
+                Ok(_) => {
+                    if tx.send(Ok(line)).is_err() {
+                        return;
+                    }
+                }
+                Err(error) => {
+                    let _ = tx.send(Err(error));
+                    return;
+                }
+            }
+        }
+    });
+    rx
 }
