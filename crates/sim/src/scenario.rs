@@ -1,1 +1,799 @@
-//! placeholder
+//! Scenarios in TOML: a topology, links, NATs, MACs, applications, timed events, a duration
+//! and a seed, optionally swept over one parameter; and the summary of a run.
+//!
+//! ```toml
+//! seed = 1
+//! duration_s = 30
+//!
+//! [[node]]
+//! name = "client"                      # role = "host" (default) | "router" | "nat"
+//! interfaces = [{ name = "eth0", addr = "10.0.0.2" }]
+//!
+//! [[node]]
+//! name = "nat"
+//! role = "nat"
+//! nat = { preset = "port-restricted", timeout_s = 30 }   # or mapping = / filtering =
+//! inside = "in"                        # names of the inside and outside interfaces
+//! outside = "out"
+//! interfaces = [{ name = "in", addr = "10.0.0.1" }, { name = "out", addr = "198.51.100.1" }]
+//!
+//! [[link]]
+//! name = "access"
+//! a = "client.eth0"
+//! b = "nat.in"
+//! delay_ms = 5                         # and jitter, rate_bps, queue_packets, mtu, oversize,
+//! loss = { model = "bernoulli", p = 0.01 }   # frame_header, duplicate, reorder, kind
+//!
+//! [[mac]]                              # a duty-cycled MAC shared by 802.15.4 links
+//! name = "radio"
+//! kind = "tsch"                        # and that kind's parameters (see `mac::MacConfig`)
+//! slotframe = 101
+//! cells_per_link = 1
+//! # a link then says: kind = { type = "ieee802154", mac = "radio" }
+//!
+//! [[app]]
+//! node = "client"
+//! kind = "ping"                        # or "echo"
+//! port = 5000
+//! server = "192.0.2.10:7"              # and count, interval_ms, payload, start_ms, retry_ms
+//!
+//! [[event]]
+//! at_s = 10                            # every_s / until_s repeat the event
+//! action = "down"                      # "down" | "up" | "address" (with addr = "...")
+//! iface = "client.eth0"
+//!
+//! [sweep]                              # one run per value
+//! param = "link.access.loss.p"         # path; arrays of tables are indexed by `name`
+//! values = [0.0, 0.05, 0.1]
+//! ```
+
+use crate::apps::{App, AppStats, Echo, Pinger, PingerConfig};
+use crate::link::{LinkConfig, LinkCounters, LinkKind};
+use crate::mac::MacConfig;
+use crate::nat::{NatConfig, NatCounters};
+use crate::{Action, BuildError, NetCounters, Role, Simulator};
+use fastshake_core::Instant;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+
+/// Why a scenario cannot be loaded or built.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The TOML does not parse or does not fit the format.
+    #[error("scenario format: {0}")]
+    Format(String),
+    /// A name refers to nothing.
+    #[error("unknown {kind} `{name}`")]
+    Unknown {
+        /// What was looked for.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+    },
+    /// The topology is inconsistent.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// A sweep parameter path does not lead anywhere.
+    #[error("sweep parameter `{0}` does not name a field of the scenario")]
+    BadSweepPath(String),
+    /// A MAC configuration was refused.
+    #[error("MAC `{0}`: {1}")]
+    Mac(String, String),
+}
+
+fn format_err(e: impl std::fmt::Display) -> ScenarioError {
+    ScenarioError::Format(e.to_string())
+}
+
+/// A scenario file: the base scenario and its sweep, if any.
+#[derive(Clone, Debug)]
+pub struct ScenarioFile {
+    table: toml::Table,
+    sweep: Option<Sweep>,
+}
+
+/// One parameter and the values it takes, one run each.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// Dotted path into the scenario; array-of-table entries are picked by their `name`
+    /// (e.g. `link.access.delay_ms`).
+    pub param: String,
+    /// The values.
+    pub values: Vec<toml::Value>,
+}
+
+/// The scenario as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Free-form name for reports.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Seed of the run's RNG.
+    #[serde(default)]
+    pub seed: u64,
+    /// How long to simulate, seconds of virtual time.
+    pub duration_s: f64,
+    /// Nodes.
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeSpec>,
+    /// Links.
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkSpec>,
+    /// Duty-cycled MAC instances.
+    #[serde(default, rename = "mac")]
+    pub macs: Vec<MacSpec>,
+    /// Applications.
+    #[serde(default, rename = "app")]
+    pub apps: Vec<AppSpec>,
+    /// Timed changes.
+    #[serde(default, rename = "event")]
+    pub events: Vec<EventSpec>,
+    /// The sweep as written; [`ScenarioFile::runs`] applies it.
+    #[serde(default)]
+    pub sweep: Option<Sweep>,
+}
+
+/// A node.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Unique name.
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub role: RoleSpec,
+    /// Its interfaces.
+    #[serde(default)]
+    pub interfaces: Vec<IfaceSpec>,
+    /// NAT behaviour (role = "nat").
+    #[serde(default)]
+    pub nat: Option<NatConfig>,
+    /// Name of the inside interface (role = "nat"; default "inside").
+    #[serde(default)]
+    pub inside: Option<String>,
+    /// Name of the outside interface (role = "nat"; default "outside").
+    #[serde(default)]
+    pub outside: Option<String>,
+}
+
+/// Role of a node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleSpec {
+    /// Runs apps.
+    #[default]
+    Host,
+    /// Forwards.
+    Router,
+    /// Translates.
+    Nat,
+}
+
+/// An interface.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IfaceSpec {
+    /// Name, unique on its node.
+    pub name: String,
+    /// IPv4 address.
+    pub addr: Ipv4Addr,
+}
+
+/// A link: `name`, `a`, `b` and the fields of [`LinkConfig`].
+#[derive(Clone, Debug, Deserialize)]
+pub struct LinkSpec {
+    /// Unique name.
+    pub name: String,
+    /// `node.iface` of one end.
+    pub a: String,
+    /// `node.iface` of the other end.
+    pub b: String,
+    #[serde(flatten)]
+    rest: toml::Table,
+}
+
+/// A MAC instance: `name` and the fields of [`MacConfig`].
+#[derive(Clone, Debug, Deserialize)]
+pub struct MacSpec {
+    /// Unique name, used by links of kind `ieee802154`.
+    pub name: String,
+    #[serde(flatten)]
+    rest: toml::Table,
+}
+
+/// An application: `node`, `kind`, `port`, optional `name`, and the kind's settings.
+#[derive(Clone, Debug, Deserialize)]
+pub struct AppSpec {
+    /// Host it runs on.
+    pub node: String,
+    /// `ping` or `echo`.
+    pub kind: String,
+    /// UDP port it is bound to.
+    pub port: u16,
+    /// Name for reports (default `node:kind`).
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(flatten)]
+    rest: toml::Table,
+}
+
+/// A timed change to an interface.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSpec {
+    /// When, seconds.
+    pub at_s: f64,
+    /// Repeat every so many seconds (with `until_s`).
+    #[serde(default)]
+    pub every_s: Option<f64>,
+    /// Last time a repetition may happen, seconds (default: the duration).
+    #[serde(default)]
+    pub until_s: Option<f64>,
+    /// What happens.
+    pub action: ActionSpec,
+    /// `node.iface`.
+    pub iface: String,
+    /// New address (action = "address").
+    #[serde(default)]
+    pub addr: Option<Ipv4Addr>,
+}
+
+/// What an event does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionSpec {
+    /// Interface down.
+    Down,
+    /// Interface up.
+    Up,
+    /// Address change.
+    Address,
+}
+
+fn seconds_to_instant(s: f64) -> Instant {
+    Instant::from_nanos(crate::dist::ms_to_ns(s * 1000.0))
+}
+
+fn sub_config<T: for<'de> Deserialize<'de>>(rest: &toml::Table, what: &str) -> Result<T, ScenarioError> {
+    T::deserialize(toml::Value::Table(rest.clone()))
+        .map_err(|e| ScenarioError::Format(format!("{what}: {}", e.to_string().trim())))
+}
+
+/// The apps and names a built scenario reports on.
+#[derive(Debug)]
+pub struct Built {
+    /// The network, ready to run.
+    pub sim: Simulator,
+    /// How long to run it.
+    pub duration: Instant,
+    /// App kinds, in app order.
+    app_kinds: Vec<String>,
+}
+
+impl Scenario {
+    /// Parses one scenario (a sweep table, if any, is ignored).
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        toml::from_str(text).map_err(format_err)
+    }
+
+    /// The network this scenario describes, with `seed` (or the scenario's own).
+    pub fn build(&self, seed: Option<u64>) -> Result<Built, ScenarioError> {
+        let mut sim = Simulator::new(seed.unwrap_or(self.seed));
+        for node in &self.nodes {
+            if sim.node(&node.name).is_some() {
+                return Err(ScenarioError::Format(format!("node `{}` defined twice", node.name)));
+            }
+            let role = match node.role {
+                RoleSpec::Host => Role::Host,
+                RoleSpec::Router => Role::Router,
+                RoleSpec::Nat => Role::Nat(node.nat.clone().ok_or_else(|| {
+                    ScenarioError::Format(format!("NAT node `{}` needs a `nat` table", node.name))
+                })?),
+            };
+            let id = sim.add_node(&node.name, role);
+            for iface in &node.interfaces {
+                if sim.iface(&format!("{}.{}", node.name, iface.name)).is_some() {
+                    return Err(ScenarioError::Format(format!(
+                        "interface `{}.{}` defined twice",
+                        node.name, iface.name
+                    )));
+                }
+                sim.add_interface(id, &iface.name, iface.addr)?;
+            }
+            if node.role == RoleSpec::Nat {
+                let lookup = |which: &Option<String>, default: &str| {
+                    let name = format!("{}.{}", node.name, which.as_deref().unwrap_or(default));
+                    sim.iface(&name).ok_or(ScenarioError::Unknown { kind: "interface", name })
+                };
+                let (inside, outside) = (lookup(&node.inside, "inside")?, lookup(&node.outside, "outside")?);
+                sim.set_nat_interfaces(id, inside, outside);
+            }
+        }
+        let iface = |sim: &Simulator, name: &str| {
+            sim.iface(name).ok_or_else(|| ScenarioError::Unknown { kind: "interface", name: name.to_owned() })
+        };
+        let mut links = Vec::with_capacity(self.links.len());
+        for spec in &self.links {
+            let config: LinkConfig = sub_config(&spec.rest, &format!("link `{}`", spec.name))?;
+            links.push((spec, iface(&sim, &spec.a)?, iface(&sim, &spec.b)?, config));
+        }
+        for mac in &self.macs {
+            let config: MacConfig = sub_config(&mac.rest, &format!("mac `{}`", mac.name))?;
+            let mut pairs = Vec::new();
+            let mut members = Vec::new();
+            for (_, a, b, link) in &links {
+                if matches!(&link.kind, LinkKind::Ieee802154 { mac: m } if *m == mac.name) {
+                    let (na, nb) = (sim.iface_node(*a), sim.iface_node(*b));
+                    pairs.push((na, nb));
+                    for n in [na, nb] {
+                        if !members.contains(&n) {
+                            members.push(n);
+                        }
+                    }
+                }
+            }
+            let model = crate::mac::build(&config, &members, &pairs, sim.rng())
+                .map_err(|e| ScenarioError::Mac(mac.name.clone(), e.to_string()))?;
+            sim.add_mac(&mac.name, model);
+        }
+        for (spec, a, b, config) in links {
+            sim.connect(&spec.name, a, b, config)?;
+        }
+        let mut app_kinds = Vec::new();
+        for spec in &self.apps {
+            let node = sim
+                .node(&spec.node)
+                .ok_or_else(|| ScenarioError::Unknown { kind: "node", name: spec.node.clone() })?;
+            let what = format!("app on `{}`", spec.node);
+            let app: Box<dyn App> = match spec.kind.as_str() {
+                "ping" => Box::new(Pinger::new(sub_config::<PingerConfig>(&spec.rest, &what)?)),
+                "echo" => {
+                    if !spec.rest.is_empty() {
+                        return Err(ScenarioError::Format(format!("{what}: echo takes no settings")));
+                    }
+                    Box::new(Echo::new())
+                }
+                other => return Err(ScenarioError::Unknown { kind: "app kind", name: other.to_owned() }),
+            };
+            let name = spec.name.clone().unwrap_or_else(|| format!("{}:{}", spec.node, spec.kind));
+            sim.add_app(node, &name, spec.port, app)?;
+            app_kinds.push(spec.kind.clone());
+        }
+        let duration = seconds_to_instant(self.duration_s);
+        for event in &self.events {
+            let target = iface(&sim, &event.iface)?;
+            let action = match event.action {
+                ActionSpec::Down => Action::InterfaceDown(target),
+                ActionSpec::Up => Action::InterfaceUp(target),
+                ActionSpec::Address => Action::SetAddress(
+                    target,
+                    event.addr.ok_or_else(|| {
+                        ScenarioError::Format(format!("address event on `{}` needs `addr`", event.iface))
+                    })?,
+                ),
+            };
+            let mut at = event.at_s;
+            let until = event.until_s.unwrap_or(self.duration_s);
+            loop {
+                sim.schedule(seconds_to_instant(at), action.clone());
+                match event.every_s {
+                    Some(every) if every > 0.0 && at + every <= until => at += every,
+                    _ => break,
+                }
+            }
+        }
+        Ok(Built { sim, duration, app_kinds })
+    }
+}
+
+impl ScenarioFile {
+    /// Parses a scenario file and checks that its base scenario is well-formed.
+    pub fn parse(text: &str) -> Result<ScenarioFile, ScenarioError> {
+        let mut table: toml::Table = text.parse().map_err(format_err)?;
+        let sweep = match table.remove("sweep") {
+            Some(v) => Some(Sweep::deserialize(v).map_err(|e| format_err(format!("sweep: {e}")))?),
+            None => None,
+        };
+        let file = ScenarioFile { table, sweep };
+        file.base()?;
+        Ok(file)
+    }
+
+    /// The sweep, if any.
+    pub fn sweep(&self) -> Option<&Sweep> {
+        self.sweep.as_ref()
+    }
+
+    /// The scenario without the sweep applied.
+    pub fn base(&self) -> Result<Scenario, ScenarioError> {
+        Scenario::deserialize(toml::Value::Table(self.table.clone())).map_err(format_err)
+    }
+
+    /// One scenario per sweep value (or just the base one), with a label for the value.
+    pub fn runs(&self) -> Result<Vec<(Option<String>, Scenario)>, ScenarioError> {
+        let Some(sweep) = &self.sweep else {
+            return Ok(vec![(None, self.base()?)]);
+        };
+        let path: Vec<&str> = sweep.param.split('.').collect();
+        let mut out = Vec::with_capacity(sweep.values.len());
+        for value in &sweep.values {
+            let mut table = self.table.clone();
+            if !set_path(&mut table, &path, value.clone()) {
+                return Err(ScenarioError::BadSweepPath(sweep.param.clone()));
+            }
+            let scenario = Scenario::deserialize(toml::Value::Table(table)).map_err(format_err)?;
+            out.push((Some(format!("{}={}", sweep.param, value)), scenario));
+        }
+        Ok(out)
+    }
+}
+
+/// Sets `path` in `table` to `value`, creating missing tables at the end of the path.
+/// A segment that names an array of tables picks the entry whose `name` is the next segment.
+fn set_path(table: &mut toml::Table, path: &[&str], value: toml::Value) -> bool {
+    let Some((first, rest)) = path.split_first() else { return false };
+    if rest.is_empty() {
+        table.insert((*first).to_owned(), value);
+        return true;
+    }
+    match table.entry((*first).to_owned()).or_insert_with(|| toml::Value::Table(toml::Table::new())) {
+        toml::Value::Table(inner) => set_path(inner, rest, value),
+        toml::Value::Array(items) => {
+            let Some((name, rest)) = rest.split_first() else { return false };
+            let entry = items.iter_mut().find_map(|item| match item {
+                toml::Value::Table(t) if t.get("name").and_then(|n| n.as_str()) == Some(*name) => Some(t),
+                _ => None,
+            });
+            match entry {
+                Some(t) => set_path(t, rest, value),
+                None => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// One link's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkReport {
+    /// Link name.
+    pub name: String,
+    /// `node.iface` of end a.
+    pub a: String,
+    /// `node.iface` of end b.
+    pub b: String,
+    /// Direction a → b.
+    pub a_to_b: LinkCounters,
+    /// Direction b → a.
+    pub b_to_a: LinkCounters,
+}
+
+/// One app's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct AppReport {
+    /// App name.
+    pub name: String,
+    /// App kind.
+    pub kind: String,
+    /// Requests sent (retransmissions included).
+    pub requests: u64,
+    /// Requests sent again.
+    pub retransmissions: u64,
+    /// Distinct requests answered.
+    pub replies: u64,
+    /// Datagrams answered (servers).
+    pub answered: u64,
+    /// Median round trip, milliseconds.
+    pub rtt_median_ms: Option<f64>,
+    /// 95th percentile round trip, milliseconds.
+    pub rtt_p95_ms: Option<f64>,
+    /// When every request had been answered, seconds.
+    pub completed_at_s: Option<f64>,
+}
+
+/// One NAT's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct NatReport {
+    /// Node name.
+    pub name: String,
+    /// Its counters.
+    pub counters: NatCounters,
+}
+
+/// One radio's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct RadioReport {
+    /// Node name.
+    pub node: String,
+    /// Time transmitting, ms.
+    pub tx_ms: f64,
+    /// Time receiving, ms.
+    pub rx_ms: f64,
+    /// Time listening idle, ms.
+    pub listen_ms: f64,
+    /// Time asleep, ms.
+    pub sleep_ms: f64,
+    /// Energy, mJ.
+    pub energy_mj: f64,
+}
+
+/// The summary of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: Option<String>,
+    /// The sweep value of this run.
+    pub sweep: Option<String>,
+    /// Seed used.
+    pub seed: u64,
+    /// Virtual time simulated, seconds.
+    pub simulated_s: f64,
+    /// Events processed.
+    pub events: u64,
+    /// Per link.
+    pub links: Vec<LinkReport>,
+    /// Per app.
+    pub apps: Vec<AppReport>,
+    /// Per NAT.
+    pub nats: Vec<NatReport>,
+    /// Per radio (nodes on a duty-cycled MAC).
+    pub radios: Vec<RadioReport>,
+    /// Network-wide drops.
+    pub network: NetCounters,
+}
+
+/// What a run leaves behind.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// The summary.
+    pub report: Report,
+    /// The datagram pcap, if capture was asked for.
+    pub pcap: Option<Vec<u8>>,
+    /// The IEEE 802.15.4 frame pcap, if capture was asked for and frames were seen.
+    pub frames_pcap: Option<Vec<u8>>,
+}
+
+/// Quantile `q` of sorted values (nearest rank).
+fn quantile(sorted: &[u64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1] as f64 / 1e6)
+}
+
+impl Scenario {
+    /// Builds and runs the scenario for its duration.
+    pub fn run(
+        &self,
+        seed: Option<u64>,
+        capture: bool,
+        label: Option<String>,
+    ) -> Result<RunOutput, ScenarioError> {
+        let mut built = self.build(seed)?;
+        if capture {
+            built.sim.enable_capture();
+        }
+        built.sim.run_until(built.duration);
+        let report = built.report(self.name.clone(), seed.unwrap_or(self.seed), label);
+        let pcap = built.sim.take_capture();
+        let frames_pcap = built.sim.take_frame_capture();
+        Ok(RunOutput { report, pcap, frames_pcap })
+    }
+}
+
+impl Built {
+    /// The summary of the network as it stands.
+    pub fn report(&self, scenario: Option<String>, seed: u64, sweep: Option<String>) -> Report {
+        let sim = &self.sim;
+        let (node_names, link_names, app_names) = sim.names();
+        let links = (0..link_names.len())
+            .map(|l| {
+                let [a, b] = sim.link_ends(l);
+                let [ab, ba] = sim.link_counters(l);
+                LinkReport {
+                    name: link_names[l].to_owned(),
+                    a: sim.iface_name(a).to_owned(),
+                    b: sim.iface_name(b).to_owned(),
+                    a_to_b: ab,
+                    b_to_a: ba,
+                }
+            })
+            .collect();
+        let apps = (0..app_names.len())
+            .map(|a| {
+                let stats = sim.app_stats(a).unwrap_or_default();
+                app_report(app_names[a], self.app_kinds.get(a).map_or("app", |k| k.as_str()), &stats)
+            })
+            .collect();
+        let nats = (0..node_names.len())
+            .filter_map(|n| {
+                sim.nat_counters(n).map(|counters| NatReport { name: node_names[n].to_owned(), counters })
+            })
+            .collect();
+        let ledger = sim.radio_ledger();
+        let mut radio_nodes: Vec<_> = ledger.nodes().collect();
+        radio_nodes.sort_unstable();
+        let radios = radio_nodes
+            .into_iter()
+            .map(|n| {
+                let u = ledger.usage(n, sim.now());
+                RadioReport {
+                    node: node_names.get(n).map_or_else(|| format!("#{n}"), |s| (*s).to_owned()),
+                    tx_ms: u.tx.as_secs_f64() * 1e3,
+                    rx_ms: u.rx.as_secs_f64() * 1e3,
+                    listen_ms: u.listen.as_secs_f64() * 1e3,
+                    sleep_ms: u.sleep.as_secs_f64() * 1e3,
+                    energy_mj: u.energy_mj,
+                }
+            })
+            .collect();
+        Report {
+            scenario,
+            sweep,
+            seed,
+            simulated_s: sim.now().as_nanos() as f64 / 1e9,
+            events: sim.events_processed(),
+            links,
+            apps,
+            nats,
+            radios,
+            network: sim.counters(),
+        }
+    }
+}
+
+fn app_report(name: &str, kind: &str, stats: &AppStats) -> AppReport {
+    let mut rtts = stats.rtts_ns.clone();
+    rtts.sort_unstable();
+    AppReport {
+        name: name.to_owned(),
+        kind: kind.to_owned(),
+        requests: stats.requests_sent,
+        retransmissions: stats.retransmissions,
+        replies: stats.replies,
+        answered: stats.answered,
+        rtt_median_ms: quantile(&rtts, 0.5),
+        rtt_p95_ms: quantile(&rtts, 0.95),
+        completed_at_s: stats.completed_at_ns.map(|t| t as f64 / 1e9),
+    }
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"))
+}
+
+impl Report {
+    /// The summary as aligned text tables.
+    pub fn to_table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "scenario {}{}  seed {}  simulated {:.3} s  events {}",
+            self.scenario.as_deref().unwrap_or("-"),
+            self.sweep.as_deref().map(|v| format!(" [{v}]")).unwrap_or_default(),
+            self.seed,
+            self.simulated_s,
+            self.events
+        );
+        let _ = writeln!(
+            s,
+            "\n{:<16} {:<5} {:>9} {:>11} {:>7} {:>9} {:>6} {:>6} {:>5} {:>5} {:>5}",
+            "link",
+            "dir",
+            "datagrams",
+            "ip bytes",
+            "frames",
+            "delivered",
+            "loss",
+            "queue",
+            "mtu",
+            "down",
+            "dup"
+        );
+        for l in &self.links {
+            for (dir, c) in [("a->b", &l.a_to_b), ("b->a", &l.b_to_a)] {
+                let _ = writeln!(
+                    s,
+                    "{:<16} {:<5} {:>9} {:>11} {:>7} {:>9} {:>6} {:>6} {:>5} {:>5} {:>5}",
+                    l.name,
+                    dir,
+                    c.datagrams_sent,
+                    c.ip_bytes,
+                    c.frames,
+                    c.datagrams_delivered,
+                    c.dropped_loss,
+                    c.dropped_queue,
+                    c.dropped_mtu,
+                    c.dropped_down,
+                    c.duplicated
+                );
+            }
+        }
+        if !self.apps.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:<20} {:<5} {:>8} {:>7} {:>8} {:>8} {:>12} {:>12} {:>10}",
+                "app",
+                "kind",
+                "requests",
+                "retries",
+                "replies",
+                "answered",
+                "rtt med ms",
+                "rtt p95 ms",
+                "done at s"
+            );
+            for a in &self.apps {
+                let _ = writeln!(
+                    s,
+                    "{:<20} {:<5} {:>8} {:>7} {:>8} {:>8} {:>12} {:>12} {:>10}",
+                    a.name,
+                    a.kind,
+                    a.requests,
+                    a.retransmissions,
+                    a.replies,
+                    a.answered,
+                    opt_ms(a.rtt_median_ms),
+                    opt_ms(a.rtt_p95_ms),
+                    a.completed_at_s.map_or_else(|| "-".to_owned(), |t| format!("{t:.3}"))
+                );
+            }
+        }
+        if !self.nats.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:<16} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8}",
+                "nat", "out", "in", "mappings", "expired", "no mapping", "filtered"
+            );
+            for n in &self.nats {
+                let c = &n.counters;
+                let _ = writeln!(
+                    s,
+                    "{:<16} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8}",
+                    n.name,
+                    c.outbound,
+                    c.inbound,
+                    c.mappings_created,
+                    c.mappings_expired,
+                    c.no_mapping,
+                    c.filtered
+                );
+            }
+        }
+        if !self.radios.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:<16} {:>10} {:>10} {:>12} {:>12} {:>10}",
+                "radio", "tx ms", "rx ms", "listen ms", "sleep ms", "energy mJ"
+            );
+            for r in &self.radios {
+                let _ = writeln!(
+                    s,
+                    "{:<16} {:>10.3} {:>10.3} {:>12.3} {:>12.3} {:>10.3}",
+                    r.node, r.tx_ms, r.rx_ms, r.listen_ms, r.sleep_ms, r.energy_mj
+                );
+            }
+        }
+        let n = &self.network;
+        let _ = writeln!(
+            s,
+            "\nnetwork: sent {} received {}  drops: iface down tx {} rx {}, no route {}, ttl {}, \
+             no listener {}, not local {}, nat {}, bad address {}",
+            n.app_datagrams_sent,
+            n.app_datagrams_received,
+            n.dropped_iface_down_tx,
+            n.dropped_iface_down_rx,
+            n.dropped_no_route,
+            n.dropped_ttl,
+            n.dropped_no_listener,
+            n.dropped_not_local,
+            n.dropped_nat,
+            n.dropped_bad_address
+        );
+        s
+    }
+}

@@ -448,6 +448,17 @@ impl Simulator {
         self.links[link].ends
     }
 
+    /// The node an interface belongs to.
+    pub fn iface_node(&self, iface: IfaceId) -> NodeId {
+        self.ifaces[iface].node
+    }
+
+    /// The run's RNG, for models built before the run (draws shift every later draw, so
+    /// build in a fixed order).
+    pub fn rng(&mut self) -> &mut dyn rand_core::RngCore {
+        &mut self.rng
+    }
+
     /// `node.iface` name of an interface.
     pub fn iface_name(&self, iface: IfaceId) -> &str {
         &self.ifaces[iface].name
