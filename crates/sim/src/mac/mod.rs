@@ -12,8 +12,12 @@ use crate::radio::RadioLedger;
 use fastshake_core::Instant;
 use serde::{Deserialize, Serialize};
 
+pub mod beacon;
 pub mod frag;
 pub mod phy;
+pub mod sequence;
+pub mod tsch;
+pub mod xmac;
 
 /// A node of the simulated network, as the MAC models see it.
 pub type NodeId = usize;
@@ -232,25 +236,59 @@ pub fn build(
     links: &[(NodeId, NodeId)],
     rng: &mut dyn rand_core::RngCore,
 ) -> Result<Box<dyn MacModel>, MacConfigError> {
-    let _ = (config, nodes, links, rng);
-    Ok(Box::new(Unbuilt))
+    Ok(match config {
+        MacConfig::XMac(c) => {
+            let mut all: Vec<NodeId> = nodes.to_vec();
+            all.extend(links.iter().flat_map(|&(a, b)| [a, b]));
+            Box::new(xmac::XMac::new(c, &all, rng)?)
+        }
+        MacConfig::Beacon(c) => Box::new(beacon::BeaconMac::new(c, nodes, links, rng)?),
+        MacConfig::Tsch(c) => Box::new(tsch::TschMac::new(c, nodes, links, rng)?),
+    })
 }
 
-/// Placeholder until the models land: delivers nothing.
-struct Unbuilt;
+/// A uniform draw in [0, 1).
+pub(crate) fn unit_f64(rng: &mut dyn rand_core::RngCore) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
 
-impl MacModel for Unbuilt {
-    fn send(
-        &mut self,
-        _now: Instant,
-        _from: NodeId,
-        _to: NodeId,
-        _datagram: &[u8],
-        _rng: &mut dyn rand_core::RngCore,
-        _ledger: &mut RadioLedger,
-    ) -> MacOutcome {
-        MacOutcome::default()
+/// A uniform draw in 0..n (0 if n is 0), without modulo bias.
+pub(crate) fn below(rng: &mut dyn rand_core::RngCore, n: u64) -> u64 {
+    if n <= 1 {
+        return 0;
     }
+    let zone = u64::MAX - (u64::MAX - n + 1) % n;
+    loop {
+        let x = rng.next_u64();
+        if x <= zone {
+            return x % n;
+        }
+    }
+}
 
-    fn account_idle(&mut self, _from_t: Instant, _to_t: Instant, _ledger: &mut RadioLedger) {}
+/// True with probability `p`; draws nothing when the outcome is certain.
+pub(crate) fn bernoulli(rng: &mut dyn rand_core::RngCore, p: f64) -> bool {
+    if p >= 1.0 {
+        true
+    } else if p <= 0.0 {
+        false
+    } else {
+        unit_f64(rng) < p
+    }
+}
+
+pub(crate) fn check_probability(name: &'static str, p: f64) -> Result<(), MacConfigError> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(MacConfigError::Invalid { name, reason: format!("{p} is not a probability") })
+    }
+}
+
+pub(crate) fn millis_to_ns(name: &'static str, ms: f64) -> Result<u64, MacConfigError> {
+    if ms.is_finite() && ms > 0.0 && ms < 1e9 {
+        Ok((ms * 1e6).round() as u64)
+    } else {
+        Err(MacConfigError::Invalid { name, reason: format!("{ms} ms is not a positive duration") })
+    }
 }

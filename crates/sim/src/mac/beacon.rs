@@ -1,0 +1,370 @@
+//! IEEE 802.15.4 beacon-enabled mode with simplified slotted CSMA-CA.
+//!
+//! Nodes form a cluster tree: in every radio link one end is the coordinator (the parent). A
+//! coordinator sends a beacon every BI = 15.36 ms · 2^BO, at a phase drawn at random; the
+//! contention access period follows the beacon and lasts until SD = 15.36 ms · 2^SO after it (no
+//! GTS, so the CAP is the whole active period). Both ends of a link talk in the coordinator's CAP
+//! and keep their radio on during it; outside it they sleep. Beacons are always received.
+//!
+//! Slotted CSMA-CA, simplified: backoff periods (20 symbols) aligned to the beacon; a random delay
+//! of 0..2^BE − 1 backoff periods counted down only inside CAPs; then two CCAs (CW = 2) on
+//! consecutive backoff boundaries; the frame follows. If what remains of the CAP cannot hold the
+//! two CCAs, the frame, the turnaround, the ACK and the interframe space, the attempt moves to the
+//! next CAP with a fresh random delay. A CCA finds the channel busy if a frame booked earlier on
+//! the same coordinator's PAN is on the air; then NB and BE grow and after macMaxCSMABackoffs
+//! the frame fails. Every data frame asks for a link-layer ACK; without one the sender retries
+//! after macAckWaitDuration, up to macMaxFrameRetries times.
+
+use super::frag::{self, FragStats, ACK_PSDU, BEACON_PSDU};
+use super::phy::{
+    airtime_ns, ifs_ns, ACK_WAIT_NS, BACKOFF_PERIOD_NS, BASE_SUPERFRAME_NS, CCA_NS, TURNAROUND_NS,
+};
+use super::{
+    below, bernoulli, BeaconConfig, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId,
+};
+use crate::radio::{RadioLedger, RadioState};
+use fastshake_core::Instant;
+use std::collections::{BTreeMap, BTreeSet};
+
+const BP: u64 = BACKOFF_PERIOD_NS;
+
+#[derive(Clone, Debug, Default)]
+struct NodeState {
+    free_at: u64,
+    seq: u8,
+    tag: u16,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Coordinator {
+    phase_ns: u64,
+    children: BTreeSet<NodeId>,
+    /// Frames on the air on this PAN: (start, end), pruned as time passes.
+    on_air: Vec<(u64, u64)>,
+    beacon_seq: u8,
+}
+
+/// The beacon-enabled model.
+#[derive(Clone, Debug)]
+pub struct BeaconMac {
+    config: BeaconConfig,
+    bi_ns: u64,
+    sd_ns: u64,
+    cap_offset_ns: u64,
+    parent_of_pair: BTreeMap<(NodeId, NodeId), NodeId>,
+    coordinators: BTreeMap<NodeId, Coordinator>,
+    nodes: BTreeMap<NodeId, NodeState>,
+}
+
+impl BeaconMac {
+    /// A beacon-enabled MAC; in each pair of `links` the first node coordinates the second.
+    pub fn new(
+        config: &BeaconConfig,
+        nodes: &[NodeId],
+        links: &[(NodeId, NodeId)],
+        rng: &mut dyn rand_core::RngCore,
+    ) -> Result<Self, MacConfigError> {
+        let invalid = |name, reason: &str| MacConfigError::Invalid { name, reason: reason.to_string() };
+        if config.beacon_order > 14 {
+            return Err(invalid("beacon_order", "must be in 0..=14"));
+        }
+        if config.superframe_order > config.beacon_order {
+            return Err(invalid("superframe_order", "must not exceed beacon_order"));
+        }
+        if config.min_be > config.max_be || config.max_be > 8 {
+            return Err(invalid("min_be", "need min_be <= max_be <= 8"));
+        }
+        super::check_probability("pdr", config.pdr)?;
+        super::check_probability("ack_pdr", config.ack_pdr)?;
+        let bi_ns = BASE_SUPERFRAME_NS << config.beacon_order;
+        let sd_ns = BASE_SUPERFRAME_NS << config.superframe_order;
+        let beacon_end = airtime_ns(BEACON_PSDU) + ifs_ns(BEACON_PSDU);
+        let cap_offset_ns = beacon_end.div_ceil(BP) * BP;
+        let mut mac = BeaconMac {
+            config: config.clone(),
+            bi_ns,
+            sd_ns,
+            cap_offset_ns,
+            parent_of_pair: BTreeMap::new(),
+            coordinators: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+        };
+        for &n in nodes {
+            mac.nodes.entry(n).or_default();
+        }
+        for &(parent, child) in links {
+            mac.attach(parent, child, rng);
+        }
+        Ok(mac)
+    }
+
+    /// The beacon interval.
+    pub fn beacon_interval_ns(&self) -> u64 {
+        self.bi_ns
+    }
+
+    /// The active period (CAP) after each beacon.
+    pub fn superframe_duration_ns(&self) -> u64 {
+        self.sd_ns
+    }
+
+    /// The coordinator whose CAP carries the frames between `a` and `b`.
+    pub fn coordinator_of(&self, a: NodeId, b: NodeId) -> Option<NodeId> {
+        self.parent_of_pair.get(&(a.min(b), a.max(b))).copied()
+    }
+
+    /// The CAP `[start, end)` of `coordinator` that ends after `t` (ns), if the coordinator exists.
+    pub fn cap_after(&self, coordinator: NodeId, t: u64) -> Option<(u64, u64)> {
+        let c = self.coordinators.get(&coordinator)?;
+        let mut k = self.superframe_index(c.phase_ns, t);
+        loop {
+            let (start, end) = self.cap(c.phase_ns, k);
+            if end > t {
+                return Some((start, end));
+            }
+            k += 1;
+        }
+    }
+
+    fn attach(&mut self, parent: NodeId, child: NodeId, rng: &mut dyn rand_core::RngCore) {
+        let key = (parent.min(child), parent.max(child));
+        if self.parent_of_pair.contains_key(&key) {
+            return;
+        }
+        self.parent_of_pair.insert(key, parent);
+        let symbols = self.bi_ns / super::phy::SYMBOL_NS;
+        let coord = self.coordinators.entry(parent).or_insert_with(|| Coordinator {
+            phase_ns: below(rng, symbols) * super::phy::SYMBOL_NS,
+            ..Coordinator::default()
+        });
+        coord.children.insert(child);
+        self.nodes.entry(parent).or_default();
+        self.nodes.entry(child).or_default();
+    }
+
+    fn superframe_index(&self, phase: u64, t: u64) -> u64 {
+        t.saturating_sub(phase) / self.bi_ns
+    }
+
+    fn cap(&self, phase: u64, k: u64) -> (u64, u64) {
+        let b = phase + k * self.bi_ns;
+        (b + self.cap_offset_ns, b + self.sd_ns)
+    }
+
+    /// The first backoff boundary at or after `t` that lies inside a CAP.
+    fn normalize(&self, phase: u64, t: u64) -> u64 {
+        let mut k = self.superframe_index(phase, t);
+        loop {
+            let (start, end) = self.cap(phase, k);
+            let p = if t <= start { start } else { start + (t - start).div_ceil(BP) * BP };
+            if p < end {
+                return p;
+            }
+            k += 1;
+        }
+    }
+
+    fn cap_end(&self, phase: u64, pos: u64) -> u64 {
+        self.cap(phase, self.superframe_index(phase, pos)).1
+    }
+
+    /// Slotted CSMA-CA from `t`: the start of the transmission, or None on channel access failure.
+    fn csma(
+        &self,
+        coord: &Coordinator,
+        t: u64,
+        psdu_len: usize,
+        rng: &mut dyn rand_core::RngCore,
+    ) -> Option<u64> {
+        let phase = coord.phase_ns;
+        let transaction =
+            2 * BP + airtime_ns(psdu_len) + TURNAROUND_NS + airtime_ns(ACK_PSDU) + ifs_ns(psdu_len);
+        let mut nb = 0u8;
+        let mut be = self.config.min_be;
+        let mut pos = self.normalize(phase, t);
+        loop {
+            // Random delay, counted down only inside CAPs.
+            let mut delay = below(rng, 1u64 << be);
+            loop {
+                let left = (self.cap_end(phase, pos) - pos) / BP;
+                if delay < left {
+                    pos += delay * BP;
+                    break;
+                }
+                delay -= left;
+                pos = self.normalize(phase, self.cap_end(phase, pos));
+            }
+            if pos + transaction > self.cap_end(phase, pos) {
+                pos = self.normalize(phase, self.cap_end(phase, pos));
+                continue;
+            }
+            let busy = coord.on_air.iter().any(|&(s, e)| s < pos + 2 * BP && e > pos);
+            if !busy {
+                return Some(pos + 2 * BP);
+            }
+            nb += 1;
+            be = (be + 1).min(self.config.max_be);
+            if nb > self.config.max_csma_backoffs {
+                return None;
+            }
+            pos = self.normalize(phase, pos + BP);
+        }
+    }
+}
+
+impl MacModel for BeaconMac {
+    fn send(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        to: NodeId,
+        datagram: &[u8],
+        rng: &mut dyn rand_core::RngCore,
+        ledger: &mut RadioLedger,
+    ) -> MacOutcome {
+        if self.coordinator_of(from, to).is_none() {
+            // A pair nobody declared: the receiver coordinates.
+            self.attach(to, from, rng);
+        }
+        let coord_id = self.coordinator_of(from, to).unwrap_or(to);
+        let now_ns = now.as_nanos();
+        if let Some(c) = self.coordinators.get_mut(&coord_id) {
+            c.on_air.retain(|&(_, e)| e > now_ns);
+        }
+        let st = self.nodes.entry(from).or_default();
+        let (seq, tag) = (st.seq, st.tag);
+        let (psdus, stats) = match frag::fragment(datagram, from, to, seq, tag, true) {
+            Ok(x) => x,
+            Err(_) => {
+                return MacOutcome { delivered_at: None, frames: Vec::new(), fragments: FragStats::default() }
+            }
+        };
+        st.seq = seq.wrapping_add(psdus.len() as u8);
+        if psdus.len() > 1 {
+            st.tag = tag.wrapping_add(1);
+        }
+        let mut t = now_ns.max(st.free_at);
+        let mut frames = Vec::new();
+        let mut delivered_at = Some(0u64);
+        for psdu in psdus {
+            let air = airtime_ns(psdu.len());
+            let dsn = psdu.get(2).copied().unwrap_or(0);
+            let mut frame_delivered = None;
+            let mut retries = 0u8;
+            loop {
+                let Some(coord) = self.coordinators.get(&coord_id) else { break };
+                let Some(tx) = self.csma(coord, t, psdu.len(), rng) else {
+                    break; // channel access failure
+                };
+                book(ledger, from, RadioState::Listen, tx - 2 * BP, tx - 2 * BP + CCA_NS);
+                book(ledger, from, RadioState::Listen, tx - BP, tx - BP + CCA_NS);
+                let received = bernoulli(rng, self.config.pdr);
+                frames.push(FrameOnAir {
+                    start: Instant::from_nanos(tx),
+                    end: Instant::from_nanos(tx + air),
+                    from,
+                    to,
+                    kind: FrameKind::Data,
+                    bytes: psdu.clone(),
+                    received,
+                });
+                book(ledger, from, RadioState::Tx, tx, tx + air);
+                book(ledger, to, RadioState::Rx, tx, tx + air);
+                let mut on_air_end = tx + air;
+                let mut acked = false;
+                if received {
+                    frame_delivered.get_or_insert(tx + air);
+                    let a = tx + air + TURNAROUND_NS;
+                    let a_end = a + airtime_ns(ACK_PSDU);
+                    acked = bernoulli(rng, self.config.ack_pdr);
+                    frames.push(FrameOnAir {
+                        start: Instant::from_nanos(a),
+                        end: Instant::from_nanos(a_end),
+                        from: to,
+                        to: from,
+                        kind: FrameKind::Ack,
+                        bytes: frag::ack_frame(dsn),
+                        received: acked,
+                    });
+                    book(ledger, to, RadioState::Tx, a, a_end);
+                    book(ledger, from, if acked { RadioState::Rx } else { RadioState::Listen }, a, a_end);
+                    on_air_end = a_end;
+                }
+                if let Some(c) = self.coordinators.get_mut(&coord_id) {
+                    c.on_air.push((tx, on_air_end));
+                }
+                if acked {
+                    t = on_air_end + ifs_ns(psdu.len());
+                    break;
+                }
+                book(ledger, from, RadioState::Listen, tx + air, tx + air + ACK_WAIT_NS);
+                t = tx + air + ACK_WAIT_NS;
+                retries += 1;
+                if retries > self.config.max_frame_retries {
+                    break;
+                }
+            }
+            match (frame_delivered, delivered_at) {
+                (Some(at), Some(prev)) => delivered_at = Some(prev.max(at)),
+                _ => {
+                    delivered_at = None;
+                    break;
+                }
+            }
+        }
+        self.nodes.entry(from).or_default().free_at = t;
+        MacOutcome { delivered_at: delivered_at.map(Instant::from_nanos), frames, fragments: stats }
+    }
+
+    fn account_idle(&mut self, from_t: Instant, to_t: Instant, ledger: &mut RadioLedger) {
+        let (from_t, to_t) = (from_t.as_nanos(), to_t.as_nanos());
+        for n in self.nodes.keys() {
+            ledger.register(*n);
+        }
+        let beacon_air = airtime_ns(BEACON_PSDU);
+        for (&id, c) in &self.coordinators {
+            let k = from_t.saturating_sub(c.phase_ns).div_ceil(self.bi_ns);
+            let mut b = c.phase_ns + k * self.bi_ns;
+            while b < to_t {
+                let active_end = (b + self.sd_ns).min(to_t);
+                book(ledger, id, RadioState::Tx, b, b + beacon_air);
+                book(ledger, id, RadioState::Listen, b, active_end);
+                for &child in &c.children {
+                    book(ledger, child, RadioState::Rx, b, b + beacon_air);
+                    book(ledger, child, RadioState::Listen, b, active_end);
+                }
+                b += self.bi_ns;
+            }
+        }
+    }
+}
+
+impl BeaconMac {
+    /// The beacons `coordinator` sends from `from_t` to `to_t`, as frames on the air.
+    pub fn beacons(&mut self, coordinator: NodeId, from_t: Instant, to_t: Instant) -> Vec<FrameOnAir> {
+        let (bi, air) = (self.bi_ns, airtime_ns(BEACON_PSDU));
+        let (bo, so) = (self.config.beacon_order, self.config.superframe_order);
+        let Some(c) = self.coordinators.get_mut(&coordinator) else { return Vec::new() };
+        let k = from_t.as_nanos().saturating_sub(c.phase_ns).div_ceil(bi);
+        let mut b = c.phase_ns + k * bi;
+        let mut out = Vec::new();
+        while b < to_t.as_nanos() {
+            out.push(FrameOnAir {
+                start: Instant::from_nanos(b),
+                end: Instant::from_nanos(b + air),
+                from: coordinator,
+                to: coordinator,
+                kind: FrameKind::Beacon,
+                bytes: frag::beacon_frame(c.beacon_seq, coordinator, bo, so),
+                received: true,
+            });
+            c.beacon_seq = c.beacon_seq.wrapping_add(1);
+            b += bi;
+        }
+        out
+    }
+}
+
+fn book(ledger: &mut RadioLedger, node: NodeId, state: RadioState, start: u64, end: u64) {
+    ledger.book(node, state, Instant::from_nanos(start), Instant::from_nanos(end));
+}

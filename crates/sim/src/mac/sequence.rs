@@ -1,0 +1,91 @@
+//! Datagrams sent one after another along a chain of MAC hops: the flights of a handshake as
+//! seed 002's analysis sees them, driven straight through a [`MacModel`].
+
+use super::{below, MacModel, NodeId};
+use crate::radio::RadioLedger;
+use fastshake_core::Instant;
+use std::time::Duration;
+
+/// How the datagrams of a sequence are sent.
+#[derive(Clone, Debug)]
+pub struct SequencePlan {
+    /// The chain of nodes, end to end (H hops = H + 1 nodes).
+    pub chain: Vec<NodeId>,
+    /// How many datagrams.
+    pub datagrams: usize,
+    /// Bytes of each datagram.
+    pub datagram_len: usize,
+    /// Each datagram is handed to the first hop a uniformly random time in [0, this) after the
+    /// previous one arrived (seed 002: the instant a frame is selected for transmission is
+    /// uniform over the slotframe). Zero sends each one as soon as the previous one arrived.
+    pub arrival_spread_ns: u64,
+    /// Alternate the direction (client → server, server → client, ...) as handshake flights do.
+    pub alternate: bool,
+}
+
+/// What a sequence cost.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SequenceReport {
+    /// Sum over datagrams of the time from hand-over to arrival at the far end of the chain.
+    pub latency: Duration,
+    /// From the first hand-over to the last arrival (includes the random arrival spreads).
+    pub elapsed: Duration,
+    /// Datagrams that arrived.
+    pub delivered: usize,
+    /// Datagrams lost on some hop.
+    pub lost: usize,
+    /// Frames put on the air, all kinds.
+    pub frames_on_air: usize,
+    /// Data frames put on the air (first transmissions and retries).
+    pub data_frames_on_air: usize,
+}
+
+/// Sends `plan.datagrams` datagrams one after another through `mac`, starting at `start`.
+pub fn send_sequence(
+    mac: &mut dyn MacModel,
+    plan: &SequencePlan,
+    start: Instant,
+    rng: &mut dyn rand_core::RngCore,
+    ledger: &mut RadioLedger,
+) -> SequenceReport {
+    let mut report = SequenceReport::default();
+    let datagram = vec![0x60u8; plan.datagram_len];
+    let mut t = start;
+    let mut first_handover = None;
+    for i in 0..plan.datagrams {
+        let handover = t + Duration::from_nanos(below(rng, plan.arrival_spread_ns));
+        first_handover.get_or_insert(handover);
+        let forward = !plan.alternate || i % 2 == 0;
+        let hops: Vec<(NodeId, NodeId)> = if forward {
+            plan.chain.windows(2).map(|w| (w[0], w[1])).collect()
+        } else {
+            plan.chain.windows(2).rev().map(|w| (w[1], w[0])).collect()
+        };
+        let mut at = handover;
+        let mut arrived = true;
+        for (from, to) in hops {
+            let outcome = mac.send(at, from, to, &datagram, rng, ledger);
+            report.frames_on_air += outcome.frames.len();
+            report.data_frames_on_air +=
+                outcome.frames.iter().filter(|f| f.kind == super::FrameKind::Data).count();
+            let last_on_air = outcome.frames.iter().map(|f| f.end).max().unwrap_or(at);
+            match outcome.delivered_at {
+                Some(d) => at = d,
+                None => {
+                    arrived = false;
+                    at = last_on_air;
+                    break;
+                }
+            }
+        }
+        if arrived {
+            report.delivered += 1;
+            report.latency += at - handover;
+        } else {
+            report.lost += 1;
+        }
+        t = at;
+    }
+    report.elapsed = t - first_handover.unwrap_or(start);
+    report
+}
