@@ -36,7 +36,7 @@ pub(crate) enum CookieError {
     /// Malformed or wrong MAC: silently discarded (RFC 9260 §5.1.5).
     Invalid,
     /// Authentic but older than its lifetime: answered with "Stale Cookie".
-    Stale { by: Duration },
+    Stale { by: Duration, peer_tag: u32 },
 }
 
 impl StateCookie {
@@ -88,7 +88,7 @@ impl StateCookie {
         let parsed = Self::decode(body).ok_or(CookieError::Invalid)?;
         let expires = parsed.created + parsed.lifetime;
         if now > expires {
-            return Err(CookieError::Stale { by: now - expires });
+            return Err(CookieError::Stale { by: now - expires, peer_tag: parsed.peer_tag });
         }
         Ok(parsed)
     }
@@ -224,7 +224,10 @@ mod tests {
             assert_eq!(StateCookie::open(&bad, &mac, t0), Err(CookieError::Invalid), "byte {i}");
         }
         let late = t0 + Duration::from_secs(61);
-        assert_eq!(StateCookie::open(&c, &mac, late), Err(CookieError::Stale { by: Duration::from_secs(1) }));
+        assert_eq!(
+            StateCookie::open(&c, &mac, late),
+            Err(CookieError::Stale { by: Duration::from_secs(1), peer_tag: 2 })
+        );
         assert_eq!(StateCookie::open(&c[..5], &mac, t0), Err(CookieError::Invalid));
     }
 

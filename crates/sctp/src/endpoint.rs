@@ -1,27 +1,92 @@
 //! The endpoint: demultiplexing, stateless answers, the association table.
+//!
+//! Packets are matched to an association by (peer UDP address, peer SCTP port); a packet from
+//! an address the association does not know yet is matched by its verification tag when its
+//! IP address is one of the peer's (RFC 6951 §5.5: the encapsulation port is learnt per
+//! packet). INITs are judged here, statelessly, before any association is involved: an
+//! ALT-COOKIE that is empty or invalid gets an ERROR with a fresh cookie, an INIT without one
+//! gets an INIT-ACK with a state cookie (or, in alternative-only mode, the ERROR as well).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use fastshake_core::CookieMac;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::association::{regular_init_ack, Association, InitOutcome, InitParams, InitVerdict};
+use crate::cookie::{alt_cookie, alt_cookie_valid, CookieError, StateCookie};
+use crate::packet::{Chunk, ErrorCause, InitChunk, Packet, Param};
 use crate::{
-    AssociationHandle, AssociationInfo, Config, ConnectOptions, EndpointStats, Error, Event, Instant,
-    Message, Transmit,
+    AssociationHandle, AssociationInfo, Config, ConnectOptions, EndpointStats, Error, Event, HandshakeKind,
+    HandshakeMode, Instant, Message, Transmit,
 };
+
+/// Most stateless answers queued before further ones are dropped (a flood cannot grow memory).
+const MAX_STATELESS_QUEUE: usize = 1024;
+/// Attempts of an INIT that fetches an ALT-COOKIE over another path.
+const PROBE_ATTEMPTS: u32 = 3;
+
+/// An INIT sent over another path only to fetch its ALT-COOKIE (seed 004 §III-F).
+#[derive(Clone, Debug)]
+struct PathProbe {
+    handle: AssociationHandle,
+    local: SocketAddr,
+    remote: SocketAddr,
+    packet: Vec<u8>,
+    tag: u32,
+    deadline: Instant,
+    attempts: u32,
+}
 
 /// All associations of one local SCTP port, in both roles.
 pub struct Endpoint {
     config: Arc<Config>,
+    rng: ChaCha20Rng,
+    mac: CookieMac,
+    associations: BTreeMap<u64, Association>,
+    by_address: BTreeMap<(SocketAddr, u16), u64>,
+    registered: BTreeMap<u64, Vec<(SocketAddr, u16)>>,
+    stateless: VecDeque<Transmit>,
     events: VecDeque<(AssociationHandle, Event)>,
+    probes: Vec<PathProbe>,
     stats: EndpointStats,
     next_handle: u64,
+    /// The latest time the caller passed in, for calls that take none (send, shutdown).
+    now_hint: Instant,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local_port", &self.config.local_port)
+            .field("associations", &self.associations.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Endpoint {
-    /// An endpoint with `config`, its randomness (tags, TSNs, cookie keys) drawn from `rng_seed`.
+    /// An endpoint with `config`, its randomness (tags, TSNs, the first cookie key) drawn from
+    /// `rng_seed`.
     pub fn new(config: Arc<Config>, rng_seed: [u8; 32]) -> Endpoint {
-        let _ = rng_seed;
-        Endpoint { config, events: VecDeque::new(), stats: EndpointStats::default(), next_handle: 0 }
+        let mut rng = ChaCha20Rng::from_seed(rng_seed);
+        let mut key = [0u8; 16];
+        rng.fill_bytes(&mut key);
+        Endpoint {
+            config,
+            rng,
+            mac: CookieMac::new(key),
+            associations: BTreeMap::new(),
+            by_address: BTreeMap::new(),
+            registered: BTreeMap::new(),
+            stateless: VecDeque::new(),
+            events: VecDeque::new(),
+            probes: Vec::new(),
+            stats: EndpointStats::default(),
+            next_handle: 0,
+            now_hint: Instant::ZERO,
+        }
     }
 
     /// The configuration.
@@ -29,7 +94,19 @@ impl Endpoint {
         &self.config
     }
 
+    fn next_seed(&mut self) -> [u8; 32] {
+        let mut seed = [0u8; 32];
+        self.rng.fill_bytes(&mut seed);
+        seed
+    }
+
+    fn new_handle(&mut self) -> AssociationHandle {
+        self.next_handle += 1;
+        AssociationHandle(self.next_handle)
+    }
+
     /// Opens an association to `remote` (the peer's UDP address) and SCTP port `remote_port`.
+    /// `Event::Connected` or `Event::Failed` follows.
     pub fn connect(
         &mut self,
         now: Instant,
@@ -38,9 +115,24 @@ impl Endpoint {
         remote_port: u16,
         opts: ConnectOptions,
     ) -> AssociationHandle {
-        let _ = (now, local, remote, remote_port, opts);
-        self.next_handle += 1;
-        AssociationHandle(self.next_handle)
+        self.now_hint = self.now_hint.max(now);
+        let handle = self.new_handle();
+        if self.associations.len() >= self.config.max_associations {
+            self.events.push_back((handle, Event::Failed(Error::TooManyAssociations)));
+            return handle;
+        }
+        if let Some(old) = self.by_address.get(&(remote, remote_port)).copied() {
+            // One association per peer address and port (RFC 9260 §1.5.2): the old one goes.
+            if let Some(a) = self.associations.get_mut(&old) {
+                a.abort("replaced by a new association");
+            }
+            self.after(AssociationHandle(old));
+        }
+        let seed = self.next_seed();
+        let a = Association::connect(self.config.clone(), seed, now, local, remote, remote_port, opts);
+        self.associations.insert(handle.0, a);
+        self.after(handle);
+        handle
     }
 
     /// One UDP payload (one SCTP packet) arrived on `local` from `remote`.
@@ -51,23 +143,487 @@ impl Endpoint {
         remote: SocketAddr,
         datagram: &mut [u8],
     ) {
-        let _ = (now, local, remote, datagram);
+        self.now_hint = self.now_hint.max(now);
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += datagram.len() as u64;
+        let size = datagram.len();
+        let Ok(packet) = Packet::parse(datagram) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if packet.chunks.is_empty() {
+            return;
+        }
+        if let Some(Chunk::Init(_)) = packet.chunks.first() {
+            // INIT travels alone with a zero tag (RFC 9260 §8.5.1); anything else is discarded.
+            if packet.chunks.len() != 1 || packet.verification_tag != 0 {
+                return;
+            }
+            let Some(Chunk::Init(init)) = packet.chunks.into_iter().next() else { return };
+            self.on_init(now, local, remote, packet.src_port, packet.dst_port, &init);
+            return;
+        }
+        if self.on_probe_answer(&packet, local, remote) {
+            return;
+        }
+        if packet.dst_port != self.config.local_port {
+            self.answer_out_of_the_blue(remote, local, &packet);
+            return;
+        }
+        if let Some(Chunk::CookieEcho(_)) = packet.chunks.first() {
+            self.on_cookie_echo(now, local, remote, packet, size);
+            return;
+        }
+        match self.lookup(remote, &packet) {
+            Some(h) => {
+                if let Some(a) = self.associations.get_mut(&h) {
+                    a.handle_packet(now, local, remote, packet, size);
+                }
+                self.after(AssociationHandle(h));
+            }
+            None => self.answer_out_of_the_blue(remote, local, &packet),
+        }
+    }
+
+    fn lookup(&self, remote: SocketAddr, packet: &Packet) -> Option<u64> {
+        if let Some(h) = self.by_address.get(&(remote, packet.src_port)) {
+            return Some(*h);
+        }
+        // A known peer IP on a new UDP port (NAT rebinding) or a new path: match by tag.
+        self.associations
+            .iter()
+            .find(|(_, a)| {
+                a.remote_port == packet.src_port
+                    && (a.my_tag == packet.verification_tag || a.peer_tag == packet.verification_tag)
+                    && a.owns_ip(remote.ip())
+            })
+            .map(|(h, _)| *h)
+    }
+
+    fn push_stateless(&mut self, local: Option<SocketAddr>, remote: SocketAddr, packet: Packet) {
+        if self.stateless.len() >= MAX_STATELESS_QUEUE {
+            return;
+        }
+        self.stateless.push_back(Transmit { src: local, dst: remote, payload: packet.encode() });
+    }
+
+    fn send_abort_for_init(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ports: (u16, u16),
+        tag: u32,
+        cause: Option<ErrorCause>,
+    ) {
+        // RFC 9260 §8.4 (3): the tag is the INIT's Initiate Tag and the T bit is clear.
+        let mut p = Packet::new(ports.0, ports.1, tag);
+        p.chunks.push(Chunk::Abort { t_bit: false, causes: cause.into_iter().collect() });
+        self.stats.aborts_sent += 1;
+        self.push_stateless(Some(local), remote, p);
+    }
+
+    fn on_init(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        src_port: u16,
+        dst_port: u16,
+        init: &InitChunk,
+    ) {
+        self.stats.inits_received += 1;
+        let ports = (dst_port, src_port);
+        if init.initiate_tag == 0 || init.outbound_streams == 0 || init.inbound_streams == 0 {
+            // RFC 9260 §3.3.2: a zero tag or stream count is answered with ABORT.
+            self.send_abort_for_init(local, remote, ports, init.initiate_tag, None);
+            return;
+        }
+        let existing = if dst_port == self.config.local_port {
+            self.by_address.get(&(remote, src_port)).copied()
+        } else {
+            None
+        };
+        if existing.is_none() && (!self.config.listen || dst_port != self.config.local_port) {
+            self.send_abort_for_init(local, remote, ports, init.initiate_tag, None);
+            return;
+        }
+        let mode = self.config.mode;
+        let params = InitParams::scan(&init.params, mode.alt_enabled());
+        let verdict = match (&params.alt_cookie, mode) {
+            (_, HandshakeMode::Regular) => InitVerdict::Regular,
+            (Some(c), _) if !c.is_empty() && alt_cookie_valid(&self.mac, remote.ip(), c) => {
+                InitVerdict::Alt(HandshakeKind::AltCookie)
+            }
+            (Some(c), _) if c.is_empty() && self.config.cookieless => {
+                InitVerdict::Alt(HandshakeKind::Cookieless)
+            }
+            (Some(c), _) => {
+                if !c.is_empty() {
+                    self.stats.bad_cookies += 1;
+                }
+                self.send_alt_cookie_error(local, remote, ports, init.initiate_tag);
+                return;
+            }
+            (None, HandshakeMode::AltOnly) => {
+                // Alternative-only: never an INIT-ACK with a state cookie, so no amplification.
+                self.send_alt_cookie_error(local, remote, ports, init.initiate_tag);
+                return;
+            }
+            (None, _) => InitVerdict::Regular,
+        };
+        if let Some(h) = existing {
+            let outcome = match self.associations.get_mut(&h) {
+                Some(a) => {
+                    let before = a.stats.packets_out;
+                    let o = a.on_peer_init(now, init, &params, verdict, &self.mac);
+                    if a.stats.packets_out > before {
+                        self.stats.init_acks_sent += 1;
+                    }
+                    o
+                }
+                None => InitOutcome::Handled,
+            };
+            if outcome == InitOutcome::Restart {
+                if let Some(a) = self.associations.get_mut(&h) {
+                    a.abort("peer restarted");
+                }
+                self.after(AssociationHandle(h));
+                if let InitVerdict::Alt(kind) = verdict {
+                    self.open_alt(now, local, remote, src_port, init, &params, kind);
+                }
+            } else {
+                self.after(AssociationHandle(h));
+            }
+            return;
+        }
+        match verdict {
+            InitVerdict::Regular => {
+                let tag = nonzero(&mut self.rng);
+                let tsn = self.rng.next_u32();
+                let p = regular_init_ack(
+                    &self.config,
+                    &self.mac,
+                    now,
+                    remote,
+                    dst_port,
+                    src_port,
+                    init,
+                    &params,
+                    tag,
+                    tsn,
+                );
+                self.stats.init_acks_sent += 1;
+                self.push_stateless(Some(local), remote, p);
+            }
+            InitVerdict::Alt(kind) => self.open_alt(now, local, remote, src_port, init, &params, kind),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn open_alt(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        src_port: u16,
+        init: &InitChunk,
+        params: &InitParams,
+        kind: HandshakeKind,
+    ) {
+        if self.associations.len() >= self.config.max_associations {
+            let cause = ErrorCause::Other { code: 4, value: Vec::new() }; // Out of Resource
+            self.send_abort_for_init(
+                local,
+                remote,
+                (self.config.local_port, src_port),
+                init.initiate_tag,
+                Some(cause),
+            );
+            return;
+        }
+        let handle = self.new_handle();
+        let seed = self.next_seed();
+        let a = Association::accept_alt(
+            self.config.clone(),
+            seed,
+            now,
+            local,
+            remote,
+            src_port,
+            init,
+            params,
+            kind,
+        );
+        self.stats.init_acks_sent += 1;
+        self.stats.associations_opened += 1;
+        self.associations.insert(handle.0, a);
+        self.after(handle);
+    }
+
+    fn send_alt_cookie_error(&mut self, local: SocketAddr, remote: SocketAddr, ports: (u16, u16), tag: u32) {
+        let cookie = alt_cookie(&self.mac, remote.ip());
+        let mut p = Packet::new(ports.0, ports.1, tag);
+        p.chunks.push(Chunk::Error { causes: vec![ErrorCause::AltCookieRequired(cookie.to_vec())] });
+        self.stats.alt_cookie_errors_sent += 1;
+        self.push_stateless(Some(local), remote, p);
+    }
+
+    fn on_cookie_echo(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        mut packet: Packet,
+        size: usize,
+    ) {
+        let Some(Chunk::CookieEcho(raw)) = packet.chunks.first() else { return };
+        let cookie = match StateCookie::open(raw, &self.mac, now) {
+            Ok(c) => c,
+            Err(CookieError::Invalid) => {
+                self.stats.bad_cookies += 1;
+                return;
+            }
+            Err(CookieError::Stale { by, peer_tag }) => {
+                let staleness_us = u32::try_from(by.as_micros()).unwrap_or(u32::MAX);
+                let mut p = Packet::new(packet.dst_port, packet.src_port, peer_tag);
+                p.chunks.push(Chunk::Error { causes: vec![ErrorCause::StaleCookie { staleness_us }] });
+                self.push_stateless(Some(local), remote, p);
+                return;
+            }
+        };
+        if packet.verification_tag != cookie.local_tag {
+            return;
+        }
+        packet.chunks.remove(0);
+        let existing = self.by_address.get(&(remote, packet.src_port)).copied();
+        if let Some(h) = existing {
+            let restart = match self.associations.get_mut(&h) {
+                Some(a) if a.my_tag == cookie.local_tag => {
+                    a.on_own_cookie(now, &cookie);
+                    a.handle_packet(now, local, remote, packet.clone(), size);
+                    false
+                }
+                Some(a) if a.peer_tag != cookie.peer_tag => {
+                    a.abort("peer restarted");
+                    true
+                }
+                _ => false,
+            };
+            self.after(AssociationHandle(h));
+            if !restart {
+                return;
+            }
+        }
+        if self.associations.len() >= self.config.max_associations {
+            return;
+        }
+        let handle = self.new_handle();
+        let seed = self.next_seed();
+        let mut a =
+            Association::from_cookie(self.config.clone(), seed, local, remote, packet.src_port, &cookie);
+        a.handle_packet(now, local, remote, packet, size);
+        a.flush(now);
+        self.stats.associations_opened += 1;
+        self.associations.insert(handle.0, a);
+        self.after(handle);
+    }
+
+    /// RFC 9260 §8.4: answers to packets no association claims.
+    fn answer_out_of_the_blue(&mut self, remote: SocketAddr, local: SocketAddr, packet: &Packet) {
+        let vtag = packet.verification_tag;
+        let reply = |chunk: Chunk| {
+            let mut p = Packet::new(packet.dst_port, packet.src_port, vtag);
+            p.chunks.push(chunk);
+            p
+        };
+        let mut saw_shutdown_ack = false;
+        for c in &packet.chunks {
+            match c {
+                // Never answer these, or two endpoints could ping-pong forever.
+                Chunk::Abort { .. }
+                | Chunk::ShutdownComplete { .. }
+                | Chunk::Error { .. }
+                | Chunk::CookieAck => return,
+                Chunk::ShutdownAck => saw_shutdown_ack = true,
+                _ => {}
+            }
+        }
+        if saw_shutdown_ack {
+            self.push_stateless(Some(local), remote, reply(Chunk::ShutdownComplete { t_bit: true }));
+            return;
+        }
+        self.stats.aborts_sent += 1;
+        self.push_stateless(Some(local), remote, reply(Chunk::Abort { t_bit: true, causes: Vec::new() }));
+    }
+
+    /// An answer to one of our path-cookie INITs.
+    fn on_probe_answer(&mut self, packet: &Packet, local: SocketAddr, remote: SocketAddr) -> bool {
+        let Some(i) = self.probes.iter().position(|p| {
+            p.tag == packet.verification_tag && p.remote == remote && p.local.ip() == local.ip()
+        }) else {
+            return false;
+        };
+        let probe = self.probes.swap_remove(i);
+        for c in &packet.chunks {
+            match c {
+                Chunk::Error { causes } => {
+                    for cause in causes {
+                        if let ErrorCause::AltCookieRequired(cookie) = cause {
+                            if !cookie.is_empty() && cookie.len() <= 512 {
+                                self.events.push_back((
+                                    probe.handle,
+                                    Event::AltCookie {
+                                        server: remote,
+                                        local: Some(probe.local),
+                                        cookie: cookie.clone(),
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                }
+                Chunk::InitAck(ack) => {
+                    // The server opened (or offered) an association we do not want on this path.
+                    let mut p = Packet::new(packet.dst_port, packet.src_port, ack.initiate_tag);
+                    p.chunks.push(Chunk::Abort { t_bit: false, causes: Vec::new() });
+                    self.push_stateless(Some(probe.local), remote, p);
+                }
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// Bookkeeping after an association was touched: events, address map, path probes, removal.
+    fn after(&mut self, handle: AssociationHandle) {
+        let Some(a) = self.associations.get_mut(&handle.0) else { return };
+        let mut opened = false;
+        while let Some(e) = a.events.pop_front() {
+            if matches!(e, Event::Connected { .. }) {
+                opened = true;
+            }
+            self.events.push_back((handle, e));
+        }
+        if opened && a.is_client_side() {
+            self.stats.associations_opened += 1;
+        }
+        let want_probes = std::mem::take(&mut a.wants_path_cookies);
+        let keys: Vec<(SocketAddr, u16)> = a.paths.iter().map(|p| (p.remote, a.remote_port)).collect();
+        let closed = a.is_closed() && a.out.is_empty();
+        if want_probes {
+            self.start_path_probes(handle);
+        }
+        if let Some(old) = self.registered.remove(&handle.0) {
+            for k in old {
+                if self.by_address.get(&k) == Some(&handle.0) {
+                    self.by_address.remove(&k);
+                }
+            }
+        }
+        if closed {
+            self.associations.remove(&handle.0);
+            self.probes.retain(|p| p.handle != handle);
+            return;
+        }
+        for k in &keys {
+            self.by_address.insert(*k, handle.0);
+        }
+        self.registered.insert(handle.0, keys);
+    }
+
+    fn start_path_probes(&mut self, handle: AssociationHandle) {
+        if !self.config.fetch_path_cookies || self.config.extra_local_addresses.is_empty() {
+            return;
+        }
+        let Some(a) = self.associations.get(&handle.0) else { return };
+        let (local_port, remote_port) = a.ports();
+        let remote = a.remote();
+        let local_udp_port = a.local().map_or(crate::UDP_ENCAPSULATION_PORT, |l| l.port());
+        let primary_ip = a.local().map(|l| l.ip());
+        let deadline_step = a.rto();
+        let mut new = Vec::new();
+        for ip in self.config.extra_local_addresses.clone() {
+            if Some(ip) == primary_ip {
+                continue;
+            }
+            let tag = nonzero(&mut self.rng);
+            let init = InitChunk {
+                initiate_tag: tag,
+                a_rwnd: self.config.receive_window,
+                outbound_streams: self.config.streams_out,
+                inbound_streams: self.config.streams_in,
+                initial_tsn: self.rng.next_u32(),
+                params: vec![Param::AltCookie(Vec::new())],
+            };
+            let mut p = Packet::new(local_port, remote_port, 0);
+            p.chunks.push(Chunk::Init(init));
+            new.push(PathProbe {
+                handle,
+                local: SocketAddr::new(ip, local_udp_port),
+                remote,
+                packet: p.encode(),
+                tag,
+                deadline: Instant::ZERO,
+                attempts: 0,
+            });
+        }
+        for mut probe in new {
+            self.fire_probe(&mut probe, deadline_step);
+            self.probes.push(probe);
+        }
+    }
+
+    fn fire_probe(&mut self, probe: &mut PathProbe, rto: std::time::Duration) {
+        probe.attempts += 1;
+        probe.deadline = self.now_hint + rto * (1 << probe.attempts.min(6));
+        self.stateless.push_back(Transmit {
+            src: Some(probe.local),
+            dst: probe.remote,
+            payload: probe.packet.clone(),
+        });
     }
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let _ = now;
-        None
+        self.now_hint = self.now_hint.max(now);
+        let t = self
+            .stateless
+            .pop_front()
+            .or_else(|| self.associations.values_mut().find_map(|a| a.out.pop_front()))?;
+        self.stats.datagrams_out += 1;
+        self.stats.bytes_out += t.payload.len() as u64;
+        Some(t)
     }
 
     /// The next deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        None
+        let assoc = self.associations.values().filter_map(Association::poll_timeout).min();
+        let probe = self.probes.iter().map(|p| p.deadline).min();
+        [assoc, probe].into_iter().flatten().min()
     }
 
     /// Deadlines up to `now` passed.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _ = now;
+        self.now_hint = self.now_hint.max(now);
+        let due: Vec<u64> = self
+            .associations
+            .iter()
+            .filter(|(_, a)| a.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(h, _)| *h)
+            .collect();
+        for h in due {
+            if let Some(a) = self.associations.get_mut(&h) {
+                a.handle_timeout(now);
+            }
+            self.after(AssociationHandle(h));
+        }
+        let mut probes = std::mem::take(&mut self.probes);
+        probes.retain(|p| p.deadline > now || p.attempts < PROBE_ATTEMPTS);
+        let rto = self.config.rto_initial;
+        for p in probes.iter_mut().filter(|p| p.deadline <= now) {
+            self.fire_probe(p, rto);
+        }
+        self.probes = probes;
     }
 
     /// The next event.
@@ -75,37 +631,61 @@ impl Endpoint {
         self.events.pop_front()
     }
 
-    /// Queues a user message.
+    /// Queues a user message. Before the association is open it waits (and goes out behind the
+    /// COOKIE-ECHO or after the alternative INIT-ACK).
     pub fn send(&mut self, handle: AssociationHandle, msg: Message) -> Result<(), Error> {
-        let _ = (handle, msg);
-        Err(Error::UnknownAssociation)
+        let now = self.now_hint;
+        let a = self.associations.get_mut(&handle.0).ok_or(Error::UnknownAssociation)?;
+        let r = a.send_message(now, msg);
+        self.after(handle);
+        r
     }
 
-    /// Graceful shutdown once all queued data is acknowledged.
+    /// Graceful shutdown once all queued data is acknowledged; `Event::Closed` follows.
     pub fn shutdown(&mut self, handle: AssociationHandle) {
-        let _ = handle;
+        let now = self.now_hint;
+        if let Some(a) = self.associations.get_mut(&handle.0) {
+            a.shutdown(now);
+        }
+        self.after(handle);
     }
 
-    /// Sends ABORT and forgets the association.
+    /// Sends ABORT and forgets the association; `Event::Aborted` follows.
     pub fn abort(&mut self, handle: AssociationHandle) {
-        let _ = handle;
+        if let Some(a) = self.associations.get_mut(&handle.0) {
+            a.abort("user request");
+        }
+        self.after(handle);
     }
 
     /// A snapshot of an association.
     pub fn association(&self, handle: AssociationHandle) -> Option<AssociationInfo> {
-        let _ = handle;
-        None
+        self.associations.get(&handle.0).map(Association::info)
+    }
+
+    /// Handles of the associations alive now.
+    pub fn associations(&self) -> Vec<AssociationHandle> {
+        self.associations.keys().map(|h| AssociationHandle(*h)).collect()
     }
 
     /// Makes `key` the current cookie key (state cookies and ALT-COOKIEs); cookies signed under
-    /// the previous key still verify, older ones do not.
+    /// the previous key still verify, older ones do not. This is the ALT-COOKIE's lifetime.
     pub fn rotate_cookie_key(&mut self, key: [u8; 16]) {
-        let _ = key;
+        self.mac.rotate(key);
     }
 
     /// Endpoint counters.
     pub fn stats(&self) -> EndpointStats {
         self.stats
+    }
+}
+
+fn nonzero(rng: &mut ChaCha20Rng) -> u32 {
+    loop {
+        let v = rng.next_u32();
+        if v != 0 {
+            return v;
+        }
     }
 }
 

@@ -219,6 +219,9 @@ pub enum Error {
     /// The association is shutting down or closed; no new data is accepted.
     #[error("association is closing")]
     Closing,
+    /// SCTP carries no empty user messages.
+    #[error("empty message")]
+    EmptyMessage,
     /// The send queue is full.
     #[error("send buffer full")]
     SendBufferFull,

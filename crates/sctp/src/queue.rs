@@ -1,1 +1,551 @@
-//! (in progress)
+//! The data path of one association: the send queue (TSN assignment, fragmentation, SACK
+//! processing, retransmission marks) and the receive queue (duplicate detection, gap tracking,
+//! reassembly, ordered and unordered delivery).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
+
+use crate::packet::{DataChunk, SackChunk};
+use crate::{Instant, Message};
+
+/// TSNs further than this beyond the cumulative TSN are dropped: gap ack block offsets are 16-bit.
+const MAX_TSN_AHEAD: u64 = 65_535;
+/// At most this many gap blocks and duplicate TSNs go into one SACK.
+const MAX_GAP_BLOCKS: usize = 64;
+const MAX_DUP_TSNS: usize = 32;
+
+/// `a` is before `b` in serial number arithmetic (RFC 1982, 32 bits).
+pub(crate) fn tsn_lt(a: u32, b: u32) -> bool {
+    a != b && b.wrapping_sub(a) < (1 << 31)
+}
+
+/// `a` is before `b` in 16-bit serial number arithmetic.
+fn ssn_lt(a: u16, b: u16) -> bool {
+    a != b && b.wrapping_sub(a) < (1 << 15)
+}
+
+/// One DATA chunk the peer has not acknowledged yet.
+#[derive(Clone, Debug)]
+pub(crate) struct SentChunk {
+    pub(crate) chunk: DataChunk,
+    /// Transmissions so far (0: never sent).
+    pub(crate) transmissions: u32,
+    pub(crate) sent_at: Option<Instant>,
+    /// Reported received in a gap ack block of the latest SACK.
+    pub(crate) gap_acked: bool,
+    /// Waiting to be sent again.
+    pub(crate) needs_retransmit: bool,
+    pub(crate) miss_indications: u32,
+    pub(crate) fast_retransmitted: bool,
+    /// Counted in the flight size.
+    pub(crate) in_flight: bool,
+}
+
+impl SentChunk {
+    pub(crate) fn wire_len(&self) -> usize {
+        crate::packet::DATA_CHUNK_HEADER_LEN + self.chunk.data.len()
+    }
+}
+
+/// What one SACK did to the send queue.
+#[derive(Debug, Default)]
+pub(crate) struct SackOutcome {
+    /// The cumulative TSN moved forward.
+    pub(crate) cum_advanced: bool,
+    /// Bytes newly acknowledged (cumulatively or in gaps).
+    pub(crate) bytes_acked: usize,
+    pub(crate) rtt_sample: Option<Duration>,
+    /// Chunks that reached three miss indications.
+    pub(crate) fast_retransmit: bool,
+}
+
+/// Outgoing DATA, from user message to acknowledgement.
+#[derive(Debug)]
+pub(crate) struct SendQueue {
+    /// TSN of the next new chunk.
+    pub(crate) next_tsn: u32,
+    /// Highest TSN the peer acknowledged cumulatively.
+    pub(crate) cum_ack: u32,
+    /// Unacknowledged chunks, TSN cum_ack+1 onwards, in order (sent or not).
+    pub(crate) chunks: VecDeque<SentChunk>,
+    ssn_out: Vec<u16>,
+    /// TSN and send time of the chunk timed for an RTT measurement (Karn's rule).
+    rtt_probe: Option<(u32, Instant)>,
+    pub(crate) queued_bytes: usize,
+}
+
+impl SendQueue {
+    pub(crate) fn new(initial_tsn: u32, streams: u16) -> Self {
+        SendQueue {
+            next_tsn: initial_tsn,
+            cum_ack: initial_tsn.wrapping_sub(1),
+            chunks: VecDeque::new(),
+            ssn_out: vec![0; usize::from(streams)],
+            rtt_probe: None,
+            queued_bytes: 0,
+        }
+    }
+
+    pub(crate) fn set_streams(&mut self, streams: u16) {
+        self.ssn_out.resize(usize::from(streams), 0);
+    }
+
+    /// Splits `msg` into DATA chunks of at most `max_fragment` bytes of user data and queues them.
+    pub(crate) fn push_message(&mut self, msg: &Message, max_fragment: usize) {
+        let ssn = if msg.unordered {
+            0
+        } else {
+            match self.ssn_out.get_mut(usize::from(msg.stream)) {
+                Some(s) => {
+                    let v = *s;
+                    *s = s.wrapping_add(1);
+                    v
+                }
+                None => 0,
+            }
+        };
+        let max_fragment = max_fragment.max(1);
+        let pieces: Vec<&[u8]> = msg.data.chunks(max_fragment).collect();
+        let last = pieces.len().saturating_sub(1);
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let chunk = DataChunk {
+                tsn: self.next_tsn,
+                stream: msg.stream,
+                ssn,
+                ppid: msg.ppid,
+                unordered: msg.unordered,
+                beginning: i == 0,
+                ending: i == last,
+                immediate: false,
+                data: piece.to_vec(),
+            };
+            self.next_tsn = self.next_tsn.wrapping_add(1);
+            self.queued_bytes += chunk.data.len();
+            self.chunks.push_back(SentChunk {
+                chunk,
+                transmissions: 0,
+                sent_at: None,
+                gap_acked: false,
+                needs_retransmit: false,
+                miss_indications: 0,
+                fast_retransmitted: false,
+                in_flight: false,
+            });
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Bytes sent and neither acknowledged nor marked for retransmission.
+    pub(crate) fn flight_size(&self) -> usize {
+        self.chunks.iter().filter(|c| c.in_flight).map(SentChunk::wire_len).sum()
+    }
+
+    pub(crate) fn has_unacked_sent(&self) -> bool {
+        self.chunks.iter().any(|c| c.in_flight)
+    }
+
+    /// Records a (re)transmission of the chunk at `idx`.
+    pub(crate) fn mark_sent(&mut self, idx: usize, now: Instant) {
+        let Some(c) = self.chunks.get_mut(idx) else { return };
+        if c.transmissions > 0 && self.rtt_probe.is_some_and(|(tsn, _)| tsn == c.chunk.tsn) {
+            self.rtt_probe = None;
+        }
+        c.transmissions += 1;
+        c.sent_at = Some(now);
+        c.needs_retransmit = false;
+        c.in_flight = true;
+        if c.transmissions == 1 && self.rtt_probe.is_none() {
+            self.rtt_probe = Some((c.chunk.tsn, now));
+        }
+    }
+
+    /// Marks every sent, unacknowledged chunk for retransmission (T3-rtx expiry, or data of an
+    /// INIT the peer did not take). Returns how many were marked.
+    pub(crate) fn mark_all_for_retransmit(&mut self) -> usize {
+        let mut n = 0;
+        for c in self.chunks.iter_mut() {
+            if c.transmissions > 0 && !c.gap_acked && !c.needs_retransmit {
+                c.needs_retransmit = true;
+                c.in_flight = false;
+                n += 1;
+            }
+        }
+        self.rtt_probe = None;
+        n
+    }
+
+    /// Applies a SACK (RFC 9260 §6.2.1, §7.2.4).
+    pub(crate) fn on_sack(&mut self, sack: &SackChunk, now: Instant) -> SackOutcome {
+        let mut out = SackOutcome::default();
+        let cum = sack.cumulative_tsn_ack;
+        // A SACK older than what we know, or acknowledging what we never sent, is ignored.
+        if tsn_lt(cum, self.cum_ack) || !tsn_lt(cum, self.next_tsn) {
+            return out;
+        }
+        while let Some(front) = self.chunks.front() {
+            if tsn_lt(cum, front.chunk.tsn) {
+                break;
+            }
+            let Some(c) = self.chunks.pop_front() else { break };
+            if c.transmissions == 0 {
+                // The peer cannot acknowledge what was never sent: a lying SACK. Put it back.
+                self.chunks.push_front(c);
+                return out;
+            }
+            if !c.gap_acked {
+                out.bytes_acked += c.wire_len();
+            }
+            self.queued_bytes = self.queued_bytes.saturating_sub(c.chunk.data.len());
+            self.take_rtt_sample(&c, now, &mut out);
+        }
+        if cum != self.cum_ack {
+            out.cum_advanced = true;
+            self.cum_ack = cum;
+        }
+        // Gap blocks: offsets from the cumulative TSN; index = offset - 1 now that the front is cum+1.
+        let mut acked_in_gaps = vec![false; self.chunks.len()];
+        let mut highest_gap_idx: Option<usize> = None;
+        for &(start, end) in &sack.gap_blocks {
+            if start == 0 || end < start {
+                continue;
+            }
+            let first = usize::from(start) - 1;
+            let last = (usize::from(end) - 1).min(self.chunks.len().saturating_sub(1));
+            if first >= self.chunks.len() {
+                continue;
+            }
+            for flag in &mut acked_in_gaps[first..=last] {
+                *flag = true;
+            }
+            highest_gap_idx = Some(highest_gap_idx.map_or(last, |h: usize| h.max(last)));
+        }
+        for (i, c) in self.chunks.iter_mut().enumerate() {
+            let acked = acked_in_gaps[i] && c.transmissions > 0;
+            if acked && !c.gap_acked {
+                out.bytes_acked += c.wire_len();
+                c.in_flight = false;
+                c.needs_retransmit = false;
+                if let Some((tsn, at)) = self.rtt_probe {
+                    if tsn == c.chunk.tsn && c.transmissions == 1 {
+                        out.rtt_sample = Some(now - at);
+                        self.rtt_probe = None;
+                    }
+                }
+            } else if !acked && c.gap_acked {
+                // Reneged: the peer dropped it; it is outstanding again until T3 says otherwise.
+                c.in_flight = c.transmissions > 0 && !c.needs_retransmit;
+            }
+            c.gap_acked = acked;
+        }
+        // Miss indications for chunks below the highest gap-acknowledged TSN.
+        if let Some(h) = highest_gap_idx {
+            for c in self.chunks.iter_mut().take(h) {
+                if c.gap_acked || c.transmissions == 0 || c.needs_retransmit {
+                    continue;
+                }
+                c.miss_indications += 1;
+                if c.miss_indications >= 3 && !c.fast_retransmitted {
+                    c.fast_retransmitted = true;
+                    c.needs_retransmit = true;
+                    c.in_flight = false;
+                    out.fast_retransmit = true;
+                }
+            }
+        }
+        out
+    }
+
+    fn take_rtt_sample(&mut self, c: &SentChunk, now: Instant, out: &mut SackOutcome) {
+        if let Some((tsn, at)) = self.rtt_probe {
+            if tsn == c.chunk.tsn {
+                if c.transmissions == 1 {
+                    out.rtt_sample = Some(now - at);
+                }
+                self.rtt_probe = None;
+            }
+        }
+    }
+}
+
+/// What became of one received DATA chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DataVerdict {
+    /// New and kept.
+    New,
+    /// Already received.
+    Duplicate,
+    /// No room (window or TSN range): not acknowledged, the peer sends it again.
+    Dropped,
+}
+
+#[derive(Debug, Default)]
+struct StreamIn {
+    next_ssn: u16,
+    waiting: HashMap<u16, Message>,
+}
+
+/// Incoming DATA, from TSN to delivered message.
+#[derive(Debug)]
+pub(crate) struct ReceiveQueue {
+    /// Cumulative TSN received, unwrapped to 64 bits.
+    cum_tsn: u64,
+    above: BTreeSet<u64>,
+    dups: Vec<u32>,
+    fragments: BTreeMap<u64, DataChunk>,
+    streams: Vec<StreamIn>,
+    buffered: usize,
+    window: usize,
+    /// Complete messages ready for the user, in delivery order.
+    pub(crate) ready: VecDeque<Message>,
+}
+
+impl ReceiveQueue {
+    pub(crate) fn new(peer_initial_tsn: u32, streams: u16, window: u32) -> Self {
+        // Offset by 2^32 so the unwrapped value never goes below zero.
+        let cum_tsn = (1u64 << 32) + u64::from(peer_initial_tsn.wrapping_sub(1));
+        ReceiveQueue {
+            cum_tsn,
+            above: BTreeSet::new(),
+            dups: Vec::new(),
+            fragments: BTreeMap::new(),
+            streams: (0..streams).map(|_| StreamIn::default()).collect(),
+            buffered: 0,
+            window: window as usize,
+            ready: VecDeque::new(),
+        }
+    }
+
+    fn unwrap_tsn(&self, tsn: u32) -> u64 {
+        let diff = tsn.wrapping_sub(self.cum_tsn as u32) as i32;
+        (self.cum_tsn as i64 + i64::from(diff)) as u64
+    }
+
+    pub(crate) fn cumulative_tsn(&self) -> u32 {
+        self.cum_tsn as u32
+    }
+
+    /// Whether anything arrived out of order (a SACK should go at once).
+    pub(crate) fn has_gaps(&self) -> bool {
+        !self.above.is_empty()
+    }
+
+    pub(crate) fn has_dups(&self) -> bool {
+        !self.dups.is_empty()
+    }
+
+    pub(crate) fn a_rwnd(&self) -> u32 {
+        self.window.saturating_sub(self.buffered) as u32
+    }
+
+    /// Takes a DATA chunk. `keep_data` false records the TSN but drops the data (invalid stream).
+    pub(crate) fn on_data(&mut self, chunk: DataChunk, keep_data: bool) -> DataVerdict {
+        let tsn = self.unwrap_tsn(chunk.tsn);
+        if tsn <= self.cum_tsn || self.above.contains(&tsn) {
+            if self.dups.len() < MAX_DUP_TSNS {
+                self.dups.push(chunk.tsn);
+            }
+            return DataVerdict::Duplicate;
+        }
+        if tsn > self.cum_tsn + MAX_TSN_AHEAD {
+            return DataVerdict::Dropped;
+        }
+        if keep_data && self.buffered + chunk.data.len() > self.window {
+            // Beyond the advertised window: the RFC lets us drop it unacknowledged, except that
+            // the next in-order chunk is always taken so the association cannot stall.
+            if tsn != self.cum_tsn + 1 {
+                return DataVerdict::Dropped;
+            }
+        }
+        self.above.insert(tsn);
+        while self.above.remove(&(self.cum_tsn + 1)) {
+            self.cum_tsn += 1;
+        }
+        if keep_data {
+            self.accept(tsn, chunk);
+        }
+        DataVerdict::New
+    }
+
+    fn accept(&mut self, tsn: u64, chunk: DataChunk) {
+        if chunk.beginning && chunk.ending {
+            let msg = Message {
+                stream: chunk.stream,
+                unordered: chunk.unordered,
+                ppid: chunk.ppid,
+                data: chunk.data,
+            };
+            self.complete(msg, chunk.ssn);
+            return;
+        }
+        self.buffered += chunk.data.len();
+        self.fragments.insert(tsn, chunk);
+        self.try_reassemble(tsn);
+    }
+
+    fn try_reassemble(&mut self, tsn: u64) {
+        let mut start = tsn;
+        loop {
+            match self.fragments.get(&start) {
+                Some(c) if c.beginning => break,
+                Some(_) if self.fragments.contains_key(&(start - 1)) => start -= 1,
+                _ => return,
+            }
+        }
+        let mut end = tsn;
+        loop {
+            match self.fragments.get(&end) {
+                Some(c) if c.ending => break,
+                Some(_) if self.fragments.contains_key(&(end + 1)) => end += 1,
+                _ => return,
+            }
+        }
+        let mut data = Vec::new();
+        let mut head: Option<DataChunk> = None;
+        for t in start..=end {
+            if let Some(c) = self.fragments.remove(&t) {
+                self.buffered = self.buffered.saturating_sub(c.data.len());
+                data.extend_from_slice(&c.data);
+                if head.is_none() {
+                    head = Some(c);
+                }
+            }
+        }
+        if let Some(h) = head {
+            let msg = Message { stream: h.stream, unordered: h.unordered, ppid: h.ppid, data };
+            self.complete(msg, h.ssn);
+        }
+    }
+
+    fn complete(&mut self, msg: Message, ssn: u16) {
+        if msg.unordered {
+            self.ready.push_back(msg);
+            return;
+        }
+        let Some(stream) = self.streams.get_mut(usize::from(msg.stream)) else { return };
+        if ssn == stream.next_ssn {
+            stream.next_ssn = stream.next_ssn.wrapping_add(1);
+            self.ready.push_back(msg);
+            while let Some(next) = stream.waiting.remove(&stream.next_ssn) {
+                self.buffered = self.buffered.saturating_sub(next.data.len());
+                stream.next_ssn = stream.next_ssn.wrapping_add(1);
+                self.ready.push_back(next);
+            }
+        } else if ssn_lt(stream.next_ssn, ssn) && !stream.waiting.contains_key(&ssn) {
+            self.buffered += msg.data.len();
+            stream.waiting.insert(ssn, msg);
+        }
+    }
+
+    /// The SACK describing what has arrived; clears the duplicate list.
+    pub(crate) fn make_sack(&mut self) -> SackChunk {
+        let mut gap_blocks = Vec::new();
+        let mut run: Option<(u64, u64)> = None;
+        for &t in &self.above {
+            run = match run {
+                Some((s, e)) if t == e + 1 => Some((s, t)),
+                Some((s, e)) => {
+                    gap_blocks.push(((s - self.cum_tsn) as u16, (e - self.cum_tsn) as u16));
+                    Some((t, t))
+                }
+                None => Some((t, t)),
+            };
+            if gap_blocks.len() >= MAX_GAP_BLOCKS {
+                run = None;
+                break;
+            }
+        }
+        if let Some((s, e)) = run {
+            gap_blocks.push(((s - self.cum_tsn) as u16, (e - self.cum_tsn) as u16));
+        }
+        SackChunk {
+            cumulative_tsn_ack: self.cumulative_tsn(),
+            a_rwnd: self.a_rwnd(),
+            gap_blocks,
+            duplicate_tsns: std::mem::take(&mut self.dups),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(tsn: u32, stream: u16, ssn: u16, b: bool, e: bool, payload: &[u8]) -> DataChunk {
+        DataChunk {
+            tsn,
+            stream,
+            ssn,
+            ppid: 0,
+            unordered: false,
+            beginning: b,
+            ending: e,
+            immediate: false,
+            data: payload.to_vec(),
+        }
+    }
+
+    #[test]
+    fn reassembles_out_of_order_fragments_across_tsn_wrap() {
+        let mut q = ReceiveQueue::new(u32::MAX - 1, 2, 10_000);
+        assert_eq!(q.on_data(data(0, 0, 0, false, true, b"c"), true), DataVerdict::New);
+        assert_eq!(q.on_data(data(u32::MAX - 1, 0, 0, true, false, b"a"), true), DataVerdict::New);
+        assert!(q.ready.is_empty());
+        let sack = q.make_sack();
+        assert_eq!(sack.cumulative_tsn_ack, u32::MAX - 1);
+        assert_eq!(sack.gap_blocks, vec![(2, 2)]);
+        assert_eq!(q.on_data(data(u32::MAX, 0, 0, false, false, b"b"), true), DataVerdict::New);
+        assert_eq!(q.ready.pop_front().unwrap().data, b"abc");
+        assert_eq!(q.on_data(data(u32::MAX, 0, 0, false, false, b"b"), true), DataVerdict::Duplicate);
+        assert_eq!(q.make_sack().duplicate_tsns, vec![u32::MAX]);
+        assert_eq!(q.cumulative_tsn(), 0);
+    }
+
+    #[test]
+    fn ordered_waits_unordered_does_not() {
+        let mut q = ReceiveQueue::new(10, 1, 10_000);
+        q.on_data(data(11, 0, 1, true, true, b"second"), true);
+        let mut u = data(12, 0, 0, true, true, b"unordered");
+        u.unordered = true;
+        q.on_data(u, true);
+        assert_eq!(q.ready.pop_front().unwrap().data, b"unordered");
+        assert!(q.ready.is_empty());
+        q.on_data(data(10, 0, 0, true, true, b"first"), true);
+        assert_eq!(q.ready.pop_front().unwrap().data, b"first");
+        assert_eq!(q.ready.pop_front().unwrap().data, b"second");
+    }
+
+    #[test]
+    fn sack_gaps_trigger_fast_retransmit_after_three_misses() {
+        let mut s = SendQueue::new(100, 1);
+        for i in 0..5u8 {
+            s.push_message(&Message { stream: 0, unordered: false, ppid: 0, data: vec![i; 10] }, 1000);
+        }
+        let t = Instant::ZERO;
+        for i in 0..5 {
+            s.mark_sent(i, t);
+        }
+        // TSN 100 lost; 101, 102, 103 reported one by one.
+        for (n, end) in [(1, 1u16), (2, 2), (3, 3)] {
+            let out = s.on_sack(
+                &SackChunk {
+                    cumulative_tsn_ack: 99,
+                    a_rwnd: 1000,
+                    gap_blocks: vec![(2, end + 1)],
+                    duplicate_tsns: vec![],
+                },
+                t,
+            );
+            assert_eq!(out.fast_retransmit, n == 3, "miss {n}");
+        }
+        assert!(s.chunks[0].needs_retransmit);
+        let out = s.on_sack(
+            &SackChunk { cumulative_tsn_ack: 104, a_rwnd: 1000, gap_blocks: vec![], duplicate_tsns: vec![] },
+            t,
+        );
+        assert!(out.cum_advanced);
+        assert!(s.is_empty());
+    }
+}
