@@ -1,8 +1,792 @@
-//! `fastshake bench handshake`.
+//! `fastshake bench handshake`: DTLS 1.2 PSK handshake rate, record protection throughput,
+//! session memory and heap allocations per record — beside OpenSSL's DTLS on the same machine.
+//! Prints medians and ratios; asserts nothing.
+//!
+//! Memory and allocations are measured with a counting global allocator (`stats_alloc`) that
+//! wraps the system allocator for the whole `fastshake` binary; it costs a few atomic additions
+//! per allocation. OpenSSL allocates through libc directly, so only our side pays that.
+
+use anyhow::{bail, Context};
+use fastshake_dtls::{
+    CipherSuite, ClientConfig, Connection, ConnectionHandle, Endpoint, Event, Instant, ServerConfig,
+};
+use fastshake_net::dtls::{ClientOptions, DtlsClient};
+use openssl::ssl::{
+    ErrorCode, Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslStream, SslVersion,
+};
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// The issue's targets.
+const TARGET_HANDSHAKES_PER_SECOND: f64 = 20_000.0;
+const TARGET_SESSION_BYTES: i64 = 400;
+const TARGET_ALLOCATIONS_PER_RECORD: f64 = 0.0;
+
+const PSK_IDENTITY: &[u8] = b"bench";
+const PSK_KEY: [u8; 16] = *b"fastshake-bench!";
+const MTU: usize = 1200;
+const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 4433);
+/// Handshakes per server Endpoint before a fresh one (keeps the connection table bounded).
+const HANDSHAKES_PER_ENDPOINT: u16 = 1000;
+const RECORD_SIZES: [usize; 4] = [16, 64, 256, 1024];
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A few-second run: fewer and shorter repetitions.
+    #[arg(long)]
+    quick: bool,
+    /// Repetitions of each timed measurement; the median is printed.
+    #[arg(long, value_name = "N")]
+    runs: Option<usize>,
+    /// Skip the loopback UDP part (it starts `openssl s_server` and `fastshake server`).
+    #[arg(long)]
+    no_loopback: bool,
+    /// The openssl command for the loopback anchor.
+    #[arg(long, value_name = "PATH", default_value = "openssl")]
+    openssl: String,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("bench handshake is not built yet")
+/// How long and how often each measurement runs.
+struct Plan {
+    runs: usize,
+    /// Duration of one timed run of an in-memory measurement.
+    slice: Duration,
+    /// Duration of one timed run over loopback UDP.
+    loopback_slice: Duration,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let plan = if args.quick {
+        Plan {
+            runs: args.runs.unwrap_or(3),
+            slice: Duration::from_millis(150),
+            loopback_slice: Duration::from_millis(300),
+        }
+    } else {
+        Plan {
+            runs: args.runs.unwrap_or(5),
+            slice: Duration::from_millis(500),
+            loopback_slice: Duration::from_millis(1000),
+        }
+    }
+    .validated()?;
+
+    println!(
+        "fastshake bench handshake — DTLS 1.2 with a pre-shared key, beside {}",
+        openssl::version::version()
+    );
+    if cfg!(debug_assertions) {
+        println!("WARNING: debug build; run `cargo run --release -p fastshake -- bench handshake` for real figures.");
+    }
+    println!(
+        "Median of {} runs; in-memory runs of {} ms, loopback runs of {} ms. Targets from issue 2.\n",
+        plan.runs,
+        plan.slice.as_millis(),
+        plan.loopback_slice.as_millis()
+    );
+
+    engine_handshakes(&plan)?;
+    record_throughput(&plan)?;
+    session_memory()?;
+    allocations_per_record()?;
+    if args.no_loopback {
+        println!("\n(loopback part skipped: --no-loopback)");
+    } else {
+        loopback_handshakes(&plan, &args.openssl)?;
+    }
+    Ok(())
+}
+
+impl Plan {
+    fn validated(self) -> anyhow::Result<Self> {
+        if self.runs == 0 {
+            bail!("--runs must be at least 1");
+        }
+        Ok(self)
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+fn openssl_cipher(suite: CipherSuite) -> &'static str {
+    match suite {
+        CipherSuite::PskWithAes128Ccm8 => "PSK-AES128-CCM8",
+        CipherSuite::PskWithAes128GcmSha256 => "PSK-AES128-GCM-SHA256",
+        _ => "",
+    }
+}
+
+fn configs(suite: CipherSuite) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+    let client = ClientConfig { suites: vec![suite], mtu: MTU, ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY) };
+    let server = ServerConfig { suites: vec![suite], mtu: MTU, ..ServerConfig::psk(PSK_IDENTITY, PSK_KEY) };
+    (Arc::new(client), Arc::new(server))
+}
+
+/// A seed that differs per handshake; the bench needs variety, not secrecy.
+fn seed(n: u64) -> [u8; 32] {
+    let mut seed = [0x5a; 32];
+    seed[..8].copy_from_slice(&n.to_le_bytes());
+    seed
+}
+
+fn client_addr(n: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 1024 + n)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Our engine, both sides in memory.
+
+/// Runs one full handshake between a fresh client and `endpoint`, passing datagrams in memory.
+fn engine_handshake(
+    endpoint: &mut Endpoint,
+    config: &Arc<ClientConfig>,
+    from: SocketAddr,
+    now: Instant,
+    n: u64,
+) -> anyhow::Result<(Connection, ConnectionHandle)> {
+    let mut client = Connection::client(Arc::clone(config), now, SERVER_ADDR, seed(n));
+    let mut handle = None;
+    // A PSK handshake is 3 round trips; more rounds than this means it is stuck.
+    for _ in 0..16 {
+        let mut moved = false;
+        while let Some(mut transmit) = client.poll_transmit(now) {
+            endpoint.handle_datagram(now, SERVER_ADDR, from, &mut transmit.payload);
+            moved = true;
+        }
+        while let Some(mut transmit) = endpoint.poll_transmit(now) {
+            if transmit.dst == from {
+                client.handle_datagram(now, SERVER_ADDR, &mut transmit.payload);
+            }
+            moved = true;
+        }
+        while let Some((h, event)) = endpoint.poll_event() {
+            match event {
+                Event::Connected(_) => handle = Some(h),
+                Event::Failed(e) => bail!("server side failed: {e}"),
+                _ => {}
+            }
+        }
+        while let Some(event) = client.poll_event() {
+            if let Event::Failed(e) = event {
+                bail!("client side failed: {e}");
+            }
+        }
+        if let (true, Some(h)) = (client.is_established(), handle) {
+            return Ok((client, h));
+        }
+        if !moved {
+            break;
+        }
+    }
+    bail!("the in-memory handshake stalled")
+}
+
+/// Handshakes per second for `slice`, one core, both sides in this thread.
+fn engine_rate(suite: CipherSuite, slice: Duration) -> anyhow::Result<f64> {
+    let (client_config, server_config) = configs(suite);
+    let start = std::time::Instant::now();
+    let mut count: u64 = 0;
+    while start.elapsed() < slice {
+        let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(count));
+        for port in 0..HANDSHAKES_PER_ENDPOINT {
+            let now = Instant::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            let (client, _) = engine_handshake(&mut endpoint, &client_config, client_addr(port), now, count)?;
+            drop(client);
+            count += 1;
+            if port % 64 == 0 && start.elapsed() >= slice {
+                break;
+            }
+        }
+    }
+    Ok(count as f64 / start.elapsed().as_secs_f64())
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenSSL's DTLS, both sides in memory: the anchor.
+
+/// One direction of an in-memory datagram link: each write is one datagram, each read returns
+/// one whole datagram, an empty queue reads as WouldBlock (as a non-blocking UDP socket does).
+struct DatagramPipe {
+    inbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
+    outbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
+}
+
+impl Read for DatagramPipe {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inbox.borrow_mut().pop_front() {
+            Some(datagram) => {
+                let len = datagram.len().min(buf.len());
+                buf[..len].copy_from_slice(&datagram[..len]);
+                Ok(len)
+            }
+            None => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+impl Write for DatagramPipe {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.outbox.borrow_mut().push_back(buf.to_vec());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// OpenSSL contexts configured like our engine: DTLS 1.2 only, one PSK suite, stateful cookie
+/// exchange (HelloVerifyRequest), no session tickets, extended master secret (OpenSSL's
+/// default), MTU 1200.
+struct OpensslPair {
+    client: SslContext,
+    server: SslContext,
+}
+
+/// The anchor's cookie: a hash over a secret and the (fixed, in-memory) peer, like the keyed MAC
+/// over the client's address that `openssl s_server` and our endpoint compute.
+fn anchor_cookie() -> [u8; 16] {
+    let digest = openssl::sha::sha256(b"cookie-secret|127.0.0.2:1024");
+    let mut cookie = [0u8; 16];
+    cookie.copy_from_slice(&digest[..16]);
+    cookie
+}
+
+impl OpensslPair {
+    fn new(cipher: &str) -> anyhow::Result<Self> {
+        let mut client = SslContextBuilder::new(SslMethod::dtls())?;
+        let mut server = SslContextBuilder::new(SslMethod::dtls())?;
+        for ctx in [&mut client, &mut server] {
+            ctx.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
+            ctx.set_max_proto_version(Some(SslVersion::DTLS1_2))?;
+            ctx.set_cipher_list(cipher).with_context(|| format!("OpenSSL does not know {cipher}"))?;
+            ctx.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
+        }
+        client.set_psk_client_callback(|_ssl, _hint, identity, psk| {
+            identity[..PSK_IDENTITY.len()].copy_from_slice(PSK_IDENTITY);
+            identity[PSK_IDENTITY.len()] = 0; // a C string
+            psk[..PSK_KEY.len()].copy_from_slice(&PSK_KEY);
+            Ok(PSK_KEY.len())
+        });
+        server.set_options(SslOptions::COOKIE_EXCHANGE);
+        server.set_psk_server_callback(|_ssl, identity, psk| {
+            if identity != Some(PSK_IDENTITY) {
+                return Ok(0);
+            }
+            psk[..PSK_KEY.len()].copy_from_slice(&PSK_KEY);
+            Ok(PSK_KEY.len())
+        });
+        server.set_cookie_generate_cb(|_ssl, out| {
+            let cookie = anchor_cookie();
+            out[..cookie.len()].copy_from_slice(&cookie);
+            Ok(cookie.len())
+        });
+        server.set_cookie_verify_cb(|_ssl, cookie| openssl::memcmp::eq(cookie, &anchor_cookie()));
+        Ok(OpensslPair { client: client.build(), server: server.build() })
+    }
+
+    fn handshake(&self) -> anyhow::Result<()> {
+        let to_server = Rc::new(RefCell::new(VecDeque::new()));
+        let to_client = Rc::new(RefCell::new(VecDeque::new()));
+        let mut client_ssl = Ssl::new(&self.client)?;
+        client_ssl.set_connect_state();
+        client_ssl.set_mtu(MTU as u32)?;
+        let mut server_ssl = Ssl::new(&self.server)?;
+        server_ssl.set_accept_state();
+        server_ssl.set_mtu(MTU as u32)?;
+        let mut client = SslStream::new(
+            client_ssl,
+            DatagramPipe { inbox: Rc::clone(&to_client), outbox: Rc::clone(&to_server) },
+        )?;
+        let mut server = SslStream::new(server_ssl, DatagramPipe { inbox: to_server, outbox: to_client })?;
+        let (mut client_done, mut server_done) = (false, false);
+        for _ in 0..16 {
+            if !client_done {
+                client_done = step(client.do_handshake(), "client")?;
+            }
+            if !server_done {
+                server_done = step(server.do_handshake(), "server")?;
+            }
+            if client_done && server_done {
+                return Ok(());
+            }
+        }
+        bail!("the OpenSSL in-memory handshake stalled")
+    }
+
+    fn rate(&self, slice: Duration) -> anyhow::Result<f64> {
+        let start = std::time::Instant::now();
+        let mut count: u64 = 0;
+        while start.elapsed() < slice {
+            for _ in 0..64 {
+                self.handshake()?;
+                count += 1;
+            }
+        }
+        Ok(count as f64 / start.elapsed().as_secs_f64())
+    }
+}
+
+/// Whether a handshake step finished; waiting for the peer is not an error.
+fn step(result: Result<(), openssl::ssl::Error>, side: &str) -> anyhow::Result<bool> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(e) if e.code() == ErrorCode::WANT_READ || e.code() == ErrorCode::WANT_WRITE => Ok(false),
+        Err(e) => bail!("OpenSSL {side} handshake failed: {e}"),
+    }
+}
+
+fn engine_handshakes(plan: &Plan) -> anyhow::Result<()> {
+    println!("1. Full PSK handshakes per second, engine only: client and server in memory, one core");
+    println!("   (each: ClientHello, HelloVerifyRequest, ClientHello+cookie, ServerHello..Done, CKE+CCS+Finished, CCS+Finished)");
+    println!(
+        "   {:<34} {:>12} {:>12} {:>13}   target {:.0}/s",
+        "suite", "fastshake", "OpenSSL", "ours/OpenSSL", TARGET_HANDSHAKES_PER_SECOND
+    );
+    for &suite in CipherSuite::ALL {
+        let anchor = OpensslPair::new(openssl_cipher(suite))?;
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        // Interleaved so that machine noise hits both alike.
+        for _ in 0..plan.runs {
+            ours.push(engine_rate(suite, plan.slice)?);
+            theirs.push(anchor.rate(plan.slice)?);
+        }
+        let (ours, theirs) = (median(ours), median(theirs));
+        println!(
+            "   {:<34} {:>10.0}/s {:>10.0}/s {:>13.2}   {}",
+            suite.iana_name(),
+            ours,
+            theirs,
+            ours / theirs,
+            verdict(ours >= TARGET_HANDSHAKES_PER_SECOND)
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Established pairs: throughput, memory, allocations.
+
+/// A client and the server endpoint holding its connection, established, after one record each
+/// way (so the server no longer keeps its last flight).
+struct Established {
+    endpoint: Endpoint,
+    client: Connection,
+    handle: ConnectionHandle,
+    from: SocketAddr,
+}
+
+fn establish(suite: CipherSuite, n: u64) -> anyhow::Result<Established> {
+    let (client_config, server_config) = configs(suite);
+    let mut endpoint = Endpoint::new(server_config, seed(n));
+    let from = client_addr(0);
+    let (client, handle) = engine_handshake(&mut endpoint, &client_config, from, Instant::ZERO, n)?;
+    let mut pair = Established { endpoint, client, handle, from };
+    pair.exchange_one_record_each_way()?;
+    Ok(pair)
+}
+
+impl Established {
+    fn exchange_one_record_each_way(&mut self) -> anyhow::Result<()> {
+        let now = Instant::ZERO;
+        self.client.send(b"ping")?;
+        while let Some(mut t) = self.client.poll_transmit(now) {
+            self.endpoint.handle_datagram(now, SERVER_ADDR, self.from, &mut t.payload);
+        }
+        self.endpoint.send(self.handle, b"pong")?;
+        while let Some(mut t) = self.endpoint.poll_transmit(now) {
+            self.client.handle_datagram(now, SERVER_ADDR, &mut t.payload);
+        }
+        let mut got_ping = false;
+        while let Some((_, event)) = self.endpoint.poll_event() {
+            got_ping |= event == Event::ApplicationData(b"ping".to_vec());
+        }
+        let mut got_pong = false;
+        while let Some(event) = self.client.poll_event() {
+            got_pong |= event == Event::ApplicationData(b"pong".to_vec());
+        }
+        if !(got_ping && got_pong) {
+            bail!("application data did not pass both ways");
+        }
+        Ok(())
+    }
+
+    fn server_connection(&mut self) -> anyhow::Result<&mut Connection> {
+        self.endpoint.connection_mut(self.handle).context("the server dropped the connection")
+    }
+}
+
+fn record_throughput(plan: &Plan) -> anyhow::Result<()> {
+    println!("\n2. Record protection, one core (MB/s of application data; seal = client seal_into,");
+    println!("   open = server open_in_place; one record per datagram)");
+    print!("   {:<34}", "suite");
+    for size in RECORD_SIZES {
+        print!(" {:>16}", format!("{size} B seal/open"));
+    }
+    println!();
+    for &suite in CipherSuite::ALL {
+        let mut pair = establish(suite, 7)?;
+        print!("   {:<34}", suite.iana_name());
+        for size in RECORD_SIZES {
+            let mut seal = Vec::new();
+            let mut open = Vec::new();
+            for _ in 0..plan.runs {
+                let (s, o) = throughput_run(&mut pair, size, plan.slice)?;
+                seal.push(s);
+                open.push(o);
+            }
+            print!(" {:>16}", format!("{:.0}/{:.0}", median(seal), median(open)));
+        }
+        println!();
+    }
+    Ok(())
+}
+
+/// Seal for about `slice`, then open what was sealed; returns (seal MB/s, open MB/s).
+fn throughput_run(pair: &mut Established, size: usize, slice: Duration) -> anyhow::Result<(f64, f64)> {
+    let data = vec![0x42u8; size];
+    let mut out = vec![0u8; MTU.max(size + 64)];
+    // Size the batch from a short probe so that one run takes about `slice`.
+    let probe = std::time::Instant::now();
+    let mut probed = 0u64;
+    while probe.elapsed() < Duration::from_millis(10) {
+        pair.client.seal_into(&data, &mut out)?;
+        probed += 1;
+    }
+    let per_record = probe.elapsed().as_secs_f64() / probed as f64;
+    let count = ((slice.as_secs_f64() / 2.0 / per_record) as usize).clamp(100, 200_000);
+
+    let mut sealed = Vec::with_capacity(count);
+    let start = std::time::Instant::now();
+    for _ in 0..count {
+        let len = pair.client.seal_into(&data, &mut out)?;
+        sealed.push(out[..len].to_vec());
+    }
+    let seal_secs = start.elapsed().as_secs_f64();
+
+    let from = pair.from;
+    let connection = pair.server_connection()?;
+    let mut opened = 0usize;
+    let start = std::time::Instant::now();
+    for datagram in &mut sealed {
+        connection.open_in_place(Instant::ZERO, from, datagram, &mut |plain| opened += plain.len());
+    }
+    let open_secs = start.elapsed().as_secs_f64();
+    if opened != size * count {
+        bail!("opened {opened} bytes of {} sealed", size * count);
+    }
+    let megabytes = (size * count) as f64 / 1e6;
+    Ok((megabytes / seal_secs, megabytes / open_secs))
+}
+
+/// Bytes currently on the heap (through the counting allocator), signed.
+fn live_heap() -> i64 {
+    let s = GLOBAL.stats();
+    s.bytes_allocated as i64 - s.bytes_deallocated as i64 + s.bytes_reallocated as i64
+}
+
+fn session_memory() -> anyhow::Result<()> {
+    println!("\n3. Memory of one established PSK session (counting allocator; after one record each way)");
+    println!(
+        "   size_of::<Connection>() = {} B, size_of::<Endpoint>() = {} B",
+        std::mem::size_of::<Connection>(),
+        std::mem::size_of::<Endpoint>()
+    );
+    println!(
+        "   {:<34} {:>14} {:>14} {:>16}   target <= {} B",
+        "suite", "client heap", "client total", "server per conn", TARGET_SESSION_BYTES
+    );
+    for &suite in CipherSuite::ALL {
+        let (client_config, server_config) = configs(suite);
+        // Client: everything but the client connection is freed before the second reading.
+        let before = live_heap();
+        let pair = {
+            let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(1));
+            let from = client_addr(0);
+            let (client, handle) = engine_handshake(&mut endpoint, &client_config, from, Instant::ZERO, 1)?;
+            let mut pair = Established { endpoint, client, handle, from };
+            pair.exchange_one_record_each_way()?;
+            pair
+        };
+        let Established { endpoint, client, .. } = pair;
+        drop(endpoint);
+        let client_heap = live_heap() - before;
+        let client_total = client_heap + std::mem::size_of::<Connection>() as i64;
+        drop(client);
+
+        // Server: the endpoint's growth per established connection, table included.
+        const SESSIONS: u16 = 200;
+        let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(2));
+        let empty = live_heap();
+        for port in 0..SESSIONS {
+            let from = client_addr(port);
+            let (client, handle) =
+                engine_handshake(&mut endpoint, &client_config, from, Instant::ZERO, u64::from(port))?;
+            let mut pair = Established { endpoint, client, handle, from };
+            pair.exchange_one_record_each_way()?;
+            endpoint = pair.endpoint;
+        }
+        let server_per_connection = (live_heap() - empty) / i64::from(SESSIONS);
+        drop(endpoint);
+
+        println!(
+            "   {:<34} {:>12} B {:>12} B {:>14} B   client {}, server {}",
+            suite.iana_name(),
+            client_heap,
+            client_total,
+            server_per_connection,
+            verdict(client_total <= TARGET_SESSION_BYTES),
+            verdict(server_per_connection <= TARGET_SESSION_BYTES)
+        );
+    }
+    Ok(())
+}
+
+fn allocations_per_record() -> anyhow::Result<()> {
+    const RECORDS: usize = 1000;
+    println!("\n4. Heap allocations per application record after the handshake ({RECORDS} records of 100 B)");
+    println!(
+        "   {:<34} {:>12} {:>12} {:>12} {:>12}   target {}",
+        "suite", "client seal", "server open", "server seal", "client open", TARGET_ALLOCATIONS_PER_RECORD
+    );
+    for &suite in CipherSuite::ALL {
+        let mut pair = establish(suite, 3)?;
+        let data = [0x17u8; 100];
+        let mut out = vec![0u8; MTU];
+        let mut datagrams: Vec<Vec<u8>> = (0..RECORDS).map(|_| vec![0u8; MTU]).collect();
+        let from = pair.from;
+
+        let client_seal = count_allocations(|| {
+            for datagram in datagrams.iter_mut() {
+                let len = pair.client.seal_into(&data, &mut out)?;
+                datagram[..len].copy_from_slice(&out[..len]);
+                datagram.truncate(len);
+            }
+            Ok(())
+        })?;
+        let mut opened = 0;
+        let server_open = count_allocations(|| {
+            let connection = pair.server_connection()?;
+            for datagram in datagrams.iter_mut() {
+                connection.open_in_place(Instant::ZERO, from, datagram, &mut |_| opened += 1);
+            }
+            Ok(())
+        })?;
+        datagrams = (0..RECORDS).map(|_| vec![0u8; MTU]).collect();
+        let server_seal = count_allocations(|| {
+            let connection = pair.server_connection()?;
+            for datagram in datagrams.iter_mut() {
+                let len = connection.seal_into(&data, &mut out)?;
+                datagram[..len].copy_from_slice(&out[..len]);
+                datagram.truncate(len);
+            }
+            Ok(())
+        })?;
+        let client_open = count_allocations(|| {
+            for datagram in datagrams.iter_mut() {
+                pair.client.open_in_place(Instant::ZERO, SERVER_ADDR, datagram, &mut |_| opened += 1);
+            }
+            Ok(())
+        })?;
+        if opened != 2 * RECORDS {
+            bail!("{opened} of {} records opened", 2 * RECORDS);
+        }
+        let per = |n: usize| n as f64 / RECORDS as f64;
+        let worst = per(client_seal.max(server_open).max(server_seal).max(client_open));
+        println!(
+            "   {:<34} {:>12.3} {:>12.3} {:>12.3} {:>12.3}   {}",
+            suite.iana_name(),
+            per(client_seal),
+            per(server_open),
+            per(server_seal),
+            per(client_open),
+            verdict(worst <= TARGET_ALLOCATIONS_PER_RECORD)
+        );
+    }
+    Ok(())
+}
+
+/// Allocations and reallocations made while `f` runs.
+fn count_allocations(f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<usize> {
+    let before = GLOBAL.stats();
+    f()?;
+    let after = GLOBAL.stats();
+    Ok((after.allocations - before.allocations) + (after.reallocations - before.reallocations))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loopback UDP: our client load against `fastshake server` and against `openssl s_server`.
+
+/// Kills and reaps a child process on every path.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_udp_port() -> anyhow::Result<u16> {
+    let socket = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(socket.local_addr()?.port())
+}
+
+/// Starts `command`, waits until a line of its output contains `ready`, and keeps draining that
+/// output so the child never blocks on a full pipe.
+fn start_peer(mut command: Command, from_stderr: bool, ready: &'static str) -> anyhow::Result<ChildGuard> {
+    command.stdin(Stdio::piped());
+    if from_stderr {
+        command.stderr(Stdio::piped()).stdout(Stdio::null());
+    } else {
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
+    }
+    let mut child = ChildGuard(command.spawn().with_context(|| format!("cannot start {command:?}"))?);
+    let output: Box<dyn Read + Send> = if from_stderr {
+        Box::new(child.0.stderr.take().context("no stderr pipe")?)
+    } else {
+        Box::new(child.0.stdout.take().context("no stdout pipe")?)
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(output).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(ready) {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(5)).with_context(|| format!("{command:?} did not get ready"))?;
+    Ok(child)
+}
+
+/// Sequential full handshakes (each with a fresh socket, then close_notify) for `slice`.
+async fn loopback_rate(
+    server: SocketAddr,
+    config: &Arc<ClientConfig>,
+    slice: Duration,
+) -> anyhow::Result<(f64, u64)> {
+    let start = std::time::Instant::now();
+    let mut done = 0u64;
+    let mut failed = 0u64;
+    while start.elapsed() < slice {
+        let connect = DtlsClient::connect(server, Arc::clone(config), ClientOptions::default());
+        match tokio::time::timeout(Duration::from_secs(2), connect).await {
+            Ok(Ok(client)) => {
+                client.close().await?;
+                done += 1;
+            }
+            _ => failed += 1,
+        }
+        if failed > 3 {
+            bail!("{failed} handshakes with {server} failed");
+        }
+    }
+    Ok((done as f64 / start.elapsed().as_secs_f64(), failed))
+}
+
+fn loopback_handshakes(plan: &Plan, openssl: &str) -> anyhow::Result<()> {
+    println!("\n5. Full PSK handshakes per second over loopback UDP: fastshake client load (sequential,");
+    println!("   fresh socket and close_notify each) against `fastshake server` and `openssl s_server`");
+    println!("   (separate processes; the anchor is OpenSSL's server under the same client)");
+    println!(
+        "   {:<34} {:>16} {:>16} {:>13}",
+        "suite", "fastshake server", "openssl s_server", "ours/OpenSSL"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let exe = std::env::current_exe().context("cannot find the fastshake binary")?;
+    let key_hex = hex::encode(PSK_KEY);
+    let identity = String::from_utf8_lossy(PSK_IDENTITY).into_owned();
+    for &suite in CipherSuite::ALL {
+        let client_config = Arc::new(ClientConfig {
+            suites: vec![suite],
+            // Loopback loses nothing; a short first timeout keeps a rare stall from dominating.
+            initial_retransmit: Duration::from_millis(200),
+            ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY)
+        });
+
+        let port = free_udp_port()?;
+        let mut ours = Command::new(&exe);
+        ours.args(["server", "--listen", &format!("127.0.0.1:{port}"), "--psk-identity", &identity]).args([
+            "--psk",
+            &key_hex,
+            "--suite",
+            suite.iana_name(),
+        ]);
+        let ours_guard = start_peer(ours, true, "listening on")?;
+        let ours_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+
+        let port = free_udp_port()?;
+        let mut theirs = Command::new(openssl);
+        theirs
+            .args(["s_server", "-dtls1_2", "-nocert", "-psk", &key_hex, "-psk_identity", &identity])
+            .args(["-cipher", openssl_cipher(suite), "-accept", &format!("127.0.0.1:{port}")]);
+        let theirs_guard = start_peer(theirs, false, "ACCEPT")?;
+        let theirs_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+
+        let mut ours_rates = Vec::new();
+        let mut theirs_rates = Vec::new();
+        for _ in 0..plan.runs {
+            let (rate, _) =
+                runtime.block_on(loopback_rate(ours_addr, &client_config, plan.loopback_slice))?;
+            ours_rates.push(rate);
+            let (rate, _) = runtime
+                .block_on(loopback_rate(theirs_addr, &client_config, plan.loopback_slice))
+                .context("load against openssl s_server")?;
+            theirs_rates.push(rate);
+        }
+        drop((ours_guard, theirs_guard));
+        let (ours, theirs) = (median(ours_rates), median(theirs_rates));
+        println!("   {:<34} {:>14.0}/s {:>14.0}/s {:>13.2}", suite.iana_name(), ours, theirs, ours / theirs);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openssl_anchor_completes_the_same_psk_handshake_for_both_suites() {
+        for &suite in CipherSuite::ALL {
+            let pair = OpensslPair::new(openssl_cipher(suite)).unwrap();
+            pair.handshake().unwrap();
+        }
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
+    }
 }
