@@ -89,3 +89,71 @@ pub fn send_sequence(
     report.elapsed = t - first_handover.unwrap_or(start);
     report
 }
+
+/// Means over many seeds of [`send_sequence`] on fresh models (new phases and cell placements
+/// per seed).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SweepStats {
+    /// Seeds run.
+    pub seeds: u64,
+    /// Mean of the summed per-datagram latency, seconds.
+    pub mean_latency_s: f64,
+    /// Half-width of the 95 % confidence interval of that mean, seconds.
+    pub ci95_s: f64,
+    /// Mean time from the first hand-over to the last arrival, seconds.
+    pub mean_elapsed_s: f64,
+    /// Share of datagrams that arrived.
+    pub delivered_ratio: f64,
+    /// Data frames on the air per datagram and hop.
+    pub data_frames_per_datagram_hop: f64,
+    /// Mean radio energy of the first node of the chain (the client) over the sequence, idle
+    /// listening included, mJ.
+    pub client_energy_mj: f64,
+}
+
+/// Runs `plan` through a model built from `config` over the plan's chain, once per seed in
+/// `seeds`, and averages.
+pub fn sweep(
+    config: &super::MacConfig,
+    plan: &SequencePlan,
+    seeds: std::ops::Range<u64>,
+) -> Result<SweepStats, super::MacConfigError> {
+    use rand_chacha::rand_core::SeedableRng;
+    let links: Vec<(NodeId, NodeId)> = plan.chain.windows(2).map(|w| (w[0], w[1])).collect();
+    let client = plan.chain.first().copied().unwrap_or_default();
+    let hops = links.len().max(1) as f64;
+    let (mut sum, mut sum_sq, mut elapsed, mut delivered, mut total, mut data, mut energy) =
+        (0.0, 0.0, 0.0, 0usize, 0usize, 0usize, 0.0);
+    let n = seeds.end.saturating_sub(seeds.start);
+    for seed in seeds {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        let mut mac = super::build(config, &plan.chain, &links, &mut rng)?;
+        let mut ledger = RadioLedger::default();
+        let r = send_sequence(mac.as_mut(), plan, Instant::ZERO, &mut rng, &mut ledger);
+        let end = Instant::ZERO + r.elapsed + Duration::from_nanos(plan.arrival_spread_ns);
+        mac.account_idle(Instant::ZERO, end, &mut ledger);
+        let x = r.latency.as_secs_f64();
+        sum += x;
+        sum_sq += x * x;
+        elapsed += r.elapsed.as_secs_f64();
+        delivered += r.delivered;
+        total += r.delivered + r.lost;
+        data += r.data_frames_on_air;
+        energy += ledger.usage(client, end).energy_mj;
+    }
+    if n == 0 {
+        return Ok(SweepStats::default());
+    }
+    let nf = n as f64;
+    let mean = sum / nf;
+    let var = if n > 1 { (sum_sq - nf * mean * mean).max(0.0) / (nf - 1.0) } else { 0.0 };
+    Ok(SweepStats {
+        seeds: n,
+        mean_latency_s: mean,
+        ci95_s: 1.96 * (var / nf).sqrt(),
+        mean_elapsed_s: elapsed / nf,
+        delivered_ratio: if total == 0 { 0.0 } else { delivered as f64 / total as f64 },
+        data_frames_per_datagram_hop: if total == 0 { 0.0 } else { data as f64 / (total as f64 * hops) },
+        client_energy_mj: energy / nf,
+    })
+}
