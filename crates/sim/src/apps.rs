@@ -198,7 +198,9 @@ impl Pinger {
 
 impl SansIo for Pinger {
     fn handle_datagram(&mut self, now: Instant, _local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
-        if remote != self.config.server || datagram.first() != Some(&REPLY_TAG) {
+        // Any port of the server's address may answer (a server may move a session to a port
+        // of its own, as seed 001's IPC and TCS servers do).
+        if remote.ip() != self.config.server.ip() || datagram.first() != Some(&REPLY_TAG) {
             return;
         }
         let Some(seq_bytes) = datagram.get(1..SEQ_END).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
@@ -289,17 +291,34 @@ impl App for Pinger {
     }
 }
 
-/// Answers every request with the same bytes (tagged as a reply) from the address it came to.
+/// Answers every request with the same bytes (tagged as a reply) from the address it came to,
+/// or from another port of that address (as seed 001's IPC server answers from a per-session
+/// port, which a port-restricted NAT in front of the client filters).
 #[derive(Debug, Default)]
 pub struct Echo {
     outbox: VecDeque<Transmit>,
     answered: u64,
+    reply_port: Option<u16>,
+}
+
+/// Settings of an [`Echo`] in a scenario.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EchoConfig {
+    /// Answer from this port instead of the one the request came to.
+    #[serde(default)]
+    pub reply_port: Option<u16>,
 }
 
 impl Echo {
-    /// A fresh echo server.
+    /// A fresh echo server answering from the port each request came to.
     pub fn new() -> Self {
         Echo::default()
+    }
+
+    /// An echo server with `config`.
+    pub fn with_config(config: EchoConfig) -> Self {
+        Echo { reply_port: config.reply_port, ..Echo::default() }
     }
 }
 
@@ -311,7 +330,11 @@ impl SansIo for Echo {
         let mut payload = datagram.to_vec();
         payload[0] = REPLY_TAG;
         self.answered += 1;
-        self.outbox.push_back(Transmit { src: Some(local), dst: remote, payload });
+        let src = match self.reply_port {
+            Some(port) => SocketAddr::new(local.ip(), port),
+            None => local,
+        };
+        self.outbox.push_back(Transmit { src: Some(src), dst: remote, payload });
     }
 
     fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {

@@ -33,7 +33,7 @@
 //!
 //! [[app]]
 //! node = "client"
-//! kind = "ping"                        # or "echo"
+//! kind = "ping"                        # or "echo" (optional reply_port)
 //! port = 5000
 //! server = "192.0.2.10:7"              # and count, interval_ms, payload, start_ms, retry_ms
 //!
@@ -47,7 +47,7 @@
 //! values = [0.0, 0.05, 0.1]
 //! ```
 
-use crate::apps::{App, AppStats, Echo, Pinger, PingerConfig};
+use crate::apps::{App, AppStats, Echo, EchoConfig, Pinger, PingerConfig};
 use crate::link::{LinkConfig, LinkCounters, LinkKind};
 use crate::mac::MacConfig;
 use crate::nat::{NatConfig, NatCounters};
@@ -350,12 +350,7 @@ impl Scenario {
             let what = format!("app on `{}`", spec.node);
             let app: Box<dyn App> = match spec.kind.as_str() {
                 "ping" => Box::new(Pinger::new(sub_config::<PingerConfig>(&spec.rest, &what)?)),
-                "echo" => {
-                    if !spec.rest.is_empty() {
-                        return Err(ScenarioError::Format(format!("{what}: echo takes no settings")));
-                    }
-                    Box::new(Echo::new())
-                }
+                "echo" => Box::new(Echo::with_config(sub_config::<EchoConfig>(&spec.rest, &what)?)),
                 other => return Err(ScenarioError::Unknown { kind: "app kind", name: other.to_owned() }),
             };
             let name = spec.name.clone().unwrap_or_else(|| format!("{}:{}", spec.node, spec.kind));

@@ -1,0 +1,123 @@
+//! The example scenarios load, run, and show what their comments say; runs are deterministic.
+
+use fastshake_sim::scenario::{Report, Scenario, ScenarioFile};
+use pcap_file::pcap::PcapReader;
+use std::path::PathBuf;
+
+fn scenarios_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+}
+
+fn load(name: &str) -> ScenarioFile {
+    let text = std::fs::read_to_string(scenarios_dir().join(name)).unwrap();
+    ScenarioFile::parse(&text).unwrap()
+}
+
+fn run(name: &str) -> Report {
+    let (_, scenario) = load(name).runs().unwrap().remove(0);
+    scenario.run(None, false, None).unwrap().report
+}
+
+#[test]
+fn every_example_scenario_loads_and_runs() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(scenarios_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with('#'), "{} starts with a comment describing it", path.display());
+        let file = ScenarioFile::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for (label, scenario) in file.runs().unwrap() {
+            let out = scenario.run(None, false, label).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(out.report.events > 0, "{}", path.display());
+        }
+        seen += 1;
+    }
+    assert!(seen >= 4);
+}
+
+#[test]
+fn port_restricted_nat_scenario_filters_the_ipc_replies() {
+    let report = run("nat-port-restricted.toml");
+    let app = |name: &str| report.apps.iter().find(|a| a.name == name).unwrap().clone();
+    assert_eq!(app("ping-welcome").replies, 20);
+    assert_eq!(app("ping-ipc").replies, 0);
+    assert_eq!(app("ipc").answered, 20, "the server did answer");
+    assert_eq!(report.nats[0].counters.filtered, 20);
+    // RTT: 2 · (2 + 15 + 1) ms.
+    assert_eq!(app("ping-welcome").rtt_median_ms, Some(36.0));
+
+    let text = std::fs::read_to_string(scenarios_dir().join("nat-port-restricted.toml")).unwrap();
+    let full_cone = text.replace("preset = \"port-restricted\"", "preset = \"full-cone\"");
+    let report = Scenario::from_toml(&full_cone).unwrap().run(None, false, None).unwrap().report;
+    assert!(report.apps.iter().filter(|a| a.kind == "ping").all(|a| a.replies == 20));
+}
+
+#[test]
+fn multihop_scenario_round_trip_matches_the_arithmetic_in_its_comment() {
+    let report = run("multihop-chain.toml");
+    let ping = &report.apps[0];
+    assert_eq!(ping.rtt_median_ms, Some(106.816));
+    assert!(ping.replies >= 80 && ping.replies < 100, "about 8 % of round trips lose a frame");
+    let hop1 = &report.links[0].a_to_b;
+    assert_eq!(hop1.frames, 2 * hop1.datagrams_sent);
+}
+
+#[test]
+fn handover_scenario_completes_every_request() {
+    let report = run("handover.toml");
+    let ping = &report.apps[0];
+    assert_eq!(ping.replies, 600);
+    assert!(ping.completed_at_s.is_some());
+    assert!(report.links.iter().find(|l| l.name == "lte").unwrap().a_to_b.datagrams_sent > 0);
+}
+
+#[test]
+fn sweep_gives_one_run_per_value_and_more_loss_means_more_retries() {
+    let runs = load("loss-sweep.toml").runs().unwrap();
+    assert_eq!(runs.len(), 4);
+    let retries: Vec<u64> = runs
+        .into_iter()
+        .map(|(label, s)| s.run(None, false, label).unwrap().report.apps[0].retransmissions)
+        .collect();
+    assert_eq!(retries[0], 0);
+    assert!(retries[3] > retries[1], "{retries:?}");
+}
+
+fn lossy_pcap(seed: u64) -> Vec<u8> {
+    let (_, scenario) = load("lossy-link.toml").runs().unwrap().remove(0);
+    scenario.run(Some(seed), true, None).unwrap().pcap.unwrap()
+}
+
+#[test]
+fn same_seed_same_pcap_bytes_other_seed_other_bytes() {
+    let a = lossy_pcap(42);
+    let b = lossy_pcap(42);
+    let c = lossy_pcap(43);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn pcap_records_are_ipv4_udp_with_consistent_lengths() {
+    let bytes = lossy_pcap(1);
+    let mut reader = PcapReader::new(&bytes[..]).unwrap();
+    assert_eq!(reader.header().datalink, pcap_file::DataLink::RAW);
+    let mut records = 0;
+    let mut last = std::time::Duration::ZERO;
+    while let Some(packet) = reader.next_packet() {
+        let packet = packet.unwrap();
+        let d = &packet.data;
+        assert_eq!(d[0], 0x45);
+        assert_eq!(u16::from_be_bytes([d[2], d[3]]) as usize, d.len(), "IP total length");
+        assert_eq!(d[9], 17, "UDP");
+        assert_eq!(u16::from_be_bytes([d[24], d[25]]) as usize, d.len() - 20, "UDP length");
+        assert!(packet.timestamp >= last, "records in time order");
+        last = packet.timestamp;
+        records += 1;
+    }
+    // 200 requests; replies only for the requests that arrived.
+    assert!(records > 300 && records <= 400, "{records} records");
+}
