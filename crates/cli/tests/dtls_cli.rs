@@ -1,0 +1,145 @@
+//! `fastshake server`, `client` and `demo` against each other: data, summaries, failures.
+
+#[path = "support/dtls_peers.rs"]
+mod peers;
+
+use peers::*;
+
+#[test]
+fn client_and_server_exchange_data_and_print_summaries() {
+    let port = free_udp_port();
+    let server = fastshake_server(port, &["--echo"]);
+    let mut client = fastshake_client(port, PSK_HEX, &[]);
+    client.expect_stderr("handshake done: TLS_PSK_WITH_AES_128_CCM_8, full (not resumed)");
+    server.expect_stderr("handshake done: TLS_PSK_WITH_AES_128_CCM_8, full (not resumed)");
+
+    for line in ["first line", "second line", "third line"] {
+        client.write_line(line);
+    }
+    client.expect_stdout("first line\nsecond line\nthird line\n");
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "{}", client.transcript());
+    server.expect_stderr("closed by the peer (close_notify)");
+    let stderr = client.stderr();
+    assert!(stderr.contains("datagrams"), "{stderr}");
+}
+
+#[test]
+fn server_without_echo_prints_what_each_client_sends() {
+    let port = free_udp_port();
+    let server = fastshake_server(port, &[]);
+    let mut first = fastshake_client(port, PSK_HEX, &["--suite", GCM]);
+    let mut second = fastshake_client(port, PSK_HEX, &["--suite", CCM8]);
+    first.write_line("from the first client");
+    second.write_line("from the second client");
+    server.expect_stdout("from the first client\n");
+    server.expect_stdout("from the second client\n");
+    server.expect_stderr(&format!("handshake done: {GCM}"));
+    server.expect_stderr(&format!("handshake done: {CCM8}"));
+    for client in [&mut first, &mut second] {
+        client.close_stdin();
+        assert!(client.expect_exit().success(), "{}", client.transcript());
+    }
+}
+
+#[test]
+fn small_mtu_still_connects() {
+    let port = free_udp_port();
+    let _server =
+        fastshake_server(port, &["--echo", "--mtu", "100", "--hint", "a-rather-long-identity-hint"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "100"]);
+    client.write_line("small datagrams");
+    client.expect_stdout("small datagrams");
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+}
+
+#[test]
+fn wrong_key_fails_with_the_alert_named() {
+    let port = free_udp_port();
+    let _server = fastshake_server(port, &["--echo"]);
+    let mut client = fastshake_client(
+        port,
+        WRONG_PSK_HEX,
+        &["--initial-retransmit-ms", "100", "--handshake-timeout", "3"],
+    );
+    let status = client.expect_exit();
+    assert!(!status.success(), "{}", client.transcript());
+    let stderr = client.stderr();
+    assert!(stderr.contains("alert"), "the failure should name the alert: {stderr}");
+    assert!(!stderr.contains("handshake done"), "{stderr}");
+}
+
+#[test]
+fn silent_server_means_no_answer_after_retransmissions() {
+    // A socket that receives and never answers.
+    let silent = std::net::UdpSocket::bind(("127.0.0.1", 0)).unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let mut client =
+        fastshake_client(port, PSK_HEX, &["--initial-retransmit-ms", "100", "--handshake-timeout", "1"]);
+    let status = client.expect_exit();
+    assert!(!status.success(), "{}", client.transcript());
+    let stderr = client.stderr();
+    assert!(stderr.contains("no answer after"), "{stderr}");
+    assert!(stderr.contains("retransmissions"), "{stderr}");
+    // The client really did retransmit: more than one ClientHello reached the socket.
+    silent.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    let mut received = 0;
+    while silent.recv(&mut buf).is_ok() {
+        received += 1;
+    }
+    assert!(received >= 2, "only {received} datagram(s) reached the silent server");
+}
+
+#[test]
+fn bad_hex_key_is_a_usage_error() {
+    let output = fastshake()
+        .args(["client", "--connect", "127.0.0.1:9", "--psk-identity", "x", "--psk", "not-hex"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "clap exits with 2 on usage errors");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--psk"), "{stderr}");
+    let output = fastshake()
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--psk-identity",
+            "x",
+            "--psk",
+            "00",
+            "--suite",
+            "TLS_NULL",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown cipher suite"));
+}
+
+#[test]
+fn demo_shows_the_handshake_and_the_echo() {
+    let mut demo = Peer::spawn("fastshake demo", {
+        let mut command = fastshake();
+        command.args(["demo", "--mtu", "120"]);
+        command
+    });
+    let status = demo.expect_exit();
+    assert!(status.success(), "{}", demo.transcript());
+    let out = demo.stdout();
+    for expected in [
+        "ClientHello (no cookie)",
+        "HelloVerifyRequest (cookie",
+        "ServerHelloDone",
+        "ClientKeyExchange",
+        "Finished (encrypted)",
+        "client: handshake done",
+        "server: handshake done",
+        "got back \"hello, server\"",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in\n{out}");
+    }
+}

@@ -1,0 +1,168 @@
+//! Interop of `fastshake client` / `fastshake server` with OpenSSL 3 and GnuTLS, as real
+//! processes over loopback, for both PSK suites, with data checked both ways.
+
+#[path = "support/dtls_peers.rs"]
+mod peers;
+
+use peers::*;
+
+/// fastshake client -> openssl s_server: a line each way through the peers' stdin/stdout.
+fn client_against_openssl_s_server(suite: &str) {
+    let port = free_udp_port();
+    let mut server = openssl_s_server(port, suite, PSK_HEX);
+    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
+    client.expect_stderr(&format!("handshake done: {suite}"));
+
+    client.write_line("hello from fastshake");
+    server.expect_stdout("hello from fastshake");
+    server.write_line("hello from openssl");
+    client.expect_stdout("hello from openssl");
+
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "client failed\n{}", client.transcript());
+    // s_server reports the close_notify it got.
+    server.expect_stdout("DONE");
+}
+
+#[test]
+fn fastshake_client_with_openssl_s_server_ccm8() {
+    client_against_openssl_s_server(CCM8);
+}
+
+#[test]
+fn fastshake_client_with_openssl_s_server_gcm() {
+    client_against_openssl_s_server(GCM);
+}
+
+/// openssl s_client -> fastshake server --echo: what s_client sends comes back to it.
+fn openssl_s_client_against_server(suite: &str) {
+    let port = free_udp_port();
+    let server = fastshake_server(port, &["--echo"]);
+    let mut command = tool("openssl");
+    command.args(["s_client", "-dtls1_2", "-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY]).args([
+        "-cipher",
+        openssl_cipher(suite),
+        "-connect",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let mut client = Peer::spawn("openssl s_client", command);
+    server.expect_stderr(&format!("handshake done: {suite}"));
+
+    client.write_line("ping from openssl s_client");
+    client.expect_stdout("ping from openssl s_client");
+    client.close_stdin();
+    client.expect_exit();
+    server.expect_stderr("closed by the peer (close_notify)");
+}
+
+#[test]
+fn openssl_s_client_with_fastshake_server_ccm8() {
+    openssl_s_client_against_server(CCM8);
+}
+
+#[test]
+fn openssl_s_client_with_fastshake_server_gcm() {
+    openssl_s_client_against_server(GCM);
+}
+
+/// openssl s_client -> fastshake server without --echo: the server prints what it receives.
+#[test]
+fn fastshake_server_prints_what_openssl_s_client_sends() {
+    let port = free_udp_port();
+    let server = fastshake_server(port, &[]);
+    let mut command = tool("openssl");
+    command.args(["s_client", "-dtls1_2", "-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY]).args([
+        "-cipher",
+        openssl_cipher(CCM8),
+        "-connect",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let mut client = Peer::spawn("openssl s_client", command);
+    server.expect_stderr("handshake done");
+    client.write_line("printed by the server");
+    server.expect_stdout("printed by the server\n");
+}
+
+/// gnutls-cli -> fastshake server --echo.
+fn gnutls_cli_against_server(suite: &str) {
+    let port = free_udp_port();
+    let server = fastshake_server(port, &["--echo"]);
+    let mut command = tool("gnutls-cli");
+    command
+        .args(["--udp", "--pskusername", PSK_IDENTITY, "--pskkey", PSK_HEX])
+        .arg(format!("--priority={}", gnutls_priority(suite)))
+        .args(["-p", &port.to_string(), "127.0.0.1"]);
+    let mut client = Peer::spawn("gnutls-cli", command);
+    server.expect_stderr(&format!("handshake done: {suite}"));
+
+    client.write_line("ping from gnutls-cli");
+    client.expect_stdout("ping from gnutls-cli");
+    client.close_stdin();
+    client.expect_exit();
+    server.expect_stderr("closed by the peer (close_notify)");
+}
+
+#[test]
+fn gnutls_cli_with_fastshake_server_ccm8() {
+    gnutls_cli_against_server(CCM8);
+}
+
+#[test]
+fn gnutls_cli_with_fastshake_server_gcm() {
+    gnutls_cli_against_server(GCM);
+}
+
+/// fastshake client -> gnutls-serv --echo.
+fn client_against_gnutls_serv(suite: &str) {
+    let port = free_udp_port();
+    let dir = std::env::temp_dir().join(format!("fastshake-dtls-interop-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let passwd = dir.join("psk.passwd");
+    std::fs::write(&passwd, format!("{PSK_IDENTITY}:{PSK_HEX}\n")).unwrap();
+    let mut command = tool("gnutls-serv");
+    command
+        .args(["--udp", "--echo", "--pskpasswd"])
+        .arg(&passwd)
+        .arg(format!("--priority={}", gnutls_priority(suite)))
+        .args(["-p", &port.to_string()]);
+    let server = Peer::spawn("gnutls-serv", command);
+    server.expect_stderr("UDP Echo Server listening on IPv4");
+
+    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
+    client.expect_stderr(&format!("handshake done: {suite}"));
+    client.write_line("ping from fastshake");
+    client.expect_stdout("ping from fastshake");
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "client failed\n{}", client.transcript());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fastshake_client_with_gnutls_serv_ccm8() {
+    client_against_gnutls_serv(CCM8);
+}
+
+#[test]
+fn fastshake_client_with_gnutls_serv_gcm() {
+    client_against_gnutls_serv(GCM);
+}
+
+/// A wrong key against OpenSSL: the client fails, non-zero, and says why.
+#[test]
+fn wrong_key_against_openssl_s_server_fails_cleanly() {
+    let port = free_udp_port();
+    let _server = openssl_s_server(port, CCM8, PSK_HEX);
+    let mut client = fastshake_client(
+        port,
+        WRONG_PSK_HEX,
+        &["--suite", CCM8, "--initial-retransmit-ms", "100", "--handshake-timeout", "2"],
+    );
+    let status = client.expect_exit();
+    assert!(!status.success(), "a wrong key must fail\n{}", client.transcript());
+    let stderr = client.stderr();
+    assert!(stderr.contains("DTLS handshake with 127.0.0.1:"), "{stderr}");
+    assert!(!stderr.contains("handshake done"), "{stderr}");
+}

@@ -1,0 +1,199 @@
+//! Real peer processes for the DTLS tests: `fastshake`, `openssl`, `gnutls-cli`, `gnutls-serv`.
+//! Every process is killed and reaped when its guard drops, whatever path the test takes; every
+//! wait is bounded so a hung peer fails the test instead of hanging the suite.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, UdpSocket};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long any one expected thing may take before the test fails.
+pub const STEP: Duration = Duration::from_secs(10);
+
+pub const PSK_IDENTITY: &str = "interop";
+pub const PSK_HEX: &str = "00112233445566778899aabbccddeeff";
+pub const WRONG_PSK_HEX: &str = "ffeeddccbbaa99887766554433221100";
+
+pub const CCM8: &str = "TLS_PSK_WITH_AES_128_CCM_8";
+pub const GCM: &str = "TLS_PSK_WITH_AES_128_GCM_SHA256";
+
+/// OpenSSL's name of a suite.
+pub fn openssl_cipher(iana: &str) -> &'static str {
+    match iana {
+        CCM8 => "PSK-AES128-CCM8",
+        GCM => "PSK-AES128-GCM-SHA256",
+        other => panic!("no OpenSSL name for {other}"),
+    }
+}
+
+/// A GnuTLS priority string allowing exactly DTLS 1.2 with PSK and one AEAD (see `gnutls-cli --list --priority ...`).
+pub fn gnutls_priority(iana: &str) -> String {
+    let cipher = match iana {
+        CCM8 => "AES-128-CCM-8",
+        GCM => "AES-128-GCM",
+        other => panic!("no GnuTLS name for {other}"),
+    };
+    format!("NORMAL:-VERS-ALL:+VERS-DTLS1.2:-KX-ALL:+PSK:-CIPHER-ALL:+{cipher}:-MAC-ALL:+AEAD")
+}
+
+/// A UDP port on 127.0.0.1 that was free a moment ago.
+pub fn free_udp_port() -> u16 {
+    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind an ephemeral UDP port");
+    socket.local_addr().expect("local address").port()
+}
+
+/// `fastshake` as built for this test run.
+pub fn fastshake() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fastshake"))
+}
+
+/// A command that must exist on the machine (CI installs openssl and gnutls-bin).
+pub fn tool(name: &str) -> Command {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(found, "{name} is not installed (apt-get install openssl gnutls-bin)");
+    Command::new(name)
+}
+
+/// A running process with its standard input open and its output captured as it comes.
+pub struct Peer {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+fn capture(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let writer = Arc::clone(&sink);
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = from.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            writer.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+    });
+    sink
+}
+
+impl Peer {
+    pub fn spawn(name: &str, mut command: Command) -> Peer {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        let stdin = child.stdin.take();
+        let stdout = capture(child.stdout.take().expect("stdout pipe"));
+        let stderr = capture(child.stderr.take().expect("stderr pipe"));
+        Peer { name: name.to_owned(), child, stdin, stdout, stderr }
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// What the test saw, for failure messages.
+    pub fn transcript(&self) -> String {
+        format!("--- {} stdout:\n{}\n--- {} stderr:\n{}", self.name, self.stdout(), self.name, self.stderr())
+    }
+
+    pub fn write_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap_or_else(|| panic!("{} stdin already closed", self.name));
+        stdin.write_all(format!("{line}\n").as_bytes()).expect("write to the peer's stdin");
+        stdin.flush().expect("flush the peer's stdin");
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    fn wait_for(&self, what: &str, seen: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + STEP;
+        while Instant::now() < deadline {
+            if seen(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{} never showed {what:?} within {STEP:?}\n{}", self.name, self.transcript());
+    }
+
+    /// Waits until standard output contains `text`; fails the test after [`STEP`].
+    pub fn expect_stdout(&self, text: &str) {
+        self.wait_for(text, |p| p.stdout().contains(text));
+    }
+
+    /// Waits until standard error contains `text`; fails the test after [`STEP`].
+    pub fn expect_stderr(&self, text: &str) {
+        self.wait_for(text, |p| p.stderr().contains(text));
+    }
+
+    /// Waits for the process to end; fails the test after [`STEP`] (the guard then kills it).
+    pub fn expect_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + STEP;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("poll the child") {
+                // Let the capture threads take the last bytes.
+                std::thread::sleep(Duration::from_millis(50));
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{} did not exit within {STEP:?}\n{}", self.name, self.transcript());
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.stdin = None;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `openssl s_server` with a PSK and no certificate, ready to accept.
+pub fn openssl_s_server(port: u16, iana: &str, psk_hex: &str) -> Peer {
+    let mut command = tool("openssl");
+    command.args(["s_server", "-dtls1_2", "-nocert", "-psk", psk_hex, "-psk_identity", PSK_IDENTITY]).args([
+        "-cipher",
+        openssl_cipher(iana),
+        "-accept",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let peer = Peer::spawn("openssl s_server", command);
+    peer.expect_stdout("ACCEPT");
+    peer
+}
+
+/// `fastshake server` on 127.0.0.1:`port`, ready to accept.
+pub fn fastshake_server(port: u16, extra: &[&str]) -> Peer {
+    let mut command = fastshake();
+    command
+        .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--psk-identity", PSK_IDENTITY])
+        .args(["--psk", PSK_HEX])
+        .args(extra);
+    let peer = Peer::spawn("fastshake server", command);
+    peer.expect_stderr("listening on");
+    peer
+}
+
+/// `fastshake client` towards 127.0.0.1:`port`.
+pub fn fastshake_client(port: u16, psk_hex: &str, extra: &[&str]) -> Peer {
+    let mut command = fastshake();
+    command
+        .args(["client", "--connect", &format!("127.0.0.1:{port}"), "--psk-identity", PSK_IDENTITY])
+        .args(["--psk", psk_hex, "--linger", "300"])
+        .args(extra);
+    Peer::spawn("fastshake client", command)
+}
