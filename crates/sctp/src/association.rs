@@ -161,6 +161,8 @@ pub(crate) struct Association {
     /// Set once when an alternative opening with a cookie finished: the endpoint fetches
     /// cookies for the other paths.
     pub(crate) wants_path_cookies: bool,
+    /// A user call (send, shutdown) left work for the next call that brings the time.
+    pub(crate) user_pending: bool,
 }
 
 fn seed_rng(seed: [u8; 32]) -> ChaCha20Rng {
@@ -228,6 +230,7 @@ impl Association {
             events: VecDeque::new(),
             stats: AssociationStats::default(),
             wants_path_cookies: false,
+            user_pending: false,
         }
     }
 
@@ -267,6 +270,9 @@ impl Association {
         }
         let mut params: Vec<Param> =
             a.config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
+        // As Linux and usrsctp do; it also keeps the ERROR with an ALT-COOKIE (40 B) under
+        // 1.1 times the size of the smallest INIT we send (44 B).
+        params.push(Param::SupportedAddressTypes(vec![crate::packet::PARAM_IPV4, crate::packet::PARAM_IPV6]));
         if alt {
             params.push(Param::AltCookie(Vec::new()));
         }
@@ -383,6 +389,7 @@ impl Association {
             zero_rtt_accepted,
         });
         self.schedule_heartbeat(now);
+        self.flush(now);
     }
 
     fn take_alt_data(&mut self, params: &InitParams) -> usize {
@@ -1046,7 +1053,8 @@ impl Association {
 
     // ---------------------------------------------------------------- user calls
 
-    pub(crate) fn send_message(&mut self, now: Instant, msg: Message) -> Result<(), Error> {
+    /// Queues a message; it goes out at the next [`Association::run_pending`], which has the time.
+    pub(crate) fn send_message(&mut self, msg: Message) -> Result<(), Error> {
         use AssociationState::*;
         if !matches!(self.state, CookieWait | CookieEchoed | Established) {
             return Err(Error::Closing);
@@ -1063,21 +1071,28 @@ impl Association {
         let max_fragment = self.max_fragment();
         self.send.push_message(&msg, max_fragment);
         self.stats.messages_out += 1;
-        self.flush(now);
+        self.user_pending = true;
         Ok(())
     }
 
-    pub(crate) fn shutdown(&mut self, now: Instant) {
+    pub(crate) fn shutdown(&mut self) {
         match self.state {
             AssociationState::Established => {
                 self.state = AssociationState::ShutdownPending;
-                self.check_shutdown_progress(now);
-                self.flush(now);
+                self.user_pending = true;
             }
             AssociationState::CookieWait | AssociationState::CookieEchoed => {
                 self.abort("shutdown before open")
             }
             _ => {}
+        }
+    }
+
+    /// Sends what user calls queued, now that the time is known.
+    pub(crate) fn run_pending(&mut self, now: Instant) {
+        if std::mem::take(&mut self.user_pending) {
+            self.check_shutdown_progress(now);
+            self.flush(now);
         }
     }
 

@@ -509,7 +509,11 @@ impl Endpoint {
         }
         let want_probes = std::mem::take(&mut a.wants_path_cookies);
         let keys: Vec<(SocketAddr, u16)> = a.paths.iter().map(|p| (p.remote, a.remote_port)).collect();
-        let closed = a.is_closed() && a.out.is_empty();
+        let closed = a.is_closed();
+        if closed {
+            // Its last packets (SHUTDOWN-COMPLETE, ABORT) still go out.
+            self.stateless.extend(a.out.drain(..));
+        }
         if want_probes {
             self.start_path_probes(handle);
         }
@@ -595,8 +599,22 @@ impl Endpoint {
         Some(t)
     }
 
+    fn run_pending(&mut self, now: Instant) {
+        let pending: Vec<u64> =
+            self.associations.iter().filter(|(_, a)| a.user_pending).map(|(h, _)| *h).collect();
+        for h in pending {
+            if let Some(a) = self.associations.get_mut(&h) {
+                a.run_pending(now);
+            }
+            self.after(AssociationHandle(h));
+        }
+    }
+
     /// The next deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.associations.values().any(|a| a.user_pending) {
+            return Some(self.now_hint);
+        }
         let assoc = self.associations.values().filter_map(Association::poll_timeout).min();
         let probe = self.probes.iter().map(|p| p.deadline).min();
         [assoc, probe].into_iter().flatten().min()
@@ -605,6 +623,7 @@ impl Endpoint {
     /// Deadlines up to `now` passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now_hint = self.now_hint.max(now);
+        self.run_pending(now);
         let due: Vec<u64> = self
             .associations
             .iter()
@@ -631,21 +650,20 @@ impl Endpoint {
         self.events.pop_front()
     }
 
-    /// Queues a user message. Before the association is open it waits (and goes out behind the
-    /// COOKIE-ECHO or after the alternative INIT-ACK).
+    /// Queues a user message. It is packed and sent at the next [`Endpoint::poll_transmit`] or
+    /// [`Endpoint::handle_timeout`] (the calls that bring the time; [`Endpoint::poll_timeout`]
+    /// says "now" while such work waits). Before the association is open it waits and goes out
+    /// behind the COOKIE-ECHO or after the alternative INIT-ACK.
     pub fn send(&mut self, handle: AssociationHandle, msg: Message) -> Result<(), Error> {
-        let now = self.now_hint;
         let a = self.associations.get_mut(&handle.0).ok_or(Error::UnknownAssociation)?;
-        let r = a.send_message(now, msg);
-        self.after(handle);
-        r
+        a.send_message(msg)
     }
 
-    /// Graceful shutdown once all queued data is acknowledged; `Event::Closed` follows.
+    /// Graceful shutdown once all queued data is acknowledged; `Event::Closed` follows. Like
+    /// [`Endpoint::send`], it takes effect at the next call that brings the time.
     pub fn shutdown(&mut self, handle: AssociationHandle) {
-        let now = self.now_hint;
         if let Some(a) = self.associations.get_mut(&handle.0) {
-            a.shutdown(now);
+            a.shutdown();
         }
         self.after(handle);
     }
