@@ -11,8 +11,10 @@
 //! consecutive backoff boundaries; the frame follows. If what remains of the CAP cannot hold the
 //! two CCAs, the frame, the turnaround, the ACK and the interframe space, the attempt moves to the
 //! next CAP with a fresh random delay. A CCA finds the channel busy if a frame booked earlier on
-//! the same coordinator's PAN is on the air; then NB and BE grow and after macMaxCSMABackoffs
-//! the frame fails. Every data frame asks for a link-layer ACK; without one the sender retries
+//! the same coordinator's PAN would overlap the transaction (outcomes are computed eagerly, so an
+//! earlier booking may lie ahead; its sender would have sensed this one and deferred, so no two
+//! transactions on a PAN overlap); then NB and BE grow and after macMaxCSMABackoffs the frame
+//! fails. PANs of different coordinators do not interfere. Every data frame asks for a link-layer ACK; without one the sender retries
 //! after macAckWaitDuration, up to macMaxFrameRetries times.
 
 use super::frag::{self, FragStats, ACK_PSDU, BEACON_PSDU};
@@ -198,7 +200,9 @@ impl BeaconMac {
                 pos = self.normalize(phase, self.cap_end(phase, pos));
                 continue;
             }
-            let busy = coord.on_air.iter().any(|&(s, e)| s < pos + 2 * BP && e > pos);
+            // Outcomes are computed eagerly, so frames booked earlier may still lie ahead: one that
+            // would overlap this transaction counts as sensed (its sender would have deferred).
+            let busy = coord.on_air.iter().any(|&(s, e)| s < pos + transaction && e > pos);
             if !busy {
                 return Some(pos + 2 * BP);
             }

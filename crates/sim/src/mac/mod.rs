@@ -109,7 +109,7 @@ pub struct XMacConfig {
     /// Probability that any one frame (strobe, early ack, data) arrives intact.
     #[serde(default = "one")]
     pub pdr: f64,
-    /// How long a sender strobes before giving up; default CI plus two strobe periods.
+    /// How long a sender strobes before giving up; default 3 CI plus two strobe periods.
     #[serde(default)]
     pub max_strobe_ms: Option<f64>,
 }

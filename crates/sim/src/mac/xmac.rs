@@ -8,8 +8,9 @@
 //! back. As in seed 002 there is no link-layer ACK for data: a lost data frame loses the
 //! datagram (the fragments cannot be reassembled), and recovery is left to the upper layer. Lost
 //! strobes and lost early acknowledgements are recovered implicitly, by the next strobe or the
-//! next channel check, until the sender has strobed for `max_strobe_ms` (default CI plus two
-//! strobe periods) and gives up.
+//! next channel check, until the sender has strobed for `max_strobe_ms` and gives up. The
+//! default, three check intervals plus two strobe periods, stands for a strobe train of one CI
+//! restarted up to twice when no early ack came (as a CSMA layer above X-MAC does on "no ACK").
 //!
 //! Every frame (strobe, early acknowledgement, data) arrives with probability `pdr`, as with
 //! Cooja's UDG radio model in seed 002. A node does not sample the channel while its radio is
@@ -67,7 +68,7 @@ impl XMac {
         super::check_probability("pdr", config.pdr)?;
         let max_strobe_ns = match config.max_strobe_ms {
             Some(ms) => super::millis_to_ns("max_strobe_ms", ms)?,
-            None => ci_ns + 2 * STROBE_PERIOD_NS,
+            None => 3 * ci_ns + 2 * STROBE_PERIOD_NS,
         };
         let mut mac = XMac { ci_ns, pdr: config.pdr, max_strobe_ns, nodes: BTreeMap::new() };
         for &n in nodes {
