@@ -841,6 +841,79 @@ mod tests {
         assert_eq!(describe_datagram(&truncated), vec!["truncated record (type 23)"]);
     }
 
+    fn loopback() -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+    }
+
+    fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> impl std::future::Future<Output = T> {
+        let what = what.to_owned();
+        async move {
+            tokio::time::timeout(Duration::from_secs(10), f)
+                .await
+                .unwrap_or_else(|_| panic!("{what} did not happen within 10 s"))
+        }
+    }
+
+    #[tokio::test]
+    async fn client_and_server_exchange_records_and_close() {
+        let server_config = Arc::new(ServerConfig::psk("id", [7u8; 16]));
+        let mut server = DtlsServer::bind(loopback(), server_config, ServerOptions::default()).await.unwrap();
+        let client_config = Arc::new(ClientConfig::psk("id", [7u8; 16]));
+        let connect = DtlsClient::connect(server.local_addr(), client_config, ClientOptions::default());
+        let mut client = step("handshake", connect).await.unwrap();
+        assert!(client.summary().datagrams_sent >= 2, "ClientHello twice (cookie), then the final flight");
+
+        let handle = match step("server Connected", server.next_event()).await {
+            Some(ServerEvent::Connected { handle, remote, .. }) => {
+                assert_eq!(remote, client.local_addr());
+                handle
+            }
+            other => panic!("expected Connected, got {other:?}"),
+        };
+        client.send(b"to the server".to_vec()).unwrap();
+        match step("server Data", server.next_event()).await {
+            Some(ServerEvent::Data { data, .. }) => assert_eq!(data, b"to the server"),
+            other => panic!("expected Data, got {other:?}"),
+        }
+        server.send(handle, b"to the client".to_vec()).unwrap();
+        match step("client Data", client.recv()).await {
+            Some(ClientEvent::Data(data)) => assert_eq!(data, b"to the client"),
+            other => panic!("expected Data, got {other:?}"),
+        }
+
+        // A server shutdown closes its sessions with close_notify.
+        step("shutdown", server.shutdown()).await.unwrap();
+        match step("client Closed", client.recv()).await {
+            Some(ClientEvent::Closed) => {}
+            other => panic!("expected Closed, got {other:?}"),
+        }
+        let traffic = step("client end", client.close()).await.unwrap();
+        assert!(traffic.datagrams_received >= 3 && traffic.bytes_received > 0, "{traffic:?}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_gives_no_answer_after_retransmissions() {
+        let silent = std::net::UdpSocket::bind(loopback()).unwrap();
+        let config = Arc::new(ClientConfig {
+            initial_retransmit: Duration::from_millis(20),
+            handshake_timeout: Duration::from_millis(300),
+            ..ClientConfig::psk("id", [7u8; 16])
+        });
+        let result = step(
+            "giving up",
+            DtlsClient::connect(silent.local_addr().unwrap(), config, ClientOptions::default()),
+        )
+        .await;
+        match result {
+            Err(DriverError::NoAnswer { retransmissions, elapsed }) => {
+                assert!(retransmissions >= 1, "{retransmissions}");
+                assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+            }
+            Err(other) => panic!("expected NoAnswer, got {other}"),
+            Ok(_) => panic!("a silent server cannot complete a handshake"),
+        }
+    }
+
     #[test]
     fn clock_maps_engine_time_back_to_std_time() {
         let clock = Clock::new();
