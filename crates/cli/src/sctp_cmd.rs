@@ -387,7 +387,9 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         tokio::select! {
             ev = driver.next_event() => {
                 let (h, event) = ev?;
-                if h != handle {
+                // Cookies for other paths may come on their own handles; everything else
+                // belongs to our one association.
+                if h != handle && !matches!(event, Event::AltCookie { .. }) {
                     continue;
                 }
                 match event {

@@ -218,12 +218,11 @@ fn usrsctp_client_with_our_echo_server() {
     let line = "hello fastshake, from usrsctp\n";
     client.write_stdin(line.as_bytes());
     let echoed = client.stdout.wait_for(line, Duration::from_secs(15));
-    let report = || format!("{}\n{}", client.describe(), server.describe());
-    assert!(echoed, "no echo from our server\n{}", report());
+    assert!(echoed, "no echo from our server\n{}\n{}", client.describe(), server.describe());
     // End of input: usrsctp's client shuts the association down and exits when it is closed.
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(15));
-    assert!(status.is_some(), "usrsctp client did not finish\n{}", report());
+    assert!(status.is_some(), "usrsctp client did not finish\n{}\n{}", client.describe(), server.describe());
     let mut server = server;
     let server_status = server.wait_timeout(Duration::from_secs(10));
     let report = format!("{}\n{}", client.describe(), server.describe());

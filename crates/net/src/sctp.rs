@@ -254,8 +254,12 @@ impl SctpDriver {
 }
 
 /// Errors after which the socket is still usable: ICMP reports of an earlier send (Linux and
-/// Windows surface them on the next call) and momentary buffer shortage.
+/// Windows surface them on the next call), momentary buffer shortage, and a destination this
+/// socket cannot reach at all — a peer announces all its addresses (multihoming), some of
+/// another family than our socket; a path through them is simply dead, not the endpoint.
 fn is_transient(e: &io::Error) -> bool {
+    const ENOBUFS: i32 = 105;
+    const EAFNOSUPPORT: i32 = 97;
     matches!(
         e.kind(),
         io::ErrorKind::ConnectionRefused
@@ -263,7 +267,10 @@ fn is_transient(e: &io::Error) -> bool {
             | io::ErrorKind::Interrupted
             | io::ErrorKind::HostUnreachable
             | io::ErrorKind::NetworkUnreachable
-    ) || e.raw_os_error() == Some(105 /* ENOBUFS */)
+            | io::ErrorKind::AddrNotAvailable
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::PermissionDenied
+    ) || matches!(e.raw_os_error(), Some(ENOBUFS | EAFNOSUPPORT))
 }
 
 #[cfg(test)]
