@@ -1,1 +1,165 @@
-//! Filled in by the engine.
+//! Bounds-checked reading and big-endian writing of wire fields.
+//!
+//! Every read returns [`DecodeError`] instead of panicking, so no parser can be made to index
+//! out of bounds by a peer.
+
+/// A wire structure could not be parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The input ended inside a field.
+    Truncated,
+    /// A field holds a value the protocol forbids.
+    Invalid(&'static str),
+    /// Bytes were left over after the structure.
+    TrailingBytes,
+}
+
+/// A cursor over untrusted bytes.
+#[derive(Clone, Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
+        let out = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        Ok(out)
+    }
+
+    pub fn rest(&mut self) -> &'a [u8] {
+        let out = &self.buf[self.pos..];
+        self.pos = self.buf.len();
+        out
+    }
+
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    pub fn u24(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(3)?;
+        Ok(u32::from_be_bytes([0, b[0], b[1], b[2]]))
+    }
+
+    pub fn u48(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(6)?;
+        Ok(u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]]))
+    }
+
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    /// A vector with a one-byte length prefix.
+    pub fn vec8(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u8()? as usize;
+        self.take(n)
+    }
+
+    /// A vector with a two-byte length prefix.
+    pub fn vec16(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u16()? as usize;
+        self.take(n)
+    }
+
+    /// Fails unless every byte was consumed.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if self.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::TrailingBytes)
+        }
+    }
+}
+
+pub fn put_u8(out: &mut Vec<u8>, v: u8) {
+    out.push(v);
+}
+
+pub fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+pub fn put_u24(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes()[1..]);
+}
+
+pub fn put_u48(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_be_bytes()[2..]);
+}
+
+/// A vector with a one-byte length prefix; `data` must be shorter than 256 bytes.
+pub fn put_vec8(out: &mut Vec<u8>, data: &[u8]) {
+    debug_assert!(data.len() <= u8::MAX as usize);
+    out.push(data.len() as u8);
+    out.extend_from_slice(data);
+}
+
+/// A vector with a two-byte length prefix; `data` must be shorter than 64 KiB.
+pub fn put_vec16(out: &mut Vec<u8>, data: &[u8]) {
+    debug_assert!(data.len() <= u16::MAX as usize);
+    put_u16(out, data.len() as u16);
+    out.extend_from_slice(data);
+}
+
+/// Writes `v` big-endian into the first bytes of `out` (which the caller sized).
+pub fn write_be(out: &mut [u8], v: u64) {
+    let bytes = v.to_be_bytes();
+    let n = out.len().min(8);
+    out[..n].copy_from_slice(&bytes[8 - n..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_bounds_checked() {
+        let mut r = Reader::new(&[1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(r.u8(), Ok(1));
+        assert_eq!(r.u16(), Ok(0x0203));
+        assert_eq!(r.u48(), Err(DecodeError::Truncated));
+        assert_eq!(r.u24(), Ok(0x040506));
+        assert_eq!(r.finish(), Err(DecodeError::TrailingBytes));
+        assert_eq!(r.vec8(), Err(DecodeError::Truncated));
+        let mut r = Reader::new(&[2, 9, 9]);
+        assert_eq!(r.vec8(), Ok(&[9u8, 9][..]));
+        assert!(r.finish().is_ok());
+        assert_eq!(Reader::new(&[]).take(usize::MAX), Err(DecodeError::Truncated));
+    }
+
+    #[test]
+    fn writes_big_endian() {
+        let mut v = Vec::new();
+        put_u16(&mut v, 0x0102);
+        put_u24(&mut v, 0x030405);
+        put_u48(&mut v, 0x060708090a0b);
+        put_vec8(&mut v, &[0xff]);
+        assert_eq!(v, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1, 0xff]);
+        let mut b = [0u8; 6];
+        write_be(&mut b, 0x0102_0304_0506);
+        assert_eq!(b, [1, 2, 3, 4, 5, 6]);
+    }
+}

@@ -1,9 +1,28 @@
 //! One DTLS session, client or server.
+//!
+//! The handshake-only state (transcript, reassembly buffer, flight, RNG, master secret) lives in
+//! a boxed [`Handshake`] that is freed when the handshake completes, so an established session
+//! keeps only its traffic keys, sequence numbers, replay window and counters.
 
-use crate::config::{ClientConfig, ServerConfig};
+use crate::alert::{AlertDescription, AlertLevel};
+use crate::codec::DecodeError;
+use crate::config::{ClientConfig, ServerConfig, MIN_MTU};
+use crate::crypto::{open_in_place, prf_sha256, DirectionKeys, MasterSecret, TrafficKeys};
 use crate::error::Error;
-use crate::suite::CipherSuite;
+use crate::flight::{record_len, write_record, DatagramBuilder, FlightItem, Protect, RetransmitTimer};
+use crate::handshake::{
+    encode_psk_identity, parse_finished, parse_fragments, parse_psk_identity, psk_premaster, ClientHello,
+    Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Insert, Reassembler, ServerHello,
+    EXT_EXTENDED_MASTER_SECRET, EXT_RENEGOTIATION_INFO, MAX_COOKIE_LEN, SCSV_EMPTY_RENEGOTIATION_INFO,
+};
+use crate::record::{ContentType, RecordHeader, ReplayWindow, DTLS_1_2, HEADER_LEN, MAX_SEQ};
+use crate::state::{HandshakeState, State};
+use crate::suite::{CipherSuite, KeyExchange, RecordCipher};
 use fastshake_core::{Instant, SansIo, Transmit};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use ring::digest;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,9 +99,130 @@ pub struct Stats {
     pub app_records_received: u64,
 }
 
+#[derive(Clone)]
+enum RoleConfig {
+    Client(Arc<ClientConfig>),
+    Server(Arc<ServerConfig>),
+}
+
+/// Traffic keys of epoch 1, oriented for this side.
+struct Protection {
+    cipher: RecordCipher,
+    read: DirectionKeys,
+    write: DirectionKeys,
+}
+
+/// State that exists only while handshaking (and, on the server, until the client shows it got
+/// the last flight).
+struct Handshake {
+    started: Instant,
+    rng: ChaCha20Rng,
+    client_random: [u8; 32],
+    server_random: [u8; 32],
+    transcript: digest::Context,
+    reassembler: Reassembler,
+    /// message_seq of our next handshake message.
+    next_message_seq: u16,
+    /// Next record sequence number in epoch 0.
+    epoch0_write_seq: u64,
+    flight: Vec<FlightItem>,
+    timer: RetransmitTimer,
+    flights_sent: u32,
+    retransmissions: u32,
+    /// message_seq of the last message of the peer's previous flight: seeing it again means our
+    /// answer to it was lost.
+    peer_prev_flight_last: Option<u16>,
+    master: Option<MasterSecret>,
+    extended_master_secret: bool,
+    psk_identity: Vec<u8>,
+    /// Client: the last ClientHello body sent and its message_seq (it opens the transcript).
+    client_hello: Vec<u8>,
+    client_hello_seq: u16,
+    cookie: Vec<u8>,
+    /// Server: drop the retained last flight at this time.
+    retain_until: Option<Instant>,
+}
+
+impl Handshake {
+    fn new(now: Instant, seed: [u8; 32], initial: Duration, max: Duration) -> Box<Self> {
+        Box::new(Handshake {
+            started: now,
+            rng: ChaCha20Rng::from_seed(seed),
+            client_random: [0; 32],
+            server_random: [0; 32],
+            transcript: digest::Context::new(&digest::SHA256),
+            reassembler: Reassembler::new(0),
+            next_message_seq: 0,
+            epoch0_write_seq: 0,
+            flight: Vec::new(),
+            timer: RetransmitTimer::new(initial, max),
+            flights_sent: 0,
+            retransmissions: 0,
+            peer_prev_flight_last: None,
+            master: None,
+            extended_master_secret: false,
+            psk_identity: Vec::new(),
+            client_hello: Vec::new(),
+            client_hello_seq: 0,
+            cookie: Vec::new(),
+            retain_until: None,
+        })
+    }
+
+    fn hash_message(&mut self, msg_type: HandshakeType, message_seq: u16, body: &[u8]) {
+        self.transcript.update(&HandshakeHeader::unfragmented(msg_type, message_seq, body.len() as u32));
+        self.transcript.update(body);
+    }
+
+    fn transcript_hash(&self) -> digest::Digest {
+        self.transcript.clone().finish()
+    }
+
+    /// Adds a message of ours to the current flight and to the transcript.
+    fn push_message(&mut self, epoch: u16, msg_type: HandshakeType, body: Vec<u8>, hash: bool) {
+        let message_seq = self.next_message_seq;
+        self.next_message_seq = self.next_message_seq.wrapping_add(1);
+        if hash {
+            self.hash_message(msg_type, message_seq, &body);
+        }
+        self.flight.push(FlightItem::Handshake { epoch, msg_type, message_seq, body });
+    }
+}
+
+/// A fatal condition found while handling input: the alert to send (if any) and the error.
+struct Abort {
+    alert: Option<AlertDescription>,
+    error: Error,
+}
+
+impl Abort {
+    fn alert(desc: AlertDescription) -> Self {
+        Abort { alert: Some(desc), error: Error::AlertSent(desc) }
+    }
+    fn decode(_: DecodeError) -> Self {
+        Abort::alert(AlertDescription::DecodeError)
+    }
+}
+
 /// One session, client or server.
 pub struct Connection {
-    _todo: (),
+    config: RoleConfig,
+    remote: SocketAddr,
+    state: State,
+    hs: Option<Box<Handshake>>,
+    protection: Option<Protection>,
+    /// Epoch our records are written in (1 once our ChangeCipherSpec went out).
+    write_epoch: u16,
+    /// Next record sequence number in epoch 1.
+    write_seq: u64,
+    read_window: ReplayWindow,
+    suite: Option<CipherSuite>,
+    /// First 8 bytes of the client random of this session's ClientHello, so the endpoint can
+    /// tell a late duplicate of it from a new handshake.
+    hello_id: u64,
+    stats: Stats,
+    events: VecDeque<Event>,
+    outgoing: VecDeque<Vec<u8>>,
 }
 
 impl Connection {
@@ -93,95 +233,486 @@ impl Connection {
         remote: SocketAddr,
         rng_seed: [u8; 32],
     ) -> Connection {
-        let _ = (config, now, remote, rng_seed);
-        todo!()
+        let mut hs = Handshake::new(now, rng_seed, config.initial_retransmit, config.max_retransmit);
+        let mut random = [0u8; 32];
+        hs.rng.fill_bytes(&mut random);
+        hs.client_random = random;
+        let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote, Some(hs));
+        conn.hello_id = hello_id(&random);
+        conn.state = State::Handshaking(HandshakeState::ClientWaitServerHello);
+        if config.psk.is_none() {
+            conn.fail(Abort { alert: None, error: Error::Config("a client needs a PSK") });
+            return conn;
+        }
+        if config.suites.is_empty() {
+            conn.fail(Abort { alert: None, error: Error::Config("no cipher suite configured") });
+            return conn;
+        }
+        conn.send_client_hello(now);
+        conn
     }
 
-    #[allow(dead_code)]
+    fn bare(config: RoleConfig, remote: SocketAddr, hs: Option<Box<Handshake>>) -> Connection {
+        Connection {
+            config,
+            remote,
+            state: State::Failed,
+            hs,
+            protection: None,
+            write_epoch: 0,
+            write_seq: 0,
+            read_window: ReplayWindow::default(),
+            suite: None,
+            hello_id: 0,
+            stats: Stats::default(),
+            events: VecDeque::new(),
+            outgoing: VecDeque::new(),
+        }
+    }
+
+    /// A server session for a ClientHello whose cookie the endpoint verified. `record_seq` is
+    /// the ClientHello's record sequence number (our epoch-0 numbering continues from it, as
+    /// the stateless HelloVerifyRequest reused it); `hello` is the whole ClientHello body.
     pub(crate) fn server(
         config: Arc<ServerConfig>,
         now: Instant,
         remote: SocketAddr,
         rng_seed: [u8; 32],
+        record_seq: u64,
+        message_seq: u16,
+        hello: &[u8],
+        datagram_len: usize,
     ) -> Connection {
-        let _ = (config, now, remote, rng_seed);
-        todo!()
+        let hs = Handshake::new(now, rng_seed, config.initial_retransmit, config.max_retransmit);
+        let mut conn = Connection::bare(RoleConfig::Server(config), remote, Some(hs));
+        conn.stats.datagrams_received = 1;
+        conn.stats.bytes_received = datagram_len as u64;
+        conn.state = State::Handshaking(HandshakeState::ServerWaitClientKeyExchange);
+        if let Some(hs) = conn.hs.as_mut() {
+            hs.epoch0_write_seq = record_seq.saturating_add(1);
+        }
+        if let Err(abort) = conn.server_handle_client_hello(now, message_seq, hello) {
+            conn.fail(abort);
+        }
+        conn
     }
+
+    fn client_config(&self) -> Option<&Arc<ClientConfig>> {
+        match &self.config {
+            RoleConfig::Client(c) => Some(c),
+            RoleConfig::Server(_) => None,
+        }
+    }
+
+    fn mtu(&self) -> usize {
+        match &self.config {
+            RoleConfig::Client(c) => c.mtu,
+            RoleConfig::Server(c) => c.mtu,
+        }
+        .clamp(MIN_MTU, u16::MAX as usize)
+    }
+
+    fn handshake_timeout(&self) -> Duration {
+        match &self.config {
+            RoleConfig::Client(c) => c.handshake_timeout,
+            RoleConfig::Server(c) => c.handshake_timeout,
+        }
+    }
+
+    // ---------------------------------------------------------------- client handshake
+
+    fn send_client_hello(&mut self, now: Instant) {
+        let Some(config) = self.client_config().cloned() else { return };
+        let Some(hs) = self.hs.as_mut() else { return };
+        let suites: Vec<u16> = config.suites.iter().map(|s| s.id()).collect();
+        let mut body = Vec::with_capacity(96);
+        ClientHello::encode(&mut body, &hs.client_random, &hs.cookie, &suites, true);
+        hs.flight.clear();
+        hs.client_hello_seq = hs.next_message_seq;
+        hs.client_hello = body.clone();
+        // The transcript starts with the ClientHello the ServerHello answers (RFC 6347 §4.2.6),
+        // so it is hashed only when the ServerHello arrives.
+        hs.push_message(0, HandshakeType::ClientHello, body, false);
+        // The server mirrors our message_seq in its answer.
+        hs.reassembler.reset(hs.client_hello_seq);
+        self.send_new_flight(now, true);
+    }
+
+    fn client_handle_hello_verify(&mut self, now: Instant, body: &[u8]) -> Result<(), Abort> {
+        let hvr = HelloVerifyRequest::parse(body).map_err(Abort::decode)?;
+        if hvr.cookie.len() > MAX_COOKIE_LEN {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
+        }
+        let Some(hs) = self.hs.as_mut() else { return Ok(()) };
+        if hs.cookie == hvr.cookie {
+            // A duplicate answer to a ClientHello we already resent with this cookie.
+            return Ok(());
+        }
+        hs.cookie = hvr.cookie.to_vec();
+        self.send_client_hello(now);
+        Ok(())
+    }
+
+    fn client_handle_message(
+        &mut self,
+        now: Instant,
+        st: HandshakeState,
+        msg_type: HandshakeType,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        let config = self.client_config().cloned().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        match (st, msg_type) {
+            (HandshakeState::ClientWaitServerHello, HandshakeType::ServerHello) => {
+                let sh = ServerHello::parse(body).map_err(Abort::decode)?;
+                if sh.version != DTLS_1_2 {
+                    return Err(Abort::alert(AlertDescription::ProtocolVersion));
+                }
+                let suite = CipherSuite::from_id(sh.cipher_suite)
+                    .filter(|s| config.suites.contains(s))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                if sh.compression_method != 0 {
+                    return Err(Abort::alert(AlertDescription::IllegalParameter));
+                }
+                if !sh.extensions.unknown_types.is_empty() {
+                    return Err(Abort::alert(AlertDescription::UnsupportedExtension));
+                }
+                if sh.extensions.renegotiation_info.is_some_and(|r| !r.is_empty()) {
+                    return Err(Abort::alert(AlertDescription::HandshakeFailure));
+                }
+                if !sh.extensions.extended_master_secret && config.require_extended_master_secret {
+                    return Err(Abort::alert(AlertDescription::HandshakeFailure));
+                }
+                hs.extended_master_secret = sh.extensions.extended_master_secret;
+                hs.server_random = sh.random;
+                let ch = std::mem::take(&mut hs.client_hello);
+                let ch_seq = hs.client_hello_seq;
+                hs.hash_message(HandshakeType::ClientHello, ch_seq, &ch);
+                hs.hash_message(msg_type, message_seq, body);
+                self.suite = Some(suite);
+                self.state = State::Handshaking(HandshakeState::ClientWaitServerHelloDone);
+                Ok(())
+            }
+            (HandshakeState::ClientWaitServerHelloDone, HandshakeType::ServerKeyExchange) => {
+                // The identity hint is informational: the client has one configured key.
+                parse_psk_identity(body).map_err(Abort::decode)?;
+                hs.hash_message(msg_type, message_seq, body);
+                Ok(())
+            }
+            (HandshakeState::ClientWaitServerHelloDone, HandshakeType::ServerHelloDone) => {
+                if !body.is_empty() {
+                    return Err(Abort::alert(AlertDescription::DecodeError));
+                }
+                hs.hash_message(msg_type, message_seq, body);
+                hs.peer_prev_flight_last = Some(message_seq);
+                self.client_send_key_exchange(now, &config)
+            }
+            (HandshakeState::ClientWaitServerFinished, HandshakeType::Finished) => {
+                let verify = parse_finished(body).map_err(Abort::decode)?;
+                let expected = match &hs.master {
+                    Some(m) => m.verify_data(false, hs.transcript_hash().as_ref()),
+                    None => return Err(Abort::alert(AlertDescription::InternalError)),
+                };
+                if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
+                    return Err(Abort::alert(AlertDescription::DecryptError));
+                }
+                self.complete_handshake(now);
+                Ok(())
+            }
+            _ => Err(Abort::alert(AlertDescription::UnexpectedMessage)),
+        }
+    }
+
+    fn client_send_key_exchange(&mut self, now: Instant, config: &ClientConfig) -> Result<(), Abort> {
+        let psk = config.psk.as_ref().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        let suite = self.suite.ok_or(Abort::alert(AlertDescription::InternalError))?;
+        let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        hs.flight.clear();
+        let mut cke = Vec::with_capacity(2 + psk.identity.len());
+        encode_psk_identity(&mut cke, &psk.identity);
+        hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
+        hs.psk_identity = psk.identity.clone();
+        let premaster = psk_premaster(&psk.key);
+        let keys = derive_keys(hs, &premaster);
+        self.protection = Some(Protection {
+            cipher: suite.params().cipher,
+            read: keys.server_write.clone(),
+            write: keys.client_write.clone(),
+        });
+        hs.flight.push(FlightItem::ChangeCipherSpec);
+        let verify = match &hs.master {
+            Some(m) => m.verify_data(true, hs.transcript_hash().as_ref()),
+            None => return Err(Abort::alert(AlertDescription::InternalError)),
+        };
+        hs.push_message(1, HandshakeType::Finished, verify.to_vec(), true);
+        self.state = State::Handshaking(HandshakeState::ClientWaitServerFinished);
+        self.send_new_flight(now, true);
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- server handshake
+
+    fn server_handle_client_hello(
+        &mut self,
+        now: Instant,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        let RoleConfig::Server(config) = self.config.clone() else {
+            return Err(Abort::alert(AlertDescription::InternalError));
+        };
+        let ch = ClientHello::parse(body).map_err(Abort::decode)?;
+        // DTLS versions count down: 0xFEFD (1.2) is below 0xFEFF (1.0).
+        if ch.version > DTLS_1_2 {
+            return Err(Abort::alert(AlertDescription::ProtocolVersion));
+        }
+        let suite = config
+            .suites
+            .iter()
+            .copied()
+            .find(|s| ch.suites().any(|id| id == s.id()))
+            .filter(|s| s.params().key_exchange != KeyExchange::Psk || !config.psks.is_empty())
+            .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?;
+        if !ch.compression_methods.contains(&0) {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        // RFC 5746 §3.6: an initial handshake carries an empty renegotiation_info or the SCSV.
+        if ch.extensions.renegotiation_info.is_some_and(|r| !r.is_empty()) {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        let secure_renegotiation = ch.extensions.renegotiation_info.is_some()
+            || ch.suites().any(|id| id == SCSV_EMPTY_RENEGOTIATION_INFO);
+        let ems = ch.extensions.extended_master_secret;
+        if !ems && config.require_extended_master_secret {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        self.hello_id = hello_id(&ch.random);
+        self.suite = Some(suite);
+        let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        hs.client_random = ch.random;
+        let mut server_random = [0u8; 32];
+        hs.rng.fill_bytes(&mut server_random);
+        hs.server_random = server_random;
+        hs.extended_master_secret = ems;
+        hs.hash_message(HandshakeType::ClientHello, message_seq, body);
+        hs.reassembler.reset(message_seq.wrapping_add(1));
+        hs.peer_prev_flight_last = Some(message_seq);
+        // Our numbering mirrors the client's: ServerHello carries the ClientHello's message_seq.
+        hs.next_message_seq = message_seq;
+        let mut sh = Vec::with_capacity(64);
+        ServerHello::encode(&mut sh, &server_random, suite.id(), ems, secure_renegotiation);
+        hs.push_message(0, HandshakeType::ServerHello, sh, true);
+        if let Some(hint) = &config.psk_identity_hint {
+            let mut ske = Vec::with_capacity(2 + hint.len());
+            encode_psk_identity(&mut ske, hint);
+            hs.push_message(0, HandshakeType::ServerKeyExchange, ske, true);
+        }
+        hs.push_message(0, HandshakeType::ServerHelloDone, Vec::new(), true);
+        self.send_new_flight(now, true);
+        Ok(())
+    }
+
+    fn server_handle_message(
+        &mut self,
+        now: Instant,
+        st: HandshakeState,
+        msg_type: HandshakeType,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        let RoleConfig::Server(config) = self.config.clone() else {
+            return Err(Abort::alert(AlertDescription::InternalError));
+        };
+        let suite = self.suite.ok_or(Abort::alert(AlertDescription::InternalError))?;
+        let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        match (st, msg_type) {
+            (HandshakeState::ServerWaitClientKeyExchange, HandshakeType::ClientKeyExchange) => {
+                let identity = parse_psk_identity(body).map_err(Abort::decode)?;
+                let psk =
+                    config.find_psk(identity).ok_or(Abort::alert(AlertDescription::UnknownPskIdentity))?;
+                hs.psk_identity = identity.to_vec();
+                hs.hash_message(msg_type, message_seq, body);
+                let premaster = psk_premaster(&psk.key);
+                let keys = derive_keys(hs, &premaster);
+                self.protection = Some(Protection {
+                    cipher: suite.params().cipher,
+                    read: keys.client_write.clone(),
+                    write: keys.server_write.clone(),
+                });
+                self.state = State::Handshaking(HandshakeState::ServerWaitClientFinished);
+                Ok(())
+            }
+            (HandshakeState::ServerWaitClientFinished, HandshakeType::Finished) => {
+                let verify = parse_finished(body).map_err(Abort::decode)?;
+                let expected = match &hs.master {
+                    Some(m) => m.verify_data(true, hs.transcript_hash().as_ref()),
+                    None => return Err(Abort::alert(AlertDescription::InternalError)),
+                };
+                if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
+                    return Err(Abort::alert(AlertDescription::DecryptError));
+                }
+                hs.hash_message(msg_type, message_seq, body);
+                hs.peer_prev_flight_last = Some(message_seq);
+                let server_verify = match &hs.master {
+                    Some(m) => m.verify_data(false, hs.transcript_hash().as_ref()),
+                    None => return Err(Abort::alert(AlertDescription::InternalError)),
+                };
+                hs.flight.clear();
+                hs.flight.push(FlightItem::ChangeCipherSpec);
+                hs.push_message(1, HandshakeType::Finished, server_verify.to_vec(), false);
+                // The last flight is resent only when the client's retransmission shows it was lost.
+                self.send_new_flight(now, false);
+                self.complete_handshake(now);
+                Ok(())
+            }
+            _ => Err(Abort::alert(AlertDescription::UnexpectedMessage)),
+        }
+    }
+
+    // ---------------------------------------------------------------- common handshake
+
+    fn complete_handshake(&mut self, now: Instant) {
+        let retain = self.handshake_timeout();
+        let Some(hs) = self.hs.as_mut() else { return };
+        let Some(suite) = self.suite else { return };
+        hs.timer.stop();
+        let summary = HandshakeSummary {
+            suite,
+            resumed: false,
+            duration: now.saturating_duration_since(hs.started),
+            flights_sent: hs.flights_sent,
+            retransmissions: hs.retransmissions,
+            extended_master_secret: hs.extended_master_secret,
+            psk_identity: hs.psk_identity.clone(),
+            datagrams_sent: self.stats.datagrams_sent + self.outgoing.len() as u64,
+            datagrams_received: self.stats.datagrams_received,
+            bytes_sent: self.stats.bytes_sent + self.outgoing.iter().map(|d| d.len() as u64).sum::<u64>(),
+            bytes_received: self.stats.bytes_received,
+        };
+        self.state = State::Established;
+        match self.config {
+            // The client's last flight needs no more care: the server's Finished proves it arrived.
+            RoleConfig::Client(_) => self.hs = None,
+            RoleConfig::Server(_) => {
+                hs.retain_until = Some(now + retain);
+                hs.master = None;
+                hs.reassembler.reset(hs.reassembler.next_seq());
+            }
+        }
+        self.events.push_back(Event::Connected(summary));
+    }
+
+    /// Sends the flight in `hs.flight` for the first time.
+    fn send_new_flight(&mut self, now: Instant, timed: bool) {
+        if let Some(hs) = self.hs.as_mut() {
+            hs.flights_sent += 1;
+            hs.timer.on_new_flight(now, timed);
+            self.stats.flights_sent += 1;
+        }
+        self.transmit_flight();
+    }
+
+    fn retransmit_flight(&mut self, now: Instant) {
+        let Some(hs) = self.hs.as_mut() else { return };
+        if hs.flight.is_empty() {
+            return;
+        }
+        hs.retransmissions += 1;
+        hs.timer.on_retransmit(now);
+        self.stats.flights_resent += 1;
+        self.transmit_flight();
+    }
+
+    /// Packs the current flight into datagrams with fresh record sequence numbers.
+    fn transmit_flight(&mut self) {
+        let mtu = self.mtu();
+        let Connection { hs, protection, write_seq, write_epoch, outgoing, .. } = self;
+        let Some(hs) = hs.as_mut() else { return };
+        let mut b = DatagramBuilder::new(mtu);
+        let epoch0 = &mut hs.epoch0_write_seq;
+        for item in &hs.flight {
+            match item {
+                FlightItem::Handshake { epoch: 0, msg_type, message_seq, body } => {
+                    b.push_handshake(0, *msg_type, *message_seq, body, None, &mut || {
+                        let s = *epoch0;
+                        *epoch0 += 1;
+                        s
+                    });
+                }
+                FlightItem::Handshake { epoch, msg_type, message_seq, body } => {
+                    let Some(p) = protection.as_ref() else { continue };
+                    let protect = Protect { cipher: p.cipher, keys: &p.write };
+                    b.push_handshake(*epoch, *msg_type, *message_seq, body, Some(protect), &mut || {
+                        let s = *write_seq;
+                        *write_seq += 1;
+                        s
+                    });
+                }
+                FlightItem::ChangeCipherSpec => {
+                    let s = *epoch0;
+                    *epoch0 += 1;
+                    b.push(ContentType::ChangeCipherSpec, 0, s, None, &[&[1]]);
+                    *write_epoch = 1;
+                }
+            }
+        }
+        outgoing.extend(b.finish());
+    }
+
+    /// The peer resent the flight our current flight answers: ours was lost, resend it, but at
+    /// most once per half timer period so duplicated datagrams do not multiply flights.
+    fn on_peer_retransmission(&mut self, now: Instant) {
+        let Some(hs) = self.hs.as_ref() else { return };
+        if now < hs.timer.last_sent + hs.timer.current() / 2 {
+            return;
+        }
+        self.retransmit_flight(now);
+    }
+
+    fn fail(&mut self, abort: Abort) {
+        if matches!(self.state, State::Failed | State::Closed) && !self.events.is_empty() {
+            return;
+        }
+        if let Some(desc) = abort.alert {
+            self.send_alert(AlertLevel::Fatal, desc);
+        }
+        self.state = State::Failed;
+        self.hs = None;
+        self.protection = None;
+        self.events.push_back(Event::Failed(abort.error));
+    }
+
+    fn send_alert(&mut self, level: AlertLevel, desc: AlertDescription) {
+        let body = [level.to_u8(), desc.code()];
+        if self.write_epoch == 0 {
+            let seq = match self.hs.as_mut() {
+                Some(hs) => {
+                    hs.epoch0_write_seq += 1;
+                    hs.epoch0_write_seq - 1
+                }
+                None => 0,
+            };
+            let mut out = vec![0u8; HEADER_LEN + 2];
+            write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
+            self.outgoing.push_back(out);
+        } else if let Some(p) = &self.protection {
+            if self.write_seq > MAX_SEQ {
+                return;
+            }
+            let protect = Protect { cipher: p.cipher, keys: &p.write };
+            let mut out = vec![0u8; record_len(Some(protect), 2)];
+            write_record(&mut out, ContentType::Alert, 1, self.write_seq, Some(protect), &[&body]);
+            self.write_seq += 1;
+            self.outgoing.push_back(out);
+        }
+    }
+
+    // ---------------------------------------------------------------- input
 
     /// A datagram from `remote` arrived; it may be decrypted in place.
     pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
-        let _ = (now, remote, datagram);
-        todo!()
-    }
-
-    /// The next datagram to send.
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let _ = now;
-        todo!()
-    }
-
-    /// When `handle_timeout` should next be called.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        todo!()
-    }
-
-    /// The deadline from `poll_timeout` passed.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let _ = now;
-        todo!()
-    }
-
-    /// The next event.
-    pub fn poll_event(&mut self) -> Option<Event> {
-        todo!()
-    }
-
-    /// Queues `data` as application data (several records if it exceeds one datagram).
-    pub fn send(&mut self, data: &[u8]) -> Result<(), Error> {
-        let _ = data;
-        todo!()
-    }
-
-    /// Sends close_notify and closes the session.
-    pub fn close(&mut self) {
-        todo!()
-    }
-
-    /// Whether the handshake completed and the session is open.
-    pub fn is_established(&self) -> bool {
-        todo!()
-    }
-
-    /// Whether the session ended (closed or failed).
-    pub fn is_closed(&self) -> bool {
-        todo!()
-    }
-
-    /// The peer's address.
-    pub fn remote(&self) -> SocketAddr {
-        todo!()
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> &Stats {
-        todo!()
-    }
-
-    /// The agreed suite, once known.
-    pub fn suite(&self) -> Option<CipherSuite> {
-        todo!()
-    }
-
-    /// Client or server.
-    pub fn role(&self) -> Role {
-        todo!()
-    }
-
-    /// Writes one datagram holding one application record with `data` into `out`; returns its
-    /// length. No heap allocation.
-    pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
-        let _ = (data, out);
-        todo!()
+        self.handle_input(now, remote, datagram, None);
     }
 
     /// Like `handle_datagram`, but application data is decrypted in place and handed to
@@ -193,9 +724,449 @@ impl Connection {
         datagram: &mut [u8],
         on_data: &mut dyn FnMut(&[u8]),
     ) {
-        let _ = (now, remote, datagram, on_data);
-        todo!()
+        self.handle_input(now, remote, datagram, Some(on_data));
     }
+
+    fn handle_input(
+        &mut self,
+        now: Instant,
+        _remote: SocketAddr,
+        datagram: &mut [u8],
+        mut on_data: Option<&mut dyn FnMut(&[u8])>,
+    ) {
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        let mut pos = 0;
+        while pos < datagram.len() {
+            if matches!(self.state, State::Failed | State::Closed) {
+                return;
+            }
+            let mut r = crate::codec::Reader::new(&datagram[pos..]);
+            let header = match RecordHeader::parse(&mut r) {
+                Ok(h) if r.remaining() >= h.length as usize => h,
+                _ => {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+            };
+            let start = pos + HEADER_LEN;
+            let end = start + header.length as usize;
+            pos = end;
+            self.handle_record(now, header, &mut datagram[start..end], &mut on_data);
+        }
+    }
+
+    fn handle_record(
+        &mut self,
+        now: Instant,
+        header: RecordHeader,
+        body: &mut [u8],
+        on_data: &mut Option<&mut dyn FnMut(&[u8])>,
+    ) {
+        let plaintext: &[u8] = match header.epoch {
+            0 => {
+                if header.content_type == ContentType::ApplicationData {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                body
+            }
+            1 => {
+                let Some(p) = &self.protection else {
+                    // Keys not derived yet (reordered or early record): the flight will be resent.
+                    self.stats.records_dropped += 1;
+                    return;
+                };
+                if !self.read_window.is_fresh(header.seq) || body.len() < RecordCipher::EXPLICIT_NONCE_LEN {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                let (explicit, sealed) = body.split_at_mut(RecordCipher::EXPLICIT_NONCE_LEN);
+                let mut explicit_nonce = [0u8; 8];
+                explicit_nonce.copy_from_slice(explicit);
+                match open_in_place(
+                    p.cipher,
+                    &p.read,
+                    explicit_nonce,
+                    header.epoch_seq(),
+                    header.content_type as u8,
+                    header.version,
+                    sealed,
+                ) {
+                    Ok(n) => {
+                        self.read_window.mark(header.seq);
+                        &body[RecordCipher::EXPLICIT_NONCE_LEN..RecordCipher::EXPLICIT_NONCE_LEN + n]
+                    }
+                    Err(_) => {
+                        self.stats.records_dropped += 1;
+                        // An established session drops forgeries silently (RFC 6347 §4.1.2.7).
+                        // While waiting for the peer's Finished, the first protected handshake
+                        // record failing means the keys differ: a wrong PSK. Failing now with
+                        // decrypt_error (RFC 4279 §2) beats retransmitting until the timeout.
+                        if header.content_type == ContentType::Handshake
+                            && matches!(
+                                self.state,
+                                State::Handshaking(
+                                    HandshakeState::ServerWaitClientFinished
+                                        | HandshakeState::ClientWaitServerFinished
+                                )
+                            )
+                        {
+                            self.fail(Abort::alert(AlertDescription::DecryptError));
+                        }
+                        return;
+                    }
+                }
+            }
+            _ => {
+                self.stats.records_dropped += 1;
+                return;
+            }
+        };
+        match header.content_type {
+            ContentType::Handshake => {
+                // Handshake bodies are copied out by the reassembler, so the borrow ends here.
+                let copy_needed = plaintext.to_vec();
+                self.handle_handshake_record(now, header.epoch, &copy_needed);
+            }
+            ContentType::ChangeCipherSpec => {
+                // Epoch-1 records are read as soon as the keys exist, so ChangeCipherSpec
+                // carries no information here beyond being well formed.
+                if plaintext != [1] {
+                    self.stats.records_dropped += 1;
+                }
+            }
+            ContentType::Alert => {
+                let alert = (plaintext.len() == 2)
+                    .then(|| (AlertLevel::from_u8(plaintext[0]), AlertDescription::from_code(plaintext[1])));
+                match alert {
+                    Some((Some(level), desc)) => self.handle_alert(header.epoch, level, desc),
+                    _ => self.stats.records_dropped += 1,
+                }
+            }
+            ContentType::ApplicationData => {
+                if self.state != State::Established {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                // The client's first protected record shows it has our last flight.
+                if let Some(hs) = &self.hs {
+                    if hs.retain_until.is_some() {
+                        self.hs = None;
+                    }
+                }
+                self.stats.app_records_received += 1;
+                match on_data {
+                    Some(f) => f(plaintext),
+                    None => self.events.push_back(Event::ApplicationData(plaintext.to_vec())),
+                }
+            }
+        }
+    }
+
+    fn handle_alert(&mut self, epoch: u16, level: AlertLevel, desc: AlertDescription) {
+        if self.state == State::Established && epoch == 0 {
+            // Unauthenticated: cannot end an established session.
+            self.stats.records_dropped += 1;
+            return;
+        }
+        if desc == AlertDescription::CloseNotify {
+            self.state = State::Closed;
+            self.hs = None;
+            self.events.push_back(Event::Closed);
+        } else if level == AlertLevel::Fatal {
+            self.state = State::Failed;
+            self.hs = None;
+            self.protection = None;
+            self.events.push_back(Event::Failed(Error::AlertReceived(desc)));
+        }
+        // Other warnings (no_renegotiation, ...) change nothing.
+    }
+
+    fn handle_handshake_record(&mut self, now: Instant, epoch: u16, body: &[u8]) {
+        for fragment in parse_fragments(body) {
+            let Ok((header, data)) = fragment else {
+                self.stats.records_dropped += 1;
+                return;
+            };
+            if matches!(self.state, State::Failed | State::Closed) {
+                return;
+            }
+            let fragment = Fragment { header, data };
+            if let Err(abort) = self.handle_fragment(now, epoch, &fragment) {
+                self.fail(abort);
+                return;
+            }
+        }
+    }
+
+    fn handle_fragment(&mut self, now: Instant, epoch: u16, fragment: &Fragment<'_>) -> Result<(), Abort> {
+        let h = fragment.header;
+        let whole = h.fragment_offset == 0 && h.fragment_length == h.length;
+        if self.state == State::Established {
+            let renegotiation = match self.config {
+                RoleConfig::Client(_) => h.msg_type == HandshakeType::HelloRequest,
+                RoleConfig::Server(_) => h.msg_type == HandshakeType::ClientHello,
+            };
+            if renegotiation && epoch == 1 {
+                // RFC 5746 §4.2/§4.4: refuse renegotiation with a warning; the session goes on.
+                self.send_alert(AlertLevel::Warning, AlertDescription::NoRenegotiation);
+                return Ok(());
+            }
+        }
+        let st = match self.state {
+            State::Handshaking(st) => Some(st),
+            _ => None,
+        };
+        if st == Some(HandshakeState::ClientWaitServerHello)
+            && h.msg_type == HandshakeType::HelloVerifyRequest
+        {
+            // Not part of the transcript, never fragmented in practice; handled statelessly.
+            if epoch == 0 && whole {
+                return self.client_handle_hello_verify(now, fragment.data);
+            }
+            return Ok(());
+        }
+        // Finished must be protected; every message before it must not be.
+        if (h.msg_type == HandshakeType::Finished) != (epoch == 1) {
+            self.stats.records_dropped += 1;
+            return Ok(());
+        }
+        let Some(hs) = self.hs.as_mut() else { return Ok(()) };
+        match hs.reassembler.insert(fragment) {
+            Insert::Old => {
+                if Some(h.message_seq) == hs.peer_prev_flight_last && h.fragment_offset == 0 {
+                    self.on_peer_retransmission(now);
+                }
+                Ok(())
+            }
+            Insert::Dropped => {
+                self.stats.records_dropped += 1;
+                Ok(())
+            }
+            Insert::Accepted => loop {
+                let Some(hs) = self.hs.as_mut() else { return Ok(()) };
+                let Some((msg_type, seq, body)) = hs.reassembler.pop() else { return Ok(()) };
+                let State::Handshaking(st) = self.state else { return Ok(()) };
+                match self.config {
+                    RoleConfig::Client(_) => self.client_handle_message(now, st, msg_type, seq, &body)?,
+                    RoleConfig::Server(_) => self.server_handle_message(now, st, msg_type, seq, &body)?,
+                }
+            },
+        }
+    }
+
+    // ---------------------------------------------------------------- output and timers
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
+        let payload = self.outgoing.pop_front()?;
+        if self.outgoing.is_empty() && self.outgoing.capacity() > 0 && self.hs.is_none() {
+            // An established session keeps no idle queue capacity on the heap.
+            self.outgoing = VecDeque::new();
+        }
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += payload.len() as u64;
+        Some(Transmit { src: None, dst: self.remote, payload })
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let hs = self.hs.as_ref()?;
+        let mut t = hs.timer.deadline();
+        if matches!(self.state, State::Handshaking(_)) {
+            let limit = hs.started + self.handshake_timeout();
+            t = Some(t.map_or(limit, |d| d.min(limit)));
+        }
+        if let Some(r) = hs.retain_until {
+            t = Some(t.map_or(r, |d| d.min(r)));
+        }
+        t
+    }
+
+    /// The deadline from `poll_timeout` passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let Some(hs) = self.hs.as_ref() else { return };
+        if matches!(self.state, State::Handshaking(_)) && now >= hs.started + self.handshake_timeout() {
+            let retransmissions = hs.retransmissions;
+            self.fail(Abort { alert: None, error: Error::HandshakeTimeout { retransmissions } });
+            return;
+        }
+        if hs.retain_until.is_some_and(|r| now >= r) {
+            self.hs = None;
+            return;
+        }
+        if hs.timer.deadline().is_some_and(|d| now >= d) {
+            self.retransmit_flight(now);
+        }
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        let e = self.events.pop_front();
+        if self.events.is_empty() && self.events.capacity() > 0 {
+            self.events = VecDeque::new();
+        }
+        e
+    }
+
+    // ---------------------------------------------------------------- application data
+
+    fn max_payload(&self) -> usize {
+        let overhead = self.protection.as_ref().map_or(0, |p| p.cipher.overhead());
+        self.mtu().saturating_sub(HEADER_LEN + overhead).max(1)
+    }
+
+    fn check_can_send(&self) -> Result<(), Error> {
+        match self.state {
+            State::Established => Ok(()),
+            State::Handshaking(_) => Err(Error::NotEstablished),
+            State::Closed | State::Failed => Err(Error::Closed),
+        }
+    }
+
+    /// Queues `data` as application data, in several records when it exceeds one datagram.
+    pub fn send(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.check_can_send()?;
+        let max = self.max_payload();
+        let mut chunks: Vec<&[u8]> = data.chunks(max).collect();
+        if chunks.is_empty() {
+            chunks.push(&[]);
+        }
+        for chunk in chunks {
+            let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
+            let protect = Protect { cipher: p.cipher, keys: &p.write };
+            let len = record_len(Some(protect), chunk.len());
+            let mut out = vec![0u8; len];
+            let seq = self.next_write_seq()?;
+            let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
+            let protect = Protect { cipher: p.cipher, keys: &p.write };
+            write_record(&mut out, ContentType::ApplicationData, 1, seq, Some(protect), &[chunk]);
+            self.stats.app_records_sent += 1;
+            self.outgoing.push_back(out);
+        }
+        Ok(())
+    }
+
+    fn next_write_seq(&mut self) -> Result<u64, Error> {
+        if self.write_seq > MAX_SEQ {
+            // Renegotiation is refused, so an exhausted epoch ends the session.
+            return Err(Error::Closed);
+        }
+        self.write_seq += 1;
+        Ok(self.write_seq - 1)
+    }
+
+    /// Writes one datagram holding one application record with `data` into `out`; returns its
+    /// length. No heap allocation.
+    pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
+        self.check_can_send()?;
+        let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
+        let len = record_len(Some(Protect { cipher: p.cipher, keys: &p.write }), data.len());
+        if len > self.mtu() {
+            return Err(Error::TooLarge { len: data.len(), mtu: self.mtu() });
+        }
+        if out.len() < len {
+            return Err(Error::BufferTooSmall { needed: len });
+        }
+        let seq = self.next_write_seq()?;
+        let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
+        let protect = Protect { cipher: p.cipher, keys: &p.write };
+        write_record(&mut out[..len], ContentType::ApplicationData, 1, seq, Some(protect), &[data]);
+        self.stats.app_records_sent += 1;
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        Ok(len)
+    }
+
+    /// Sends close_notify and closes the session.
+    pub fn close(&mut self) {
+        match self.state {
+            State::Closed | State::Failed => {}
+            _ => {
+                self.send_alert(AlertLevel::Warning, AlertDescription::CloseNotify);
+                self.state = State::Closed;
+                self.hs = None;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- accessors
+
+    /// Whether the handshake completed and the session is open.
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+
+    /// Whether the session ended (closed or failed).
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed | State::Failed)
+    }
+
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The agreed suite, once known.
+    pub fn suite(&self) -> Option<CipherSuite> {
+        self.suite
+    }
+
+    /// Client or server.
+    pub fn role(&self) -> Role {
+        match self.config {
+            RoleConfig::Client(_) => Role::Client,
+            RoleConfig::Server(_) => Role::Server,
+        }
+    }
+
+    /// Whether handshake state is still held (during the handshake, and on a server until the
+    /// client shows it received the last flight).
+    pub fn holds_handshake_state(&self) -> bool {
+        self.hs.is_some()
+    }
+
+    pub(crate) fn hello_id(&self) -> u64 {
+        self.hello_id
+    }
+
+    pub(crate) fn is_handshaking(&self) -> bool {
+        matches!(self.state, State::Handshaking(_))
+    }
+
+    pub(crate) fn fail_superseded(&mut self) {
+        self.state = State::Failed;
+        self.hs = None;
+        self.protection = None;
+        self.events.push_back(Event::Failed(Error::Superseded));
+    }
+}
+
+fn hello_id(random: &[u8; 32]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&random[..8]);
+    u64::from_be_bytes(b)
+}
+
+/// Master secret (extended when negotiated) and the epoch-1 keys (RFC 5246 §6.3, §8.1).
+fn derive_keys(hs: &mut Handshake, premaster: &[u8]) -> TrafficKeys {
+    let session_hash = hs.transcript_hash();
+    let master = MasterSecret::derive(
+        premaster,
+        hs.extended_master_secret.then_some(session_hash.as_ref()),
+        &hs.client_random,
+        &hs.server_random,
+    );
+    let mut block = zeroize::Zeroizing::new([0u8; 40]);
+    prf_sha256(&master.0, b"key expansion", &[&hs.server_random, &hs.client_random], &mut block[..]);
+    hs.master = Some(master);
+    TrafficKeys::from_key_block(&block)
 }
 
 impl SansIo for Connection {
@@ -212,3 +1183,9 @@ impl SansIo for Connection {
         Connection::handle_timeout(self, now)
     }
 }
+
+#[allow(dead_code)]
+const _: () = {
+    let _ = EXT_EXTENDED_MASTER_SECRET;
+    let _ = EXT_RENEGOTIATION_INFO;
+};

@@ -1,9 +1,19 @@
-//! The server side: stateless cookies and a bounded table of connections.
+//! The server side: stateless cookies (RFC 6347 §4.2.1) and a bounded table of connections
+//! keyed by the client's address.
 
+use crate::codec::Reader;
 use crate::config::ServerConfig;
 use crate::connection::{Connection, Event};
 use crate::error::Error;
-use fastshake_core::{Instant, SansIo, Transmit};
+use crate::flight::write_record;
+use crate::handshake::{
+    ClientHello, HandshakeHeader, HandshakeType, HelloVerifyRequest, HANDSHAKE_HEADER_LEN,
+};
+use crate::record::{ContentType, RecordHeader, HEADER_LEN};
+use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -24,20 +34,83 @@ pub struct EndpointStats {
     pub connections_accepted: u64,
     /// ClientHellos ignored because the table was full.
     pub connections_refused: u64,
+    /// Connections replaced by a new handshake from the same address (RFC 6347 §4.2.8).
+    pub connections_replaced: u64,
     /// Datagrams dropped before reaching a connection (unparsable, unknown peer, ...).
     pub datagrams_dropped: u64,
 }
 
 /// The server side of DTLS.
 pub struct Endpoint {
-    _todo: (),
+    config: Arc<ServerConfig>,
+    cookie: CookieMac,
+    rng: ChaCha20Rng,
+    /// Ordered so that timers and output run in a reproducible order.
+    connections: BTreeMap<u64, Connection>,
+    by_addr: HashMap<SocketAddr, u64>,
+    next_id: u64,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<(ConnectionHandle, Event)>,
+    stats: EndpointStats,
+}
+
+/// What the first record of a datagram says about a possible new handshake.
+struct HelloInfo<'a> {
+    record_seq: u64,
+    message_seq: u16,
+    body: &'a [u8],
+}
+
+/// An epoch-0 ClientHello in one whole fragment at the start of the datagram, if that is what it holds.
+fn parse_client_hello(datagram: &[u8]) -> Option<HelloInfo<'_>> {
+    let mut r = Reader::new(datagram);
+    let rh = RecordHeader::parse(&mut r).ok()?;
+    if rh.content_type != ContentType::Handshake || rh.epoch != 0 {
+        return None;
+    }
+    let mut rec = Reader::new(r.take(rh.length as usize).ok()?);
+    let hh = HandshakeHeader::parse(&mut rec).ok()?;
+    if hh.msg_type != HandshakeType::ClientHello || hh.fragment_offset != 0 || hh.fragment_length != hh.length
+    {
+        return None;
+    }
+    let body = rec.take(hh.length as usize).ok()?;
+    Some(HelloInfo { record_seq: rh.seq, message_seq: hh.message_seq, body })
+}
+
+fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
+    let mut out = [0u8; 18];
+    let n = match addr.ip() {
+        std::net::IpAddr::V4(ip) => {
+            out[..4].copy_from_slice(&ip.octets());
+            4
+        }
+        std::net::IpAddr::V6(ip) => {
+            out[..16].copy_from_slice(&ip.octets());
+            16
+        }
+    };
+    out[n..n + 2].copy_from_slice(&addr.port().to_be_bytes());
+    (out, n + 2)
 }
 
 impl Endpoint {
     /// A server with `config`; `rng_seed` seeds the first cookie key and every connection's randomness.
     pub fn new(config: Arc<ServerConfig>, rng_seed: [u8; 32]) -> Endpoint {
-        let _ = (config, rng_seed);
-        todo!()
+        let mut rng = ChaCha20Rng::from_seed(rng_seed);
+        let mut key = [0u8; 16];
+        rng.fill_bytes(&mut key);
+        Endpoint {
+            config,
+            cookie: CookieMac::new(key),
+            rng,
+            connections: BTreeMap::new(),
+            by_addr: HashMap::new(),
+            next_id: 0,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: EndpointStats::default(),
+        }
     }
 
     /// A datagram arrived at `local` from `remote`.
@@ -48,71 +121,229 @@ impl Endpoint {
         remote: SocketAddr,
         datagram: &mut [u8],
     ) {
-        let _ = (now, local, remote, datagram);
-        todo!()
+        self.route(now, local, remote, datagram, None);
+    }
+
+    /// Like `handle_datagram`, but application data of an established session is decrypted in
+    /// place and handed to `on_data` (no allocation per record).
+    pub fn open_in_place(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: &mut dyn FnMut(ConnectionHandle, &[u8]),
+    ) {
+        self.route(now, local, remote, datagram, Some(on_data));
+    }
+
+    fn route(
+        &mut self,
+        now: Instant,
+        _local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: Option<&mut dyn FnMut(ConnectionHandle, &[u8])>,
+    ) {
+        let existing = self.by_addr.get(&remote).copied();
+        if let Some(hello) = parse_client_hello(datagram) {
+            let forward = existing.and_then(|id| {
+                let conn = self.connections.get(&id)?;
+                let ch = ClientHello::parse(hello.body).ok()?;
+                // A retransmission of the ClientHello that started this session goes to it;
+                // a different one is a new handshake (RFC 6347 §4.2.8).
+                (conn.hello_id() == u64::from_be_bytes(ch.random[..8].try_into().ok()?)).then_some(id)
+            });
+            if forward.is_none() {
+                self.handle_new_client_hello(now, remote, existing, &hello, datagram.len());
+                return;
+            }
+        }
+        let Some(id) = existing else {
+            self.stats.datagrams_dropped += 1;
+            return;
+        };
+        let Some(conn) = self.connections.get_mut(&id) else { return };
+        match on_data {
+            Some(f) => conn.open_in_place(now, remote, datagram, &mut |d| f(ConnectionHandle(id), d)),
+            None => conn.handle_datagram(now, remote, datagram),
+        }
+        self.drain(id);
+    }
+
+    fn handle_new_client_hello(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        existing: Option<u64>,
+        hello: &HelloInfo<'_>,
+        datagram_len: usize,
+    ) {
+        let Ok(ch) = ClientHello::parse(hello.body) else {
+            self.stats.datagrams_dropped += 1;
+            return;
+        };
+        let (addr, n) = addr_bytes(&remote);
+        let version = ch.version.to_be_bytes();
+        let inputs = ch.cookie_inputs(&version, &addr[..n]);
+        if !self.cookie.verify(ch.cookie, &inputs) {
+            if !ch.cookie.is_empty() {
+                self.stats.cookies_rejected += 1;
+            }
+            let cookie = self.cookie.sign(&inputs);
+            let mut body = Vec::with_capacity(3 + cookie.len());
+            HelloVerifyRequest::encode(&mut body, &cookie);
+            let mut hdr = Vec::with_capacity(HANDSHAKE_HEADER_LEN);
+            HandshakeHeader {
+                msg_type: HandshakeType::HelloVerifyRequest,
+                length: body.len() as u32,
+                message_seq: hello.message_seq,
+                fragment_offset: 0,
+                fragment_length: body.len() as u32,
+            }
+            .write(&mut hdr);
+            // RFC 6347 §4.2.1: the HelloVerifyRequest reuses the ClientHello's record sequence number.
+            let mut out = vec![0u8; HEADER_LEN + hdr.len() + body.len()];
+            write_record(&mut out, ContentType::Handshake, 0, hello.record_seq, None, &[&hdr, &body]);
+            self.transmits.push_back(Transmit { src: None, dst: remote, payload: out });
+            self.stats.hello_verify_sent += 1;
+            return;
+        }
+        // The cookie proves the client owns the address: a session on that address may be
+        // replaced now (RFC 6347 §4.2.8 allows it once a cookie exchange completed).
+        if let Some(old) = existing {
+            if let Some(mut conn) = self.connections.remove(&old) {
+                conn.fail_superseded();
+                self.by_addr.remove(&remote);
+                while let Some(e) = conn.poll_event() {
+                    self.events.push_back((ConnectionHandle(old), e));
+                }
+                self.stats.connections_replaced += 1;
+            }
+        }
+        if self.connections.len() >= self.config.max_connections {
+            self.stats.connections_refused += 1;
+            return;
+        }
+        let mut seed = [0u8; 32];
+        self.rng.fill_bytes(&mut seed);
+        let conn = Connection::server(
+            self.config.clone(),
+            now,
+            remote,
+            seed,
+            hello.record_seq,
+            hello.message_seq,
+            hello.body,
+            datagram_len,
+        );
+        let id = self.next_id;
+        self.next_id += 1;
+        self.connections.insert(id, conn);
+        self.by_addr.insert(remote, id);
+        self.stats.connections_accepted += 1;
+        self.drain(id);
+    }
+
+    /// Moves a connection's output and events to the endpoint, and forgets it once it ended.
+    fn drain(&mut self, id: u64) {
+        let Some(conn) = self.connections.get_mut(&id) else { return };
+        while let Some(t) = conn.poll_transmit(Instant::ZERO) {
+            self.transmits.push_back(t);
+        }
+        while let Some(e) = conn.poll_event() {
+            self.events.push_back((ConnectionHandle(id), e));
+        }
+        if conn.is_closed() {
+            let remote = conn.remote();
+            self.connections.remove(&id);
+            if self.by_addr.get(&remote) == Some(&id) {
+                self.by_addr.remove(&remote);
+            }
+        }
     }
 
     /// The next datagram to send.
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let _ = now;
-        todo!()
+    pub fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
+        let t = self.transmits.pop_front();
+        if self.transmits.is_empty() && self.transmits.capacity() > 64 {
+            self.transmits = VecDeque::new();
+        }
+        t
     }
 
     /// The earliest deadline of any connection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        todo!()
+        self.connections.values().filter_map(|c| c.poll_timeout()).min()
     }
 
     /// Runs the timers that are due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _ = now;
-        todo!()
+        let due: Vec<u64> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            if let Some(c) = self.connections.get_mut(&id) {
+                c.handle_timeout(now);
+            }
+            self.drain(id);
+        }
     }
 
     /// The next event of any connection.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
-        todo!()
+        self.events.pop_front()
     }
 
     /// Queues application data on connection `h`.
     pub fn send(&mut self, h: ConnectionHandle, data: &[u8]) -> Result<(), Error> {
-        let _ = (h, data);
-        todo!()
+        let conn = self.connections.get_mut(&h.0).ok_or(Error::UnknownConnection)?;
+        let r = conn.send(data);
+        self.drain(h.0);
+        r
     }
 
     /// Closes connection `h` with close_notify.
     pub fn close(&mut self, h: ConnectionHandle) {
-        let _ = h;
-        todo!()
+        if let Some(c) = self.connections.get_mut(&h.0) {
+            c.close();
+            self.drain(h.0);
+        }
     }
 
     /// Connection `h`, if still in the table.
     pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
-        let _ = h;
-        todo!()
+        self.connections.get(&h.0)
     }
 
-    /// Connection `h`, mutable (for `seal_into` / `open_in_place` on the data path).
+    /// Connection `h`, mutable (for `seal_into` on the data path). Output queued on it directly
+    /// (e.g. by `send`) is picked up by the endpoint's next `poll_transmit` only through
+    /// [`Endpoint::send`]; use `seal_into` here.
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        let _ = h;
-        todo!()
+        self.connections.get_mut(&h.0)
     }
 
     /// The connection with peer `remote`, if any.
     pub fn handle_for(&self, remote: SocketAddr) -> Option<ConnectionHandle> {
-        let _ = remote;
-        todo!()
+        self.by_addr.get(&remote).map(|id| ConnectionHandle(*id))
+    }
+
+    /// Handles of every connection in the table.
+    pub fn handles(&self) -> impl Iterator<Item = ConnectionHandle> + '_ {
+        self.connections.keys().map(|id| ConnectionHandle(*id))
     }
 
     /// Makes `key` the current cookie key; cookies under the previous key still verify.
     pub fn rotate_cookie_key(&mut self, key: [u8; 16]) {
-        let _ = key;
-        todo!()
+        self.cookie.rotate(key);
     }
 
     /// Counters.
     pub fn stats(&self) -> EndpointStats {
-        todo!()
+        EndpointStats { connections_open: self.connections.len() as u64, ..self.stats.clone() }
     }
 }
 

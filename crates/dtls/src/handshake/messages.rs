@@ -1,0 +1,283 @@
+//! Bodies of the handshake messages of a PSK handshake, with an extension codec that skips
+//! unknown extensions (so later extensions slot in as new fields).
+
+use crate::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
+
+pub const EXT_EXTENDED_MASTER_SECRET: u16 = 0x0017;
+pub const EXT_RENEGOTIATION_INFO: u16 = 0xff01;
+/// TLS_EMPTY_RENEGOTIATION_INFO_SCSV (RFC 5746 §3.3).
+pub const SCSV_EMPTY_RENEGOTIATION_INFO: u16 = 0x00ff;
+pub const MAX_COOKIE_LEN: usize = 255;
+
+/// The extensions this engine understands; others are skipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extensions<'a> {
+    pub extended_master_secret: bool,
+    pub renegotiation_info: Option<&'a [u8]>,
+    /// Types of extensions present, in order (for "did the server send something we never offered").
+    pub unknown_types: Vec<u16>,
+}
+
+impl<'a> Extensions<'a> {
+    /// Parses an optional extensions block (absent when the message ends first).
+    pub fn parse(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
+        let mut ext = Extensions::default();
+        if r.is_empty() {
+            return Ok(ext);
+        }
+        let mut block = Reader::new(r.vec16()?);
+        let mut seen: Vec<u16> = Vec::new();
+        while !block.is_empty() {
+            let ty = block.u16()?;
+            let data = block.vec16()?;
+            if seen.contains(&ty) {
+                return Err(DecodeError::Invalid("duplicate extension"));
+            }
+            seen.push(ty);
+            match ty {
+                EXT_EXTENDED_MASTER_SECRET => {
+                    if !data.is_empty() {
+                        return Err(DecodeError::Invalid("extended_master_secret not empty"));
+                    }
+                    ext.extended_master_secret = true;
+                }
+                EXT_RENEGOTIATION_INFO => {
+                    let mut d = Reader::new(data);
+                    let inner = d.vec8()?;
+                    d.finish()?;
+                    ext.renegotiation_info = Some(inner);
+                }
+                other => ext.unknown_types.push(other),
+            }
+        }
+        Ok(ext)
+    }
+}
+
+fn put_extensions(out: &mut Vec<u8>, ems: bool, renegotiation_info: bool) {
+    if !ems && !renegotiation_info {
+        return;
+    }
+    let mut block = Vec::with_capacity(9);
+    if renegotiation_info {
+        put_u16(&mut block, EXT_RENEGOTIATION_INFO);
+        put_vec16(&mut block, &[0]);
+    }
+    if ems {
+        put_u16(&mut block, EXT_EXTENDED_MASTER_SECRET);
+        put_u16(&mut block, 0);
+    }
+    put_vec16(out, &block);
+}
+
+/// ClientHello (RFC 6347 §4.2.1), borrowed from the message body.
+#[derive(Clone, Debug)]
+pub struct ClientHello<'a> {
+    pub version: u16,
+    pub random: [u8; 32],
+    pub session_id: &'a [u8],
+    pub cookie: &'a [u8],
+    /// Raw `cipher_suites` list (pairs of bytes).
+    pub cipher_suites: &'a [u8],
+    pub compression_methods: &'a [u8],
+    pub extensions: Extensions<'a>,
+}
+
+impl<'a> ClientHello<'a> {
+    pub fn parse(body: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let version = r.u16()?;
+        let random = r.array::<32>()?;
+        let session_id = r.vec8()?;
+        if session_id.len() > 32 {
+            return Err(DecodeError::Invalid("session_id too long"));
+        }
+        let cookie = r.vec8()?;
+        let cipher_suites = r.vec16()?;
+        if cipher_suites.is_empty() || cipher_suites.len() % 2 != 0 {
+            return Err(DecodeError::Invalid("cipher_suites"));
+        }
+        let compression_methods = r.vec8()?;
+        if compression_methods.is_empty() {
+            return Err(DecodeError::Invalid("compression_methods"));
+        }
+        let extensions = Extensions::parse(&mut r)?;
+        r.finish()?;
+        Ok(ClientHello {
+            version,
+            random,
+            session_id,
+            cookie,
+            cipher_suites,
+            compression_methods,
+            extensions,
+        })
+    }
+
+    pub fn suites(&self) -> impl Iterator<Item = u16> + '_ {
+        self.cipher_suites.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]]))
+    }
+
+    /// The cookie MAC covers the client's address and the fields RFC 6347 §4.2.1 names:
+    /// version, random, session_id, cipher_suites and compression_methods.
+    pub fn cookie_inputs<'b>(&'b self, version_bytes: &'b [u8; 2], addr: &'b [u8]) -> [&'b [u8]; 6] {
+        [addr, version_bytes, &self.random, self.session_id, self.cipher_suites, self.compression_methods]
+    }
+
+    pub fn encode(
+        out: &mut Vec<u8>,
+        random: &[u8; 32],
+        cookie: &[u8],
+        suites: &[u16],
+        extended_master_secret: bool,
+    ) {
+        put_u16(out, crate::record::DTLS_1_2);
+        out.extend_from_slice(random);
+        put_vec8(out, &[]);
+        put_vec8(out, cookie);
+        put_u16(out, (suites.len() as u16 + 1) * 2);
+        for s in suites {
+            put_u16(out, *s);
+        }
+        // The SCSV stands in for an empty renegotiation_info extension at two bytes less.
+        put_u16(out, SCSV_EMPTY_RENEGOTIATION_INFO);
+        put_vec8(out, &[0]);
+        put_extensions(out, extended_master_secret, false);
+    }
+}
+
+/// HelloVerifyRequest (RFC 6347 §4.2.1).
+pub struct HelloVerifyRequest<'a> {
+    pub version: u16,
+    pub cookie: &'a [u8],
+}
+
+impl<'a> HelloVerifyRequest<'a> {
+    pub fn parse(body: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let version = r.u16()?;
+        let cookie = r.vec8()?;
+        r.finish()?;
+        Ok(HelloVerifyRequest { version, cookie })
+    }
+
+    pub fn encode(out: &mut Vec<u8>, cookie: &[u8]) {
+        // RFC 6347 §4.2.1: DTLS 1.2 servers SHOULD put DTLS 1.0 here whatever they will negotiate.
+        put_u16(out, crate::record::DTLS_1_0);
+        put_vec8(out, cookie);
+    }
+}
+
+/// ServerHello.
+pub struct ServerHello<'a> {
+    pub version: u16,
+    pub random: [u8; 32],
+    pub session_id: &'a [u8],
+    pub cipher_suite: u16,
+    pub compression_method: u8,
+    pub extensions: Extensions<'a>,
+}
+
+impl<'a> ServerHello<'a> {
+    pub fn parse(body: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let version = r.u16()?;
+        let random = r.array::<32>()?;
+        let session_id = r.vec8()?;
+        if session_id.len() > 32 {
+            return Err(DecodeError::Invalid("session_id too long"));
+        }
+        let cipher_suite = r.u16()?;
+        let compression_method = r.u8()?;
+        let extensions = Extensions::parse(&mut r)?;
+        r.finish()?;
+        Ok(ServerHello { version, random, session_id, cipher_suite, compression_method, extensions })
+    }
+
+    pub fn encode(
+        out: &mut Vec<u8>,
+        random: &[u8; 32],
+        suite: u16,
+        extended_master_secret: bool,
+        renegotiation_info: bool,
+    ) {
+        put_u16(out, crate::record::DTLS_1_2);
+        out.extend_from_slice(random);
+        put_vec8(out, &[]);
+        put_u16(out, suite);
+        put_u8(out, 0);
+        put_extensions(out, extended_master_secret, renegotiation_info);
+    }
+}
+
+/// A body that is one opaque vector with a two-byte length: ServerKeyExchange
+/// (`psk_identity_hint`) and ClientKeyExchange (`psk_identity`) of RFC 4279 §2.
+pub fn parse_psk_identity(body: &[u8]) -> Result<&[u8], DecodeError> {
+    let mut r = Reader::new(body);
+    let v = r.vec16()?;
+    r.finish()?;
+    Ok(v)
+}
+
+pub fn encode_psk_identity(out: &mut Vec<u8>, identity: &[u8]) {
+    put_vec16(out, identity);
+}
+
+/// Finished: 12 bytes of verify_data.
+pub fn parse_finished(body: &[u8]) -> Result<[u8; 12], DecodeError> {
+    let mut r = Reader::new(body);
+    let v = r.array::<12>()?;
+    r.finish()?;
+    Ok(v)
+}
+
+/// The PSK premaster secret (RFC 4279 §2): N zero bytes as other_secret, then the key.
+pub fn psk_premaster(key: &[u8]) -> zeroize::Zeroizing<Vec<u8>> {
+    let mut out = zeroize::Zeroizing::new(Vec::with_capacity(4 + 2 * key.len()));
+    put_u16(&mut out, key.len() as u16);
+    out.resize(2 + key.len(), 0);
+    put_vec16(&mut out, key);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_hello_round_trip() {
+        let mut b = Vec::new();
+        ClientHello::encode(&mut b, &[7; 32], &[1, 2, 3], &[0xC0A8, 0x00A8], true);
+        let ch = ClientHello::parse(&b).unwrap();
+        assert_eq!(ch.version, 0xfefd);
+        assert_eq!(ch.cookie, &[1, 2, 3]);
+        assert_eq!(ch.suites().collect::<Vec<_>>(), [0xC0A8, 0x00A8, 0x00ff]);
+        assert!(ch.extensions.extended_master_secret);
+        for cut in 0..b.len() {
+            assert!(ClientHello::parse(&b[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn server_hello_round_trip_and_unknown_extensions_skipped() {
+        let mut b = Vec::new();
+        ServerHello::encode(&mut b, &[1; 32], 0xC0A8, true, true);
+        let sh = ServerHello::parse(&b).unwrap();
+        assert_eq!(sh.cipher_suite, 0xC0A8);
+        assert!(sh.extensions.extended_master_secret);
+        assert_eq!(sh.extensions.renegotiation_info, Some(&[][..]));
+        // Append an unknown extension.
+        let mut r = Reader::new(&[0x12, 0x34, 0x00, 0x01, 0xaa]);
+        let mut block = vec![0, 5];
+        block.extend_from_slice(r.rest());
+        let e = Extensions::parse(&mut Reader::new(&block)).unwrap();
+        assert_eq!(e.unknown_types, [0x1234]);
+        let dup = [0, 8, 0, 0x17, 0, 0, 0, 0x17, 0, 0];
+        assert!(Extensions::parse(&mut Reader::new(&dup)).is_err());
+    }
+
+    #[test]
+    fn psk_premaster_layout() {
+        assert_eq!(&psk_premaster(&[0xaa, 0xbb])[..], &[0, 2, 0, 0, 0, 2, 0xaa, 0xbb]);
+    }
+}

@@ -1,0 +1,130 @@
+//! Handshake messages (RFC 5246 §7.4, RFC 6347 §4.3.2) and their fragmentation.
+
+mod messages;
+mod reassembly;
+
+pub(crate) use messages::*;
+pub(crate) use reassembly::{Fragment, Insert, Reassembler};
+
+use crate::codec::{put_u16, put_u24, put_u8, DecodeError, Reader};
+
+/// Bytes of a DTLS handshake header.
+pub const HANDSHAKE_HEADER_LEN: usize = 12;
+/// Largest handshake message accepted. PSK messages are tiny; certificate chains will need more.
+pub const MAX_MESSAGE_LEN: u32 = 64 * 1024;
+
+/// Handshake message types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandshakeType {
+    HelloRequest = 0,
+    ClientHello = 1,
+    ServerHello = 2,
+    HelloVerifyRequest = 3,
+    NewSessionTicket = 4,
+    Certificate = 11,
+    ServerKeyExchange = 12,
+    CertificateRequest = 13,
+    ServerHelloDone = 14,
+    CertificateVerify = 15,
+    ClientKeyExchange = 16,
+    Finished = 20,
+}
+
+impl HandshakeType {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        use HandshakeType::*;
+        Some(match v {
+            0 => HelloRequest,
+            1 => ClientHello,
+            2 => ServerHello,
+            3 => HelloVerifyRequest,
+            4 => NewSessionTicket,
+            11 => Certificate,
+            12 => ServerKeyExchange,
+            13 => CertificateRequest,
+            14 => ServerHelloDone,
+            15 => CertificateVerify,
+            16 => ClientKeyExchange,
+            20 => Finished,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        use HandshakeType::*;
+        match self {
+            HelloRequest => "HelloRequest",
+            ClientHello => "ClientHello",
+            ServerHello => "ServerHello",
+            HelloVerifyRequest => "HelloVerifyRequest",
+            NewSessionTicket => "NewSessionTicket",
+            Certificate => "Certificate",
+            ServerKeyExchange => "ServerKeyExchange",
+            CertificateRequest => "CertificateRequest",
+            ServerHelloDone => "ServerHelloDone",
+            CertificateVerify => "CertificateVerify",
+            ClientKeyExchange => "ClientKeyExchange",
+            Finished => "Finished",
+        }
+    }
+}
+
+/// The DTLS handshake header of one fragment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandshakeHeader {
+    pub msg_type: HandshakeType,
+    pub length: u32,
+    pub message_seq: u16,
+    pub fragment_offset: u32,
+    pub fragment_length: u32,
+}
+
+impl HandshakeHeader {
+    pub fn parse(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let msg_type = HandshakeType::from_u8(r.u8()?).ok_or(DecodeError::Invalid("handshake type"))?;
+        let length = r.u24()?;
+        let message_seq = r.u16()?;
+        let fragment_offset = r.u24()?;
+        let fragment_length = r.u24()?;
+        if fragment_offset.checked_add(fragment_length).map_or(true, |end| end > length) {
+            return Err(DecodeError::Invalid("fragment beyond message"));
+        }
+        Ok(HandshakeHeader { msg_type, length, message_seq, fragment_offset, fragment_length })
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        put_u8(out, self.msg_type as u8);
+        put_u24(out, self.length);
+        put_u16(out, self.message_seq);
+        put_u24(out, self.fragment_offset);
+        put_u24(out, self.fragment_length);
+    }
+
+    /// The header as hashed into the transcript: the whole message as one fragment.
+    pub fn unfragmented(
+        msg_type: HandshakeType,
+        message_seq: u16,
+        length: u32,
+    ) -> [u8; HANDSHAKE_HEADER_LEN] {
+        let mut v = Vec::with_capacity(HANDSHAKE_HEADER_LEN);
+        HandshakeHeader { msg_type, length, message_seq, fragment_offset: 0, fragment_length: length }
+            .write(&mut v);
+        let mut out = [0u8; HANDSHAKE_HEADER_LEN];
+        out.copy_from_slice(&v);
+        out
+    }
+}
+
+/// Splits one handshake record body into fragments.
+pub fn parse_fragments(body: &[u8]) -> impl Iterator<Item = Result<(HandshakeHeader, &[u8]), DecodeError>> {
+    let mut r = Reader::new(body);
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed || r.is_empty() {
+            return None;
+        }
+        let item = HandshakeHeader::parse(&mut r).and_then(|h| Ok((h, r.take(h.fragment_length as usize)?)));
+        failed = item.is_err();
+        Some(item)
+    })
+}

@@ -1,0 +1,180 @@
+//! Reassembly of handshake messages from fragments that arrive out of order, twice or
+//! overlapping (RFC 6347 §4.2.3), into a bounded buffer, delivered strictly in message_seq order.
+
+use super::{HandshakeHeader, HandshakeType, MAX_MESSAGE_LEN};
+
+/// How many messages beyond the next expected one may be buffered.
+const MAX_AHEAD: u16 = 8;
+/// Bytes buffered at most across all incomplete messages.
+const MAX_BUFFERED: usize = 2 * MAX_MESSAGE_LEN as usize;
+
+/// One handshake fragment as received.
+#[derive(Clone, Copy, Debug)]
+pub struct Fragment<'a> {
+    pub header: HandshakeHeader,
+    pub data: &'a [u8],
+}
+
+/// What became of a fragment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insert {
+    /// Part of a message already delivered: a retransmission by the peer.
+    Old,
+    /// Buffered (possibly completing a message).
+    Accepted,
+    /// Too far ahead, too large, or inconsistent with earlier fragments.
+    Dropped,
+}
+
+#[derive(Debug)]
+struct Slot {
+    seq: u16,
+    msg_type: HandshakeType,
+    body: Vec<u8>,
+    /// Received byte ranges, sorted and merged.
+    have: Vec<(u32, u32)>,
+}
+
+impl Slot {
+    fn complete(&self) -> bool {
+        self.body.is_empty() || self.have.first() == Some(&(0, self.body.len() as u32))
+    }
+
+    fn add(&mut self, start: u32, data: &[u8]) {
+        let end = start + data.len() as u32;
+        self.body[start as usize..end as usize].copy_from_slice(data);
+        if start == end {
+            return;
+        }
+        self.have.push((start, end));
+        self.have.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.have.len());
+        for &(s, e) in &self.have {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        self.have = merged;
+    }
+}
+
+/// Buffers fragments and hands out whole messages in order.
+#[derive(Debug, Default)]
+pub struct Reassembler {
+    next_seq: u16,
+    slots: Vec<Slot>,
+    buffered: usize,
+}
+
+impl Reassembler {
+    pub fn new(next_seq: u16) -> Self {
+        Reassembler { next_seq, slots: Vec::new(), buffered: 0 }
+    }
+
+    /// The message_seq of the next message to deliver.
+    pub fn next_seq(&self) -> u16 {
+        self.next_seq
+    }
+
+    /// Forgets everything and expects `next_seq` next.
+    pub fn reset(&mut self, next_seq: u16) {
+        self.next_seq = next_seq;
+        self.slots.clear();
+        self.buffered = 0;
+    }
+
+    pub fn insert(&mut self, f: &Fragment<'_>) -> Insert {
+        let h = &f.header;
+        if h.message_seq < self.next_seq {
+            return Insert::Old;
+        }
+        if h.message_seq - self.next_seq >= MAX_AHEAD || h.length > MAX_MESSAGE_LEN {
+            return Insert::Dropped;
+        }
+        debug_assert_eq!(f.data.len() as u32, h.fragment_length);
+        let idx = match self.slots.iter().position(|s| s.seq == h.message_seq) {
+            Some(i) => {
+                let s = &self.slots[i];
+                if s.msg_type != h.msg_type || s.body.len() != h.length as usize {
+                    return Insert::Dropped;
+                }
+                i
+            }
+            None => {
+                if self.buffered + h.length as usize > MAX_BUFFERED {
+                    return Insert::Dropped;
+                }
+                self.buffered += h.length as usize;
+                self.slots.push(Slot {
+                    seq: h.message_seq,
+                    msg_type: h.msg_type,
+                    body: vec![0; h.length as usize],
+                    have: Vec::new(),
+                });
+                self.slots.len() - 1
+            }
+        };
+        self.slots[idx].add(h.fragment_offset, f.data);
+        Insert::Accepted
+    }
+
+    /// The next message in order, if complete.
+    pub fn pop(&mut self) -> Option<(HandshakeType, u16, Vec<u8>)> {
+        let i = self.slots.iter().position(|s| s.seq == self.next_seq && s.complete())?;
+        let slot = self.slots.swap_remove(i);
+        self.buffered -= slot.body.len();
+        self.next_seq = self.next_seq.wrapping_add(1);
+        Some((slot.msg_type, slot.seq, slot.body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frag(seq: u16, len: u32, off: u32, data: &[u8]) -> Fragment<'_> {
+        Fragment {
+            header: HandshakeHeader {
+                msg_type: HandshakeType::ClientKeyExchange,
+                length: len,
+                message_seq: seq,
+                fragment_offset: off,
+                fragment_length: data.len() as u32,
+            },
+            data,
+        }
+    }
+
+    #[test]
+    fn out_of_order_duplicate_and_overlapping_fragments() {
+        let msg: Vec<u8> = (0..100u8).collect();
+        let mut r = Reassembler::new(2);
+        assert_eq!(r.insert(&frag(2, 100, 60, &msg[60..])), Insert::Accepted);
+        assert_eq!(r.insert(&frag(2, 100, 60, &msg[60..])), Insert::Accepted);
+        assert!(r.pop().is_none());
+        assert_eq!(r.insert(&frag(2, 100, 10, &msg[10..70])), Insert::Accepted);
+        assert!(r.pop().is_none());
+        // The next message completes first but must wait for seq 2.
+        assert_eq!(r.insert(&frag(3, 3, 0, &[1, 2, 3])), Insert::Accepted);
+        assert!(r.pop().is_none());
+        assert_eq!(r.insert(&frag(2, 100, 0, &msg[0..20])), Insert::Accepted);
+        let (_, seq, body) = r.pop().unwrap();
+        assert_eq!((seq, &body[..]), (2, &msg[..]));
+        assert_eq!(r.pop().unwrap().2, [1, 2, 3]);
+        assert_eq!(r.insert(&frag(2, 100, 0, &msg[..10])), Insert::Old);
+        assert_eq!(r.next_seq(), 4);
+    }
+
+    #[test]
+    fn bounded() {
+        let mut r = Reassembler::new(0);
+        assert_eq!(r.insert(&frag(MAX_AHEAD, 1, 0, &[0])), Insert::Dropped);
+        assert_eq!(r.insert(&frag(0, MAX_MESSAGE_LEN + 1, 0, &[0])), Insert::Dropped);
+        assert_eq!(r.insert(&frag(0, 10, 0, &[0])), Insert::Accepted);
+        assert_eq!(r.insert(&frag(0, 11, 0, &[0])), Insert::Dropped, "length changed");
+        let mut empty = Reassembler::new(0);
+        assert_eq!(empty.insert(&frag(0, 0, 0, &[])), Insert::Accepted);
+        assert!(empty.pop().is_some(), "zero-length messages complete at once");
+    }
+}
