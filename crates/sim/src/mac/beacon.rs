@@ -3,7 +3,8 @@
 //! Nodes form a cluster tree: in every radio link one end is the coordinator (the parent). A
 //! coordinator sends a beacon every BI = 15.36 ms · 2^BO, at a phase drawn at random; the
 //! contention access period follows the beacon and lasts until SD = 15.36 ms · 2^SO after it (no
-//! GTS, so the CAP is the whole active period). Both ends of a link talk in the coordinator's CAP
+//! GTS, so the CAP is the whole active period). A relay's own active period is placed clear of its
+//! parent's (when BO > SO), as a cluster tree requires. Both ends of a link talk in the coordinator's CAP
 //! and keep their radio on during it; outside it they sleep. Beacons are always received.
 //!
 //! Slotted CSMA-CA, simplified: backoff periods (20 symbols) aligned to the beacon; a random delay
@@ -40,6 +41,7 @@ struct NodeState {
 #[derive(Clone, Debug, Default)]
 struct Coordinator {
     phase_ns: u64,
+    placed: bool,
     children: BTreeSet<NodeId>,
     /// Frames on the air on this PAN: (start, end), pruned as time passes.
     on_air: Vec<(u64, u64)>,
@@ -95,8 +97,9 @@ impl BeaconMac {
             mac.nodes.entry(n).or_default();
         }
         for &(parent, child) in links {
-            mac.attach(parent, child, rng);
+            mac.attach(parent, child);
         }
+        mac.place_phases(rng);
         Ok(mac)
     }
 
@@ -128,20 +131,50 @@ impl BeaconMac {
         }
     }
 
-    fn attach(&mut self, parent: NodeId, child: NodeId, rng: &mut dyn rand_core::RngCore) {
+    fn attach(&mut self, parent: NodeId, child: NodeId) {
         let key = (parent.min(child), parent.max(child));
         if self.parent_of_pair.contains_key(&key) {
             return;
         }
         self.parent_of_pair.insert(key, parent);
-        let symbols = self.bi_ns / super::phy::SYMBOL_NS;
-        let coord = self.coordinators.entry(parent).or_insert_with(|| Coordinator {
-            phase_ns: below(rng, symbols) * super::phy::SYMBOL_NS,
-            ..Coordinator::default()
-        });
-        coord.children.insert(child);
+        self.coordinators.entry(parent).or_default().children.insert(child);
         self.nodes.entry(parent).or_default();
         self.nodes.entry(child).or_default();
+    }
+
+    /// Draws a beacon phase for every coordinator that has none yet, in id order. As a cluster
+    /// tree needs, a coordinator's active period is kept clear of its parent's and of its
+    /// coordinator children's (when BI leaves room: BO > SO), so that a relay never owes its own
+    /// beacon while it talks in its parent's CAP.
+    fn place_phases(&mut self, rng: &mut dyn rand_core::RngCore) {
+        let symbols = self.bi_ns / super::phy::SYMBOL_NS;
+        let unplaced: Vec<NodeId> =
+            self.coordinators.iter().filter(|(_, c)| !c.placed).map(|(&id, _)| id).collect();
+        for id in unplaced {
+            let related: Vec<u64> = self
+                .coordinators
+                .iter()
+                .filter(|&(&other, c)| {
+                    c.placed && (c.children.contains(&id) || self.coordinators[&id].children.contains(&other))
+                })
+                .map(|(_, c)| c.phase_ns)
+                .collect();
+            let mut phase = 0;
+            for _ in 0..64 {
+                phase = below(rng, symbols) * super::phy::SYMBOL_NS;
+                let clear = related.iter().all(|&other| {
+                    let d = (phase + self.bi_ns - other) % self.bi_ns;
+                    d >= self.sd_ns && d <= self.bi_ns - self.sd_ns
+                });
+                if clear {
+                    break;
+                }
+            }
+            if let Some(c) = self.coordinators.get_mut(&id) {
+                c.phase_ns = phase;
+                c.placed = true;
+            }
+        }
     }
 
     fn superframe_index(&self, phase: u64, t: u64) -> u64 {
@@ -228,7 +261,8 @@ impl MacModel for BeaconMac {
     ) -> MacOutcome {
         if self.coordinator_of(from, to).is_none() {
             // A pair nobody declared: the receiver coordinates.
-            self.attach(to, from, rng);
+            self.attach(to, from);
+            self.place_phases(rng);
         }
         let coord_id = self.coordinator_of(from, to).unwrap_or(to);
         let now_ns = now.as_nanos();
