@@ -26,7 +26,7 @@ pub struct CommonArgs {
     psk_identity: String,
     /// Pre-shared key in hex (e.g. 00112233445566778899aabbccddeeff).
     #[arg(long, value_name = "HEX", value_parser = parse_hex_key)]
-    psk: Vec<u8>,
+    psk: HexKey,
     /// Cipher suite by IANA name; repeat to allow several (default: all, CCM-8 first).
     /// Known: TLS_PSK_WITH_AES_128_CCM_8, TLS_PSK_WITH_AES_128_GCM_SHA256.
     #[arg(long = "suite", value_name = "IANA_NAME", value_parser = parse_suite)]
@@ -75,12 +75,16 @@ pub struct ClientArgs {
     common: CommonArgs,
 }
 
-fn parse_hex_key(s: &str) -> Result<Vec<u8>, String> {
+/// A key given in hex on the command line (a newtype so clap takes it as one value, not many).
+#[derive(Clone, Debug)]
+struct HexKey(Vec<u8>);
+
+fn parse_hex_key(s: &str) -> Result<HexKey, String> {
     let key = hex::decode(s.trim_start_matches("0x")).map_err(|e| format!("not a hex key: {e}"))?;
     if key.is_empty() {
         return Err("the key is empty".to_owned());
     }
-    Ok(key)
+    Ok(HexKey(key))
 }
 
 fn parse_suite(s: &str) -> Result<CipherSuite, String> {
@@ -141,7 +145,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     let common = &args.common;
     let config = ServerConfig {
         psk_identity_hint: args.hint.as_ref().map(|h| h.as_bytes().to_vec()),
-        psks: vec![Psk::new(common.psk_identity.as_bytes(), common.psk.clone())],
+        psks: vec![Psk::new(common.psk_identity.as_bytes(), common.psk.0.clone())],
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
@@ -224,7 +228,7 @@ fn terminate_signal() -> anyhow::Result<mpsc::UnboundedReceiver<()>> {
 pub fn client(args: ClientArgs) -> anyhow::Result<()> {
     let common = &args.common;
     let config = ClientConfig {
-        psk: Some(Psk::new(common.psk_identity.as_bytes(), common.psk.clone())),
+        psk: Some(Psk::new(common.psk_identity.as_bytes(), common.psk.0.clone())),
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
