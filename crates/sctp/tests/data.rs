@@ -1,0 +1,217 @@
+//! Data transfer over the in-memory pair: loss, reordering, fragmentation, streams, ordering,
+//! retransmission paths, delayed SACK and graceful shutdown.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use fastshake_sctp::packet::{CHUNK_DATA, CHUNK_SACK};
+use fastshake_sctp::{AssociationHandle, ConnectOptions, Event, HandshakeMode, Message};
+
+fn open_pair() -> (Pair, AssociationHandle) {
+    let mut server = server_config(HandshakeMode::Both);
+    server.cookieless = true;
+    let mut pair = Pair::new(client_config(HandshakeMode::Both), server);
+    let h = pair.connect(ConnectOptions::default());
+    assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
+    (pair, h)
+}
+
+fn workload() -> Vec<Message> {
+    (0..60u32)
+        .map(|i| {
+            let len = [1usize, 100, 1500, 4000, 9000][(i % 5) as usize];
+            let data: Vec<u8> = (0..len).map(|b| (b as u32 ^ i) as u8).collect();
+            Message { stream: (i % 4) as u16, unordered: i % 7 == 3, ppid: i, data }
+        })
+        .collect()
+}
+
+fn check_delivery(sent: &[Message], got: &[Message]) {
+    let mut by_ppid: BTreeMap<u32, usize> = BTreeMap::new();
+    for m in got {
+        *by_ppid.entry(m.ppid).or_default() += 1;
+        assert_eq!(Some(m), sent.iter().find(|s| s.ppid == m.ppid), "content of message {}", m.ppid);
+    }
+    assert_eq!(by_ppid.len(), sent.len(), "every message delivered");
+    assert!(by_ppid.values().all(|n| *n == 1), "no message delivered twice");
+    // Ordered messages keep their order within each stream.
+    for stream in 0..4u16 {
+        let want: Vec<u32> =
+            sent.iter().filter(|m| m.stream == stream && !m.unordered).map(|m| m.ppid).collect();
+        let have: Vec<u32> =
+            got.iter().filter(|m| m.stream == stream && !m.unordered).map(|m| m.ppid).collect();
+        assert_eq!(have, want, "order on stream {stream}");
+    }
+}
+
+#[test]
+fn lossless_transfer_fragments_and_reassembles() {
+    let (mut pair, h) = open_pair();
+    let sent = workload();
+    for m in &sent {
+        pair.client.send(h, m.clone()).unwrap();
+    }
+    pair.run_for(Duration::from_secs(30));
+    check_delivery(&sent, &pair.server_messages());
+    let max = pair.log.iter().map(|s| s.payload.len()).max().unwrap();
+    assert!(max <= 1200, "no packet above the MTU ({max} B)");
+    let info = pair.client.association(h).unwrap();
+    assert_eq!(info.stats.retransmitted_chunks, 0);
+    assert!(info.srtt.is_some());
+}
+
+#[test]
+fn transfer_with_loss_and_reordering_delivers_each_message_once() {
+    for seed in 1..=4u64 {
+        let (mut pair, h) = open_pair();
+        let mut state = seed;
+        pair.loss = Box::new(move |_, _| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % 100 < 12
+        });
+        pair.jitter = Some((Duration::from_millis(15), seed));
+        pair.echo = true;
+        let sent = workload();
+        for m in &sent {
+            pair.client.send(h, m.clone()).unwrap();
+        }
+        pair.run_for(Duration::from_secs(300));
+        check_delivery(&sent, &pair.server_messages());
+        check_delivery(&sent, &pair.client_messages());
+        let info = pair.client.association(h).unwrap();
+        assert!(info.stats.retransmitted_chunks > 0, "seed {seed}: loss was repaired");
+    }
+}
+
+#[test]
+fn single_loss_is_repaired_by_fast_retransmit() {
+    let (mut pair, h) = open_pair();
+    let start = pair.log.len();
+    let mut data_seen = 0;
+    pair.loss = Box::new(move |i, s| {
+        if i < start || !s.to_server || !s.chunk_types().contains(&CHUNK_DATA) {
+            return false;
+        }
+        data_seen += 1;
+        data_seen == 3
+    });
+    let sent: Vec<Message> = (0..40)
+        .map(|i| Message { stream: 0, unordered: false, ppid: i, data: vec![i as u8; 1000] })
+        .collect();
+    for m in &sent {
+        pair.client.send(h, m.clone()).unwrap();
+    }
+    pair.run_for(Duration::from_secs(30));
+    assert_eq!(pair.server_messages(), sent);
+    let info = pair.client.association(h).unwrap();
+    assert!(info.stats.fast_retransmits >= 1, "{:?}", info.stats);
+    assert_eq!(info.stats.t3_expiries, 0, "repaired before T3-rtx");
+}
+
+#[test]
+fn tail_loss_is_repaired_by_t3_rtx() {
+    let (mut pair, h) = open_pair();
+    let start = pair.log.len();
+    let mut dropped = false;
+    pair.loss = Box::new(move |i, s| {
+        if i >= start && s.to_server && s.chunk_types().contains(&CHUNK_DATA) && !dropped {
+            dropped = true;
+            return true;
+        }
+        false
+    });
+    pair.client.send(h, msg(0, b"only one")).unwrap();
+    pair.run_for(Duration::from_secs(10));
+    assert_eq!(pair.server_messages(), vec![msg(0, b"only one")]);
+    let info = pair.client.association(h).unwrap();
+    assert_eq!(info.stats.t3_expiries, 1);
+    assert_eq!(info.stats.retransmitted_chunks, 1);
+}
+
+#[test]
+fn sack_is_delayed_for_a_single_packet_and_immediate_for_two() {
+    let (mut pair, h) = open_pair();
+    let start = pair.log.len();
+    pair.client.send(h, msg(0, b"one")).unwrap();
+    pair.run_for(Duration::from_secs(2));
+    let data_at = pair.log[start..].iter().find(|s| s.chunk_types().contains(&CHUNK_DATA)).unwrap().at;
+    let sack_at = pair.log[start..].iter().find(|s| s.chunk_types().contains(&CHUNK_SACK)).unwrap().at;
+    assert_eq!(sack_at - data_at, pair.delay + Duration::from_millis(200));
+    let start = pair.log.len();
+    for i in 0..2 {
+        pair.client.send(h, Message { stream: 0, unordered: false, ppid: i, data: vec![1; 1100] }).unwrap();
+    }
+    pair.run_for(Duration::from_secs(2));
+    let data_at = pair.log[start..]
+        .iter()
+        .filter(|s| s.chunk_types().contains(&CHUNK_DATA))
+        .map(|s| s.at)
+        .max()
+        .unwrap();
+    let sack_at = pair.log[start..].iter().find(|s| s.chunk_types().contains(&CHUNK_SACK)).unwrap().at;
+    assert_eq!(sack_at - data_at, pair.delay, "every second packet is acknowledged at once");
+}
+
+#[test]
+fn graceful_shutdown_delivers_everything_then_closes_both() {
+    let (mut pair, h) = open_pair();
+    pair.loss = {
+        let mut n = 0u32;
+        Box::new(move |_, _| {
+            n += 1;
+            n % 5 == 0
+        })
+    };
+    let sent: Vec<Message> =
+        (0..20).map(|i| Message { stream: 1, unordered: false, ppid: i, data: vec![7; 3000] }).collect();
+    for m in &sent {
+        pair.client.send(h, m.clone()).unwrap();
+    }
+    pair.client.shutdown(h);
+    assert!(pair.client.send(h, msg(0, b"late")).is_err(), "no data after shutdown");
+    pair.run_for(Duration::from_secs(120));
+    assert_eq!(pair.server_messages(), sent);
+    assert!(pair.client_events.iter().any(|(_, e)| *e == Event::Closed));
+    assert!(pair.server_events.iter().any(|(_, e)| *e == Event::Closed));
+    assert!(pair.client.associations().is_empty());
+    assert!(pair.server.associations().is_empty());
+}
+
+#[test]
+fn abort_reaches_the_peer() {
+    let (mut pair, h) = open_pair();
+    pair.client.abort(h);
+    pair.run_for(Duration::from_secs(1));
+    assert!(pair
+        .server_events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::Aborted { reason } if reason.contains("user abort"))));
+    assert!(pair.server.associations().is_empty());
+}
+
+#[test]
+fn dead_peer_fails_after_retransmission_limit() {
+    let (mut pair, h) = open_pair();
+    pair.loss = Box::new(|_, s| s.to_server);
+    pair.client.send(h, msg(0, b"into the void")).unwrap();
+    pair.run_for(Duration::from_secs(3600));
+    assert!(pair
+        .client_events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::Failed(fastshake_sctp::Error::RetransmitLimit))));
+}
+
+#[test]
+fn send_checks_stream_and_emptiness() {
+    let (mut pair, h) = open_pair();
+    assert_eq!(pair.client.send(h, msg(16, b"x")), Err(fastshake_sctp::Error::InvalidStream(16)));
+    assert_eq!(pair.client.send(h, msg(0, b"")), Err(fastshake_sctp::Error::EmptyMessage));
+    assert_eq!(
+        pair.client.send(AssociationHandle(999), msg(0, b"x")),
+        Err(fastshake_sctp::Error::UnknownAssociation)
+    );
+    let _ = &mut pair;
+}
