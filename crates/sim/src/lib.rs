@@ -23,6 +23,7 @@ pub mod packet;
 pub mod pcap;
 pub mod radio;
 pub mod scenario;
+pub mod workload;
 mod world;
 
 pub use world::{Action, AppId, BuildError, IfaceId, LinkId, MacId, NetCounters, NodeId, Role, Simulator};
