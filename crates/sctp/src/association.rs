@@ -139,6 +139,8 @@ pub(crate) struct Association {
     /// The ALT-DATA of the peer's INIT was taken: the INIT-ACK carries an ALT-SACK.
     alt_sack_pending: bool,
     state_cookie: Option<Vec<u8>>,
+    /// Parameters of the INIT-ACK to report in an ERROR behind the COOKIE-ECHO (RFC 9260 §3.2.1).
+    unrecognized_in_init_ack: Vec<u8>,
     round_trips: u32,
     alt_errors: u32,
     t1: Option<Instant>,
@@ -212,6 +214,7 @@ impl Association {
             zero_rtt_in_init: false,
             alt_sack_pending: false,
             state_cookie: None,
+            unrecognized_in_init_ack: Vec::new(),
             round_trips: 0,
             alt_errors: 0,
             t1: None,
@@ -494,7 +497,12 @@ impl Association {
             if self.paths.len() >= MAX_PATHS {
                 break;
             }
-            if ip.is_unspecified() || self.paths.iter().any(|p| p.remote.ip() == *ip) {
+            // Only addresses the primary path's socket can reach: same family, and loopback
+            // only with loopback (address scoping, RFC 9260 §5.1.2).
+            let primary_ip = self.paths[self.primary].remote.ip();
+            let same_scope =
+                ip.is_ipv4() == primary_ip.is_ipv4() && ip.is_loopback() == primary_ip.is_loopback();
+            if !same_scope || ip.is_unspecified() || self.paths.iter().any(|p| p.remote.ip() == *ip) {
                 continue;
             }
             self.paths.push(Path {
@@ -694,6 +702,7 @@ impl Association {
             }
             self.kind = Some(HandshakeKind::Regular);
             self.state_cookie = Some(cookie);
+            self.unrecognized_in_init_ack = params.unrecognized.concat();
             self.state = AssociationState::CookieEchoed;
             self.t1_retransmits = 0;
             self.send_cookie_echo(now);
@@ -749,6 +758,13 @@ impl Association {
         let echo = Chunk::CookieEcho(cookie);
         let mut size = COMMON_HEADER_LEN + echo.padded_len();
         let mut chunks = vec![echo];
+        if !self.unrecognized_in_init_ack.is_empty() {
+            let report = Chunk::Error {
+                causes: vec![ErrorCause::UnrecognizedParameters(self.unrecognized_in_init_ack.clone())],
+            };
+            size += report.padded_len();
+            chunks.push(report);
+        }
         // DATA may ride behind the COOKIE-ECHO (RFC 9260 §5.1).
         let mtu = self.mtu();
         for idx in 0..self.send.chunks.len() {
