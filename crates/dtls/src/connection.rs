@@ -27,6 +27,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Protected records kept while their keys are not derived yet.
+const MAX_EARLY_RECORDS: usize = 4;
+
 /// Which side of the handshake a connection plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -141,6 +144,8 @@ struct Handshake {
     cookie: Vec<u8>,
     /// Server: drop the retained last flight at this time.
     retain_until: Option<Instant>,
+    /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
+    early_records: Vec<(RecordHeader, Vec<u8>)>,
 }
 
 impl Handshake {
@@ -166,6 +171,7 @@ impl Handshake {
             client_hello_seq: 0,
             cookie: Vec::new(),
             retain_until: None,
+            early_records: Vec::new(),
         })
     }
 
@@ -753,6 +759,21 @@ impl Connection {
             let end = start + header.length as usize;
             pos = end;
             self.handle_record(now, header, &mut datagram[start..end], &mut on_data);
+            self.replay_early_records(now, &mut on_data);
+        }
+    }
+
+    /// Handles buffered protected records once the keys for them exist.
+    fn replay_early_records(&mut self, now: Instant, on_data: &mut Option<&mut dyn FnMut(&[u8])>) {
+        if self.protection.is_none() {
+            return;
+        }
+        let Some(hs) = self.hs.as_mut() else { return };
+        if hs.early_records.is_empty() {
+            return;
+        }
+        for (header, mut body) in std::mem::take(&mut hs.early_records) {
+            self.handle_record(now, header, &mut body, on_data);
         }
     }
 
@@ -773,8 +794,14 @@ impl Connection {
             }
             1 => {
                 let Some(p) = &self.protection else {
-                    // Keys not derived yet (reordered or early record): the flight will be resent.
-                    self.stats.records_dropped += 1;
+                    // Keys not derived yet: a Finished reordered ahead of its ClientKeyExchange.
+                    // Keep a few such records (RFC 6347 §4.1 lets us) instead of waiting a timeout.
+                    match self.hs.as_mut() {
+                        Some(hs) if hs.early_records.len() < MAX_EARLY_RECORDS => {
+                            hs.early_records.push((header, body.to_vec()));
+                        }
+                        _ => self.stats.records_dropped += 1,
+                    }
                     return;
                 };
                 if !self.read_window.is_fresh(header.seq) || body.len() < RecordCipher::EXPLICIT_NONCE_LEN {
