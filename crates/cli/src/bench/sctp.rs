@@ -329,155 +329,246 @@ fn engine_server(config: Config) -> anyhow::Result<ServerThread> {
     })
 }
 
-struct FloodRow {
-    label: &'static str,
-    paper: &'static str,
-    result: Option<FloodResult>,
-    answer: String,
+/// The engine alone, no sockets: INITs handed straight to `handle_datagram`, answers taken with
+/// `poll_transmit`. The CPU cost of an answer, which the paper's flood figures are about.
+fn engine_only(count: u32) {
+    let init = flood_init(FLOOD_DST_SCTP_PORT);
+    let local: SocketAddr = "127.0.0.1:9899".parse().expect("literal");
+    let remote: SocketAddr = "127.0.0.1:40000".parse().expect("literal");
+    println!("== Engine alone (no syscalls): {count} INITs of {} B each, one core ==", init.len());
+    let cases = [
+        ("no listener (ABORT)", Config { local_port: 9, listen: true, ..Config::default() }),
+        (
+            "regular (INIT-ACK)",
+            Config {
+                local_port: FLOOD_DST_SCTP_PORT,
+                listen: true,
+                mode: HandshakeMode::Regular,
+                ..Config::default()
+            },
+        ),
+        (
+            "alternative (ERROR+ALT-COOKIE)",
+            Config {
+                local_port: FLOOD_DST_SCTP_PORT,
+                listen: true,
+                mode: HandshakeMode::AltOnly,
+                ..Config::default()
+            },
+        ),
+    ];
+    let mut buf = init.clone();
+    for (label, config) in cases {
+        let mut endpoint = Endpoint::new(Arc::new(config), [9u8; 32]);
+        let mut answer_bytes = 0u64;
+        let started = StdInstant::now();
+        for i in 0..count {
+            buf.copy_from_slice(&init);
+            let now = Instant::from_micros(u64::from(i));
+            endpoint.handle_datagram(now, local, remote, &mut buf);
+            while let Some(t) = endpoint.poll_transmit(now) {
+                answer_bytes += t.payload.len() as u64;
+            }
+            while endpoint.poll_event().is_some() {}
+        }
+        let elapsed = started.elapsed();
+        let per = elapsed.as_secs_f64() / f64::from(count.max(1));
+        println!(
+            "{:<34} {:>8.0} ns per INIT = {:>9.0} answers/s per core, {:.2} B out per B in",
+            label,
+            per * 1e9,
+            1.0 / per,
+            answer_bytes as f64 / (f64::from(count) * init.len() as f64)
+        );
+    }
 }
 
-fn print_flood(rows: &[FloodRow], init_len: usize) {
+/// One server under flood and what each round measured.
+struct FloodTarget {
+    label: &'static str,
+    paper: &'static str,
+    addr: SocketAddr,
+    /// The socket to flood from, when the server was told our port in advance (usrsctp).
+    from: Option<UdpSocket>,
+    rounds: Vec<FloodResult>,
+    error: Option<String>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+impl FloodTarget {
+    fn median_rate(&self) -> f64 {
+        median(self.rounds.iter().map(FloodResult::answers_per_second).collect())
+    }
+    fn answer_size(&self) -> usize {
+        self.rounds.iter().map(|r| r.answer_size).max().unwrap_or(0)
+    }
+}
+
+fn print_flood(targets: &[FloodTarget], init_len: usize) {
     println!(
-        "{:<52} {:>8} {:>10} {:>10} {:>8} {:>10} {:>9}  {}",
+        "{:<52} {:>10} {:>10} {:>17} {:>8} {:>10} {:>9}  {}",
         "server [answer]",
-        "sent",
         "offered/s",
         "answers/s",
+        "(min-max)",
         "answer B",
         "B out/B in",
         "answered",
         "paper (seed 004)"
     );
-    for row in rows {
-        match &row.result {
-            Some(r) => println!(
-                "{:<52} {:>8} {:>10.0} {:>10.0} {:>8} {:>10.2} {:>8.1}%  {}",
-                format!("{} [{}]", row.label, row.answer),
-                r.sent,
-                r.offered_per_second(),
-                r.answers_per_second(),
-                r.answer_size,
-                r.bytes_out_per_byte_in(),
-                if r.sent > 0 { 100.0 * r.answers as f64 / r.sent as f64 } else { 0.0 },
-                row.paper
-            ),
-            None => println!("{:<52} {:>8}  {}  {}", row.label, "-", row.answer, row.paper),
+    for t in targets {
+        if let Some(e) = &t.error {
+            println!("{:<52} not run: {e}  {}", t.label, t.paper);
+            continue;
         }
+        let rates: Vec<f64> = t.rounds.iter().map(FloodResult::answers_per_second).collect();
+        let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = rates.iter().copied().fold(0.0, f64::max);
+        let kind =
+            t.rounds.iter().rev().find_map(|r| r.answer_kind.clone()).unwrap_or_else(|| "no answer".into());
+        let sent: u64 = t.rounds.iter().map(|r| r.sent).sum();
+        let answers: u64 = t.rounds.iter().map(|r| r.answers).sum();
+        println!(
+            "{:<52} {:>10.0} {:>10.0} {:>17} {:>8} {:>10.2} {:>8.1}%  {}",
+            format!("{} [{}]", t.label, kind),
+            median(t.rounds.iter().map(FloodResult::offered_per_second).collect()),
+            t.median_rate(),
+            format!("({min:.0}-{max:.0})"),
+            t.answer_size(),
+            median(t.rounds.iter().map(FloodResult::bytes_out_per_byte_in).collect()),
+            if sent > 0 { 100.0 * answers as f64 / sent as f64 } else { 0.0 },
+            t.paper
+        );
     }
-    println!("(INIT: {init_len} B SCTP packet in one UDP datagram; sizes are UDP payloads)");
+    println!(
+        "(INIT: {init_len} B SCTP packet in one UDP datagram; sizes are UDP payloads; answers/s is the median \
+         of the rounds, each over its first-to-last answer)"
+    );
 }
 
-fn run_floods(args: &Args, limits: FloodLimits) -> anyhow::Result<()> {
+fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result<()> {
     println!(
-        "== INIT flood: at most {} packets or {:.1} s per server, offered {} pps, loopback ==",
+        "== INIT flood: {rounds} rounds, each at most {} packets or {:.1} s per server, offered {} pps, loopback ==",
         limits.max_packets,
         limits.max_time.as_secs_f64(),
         limits.rate_pps
     );
     let init = flood_init(FLOOD_DST_SCTP_PORT);
-    let mut rows = Vec::new();
-    let mut run = |label: &'static str,
-                   paper: &'static str,
-                   target: anyhow::Result<(SocketAddr, Option<UdpSocket>)>| {
-        let row = match target.and_then(|(addr, socket)| match socket {
-            Some(s) => flood_from(s, addr, &init, limits),
-            None => flood(addr, &init, limits),
-        }) {
-            Ok(r) => FloodRow { label, paper, answer: last_answer_kind(&r), result: Some(r) },
-            Err(e) => FloodRow { label, paper, result: None, answer: format!("not run: {e:#}") },
-        };
-        rows.push(row);
-    };
+    let target =
+        |label, paper, addr, from| FloodTarget { label, paper, addr, from, rounds: Vec::new(), error: None };
 
-    {
-        let floor = bare_echo_server()?;
-        run("bare UDP echo (syscall floor)", "-", Ok((floor.addr, None)));
-    }
-    {
-        // The INIT is for SCTP port 7; this endpoint listens on another port.
-        let server = engine_server(Config { local_port: 9, listen: true, ..Config::default() })?;
-        run("fastshake, no listener", "ABORT 74 kpps FreeBSD / 32 kpps Linux", Ok((server.addr, None)));
-    }
-    {
-        let server = engine_server(Config {
-            local_port: FLOOD_DST_SCTP_PORT,
-            listen: true,
-            mode: HandshakeMode::Regular,
-            ..Config::default()
-        })?;
-        run("fastshake, regular", "INIT-ACK 13-18 kpps, 416 B", Ok((server.addr, None)));
-    }
-    {
-        let server = engine_server(Config {
-            local_port: FLOOD_DST_SCTP_PORT,
-            listen: true,
-            mode: HandshakeMode::AltOnly,
-            ..Config::default()
-        })?;
-        run("fastshake, alternative", "ERROR+ALT-COOKIE ~52 kpps, 40 B", Ok((server.addr, None)));
-    }
-    let usrsctp = if args.usrsctp_echo_server.exists() {
+    // Every server stays up for all rounds; the rounds interleave the servers so that a burst
+    // of load from elsewhere on the machine does not fall on one of them only.
+    let floor = bare_echo_server()?;
+    // The INIT is for SCTP port 7; this endpoint listens on another port.
+    let no_listener = engine_server(Config { local_port: 9, listen: true, ..Config::default() })?;
+    let regular = engine_server(Config {
+        local_port: FLOOD_DST_SCTP_PORT,
+        listen: true,
+        mode: HandshakeMode::Regular,
+        ..Config::default()
+    })?;
+    let alternative = engine_server(Config {
+        local_port: FLOOD_DST_SCTP_PORT,
+        listen: true,
+        mode: HandshakeMode::AltOnly,
+        ..Config::default()
+    })?;
+    let mut targets = vec![
+        target("bare UDP echo (syscall floor)", "-", floor.addr, None),
+        target(
+            "fastshake, no listener",
+            "ABORT 74 kpps FreeBSD / 32 kpps Linux, 16 B",
+            no_listener.addr,
+            None,
+        ),
+        target("fastshake, regular", "INIT-ACK 13-18 kpps, 416 B", regular.addr, None),
+        target("fastshake, alternative", "ERROR+ALT-COOKIE ~52 kpps, 40 B", alternative.addr, None),
+    ];
+    let mut usrsctp_target = target(
+        "usrsctp echo_server",
+        "INIT-ACK 13-18 kpps (kernel stacks)",
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        None,
+    );
+    let _usrsctp_guard = if args.usrsctp_echo_server.exists() {
         let socket = UdpSocket::bind("127.0.0.1:0")?;
         let our_port = socket.local_addr()?.port();
         let their_port = free_udp_port()?;
         match start_usrsctp_echo(&args.usrsctp_echo_server, their_port, our_port) {
             Ok(guard) => {
-                run(
-                    "usrsctp echo_server",
-                    "INIT-ACK 13-18 kpps (kernel stacks)",
-                    Ok((SocketAddr::from(([127, 0, 0, 1], their_port)), Some(socket))),
-                );
-                drop(guard);
-                true
+                usrsctp_target.addr = SocketAddr::from(([127, 0, 0, 1], their_port));
+                usrsctp_target.from = Some(socket);
+                Some(guard)
             }
             Err(e) => {
-                run("usrsctp echo_server", "-", Err(e));
-                false
+                usrsctp_target.error = Some(format!("{e:#}"));
+                None
             }
         }
     } else {
-        run(
-            "usrsctp echo_server",
-            "-",
-            Err(anyhow::anyhow!(
-                "{} not found (apt-get install libusrsctp-examples)",
-                args.usrsctp_echo_server.display()
-            )),
-        );
-        false
+        usrsctp_target.error = Some(format!(
+            "{} not found (apt-get install libusrsctp-examples)",
+            args.usrsctp_echo_server.display()
+        ));
+        None
     };
-    print_flood(&rows, init.len());
+    targets.push(usrsctp_target);
 
-    let rate =
-        |i: usize| rows.get(i).and_then(|r| r.result.as_ref().map(|r| r.answers_per_second())).unwrap_or(0.0);
-    let size = |i: usize| rows.get(i).and_then(|r| r.result.as_ref().map(|r| r.answer_size)).unwrap_or(0);
-    let (floor, alt, regular) = (rate(0), rate(3), rate(2));
-    println!(
-        "ALT-COOKIE answer size: {} B = {:.2}x the INIT (target <= 1.10x); regular INIT-ACK {} B = {:.2}x",
-        size(3),
-        size(3) as f64 / init.len() as f64,
-        size(2),
-        size(2) as f64 / init.len() as f64
-    );
-    if usrsctp && rate(4) > 0.0 {
-        println!("ALT-COOKIE answer rate: {:.2}x usrsctp's INIT-ACK rate (target >= 3x)", alt / rate(4));
+    for _ in 0..rounds {
+        for t in targets.iter_mut().filter(|t| t.error.is_none()) {
+            let outcome = match &t.from {
+                Some(socket) => socket
+                    .try_clone()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|s| flood_from(s, t.addr, &init, limits)),
+                None => flood(t.addr, &init, limits),
+            };
+            match outcome {
+                Ok(r) => t.rounds.push(r),
+                Err(e) => t.error = Some(format!("{e:#}")),
+            }
+        }
     }
-    if floor > 0.0 {
+    print_flood(&targets, init.len());
+
+    let rate = |i: usize| targets.get(i).map(FloodTarget::median_rate).unwrap_or(0.0);
+    let size = |i: usize| targets.get(i).map(FloodTarget::answer_size).unwrap_or(0);
+    let (floor_rate, regular_rate, alt_rate, usrsctp_rate) = (rate(0), rate(2), rate(3), rate(4));
+    let ratio = |answer: usize| answer as f64 / init.len() as f64;
+    println!(
+        "ALT-COOKIE answer: {} B = {:.2}x the INIT (target <= 1.10x; paper 40 B); our INIT-ACK {} B = {:.2}x; \
+         usrsctp's INIT-ACK {} B = {:.2}x",
+        size(3),
+        ratio(size(3)),
+        size(2),
+        ratio(size(2)),
+        size(4),
+        ratio(size(4))
+    );
+    if usrsctp_rate > 0.0 {
         println!(
-            "ALT-COOKIE answer rate: {:.0}% of the bare UDP echo (target >= 80%); our INIT-ACK {:.0}%",
-            100.0 * alt / floor,
-            100.0 * regular / floor
+            "ALT-COOKIE answer rate = {:.2}x usrsctp's INIT-ACK rate (target >= 3x; paper: 52 kpps vs 13-18 kpps)",
+            alt_rate / usrsctp_rate
+        );
+    }
+    if floor_rate > 0.0 {
+        println!(
+            "ALT-COOKIE answer rate = {:.0}% of the bare UDP echo (target >= 80%); our INIT-ACK {:.0}%, our ABORT {:.0}%",
+            100.0 * alt_rate / floor_rate,
+            100.0 * regular_rate / floor_rate,
+            100.0 * rate(1) / floor_rate
         );
     }
     Ok(())
-}
-
-fn last_answer_kind(r: &FloodResult) -> String {
-    if r.answers == 0 {
-        "no answer".into()
-    } else {
-        r.answer_kind.clone().unwrap_or_default()
-    }
 }
 
 /// Time to first byte over a modelled path: the client opens an association and sends a
@@ -693,16 +784,215 @@ mod ttfb {
         }
     }
 
+    /// The same exchange inside `fastshake-sim`: two hosts, one wired link of `RATE_BPS` and
+    /// `delay` each way, the engines run as simulator apps.
+    mod simulated {
+        use super::{Variant, REQUEST, RESPONSE};
+        use fastshake_core::{SansIo, Transmit};
+        use fastshake_sctp::{
+            AssociationHandle, Config, ConnectOptions, Endpoint, Event, HandshakeKind, HandshakeMode,
+            Instant, Message,
+        };
+        use fastshake_sim::apps::App;
+        use fastshake_sim::link::LinkConfig;
+        use fastshake_sim::{Role, Simulator};
+        use std::cell::RefCell;
+        use std::net::SocketAddr;
+        use std::rc::Rc;
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        #[derive(Default)]
+        pub struct Round {
+            pub ttfb: Option<Duration>,
+            pub handshake: Option<HandshakeKind>,
+        }
+
+        enum Phase {
+            Waiting { at: Instant },
+            Running { handle: AssociationHandle, started: Instant },
+            Done,
+        }
+
+        /// Opens `rounds` associations one after another, each with the request as zero-RTT
+        /// data, and times the response; later rounds offer the ALT-COOKIE the first got.
+        struct Client {
+            endpoint: Endpoint,
+            local: SocketAddr,
+            server: SocketAddr,
+            phase: Phase,
+            rounds_left: u32,
+            offer_cached_cookie: bool,
+            cookie: Option<Vec<u8>>,
+            rounds: Rc<RefCell<Vec<Round>>>,
+        }
+
+        impl Client {
+            fn after_engine(&mut self, now: Instant) {
+                while let Some((h, event)) = self.endpoint.poll_event() {
+                    let Phase::Running { handle, started } = self.phase else { continue };
+                    match event {
+                        Event::AltCookie { cookie, .. } => self.cookie = Some(cookie),
+                        _ if h != handle => {}
+                        Event::Connected { handshake, .. } => {
+                            if let Some(r) = self.rounds.borrow_mut().last_mut() {
+                                r.handshake = Some(handshake);
+                            }
+                        }
+                        Event::Message(m) if m.data == RESPONSE => {
+                            if let Some(r) = self.rounds.borrow_mut().last_mut() {
+                                r.ttfb = Some(now - started);
+                            }
+                            // Timed; end the association so the server keeps no state.
+                            self.endpoint.abort(handle);
+                            self.rounds_left = self.rounds_left.saturating_sub(1);
+                            self.phase = if self.rounds_left > 0 {
+                                Phase::Waiting { at: now + Duration::from_secs(1) }
+                            } else {
+                                Phase::Done
+                            };
+                        }
+                        Event::Aborted { .. } | Event::Failed(_) | Event::Closed => self.phase = Phase::Done,
+                        _ => {}
+                    }
+                }
+            }
+        }
+
+        impl SansIo for Client {
+            fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, d: &mut [u8]) {
+                self.endpoint.handle_datagram(now, local, remote, d);
+                self.after_engine(now);
+            }
+            fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+                self.endpoint.poll_transmit(now)
+            }
+            fn poll_timeout(&self) -> Option<Instant> {
+                let start = match self.phase {
+                    Phase::Waiting { at } => Some(at),
+                    _ => None,
+                };
+                [start, self.endpoint.poll_timeout()].into_iter().flatten().min()
+            }
+            fn handle_timeout(&mut self, now: Instant) {
+                if let Phase::Waiting { at } = self.phase {
+                    if now >= at {
+                        let request =
+                            Message { stream: 0, unordered: false, ppid: 0, data: REQUEST.to_vec() };
+                        let cached_cookie = if self.offer_cached_cookie { self.cookie.clone() } else { None };
+                        let options = ConnectOptions { zero_rtt: vec![request], cached_cookie };
+                        let handle = self.endpoint.connect(now, Some(self.local), self.server, 7, options);
+                        self.rounds.borrow_mut().push(Round::default());
+                        self.phase = Phase::Running { handle, started: now };
+                    }
+                }
+                if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+                    self.endpoint.handle_timeout(now);
+                }
+                self.after_engine(now);
+            }
+        }
+
+        impl App for Client {}
+
+        /// Answers every request with the response.
+        struct Server(Endpoint);
+
+        impl Server {
+            fn after_engine(&mut self) {
+                while let Some((h, event)) = self.0.poll_event() {
+                    if let Event::Message(m) = event {
+                        if m.data == REQUEST {
+                            let answer = Message {
+                                stream: m.stream,
+                                unordered: false,
+                                ppid: 0,
+                                data: RESPONSE.to_vec(),
+                            };
+                            let _ = self.0.send(h, answer);
+                        }
+                    }
+                }
+            }
+        }
+
+        impl SansIo for Server {
+            fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, d: &mut [u8]) {
+                self.0.handle_datagram(now, local, remote, d);
+                self.after_engine();
+            }
+            fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+                self.0.poll_transmit(now)
+            }
+            fn poll_timeout(&self) -> Option<Instant> {
+                self.0.poll_timeout()
+            }
+            fn handle_timeout(&mut self, now: Instant) {
+                self.0.handle_timeout(now);
+                self.after_engine();
+            }
+        }
+
+        impl App for Server {}
+
+        /// The rounds of one variant; the last one is the measurement.
+        pub fn measure(variant: Variant, delay: Duration, rate_bps: u64) -> anyhow::Result<Vec<Round>> {
+            let (client_mode, cookieless, rounds) = match variant {
+                Variant::Regular => (HandshakeMode::Regular, false, 1),
+                Variant::Alternative => (HandshakeMode::Both, false, 1),
+                Variant::CachedZeroRtt => (HandshakeMode::Both, false, 2),
+                Variant::Cookieless => (HandshakeMode::Both, true, 1),
+            };
+            let mut sim = Simulator::new(2018);
+            let c = sim.add_node("client", Role::Host);
+            let s = sim.add_node("server", Role::Host);
+            let c0 = sim.add_interface(c, "eth0", "10.0.0.1".parse()?)?;
+            let s0 = sim.add_interface(s, "eth0", "10.0.0.2".parse()?)?;
+            let link = LinkConfig {
+                delay_ms: delay.as_secs_f64() * 1e3,
+                rate_bps: Some(rate_bps),
+                ..LinkConfig::default()
+            };
+            sim.connect("path", c0, s0, link)?;
+            let server_config = Config { local_port: 7, listen: true, cookieless, ..Config::default() };
+            sim.add_app(
+                s,
+                "sctp-server",
+                9899,
+                Box::new(Server(Endpoint::new(Arc::new(server_config), [42; 32]))),
+            )?;
+            let client_config = Config { local_port: 5000, mode: client_mode, ..Config::default() };
+            let results = Rc::new(RefCell::new(Vec::new()));
+            let client = Client {
+                endpoint: Endpoint::new(Arc::new(client_config), [1; 32]),
+                local: "10.0.0.1:9899".parse()?,
+                server: "10.0.0.2:9899".parse()?,
+                phase: Phase::Waiting { at: Instant::from_millis(1) },
+                rounds_left: rounds,
+                offer_cached_cookie: true,
+                cookie: None,
+                rounds: results.clone(),
+            };
+            sim.add_app(c, "sctp-client", 9899, Box::new(client))?;
+            sim.run_until(Instant::from_millis(120_000));
+            let rounds = std::mem::take(&mut *results.borrow_mut());
+            Ok(rounds)
+        }
+    }
+
     pub fn run(delays_ms: &[u64]) -> anyhow::Result<()> {
         println!(
-            "== Time to first byte: request {} B, response {} B, 2 Mbit/s each way, IPv4+UDP headers counted ==",
+            "== Time to first byte: request {} B, response {} B as zero-RTT/first data, {} Mbit/s each way, IPv4+UDP headers counted ==",
             REQUEST.len(),
-            RESPONSE.len()
+            RESPONSE.len(),
+            RATE_BPS / 1_000_000
         );
-        println!("   (in-memory path model in virtual time: FIFO serialisation, then one-way delay)");
         println!(
-            "{:<40} {:>9} {:>10} {:>8} {:>8}  {}",
-            "setup", "delay ms", "TTFB ms", "RTTs", "packets", "opened by"
+            "   sim: fastshake-sim, one wired link; pair: this module's in-memory path model (cross-check)"
+        );
+        println!(
+            "{:<40} {:>8} {:>11} {:>8} {:>12}  {}",
+            "setup", "delay ms", "sim TTFB ms", "RTTs", "pair TTFB ms", "opened by"
         );
         for &delay_ms in delays_ms {
             let delay = Duration::from_millis(delay_ms);
@@ -710,24 +1000,37 @@ mod ttfb {
             for variant in
                 [Variant::Regular, Variant::Alternative, Variant::CachedZeroRtt, Variant::Cookieless]
             {
-                match measure(variant, delay) {
-                    Ok(o) => println!(
-                        "{:<40} {:>9} {:>10.2} {:>8.2} {:>8}  {}",
-                        variant.label(),
-                        delay_ms,
-                        o.ttfb.as_secs_f64() * 1e3,
-                        o.ttfb.as_secs_f64() / rtt,
-                        o.packets,
-                        o.handshake.map(|h| format!("{h:?}")).unwrap_or_else(|| "?".into())
-                    ),
-                    Err(e) => println!("{:<40} {:>9}  failed: {e:#}", variant.label(), delay_ms),
+                let pair = match measure(variant, delay) {
+                    Ok(o) => format!("{:.2}", o.ttfb.as_secs_f64() * 1e3),
+                    Err(e) => format!("failed: {e:#}"),
+                };
+                match simulated::measure(variant, delay, RATE_BPS) {
+                    Ok(rounds) => match rounds.last() {
+                        Some(simulated::Round { ttfb: Some(t), handshake }) => println!(
+                            "{:<40} {:>8} {:>11.2} {:>8.2} {:>12}  {}",
+                            variant.label(),
+                            delay_ms,
+                            t.as_secs_f64() * 1e3,
+                            t.as_secs_f64() / rtt,
+                            pair,
+                            handshake.map(|h| format!("{h:?}")).unwrap_or_else(|| "?".into())
+                        ),
+                        _ => println!(
+                            "{:<40} {:>8} {:>11}  (pair {pair})",
+                            variant.label(),
+                            delay_ms,
+                            "no answer"
+                        ),
+                    },
+                    Err(e) => {
+                        println!("{:<40} {:>8}  sim failed: {e:#} (pair {pair})", variant.label(), delay_ms)
+                    }
                 }
             }
         }
-        println!("Target: cached ALT-COOKIE + zero-RTT data = 1 RTT (plus serialisation).");
-        println!(
-            "Paper (seed 004, Fig. 16): regular and alternative about equal; cached cookie halves the time."
-        );
+        println!("RTTs = TTFB / (2 x delay); serialisation of each packet at 2 Mbit/s adds the rest.");
+        println!("Target: cached ALT-COOKIE + zero-RTT data = 1 RTT.");
+        println!("Paper (seed 004, Fig. 16): regular and alternative about equal; a cached cookie halves the time.");
         Ok(())
     }
 }
@@ -738,7 +1041,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         FloodLimits { max_packets: 200_000, max_time: Duration::from_secs(5), rate_pps: args.rate }
     };
-    run_floods(&args, limits)?;
+    run_floods(&args, limits, if args.quick { 3 } else { 5 })?;
+    println!();
+    engine_only(if args.quick { 20_000 } else { 200_000 });
     println!();
     ttfb::run(if args.quick { &[5, 50] } else { &[5, 20, 50, 100] })
 }
