@@ -697,8 +697,8 @@ impl Association {
             // Regular handshake (a server without the extension, or one that chose it).
             if self.zero_rtt_in_init {
                 self.zero_rtt_in_init = false;
-                let n = self.send.mark_all_for_retransmit();
-                self.stats.retransmitted_chunks += n as u64;
+                // Counted as retransmissions when they go out behind the COOKIE-ECHO.
+                self.send.mark_all_for_retransmit();
             }
             self.kind = Some(HandshakeKind::Regular);
             self.state_cookie = Some(cookie);
@@ -738,8 +738,7 @@ impl Association {
                 })
                 .count();
             // What the ALT-SACK did not take goes again as regular DATA.
-            let n = self.send.mark_all_for_retransmit();
-            self.stats.retransmitted_chunks += n as u64;
+            self.send.mark_all_for_retransmit();
         }
         self.kind = Some(kind);
         self.state = AssociationState::Established;
@@ -1220,6 +1219,14 @@ impl Association {
     fn send_heartbeats(&mut self, now: Instant, unconfirmed_only: bool) {
         if !self.heartbeats_allowed || self.state != AssociationState::Established {
             return;
+        }
+        if !unconfirmed_only && self.paths[self.primary].heartbeat.is_some() {
+            // The last HEARTBEAT on the primary path went unanswered (RFC 9260 §8.3).
+            self.error_count += 1;
+            if self.error_count > self.config.max_retransmits {
+                self.fail(Error::RetransmitLimit);
+                return;
+            }
         }
         for idx in 0..self.paths.len() {
             if unconfirmed_only && self.paths[idx].confirmed {

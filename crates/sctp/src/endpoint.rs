@@ -579,7 +579,7 @@ impl Endpoint {
 
     fn fire_probe(&mut self, probe: &mut PathProbe, rto: std::time::Duration) {
         probe.attempts += 1;
-        probe.deadline = self.now_hint + rto * (1 << probe.attempts.min(6));
+        probe.deadline = self.now_hint + rto.saturating_mul(1 << probe.attempts.min(6));
         self.stateless.push_back(Transmit {
             src: Some(probe.local),
             dst: probe.remote,

@@ -13,6 +13,8 @@ const MAX_TSN_AHEAD: u64 = 65_535;
 /// At most this many gap blocks and duplicate TSNs go into one SACK.
 const MAX_GAP_BLOCKS: usize = 64;
 const MAX_DUP_TSNS: usize = 32;
+/// Gap blocks of one incoming SACK that are looked at.
+const MAX_GAP_BLOCKS_PROCESSED: usize = 256;
 
 /// `a` is before `b` in serial number arithmetic (RFC 1982, 32 bits).
 pub(crate) fn tsn_lt(a: u32, b: u32) -> bool {
@@ -208,7 +210,8 @@ impl SendQueue {
         // Gap blocks: offsets from the cumulative TSN; index = offset - 1 now that the front is cum+1.
         let mut acked_in_gaps = vec![false; self.chunks.len()];
         let mut highest_gap_idx: Option<usize> = None;
-        for &(start, end) in &sack.gap_blocks {
+        // Bounded work per SACK whatever the peer writes into it.
+        for &(start, end) in sack.gap_blocks.iter().take(MAX_GAP_BLOCKS_PROCESSED) {
             if start == 0 || end < start {
                 continue;
             }

@@ -33,12 +33,12 @@ impl RtoEstimator {
         }
         let srtt = self.srtt.unwrap_or(r);
         // G (clock granularity) is zero here: time is passed in at nanosecond resolution.
-        self.rto = (srtt + 4 * self.rttvar).clamp(self.min, self.max);
+        self.rto = srtt.saturating_add(self.rttvar.saturating_mul(4)).clamp(self.min, self.max);
     }
 
     /// Doubles the RTO after a timer expiry (E2 of §6.3.3).
     pub(crate) fn back_off(&mut self) {
-        self.rto = (self.rto * 2).min(self.max);
+        self.rto = self.rto.saturating_mul(2).min(self.max);
     }
 
     pub(crate) fn rto(&self) -> Duration {

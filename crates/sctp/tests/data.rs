@@ -215,3 +215,15 @@ fn send_checks_stream_and_emptiness() {
     );
     let _ = &mut pair;
 }
+
+#[test]
+fn idle_dead_peer_is_detected_by_heartbeats() {
+    let (mut pair, h) = open_pair();
+    pair.loss = Box::new(|_, s| s.to_server);
+    pair.run_for(Duration::from_secs(3 * 3600));
+    assert!(pair
+        .client_events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::Failed(fastshake_sctp::Error::RetransmitLimit))));
+    assert!(pair.client.association(h).is_none());
+}
