@@ -180,6 +180,13 @@ pub struct IfaceSpec {
     pub name: String,
     /// IPv4 address.
     pub addr: Ipv4Addr,
+    /// Whether it is up at the start (default true); an `up` event brings it up later.
+    #[serde(default = "yes")]
+    pub up: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A link: `name`, `a`, `b` and the fields of [`LinkConfig`].
@@ -219,6 +226,25 @@ pub struct AppSpec {
     #[serde(flatten)]
     rest: toml::Table,
 }
+
+impl AppSpec {
+    /// The kind's own settings (every key but `node`, `kind`, `port`, `name`).
+    pub fn settings(&self) -> &toml::Table {
+        &self.rest
+    }
+
+    /// The settings as the kind's configuration type.
+    pub fn settings_as<T: for<'de> Deserialize<'de>>(&self) -> Result<T, ScenarioError> {
+        sub_config(&self.rest, &format!("app on `{}`", self.node))
+    }
+}
+
+/// Makes apps of kinds the simulator does not know; see [`Scenario::build_with`].
+pub type AppFactory<'a> =
+    dyn FnMut(&AppSpec, &mut Simulator) -> Result<Option<Box<dyn App>>, ScenarioError> + 'a;
+
+/// Most events one `[[event]]` table may expand to with `every_s`.
+pub const MAX_REPETITIONS: u64 = 1_000_000;
 
 /// A timed change to an interface.
 #[derive(Clone, Debug, Deserialize)]
@@ -279,8 +305,21 @@ impl Scenario {
         toml::from_str(text).map_err(format_err)
     }
 
-    /// The network this scenario describes, with `seed` (or the scenario's own).
+    /// The network this scenario describes, with `seed` (or the scenario's own), running only
+    /// the built-in apps.
     pub fn build(&self, seed: Option<u64>) -> Result<Built, ScenarioError> {
+        self.build_with(seed, &mut |_, _| Ok(None))
+    }
+
+    /// Like [`Scenario::build`], but `factory` is asked first for every app: it returns
+    /// `Some(app)` for kinds it knows (e.g. a DTLS client or server from a crate the simulator
+    /// does not depend on), `None` to fall back to the built-in `ping` and `echo`. It gets the
+    /// app's spec and the simulator, whose RNG it may draw seeds from.
+    pub fn build_with(
+        &self,
+        seed: Option<u64>,
+        factory: &mut AppFactory<'_>,
+    ) -> Result<Built, ScenarioError> {
         let mut sim = Simulator::new(seed.unwrap_or(self.seed));
         for node in &self.nodes {
             if sim.node(&node.name).is_some() {
@@ -301,7 +340,10 @@ impl Scenario {
                         node.name, iface.name
                     )));
                 }
-                sim.add_interface(id, &iface.name, iface.addr)?;
+                let i = sim.add_interface(id, &iface.name, iface.addr)?;
+                if !iface.up {
+                    sim.set_initially_down(i);
+                }
             }
             if node.role == RoleSpec::Nat {
                 let lookup = |which: &Option<String>, default: &str| {
@@ -347,11 +389,13 @@ impl Scenario {
             let node = sim
                 .node(&spec.node)
                 .ok_or_else(|| ScenarioError::Unknown { kind: "node", name: spec.node.clone() })?;
-            let what = format!("app on `{}`", spec.node);
-            let app: Box<dyn App> = match spec.kind.as_str() {
-                "ping" => Box::new(Pinger::new(sub_config::<PingerConfig>(&spec.rest, &what)?)),
-                "echo" => Box::new(Echo::with_config(sub_config::<EchoConfig>(&spec.rest, &what)?)),
-                other => return Err(ScenarioError::Unknown { kind: "app kind", name: other.to_owned() }),
+            let app: Box<dyn App> = match factory(spec, &mut sim)? {
+                Some(app) => app,
+                None => match spec.kind.as_str() {
+                    "ping" => Box::new(Pinger::new(spec.settings_as::<PingerConfig>()?)),
+                    "echo" => Box::new(Echo::with_config(spec.settings_as::<EchoConfig>()?)),
+                    other => return Err(ScenarioError::Unknown { kind: "app kind", name: other.to_owned() }),
+                },
             };
             let name = spec.name.clone().unwrap_or_else(|| format!("{}:{}", spec.node, spec.kind));
             sim.add_app(node, &name, spec.port, app)?;
@@ -370,14 +414,20 @@ impl Scenario {
                     })?,
                 ),
             };
-            let mut at = event.at_s;
             let until = event.until_s.unwrap_or(self.duration_s);
-            loop {
-                sim.schedule(seconds_to_instant(at), action.clone());
-                match event.every_s {
-                    Some(every) if every > 0.0 && at + every <= until => at += every,
-                    _ => break,
-                }
+            let repetitions = match event.every_s {
+                Some(every) if every > 0.0 && until >= event.at_s => ((until - event.at_s) / every).floor(),
+                _ => 0.0,
+            };
+            if !(repetitions < MAX_REPETITIONS as f64) {
+                return Err(ScenarioError::Format(format!(
+                    "event on `{}` repeats more than {MAX_REPETITIONS} times",
+                    event.iface
+                )));
+            }
+            for k in 0..=(repetitions as u64) {
+                let every = event.every_s.unwrap_or(0.0);
+                sim.schedule(seconds_to_instant(event.at_s + k as f64 * every), action.clone());
             }
         }
         Ok(Built { sim, duration, app_kinds })

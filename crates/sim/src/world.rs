@@ -262,6 +262,14 @@ impl Simulator {
         Ok(id)
     }
 
+    /// Marks an interface as down from the start (before the first run; apps are then not
+    /// told it is up until an [`Action::InterfaceUp`]).
+    pub fn set_initially_down(&mut self, iface: IfaceId) {
+        if !self.started {
+            self.ifaces[iface].up = false;
+        }
+    }
+
     /// Makes `inside` the inside and `outside` the outside interface of NAT node `node`.
     /// Datagrams arriving on any other interface of the NAT are treated as from outside.
     pub fn set_nat_interfaces(&mut self, node: NodeId, inside_iface: IfaceId, outside_iface: IfaceId) {

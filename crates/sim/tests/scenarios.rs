@@ -121,3 +121,80 @@ fn pcap_records_are_ipv4_udp_with_consistent_lengths() {
     // 200 requests; replies only for the requests that arrived.
     assert!(records > 300 && records <= 400, "{records} records");
 }
+
+const TWO_HOSTS: &str = r#"
+seed = 1
+duration_s = 5
+
+[[node]]
+name = "client"
+interfaces = [{ name = "eth0", addr = "10.0.0.2", up = false }]
+
+[[node]]
+name = "server"
+interfaces = [{ name = "eth0", addr = "10.0.0.1" }]
+
+[[link]]
+name = "wire"
+a = "client.eth0"
+b = "server.eth0"
+delay_ms = 1
+
+[[app]]
+node = "client"
+kind = "ping"
+port = 5000
+server = "10.0.0.1:7"
+count = 10
+interval_ms = 100
+
+[[app]]
+node = "server"
+kind = "custom-echo"
+port = 7
+
+[[event]]
+at_s = 0.45
+action = "up"
+iface = "client.eth0"
+"#;
+
+#[test]
+fn factory_supplies_unknown_app_kinds_and_interfaces_can_start_down() {
+    let scenario = Scenario::from_toml(TWO_HOSTS).unwrap();
+    assert!(scenario.build(None).is_err(), "the simulator alone does not know custom-echo");
+    let mut asked = Vec::new();
+    let mut built = scenario
+        .build_with(None, &mut |spec, _sim| {
+            asked.push(spec.kind.clone());
+            Ok((spec.kind == "custom-echo")
+                .then(|| Box::new(fastshake_sim::apps::Echo::new()) as Box<dyn fastshake_sim::apps::App>))
+        })
+        .unwrap();
+    assert_eq!(asked, vec!["ping".to_string(), "custom-echo".to_string()]);
+    built.sim.run_until(built.duration);
+    let report = built.report(None, 1, None);
+    // Requests at 0..400 ms leave a down interface; from 500 ms on they get through.
+    assert_eq!(report.network.dropped_iface_down_tx, 5);
+    assert_eq!(report.apps[0].replies, 5);
+}
+
+#[test]
+fn runaway_repetition_is_refused() {
+    let text =
+        TWO_HOSTS.replace("at_s = 0.45", "at_s = 0.45\nevery_s = 0.000000001").replace("custom-echo", "echo");
+    let err = Scenario::from_toml(&text).unwrap().build(None).unwrap_err();
+    assert!(err.to_string().contains("repeats more than"), "{err}");
+}
+
+#[test]
+fn unknown_fields_and_names_are_reported() {
+    let typo = TWO_HOSTS.replace("delay_ms = 1", "delay_msec = 1");
+    let err = Scenario::from_toml(&typo).unwrap().build(None).unwrap_err();
+    assert!(err.to_string().contains("delay_msec"), "{err}");
+    let dangling = TWO_HOSTS.replace("b = \"server.eth0\"", "b = \"server.eth9\"");
+    let err = Scenario::from_toml(&dangling).unwrap().build(None).unwrap_err();
+    assert!(err.to_string().contains("server.eth9"), "{err}");
+    let bad_sweep = format!("{TWO_HOSTS}\n[sweep]\nparam = \"link.nope.delay_ms\"\nvalues = [1]\n");
+    assert!(ScenarioFile::parse(&bad_sweep).unwrap().runs().is_err());
+}
