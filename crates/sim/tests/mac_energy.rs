@@ -191,3 +191,28 @@ fn idle_listening_follows_the_schedule() {
         assert!(on_busy < on_idle + Duration::from_millis(20), "two frames and acks add little radio time");
     }
 }
+
+#[test]
+fn idle_accounting_in_chunks_equals_one_call() {
+    for config in configs() {
+        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        let mut mac = build(&config, &[0, 1, 2], &[(1, 0), (1, 2)], &mut rng).unwrap();
+        let end = Instant::from_millis(7_777);
+        let mut whole = RadioLedger::default();
+        mac.account_idle(Instant::ZERO, end, &mut whole);
+        let mut chunked = RadioLedger::default();
+        let mut t = Instant::ZERO;
+        let mut step = 1u64;
+        while t < end {
+            // Irregular chunks that cut through check windows, CAPs and timeslots.
+            let next = (t + Duration::from_micros(step * 3_001)).min(end);
+            mac.account_idle(t, next, &mut chunked);
+            t = next;
+            step = step * 7 % 1_000 + 1;
+        }
+        for n in 0..3 {
+            assert_eq!(whole.usage(n, end), chunked.usage(n, end), "{config:?} node {n}");
+            assert!(whole.usage(n, end).listen > Duration::ZERO);
+        }
+    }
+}

@@ -361,18 +361,19 @@ impl MacModel for BeaconMac {
         }
         let beacon_air = airtime_ns(BEACON_PSDU);
         for (&id, c) in &self.coordinators {
-            let k = from_t.saturating_sub(c.phase_ns).div_ceil(self.bi_ns);
-            let mut b = c.phase_ns + k * self.bi_ns;
-            while b < to_t {
-                let active_end = (b + self.sd_ns).min(to_t);
-                book(ledger, id, RadioState::Tx, b, b + beacon_air);
-                book(ledger, id, RadioState::Listen, b, active_end);
+            let (phase, bi) = (c.phase_ns, self.bi_ns);
+            super::for_each_occurrence(phase, bi, beacon_air, from_t, to_t, |s, e| {
+                book(ledger, id, RadioState::Tx, s, e);
                 for &child in &c.children {
-                    book(ledger, child, RadioState::Rx, b, b + beacon_air);
-                    book(ledger, child, RadioState::Listen, b, active_end);
+                    book(ledger, child, RadioState::Rx, s, e);
                 }
-                b += self.bi_ns;
-            }
+            });
+            super::for_each_occurrence(phase, bi, self.sd_ns, from_t, to_t, |s, e| {
+                book(ledger, id, RadioState::Listen, s, e);
+                for &child in &c.children {
+                    book(ledger, child, RadioState::Listen, s, e);
+                }
+            });
         }
     }
 }

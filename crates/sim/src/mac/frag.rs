@@ -8,7 +8,9 @@
 //!
 //! So 23 bytes of MAC overhead, and at most 104 bytes of MAC payload per 127-byte frame.
 //! The datagram travels verbatim behind the 6LoWPAN header: no IPHC header compression is
-//! assumed, so the figures are an upper bound on what a compressing stack sends.
+//! assumed, so the figures are an upper bound on what a compressing stack sends. The dispatch
+//! always says IPv6 (6LoWPAN has none for IPv4), so Wireshark flags the simulator's IPv4
+//! datagrams as "bogus IPv6 version" inside otherwise well-formed frames; sizes are unaffected.
 //! - A datagram of up to 103 bytes goes in one frame, behind the 1-byte uncompressed IPv6
 //!   dispatch (0x41).
 //! - A larger one is split: FRAG1 header (4 bytes: `11000`, datagram_size, datagram_tag), the

@@ -247,6 +247,31 @@ pub fn build(
     })
 }
 
+/// Calls `f(start, end)` for every occurrence `[phase + k·period, + len)` that overlaps
+/// `[from, to)`, clipped to it, so that consecutive windows of time are accounted exactly once.
+pub(crate) fn for_each_occurrence(
+    phase: u64,
+    period: u64,
+    len: u64,
+    from: u64,
+    to: u64,
+    mut f: impl FnMut(u64, u64),
+) {
+    if period == 0 || to <= from {
+        return;
+    }
+    // First occurrence that ends after `from`.
+    let k = (from + 1).saturating_sub(phase.saturating_add(len)).div_ceil(period);
+    let mut start = phase.saturating_add(k.saturating_mul(period));
+    while start < to {
+        let end = start.saturating_add(len);
+        if end > from {
+            f(start.max(from), end.min(to));
+        }
+        start = start.saturating_add(period);
+    }
+}
+
 /// A uniform draw in [0, 1).
 pub(crate) fn unit_f64(rng: &mut dyn rand_core::RngCore) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)

@@ -296,22 +296,16 @@ impl MacModel for TschMac {
     fn account_idle(&mut self, from_t: Instant, to_t: Instant, ledger: &mut RadioLedger) {
         let slot_ns = self.slot_ns;
         let l = u64::from(self.config.slotframe);
-        let first = from_t.as_nanos().div_ceil(slot_ns);
-        let last = to_t.as_nanos() / slot_ns; // exclusive
+        let (from_t, to_t) = (from_t.as_nanos(), to_t.as_nanos());
         for n in self.nodes.keys() {
             ledger.register(*n);
         }
         for (&(_, to), link) in &self.links {
-            let mut base = first - first % l;
-            while base < last {
-                for &c in &link.cells {
-                    let slot = base + u64::from(c);
-                    if slot >= first && slot < last {
-                        let start = slot * slot_ns + RX_OFFSET_NS;
-                        book(ledger, to, RadioState::Listen, start, start + RX_WAIT_NS);
-                    }
-                }
-                base += l;
+            for &c in &link.cells {
+                let phase = u64::from(c) * slot_ns + RX_OFFSET_NS;
+                super::for_each_occurrence(phase, l * slot_ns, RX_WAIT_NS, from_t, to_t, |s, e| {
+                    book(ledger, to, RadioState::Listen, s, e)
+                });
             }
         }
     }

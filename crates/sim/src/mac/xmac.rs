@@ -260,12 +260,9 @@ impl MacModel for XMac {
         let (from_t, to_t) = (from_t.as_nanos(), to_t.as_nanos());
         for (&n, st) in &self.nodes {
             ledger.register(n);
-            let k = from_t.saturating_sub(st.phase_ns).div_ceil(self.ci_ns);
-            let mut wake = st.phase_ns + k * self.ci_ns;
-            while wake < to_t {
-                book(ledger, n, RadioState::Listen, wake, (wake + CHECK_WINDOW_NS).min(to_t));
-                wake += self.ci_ns;
-            }
+            super::for_each_occurrence(st.phase_ns, self.ci_ns, CHECK_WINDOW_NS, from_t, to_t, |s, e| {
+                book(ledger, n, RadioState::Listen, s, e)
+            });
         }
     }
 }
