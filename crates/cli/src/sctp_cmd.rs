@@ -201,11 +201,10 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             }
             Event::AltCookie { .. } => {}
             Event::Closed | Event::Aborted { .. } | Event::Failed(_) => {
-                let how = match &event {
-                    Event::Closed => "closed gracefully".to_string(),
+                let how = match event {
                     Event::Aborted { reason } => format!("aborted: {reason}"),
                     Event::Failed(e) => format!("failed: {e}"),
-                    _ => unreachable!("matched above"),
+                    _ => "closed gracefully".to_string(),
                 };
                 let tally = tallies.remove(&handle).unwrap_or_default();
                 eprintln!(
@@ -419,8 +418,23 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                         }
                     }
                     Event::Closed => break Ok(()),
-                    Event::Aborted { reason } => break Err(anyhow::anyhow!("association aborted: {reason}")),
-                    Event::Failed(e) => break Err(anyhow::anyhow!("association failed: {e} (no answer from {} port {})", args.connect, args.port)),
+                    Event::Aborted { reason } => {
+                        break Err(anyhow::anyhow!(
+                            "association aborted by {} port {}: {reason}",
+                            args.connect,
+                            args.port
+                        ))
+                    }
+                    Event::Failed(e) => {
+                        let detail = match e {
+                            fastshake_sctp::Error::HandshakeTimeout => format!(
+                                "no answer from {} port {} after {} INIT retransmission(s)",
+                                args.connect, args.port, args.max_init_retransmits
+                            ),
+                            _ => format!("peer {} port {}", args.connect, args.port),
+                        };
+                        break Err(anyhow::anyhow!("association failed: {e} ({detail})"));
+                    }
                 }
             }
             chunk = stdin.recv(), if !stdin_done => {
