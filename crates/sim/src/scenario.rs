@@ -24,6 +24,8 @@
 //! delay_ms = 5                         # and jitter, rate_bps, queue_packets, mtu, oversize,
 //! loss = { model = "bernoulli", p = 0.01 }   # frame_header, duplicate, reorder, kind
 //!
+//! # power = { name = "x", supply_v = 3.0, tx_ma = 17.4, rx_ma = 18.8, listen_ma = 18.8, sleep_ma = 0.001 }
+//!
 //! [[mac]]                              # a duty-cycled MAC shared by 802.15.4 links
 //! name = "radio"
 //! kind = "tsch"                        # and that kind's parameters (see `mac::MacConfig`)
@@ -116,6 +118,9 @@ pub struct Scenario {
     pub seed: u64,
     /// How long to simulate, seconds of virtual time.
     pub duration_s: f64,
+    /// Radio power profile for the duty-cycled MACs (default: CC2520 at 2.8 V).
+    #[serde(default)]
+    pub power: Option<crate::radio::PowerProfile>,
     /// Nodes.
     #[serde(default, rename = "node")]
     pub nodes: Vec<NodeSpec>,
@@ -321,6 +326,9 @@ impl Scenario {
         factory: &mut AppFactory<'_>,
     ) -> Result<Built, ScenarioError> {
         let mut sim = Simulator::new(seed.unwrap_or(self.seed));
+        if let Some(profile) = &self.power {
+            sim.set_power_profile(profile.clone());
+        }
         for node in &self.nodes {
             if sim.node(&node.name).is_some() {
                 return Err(ScenarioError::Format(format!("node `{}` defined twice", node.name)));
@@ -419,7 +427,8 @@ impl Scenario {
                 Some(every) if every > 0.0 && until >= event.at_s => ((until - event.at_s) / every).floor(),
                 _ => 0.0,
             };
-            if !(repetitions < MAX_REPETITIONS as f64) {
+            // NaN (from an infinite duration) fails this check too.
+            if repetitions.partial_cmp(&(MAX_REPETITIONS as f64)) != Some(std::cmp::Ordering::Less) {
                 return Err(ScenarioError::Format(format!(
                     "event on `{}` repeats more than {MAX_REPETITIONS} times",
                     event.iface

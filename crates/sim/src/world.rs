@@ -262,6 +262,13 @@ impl Simulator {
         Ok(id)
     }
 
+    /// Books radio energy under `profile` instead of the default CC2520 (before the first run).
+    pub fn set_power_profile(&mut self, profile: crate::radio::PowerProfile) {
+        if !self.started {
+            self.ledger = RadioLedger::new(profile);
+        }
+    }
+
     /// Marks an interface as down from the start (before the first run; apps are then not
     /// told it is up until an [`Action::InterfaceUp`]).
     pub fn set_initially_down(&mut self, iface: IfaceId) {
@@ -638,10 +645,7 @@ impl Simulator {
             Some(SocketAddr::V4(src)) => {
                 let found =
                     self.nodes[node].ifaces.iter().copied().find(|&i| self.ifaces[i].addr == *src.ip());
-                match found {
-                    Some(i) => Some((i, src.port())),
-                    None => None,
-                }
+                found.map(|i| (i, src.port()))
             }
             Some(SocketAddr::V6(_)) => None,
             None => {

@@ -94,3 +94,19 @@ fn tsch_runs_are_deterministic() {
     assert_eq!(a.pcap, b.pcap);
     assert_eq!(a.frames_pcap, b.frames_pcap);
 }
+
+#[test]
+fn scenario_power_profile_scales_energy() {
+    let default = Scenario::from_toml(TSCH_CHAIN).unwrap().run(None, false, None).unwrap().report;
+    // The CC2520 currents doubled: the same radio times cost twice the energy.
+    let doubled = TSCH_CHAIN.replace(
+        "duration_s = 60",
+        "duration_s = 60\npower = { name = \"2x\", supply_v = 2.8, tx_ma = 51.6, rx_ma = 37.0, \
+         listen_ma = 37.0, sleep_ma = 0.00006 }",
+    );
+    let doubled = Scenario::from_toml(&doubled).unwrap().run(None, false, None).unwrap().report;
+    for (a, b) in default.radios.iter().zip(&doubled.radios) {
+        assert_eq!(a.tx_ms, b.tx_ms);
+        assert!((b.energy_mj / a.energy_mj - 2.0).abs() < 1e-9, "{} vs {}", a.energy_mj, b.energy_mj);
+    }
+}

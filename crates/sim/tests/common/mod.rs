@@ -1,5 +1,5 @@
 //! Test helpers: a scripted app and a sink that remember everything.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::new_ret_no_self)]
 
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_sim::apps::{App, NodeEvent};
