@@ -106,6 +106,9 @@ pub struct ClientArgs {
     /// Give up (non-zero exit) if the whole exchange takes longer than this.
     #[arg(long, default_value_t = 30)]
     timeout_s: u64,
+    /// Bytes of standard input per message at most (larger than the MTU: fragmented).
+    #[arg(long, default_value_t = DEFAULT_MESSAGE)]
+    message_bytes: usize,
     /// INIT retransmissions before giving up.
     #[arg(long, default_value_t = 4)]
     max_init_retransmits: u32,
@@ -306,9 +309,11 @@ fn spawn_stdin_reader(limit: usize) -> mpsc::Receiver<Vec<u8>> {
     rx
 }
 
-/// Largest message read from standard input at once; a zero-RTT message must fit in the INIT
-/// beside the handshake parameters.
-const STDIN_CHUNK: usize = 1024;
+/// Default bytes of standard input per message: a zero-RTT message must fit in the INIT beside
+/// the handshake parameters.
+const DEFAULT_MESSAGE: usize = 1024;
+/// Largest message read from standard input at once (fragmented to the path MTU on the wire).
+const MAX_MESSAGE: usize = 64 * 1024;
 
 fn random_dynamic_port() -> u16 {
     use rand_core::RngCore;
@@ -344,7 +349,7 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         None => None,
     };
 
-    let mut stdin = spawn_stdin_reader(STDIN_CHUNK);
+    let mut stdin = spawn_stdin_reader(args.message_bytes.clamp(1, MAX_MESSAGE));
     let mut options = ConnectOptions::default();
     options.cached_cookie = cache.as_ref().and_then(|c| c.get(&local_key, args.connect));
     let used_cached_cookie = options.cached_cookie.is_some();

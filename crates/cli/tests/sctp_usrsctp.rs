@@ -77,6 +77,15 @@ fn start_usrsctp_echo_server(our_port: u16) -> Option<(Proc, u16)> {
     Some((server, their_port))
 }
 
+/// The lengths of the complete messages usrsctp's echo server reports.
+fn received_lengths(stdout: &str) -> Vec<usize> {
+    stdout
+        .lines()
+        .filter(|l| l.contains("complete 1"))
+        .filter_map(|l| l.strip_prefix("Msg of length ")?.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
 /// Runs our client against usrsctp's echo server with `extra` arguments and checks that the
 /// payload comes back exactly once and that usrsctp received it exactly once.
 fn our_client_against_usrsctp_echo(
@@ -120,9 +129,9 @@ fn our_client_against_usrsctp_echo(
         "usrsctp saw no message\n{report}"
     );
     assert_eq!(
-        count_lines(&server.stdout.text(), &format!("Msg of length {} received", payload.len())),
-        1,
-        "usrsctp must receive the message exactly once\n{report}"
+        received_lengths(&server.stdout.text()).iter().sum::<usize>(),
+        payload.len(),
+        "usrsctp must receive every byte exactly once\n{report}"
     );
     assert!(client.stderr.text().contains("closed gracefully"), "no graceful close\n{report}");
     (client, server)
@@ -136,6 +145,27 @@ fn regular_client_with_usrsctp_echo_server() {
     let payload = b"hello usrsctp, from the regular handshake\n";
     let (client, _server) = our_client_against_usrsctp_echo(&["--mode", "regular"], payload, |_, _| {});
     assert!(client.stderr.text().contains("regular handshake"), "{}", client.describe());
+}
+
+/// Messages larger than the path MTU go out in fragments; usrsctp reassembles them, echoes them
+/// fragmented in turn, and we reassemble the echo.
+#[test]
+fn fragmented_messages_with_usrsctp_echo_server() {
+    if usrsctp_program("echo_server").is_none() {
+        return;
+    }
+    let payload: Vec<u8> = (0..9000u32).map(|i| b'A' + (i % 23) as u8).collect();
+    let (client, server) = our_client_against_usrsctp_echo(
+        &["--mode", "regular", "--message-bytes", "4000"],
+        &payload,
+        |_, _| {},
+    );
+    let lengths = received_lengths(&server.stdout.text());
+    assert!(
+        lengths.iter().any(|&n| n > 1200),
+        "a message above the MTU went through: {lengths:?}\n{}",
+        client.describe()
+    );
 }
 
 /// usrsctp does not know ALT-COOKIE or ALT-DATA: it skips both (their type's high bits are 10),
@@ -215,9 +245,12 @@ fn usrsctp_client_with_our_echo_server() {
             our_port.to_string(),
         ],
     );
-    let line = "hello fastshake, from usrsctp\n";
-    client.write_stdin(line.as_bytes());
-    let echoed = client.stdout.wait_for(line, Duration::from_secs(15));
+    let lines = ["hello fastshake, from usrsctp\n", "a second line\n", "and a third\n"];
+    let line = lines.concat();
+    for l in lines {
+        client.write_stdin(l.as_bytes());
+    }
+    let echoed = client.stdout.wait_for(lines[2], Duration::from_secs(15));
     assert!(echoed, "no echo from our server\n{}\n{}", client.describe(), server.describe());
     // End of input: usrsctp's client shuts the association down and exits when it is closed.
     client.close_stdin();
@@ -227,12 +260,14 @@ fn usrsctp_client_with_our_echo_server() {
     let server_status = server.wait_timeout(Duration::from_secs(10));
     let report = format!("{}\n{}", client.describe(), server.describe());
     assert!(server_status.is_some_and(|s| s.success()), "server did not exit cleanly\n{report}");
-    assert_eq!(server.stdout.text(), line, "our server prints what it received, once\n{report}");
+    assert_eq!(server.stdout.text(), line, "our server prints what it received, once, in order\n{report}");
     let stderr = server.stderr.text();
     assert!(
         stderr.contains("opened by the regular handshake"),
         "usrsctp speaks the regular handshake\n{report}"
     );
     assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
-    assert_eq!(count_lines(&client.stdout.text(), line.trim_end()), 1, "echo arrives once\n{report}");
+    for l in lines {
+        assert_eq!(count_lines(&client.stdout.text(), l.trim_end()), 1, "each echo arrives once\n{report}");
+    }
 }
