@@ -71,6 +71,12 @@ pub trait App: SansIo {
     fn stats(&self) -> Option<AppStats> {
         None
     }
+
+    /// The app as `Any`, so code that built it can read its own type back after a run
+    /// (`sim.app(id).as_any()?.downcast_ref::<MyClient>()`).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Runs any [`SansIo`] endpoint that needs no interface events as an [`App`].
@@ -173,6 +179,11 @@ impl Pinger {
         }
     }
 
+    /// The settings (with `count` capped at 2^24).
+    pub fn config(&self) -> &PingerConfig {
+        &self.config
+    }
+
     fn source(&self) -> Option<SocketAddr> {
         self.interfaces.iter().find(|(_, _, up)| *up).map(|(_, ip, _)| SocketAddr::from((*ip, 0)))
     }
@@ -266,6 +277,10 @@ impl SansIo for Pinger {
 }
 
 impl App for Pinger {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn handle_node_event(&mut self, _now: Instant, event: &NodeEvent) {
         let (name, addr, up) = match event {
             NodeEvent::InterfaceUp { iface, addr } => (iface, *addr, true),

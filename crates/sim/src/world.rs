@@ -434,6 +434,11 @@ impl Simulator {
         }
     }
 
+    /// An app, to read its state after a run (see [`App::as_any`]).
+    pub fn app(&self, app: AppId) -> &dyn App {
+        self.apps[app].app.as_ref()
+    }
+
     /// The figures an app reports.
     pub fn app_stats(&self, app: AppId) -> Option<AppStats> {
         self.apps[app].app.stats()

@@ -176,6 +176,8 @@ fn multihomed_pinger_moves_to_the_interface_that_is_up() {
     sim.run_until(Instant::from_millis(20_000));
     let stats = sim.app_stats(ping).unwrap();
     assert_eq!(stats.replies, 50, "every request answered despite the outage");
+    let pinger = sim.app(ping).as_any().and_then(|a| a.downcast_ref::<Pinger>()).unwrap();
+    assert_eq!(pinger.config().count, 50);
     assert!(stats.completed_at_ns.is_some());
     let lte_sent = sim.link_counters(lte_link)[0].datagrams_sent;
     let wlan_sent = sim.link_counters(wlan_link)[0].datagrams_sent;
