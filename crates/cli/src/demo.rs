@@ -159,9 +159,9 @@ async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::
                 Err(_) => bail!("no echo of {message:?} within {STEP_TIMEOUT:?}"),
             }
         };
-        println!("  client sent {:?}, got back {:?}", message, String::from_utf8_lossy(&echoed));
+        println!("  client sent {:?}, got back {:?}:", message, String::from_utf8_lossy(&echoed));
+        print_log(&log, start);
     }
-    print_log(&log, start);
 
     println!("\nThe client closes with a close_notify alert (encrypted, like every record of epoch 1):");
     let traffic = client.close().await.context("closing failed")?;

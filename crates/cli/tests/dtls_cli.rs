@@ -7,8 +7,7 @@ use peers::*;
 
 #[test]
 fn client_and_server_exchange_data_and_print_summaries() {
-    let port = free_udp_port();
-    let server = fastshake_server(port, &["--echo"]);
+    let (server, port) = fastshake_server(&["--echo"]);
     let mut client = fastshake_client(port, PSK_HEX, &[]);
     client.expect_stderr("handshake done: TLS_PSK_WITH_AES_128_CCM_8, full (not resumed)");
     server.expect_stderr("handshake done: TLS_PSK_WITH_AES_128_CCM_8, full (not resumed)");
@@ -27,8 +26,7 @@ fn client_and_server_exchange_data_and_print_summaries() {
 
 #[test]
 fn server_without_echo_prints_what_each_client_sends() {
-    let port = free_udp_port();
-    let server = fastshake_server(port, &[]);
+    let (server, port) = fastshake_server(&[]);
     let mut first = fastshake_client(port, PSK_HEX, &["--suite", GCM]);
     let mut second = fastshake_client(port, PSK_HEX, &["--suite", CCM8]);
     first.write_line("from the first client");
@@ -44,31 +42,63 @@ fn server_without_echo_prints_what_each_client_sends() {
 }
 
 #[test]
-fn small_mtu_still_connects() {
-    let port = free_udp_port();
-    let _server =
-        fastshake_server(port, &["--echo", "--mtu", "100", "--hint", "a-rather-long-identity-hint"]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "100"]);
+fn small_mtu_fragments_the_handshake_and_still_connects() {
+    // 110 B: about what a 127-byte IEEE 802.15.4 frame leaves; the identity hint makes the
+    // server's flight big enough to be split.
+    let (_server, port) =
+        fastshake_server(&["--echo", "--mtu", "110", "--hint", "a-rather-long-identity-hint"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "110", "--verbose"]);
     client.write_line("small datagrams");
     client.expect_stdout("small datagrams");
     client.close_stdin();
     assert!(client.expect_exit().success(), "{}", client.transcript());
+    let trace = client.stderr();
+    assert!(trace.contains("[fragment"), "a 110-byte MTU must split the server's flight:\n{trace}");
+    // Every datagram either way, as the client's trace shows it ("-> ADDR N B: ..."), fits the MTU.
+    for line in trace.lines().filter(|l| l.contains(" -> ") || l.contains(" <- ")) {
+        let size: usize = line
+            .split(" B: ")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("unparsable trace line {line:?}"));
+        assert!(size <= 110, "datagram of {size} B over a 110-byte MTU: {line}");
+    }
+}
+
+/// Runs a client with `psk_hex` / `identity` against a fastshake server and returns its stderr
+/// after checking that it failed.
+fn failing_client(identity: &str, psk_hex: &str) -> String {
+    let (server, port) = fastshake_server(&["--echo"]);
+    let mut command = fastshake();
+    command.args(["client", "--connect", &format!("127.0.0.1:{port}"), "--psk-identity", identity]).args([
+        "--psk",
+        psk_hex,
+        "--initial-retransmit-ms",
+        "100",
+        "--handshake-timeout",
+        "3",
+    ]);
+    let mut client = Peer::spawn("fastshake client", command);
+    let status = client.expect_exit();
+    assert!(!status.success(), "{}", client.transcript());
+    let stderr = client.stderr();
+    assert!(!stderr.contains("handshake done"), "{stderr}");
+    // The server names the failed session by its address and goes on serving.
+    server.expect_stderr_line_with(&["fastshake server: 127.0.0.1:", ": session failed: "]);
+    stderr
 }
 
 #[test]
 fn wrong_key_fails_with_the_alert_named() {
-    let port = free_udp_port();
-    let _server = fastshake_server(port, &["--echo"]);
-    let mut client = fastshake_client(
-        port,
-        WRONG_PSK_HEX,
-        &["--initial-retransmit-ms", "100", "--handshake-timeout", "3"],
-    );
-    let status = client.expect_exit();
-    assert!(!status.success(), "{}", client.transcript());
-    let stderr = client.stderr();
-    assert!(stderr.contains("alert"), "the failure should name the alert: {stderr}");
-    assert!(!stderr.contains("handshake done"), "{stderr}");
+    let stderr = failing_client(PSK_IDENTITY, WRONG_PSK_HEX);
+    assert!(stderr.contains("alert decrypt_error"), "RFC 4279 §2: a bad Finished is decrypt_error: {stderr}");
+}
+
+#[test]
+fn unknown_identity_fails_with_the_alert_named() {
+    let stderr = failing_client("somebody-else", PSK_HEX);
+    assert!(stderr.contains("alert unknown_psk_identity"), "{stderr}");
 }
 
 #[test]

@@ -589,8 +589,9 @@ async fn run_server(
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());
     let mut next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
-    // Addresses of established connections, so that Closed/Failed can still name the peer after
-    // the engine has let the connection go. Bounded by the engine's connection table.
+    // Addresses of the engine's connections, so that Closed/Failed can still name the peer after
+    // the engine has let the connection go. Bounded by the engine's connection table: entries
+    // leave on Closed/Failed and at each cookie rotation if the engine no longer knows them.
     let mut remotes: HashMap<u64, SocketAddr> = HashMap::new();
     let mut buffer = vec![0u8; RECEIVE_BUFFER];
     let mut shutting_down = false;
@@ -647,6 +648,11 @@ async fn run_server(
                         trace(Direction::Received, remote, datagram);
                     }
                     endpoint.handle_datagram(clock.now(), local, remote, datagram);
+                    // Remember the peer of a new connection now, so that a handshake failing
+                    // before it completes can still be reported with the client's address.
+                    if let Some(handle) = endpoint.handle_for(remote) {
+                        remotes.entry(handle.0).or_insert(remote);
+                    }
                 }
                 Err(error) if is_icmp_echo(&error) => {}
                 Err(error) => return Err(error.into()),

@@ -139,6 +139,12 @@ impl Peer {
         self.wait_for(text, |p| p.stderr().contains(text));
     }
 
+    /// Waits until one line of standard error contains every one of `parts`.
+    pub fn expect_stderr_line_with(&self, parts: &[&str]) {
+        let what = parts.join(" ... ");
+        self.wait_for(&what, |p| p.stderr().lines().any(|line| parts.iter().all(|part| line.contains(part))));
+    }
+
     /// Waits for the process to end; fails the test after [`STEP`] (the guard then kills it).
     pub fn expect_exit(&mut self) -> ExitStatus {
         let deadline = Instant::now() + STEP;
@@ -162,30 +168,65 @@ impl Drop for Peer {
     }
 }
 
-/// `openssl s_server` with a PSK and no certificate, ready to accept.
-pub fn openssl_s_server(port: u16, iana: &str, psk_hex: &str) -> Peer {
-    let mut command = tool("openssl");
-    command.args(["s_server", "-dtls1_2", "-nocert", "-psk", psk_hex, "-psk_identity", PSK_IDENTITY]).args([
-        "-cipher",
-        openssl_cipher(iana),
-        "-accept",
-        &format!("127.0.0.1:{port}"),
-    ]);
-    let peer = Peer::spawn("openssl s_server", command);
-    peer.expect_stdout("ACCEPT");
-    peer
+/// `openssl s_server` with a PSK and no certificate on a free port, ready to accept; returns it
+/// and its port. A port taken between the probe and the bind is retried with another.
+pub fn openssl_s_server(iana: &str, psk_hex: &str) -> (Peer, u16) {
+    start_on_free_port(
+        "openssl s_server",
+        |port| {
+            let mut command = tool("openssl");
+            command
+                .args(["s_server", "-dtls1_2", "-nocert", "-psk", psk_hex, "-psk_identity", PSK_IDENTITY])
+                .args(["-cipher", openssl_cipher(iana), "-accept", &format!("127.0.0.1:{port}")]);
+            command
+        },
+        |peer| peer.stdout().contains("ACCEPT"),
+    )
 }
 
-/// `fastshake server` on 127.0.0.1:`port`, ready to accept.
-pub fn fastshake_server(port: u16, extra: &[&str]) -> Peer {
+/// Starts `make(port)` on a probed free port until `ready` holds (at most three ports).
+pub fn start_on_free_port(
+    name: &str,
+    make: impl Fn(u16) -> Command,
+    ready: impl Fn(&Peer) -> bool,
+) -> (Peer, u16) {
+    for _ in 0..3 {
+        let port = free_udp_port();
+        let mut peer = Peer::spawn(name, make(port));
+        let deadline = Instant::now() + STEP;
+        while Instant::now() < deadline {
+            if ready(&peer) {
+                return (peer, port);
+            }
+            if peer.child.try_wait().ok().flatten().is_some() {
+                break; // exited: most likely the port was taken meanwhile
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("{name} did not start on port {port}\n{}", peer.transcript());
+        peer.close_stdin();
+    }
+    panic!("{name} could not be started");
+}
+
+/// `fastshake server` on 127.0.0.1 with a port of the kernel's choice (so no other process can
+/// take it first), ready to accept; returns the server and its port.
+pub fn fastshake_server(extra: &[&str]) -> (Peer, u16) {
     let mut command = fastshake();
     command
-        .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--psk-identity", PSK_IDENTITY])
+        .args(["server", "--listen", "127.0.0.1:0", "--psk-identity", PSK_IDENTITY])
         .args(["--psk", PSK_HEX])
         .args(extra);
     let peer = Peer::spawn("fastshake server", command);
-    peer.expect_stderr("listening on");
-    peer
+    peer.expect_stderr("listening on 127.0.0.1:");
+    let port = peer
+        .stderr()
+        .split("listening on 127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("no port in the server's banner\n{}", peer.transcript()));
+    (peer, port)
 }
 
 /// `fastshake client` towards 127.0.0.1:`port`.
