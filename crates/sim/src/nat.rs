@@ -8,6 +8,9 @@
 //! exactly the address and port it has sent to (address-and-port-dependent).
 //! A mapping expires `timeout` after the last outbound datagram that used it (§4.3: outbound
 //! refreshes; inbound refresh is optional and off by default).
+//!
+//! Not modelled: hairpinning (inside to inside through the outside address), ICMP, port
+//! parity and contiguity, and more than one outside address.
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -305,5 +308,36 @@ impl Nat {
         let inside = m.key.inside;
         self.counters.inbound += 1;
         Some(inside)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(s: &str) -> SocketAddrV4 {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn port_is_preserved_when_free_and_allocated_from_the_base_otherwise() {
+        let mut nat = Nat::new(&NatConfig { port_base: 50000, ..NatConfig::preset(NatPreset::FullCone) });
+        let server = ep("192.0.2.1:443");
+        assert_eq!(nat.outbound(0, ep("10.0.0.2:7000"), server), Some(7000));
+        assert_eq!(nat.outbound(0, ep("10.0.0.3:7000"), server), Some(50000), "7000 is taken");
+        assert_eq!(nat.inbound(1, server, 50000), Some(ep("10.0.0.3:7000")));
+        assert_eq!(nat.inbound(1, server, 7000), Some(ep("10.0.0.2:7000")));
+        assert_eq!(nat.live_mappings(1), 2);
+    }
+
+    #[test]
+    fn expired_port_is_reused() {
+        let mut nat = Nat::new(&NatConfig { timeout_s: 1.0, ..NatConfig::preset(NatPreset::FullCone) });
+        let server = ep("192.0.2.1:443");
+        assert_eq!(nat.outbound(0, ep("10.0.0.2:7000"), server), Some(7000));
+        let later = 2_000_000_000;
+        assert_eq!(nat.outbound(later, ep("10.0.0.3:7000"), server), Some(7000));
+        assert_eq!(nat.inbound(later, server, 7000), Some(ep("10.0.0.3:7000")));
+        assert_eq!(nat.counters().mappings_expired, 1);
     }
 }
