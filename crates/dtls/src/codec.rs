@@ -106,10 +106,6 @@ pub fn put_u24(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_be_bytes()[1..]);
 }
 
-pub fn put_u48(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_be_bytes()[2..]);
-}
-
 /// A vector with a one-byte length prefix; `data` must be shorter than 256 bytes.
 pub fn put_vec8(out: &mut Vec<u8>, data: &[u8]) {
     debug_assert!(data.len() <= u8::MAX as usize);
@@ -122,13 +118,6 @@ pub fn put_vec16(out: &mut Vec<u8>, data: &[u8]) {
     debug_assert!(data.len() <= u16::MAX as usize);
     put_u16(out, data.len() as u16);
     out.extend_from_slice(data);
-}
-
-/// Writes `v` big-endian into the first bytes of `out` (which the caller sized).
-pub fn write_be(out: &mut [u8], v: u64) {
-    let bytes = v.to_be_bytes();
-    let n = out.len().min(8);
-    out[..n].copy_from_slice(&bytes[8 - n..]);
 }
 
 #[cfg(test)]
@@ -155,11 +144,7 @@ mod tests {
         let mut v = Vec::new();
         put_u16(&mut v, 0x0102);
         put_u24(&mut v, 0x030405);
-        put_u48(&mut v, 0x060708090a0b);
         put_vec8(&mut v, &[0xff]);
-        assert_eq!(v, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1, 0xff]);
-        let mut b = [0u8; 6];
-        write_be(&mut b, 0x0102_0304_0506);
-        assert_eq!(b, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(v, [1, 2, 3, 4, 5, 1, 0xff]);
     }
 }

@@ -1163,10 +1163,6 @@ impl Connection {
         self.hello_id
     }
 
-    pub(crate) fn is_handshaking(&self) -> bool {
-        matches!(self.state, State::Handshaking(_))
-    }
-
     pub(crate) fn fail_superseded(&mut self) {
         self.state = State::Failed;
         self.hs = None;

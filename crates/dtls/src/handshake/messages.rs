@@ -148,6 +148,8 @@ impl<'a> ClientHello<'a> {
 
 /// HelloVerifyRequest (RFC 6347 §4.2.1).
 pub struct HelloVerifyRequest<'a> {
+    /// Either DTLS 1.0 or 1.2 (RFC 6347 §4.2.1); not checked.
+    #[allow(dead_code)]
     pub version: u16,
     pub cookie: &'a [u8],
 }
@@ -172,6 +174,8 @@ impl<'a> HelloVerifyRequest<'a> {
 pub struct ServerHello<'a> {
     pub version: u16,
     pub random: [u8; 32],
+    /// Used once resumption by session ID exists.
+    #[allow(dead_code)]
     pub session_id: &'a [u8],
     pub cipher_suite: u16,
     pub compression_method: u8,

@@ -50,6 +50,7 @@ impl HandshakeType {
         })
     }
 
+    #[allow(dead_code)] // for diagnostics and the certificate messages to come
     pub fn name(self) -> &'static str {
         use HandshakeType::*;
         match self {
