@@ -18,7 +18,12 @@ use std::time::Duration;
 
 fn configs() -> Vec<MacConfig> {
     vec![
-        MacConfig::XMac(XMacConfig { check_interval_ms: 125.0, pdr: 0.9, max_strobe_ms: None }),
+        MacConfig::XMac(XMacConfig {
+            check_interval_ms: 125.0,
+            pdr: 0.9,
+            max_strobe_ms: None,
+            phase_lock: false,
+        }),
         MacConfig::Beacon(BeaconConfig {
             beacon_order: 6,
             superframe_order: 2,
@@ -134,7 +139,7 @@ fn same_seed_same_frames_and_energy() {
 fn idle_listening_follows_the_schedule() {
     // X-MAC: an idle node listens one check window per check interval.
     let mut rng = ChaCha20Rng::seed_from_u64(9);
-    let cfg = XMacConfig { check_interval_ms: 100.0, pdr: 1.0, max_strobe_ms: None };
+    let cfg = XMacConfig { check_interval_ms: 100.0, pdr: 1.0, max_strobe_ms: None, phase_lock: false };
     let mut mac = XMac::new(&cfg, &[0], &mut rng).unwrap();
     let mut ledger = RadioLedger::default();
     let end = Instant::from_millis(10_000);
@@ -177,6 +182,7 @@ fn idle_listening_follows_the_schedule() {
         datagram_len: 50,
         arrival_spread_ns: 0,
         alternate: true,
+        retransmit_timeout_ns: None,
     };
     let mut ledger2 = RadioLedger::default();
     let _ = send_sequence(&mut mac, &plan, Instant::ZERO, &mut rng, &mut ledger2);

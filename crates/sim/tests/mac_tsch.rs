@@ -39,6 +39,7 @@ fn mean_handshake_s(l: u32, c: u32, hops: usize, pdr: f64, seeds: u64) -> (f64, 
             datagram_len: 80,
             arrival_spread_ns: slotframe_ns,
             alternate: true,
+            retransmit_timeout_ns: None,
         };
         let mut ledger = RadioLedger::default();
         let r = send_sequence(&mut mac, &plan, Instant::ZERO, &mut rng, &mut ledger);

@@ -11,7 +11,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 fn config(ci_ms: f64, pdr: f64) -> XMacConfig {
-    XMacConfig { check_interval_ms: ci_ms, pdr, max_strobe_ms: None }
+    XMacConfig { check_interval_ms: ci_ms, pdr, max_strobe_ms: None, phase_lock: false }
 }
 
 /// Mean latency of one-hop sends at random instants, over fresh phases; and the loss ratio.
@@ -68,6 +68,7 @@ fn chains_add_half_a_check_interval_per_hop() {
             datagram_len: 60,
             arrival_spread_ns: ci_ns,
             alternate: false,
+            retransmit_timeout_ns: None,
         };
         let r = send_sequence(&mut mac, &plan, Instant::ZERO, &mut rng, &mut RadioLedger::default());
         assert_eq!(r.delivered, 1);
@@ -127,4 +128,61 @@ fn a_receiver_that_never_hears_makes_the_sender_give_up() {
     let span = out.frames.last().unwrap().end - out.frames[0].start;
     assert!(span.as_nanos() as u64 <= 300_000_000 + 2 * STROBE_PERIOD_NS, "strobing bounded by max_strobe");
     assert!(span.as_nanos() as u64 >= 300_000_000, "strobing covers three check intervals");
+}
+
+#[test]
+fn phase_lock_shortens_strobe_trains_but_not_the_wait() {
+    let runs = 400;
+    let (mut strobes_plain, mut strobes_locked, mut wait_plain, mut wait_locked) = (0, 0, 0.0, 0.0);
+    for seed in 0..runs {
+        for lock in [false, true] {
+            let mut rng = ChaCha20Rng::seed_from_u64(seed);
+            let cfg = XMacConfig { phase_lock: lock, ..config(500.0, 1.0) };
+            let mut mac = XMac::new(&cfg, &[0, 1], &mut rng).unwrap();
+            let mut ledger = RadioLedger::default();
+            // The first exchange teaches node 0 when node 1 wakes.
+            let first = mac.send(Instant::ZERO, 0, 1, &[0u8; 40], &mut rng, &mut ledger);
+            let t =
+                first.delivered_at.unwrap() + std::time::Duration::from_nanos(rng.next_u64() % 500_000_000);
+            let second = mac.send(t, 0, 1, &[0u8; 40], &mut rng, &mut ledger);
+            let strobes = second.frames.iter().filter(|f| f.kind == FrameKind::Strobe).count();
+            let wait = (second.delivered_at.unwrap() - t).as_secs_f64();
+            if lock {
+                strobes_locked += strobes;
+                wait_locked += wait;
+            } else {
+                strobes_plain += strobes;
+                wait_plain += wait;
+            }
+        }
+    }
+    let per = |n: usize| n as f64 / runs as f64;
+    assert!(per(strobes_locked) <= 2.0, "locked trains: {} strobes", per(strobes_locked));
+    assert!(per(strobes_plain) > 50.0, "plain trains cover CI/2 on average: {}", per(strobes_plain));
+    let (wp, wl) = (wait_plain / runs as f64, wait_locked / runs as f64);
+    assert!((wp - wl).abs() < 0.01, "same wait for the wake-up: {wp} vs {wl}");
+}
+
+#[test]
+fn lost_datagrams_are_resent_after_the_timeout() {
+    let mut resent = 0;
+    for seed in 0..200 {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let mut mac = XMac::new(&config(125.0, 0.8), &[0, 1], &mut rng).unwrap();
+        let plan = SequencePlan {
+            chain: vec![0, 1],
+            datagrams: 10,
+            datagram_len: 60,
+            arrival_spread_ns: 0,
+            alternate: true,
+            retransmit_timeout_ns: Some(2_000_000_000),
+        };
+        let r = send_sequence(&mut mac, &plan, Instant::ZERO, &mut rng, &mut RadioLedger::default());
+        assert_eq!(r.delivered + r.lost, 10);
+        assert!(r.latency.as_secs_f64() >= 2.0 * r.retransmissions as f64, "each resend waits the timeout");
+        resent += r.retransmissions;
+    }
+    // About one datagram in five is lost per try (data frame, or strobing gives up).
+    let per_datagram = resent as f64 / 2000.0;
+    assert!((0.2..0.35).contains(&per_datagram), "resent per datagram {per_datagram}");
 }

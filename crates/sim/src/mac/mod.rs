@@ -112,6 +112,11 @@ pub struct XMacConfig {
     /// How long a sender strobes before giving up; default 3 CI plus two strobe periods.
     #[serde(default)]
     pub max_strobe_ms: Option<f64>,
+    /// Once a sender has reached a neighbour, it remembers when that neighbour wakes and starts
+    /// its next strobe train just before (Contiki's X-MAC "encounter optimization"). Saves the
+    /// sender's energy; the wait for the wake-up stays.
+    #[serde(default)]
+    pub phase_lock: bool,
 }
 
 /// IEEE 802.15.4 beacon-enabled mode parameters.

@@ -21,7 +21,13 @@ pub struct SequencePlan {
     pub arrival_spread_ns: u64,
     /// Alternate the direction (client → server, server → client, ...) as handshake flights do.
     pub alternate: bool,
+    /// If set, a datagram lost on the way is sent again this long after its last hand-over, as
+    /// a DTLS retransmission timer does (tinyDTLS: 2 s), up to [`MAX_ATTEMPTS`] times in all.
+    pub retransmit_timeout_ns: Option<u64>,
 }
+
+/// Attempts per datagram when retransmitting.
+pub const MAX_ATTEMPTS: u32 = 8;
 
 /// What a sequence cost.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -32,8 +38,10 @@ pub struct SequenceReport {
     pub elapsed: Duration,
     /// Datagrams that arrived.
     pub delivered: usize,
-    /// Datagrams lost on some hop.
+    /// Datagrams lost for good.
     pub lost: usize,
+    /// Datagrams sent again after a loss.
+    pub retransmissions: usize,
     /// Frames put on the air, all kinds.
     pub frames_on_air: usize,
     /// Data frames put on the air (first transmissions and retries).
@@ -53,38 +61,53 @@ pub fn send_sequence(
     let mut t = start;
     let mut first_handover = None;
     for i in 0..plan.datagrams {
-        let handover = t + Duration::from_nanos(below(rng, plan.arrival_spread_ns));
-        first_handover.get_or_insert(handover);
+        let first_try = t + Duration::from_nanos(below(rng, plan.arrival_spread_ns));
+        first_handover.get_or_insert(first_try);
         let forward = !plan.alternate || i % 2 == 0;
         let hops: Vec<(NodeId, NodeId)> = if forward {
             plan.chain.windows(2).map(|w| (w[0], w[1])).collect()
         } else {
             plan.chain.windows(2).rev().map(|w| (w[1], w[0])).collect()
         };
-        let mut at = handover;
-        let mut arrived = true;
-        for (from, to) in hops {
-            let outcome = mac.send(at, from, to, &datagram, rng, ledger);
-            report.frames_on_air += outcome.frames.len();
-            report.data_frames_on_air +=
-                outcome.frames.iter().filter(|f| f.kind == super::FrameKind::Data).count();
-            let last_on_air = outcome.frames.iter().map(|f| f.end).max().unwrap_or(at);
-            match outcome.delivered_at {
-                Some(d) => at = d,
-                None => {
-                    arrived = false;
-                    at = last_on_air;
+        let mut handover = first_try;
+        let mut attempts = 1;
+        loop {
+            let mut at = handover;
+            let mut arrived = true;
+            for &(from, to) in &hops {
+                let outcome = mac.send(at, from, to, &datagram, rng, ledger);
+                report.frames_on_air += outcome.frames.len();
+                report.data_frames_on_air +=
+                    outcome.frames.iter().filter(|f| f.kind == super::FrameKind::Data).count();
+                let last_on_air = outcome.frames.iter().map(|f| f.end).max().unwrap_or(at);
+                match outcome.delivered_at {
+                    Some(d) => at = d,
+                    None => {
+                        arrived = false;
+                        at = last_on_air;
+                        break;
+                    }
+                }
+            }
+            if arrived {
+                report.delivered += 1;
+                report.latency += at - first_try;
+                t = at;
+                break;
+            }
+            match plan.retransmit_timeout_ns {
+                Some(timeout) if attempts < MAX_ATTEMPTS => {
+                    attempts += 1;
+                    report.retransmissions += 1;
+                    handover += Duration::from_nanos(timeout);
+                }
+                _ => {
+                    report.lost += 1;
+                    t = at;
                     break;
                 }
             }
         }
-        if arrived {
-            report.delivered += 1;
-            report.latency += at - handover;
-        } else {
-            report.lost += 1;
-        }
-        t = at;
     }
     report.elapsed = t - first_handover.unwrap_or(start);
     report
@@ -104,6 +127,8 @@ pub struct SweepStats {
     pub mean_elapsed_s: f64,
     /// Share of datagrams that arrived.
     pub delivered_ratio: f64,
+    /// Retransmissions per sequence.
+    pub retransmissions: f64,
     /// Data frames on the air per datagram and hop.
     pub data_frames_per_datagram_hop: f64,
     /// Mean radio energy of the first node of the chain (the client) over the sequence, idle
@@ -124,6 +149,7 @@ pub fn sweep(
     let hops = links.len().max(1) as f64;
     let (mut sum, mut sum_sq, mut elapsed, mut delivered, mut total, mut data, mut energy) =
         (0.0, 0.0, 0.0, 0usize, 0usize, 0usize, 0.0);
+    let mut retransmissions = 0usize;
     let n = seeds.end.saturating_sub(seeds.start);
     for seed in seeds {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
@@ -137,6 +163,7 @@ pub fn sweep(
         sum_sq += x * x;
         elapsed += r.elapsed.as_secs_f64();
         delivered += r.delivered;
+        retransmissions += r.retransmissions;
         total += r.delivered + r.lost;
         data += r.data_frames_on_air;
         energy += ledger.usage(client, end).energy_mj;
@@ -153,6 +180,7 @@ pub fn sweep(
         ci95_s: 1.96 * (var / nf).sqrt(),
         mean_elapsed_s: elapsed / nf,
         delivered_ratio: if total == 0 { 0.0 } else { delivered as f64 / total as f64 },
+        retransmissions: retransmissions as f64 / nf,
         data_frames_per_datagram_hop: if total == 0 { 0.0 } else { data as f64 / (total as f64 * hops) },
         client_energy_mj: energy / nf,
     })

@@ -23,7 +23,7 @@ use super::{
 };
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Air time of a strobe (and of an early acknowledgement).
 pub const STROBE_AIR_NS: u64 = airtime_ns(STROBE_PSDU);
@@ -48,6 +48,9 @@ pub struct XMac {
     ci_ns: u64,
     pdr: f64,
     max_strobe_ns: u64,
+    phase_lock: bool,
+    /// (sender, receiver) pairs whose receiver's wake-up phase the sender has learned.
+    encounters: BTreeSet<(NodeId, NodeId)>,
     nodes: BTreeMap<NodeId, NodeState>,
 }
 
@@ -70,7 +73,14 @@ impl XMac {
             Some(ms) => super::millis_to_ns("max_strobe_ms", ms)?,
             None => 3 * ci_ns + 2 * STROBE_PERIOD_NS,
         };
-        let mut mac = XMac { ci_ns, pdr: config.pdr, max_strobe_ns, nodes: BTreeMap::new() };
+        let mut mac = XMac {
+            ci_ns,
+            pdr: config.pdr,
+            max_strobe_ns,
+            phase_lock: config.phase_lock,
+            encounters: BTreeSet::new(),
+            nodes: BTreeMap::new(),
+        };
         for &n in nodes {
             mac.node(n, rng);
         }
@@ -124,7 +134,14 @@ impl MacModel for XMac {
             }
         }
         let ci = self.ci_ns;
-        let t0 = now.as_nanos().max(tx_free);
+        let mut t0 = now.as_nanos().max(tx_free);
+        if self.phase_lock && self.encounters.contains(&(from, to)) {
+            // Sleep until one strobe period before the receiver's next wake-up that can still
+            // hear a strobe sent from t0.
+            let earliest = (t0 + STROBE_AIR_NS).saturating_sub(CHECK_WINDOW_NS) + 1;
+            let wake = rx_phase + earliest.saturating_sub(rx_phase).div_ceil(ci) * ci;
+            t0 = t0.max(wake.saturating_sub(STROBE_PERIOD_NS));
+        }
         let limit = t0.saturating_add(self.max_strobe_ns);
         let strobe_at = |j: u64| t0 + j * STROBE_PERIOD_NS;
         let mut frames = Vec::new();
@@ -225,6 +242,7 @@ impl MacModel for XMac {
             return MacOutcome { delivered_at: None, frames, fragments: stats };
         };
         let (_, wake) = heard.unwrap_or((j, t0));
+        self.encounters.insert((from, to));
         let mut t = strobe_at(j) + STROBE_PERIOD_NS;
         let mut all_received = true;
         for psdu in psdus {
