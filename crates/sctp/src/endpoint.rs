@@ -17,7 +17,7 @@ use rand_core::{RngCore, SeedableRng};
 
 use crate::association::{regular_init_ack, Association, InitOutcome, InitParams, InitVerdict};
 use crate::cookie::{alt_cookie, alt_cookie_valid, CookieError, StateCookie};
-use crate::packet::{Chunk, ErrorCause, InitChunk, Packet, Param};
+use crate::packet::{Chunk, ErrorCause, InitChunk, InitView, Packet, Param};
 use crate::{
     AssociationHandle, AssociationInfo, Config, ConnectOptions, EndpointStats, Error, Event, HandshakeKind,
     HandshakeMode, Instant, Message, Transmit,
@@ -147,20 +147,26 @@ impl Endpoint {
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += datagram.len() as u64;
         let size = datagram.len();
+        // INITs first, from a borrowed view: a flood is answered without building packets.
+        match InitView::parse(datagram) {
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+            Ok(Some((view, alone))) => {
+                // INIT travels alone with a zero tag (RFC 9260 §8.5.1); anything else is discarded.
+                if alone && view.header.verification_tag == 0 {
+                    self.on_init(now, local, remote, &view, datagram);
+                }
+                return;
+            }
+            Ok(None) => {}
+        }
         let Ok(packet) = Packet::parse(datagram) else {
             self.stats.malformed += 1;
             return;
         };
         if packet.chunks.is_empty() {
-            return;
-        }
-        if let Some(Chunk::Init(_)) = packet.chunks.first() {
-            // INIT travels alone with a zero tag (RFC 9260 §8.5.1); anything else is discarded.
-            if packet.chunks.len() != 1 || packet.verification_tag != 0 {
-                return;
-            }
-            let Some(Chunk::Init(init)) = packet.chunks.into_iter().next() else { return };
-            self.on_init(now, local, remote, packet.src_port, packet.dst_port, &init);
             return;
         }
         if self.on_probe_answer(&packet, local, remote) {
@@ -227,15 +233,15 @@ impl Endpoint {
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
-        src_port: u16,
-        dst_port: u16,
-        init: &InitChunk,
+        view: &InitView<'_>,
+        raw: &[u8],
     ) {
         self.stats.inits_received += 1;
+        let (src_port, dst_port) = (view.header.src_port, view.header.dst_port);
         let ports = (dst_port, src_port);
-        if init.initiate_tag == 0 || init.outbound_streams == 0 || init.inbound_streams == 0 {
+        if view.initiate_tag == 0 || view.outbound_streams == 0 || view.inbound_streams == 0 {
             // RFC 9260 §3.3.2: a zero tag or stream count is answered with ABORT.
-            self.send_abort_for_init(local, remote, ports, init.initiate_tag, None);
+            self.send_abort_for_init(local, remote, ports, view.initiate_tag, None);
             return;
         }
         let existing = if dst_port == self.config.local_port {
@@ -244,12 +250,11 @@ impl Endpoint {
             None
         };
         if existing.is_none() && (!self.config.listen || dst_port != self.config.local_port) {
-            self.send_abort_for_init(local, remote, ports, init.initiate_tag, None);
+            self.send_abort_for_init(local, remote, ports, view.initiate_tag, None);
             return;
         }
         let mode = self.config.mode;
-        let params = InitParams::scan(&init.params, mode.alt_enabled());
-        let verdict = match (&params.alt_cookie, mode) {
+        let verdict = match (view.alt_cookie(), mode) {
             (_, HandshakeMode::Regular) => InitVerdict::Regular,
             (Some(c), _) if !c.is_empty() && alt_cookie_valid(&self.mac, remote.ip(), c) => {
                 InitVerdict::Alt(HandshakeKind::AltCookie)
@@ -261,16 +266,24 @@ impl Endpoint {
                 if !c.is_empty() {
                     self.stats.bad_cookies += 1;
                 }
-                self.send_alt_cookie_error(local, remote, ports, init.initiate_tag);
+                self.send_alt_cookie_error(local, remote, ports, view.initiate_tag);
                 return;
             }
             (None, HandshakeMode::AltOnly) => {
                 // Alternative-only: never an INIT-ACK with a state cookie, so no amplification.
-                self.send_alt_cookie_error(local, remote, ports, init.initiate_tag);
+                self.send_alt_cookie_error(local, remote, ports, view.initiate_tag);
                 return;
             }
             (None, _) => InitVerdict::Regular,
         };
+        // From here on state may be built: the owned parse.
+        let Ok(packet) = Packet::parse_unchecked(raw) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let Some(Chunk::Init(init)) = packet.chunks.into_iter().next() else { return };
+        let init = &init;
+        let params = InitParams::scan(&init.params, mode.alt_enabled());
         if let Some(h) = existing {
             let outcome = match self.associations.get_mut(&h) {
                 Some(a) => {

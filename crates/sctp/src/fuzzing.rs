@@ -7,7 +7,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::packet::{parse_causes, parse_params, Chunk, ErrorCause, Packet, Param};
+use crate::association::InitParams;
+use crate::packet::{parse_causes, parse_params, Chunk, ErrorCause, InitView, Packet, Param};
 use crate::{Config, Endpoint, HandshakeMode, Instant};
 
 /// A whole packet: with and without checksum, then through a listening endpoint of each mode.
@@ -20,6 +21,13 @@ pub fn packet(data: &[u8]) {
     // The same bytes with a correct checksum reach the state machine.
     let mut sealed = data.to_vec();
     crate::packet::seal(&mut sealed);
+    // The borrowed INIT view (flood path) and the owned parse agree on what an INIT says.
+    if let (Ok(Some((view, _))), Ok(p)) = (InitView::parse(&sealed), Packet::parse(&sealed)) {
+        let Some(Chunk::Init(init)) = p.chunks.first() else { panic!("view saw an INIT the parser did not") };
+        assert_eq!(view.initiate_tag, init.initiate_tag);
+        let scanned = InitParams::scan(&init.params, true);
+        assert_eq!(view.alt_cookie(), scanned.alt_cookie.as_deref(), "ALT-COOKIE seen alike");
+    }
     for mode in [HandshakeMode::Regular, HandshakeMode::Both, HandshakeMode::AltOnly] {
         let config =
             Config { mode, listen: true, cookieless: mode == HandshakeMode::Both, ..Config::default() };

@@ -7,6 +7,7 @@
 mod chunk;
 mod param;
 mod reader;
+mod view;
 
 pub use chunk::{
     Chunk, DataChunk, InitChunk, SackChunk, UnknownChunkAction, CHUNK_ABORT, CHUNK_COOKIE_ACK,
@@ -21,6 +22,8 @@ pub use param::{
     PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
     PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
 };
+
+pub use view::{InitView, RawParams};
 
 use reader::Reader;
 

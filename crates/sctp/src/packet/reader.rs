@@ -2,6 +2,7 @@
 
 use super::ParseError;
 
+#[derive(Debug)]
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
 }

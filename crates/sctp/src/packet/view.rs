@@ -1,0 +1,160 @@
+//! A borrowed, allocation-free view of a packet that holds one INIT chunk: the stateless
+//! answers to an INIT flood (ABORT, ERROR with an ALT-COOKIE) are decided from it without
+//! building the owned [`super::Packet`].
+
+use super::param::{UnknownParamAction, PARAM_ALT_COOKIE};
+use super::reader::Reader;
+use super::{checksum_ok, padded, peek_header, CommonHeader, ParseError, CHUNK_INIT, COMMON_HEADER_LEN};
+use crate::packet::{
+    PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
+    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
+};
+
+/// The fixed fields of an INIT and its raw parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InitView<'a> {
+    /// The common header.
+    pub header: CommonHeader,
+    /// Initiate tag.
+    pub initiate_tag: u32,
+    /// Outbound streams.
+    pub outbound_streams: u16,
+    /// Inbound streams.
+    pub inbound_streams: u16,
+    params: &'a [u8],
+}
+
+impl<'a> InitView<'a> {
+    /// `Ok(Some(view))` if `buf` is a packet (checksum verified) whose first chunk is an INIT
+    /// with well-formed parameters; `Ok(None)` if the first chunk is something else.
+    /// `alone` tells whether the INIT is the only chunk, as RFC 9260 §6.10 requires.
+    pub fn parse(buf: &'a [u8]) -> Result<Option<(InitView<'a>, bool)>, ParseError> {
+        let header = peek_header(buf)?;
+        let body = buf.get(COMMON_HEADER_LEN..).unwrap_or(&[]);
+        if body.first() != Some(&CHUNK_INIT) {
+            return Ok(None);
+        }
+        if !checksum_ok(buf) {
+            return Err(ParseError::BadChecksum);
+        }
+        let mut r = Reader::new(body);
+        r.u8("chunk header")?;
+        r.u8("chunk header")?;
+        let length = usize::from(r.u16("chunk header")?);
+        if length < 20 {
+            return Err(ParseError::BadLength("INIT"));
+        }
+        let value = r.take(length - 4, "INIT")?;
+        r.skip_padding(padded(length) - length);
+        let alone = r.is_empty();
+        let mut v = Reader::new(value);
+        let initiate_tag = v.u32("INIT")?;
+        v.u32("INIT")?;
+        let outbound_streams = v.u16("INIT")?;
+        let inbound_streams = v.u16("INIT")?;
+        v.u32("INIT")?;
+        let params = v.rest();
+        let view = InitView { header, initiate_tag, outbound_streams, inbound_streams, params };
+        for p in view.raw_params() {
+            p?;
+        }
+        Ok(Some((view, alone)))
+    }
+
+    /// The parameters as (type, value), in order, bounds-checked.
+    pub fn raw_params(&self) -> RawParams<'a> {
+        RawParams { r: Reader::new(self.params), failed: false }
+    }
+
+    /// The ALT-COOKIE as an endpoint that knows the parameter reads it: parameters are walked
+    /// in order and an unknown one whose high bits say "stop" ends the walk (RFC 9260 §3.2.1).
+    pub fn alt_cookie(&self) -> Option<&'a [u8]> {
+        for p in self.raw_params() {
+            let Ok((kind, value)) = p else { return None };
+            match kind {
+                PARAM_ALT_COOKIE => return Some(value),
+                PARAM_IPV4
+                | PARAM_IPV6
+                | PARAM_STATE_COOKIE
+                | PARAM_UNRECOGNIZED
+                | PARAM_COOKIE_PRESERVATIVE
+                | PARAM_SUPPORTED_ADDRESS_TYPES
+                | PARAM_ALT_DATA
+                | PARAM_ALT_SACK => {}
+                other if !UnknownParamAction::of(other).continues() => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// Iterator over raw parameters; stops after the first error.
+#[derive(Debug)]
+pub struct RawParams<'a> {
+    r: Reader<'a>,
+    failed: bool,
+}
+
+impl<'a> Iterator for RawParams<'a> {
+    type Item = Result<(u16, &'a [u8]), ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.r.is_empty() {
+            return None;
+        }
+        let item = (|| {
+            let kind = self.r.u16("parameter")?;
+            let length = usize::from(self.r.u16("parameter")?);
+            if length < 4 {
+                return Err(ParseError::BadLength("parameter"));
+            }
+            let value = self.r.take(length - 4, "parameter")?;
+            self.r.skip_padding(padded(length) - length);
+            Ok((kind, value))
+        })();
+        self.failed = item.is_err();
+        Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::{Chunk, InitChunk, Packet, Param};
+
+    fn init_with(params: Vec<Param>) -> Vec<u8> {
+        let mut p = Packet::new(1, 2, 0);
+        p.chunks.push(Chunk::Init(InitChunk {
+            initiate_tag: 42,
+            a_rwnd: 1000,
+            outbound_streams: 1,
+            inbound_streams: 1,
+            initial_tsn: 7,
+            params,
+        }));
+        p.encode()
+    }
+
+    #[test]
+    fn finds_alt_cookie_and_obeys_stop_bits() {
+        let raw = init_with(vec![
+            Param::Unknown { param_type: 0x8123, value: vec![1] },
+            Param::AltCookie(vec![9; 17]),
+        ]);
+        let (view, alone) = InitView::parse(&raw).unwrap().unwrap();
+        assert!(alone);
+        assert_eq!(view.initiate_tag, 42);
+        assert_eq!(view.alt_cookie(), Some(&[9u8; 17][..]), "10: skip and go on");
+        let raw =
+            init_with(vec![Param::Unknown { param_type: 0x0123, value: vec![] }, Param::AltCookie(vec![])]);
+        let (view, _) = InitView::parse(&raw).unwrap().unwrap();
+        assert_eq!(view.alt_cookie(), None, "00: stop before the ALT-COOKIE");
+        let mut bad = init_with(vec![Param::AltCookie(vec![])]);
+        bad[20] ^= 1;
+        assert_eq!(InitView::parse(&bad), Err(ParseError::BadChecksum));
+        let mut sack = Packet::new(1, 2, 3);
+        sack.chunks.push(Chunk::CookieAck);
+        assert_eq!(InitView::parse(&sack.encode()), Ok(None));
+    }
+}
