@@ -962,7 +962,7 @@ impl Connection {
         let Some(hs) = self.hs.as_mut() else { return Ok(()) };
         match hs.reassembler.insert(fragment) {
             Insert::Old => {
-                if Some(h.message_seq) == hs.peer_prev_flight_last && h.fragment_offset == 0 {
+                if Some(h.message_seq) == hs.peer_prev_flight_last {
                     self.on_peer_retransmission(now);
                 }
                 Ok(())

@@ -1,15 +1,15 @@
 //! The server side: stateless cookies (RFC 6347 §4.2.1) and a bounded table of connections
 //! keyed by the client's address.
 
-use crate::codec::Reader;
 use crate::config::ServerConfig;
 use crate::connection::{Connection, Event};
 use crate::error::Error;
 use crate::flight::write_record;
 use crate::handshake::{
-    ClientHello, HandshakeHeader, HandshakeType, HelloVerifyRequest, HANDSHAKE_HEADER_LEN,
+    parse_fragments, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
+    HANDSHAKE_HEADER_LEN,
 };
-use crate::record::{ContentType, RecordHeader, HEADER_LEN};
+use crate::record::{ContentType, Records, HEADER_LEN};
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -51,31 +51,37 @@ pub struct Endpoint {
     next_id: u64,
     transmits: VecDeque<Transmit>,
     events: VecDeque<(ConnectionHandle, Event)>,
+    partial_hellos: VecDeque<PartialHello>,
     stats: EndpointStats,
 }
 
-/// What the first record of a datagram says about a possible new handshake.
-struct HelloInfo<'a> {
+/// A ClientHello taken from a datagram.
+struct HelloInfo {
     record_seq: u64,
     message_seq: u16,
-    body: &'a [u8],
+    body: Vec<u8>,
 }
 
-/// An epoch-0 ClientHello in one whole fragment at the start of the datagram, if that is what it holds.
-fn parse_client_hello(datagram: &[u8]) -> Option<HelloInfo<'_>> {
-    let mut r = Reader::new(datagram);
-    let rh = RecordHeader::parse(&mut r).ok()?;
-    if rh.content_type != ContentType::Handshake || rh.epoch != 0 {
-        return None;
-    }
-    let mut rec = Reader::new(r.take(rh.length as usize).ok()?);
-    let hh = HandshakeHeader::parse(&mut rec).ok()?;
-    if hh.msg_type != HandshakeType::ClientHello || hh.fragment_offset != 0 || hh.fragment_length != hh.length
-    {
-        return None;
-    }
-    let body = rec.take(hh.length as usize).ok()?;
-    Some(HelloInfo { record_seq: rh.seq, message_seq: hh.message_seq, body })
+/// What a datagram holds as far as new handshakes are concerned.
+enum HelloScan {
+    /// No epoch-0 ClientHello.
+    None,
+    /// ClientHello fragments, buffered until the rest arrives.
+    Partial,
+    /// A whole ClientHello.
+    Complete(HelloInfo),
+}
+
+/// Partial ClientHellos kept at most (small-MTU clients fragment theirs). The table is tiny
+/// and the oldest entry is evicted first, so a flood costs a fixed few KiB.
+const MAX_PARTIAL_HELLOS: usize = 16;
+/// Largest ClientHello reassembled from fragments.
+const MAX_FRAGMENTED_HELLO: u32 = 512;
+
+struct PartialHello {
+    from: SocketAddr,
+    record_seq: u64,
+    reassembler: Reassembler,
 }
 
 fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
@@ -109,6 +115,7 @@ impl Endpoint {
             next_id: 0,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            partial_hellos: VecDeque::new(),
             stats: EndpointStats::default(),
         }
     }
@@ -146,10 +153,14 @@ impl Endpoint {
         on_data: Option<&mut dyn FnMut(ConnectionHandle, &[u8])>,
     ) {
         let existing = self.by_addr.get(&remote).copied();
-        if let Some(hello) = parse_client_hello(datagram) {
+        let scan = self.scan_client_hello(remote, datagram);
+        if matches!(scan, HelloScan::Partial) && existing.is_none() {
+            return;
+        }
+        if let HelloScan::Complete(hello) = scan {
             let forward = existing.and_then(|id| {
                 let conn = self.connections.get(&id)?;
-                let ch = ClientHello::parse(hello.body).ok()?;
+                let ch = ClientHello::parse(&hello.body).ok()?;
                 // A retransmission of the ClientHello that started this session goes to it;
                 // a different one is a new handshake (RFC 6347 §4.2.8).
                 (conn.hello_id() == u64::from_be_bytes(ch.random[..8].try_into().ok()?)).then_some(id)
@@ -176,10 +187,10 @@ impl Endpoint {
         now: Instant,
         remote: SocketAddr,
         existing: Option<u64>,
-        hello: &HelloInfo<'_>,
+        hello: &HelloInfo,
         datagram_len: usize,
     ) {
-        let Ok(ch) = ClientHello::parse(hello.body) else {
+        let Ok(ch) = ClientHello::parse(&hello.body) else {
             self.stats.datagrams_dropped += 1;
             return;
         };
@@ -234,7 +245,7 @@ impl Endpoint {
             seed,
             hello.record_seq,
             hello.message_seq,
-            hello.body,
+            &hello.body,
             datagram_len,
         );
         let id = self.next_id;
@@ -243,6 +254,62 @@ impl Endpoint {
         self.by_addr.insert(remote, id);
         self.stats.connections_accepted += 1;
         self.drain(id);
+    }
+
+    /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments.
+    fn scan_client_hello(&mut self, remote: SocketAddr, datagram: &[u8]) -> HelloScan {
+        let mut scan = HelloScan::None;
+        for rec in Records::new(datagram) {
+            let Ok((rh, range)) = rec else { break };
+            if rh.content_type != ContentType::Handshake || rh.epoch != 0 {
+                continue;
+            }
+            let Some(body) = datagram.get(range) else { break };
+            for frag in parse_fragments(body) {
+                let Ok((hh, data)) = frag else { break };
+                if hh.msg_type != HandshakeType::ClientHello {
+                    continue;
+                }
+                if hh.fragment_offset == 0 && hh.fragment_length == hh.length {
+                    return HelloScan::Complete(HelloInfo {
+                        record_seq: rh.seq,
+                        message_seq: hh.message_seq,
+                        body: data.to_vec(),
+                    });
+                }
+                if hh.length > MAX_FRAGMENTED_HELLO {
+                    continue;
+                }
+                scan = HelloScan::Partial;
+                let pos = match self
+                    .partial_hellos
+                    .iter()
+                    .position(|p| p.from == remote && p.reassembler.next_seq() == hh.message_seq)
+                {
+                    Some(i) => i,
+                    None => {
+                        if self.partial_hellos.len() >= MAX_PARTIAL_HELLOS {
+                            self.partial_hellos.pop_front();
+                        }
+                        self.partial_hellos.push_back(PartialHello {
+                            from: remote,
+                            record_seq: rh.seq,
+                            reassembler: Reassembler::new(hh.message_seq),
+                        });
+                        self.partial_hellos.len() - 1
+                    }
+                };
+                let Some(partial) = self.partial_hellos.get_mut(pos) else { break };
+                partial.record_seq = partial.record_seq.max(rh.seq);
+                partial.reassembler.insert(&Fragment { header: hh, data });
+                if let Some((_, message_seq, body)) = partial.reassembler.pop() {
+                    let record_seq = partial.record_seq;
+                    self.partial_hellos.remove(pos);
+                    return HelloScan::Complete(HelloInfo { record_seq, message_seq, body });
+                }
+            }
+        }
+        scan
     }
 
     /// Moves a connection's output and events to the endpoint, and forgets it once it ended.

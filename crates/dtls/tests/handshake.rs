@@ -132,15 +132,21 @@ fn reordered_fragments_at_smallest_mtu() {
     // IEEE 802.15.4: a 127-byte frame less 23 bytes of MAC header and FCS (64-bit addresses)
     // less 8 bytes of 6LoWPAN IPHC and compressed UDP header leaves 96 bytes of UDP payload.
     const MTU_802154: usize = 96;
-    for reorder in [false, true] {
+    // MIN_MTU (64) also fragments the ClientHello itself, which the endpoint reassembles.
+    for (mtu, reorder) in [
+        (MTU_802154, false),
+        (MTU_802154, true),
+        (fastshake_dtls::MIN_MTU, false),
+        (fastshake_dtls::MIN_MTU, true),
+    ] {
         let mut cc = client_config();
         let long_id = vec![b'i'; 150];
         cc.psk = Some(fastshake_dtls::Psk::new(long_id.clone(), PSK_KEY));
-        cc.mtu = MTU_802154;
+        cc.mtu = mtu;
         let mut sc = server_config();
         sc.psks.push(fastshake_dtls::Psk::new(long_id, PSK_KEY));
         sc.psk_identity_hint = Some(vec![b'h'; 120]);
-        sc.mtu = MTU_802154;
+        sc.mtu = mtu;
         let mut pair = Pair::new(cc, sc);
         pair.reorder = reorder;
         let (c, s) = pair.handshake(MINUTE).expect("completes at the smallest MTU");
@@ -148,7 +154,7 @@ fn reordered_fragments_at_smallest_mtu() {
         pair.client.send(&[0xab; 300]).unwrap();
         pair.run_for(Duration::from_secs(1));
         assert_eq!(pair.server_data().concat(), vec![0xab; 300]);
-        assert!(pair.log.iter().all(|(_, d)| d.len() <= MTU_802154), "every datagram fits the frame");
+        assert!(pair.log.iter().all(|(_, d)| d.len() <= mtu), "every datagram fits the MTU {mtu}");
         assert!(pair.log.len() > 10, "the flights were fragmented");
     }
 }
