@@ -259,6 +259,9 @@ impl MacModel for BeaconMac {
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {
+        if now.as_nanos() >= super::HORIZON_NS {
+            return super::refused(FragStats::default());
+        }
         if self.coordinator_of(from, to).is_none() {
             // A pair nobody declared: the receiver coordinates.
             self.attach(to, from);

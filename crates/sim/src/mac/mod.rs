@@ -315,10 +315,20 @@ pub(crate) fn check_probability(name: &'static str, p: f64) -> Result<(), MacCon
     }
 }
 
+/// Datagrams handed over later than this (about 146 years of virtual time) are not carried:
+/// every schedule computed from a time below it stays far from `u64` overflow.
+pub const HORIZON_NS: u64 = 1 << 62;
+
+/// The outcome for a datagram a model refuses to carry (past the horizon, too large).
+pub(crate) fn refused(fragments: frag::FragStats) -> MacOutcome {
+    MacOutcome { delivered_at: None, frames: Vec::new(), fragments }
+}
+
+/// Durations in a MAC configuration: positive and at most one hour.
 pub(crate) fn millis_to_ns(name: &'static str, ms: f64) -> Result<u64, MacConfigError> {
-    if ms.is_finite() && ms > 0.0 && ms < 1e9 {
+    if ms.is_finite() && ms > 0.0 && ms <= 3_600_000.0 {
         Ok((ms * 1e6).round() as u64)
     } else {
-        Err(MacConfigError::Invalid { name, reason: format!("{ms} ms is not a positive duration") })
+        Err(MacConfigError::Invalid { name, reason: format!("{ms} ms is not in (0, 1 h]") })
     }
 }

@@ -69,8 +69,9 @@ impl TschMac {
         rng: &mut dyn rand_core::RngCore,
     ) -> Result<Self, MacConfigError> {
         let invalid = |name, reason: String| MacConfigError::Invalid { name, reason };
-        if config.slotframe == 0 {
-            return Err(invalid("slotframe", "must be at least 1".into()));
+        // macSlotframeSize is a 16-bit field.
+        if config.slotframe == 0 || config.slotframe > u32::from(u16::MAX) {
+            return Err(invalid("slotframe", "must be in 1..=65535".into()));
         }
         if config.cells_per_link == 0 || config.cells_per_link > config.slotframe {
             return Err(invalid("cells_per_link", format!("must be in 1..={}", config.slotframe)));
@@ -80,8 +81,11 @@ impl TschMac {
         let min_slot =
             TX_OFFSET_NS + airtime_ns(super::phy::MAX_PSDU) + TX_ACK_DELAY_NS + airtime_ns(ACK_PSDU);
         let slot_ns = super::millis_to_ns("timeslot_ms", config.timeslot_ms)?;
-        if slot_ns < min_slot {
-            return Err(invalid("timeslot_ms", format!("must fit a frame and its ACK ({min_slot} ns)")));
+        if slot_ns < min_slot || slot_ns > 1_000_000_000 {
+            return Err(invalid(
+                "timeslot_ms",
+                format!("must fit a frame and its ACK ({min_slot} ns) and be at most 1 s"),
+            ));
         }
         for given in &config.cells {
             if given.slots.is_empty() || given.slots.iter().any(|&s| s >= config.slotframe) {
@@ -189,6 +193,9 @@ impl MacModel for TschMac {
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {
+        if now.as_nanos() >= super::HORIZON_NS {
+            return super::refused(FragStats::default());
+        }
         self.schedule(from, to, rng);
         let slot_ns = self.slot_ns;
         // Slots before `now` can no longer be used by anyone: forget them.

@@ -113,6 +113,9 @@ impl MacModel for XMac {
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {
+        if now.as_nanos() >= super::HORIZON_NS {
+            return super::refused(FragStats::default());
+        }
         let rx_phase = self.node(to, rng).phase_ns;
         let rx_free = self.node(to, rng).free_at;
         let (seq, tag, tx_free) = {
