@@ -3,7 +3,7 @@
 //! Both print a one-line handshake summary on standard error. The client sends each line of
 //! standard input (newline included) as one application record, prints every record it receives
 //! to standard output, waits `--linger` milliseconds for replies after the end of input, then
-//! closes with close_notify. The server prints what it receives (or sends it back with `--echo`)
+//! closes with close_notify (also on SIGINT/SIGTERM). The server prints what it receives (or sends it back with `--echo`)
 //! and serves clients until SIGINT or SIGTERM, then closes every session with close_notify.
 
 use anyhow::Context;
@@ -256,6 +256,7 @@ async fn run_client(
         .with_context(|| format!("DTLS handshake with {remote} failed"))?;
     eprintln!("fastshake client: {remote}: {}", summary_line(client.summary()));
 
+    let mut terminate = terminate_signal()?;
     let mut input = spawn_stdin_reader();
     let mut input_open = true;
     // Set once standard input ends: replies are still printed until then.
@@ -292,6 +293,8 @@ async fn run_client(
                 }
             },
             () = linger_done => break,
+            // Ctrl-C: still say goodbye with close_notify.
+            _ = terminate.recv() => break,
         }
     }
     let traffic = client.close().await.context("closing the session failed")?;
