@@ -48,6 +48,8 @@ pub struct Endpoint {
     associations: BTreeMap<u64, Association>,
     by_address: BTreeMap<(SocketAddr, u16), u64>,
     registered: BTreeMap<u64, Vec<(SocketAddr, u16)>>,
+    /// Our verification tag of each association, for packets from a new address of the peer.
+    by_tag: BTreeMap<u32, u64>,
     stateless: VecDeque<Transmit>,
     events: VecDeque<(AssociationHandle, Event)>,
     probes: Vec<PathProbe>,
@@ -80,6 +82,7 @@ impl Endpoint {
             associations: BTreeMap::new(),
             by_address: BTreeMap::new(),
             registered: BTreeMap::new(),
+            by_tag: BTreeMap::new(),
             stateless: VecDeque::new(),
             events: VecDeque::new(),
             probes: Vec::new(),
@@ -195,15 +198,10 @@ impl Endpoint {
         if let Some(h) = self.by_address.get(&(remote, packet.src_port)) {
             return Some(*h);
         }
-        // A known peer IP on a new UDP port (NAT rebinding) or a new path: match by tag.
-        self.associations
-            .iter()
-            .find(|(_, a)| {
-                a.remote_port == packet.src_port
-                    && (a.my_tag == packet.verification_tag || a.peer_tag == packet.verification_tag)
-                    && a.owns_ip(remote.ip())
-            })
-            .map(|(h, _)| *h)
+        // A known peer IP on a new UDP port (NAT rebinding) or a new path: match by our tag.
+        let h = *self.by_tag.get(&packet.verification_tag)?;
+        let a = self.associations.get(&h)?;
+        (a.remote_port == packet.src_port && a.owns_ip(remote.ip())).then_some(h)
     }
 
     fn push_stateless(&mut self, local: Option<SocketAddr>, remote: SocketAddr, packet: Packet) {
@@ -523,6 +521,7 @@ impl Endpoint {
         let want_probes = std::mem::take(&mut a.wants_path_cookies);
         let keys: Vec<(SocketAddr, u16)> = a.paths.iter().map(|p| (p.remote, a.remote_port)).collect();
         let closed = a.is_closed();
+        let my_tag = a.my_tag;
         if closed {
             // Its last packets (SHUTDOWN-COMPLETE, ABORT) still go out.
             self.stateless.extend(a.out.drain(..));
@@ -537,6 +536,9 @@ impl Endpoint {
                 }
             }
         }
+        if self.by_tag.get(&my_tag) == Some(&handle.0) {
+            self.by_tag.remove(&my_tag);
+        }
         if closed {
             self.associations.remove(&handle.0);
             self.probes.retain(|p| p.handle != handle);
@@ -546,6 +548,7 @@ impl Endpoint {
             self.by_address.insert(*k, handle.0);
         }
         self.registered.insert(handle.0, keys);
+        self.by_tag.insert(my_tag, handle.0);
     }
 
     fn start_path_probes(&mut self, handle: AssociationHandle) {

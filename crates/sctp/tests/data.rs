@@ -227,3 +227,17 @@ fn idle_dead_peer_is_detected_by_heartbeats() {
         .any(|(_, e)| matches!(e, Event::Failed(fastshake_sctp::Error::RetransmitLimit))));
     assert!(pair.client.association(h).is_none());
 }
+
+#[test]
+fn server_follows_the_clients_new_encapsulation_port() {
+    let (mut pair, h) = open_pair();
+    pair.echo = true;
+    pair.client_nat_port = Some(40_000);
+    pair.client.send(h, msg(0, b"after rebinding")).unwrap();
+    pair.run_for(Duration::from_secs(2));
+    let server_handle = pair.server.associations()[0];
+    assert_eq!(pair.server.association(server_handle).unwrap().remote.port(), 40_000);
+    assert_eq!(pair.client_messages(), vec![msg(0, b"after rebinding")]);
+    let last_to_client = pair.log.iter().rev().find(|s| !s.to_server).unwrap();
+    assert_eq!(last_to_client.dst.port(), 40_000, "answers go where the peer sent from (RFC 6951)");
+}

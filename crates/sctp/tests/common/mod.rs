@@ -67,6 +67,8 @@ pub struct Pair {
     pub client_ips: Vec<IpAddr>,
     /// The server sends every message it receives back on the same association.
     pub echo: bool,
+    /// Rewrites the UDP source port of the client's datagrams (a NAT rebinding).
+    pub client_nat_port: Option<u16>,
 }
 
 impl Pair {
@@ -85,6 +87,7 @@ impl Pair {
             server_events: Vec::new(),
             client_ips: vec![client_addr().ip(), client_addr2().ip()],
             echo: false,
+            client_nat_port: None,
         }
     }
 
@@ -124,13 +127,12 @@ impl Pair {
     }
 
     fn schedule(&mut self, t: Transmit, from_client: bool) {
-        let to_server = if from_client {
-            !self.client_ips.contains(&t.dst.ip())
-        } else {
-            !self.client_ips.contains(&t.dst.ip())
-        };
-        let mut sent =
-            Sent { at: self.now, to_server, src: t.src, dst: t.dst, payload: t.payload, dropped: false };
+        let to_server = !self.client_ips.contains(&t.dst.ip());
+        let mut src = t.src;
+        if let (true, Some(port)) = (from_client, self.client_nat_port) {
+            src = Some(std::net::SocketAddr::new(src.map_or(client_addr().ip(), |s| s.ip()), port));
+        }
+        let mut sent = Sent { at: self.now, to_server, src, dst: t.dst, payload: t.payload, dropped: false };
         let index = self.log.len();
         sent.dropped = (self.loss)(index, &sent);
         self.log.push(sent.clone());
