@@ -5,7 +5,7 @@ use anyhow::Context;
 use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet, Param, PARAM_IPV4, PARAM_IPV6};
 use fastshake_sctp::{Config, Endpoint, HandshakeMode, Instant};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,6 +20,9 @@ pub struct Args {
     /// usrsctp's echo server (Debian `libusrsctp-examples`); skipped if absent.
     #[arg(long, default_value = "/usr/lib/usrsctp/echo_server")]
     usrsctp_echo_server: PathBuf,
+    /// Only the engine-alone figures (no sockets, no simulator): for profiling.
+    #[arg(long)]
+    engine_only: bool,
     /// Offered INIT rate of the flood, packets per second.
     #[arg(long, default_value_t = 400_000)]
     rate: u64,
@@ -49,6 +52,8 @@ struct FloodResult {
     answer_size: usize,
     /// What the last answer was.
     answer_kind: Option<String>,
+    /// CPU time the server spent during the round, where measurable.
+    server_cpu: Option<Duration>,
 }
 
 impl FloodResult {
@@ -67,6 +72,11 @@ impl FloodResult {
         } else {
             0.0
         }
+    }
+    /// Server CPU per answer: the cost of an answer whatever else runs on the machine.
+    fn cpu_per_answer(&self) -> Option<Duration> {
+        let cpu = self.server_cpu?;
+        (self.answers > 0 && !cpu.is_zero()).then(|| cpu / u32::try_from(self.answers).unwrap_or(u32::MAX))
     }
     fn bytes_out_per_byte_in(&self) -> f64 {
         if self.sent_bytes > 0 {
@@ -165,6 +175,7 @@ fn flood_from(
         answer_window,
         answer_size: last.len(),
         answer_kind: (!last.is_empty()).then(|| describe_answer(&last)),
+        server_cpu: None,
     })
 }
 
@@ -181,6 +192,8 @@ struct ServerThread {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     handle: Option<thread::JoinHandle<()>>,
+    /// Where the kernel accounts the thread's CPU time (`/proc/self/task/TID/stat`), if known.
+    cpu_stat: Option<PathBuf>,
 }
 
 impl ServerThread {
@@ -193,9 +206,12 @@ impl ServerThread {
         socket.set_read_timeout(Some(Duration::from_millis(20)))?;
         let addr = socket.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let handle = {
             let stop = stop.clone();
             thread::spawn(move || {
+                // "/proc/thread-self" links to "PID/task/TID": the thread's own CPU account.
+                let _ = tid_tx.send(std::fs::read_link("/proc/thread-self").ok());
                 let mut buf = vec![0u8; 65536];
                 let mut out = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
@@ -208,7 +224,12 @@ impl ServerThread {
                 }
             })
         };
-        Ok(ServerThread { addr, stop, handle: Some(handle) })
+        let cpu_stat = tid_rx
+            .recv_timeout(Duration::from_secs(1))
+            .ok()
+            .flatten()
+            .map(|p| Path::new("/proc").join(p).join("stat"));
+        Ok(ServerThread { addr, stop, handle: Some(handle), cpu_stat })
     }
 }
 
@@ -234,6 +255,17 @@ impl Drop for ChildGuard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// CPU time (user + system) the kernel accounts in a `/proc/.../stat` file, or `None` where
+/// there is no such file. `/proc` counts in USER_HZ ticks, 100 per second on Linux.
+fn cpu_time(stat: &Path) -> Option<Duration> {
+    let text = std::fs::read_to_string(stat).ok()?;
+    // The command name in parentheses may hold spaces; the fields after it are fixed.
+    let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((user + system) * 10))
 }
 
 /// A UDP port free on loopback at the time of the call.
@@ -392,6 +424,8 @@ struct FloodTarget {
     from: Option<UdpSocket>,
     rounds: Vec<FloodResult>,
     error: Option<String>,
+    /// The server's CPU account in `/proc`.
+    cpu_stat: Option<PathBuf>,
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -407,6 +441,16 @@ impl FloodTarget {
     fn median_rate(&self) -> f64 {
         median(self.rounds.iter().map(FloodResult::answers_per_second).collect())
     }
+    /// Median server CPU per answer, microseconds.
+    fn median_cpu_us(&self) -> Option<f64> {
+        let values: Vec<f64> = self
+            .rounds
+            .iter()
+            .filter_map(FloodResult::cpu_per_answer)
+            .map(|d| d.as_secs_f64() * 1e6)
+            .collect();
+        (!values.is_empty()).then(|| median(values))
+    }
     fn answer_size(&self) -> usize {
         self.rounds.iter().map(|r| r.answer_size).max().unwrap_or(0)
     }
@@ -414,11 +458,12 @@ impl FloodTarget {
 
 fn print_flood(targets: &[FloodTarget], init_len: usize) {
     println!(
-        "{:<52} {:>10} {:>10} {:>17} {:>8} {:>10} {:>9}  {}",
+        "{:<52} {:>10} {:>10} {:>17} {:>9} {:>8} {:>10} {:>9}  {}",
         "server [answer]",
         "offered/s",
         "answers/s",
         "(min-max)",
+        "CPU us/ans",
         "answer B",
         "B out/B in",
         "answered",
@@ -437,11 +482,12 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
         let sent: u64 = t.rounds.iter().map(|r| r.sent).sum();
         let answers: u64 = t.rounds.iter().map(|r| r.answers).sum();
         println!(
-            "{:<52} {:>10.0} {:>10.0} {:>17} {:>8} {:>10.2} {:>8.1}%  {}",
+            "{:<52} {:>10.0} {:>10.0} {:>17} {:>9} {:>8} {:>10.2} {:>8.1}%  {}",
             format!("{} [{}]", t.label, kind),
             median(t.rounds.iter().map(FloodResult::offered_per_second).collect()),
             t.median_rate(),
             format!("({min:.0}-{max:.0})"),
+            t.median_cpu_us().map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
             t.answer_size(),
             median(t.rounds.iter().map(FloodResult::bytes_out_per_byte_in).collect()),
             if sent > 0 { 100.0 * answers as f64 / sent as f64 } else { 0.0 },
@@ -450,7 +496,8 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
     }
     println!(
         "(INIT: {init_len} B SCTP packet in one UDP datagram; sizes are UDP payloads; answers/s is the median \
-         of the rounds, each over its first-to-last answer)"
+         of the rounds, each over its first-to-last answer; CPU us/ans is the server's user+system CPU time per \
+         answer from /proc, 10 ms resolution, for usrsctp all its threads)"
     );
 }
 
@@ -462,8 +509,15 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
         limits.rate_pps
     );
     let init = flood_init(FLOOD_DST_SCTP_PORT);
-    let target =
-        |label, paper, addr, from| FloodTarget { label, paper, addr, from, rounds: Vec::new(), error: None };
+    let target = |label, paper, server: Option<&ServerThread>, from| FloodTarget {
+        label,
+        paper,
+        addr: server.map(|s| s.addr).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+        from,
+        rounds: Vec::new(),
+        error: None,
+        cpu_stat: server.and_then(|s| s.cpu_stat.clone()),
+    };
 
     // Every server stays up for all rounds; the rounds interleave the servers so that a burst
     // of load from elsewhere on the machine does not fall on one of them only.
@@ -483,22 +537,17 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
         ..Config::default()
     })?;
     let mut targets = vec![
-        target("bare UDP echo (syscall floor)", "-", floor.addr, None),
+        target("bare UDP echo (syscall floor)", "-", Some(&floor), None),
         target(
             "fastshake, no listener",
             "ABORT 74 kpps FreeBSD / 32 kpps Linux, 16 B",
-            no_listener.addr,
+            Some(&no_listener),
             None,
         ),
-        target("fastshake, regular", "INIT-ACK 13-18 kpps, 416 B", regular.addr, None),
-        target("fastshake, alternative", "ERROR+ALT-COOKIE ~52 kpps, 40 B", alternative.addr, None),
+        target("fastshake, regular", "INIT-ACK 13-18 kpps, 416 B", Some(&regular), None),
+        target("fastshake, alternative", "ERROR+ALT-COOKIE ~52 kpps, 40 B", Some(&alternative), None),
     ];
-    let mut usrsctp_target = target(
-        "usrsctp echo_server",
-        "INIT-ACK 13-18 kpps (kernel stacks)",
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        None,
-    );
+    let mut usrsctp_target = target("usrsctp echo_server", "INIT-ACK 13-18 kpps (kernel stacks)", None, None);
     let _usrsctp_guard = if args.usrsctp_echo_server.exists() {
         let socket = UdpSocket::bind("127.0.0.1:0")?;
         let our_port = socket.local_addr()?.port();
@@ -507,6 +556,7 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
             Ok(guard) => {
                 usrsctp_target.addr = SocketAddr::from(([127, 0, 0, 1], their_port));
                 usrsctp_target.from = Some(socket);
+                usrsctp_target.cpu_stat = Some(PathBuf::from(format!("/proc/{}/stat", guard.0.id())));
                 Some(guard)
             }
             Err(e) => {
@@ -525,6 +575,7 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
 
     for _ in 0..rounds {
         for t in targets.iter_mut().filter(|t| t.error.is_none()) {
+            let cpu_before = t.cpu_stat.as_deref().and_then(cpu_time);
             let outcome = match &t.from {
                 Some(socket) => socket
                     .try_clone()
@@ -533,7 +584,11 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
                 None => flood(t.addr, &init, limits),
             };
             match outcome {
-                Ok(r) => t.rounds.push(r),
+                Ok(mut r) => {
+                    let cpu_after = t.cpu_stat.as_deref().and_then(cpu_time);
+                    r.server_cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));
+                    t.rounds.push(r)
+                }
                 Err(e) => t.error = Some(format!("{e:#}")),
             }
         }
@@ -558,6 +613,22 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
         println!(
             "ALT-COOKIE answer rate = {:.2}x usrsctp's INIT-ACK rate (target >= 3x; paper: 52 kpps vs 13-18 kpps)",
             alt_rate / usrsctp_rate
+        );
+    }
+    let cpu = |i: usize| targets.get(i).and_then(FloodTarget::median_cpu_us);
+    if let (Some(alt_cpu), Some(usrsctp_cpu)) = (cpu(3), cpu(4)) {
+        println!(
+            "By server CPU per answer: ALT-COOKIE {:.2}x usrsctp's INIT-ACK rate per CPU-second (target >= 3x)",
+            usrsctp_cpu / alt_cpu
+        );
+    }
+    if let (Some(alt_cpu), Some(floor_cpu)) = (cpu(3), cpu(0)) {
+        println!(
+            "By server CPU per answer: ALT-COOKIE {:.0}% of the bare echo's rate per CPU-second (target >= 80%); \
+             INIT-ACK {:.0}%, ABORT {:.0}%",
+            100.0 * floor_cpu / alt_cpu,
+            cpu(2).map(|c| 100.0 * floor_cpu / c).unwrap_or(0.0),
+            cpu(1).map(|c| 100.0 * floor_cpu / c).unwrap_or(0.0)
         );
     }
     if floor_rate > 0.0 {
@@ -1041,6 +1112,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         FloodLimits { max_packets: 200_000, max_time: Duration::from_secs(5), rate_pps: args.rate }
     };
+    if args.engine_only {
+        engine_only(if args.quick { 200_000 } else { 2_000_000 });
+        return Ok(());
+    }
     run_floods(&args, limits, if args.quick { 3 } else { 5 })?;
     println!();
     engine_only(if args.quick { 20_000 } else { 200_000 });
