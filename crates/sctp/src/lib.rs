@@ -11,7 +11,48 @@
 //!
 //! Code points (see `DESIGN.md`): ALT-COOKIE parameter 0xB007, ALT-DATA 0xB008, ALT-SACK 0xB009,
 //! error cause "ALT-COOKIE required" 0xB007. Their two high bits are `10`: a peer that does not
-//! know them skips the parameter silently and goes on with the INIT (RFC 9260 §3.2.1).
+//! know them skips the parameter silently and goes on with the INIT (RFC 9260 §3.2.1). usrsctp
+//! 0.9.5 does exactly that: it answers an INIT carrying ALT-COOKIE and ALT-DATA with a regular
+//! INIT-ACK, reports neither parameter, and gets the zero-RTT data again as DATA behind the
+//! COOKIE-ECHO (`examples/usrsctp_echo.rs`).
+//!
+//! # Decisions
+//!
+//! - **ALT-COOKIE**: the project's [`fastshake_core::CookieMac`] (SipHash-2-4-128) over a label
+//!   and the client's IP address, as in seed 004 §III-B — not its UDP port, which a NAT may
+//!   change between associations. 17 bytes: key epoch and 128-bit tag. It lives as long as its
+//!   key: cookies verify under the current and the previous key ([`Endpoint::rotate_cookie_key`]).
+//!   The ERROR that carries it is 40 bytes on the wire (12 common header, 4 chunk header, 4 cause
+//!   header, 17 cookie, 3 padding), the paper's 40 B; our smallest INIT is 44 bytes (0.91×),
+//!   a 112-byte INIT announcing many extensions gets 0.36×.
+//! - The ERROR answering an INIT carries the INIT's Initiate Tag as verification tag, as an
+//!   ABORT answering an INIT does (RFC 9260 §8.4 rule 3): the client matches it to its INIT.
+//! - An INIT to a port without listener gets ABORT with the INIT's Initiate Tag and the T bit
+//!   clear (§8.4 rule 3); other out-of-the-blue packets get ABORT with their own tag and the T
+//!   bit set (rule 8); ABORT, ERROR, COOKIE-ACK and SHUTDOWN-COMPLETE are never answered.
+//! - **State cookie**: tags, initial TSNs, peer window, negotiated streams, creation time and
+//!   lifetime, peer addresses, signed with the same MAC. Expired: "Stale Cookie" ERROR.
+//! - **ALT-DATA** holds whole DATA chunks (TSNs from the INIT's initial TSN on); **ALT-SACK**
+//!   holds one whole SACK chunk. The server adds ALT-SACK only when it took DATA out of
+//!   ALT-DATA; whatever it does not acknowledge there is sent again as DATA and duplicate TSNs
+//!   are never delivered twice (a repeated INIT after a lost INIT-ACK included).
+//! - **Seed 004 §IV**: I-DATA and AUTH are not implemented. We never announce I-DATA, so
+//!   ALT-DATA carries DATA; I-DATA chunks inside an incoming ALT-DATA are ignored, as the paper
+//!   asks of a server without I-DATA, and the client sends the data again. Without AUTH there
+//!   is no ALT-DATA/AUTH conflict.
+//! - **Multihoming**: peer addresses from INIT/INIT-ACK become paths when they share the
+//!   primary's family and loopback scope (RFC 9260 §5.1.2), are confirmed with HEARTBEATs, and
+//!   a server opened by the alternative handshake holds HEARTBEATs back until the client's
+//!   first packet on the association (§III-F). A client fetches ALT-COOKIEs for its
+//!   [`Config::extra_local_addresses`] with INITs over those paths ([`Event::AltCookie`] with
+//!   `local` set). One RTO per association, data on the primary path, no failover.
+//! - **INIT collision** under the alternative handshake: an INIT accepted while our own INIT is
+//!   outstanding opens the association and the INIT-ACK repeats our INIT's tag and TSN
+//!   (§III-G); the regular collision follows RFC 9260 §5.2.1 and §5.2.4.
+//! - [`Endpoint::send`] and [`Endpoint::shutdown`] take no time argument: their work runs at
+//!   the next [`Endpoint::poll_transmit`] or [`Endpoint::handle_timeout`].
+//! - Congestion control is RFC 9260 §7.2 (slow start, congestion avoidance, halving on fast
+//!   retransmit, one MTU after T3-rtx).
 #![forbid(unsafe_code)]
 
 mod association;
@@ -26,6 +67,7 @@ mod rto;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+pub use cookie::ALT_COOKIE_LEN;
 pub use endpoint::Endpoint;
 pub use fastshake_core::{Instant, Transmit};
 
