@@ -185,3 +185,9 @@ pub fn sweep(
         client_energy_mj: energy / nf,
     })
 }
+
+/// The simulator's generator for `seed` (ChaCha20), for callers that drive models themselves.
+pub fn seeded_rng(seed: u64) -> rand_chacha::ChaCha20Rng {
+    use rand_chacha::rand_core::SeedableRng;
+    rand_chacha::ChaCha20Rng::seed_from_u64(seed)
+}
