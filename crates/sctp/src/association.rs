@@ -142,7 +142,8 @@ pub(crate) struct Association {
     /// Parameters of the INIT-ACK to report in an ERROR behind the COOKIE-ECHO (RFC 9260 §3.2.1).
     unrecognized_in_init_ack: Vec<u8>,
     round_trips: u32,
-    alt_errors: u32,
+    /// ERRORs with an ALT-COOKIE and Stale Cookie restarts: bounded like INIT retransmissions.
+    handshake_restarts: u32,
     t1: Option<Instant>,
     t1_retransmits: u32,
     t3: Option<Instant>,
@@ -216,7 +217,7 @@ impl Association {
             state_cookie: None,
             unrecognized_in_init_ack: Vec::new(),
             round_trips: 0,
-            alt_errors: 0,
+            handshake_restarts: 0,
             t1: None,
             t1_retransmits: 0,
             t3: None,
@@ -816,8 +817,8 @@ impl Association {
                     if cookie.is_empty() || cookie.len() > MAX_ALT_COOKIE {
                         continue;
                     }
-                    self.alt_errors += 1;
-                    if self.alt_errors > self.config.max_init_retransmits {
+                    self.handshake_restarts += 1;
+                    if self.handshake_restarts > self.config.max_init_retransmits {
                         self.fail(Error::HandshakeTimeout);
                         return;
                     }
@@ -833,7 +834,13 @@ impl Association {
                     self.send_init(now);
                 }
                 ErrorCause::StaleCookie { .. } if self.state == AssociationState::CookieEchoed => {
-                    // RFC 9260 §5.2.6: start over with a new INIT.
+                    // RFC 9260 §5.2.6: start over with a new INIT; a path too slow for the
+                    // server's cookie lifetime must not loop forever.
+                    self.handshake_restarts += 1;
+                    if self.handshake_restarts > self.config.max_init_retransmits {
+                        self.fail(Error::HandshakeTimeout);
+                        return;
+                    }
                     self.state = AssociationState::CookieWait;
                     self.state_cookie = None;
                     self.recv = None;

@@ -586,3 +586,30 @@ fn server_heartbeat_is_held_until_client_speaks() {
         "second path probed once open on both sides"
     );
 }
+
+#[test]
+fn stale_state_cookie_is_reported_and_the_client_starts_over() {
+    let mut server = server_config(HandshakeMode::Regular);
+    server.cookie_lifetime = Duration::from_millis(15);
+    // RTT 20 ms: every cookie is 5 ms too old when it comes back.
+    let mut pair = Pair::new(client_config(HandshakeMode::Regular), server.clone());
+    pair.connect(ConnectOptions::default());
+    pair.run_for(Duration::from_secs(600));
+    let stale_errors = pair
+        .log
+        .iter()
+        .filter(|s| !s.to_server)
+        .filter(|s| s.packet().chunks.iter().any(|c| matches!(c, Chunk::Error { causes } if matches!(causes[..], [ErrorCause::StaleCookie { staleness_us: 5000 }]))))
+        .count();
+    assert!(stale_errors >= 2, "{stale_errors}");
+    assert!(pair
+        .client_events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::Failed(fastshake_sctp::Error::HandshakeTimeout))));
+    assert!(pair.server.associations().is_empty(), "no association from a stale cookie");
+    // A faster path gets in under the same lifetime.
+    let mut pair = Pair::new(client_config(HandshakeMode::Regular), server);
+    pair.delay = Duration::from_millis(5);
+    pair.connect(ConnectOptions::default());
+    assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
+}
