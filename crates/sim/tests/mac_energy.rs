@@ -100,7 +100,7 @@ fn times_add_up_and_tx_is_the_air_time_sent() {
                     MacConfig::Beacon(b) if node > 0 => {
                         // Coordinators 1, 2, 3 also send a beacon every BI (phase in 0..BI).
                         let bi = BASE_SUPERFRAME_NS << b.beacon_order;
-                        let beacons = (end.as_nanos() as u64).div_ceil(bi);
+                        let beacons = end.as_nanos().div_ceil(bi);
                         let air = airtime_ns(BEACON_PSDU);
                         assert!(tx <= sent + beacons * air, "{config:?} node {node}: beacons");
                         assert!(tx >= sent + (beacons - 1) * air, "{config:?} node {node}: beacons");

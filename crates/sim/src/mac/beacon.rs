@@ -292,11 +292,10 @@ impl MacModel for BeaconMac {
             let dsn = psdu.get(2).copied().unwrap_or(0);
             let mut frame_delivered = None;
             let mut retries = 0u8;
-            loop {
-                let Some(coord) = self.coordinators.get(&coord_id) else { break };
-                let Some(tx) = self.csma(coord, t, psdu.len(), rng) else {
-                    break; // channel access failure
-                };
+            // Ends on an ACK, on too many retries, or on channel access failure.
+            while let Some(tx) =
+                self.coordinators.get(&coord_id).and_then(|c| self.csma(c, t, psdu.len(), rng))
+            {
                 book(ledger, from, RadioState::Listen, tx - 2 * BP, tx - 2 * BP + CCA_NS);
                 book(ledger, from, RadioState::Listen, tx - BP, tx - BP + CCA_NS);
                 let received = bernoulli(rng, self.config.pdr);

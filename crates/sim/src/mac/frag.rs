@@ -179,21 +179,24 @@ pub fn fragment(
         let mut offset = 0usize;
         while offset < len {
             let mut f = new_frame(&mut seq);
-            let chunk;
-            if offset == 0 {
+            let chunk = if offset == 0 {
                 f.extend_from_slice(&(0xC000 | size).to_be_bytes());
                 f.extend_from_slice(&tag.to_be_bytes());
                 f.push(DISPATCH_IPV6);
                 stats.lowpan_header_bytes += FRAG1_HEADER + 1;
-                chunk = FRAGMENT_CHUNK;
+                FRAGMENT_CHUNK
             } else {
                 f.extend_from_slice(&(0xE000 | size).to_be_bytes());
                 f.extend_from_slice(&tag.to_be_bytes());
                 f.push((offset / 8) as u8); // offset <= 2047 so offset/8 < 256
                 stats.lowpan_header_bytes += FRAGN_HEADER;
                 let room = MAX_MAC_PAYLOAD - FRAGN_HEADER;
-                chunk = if len - offset <= room { room } else { FRAGMENT_CHUNK };
-            }
+                if len - offset <= room {
+                    room
+                } else {
+                    FRAGMENT_CHUNK
+                }
+            };
             let end = (offset + chunk).min(len);
             f.extend_from_slice(&datagram[offset..end]);
             offset = end;
