@@ -597,6 +597,10 @@ impl Connection {
             bytes_received: self.stats.bytes_received,
         };
         self.state = State::Established;
+        if self.outgoing.is_empty() {
+            // No idle queue capacity kept for the life of the session.
+            self.outgoing = VecDeque::new();
+        }
         match self.config {
             // The client's last flight needs no more care: the server's Finished proves it arrived.
             RoleConfig::Client(_) => self.hs = None,

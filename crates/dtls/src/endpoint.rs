@@ -45,8 +45,9 @@ pub struct Endpoint {
     config: Arc<ServerConfig>,
     cookie: CookieMac,
     rng: ChaCha20Rng,
-    /// Ordered so that timers and output run in a reproducible order.
-    connections: BTreeMap<u64, Connection>,
+    /// Ordered so that timers and output run in a reproducible order. Boxed, so the tree's
+    /// spare slots cost a pointer rather than a whole connection.
+    connections: BTreeMap<u64, Box<Connection>>,
     by_addr: HashMap<SocketAddr, u64>,
     next_id: u64,
     transmits: VecDeque<Transmit>,
@@ -250,7 +251,7 @@ impl Endpoint {
         );
         let id = self.next_id;
         self.next_id += 1;
-        self.connections.insert(id, conn);
+        self.connections.insert(id, Box::new(conn));
         self.by_addr.insert(remote, id);
         self.stats.connections_accepted += 1;
         self.drain(id);
@@ -383,14 +384,14 @@ impl Endpoint {
 
     /// Connection `h`, if still in the table.
     pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
-        self.connections.get(&h.0)
+        self.connections.get(&h.0).map(|c| &**c)
     }
 
     /// Connection `h`, mutable (for `seal_into` on the data path). Output queued on it directly
     /// (e.g. by `send`) is picked up by the endpoint's next `poll_transmit` only through
     /// [`Endpoint::send`]; use `seal_into` here.
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.connections.get_mut(&h.0)
+        self.connections.get_mut(&h.0).map(|c| &mut **c)
     }
 
     /// The connection with peer `remote`, if any.

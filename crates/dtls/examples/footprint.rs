@@ -1,0 +1,145 @@
+//! Prints the engine's own figures: size of the types, heap per established session (counting
+//! allocator), allocations per application record on `seal_into` / `open_in_place`, and
+//! full PSK handshakes per second (client and server in memory, one thread).
+//! Run in release: `cargo run --release -p fastshake-dtls --example footprint`.
+//! Prints only; the benchmark of record is `fastshake bench handshake`.
+
+use fastshake_dtls::{ClientConfig, Connection, Endpoint, Instant, ServerConfig};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([10, 0, (port >> 8) as u8, port as u8], port))
+}
+
+/// Runs one handshake between a new client on `from` and `server`, then one record each way.
+fn connect(
+    cfg: &Arc<ClientConfig>,
+    server: &mut Endpoint,
+    from: SocketAddr,
+    to: SocketAddr,
+    seed: u64,
+    data: bool,
+) -> Connection {
+    let now = Instant::from_millis(1);
+    let mut s = [0u8; 32];
+    s[..8].copy_from_slice(&seed.to_le_bytes());
+    let mut client = Connection::client(cfg.clone(), now, to, s);
+    for _ in 0..8 {
+        while let Some(t) = client.poll_transmit(now) {
+            let mut d = t.payload;
+            server.handle_datagram(now, to, from, &mut d);
+        }
+        while let Some(t) = server.poll_transmit(now) {
+            let mut d = t.payload;
+            client.handle_datagram(now, to, &mut d);
+        }
+        while server.poll_event().is_some() {}
+        while client.poll_event().is_some() {}
+        if client.is_established() {
+            break;
+        }
+    }
+    assert!(client.is_established(), "handshake completes");
+    if data {
+        let mut buf = [0u8; 128];
+        let n = client.seal_into(b"ping", &mut buf).unwrap();
+        server.handle_datagram(now, to, from, &mut buf[..n]);
+        let h = server.handle_for(from).unwrap();
+        server.send(h, b"pong").unwrap();
+        while let Some(t) = server.poll_transmit(now) {
+            let mut d = t.payload;
+            client.open_in_place(now, to, &mut d, &mut |_| {});
+        }
+        while server.poll_event().is_some() {}
+    }
+    client
+}
+
+fn main() {
+    let server_addr = addr(5684);
+    let ccfg = Arc::new(ClientConfig::psk(b"Client_identity".to_vec(), vec![0x11; 16]));
+    let scfg = Arc::new(ServerConfig::psk(b"Client_identity".to_vec(), vec![0x11; 16]));
+    println!("size_of::<Connection>() = {} B", std::mem::size_of::<Connection>());
+    println!("size_of::<Endpoint>()   = {} B", std::mem::size_of::<Endpoint>());
+
+    // 1000 sessions against one endpoint; configs were allocated before the region.
+    let mut sink = Endpoint::new(scfg.clone(), [8; 32]);
+    let mut clients = Vec::new();
+    let region = Region::new(GLOBAL);
+    for i in 0..1000u16 {
+        clients.push(connect(&ccfg, &mut sink, addr(1000 + i), server_addr, i as u64 + 10, true));
+    }
+    let _ = region;
+    // What a value owns on the heap is what dropping it frees.
+    let size = std::mem::size_of::<Connection>() as i64;
+    let vec_buffer = (clients.capacity() as i64) * size;
+    let region = Region::new(GLOBAL);
+    drop(clients);
+    let freed = region.change();
+    let client_heap = (freed.bytes_deallocated as i64 - freed.bytes_allocated as i64 - vec_buffer) / 1000;
+    println!(
+        "established client session: {} B (size_of {} + heap {}; mean of 1000)",
+        size + client_heap,
+        size,
+        client_heap
+    );
+    let region = Region::new(GLOBAL);
+    drop(sink);
+    let freed = region.change();
+    let server_total = (freed.bytes_deallocated as i64 - freed.bytes_allocated as i64) / 1000;
+    println!(
+        "established server session: {server_total} B including its share of the endpoint's tables (mean of 1000)"
+    );
+
+    // Allocations per application record on the data path.
+    let mut server = Endpoint::new(scfg.clone(), [7; 32]);
+    let mut client = connect(&ccfg, &mut server, addr(2), server_addr, 2, true);
+    let h = server.handle_for(addr(2)).unwrap();
+    let mut buf = [0u8; 1500];
+    let now = Instant::from_millis(2);
+    let mut received = 0usize;
+    let region = Region::new(GLOBAL);
+    for _ in 0..10_000 {
+        let n = client.seal_into(&[0x42; 1000], &mut buf).unwrap();
+        server.open_in_place(now, server_addr, addr(2), &mut buf[..n], &mut |_, d| received += d.len());
+        let n = server.connection_mut(h).unwrap().seal_into(&[0x24; 1000], &mut buf).unwrap();
+        client.open_in_place(now, server_addr, &mut buf[..n], &mut |d| received += d.len());
+    }
+    let r = region.change();
+    println!(
+        "data path: {} allocations for 20000 records of 1000 B ({} B delivered)",
+        r.allocations + r.reallocations,
+        received
+    );
+
+    // Handshakes per second, engine only, one thread.
+    for &suite in fastshake_dtls::CipherSuite::ALL {
+        let mut cc = (*ccfg).clone();
+        cc.suites = vec![suite];
+        let cc = Arc::new(cc);
+        let mut server = Endpoint::new(scfg.clone(), [6; 32]);
+        let n = 20_000u64;
+        let start = std::time::Instant::now();
+        for i in 0..n {
+            let c = connect(&cc, &mut server, addr(3), server_addr, i, false);
+            drop(c);
+            if let Some(h) = server.handle_for(addr(3)) {
+                server.close(h);
+            }
+            while server.poll_transmit(Instant::ZERO).is_some() {}
+            while server.poll_event().is_some() {}
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{}: {:.0} full PSK handshakes/s (client+server, one thread, {n} runs)",
+            suite,
+            n as f64 / secs
+        );
+    }
+}
