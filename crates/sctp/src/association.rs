@@ -95,7 +95,11 @@ impl InitParams {
                 other => {
                     let action = crate::packet::UnknownParamAction::of(other.param_type());
                     if action.reports() && out.unrecognized.len() < 8 {
-                        out.unrecognized.push(other.to_bytes());
+                        // The TLV as its length field states it, without padding.
+                        let mut tlv = other.to_bytes();
+                        let len = tlv.get(2..4).map_or(0, |l| usize::from(u16::from_be_bytes([l[0], l[1]])));
+                        tlv.truncate(len);
+                        out.unrecognized.push(tlv);
                     }
                     if !action.continues() {
                         break;
@@ -703,7 +707,15 @@ impl Association {
             }
             self.kind = Some(HandshakeKind::Regular);
             self.state_cookie = Some(cookie);
-            self.unrecognized_in_init_ack = params.unrecognized.concat();
+            self.unrecognized_in_init_ack = params
+                .unrecognized
+                .iter()
+                .flat_map(|tlv| {
+                    let mut padded = tlv.clone();
+                    padded.resize((tlv.len() + 3) & !3, 0);
+                    padded
+                })
+                .collect();
             self.state = AssociationState::CookieEchoed;
             self.t1_retransmits = 0;
             self.send_cookie_echo(now);

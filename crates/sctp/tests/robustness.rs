@@ -219,3 +219,82 @@ fn garbage_never_disturbs_an_established_association() {
     assert!(pair.server.stats().malformed > 0);
     let _ = Packet::parse(&captured[0]).unwrap();
 }
+
+fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
+    let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, vtag);
+    p.chunks = chunks;
+    p.encode()
+}
+
+fn data_chunk(tsn: u32, text: &[u8]) -> Chunk {
+    Chunk::Data(packet::DataChunk {
+        tsn,
+        stream: 0,
+        ssn: 0,
+        ppid: 0,
+        unordered: true,
+        beginning: true,
+        ending: true,
+        immediate: true,
+        data: text.to_vec(),
+    })
+}
+
+#[test]
+fn unknown_chunks_follow_their_high_bits() {
+    let mut server = server_config(HandshakeMode::Both);
+    server.cookieless = true;
+    let mut ep = fastshake_sctp::Endpoint::new(std::sync::Arc::new(server), [4; 32]);
+    let now = fastshake_sctp::Instant::from_millis(1);
+    // Open an association by a cookieless INIT we write ourselves.
+    let init = Chunk::Init(packet::InitChunk {
+        initiate_tag: 0x5151,
+        a_rwnd: 65536,
+        outbound_streams: 2,
+        inbound_streams: 2,
+        initial_tsn: 100,
+        params: vec![
+            packet::Param::Unknown { param_type: 0xC123, value: vec![1, 2, 3] },
+            packet::Param::AltCookie(vec![]),
+        ],
+    });
+    ep.handle_datagram(now, server_addr(), client_addr(), &mut crafted(0, vec![init]));
+    let ack = Packet::parse(&ep.poll_transmit(now).unwrap().payload).unwrap();
+    let Chunk::InitAck(ack) = &ack.chunks[0] else { panic!("INIT-ACK expected") };
+    // 0xC123: skip, go on, report.
+    let reported = packet::Param::Unknown { param_type: 0xC123, value: vec![1, 2, 3] }.to_bytes();
+    assert!(ack.params.iter().any(|p| *p == packet::Param::UnrecognizedParameter(reported[..7].to_vec())));
+    assert!(ack.alt_cookie().is_some(), "the ALT-COOKIE after the unknown parameter was still read");
+    let tag = ack.initiate_tag;
+    let deliver = |chunks: Vec<Chunk>, ep: &mut fastshake_sctp::Endpoint| {
+        ep.handle_datagram(now, server_addr(), client_addr(), &mut crafted(tag, chunks));
+        let mut out = Vec::new();
+        while let Some(t) = ep.poll_transmit(now) {
+            out.push(Packet::parse(&t.payload).unwrap());
+        }
+        let mut msgs = Vec::new();
+        while let Some((_, e)) = ep.poll_event() {
+            if let fastshake_sctp::Event::Message(m) = e {
+                msgs.push(m.data);
+            }
+        }
+        (out, msgs)
+    };
+    let unknown = |t: u8| Chunk::Unknown { chunk_type: t, flags: 0, value: vec![9, 9] };
+    // 0x40 (01): stop, discard the rest, report.
+    let (out, msgs) = deliver(vec![unknown(0x40), data_chunk(100, b"lost")], &mut ep);
+    assert!(msgs.is_empty());
+    assert!(out.iter().any(|p| p.chunks.iter().any(|c| matches!(c, Chunk::Error { causes } if matches!(causes[..], [packet::ErrorCause::UnrecognizedChunk(_)])))));
+    // 0x80 (10): skip silently, go on.
+    let (out, msgs) = deliver(vec![unknown(0x80), data_chunk(100, b"one")], &mut ep);
+    assert_eq!(msgs, vec![b"one".to_vec()]);
+    assert!(out.iter().all(|p| !p.chunks.iter().any(|c| matches!(c, Chunk::Error { .. }))));
+    // 0xC0 (11): skip, go on, report.
+    let (out, msgs) = deliver(vec![unknown(0xC0), data_chunk(101, b"two")], &mut ep);
+    assert_eq!(msgs, vec![b"two".to_vec()]);
+    assert!(out.iter().any(|p| p.chunks.iter().any(|c| matches!(c, Chunk::Error { .. }))));
+    // 0x00 (00): stop silently.
+    let (out, msgs) = deliver(vec![unknown(0x3f), data_chunk(102, b"gone")], &mut ep);
+    assert!(msgs.is_empty());
+    assert!(out.iter().all(|p| !p.chunks.iter().any(|c| matches!(c, Chunk::Error { .. }))));
+}
