@@ -1,27 +1,31 @@
 //! The event queue: a binary heap ordered by time, ties broken by insertion order, so two
 //! runs with the same seed process the same events in the same order.
+//!
+//! The heap holds small keys (time, sequence number, slot); the events themselves wait in a
+//! slab of reusable slots, so sifting moves 24 bytes instead of whole events with their
+//! datagrams.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-struct Entry<E> {
+struct Entry {
     at: u64,
     seq: u64,
-    event: E,
+    slot: u32,
 }
 
-impl<E> PartialEq for Entry<E> {
+impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
         self.at == other.at && self.seq == other.seq
     }
 }
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
+impl Eq for Entry {}
+impl PartialOrd for Entry {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl<E> Ord for Entry<E> {
+impl Ord for Entry {
     /// Reversed, so the max-heap pops the earliest (then first-inserted) entry.
     fn cmp(&self, other: &Self) -> Ordering {
         other.at.cmp(&self.at).then_with(|| other.seq.cmp(&self.seq))
@@ -30,19 +34,33 @@ impl<E> Ord for Entry<E> {
 
 /// Events of type `E` due at virtual times in nanoseconds.
 pub(crate) struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    heap: BinaryHeap<Entry>,
+    slots: Vec<Option<E>>,
+    free: Vec<u32>,
     next_seq: u64,
 }
 
 impl<E> EventQueue<E> {
     pub(crate) fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), next_seq: 0 }
+        EventQueue { heap: BinaryHeap::new(), slots: Vec::new(), free: Vec::new(), next_seq: 0 }
     }
 
     pub(crate) fn push(&mut self, at: u64, event: E) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry { at, seq, event });
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                // More than 2^32 pending events would exhaust memory long before this wraps.
+                let slot = u32::try_from(self.slots.len()).expect("fewer than 2^32 pending events");
+                self.slots.push(Some(event));
+                slot
+            }
+        };
+        self.heap.push(Entry { at, seq, slot });
     }
 
     /// When the earliest event is due.
@@ -51,7 +69,10 @@ impl<E> EventQueue<E> {
     }
 
     pub(crate) fn pop(&mut self) -> Option<(u64, E)> {
-        self.heap.pop().map(|e| (e.at, e.event))
+        let entry = self.heap.pop()?;
+        let event = self.slots.get_mut(entry.slot as usize)?.take()?;
+        self.free.push(entry.slot);
+        Some((entry.at, event))
     }
 
     pub(crate) fn len(&self) -> usize {

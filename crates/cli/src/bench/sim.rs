@@ -1,7 +1,7 @@
 //! `fastshake bench sim [--quick]`: simulated events per second on one core.
 //!
 //! Workload (`fastshake_sim::workload::lossy_chain`): 16 clients ping one echo server across a lossy 3-hop chain (client — r1 — r2 —
-//! r3 — server; 1 % Bernoulli loss and 0–1 ms uniform jitter on every link, 10 Mbit/s), each
+//! r3 — server; 1 % Bernoulli loss and 0–1 ms uniform jitter on every link, 100 Mbit/s), each
 //! client sending a 64-byte request every millisecond. An event is one datagram arrival at
 //! a link's far end, one app timer or one scheduled action. The figure is the median over the
 //! repetitions, printed beside the target of issue 4 (≥ 2 million events/s).
