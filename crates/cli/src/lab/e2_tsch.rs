@@ -616,4 +616,8 @@ fn print_real(rows: &[RealRow]) {
             r.seeds
         );
     }
+    println!("A clean PSK handshake is 6 datagrams; more means the 2 s timer fired while a flight was still crossing a");
+    println!(
+        "slow schedule (seed 002 notes that multi-hop duty cycling needs a larger retransmission timeout)."
+    );
 }
