@@ -135,3 +135,21 @@ fn out_of_range_configs_are_refused() {
         })
     );
 }
+
+proptest! {
+    #[test]
+    fn reassembly_of_arbitrary_frames_never_panics(
+        frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..140), 0..5),
+    ) {
+        let _ = fastshake_sim::mac::frag::reassemble(&frames);
+    }
+
+    #[test]
+    fn fragments_round_trip(len in 0usize..=2047, from in 0usize..1000, to in 0usize..1000, tag in any::<u16>()) {
+        let d: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+        let (frames, stats) = fastshake_sim::mac::frag::fragment(&d, from, to, 0, tag, false).unwrap();
+        prop_assert!(frames.iter().all(|f| f.len() <= MAX_PSDU));
+        prop_assert_eq!(stats.psdu_bytes, stats.datagram_bytes + stats.lowpan_header_bytes + stats.mac_overhead_bytes);
+        prop_assert_eq!(fastshake_sim::mac::frag::reassemble(&frames).unwrap(), d);
+    }
+}
