@@ -350,8 +350,10 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
     };
 
     let mut stdin = spawn_stdin_reader(args.message_bytes.clamp(1, MAX_MESSAGE));
-    let mut options = ConnectOptions::default();
-    options.cached_cookie = cache.as_ref().and_then(|c| c.get(&local_key, args.connect));
+    let mut options = ConnectOptions {
+        cached_cookie: cache.as_ref().and_then(|c| c.get(&local_key, args.connect)),
+        ..ConnectOptions::default()
+    };
     let used_cached_cookie = options.cached_cookie.is_some();
     let mut tally = Tally::default();
     let mut stdin_done = false;

@@ -458,7 +458,7 @@ impl FloodTarget {
 
 fn print_flood(targets: &[FloodTarget], init_len: usize) {
     println!(
-        "{:<52} {:>10} {:>10} {:>17} {:>9} {:>8} {:>10} {:>9}  {}",
+        "{:<52} {:>10} {:>10} {:>17} {:>9} {:>8} {:>10} {:>9}  paper (seed 004)",
         "server [answer]",
         "offered/s",
         "answers/s",
@@ -467,7 +467,6 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
         "answer B",
         "B out/B in",
         "answered",
-        "paper (seed 004)"
     );
     for t in targets {
         if let Some(e) = &t.error {
@@ -705,6 +704,10 @@ mod ttfb {
         ended: Instant,
     }
 
+    /// A datagram on the path: arrival, sequence (FIFO among equal arrivals), towards the
+    /// client, payload.
+    type InFlight = (Instant, u64, bool, Vec<u8>);
+
     const CLIENT: &str = "10.0.0.1:9899";
     const SERVER: &str = "10.0.0.2:9899";
 
@@ -731,7 +734,7 @@ mod ttfb {
         let mut to_server = Direction { delay, free_at: now };
         let mut to_client = Direction { delay, free_at: now };
         // (arrival, sequence, to_client, payload)
-        let mut in_flight: BinaryHeap<Reverse<(Instant, u64, bool, Vec<u8>)>> = BinaryHeap::new();
+        let mut in_flight: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
         let mut sequence = 0u64;
         let request = Message { stream: 0, unordered: false, ppid: 0, data: REQUEST.to_vec() };
         let handle: AssociationHandle = client.connect(
@@ -1062,8 +1065,8 @@ mod ttfb {
             "   sim: fastshake-sim, one wired link; pair: this module's in-memory path model (cross-check)"
         );
         println!(
-            "{:<40} {:>8} {:>11} {:>8} {:>12}  {}",
-            "setup", "delay ms", "sim TTFB ms", "RTTs", "pair TTFB ms", "opened by"
+            "{:<40} {:>8} {:>11} {:>8} {:>12}  opened by",
+            "setup", "delay ms", "sim TTFB ms", "RTTs", "pair TTFB ms"
         );
         for &delay_ms in delays_ms {
             let delay = Duration::from_millis(delay_ms);
