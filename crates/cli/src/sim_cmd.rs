@@ -4,6 +4,7 @@
 use anyhow::Context;
 use fastshake_sim::scenario::ScenarioFile;
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -71,20 +72,28 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         progress.inc(1);
     }
     progress.finish_and_clear();
+    let mut text = String::new();
     if args.json {
         let json = if swept {
             serde_json::to_string_pretty(&reports)?
         } else {
             serde_json::to_string_pretty(&reports[0])?
         };
-        println!("{json}");
+        text.push_str(&json);
+        text.push('\n');
     } else {
         for (i, report) in reports.iter().enumerate() {
             if i > 0 {
-                println!();
+                text.push('\n');
             }
-            print!("{}", report.to_table());
+            text.push_str(&report.to_table());
         }
+    }
+    // A reader that stops early (`| head`) is not an error.
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
     }
     Ok(())
 }
