@@ -902,6 +902,10 @@ impl Connection {
             return;
         }
         if desc == AlertDescription::CloseNotify {
+            // RFC 5246 §7.2.1: answer with a close_notify of our own.
+            if self.state == State::Established {
+                self.send_alert(AlertLevel::Warning, AlertDescription::CloseNotify);
+            }
             self.state = State::Closed;
             self.hs = None;
             self.events.push_back(Event::Closed);

@@ -13,7 +13,7 @@ use crate::record::{ContentType, Records, HEADER_LEN};
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -53,6 +53,10 @@ pub struct Endpoint {
     transmits: VecDeque<Transmit>,
     events: VecDeque<(ConnectionHandle, Event)>,
     partial_hellos: VecDeque<PartialHello>,
+    /// Deadlines of the connections that have one (those handshaking), earliest first, so
+    /// timers cost O(log n) rather than a scan of every session.
+    timers: BTreeSet<(Instant, u64)>,
+    deadlines: HashMap<u64, Instant>,
     stats: EndpointStats,
 }
 
@@ -117,6 +121,8 @@ impl Endpoint {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             partial_hellos: VecDeque::new(),
+            timers: BTreeSet::new(),
+            deadlines: HashMap::new(),
             stats: EndpointStats::default(),
         }
     }
@@ -225,6 +231,7 @@ impl Endpoint {
         // replaced now (RFC 6347 §4.2.8 allows it once a cookie exchange completed).
         if let Some(old) = existing {
             if let Some(mut conn) = self.connections.remove(&old) {
+                self.set_deadline(old, None);
                 conn.fail_superseded();
                 self.by_addr.remove(&remote);
                 while let Some(e) = conn.poll_event() {
@@ -314,7 +321,24 @@ impl Endpoint {
     }
 
     /// Moves a connection's output and events to the endpoint, and forgets it once it ended.
+    fn set_deadline(&mut self, id: u64, deadline: Option<Instant>) {
+        let old = self.deadlines.get(&id).copied();
+        if old == deadline {
+            return;
+        }
+        if let Some(t) = old {
+            self.timers.remove(&(t, id));
+            self.deadlines.remove(&id);
+        }
+        if let Some(t) = deadline {
+            self.timers.insert((t, id));
+            self.deadlines.insert(id, t);
+        }
+    }
+
     fn drain(&mut self, id: u64) {
+        let deadline = self.connections.get(&id).and_then(|c| c.poll_timeout());
+        self.set_deadline(id, deadline);
         let Some(conn) = self.connections.get_mut(&id) else { return };
         while let Some(t) = conn.poll_transmit(Instant::ZERO) {
             self.transmits.push_back(t);
@@ -325,6 +349,7 @@ impl Endpoint {
         if conn.is_closed() {
             let remote = conn.remote();
             self.connections.remove(&id);
+            self.set_deadline(id, None);
             if self.by_addr.get(&remote) == Some(&id) {
                 self.by_addr.remove(&remote);
             }
@@ -342,18 +367,18 @@ impl Endpoint {
 
     /// The earliest deadline of any connection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.connections.values().filter_map(|c| c.poll_timeout()).min()
+        self.timers.first().map(|(t, _)| *t)
     }
 
     /// Runs the timers that are due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<u64> = self
-            .connections
-            .iter()
-            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
+        while let Some(&(t, id)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            // Forget the entry first: drain() files the connection's next deadline.
+            self.timers.remove(&(t, id));
+            self.deadlines.remove(&id);
             if let Some(c) = self.connections.get_mut(&id) {
                 c.handle_timeout(now);
             }
