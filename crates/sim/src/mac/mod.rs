@@ -7,6 +7,12 @@
 //! over: the model keeps per-node "radio busy until" state, so a second datagram queues behind the
 //! first. That is exact for the sequential flights of a handshake; simultaneous senders on the
 //! same channel do not collide (the beacon mode's CCA does see frames already booked on its PAN).
+//! Callers hand datagrams over in event order (nondecreasing `now`).
+//!
+//! - [`xmac`]: preamble sampling, no ACK for data (seed 002, Section III-A).
+//! - [`beacon`]: IEEE 802.15.4 beacon-enabled mode, slotted CSMA-CA in the CAP (Section III-B).
+//! - [`tsch`]: IEEE 802.15.4e TSCH with dedicated cells (Section III-C, Eq. (1) and (2)).
+//! - [`sequence`]: datagrams one after another along a chain, averaged over seeds.
 
 use crate::radio::RadioLedger;
 use fastshake_core::Instant;
