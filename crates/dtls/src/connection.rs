@@ -1220,3 +1220,86 @@ const _: () = {
     let _ = EXT_EXTENDED_MASTER_SECRET;
     let _ = EXT_RENEGOTIATION_INFO;
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzzing::{client_addr, established_pair, server_addr};
+
+    /// A protected handshake record with one message, as the peer in `from` would write it.
+    fn protected_message(from: &Connection, msg_type: HandshakeType, body: &[u8], seq: u64) -> Vec<u8> {
+        let p = from.protection.as_ref().unwrap();
+        let protect = Protect { cipher: p.cipher, keys: &p.write };
+        let mut hdr = Vec::new();
+        HandshakeHeader {
+            msg_type,
+            length: body.len() as u32,
+            message_seq: 9,
+            fragment_offset: 0,
+            fragment_length: body.len() as u32,
+        }
+        .write(&mut hdr);
+        let mut rec = vec![0u8; record_len(Some(protect), hdr.len() + body.len())];
+        write_record(&mut rec, ContentType::Handshake, 1, seq, Some(protect), &[&hdr, body]);
+        rec
+    }
+
+    fn assert_warning_alert(datagram: &[u8]) {
+        // One protected alert record: type 21, epoch 1, 8-byte nonce + 2 bytes + 8-byte CCM tag.
+        assert_eq!(datagram[0], ContentType::Alert as u8);
+        assert_eq!(&datagram[3..5], &[0, 1]);
+        assert_eq!(datagram.len(), HEADER_LEN + 8 + 2 + 8);
+    }
+
+    #[test]
+    fn renegotiation_is_refused_with_a_warning_and_the_session_goes_on() {
+        let (mut client, mut server, _) = established_pair();
+        let now = Instant::from_millis(5);
+        let h = server.handle_for(client_addr()).unwrap();
+
+        // Server asks for renegotiation: the client answers no_renegotiation and stays up.
+        let sconn = server.connection(h).unwrap();
+        // A sequence number ahead of the real ones but inside the replay window.
+        let mut rec = protected_message(sconn, HandshakeType::HelloRequest, &[], sconn.write_seq + 5);
+        client.handle_datagram(now, server_addr(), &mut rec);
+        assert_warning_alert(&client.poll_transmit(now).expect("no_renegotiation alert").payload);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+
+        // Client starts a renegotiating ClientHello: the server refuses the same way.
+        let mut body = Vec::new();
+        ClientHello::encode(&mut body, &[1; 32], &[], &[0xC0A8], true);
+        let mut rec = protected_message(&client, HandshakeType::ClientHello, &body, client.write_seq + 5);
+        let conn = server.connection_mut(h).unwrap();
+        conn.handle_datagram(now, client_addr(), &mut rec);
+        assert_warning_alert(&conn.poll_transmit(now).expect("no_renegotiation alert").payload);
+        assert!(conn.is_established());
+
+        // Data still flows both ways.
+        let mut buf = [0u8; 128];
+        let n = client.seal_into(b"after", &mut buf).unwrap();
+        let mut got = Vec::new();
+        server.open_in_place(now, server_addr(), client_addr(), &mut buf[..n], &mut |_, d| {
+            got.extend_from_slice(d)
+        });
+        assert_eq!(got, b"after");
+    }
+
+    #[test]
+    fn forged_records_do_not_disturb_an_established_session() {
+        let (mut client, _server, _) = established_pair();
+        let now = Instant::from_millis(5);
+        // An unauthenticated fatal alert in epoch 0 and a garbage epoch-1 alert are both dropped.
+        let mut plain = vec![0u8; HEADER_LEN + 2];
+        write_record(&mut plain, ContentType::Alert, 0, 50, None, &[&[2, 40]]);
+        client.handle_datagram(now, server_addr(), &mut plain);
+        let mut forged = plain.clone();
+        forged[3..5].copy_from_slice(&[0, 1]);
+        forged.extend_from_slice(&[0; 20]);
+        forged[11..13].copy_from_slice(&22u16.to_be_bytes());
+        client.handle_datagram(now, server_addr(), &mut forged);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+        assert_eq!(client.stats().records_dropped, 2);
+    }
+}

@@ -17,11 +17,11 @@ use std::sync::Arc;
 const PSK_ID: &[u8] = b"fuzz";
 const PSK_KEY: &[u8] = b"fuzz key 0123456";
 
-fn client_addr() -> SocketAddr {
+pub(crate) fn client_addr() -> SocketAddr {
     SocketAddr::from(([192, 0, 2, 1], 5684))
 }
 
-fn server_addr() -> SocketAddr {
+pub(crate) fn server_addr() -> SocketAddr {
     SocketAddr::from(([198, 51, 100, 1], 5684))
 }
 
