@@ -10,7 +10,7 @@ use common::*;
 use fastshake_core::Instant;
 use fastshake_sim::link::LinkConfig;
 use fastshake_sim::nat::{Dependence, NatConfig, NatPreset};
-use fastshake_sim::{Role, Simulator};
+use fastshake_sim::{Action, Role, Simulator};
 
 struct Net {
     sim: Simulator,
@@ -30,6 +30,18 @@ fn net(
     a4433_plan: Vec<(u64, fastshake_core::Transmit)>,
     a5000_plan: Vec<(u64, fastshake_core::Transmit)>,
     b4433_plan: Vec<(u64, fastshake_core::Transmit)>,
+) -> Net {
+    net_with(nat, client_plan, a4433_plan, a5000_plan, b4433_plan, |_| {})
+}
+
+/// As [`net`], with `setup` applied (events scheduled) before the run.
+fn net_with(
+    nat: NatConfig,
+    client_plan: Vec<(u64, fastshake_core::Transmit)>,
+    a4433_plan: Vec<(u64, fastshake_core::Transmit)>,
+    a5000_plan: Vec<(u64, fastshake_core::Transmit)>,
+    b4433_plan: Vec<(u64, fastshake_core::Transmit)>,
+    setup: impl FnOnce(&mut Simulator),
 ) -> Net {
     let mut sim = Simulator::new(1);
     let c = sim.add_node("client", Role::Host);
@@ -59,6 +71,7 @@ fn net(
     sim.add_app(a, "a5000", 5000, app).unwrap();
     let (app, b4433) = Scripted::new(b4433_plan);
     sim.add_app(b, "b4433", 4433, app).unwrap();
+    setup(&mut sim);
     sim.run_until(Instant::from_millis(5_000));
     Net { sim, client, a4433, a5000, b4433, nat: n }
 }
@@ -195,4 +208,30 @@ fn unsolicited_inbound_finds_no_mapping() {
     );
     assert!(net.client.borrow().received.is_empty());
     assert_eq!(net.sim.nat_counters(net.nat).unwrap().no_mapping, 1);
+}
+
+#[test]
+fn client_address_change_behind_the_nat_gets_a_new_mapping() {
+    // Seed 001's handover behind a NAT: the server sees the client come back from another
+    // outside port, and answers to the old mapping reach nobody.
+    let net = net_with(
+        NatConfig::preset(NatPreset::PortRestricted),
+        vec![(0, tx(None, "192.0.2.10:4433", b"before")), (200 * MS, tx(None, "192.0.2.10:4433", b"after"))],
+        vec![
+            (300 * MS, tx(None, MAPPED, b"to the old mapping")),
+            (300 * MS, tx(None, "198.51.100.1:40000", b"to the new mapping")),
+        ],
+        vec![],
+        vec![],
+        |sim| {
+            let eth0 = sim.iface("client.eth0").unwrap();
+            sim.schedule(Instant::from_millis(100), Action::SetAddress(eth0, "10.0.0.3".parse().unwrap()));
+        },
+    );
+    let remotes: Vec<_> = net.a4433.borrow().received.iter().map(|r| r.remote).collect();
+    assert_eq!(remotes, vec![addr(MAPPED), addr("198.51.100.1:40000")], "new inside address, new mapping");
+    let got: Vec<_> = net.client.borrow().received.iter().map(|r| (r.local, r.payload.clone())).collect();
+    assert_eq!(got, vec![(addr("10.0.0.3:7000"), b"to the new mapping".to_vec())]);
+    assert_eq!(net.sim.nat_counters(net.nat).unwrap().mappings_created, 2);
+    assert_eq!(net.sim.counters().dropped_no_route, 1, "the old inside address is gone");
 }
