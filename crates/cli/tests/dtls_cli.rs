@@ -42,18 +42,23 @@ fn server_without_echo_prints_what_each_client_sends() {
 }
 
 #[test]
-fn small_mtu_fragments_the_handshake_and_still_connects() {
-    // 110 B: about what a 127-byte IEEE 802.15.4 frame leaves; the identity hint makes the
-    // server's flight big enough to be split.
+fn smallest_mtu_fragments_every_flight_and_still_connects() {
+    // 64 B, the smallest MTU the engine accepts: well inside a 127-byte IEEE 802.15.4 frame.
+    // Every flight, ClientHello included, must be split; the identity hint makes the server's
+    // flight larger still.
     let (_server, port) =
-        fastshake_server(&["--echo", "--mtu", "110", "--hint", "a-rather-long-identity-hint"]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "110", "--verbose"]);
+        fastshake_server(&["--echo", "--mtu", "64", "--hint", "a-rather-long-identity-hint"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "64", "--verbose"]);
     client.write_line("small datagrams");
     client.expect_stdout("small datagrams");
     client.close_stdin();
     assert!(client.expect_exit().success(), "{}", client.transcript());
     let trace = client.stderr();
-    assert!(trace.contains("[fragment"), "a 110-byte MTU must split the server's flight:\n{trace}");
+    assert!(
+        trace.contains("ClientHello (no cookie) [fragment 0.."),
+        "a 64-byte MTU must split even the ClientHello:\n{trace}"
+    );
+    assert!(trace.contains("<- 127.0.0.1:") && trace.contains("[fragment"), "{trace}");
     // Every datagram either way, as the client's trace shows it ("-> ADDR N B: ..."), fits the MTU.
     for line in trace.lines().filter(|l| l.contains(" -> ") || l.contains(" <- ")) {
         let size: usize = line
@@ -62,7 +67,7 @@ fn small_mtu_fragments_the_handshake_and_still_connects() {
             .and_then(|head| head.rsplit(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("unparsable trace line {line:?}"));
-        assert!(size <= 110, "datagram of {size} B over a 110-byte MTU: {line}");
+        assert!(size <= 64, "datagram of {size} B over a 64-byte MTU: {line}");
     }
 }
 
