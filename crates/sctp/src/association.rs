@@ -2,6 +2,7 @@
 //! 004, timers (T1-init, T1-cookie, T2-shutdown, T3-rtx, delayed SACK, heartbeat), congestion
 //! control (§7.2) and the paths of a multihomed peer.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -13,8 +14,10 @@ use rand_core::{RngCore, SeedableRng};
 
 use crate::cookie::StateCookie;
 use crate::packet::{
-    Chunk, DataChunk, ErrorCause, InitChunk, Packet, Param, SackChunk, UnknownChunkAction, COMMON_HEADER_LEN,
-    DATA_CHUNK_HEADER_LEN,
+    Chunk, DataChunk, ErrorCause, InitChunk, InitView, Packet, Param, SackChunk, UnknownChunkAction,
+    UnknownParamAction, COMMON_HEADER_LEN, DATA_CHUNK_HEADER_LEN, PARAM_ALT_COOKIE, PARAM_ALT_DATA,
+    PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
+    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
 };
 use crate::queue::{tsn_lt, DataVerdict, ReceiveQueue, SendQueue};
 use crate::rto::RtoEstimator;
@@ -65,7 +68,7 @@ pub(crate) enum InitOutcome {
 }
 
 /// The parameters of an INIT the receiver acts on.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct InitParams {
     pub(crate) alt_cookie: Option<Vec<u8>>,
     pub(crate) alt_data: Option<Vec<u8>>,
@@ -80,25 +83,44 @@ impl InitParams {
     /// Scans parameters by RFC 9260 §3.2.1; ALT-* are unknown (skipped by their high bits `10`)
     /// when `alt` is off.
     pub(crate) fn scan(params: &[Param], alt: bool) -> InitParams {
+        Self::scan_pairs(params.iter().map(|p| (p.param_type(), p.value_bytes())), alt)
+    }
+
+    /// The same scan over the raw parameters of a borrowed INIT.
+    pub(crate) fn from_view(view: &InitView<'_>, alt: bool) -> InitParams {
+        Self::scan_pairs(view.raw_params().map_while(Result::ok).map(|(t, v)| (t, Cow::Borrowed(v))), alt)
+    }
+
+    /// The one implementation of the scan, over (type, value) pairs.
+    fn scan_pairs<'a>(pairs: impl Iterator<Item = (u16, Cow<'a, [u8]>)>, alt: bool) -> InitParams {
         let mut out = InitParams::default();
-        for p in params {
-            match p {
-                Param::Ipv4Address(a) => out.addresses.push(IpAddr::V4(*a)),
-                Param::Ipv6Address(a) => out.addresses.push(IpAddr::V6(*a)),
-                Param::StateCookie(c) => out.state_cookie = Some(c.clone()),
-                Param::AltCookie(c) if alt => out.alt_cookie = Some(c.clone()),
-                Param::AltData(d) if alt => out.alt_data = Some(d.clone()),
-                Param::AltSack(s) if alt => out.alt_sack = Some(s.clone()),
-                Param::CookiePreservative(_)
-                | Param::SupportedAddressTypes(_)
-                | Param::UnrecognizedParameter(_) => {}
+        for (kind, value) in pairs {
+            match kind {
+                PARAM_IPV4 => {
+                    if let Ok(b) = <[u8; 4]>::try_from(&value[..]) {
+                        out.addresses.push(IpAddr::from(b));
+                    }
+                }
+                PARAM_IPV6 => {
+                    if let Ok(b) = <[u8; 16]>::try_from(&value[..]) {
+                        out.addresses.push(IpAddr::from(b));
+                    }
+                }
+                PARAM_STATE_COOKIE => out.state_cookie = Some(value.into_owned()),
+                PARAM_ALT_COOKIE if alt => out.alt_cookie = Some(value.into_owned()),
+                PARAM_ALT_DATA if alt => out.alt_data = Some(value.into_owned()),
+                PARAM_ALT_SACK if alt => out.alt_sack = Some(value.into_owned()),
+                PARAM_COOKIE_PRESERVATIVE | PARAM_SUPPORTED_ADDRESS_TYPES | PARAM_UNRECOGNIZED => {}
                 other => {
-                    let action = crate::packet::UnknownParamAction::of(other.param_type());
+                    let action = UnknownParamAction::of(other);
                     if action.reports() && out.unrecognized.len() < 8 {
                         // The TLV as its length field states it, without padding.
-                        let mut tlv = other.to_bytes();
-                        let len = tlv.get(2..4).map_or(0, |l| usize::from(u16::from_be_bytes([l[0], l[1]])));
-                        tlv.truncate(len);
+                        let mut tlv = Vec::with_capacity(4 + value.len());
+                        tlv.extend_from_slice(&other.to_be_bytes());
+                        tlv.extend_from_slice(
+                            &u16::try_from(4 + value.len()).unwrap_or(u16::MAX).to_be_bytes(),
+                        );
+                        tlv.extend_from_slice(&value);
                         out.unrecognized.push(tlv);
                     }
                     if !action.continues() {
@@ -109,6 +131,40 @@ impl InitParams {
         }
         out.addresses.truncate(MAX_PATHS);
         out
+    }
+}
+
+/// The fixed fields of a peer's INIT that an INIT-ACK and a state cookie need.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InitFields {
+    pub(crate) initiate_tag: u32,
+    pub(crate) a_rwnd: u32,
+    pub(crate) outbound_streams: u16,
+    pub(crate) inbound_streams: u16,
+    pub(crate) initial_tsn: u32,
+}
+
+impl From<&InitChunk> for InitFields {
+    fn from(i: &InitChunk) -> Self {
+        InitFields {
+            initiate_tag: i.initiate_tag,
+            a_rwnd: i.a_rwnd,
+            outbound_streams: i.outbound_streams,
+            inbound_streams: i.inbound_streams,
+            initial_tsn: i.initial_tsn,
+        }
+    }
+}
+
+impl From<&InitView<'_>> for InitFields {
+    fn from(v: &InitView<'_>) -> Self {
+        InitFields {
+            initiate_tag: v.initiate_tag,
+            a_rwnd: v.a_rwnd,
+            outbound_streams: v.outbound_streams,
+            inbound_streams: v.inbound_streams,
+            initial_tsn: v.initial_tsn,
+        }
     }
 }
 
@@ -1053,7 +1109,7 @@ impl Association {
             remote,
             self.local_port,
             self.remote_port,
-            init,
+            InitFields::from(init),
             params,
             tag,
             tsn,
@@ -1425,7 +1481,7 @@ pub(crate) fn regular_init_ack(
     remote: SocketAddr,
     local_port: u16,
     remote_port: u16,
-    init: &InitChunk,
+    init: InitFields,
     params: &InitParams,
     tag: u32,
     tsn: u32,

@@ -169,15 +169,19 @@ impl<'a> Cursor<'a> {
 }
 
 /// Bytes of an IP address as the MAC sees them (IPv4-mapped IPv6 folded to IPv4 so a dual-stack
-/// socket does not change the cookie).
-fn ip_bytes(ip: IpAddr) -> Vec<u8> {
+/// socket does not change the cookie), in a stack buffer with its length.
+fn ip_bytes(ip: IpAddr) -> ([u8; 16], usize) {
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
         v4 => v4,
     };
+    let mut buf = [0u8; 16];
     match ip {
-        IpAddr::V4(v4) => v4.octets().to_vec(),
-        IpAddr::V6(v6) => v6.octets().to_vec(),
+        IpAddr::V4(v4) => {
+            buf[..4].copy_from_slice(&v4.octets());
+            (buf, 4)
+        }
+        IpAddr::V6(v6) => (v6.octets(), 16),
     }
 }
 
@@ -185,12 +189,14 @@ fn ip_bytes(ip: IpAddr) -> Vec<u8> {
 /// encapsulation port may change behind a NAT between associations; its lifetime is the key's
 /// (two rotations).
 pub(crate) fn alt_cookie(mac: &CookieMac, ip: IpAddr) -> [u8; ALT_COOKIE_LEN] {
-    mac.sign(&[ALT_COOKIE_LABEL, &ip_bytes(ip)])
+    let (buf, len) = ip_bytes(ip);
+    mac.sign(&[ALT_COOKIE_LABEL, &buf[..len]])
 }
 
 /// Whether `cookie` is an ALT-COOKIE this server issued for `ip` under the current or previous key.
 pub(crate) fn alt_cookie_valid(mac: &CookieMac, ip: IpAddr, cookie: &[u8]) -> bool {
-    mac.verify(cookie, &[ALT_COOKIE_LABEL, &ip_bytes(ip)])
+    let (buf, len) = ip_bytes(ip);
+    mac.verify(cookie, &[ALT_COOKIE_LABEL, &buf[..len]])
 }
 
 #[cfg(test)]

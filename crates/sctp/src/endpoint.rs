@@ -15,9 +15,9 @@ use fastshake_core::CookieMac;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::association::{regular_init_ack, Association, InitOutcome, InitParams, InitVerdict};
+use crate::association::{regular_init_ack, Association, InitFields, InitOutcome, InitParams, InitVerdict};
 use crate::cookie::{alt_cookie, alt_cookie_valid, CookieError, StateCookie};
-use crate::packet::{Chunk, ErrorCause, InitChunk, InitView, Packet, Param};
+use crate::packet::{self, Chunk, ErrorCause, InitChunk, InitView, Packet, Param};
 use crate::{
     AssociationHandle, AssociationInfo, Config, ConnectOptions, EndpointStats, Error, Event, HandshakeKind,
     HandshakeMode, Instant, Message, Transmit,
@@ -205,10 +205,15 @@ impl Endpoint {
     }
 
     fn push_stateless(&mut self, local: Option<SocketAddr>, remote: SocketAddr, packet: Packet) {
-        if self.stateless.len() >= MAX_STATELESS_QUEUE {
-            return;
+        if self.stateless.len() < MAX_STATELESS_QUEUE {
+            self.push_stateless_bytes(local, remote, packet.encode());
         }
-        self.stateless.push_back(Transmit { src: local, dst: remote, payload: packet.encode() });
+    }
+
+    fn push_stateless_bytes(&mut self, local: Option<SocketAddr>, remote: SocketAddr, payload: Vec<u8>) {
+        if self.stateless.len() < MAX_STATELESS_QUEUE {
+            self.stateless.push_back(Transmit { src: local, dst: remote, payload });
+        }
     }
 
     fn send_abort_for_init(
@@ -220,10 +225,16 @@ impl Endpoint {
         cause: Option<ErrorCause>,
     ) {
         // RFC 9260 §8.4 (3): the tag is the INIT's Initiate Tag and the T bit is clear.
-        let mut p = Packet::new(ports.0, ports.1, tag);
-        p.chunks.push(Chunk::Abort { t_bit: false, causes: cause.into_iter().collect() });
+        let payload = match cause {
+            None => packet::encode_bare_abort(ports.0, ports.1, tag, false),
+            Some(cause) => {
+                let mut p = Packet::new(ports.0, ports.1, tag);
+                p.chunks.push(Chunk::Abort { t_bit: false, causes: vec![cause] });
+                p.encode()
+            }
+        };
         self.stats.aborts_sent += 1;
-        self.push_stateless(Some(local), remote, p);
+        self.push_stateless_bytes(Some(local), remote, payload);
     }
 
     fn on_init(
@@ -274,7 +285,29 @@ impl Endpoint {
             }
             (None, _) => InitVerdict::Regular,
         };
-        // From here on state may be built: the owned parse.
+        if existing.is_none() && verdict == InitVerdict::Regular {
+            // The stateless INIT-ACK: everything goes into the cookie, straight from the view.
+            let params = InitParams::from_view(view, mode.alt_enabled());
+            let tag = nonzero(&mut self.rng);
+            let tsn = self.rng.next_u32();
+            let fields = InitFields::from(view);
+            let p = regular_init_ack(
+                &self.config,
+                &self.mac,
+                now,
+                remote,
+                dst_port,
+                src_port,
+                fields,
+                &params,
+                tag,
+                tsn,
+            );
+            self.stats.init_acks_sent += 1;
+            self.push_stateless(Some(local), remote, p);
+            return;
+        }
+        // From here on state is built: the owned parse.
         let Ok(packet) = Packet::parse_unchecked(raw) else {
             self.stats.malformed += 1;
             return;
@@ -282,51 +315,31 @@ impl Endpoint {
         let Some(Chunk::Init(init)) = packet.chunks.into_iter().next() else { return };
         let init = &init;
         let params = InitParams::scan(&init.params, mode.alt_enabled());
-        if let Some(h) = existing {
-            let outcome = match self.associations.get_mut(&h) {
-                Some(a) => {
-                    let before = a.stats.packets_out;
-                    let o = a.on_peer_init(now, init, &params, verdict, &self.mac);
-                    if a.stats.packets_out > before {
-                        self.stats.init_acks_sent += 1;
-                    }
-                    o
-                }
-                None => InitOutcome::Handled,
-            };
-            if outcome == InitOutcome::Restart {
-                if let Some(a) = self.associations.get_mut(&h) {
-                    a.abort("peer restarted");
-                }
-                self.after(AssociationHandle(h));
-                if let InitVerdict::Alt(kind) = verdict {
-                    self.open_alt(now, local, remote, src_port, init, &params, kind);
-                }
-            } else {
-                self.after(AssociationHandle(h));
+        let Some(h) = existing else {
+            if let InitVerdict::Alt(kind) = verdict {
+                self.open_alt(now, local, remote, src_port, init, &params, kind);
             }
             return;
-        }
-        match verdict {
-            InitVerdict::Regular => {
-                let tag = nonzero(&mut self.rng);
-                let tsn = self.rng.next_u32();
-                let p = regular_init_ack(
-                    &self.config,
-                    &self.mac,
-                    now,
-                    remote,
-                    dst_port,
-                    src_port,
-                    init,
-                    &params,
-                    tag,
-                    tsn,
-                );
-                self.stats.init_acks_sent += 1;
-                self.push_stateless(Some(local), remote, p);
+        };
+        let outcome = match self.associations.get_mut(&h) {
+            Some(a) => {
+                let before = a.stats.packets_out;
+                let o = a.on_peer_init(now, init, &params, verdict, &self.mac);
+                if a.stats.packets_out > before {
+                    self.stats.init_acks_sent += 1;
+                }
+                o
             }
-            InitVerdict::Alt(kind) => self.open_alt(now, local, remote, src_port, init, &params, kind),
+            None => InitOutcome::Handled,
+        };
+        if let Some(a) = self.associations.get_mut(&h) {
+            if outcome == InitOutcome::Restart {
+                a.abort("peer restarted");
+            }
+        }
+        self.after(AssociationHandle(h));
+        if let (InitOutcome::Restart, InitVerdict::Alt(kind)) = (outcome, verdict) {
+            self.open_alt(now, local, remote, src_port, init, &params, kind);
         }
     }
 
@@ -373,10 +386,12 @@ impl Endpoint {
 
     fn send_alt_cookie_error(&mut self, local: SocketAddr, remote: SocketAddr, ports: (u16, u16), tag: u32) {
         let cookie = alt_cookie(&self.mac, remote.ip());
-        let mut p = Packet::new(ports.0, ports.1, tag);
-        p.chunks.push(Chunk::Error { causes: vec![ErrorCause::AltCookieRequired(cookie.to_vec())] });
         self.stats.alt_cookie_errors_sent += 1;
-        self.push_stateless(Some(local), remote, p);
+        self.push_stateless_bytes(
+            Some(local),
+            remote,
+            packet::encode_alt_cookie_error(ports.0, ports.1, tag, &cookie),
+        );
     }
 
     fn on_cookie_echo(

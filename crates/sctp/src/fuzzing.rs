@@ -27,6 +27,8 @@ pub fn packet(data: &[u8]) {
         assert_eq!(view.initiate_tag, init.initiate_tag);
         let scanned = InitParams::scan(&init.params, true);
         assert_eq!(view.alt_cookie(), scanned.alt_cookie.as_deref(), "ALT-COOKIE seen alike");
+        assert_eq!(InitParams::from_view(&view, true), scanned, "parameters seen alike");
+        assert_eq!(InitParams::from_view(&view, false), InitParams::scan(&init.params, false));
     }
     for mode in [HandshakeMode::Regular, HandshakeMode::Both, HandshakeMode::AltOnly] {
         let config =

@@ -161,6 +161,44 @@ impl Packet {
     }
 }
 
+fn header_into(out: &mut Vec<u8>, src_port: u16, dst_port: u16, verification_tag: u32) {
+    out.extend_from_slice(&src_port.to_be_bytes());
+    out.extend_from_slice(&dst_port.to_be_bytes());
+    out.extend_from_slice(&verification_tag.to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+}
+
+/// A packet of one ERROR chunk with one "ALT-COOKIE required" cause, written straight into one
+/// buffer: the answer to an INIT flood, byte for byte what [`Packet::encode`] writes.
+pub fn encode_alt_cookie_error(
+    src_port: u16,
+    dst_port: u16,
+    verification_tag: u32,
+    cookie: &[u8],
+) -> Vec<u8> {
+    let cause_len = 4 + cookie.len();
+    let mut out = Vec::with_capacity(COMMON_HEADER_LEN + 4 + padded(cause_len));
+    header_into(&mut out, src_port, dst_port, verification_tag);
+    out.push(CHUNK_ERROR);
+    out.push(0);
+    out.extend_from_slice(&u16::try_from(4 + cause_len).unwrap_or(u16::MAX).to_be_bytes());
+    out.extend_from_slice(&CAUSE_ALT_COOKIE_REQUIRED.to_be_bytes());
+    out.extend_from_slice(&u16::try_from(cause_len).unwrap_or(u16::MAX).to_be_bytes());
+    out.extend_from_slice(cookie);
+    pad(&mut out);
+    seal(&mut out);
+    out
+}
+
+/// A packet of one ABORT chunk without causes (16 bytes), as [`Packet::encode`] writes it.
+pub fn encode_bare_abort(src_port: u16, dst_port: u16, verification_tag: u32, t_bit: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(COMMON_HEADER_LEN + 4);
+    header_into(&mut out, src_port, dst_port, verification_tag);
+    out.extend_from_slice(&[CHUNK_ABORT, u8::from(t_bit), 0, 4]);
+    seal(&mut out);
+    out
+}
+
 /// Rounds `n` up to a multiple of four.
 pub(crate) fn padded(n: usize) -> usize {
     n.saturating_add(3) & !3
@@ -170,5 +208,42 @@ pub(crate) fn padded(n: usize) -> usize {
 pub(crate) fn pad(out: &mut Vec<u8>) {
     while out.len() % 4 != 0 {
         out.push(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flood_answers_match_the_generic_encoder() {
+        let cookie = [7u8; 17];
+        let mut p = Packet::new(5000, 5001, 0xdead_beef);
+        p.chunks.push(Chunk::Error { causes: vec![ErrorCause::AltCookieRequired(cookie.to_vec())] });
+        let fast = encode_alt_cookie_error(5000, 5001, 0xdead_beef, &cookie);
+        assert_eq!(fast, p.encode());
+        assert_eq!(fast.len(), 40);
+        for t_bit in [false, true] {
+            let mut p = Packet::new(1, 2, 3);
+            p.chunks.push(Chunk::Abort { t_bit, causes: vec![] });
+            assert_eq!(encode_bare_abort(1, 2, 3, t_bit), p.encode());
+        }
+    }
+
+    #[test]
+    fn checksum_is_crc32c_little_endian() {
+        // RFC 3720 B.4 test vector: 32 bytes of zeros give 0x8A9136AA.
+        assert_eq!(crc32c::crc32c(&[0u8; 32]), 0x8A91_36AA);
+        let mut p = Packet::new(1, 2, 3);
+        p.chunks.push(Chunk::CookieAck);
+        let bytes = p.encode();
+        assert!(checksum_ok(&bytes));
+        let mut zeroed = bytes.clone();
+        zeroed[8..12].copy_from_slice(&[0; 4]);
+        assert_eq!(bytes[8..12], crc32c::crc32c(&zeroed).to_le_bytes());
+        assert_eq!(Packet::parse(&bytes).unwrap(), p);
+        let mut bad = bytes;
+        bad[13] ^= 1;
+        assert_eq!(Packet::parse(&bad), Err(ParseError::BadChecksum));
     }
 }

@@ -158,6 +158,24 @@ impl Param {
         })
     }
 
+    /// The value as it travels (without type, length and padding).
+    pub fn value_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        use std::borrow::Cow;
+        match self {
+            Param::StateCookie(v)
+            | Param::UnrecognizedParameter(v)
+            | Param::AltCookie(v)
+            | Param::AltData(v)
+            | Param::AltSack(v)
+            | Param::Unknown { value: v, .. } => Cow::Borrowed(v),
+            other => {
+                let mut out = Vec::new();
+                other.encode_value(&mut out);
+                Cow::Owned(out)
+            }
+        }
+    }
+
     fn encode_value(&self, out: &mut Vec<u8>) {
         match self {
             Param::Ipv4Address(a) => out.extend_from_slice(&a.octets()),

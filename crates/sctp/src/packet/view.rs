@@ -17,10 +17,14 @@ pub struct InitView<'a> {
     pub header: CommonHeader,
     /// Initiate tag.
     pub initiate_tag: u32,
+    /// Advertised receiver window credit.
+    pub a_rwnd: u32,
     /// Outbound streams.
     pub outbound_streams: u16,
     /// Inbound streams.
     pub inbound_streams: u16,
+    /// Initial TSN.
+    pub initial_tsn: u32,
     params: &'a [u8],
 }
 
@@ -49,12 +53,13 @@ impl<'a> InitView<'a> {
         let alone = r.is_empty();
         let mut v = Reader::new(value);
         let initiate_tag = v.u32("INIT")?;
-        v.u32("INIT")?;
+        let a_rwnd = v.u32("INIT")?;
         let outbound_streams = v.u16("INIT")?;
         let inbound_streams = v.u16("INIT")?;
-        v.u32("INIT")?;
+        let initial_tsn = v.u32("INIT")?;
         let params = v.rest();
-        let view = InitView { header, initiate_tag, outbound_streams, inbound_streams, params };
+        let view =
+            InitView { header, initiate_tag, a_rwnd, outbound_streams, inbound_streams, initial_tsn, params };
         for p in view.raw_params() {
             p?;
         }
