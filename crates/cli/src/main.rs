@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod dtls_cmd;
 mod lab;
+mod pki_cmd;
 mod sctp_cmd;
 mod sim_cmd;
 
@@ -30,6 +31,8 @@ enum Command {
     Client(dtls_cmd::ClientArgs),
     /// SCTP over UDP encapsulation, with the alternative handshake.
     Sctp(sctp_cmd::SctpArgs),
+    /// Write a test PKI: a root, intermediates, and server and client leaves with their keys.
+    Pki(pki_cmd::PkiArgs),
     /// Run a simulator scenario (TOML) in virtual time.
     Sim(sim_cmd::SimArgs),
     /// Re-run the papers' experiments and put our figures beside theirs.
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Server(args) => dtls_cmd::server(args),
         Command::Client(args) => dtls_cmd::client(args),
         Command::Sctp(args) => sctp_cmd::run(args),
+        Command::Pki(args) => pki_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Bench(args) => bench::run(args),
