@@ -1,5 +1,6 @@
 //! Client and server configuration.
 
+use crate::error::Error;
 use crate::suite::CipherSuite;
 use std::time::Duration;
 use zeroize::Zeroize;
@@ -74,7 +75,41 @@ impl Default for ClientConfig {
     }
 }
 
+/// Longest PSK identity, key or hint the wire format can carry (two-byte length).
+const MAX_PSK_FIELD: usize = u16::MAX as usize;
+/// Most suites offered or accepted.
+const MAX_SUITES: usize = 64;
+
+fn check_common(suites: &[CipherSuite], mtu: usize) -> Result<(), Error> {
+    if suites.is_empty() {
+        return Err(Error::Config("no cipher suite configured"));
+    }
+    if suites.len() > MAX_SUITES {
+        return Err(Error::Config("too many cipher suites"));
+    }
+    if mtu < MIN_MTU {
+        return Err(Error::Config("MTU below 64 bytes"));
+    }
+    Ok(())
+}
+
+fn check_psk(psk: &Psk) -> Result<(), Error> {
+    if psk.identity.len() > MAX_PSK_FIELD || psk.key.len() > MAX_PSK_FIELD {
+        return Err(Error::Config("PSK identity and key must be shorter than 64 KiB"));
+    }
+    if psk.key.is_empty() {
+        return Err(Error::Config("empty PSK"));
+    }
+    Ok(())
+}
+
 impl ClientConfig {
+    /// Whether the configuration can work; `Connection::client` fails with this error otherwise.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_common(&self.suites, self.mtu)?;
+        check_psk(self.psk.as_ref().ok_or(Error::Config("a client needs a PSK"))?)
+    }
+
     /// Defaults with one pre-shared key.
     pub fn psk(identity: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
         ClientConfig { psk: Some(Psk::new(identity, key)), ..Default::default() }
@@ -121,6 +156,21 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// Whether the configuration can work; an `Endpoint` with an invalid one drops every datagram.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_common(&self.suites, self.mtu)?;
+        if self.psks.is_empty() {
+            return Err(Error::Config("a server needs at least one PSK"));
+        }
+        for psk in &self.psks {
+            check_psk(psk)?;
+        }
+        if self.psk_identity_hint.as_ref().is_some_and(|h| h.len() > MAX_PSK_FIELD) {
+            return Err(Error::Config("PSK identity hint must be shorter than 64 KiB"));
+        }
+        Ok(())
+    }
+
     /// Defaults with one pre-shared key.
     pub fn psk(identity: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
         ServerConfig { psks: vec![Psk::new(identity, key)], ..Default::default() }

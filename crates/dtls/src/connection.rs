@@ -246,12 +246,8 @@ impl Connection {
         let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote, Some(hs));
         conn.hello_id = hello_id(&random);
         conn.state = State::Handshaking(HandshakeState::ClientWaitServerHello);
-        if config.psk.is_none() {
-            conn.fail(Abort { alert: None, error: Error::Config("a client needs a PSK") });
-            return conn;
-        }
-        if config.suites.is_empty() {
-            conn.fail(Abort { alert: None, error: Error::Config("no cipher suite configured") });
+        if let Err(error) = config.validate() {
+            conn.fail(Abort { alert: None, error });
             return conn;
         }
         conn.send_client_hello(now);
@@ -295,7 +291,8 @@ impl Connection {
         conn.stats.bytes_received = datagram_len as u64;
         conn.state = State::Handshaking(HandshakeState::ServerWaitClientKeyExchange);
         if let Some(hs) = conn.hs.as_mut() {
-            hs.epoch0_write_seq = record_seq.saturating_add(1);
+            // Continue after the peer's number; a hostile number near the 48-bit limit restarts at 0.
+            hs.epoch0_write_seq = if record_seq < MAX_SEQ / 2 { record_seq + 1 } else { 0 };
         }
         if let Err(abort) = conn.server_handle_client_hello(now, message_seq, hello) {
             conn.fail(abort);

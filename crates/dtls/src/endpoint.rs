@@ -58,6 +58,8 @@ pub struct Endpoint {
     timers: BTreeSet<(Instant, u64)>,
     deadlines: HashMap<u64, Instant>,
     stats: EndpointStats,
+    /// Set when the configuration cannot work: every datagram is dropped.
+    config_error: Option<Error>,
 }
 
 /// A ClientHello taken from a datagram.
@@ -89,6 +91,10 @@ struct PartialHello {
     reassembler: Reassembler,
 }
 
+fn config_error_of(config: &ServerConfig) -> Option<Error> {
+    config.validate().err()
+}
+
 fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
     let mut out = [0u8; 18];
     let n = match addr.ip() {
@@ -108,6 +114,7 @@ fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
 impl Endpoint {
     /// A server with `config`; `rng_seed` seeds the first cookie key and every connection's randomness.
     pub fn new(config: Arc<ServerConfig>, rng_seed: [u8; 32]) -> Endpoint {
+        let config_clone = config.clone();
         let mut rng = ChaCha20Rng::from_seed(rng_seed);
         let mut key = [0u8; 16];
         rng.fill_bytes(&mut key);
@@ -124,6 +131,7 @@ impl Endpoint {
             timers: BTreeSet::new(),
             deadlines: HashMap::new(),
             stats: EndpointStats::default(),
+            config_error: config_error_of(&config_clone),
         }
     }
 
@@ -159,6 +167,10 @@ impl Endpoint {
         datagram: &mut [u8],
         on_data: Option<&mut dyn FnMut(ConnectionHandle, &[u8])>,
     ) {
+        if self.config_error.is_some() {
+            self.stats.datagrams_dropped += 1;
+            return;
+        }
         let existing = self.by_addr.get(&remote).copied();
         let scan = self.scan_client_hello(remote, datagram);
         if matches!(scan, HelloScan::Partial) && existing.is_none() {
@@ -432,6 +444,11 @@ impl Endpoint {
     /// Makes `key` the current cookie key; cookies under the previous key still verify.
     pub fn rotate_cookie_key(&mut self, key: [u8; 16]) {
         self.cookie.rotate(key);
+    }
+
+    /// Why the endpoint drops everything, if its configuration cannot work.
+    pub fn config_error(&self) -> Option<&Error> {
+        self.config_error.as_ref()
     }
 
     /// Counters.

@@ -349,3 +349,21 @@ fn connection_table_is_bounded() {
     assert!(other.server.stats().connections_refused >= 1);
     assert_eq!(other.server.stats().connections_open, 1);
 }
+
+#[test]
+fn invalid_configurations_fail_clearly() {
+    let mut cc = client_config();
+    cc.psk = None;
+    let mut pair = Pair::new(cc, server_config());
+    pair.run_for(Duration::from_secs(1));
+    assert_eq!(pair.client_failure(), Some(Error::Config("a client needs a PSK")));
+    assert!(pair.client.poll_transmit(pair.now).is_none(), "nothing is sent");
+
+    let mut sc = server_config();
+    sc.psks.clear();
+    let endpoint = fastshake_dtls::Endpoint::new(std::sync::Arc::new(sc), [0; 32]);
+    assert_eq!(endpoint.config_error(), Some(&Error::Config("a server needs at least one PSK")));
+    let mut cc = client_config();
+    cc.mtu = 20;
+    assert!(cc.validate().is_err());
+}
