@@ -150,14 +150,12 @@ async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::
     println!("\nApplication data: each message is one encrypted record; the server sends it back.");
     for message in &messages {
         client.send(message.as_bytes().to_vec()).context("the session ended")?;
-        let echoed = loop {
-            match tokio::time::timeout(STEP_TIMEOUT, client.recv()).await {
-                Ok(Some(ClientEvent::Data(data))) => break data,
-                Ok(Some(ClientEvent::SendFailed(error))) => bail!("cannot send {message:?}: {error}"),
-                Ok(Some(ClientEvent::Failed(error))) => bail!("the session failed: {error}"),
-                Ok(Some(ClientEvent::Closed) | None) => bail!("the server closed the session early"),
-                Err(_) => bail!("no echo of {message:?} within {STEP_TIMEOUT:?}"),
-            }
+        let echoed = match tokio::time::timeout(STEP_TIMEOUT, client.recv()).await {
+            Ok(Some(ClientEvent::Data(data))) => data,
+            Ok(Some(ClientEvent::SendFailed(error))) => bail!("cannot send {message:?}: {error}"),
+            Ok(Some(ClientEvent::Failed(error))) => bail!("the session failed: {error}"),
+            Ok(Some(ClientEvent::Closed) | None) => bail!("the server closed the session early"),
+            Err(_) => bail!("no echo of {message:?} within {STEP_TIMEOUT:?}"),
         };
         println!("  client sent {:?}, got back {:?}:", message, String::from_utf8_lossy(&echoed));
         print_log(&log, start);
