@@ -26,4 +26,7 @@ pub mod scenario;
 pub mod workload;
 mod world;
 
-pub use world::{Action, AppId, BuildError, IfaceId, LinkId, MacId, NetCounters, NodeId, Role, Simulator};
+pub use world::{
+    Action, AppId, BuildError, IfaceId, LinkId, MacId, NetCounters, NodeId, Role, Simulator,
+    MAX_TIMEOUTS_PER_INSTANT,
+};

@@ -848,6 +848,13 @@ impl Report {
             n.dropped_nat,
             n.dropped_bad_address
         );
+        if n.timers_abandoned > 0 {
+            let _ = writeln!(
+                s,
+                "warning: {} app timers abandoned (an app kept asking for the same instant)",
+                n.timers_abandoned
+            );
+        }
         s
     }
 }

@@ -87,7 +87,16 @@ struct AppSlot {
     app: Box<dyn App>,
     /// The deadline for which a timer event is queued.
     armed: Option<u64>,
+    /// When `handle_timeout` was last called, and how many times in a row at that instant.
+    last_timeout_at: u64,
+    timeouts_at_that_instant: u32,
 }
+
+/// After this many `handle_timeout` calls at one instant, an app that still asks for that
+/// instant gets no timer until a datagram or an interface event reaches it: an app that never
+/// moves its deadline forward must not stop virtual time (counted in
+/// [`NetCounters::timers_abandoned`]).
+pub const MAX_TIMEOUTS_PER_INSTANT: u32 = 1000;
 
 struct MacSlot {
     name: String,
@@ -134,6 +143,9 @@ pub struct NetCounters {
     pub dropped_not_local: u64,
     /// Datagrams a NAT refused (no mapping, filtered, no port).
     pub dropped_nat: u64,
+    /// App timers not armed because the app kept asking for the instant it had just been
+    /// served (see [`MAX_TIMEOUTS_PER_INSTANT`]); non-zero means an app bug.
+    pub timers_abandoned: u64,
 }
 
 /// The simulated network.
@@ -346,7 +358,16 @@ impl Simulator {
             return Err(BuildError::PortInUse(self.nodes[node].name.clone(), port));
         }
         let id = self.apps.len();
-        self.apps.push(AppSlot { name: name.to_owned(), node, port, ports: vec![port], app, armed: None });
+        self.apps.push(AppSlot {
+            name: name.to_owned(),
+            node,
+            port,
+            ports: vec![port],
+            app,
+            armed: None,
+            last_timeout_at: 0,
+            timeouts_at_that_instant: 0,
+        });
         self.nodes[node].apps.push(id);
         Ok(id)
     }
@@ -566,6 +587,12 @@ impl Simulator {
                     slot.armed = None;
                 }
                 if due.is_some_and(|d| d <= self.now) {
+                    if slot.last_timeout_at == self.now {
+                        slot.timeouts_at_that_instant = slot.timeouts_at_that_instant.saturating_add(1);
+                    } else {
+                        slot.last_timeout_at = self.now;
+                        slot.timeouts_at_that_instant = 1;
+                    }
                     slot.app.handle_timeout(Instant::from_nanos(self.now));
                 }
                 self.to_service.push_back(app);
@@ -630,6 +657,14 @@ impl Simulator {
             }
             let slot = &mut self.apps[app];
             if let Some(due) = slot.app.poll_timeout() {
+                let spinning = slot.last_timeout_at == self.now
+                    && slot.timeouts_at_that_instant >= MAX_TIMEOUTS_PER_INSTANT;
+                if spinning && due.as_nanos() <= self.now {
+                    // Served again only when a datagram or interface event touches it.
+                    self.counters.timers_abandoned += 1;
+                    slot.armed = None;
+                    continue;
+                }
                 let due = due.as_nanos().max(self.now);
                 if slot.armed != Some(due) {
                     slot.armed = Some(due);

@@ -186,3 +186,36 @@ fn running_in_chunks_equals_running_at_once() {
     assert_eq!(stats.replies, 300, "stop-and-wait recovers every loss and outage");
     assert!(stats.retransmissions > 0);
 }
+
+/// An app whose deadline never moves: always "now" after the first timeout.
+struct Stuck;
+
+impl fastshake_core::SansIo for Stuck {
+    fn handle_datagram(
+        &mut self,
+        _: Instant,
+        _: std::net::SocketAddr,
+        _: std::net::SocketAddr,
+        _: &mut [u8],
+    ) {
+    }
+    fn poll_transmit(&mut self, _: Instant) -> Option<Transmit> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(Instant::from_millis(5))
+    }
+    fn handle_timeout(&mut self, _: Instant) {}
+}
+
+#[test]
+fn an_app_that_never_moves_its_deadline_does_not_stop_time() {
+    let mut sim = Simulator::new(1);
+    let h = sim.add_node("h", Role::Host);
+    sim.add_interface(h, "eth0", "10.0.0.1".parse().unwrap()).unwrap();
+    sim.add_app(h, "stuck", 1, Box::new(fastshake_sim::apps::Plain(Stuck))).unwrap();
+    sim.run_until(Instant::from_millis(10));
+    assert_eq!(sim.now(), Instant::from_millis(10));
+    assert_eq!(sim.counters().timers_abandoned, 1);
+    assert_eq!(sim.events_processed(), u64::from(fastshake_sim::MAX_TIMEOUTS_PER_INSTANT));
+}
