@@ -898,6 +898,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn one_server_serves_many_clients_at_once() {
+        const CLIENTS: usize = 16;
+        let server_config = Arc::new(ServerConfig::psk("id", [9u8; 16]));
+        let mut server = DtlsServer::bind(loopback(), server_config, ServerOptions::default()).await.unwrap();
+        let addr = server.local_addr();
+        let controller = server.controller();
+        // The server echoes every record to its sender.
+        let connected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = Arc::clone(&connected);
+        let echo = tokio::spawn(async move {
+            while let Some(event) = server.next_event().await {
+                match event {
+                    ServerEvent::Connected { .. } => {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    ServerEvent::Data { handle, data, .. } => controller.send(handle, data).unwrap(),
+                    ServerEvent::Closed { .. } => {}
+                    ServerEvent::Failed { error, .. } => panic!("a session failed: {error}"),
+                }
+            }
+        });
+        let clients = (0..CLIENTS).map(|i| {
+            tokio::spawn(async move {
+                let config = Arc::new(ClientConfig::psk("id", [9u8; 16]));
+                let mut client = DtlsClient::connect(addr, config, ClientOptions::default()).await.unwrap();
+                let message = format!("client {i}").into_bytes();
+                client.send(message.clone()).unwrap();
+                match client.recv().await {
+                    Some(ClientEvent::Data(data)) => {
+                        assert_eq!(data, message, "each client gets its own echo")
+                    }
+                    other => panic!("client {i}: expected its echo, got {other:?}"),
+                }
+                client.close().await.unwrap();
+            })
+        });
+        let all = futures_join_all(clients.collect());
+        step("all clients echoed", all).await;
+        echo.abort();
+        assert_eq!(connected.load(std::sync::atomic::Ordering::Relaxed), CLIENTS);
+    }
+
+    /// Awaits every task, failing on the first panic.
+    async fn futures_join_all(tasks: Vec<JoinHandle<()>>) {
+        for task in tasks {
+            task.await.expect("a client task panicked");
+        }
+    }
+
+    #[tokio::test]
     async fn a_silent_server_gives_no_answer_after_retransmissions() {
         let silent = std::net::UdpSocket::bind(loopback()).unwrap();
         let config = Arc::new(ClientConfig {
