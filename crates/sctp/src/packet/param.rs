@@ -252,6 +252,8 @@ pub fn parse_params(buf: &[u8]) -> Result<Vec<Param>, ParseError> {
 /// count it (RFC 9260 §3.2).
 pub(crate) fn encode_params(params: &[Param], out: &mut Vec<u8>) {
     for p in params {
+        // Align first: the previous TLV was cut back to its unpadded length.
+        pad(out);
         let start = out.len();
         p.encode(out);
         trim_to_length_field(out, start);
@@ -393,8 +395,31 @@ pub fn parse_causes(buf: &[u8]) -> Result<Vec<ErrorCause>, ParseError> {
 
 pub(crate) fn encode_causes(causes: &[ErrorCause], out: &mut Vec<u8>) {
     for c in causes {
+        pad(out);
         let start = out.len();
         c.encode(out);
         trim_to_length_field(out, start);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_length_parameters_and_causes_round_trip() {
+        let params = vec![
+            Param::Unknown { param_type: 0, value: vec![1, 2, 3, 4, 5, 6, 7] },
+            Param::Unknown { param_type: 0x800, value: vec![9; 5] },
+            Param::AltCookie(vec![]),
+            Param::StateCookie(vec![3; 3]),
+        ];
+        let mut out = Vec::new();
+        encode_params(&params, &mut out);
+        assert_eq!(parse_params(&out).unwrap(), params);
+        let causes = vec![ErrorCause::UserAbort(b"odd".to_vec()), ErrorCause::AltCookieRequired(vec![1; 17])];
+        let mut out = Vec::new();
+        encode_causes(&causes, &mut out);
+        assert_eq!(parse_causes(&out).unwrap(), causes);
     }
 }
