@@ -46,6 +46,12 @@ pub struct CommonArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Serves any number of clients (up to --max-connections) until SIGINT or SIGTERM, then \
+closes every session with close_notify. Without --echo, every record received is written to standard \
+output; one summary line per handshake, close and failure goes to standard error.\n\n\
+Example: fastshake server --listen 127.0.0.1:4433 --psk-identity me --psk 00112233 --echo"
+)]
 pub struct ServerArgs {
     /// Address to listen on, e.g. 127.0.0.1:4433 or [::1]:4433.
     #[arg(long, value_name = "ADDR")]
@@ -64,6 +70,11 @@ pub struct ServerArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Each line of standard input (newline included) is sent as one application record \
+(split over several records if it exceeds the MTU); every record received is written to standard output \
+as it arrives. After the end of input the client waits --linger ms for replies, then sends close_notify. \
+The handshake summary and errors go to standard error.\n\n\
+Example: echo hello | fastshake client --connect 127.0.0.1:4433 --psk-identity me --psk 00112233")]
 pub struct ClientArgs {
     /// Server address, e.g. 127.0.0.1:4433 or localhost:4433.
     #[arg(long, value_name = "ADDR")]

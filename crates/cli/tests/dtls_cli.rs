@@ -178,3 +178,15 @@ fn demo_shows_the_handshake_and_the_echo() {
         assert!(out.contains(expected), "missing {expected:?} in\n{out}");
     }
 }
+
+#[test]
+fn a_line_longer_than_the_mtu_travels_in_several_records() {
+    let (_server, port) = fastshake_server(&["--echo"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "500"]);
+    let long_line: String = (0..3000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    client.write_line(&long_line);
+    client.expect_stdout(&format!("{long_line}\n"));
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+    assert_eq!(client.stdout(), format!("{long_line}\n"), "nothing lost, altered or repeated");
+}
