@@ -1225,13 +1225,23 @@ mod tests {
 
     /// A protected handshake record with one message, as the peer in `from` would write it.
     fn protected_message(from: &Connection, msg_type: HandshakeType, body: &[u8], seq: u64) -> Vec<u8> {
+        protected_message_seq(from, msg_type, 9, body, seq)
+    }
+
+    fn protected_message_seq(
+        from: &Connection,
+        msg_type: HandshakeType,
+        message_seq: u16,
+        body: &[u8],
+        seq: u64,
+    ) -> Vec<u8> {
         let p = from.protection.as_ref().unwrap();
         let protect = Protect { cipher: p.cipher, keys: &p.write };
         let mut hdr = Vec::new();
         HandshakeHeader {
             msg_type,
             length: body.len() as u32,
-            message_seq: 9,
+            message_seq,
             fragment_offset: 0,
             fragment_length: body.len() as u32,
         }
@@ -1298,5 +1308,55 @@ mod tests {
         assert!(client.is_established());
         assert_eq!(client.poll_event(), None);
         assert_eq!(client.stats().records_dropped, 2);
+    }
+
+    #[test]
+    fn bad_finished_fails_with_decrypt_error() {
+        let ccfg = Arc::new(ClientConfig::psk(b"id".to_vec(), b"key".to_vec()));
+        let scfg = Arc::new(ServerConfig::psk(b"id".to_vec(), b"key".to_vec()));
+        let now = Instant::from_millis(1);
+        let mut client = Connection::client(ccfg, now, server_addr(), [1; 32]);
+        let mut server = crate::endpoint::Endpoint::new(scfg, [2; 32]);
+        let mut server_failed = None;
+        for _ in 0..4 {
+            while let Some(t) = client.poll_transmit(now) {
+                let mut d = t.payload;
+                if client.state == State::Handshaking(HandshakeState::ClientWaitServerFinished) {
+                    // Flight 5: keep ClientKeyExchange and ChangeCipherSpec, replace Finished by
+                    // one with wrong verify_data under the right keys.
+                    let mut forged = Vec::new();
+                    for rec in crate::record::Records::new(&d) {
+                        let (h, range) = rec.unwrap();
+                        if h.epoch == 0 {
+                            forged.extend_from_slice(&d[range.start - HEADER_LEN..range.end]);
+                        } else {
+                            let seq = client.write_seq + 1;
+                            // Finished is the client's fourth message (ClientHello twice, ClientKeyExchange).
+                            forged.extend(protected_message_seq(
+                                &client,
+                                HandshakeType::Finished,
+                                3,
+                                &[0x5a; 12],
+                                seq,
+                            ));
+                        }
+                    }
+                    d = forged;
+                }
+                server.handle_datagram(now, server_addr(), client_addr(), &mut d);
+            }
+            while let Some((_, e)) = server.poll_event() {
+                server_failed = Some(e);
+            }
+            while let Some(t) = server.poll_transmit(now) {
+                let mut d = t.payload;
+                client.handle_datagram(now, server_addr(), &mut d);
+            }
+        }
+        assert_eq!(server_failed, Some(Event::Failed(Error::AlertSent(AlertDescription::DecryptError))));
+        assert_eq!(
+            client.poll_event(),
+            Some(Event::Failed(Error::AlertReceived(AlertDescription::DecryptError)))
+        );
     }
 }
