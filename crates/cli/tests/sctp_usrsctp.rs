@@ -12,7 +12,8 @@
 #[path = "support/sctp_procs.rs"]
 mod sctp_procs;
 
-use sctp_procs::{count_lines, fastshake, free_udp_port, Proc};
+use fastshake_sctp::packet::{Chunk, DataChunk, Packet, Param};
+use sctp_procs::{count_lines, fastshake, free_udp_port, Proc, Relay};
 use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::thread;
@@ -65,16 +66,16 @@ fn wait_until_bound(port: u16, timeout: Duration) -> bool {
     false
 }
 
-fn start_usrsctp_echo_server(our_port: u16) -> Option<(Proc, u16)> {
+/// usrsctp's echo server on a fresh UDP port, answering to `peer_port`; returns it and its port.
+fn start_usrsctp_echo_server(their_port: u16, peer_port: u16) -> Option<Proc> {
     let program = usrsctp_program("echo_server")?;
-    let their_port = free_udp_port();
-    let server = spawn_line_buffered(&program, &[their_port.to_string(), our_port.to_string()]);
+    let server = spawn_line_buffered(&program, &[their_port.to_string(), peer_port.to_string()]);
     assert!(
         wait_until_bound(their_port, Duration::from_secs(5)),
         "echo_server did not bind\n{}",
         server.describe()
     );
-    Some((server, their_port))
+    Some(server)
 }
 
 /// The lengths of the complete messages usrsctp's echo server reports.
@@ -91,22 +92,24 @@ fn received_lengths(stdout: &str) -> Vec<usize> {
 fn our_client_against_usrsctp_echo(
     extra: &[&str],
     payload: &[u8],
-    prepare: impl FnOnce(u16, u16),
-) -> (Proc, Proc) {
-    let our_port = free_udp_port();
-    let Some((server, their_port)) = start_usrsctp_echo_server(our_port) else {
+    prepare: impl FnOnce(u16),
+) -> (Proc, Proc, Vec<(bool, Vec<u8>)>) {
+    // Everything passes a recording relay, so the tests can check what went on the wire.
+    let relay = Relay::start();
+    let Some(server) = start_usrsctp_echo_server(relay.server_port, relay.port) else {
         panic!("skipped") // unreachable unless skipping; callers check first
     };
-    prepare(our_port, their_port);
+    prepare(relay.port);
     let mut args: Vec<String> = [
         "sctp",
         "client",
         "--connect",
-        &format!("127.0.0.1:{their_port}"),
+        &format!("127.0.0.1:{}", relay.port),
         "--port",
         ECHO_SCTP_PORT,
+        // Any free port: the cookie cache then keys by the IP address alone.
         "--local",
-        &format!("127.0.0.1:{our_port}"),
+        "127.0.0.1:0",
         "--expect-bytes",
         &payload.len().to_string(),
         "--timeout-s",
@@ -134,7 +137,66 @@ fn our_client_against_usrsctp_echo(
         "usrsctp must receive every byte exactly once\n{report}"
     );
     assert!(client.stderr.text().contains("closed gracefully"), "no graceful close\n{report}");
-    (client, server)
+    let wire = relay.datagrams();
+    (client, server, wire)
+}
+
+/// The client's INITs as seen on the wire.
+fn client_inits(wire: &[(bool, Vec<u8>)]) -> Vec<fastshake_sctp::packet::InitChunk> {
+    wire.iter()
+        .filter(|(from_client, _)| *from_client)
+        .filter_map(|(_, d)| Packet::parse(d).ok())
+        .flat_map(|p| p.chunks)
+        .filter_map(|c| match c {
+            Chunk::Init(init) => Some(init),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The payloads of the regular DATA chunks the client sent.
+fn client_data(wire: &[(bool, Vec<u8>)]) -> Vec<DataChunk> {
+    wire.iter()
+        .filter(|(from_client, _)| *from_client)
+        .filter_map(|(_, d)| Packet::parse(d).ok())
+        .flat_map(|p| p.chunks)
+        .filter_map(|c| match c {
+            Chunk::Data(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Checks that the client's first INIT carried `alt_cookie` and the payload in ALT-DATA, that
+/// usrsctp answered with an INIT-ACK (it skipped both parameters), and that the payload went
+/// again as a regular DATA chunk.
+fn assert_alt_on_the_wire(wire: &[(bool, Vec<u8>)], alt_cookie: &[u8], payload: &[u8]) {
+    let inits = client_inits(wire);
+    let first = inits.first().expect("the client sent an INIT");
+    let cookie = first.params.iter().find_map(|p| match p {
+        Param::AltCookie(c) => Some(c.clone()),
+        _ => None,
+    });
+    assert_eq!(cookie.as_deref(), Some(alt_cookie), "ALT-COOKIE in the INIT: {:?}", first.params);
+    let alt_data = first.params.iter().find_map(|p| match p {
+        Param::AltData(d) => Some(d.clone()),
+        _ => None,
+    });
+    let alt_data = alt_data.expect("ALT-DATA in the INIT");
+    assert!(
+        alt_data.windows(payload.len()).any(|w| w == payload),
+        "the zero-RTT message travels inside ALT-DATA"
+    );
+    let init_ack_from_usrsctp = wire
+        .iter()
+        .filter(|(from_client, _)| !*from_client)
+        .filter_map(|(_, d)| Packet::parse(d).ok())
+        .any(|p| p.chunks.iter().any(|c| matches!(c, Chunk::InitAck(_))));
+    assert!(init_ack_from_usrsctp, "usrsctp answered the INIT with an INIT-ACK");
+    let resent: Vec<_> = client_data(wire).into_iter().filter(|d| d.data == payload).collect();
+    assert!(!resent.is_empty(), "the zero-RTT message was sent again as regular DATA");
+    let tsns: std::collections::BTreeSet<u32> = resent.iter().map(|d| d.tsn).collect();
+    assert_eq!(tsns.len(), 1, "one TSN for the message (copies only as retransmissions)");
 }
 
 #[test]
@@ -143,8 +205,13 @@ fn regular_client_with_usrsctp_echo_server() {
         return;
     }
     let payload = b"hello usrsctp, from the regular handshake\n";
-    let (client, _server) = our_client_against_usrsctp_echo(&["--mode", "regular"], payload, |_, _| {});
+    let (client, _server, wire) = our_client_against_usrsctp_echo(&["--mode", "regular"], payload, |_| {});
     assert!(client.stderr.text().contains("regular handshake"), "{}", client.describe());
+    let inits = client_inits(&wire);
+    assert!(
+        inits.iter().all(|i| !i.params.iter().any(Param::is_alt)),
+        "a regular-mode client sends no ALT-* parameter"
+    );
 }
 
 /// Messages larger than the path MTU go out in fragments; usrsctp reassembles them, echoes them
@@ -155,17 +222,16 @@ fn fragmented_messages_with_usrsctp_echo_server() {
         return;
     }
     let payload: Vec<u8> = (0..9000u32).map(|i| b'A' + (i % 23) as u8).collect();
-    let (client, server) = our_client_against_usrsctp_echo(
-        &["--mode", "regular", "--message-bytes", "4000"],
-        &payload,
-        |_, _| {},
-    );
+    let (client, server, wire) =
+        our_client_against_usrsctp_echo(&["--mode", "regular", "--message-bytes", "4000"], &payload, |_| {});
     let lengths = received_lengths(&server.stdout.text());
     assert!(
         lengths.iter().any(|&n| n > 1200),
         "a message above the MTU went through: {lengths:?}\n{}",
         client.describe()
     );
+    let data = client_data(&wire);
+    assert!(data.iter().any(|d| d.beginning && !d.ending), "sent in fragments");
 }
 
 /// usrsctp does not know ALT-COOKIE or ALT-DATA: it skips both (their type's high bits are 10),
@@ -177,8 +243,9 @@ fn alt_client_with_zero_rtt_falls_back_with_usrsctp_echo_server() {
         return;
     }
     let payload = b"zero-RTT data that usrsctp must see exactly once\n";
-    let (client, _server) =
-        our_client_against_usrsctp_echo(&["--mode", "both", "--zero-rtt"], payload, |_, _| {});
+    let (client, _server, wire) =
+        our_client_against_usrsctp_echo(&["--mode", "both", "--zero-rtt"], payload, |_| {});
+    assert_alt_on_the_wire(&wire, &[], payload);
     let stderr = client.stderr.text();
     assert!(stderr.contains("regular handshake"), "fallback to the regular handshake\n{stderr}");
     assert!(stderr.contains("0 zero-RTT message(s) accepted"), "usrsctp sends no ALT-SACK\n{stderr}");
@@ -195,18 +262,19 @@ fn alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_usrsctp_echo_serve
     let cache = dir.join("cookies");
     let cache_arg = cache.display().to_string();
     let payload = b"zero-RTT data beside a cached ALT-COOKIE\n";
-    let (client, _server) = our_client_against_usrsctp_echo(
+    let (client, _server, wire) = our_client_against_usrsctp_echo(
         &["--mode", "both", "--zero-rtt", "--cookie-cache", &cache_arg],
         payload,
-        |our_port, their_port| {
+        |server_port| {
             // A cookie from "an earlier run": 17 bytes, as our servers hand out.
-            let line = format!("127.0.0.1:{our_port} 127.0.0.1:{their_port} {}\n", "ab".repeat(17));
+            let line = format!("127.0.0.1 127.0.0.1:{server_port} {}\n", "ab".repeat(17));
             std::fs::write(&cache, line).expect("writing the cookie cache");
         },
     );
     let stderr = client.stderr.text();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(stderr.contains("cached ALT-COOKIE offered"), "the cached cookie must be offered\n{stderr}");
+    assert_alt_on_the_wire(&wire, &[0xab; 17], payload);
     assert!(stderr.contains("regular handshake"), "fallback to the regular handshake\n{stderr}");
 }
 

@@ -151,3 +151,68 @@ impl Drop for Proc {
 pub fn count_lines(text: &str, needle: &str) -> usize {
     BufReader::new(text.as_bytes()).lines().map_while(Result::ok).filter(|l| l.contains(needle)).count()
 }
+
+/// A UDP relay on loopback between one client and one server that records what passes, so a
+/// test can look at the packets on the wire. Stops when dropped.
+pub struct Relay {
+    /// The relay's own port: the client connects here.
+    pub port: u16,
+    /// The server's port, chosen free while the relay's port is held, so the two never clash.
+    pub server_port: u16,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    log: Arc<Mutex<Vec<(bool, Vec<u8>)>>>,
+    handle: Option<thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    /// Relays between whoever sends first (the client) and the server that is to listen on
+    /// `server_port` on 127.0.0.1.
+    pub fn start() -> Relay {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("binding the relay");
+        socket.set_read_timeout(Some(Duration::from_millis(20))).expect("read timeout");
+        let port = socket.local_addr().expect("relay address").port();
+        let server_port = free_udp_port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let handle = {
+            let (stop, log) = (stop.clone(), log.clone());
+            thread::spawn(move || {
+                let server = std::net::SocketAddr::from(([127, 0, 0, 1], server_port));
+                let mut client = None;
+                let mut buf = [0u8; 65536];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
+                    // usrsctp answers from an IPv6 socket: compare ports and loopback-ness only.
+                    let from_server = from.port() == server_port;
+                    let to = if from_server {
+                        match client {
+                            Some(c) => c,
+                            None => continue,
+                        }
+                    } else {
+                        client = Some(from);
+                        server
+                    };
+                    log.lock().expect("relay log").push((!from_server, buf[..n].to_vec()));
+                    let _ = socket.send_to(&buf[..n], to);
+                }
+            })
+        };
+        Relay { port, server_port, stop, log, handle: Some(handle) }
+    }
+
+    /// Datagrams seen so far: (from the client, payload).
+    pub fn datagrams(&self) -> Vec<(bool, Vec<u8>)> {
+        self.log.lock().expect("relay log").clone()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
