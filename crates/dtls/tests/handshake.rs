@@ -367,3 +367,41 @@ fn invalid_configurations_fail_clearly() {
     cc.mtu = 20;
     assert!(cc.validate().is_err());
 }
+
+#[test]
+fn cookie_is_bound_to_the_client_address() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.handshake(MINUTE).unwrap();
+    // The ClientHello with its cookie, replayed from another address, gets a fresh
+    // HelloVerifyRequest and no state.
+    let (_, with_cookie) = pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).unwrap().clone();
+    let stranger: std::net::SocketAddr = "203.0.113.9:5684".parse().unwrap();
+    let before = pair.server.stats();
+    let sa = pair.server_addr;
+    pair.server.handle_datagram(pair.now, sa, stranger, &mut with_cookie.clone());
+    let after = pair.server.stats();
+    assert_eq!(after.cookies_rejected, before.cookies_rejected + 1);
+    assert_eq!(after.hello_verify_sent, before.hello_verify_sent + 1);
+    assert_eq!(after.connections_open, before.connections_open);
+    let hvr = pair.server.poll_transmit(pair.now).expect("HelloVerifyRequest");
+    assert_eq!(hvr.dst, stranger);
+    // RFC 6347 §4.2.1: the HelloVerifyRequest carries the ClientHello's record sequence number.
+    assert_eq!(hvr.payload[5..11], with_cookie[5..11]);
+}
+
+#[test]
+fn new_client_hello_replaces_a_session_still_in_handshake() {
+    let mut pair = Pair::new(client_config(), server_config());
+    // Lose the server's flight 4 for good: the first session stays mid-handshake.
+    pair.filter = Box::new(|d, i, _| if d == Dir::ToClient && i >= 1 { Fate::Drop } else { Fate::Deliver });
+    pair.run_for(Duration::from_millis(500));
+    let old = pair.server_handle();
+    assert!(!pair.server.connection(old).unwrap().is_established());
+    pair.filter = Box::new(|_, _, _| Fate::Deliver);
+    pair.new_client(client_config(), 33);
+    pair.client_events.clear();
+    pair.handshake(MINUTE).expect("the restarted client connects");
+    assert_ne!(pair.server_handle(), old);
+    assert!(pair.server_events.contains(&(old, Event::Failed(Error::Superseded))));
+    exchange_data(&mut pair, 2);
+}
