@@ -132,14 +132,12 @@ impl Param {
         let mut r = Reader::new(value);
         Ok(match param_type {
             PARAM_IPV4 => {
-                let b = r.take(4, "IPv4 address")?;
-                Param::Ipv4Address(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+                let b: [u8; 4] = value.try_into().map_err(|_| ParseError::BadLength("IPv4 address"))?;
+                Param::Ipv4Address(Ipv4Addr::from(b))
             }
             PARAM_IPV6 => {
-                let b = r.take(16, "IPv6 address")?;
-                let mut octets = [0u8; 16];
-                octets.copy_from_slice(b);
-                Param::Ipv6Address(Ipv6Addr::from(octets))
+                let b: [u8; 16] = value.try_into().map_err(|_| ParseError::BadLength("IPv6 address"))?;
+                Param::Ipv6Address(Ipv6Addr::from(b))
             }
             PARAM_STATE_COOKIE => Param::StateCookie(value.to_vec()),
             PARAM_UNRECOGNIZED => Param::UnrecognizedParameter(value.to_vec()),
