@@ -493,11 +493,17 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
             t.paper
         );
     }
+    println!("INIT: {init_len} B SCTP packet in one UDP datagram; sizes are UDP payloads.");
     println!(
-        "(INIT: {init_len} B SCTP packet in one UDP datagram; sizes are UDP payloads; answers/s is the median \
-         of the rounds, each over its first-to-last answer; CPU us/ans is the server's user+system CPU time per \
-         answer from /proc, 10 ms resolution, for usrsctp all its threads)"
+        "answers/s: median of the rounds, each over its first-to-last answer (the server drains its socket"
     );
+    println!(
+        "  buffer after the sender stops). B out/B in: answer bytes over all flood bytes offered, dropped"
+    );
+    println!(
+        "  INITs included. CPU us/ans: the server's user+system CPU time per answer from /proc (10 ms ticks;"
+    );
+    println!("  usrsctp: all its threads); it does not depend on what else runs on the machine.");
 }
 
 fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result<()> {
