@@ -106,10 +106,19 @@ impl InitParams {
                         out.addresses.push(IpAddr::from(b));
                     }
                 }
-                PARAM_STATE_COOKIE => out.state_cookie = Some(value.into_owned()),
-                PARAM_ALT_COOKIE if alt => out.alt_cookie = Some(value.into_owned()),
-                PARAM_ALT_DATA if alt => out.alt_data = Some(value.into_owned()),
-                PARAM_ALT_SACK if alt => out.alt_sack = Some(value.into_owned()),
+                // A repeated parameter counts once: the first one, as everywhere else.
+                PARAM_STATE_COOKIE => {
+                    out.state_cookie.get_or_insert_with(|| value.into_owned());
+                }
+                PARAM_ALT_COOKIE if alt => {
+                    out.alt_cookie.get_or_insert_with(|| value.into_owned());
+                }
+                PARAM_ALT_DATA if alt => {
+                    out.alt_data.get_or_insert_with(|| value.into_owned());
+                }
+                PARAM_ALT_SACK if alt => {
+                    out.alt_sack.get_or_insert_with(|| value.into_owned());
+                }
                 PARAM_COOKIE_PRESERVATIVE | PARAM_SUPPORTED_ADDRESS_TYPES | PARAM_UNRECOGNIZED => {}
                 other => {
                     let action = UnknownParamAction::of(other);
