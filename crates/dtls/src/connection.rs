@@ -30,6 +30,21 @@ use std::time::Duration;
 /// Protected records kept while their keys are not derived yet.
 const MAX_EARLY_RECORDS: usize = 4;
 
+/// Where decrypted application data goes: queued as events when `None`.
+type DataSink<'a> = Option<&'a mut dyn FnMut(&[u8])>;
+
+/// The ClientHello a server connection starts from, as the endpoint verified it.
+pub(crate) struct VerifiedHello<'a> {
+    /// Record sequence number of the ClientHello (our epoch-0 numbering continues from it, as
+    /// the stateless HelloVerifyRequest reused it).
+    pub record_seq: u64,
+    pub message_seq: u16,
+    /// The whole ClientHello body.
+    pub body: &'a [u8],
+    /// Size of the datagram(s) it came in, for the counters.
+    pub datagram_len: usize,
+}
+
 /// Which side of the handshake a connection plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -272,19 +287,15 @@ impl Connection {
         }
     }
 
-    /// A server session for a ClientHello whose cookie the endpoint verified. `record_seq` is
-    /// the ClientHello's record sequence number (our epoch-0 numbering continues from it, as
-    /// the stateless HelloVerifyRequest reused it); `hello` is the whole ClientHello body.
+    /// A server session for a ClientHello whose cookie the endpoint verified.
     pub(crate) fn server(
         config: Arc<ServerConfig>,
         now: Instant,
         remote: SocketAddr,
         rng_seed: [u8; 32],
-        record_seq: u64,
-        message_seq: u16,
-        hello: &[u8],
-        datagram_len: usize,
+        hello: VerifiedHello<'_>,
     ) -> Connection {
+        let VerifiedHello { record_seq, message_seq, body: hello, datagram_len } = hello;
         let hs = Handshake::new(now, rng_seed, config.initial_retransmit, config.max_retransmit);
         let mut conn = Connection::bare(RoleConfig::Server(config), remote, Some(hs));
         conn.stats.datagrams_received = 1;
@@ -739,7 +750,7 @@ impl Connection {
         now: Instant,
         _remote: SocketAddr,
         datagram: &mut [u8],
-        mut on_data: Option<&mut dyn FnMut(&[u8])>,
+        mut on_data: DataSink<'_>,
     ) {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
@@ -765,7 +776,7 @@ impl Connection {
     }
 
     /// Handles buffered protected records once the keys for them exist.
-    fn replay_early_records(&mut self, now: Instant, on_data: &mut Option<&mut dyn FnMut(&[u8])>) {
+    fn replay_early_records(&mut self, now: Instant, on_data: &mut DataSink<'_>) {
         if self.protection.is_none() {
             return;
         }
@@ -783,7 +794,7 @@ impl Connection {
         now: Instant,
         header: RecordHeader,
         body: &mut [u8],
-        on_data: &mut Option<&mut dyn FnMut(&[u8])>,
+        on_data: &mut DataSink<'_>,
     ) {
         let plaintext: &[u8] = match header.epoch {
             0 => {

@@ -2,7 +2,7 @@
 //! keyed by the client's address.
 
 use crate::config::ServerConfig;
-use crate::connection::{Connection, Event};
+use crate::connection::{Connection, Event, VerifiedHello};
 use crate::error::Error;
 use crate::flight::write_record;
 use crate::handshake::{
@@ -16,6 +16,9 @@ use rand_core::{RngCore, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// Where decrypted application data goes: queued as events when `None`.
+type EndpointDataSink<'a> = Option<&'a mut dyn FnMut(ConnectionHandle, &[u8])>;
 
 /// Names one connection of an [`Endpoint`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -165,7 +168,7 @@ impl Endpoint {
         _local: SocketAddr,
         remote: SocketAddr,
         datagram: &mut [u8],
-        on_data: Option<&mut dyn FnMut(ConnectionHandle, &[u8])>,
+        on_data: EndpointDataSink<'_>,
     ) {
         if self.config_error.is_some() {
             self.stats.datagrams_dropped += 1;
@@ -258,16 +261,13 @@ impl Endpoint {
         }
         let mut seed = [0u8; 32];
         self.rng.fill_bytes(&mut seed);
-        let conn = Connection::server(
-            self.config.clone(),
-            now,
-            remote,
-            seed,
-            hello.record_seq,
-            hello.message_seq,
-            &hello.body,
+        let verified = VerifiedHello {
+            record_seq: hello.record_seq,
+            message_seq: hello.message_seq,
+            body: &hello.body,
             datagram_len,
-        );
+        };
+        let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let id = self.next_id;
         self.next_id += 1;
         self.connections.insert(id, Box::new(conn));

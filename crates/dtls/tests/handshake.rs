@@ -185,12 +185,11 @@ fn random_loss_and_duplication_never_loses_the_handshake() {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            let f = match state % 10 {
+            match state % 10 {
                 0..=2 => Fate::Drop,
                 3 => Fate::Duplicate,
                 _ => Fate::Deliver,
-            };
-            f
+            }
         });
         pair.handshake(Duration::from_secs(400)).unwrap_or_else(|| {
             panic!(

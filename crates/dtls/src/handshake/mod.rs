@@ -87,7 +87,7 @@ impl HandshakeHeader {
         let message_seq = r.u16()?;
         let fragment_offset = r.u24()?;
         let fragment_length = r.u24()?;
-        if fragment_offset.checked_add(fragment_length).map_or(true, |end| end > length) {
+        if !matches!(fragment_offset.checked_add(fragment_length), Some(end) if end <= length) {
             return Err(DecodeError::Invalid("fragment beyond message"));
         }
         Ok(HandshakeHeader { msg_type, length, message_seq, fragment_offset, fragment_length })
