@@ -1,0 +1,168 @@
+//! Certificate path validation with rustls-webpki: trust anchors, time, extended key usage, names.
+
+use std::time::Duration;
+
+use rustls_pki_types::{ServerName, SignatureVerificationAlgorithm, TrustAnchor, UnixTime};
+use webpki::{EndEntityCert, KeyUsage};
+
+use crate::key::certificates_from_pem;
+use crate::{CertDer, PeerPublicKey, PkiError};
+
+/// Algorithms accepted for the signatures *on certificates* of a chain (the handshake's own
+/// signature schemes are [`crate::SignatureScheme`]).
+static CERT_SIGNATURE_ALGORITHMS: &[&dyn SignatureVerificationAlgorithm] = &[
+    webpki::ring::ECDSA_P256_SHA256,
+    webpki::ring::ECDSA_P256_SHA384,
+    webpki::ring::ECDSA_P384_SHA256,
+    webpki::ring::ECDSA_P384_SHA384,
+    webpki::ring::ED25519,
+    webpki::ring::RSA_PKCS1_2048_8192_SHA256,
+    webpki::ring::RSA_PKCS1_2048_8192_SHA384,
+    webpki::ring::RSA_PKCS1_2048_8192_SHA512,
+    webpki::ring::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+    webpki::ring::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+    webpki::ring::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+];
+
+/// The roots a peer's chain must lead to.
+#[derive(Debug, Clone)]
+pub struct TrustAnchors {
+    anchors: Vec<TrustAnchor<'static>>,
+}
+
+impl TrustAnchors {
+    /// Every `CERTIFICATE` in PEM text becomes a trust anchor; at least one is required.
+    pub fn from_pem(ca_pem: &[u8]) -> Result<Self, PkiError> {
+        Self::from_der(&certificates_from_pem(ca_pem)?)
+    }
+
+    /// Trust anchors from DER certificates.
+    pub fn from_der(certs: &[CertDer]) -> Result<Self, PkiError> {
+        if certs.is_empty() {
+            return Err(PkiError::NoCertificate);
+        }
+        let anchors = certs
+            .iter()
+            .map(|cert| {
+                webpki::anchor_from_trusted_cert(cert)
+                    .map(|anchor| anchor.to_owned())
+                    .map_err(|e| PkiError::BadTrustAnchor(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TrustAnchors { anchors })
+    }
+
+    /// How many anchors there are.
+    pub fn len(&self) -> usize {
+        self.anchors.len()
+    }
+
+    /// Never true for anchors built by this type's constructors.
+    pub fn is_empty(&self) -> bool {
+        self.anchors.is_empty()
+    }
+}
+
+/// Validates a server's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times,
+/// `serverAuth` extended key usage when the leaf has the extension, and — when the client names
+/// the server — that the leaf is valid for that DNS name or IP address. Returns the leaf's key.
+pub fn verify_server_chain(
+    chain: &[CertDer],
+    anchors: &TrustAnchors,
+    now_unix_secs: u64,
+    server_name: Option<&str>,
+) -> Result<PeerPublicKey, PkiError> {
+    // Parse the name first: a bad name is our configuration error, whatever the peer sent.
+    let name = server_name
+        .map(|name| {
+            ServerName::try_from(name).map_err(|_| PkiError::InvalidServerName(name.to_owned()))
+        })
+        .transpose()?;
+    let (leaf, public_key) =
+        verify_chain(chain, anchors, now_unix_secs, KeyUsage::server_auth(), "serverAuth")?;
+    if let (Some(name), Some(given)) = (name, server_name) {
+        leaf.verify_is_valid_for_subject_name(&name)
+            .map_err(|e| map_webpki_error(e, now_unix_secs, "serverAuth", Some(given)))?;
+    }
+    Ok(public_key)
+}
+
+/// Validates a client's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times
+/// and `clientAuth` extended key usage when the leaf has the extension. Returns the leaf's key.
+pub fn verify_client_chain(
+    chain: &[CertDer],
+    anchors: &TrustAnchors,
+    now_unix_secs: u64,
+) -> Result<PeerPublicKey, PkiError> {
+    verify_chain(chain, anchors, now_unix_secs, KeyUsage::client_auth(), "clientAuth")
+        .map(|(_, key)| key)
+}
+
+fn verify_chain<'a>(
+    chain: &'a [CertDer],
+    anchors: &TrustAnchors,
+    now_unix_secs: u64,
+    usage: KeyUsage,
+    usage_name: &'static str,
+) -> Result<(EndEntityCert<'a>, PeerPublicKey), PkiError> {
+    let (leaf_der, intermediates) = chain.split_first().ok_or(PkiError::NoPeerCertificate)?;
+    let map = |e| map_webpki_error(e, now_unix_secs, usage_name, None);
+    let leaf = EndEntityCert::try_from(leaf_der).map_err(map)?;
+    // Refuse a leaf key the handshake cannot use before spending time on the path.
+    let public_key = PeerPublicKey::from_spki_der(leaf.subject_public_key_info().as_ref())?;
+    let time = UnixTime::since_unix_epoch(Duration::from_secs(now_unix_secs));
+    leaf.verify_for_usage(
+        CERT_SIGNATURE_ALGORITHMS,
+        &anchors.anchors,
+        intermediates,
+        time,
+        usage,
+        None,
+        None,
+    )
+    .map_err(map)?;
+    Ok((leaf, public_key))
+}
+
+#[allow(deprecated)] // the deprecated variants are matched so older spellings map the same way
+fn map_webpki_error(
+    error: webpki::Error,
+    now: u64,
+    usage_name: &'static str,
+    name: Option<&str>,
+) -> PkiError {
+    use webpki::Error as E;
+    match error {
+        E::UnknownIssuer => PkiError::UnknownCa,
+        E::CertExpired { not_after, .. } => {
+            PkiError::Expired { now, not_after: not_after.as_secs() }
+        }
+        E::CertNotValidYet { not_before, .. } => {
+            PkiError::NotYetValid { now, not_before: not_before.as_secs() }
+        }
+        E::CertNotValidForName(_) => PkiError::NameMismatch(name.unwrap_or_default().to_owned()),
+        E::InvalidSignatureForPublicKey => PkiError::BadCertificateSignature,
+        E::RequiredEkuNotFound | E::RequiredEkuNotFoundContext(_) | E::EmptyEkuExtension => {
+            PkiError::WrongKeyUsage { required: usage_name }
+        }
+        E::BadDer
+        | E::BadDerTime
+        | E::TrailingData(_)
+        | E::MalformedExtensions
+        | E::ExtensionValueInvalid
+        | E::InvalidCertValidity
+        | E::InvalidSerialNumber
+        | E::MalformedDnsIdentifier
+        | E::MalformedNameConstraint
+        | E::UnsupportedCertVersion => PkiError::MalformedCertificate(error.to_string()),
+        E::UnsupportedSignatureAlgorithm
+        | E::UnsupportedSignatureAlgorithmContext(_)
+        | E::UnsupportedSignatureAlgorithmForPublicKey
+        | E::UnsupportedSignatureAlgorithmForPublicKeyContext(_)
+        | E::SignatureAlgorithmMismatch
+        | E::UnsupportedCriticalExtension
+        | E::UnsupportedNameType
+        | E::CaUsedAsEndEntity => PkiError::UnsupportedCertificate(error.to_string()),
+        other => PkiError::CertificateUnknown(other.to_string()),
+    }
+}
