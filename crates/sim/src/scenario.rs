@@ -415,12 +415,24 @@ impl Scenario {
             let action = match event.action {
                 ActionSpec::Down => Action::InterfaceDown(target),
                 ActionSpec::Up => Action::InterfaceUp(target),
-                ActionSpec::Address => Action::SetAddress(
-                    target,
-                    event.addr.ok_or_else(|| {
+                ActionSpec::Address => {
+                    let addr = event.addr.ok_or_else(|| {
                         ScenarioError::Format(format!("address event on `{}` needs `addr`", event.iface))
-                    })?,
-                ),
+                    })?;
+                    let taken_by = self.nodes.iter().flat_map(|n| {
+                        n.interfaces
+                            .iter()
+                            .filter(|i| i.addr == addr)
+                            .map(move |i| format!("{}.{}", n.name, i.name))
+                    });
+                    if let Some(other) = taken_by.into_iter().find(|name| *name != event.iface) {
+                        return Err(ScenarioError::Format(format!(
+                            "address event on `{}`: {addr} belongs to `{other}`",
+                            event.iface
+                        )));
+                    }
+                    Action::SetAddress(target, addr)
+                }
             };
             let until = event.until_s.unwrap_or(self.duration_s);
             let repetitions = match event.every_s {
@@ -848,6 +860,9 @@ impl Report {
             n.dropped_nat,
             n.dropped_bad_address
         );
+        if n.address_conflicts > 0 {
+            let _ = writeln!(s, "warning: {} address changes refused (address in use)", n.address_conflicts);
+        }
         if n.timers_abandoned > 0 {
             let _ = writeln!(
                 s,

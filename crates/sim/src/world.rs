@@ -143,6 +143,8 @@ pub struct NetCounters {
     pub dropped_not_local: u64,
     /// Datagrams a NAT refused (no mapping, filtered, no port).
     pub dropped_nat: u64,
+    /// Address changes refused because another interface had the address.
+    pub address_conflicts: u64,
     /// App timers not armed because the app kept asking for the instant it had just been
     /// served (see [`MAX_TIMEOUTS_PER_INSTANT`]); non-zero means an app bug.
     pub timers_abandoned: u64,
@@ -630,8 +632,8 @@ impl Simulator {
                     return;
                 }
                 if self.addr_owner.contains_key(&new) {
-                    // Addresses stay unique; a scenario that asks otherwise is ignored here
-                    // and rejected when loaded.
+                    // Addresses stay unique: the change is refused and counted.
+                    self.counters.address_conflicts += 1;
                     return;
                 }
                 self.addr_owner.remove(&old);

@@ -213,3 +213,22 @@ fn multi_hop_delay_adds_up() {
         assert_eq!(log.received[0].at, hops as u64 * 8 * MS, "{hops} hops");
     }
 }
+
+#[test]
+fn normal_jitter_is_clipped_with_the_right_mean() {
+    let jitter = Jitter::Normal { mean_ms: 5.0, sd_ms: 1.0, max_ms: Some(8.0) };
+    let config = LinkConfig { jitter, ..LinkConfig::default() };
+    let n = 4000;
+    let (_, log) = one_link(config, n, 20 * MS, 16, 21);
+    let log = log.borrow();
+    let mut sum = 0.0;
+    for r in &log.received {
+        let seq = u64::from_be_bytes(r.payload[..8].try_into().unwrap());
+        let extra = r.at - seq * 20 * MS;
+        assert!(extra <= 8 * MS, "clipped at 8 ms");
+        sum += extra as f64;
+    }
+    let mean_ms = sum / n as f64 / 1e6;
+    // Standard error 1/sqrt(4000) ≈ 0.016 ms; the clip at 3 sd moves the mean by ~0.004 ms.
+    assert!((mean_ms - 5.0).abs() < 0.08, "mean jitter {mean_ms} ms");
+}

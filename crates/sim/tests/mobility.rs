@@ -187,3 +187,15 @@ fn multihomed_pinger_moves_to_the_interface_that_is_up() {
     assert!(stats.rtts_ns.iter().all(|&rtt| rtt == 40 * MS));
     assert!(stats.retransmissions >= 1, "the request in flight when WLAN went down was sent again");
 }
+
+#[test]
+fn address_change_onto_an_address_in_use_is_refused_and_counted() {
+    let (mut sim, c, _s, c0) = chain(1.0);
+    let (app, client) = Scripted::sink();
+    sim.add_app(c, "client", 9, app).unwrap();
+    sim.schedule(Instant::from_millis(1), Action::SetAddress(c0, "192.0.2.10".parse().unwrap()));
+    sim.run_until(Instant::from_millis(10));
+    assert_eq!(sim.iface_addr(c0), "10.0.0.2".parse::<std::net::Ipv4Addr>().unwrap());
+    assert_eq!(sim.counters().address_conflicts, 1);
+    assert_eq!(client.borrow().events.len(), 1, "only the start-up InterfaceUp");
+}

@@ -198,3 +198,13 @@ fn unknown_fields_and_names_are_reported() {
     let bad_sweep = format!("{TWO_HOSTS}\n[sweep]\nparam = \"link.nope.delay_ms\"\nvalues = [1]\n");
     assert!(ScenarioFile::parse(&bad_sweep).unwrap().runs().is_err());
 }
+
+#[test]
+fn address_event_onto_another_interfaces_address_is_refused() {
+    let text = format!(
+        "{}\n[[event]]\nat_s = 1\naction = \"address\"\niface = \"client.eth0\"\naddr = \"10.0.0.1\"\n",
+        TWO_HOSTS.replace("custom-echo", "echo")
+    );
+    let err = Scenario::from_toml(&text).unwrap().build(None).unwrap_err();
+    assert!(err.to_string().contains("belongs to `server.eth0`"), "{err}");
+}
