@@ -235,6 +235,8 @@ fn engine_rate(suite: CipherSuite, slice: Duration) -> anyhow::Result<f64> {
 struct DatagramPipe {
     inbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
     outbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
+    /// Datagrams written so far.
+    written: u32,
 }
 
 impl Read for DatagramPipe {
@@ -253,6 +255,7 @@ impl Read for DatagramPipe {
 impl Write for DatagramPipe {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.outbox.borrow_mut().push_back(buf.to_vec());
+        self.written += 1;
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -321,10 +324,12 @@ impl OpensslPair {
         server_ssl.set_mtu(MTU as u32)?;
         let mut client = SslStream::new(
             client_ssl,
-            DatagramPipe { inbox: Rc::clone(&to_client), outbox: Rc::clone(&to_server) },
+            DatagramPipe { inbox: Rc::clone(&to_client), outbox: Rc::clone(&to_server), written: 0 },
         )?;
-        let mut server =
-            SslStream::new(server_ssl, DatagramPipe { inbox: Rc::clone(&to_server), outbox: to_client })?;
+        let mut server = SslStream::new(
+            server_ssl,
+            DatagramPipe { inbox: Rc::clone(&to_server), outbox: to_client, written: 0 },
+        )?;
         let (mut client_done, mut server_done) = (false, false);
         for _ in 0..16 {
             if !client_done {
@@ -857,7 +862,14 @@ mod tests {
     fn openssl_anchor_completes_the_same_psk_handshake_for_both_suites() {
         for &suite in CipherSuite::ALL {
             let pair = OpensslPair::new(openssl_cipher(suite)).unwrap();
-            pair.handshake().unwrap();
+            let session = pair.handshake().unwrap();
+            // Like ours: ClientHello, ClientHello with cookie, then the final flight; the server
+            // answers with HelloVerifyRequest, its flight, and CCS+Finished.
+            let client_datagrams = session.client.get_ref().written;
+            let server_datagrams = session.server.get_ref().written;
+            assert_eq!(client_datagrams, 3, "the anchor must do the cookie exchange");
+            assert!(server_datagrams >= 3, "{server_datagrams}");
+            assert_eq!(session.client.ssl().current_cipher().unwrap().name(), openssl_cipher(suite));
         }
     }
 
