@@ -10,7 +10,7 @@ use fastshake_net::sctp::{SctpDriver, UDP_ENCAPSULATION_PORT};
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, Event, HandshakeKind, HandshakeMode, Message,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -143,6 +143,8 @@ struct Tally {
     bytes_in: u64,
     messages_out: u64,
     bytes_out: u64,
+    /// Server: echoes waiting for room in the association's send buffer.
+    echo_queue: VecDeque<Message>,
 }
 
 fn write_stdout(data: &[u8]) -> anyhow::Result<()> {
@@ -166,8 +168,29 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     let mut tallies: HashMap<AssociationHandle, Tally> = HashMap::new();
     let mut ended = 0u64;
     loop {
+        // Echoes the engine could not take yet, in order, per association.
+        for (&h, tally) in tallies.iter_mut() {
+            while let Some(message) = tally.echo_queue.front() {
+                let len = message.data.len() as u64;
+                match driver.send(h, message.clone()) {
+                    Ok(()) => {
+                        tally.echo_queue.pop_front();
+                        tally.messages_out += 1;
+                        tally.bytes_out += len;
+                    }
+                    Err(fastshake_sctp::Error::SendBufferFull) => break,
+                    Err(e) => {
+                        eprintln!("sctp server: association {}: echo failed: {e}", h.0);
+                        tally.echo_queue.clear();
+                    }
+                }
+            }
+        }
+        let echo_waiting = tallies.values().any(|t| !t.echo_queue.is_empty());
         let (handle, event) = tokio::select! {
             ev = driver.next_event() => ev?,
+            // The engine has no "room again" event: try the full send buffers again shortly.
+            _ = tokio::time::sleep(OUTBOX_RETRY), if echo_waiting => continue,
             _ = tokio::signal::ctrl_c() => {
                 eprintln!("sctp server: interrupted");
                 return Ok(());
@@ -192,14 +215,8 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 tally.bytes_in += message.data.len() as u64;
                 write_stdout(&message.data)?;
                 if args.echo {
-                    let len = message.data.len() as u64;
-                    match driver.send(handle, message) {
-                        Ok(()) => {
-                            tally.messages_out += 1;
-                            tally.bytes_out += len;
-                        }
-                        Err(e) => eprintln!("sctp server: association {}: echo failed: {e}", handle.0),
-                    }
+                    // Sent at the top of the loop, behind earlier echoes still waiting.
+                    tally.echo_queue.push_back(message);
                 }
             }
             Event::AltCookie { .. } => {}
@@ -315,6 +332,11 @@ const DEFAULT_MESSAGE: usize = 1024;
 /// Largest message read from standard input at once (fragmented to the path MTU on the wire).
 const MAX_MESSAGE: usize = 64 * 1024;
 
+/// Messages held outside the engine before standard input is paused.
+const OUTBOX_LIMIT: usize = 4;
+/// How soon a full send buffer is tried again.
+const OUTBOX_RETRY: Duration = Duration::from_millis(5);
+
 fn random_dynamic_port() -> u16 {
     use rand_core::RngCore;
     49152 + (rand_core::OsRng.next_u32() % 16384) as u16
@@ -374,13 +396,26 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
     let handle = driver.connect(args.connect, args.port, options);
     let mut connected_at = None;
     let mut first_byte_at = None;
-    // Messages read before the association opened.
-    let mut backlog: Vec<Vec<u8>> = Vec::new();
+    // Messages read but not yet taken by the engine: before the association opened, or while its
+    // send buffer is full. Standard input is not read further while this holds a few.
+    let mut outbox: VecDeque<Vec<u8>> = VecDeque::new();
     // When the client stops waiting for answers and shuts down.
     let mut quiet_deadline: Option<tokio::time::Instant> = None;
     let mut shutting_down = false;
-    let outcome: anyhow::Result<()> = loop {
-        if !shutting_down && stdin_done && connected_at.is_some() {
+    let outcome: anyhow::Result<()> = 'session: loop {
+        if connected_at.is_some() && !shutting_down {
+            while let Some(data) = outbox.front() {
+                let message = Message { stream: 0, unordered: false, ppid: 0, data: data.clone() };
+                match driver.send(handle, message) {
+                    Ok(()) => {
+                        outbox.pop_front();
+                    }
+                    Err(fastshake_sctp::Error::SendBufferFull) => break,
+                    Err(e) => break 'session Err(anyhow::anyhow!("sending: {e}")),
+                }
+            }
+        }
+        if !shutting_down && stdin_done && outbox.is_empty() && connected_at.is_some() {
             let enough = args.expect_bytes.is_some_and(|n| tally.bytes_in >= n);
             let quiet = args.expect_bytes.is_none()
                 && quiet_deadline.is_some_and(|t| tokio::time::Instant::now() >= t);
@@ -389,7 +424,11 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                 shutting_down = true;
             }
         }
-        let wake = quiet_deadline.filter(|_| !shutting_down).unwrap_or(deadline).min(deadline);
+        let mut wake = quiet_deadline.filter(|_| !shutting_down).unwrap_or(deadline).min(deadline);
+        if connected_at.is_some() && !outbox.is_empty() {
+            // The engine has no "room again" event: try the send buffer again shortly.
+            wake = wake.min(tokio::time::Instant::now() + OUTBOX_RETRY);
+        }
         tokio::select! {
             ev = driver.next_event() => {
                 let (h, event) = ev?;
@@ -402,9 +441,6 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                     Event::Connected { handshake, round_trips, zero_rtt_accepted } => {
                         connected_at = Some(started.elapsed());
                         tally.handshake = Some((handshake, round_trips, zero_rtt_accepted));
-                        for data in backlog.drain(..) {
-                            driver.send(handle, Message { stream: 0, unordered: false, ppid: 0, data })?;
-                        }
                         if stdin_done {
                             quiet_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(args.linger_ms));
                         }
@@ -444,16 +480,12 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            chunk = stdin.recv(), if !stdin_done => {
+            chunk = stdin.recv(), if !stdin_done && outbox.len() < OUTBOX_LIMIT => {
                 match chunk {
                     Some(data) => {
                         tally.messages_out += 1;
                         tally.bytes_out += data.len() as u64;
-                        if connected_at.is_some() {
-                            driver.send(handle, Message { stream: 0, unordered: false, ppid: 0, data })?;
-                        } else {
-                            backlog.push(data);
-                        }
+                        outbox.push_back(data);
                     }
                     None => {
                         stdin_done = true;

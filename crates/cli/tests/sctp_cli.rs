@@ -176,3 +176,13 @@ fn no_answer_fails_after_init_retransmissions() {
     assert!(stderr.contains("handshake timed out"), "{stderr}");
     assert!(stderr.contains("after 1 INIT retransmission(s)"), "{stderr}");
 }
+
+/// More than the engine's 4 MiB send buffer: the client pauses standard input and the server holds
+/// its echoes while a send buffer is full, and every byte comes back, in order.
+#[test]
+fn large_transfer_beyond_the_send_buffer() {
+    let server = start_server(&["--mode", "both"]);
+    let payload: Vec<u8> = (0..5_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let stderr = echo_exchange(&server, &["--message-bytes", "65536"], &payload);
+    assert!(stderr.contains("sent 5000000 byte(s)"), "{stderr}");
+}
