@@ -10,7 +10,8 @@ use peers::*;
 fn client_against_openssl_s_server(suite: &str) {
     let (mut server, port) = openssl_s_server(suite, PSK_HEX);
     let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
-    client.expect_stderr(&format!("handshake done: {suite}"));
+    client
+        .expect_stderr(&format!("handshake done: {suite}, full (not resumed), with extended master secret"));
 
     client.write_line("hello from fastshake");
     server.expect_stdout("hello from fastshake");
@@ -45,7 +46,8 @@ fn openssl_s_client_against_server(suite: &str) {
         &format!("127.0.0.1:{port}"),
     ]);
     let mut client = Peer::spawn("openssl s_client", command);
-    server.expect_stderr(&format!("handshake done: {suite}"));
+    server
+        .expect_stderr(&format!("handshake done: {suite}, full (not resumed), with extended master secret"));
 
     client.write_line("ping from openssl s_client");
     client.expect_stdout("ping from openssl s_client");
@@ -90,7 +92,8 @@ fn gnutls_cli_against_server(suite: &str) {
         .arg(format!("--priority={}", gnutls_priority(suite)))
         .args(["-p", &port.to_string(), "127.0.0.1"]);
     let mut client = Peer::spawn("gnutls-cli", command);
-    server.expect_stderr(&format!("handshake done: {suite}"));
+    server
+        .expect_stderr(&format!("handshake done: {suite}, full (not resumed), with extended master secret"));
 
     client.write_line("ping from gnutls-cli");
     client.expect_stdout("ping from gnutls-cli");
@@ -130,7 +133,8 @@ fn client_against_gnutls_serv(suite: &str) {
     );
 
     let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
-    client.expect_stderr(&format!("handshake done: {suite}"));
+    client
+        .expect_stderr(&format!("handshake done: {suite}, full (not resumed), with extended master secret"));
     client.write_line("ping from fastshake");
     client.expect_stdout("ping from fastshake");
     client.close_stdin();

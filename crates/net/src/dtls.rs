@@ -105,9 +105,14 @@ impl From<&Stats> for Traffic {
 /// The one-line handshake summary both `fastshake server` and `fastshake client` print.
 pub fn summary_line(summary: &HandshakeSummary) -> String {
     format!(
-        "handshake done: {}, {}, {:.2} ms, {} flight(s) sent + {} resent; sent {} datagrams / {} B, received {} datagrams / {} B",
+        "handshake done: {}, {}, {}, {:.2} ms, {} flight(s) sent + {} resent; sent {} datagrams / {} B, received {} datagrams / {} B",
         summary.suite.iana_name(),
         if summary.resumed { "resumed" } else { "full (not resumed)" },
+        if summary.extended_master_secret {
+            "with extended master secret"
+        } else {
+            "without extended master secret"
+        },
         summary.duration.as_secs_f64() * 1e3,
         summary.flights_sent,
         summary.retransmissions,
