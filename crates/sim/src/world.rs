@@ -167,6 +167,8 @@ pub struct Simulator {
     routes: Vec<Vec<Option<IfaceId>>>,
     routes_ready: bool,
     started: bool,
+    /// Apps before this index have been told about their interfaces.
+    introduced_apps: usize,
     next_ip_id: u16,
     events: u64,
     counters: NetCounters,
@@ -237,6 +239,7 @@ impl Simulator {
             routes: Vec::new(),
             routes_ready: false,
             started: false,
+            introduced_apps: 0,
             next_ip_id: 0,
             events: 0,
             counters: NetCounters::default(),
@@ -559,12 +562,10 @@ impl Simulator {
         if !self.routes_ready {
             self.compute_routes();
         }
-        if self.started {
-            return;
-        }
         self.started = true;
         let now = self.now();
-        for app in 0..self.apps.len() {
+        // Apps added since the last run (all of them on the first) learn their interfaces.
+        for app in self.introduced_apps..self.apps.len() {
             let node = self.apps[app].node;
             let ifaces = self.nodes[node].ifaces.clone();
             for iface in ifaces {
@@ -576,6 +577,7 @@ impl Simulator {
             }
             self.to_service.push_back(app);
         }
+        self.introduced_apps = self.apps.len();
         self.service_pending();
     }
 

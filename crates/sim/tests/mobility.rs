@@ -199,3 +199,17 @@ fn address_change_onto_an_address_in_use_is_refused_and_counted() {
     assert_eq!(sim.counters().address_conflicts, 1);
     assert_eq!(client.borrow().events.len(), 1, "only the start-up InterfaceUp");
 }
+
+#[test]
+fn an_app_added_between_runs_learns_its_interfaces_and_runs() {
+    let (mut sim, c, s, _) = chain(1.0);
+    let (app, server) = Scripted::sink();
+    sim.add_app(s, "server", 9, app).unwrap();
+    sim.run_until(Instant::from_millis(100));
+    let (app, client) = Scripted::new(vec![(150 * MS, tx(None, "192.0.2.10:9", b"late starter"))]);
+    sim.add_app(c, "client", 9, app).unwrap();
+    sim.run_until(Instant::from_millis(300));
+    assert_eq!(client.borrow().events.len(), 1);
+    assert_eq!(client.borrow().events[0].0, 100 * MS, "told at the start of the next run");
+    assert_eq!(payloads(&server), vec![b"late starter".to_vec()]);
+}
