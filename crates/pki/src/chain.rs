@@ -74,9 +74,7 @@ pub fn verify_server_chain(
 ) -> Result<PeerPublicKey, PkiError> {
     // Parse the name first: a bad name is our configuration error, whatever the peer sent.
     let name = server_name
-        .map(|name| {
-            ServerName::try_from(name).map_err(|_| PkiError::InvalidServerName(name.to_owned()))
-        })
+        .map(|name| ServerName::try_from(name).map_err(|_| PkiError::InvalidServerName(name.to_owned())))
         .transpose()?;
     let (leaf, public_key) =
         verify_chain(chain, anchors, now_unix_secs, KeyUsage::server_auth(), "serverAuth")?;
@@ -94,8 +92,7 @@ pub fn verify_client_chain(
     anchors: &TrustAnchors,
     now_unix_secs: u64,
 ) -> Result<PeerPublicKey, PkiError> {
-    verify_chain(chain, anchors, now_unix_secs, KeyUsage::client_auth(), "clientAuth")
-        .map(|(_, key)| key)
+    verify_chain(chain, anchors, now_unix_secs, KeyUsage::client_auth(), "clientAuth").map(|(_, key)| key)
 }
 
 fn verify_chain<'a>(
@@ -134,9 +131,7 @@ fn map_webpki_error(
     use webpki::Error as E;
     match error {
         E::UnknownIssuer => PkiError::UnknownCa,
-        E::CertExpired { not_after, .. } => {
-            PkiError::Expired { now, not_after: not_after.as_secs() }
-        }
+        E::CertExpired { not_after, .. } => PkiError::Expired { now, not_after: not_after.as_secs() },
         E::CertNotValidYet { not_before, .. } => {
             PkiError::NotYetValid { now, not_before: not_before.as_secs() }
         }

@@ -146,9 +146,7 @@ impl PkiError {
             PkiError::NameMismatch(_)
             | PkiError::BadCertificateSignature
             | PkiError::MalformedCertificate(_) => BAD_CERTIFICATE,
-            PkiError::WrongKeyUsage { .. } | PkiError::UnsupportedCertificate(_) => {
-                UNSUPPORTED_CERTIFICATE
-            }
+            PkiError::WrongKeyUsage { .. } | PkiError::UnsupportedCertificate(_) => UNSUPPORTED_CERTIFICATE,
             PkiError::CertificateUnknown(_) => CERTIFICATE_UNKNOWN,
             PkiError::PeerSchemeMismatch { .. } => ILLEGAL_PARAMETER,
             PkiError::BadSignature(_) => DECRYPT_ERROR,

@@ -9,8 +9,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    IsCa, KeyPair, KeyUsagePurpose,
 };
 use rustls_pki_types::PrivatePkcs8KeyDer;
 use time::OffsetDateTime;
@@ -50,9 +50,8 @@ impl KeyKind {
         use rsa::pkcs8::EncodePrivateKey;
         let private = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, rsa_bits)
             .map_err(|e| PkiError::Generate(format!("RSA-{rsa_bits} key: {e}")))?;
-        let pkcs8 = private
-            .to_pkcs8_der()
-            .map_err(|e| PkiError::Generate(format!("RSA-{rsa_bits} PKCS#8: {e}")))?;
+        let pkcs8 =
+            private.to_pkcs8_der().map_err(|e| PkiError::Generate(format!("RSA-{rsa_bits} PKCS#8: {e}")))?;
         // `pkcs8` zeroizes its bytes on drop; rcgen keeps its own copy to serialize.
         KeyPair::from_pkcs8_der_and_sign_algo(
             &PrivatePkcs8KeyDer::from(pkcs8.as_bytes()),
@@ -172,6 +171,20 @@ impl TestPki {
     }
 }
 
+/// A fresh private key without a certificate (for tests that need "another key").
+pub struct GeneratedKey {
+    /// The private key as PKCS#8 PEM, zeroized on drop.
+    pub pkcs8_pem: Zeroizing<String>,
+    /// The public key as DER SubjectPublicKeyInfo.
+    pub spki_der: Vec<u8>,
+}
+
+/// Generates one private key of `kind` (RSA-4096 takes seconds).
+pub fn generate_key(kind: KeyKind) -> Result<GeneratedKey, PkiError> {
+    let key = kind.new_key_pair()?;
+    Ok(GeneratedKey { pkcs8_pem: Zeroizing::new(key.serialize_pem()), spki_der: key.public_key_der() })
+}
+
 /// The names a server certificate carries when none are given.
 pub const DEFAULT_SERVER_NAMES: [&str; 2] = ["localhost", "127.0.0.1"];
 
@@ -199,8 +212,7 @@ pub fn generate(
         server_names.to_vec()
     };
     let not_before = unix_to_time(now_unix_secs.saturating_sub(3600))?;
-    let not_after =
-        unix_to_time(now_unix_secs.saturating_add(u64::from(validity_days) * 86_400))?;
+    let not_after = unix_to_time(now_unix_secs.saturating_add(u64::from(validity_days) * 86_400))?;
     let window = |mut params: CertificateParams, cn: &str| {
         params.not_before = not_before;
         params.not_after = not_after;
@@ -214,26 +226,28 @@ pub fn generate(
         let mut params = window(CertificateParams::default(), cn);
         // pathLenConstraint: how many intermediates may still follow this CA.
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(below.min(255) as u8));
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         params.use_authority_key_identifier_extension = true;
         params
     };
 
-    let root_name = format!("fastshake test root ({key_kind})");
     let root_key = key_kind.new_key_pair()?;
-    let root_cert = ca_params(&root_name, chain_len - 1)
-        .self_signed(&root_key)
-        .map_err(generate_error)?;
+    // Names unique to this PKI, so two generated PKIs never share an issuer name.
+    let pki_id: String = ring::digest::digest(&ring::digest::SHA256, root_key.public_key_raw())
+        .as_ref()
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let root_name = format!("fastshake test root {key_kind} {pki_id}");
+    let root_cert = ca_params(&root_name, chain_len - 1).self_signed(&root_key).map_err(generate_error)?;
     let root = generated(&root_name, &root_cert);
 
     let mut intermediates = Vec::with_capacity(chain_len - 1);
     let mut issuer = (root_cert, root_key);
     for level in 1..chain_len {
-        let name = format!("fastshake test intermediate {level} ({key_kind})");
+        let name = format!("fastshake test intermediate {level} {key_kind} {pki_id}");
         let key = key_kind.new_key_pair()?;
         let cert = ca_params(&name, chain_len - 1 - level)
             .signed_by(&key, &issuer.0, &issuer.1)
@@ -243,8 +257,8 @@ pub fn generate(
     }
 
     let leaf = |cn: &str, sans: Vec<String>, usage: ExtendedKeyUsagePurpose| {
-        let params = CertificateParams::new(sans)
-            .map_err(|e| PkiError::Generate(format!("server name: {e}")))?;
+        let params =
+            CertificateParams::new(sans).map_err(|e| PkiError::Generate(format!("server name: {e}")))?;
         let mut params = window(params, cn);
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -258,12 +272,12 @@ pub fn generate(
         })
     };
     let server = leaf(
-        &format!("fastshake test server ({key_kind})"),
+        &format!("fastshake test server {key_kind} {pki_id}"),
         names,
         ExtendedKeyUsagePurpose::ServerAuth,
     )?;
     let client = leaf(
-        &format!("fastshake test client ({key_kind})"),
+        &format!("fastshake test client {key_kind} {pki_id}"),
         Vec::new(),
         ExtendedKeyUsagePurpose::ClientAuth,
     )?;

@@ -36,20 +36,17 @@ impl SigningKey {
     /// ring checks the key pair's consistency with its own system RNG; no randomness is drawn here
     /// that a signature depends on.
     pub fn from_pkcs8_der(der: &[u8]) -> Result<Self, PkiError> {
-        let ec = EcdsaKeyPair::from_pkcs8(
-            &signature::ECDSA_P256_SHA256_ASN1_SIGNING,
-            der,
-            &SystemRandom::new(),
-        );
+        let ec =
+            EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, der, &SystemRandom::new());
         let ec_error = match ec {
             Ok(key) => return Ok(SigningKey { inner: KeyInner::EcdsaP256(key) }),
             Err(e) => e,
         };
         match RsaKeyPair::from_pkcs8(der) {
             Ok(key) => Ok(SigningKey { inner: KeyInner::Rsa(key) }),
-            Err(rsa_error) => Err(PkiError::UnsupportedPrivateKey(format!(
-                "as P-256: {ec_error}; as RSA: {rsa_error}"
-            ))),
+            Err(rsa_error) => {
+                Err(PkiError::UnsupportedPrivateKey(format!("as P-256: {ec_error}; as RSA: {rsa_error}")))
+            }
         }
     }
 
@@ -98,10 +95,9 @@ impl SigningKey {
             return Err(PkiError::SchemeNotForOurKey { scheme, key: self.algorithm() });
         }
         match &self.inner {
-            KeyInner::EcdsaP256(key) => key
-                .sign(rng, message)
-                .map(|sig| sig.as_ref().to_vec())
-                .map_err(|_| PkiError::SigningFailed),
+            KeyInner::EcdsaP256(key) => {
+                key.sign(rng, message).map(|sig| sig.as_ref().to_vec()).map_err(|_| PkiError::SigningFailed)
+            }
             KeyInner::Rsa(key) => {
                 let padding: &'static dyn signature::RsaEncoding = match scheme {
                     SignatureScheme::RsaPssRsaeSha256 => &signature::RSA_PSS_SHA256,

@@ -31,9 +31,10 @@ impl PeerPublicKey {
             .ok_or_else(|| PkiError::MalformedCertificate("public key bit string not byte aligned".into()))?;
         let algorithm = match info.algorithm.oid {
             OID_EC_PUBLIC_KEY => {
-                let curve = info.algorithm.parameters_oid().map_err(|_| {
-                    PkiError::UnsupportedCertificate("EC key without a named curve".into())
-                })?;
+                let curve = info
+                    .algorithm
+                    .parameters_oid()
+                    .map_err(|_| PkiError::UnsupportedCertificate("EC key without a named curve".into()))?;
                 if curve != OID_SECP256R1 {
                     return Err(PkiError::UnsupportedCertificate(format!("EC curve {curve}")));
                 }
@@ -46,9 +47,7 @@ impl PeerPublicKey {
                 KeyAlgorithm::EcdsaP256
             }
             OID_RSA_ENCRYPTION => KeyAlgorithm::Rsa,
-            other => {
-                return Err(PkiError::UnsupportedCertificate(format!("public key algorithm {other}")))
-            }
+            other => return Err(PkiError::UnsupportedCertificate(format!("public key algorithm {other}"))),
         };
         Ok(PeerPublicKey { algorithm, key: key.to_vec(), spki_der: spki_der.to_vec() })
     }
@@ -77,12 +76,7 @@ impl PeerPublicKey {
 
     /// Verifies a handshake signature. A scheme that does not fit the key is `illegal_parameter`,
     /// a signature that does not verify is `decrypt_error`.
-    pub fn verify(
-        &self,
-        scheme: SignatureScheme,
-        message: &[u8],
-        signature: &[u8],
-    ) -> Result<(), PkiError> {
+    pub fn verify(&self, scheme: SignatureScheme, message: &[u8], signature: &[u8]) -> Result<(), PkiError> {
         if !self.algorithm.makes(scheme) {
             return Err(PkiError::PeerSchemeMismatch { scheme, key: self.algorithm });
         }
