@@ -1,14 +1,17 @@
 //! SCTP over UDP encapsulation (RFC 6951) on tokio sockets.
 //!
-//! [`SctpDriver`] moves datagrams and time between one UDP socket and one
+//! [`SctpDriver`] moves datagrams and time between UDP sockets and one
 //! [`fastshake_sctp::Endpoint`]. Each UDP payload is one SCTP packet; the remote `SocketAddr` of
 //! a datagram carries the peer's encapsulation port, and the engine answers to whatever port the
-//! peer used, so the driver only passes addresses through. The monotonic clock and the OS
-//! randomness that seeds the engine live here, never in the engine.
+//! peer used, so the driver only passes addresses through. A multihomed endpoint has one socket
+//! per local address, all on the same UDP port; a datagram goes out of the socket its
+//! [`Transmit::src`] names. The monotonic clock and the OS randomness that seeds the engine live
+//! here, never in the engine.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use fastshake_sctp::{
@@ -75,10 +78,12 @@ pub struct DriverStats {
     pub send_errors: u64,
 }
 
-/// One SCTP endpoint on one tokio UDP socket.
+/// One SCTP endpoint on one tokio UDP socket per local address.
 pub struct SctpDriver {
-    socket: UdpSocket,
-    local: SocketAddr,
+    /// The primary socket first; each with the address it is bound to.
+    sockets: Vec<(SocketAddr, UdpSocket)>,
+    /// Where the next receive starts looking (round robin over the sockets).
+    first_socket: usize,
     endpoint: Endpoint,
     clock: Clock,
     receive_buffer: Vec<u8>,
@@ -98,12 +103,44 @@ impl SctpDriver {
         SctpDriver::with_socket(socket, Arc::new(config), seed)
     }
 
+    /// Binds the primary address `addr` and, for multihoming, the same UDP port on each of
+    /// `extra` (announced to the peer through `config.extra_local_addresses`, which this sets).
+    pub async fn bind_multihomed(
+        addr: SocketAddr,
+        extra: &[IpAddr],
+        mut config: Config,
+    ) -> io::Result<SctpDriver> {
+        let primary = UdpSocket::bind(addr).await?;
+        let port = primary.local_addr()?.port();
+        let mut sockets = vec![primary];
+        for ip in extra {
+            sockets.push(UdpSocket::bind(SocketAddr::new(*ip, port)).await?);
+        }
+        config.extra_local_addresses = extra.to_vec();
+        let mut seed = [0u8; 32];
+        OsRng.fill_bytes(&mut seed);
+        SctpDriver::with_sockets(sockets, Arc::new(config), seed)
+    }
+
     /// Drives an endpoint on an already bound socket with an explicit seed.
     pub fn with_socket(socket: UdpSocket, config: Arc<Config>, seed: [u8; 32]) -> io::Result<SctpDriver> {
-        let local = socket.local_addr()?;
+        SctpDriver::with_sockets(vec![socket], config, seed)
+    }
+
+    /// Drives an endpoint on already bound sockets (the primary first) with an explicit seed.
+    pub fn with_sockets(
+        sockets: Vec<UdpSocket>,
+        config: Arc<Config>,
+        seed: [u8; 32],
+    ) -> io::Result<SctpDriver> {
+        if sockets.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "an SCTP driver needs a socket"));
+        }
+        let sockets =
+            sockets.into_iter().map(|s| Ok((s.local_addr()?, s))).collect::<io::Result<Vec<_>>>()?;
         Ok(SctpDriver {
-            socket,
-            local,
+            sockets,
+            first_socket: 0,
             endpoint: Endpoint::new(config, seed),
             clock: Clock::new(),
             receive_buffer: vec![0u8; RECEIVE_BUFFER],
@@ -112,9 +149,26 @@ impl SctpDriver {
         })
     }
 
-    /// The UDP address the socket is bound to.
+    /// The UDP address the primary socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local
+        self.sockets[0].0
+    }
+
+    /// Every local UDP address, the primary first.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.sockets.iter().map(|(a, _)| *a).collect()
+    }
+
+    /// The socket a datagram from `src` leaves by: the one bound to `src`, else one on its IP,
+    /// else the primary.
+    fn socket_for(&self, src: Option<SocketAddr>) -> &UdpSocket {
+        let found = src.and_then(|src| {
+            self.sockets
+                .iter()
+                .find(|(a, _)| *a == src)
+                .or_else(|| self.sockets.iter().find(|(a, _)| a.ip() == src.ip()))
+        });
+        &found.unwrap_or(&self.sockets[0]).1
     }
 
     /// The current time on the engine's time line.
@@ -146,7 +200,8 @@ impl SctpDriver {
         options: ConnectOptions,
     ) -> AssociationHandle {
         let now = self.clock.now();
-        self.endpoint.connect(now, Some(self.local), remote, remote_port, options)
+        let local = self.local_addr();
+        self.endpoint.connect(now, Some(local), remote, remote_port, options)
     }
 
     /// Queues a user message on an association.
@@ -171,13 +226,14 @@ impl SctpDriver {
                 self.pending = self.endpoint.poll_transmit(self.clock.now());
             }
             let Some(transmit) = &self.pending else { return Ok(()) };
-            match self.socket.try_send_to(&transmit.payload, transmit.dst) {
+            let socket = self.socket_for(transmit.src);
+            match socket.try_send_to(&transmit.payload, transmit.dst) {
                 Ok(_) => {
                     self.stats.datagrams_out += 1;
                     self.stats.bytes_out += transmit.payload.len() as u64;
                     self.pending = None;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.socket.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => socket.writable().await?,
                 Err(e) if is_transient(&e) => {
                     // The datagram is lost, as on a lossy path; retransmission timers recover.
                     self.stats.send_errors += 1;
@@ -231,15 +287,30 @@ impl SctpDriver {
                 None => std::future::pending::<()>().await,
             }
         };
+        let sockets = &self.sockets;
+        let buffer = &mut self.receive_buffer;
+        // Whichever socket has a datagram first, starting one further each turn so a busy socket
+        // cannot starve the others; every socket registers for wake-up.
+        self.first_socket = (self.first_socket + 1) % sockets.len();
+        let first = self.first_socket;
+        let receive = std::future::poll_fn(|cx| {
+            for (local, socket) in sockets.iter().cycle().skip(first).take(sockets.len()) {
+                let mut read = tokio::io::ReadBuf::new(buffer.as_mut_slice());
+                if let Poll::Ready(result) = socket.poll_recv_from(cx, &mut read) {
+                    return Poll::Ready(result.map(|remote| (*local, read.filled().len(), remote)));
+                }
+            }
+            Poll::Pending
+        });
         tokio::select! {
-            received = self.socket.recv_from(&mut self.receive_buffer) => {
+            received = receive => {
                 match received {
-                    Ok((len, remote)) => {
+                    Ok((local, len, remote)) => {
                         self.stats.datagrams_in += 1;
                         self.stats.bytes_in += len as u64;
                         let now = self.clock.now();
                         let datagram = &mut self.receive_buffer[..len];
-                        self.endpoint.handle_datagram(now, self.local, remote, datagram);
+                        self.endpoint.handle_datagram(now, local, remote, datagram);
                     }
                     Err(e) if is_transient(&e) => {}
                     Err(e) => return Err(e),
@@ -347,5 +418,70 @@ mod tests {
             assert_eq!(handshake, Some(expected), "mode {mode:?}");
             assert!(client.stats().datagrams_out >= 2 && server.stats().datagrams_in >= 2);
         }
+    }
+
+    /// A multihomed client (127.0.0.1 and 127.0.0.2) fetches an ALT-COOKIE for its second path
+    /// by an INIT sent from the second socket (seed 004 §III-F); a later client on that address
+    /// opens with it in one round trip.
+    #[tokio::test]
+    async fn multihomed_client_fetches_a_cookie_for_its_second_path() {
+        let second: IpAddr = "127.0.0.2".parse().unwrap();
+        let mut server =
+            SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config(7, true, HandshakeMode::Both))
+                .await
+                .unwrap();
+        let server_addr = server.local_addr();
+        let mut client = SctpDriver::bind_multihomed(
+            "127.0.0.1:0".parse().unwrap(),
+            &[second],
+            config(5000, false, HandshakeMode::Both),
+        )
+        .await
+        .unwrap();
+        assert_eq!(client.local_addrs().len(), 2);
+        client.connect(server_addr, 7, ConnectOptions::default());
+
+        let fetch = async {
+            loop {
+                tokio::select! {
+                    ev = client.next_event() => {
+                        if let (_, Event::AltCookie { local: Some(local), cookie, .. }) = ev.unwrap() {
+                            if local.ip() == second {
+                                return cookie;
+                            }
+                        }
+                    }
+                    ev = server.next_event() => { ev.unwrap(); }
+                }
+            }
+        };
+        let cookie = tokio::time::timeout(Duration::from_secs(10), fetch)
+            .await
+            .expect("no cookie for the second path");
+
+        let mut later =
+            SctpDriver::bind(SocketAddr::new(second, 0), config(5001, false, HandshakeMode::Both))
+                .await
+                .unwrap();
+        let options = ConnectOptions { cached_cookie: Some(cookie), ..ConnectOptions::default() };
+        let handle = later.connect(server_addr, 7, options);
+        let open = async {
+            loop {
+                tokio::select! {
+                    ev = later.next_event() => {
+                        if let (h, Event::Connected { handshake, round_trips, .. }) = ev.unwrap() {
+                            assert_eq!(h, handle);
+                            return (handshake, round_trips);
+                        }
+                    }
+                    ev = server.next_event() => { ev.unwrap(); }
+                    ev = client.next_event() => { ev.unwrap(); }
+                }
+            }
+        };
+        let (handshake, round_trips) =
+            tokio::time::timeout(Duration::from_secs(10), open).await.expect("no open");
+        assert_eq!(handshake, fastshake_sctp::HandshakeKind::AltCached);
+        assert_eq!(round_trips, 1);
     }
 }
