@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod dtls_cmd;
 mod lab;
+mod netlab_cmd;
 mod pki_cmd;
 mod sctp_cmd;
 mod sim_cmd;
@@ -37,6 +38,9 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Re-run the papers' experiments and put our figures beside theirs.
     Lab(lab::LabArgs),
+    /// Test hosts in network namespaces: build, tear down, and the delay relay that runs inside them.
+    #[command(hide = true)]
+    Netlab(netlab_cmd::NetlabArgs),
     /// Benchmarks that print figures beside their anchors.
     Bench(bench::BenchArgs),
     /// A server and a client over loopback, and what happened between them.
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Command::Pki(args) => pki_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Lab(args) => lab::run(args),
+        Command::Netlab(args) => netlab_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
     };

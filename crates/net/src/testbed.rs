@@ -1,0 +1,1 @@
+//! Test hosts in network namespaces (client with two interfaces, router, server) for real-socket experiments.
