@@ -12,7 +12,7 @@ use fastshake_sctp::{
 };
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -94,6 +94,11 @@ pub struct ClientArgs {
     /// Local UDP address (default: any port on the matching family).
     #[arg(long)]
     local: Option<SocketAddr>,
+    /// A further local IP address (multihoming; repeatable): the same UDP port is bound on it, it
+    /// is announced in the INIT, and an ALT-COOKIE for it is fetched after the handshake (and
+    /// cached with --cookie-cache).
+    #[arg(long = "extra-local")]
+    extra_local: Vec<IpAddr>,
     /// Our SCTP port (0: a random one from the dynamic range 49152-65535).
     #[arg(long, default_value_t = 0)]
     local_port: u16,
@@ -363,7 +368,9 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         rto_min: Config::default().rto_min.min(Duration::from_millis(args.rto_initial_ms)),
         ..Config::default()
     };
-    let mut driver = SctpDriver::bind(local, config).await.with_context(|| format!("binding {local}"))?;
+    let mut driver = SctpDriver::bind_multihomed(local, &args.extra_local, config)
+        .await
+        .with_context(|| format!("binding {local} and {:?}", args.extra_local))?;
     let local_key =
         CookieCache::local_key(Some(driver.local_addr()), args.local.is_some_and(|a| a.port() != 0));
     let mut cache = match &args.cookie_cache {
@@ -455,6 +462,11 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                         }
                     }
                     Event::AltCookie { server, local, cookie } => {
+                        eprintln!(
+                            "sctp client: {}-byte ALT-COOKIE for the path {} -> {server}",
+                            cookie.len(),
+                            local.map(|l| l.to_string()).unwrap_or_else(|| "?".into())
+                        );
                         if let Some(cache) = cache.as_mut() {
                             let key = CookieCache::local_key(local.or(Some(driver.local_addr())), args.local.is_some_and(|a| a.port() != 0));
                             cache.put(key, server, cookie);

@@ -115,6 +115,36 @@ fn cached_cookie_works_from_an_ephemeral_port() {
     assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
 }
 
+/// Seed 004 §III-F: a multihomed client fetches an ALT-COOKIE for its other address by an INIT
+/// over that path after the handshake; a later client on that address opens in one round trip.
+#[test]
+fn multihomed_client_caches_a_cookie_for_its_second_address() {
+    let server = start_server(&["--mode", "both"]);
+    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-mh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cache = dir.join("cookies");
+    let cache_arg = cache.display().to_string();
+    // No --expect-bytes: the client lingers, time for the second path's answer.
+    let mut client = run_client(
+        &server,
+        &["--local", "127.0.0.1:0", "--extra-local", "127.0.0.2", "--cookie-cache", &cache_arg],
+        b"from a multihomed client\n",
+    );
+    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    assert!(succeeded(&mut client), "{report}");
+    let cached = std::fs::read_to_string(&cache).expect("the cookie cache was written");
+    assert!(cached.lines().any(|l| l.starts_with("127.0.0.1 ")), "primary path cookie: {cached}\n{report}");
+    assert!(cached.lines().any(|l| l.starts_with("127.0.0.2 ")), "second path cookie: {cached}\n{report}");
+
+    let second = echo_exchange(
+        &server,
+        &["--local", "127.0.0.2:0", "--cookie-cache", &cache_arg],
+        b"from the second address\n",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
+}
+
 #[test]
 fn cookieless_server_opens_in_one_round_trip() {
     let server = start_server(&["--mode", "both", "--cookieless"]);
