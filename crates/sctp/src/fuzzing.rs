@@ -72,3 +72,79 @@ pub fn param(data: &[u8]) {
     }
     let _ = parse_causes(data);
 }
+
+/// An established association (cookieless, in memory) fed with packets built from `data`: each
+/// record is `[len, flags, chunk bytes...]`, sent to the server (flags bit 0 clear) or the client
+/// with the right tags and checksum, so the bytes reach the association's chunk handling.
+/// Flags bit 1 advances the clock by 300 ms first; bit 2 sends the peer a message.
+pub fn association(data: &[u8]) {
+    let server_addr = SocketAddr::from(([127, 0, 0, 1], 9899));
+    let client_addr = SocketAddr::from(([127, 0, 0, 2], 9899));
+    let server_config = Config { local_port: 5000, listen: true, cookieless: true, ..Config::default() };
+    let client_config = Config { local_port: 5001, ..Config::default() };
+    let mut server = Endpoint::new(Arc::new(server_config), [1; 32]);
+    let mut client = Endpoint::new(Arc::new(client_config), [2; 32]);
+    let mut now = Instant::from_millis(1);
+    let h = client.connect(now, Some(client_addr), server_addr, 5000, Default::default());
+    let exchange = |now: Instant, client: &mut Endpoint, server: &mut Endpoint| {
+        for _ in 0..64 {
+            let mut moved = false;
+            while let Some(t) = client.poll_transmit(now) {
+                moved = true;
+                server.handle_datagram(now, server_addr, client_addr, &mut t.payload.clone());
+            }
+            while let Some(t) = server.poll_transmit(now) {
+                moved = true;
+                client.handle_datagram(now, client_addr, server_addr, &mut t.payload.clone());
+            }
+            while client.poll_event().is_some() {}
+            while server.poll_event().is_some() {}
+            if !moved {
+                break;
+            }
+        }
+    };
+    exchange(now, &mut client, &mut server);
+    let Some(info) = client.association(h) else { return };
+    let (client_tag, server_tag) = (info.local_tag, info.peer_tag);
+    let server_handle = server.associations().first().copied();
+    let mut rest = data;
+    while let [len, flags, tail @ ..] = rest {
+        let n = usize::from(*len).min(tail.len());
+        let (body, next) = tail.split_at(n);
+        rest = next;
+        if flags & 2 != 0 {
+            now += std::time::Duration::from_millis(300);
+            client.handle_timeout(now);
+            server.handle_timeout(now);
+        }
+        if flags & 4 != 0 {
+            let msg = crate::Message { stream: 0, unordered: flags & 8 != 0, ppid: 0, data: body.to_vec() };
+            let _ = client.send(h, msg.clone());
+            if let Some(sh) = server_handle {
+                let _ = server.send(sh, msg);
+            }
+        }
+        let to_server = flags & 1 == 0;
+        let (src, dst, tag) = if to_server { (5001, 5000, server_tag) } else { (5000, 5001, client_tag) };
+        let mut packet = Vec::with_capacity(12 + body.len());
+        packet.extend_from_slice(&u16::to_be_bytes(src));
+        packet.extend_from_slice(&u16::to_be_bytes(dst));
+        packet.extend_from_slice(&tag.to_be_bytes());
+        packet.extend_from_slice(&[0; 4]);
+        packet.extend_from_slice(body);
+        crate::packet::seal(&mut packet);
+        if to_server {
+            server.handle_datagram(now, server_addr, client_addr, &mut packet);
+        } else {
+            client.handle_datagram(now, client_addr, server_addr, &mut packet);
+        }
+        exchange(now, &mut client, &mut server);
+    }
+    for _ in 0..4 {
+        now += std::time::Duration::from_secs(5);
+        client.handle_timeout(now);
+        server.handle_timeout(now);
+        exchange(now, &mut client, &mut server);
+    }
+}

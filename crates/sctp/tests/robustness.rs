@@ -116,7 +116,7 @@ fn seed_corpus_is_current() {
 #[test]
 fn corpus_and_mutations_go_through_fuzz_targets() {
     let mut inputs: Vec<(&str, Vec<u8>)> = Vec::new();
-    for name in ["sctp_packet", "sctp_chunk", "sctp_param"] {
+    for name in ["sctp_packet", "sctp_chunk", "sctp_param", "sctp_association"] {
         if let Ok(dir) = std::fs::read_dir(corpus_dir(name)) {
             for entry in dir.flatten() {
                 inputs.push((name, std::fs::read(entry.path()).unwrap()));
@@ -152,6 +152,7 @@ fn corpus_and_mutations_go_through_fuzz_targets() {
         match *name {
             "sctp_packet" => fuzzing::packet(data),
             "sctp_chunk" => fuzzing::chunk(data),
+            "sctp_association" => fuzzing::association(data),
             _ => fuzzing::param(data),
         }
     }
