@@ -613,3 +613,29 @@ fn stale_state_cookie_is_reported_and_the_client_starts_over() {
     pair.connect(ConnectOptions::default());
     assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
 }
+
+#[test]
+fn restarted_peer_replaces_the_old_association() {
+    for (mode, cookieless) in [(HandshakeMode::Regular, false), (HandshakeMode::Both, true)] {
+        let mut server = server_config(HandshakeMode::Both);
+        server.cookieless = cookieless;
+        let mut pair = Pair::new(client_config(mode), server);
+        pair.connect(ConnectOptions::default());
+        assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
+        let old = pair.server.associations();
+        assert_eq!(old.len(), 1);
+        // The client host reboots: a fresh endpoint on the same address and port.
+        pair.client = fastshake_sctp::Endpoint::new(std::sync::Arc::new(client_config(mode)), [9; 32]);
+        let ev = pair.client_events.len();
+        let h = pair.connect(ConnectOptions::default());
+        pair.run_for(Duration::from_secs(5));
+        assert!(connected_kind(&pair.client_events[ev..]).is_some(), "{mode:?}: reconnected");
+        let now = pair.server.associations();
+        assert_eq!(now.len(), 1, "{mode:?}: one association");
+        assert_ne!(now, old, "{mode:?}: the old one is gone");
+        assert!(pair.server_events.iter().any(|(hh, e)| *hh == old[0] && matches!(e, Event::Aborted { reason } if reason.contains("restart"))));
+        pair.client.send(h, msg(0, b"new life")).unwrap();
+        pair.run_for(Duration::from_secs(2));
+        assert_eq!(pair.server_messages(), vec![msg(0, b"new life")]);
+    }
+}
