@@ -339,3 +339,76 @@ fn usrsctp_client_with_our_echo_server() {
         assert_eq!(count_lines(&client.stdout.text(), l.trim_end()), 1, "each echo arrives once\n{report}");
     }
 }
+
+/// Our alternative-only server facing a client that does not know the extension (usrsctp): every
+/// INIT gets a small ERROR with an ALT-COOKIE, never an INIT-ACK with a state cookie, so the
+/// server cannot be used for amplification; no association opens.
+#[test]
+fn alt_only_server_answers_usrsctp_client_without_amplification() {
+    let Some(program) = usrsctp_program("client") else { return };
+    let relay = Relay::start();
+    let server = Proc::spawn(
+        fastshake(),
+        &[
+            "sctp".into(),
+            "server".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{}", relay.server_port),
+            "--port".into(),
+            ECHO_SCTP_PORT.into(),
+            "--mode".into(),
+            "alt".into(),
+        ],
+    );
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let their_port = free_udp_port();
+    let mut client = Proc::spawn(
+        &program,
+        &[
+            "127.0.0.1".into(),
+            ECHO_SCTP_PORT.into(),
+            "0".into(),
+            their_port.to_string(),
+            relay.port.to_string(),
+        ],
+    );
+    client.write_stdin(b"never delivered\n");
+    // usrsctp retransmits its INIT after 1 s (RTO.Initial): wait for the second one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client_inits(&relay.datagrams()).len() < 2 && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let wire = relay.datagrams();
+    drop(client);
+    let report = server.describe();
+    let inits: Vec<usize> = wire
+        .iter()
+        .filter(|(from_client, d)| {
+            *from_client && Packet::parse(d).is_ok_and(|p| matches!(p.chunks.first(), Some(Chunk::Init(_))))
+        })
+        .map(|(_, d)| d.len())
+        .collect();
+    assert!(inits.len() >= 2, "usrsctp sent INITs and retransmitted: {inits:?}\n{report}");
+    let answers: Vec<&Vec<u8>> =
+        wire.iter().filter(|(from_client, _)| !*from_client).map(|(_, d)| d).collect();
+    assert!(!answers.is_empty(), "the server answered\n{report}");
+    let smallest_init = inits.iter().copied().min().unwrap_or(0);
+    eprintln!(
+        "usrsctp INIT sizes {inits:?}; our answers {:?}",
+        answers.iter().map(|a| a.len()).collect::<Vec<_>>()
+    );
+    for answer in answers {
+        let packet = Packet::parse(answer).expect("our answers parse");
+        let is_alt_cookie_error = matches!(
+            packet.chunks.as_slice(),
+            [Chunk::Error { causes }] if matches!(causes.as_slice(), [fastshake_sctp::packet::ErrorCause::AltCookieRequired(c)] if !c.is_empty())
+        );
+        assert!(is_alt_cookie_error, "only ERROR with an ALT-COOKIE, never an INIT-ACK: {packet:?}");
+        assert!(
+            answer.len() * 10 <= smallest_init * 11,
+            "answer {} B within 1.1x the INIT's {smallest_init} B",
+            answer.len()
+        );
+    }
+    assert!(!server.stderr.text().contains("opened by"), "no association opens\n{report}");
+}
