@@ -207,6 +207,9 @@ enum ClientCommand {
 }
 
 /// A DTLS client session on its own UDP socket, driven by a tokio task.
+///
+/// Dropping it (or cancelling [`DtlsClient::connect`]) closes the command channel, and the task
+/// then sends close_notify (or abandons the handshake) and ends by itself.
 pub struct DtlsClient {
     local_addr: SocketAddr,
     remote: SocketAddr,
@@ -302,7 +305,7 @@ fn default_bind(remote: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, 0)
 }
 
-fn is_icmp_echo(error: &io::Error) -> bool {
+fn is_icmp_error(error: &io::Error) -> bool {
     // An ICMP "port unreachable" from an earlier datagram surfaces on a later receive; it says
     // nothing the retransmission timer does not already handle.
     matches!(error.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset)
@@ -342,7 +345,7 @@ async fn run_client(
                 trace(Direction::Sent, remote, &transmit.payload);
             }
             if let Err(error) = socket.send(&transmit.payload).await {
-                if !is_icmp_echo(&error) {
+                if !is_icmp_error(&error) {
                     return Err(fail_client(&events, &mut handshake, error.into()));
                 }
             }
@@ -390,7 +393,7 @@ async fn run_client(
                     }
                     connection.handle_datagram(clock.now(), remote, datagram);
                 }
-                Err(error) if is_icmp_echo(&error) => {}
+                Err(error) if is_icmp_error(&error) => {}
                 Err(error) => return Err(fail_client(&events, &mut handshake, error.into())),
             },
             _ = timer(&clock, deadline), if deadline.is_some() => connection.handle_timeout(clock.now()),
@@ -659,7 +662,7 @@ async fn run_server(
                         remotes.entry(handle.0).or_insert(remote);
                     }
                 }
-                Err(error) if is_icmp_echo(&error) => {}
+                Err(error) if is_icmp_error(&error) => {}
                 Err(error) => return Err(error.into()),
             },
             _ = timer(&clock, deadline), if deadline.is_some() => endpoint.handle_timeout(clock.now()),
