@@ -54,6 +54,7 @@
 //! - Congestion control is RFC 9260 §7.2 (slow start, congestion avoidance, halving on fast
 //!   retransmit, one MTU after T3-rtx).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod association;
 mod cookie;

@@ -553,15 +553,27 @@ fn multihoming_heartbeats_wait_and_path_cookies_are_fetched() {
         .any(|s| s.to_server && s.src == Some(client_addr2()) && s.chunk_types() == vec![CHUNK_INIT]));
     assert_eq!(pair.server.associations().len(), 1, "the probe INIT opened nothing");
     // That cookie opens an association from the second address in one round trip.
-    let h2 = pair.client.connect(
+    for h in pair.client.associations() {
+        pair.client.shutdown(h);
+    }
+    pair.run_for(Duration::from_secs(2));
+    assert!(pair.client.associations().is_empty());
+    let ev = pair.client_events.len();
+    let t0 = pair.now;
+    pair.client.connect(
         pair.now,
         Some(client_addr2()),
         server_addr(),
-        SERVER_PORT + 0,
+        SERVER_PORT,
         ConnectOptions { cached_cookie: Some(extra), ..Default::default() },
     );
-    let _ = h2;
-    assert!(pair.sent_with(CHUNK_ABORT).is_empty());
+    assert!(pair
+        .run_until(pair.now + Duration::from_secs(5), |p| connected_kind(&p.client_events[ev..]).is_some()));
+    assert_eq!(
+        connected_kind(&pair.client_events[ev..]).map(|k| (k.0, k.1)),
+        Some((HandshakeKind::AltCached, 1))
+    );
+    assert_eq!(pair.now - t0, pair.rtt());
 }
 
 #[test]
@@ -633,7 +645,11 @@ fn restarted_peer_replaces_the_old_association() {
         let now = pair.server.associations();
         assert_eq!(now.len(), 1, "{mode:?}: one association");
         assert_ne!(now, old, "{mode:?}: the old one is gone");
-        assert!(pair.server_events.iter().any(|(hh, e)| *hh == old[0] && matches!(e, Event::Aborted { reason } if reason.contains("restart"))));
+        assert!(pair
+            .server_events
+            .iter()
+            .any(|(hh, e)| *hh == old[0]
+                && matches!(e, Event::Aborted { reason } if reason.contains("restart"))));
         pair.client.send(h, msg(0, b"new life")).unwrap();
         pair.run_for(Duration::from_secs(2));
         assert_eq!(pair.server_messages(), vec![msg(0, b"new life")]);
