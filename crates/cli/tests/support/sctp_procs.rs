@@ -152,6 +152,9 @@ pub fn count_lines(text: &str, needle: &str) -> usize {
     BufReader::new(text.as_bytes()).lines().map_while(Result::ok).filter(|l| l.contains(needle)).count()
 }
 
+/// A datagram the relay passed on: (from the client, payload).
+pub type Datagram = (bool, Vec<u8>);
+
 /// A UDP relay on loopback between one client and one server that records what passes, so a
 /// test can look at the packets on the wire. Stops when dropped.
 pub struct Relay {
@@ -160,7 +163,7 @@ pub struct Relay {
     /// The server's port, chosen free while the relay's port is held, so the two never clash.
     pub server_port: u16,
     stop: Arc<std::sync::atomic::AtomicBool>,
-    log: Arc<Mutex<Vec<(bool, Vec<u8>)>>>,
+    log: Arc<Mutex<Vec<Datagram>>>,
     handle: Option<thread::JoinHandle<()>>,
 }
 
@@ -203,7 +206,7 @@ impl Relay {
     }
 
     /// Datagrams seen so far: (from the client, payload).
-    pub fn datagrams(&self) -> Vec<(bool, Vec<u8>)> {
+    pub fn datagrams(&self) -> Vec<Datagram> {
         self.log.lock().expect("relay log").clone()
     }
 }
