@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::*;
 use fastshake_sctp::packet::{
-    Chunk, ErrorCause, Packet, Param, CHUNK_ABORT, CHUNK_ERROR, CHUNK_HEARTBEAT, CHUNK_INIT, CHUNK_INIT_ACK,
+    Chunk, ErrorCause, Packet, Param, CHUNK_ERROR, CHUNK_HEARTBEAT, CHUNK_INIT, CHUNK_INIT_ACK,
 };
 use fastshake_sctp::{AssociationState, ConnectOptions, Event, HandshakeKind, HandshakeMode, Instant};
 
