@@ -956,6 +956,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_cancelled_connect_stops_retransmitting() {
+        let silent = std::net::UdpSocket::bind(loopback()).unwrap();
+        silent.set_nonblocking(true).unwrap();
+        let config = Arc::new(ClientConfig {
+            initial_retransmit: Duration::from_millis(20),
+            max_retransmit: Duration::from_millis(20),
+            ..ClientConfig::psk("id", [7u8; 16])
+        });
+        let connect = DtlsClient::connect(silent.local_addr().unwrap(), config, ClientOptions::default());
+        assert!(tokio::time::timeout(Duration::from_millis(100), connect).await.is_err());
+        let drain = |socket: &std::net::UdpSocket| {
+            let mut buf = [0u8; 2048];
+            std::iter::from_fn(|| socket.recv(&mut buf).ok()).count()
+        };
+        assert!(drain(&silent) >= 2, "the client was retransmitting before the cancellation");
+        // A retransmission every 20 ms while alive: a quiet 100 ms means the task has stopped.
+        let quiet = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if drain(&silent) == 0 {
+                    break;
+                }
+            }
+        };
+        step("the abandoned handshake going quiet", quiet).await;
+    }
+
+    #[tokio::test]
     async fn a_silent_server_gives_no_answer_after_retransmissions() {
         let silent = std::net::UdpSocket::bind(loopback()).unwrap();
         let config = Arc::new(ClientConfig {
