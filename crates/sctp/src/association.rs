@@ -388,7 +388,8 @@ impl Association {
         }
         if with_data {
             let mut data = Vec::new();
-            for c in &self.send.chunks {
+            // Only the zero-RTT messages given to connect; later sends wait for the handshake.
+            for c in self.send.chunks.iter().filter(|c| c.transmissions > 0) {
                 Chunk::Data(c.chunk.clone()).encode(&mut data);
             }
             if !data.is_empty() {
@@ -401,7 +402,16 @@ impl Association {
     }
 
     fn send_init(&mut self, now: Instant) {
-        let packet = self.build_init(self.zero_rtt_in_init);
+        let mut packet = self.build_init(self.zero_rtt_in_init);
+        if self.zero_rtt_in_init && packet.encoded_len() > self.mtu() {
+            // The cookie the server handed out leaves no room: the data waits for the handshake.
+            self.zero_rtt_in_init = false;
+            for c in self.send.chunks.iter_mut() {
+                c.transmissions = 0;
+                c.sent_at = None;
+            }
+            packet = self.build_init(false);
+        }
         self.emit_packet(self.primary, packet);
         self.t1 = Some(now + self.rto.rto());
     }

@@ -655,3 +655,23 @@ fn restarted_peer_replaces_the_old_association() {
         assert_eq!(pair.server_messages(), vec![msg(0, b"new life")]);
     }
 }
+
+#[test]
+fn zero_rtt_that_no_longer_fits_waits_and_later_sends_stay_out_of_the_init() {
+    // 1130 bytes of data fit beside an empty ALT-COOKIE in a 1200-byte INIT, not beside the
+    // 17-byte cookie: the second INIT goes without ALT-DATA and the data follows the handshake.
+    let mut pair = Pair::new(client_config(HandshakeMode::Both), server_config(HandshakeMode::Both));
+    let big = vec![5u8; 1130];
+    let h = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, &big)], ..Default::default() });
+    pair.client.send(h, msg(0, b"sent while opening")).unwrap();
+    pair.run_for(Duration::from_secs(3));
+    assert!(pair.log.iter().all(|s| s.payload.len() <= 1200));
+    let inits: Vec<Packet> = pair.sent_with(CHUNK_INIT).iter().map(|s| s.packet()).collect();
+    let with_data = |p: &Packet| match &p.chunks[0] {
+        Chunk::Init(i) => i.params.iter().any(|p| matches!(p, Param::AltData(_))),
+        _ => false,
+    };
+    assert!(with_data(&inits[0]), "first INIT carries the data");
+    assert!(!with_data(&inits[1]), "the INIT with the cookie would exceed the MTU");
+    assert_eq!(pair.server_messages(), vec![msg(0, &big), msg(0, b"sent while opening")]);
+}
