@@ -132,6 +132,16 @@ fn zero_rtt_data_with_cached_cookie_answers_in_one_round_trip() {
     assert!(pair.run_until(t0 + Duration::from_secs(5), |p| !p.client_messages().is_empty()));
     assert_eq!(pair.now - t0, pair.rtt(), "first byte back after one round trip");
     assert_eq!(connected_kind(&pair.client_events[ev_start..]), Some((HandshakeKind::AltCached, 1, 1)));
+    // The server reports the zero-RTT message it took, and Connected comes before it.
+    let server_events: Vec<&Event> = pair.server_events.iter().map(|(_, e)| e).rev().take(2).collect();
+    assert!(
+        matches!(
+            server_events[1],
+            Event::Connected { handshake: HandshakeKind::AltCookie, round_trips: 0, zero_rtt_accepted: 1 }
+        ),
+        "{server_events:?}"
+    );
+    assert!(matches!(server_events[0], Event::Message(_)));
     pair.run_for(Duration::from_secs(2));
     assert_eq!(pair.server_messages(), vec![msg(1, b"request")], "delivered exactly once");
     assert_eq!(pair.client_messages(), vec![msg(1, b"request")]);
