@@ -4,6 +4,16 @@
 //! sends standard input, one message per read, and prints what arrives. Both write a summary of
 //! each association to standard error: the handshake that opened it, its round trips, and the
 //! bytes each way.
+//!
+//! ```text
+//! fastshake sctp server --listen 0.0.0.0:9899 --port 5060 --mode both --echo
+//! echo hi | fastshake sctp client --connect 192.0.2.1:9899 --port 5060 --cookie-cache ~/.sctp-cookies
+//! echo hi | fastshake sctp client --connect 192.0.2.1:9899 --port 5060 --cookie-cache ~/.sctp-cookies --zero-rtt
+//! ```
+//! The first client run takes the alternative handshake with a cookie exchange (2 round trips)
+//! and caches the ALT-COOKIE; the second opens with the cached cookie and carries "hi" in the
+//! INIT: the answer arrives after one round trip. Failures exit non-zero with the reason (ABORT
+//! and its cause, no answer after the INIT retransmissions, timeout).
 
 use anyhow::{bail, Context};
 use fastshake_net::sctp::{SctpDriver, UDP_ENCAPSULATION_PORT};
