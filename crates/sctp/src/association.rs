@@ -686,14 +686,10 @@ impl Association {
                     }
                 }
                 Chunk::Error { causes } => self.on_error(now, causes),
-                Chunk::CookieEcho(_) => {
-                    // A retransmitted COOKIE-ECHO (our COOKIE-ACK was lost) reaches us through
-                    // the endpoint's cookie check; a bare one here is answered the same way.
-                    if self.state == AssociationState::Established && !self.is_client {
-                        self.control.push_back(Chunk::CookieAck);
-                    }
-                }
-                Chunk::Init(_) => {}
+                // A COOKIE-ECHO is only valid first in its packet, where the endpoint verifies it
+                // (a retransmission after a lost COOKIE-ACK is answered there); INIT is handled
+                // by the endpoint too.
+                Chunk::CookieEcho(_) | Chunk::Init(_) => {}
                 Chunk::Unknown { chunk_type, flags, value } => {
                     let action = UnknownChunkAction::of(chunk_type);
                     if matches!(action, UnknownChunkAction::StopAndReport | UnknownChunkAction::SkipAndReport)
