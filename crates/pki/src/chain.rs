@@ -64,7 +64,8 @@ impl TrustAnchors {
 }
 
 /// Validates a server's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times,
-/// `serverAuth` extended key usage when the leaf has the extension, and — when the client names
+/// `serverAuth` extended key usage and `digitalSignature` key usage when the leaf has those
+/// extensions, and — when the client names
 /// the server — that the leaf is valid for that DNS name or IP address. Returns the leaf's key.
 pub fn verify_server_chain(
     chain: &[CertDer],
@@ -85,8 +86,9 @@ pub fn verify_server_chain(
     Ok(public_key)
 }
 
-/// Validates a client's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times
-/// and `clientAuth` extended key usage when the leaf has the extension. Returns the leaf's key.
+/// Validates a client's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times,
+/// `clientAuth` extended key usage and `digitalSignature` key usage when the leaf has those
+/// extensions. Returns the leaf's key.
 pub fn verify_client_chain(
     chain: &[CertDer],
     anchors: &TrustAnchors,
@@ -118,7 +120,31 @@ fn verify_chain<'a>(
         None,
     )
     .map_err(map)?;
+    check_leaf_key_usage(leaf_der)?;
     Ok((leaf, public_key))
+}
+
+/// id-ce-keyUsage (RFC 5280 §4.2.1.3).
+const ID_CE_KEY_USAGE: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("2.5.29.15");
+
+/// Every certificate suite signs with the leaf's key (ServerKeyExchange, CertificateVerify), so a
+/// leaf that restricts its key usage (RFC 5280 §4.2.1.3) must allow `digitalSignature`.
+/// webpki checks extended key usage only; this reads the keyUsage extension of the validated leaf.
+fn check_leaf_key_usage(leaf_der: &[u8]) -> Result<(), PkiError> {
+    use x509_cert::der::Decode;
+    use x509_cert::ext::pkix::KeyUsage as KeyUsageExt;
+
+    let cert = x509_cert::Certificate::from_der(leaf_der)
+        .map_err(|e| PkiError::MalformedCertificate(e.to_string()))?;
+    let extensions = cert.tbs_certificate.extensions.unwrap_or_default();
+    for extension in extensions.iter().filter(|ext| ext.extn_id == ID_CE_KEY_USAGE) {
+        let usage = KeyUsageExt::from_der(extension.extn_value.as_bytes())
+            .map_err(|e| PkiError::MalformedCertificate(format!("keyUsage: {e}")))?;
+        if !usage.digital_signature() {
+            return Err(PkiError::WrongKeyUsage { required: "digitalSignature" });
+        }
+    }
+    Ok(())
 }
 
 #[allow(deprecated)] // the deprecated variants are matched so older spellings map the same way

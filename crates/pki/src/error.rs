@@ -100,10 +100,10 @@ pub enum PkiError {
     /// A certificate that does not parse as X.509 DER.
     #[error("malformed certificate: {0}")]
     MalformedCertificate(String),
-    /// The leaf's extended key usage does not allow the role it is used for.
-    #[error("certificate not allowed for {required} (extended key usage)")]
+    /// The leaf's (extended) key usage does not allow the role it is used for.
+    #[error("the certificate's key usage does not allow {required}")]
     WrongKeyUsage {
-        /// `serverAuth` or `clientAuth`.
+        /// `serverAuth`, `clientAuth` (extended key usage) or `digitalSignature` (key usage).
         required: &'static str,
     },
     /// A certificate of a kind we do not accept (its key, signature algorithm or a critical extension).

@@ -225,3 +225,38 @@ fn trust_anchors_from_pem_take_every_certificate() {
     verify_server_chain(&other_p256().server_chain(), &anchors, NOW, Some("localhost")).unwrap();
     assert_eq!(TrustAnchors::from_pem(b"no pem here").unwrap_err(), PkiError::NoCertificate);
 }
+
+/// A root and a leaf made directly with rcgen, for leaves the generator never makes.
+fn custom_leaf(
+    key_usages: Vec<rcgen::KeyUsagePurpose>,
+    eku: Vec<rcgen::ExtendedKeyUsagePurpose>,
+) -> (TrustAnchors, Vec<CertDer>) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let root_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut root = CertificateParams::new(Vec::<String>::new()).unwrap();
+    root.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let root = root.self_signed(&root_key).unwrap();
+    let leaf_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    leaf.key_usages = key_usages;
+    leaf.extended_key_usages = eku;
+    let leaf = leaf.signed_by(&leaf_key, &root, &root_key).unwrap();
+    (TrustAnchors::from_der(&[root.der().clone()]).unwrap(), vec![leaf.der().clone()])
+}
+
+#[test]
+fn leaf_whose_key_usage_forbids_signatures_is_unsupported_certificate() {
+    use rcgen::{ExtendedKeyUsagePurpose as Eku, KeyUsagePurpose as Ku};
+    // The key may only encipher: it cannot sign ServerKeyExchange or CertificateVerify.
+    let (anchors, chain) = custom_leaf(vec![Ku::KeyEncipherment], vec![Eku::ServerAuth]);
+    let error = verify_server_chain(&chain, &anchors, NOW, Some("localhost"));
+    let error = assert_refused(error, alert::UNSUPPORTED_CERTIFICATE);
+    assert_eq!(error, PkiError::WrongKeyUsage { required: "digitalSignature" });
+    // With digitalSignature, or with no keyUsage/EKU extension at all, the leaf is accepted.
+    let (anchors, chain) =
+        custom_leaf(vec![Ku::DigitalSignature, Ku::KeyEncipherment], vec![Eku::ServerAuth]);
+    verify_server_chain(&chain, &anchors, NOW, Some("localhost")).unwrap();
+    let (anchors, chain) = custom_leaf(Vec::new(), Vec::new());
+    verify_server_chain(&chain, &anchors, NOW, Some("localhost")).unwrap();
+    verify_client_chain(&chain, &anchors, NOW).unwrap();
+}
