@@ -685,3 +685,28 @@ fn zero_rtt_that_no_longer_fits_waits_and_later_sends_stay_out_of_the_init() {
     assert!(!with_data(&inits[1]), "the INIT with the cookie would exceed the MTU");
     assert_eq!(pair.server_messages(), vec![msg(0, &big), msg(0, b"sent while opening")]);
 }
+
+#[test]
+fn i_data_in_alt_data_is_ignored_and_not_acknowledged() {
+    let mut server = server_config(HandshakeMode::Both);
+    server.cookieless = true;
+    let mut ep = fastshake_sctp::Endpoint::new(std::sync::Arc::new(server), [6; 32]);
+    // An I-DATA chunk (type 64, RFC 8260) as a client that announced I-DATA would send it.
+    let i_data = Chunk::Unknown { chunk_type: 64, flags: 3, value: vec![0; 20] }.to_bytes();
+    let mut p = Packet::parse(&init_packet(0x4242, Some(Vec::new()))).unwrap();
+    if let Chunk::Init(init) = &mut p.chunks[0] {
+        init.params.push(Param::AltData(i_data));
+    }
+    let answers = answers_to(&mut ep, client_addr(), p.encode());
+    let Chunk::InitAck(ack) = &answers[0].chunks[0] else { panic!("cookieless INIT-ACK expected") };
+    assert!(ack.alt_cookie().is_some());
+    assert!(
+        !ack.params.iter().any(|p| matches!(p, Param::AltSack(_))),
+        "nothing taken, nothing acknowledged"
+    );
+    let mut events = Vec::new();
+    while let Some((_, e)) = ep.poll_event() {
+        events.push(e);
+    }
+    assert!(matches!(events[..], [Event::Connected { zero_rtt_accepted: 0, .. }]), "{events:?}");
+}
