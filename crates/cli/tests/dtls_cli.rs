@@ -190,3 +190,18 @@ fn a_line_longer_than_the_mtu_travels_in_several_records() {
     assert!(client.expect_exit().success(), "{}", client.transcript());
     assert_eq!(client.stdout(), format!("{long_line}\n"), "nothing lost, altered or repeated");
 }
+
+#[test]
+fn server_stopped_by_sigterm_closes_its_sessions_with_close_notify() {
+    let (mut server, port) = fastshake_server(&["--echo"]);
+    let mut client = fastshake_client(port, PSK_HEX, &[]);
+    client.write_line("before the stop");
+    client.expect_stdout("before the stop");
+    server.terminate();
+    // The client learns of the end from the close_notify, although its input is still open.
+    let status = client.expect_exit();
+    assert!(status.success(), "{}", client.transcript());
+    assert!(client.stderr().contains("closed by the server (close_notify)"), "{}", client.transcript());
+    assert!(server.expect_exit().success(), "{}", server.transcript());
+    server.expect_stderr("shutting down, closing every session");
+}

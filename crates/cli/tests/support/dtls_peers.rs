@@ -129,6 +129,12 @@ impl Peer {
         panic!("{} never showed {what:?} within {STEP:?}\n{}", self.name, self.transcript());
     }
 
+    /// Sends SIGTERM (a polite stop) to this process.
+    pub fn terminate(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        assert!(status.map(|s| s.success()).unwrap_or(false), "cannot signal {}", self.name);
+    }
+
     /// Waits until standard output contains `text`; fails the test after [`STEP`].
     pub fn expect_stdout(&self, text: &str) {
         self.wait_for(text, |p| p.stdout().contains(text));
