@@ -687,15 +687,25 @@ mod ttfb {
     enum Variant {
         Regular,
         Alternative,
+        AlternativeDataAfterOpen,
         CachedZeroRtt,
         Cookieless,
     }
+
+    const VARIANTS: [Variant; 5] = [
+        Variant::Regular,
+        Variant::Alternative,
+        Variant::AlternativeDataAfterOpen,
+        Variant::CachedZeroRtt,
+        Variant::Cookieless,
+    ];
 
     impl Variant {
         fn label(self) -> &'static str {
             match self {
                 Variant::Regular => "regular (DATA with COOKIE-ECHO)",
                 Variant::Alternative => "alternative (ERROR+cookie, INIT+data)",
+                Variant::AlternativeDataAfterOpen => "alternative, data only after INIT-ACK",
                 Variant::CachedZeroRtt => "cached ALT-COOKIE + zero-RTT data",
                 Variant::Cookieless => "cookieless + zero-RTT data",
             }
@@ -725,6 +735,7 @@ mod ttfb {
         delay: Duration,
         seed: u8,
         start: Instant,
+        data_in_init: bool,
     ) -> anyhow::Result<Outcome> {
         let client_addr: SocketAddr = CLIENT.parse()?;
         let server_addr: SocketAddr = SERVER.parse()?;
@@ -743,12 +754,15 @@ mod ttfb {
         let mut in_flight: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
         let mut sequence = 0u64;
         let request = Message { stream: 0, unordered: false, ppid: 0, data: REQUEST.to_vec() };
+        // Zero-RTT data where the handshake allows it (else right after COOKIE-ECHO, bundled);
+        // or, for comparison, only once the association is open.
+        let zero_rtt = if data_in_init { vec![request.clone()] } else { Vec::new() };
         let handle: AssociationHandle = client.connect(
             now,
             Some(client_addr),
             server_addr,
             7,
-            ConnectOptions { zero_rtt: vec![request], cached_cookie },
+            ConnectOptions { zero_rtt, cached_cookie },
         );
         let mut outcome =
             Outcome { ttfb: Duration::ZERO, handshake: None, packets: 0, cookie: None, ended: start };
@@ -778,7 +792,12 @@ mod ttfb {
                     continue;
                 }
                 match event {
-                    Event::Connected { handshake, .. } => outcome.handshake = Some(handshake),
+                    Event::Connected { handshake, .. } => {
+                        outcome.handshake = Some(handshake);
+                        if !data_in_init {
+                            client.send(handle, request.clone())?;
+                        }
+                    }
                     Event::AltCookie { cookie, .. } => outcome.cookie = Some(cookie),
                     Event::Message(m) if m.data == RESPONSE => {
                         outcome.ttfb = now - start;
@@ -842,24 +861,22 @@ mod ttfb {
 
     fn measure(variant: Variant, delay: Duration) -> anyhow::Result<Outcome> {
         let start = Instant::from_millis(1);
+        let (both, regular) = (HandshakeMode::Both, HandshakeMode::Regular);
         match variant {
-            Variant::Regular => {
-                exchange(&mut server_endpoint(false), HandshakeMode::Regular, None, delay, 1, start)
+            Variant::Regular => exchange(&mut server_endpoint(false), regular, None, delay, 1, start, true),
+            Variant::Alternative => exchange(&mut server_endpoint(false), both, None, delay, 2, start, true),
+            Variant::AlternativeDataAfterOpen => {
+                exchange(&mut server_endpoint(false), both, None, delay, 6, start, false)
             }
-            Variant::Alternative => {
-                exchange(&mut server_endpoint(false), HandshakeMode::Both, None, delay, 2, start)
-            }
-            Variant::Cookieless => {
-                exchange(&mut server_endpoint(true), HandshakeMode::Both, None, delay, 3, start)
-            }
+            Variant::Cookieless => exchange(&mut server_endpoint(true), both, None, delay, 3, start, true),
             Variant::CachedZeroRtt => {
                 let mut server = server_endpoint(false);
-                let first = exchange(&mut server, HandshakeMode::Both, None, delay, 4, start)?;
+                let first = exchange(&mut server, both, None, delay, 4, start, true)?;
                 let cookie = first
                     .cookie
                     .ok_or_else(|| anyhow::anyhow!("the first association brought no ALT-COOKIE"))?;
                 let later = first.ended + Duration::from_secs(1);
-                exchange(&mut server, HandshakeMode::Both, Some(cookie), delay, 5, later)
+                exchange(&mut server, both, Some(cookie), delay, 5, later, true)
             }
         }
     }
@@ -903,6 +920,7 @@ mod ttfb {
             phase: Phase,
             rounds_left: u32,
             offer_cached_cookie: bool,
+            data_in_init: bool,
             cookie: Option<Vec<u8>>,
             rounds: Rc<RefCell<Vec<Round>>>,
         }
@@ -917,6 +935,9 @@ mod ttfb {
                         Event::Connected { handshake, .. } => {
                             if let Some(r) = self.rounds.borrow_mut().last_mut() {
                                 r.handshake = Some(handshake);
+                            }
+                            if !self.data_in_init {
+                                let _ = self.endpoint.send(handle, request());
                             }
                         }
                         Event::Message(m) if m.data == RESPONSE => {
@@ -957,10 +978,9 @@ mod ttfb {
             fn handle_timeout(&mut self, now: Instant) {
                 if let Phase::Waiting { at } = self.phase {
                     if now >= at {
-                        let request =
-                            Message { stream: 0, unordered: false, ppid: 0, data: REQUEST.to_vec() };
                         let cached_cookie = if self.offer_cached_cookie { self.cookie.clone() } else { None };
-                        let options = ConnectOptions { zero_rtt: vec![request], cached_cookie };
+                        let zero_rtt = if self.data_in_init { vec![request()] } else { Vec::new() };
+                        let options = ConnectOptions { zero_rtt, cached_cookie };
                         let handle = self.endpoint.connect(now, Some(self.local), self.server, 7, options);
                         self.rounds.borrow_mut().push(Round::default());
                         self.phase = Phase::Running { handle, started: now };
@@ -974,6 +994,10 @@ mod ttfb {
         }
 
         impl App for Client {}
+
+        fn request() -> Message {
+            Message { stream: 0, unordered: false, ppid: 0, data: REQUEST.to_vec() }
+        }
 
         /// Answers every request with the response.
         struct Server(Endpoint);
@@ -1019,7 +1043,7 @@ mod ttfb {
         pub fn measure(variant: Variant, delay: Duration, rate_bps: u64) -> anyhow::Result<Vec<Round>> {
             let (client_mode, cookieless, rounds) = match variant {
                 Variant::Regular => (HandshakeMode::Regular, false, 1),
-                Variant::Alternative => (HandshakeMode::Both, false, 1),
+                Variant::Alternative | Variant::AlternativeDataAfterOpen => (HandshakeMode::Both, false, 1),
                 Variant::CachedZeroRtt => (HandshakeMode::Both, false, 2),
                 Variant::Cookieless => (HandshakeMode::Both, true, 1),
             };
@@ -1050,6 +1074,7 @@ mod ttfb {
                 phase: Phase::Waiting { at: Instant::from_millis(1) },
                 rounds_left: rounds,
                 offer_cached_cookie: true,
+                data_in_init: !matches!(variant, Variant::AlternativeDataAfterOpen),
                 cookie: None,
                 rounds: results.clone(),
             };
@@ -1077,9 +1102,7 @@ mod ttfb {
         for &delay_ms in delays_ms {
             let delay = Duration::from_millis(delay_ms);
             let rtt = 2.0 * delay.as_secs_f64();
-            for variant in
-                [Variant::Regular, Variant::Alternative, Variant::CachedZeroRtt, Variant::Cookieless]
-            {
+            for variant in VARIANTS {
                 let pair = match measure(variant, delay) {
                     Ok(o) => format!("{:.2}", o.ttfb.as_secs_f64() * 1e3),
                     Err(e) => format!("failed: {e:#}"),
