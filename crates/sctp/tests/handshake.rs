@@ -710,3 +710,61 @@ fn i_data_in_alt_data_is_ignored_and_not_acknowledged() {
     }
     assert!(matches!(events[..], [Event::Connected { zero_rtt_accepted: 0, .. }]), "{events:?}");
 }
+
+#[test]
+fn init_collision_with_cookie_exchange_on_both_sides() {
+    let mut b = client_config(HandshakeMode::Both);
+    b.listen = true;
+    let mut pair = Pair::new(b, server_config(HandshakeMode::Both));
+    let hc = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"from client")], ..Default::default() });
+    let hs = pair.server.connect(
+        pair.now,
+        Some(server_addr()),
+        client_addr(),
+        CLIENT_PORT,
+        ConnectOptions { zero_rtt: vec![msg(0, b"from server")], ..Default::default() },
+    );
+    pair.run_for(Duration::from_secs(5));
+    let ci = pair.client.association(hc).expect("client association");
+    let si = pair.server.association(hs).expect("server association");
+    assert_eq!((ci.state, si.state), (AssociationState::Established, AssociationState::Established));
+    assert_eq!((ci.local_tag, ci.peer_tag), (si.peer_tag, si.local_tag));
+    assert_eq!(ci.handshake, Some(HandshakeKind::AltCookie));
+    assert_eq!(pair.client.associations().len() + pair.server.associations().len(), 2);
+    assert_eq!(pair.server_messages(), vec![msg(0, b"from client")]);
+    assert_eq!(pair.client_messages(), vec![msg(0, b"from server")]);
+}
+
+#[test]
+fn init_collision_survives_each_loss() {
+    let run = |drop: Option<usize>| {
+        let mut b = client_config(HandshakeMode::Both);
+        b.listen = true;
+        let mut pair = Pair::new(b, server_config(HandshakeMode::Both));
+        if let Some(i) = drop {
+            pair.loss = Box::new(move |index, _| index == i);
+        }
+        let hc = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"c")], ..Default::default() });
+        let hs = pair.server.connect(
+            pair.now,
+            Some(server_addr()),
+            client_addr(),
+            CLIENT_PORT,
+            ConnectOptions { zero_rtt: vec![msg(0, b"s")], ..Default::default() },
+        );
+        pair.run_for(Duration::from_secs(30));
+        (pair, hc, hs)
+    };
+    let (clean, _, _) = run(None);
+    for i in 0..clean.log.len() {
+        let (pair, hc, hs) = run(Some(i));
+        let ci = pair.client.association(hc);
+        let si = pair.server.association(hs);
+        // Either both attempts merged, or one side's attempt was replaced by the peer's INIT;
+        // in every case exactly one association per side carries the data once each way.
+        assert_eq!(pair.client.associations().len(), 1, "drop {i}: {ci:?}");
+        assert_eq!(pair.server.associations().len(), 1, "drop {i}: {si:?}");
+        assert_eq!(pair.server_messages(), vec![msg(0, b"c")], "drop {i}");
+        assert_eq!(pair.client_messages(), vec![msg(0, b"s")], "drop {i}");
+    }
+}
