@@ -36,12 +36,33 @@ impl ChildGuard {
     }
 }
 
-/// A fresh directory under cargo's per-target temporary directory.
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+/// A fresh directory under cargo's per-target temporary directory, removed when the test passes
+/// (kept after a failure, with the tools' output in it).
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(name: &str) -> Self {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        ScratchDir(dir)
+    }
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Runs a tool to completion (bounded), its output captured in files beside the PKI.
@@ -74,11 +95,11 @@ fn split_certificates(pem: &str) -> Vec<String> {
 }
 
 /// Runs `fastshake pki` into a directory of its own (tests run in parallel) and writes, beside its files, each chain split into leaf and intermediates.
-fn make_pki(key: &str, purpose: &str) -> PathBuf {
-    let dir = scratch_dir(&format!("pki-openssl-{purpose}-{key}"));
+fn make_pki(key: &str, purpose: &str) -> ScratchDir {
+    let dir = ScratchDir::new(&format!("pki-openssl-{purpose}-{key}"));
     let output = Command::new(env!("CARGO_BIN_EXE_fastshake"))
         .args(["pki", "--out"])
-        .arg(&dir)
+        .arg(&*dir)
         .args(["--chain-len", "3", "--key", key])
         .output()
         .expect("run fastshake pki");
@@ -195,14 +216,35 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-/// A DTLS 1.2 handshake with mutual authentication between OpenSSL's tools, using our files.
-fn openssl_dtls_handshake(key: &str, cipher: &str) {
-    let dir = make_pki(key, "dtls");
-    let port = free_udp_port().to_string();
-    let accept = format!("127.0.0.1:{port}");
+/// What happened between `openssl s_server` and `openssl s_client`.
+struct Session {
+    data_arrived: bool,
+    client_succeeded: bool,
+    server_stopped: bool,
+    client_text: String,
+    server_text: String,
+}
+
+impl Session {
+    fn context(&self) -> String {
+        format!("--- s_client:\n{}\n--- s_server:\n{}", self.client_text, self.server_text)
+    }
+}
+
+/// Runs one DTLS 1.2 session with mutual authentication between OpenSSL's tools in `dir`:
+/// the server trusts `server_ca` for client chains, the client trusts `client_ca` and checks `name`.
+fn dtls_session(
+    dir: &Path,
+    server_ca: &str,
+    client: &str,
+    client_ca: &str,
+    name: &str,
+    cipher: &str,
+) -> Session {
+    let accept = format!("127.0.0.1:{}", free_udp_port());
     // `-cert` reads only the first certificate of a file; the intermediates go in `-cert_chain`.
     let (mut server, _server_stdin, server_out) = spawn_logged(
-        &dir,
+        dir,
         "s_server",
         &[
             "s_server",
@@ -221,14 +263,16 @@ fn openssl_dtls_handshake(key: &str, cipher: &str) {
             "2",
             "-verify_return_error",
             "-CAfile",
-            "ca.pem",
+            server_ca,
         ],
     );
     let deadline = Instant::now() + TOOL_TIMEOUT;
     assert!(wait_for_text(&server_out, "ACCEPT", deadline), "s_server did not start: {}", read(&server_out));
 
+    let (client_cert, client_chain, client_key) =
+        (format!("{client}.pem"), format!("{client}-intermediates.pem"), format!("{client}.key"));
     let (mut client, mut client_stdin, client_out) = spawn_logged(
-        &dir,
+        dir,
         "s_client",
         &[
             "s_client",
@@ -238,31 +282,53 @@ fn openssl_dtls_handshake(key: &str, cipher: &str) {
             "-cipher",
             cipher,
             "-CAfile",
-            "ca.pem",
+            client_ca,
             "-verify_return_error",
             "-verify_hostname",
-            "localhost",
+            name,
             "-cert",
-            "client.pem",
+            &client_cert,
             "-cert_chain",
-            "client-intermediates.pem",
+            &client_chain,
             "-key",
-            "client.key",
+            &client_key,
         ],
     );
     client_stdin.write_all(b"ping from the client\n").expect("write to s_client");
     client_stdin.flush().expect("flush s_client stdin");
-    let arrived = wait_for_text(&server_out, "ping from the client", deadline);
+    // Until the data arrives or the client gives up (a refused handshake ends it).
+    let mut data_arrived = false;
+    while Instant::now() < deadline {
+        if read(&server_out).contains("ping from the client") {
+            data_arrived = true;
+            break;
+        }
+        if matches!(client.0.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     drop(client_stdin); // s_client closes the session on end of input
     let client_exit = client.wait_bounded(TOOL_TIMEOUT);
-    let server_exit = server.wait_bounded(TOOL_TIMEOUT);
+    let server_stopped = server.wait_bounded(TOOL_TIMEOUT).is_some();
+    Session {
+        data_arrived,
+        client_succeeded: client_exit.is_some_and(|s| s.success()),
+        server_stopped,
+        client_text: format!("{}{}", read(&client_out), read(&dir.join("s_client.err"))),
+        server_text: format!("{}{}", read(&server_out), read(&dir.join("s_server.err"))),
+    }
+}
 
-    let client_text = format!("{}{}", read(&client_out), read(&dir.join("s_client.err")));
-    let server_text = format!("{}{}", read(&server_out), read(&dir.join("s_server.err")));
-    let context = format!("--- s_client:\n{client_text}\n--- s_server:\n{server_text}");
-    assert!(arrived, "data did not cross the DTLS session\n{context}");
-    assert!(client_exit.is_some_and(|s| s.success()), "s_client failed\n{context}");
-    assert!(server_exit.is_some(), "s_server did not stop after one session\n{context}");
+/// A DTLS 1.2 handshake with mutual authentication between OpenSSL's tools, using our files.
+fn openssl_dtls_handshake(key: &str, cipher: &str) {
+    let dir = make_pki(key, "dtls");
+    let session = dtls_session(&dir, "ca.pem", "client", "ca.pem", "localhost", cipher);
+    let context = session.context();
+    assert!(session.data_arrived, "data did not cross the DTLS session\n{context}");
+    assert!(session.client_succeeded, "s_client failed\n{context}");
+    assert!(session.server_stopped, "s_server did not stop after one session\n{context}");
+    let (client_text, server_text) = (&session.client_text, &session.server_text);
     assert!(client_text.contains("Verification: OK"), "server chain not verified\n{context}");
     assert!(client_text.contains("Verified peername: localhost"), "server name not verified\n{context}");
     assert!(client_text.contains(&format!("Cipher is {cipher}")), "suite\n{context}");
@@ -273,6 +339,30 @@ fn openssl_dtls_handshake(key: &str, cipher: &str) {
         "client chain\n{context}"
     );
     assert!(!server_text.contains("verify error"), "client chain refused\n{context}");
+}
+
+/// The same tools refuse what they must: a name the server certificate lacks, and a client
+/// certificate from another PKI — so the successful runs above prove something.
+#[test]
+fn openssl_dtls_refuses_wrong_name_and_foreign_client() {
+    let dir = make_pki("p256", "dtls-refused");
+    let cipher = "ECDHE-ECDSA-AES128-GCM-SHA256";
+    let session = dtls_session(&dir, "ca.pem", "client", "ca.pem", "example.com", cipher);
+    assert!(!session.data_arrived && !session.client_succeeded, "wrong name accepted\n{}", session.context());
+    assert!(session.client_text.contains("hostname mismatch"), "{}", session.context());
+
+    // A client chain from a second PKI; the client itself trusts the server's root.
+    let other = make_pki("p256", "dtls-other");
+    for file in ["client.pem", "client-intermediates.pem", "client.key"] {
+        std::fs::copy(other.join(file), dir.join(format!("other-{file}"))).unwrap();
+    }
+    let session = dtls_session(&dir, "ca.pem", "other-client", "ca.pem", "localhost", cipher);
+    assert!(
+        !session.data_arrived && !session.client_succeeded,
+        "foreign client accepted\n{}",
+        session.context()
+    );
+    assert!(session.server_text.contains("verify error"), "{}", session.context());
 }
 
 #[test]
