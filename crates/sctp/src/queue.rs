@@ -2,7 +2,7 @@
 //! processing, retransmission marks) and the receive queue (duplicate detection, gap tracking,
 //! reassembly, ordered and unordered delivery).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::packet::{DataChunk, SackChunk};
@@ -287,7 +287,7 @@ pub(crate) enum DataVerdict {
 #[derive(Debug, Default)]
 struct StreamIn {
     next_ssn: u16,
-    waiting: HashMap<u16, Message>,
+    waiting: BTreeMap<u16, Message>,
 }
 
 /// Incoming DATA, from TSN to delivered message.
