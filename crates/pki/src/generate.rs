@@ -206,6 +206,12 @@ pub fn generate(
     if validity_days == 0 {
         return Err(PkiError::Generate("validity of 0 days".into()));
     }
+    // A name our own validator would refuse is a mistake, whatever rcgen would encode.
+    if let Some(bad) =
+        server_names.iter().find(|name| rustls_pki_types::ServerName::try_from(name.as_str()).is_err())
+    {
+        return Err(PkiError::InvalidServerName(bad.clone()));
+    }
     let names: Vec<String> = if server_names.is_empty() {
         DEFAULT_SERVER_NAMES.iter().map(|s| s.to_string()).collect()
     } else {
