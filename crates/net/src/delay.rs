@@ -1,1 +1,351 @@
 //! Userspace delay relay: holds every packet of a TUN device for a fixed delay, then writes it back.
+//!
+//! The kernel of the test machine has no netem, so the router namespace of the testbed
+//! (`crate::testbed`) routes every packet into a TUN device; this relay reads each one, holds it
+//! for the configured delay and writes it back unchanged, and the kernel forwards it on. The delay
+//! is constant, so packets leave in the order they arrived and one FIFO queue is enough.
+//!
+//! Signals: SIGTERM and SIGINT stop the relay (it returns its counters), SIGUSR1 prints a counter
+//! line on standard output and goes on.
+
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Write};
+use std::str::FromStr;
+use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::Instant;
+
+/// Largest packet the relay reads from the TUN device (an IPv4 datagram cannot be larger).
+const MAX_PACKET: usize = 65_535;
+/// Capacity of each pooled buffer: every packet up to an Ethernet MTU fits without a reallocation.
+const POOLED_BUFFER_CAPACITY: usize = 2_048;
+/// Printed first on the line of counters, so a supervisor can find it among other output.
+pub const COUNTERS_PREFIX: &str = "relay counters:";
+/// Printed once the device is attached and the signal handlers are installed.
+pub const READY_PREFIX: &str = "relay ready:";
+
+/// What the relay does to the packets of one TUN device.
+#[derive(Clone, Debug)]
+pub struct RelayConfig {
+    /// Name of an existing TUN device (the testbed creates it, persistent, before the relay runs).
+    pub tun_name: String,
+    /// How long every packet is held.
+    pub delay: Duration,
+    /// Probability in [0, 1] that a packet is dropped instead of held (a Bernoulli trial per packet).
+    pub loss: f64,
+    /// Seed of the loss trials, so a lossy run can be repeated.
+    pub seed: u64,
+    /// Most packets held at once; beyond it packets are dropped and counted.
+    pub queue_limit: usize,
+}
+
+impl RelayConfig {
+    pub const DEFAULT_QUEUE_LIMIT: usize = 4_096;
+
+    pub fn new(tun_name: impl Into<String>, delay: Duration) -> Self {
+        RelayConfig {
+            tun_name: tun_name.into(),
+            delay,
+            loss: 0.0,
+            seed: 0,
+            queue_limit: Self::DEFAULT_QUEUE_LIMIT,
+        }
+    }
+}
+
+/// What the relay saw and did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RelayCounters {
+    pub received: u64,
+    pub forwarded: u64,
+    pub dropped_queue_full: u64,
+    pub dropped_loss: u64,
+    pub write_errors: u64,
+    /// Largest number of packets held at once.
+    pub max_queued: u64,
+}
+
+impl fmt::Display for RelayCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{COUNTERS_PREFIX} received={} forwarded={} dropped_queue_full={} dropped_loss={} \
+             write_errors={} max_queued={}",
+            self.received,
+            self.forwarded,
+            self.dropped_queue_full,
+            self.dropped_loss,
+            self.write_errors,
+            self.max_queued
+        )
+    }
+}
+
+/// The counter line could not be parsed.
+#[derive(Debug, thiserror::Error)]
+#[error("not a relay counter line: {0:?}")]
+pub struct CountersParseError(String);
+
+impl FromStr for RelayCounters {
+    type Err = CountersParseError;
+
+    fn from_str(line: &str) -> Result<Self, Self::Err> {
+        let bad = || CountersParseError(line.to_string());
+        let rest = line.trim().strip_prefix(COUNTERS_PREFIX).ok_or_else(bad)?;
+        let mut counters = RelayCounters::default();
+        for field in rest.split_whitespace() {
+            let (key, value) = field.split_once('=').ok_or_else(bad)?;
+            let value: u64 = value.parse().map_err(|_| bad())?;
+            let slot = match key {
+                "received" => &mut counters.received,
+                "forwarded" => &mut counters.forwarded,
+                "dropped_queue_full" => &mut counters.dropped_queue_full,
+                "dropped_loss" => &mut counters.dropped_loss,
+                "write_errors" => &mut counters.write_errors,
+                "max_queued" => &mut counters.max_queued,
+                _ => return Err(bad()),
+            };
+            *slot = value;
+        }
+        Ok(counters)
+    }
+}
+
+/// A packet waiting for its time.
+struct Held {
+    due: Instant,
+    packet: Vec<u8>,
+}
+
+/// Seeded Bernoulli trials for packet loss.
+struct LossModel {
+    probability: f64,
+    rng: ChaCha20Rng,
+}
+
+impl LossModel {
+    fn new(probability: f64, seed: u64) -> Self {
+        LossModel { probability: probability.clamp(0.0, 1.0), rng: ChaCha20Rng::seed_from_u64(seed) }
+    }
+
+    fn drops_next(&mut self) -> bool {
+        if self.probability <= 0.0 {
+            return false;
+        }
+        // 53 random bits give a uniform f64 in [0, 1).
+        let uniform = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        uniform < self.probability
+    }
+}
+
+/// The queue and buffer pool of the relay, apart from any I/O so it can be tested alone.
+struct DelayLine {
+    delay: Duration,
+    queue_limit: usize,
+    queue: VecDeque<Held>,
+    pool: Vec<Vec<u8>>,
+    loss: LossModel,
+    counters: RelayCounters,
+}
+
+impl DelayLine {
+    fn new(config: &RelayConfig) -> Self {
+        let queue_limit = config.queue_limit.max(1);
+        DelayLine {
+            delay: config.delay,
+            queue_limit,
+            queue: VecDeque::with_capacity(queue_limit),
+            pool: Vec::new(),
+            loss: LossModel::new(config.loss, config.seed),
+            counters: RelayCounters::default(),
+        }
+    }
+
+    /// Takes a packet read at `now`: holds a copy of it or drops it.
+    fn accept(&mut self, now: Instant, packet: &[u8]) {
+        self.counters.received += 1;
+        if self.loss.drops_next() {
+            self.counters.dropped_loss += 1;
+            return;
+        }
+        if self.queue.len() >= self.queue_limit {
+            self.counters.dropped_queue_full += 1;
+            return;
+        }
+        // Buffers come back to the pool after each write: no allocation per packet once warm.
+        let mut buffer = self.pool.pop().unwrap_or_else(|| Vec::with_capacity(POOLED_BUFFER_CAPACITY));
+        buffer.clear();
+        buffer.extend_from_slice(packet);
+        self.queue.push_back(Held { due: now + self.delay, packet: buffer });
+        self.counters.max_queued = self.counters.max_queued.max(self.queue.len() as u64);
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.queue.front().map(|held| held.due)
+    }
+
+    /// The oldest packet if its time has come.
+    fn pop_due(&mut self, now: Instant) -> Option<Vec<u8>> {
+        if self.queue.front()?.due <= now {
+            self.queue.pop_front().map(|held| held.packet)
+        } else {
+            None
+        }
+    }
+
+    fn recycle(&mut self, buffer: Vec<u8>) {
+        if self.pool.len() < self.queue_limit {
+            self.pool.push(buffer);
+        }
+    }
+}
+
+async fn sleep_until_due(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn print_line(line: &str) {
+    let mut out = io::stdout().lock();
+    // A supervisor that has gone away must not stop the relay.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Runs the relay on the existing TUN device `config.tun_name` until SIGTERM or SIGINT, and
+/// returns what it counted. Prints a `relay ready:` line once it is attached.
+pub async fn run_relay(config: &RelayConfig) -> io::Result<RelayCounters> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut report = signal(SignalKind::user_defined1())?;
+    let device = tun_rs::DeviceBuilder::new()
+        .name(&config.tun_name)
+        .build_async()
+        .map_err(|e| io::Error::new(e.kind(), format!("TUN device {}: {e}", config.tun_name)))?;
+
+    let mut line = DelayLine::new(config);
+    let mut scratch = vec![0u8; MAX_PACKET];
+    print_line(&format!(
+        "{READY_PREFIX} tun={} delay_us={} loss={} seed={} queue_limit={}",
+        config.tun_name,
+        config.delay.as_micros(),
+        config.loss,
+        config.seed,
+        line.queue_limit
+    ));
+
+    loop {
+        tokio::select! {
+            biased;
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            _ = report.recv() => print_line(&line.counters.to_string()),
+            _ = sleep_until_due(line.next_due()) => {
+                let now = Instant::now();
+                while let Some(packet) = line.pop_due(now) {
+                    match device.send(&packet).await {
+                        Ok(_) => line.counters.forwarded += 1,
+                        Err(_) => line.counters.write_errors += 1,
+                    }
+                    line.recycle(packet);
+                }
+            }
+            read = device.recv(&mut scratch) => {
+                let length = read?;
+                let now = Instant::now();
+                if let Some(packet) = scratch.get(..length) {
+                    line.accept(now, packet);
+                }
+            }
+        }
+    }
+    Ok(line.counters)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(delay_ms: u64, queue_limit: usize, loss: f64) -> RelayConfig {
+        RelayConfig {
+            queue_limit,
+            loss,
+            seed: 7,
+            ..RelayConfig::new("unused", Duration::from_millis(delay_ms))
+        }
+    }
+
+    #[test]
+    fn packets_leave_in_order_only_when_due() {
+        let mut line = DelayLine::new(&config(30, 16, 0.0));
+        let start = Instant::now();
+        line.accept(start, b"first");
+        line.accept(start + Duration::from_millis(10), b"second");
+        assert!(line.pop_due(start + Duration::from_millis(29)).is_none());
+        assert_eq!(line.pop_due(start + Duration::from_millis(30)).as_deref(), Some(&b"first"[..]));
+        assert!(line.pop_due(start + Duration::from_millis(39)).is_none());
+        assert_eq!(line.pop_due(start + Duration::from_millis(40)).as_deref(), Some(&b"second"[..]));
+        assert_eq!(line.counters.received, 2);
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts() {
+        let mut line = DelayLine::new(&config(5, 2, 0.0));
+        let now = Instant::now();
+        for _ in 0..5 {
+            line.accept(now, b"x");
+        }
+        assert_eq!(line.counters.received, 5);
+        assert_eq!(line.counters.dropped_queue_full, 3);
+        assert_eq!(line.counters.max_queued, 2);
+    }
+
+    #[test]
+    fn buffers_are_reused() {
+        let mut line = DelayLine::new(&config(0, 4, 0.0));
+        let now = Instant::now();
+        line.accept(now, b"abc");
+        let buffer = line.pop_due(now).expect("due at once");
+        let pointer = buffer.as_ptr();
+        line.recycle(buffer);
+        line.accept(now, b"defg");
+        let again = line.pop_due(now).expect("due at once");
+        assert_eq!(again.as_ptr(), pointer);
+        assert_eq!(again, b"defg");
+    }
+
+    #[test]
+    fn loss_is_seeded_and_near_its_probability() {
+        let run = || {
+            let mut line = DelayLine::new(&config(0, 20_000, 0.25));
+            let now = Instant::now();
+            for _ in 0..10_000 {
+                line.accept(now, b"p");
+            }
+            line.counters.dropped_loss
+        };
+        let dropped = run();
+        assert_eq!(dropped, run());
+        assert!((2_200..2_800).contains(&dropped), "dropped {dropped} of 10000 at p=0.25");
+    }
+
+    #[test]
+    fn counters_round_trip_through_their_line() {
+        let counters = RelayCounters {
+            received: 9,
+            forwarded: 7,
+            dropped_queue_full: 1,
+            dropped_loss: 1,
+            write_errors: 0,
+            max_queued: 3,
+        };
+        assert_eq!(counters.to_string().parse::<RelayCounters>().unwrap(), counters);
+        assert!("relay counters: received=x".parse::<RelayCounters>().is_err());
+        assert!("something else".parse::<RelayCounters>().is_err());
+    }
+}
