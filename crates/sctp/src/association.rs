@@ -759,6 +759,12 @@ impl Association {
             return;
         }
         if ack.initiate_tag == 0 || ack.outbound_streams == 0 || ack.inbound_streams == 0 {
+            // RFC 9260 §3.3.3: ABORT with "Invalid Mandatory Parameter" (cause 7).
+            let mut p = Packet::new(self.local_port, self.remote_port, ack.initiate_tag);
+            let cause = ErrorCause::Other { code: 7, value: Vec::new() };
+            p.chunks.push(Chunk::Abort { t_bit: false, causes: vec![cause] });
+            self.emit_packet(self.primary, p);
+            self.close(Event::Aborted { reason: "peer sent an invalid INIT-ACK".into() });
             return;
         }
         let params = InitParams::scan(&ack.params, self.config.mode.alt_enabled());

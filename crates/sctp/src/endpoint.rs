@@ -268,9 +268,8 @@ impl Endpoint {
             (Some(c), _) if !c.is_empty() && alt_cookie_valid(&self.mac, remote.ip(), c) => {
                 InitVerdict::Alt(HandshakeKind::AltCookie)
             }
-            (Some(c), _) if c.is_empty() && self.config.cookieless => {
-                InitVerdict::Alt(HandshakeKind::Cookieless)
-            }
+            // A cookieless server has no use for the cookie: a stale one opens as well.
+            (Some(_), _) if self.config.cookieless => InitVerdict::Alt(HandshakeKind::Cookieless),
             (Some(c), _) => {
                 if !c.is_empty() {
                     self.stats.bad_cookies += 1;

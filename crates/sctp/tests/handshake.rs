@@ -768,3 +768,14 @@ fn init_collision_survives_each_loss() {
         assert_eq!(pair.client_messages(), vec![msg(0, b"s")], "drop {i}");
     }
 }
+
+#[test]
+fn cookieless_server_ignores_a_stale_cookie() {
+    let mut server = server_config(HandshakeMode::Both);
+    server.cookieless = true;
+    let mut pair = Pair::new(client_config(HandshakeMode::Both), server);
+    pair.connect(ConnectOptions { cached_cookie: Some(vec![0xEE; 17]), ..Default::default() });
+    assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
+    assert_eq!(pair.log.len(), 2, "INIT and INIT-ACK, no cookie exchange");
+    assert_eq!(connected_kind(&pair.server_events).map(|k| k.0), Some(HandshakeKind::Cookieless));
+}
