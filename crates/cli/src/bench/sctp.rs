@@ -360,7 +360,7 @@ fn describe_answer(answer: &[u8]) -> String {
                 }
             }
             Some(Chunk::Error { causes }) => match causes.first() {
-                Some(ErrorCause::AltCookieRequired(c)) => format!("ERROR with {}-byte ALT-COOKIE", c.len()),
+                Some(ErrorCause::AltCookieRequired(c)) => format!("ERROR, {}-B ALT-COOKIE", c.len()),
                 Some(other) => format!("ERROR cause {}", other.code()),
                 None => "ERROR".into(),
             },
@@ -482,7 +482,7 @@ impl FloodTarget {
 
 fn print_flood(targets: &[FloodTarget], init_len: usize) {
     println!(
-        "{:<52} {:>10} {:>10} {:>17} {:>9} {:>8} {:>10} {:>9}  paper (seed 004)",
+        "{:<68} {:>10} {:>10} {:>17} {:>9} {:>8} {:>10} {:>9}  paper (seed 004)",
         "server [answer]",
         "offered/s",
         "answers/s",
@@ -494,7 +494,7 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
     );
     for t in targets {
         if let Some(e) = &t.error {
-            println!("{:<52} not run: {e}  {}", t.label, t.paper);
+            println!("{:<68} not run: {e}  {}", t.label, t.paper);
             continue;
         }
         let rates: Vec<f64> = t.rounds.iter().map(FloodResult::answers_per_second).collect();
@@ -505,7 +505,7 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
         let sent: u64 = t.rounds.iter().map(|r| r.sent).sum();
         let answers: u64 = t.rounds.iter().map(|r| r.answers).sum();
         println!(
-            "{:<52} {:>10.0} {:>10.0} {:>17} {:>9} {:>8} {:>10.2} {:>8.1}%  {}",
+            "{:<68} {:>10.0} {:>10.0} {:>17} {:>9} {:>8} {:>10.2} {:>8.1}%  {}",
             format!("{} [{}]", t.label, kind),
             median(t.rounds.iter().map(FloodResult::offered_per_second).collect()),
             t.median_rate(),
