@@ -85,7 +85,7 @@ fn print_summary(args: &PkiArgs, pki: &TestPki) {
     let client_chain = pki.client_chain();
     // Certificate message body: 3-byte list length, then a 3-byte length before each certificate.
     println!(
-        "  chain DER: server {} B, client {} B; Certificate message body: server {} B, client {} B",
+        "  chain DER: server {} B, client {} B; Certificate message body (without the 12-byte DTLS handshake header): server {} B, client {} B",
         der_len(&server_chain),
         der_len(&client_chain),
         3 + der_len(&server_chain) + 3 * server_chain.len(),

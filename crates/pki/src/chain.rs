@@ -28,6 +28,8 @@ static CERT_SIGNATURE_ALGORITHMS: &[&dyn SignatureVerificationAlgorithm] = &[
 #[derive(Debug, Clone)]
 pub struct TrustAnchors {
     anchors: Vec<TrustAnchor<'static>>,
+    /// Each anchor's subject as a DER `Name` (with its SEQUENCE header), for CertificateRequest.
+    subjects: Vec<Vec<u8>>,
 }
 
 impl TrustAnchors {
@@ -49,7 +51,17 @@ impl TrustAnchors {
                     .map_err(|e| PkiError::BadTrustAnchor(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(TrustAnchors { anchors })
+        let subjects = certs
+            .iter()
+            .map(|cert| subject_name_der(cert).map_err(PkiError::BadTrustAnchor))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TrustAnchors { anchors, subjects })
+    }
+
+    /// The anchors' subject names as DER `DistinguishedName`s: the `certificate_authorities` a
+    /// server lists in CertificateRequest (RFC 5246 §7.4.4) so a client picks a chain it trusts.
+    pub fn subject_names(&self) -> impl Iterator<Item = &[u8]> {
+        self.subjects.iter().map(Vec::as_slice)
     }
 
     /// How many anchors there are.
@@ -122,6 +134,12 @@ fn verify_chain<'a>(
     .map_err(map)?;
     check_leaf_key_usage(leaf_der)?;
     Ok((leaf, public_key))
+}
+
+fn subject_name_der(cert: &CertDer) -> Result<Vec<u8>, String> {
+    use x509_cert::der::{Decode, Encode};
+    let cert = x509_cert::Certificate::from_der(cert).map_err(|e| e.to_string())?;
+    cert.tbs_certificate.subject.to_der().map_err(|e| e.to_string())
 }
 
 /// id-ce-keyUsage (RFC 5280 §4.2.1.3).

@@ -84,6 +84,15 @@ impl KeyAlgorithm {
         }
     }
 
+    /// The TLS `ClientCertificateType` (RFC 5246 §7.4.4, RFC 4492 §5.5) a CertificateRequest
+    /// lists for certificates with keys of this kind: `rsa_sign` (1) or `ecdsa_sign` (64).
+    pub const fn client_certificate_type(self) -> u8 {
+        match self {
+            KeyAlgorithm::EcdsaP256 => 64,
+            KeyAlgorithm::Rsa => 1,
+        }
+    }
+
     /// Whether a key of this kind makes `scheme`.
     pub fn makes(self, scheme: SignatureScheme) -> bool {
         scheme.key_algorithm() == self

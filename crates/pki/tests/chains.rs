@@ -260,3 +260,23 @@ fn leaf_whose_key_usage_forbids_signatures_is_unsupported_certificate() {
     verify_server_chain(&chain, &anchors, NOW, Some("localhost")).unwrap();
     verify_client_chain(&chain, &anchors, NOW).unwrap();
 }
+
+#[test]
+fn anchors_list_their_subject_names_for_certificate_request() {
+    let both = format!("{}{}", p256().ca_pem(), rsa2048().ca_pem());
+    let anchors = TrustAnchors::from_pem(both.as_bytes()).unwrap();
+    let names: Vec<&[u8]> = anchors.subject_names().collect();
+    assert_eq!(names.len(), 2);
+    for (name, pki) in names.iter().zip([p256(), rsa2048()]) {
+        // A DER SEQUENCE whose length covers the rest exactly (short or 0x81 long form).
+        assert_eq!(name[0], 0x30);
+        let (header, body) =
+            if name[1] < 0x80 { (2, usize::from(name[1])) } else { (3, usize::from(name[2])) };
+        assert_eq!(header + body, name.len());
+        // It is the root's subject, which (self-signed) also appears as its issuer: twice in the DER.
+        let count = pki.root.der.windows(name.len()).filter(|w| w == name).count();
+        assert_eq!(count, 2, "subject and issuer of the root");
+    }
+    assert_eq!(KeyAlgorithm::EcdsaP256.client_certificate_type(), 64);
+    assert_eq!(KeyAlgorithm::Rsa.client_certificate_type(), 1);
+}
