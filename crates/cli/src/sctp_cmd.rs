@@ -46,9 +46,10 @@ enum Role {
 enum ModeArg {
     /// RFC 9260 handshake only (the paper's 0).
     Regular,
-    /// Alternative handshake when the peer offers it, regular otherwise (the paper's 1).
+    /// Alternative handshake where both sides speak it, regular otherwise (the paper's 1).
     Both,
-    /// Alternative handshake only; never an INIT-ACK with a state cookie (the paper's 2).
+    /// Alternative handshake only: a server never sends an INIT-ACK with a state cookie (the
+    /// paper's 2).
     Alt,
 }
 
