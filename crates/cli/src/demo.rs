@@ -12,6 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+/// Like `println!`, but a closed standard output (`fastshake demo | head`) is not a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// How long the demo waits for any one step before it calls the run a failure.
 const STEP_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -64,7 +72,7 @@ fn print_log(log: &Log, start: Instant) {
     };
     for entry in entries {
         let arrow = if entry.from_server { "server -> client" } else { "client -> server" };
-        println!(
+        say!(
             "  {:>8.3} ms  {arrow}  {:>5} B  {}",
             entry.at.duration_since(start).as_secs_f64() * 1e3,
             entry.len,
@@ -93,13 +101,13 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::Result<()> {
     let identity = b"demo-client".to_vec();
     let key = os_seed()[..16].to_vec();
-    println!("fastshake demo: a DTLS 1.2 server and a client in one process, over loopback UDP.");
-    println!(
+    say!("fastshake demo: a DTLS 1.2 server and a client in one process, over loopback UDP.");
+    say!(
         "They share a pre-shared key (RFC 4279) named {:?}; this run's key is {} (random).",
         String::from_utf8_lossy(&identity),
         hex::encode(&key)
     );
-    println!("Cipher suite {}, datagrams of at most {mtu} bytes.\n", suite.iana_name());
+    say!("Cipher suite {}, datagrams of at most {mtu} bytes.\n", suite.iana_name());
 
     let log: Log = Arc::new(Mutex::new(Vec::new()));
     let server_config = ServerConfig {
@@ -114,7 +122,7 @@ async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::
             .await
             .context("cannot start the server")?;
     let server_addr = server.local_addr();
-    println!("The server listens on {server_addr} and echoes every record it receives.");
+    say!("The server listens on {server_addr} and echoes every record it receives.");
 
     let (summary_tx, summary_rx) = oneshot::channel();
     let server_task = tokio::spawn(echo_server(server, summary_tx));
@@ -127,7 +135,7 @@ async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::
     };
     let client_options = ClientOptions { trace: Some(tracer(&log, false)), ..ClientOptions::default() };
     let start = Instant::now();
-    println!("The client connects from a fresh port. The handshake, datagram by datagram:");
+    say!("The client connects from a fresh port. The handshake, datagram by datagram:");
     let connect = DtlsClient::connect(server_addr, Arc::new(client_config), client_options);
     let mut client = tokio::time::timeout(STEP_TIMEOUT, connect)
         .await
@@ -136,18 +144,16 @@ async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::
     // The server reports its side once its last flight is out.
     let server_summary = tokio::time::timeout(STEP_TIMEOUT, summary_rx).await.ok().and_then(Result::ok);
     print_log(&log, start);
-    println!();
-    println!("  HelloVerifyRequest: the server answers the first ClientHello without keeping any state;");
-    println!("  only a client that returns the cookie (so owns its address) gets a session.");
-    println!(
-        "  ChangeCipherSpec switches to epoch 1: from there every record is encrypted and authenticated.\n"
-    );
-    println!("client: {}", summary_line(client.summary()));
+    say!("");
+    say!("  HelloVerifyRequest: the server answers the first ClientHello without keeping any state;");
+    say!("  only a client that returns the cookie (so owns its address) gets a session.");
+    say!("  ChangeCipherSpec switches to epoch 1: from there every record is encrypted and authenticated.\n");
+    say!("client: {}", summary_line(client.summary()));
     if let Some(summary) = server_summary {
-        println!("server: {}", summary_line(&summary));
+        say!("server: {}", summary_line(&summary));
     }
 
-    println!("\nApplication data: each message is one encrypted record; the server sends it back.");
+    say!("\nApplication data: each message is one encrypted record; the server sends it back.");
     for message in &messages {
         client.send(message.as_bytes().to_vec()).context("the session ended")?;
         let echoed = match tokio::time::timeout(STEP_TIMEOUT, client.recv()).await {
@@ -157,16 +163,16 @@ async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::
             Ok(Some(ClientEvent::Closed) | None) => bail!("the server closed the session early"),
             Err(_) => bail!("no echo of {message:?} within {STEP_TIMEOUT:?}"),
         };
-        println!("  client sent {:?}, got back {:?}:", message, String::from_utf8_lossy(&echoed));
+        say!("  client sent {:?}, got back {:?}:", message, String::from_utf8_lossy(&echoed));
         print_log(&log, start);
     }
 
-    println!("\nThe client closes with a close_notify alert (encrypted, like every record of epoch 1):");
+    say!("\nThe client closes with a close_notify alert (encrypted, like every record of epoch 1):");
     let traffic = client.close().await.context("closing failed")?;
     // Give the server a moment to read the close_notify before it shuts down.
     let _ = tokio::time::timeout(STEP_TIMEOUT, server_task).await;
     print_log(&log, start);
-    println!(
+    say!(
         "\nIn total the client sent {} datagrams / {} B and received {} datagrams / {} B, in {:.1} ms.",
         traffic.datagrams_sent,
         traffic.bytes_sent,
@@ -193,7 +199,7 @@ async fn echo_server(
             ServerEvent::Data { handle, data, .. } => server.send(handle, data)?,
             ServerEvent::Closed { .. } => break,
             ServerEvent::Failed { error, .. } => {
-                println!("server: session failed: {error}");
+                say!("server: session failed: {error}");
                 break;
             }
         }
