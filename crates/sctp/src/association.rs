@@ -196,6 +196,8 @@ pub(crate) struct Association {
     cwnd: usize,
     ssthresh: usize,
     partial_bytes_acked: usize,
+    /// While in Fast Recovery: the TSN whose acknowledgement ends it.
+    fast_recovery_exit: Option<u32>,
     streams_out: u16,
     streams_in: u16,
     my_initial_tsn: u32,
@@ -264,6 +266,7 @@ impl Association {
             cwnd: (4 * mtu).min((2 * mtu).max(4404)),
             ssthresh: usize::MAX,
             partial_bytes_acked: 0,
+            fast_recovery_exit: None,
             streams_out: config.streams_out,
             streams_in: config.streams_in,
             local_port: config.local_port,
@@ -961,7 +964,14 @@ impl Association {
             self.error_count = 0;
         }
         let mtu = self.mtu();
-        if congestion && out.bytes_acked > 0 {
+        let in_fast_recovery = self.fast_recovery_exit.is_some();
+        if let Some(exit) = self.fast_recovery_exit {
+            if !tsn_lt(self.send.cum_ack, exit) {
+                self.fast_recovery_exit = None;
+            }
+        }
+        // cwnd grows only when the cumulative ack moves and not during Fast Recovery (§7.2.1, §7.2.4).
+        if congestion && out.bytes_acked > 0 && out.cum_advanced && !in_fast_recovery {
             if self.cwnd <= self.ssthresh {
                 if flight_before >= self.cwnd.saturating_sub(mtu) {
                     self.cwnd += out.bytes_acked.min(mtu);
@@ -976,9 +986,14 @@ impl Association {
         }
         if out.fast_retransmit {
             self.stats.fast_retransmits += 1;
-            self.ssthresh = (self.cwnd / 2).max(4 * mtu);
-            self.cwnd = self.ssthresh;
-            self.partial_bytes_acked = 0;
+            if self.fast_recovery_exit.is_none() {
+                // One reduction per window: Fast Recovery lasts until the highest TSN sent now
+                // is acknowledged.
+                self.ssthresh = (self.cwnd / 2).max(4 * mtu);
+                self.cwnd = self.ssthresh;
+                self.partial_bytes_acked = 0;
+                self.fast_recovery_exit = Some(self.send.next_tsn.wrapping_sub(1));
+            }
         }
         if !self.send.has_unacked_sent() {
             self.t3 = None;
@@ -1272,6 +1287,7 @@ impl Association {
             self.ssthresh = (self.cwnd / 2).max(4 * mtu);
             self.cwnd = mtu;
             self.partial_bytes_acked = 0;
+            self.fast_recovery_exit = None;
             self.send.mark_all_for_retransmit();
         }
         if self.t2.is_some_and(|t| t <= now) {
