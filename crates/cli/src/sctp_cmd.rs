@@ -379,6 +379,10 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         rto_min: Config::default().rto_min.min(Duration::from_millis(args.rto_initial_ms)),
         ..Config::default()
     };
+    if !args.extra_local.is_empty() && local.ip().is_unspecified() {
+        // A wildcard socket would own the port on every address, the extra ones included.
+        bail!("--extra-local needs --local with a specific IP address");
+    }
     let mut driver = SctpDriver::bind_multihomed(local, &args.extra_local, config)
         .await
         .with_context(|| format!("binding {local} and {:?}", args.extra_local))?;
