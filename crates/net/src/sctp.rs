@@ -517,4 +517,61 @@ mod tests {
         assert_eq!(handshake, fastshake_sctp::HandshakeKind::AltCached);
         assert_eq!(round_trips, 1);
     }
+
+    /// The driver's timers work: the first INIT is lost on the way, the engine's T1-init fires
+    /// through `handle_timeout`, and the retransmitted INIT opens the association.
+    #[tokio::test]
+    async fn lost_init_is_retransmitted_by_the_timer() {
+        let mut server =
+            SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config(7, true, HandshakeMode::Regular))
+                .await
+                .unwrap();
+        let server_addr = server.local_addr();
+        // A relay that drops the client's first datagram and forwards everything else.
+        let relay = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let relay_addr = relay.local_addr().unwrap();
+        let forwarding = tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            let mut client = None;
+            let mut dropped = false;
+            loop {
+                let Ok((n, from)) = relay.recv_from(&mut buf).await else { return };
+                if from == server_addr {
+                    if let Some(c) = client {
+                        let _ = relay.send_to(&buf[..n], c).await;
+                    }
+                } else {
+                    client = Some(from);
+                    if !dropped {
+                        dropped = true;
+                        continue;
+                    }
+                    let _ = relay.send_to(&buf[..n], server_addr).await;
+                }
+            }
+        });
+        let client_config = Config {
+            rto_initial: Duration::from_millis(100),
+            rto_min: Duration::from_millis(100),
+            ..config(5000, false, HandshakeMode::Regular)
+        };
+        let mut client = SctpDriver::bind("127.0.0.1:0".parse().unwrap(), client_config).await.unwrap();
+        let handle = client.connect(relay_addr, 7, ConnectOptions::default());
+        let open = async {
+            loop {
+                tokio::select! {
+                    ev = client.next_event() => {
+                        if let (h, Event::Connected { .. }) = ev.unwrap() {
+                            assert_eq!(h, handle);
+                            return;
+                        }
+                    }
+                    ev = server.next_event() => { ev.unwrap(); }
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), open).await.expect("no open after the lost INIT");
+        assert!(client.stats().datagrams_out >= 3, "INIT, INIT again, COOKIE-ECHO");
+        forwarding.abort();
+    }
 }
