@@ -41,6 +41,8 @@ pub(crate) struct Path {
     pub(crate) local: Option<SocketAddr>,
     confirmed: bool,
     heartbeat: Option<(u64, Instant)>,
+    /// Consecutive T3-rtx expiries while this was the primary path.
+    errors: u32,
 }
 
 /// Where the ALT-COOKIE of our INIT came from: decides the handshake kind.
@@ -328,7 +330,7 @@ impl Association {
         remote_port: u16,
         opts: ConnectOptions,
     ) -> Self {
-        let path = Path { remote, local, confirmed: true, heartbeat: None };
+        let path = Path { remote, local, confirmed: true, heartbeat: None, errors: 0 };
         let mut a = Association::blank(config, rng_seed, true, remote_port, path);
         a.state = AssociationState::CookieWait;
         let alt = a.config.mode.alt_enabled();
@@ -432,7 +434,7 @@ impl Association {
         params: &InitParams,
         kind: HandshakeKind,
     ) -> Self {
-        let path = Path { remote, local: Some(local), confirmed: true, heartbeat: None };
+        let path = Path { remote, local: Some(local), confirmed: true, heartbeat: None, errors: 0 };
         let mut a = Association::blank(config, rng_seed, false, remote_port, path);
         a.open_from_peer_init(now, init, params, kind);
         a
@@ -535,7 +537,7 @@ impl Association {
         remote_port: u16,
         cookie: &StateCookie,
     ) -> Self {
-        let path = Path { remote, local: Some(local), confirmed: true, heartbeat: None };
+        let path = Path { remote, local: Some(local), confirmed: true, heartbeat: None, errors: 0 };
         let mut a = Association::blank(config, rng_seed, false, remote_port, path);
         a.my_tag = cookie.local_tag;
         a.my_initial_tsn = cookie.local_initial_tsn;
@@ -595,6 +597,7 @@ impl Association {
                 local: self.paths[self.primary].local,
                 confirmed: false,
                 heartbeat: None,
+                errors: 0,
             });
         }
     }
@@ -671,9 +674,13 @@ impl Association {
                 Chunk::InitAck(ack) => self.on_init_ack(now, &ack),
                 Chunk::CookieAck => self.on_cookie_ack(now),
                 Chunk::Heartbeat(info) => {
+                    // Back to where it came from, from the address it reached (RFC 9260 §8.3).
                     let mut p = Packet::new(self.local_port, self.remote_port, self.peer_tag);
                     p.chunks.push(Chunk::HeartbeatAck(info));
-                    self.emit_packet(path, p);
+                    let payload = p.encode();
+                    self.stats.packets_out += 1;
+                    self.stats.bytes_out += payload.len() as u64;
+                    self.out.push_back(Transmit { src: Some(local), dst: self.paths[path].remote, payload });
                 }
                 Chunk::HeartbeatAck(info) => self.on_heartbeat_ack(now, &info),
                 Chunk::Abort { causes, .. } => {
@@ -1017,6 +1024,7 @@ impl Association {
             if expected == nonce {
                 path.heartbeat = None;
                 path.confirmed = true;
+                path.errors = 0;
                 if idx == primary {
                     self.rto.sample(now - sent);
                 }
@@ -1289,6 +1297,7 @@ impl Association {
             self.partial_bytes_acked = 0;
             self.fast_recovery_exit = None;
             self.send.mark_all_for_retransmit();
+            self.count_path_error();
         }
         if self.t2.is_some_and(|t| t <= now) {
             self.t2_retransmits += 1;
@@ -1316,6 +1325,21 @@ impl Association {
             self.send_heartbeats(now, false);
         }
         self.flush(now);
+    }
+
+    /// A T3-rtx expiry on the primary path; past Path.Max.Retrans the next confirmed path
+    /// takes over (RFC 9260 §8.2, §6.4.1).
+    fn count_path_error(&mut self) {
+        let primary = self.primary;
+        self.paths[primary].errors += 1;
+        if self.paths[primary].errors <= self.config.path_max_retransmits {
+            return;
+        }
+        let n = self.paths.len();
+        if let Some(next) = (1..n).map(|i| (primary + i) % n).find(|&i| self.paths[i].confirmed) {
+            self.paths[primary].errors = 0;
+            self.primary = next;
+        }
     }
 
     fn schedule_heartbeat(&mut self, now: Instant) {

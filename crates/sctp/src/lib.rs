@@ -45,7 +45,8 @@
 //!   a server opened by the alternative handshake holds HEARTBEATs back until the client's
 //!   first packet on the association (§III-F). A client fetches ALT-COOKIEs for its
 //!   [`Config::extra_local_addresses`] with INITs over those paths ([`Event::AltCookie`] with
-//!   `local` set). One RTO per association, data on the primary path, no failover.
+//!   `local` set). One RTO per association; data goes on the primary path, which moves to
+//!   another confirmed path after [`Config::path_max_retransmits`] T3-rtx expiries on it.
 //! - **INIT collision** under the alternative handshake: an INIT accepted while our own INIT is
 //!   outstanding opens the association and the INIT-ACK repeats our INIT's tag and TSN
 //!   (§III-G); the regular collision follows RFC 9260 §5.2.1 and §5.2.4.
@@ -124,6 +125,9 @@ pub struct Config {
     pub max_init_retransmits: u32,
     /// Association.Max.Retrans: consecutive T3/heartbeat expiries before the association fails.
     pub max_retransmits: u32,
+    /// Path.Max.Retrans: T3 expiries on the primary path after which data moves to another
+    /// confirmed path of a multihomed peer.
+    pub path_max_retransmits: u32,
     /// Valid.Cookie.Life of the regular state cookie.
     pub cookie_lifetime: Duration,
     /// Most associations held at once; INITs beyond it are answered with ABORT.
@@ -159,6 +163,7 @@ impl Default for Config {
             rto_max: Duration::from_secs(60),
             max_init_retransmits: 8,
             max_retransmits: 10,
+            path_max_retransmits: 5,
             cookie_lifetime: Duration::from_secs(60),
             max_associations: 1024,
             receive_window: 256 * 1024,

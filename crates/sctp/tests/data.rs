@@ -241,3 +241,32 @@ fn server_follows_the_clients_new_encapsulation_port() {
     let last_to_client = pair.log.iter().rev().find(|s| !s.to_server).unwrap();
     assert_eq!(last_to_client.dst.port(), 40_000, "answers go where the peer sent from (RFC 6951)");
 }
+
+#[test]
+fn data_fails_over_to_the_peers_other_confirmed_address() {
+    let mut client = client_config(HandshakeMode::Both);
+    client.extra_local_addresses = vec![client_addr2().ip()];
+    client.fetch_path_cookies = false;
+    let mut server = server_config(HandshakeMode::Both);
+    server.cookieless = true;
+    server.path_max_retransmits = 1;
+    let mut pair = Pair::new(client, server);
+    let h = pair.connect(ConnectOptions::default());
+    pair.client.send(h, msg(0, b"hello")).unwrap();
+    pair.run_for(Duration::from_secs(2));
+    let sh = pair.server.associations()[0];
+    let info = pair.server.association(sh).unwrap();
+    assert_eq!(info.remote_addresses, vec![client_addr(), client_addr2()]);
+    assert!(
+        pair.sent_with(fastshake_sctp::packet::CHUNK_HEARTBEAT_ACK)
+            .iter()
+            .any(|s| s.src == Some(client_addr2())),
+        "second path confirmed, answered from the probed address"
+    );
+    // The client's first address goes dark.
+    pair.loss = Box::new(|_, s| s.dst == client_addr());
+    pair.server.send(sh, msg(0, b"after the outage")).unwrap();
+    pair.run_for(Duration::from_secs(30));
+    assert_eq!(pair.client_messages(), vec![msg(0, b"after the outage")]);
+    assert_eq!(pair.server.association(sh).unwrap().remote, client_addr2(), "primary moved");
+}
