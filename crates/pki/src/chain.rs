@@ -77,8 +77,8 @@ impl TrustAnchors {
 
 /// Validates a server's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times,
 /// `serverAuth` extended key usage and `digitalSignature` key usage when the leaf has those
-/// extensions, and — when the client names
-/// the server — that the leaf is valid for that DNS name or IP address. Returns the leaf's key.
+/// extensions, and — when the client names the server — that the leaf is valid for that DNS name
+/// or IP address (subjectAltName only, as RFC 6125 wants). Returns the leaf's key.
 pub fn verify_server_chain(
     chain: &[CertDer],
     anchors: &TrustAnchors,

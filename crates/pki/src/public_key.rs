@@ -46,7 +46,17 @@ impl PeerPublicKey {
                 }
                 KeyAlgorithm::EcdsaP256
             }
-            OID_RSA_ENCRYPTION => KeyAlgorithm::Rsa,
+            OID_RSA_ENCRYPTION => {
+                // ring verifies 2048- to 8192-bit moduli only: refuse others here, as a certificate
+                // we do not support, rather than later as a signature that does not verify.
+                let bits = rsa_modulus_bits(key).ok_or_else(|| {
+                    PkiError::MalformedCertificate("RSA public key is not an RSAPublicKey".into())
+                })?;
+                if !(2048..=8192).contains(&bits) {
+                    return Err(PkiError::UnsupportedCertificate(format!("RSA key of {bits} bits")));
+                }
+                KeyAlgorithm::Rsa
+            }
             other => return Err(PkiError::UnsupportedCertificate(format!("public key algorithm {other}"))),
         };
         Ok(PeerPublicKey { algorithm, key: key.to_vec(), spki_der: spki_der.to_vec() })
@@ -103,6 +113,24 @@ impl std::fmt::Debug for PeerPublicKey {
             .field("spki_len", &self.spki_der.len())
             .finish()
     }
+}
+
+/// Bits of the modulus of a DER `RSAPublicKey ::= SEQUENCE { modulus INTEGER, publicExponent INTEGER }`.
+fn rsa_modulus_bits(der: &[u8]) -> Option<usize> {
+    use spki::der::asn1::UintRef;
+    use spki::der::{Reader, SliceReader};
+    let mut reader = SliceReader::new(der).ok()?;
+    let bits = reader
+        .sequence(|seq| {
+            let modulus = UintRef::decode(seq)?;
+            UintRef::decode(seq)?;
+            let bytes = modulus.as_bytes();
+            let top = bytes.first().copied().unwrap_or(0);
+            Ok((bytes.len() * 8).saturating_sub(top.leading_zeros() as usize))
+        })
+        .ok()?;
+    reader.finish(()).ok()?;
+    Some(bits)
 }
 
 /// Verifies a handshake signature (ServerKeyExchange, CertificateVerify) made by `key`'s owner.

@@ -188,3 +188,17 @@ fn signing_key_debug_never_shows_the_key() {
     let shown = format!("{key:?}");
     assert_eq!(shown, "SigningKey(P-256 ECDSA, 256 bits)");
 }
+
+#[test]
+fn rsa_keys_outside_what_ring_verifies_are_unsupported_certificates() {
+    use rsa::pkcs8::EncodePublicKey;
+    let small = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 1024).unwrap();
+    let spki = small.to_public_key().to_public_key_der().unwrap();
+    let error = PeerPublicKey::from_spki_der(spki.as_bytes()).unwrap_err();
+    assert_eq!(error, PkiError::UnsupportedCertificate("RSA key of 1024 bits".into()));
+    assert_eq!(error.alert_code(), alert::UNSUPPORTED_CERTIFICATE);
+    // 2048 and 4096 bits are read as RSA.
+    for kind in [KeyKind::Rsa2048, KeyKind::Rsa4096] {
+        assert_eq!(key_pair(kind).1.algorithm(), KeyAlgorithm::Rsa);
+    }
+}
