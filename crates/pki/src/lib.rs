@@ -9,6 +9,22 @@
 //!   Certificate message, returning the leaf's [`PeerPublicKey`];
 //! - [`verify_signature`] for the peer's handshake signatures;
 //! - [`PkiError::alert_code`] for the fatal alert to send when any of these refuse.
+//!
+//! | refusal | [`PkiError`] | alert (RFC 5246 §7.2.2) |
+//! | --- | --- | --- |
+//! | no certificate from the peer | `NoPeerCertificate` | handshake_failure (40) |
+//! | wrong name, bad signature on a certificate, malformed DER | `NameMismatch`, `BadCertificateSignature`, `MalformedCertificate` | bad_certificate (42) |
+//! | (extended) key usage, key type, critical extension | `WrongKeyUsage`, `UnsupportedCertificate` | unsupported_certificate (43) |
+//! | expired or not yet valid at the time passed in | `Expired`, `NotYetValid` | certificate_expired (45) |
+//! | other path-validation refusals | `CertificateUnknown` | certificate_unknown (46) |
+//! | a signature scheme that does not fit the peer's key | `PeerSchemeMismatch` | illegal_parameter (47) |
+//! | chain not issued by a trust anchor | `UnknownCa` | unknown_ca (48) |
+//! | ServerKeyExchange / CertificateVerify signature does not verify | `BadSignature` | decrypt_error (51) |
+//! | our own PEM, key, name or signing failed | the rest | internal_error (80) |
+//!
+//! Signing randomness: ECDSA nonces and PSS salts come from ring's `SystemRandom` (ring accepts
+//! no other source), so signature bytes differ between otherwise identical seeded runs; an ECDSA
+//! signature's DER length varies between 70 and 72 bytes. PKCS#1 v1.5 signatures are deterministic.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
