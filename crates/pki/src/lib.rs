@@ -24,7 +24,7 @@
 //!
 //! Signing randomness: ECDSA nonces and PSS salts come from ring's `SystemRandom` (ring accepts
 //! no other source), so signature bytes differ between otherwise identical seeded runs; an ECDSA
-//! signature's DER length varies between 70 and 72 bytes. PKCS#1 v1.5 signatures are deterministic.
+//! signature's DER length varies (at most 72 bytes, mostly 70 to 72). PKCS#1 v1.5 signatures are deterministic.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

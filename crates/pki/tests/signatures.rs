@@ -75,9 +75,17 @@ fn ecdsa_signatures_are_der_and_rsa_signatures_fill_the_modulus() {
     let (p256, _) = key_pair(KeyKind::P256);
     let signature = p256.sign(SignatureScheme::EcdsaSecp256r1Sha256, MESSAGE, &rng).unwrap();
     // ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } (TLS 1.2 carries DER, not r||s).
+    // Each INTEGER holds at most 32 bytes plus a sign byte, so at most 2 + 2 * (2 + 33) = 72.
+    assert!(signature.len() <= 72, "{}", signature.len());
     assert_eq!(signature[0], 0x30);
     assert_eq!(usize::from(signature[1]) + 2, signature.len());
-    assert!((70..=72).contains(&signature.len()), "{}", signature.len());
+    assert_eq!(signature[2], 0x02, "r is an INTEGER");
+    let r_len = usize::from(signature[3]);
+    assert!((1..=33).contains(&r_len));
+    assert_eq!(signature[4 + r_len], 0x02, "s is an INTEGER");
+    let s_len = usize::from(signature[5 + r_len]);
+    assert!((1..=33).contains(&s_len));
+    assert_eq!(6 + r_len + s_len, signature.len(), "nothing after s");
     let (rsa, _) = key_pair(KeyKind::Rsa2048);
     for scheme in [SignatureScheme::RsaPssRsaeSha256, SignatureScheme::RsaPkcs1Sha256] {
         assert_eq!(rsa.sign(scheme, MESSAGE, &rng).unwrap().len(), 256);
