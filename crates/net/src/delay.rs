@@ -14,9 +14,10 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Write};
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::time::Instant;
 
 /// Largest packet the relay reads from the TUN device (an IPv4 datagram cannot be larger).
 const MAX_PACKET: usize = 65_535;
@@ -203,13 +204,6 @@ impl DelayLine {
     }
 }
 
-async fn sleep_until_due(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due).await,
-        None => std::future::pending().await,
-    }
-}
-
 fn print_line(line: &str) {
     let mut out = io::stdout().lock();
     // A supervisor that has gone away must not stop the relay.
@@ -217,54 +211,141 @@ fn print_line(line: &str) {
     let _ = out.flush();
 }
 
+/// The delay line shared by the reading and the writing thread.
+struct Shared {
+    line: Mutex<DelayLine>,
+    /// Signalled when a packet is queued or the relay stops.
+    queued: Condvar,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, DelayLine> {
+        self.line.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.queued.notify_all();
+    }
+}
+
+/// Reads packets and queues them, timestamped as soon as they are read.
+fn read_loop(device: &tun_rs::SyncDevice, shared: &Shared) -> io::Result<()> {
+    let mut scratch = vec![0u8; MAX_PACKET];
+    while !shared.stopping.load(Ordering::SeqCst) {
+        let length = device.recv(&mut scratch)?;
+        let now = Instant::now();
+        if let Some(packet) = scratch.get(..length) {
+            shared.lock().accept(now, packet);
+            shared.queued.notify_one();
+        }
+    }
+    Ok(())
+}
+
+/// Writes every packet back when it is due. A thread sleeping on a condition variable wakes
+/// within tens of microseconds of its deadline; an async timer rounds up to whole milliseconds,
+/// which added about 1 ms each way.
+fn write_loop(device: &tun_rs::SyncDevice, shared: &Shared) {
+    let mut outgoing: Vec<Vec<u8>> = Vec::new();
+    let mut line = shared.lock();
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = Instant::now();
+        match line.next_due() {
+            None => {
+                line = shared.queued.wait(line).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            Some(due) if due > now => {
+                line = shared
+                    .queued
+                    .wait_timeout(line, due - now)
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|p| p.into_inner().0);
+                continue;
+            }
+            Some(_) => {}
+        }
+        while let Some(packet) = line.pop_due(now) {
+            outgoing.push(packet);
+        }
+        // The reader must not wait for the writes.
+        drop(line);
+        let mut written = 0;
+        let mut failed = 0;
+        for packet in &outgoing {
+            match device.send(packet) {
+                Ok(_) => written += 1,
+                Err(_) => failed += 1,
+            }
+        }
+        line = shared.lock();
+        line.counters.forwarded += written;
+        line.counters.write_errors += failed;
+        for packet in outgoing.drain(..) {
+            line.recycle(packet);
+        }
+    }
+}
+
 /// Runs the relay on the existing TUN device `config.tun_name` until SIGTERM or SIGINT, and
-/// returns what it counted. Prints a `relay ready:` line once it is attached.
+/// returns what it counted. Prints a `relay ready:` line once it is attached, and the counters
+/// on SIGUSR1. The packets are moved by two threads of their own (see `write_loop` for why);
+/// the reading one stays blocked on the device after the return, until the process exits.
 pub async fn run_relay(config: &RelayConfig) -> io::Result<RelayCounters> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut report = signal(SignalKind::user_defined1())?;
     let device = tun_rs::DeviceBuilder::new()
         .name(&config.tun_name)
-        .build_async()
+        .build_sync()
         .map_err(|e| io::Error::new(e.kind(), format!("TUN device {}: {e}", config.tun_name)))?;
+    let device = Arc::new(device);
+    let line = DelayLine::new(config);
+    let queue_limit = line.queue_limit;
+    let shared =
+        Arc::new(Shared { line: Mutex::new(line), queued: Condvar::new(), stopping: AtomicBool::new(false) });
 
-    let mut line = DelayLine::new(config);
-    let mut scratch = vec![0u8; MAX_PACKET];
+    let (failed, mut read_failure) = tokio::sync::oneshot::channel::<io::Error>();
+    {
+        let (device, shared) = (Arc::clone(&device), Arc::clone(&shared));
+        std::thread::Builder::new().name("relay-read".into()).spawn(move || {
+            if let Err(e) = read_loop(&device, &shared) {
+                shared.stop();
+                let _ = failed.send(e);
+            }
+        })?;
+    }
+    let writer = {
+        let (device, shared) = (Arc::clone(&device), Arc::clone(&shared));
+        std::thread::Builder::new().name("relay-write".into()).spawn(move || write_loop(&device, &shared))?
+    };
     print_line(&format!(
-        "{READY_PREFIX} tun={} delay_us={} loss={} seed={} queue_limit={}",
+        "{READY_PREFIX} tun={} delay_us={} loss={} seed={} queue_limit={queue_limit}",
         config.tun_name,
         config.delay.as_micros(),
         config.loss,
         config.seed,
-        line.queue_limit
     ));
 
-    loop {
+    let outcome = loop {
         tokio::select! {
-            biased;
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
-            _ = report.recv() => print_line(&line.counters.to_string()),
-            _ = sleep_until_due(line.next_due()) => {
-                let now = Instant::now();
-                while let Some(packet) = line.pop_due(now) {
-                    match device.send(&packet).await {
-                        Ok(_) => line.counters.forwarded += 1,
-                        Err(_) => line.counters.write_errors += 1,
-                    }
-                    line.recycle(packet);
-                }
-            }
-            read = device.recv(&mut scratch) => {
-                let length = read?;
-                let now = Instant::now();
-                if let Some(packet) = scratch.get(..length) {
-                    line.accept(now, packet);
-                }
+            _ = terminate.recv() => break Ok(()),
+            _ = interrupt.recv() => break Ok(()),
+            _ = report.recv() => print_line(&shared.lock().counters.to_string()),
+            failure = &mut read_failure => {
+                break Err(failure.unwrap_or_else(|_| io::Error::other("the reading thread ended")))
             }
         }
-    }
-    Ok(line.counters)
+    };
+    shared.stop();
+    let _ = writer.join();
+    let counters = shared.lock().counters;
+    outcome.map(|()| counters)
 }
 
 #[cfg(test)]
