@@ -117,6 +117,10 @@ struct UdpEchoArgs {
     /// Stop after this long (bounded by design).
     #[arg(long, default_value_t = 60_000)]
     duration_ms: u64,
+    /// Answer from another socket bound to this port (what an IPC server does after the
+    /// cookie exchange), instead of from the listening one.
+    #[arg(long)]
+    reply_from_port: Option<u16>,
 }
 
 #[derive(clap::Args)]
@@ -256,6 +260,13 @@ fn down(args: DownArgs) -> anyhow::Result<()> {
 fn udp_echo(args: UdpEchoArgs) -> anyhow::Result<()> {
     let socket = UdpSocket::bind(args.bind).with_context(|| format!("binding {}", args.bind))?;
     socket.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let reply_socket = match args.reply_from_port {
+        Some(port) => {
+            let address = SocketAddr::new(args.bind.ip(), port);
+            Some(UdpSocket::bind(address).with_context(|| format!("binding {address}"))?)
+        }
+        None => None,
+    };
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening {}", socket.local_addr()?)?;
     out.flush()?;
@@ -276,7 +287,7 @@ fn udp_echo(args: UdpEchoArgs) -> anyhow::Result<()> {
         }
         let payload = buffer.get(..length).unwrap_or_default();
         // An unreachable peer (its link is down) is not an error of the echo server.
-        let _ = socket.send_to(payload, peer);
+        let _ = reply_socket.as_ref().unwrap_or(&socket).send_to(payload, peer);
     }
     Ok(())
 }

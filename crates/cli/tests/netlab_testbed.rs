@@ -71,8 +71,14 @@ impl Tool {
 
 /// The echo server in the server namespace, bounded to 60 s.
 fn start_echo(testbed: &Testbed) -> Tool {
-    let bind = format!("{}:{ECHO_PORT}", testbed.server_address());
-    let echo = Tool::start(testbed, Host::Server, &["udp-echo", "--bind", &bind]);
+    start_echo_on(testbed, ECHO_PORT, &[])
+}
+
+fn start_echo_on(testbed: &Testbed, port: u16, extra: &[&str]) -> Tool {
+    let bind = format!("{}:{port}", testbed.server_address());
+    let mut args = vec!["udp-echo", "--bind", &bind];
+    args.extend_from_slice(extra);
+    let echo = Tool::start(testbed, Host::Server, &args);
     let first = echo.next_line();
     assert!(first.starts_with("listening"), "echo server said {first:?}");
     echo
@@ -85,10 +91,14 @@ fn peers_seen(echo: &Tool) -> Vec<SocketAddr> {
 
 /// Round-trip time of each probe, `None` for a lost one.
 fn ping_args(testbed: &Testbed, bind: &str, count: u32, timeout_ms: u64) -> Vec<String> {
+    ping_args_to(testbed, ECHO_PORT, bind, count, timeout_ms)
+}
+
+fn ping_args_to(testbed: &Testbed, port: u16, bind: &str, count: u32, timeout_ms: u64) -> Vec<String> {
     vec![
         "udp-ping".into(),
         "--to".into(),
-        format!("{}:{ECHO_PORT}", testbed.server_address()),
+        format!("{}:{port}", testbed.server_address()),
         "--bind".into(),
         bind.into(),
         "--count".into(),
@@ -112,7 +122,11 @@ fn rtts_of(lines: &[String]) -> Vec<Option<Duration>> {
 }
 
 fn ping(testbed: &Testbed, bind: &str, count: u32, timeout_ms: u64) -> Vec<Option<Duration>> {
-    let args = ping_args(testbed, bind, count, timeout_ms);
+    ping_to(testbed, ECHO_PORT, bind, count, timeout_ms)
+}
+
+fn ping_to(testbed: &Testbed, port: u16, bind: &str, count: u32, timeout_ms: u64) -> Vec<Option<Duration>> {
+    let args = ping_args_to(testbed, port, bind, count, timeout_ms);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let rtts = rtts_of(&Tool::start(testbed, Host::Client, &args).finish());
     assert_eq!(rtts.len(), count as usize, "one line per probe");
@@ -225,6 +239,83 @@ fn behind_nat_the_server_sees_the_router_address() {
     assert_eq!(answered(&ping(&testbed, &bind_on(&testbed, ClientIface::Eth0), 2, 1_000)), 2);
     let client = testbed.client_address(ClientIface::Eth0).unwrap();
     assert!(peers_seen(&echo).iter().all(|peer| peer.ip() == client));
+}
+
+#[test]
+fn nat_mappings_are_endpoint_independent_when_port_restricted_and_not_when_symmetric() {
+    let server_ports = [7000, 7001, 7002];
+    let client_port = 40_000;
+    for nat in [NatKind::PortRestricted, NatKind::Symmetric] {
+        let testbed = build_testbed(5, 1, Some(nat));
+        let echoes: Vec<Tool> = server_ports.iter().map(|port| start_echo_on(&testbed, *port, &[])).collect();
+        let eth0 = testbed.client_address(ClientIface::Eth0).unwrap();
+        let bind = format!("{eth0}:{client_port}");
+        for port in server_ports {
+            assert_eq!(answered(&ping_to(&testbed, port, &bind, 1, 1_000)), 1, "{nat:?} to {port}");
+        }
+        let mapped: Vec<u16> = echoes.iter().flat_map(peers_seen).map(|peer| peer.port()).collect();
+        assert_eq!(mapped.len(), server_ports.len(), "{nat:?}: one source per server port");
+        match nat {
+            // Conntrack keeps a free source port: one mapping, seen by every destination.
+            NatKind::PortRestricted => {
+                assert!(mapped.iter().all(|port| *port == client_port), "{mapped:?}")
+            }
+            // fully-random: a new random port per destination (all three equal by chance: ~1e-9).
+            NatKind::Symmetric => assert!(
+                mapped.windows(2).any(|pair| pair[0] != pair[1]),
+                "symmetric NAT kept one mapping: {mapped:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_port_restricted_nat_filters_answers_from_another_server_port() {
+    for nat in [None, Some(NatKind::PortRestricted)] {
+        let testbed = build_testbed(5, 1, nat);
+        // The server answers from port 7001 what was sent to 7000 (as an IPC server does).
+        let _echo = start_echo_on(&testbed, ECHO_PORT, &["--reply-from-port", "7001"]);
+        let rtts = ping(&testbed, &bind_on(&testbed, ClientIface::Eth0), 3, 500);
+        match nat {
+            None => assert_eq!(answered(&rtts), 3, "without NAT every answer arrives: {rtts:?}"),
+            Some(_) => assert_eq!(answered(&rtts), 0, "the NAT let through {rtts:?}"),
+        }
+    }
+}
+
+#[test]
+fn relay_loss_drops_a_seeded_share_of_packets() {
+    let config =
+        TestbedConfig { loss: 0.5, loss_seed: 42, ..TestbedConfig::new(FASTSHAKE, Duration::from_millis(1)) };
+    let testbed = Testbed::create(config).expect("testbed with loss");
+    let _echo = start_echo(&testbed);
+    let rtts = ping(&testbed, &bind_on(&testbed, ClientIface::Eth0), 20, 200);
+    let counters = testbed.relay_counters().expect("counters");
+    println!("loss 0.5: {} of 20 echoes answered; {counters}", answered(&rtts));
+    assert!(counters.dropped_loss > 0, "{counters}");
+    assert!(answered(&rtts) < 20);
+    assert_eq!(
+        counters.received,
+        counters.forwarded + counters.dropped_loss,
+        "every packet is either forwarded or lost: {counters}"
+    );
+}
+
+#[test]
+fn netlab_up_prints_the_hosts_and_removes_them_when_it_ends() {
+    let output = Command::new(FASTSHAKE)
+        .args(["netlab", "up", "--delay-ms", "5", "--interfaces", "2", "--nat", "--seconds", "1"])
+        .output()
+        .expect("run fastshake netlab up");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    for expected in ["192.0.2.2", "198.51.100.2", "203.0.113.2", "ip netns exec fs-", "testbed removed"] {
+        assert!(stdout.contains(expected), "`{expected}` missing from:\n{stdout}");
+    }
+    let names: Vec<&str> = stdout.split_whitespace().filter(|word| word.starts_with("fs-")).collect();
+    assert!(!names.is_empty());
+    let remaining = testbed_namespaces().unwrap();
+    assert!(names.iter().all(|name| !remaining.iter().any(|r| r == name)), "{remaining:?}");
 }
 
 #[test]
