@@ -1,6 +1,7 @@
 //! `fastshake pki` files read directly by real tools: `openssl verify`, `openssl pkey`, GnuTLS
-//! `certtool --verify`, and a mutually authenticated DTLS 1.2 handshake between `openssl s_server`
-//! and `openssl s_client` using them — the PKI is right before our engine relies on it.
+//! `certtool --verify`, and mutually authenticated DTLS 1.2 handshakes between `openssl s_server`
+//! and `openssl s_client`, and between `gnutls-serv` and `gnutls-cli`, using them — the PKI is
+//! right before our engine relies on it.
 
 use std::fs::File;
 use std::io::Write;
@@ -196,17 +197,17 @@ fn wait_for_text(path: &Path, needle: &str, deadline: Instant) -> bool {
     }
 }
 
-fn spawn_logged(dir: &Path, label: &str, args: &[&str]) -> (ChildGuard, ChildStdin, PathBuf) {
+fn spawn_logged(dir: &Path, program: &str, label: &str, args: &[&str]) -> (ChildGuard, ChildStdin, PathBuf) {
     let out_path = dir.join(format!("{label}.out"));
     let err_path = dir.join(format!("{label}.err"));
-    let mut child = Command::new("openssl")
+    let mut child = Command::new(program)
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(File::create(&out_path).unwrap())
         .stderr(File::create(&err_path).unwrap())
         .spawn()
-        .expect("run openssl");
+        .unwrap_or_else(|e| panic!("cannot run {program} (is it installed?): {e}"));
     // Keep stdin open: both tools stop when it closes.
     let stdin = child.stdin.take().expect("stdin");
     (ChildGuard(child), stdin, out_path)
@@ -245,6 +246,7 @@ fn dtls_session(
     // `-cert` reads only the first certificate of a file; the intermediates go in `-cert_chain`.
     let (mut server, _server_stdin, server_out) = spawn_logged(
         dir,
+        "openssl",
         "s_server",
         &[
             "s_server",
@@ -273,6 +275,7 @@ fn dtls_session(
         (format!("{client}.pem"), format!("{client}-intermediates.pem"), format!("{client}.key"));
     let (mut client, mut client_stdin, client_out) = spawn_logged(
         dir,
+        "openssl",
         "s_client",
         &[
             "s_client",
@@ -383,4 +386,84 @@ fn openssl_dtls_mutual_auth_with_p256_files() {
 #[test]
 fn openssl_dtls_mutual_auth_with_rsa2048_files() {
     openssl_dtls_handshake("rsa2048", "ECDHE-RSA-AES128-GCM-SHA256");
+}
+
+/// GnuTLS reads the same files for a DTLS 1.2 session: the whole chain from `--x509certfile`, the
+/// client certificate required and verified by the server, the server's name checked by the client.
+#[test]
+fn gnutls_dtls_mutual_auth_with_p256_files() {
+    let dir = make_pki("p256", "gnutls");
+    let port = free_udp_port().to_string();
+    let (mut server, _server_stdin, server_out) = spawn_logged(
+        &dir,
+        "gnutls-serv",
+        "gnutls-serv",
+        &[
+            "--udp",
+            "--echo",
+            "-p",
+            &port,
+            "--x509certfile",
+            "server.pem",
+            "--x509keyfile",
+            "server.key",
+            "--x509cafile",
+            "ca.pem",
+            "--require-client-cert",
+            "--verify-client-cert",
+        ],
+    );
+    let deadline = Instant::now() + TOOL_TIMEOUT;
+    // gnutls-serv announces itself on standard error (its standard output is block-buffered).
+    let server_err = dir.join("gnutls-serv.err");
+    assert!(
+        wait_for_text(&server_err, "listening on IPv4", deadline),
+        "gnutls-serv did not start: {}",
+        read(&server_err)
+    );
+    let (mut client, mut client_stdin, client_out) = spawn_logged(
+        &dir,
+        "gnutls-cli",
+        "gnutls-cli",
+        &[
+            "--udp",
+            "-p",
+            &port,
+            "--x509cafile",
+            "ca.pem",
+            "--x509certfile",
+            "client.pem",
+            "--x509keyfile",
+            "client.key",
+            "localhost",
+        ],
+    );
+    client_stdin.write_all(b"ping from gnutls-cli\n").expect("write to gnutls-cli");
+    client_stdin.flush().expect("flush gnutls-cli stdin");
+    // The echo comes back only over an established session.
+    let mut echoed = false;
+    while Instant::now() < deadline {
+        if read(&client_out).contains("ping from gnutls-cli") {
+            echoed = true;
+            break;
+        }
+        if matches!(client.0.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(client_stdin);
+    let client_exit = client.wait_bounded(TOOL_TIMEOUT);
+    server.0.kill().ok(); // gnutls-serv serves until stopped
+    let client_text = format!("{}{}", read(&client_out), read(&dir.join("gnutls-cli.err")));
+    let context = format!(
+        "--- gnutls-cli:\n{client_text}\n--- gnutls-serv:\n{}{}",
+        read(&server_out),
+        read(&dir.join("gnutls-serv.err"))
+    );
+    assert!(echoed, "no echo over the DTLS session\n{context}");
+    assert!(client_exit.is_some_and(|s| s.success()), "gnutls-cli failed\n{context}");
+    assert!(client_text.contains("- Status: The certificate is trusted."), "server chain\n{context}");
+    assert!(client_text.contains("Handshake was completed"), "handshake\n{context}");
+    assert!(client_text.contains("(DTLS1.2-X.509)"), "protocol\n{context}");
 }
