@@ -241,10 +241,18 @@ fn ip_batch(namespace: &str, lines: &[String]) -> Result<()> {
     run_command("ip", &["-n", namespace, "-batch", "-"], Some(&script)).map(drop)
 }
 
+/// Sets `key=value` sysctls of a namespace through /proc/sys, which shows the network settings
+/// of the namespace of the process reading it (no procps needed).
 fn sysctl(namespace: &str, settings: &[&str]) -> Result<()> {
-    let mut args = vec!["netns", "exec", namespace, "sysctl", "-qw"];
-    args.extend_from_slice(settings);
-    run_command("ip", &args, None).map(drop)
+    let mut script = String::new();
+    for setting in settings {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| TestbedError::Invalid(format!("sysctl {setting:?} has no value")))?;
+        script.push_str(&format!("echo {value} > /proc/sys/{} && ", key.replace('.', "/")));
+    }
+    script.push_str("true");
+    run_command("ip", &["netns", "exec", namespace, "sh", "-c", &script], None).map(drop)
 }
 
 /// Fails with [`TestbedError::NotRoot`] unless this process runs as root.
@@ -390,8 +398,9 @@ impl RelayProcess {
     }
 
     fn signal(&self, name: &str) -> Result<()> {
-        let pid = self.child.id().to_string();
-        run_command("kill", &["-s", name, &pid], None).map(drop)
+        // The shell's own kill: no procps needed.
+        let script = format!("kill -s {name} {}", self.child.id());
+        run_command("sh", &["-c", &script], None).map(drop)
     }
 
     /// Waits for the next line that starts with `prefix`.
