@@ -63,6 +63,9 @@ struct RelayArgs {
     /// Most packets held at once; beyond it packets are dropped and counted.
     #[arg(long, default_value_t = RelayConfig::DEFAULT_QUEUE_LIMIT)]
     queue: usize,
+    /// Stop when standard input closes (set by the testbed, so the relay ends with it).
+    #[arg(long)]
+    stop_when_stdin_closes: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -171,6 +174,7 @@ fn relay(args: RelayArgs) -> anyhow::Result<()> {
         loss: args.loss,
         seed: args.seed,
         queue_limit: args.queue,
+        stop_when_stdin_closes: args.stop_when_stdin_closes,
         ..RelayConfig::new(args.tun, Duration::from_millis(args.delay_ms))
     };
     let runtime =

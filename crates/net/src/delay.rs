@@ -41,6 +41,9 @@ pub struct RelayConfig {
     pub seed: u64,
     /// Most packets held at once; beyond it packets are dropped and counted.
     pub queue_limit: usize,
+    /// Stop when standard input reaches its end: a supervisor gives the relay a pipe, so the
+    /// relay ends with it even if the supervisor is killed.
+    pub stop_when_stdin_closes: bool,
 }
 
 impl RelayConfig {
@@ -53,6 +56,7 @@ impl RelayConfig {
             loss: 0.0,
             seed: 0,
             queue_limit: Self::DEFAULT_QUEUE_LIMIT,
+            stop_when_stdin_closes: false,
         }
     }
 }
@@ -332,8 +336,20 @@ pub async fn run_relay(config: &RelayConfig) -> io::Result<RelayCounters> {
         config.seed,
     ));
 
+    let supervisor_gone = async {
+        if config.stop_when_stdin_closes {
+            let mut stdin = tokio::io::stdin();
+            let mut sink = [0u8; 256];
+            // Whatever the supervisor writes is ignored; only the end matters.
+            while let Ok(1..) = tokio::io::AsyncReadExt::read(&mut stdin, &mut sink).await {}
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(supervisor_gone);
     let outcome = loop {
         tokio::select! {
+            _ = &mut supervisor_gone => break Ok(()),
             _ = terminate.recv() => break Ok(()),
             _ = interrupt.recv() => break Ok(()),
             _ = report.recv() => print_line(&shared.lock().counters.to_string()),

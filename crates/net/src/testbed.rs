@@ -623,14 +623,17 @@ impl Testbed {
             RELAY_TUN,
             "--delay-ms",
             &delay_ms,
+            "--stop-when-stdin-closes",
         ]);
         if self.config.loss > 0.0 {
             command
                 .args(["--loss", &self.config.loss.to_string()])
                 .args(["--seed", &self.config.loss_seed.to_string()]);
         }
+        // The relay's standard input stays open while this process lives (the pipe is kept in
+        // `child`): if this process is killed, the relay reads the end of its input and stops.
         let mut child = command
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
