@@ -11,9 +11,13 @@ use fastshake_dtls::{
     CipherSuite, ClientConfig, Connection, ConnectionHandle, Endpoint, Event, Instant, ServerConfig,
 };
 use fastshake_net::dtls::{ClientOptions, DtlsClient};
+use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use openssl::pkey::PKey;
 use openssl::ssl::{
-    ErrorCode, Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslStream, SslVersion,
+    ErrorCode, Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslSessionCacheMode, SslStream,
+    SslVerifyMode, SslVersion,
 };
+use openssl::x509::X509;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use std::cell::RefCell;
@@ -33,6 +37,8 @@ const TARGET_HANDSHAKES_PER_SECOND: f64 = 20_000.0;
 const TARGET_SESSION_BYTES: i64 = 400;
 const TARGET_ALLOCATIONS_PER_RECORD: f64 = 0.0;
 
+/// The pre-shared-key suites (issue 2); the certificate suites have their own sections.
+const PSK_SUITES: &[CipherSuite] = &[CipherSuite::PskWithAes128Ccm8, CipherSuite::PskWithAes128GcmSha256];
 const PSK_IDENTITY: &[u8] = b"bench";
 const PSK_KEY: [u8; 16] = *b"fastshake-bench!";
 const MTU: usize = 1200;
@@ -153,6 +159,11 @@ fn seed(n: u64) -> [u8; 32] {
     let mut seed = [0x5a; 32];
     seed[..8].copy_from_slice(&n.to_le_bytes());
     seed
+}
+
+/// Seconds since 1970, for certificate validity.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn client_addr(n: u16) -> SocketAddr {
@@ -296,7 +307,6 @@ impl OpensslPair {
             psk[..PSK_KEY.len()].copy_from_slice(&PSK_KEY);
             Ok(PSK_KEY.len())
         });
-        server.set_options(SslOptions::COOKIE_EXCHANGE);
         server.set_psk_server_callback(|_ssl, identity, psk| {
             if identity != Some(PSK_IDENTITY) {
                 return Ok(0);
@@ -304,12 +314,34 @@ impl OpensslPair {
             psk[..PSK_KEY.len()].copy_from_slice(&PSK_KEY);
             Ok(PSK_KEY.len())
         });
-        server.set_cookie_generate_cb(|_ssl, out| {
-            let cookie = anchor_cookie();
-            out[..cookie.len()].copy_from_slice(&cookie);
-            Ok(cookie.len())
-        });
-        server.set_cookie_verify_cb(|_ssl, cookie| openssl::memcmp::eq(cookie, &anchor_cookie()));
+        add_anchor_cookies(&mut server);
+        Ok(OpensslPair { client: client.build(), server: server.build() })
+    }
+
+    /// OpenSSL contexts for a certificate suite: the server sends `pki`'s server chain, the client
+    /// validates it against the root and checks the name `localhost` (as our client does);
+    /// with `mutual`, the server requires and validates the client's chain too. No tickets, no
+    /// session cache: every handshake is a full one.
+    fn with_certificates(cipher: &str, pki: &TestPki, mutual: bool) -> anyhow::Result<Self> {
+        let mut client = SslContextBuilder::new(SslMethod::dtls())?;
+        let mut server = SslContextBuilder::new(SslMethod::dtls())?;
+        let root = X509::from_pem(pki.ca_pem().as_bytes())?;
+        for ctx in [&mut client, &mut server] {
+            ctx.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
+            ctx.set_max_proto_version(Some(SslVersion::DTLS1_2))?;
+            ctx.set_cipher_list(cipher).with_context(|| format!("OpenSSL does not know {cipher}"))?;
+            ctx.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
+            ctx.set_session_cache_mode(SslSessionCacheMode::OFF);
+            ctx.cert_store_mut().add_cert(root.clone())?;
+        }
+        load_chain(&mut server, &pki.server_chain_pem(), pki.server.key_pem.as_bytes())?;
+        client.set_verify(SslVerifyMode::PEER);
+        client.verify_param_mut().set_host("localhost")?;
+        if mutual {
+            load_chain(&mut client, &pki.client_chain_pem(), pki.client.key_pem.as_bytes())?;
+            server.set_verify(SslVerifyMode::PEER | SslVerifyMode::FAIL_IF_NO_PEER_CERT);
+        }
+        add_anchor_cookies(&mut server);
         Ok(OpensslPair { client: client.build(), server: server.build() })
     }
 
@@ -356,6 +388,31 @@ impl OpensslPair {
         }
         Ok(count as f64 / start.elapsed().as_secs_f64())
     }
+}
+
+/// The stateless-looking cookie exchange (HelloVerifyRequest) of our endpoint, on an OpenSSL server.
+fn add_anchor_cookies(server: &mut SslContextBuilder) {
+    server.set_options(SslOptions::COOKIE_EXCHANGE);
+    server.set_cookie_generate_cb(|_ssl, out| {
+        let cookie = anchor_cookie();
+        out[..cookie.len()].copy_from_slice(&cookie);
+        Ok(cookie.len())
+    });
+    server.set_cookie_verify_cb(|_ssl, cookie| openssl::memcmp::eq(cookie, &anchor_cookie()));
+}
+
+/// Our certificate (leaf first, then intermediates) and its PKCS#8 key into an OpenSSL context.
+fn load_chain(ctx: &mut SslContextBuilder, chain_pem: &str, key_pem: &[u8]) -> anyhow::Result<()> {
+    let mut chain = X509::stack_from_pem(chain_pem.as_bytes())?.into_iter();
+    let leaf = chain.next().context("an empty certificate chain")?;
+    ctx.set_certificate(&leaf)?;
+    for intermediate in chain {
+        ctx.add_extra_chain_cert(intermediate)?;
+    }
+    let key = PKey::private_key_from_pem(key_pem)?;
+    ctx.set_private_key(&key)?;
+    ctx.check_private_key()?;
+    Ok(())
 }
 
 /// An established OpenSSL DTLS pair in memory.
@@ -409,7 +466,7 @@ fn engine_handshakes(plan: &Plan) -> anyhow::Result<()> {
         "   {:<34} {:>12} {:>12} {:>13}   target {:.0}/s",
         "suite", "fastshake", "OpenSSL", "ours/OpenSSL", TARGET_HANDSHAKES_PER_SECOND
     );
-    for &suite in CipherSuite::ALL {
+    for &suite in PSK_SUITES {
         let anchor = OpensslPair::new(openssl_cipher(suite))?;
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
@@ -493,7 +550,7 @@ fn record_throughput(plan: &Plan) -> anyhow::Result<()> {
         print!(" {:>16}", format!("{size} B seal/open"));
     }
     println!();
-    for &suite in CipherSuite::ALL {
+    for &suite in PSK_SUITES {
         let mut pair = establish(suite, 7)?;
         let mut anchor = OpensslPair::new(openssl_cipher(suite))?.handshake()?;
         let mut ours_row = String::new();
@@ -591,7 +648,7 @@ fn session_memory() -> anyhow::Result<()> {
         "   {:<34} {:>14} {:>14} {:>16}   target <= {} B",
         "suite", "client heap", "client total", "server per conn", TARGET_SESSION_BYTES
     );
-    for &suite in CipherSuite::ALL {
+    for &suite in PSK_SUITES {
         let (client_config, server_config) = configs(suite);
         // Client: everything but the client connection is freed before the second reading.
         let before = live_heap();
@@ -644,7 +701,7 @@ fn allocations_per_record() -> anyhow::Result<()> {
         "   {:<34} {:>12} {:>12} {:>12} {:>12}   target {}",
         "suite", "client seal", "server open", "server seal", "client open", TARGET_ALLOCATIONS_PER_RECORD
     );
-    for &suite in CipherSuite::ALL {
+    for &suite in PSK_SUITES {
         let mut pair = establish(suite, 3)?;
         let data = [0x17u8; 100];
         let mut out = vec![0u8; MTU];
@@ -800,7 +857,7 @@ fn loopback_handshakes(plan: &Plan, openssl: &str) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the fastshake binary")?;
     let key_hex = hex::encode(PSK_KEY);
     let identity = String::from_utf8_lossy(PSK_IDENTITY).into_owned();
-    for &suite in CipherSuite::ALL {
+    for &suite in PSK_SUITES {
         let client_config = Arc::new(ClientConfig {
             suites: vec![suite],
             // Loopback loses nothing; a short first timeout keeps a rare stall from dominating.
@@ -861,7 +918,7 @@ mod tests {
 
     #[test]
     fn openssl_anchor_completes_the_same_psk_handshake_for_both_suites() {
-        for &suite in CipherSuite::ALL {
+        for &suite in PSK_SUITES {
             let pair = OpensslPair::new(openssl_cipher(suite)).unwrap();
             let session = pair.handshake().unwrap();
             // Like ours: ClientHello, ClientHello with cookie, then the final flight; the server
@@ -871,6 +928,25 @@ mod tests {
             assert_eq!(client_datagrams, 3, "the anchor must do the cookie exchange");
             assert!(server_datagrams >= 3, "{server_datagrams}");
             assert_eq!(session.client.ssl().current_cipher().unwrap().name(), openssl_cipher(suite));
+        }
+    }
+
+    #[test]
+    fn openssl_anchor_completes_certificate_handshakes_with_and_without_client_certificates() {
+        let pki = generate(3, KeyKind::P256, &[], unix_now(), 1).unwrap();
+        for mutual in [false, true] {
+            let pair = OpensslPair::with_certificates("ECDHE-ECDSA-AES128-GCM-SHA256", &pki, mutual).unwrap();
+            let session = pair.handshake().unwrap();
+            // ClientHello twice (cookie), then the final flight: one datagram, or more once the
+            // client's certificate chain makes it exceed the MTU.
+            let written = session.client.get_ref().written;
+            assert!(if mutual { written >= 3 } else { written == 3 }, "{written} datagrams");
+            assert_eq!(
+                session.client.ssl().current_cipher().unwrap().name(),
+                "ECDHE-ECDSA-AES128-GCM-SHA256"
+            );
+            assert!(session.client.ssl().peer_certificate().is_some());
+            assert_eq!(session.server.ssl().peer_certificate().is_some(), mutual);
         }
     }
 
