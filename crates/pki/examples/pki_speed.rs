@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use fastshake_pki::generate::{generate, KeyKind};
 use fastshake_pki::{verify_server_chain, verify_signature, TrustAnchors};
-use ring::rand::SystemRandom;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 
 const NOW: u64 = 1_789_000_000;
 const BATCHES: usize = 5;
@@ -31,7 +32,7 @@ fn rate(per_batch: u32, mut op: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let rng = SystemRandom::new();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
     let mut results = Vec::new();
     let message = [0x5a_u8; 200]; // about the size of a ServerKeyExchange's signed content
     println!("{:<10} {:<24} {:>12} {:>12} {:>16}", "key", "scheme", "sign/s", "verify/s", "chain(3) check/s");
@@ -45,9 +46,9 @@ fn main() {
             verify_server_chain(&chain, &anchors, NOW, Some("localhost")).expect("chain");
         });
         for &scheme in ours.key.schemes() {
-            let signature = ours.key.sign(scheme, &message, &rng).expect("sign");
+            let signature = ours.key.sign(scheme, &message, &mut rng).expect("sign");
             let sign_rate = rate(per_batch, || {
-                ours.key.sign(scheme, &message, &rng).expect("sign");
+                ours.key.sign(scheme, &message, &mut rng).expect("sign");
             });
             let verify_rate = rate(per_batch * 4, || {
                 verify_signature(&peer, scheme, &message, &signature).expect("verify");

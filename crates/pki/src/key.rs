@@ -1,21 +1,31 @@
 //! Our own certified key: the chain we send and the private key that signs for it.
 
-use ring::rand::{SecureRandom, SystemRandom};
-use ring::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
+use p256::ecdsa::signature::RandomizedSigner;
+use p256::pkcs8::DecodePrivateKey;
+use rand_core::{CryptoRng, RngCore};
+use ring::rand::SystemRandom;
+use ring::signature::{self, RsaKeyPair};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::PrivatePkcs8KeyDer;
 use zeroize::Zeroize;
 
 use crate::{CertDer, KeyAlgorithm, PeerPublicKey, PkiError, SignatureScheme};
 
-/// A private key that signs handshakes. The key material is held by ring; the PKCS#8 bytes it was
-/// read from are zeroized once ring has parsed them.
+/// A private key that signs handshakes. The PKCS#8 bytes it was read from are zeroized once parsed.
+///
+/// P-256 keys sign with RustCrypto's `p256` (RFC 6979 nonces hedged with the caller's RNG), so a
+/// seeded run reproduces its signatures; RSA keys sign with ring, whose constant-time private-key
+/// code we prefer over the alternatives (see [`SigningKey::sign`]).
 pub struct SigningKey {
     inner: KeyInner,
 }
 
 enum KeyInner {
-    EcdsaP256(EcdsaKeyPair),
+    EcdsaP256 {
+        key: p256::ecdsa::SigningKey,
+        /// Uncompressed SEC1 point, as the leaf's SubjectPublicKeyInfo carries it.
+        public: Vec<u8>,
+    },
     Rsa(RsaKeyPair),
 }
 
@@ -33,13 +43,13 @@ impl SigningKey {
 
     /// Reads a PKCS#8 DER private key: P-256 ECDSA or RSA (ring accepts 2048 to 4096 bits).
     ///
-    /// ring checks the key pair's consistency with its own system RNG; no randomness is drawn here
-    /// that a signature depends on.
+    /// No randomness is drawn here.
     pub fn from_pkcs8_der(der: &[u8]) -> Result<Self, PkiError> {
-        let ec =
-            EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, der, &SystemRandom::new());
-        let ec_error = match ec {
-            Ok(key) => return Ok(SigningKey { inner: KeyInner::EcdsaP256(key) }),
+        let ec_error = match p256::ecdsa::SigningKey::from_pkcs8_der(der) {
+            Ok(key) => {
+                let public = key.verifying_key().to_encoded_point(false).as_bytes().to_vec();
+                return Ok(SigningKey { inner: KeyInner::EcdsaP256 { key, public } });
+            }
             Err(e) => e,
         };
         match RsaKeyPair::from_pkcs8(der) {
@@ -53,7 +63,7 @@ impl SigningKey {
     /// The key's algorithm.
     pub fn algorithm(&self) -> KeyAlgorithm {
         match self.inner {
-            KeyInner::EcdsaP256(_) => KeyAlgorithm::EcdsaP256,
+            KeyInner::EcdsaP256 { .. } => KeyAlgorithm::EcdsaP256,
             KeyInner::Rsa(_) => KeyAlgorithm::Rsa,
         }
     }
@@ -61,7 +71,7 @@ impl SigningKey {
     /// Bits of the key: 256 for P-256, the modulus length for RSA.
     pub fn bits(&self) -> usize {
         match &self.inner {
-            KeyInner::EcdsaP256(_) => 256,
+            KeyInner::EcdsaP256 { .. } => 256,
             KeyInner::Rsa(key) => key.public().modulus_len() * 8,
         }
     }
@@ -75,28 +85,34 @@ impl SigningKey {
     pub fn max_signature_len(&self) -> usize {
         match &self.inner {
             // SEQUENCE { INTEGER r, INTEGER s }, each up to 33 bytes with its sign byte.
-            KeyInner::EcdsaP256(_) => 72,
+            KeyInner::EcdsaP256 { .. } => 72,
             KeyInner::Rsa(key) => key.public().modulus_len(),
         }
     }
 
     /// Signs `message` (the whole signed content; hashing is part of the scheme).
     ///
-    /// ECDSA and PSS draw their nonce or salt from `rng`. ring only takes its own
-    /// [`ring::rand::SystemRandom`] (its `SecureRandom` is sealed), so signatures are not
-    /// reproducible from a seed even when everything else in a run is; PKCS#1 v1.5 is deterministic.
-    pub fn sign(
+    /// ECDSA derives its nonce by RFC 6979 from the key and message, hedged with bytes from `rng`:
+    /// the engine passes its seeded RNG, so a seeded run signs identically every time.
+    ///
+    /// RSA is the exception: ring's private-key operation blinds, and PSS salts, with ring's own
+    /// OS randomness (ring accepts no other source, and the RustCrypto `rsa` crate's private-key
+    /// code is not constant-time, RUSTSEC-2023-0071). PKCS#1 v1.5 signatures are deterministic
+    /// anyway; PSS signatures differ between seeded runs in their bytes, never in their length.
+    pub fn sign<R: RngCore + CryptoRng>(
         &self,
         scheme: SignatureScheme,
         message: &[u8],
-        rng: &dyn SecureRandom,
+        rng: &mut R,
     ) -> Result<Vec<u8>, PkiError> {
         if !self.algorithm().makes(scheme) {
             return Err(PkiError::SchemeNotForOurKey { scheme, key: self.algorithm() });
         }
         match &self.inner {
-            KeyInner::EcdsaP256(key) => {
-                key.sign(rng, message).map(|sig| sig.as_ref().to_vec()).map_err(|_| PkiError::SigningFailed)
+            KeyInner::EcdsaP256 { key, .. } => {
+                let sig: p256::ecdsa::Signature =
+                    key.try_sign_with_rng(rng, message).map_err(|_| PkiError::SigningFailed)?;
+                Ok(sig.to_der().as_bytes().to_vec())
             }
             KeyInner::Rsa(key) => {
                 let padding: &'static dyn signature::RsaEncoding = match scheme {
@@ -104,7 +120,8 @@ impl SigningKey {
                     _ => &signature::RSA_PKCS1_SHA256,
                 };
                 let mut sig = vec![0u8; key.public().modulus_len()];
-                key.sign(padding, rng, message, &mut sig).map_err(|_| PkiError::SigningFailed)?;
+                key.sign(padding, &SystemRandom::new(), message, &mut sig)
+                    .map_err(|_| PkiError::SigningFailed)?;
                 Ok(sig)
             }
         }
@@ -113,7 +130,7 @@ impl SigningKey {
     /// The public half as SubjectPublicKeyInfo bits (a point or an RSAPublicKey).
     fn public_key_bytes(&self) -> &[u8] {
         match &self.inner {
-            KeyInner::EcdsaP256(key) => key.public_key().as_ref(),
+            KeyInner::EcdsaP256 { public, .. } => public,
             KeyInner::Rsa(key) => key.public().as_ref(),
         }
     }

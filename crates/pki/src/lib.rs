@@ -22,9 +22,10 @@
 //! | ServerKeyExchange / CertificateVerify signature does not verify | `BadSignature` | decrypt_error (51) |
 //! | our own PEM, key, name or signing failed | the rest | internal_error (80) |
 //!
-//! Signing randomness: ECDSA nonces and PSS salts come from ring's `SystemRandom` (ring accepts
-//! no other source), so signature bytes differ between otherwise identical seeded runs; an ECDSA
-//! signature's DER length varies (at most 72 bytes, mostly 70 to 72). PKCS#1 v1.5 signatures are deterministic.
+//! Signing randomness: ECDSA signs with RFC 6979 nonces hedged by the caller's (seeded) RNG, so
+//! seeded runs reproduce their signatures; an ECDSA signature's DER length varies (at most 72
+//! bytes). RSA signs with ring, whose blinding and PSS salts come from the OS (see
+//! [`SigningKey::sign`]); PKCS#1 v1.5 signatures are deterministic all the same.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -8,7 +8,8 @@ use fastshake_pki::{
     alert, verify_server_chain, verify_signature, CertifiedKey, KeyAlgorithm, PeerPublicKey, PkiError,
     SignatureScheme, SigningKey, TrustAnchors,
 };
-use ring::rand::SystemRandom;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 
 const NOW: u64 = 1_789_000_000;
 const MESSAGE: &[u8] = b"client_random || server_random || ServerECDHParams";
@@ -44,7 +45,7 @@ const KINDS: [KeyKind; 3] = [KeyKind::P256, KeyKind::Rsa2048, KeyKind::Rsa4096];
 
 #[test]
 fn every_scheme_round_trips_for_every_key_kind() {
-    let rng = SystemRandom::new();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
     for kind in KINDS {
         let (signing, public) = key_pair(kind);
         assert_eq!(signing.algorithm(), public.algorithm());
@@ -56,7 +57,7 @@ fn every_scheme_round_trips_for_every_key_kind() {
         };
         assert_eq!(signing.bits(), expected_bits);
         for &scheme in signing.schemes() {
-            let signature = signing.sign(scheme, MESSAGE, &rng).expect("sign");
+            let signature = signing.sign(scheme, MESSAGE, &mut rng).expect("sign");
             assert!(signature.len() <= signing.max_signature_len());
             verify_signature(&public, scheme, MESSAGE, &signature)
                 .unwrap_or_else(|e| panic!("{kind} {scheme}: {e}"));
@@ -71,9 +72,9 @@ fn every_scheme_round_trips_for_every_key_kind() {
 
 #[test]
 fn ecdsa_signatures_are_der_and_rsa_signatures_fill_the_modulus() {
-    let rng = SystemRandom::new();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
     let (p256, _) = key_pair(KeyKind::P256);
-    let signature = p256.sign(SignatureScheme::EcdsaSecp256r1Sha256, MESSAGE, &rng).unwrap();
+    let signature = p256.sign(SignatureScheme::EcdsaSecp256r1Sha256, MESSAGE, &mut rng).unwrap();
     // ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } (TLS 1.2 carries DER, not r||s).
     // Each INTEGER holds at most 32 bytes plus a sign byte, so at most 2 + 2 * (2 + 33) = 72.
     assert!(signature.len() <= 72, "{}", signature.len());
@@ -88,25 +89,25 @@ fn ecdsa_signatures_are_der_and_rsa_signatures_fill_the_modulus() {
     assert_eq!(6 + r_len + s_len, signature.len(), "nothing after s");
     let (rsa, _) = key_pair(KeyKind::Rsa2048);
     for scheme in [SignatureScheme::RsaPssRsaeSha256, SignatureScheme::RsaPkcs1Sha256] {
-        assert_eq!(rsa.sign(scheme, MESSAGE, &rng).unwrap().len(), 256);
+        assert_eq!(rsa.sign(scheme, MESSAGE, &mut rng).unwrap().len(), 256);
     }
     // PKCS#1 v1.5 is deterministic, PSS is salted.
-    let pkcs1 = |m| rsa.sign(SignatureScheme::RsaPkcs1Sha256, m, &rng).unwrap();
+    let mut pkcs1 = |m| rsa.sign(SignatureScheme::RsaPkcs1Sha256, m, &mut rng).unwrap();
     assert_eq!(pkcs1(MESSAGE), pkcs1(MESSAGE));
-    let pss = |m| rsa.sign(SignatureScheme::RsaPssRsaeSha256, m, &rng).unwrap();
+    let mut pss = |m| rsa.sign(SignatureScheme::RsaPssRsaeSha256, m, &mut rng).unwrap();
     assert_ne!(pss(MESSAGE), pss(MESSAGE));
 }
 
 #[test]
 fn signature_by_another_key_is_refused() {
-    let rng = SystemRandom::new();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
     for kind in [KeyKind::P256, KeyKind::Rsa2048] {
         let pki = pki(kind);
         let (_, server_public) = key_pair(kind);
         // The client's key is certified by the same CA, but it is not the server's key.
         let client = pki.client_certified_key().unwrap();
         for &scheme in client.key.schemes() {
-            let signature = client.key.sign(scheme, MESSAGE, &rng).unwrap();
+            let signature = client.key.sign(scheme, MESSAGE, &mut rng).unwrap();
             let error = verify_signature(&server_public, scheme, MESSAGE, &signature).unwrap_err();
             assert_eq!(error.alert_code(), alert::DECRYPT_ERROR, "{kind} {scheme}");
         }
@@ -115,21 +116,21 @@ fn signature_by_another_key_is_refused() {
 
 #[test]
 fn scheme_that_does_not_fit_the_key_is_refused_on_both_sides() {
-    let rng = SystemRandom::new();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
     let (p256, p256_public) = key_pair(KeyKind::P256);
     let (rsa, rsa_public) = key_pair(KeyKind::Rsa2048);
     let ecdsa = SignatureScheme::EcdsaSecp256r1Sha256;
     let pss = SignatureScheme::RsaPssRsaeSha256;
-    let error = p256.sign(pss, MESSAGE, &rng).unwrap_err();
+    let error = p256.sign(pss, MESSAGE, &mut rng).unwrap_err();
     assert_eq!(error, PkiError::SchemeNotForOurKey { scheme: pss, key: KeyAlgorithm::EcdsaP256 });
     assert_eq!(error.alert_code(), alert::INTERNAL_ERROR);
-    assert!(rsa.sign(ecdsa, MESSAGE, &rng).is_err());
+    assert!(rsa.sign(ecdsa, MESSAGE, &mut rng).is_err());
 
-    let rsa_signature = rsa.sign(pss, MESSAGE, &rng).unwrap();
+    let rsa_signature = rsa.sign(pss, MESSAGE, &mut rng).unwrap();
     let error = verify_signature(&p256_public, pss, MESSAGE, &rsa_signature).unwrap_err();
     assert_eq!(error, PkiError::PeerSchemeMismatch { scheme: pss, key: KeyAlgorithm::EcdsaP256 });
     assert_eq!(error.alert_code(), alert::ILLEGAL_PARAMETER);
-    let ec_signature = p256.sign(ecdsa, MESSAGE, &rng).unwrap();
+    let ec_signature = p256.sign(ecdsa, MESSAGE, &mut rng).unwrap();
     let error = verify_signature(&rsa_public, ecdsa, MESSAGE, &ec_signature).unwrap_err();
     assert_eq!(error.alert_code(), alert::ILLEGAL_PARAMETER);
     // PSS and PKCS#1 signatures are not interchangeable.
@@ -209,4 +210,13 @@ fn rsa_keys_outside_what_ring_verifies_are_unsupported_certificates() {
     for kind in [KeyKind::Rsa2048, KeyKind::Rsa4096] {
         assert_eq!(key_pair(kind).1.algorithm(), KeyAlgorithm::Rsa);
     }
+}
+
+#[test]
+fn ecdsa_signatures_are_reproducible_from_the_seed() {
+    let (p256, _) = key_pair(KeyKind::P256);
+    let scheme = SignatureScheme::EcdsaSecp256r1Sha256;
+    let sign_with = |seed| p256.sign(scheme, MESSAGE, &mut ChaCha20Rng::seed_from_u64(seed)).unwrap();
+    assert_eq!(sign_with(1), sign_with(1), "same seed, same signature");
+    assert_ne!(sign_with(1), sign_with(2), "the RNG hedges the RFC 6979 nonce");
 }
