@@ -13,9 +13,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
-#[command(
-    about = "Test hosts in network namespaces (client, router, server) with a userspace delay relay",
-    long_about = "Test hosts in network namespaces, for the real-socket experiments (needs root).\n\n\
+#[command(after_help = "Test hosts in network namespaces, for the real-socket experiments (needs root).\n\n\
   client eth0 192.0.2.2/28 ── router ── server eth0 203.0.113.2/24\n\
   client eth1 198.51.100.2/28 ─┘ (with --interfaces 2)\n\n\
 Every packet in and out of the client is held by `fastshake netlab relay` in the router for the \
@@ -23,8 +21,7 @@ delay (the kernel has no netem). With --nat the router masquerades towards the s
   fastshake netlab up --delay-ms 30 --interfaces 2 --nat port-restricted   # until Ctrl-C\n\
   ip netns exec <client namespace> <command>                              # run a command in a host\n\
   fastshake netlab down                                                   # remove leftovers\n\
-  fastshake netlab rtt --delays 5,30,100 --count 50                       # measure the relay"
-)]
+  fastshake netlab rtt --delays 5,30,100 --count 50                       # measure the relay")]
 pub struct NetlabArgs {
     #[command(subcommand)]
     command: NetlabCommand,
@@ -52,8 +49,11 @@ struct RelayArgs {
     #[arg(long)]
     tun: String,
     /// Delay applied to every packet, in milliseconds.
-    #[arg(long)]
-    delay_ms: u64,
+    #[arg(long, required_unless_present = "delay_us")]
+    delay_ms: Option<u64>,
+    /// The delay in microseconds instead, for delays that are not whole milliseconds.
+    #[arg(long, conflicts_with = "delay_ms")]
+    delay_us: Option<u64>,
     /// Probability of dropping a packet (seeded Bernoulli trials).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -170,12 +170,17 @@ fn relay(args: RelayArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.loss) {
         bail!("--loss {} is outside [0, 1]", args.loss);
     }
+    let delay = match (args.delay_ms, args.delay_us) {
+        (_, Some(us)) => Duration::from_micros(us),
+        (Some(ms), None) => Duration::from_millis(ms),
+        (None, None) => bail!("--delay-ms or --delay-us is needed"),
+    };
     let config = RelayConfig {
         loss: args.loss,
         seed: args.seed,
         queue_limit: args.queue,
         stop_when_stdin_closes: args.stop_when_stdin_closes,
-        ..RelayConfig::new(args.tun, Duration::from_millis(args.delay_ms))
+        ..RelayConfig::new(args.tun, delay)
     };
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;

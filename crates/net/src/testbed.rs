@@ -614,15 +614,20 @@ impl Testbed {
     }
 
     fn start_relay(&mut self) -> Result<()> {
-        let delay_ms = self.config.delay.as_millis().to_string();
+        let delay = self.config.delay;
+        let (delay_option, delay_value) = if delay.subsec_micros() % 1_000 == 0 {
+            ("--delay-ms", delay.as_millis().to_string())
+        } else {
+            ("--delay-us", delay.as_micros().to_string())
+        };
         let mut command = Command::new("ip");
         command.args(["netns", "exec", &self.router]).arg(&self.config.relay_program).args([
             "netlab",
             "relay",
             "--tun",
             RELAY_TUN,
-            "--delay-ms",
-            &delay_ms,
+            delay_option,
+            &delay_value,
             "--stop-when-stdin-closes",
         ]);
         if self.config.loss > 0.0 {
