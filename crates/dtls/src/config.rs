@@ -1,7 +1,10 @@
 //! Client and server configuration.
 
 use crate::error::Error;
-use crate::suite::CipherSuite;
+use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
+use crate::suite::{CipherSuite, KeyExchange};
+use fastshake_pki::{CertifiedKey, KeyAlgorithm, TrustAnchors};
+use std::sync::Arc;
 use std::time::Duration;
 use zeroize::Zeroize;
 
@@ -42,6 +45,18 @@ impl std::fmt::Debug for Psk {
     }
 }
 
+/// Unix time in seconds, the time certificates are validated at and sessions expire by.
+///
+/// The engine's [`crate::Instant`] is monotonic and may be virtual, so wall-clock time is a
+/// function the caller injects: [`system_unix_time`] in real deployments, a fixed function in
+/// tests and simulations (so a run stays reproducible).
+pub type WallClock = fn() -> u64;
+
+/// The system clock as Unix seconds (the default [`WallClock`]); 0 if the clock is before 1970.
+pub fn system_unix_time() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// How a client sets up sessions.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -59,6 +74,16 @@ pub struct ClientConfig {
     pub handshake_timeout: Duration,
     /// Refuse servers that do not support the extended master secret (RFC 7627).
     pub require_extended_master_secret: bool,
+    /// Our certificate chain and key, sent when the server asks (CertificateRequest).
+    pub certified_key: Option<Arc<CertifiedKey>>,
+    /// Anchors the server's chain must lead to; certificate suites are offered only with them.
+    pub trust_anchors: Option<Arc<TrustAnchors>>,
+    /// Sent in `server_name` (RFC 6066) and checked against the server's leaf certificate.
+    pub server_name: Option<String>,
+    /// Offer the `session_ticket` extension (RFC 5077).
+    pub enable_tickets: bool,
+    /// Time certificates are validated at and sessions expire by.
+    pub wall_clock: WallClock,
 }
 
 impl Default for ClientConfig {
@@ -71,6 +96,11 @@ impl Default for ClientConfig {
             max_retransmit: Duration::from_secs(60),
             handshake_timeout: Duration::from_secs(60),
             require_extended_master_secret: false,
+            certified_key: None,
+            trust_anchors: None,
+            server_name: None,
+            enable_tickets: true,
+            wall_clock: system_unix_time,
         }
     }
 }
@@ -107,7 +137,29 @@ impl ClientConfig {
     /// Whether the configuration can work; `Connection::client` fails with this error otherwise.
     pub fn validate(&self) -> Result<(), Error> {
         check_common(&self.suites, self.mtu)?;
-        check_psk(self.psk.as_ref().ok_or(Error::Config("a client needs a PSK"))?)
+        if let Some(psk) = &self.psk {
+            check_psk(psk)?;
+        }
+        if self.psk.is_none() && self.trust_anchors.is_none() {
+            return Err(Error::Config("a client needs a PSK or trust anchors"));
+        }
+        if self.offered_suites().next().is_none() {
+            return Err(Error::Config("no configured suite fits the PSK or trust anchors given"));
+        }
+        Ok(())
+    }
+
+    /// The suites offered: PSK ones with a PSK, certificate ones with trust anchors.
+    pub(crate) fn offered_suites(&self) -> impl Iterator<Item = CipherSuite> + '_ {
+        self.suites.iter().copied().filter(|s| match s.params().key_exchange {
+            KeyExchange::Psk => self.psk.is_some(),
+            KeyExchange::EcdheEcdsa | KeyExchange::EcdheRsa => self.trust_anchors.is_some(),
+        })
+    }
+
+    /// Defaults with trust anchors for certificate suites.
+    pub fn certificate(trust_anchors: Arc<TrustAnchors>, server_name: Option<String>) -> Self {
+        ClientConfig { trust_anchors: Some(trust_anchors), server_name, ..Default::default() }
     }
 
     /// Defaults with one pre-shared key.
@@ -137,6 +189,19 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Refuse clients that do not offer the extended master secret (RFC 7627).
     pub require_extended_master_secret: bool,
+    /// Our certificate chain and key for the certificate suites.
+    pub certified_key: Option<Arc<CertifiedKey>>,
+    /// Whether clients are asked for a certificate.
+    pub client_auth: ClientAuth,
+    /// Anchors a client's chain must lead to (needed unless `client_auth` is `None`); their
+    /// subject names are the CertificateRequest's certificate_authorities.
+    pub client_trust_anchors: Option<Arc<TrustAnchors>>,
+    /// The session-ID cache (resumption by ID).
+    pub session_cache: SessionCacheConfig,
+    /// Ticket keys (RFC 5077); `None` disables tickets. `Endpoint::rotate_ticket_key` rotates.
+    pub tickets: Option<TicketKeys>,
+    /// Time certificates are validated at and sessions expire by.
+    pub wall_clock: WallClock,
 }
 
 impl Default for ServerConfig {
@@ -151,6 +216,12 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             require_extended_master_secret: false,
+            certified_key: None,
+            client_auth: ClientAuth::None,
+            client_trust_anchors: None,
+            session_cache: SessionCacheConfig::default(),
+            tickets: None,
+            wall_clock: system_unix_time,
         }
     }
 }
@@ -159,8 +230,14 @@ impl ServerConfig {
     /// Whether the configuration can work; an `Endpoint` with an invalid one drops every datagram.
     pub fn validate(&self) -> Result<(), Error> {
         check_common(&self.suites, self.mtu)?;
-        if self.psks.is_empty() {
-            return Err(Error::Config("a server needs at least one PSK"));
+        if self.psks.is_empty() && self.certified_key.is_none() {
+            return Err(Error::Config("a server needs a PSK or a certified key"));
+        }
+        if self.client_auth != ClientAuth::None && self.client_trust_anchors.is_none() {
+            return Err(Error::Config("client authentication needs client trust anchors"));
+        }
+        if !self.suites.iter().any(|s| self.can_serve(*s)) {
+            return Err(Error::Config("no configured suite fits the PSKs or certified key given"));
         }
         for psk in &self.psks {
             check_psk(psk)?;
@@ -174,6 +251,21 @@ impl ServerConfig {
     /// Defaults with one pre-shared key.
     pub fn psk(identity: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
         ServerConfig { psks: vec![Psk::new(identity, key)], ..Default::default() }
+    }
+
+    /// Defaults with a certified key for the certificate suites.
+    pub fn certificate(certified_key: Arc<CertifiedKey>) -> Self {
+        ServerConfig { certified_key: Some(certified_key), ..Default::default() }
+    }
+
+    /// Whether this configuration has what `suite` needs (a PSK, or a key of the suite's kind).
+    pub(crate) fn can_serve(&self, suite: CipherSuite) -> bool {
+        let key_algorithm = self.certified_key.as_ref().map(|k| k.key.algorithm());
+        match suite.params().key_exchange {
+            KeyExchange::Psk => !self.psks.is_empty(),
+            KeyExchange::EcdheEcdsa => key_algorithm == Some(KeyAlgorithm::EcdsaP256),
+            KeyExchange::EcdheRsa => key_algorithm == Some(KeyAlgorithm::Rsa),
+        }
     }
 
     pub(crate) fn find_psk(&self, identity: &[u8]) -> Option<&Psk> {

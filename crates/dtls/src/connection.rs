@@ -16,8 +16,9 @@ use crate::handshake::{
     EXT_EXTENDED_MASTER_SECRET, EXT_RENEGOTIATION_INFO, MAX_COOKIE_LEN, SCSV_EMPTY_RENEGOTIATION_INFO,
 };
 use crate::record::{ContentType, RecordHeader, ReplayWindow, DTLS_1_2, HEADER_LEN, MAX_SEQ};
+use crate::session::{ClientSession, Resumption};
 use crate::state::{HandshakeState, State};
-use crate::suite::{CipherSuite, KeyExchange, RecordCipher};
+use crate::suite::{CipherSuite, RecordCipher};
 use fastshake_core::{Instant, SansIo, Transmit};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -72,8 +73,14 @@ pub enum Event {
 pub struct HandshakeSummary {
     /// The suite agreed.
     pub suite: CipherSuite,
-    /// Whether an earlier session was resumed (abbreviated handshake).
+    /// Whether an earlier session was resumed (abbreviated handshake); `resumption` says how.
     pub resumed: bool,
+    /// How the session was resumed, if it was.
+    pub resumption: Option<Resumption>,
+    /// Client: the session to resume later (session ID and/or ticket), when the server issued one.
+    pub session: Option<ClientSession>,
+    /// Certificates the peer sent (0 with PSK, or a client that sent none).
+    pub peer_certificates: usize,
     /// From the first ClientHello sent (client) or the cookie-verified ClientHello (server) to completion.
     pub duration: Duration,
     /// Flights sent, first transmissions only.
@@ -269,6 +276,20 @@ impl Connection {
         conn
     }
 
+    /// A client session that offers to resume `session` (by ticket when it has one, else by
+    /// session ID); the server may decline and run a full handshake instead.
+    pub fn client_with_session(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+        session: Option<ClientSession>,
+    ) -> Connection {
+        // Resumption is not implemented yet: a full handshake.
+        let _ = session;
+        Connection::client(config, now, remote, rng_seed)
+    }
+
     fn bare(config: RoleConfig, remote: SocketAddr, hs: Option<Box<Handshake>>) -> Connection {
         Connection {
             config,
@@ -338,7 +359,7 @@ impl Connection {
     fn send_client_hello(&mut self, now: Instant) {
         let Some(config) = self.client_config().cloned() else { return };
         let Some(hs) = self.hs.as_mut() else { return };
-        let suites: Vec<u16> = config.suites.iter().map(|s| s.id()).collect();
+        let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
         let mut body = Vec::with_capacity(96);
         ClientHello::encode(&mut body, &hs.client_random, &hs.cookie, &suites, true);
         hs.flight.clear();
@@ -384,7 +405,7 @@ impl Connection {
                     return Err(Abort::alert(AlertDescription::ProtocolVersion));
                 }
                 let suite = CipherSuite::from_id(sh.cipher_suite)
-                    .filter(|s| config.suites.contains(s))
+                    .filter(|s| config.offered_suites().any(|o| o == *s))
                     .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
                 if sh.compression_method != 0 {
                     return Err(Abort::alert(AlertDescription::IllegalParameter));
@@ -485,8 +506,8 @@ impl Connection {
             .suites
             .iter()
             .copied()
+            .filter(|s| config.can_serve(*s))
             .find(|s| ch.suites().any(|id| id == s.id()))
-            .filter(|s| s.params().key_exchange != KeyExchange::Psk || !config.psks.is_empty())
             .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?;
         if !ch.compression_methods.contains(&0) {
             return Err(Abort::alert(AlertDescription::HandshakeFailure));
@@ -594,6 +615,9 @@ impl Connection {
         let summary = HandshakeSummary {
             suite,
             resumed: false,
+            resumption: None,
+            session: None,
+            peer_certificates: 0,
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flights_sent,
             retransmissions: hs.retransmissions,

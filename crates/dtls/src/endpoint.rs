@@ -63,6 +63,8 @@ pub struct Endpoint {
     stats: EndpointStats,
     /// Set when the configuration cannot work: every datagram is dropped.
     config_error: Option<Error>,
+    /// The ticket keys in use (from the configuration, then rotated).
+    ticket_keys: Option<crate::session::TicketKeys>,
 }
 
 /// A ClientHello taken from a datagram.
@@ -135,6 +137,15 @@ impl Endpoint {
             deadlines: HashMap::new(),
             stats: EndpointStats::default(),
             config_error: config_error_of(&config_clone),
+            ticket_keys: config_clone.tickets.clone(),
+        }
+    }
+
+    /// Makes `key` the current ticket key; the current one stays valid as the previous one.
+    /// Does nothing when the configuration has tickets disabled.
+    pub fn rotate_ticket_key(&mut self, key: crate::session::TicketKey) {
+        if let Some(keys) = self.ticket_keys.as_mut() {
+            keys.rotate(key);
         }
     }
 

@@ -47,4 +47,26 @@ pub enum Error {
     /// The configuration cannot work.
     #[error("invalid configuration: {0}")]
     Config(&'static str),
+    /// The peer's certificate chain or handshake signature was refused; `alert` was sent.
+    #[error("the peer's certificate or signature was refused ({alert}): {reason}")]
+    PeerAuthentication {
+        /// The fatal alert sent.
+        alert: AlertDescription,
+        /// Why, in words.
+        reason: String,
+    },
+    /// Serialized session bytes could not be read.
+    #[error("bad session bytes: {0}")]
+    BadSession(&'static str),
+}
+
+impl Error {
+    /// The fatal alert this side sent or received, if the session ended with one.
+    pub fn alert(&self) -> Option<AlertDescription> {
+        match self {
+            Error::AlertReceived(a) | Error::AlertSent(a) => Some(*a),
+            Error::PeerAuthentication { alert, .. } => Some(*alert),
+            _ => None,
+        }
+    }
 }

@@ -61,6 +61,7 @@ mod error;
 mod flight;
 mod handshake;
 mod record;
+mod session;
 mod state;
 mod suite;
 
@@ -68,9 +69,11 @@ mod suite;
 pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
-pub use config::{ClientConfig, Psk, ServerConfig, DEFAULT_MTU, MIN_MTU};
+pub use config::{system_unix_time, ClientConfig, Psk, ServerConfig, WallClock, DEFAULT_MTU, MIN_MTU};
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
 pub use error::Error;
 pub use fastshake_core::{Instant, Transmit};
+pub use fastshake_pki::{CertifiedKey, TrustAnchors};
+pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
 pub use suite::CipherSuite;

@@ -11,6 +11,12 @@ pub enum CipherSuite {
     PskWithAes128Ccm8,
     /// `TLS_PSK_WITH_AES_128_GCM_SHA256` (0x00A8, RFC 5487).
     PskWithAes128GcmSha256,
+    /// `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` (0xC0AE, RFC 7251), the RFC 7925 certificate profile.
+    EcdheEcdsaWithAes128Ccm8,
+    /// `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256` (0xC02B, RFC 5289).
+    EcdheEcdsaWithAes128GcmSha256,
+    /// `TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256` (0xC02F, RFC 5289).
+    EcdheRsaWithAes128GcmSha256,
 }
 
 /// How the premaster secret is agreed.
@@ -18,6 +24,10 @@ pub enum CipherSuite {
 pub(crate) enum KeyExchange {
     /// Plain pre-shared key (RFC 4279 §2).
     Psk,
+    /// Ephemeral ECDH signed with an ECDSA certificate key (RFC 8422).
+    EcdheEcdsa,
+    /// Ephemeral ECDH signed with an RSA certificate key (RFC 8422).
+    EcdheRsa,
 }
 
 /// How records are protected.
@@ -72,12 +82,38 @@ const SUITES: &[SuiteParams] = &[
         key_exchange: KeyExchange::Psk,
         cipher: RecordCipher::Aes128Gcm,
     },
+    SuiteParams {
+        suite: CipherSuite::EcdheEcdsaWithAes128Ccm8,
+        id: 0xC0AE,
+        iana_name: "TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8",
+        key_exchange: KeyExchange::EcdheEcdsa,
+        cipher: RecordCipher::Aes128Ccm8,
+    },
+    SuiteParams {
+        suite: CipherSuite::EcdheEcdsaWithAes128GcmSha256,
+        id: 0xC02B,
+        iana_name: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        key_exchange: KeyExchange::EcdheEcdsa,
+        cipher: RecordCipher::Aes128Gcm,
+    },
+    SuiteParams {
+        suite: CipherSuite::EcdheRsaWithAes128GcmSha256,
+        id: 0xC02F,
+        iana_name: "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        key_exchange: KeyExchange::EcdheRsa,
+        cipher: RecordCipher::Aes128Gcm,
+    },
 ];
 
 impl CipherSuite {
     /// Every suite, in the default order of preference.
-    pub const ALL: &'static [CipherSuite] =
-        &[CipherSuite::PskWithAes128Ccm8, CipherSuite::PskWithAes128GcmSha256];
+    pub const ALL: &'static [CipherSuite] = &[
+        CipherSuite::PskWithAes128Ccm8,
+        CipherSuite::PskWithAes128GcmSha256,
+        CipherSuite::EcdheEcdsaWithAes128Ccm8,
+        CipherSuite::EcdheEcdsaWithAes128GcmSha256,
+        CipherSuite::EcdheRsaWithAes128GcmSha256,
+    ];
 
     pub(crate) fn params(self) -> &'static SuiteParams {
         // The table has a row for every variant; the fallback is never reached.
