@@ -285,8 +285,9 @@ fn a_port_restricted_nat_filters_answers_from_another_server_port() {
 
 #[test]
 fn relay_loss_drops_a_seeded_share_of_packets() {
-    let config =
-        TestbedConfig { loss: 0.5, loss_seed: 42, ..TestbedConfig::new(FASTSHAKE, Duration::from_millis(1)) };
+    // Not a whole number of milliseconds: the relay is given microseconds.
+    let delay = Duration::from_micros(1_500);
+    let config = TestbedConfig { loss: 0.5, loss_seed: 42, ..TestbedConfig::new(FASTSHAKE, delay) };
     let testbed = Testbed::create(config).expect("testbed with loss");
     let _echo = start_echo(&testbed);
     let rtts = ping(&testbed, &bind_on(&testbed, ClientIface::Eth0), 20, 200);
@@ -294,6 +295,9 @@ fn relay_loss_drops_a_seeded_share_of_packets() {
     println!("loss 0.5: {} of 20 echoes answered; {counters}", answered(&rtts));
     assert!(counters.dropped_loss > 0, "{counters}");
     assert!(answered(&rtts) < 20);
+    for rtt in rtts.iter().flatten() {
+        assert!(*rtt >= 2 * delay, "round trip {rtt:?} under twice the delay {delay:?}");
+    }
     assert_eq!(
         counters.received,
         counters.forwarded + counters.dropped_loss,
