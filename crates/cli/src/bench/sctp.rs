@@ -429,12 +429,14 @@ fn engine_only(count: u32) {
         }
         let elapsed = started.elapsed();
         let per = elapsed.as_secs_f64() / f64::from(count.max(1));
+        let stats = endpoint.stats();
         println!(
-            "{:<34} {:>8.0} ns per INIT = {:>9.0} answers/s per core, {:.2} B out per B in",
+            "{:<34} {:>8.0} ns per INIT = {:>9.0} answers/s per core, {:.2} B out per B in, {} associations opened",
             label,
             per * 1e9,
             1.0 / per,
-            answer_bytes as f64 / (f64::from(count) * init.len() as f64)
+            answer_bytes as f64 / (f64::from(count) * init.len() as f64),
+            stats.associations_opened
         );
     }
 }
