@@ -1,19 +1,25 @@
-//! `fastshake server` and `fastshake client` (DTLS 1.2 with a pre-shared key, RFC 4279).
+//! `fastshake server` and `fastshake client` (DTLS 1.2 with a pre-shared key, RFC 4279, and/or
+//! X.509 certificates with ECDHE, RFC 8422; resumption by session ID and by ticket, RFC 5077).
 //!
-//! Both print a one-line handshake summary on standard error. The client sends each line of
+//! Both print a one-line handshake summary on standard error: the suite, whether and how the
+//! session was resumed, and the peer certificate's subject when there is one. The client sends each line of
 //! standard input (newline included) as one application record, prints every record it receives
 //! to standard output, waits `--linger` milliseconds for replies after the end of input, then
 //! closes with close_notify (also on SIGINT/SIGTERM). The server prints what it receives (or sends it back with `--echo`)
 //! and serves clients until SIGINT or SIGTERM, then closes every session with close_notify.
 
-use anyhow::Context;
-use fastshake_dtls::{CipherSuite, ClientConfig, Psk, ServerConfig, DEFAULT_MTU, MIN_MTU};
+use anyhow::{bail, Context};
+use fastshake_dtls::{
+    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk, ServerConfig,
+    TrustAnchors, DEFAULT_MTU, MIN_MTU,
+};
 use fastshake_net::dtls::{
-    describe_datagram, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction, DtlsClient,
-    DtlsServer, ServerEvent, ServerOptions,
+    describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
+    DtlsClient, DtlsServer, ServerEvent, ServerOptions,
 };
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -21,14 +27,30 @@ use tokio::sync::mpsc;
 /// Settings both roles share.
 #[derive(clap::Args, Debug)]
 pub struct CommonArgs {
-    /// PSK identity (RFC 4279), sent in the clear.
-    #[arg(long, value_name = "ID")]
-    psk_identity: String,
-    /// Pre-shared key in hex (e.g. 00112233445566778899aabbccddeeff).
-    #[arg(long, value_name = "HEX", value_parser = parse_hex_key)]
-    psk: HexKey,
-    /// Cipher suite by IANA name; repeat to allow several (default: all, CCM-8 first).
-    /// Known: TLS_PSK_WITH_AES_128_CCM_8, TLS_PSK_WITH_AES_128_GCM_SHA256.
+    /// PSK identity (RFC 4279), sent in the clear; needs --psk.
+    #[arg(long, value_name = "ID", requires = "psk")]
+    psk_identity: Option<String>,
+    /// Pre-shared key in hex (e.g. 00112233445566778899aabbccddeeff); needs --psk-identity.
+    #[arg(long, value_name = "HEX", value_parser = parse_hex_key, requires = "psk_identity")]
+    psk: Option<HexKey>,
+    /// Our certificate chain, PEM: the leaf first, then its intermediates (never the root).
+    /// Server: enables the ECDHE certificate suites. Client: sent when the server asks.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// The private key of --cert, PKCS#8 PEM.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Trust anchors (root certificates), PEM. Client: the server's chain must lead to one
+    /// (enables the certificate suites). Server: the clients' chains must (with --client-auth).
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// Server: issue no session tickets. Client: do not ask for one (RFC 5077).
+    #[arg(long)]
+    no_tickets: bool,
+    /// Cipher suite by IANA name; repeat to allow several (default: every suite the given
+    /// credentials allow, PSK first). Known: TLS_PSK_WITH_AES_128_CCM_8,
+    /// TLS_PSK_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8,
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256.
     #[arg(long = "suite", value_name = "IANA_NAME", value_parser = parse_suite)]
     suites: Vec<CipherSuite>,
     /// Largest datagram to send, in bytes of UDP payload.
@@ -65,6 +87,10 @@ pub struct ServerArgs {
     /// Most sessions held at once (handshaking or established).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     max_connections: usize,
+    /// Ask clients for a certificate: none, optional (a client without one is accepted) or
+    /// require (handshake_failure without one). Needs --ca.
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = ClientAuthArg::None)]
+    client_auth: ClientAuthArg,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -82,8 +108,35 @@ pub struct ClientArgs {
     /// After the end of standard input, wait this many milliseconds for replies before closing.
     #[arg(long, value_name = "MS", default_value_t = 500)]
     linger: u64,
+    /// The name the server certificate must carry (sent as server_name, RFC 6066); default: the
+    /// host part of --connect.
+    #[arg(long, value_name = "NAME")]
+    server_name: Option<String>,
+    /// Resume the session kept in FILE if there is one; write the session there after a
+    /// handshake that yields one (a full handshake, or a new ticket). Holds the master secret:
+    /// written with mode 0600.
+    #[arg(long, value_name = "FILE")]
+    session_file: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// `--client-auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ClientAuthArg {
+    None,
+    Optional,
+    Require,
+}
+
+impl From<ClientAuthArg> for ClientAuth {
+    fn from(arg: ClientAuthArg) -> Self {
+        match arg {
+            ClientAuthArg::None => ClientAuth::None,
+            ClientAuthArg::Optional => ClientAuth::Optional,
+            ClientAuthArg::Require => ClientAuth::Require,
+        }
+    }
 }
 
 /// A key given in hex on the command line (a newtype so clap takes it as one value, not many).
@@ -113,7 +166,50 @@ fn parse_mtu(s: &str) -> Result<usize, String> {
     Ok(mtu)
 }
 
+fn read_file(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read the {what} {}", path.display()))
+}
+
 impl CommonArgs {
+    fn psk(&self) -> Option<Psk> {
+        match (&self.psk_identity, &self.psk) {
+            (Some(identity), Some(key)) => Some(Psk::new(identity.as_bytes(), key.0.clone())),
+            _ => None,
+        }
+    }
+
+    /// `--cert` and `--key`, read and checked to belong together.
+    fn certified_key(&self) -> anyhow::Result<Option<Arc<CertifiedKey>>> {
+        let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
+            return Ok(None);
+        };
+        let chain_pem = read_file(cert, "certificate chain")?;
+        let key_pem = read_file(key, "private key")?;
+        let certified = CertifiedKey::from_pem(&chain_pem, &key_pem).with_context(|| {
+            format!("cannot use the certificate {} with the key {}", cert.display(), key.display())
+        })?;
+        Ok(Some(Arc::new(certified)))
+    }
+
+    fn trust_anchors(&self) -> anyhow::Result<Option<Arc<TrustAnchors>>> {
+        let Some(ca) = &self.ca else {
+            return Ok(None);
+        };
+        let pem = read_file(ca, "trust anchors")?;
+        let anchors = TrustAnchors::from_pem(&pem)
+            .with_context(|| format!("no usable root certificate in {}", ca.display()))?;
+        Ok(Some(Arc::new(anchors)))
+    }
+
+    /// What the banner says the side authenticates with.
+    fn credentials(&self, certificate: bool) -> &'static str {
+        match (self.psk.is_some(), certificate) {
+            (true, true) => "PSK and certificates",
+            (true, false) => "PSK",
+            (false, _) => "certificates",
+        }
+    }
+
     fn suites(&self) -> Vec<CipherSuite> {
         if self.suites.is_empty() {
             CipherSuite::ALL.to_vec()
@@ -154,9 +250,24 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     let common = &args.common;
+    let psk = common.psk();
+    let certified_key = common.certified_key()?;
+    if psk.is_none() && certified_key.is_none() {
+        bail!("a server needs --psk-identity and --psk, or --cert and --key (or both)");
+    }
+    let client_auth = ClientAuth::from(args.client_auth);
+    let client_trust_anchors = common.trust_anchors()?;
+    if client_auth != ClientAuth::None && client_trust_anchors.is_none() {
+        bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
+    }
+    let banner = common.credentials(certified_key.is_some());
     let config = ServerConfig {
         psk_identity_hint: args.hint.as_ref().map(|h| h.as_bytes().to_vec()),
-        psks: vec![Psk::new(common.psk_identity.as_bytes(), common.psk.0.clone())],
+        psks: psk.into_iter().collect(),
+        certified_key,
+        client_auth,
+        client_trust_anchors,
+        tickets: if common.no_tickets { None } else { Some(os_ticket_keys()) },
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
@@ -165,7 +276,8 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         ..ServerConfig::default()
     };
     let options = ServerOptions { trace: common.trace("server"), ..ServerOptions::default() };
-    runtime()?.block_on(serve(args.listen, Arc::new(config), options, args.echo))
+    config.validate().context("unusable server configuration")?;
+    runtime()?.block_on(serve(args.listen, Arc::new(config), options, args.echo, banner))
 }
 
 async fn serve(
@@ -173,11 +285,12 @@ async fn serve(
     config: Arc<ServerConfig>,
     options: ServerOptions,
     echo: bool,
+    credentials: &str,
 ) -> anyhow::Result<()> {
     let mut server = DtlsServer::bind(listen, config, options)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    eprintln!("fastshake server: listening on {} (DTLS 1.2, PSK)", server.local_addr());
+    eprintln!("fastshake server: listening on {} (DTLS 1.2, {credentials})", server.local_addr());
     let controller = server.controller();
     let mut terminate = terminate_signal()?;
     loop {
@@ -190,7 +303,7 @@ async fn serve(
         };
         match event {
             ServerEvent::Connected { remote, summary, .. } => {
-                eprintln!("fastshake server: {remote}: {}", summary_line(&summary));
+                eprintln!("fastshake server: {remote}: {}{}", summary_line(&summary), peer_text(&summary));
             }
             ServerEvent::Data { handle, data, .. } => {
                 if echo {
@@ -238,17 +351,93 @@ fn terminate_signal() -> anyhow::Result<mpsc::UnboundedReceiver<()>> {
 
 pub fn client(args: ClientArgs) -> anyhow::Result<()> {
     let common = &args.common;
+    let psk = common.psk();
+    let trust_anchors = common.trust_anchors()?;
+    if psk.is_none() && trust_anchors.is_none() {
+        bail!(
+            "a client needs --psk-identity and --psk, or --ca to validate the server's certificate (or both)"
+        );
+    }
+    let server_name = args.server_name.clone().or_else(|| host_of(&args.connect));
     let config = ClientConfig {
-        psk: Some(Psk::new(common.psk_identity.as_bytes(), common.psk.0.clone())),
+        psk,
+        certified_key: common.certified_key()?,
+        trust_anchors,
+        server_name,
+        enable_tickets: !common.no_tickets,
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
         handshake_timeout: common.handshake_timeout()?,
         ..ClientConfig::default()
     };
-    let options = ClientOptions { trace: common.trace("client"), ..ClientOptions::default() };
+    config.validate().context("unusable client configuration")?;
+    let session = match &args.session_file {
+        Some(path) => load_session(path)?,
+        None => None,
+    };
+    let options = ClientOptions { trace: common.trace("client"), session, ..ClientOptions::default() };
     let linger = Duration::from_millis(args.linger);
-    runtime()?.block_on(run_client(&args.connect, Arc::new(config), options, linger))
+    runtime()?.block_on(run_client(
+        &args.connect,
+        Arc::new(config),
+        options,
+        linger,
+        args.session_file.as_deref(),
+    ))
+}
+
+/// The host part of `host:port` or `[v6]:port`, as the name the server certificate must carry.
+fn host_of(connect: &str) -> Option<String> {
+    let host = match connect.strip_prefix('[') {
+        Some(rest) => rest.split(']').next()?,
+        None => connect.rsplit_once(':').map_or(connect, |(host, _)| host),
+    };
+    (!host.is_empty()).then(|| host.to_owned())
+}
+
+/// The session kept in `path`; none if the file does not exist. An unreadable or stale file
+/// only costs a full handshake, so it is reported and ignored.
+fn load_session(path: &Path) -> anyhow::Result<Option<ClientSession>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!("cannot read {}", path.display())))
+        }
+    };
+    match ClientSession::from_bytes(&bytes) {
+        Ok(session) => Ok(Some(session)),
+        Err(error) => {
+            eprintln!(
+                "fastshake client: ignoring the session in {} ({error}); full handshake",
+                path.display()
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Writes the session a handshake yielded to `path`, readable by the owner only.
+fn store_session(path: &Path, session: &ClientSession) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write the session file {}", path.display()))?;
+    file.write_all(&session.to_bytes())
+        .with_context(|| format!("cannot write the session file {}", path.display()))
+}
+
+/// What the summary line adds about the peer's certificates.
+fn peer_text(summary: &HandshakeSummary) -> String {
+    match summary.peer_certificates {
+        0 => String::new(),
+        n => format!("; peer sent {n} certificate(s)"),
+    }
 }
 
 async fn run_client(
@@ -256,6 +445,7 @@ async fn run_client(
     config: Arc<ClientConfig>,
     options: ClientOptions,
     linger: Duration,
+    session_file: Option<&Path>,
 ) -> anyhow::Result<()> {
     let remote = tokio::net::lookup_host(connect)
         .await
@@ -265,7 +455,14 @@ async fn run_client(
     let mut client = DtlsClient::connect(remote, config, options)
         .await
         .with_context(|| format!("DTLS handshake with {remote} failed"))?;
-    eprintln!("fastshake client: {remote}: {}", summary_line(client.summary()));
+    eprintln!(
+        "fastshake client: {remote}: {}{}",
+        summary_line(client.summary()),
+        peer_text(client.summary())
+    );
+    if let (Some(path), Some(session)) = (session_file, &client.summary().session) {
+        store_session(path, session)?;
+    }
 
     let mut terminate = terminate_signal()?;
     let mut input = spawn_stdin_reader();

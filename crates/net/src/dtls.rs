@@ -12,8 +12,8 @@
 
 use fastshake_core::Instant;
 use fastshake_dtls::{
-    ClientConfig, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event, HandshakeSummary,
-    ServerConfig, Stats,
+    ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
+    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::HashMap;
@@ -32,6 +32,10 @@ const RECEIVE_BUFFER: usize = 65_536;
 /// How often a server replaces its HelloVerifyRequest cookie key. The engine keeps the previous
 /// key too, so a handshake in progress survives one rotation.
 pub const DEFAULT_COOKIE_ROTATION: Duration = Duration::from_secs(120);
+
+/// How often a server replaces its session-ticket key (RFC 5077). Tickets sealed under the
+/// previous key still open, so a ticket stays usable for at least one rotation period.
+pub const DEFAULT_TICKET_ROTATION: Duration = Duration::from_secs(3600);
 
 /// Maps the process's monotonic clock onto engine time, counted from the moment of `new`.
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +82,20 @@ fn os_cookie_key() -> [u8; 16] {
     key
 }
 
+/// A fresh ticket key from the operating system, with a random id.
+pub fn os_ticket_key() -> TicketKey {
+    let mut key = [0u8; 16];
+    OsRng.fill_bytes(&mut key);
+    TicketKey::new(OsRng.next_u32(), key)
+}
+
+/// Ticket keys for a server: one fresh key from the operating system, no previous key.
+pub fn os_ticket_keys() -> TicketKeys {
+    let mut key = [0u8; 16];
+    OsRng.fill_bytes(&mut key);
+    TicketKeys::new(OsRng.next_u32(), key)
+}
+
 /// Datagrams and bytes each way for one connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
@@ -102,12 +120,23 @@ impl From<&Stats> for Traffic {
     }
 }
 
+/// How a handshake went as the summary line says it: `full (not resumed)`, `resumed by session
+/// ID` or `resumed by ticket`.
+pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
+    match summary.resumption {
+        Some(Resumption::SessionId) => "resumed by session ID",
+        Some(Resumption::Ticket) => "resumed by ticket",
+        None if summary.resumed => "resumed",
+        None => "full (not resumed)",
+    }
+}
+
 /// The one-line handshake summary both `fastshake server` and `fastshake client` print.
 pub fn summary_line(summary: &HandshakeSummary) -> String {
     format!(
         "handshake done: {}, {}, {}, {:.2} ms, {} flight(s) sent + {} resent; sent {} datagrams / {} B, received {} datagrams / {} B",
         summary.suite.iana_name(),
-        if summary.resumed { "resumed" } else { "full (not resumed)" },
+        resumption_text(summary),
         if summary.extended_master_secret {
             "with extended master secret"
         } else {
@@ -177,6 +206,9 @@ pub struct ClientOptions {
     pub bind: Option<SocketAddr>,
     /// Sees every datagram.
     pub trace: Option<DatagramTrace>,
+    /// An earlier session to offer for resumption (by ticket if it has one, else by session ID);
+    /// the server may decline, and the handshake is then a full one.
+    pub session: Option<ClientSession>,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -184,6 +216,7 @@ impl fmt::Debug for ClientOptions {
         f.debug_struct("ClientOptions")
             .field("bind", &self.bind)
             .field("trace", &self.trace.is_some())
+            .field("session", &self.session)
             .finish()
     }
 }
@@ -238,6 +271,7 @@ impl DtlsClient {
             socket,
             remote,
             config,
+            options.session,
             options.trace,
             command_rx,
             event_tx,
@@ -325,6 +359,7 @@ async fn run_client(
     socket: UdpSocket,
     remote: SocketAddr,
     config: Arc<ClientConfig>,
+    session: Option<ClientSession>,
     trace: Option<DatagramTrace>,
     mut commands: mpsc::UnboundedReceiver<ClientCommand>,
     events: mpsc::UnboundedSender<ClientEvent>,
@@ -332,7 +367,7 @@ async fn run_client(
 ) -> Result<Traffic, DriverError> {
     let clock = Clock::new();
     let started = clock.now();
-    let mut connection = Connection::client(config, started, remote, os_seed());
+    let mut connection = Connection::client_with_session(config, started, remote, os_seed(), session);
     let mut handshake = Some(handshake);
     let mut buffer = vec![0u8; RECEIVE_BUFFER];
     let mut closing = false;
@@ -447,11 +482,18 @@ pub struct ServerOptions {
     pub trace: Option<DatagramTrace>,
     /// How often the cookie key is replaced with fresh OS randomness.
     pub cookie_rotation: Duration,
+    /// How often the session-ticket key is replaced with fresh OS randomness (when the
+    /// configuration issues tickets).
+    pub ticket_rotation: Duration,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { trace: None, cookie_rotation: DEFAULT_COOKIE_ROTATION }
+        ServerOptions {
+            trace: None,
+            cookie_rotation: DEFAULT_COOKIE_ROTATION,
+            ticket_rotation: DEFAULT_TICKET_ROTATION,
+        }
     }
 }
 
@@ -460,6 +502,7 @@ impl fmt::Debug for ServerOptions {
         f.debug_struct("ServerOptions")
             .field("trace", &self.trace.is_some())
             .field("cookie_rotation", &self.cookie_rotation)
+            .field("ticket_rotation", &self.ticket_rotation)
             .finish()
     }
 }
@@ -594,9 +637,11 @@ async fn run_server(
 ) -> Result<(), DriverError> {
     let clock = Clock::new();
     let local = socket.local_addr()?;
+    let issues_tickets = config.tickets.is_some();
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());
     let mut next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
+    let mut next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
     // Addresses of the engine's connections, so that Closed/Failed can still name the peer after
     // the engine has let the connection go. Bounded by the engine's connection table: entries
     // leave on Closed/Failed and at each cookie rotation if the engine no longer knows them.
@@ -671,6 +716,10 @@ async fn run_server(
                 next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
                 // Forget peers whose connection the engine has dropped without an event.
                 remotes.retain(|&id, _| endpoint.connection(ConnectionHandle(id)).is_some());
+            }
+            _ = tokio::time::sleep_until(next_ticket_rotation), if issues_tickets => {
+                endpoint.rotate_ticket_key(os_ticket_key());
+                next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
             }
             command = commands.recv(), if commands_open => match command {
                 Some(ServerCommand::Send(handle, data)) => {
