@@ -184,8 +184,10 @@ fn relay(args: RelayArgs) -> anyhow::Result<()> {
     };
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
-    let counters = runtime.block_on(run_relay(&config))?;
-    println!("{counters}");
+    let outcome = runtime.block_on(run_relay(&config));
+    // A read of standard input may still block a runtime thread: do not wait for it.
+    runtime.shutdown_background();
+    println!("{}", outcome?);
     Ok(())
 }
 

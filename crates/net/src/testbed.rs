@@ -51,6 +51,8 @@ const RELAY_TABLE: u32 = 100;
 /// How long the relay may take to attach to its TUN device.
 const RELAY_START_TIMEOUT: Duration = Duration::from_secs(10);
 const RELAY_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the relay may take to exit after SIGTERM before it is killed.
+const RELAY_EXIT_GRACE: Duration = Duration::from_secs(1);
 
 static TESTBED_SEQUENCE: AtomicU32 = AtomicU32::new(0);
 
@@ -433,23 +435,32 @@ impl RelayProcess {
             .signal("TERM")
             .and_then(|()| self.wait_line(COUNTERS_PREFIX, RELAY_ANSWER_TIMEOUT))
             .and_then(|line| line.parse().map_err(|e| TestbedError::Relay(format!("{e}"))));
-        self.reap();
-        result
+        let exited_by_itself = self.reap();
+        let counters = result?;
+        if exited_by_itself {
+            Ok(counters)
+        } else {
+            Err(TestbedError::Relay(format!("still running {RELAY_EXIT_GRACE:?} after SIGTERM; killed")))
+        }
     }
 
-    fn reap(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(1);
+    /// Waits for the relay to exit, kills it after a grace period; true if it exited by itself.
+    fn reap(&mut self) -> bool {
+        let deadline = Instant::now() + RELAY_EXIT_GRACE;
+        let mut exited = false;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
+                exited = true;
                 break;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(5));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
+        exited
     }
 }
 
