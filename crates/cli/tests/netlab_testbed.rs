@@ -353,6 +353,23 @@ fn an_address_change_is_seen_by_the_server_as_a_new_source() {
 }
 
 #[test]
+fn an_address_changed_during_an_outage_is_used_once_the_link_is_up() {
+    let testbed = build_testbed(5, 1, None);
+    let echo = start_echo(&testbed);
+    let new = Ipv4Addr::new(192, 0, 2, 4);
+    testbed.set_link(ClientIface::Eth0, false).expect("eth0 down");
+    assert_eq!(testbed.client_link_up(ClientIface::Eth0), Some(false));
+    testbed.change_address(ClientIface::Eth0, new).expect("change the address while down");
+    testbed.set_link(ClientIface::Eth0, true).expect("eth0 up");
+    assert_eq!(answered(&ping(&testbed, &format!("{new}:0"), 2, 1_000)), 2);
+    assert_eq!(answered(&ping(&testbed, "0.0.0.0:0", 2, 1_000)), 2);
+    let peers = peers_seen(&echo);
+    assert!(!peers.is_empty() && peers.iter().all(|peer| peer.ip() == new), "{peers:?}");
+    assert!(testbed.change_address(ClientIface::Eth0, Ipv4Addr::new(192, 0, 2, 1)).is_err(), "the gateway");
+    assert!(testbed.change_address(ClientIface::Eth1, Ipv4Addr::new(198, 51, 100, 5)).is_err(), "no eth1");
+}
+
+#[test]
 fn outage_schedule_interleaves_the_interfaces_and_stops_by_itself() {
     let testbed = build_testbed(5, 2, None);
     let plan = OutagePlan {

@@ -304,28 +304,38 @@ fn delete_namespace(name: &str) {
     let _ = run_command("ip", &["netns", "del", name], None);
 }
 
-/// The client's interfaces: their current addresses, and the routes to put back after each
-/// change (bringing a link down flushes its routes).
+/// One client interface as the testbed last set it.
+#[derive(Clone, Copy, Debug)]
+struct LinkState {
+    iface: ClientIface,
+    address: Ipv4Addr,
+    up: bool,
+}
+
+/// The client's interfaces: their current addresses and whether they are up, and the routes to
+/// put back after each change (bringing a link down flushes its routes). The lock is held while
+/// the commands run, so an outage schedule and an address change do not interleave.
 #[derive(Debug)]
 struct ClientLinks {
     namespace: String,
-    addresses: Mutex<Vec<(ClientIface, Ipv4Addr)>>,
+    links: Mutex<Vec<LinkState>>,
 }
 
 impl ClientLinks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<LinkState>> {
+        self.links.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn address(&self, iface: ClientIface) -> Option<Ipv4Addr> {
-        let addresses = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
-        addresses.iter().find(|(i, _)| *i == iface).map(|(_, a)| *a)
+        self.lock().iter().find(|link| link.iface == iface).map(|link| link.address)
+    }
+
+    fn is_up(&self, iface: ClientIface) -> Option<bool> {
+        self.lock().iter().find(|link| link.iface == iface).map(|link| link.up)
     }
 
     fn interfaces(&self) -> Vec<ClientIface> {
-        let addresses = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
-        addresses.iter().map(|(i, _)| *i).collect()
-    }
-
-    fn require(&self, iface: ClientIface) -> Result<Ipv4Addr> {
-        self.address(iface)
-            .ok_or_else(|| TestbedError::Invalid(format!("the client has no {}", iface.name())))
+        self.lock().iter().map(|link| link.iface).collect()
     }
 
     /// Default route in the main table (by metric) and in the interface's own table, for sockets
@@ -340,15 +350,21 @@ impl ClientLinks {
     }
 
     fn set_link(&self, iface: ClientIface, up: bool) -> Result<()> {
-        let address = self.require(iface)?;
+        let mut links = self.lock();
+        let link = links
+            .iter_mut()
+            .find(|link| link.iface == iface)
+            .ok_or_else(|| TestbedError::Invalid(format!("the client has no {}", iface.name())))?;
         let name = iface.name();
         if up {
             let mut lines = vec![format!("link set {name} up")];
-            lines.extend(Self::route_lines(iface, address));
-            ip_batch(&self.namespace, &lines)
+            lines.extend(Self::route_lines(iface, link.address));
+            ip_batch(&self.namespace, &lines)?;
         } else {
-            ip_batch(&self.namespace, &[format!("link set {name} down")])
+            ip_batch(&self.namespace, &[format!("link set {name} down")])?;
         }
+        link.up = up;
+        Ok(())
     }
 
     fn change_address(&self, iface: ClientIface, new_address: Ipv4Addr) -> Result<()> {
@@ -358,22 +374,24 @@ impl ClientLinks {
                 iface.name()
             )));
         }
-        let old = self.require(iface)?;
-        let name = iface.name();
+        let mut links = self.lock();
+        let link = links
+            .iter_mut()
+            .find(|link| link.iface == iface)
+            .ok_or_else(|| TestbedError::Invalid(format!("the client has no {}", iface.name())))?;
+        let (old, name, table) = (link.address, iface.name(), iface.table());
         let mut lines = vec![
             format!("address del {old}/{CLIENT_PREFIX_LEN} dev {name}"),
             format!("address add {new_address}/{CLIENT_PREFIX_LEN} dev {name}"),
-            format!("rule del from {old} table {}", iface.table()),
-            format!("rule add from {new_address} table {} pref 1000", iface.table()),
+            format!("rule del from {old} table {table}"),
+            format!("rule add from {new_address} table {table} pref 1000"),
         ];
-        lines.extend(Self::route_lines(iface, new_address));
-        ip_batch(&self.namespace, &lines)?;
-        let mut addresses = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, address) in addresses.iter_mut() {
-            if *i == iface {
-                *address = new_address;
-            }
+        // A link that is down has no routes; they come back with the new address when it is up.
+        if link.up {
+            lines.extend(Self::route_lines(iface, new_address));
         }
+        ip_batch(&self.namespace, &lines)?;
+        link.address = new_address;
         Ok(())
     }
 }
@@ -535,7 +553,12 @@ impl Testbed {
             server: format!("{base}-server"),
             links: Arc::new(ClientLinks {
                 namespace: format!("{base}-client"),
-                addresses: Mutex::new(interfaces.iter().map(|i| (*i, i.initial_address())).collect()),
+                links: Mutex::new(
+                    interfaces
+                        .iter()
+                        .map(|i| LinkState { iface: *i, address: i.initial_address(), up: true })
+                        .collect(),
+                ),
             }),
             config,
             relay: None,
@@ -726,6 +749,11 @@ impl Testbed {
             .spawn()
             .map_err(io_error(format!("starting a process in {}", self.namespace(host))))?;
         Ok(HostProcess { child })
+    }
+
+    /// Whether the client's `iface` is up, if it has that interface.
+    pub fn client_link_up(&self, iface: ClientIface) -> Option<bool> {
+        self.links.is_up(iface)
     }
 
     /// Takes a client interface down (an outage) or brings it back up with its routes.
