@@ -218,11 +218,16 @@ pub fn start_on_free_port(
 /// `fastshake server` on 127.0.0.1 with a port of the kernel's choice (so no other process can
 /// take it first), ready to accept; returns the server and its port.
 pub fn fastshake_server(extra: &[&str]) -> (Peer, u16) {
+    let mut args = vec!["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    args.extend_from_slice(extra);
+    fastshake_server_with(&args)
+}
+
+/// `fastshake server --listen 127.0.0.1:0 ARGS` (credentials all in `args`), ready to accept;
+/// returns the server and its port.
+pub fn fastshake_server_with(args: &[&str]) -> (Peer, u16) {
     let mut command = fastshake();
-    command
-        .args(["server", "--listen", "127.0.0.1:0", "--psk-identity", PSK_IDENTITY])
-        .args(["--psk", PSK_HEX])
-        .args(extra);
+    command.args(["server", "--listen", "127.0.0.1:0"]).args(args);
     let peer = Peer::spawn("fastshake server", command);
     peer.expect_stderr("listening on 127.0.0.1:");
     let port = peer
@@ -242,5 +247,12 @@ pub fn fastshake_client(port: u16, psk_hex: &str, extra: &[&str]) -> Peer {
         .args(["client", "--connect", &format!("127.0.0.1:{port}"), "--psk-identity", PSK_IDENTITY])
         .args(["--psk", psk_hex, "--linger", "300"])
         .args(extra);
+    Peer::spawn("fastshake client", command)
+}
+
+/// `fastshake client --connect 127.0.0.1:PORT ARGS` (credentials all in `args`).
+pub fn fastshake_client_with(port: u16, args: &[&str]) -> Peer {
+    let mut command = fastshake();
+    command.args(["client", "--connect", &format!("127.0.0.1:{port}"), "--linger", "300"]).args(args);
     Peer::spawn("fastshake client", command)
 }
