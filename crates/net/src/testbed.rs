@@ -649,7 +649,7 @@ impl Testbed {
 
     fn start_relay(&mut self) -> Result<()> {
         let delay = self.config.delay;
-        let (delay_option, delay_value) = if delay.subsec_micros() % 1_000 == 0 {
+        let (delay_option, delay_value) = if delay.as_micros() == delay.as_millis() * 1_000 {
             ("--delay-ms", delay.as_millis().to_string())
         } else {
             ("--delay-us", delay.as_micros().to_string())
