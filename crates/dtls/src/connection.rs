@@ -11,17 +11,23 @@ use crate::crypto::{open_in_place, prf_sha256, DirectionKeys, MasterSecret, Traf
 use crate::error::Error;
 use crate::flight::{record_len, write_record, DatagramBuilder, FlightItem, Protect, RetransmitTimer};
 use crate::handshake::{
-    encode_psk_identity, parse_finished, parse_fragments, parse_psk_identity, psk_premaster, ClientHello,
-    Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Insert, Reassembler, ServerHello,
-    EXT_EXTENDED_MASTER_SECRET, EXT_RENEGOTIATION_INFO, MAX_COOKIE_LEN, SCSV_EMPTY_RENEGOTIATION_INFO,
+    encode_certificate, encode_ecdhe_params, encode_psk_identity, encode_signed, parse_certificate,
+    parse_certificate_verify, parse_ecdhe_client_key_exchange, parse_finished, parse_fragments,
+    parse_psk_identity, psk_premaster, u16_list, CertificateRequest, ClientHello, EcdheServerKeyExchange,
+    Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Insert, NamedGroup, OutExtensions,
+    Reassembler, ServerHello, CERT_TYPE_ECDSA_SIGN, CERT_TYPE_RSA_SIGN, EXT_EXTENDED_MASTER_SECRET,
+    EXT_RENEGOTIATION_INFO, MAX_COOKIE_LEN, SCSV_EMPTY_RENEGOTIATION_INFO,
 };
 use crate::record::{ContentType, RecordHeader, ReplayWindow, DTLS_1_2, HEADER_LEN, MAX_SEQ};
+use crate::session::ClientAuth;
 use crate::session::{ClientSession, Resumption};
 use crate::state::{HandshakeState, State};
-use crate::suite::{CipherSuite, RecordCipher};
+use crate::suite::{CipherSuite, KeyExchange, RecordCipher};
 use fastshake_core::{Instant, SansIo, Transmit};
+use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, PkiError, SignatureScheme};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
+use ring::agreement::{EphemeralPrivateKey, UnparsedPublicKey};
 use ring::digest;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -168,6 +174,25 @@ struct Handshake {
     retain_until: Option<Instant>,
     /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
     early_records: Vec<(RecordHeader, Vec<u8>)>,
+    /// Certificate suites only; empty otherwise.
+    cert: Option<Box<CertHandshake>>,
+}
+
+/// Handshake state of the certificate suites, kept apart so a PSK handshake does not carry it.
+#[derive(Default)]
+struct CertHandshake {
+    /// The raw messages so far, kept only when a CertificateVerify will be made or checked
+    /// (its signature covers them all, and ring hashes inside the signature).
+    transcript_raw: Option<Vec<u8>>,
+    /// Our ephemeral ECDH key and its group.
+    ecdhe: Option<(NamedGroup, EphemeralPrivateKey)>,
+    /// Client: the server's ephemeral public key.
+    peer_ecdhe: Option<(NamedGroup, Vec<u8>)>,
+    /// The peer's validated leaf key.
+    peer_key: Option<PeerPublicKey>,
+    peer_certificates: usize,
+    /// Client: the server asked for a certificate.
+    request: Option<CertificateRequest>,
 }
 
 impl Handshake {
@@ -194,12 +219,22 @@ impl Handshake {
             cookie: Vec::new(),
             retain_until: None,
             early_records: Vec::new(),
+            cert: None,
         })
     }
 
     fn hash_message(&mut self, msg_type: HandshakeType, message_seq: u16, body: &[u8]) {
-        self.transcript.update(&HandshakeHeader::unfragmented(msg_type, message_seq, body.len() as u32));
+        let header = HandshakeHeader::unfragmented(msg_type, message_seq, body.len() as u32);
+        self.transcript.update(&header);
         self.transcript.update(body);
+        if let Some(raw) = self.cert.as_mut().and_then(|c| c.transcript_raw.as_mut()) {
+            raw.extend_from_slice(&header);
+            raw.extend_from_slice(body);
+        }
+    }
+
+    fn cert_mut(&mut self) -> Result<&mut CertHandshake, Abort> {
+        self.cert.as_deref_mut().ok_or(Abort::alert(AlertDescription::InternalError))
     }
 
     fn transcript_hash(&self) -> digest::Digest {
@@ -230,6 +265,69 @@ impl Abort {
     fn decode(_: DecodeError) -> Self {
         Abort::alert(AlertDescription::DecodeError)
     }
+    /// The peer's certificate or signature was refused.
+    fn peer(e: PkiError) -> Self {
+        let alert = AlertDescription::from_code(e.alert_code());
+        Abort { alert: Some(alert), error: Error::PeerAuthentication { alert, reason: e.to_string() } }
+    }
+}
+
+/// Signature schemes we offer and accept, in our order of preference.
+const SCHEMES: [u16; 3] = [
+    SignatureScheme::EcdsaSecp256r1Sha256.code(),
+    SignatureScheme::RsaPssRsaeSha256.code(),
+    SignatureScheme::RsaPkcs1Sha256.code(),
+];
+/// Groups we offer: x25519 (29), then secp256r1 (23).
+const GROUPS: [u16; 2] = [29, 23];
+
+/// The key algorithm a certificate suite's server must have.
+fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
+    match suite.params().key_exchange {
+        KeyExchange::Psk => None,
+        KeyExchange::EcdheEcdsa => Some(KeyAlgorithm::EcdsaP256),
+        KeyExchange::EcdheRsa => Some(KeyAlgorithm::Rsa),
+    }
+}
+
+/// A fresh ephemeral ECDH key. ring only draws from the system generator (its `SecureRandom`
+/// is sealed), so ephemeral keys and signatures are the one place a seeded run is not reproducible.
+fn ephemeral(group: NamedGroup) -> Result<(EphemeralPrivateKey, Vec<u8>), Abort> {
+    let rng = ring::rand::SystemRandom::new();
+    let private = EphemeralPrivateKey::generate(group.algorithm(), &rng)
+        .map_err(|_| Abort::alert(AlertDescription::InternalError))?;
+    let public = private.compute_public_key().map_err(|_| Abort::alert(AlertDescription::InternalError))?;
+    Ok((private, public.as_ref().to_vec()))
+}
+
+/// ECDH with the peer's public key; the shared secret is the premaster secret (RFC 8422 §5.10).
+fn agree(
+    private: EphemeralPrivateKey,
+    group: NamedGroup,
+    peer: &[u8],
+) -> Result<zeroize::Zeroizing<Vec<u8>>, Abort> {
+    if peer.len() != group.public_len() {
+        return Err(Abort::alert(AlertDescription::IllegalParameter));
+    }
+    let secret =
+        ring::agreement::agree_ephemeral(private, &UnparsedPublicKey::new(group.algorithm(), peer), |k| {
+            zeroize::Zeroizing::new(k.to_vec())
+        })
+        .map_err(|_| Abort::alert(AlertDescription::IllegalParameter))?;
+    // RFC 8422 §5.11: an all-zero X25519 result means a small-order peer key.
+    if secret.iter().all(|b| *b == 0) {
+        return Err(Abort::alert(AlertDescription::IllegalParameter));
+    }
+    Ok(secret)
+}
+
+fn sign(
+    key: &fastshake_pki::SigningKey,
+    scheme: SignatureScheme,
+    message: &[u8],
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<u8>, Abort> {
+    key.sign(scheme, message, rng).map_err(|_| Abort::alert(AlertDescription::InternalError))
 }
 
 /// One session, client or server.
@@ -265,6 +363,12 @@ impl Connection {
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
         hs.client_random = random;
+        if config.trust_anchors.is_some() {
+            hs.cert = Some(Box::new(CertHandshake {
+                transcript_raw: config.certified_key.is_some().then(Vec::new),
+                ..Default::default()
+            }));
+        }
         let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote, Some(hs));
         conn.hello_id = hello_id(&random);
         conn.state = State::Handshaking(HandshakeState::ClientWaitServerHello);
@@ -360,8 +464,20 @@ impl Connection {
         let Some(config) = self.client_config().cloned() else { return };
         let Some(hs) = self.hs.as_mut() else { return };
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
-        let mut body = Vec::with_capacity(96);
-        ClientHello::encode(&mut body, &hs.client_random, &hs.cookie, &suites, true);
+        let mut body = Vec::with_capacity(160);
+        // RFC 6066 §3: server_name carries DNS names only, never address literals.
+        let server_name = config
+            .server_name
+            .as_deref()
+            .filter(|n| n.parse::<std::net::IpAddr>().is_err())
+            .map(str::as_bytes);
+        let ext = OutExtensions {
+            extended_master_secret: true,
+            server_name: if hs.cert.is_some() { server_name } else { None },
+            ecc: hs.cert.is_some().then_some((&GROUPS[..], &SCHEMES[..])),
+            ..Default::default()
+        };
+        ClientHello::encode_with(&mut body, &hs.client_random, &[], &hs.cookie, &suites, &ext);
         hs.flight.clear();
         hs.client_hello_seq = hs.next_message_seq;
         hs.client_hello = body.clone();
@@ -426,10 +542,70 @@ impl Connection {
                 hs.hash_message(HandshakeType::ClientHello, ch_seq, &ch);
                 hs.hash_message(msg_type, message_seq, body);
                 self.suite = Some(suite);
+                self.state = State::Handshaking(if suite.is_psk() {
+                    HandshakeState::ClientWaitServerHelloDone
+                } else {
+                    HandshakeState::ClientWaitCertificate
+                });
+                Ok(())
+            }
+            (HandshakeState::ClientWaitCertificate, HandshakeType::Certificate) => {
+                let certs = parse_certificate(body).map_err(Abort::decode)?;
+                let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+                let anchors =
+                    config.trust_anchors.as_ref().ok_or(Abort::alert(AlertDescription::InternalError))?;
+                let key = fastshake_pki::verify_server_chain(
+                    &chain,
+                    anchors,
+                    (config.wall_clock)(),
+                    config.server_name.as_deref(),
+                )
+                .map_err(Abort::peer)?;
+                let suite = self.suite.ok_or(Abort::alert(AlertDescription::InternalError))?;
+                if suite_key_algorithm(suite) != Some(key.algorithm()) {
+                    return Err(Abort::alert(AlertDescription::UnsupportedCertificate));
+                }
+                hs.hash_message(msg_type, message_seq, body);
+                let cert = hs.cert_mut()?;
+                cert.peer_key = Some(key);
+                cert.peer_certificates = chain.len();
+                self.state = State::Handshaking(HandshakeState::ClientWaitServerKeyExchange);
+                Ok(())
+            }
+            (HandshakeState::ClientWaitServerKeyExchange, HandshakeType::ServerKeyExchange) => {
+                let ske = EcdheServerKeyExchange::parse(body).map_err(Abort::decode)?;
+                let group = NamedGroup::from_code(ske.group)
+                    .filter(|g| GROUPS.contains(&g.code()))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                if ske.public.len() != group.public_len() {
+                    return Err(Abort::alert(AlertDescription::IllegalParameter));
+                }
+                let scheme = SignatureScheme::from_code(ske.scheme)
+                    .filter(|s| SCHEMES.contains(&s.code()))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let mut signed = Vec::with_capacity(64 + ske.params.len());
+                signed.extend_from_slice(&hs.client_random);
+                signed.extend_from_slice(&hs.server_random);
+                signed.extend_from_slice(ske.params);
+                let cert = hs.cert.as_deref_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+                let key = cert.peer_key.as_ref().ok_or(Abort::alert(AlertDescription::InternalError))?;
+                fastshake_pki::verify_signature(key, scheme, &signed, ske.signature).map_err(Abort::peer)?;
+                cert.peer_ecdhe = Some((group, ske.public.to_vec()));
+                hs.hash_message(msg_type, message_seq, body);
                 self.state = State::Handshaking(HandshakeState::ClientWaitServerHelloDone);
                 Ok(())
             }
-            (HandshakeState::ClientWaitServerHelloDone, HandshakeType::ServerKeyExchange) => {
+            (HandshakeState::ClientWaitServerHelloDone, HandshakeType::CertificateRequest)
+                if hs.cert.as_ref().is_some_and(|c| c.peer_key.is_some() && c.request.is_none()) =>
+            {
+                let request = CertificateRequest::parse(body).map_err(Abort::decode)?;
+                hs.hash_message(msg_type, message_seq, body);
+                hs.cert_mut()?.request = Some(request);
+                Ok(())
+            }
+            (HandshakeState::ClientWaitServerHelloDone, HandshakeType::ServerKeyExchange)
+                if self.suite.is_some_and(|s| s.is_psk()) =>
+            {
                 // The identity hint is informational: the client has one configured key.
                 parse_psk_identity(body).map_err(Abort::decode)?;
                 hs.hash_message(msg_type, message_seq, body);
@@ -460,16 +636,60 @@ impl Connection {
     }
 
     fn client_send_key_exchange(&mut self, now: Instant, config: &ClientConfig) -> Result<(), Abort> {
-        let psk = config.psk.as_ref().ok_or(Abort::alert(AlertDescription::InternalError))?;
         let suite = self.suite.ok_or(Abort::alert(AlertDescription::InternalError))?;
         let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
         hs.flight.clear();
-        let mut cke = Vec::with_capacity(2 + psk.identity.len());
-        encode_psk_identity(&mut cke, &psk.identity);
-        hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
-        hs.psk_identity = psk.identity.clone();
-        let premaster = psk_premaster(&psk.key);
+        // Certificate suites: our certificate (when asked) goes before ClientKeyExchange, and
+        // CertificateVerify after it; the scheme is the first of our key's the server accepts.
+        let mut verify_with: Option<(SignatureScheme, &fastshake_pki::CertifiedKey)> = None;
+        let premaster = if suite.is_psk() {
+            let psk = config.psk.as_ref().ok_or(Abort::alert(AlertDescription::InternalError))?;
+            let mut cke = Vec::with_capacity(2 + psk.identity.len());
+            encode_psk_identity(&mut cke, &psk.identity);
+            hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
+            hs.psk_identity = psk.identity.clone();
+            psk_premaster(&psk.key)
+        } else {
+            let cert = hs.cert.as_deref_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+            let (group, peer_public) =
+                cert.peer_ecdhe.take().ok_or(Abort::alert(AlertDescription::InternalError))?;
+            if let Some(request) = &cert.request {
+                verify_with = config.certified_key.as_deref().and_then(|ck| {
+                    let kind = match ck.key.algorithm() {
+                        KeyAlgorithm::EcdsaP256 => CERT_TYPE_ECDSA_SIGN,
+                        KeyAlgorithm::Rsa => CERT_TYPE_RSA_SIGN,
+                    };
+                    if !request.certificate_types.contains(&kind) {
+                        return None;
+                    }
+                    let scheme = ck.key.schemes().iter().find(|s| request.schemes.contains(&s.code()))?;
+                    Some((*scheme, ck))
+                });
+                let chain: Vec<&[u8]> = verify_with
+                    .map(|(_, ck)| ck.chain.iter().map(|c| c.as_ref()).collect())
+                    .unwrap_or_default();
+                let mut body = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
+                encode_certificate(&mut body, &chain);
+                hs.push_message(0, HandshakeType::Certificate, body, true);
+            }
+            let (private, public) = ephemeral(group)?;
+            let mut cke = Vec::with_capacity(1 + public.len());
+            crate::codec::put_vec8(&mut cke, &public);
+            hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
+            agree(private, group, &peer_public)?
+        };
         let keys = derive_keys(hs, &premaster);
+        if let Some((scheme, ck)) = verify_with {
+            let raw = hs
+                .cert
+                .as_deref_mut()
+                .and_then(|c| c.transcript_raw.take())
+                .ok_or(Abort::alert(AlertDescription::InternalError))?;
+            let signature = sign(&ck.key, scheme, &raw, &mut hs.rng)?;
+            let mut body = Vec::with_capacity(4 + signature.len());
+            encode_signed(&mut body, scheme.code(), &signature);
+            hs.push_message(0, HandshakeType::CertificateVerify, body, true);
+        }
         self.protection = Some(Protection {
             cipher: suite.params().cipher,
             read: keys.server_write.clone(),
@@ -522,9 +742,42 @@ impl Connection {
         if !ems && config.require_extended_master_secret {
             return Err(Abort::alert(AlertDescription::HandshakeFailure));
         }
+        // Certificate suites: the group and signature scheme both sides support.
+        let ecdhe = match (suite_key_algorithm(suite), config.certified_key.as_ref()) {
+            (None, _) => None,
+            (Some(_), None) => return Err(Abort::alert(AlertDescription::InternalError)),
+            (Some(_), Some(ck)) => {
+                let group = match ch.extensions.supported_groups {
+                    Some(list) => NamedGroup::ALL
+                        .into_iter()
+                        .find(|g| u16_list(list).any(|c| c == g.code()))
+                        .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?,
+                    // RFC 8422 §4: without the extension any curve will do.
+                    None => NamedGroup::Secp256r1,
+                };
+                let scheme = match ch.extensions.signature_algorithms {
+                    Some(list) => *ck
+                        .key
+                        .schemes()
+                        .iter()
+                        .find(|s| u16_list(list).any(|c| c == s.code()))
+                        .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?,
+                    // RFC 5246 §7.4.1.4.1 would mean SHA-1, which we do not sign with.
+                    None => *ck.key.schemes().last().ok_or(Abort::alert(AlertDescription::InternalError))?,
+                };
+                Some((ck.clone(), group, scheme))
+            }
+        };
         self.hello_id = hello_id(&ch.random);
         self.suite = Some(suite);
         let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        let request_certificate = ecdhe.is_some() && config.client_auth != ClientAuth::None;
+        if ecdhe.is_some() {
+            hs.cert = Some(Box::new(CertHandshake {
+                transcript_raw: request_certificate.then(Vec::new),
+                ..Default::default()
+            }));
+        }
         hs.client_random = ch.random;
         let mut server_random = [0u8; 32];
         hs.rng.fill_bytes(&mut server_random);
@@ -536,9 +789,41 @@ impl Connection {
         // Our numbering mirrors the client's: ServerHello carries the ClientHello's message_seq.
         hs.next_message_seq = message_seq;
         let mut sh = Vec::with_capacity(64);
-        ServerHello::encode(&mut sh, &server_random, suite.id(), ems, secure_renegotiation);
+        let ext = OutExtensions {
+            extended_master_secret: ems,
+            renegotiation_info: secure_renegotiation,
+            point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
+            ..Default::default()
+        };
+        ServerHello::encode_with(&mut sh, &server_random, &[], suite.id(), &ext);
         hs.push_message(0, HandshakeType::ServerHello, sh, true);
-        if let Some(hint) = &config.psk_identity_hint {
+        if let Some((ck, group, scheme)) = ecdhe {
+            let chain: Vec<&[u8]> = ck.chain.iter().map(|c| c.as_ref()).collect();
+            let mut body = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
+            encode_certificate(&mut body, &chain);
+            hs.push_message(0, HandshakeType::Certificate, body, true);
+            let (private, public) = ephemeral(group)?;
+            let mut ske = Vec::with_capacity(80 + ck.key.max_signature_len());
+            encode_ecdhe_params(&mut ske, group, &public);
+            let mut signed = Vec::with_capacity(64 + ske.len());
+            signed.extend_from_slice(&hs.client_random);
+            signed.extend_from_slice(&hs.server_random);
+            signed.extend_from_slice(&ske);
+            let signature = sign(&ck.key, scheme, &signed, &mut hs.rng)?;
+            encode_signed(&mut ske, scheme.code(), &signature);
+            hs.push_message(0, HandshakeType::ServerKeyExchange, ske, true);
+            hs.cert_mut()?.ecdhe = Some((group, private));
+            if request_certificate {
+                let anchors = config
+                    .client_trust_anchors
+                    .as_ref()
+                    .ok_or(Abort::alert(AlertDescription::InternalError))?;
+                let mut cr = Vec::with_capacity(256);
+                CertificateRequest::encode(&mut cr, &SCHEMES, anchors.subject_names());
+                hs.push_message(0, HandshakeType::CertificateRequest, cr, true);
+                self.state = State::Handshaking(HandshakeState::ServerWaitClientCertificate);
+            }
+        } else if let Some(hint) = &config.psk_identity_hint {
             let mut ske = Vec::with_capacity(2 + hint.len());
             encode_psk_identity(&mut ske, hint);
             hs.push_message(0, HandshakeType::ServerKeyExchange, ske, true);
@@ -562,6 +847,78 @@ impl Connection {
         let suite = self.suite.ok_or(Abort::alert(AlertDescription::InternalError))?;
         let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
         match (st, msg_type) {
+            (HandshakeState::ServerWaitClientCertificate, HandshakeType::Certificate) => {
+                let certs = parse_certificate(body).map_err(Abort::decode)?;
+                if certs.is_empty() {
+                    if config.client_auth == ClientAuth::Require {
+                        return Err(Abort::peer(PkiError::NoPeerCertificate));
+                    }
+                } else {
+                    let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+                    let anchors = config
+                        .client_trust_anchors
+                        .as_ref()
+                        .ok_or(Abort::alert(AlertDescription::InternalError))?;
+                    let key = fastshake_pki::verify_client_chain(&chain, anchors, (config.wall_clock)())
+                        .map_err(Abort::peer)?;
+                    let cert = hs.cert_mut()?;
+                    cert.peer_key = Some(key);
+                    cert.peer_certificates = chain.len();
+                }
+                hs.hash_message(msg_type, message_seq, body);
+                self.state = State::Handshaking(HandshakeState::ServerWaitClientKeyExchange);
+                Ok(())
+            }
+            (HandshakeState::ServerWaitClientCertificate, HandshakeType::ClientKeyExchange) => {
+                // No Certificate at all (RFC 5246 wants an empty one): the same as an empty one.
+                if config.client_auth == ClientAuth::Require {
+                    return Err(Abort::peer(PkiError::NoPeerCertificate));
+                }
+                self.state = State::Handshaking(HandshakeState::ServerWaitClientKeyExchange);
+                self.server_handle_message(
+                    now,
+                    HandshakeState::ServerWaitClientKeyExchange,
+                    msg_type,
+                    message_seq,
+                    body,
+                )
+            }
+            (HandshakeState::ServerWaitClientKeyExchange, HandshakeType::ClientKeyExchange)
+                if !suite.is_psk() =>
+            {
+                let public = parse_ecdhe_client_key_exchange(body).map_err(Abort::decode)?;
+                let cert = hs.cert_mut()?;
+                let (group, private) =
+                    cert.ecdhe.take().ok_or(Abort::alert(AlertDescription::InternalError))?;
+                let premaster = agree(private, group, public)?;
+                let has_peer_key = cert.peer_key.is_some();
+                hs.hash_message(msg_type, message_seq, body);
+                let keys = derive_keys(hs, &premaster);
+                self.protection = Some(Protection {
+                    cipher: suite.params().cipher,
+                    read: keys.client_write.clone(),
+                    write: keys.server_write.clone(),
+                });
+                self.state = State::Handshaking(if has_peer_key {
+                    HandshakeState::ServerWaitCertificateVerify
+                } else {
+                    HandshakeState::ServerWaitClientFinished
+                });
+                Ok(())
+            }
+            (HandshakeState::ServerWaitCertificateVerify, HandshakeType::CertificateVerify) => {
+                let (code, signature) = parse_certificate_verify(body).map_err(Abort::decode)?;
+                let scheme = SignatureScheme::from_code(code)
+                    .filter(|s| SCHEMES.contains(&s.code()))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let cert = hs.cert_mut()?;
+                let raw = cert.transcript_raw.take().ok_or(Abort::alert(AlertDescription::InternalError))?;
+                let key = cert.peer_key.as_ref().ok_or(Abort::alert(AlertDescription::InternalError))?;
+                fastshake_pki::verify_signature(key, scheme, &raw, signature).map_err(Abort::peer)?;
+                hs.hash_message(msg_type, message_seq, body);
+                self.state = State::Handshaking(HandshakeState::ServerWaitClientFinished);
+                Ok(())
+            }
             (HandshakeState::ServerWaitClientKeyExchange, HandshakeType::ClientKeyExchange) => {
                 let identity = parse_psk_identity(body).map_err(Abort::decode)?;
                 let psk =
@@ -612,12 +969,13 @@ impl Connection {
         let Some(hs) = self.hs.as_mut() else { return };
         let Some(suite) = self.suite else { return };
         hs.timer.stop();
+        let peer_certificates = hs.cert.take().map_or(0, |c| c.peer_certificates);
         let summary = HandshakeSummary {
             suite,
             resumed: false,
             resumption: None,
             session: None,
-            peer_certificates: 0,
+            peer_certificates,
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flights_sent,
             retransmissions: hs.retransmissions,

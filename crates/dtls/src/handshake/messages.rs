@@ -5,6 +5,15 @@ use crate::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
 
 pub const EXT_EXTENDED_MASTER_SECRET: u16 = 0x0017;
 pub const EXT_RENEGOTIATION_INFO: u16 = 0xff01;
+pub const EXT_SERVER_NAME: u16 = 0x0000;
+pub const EXT_SUPPORTED_GROUPS: u16 = 0x000a;
+pub const EXT_EC_POINT_FORMATS: u16 = 0x000b;
+pub const EXT_SIGNATURE_ALGORITHMS: u16 = 0x000d;
+pub const EXT_SESSION_TICKET: u16 = 0x0023;
+/// ECPointFormat `uncompressed` (RFC 8422 §5.1.2).
+const POINT_FORMAT_UNCOMPRESSED: u8 = 0;
+/// NameType `host_name` (RFC 6066 §3).
+const NAME_TYPE_HOST: u8 = 0;
 /// TLS_EMPTY_RENEGOTIATION_INFO_SCSV (RFC 5746 §3.3).
 pub const SCSV_EMPTY_RENEGOTIATION_INFO: u16 = 0x00ff;
 pub const MAX_COOKIE_LEN: usize = 255;
@@ -14,6 +23,16 @@ pub const MAX_COOKIE_LEN: usize = 255;
 pub struct Extensions<'a> {
     pub extended_master_secret: bool,
     pub renegotiation_info: Option<&'a [u8]>,
+    /// server_name: the host name (ClientHello), or present and empty (ServerHello).
+    pub server_name: Option<&'a [u8]>,
+    /// supported_groups: raw pairs of bytes.
+    pub supported_groups: Option<&'a [u8]>,
+    /// ec_point_formats offered include `uncompressed`.
+    pub ec_point_formats: Option<bool>,
+    /// signature_algorithms: raw pairs of bytes.
+    pub signature_algorithms: Option<&'a [u8]>,
+    /// session_ticket: the ticket (ClientHello; may be empty) or empty (ServerHello).
+    pub session_ticket: Option<&'a [u8]>,
     /// Types of extensions present, in order (for "did the server send something we never offered").
     pub unknown_types: Vec<u16>,
 }
@@ -47,6 +66,34 @@ impl<'a> Extensions<'a> {
                     d.finish()?;
                     ext.renegotiation_info = Some(inner);
                 }
+                EXT_SERVER_NAME => {
+                    ext.server_name = Some(parse_server_name(data)?);
+                }
+                EXT_SUPPORTED_GROUPS => {
+                    let mut d = Reader::new(data);
+                    let list = d.vec16()?;
+                    d.finish()?;
+                    if list.len() % 2 != 0 {
+                        return Err(DecodeError::Invalid("supported_groups"));
+                    }
+                    ext.supported_groups = Some(list);
+                }
+                EXT_EC_POINT_FORMATS => {
+                    let mut d = Reader::new(data);
+                    let list = d.vec8()?;
+                    d.finish()?;
+                    ext.ec_point_formats = Some(list.contains(&POINT_FORMAT_UNCOMPRESSED));
+                }
+                EXT_SIGNATURE_ALGORITHMS => {
+                    let mut d = Reader::new(data);
+                    let list = d.vec16()?;
+                    d.finish()?;
+                    if list.len() % 2 != 0 {
+                        return Err(DecodeError::Invalid("signature_algorithms"));
+                    }
+                    ext.signature_algorithms = Some(list);
+                }
+                EXT_SESSION_TICKET => ext.session_ticket = Some(data),
                 other => ext.unknown_types.push(other),
             }
         }
@@ -54,20 +101,91 @@ impl<'a> Extensions<'a> {
     }
 }
 
-fn put_extensions(out: &mut Vec<u8>, ems: bool, renegotiation_info: bool) {
-    if !ems && !renegotiation_info {
-        return;
+/// The host name of a ClientHello's server_name, or empty (a ServerHello's acknowledgement).
+fn parse_server_name(data: &[u8]) -> Result<&[u8], DecodeError> {
+    if data.is_empty() {
+        return Ok(data);
     }
-    let mut block = Vec::with_capacity(9);
-    if renegotiation_info {
+    let mut d = Reader::new(data);
+    let mut list = Reader::new(d.vec16()?);
+    d.finish()?;
+    let mut host = None;
+    while !list.is_empty() {
+        let name_type = list.u8()?;
+        let name = list.vec16()?;
+        if name_type == NAME_TYPE_HOST {
+            if host.is_some() {
+                return Err(DecodeError::Invalid("two host names"));
+            }
+            host = Some(name);
+        }
+    }
+    host.ok_or(DecodeError::Invalid("server_name without host_name"))
+}
+
+/// Extensions to write in a hello.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OutExtensions<'a> {
+    pub extended_master_secret: bool,
+    pub renegotiation_info: bool,
+    /// ClientHello: the host name; ServerHello: `Some(b"")` acknowledges the client's.
+    pub server_name: Option<&'a [u8]>,
+    /// ClientHello of certificate suites: supported_groups, ec_point_formats, signature_algorithms.
+    pub ecc: Option<(&'a [u16], &'a [u16])>,
+    /// ServerHello: ec_point_formats (answering the client's).
+    pub point_formats: bool,
+    /// session_ticket with this content (a ticket or empty).
+    pub session_ticket: Option<&'a [u8]>,
+}
+
+fn put_u16_list(out: &mut Vec<u8>, list: &[u16]) {
+    put_u16(out, (list.len() * 2) as u16);
+    for v in list {
+        put_u16(out, *v);
+    }
+}
+
+fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
+    let mut block = Vec::with_capacity(64);
+    if let Some(name) = e.server_name {
+        put_u16(&mut block, EXT_SERVER_NAME);
+        if name.is_empty() {
+            put_u16(&mut block, 0);
+        } else {
+            put_u16(&mut block, (name.len() + 5) as u16);
+            put_u16(&mut block, (name.len() + 3) as u16);
+            put_u8(&mut block, NAME_TYPE_HOST);
+            put_vec16(&mut block, name);
+        }
+    }
+    if let Some((groups, schemes)) = e.ecc {
+        put_u16(&mut block, EXT_SUPPORTED_GROUPS);
+        put_u16(&mut block, (groups.len() * 2 + 2) as u16);
+        put_u16_list(&mut block, groups);
+        put_u16(&mut block, EXT_EC_POINT_FORMATS);
+        put_vec16(&mut block, &[1, POINT_FORMAT_UNCOMPRESSED]);
+        put_u16(&mut block, EXT_SIGNATURE_ALGORITHMS);
+        put_u16(&mut block, (schemes.len() * 2 + 2) as u16);
+        put_u16_list(&mut block, schemes);
+    } else if e.point_formats {
+        put_u16(&mut block, EXT_EC_POINT_FORMATS);
+        put_vec16(&mut block, &[1, POINT_FORMAT_UNCOMPRESSED]);
+    }
+    if let Some(ticket) = e.session_ticket {
+        put_u16(&mut block, EXT_SESSION_TICKET);
+        put_vec16(&mut block, ticket);
+    }
+    if e.renegotiation_info {
         put_u16(&mut block, EXT_RENEGOTIATION_INFO);
         put_vec16(&mut block, &[0]);
     }
-    if ems {
+    if e.extended_master_secret {
         put_u16(&mut block, EXT_EXTENDED_MASTER_SECRET);
         put_u16(&mut block, 0);
     }
-    put_vec16(out, &block);
+    if !block.is_empty() {
+        put_vec16(out, &block);
+    }
 }
 
 /// ClientHello (RFC 6347 §4.2.1), borrowed from the message body.
@@ -131,9 +249,21 @@ impl<'a> ClientHello<'a> {
         suites: &[u16],
         extended_master_secret: bool,
     ) {
+        let ext = OutExtensions { extended_master_secret, ..Default::default() };
+        Self::encode_with(out, random, &[], cookie, suites, &ext)
+    }
+
+    pub fn encode_with(
+        out: &mut Vec<u8>,
+        random: &[u8; 32],
+        session_id: &[u8],
+        cookie: &[u8],
+        suites: &[u16],
+        ext: &OutExtensions<'_>,
+    ) {
         put_u16(out, crate::record::DTLS_1_2);
         out.extend_from_slice(random);
-        put_vec8(out, &[]);
+        put_vec8(out, session_id);
         put_vec8(out, cookie);
         put_u16(out, (suites.len() as u16 + 1) * 2);
         for s in suites {
@@ -142,7 +272,7 @@ impl<'a> ClientHello<'a> {
         // The SCSV stands in for an empty renegotiation_info extension at two bytes less.
         put_u16(out, SCSV_EMPTY_RENEGOTIATION_INFO);
         put_vec8(out, &[0]);
-        put_extensions(out, extended_master_secret, false);
+        put_extensions(out, ext);
     }
 }
 
@@ -174,8 +304,6 @@ impl<'a> HelloVerifyRequest<'a> {
 pub struct ServerHello<'a> {
     pub version: u16,
     pub random: [u8; 32],
-    /// Used once resumption by session ID exists.
-    #[allow(dead_code)]
     pub session_id: &'a [u8],
     pub cipher_suite: u16,
     pub compression_method: u8,
@@ -205,12 +333,23 @@ impl<'a> ServerHello<'a> {
         extended_master_secret: bool,
         renegotiation_info: bool,
     ) {
+        let ext = OutExtensions { extended_master_secret, renegotiation_info, ..Default::default() };
+        Self::encode_with(out, random, &[], suite, &ext)
+    }
+
+    pub fn encode_with(
+        out: &mut Vec<u8>,
+        random: &[u8; 32],
+        session_id: &[u8],
+        suite: u16,
+        ext: &OutExtensions<'_>,
+    ) {
         put_u16(out, crate::record::DTLS_1_2);
         out.extend_from_slice(random);
-        put_vec8(out, &[]);
+        put_vec8(out, session_id);
         put_u16(out, suite);
         put_u8(out, 0);
-        put_extensions(out, extended_master_secret, renegotiation_info);
+        put_extensions(out, ext);
     }
 }
 
@@ -281,6 +420,31 @@ mod tests {
         assert_eq!(e.unknown_types, [0x1234]);
         let dup = [0, 8, 0, 0x17, 0, 0, 0, 0x17, 0, 0];
         assert!(Extensions::parse(&mut Reader::new(&dup)).is_err());
+    }
+
+    #[test]
+    fn certificate_extensions_round_trip() {
+        let mut b = Vec::new();
+        let ext = OutExtensions {
+            extended_master_secret: true,
+            server_name: Some(b"localhost"),
+            ecc: Some((&[29, 23], &[0x0403, 0x0804])),
+            session_ticket: Some(&[1, 2, 3]),
+            ..Default::default()
+        };
+        ClientHello::encode_with(&mut b, &[7; 32], &[4; 32], &[], &[0xC0AE], &ext);
+        let ch = ClientHello::parse(&b).unwrap();
+        assert_eq!(ch.session_id, &[4; 32]);
+        let e = &ch.extensions;
+        assert_eq!(e.server_name, Some(&b"localhost"[..]));
+        assert_eq!(e.supported_groups, Some(&[0, 29, 0, 23][..]));
+        assert_eq!(e.ec_point_formats, Some(true));
+        assert_eq!(e.signature_algorithms, Some(&[4, 3, 8, 4][..]));
+        assert_eq!(e.session_ticket, Some(&[1, 2, 3][..]));
+        assert!(e.extended_master_secret && e.unknown_types.is_empty());
+        for cut in 0..b.len() {
+            let _ = ClientHello::parse(&b[..cut]);
+        }
     }
 
     #[test]

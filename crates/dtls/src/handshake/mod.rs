@@ -1,8 +1,10 @@
 //! Handshake messages (RFC 5246 §7.4, RFC 6347 §4.3.2) and their fragmentation.
 
+mod certificate;
 mod messages;
 mod reassembly;
 
+pub(crate) use certificate::*;
 pub(crate) use messages::*;
 pub(crate) use reassembly::{Fragment, Insert, Reassembler};
 

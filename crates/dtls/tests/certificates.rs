@@ -1,0 +1,294 @@
+//! Certificate suites on the in-memory pair: every suite, mutual authentication, and each
+//! refusal with the alert RFC 5246 names.
+
+mod common;
+
+use common::*;
+use fastshake_dtls::{
+    AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Event, ServerConfig,
+    TrustAnchors,
+};
+use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+const MINUTE: Duration = Duration::from_secs(60);
+/// The Unix time the test PKIs are made at and, unless a test says otherwise, validated at.
+const PKI_TIME: u64 = 1_800_000_000;
+
+fn at_pki_time() -> u64 {
+    PKI_TIME + 60
+}
+
+fn after_expiry() -> u64 {
+    PKI_TIME + 3 * 86_400
+}
+
+fn p256_pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| generate(3, KeyKind::P256, &[], PKI_TIME, 2).unwrap())
+}
+
+fn other_p256_pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| generate(1, KeyKind::P256, &[], PKI_TIME, 2).unwrap())
+}
+
+fn rsa_pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| generate(2, KeyKind::Rsa2048, &[], PKI_TIME, 2).unwrap())
+}
+
+fn anchors(pki: &TestPki) -> Arc<TrustAnchors> {
+    Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes()).unwrap())
+}
+
+fn cert_client(pki: &TestPki) -> ClientConfig {
+    ClientConfig {
+        trust_anchors: Some(anchors(pki)),
+        server_name: Some("localhost".into()),
+        wall_clock: at_pki_time,
+        ..Default::default()
+    }
+}
+
+fn cert_server(pki: &TestPki) -> ServerConfig {
+    ServerConfig {
+        certified_key: Some(Arc::new(pki.server_certified_key().unwrap())),
+        wall_clock: at_pki_time,
+        ..Default::default()
+    }
+}
+
+fn client_key(pki: &TestPki) -> Arc<CertifiedKey> {
+    Arc::new(pki.client_certified_key().unwrap())
+}
+
+#[test]
+fn every_certificate_suite_completes_and_carries_data() {
+    let cases = [
+        (CipherSuite::EcdheEcdsaWithAes128Ccm8, p256_pki()),
+        (CipherSuite::EcdheEcdsaWithAes128GcmSha256, p256_pki()),
+        (CipherSuite::EcdheRsaWithAes128GcmSha256, rsa_pki()),
+    ];
+    for (suite, pki) in cases {
+        let mut cc = cert_client(pki);
+        cc.suites = vec![suite];
+        let mut pair = Pair::new(cc, cert_server(pki));
+        let (c, s) = pair.handshake(MINUTE).unwrap_or_else(|| panic!("{suite}: {:?}", pair.client_events));
+        assert_eq!((c.suite, s.suite), (suite, suite));
+        assert!(c.extended_master_secret && s.extended_master_secret);
+        assert_eq!(c.peer_certificates, pki.server_chain().len(), "leaf and intermediates, never the root");
+        assert_eq!(s.peer_certificates, 0);
+        exchange_data(&mut pair, 3);
+    }
+}
+
+#[test]
+fn the_server_picks_the_suite_its_key_can_serve() {
+    // The client offers everything; an RSA server can only serve ECDHE-RSA.
+    let mut pair = Pair::new(cert_client(rsa_pki()), cert_server(rsa_pki()));
+    let (c, _) = pair.handshake(MINUTE).expect("handshake");
+    assert_eq!(c.suite, CipherSuite::EcdheRsaWithAes128GcmSha256);
+}
+
+#[test]
+fn psk_and_certificates_side_by_side() {
+    // A client with both offers PSK first (default order); a certificate-only server answers ECDHE.
+    let mut cc = cert_client(p256_pki());
+    cc.psk = client_config().psk;
+    let mut pair = Pair::new(cc.clone(), cert_server(p256_pki()));
+    let (c, _) = pair.handshake(MINUTE).expect("handshake");
+    assert_eq!(c.suite, CipherSuite::EcdheEcdsaWithAes128Ccm8);
+    let mut pair = Pair::new(cc, server_config());
+    let (c, _) = pair.handshake(MINUTE).expect("handshake");
+    assert!(c.suite.is_psk());
+}
+
+#[test]
+fn mutual_authentication_under_each_policy() {
+    let pki = p256_pki();
+    for policy in [ClientAuth::Optional, ClientAuth::Require] {
+        let mut sc = cert_server(pki);
+        sc.client_auth = policy;
+        sc.client_trust_anchors = Some(anchors(pki));
+        let mut cc = cert_client(pki);
+        cc.certified_key = Some(client_key(pki));
+        let mut pair = Pair::new(cc, sc);
+        let (_, s) = pair.handshake(MINUTE).expect("mutual handshake");
+        assert_eq!(s.peer_certificates, pki.client_chain().len(), "{policy:?}");
+        exchange_data(&mut pair, 2);
+    }
+    // RSA client keys sign CertificateVerify too.
+    let pki = rsa_pki();
+    let mut sc = cert_server(pki);
+    sc.client_auth = ClientAuth::Require;
+    sc.client_trust_anchors = Some(anchors(pki));
+    let mut cc = cert_client(pki);
+    cc.certified_key = Some(client_key(pki));
+    let (_, s) = Pair::new(cc, sc).handshake(MINUTE).expect("RSA mutual handshake");
+    assert_eq!(s.peer_certificates, 2);
+}
+
+#[test]
+fn optional_client_auth_accepts_a_client_without_a_certificate() {
+    let pki = p256_pki();
+    let mut sc = cert_server(pki);
+    sc.client_auth = ClientAuth::Optional;
+    sc.client_trust_anchors = Some(anchors(pki));
+    let (_, s) = Pair::new(cert_client(pki), sc).handshake(MINUTE).expect("handshake");
+    assert_eq!(s.peer_certificates, 0);
+}
+
+/// Runs a handshake that must fail; returns (client failure, server failure).
+fn refused(cc: ClientConfig, sc: ServerConfig) -> (Option<Error>, Option<Error>) {
+    let mut pair = Pair::new(cc, sc);
+    assert!(pair.handshake(Duration::from_secs(5)).is_none(), "the handshake must fail");
+    // Let the alert reach the other side.
+    let limit = pair.now + Duration::from_millis(100);
+    while pair.step(limit) {}
+    let client = pair.client_events.iter().find_map(|e| match e {
+        Event::Failed(e) => Some(e.clone()),
+        _ => None,
+    });
+    let server = pair.server_events.iter().find_map(|(_, e)| match e {
+        Event::Failed(e) => Some(e.clone()),
+        _ => None,
+    });
+    (client, server)
+}
+
+fn assert_client_refused(cc: ClientConfig, sc: ServerConfig, alert: AlertDescription) {
+    let (client, server) = refused(cc, sc);
+    let client = client.expect("the client fails");
+    assert!(matches!(client, Error::PeerAuthentication { alert: a, .. } if a == alert), "{client:?}");
+    assert!(!client.to_string().is_empty());
+    assert_eq!(server, Some(Error::AlertReceived(alert)));
+}
+
+fn assert_server_refused(cc: ClientConfig, sc: ServerConfig, alert: AlertDescription) {
+    let (client, server) = refused(cc, sc);
+    let server = server.expect("the server fails");
+    assert_eq!(server.alert(), Some(alert), "{server:?}");
+    assert_eq!(client, Some(Error::AlertReceived(alert)));
+}
+
+#[test]
+fn unknown_ca_is_refused_with_unknown_ca() {
+    let cc = cert_client(other_p256_pki());
+    assert_client_refused(cc, cert_server(p256_pki()), AlertDescription::UnknownCa);
+}
+
+#[test]
+fn expired_leaf_is_refused_with_certificate_expired() {
+    let mut cc = cert_client(p256_pki());
+    cc.wall_clock = after_expiry;
+    assert_client_refused(cc, cert_server(p256_pki()), AlertDescription::CertificateExpired);
+}
+
+#[test]
+fn wrong_server_name_is_refused_with_bad_certificate() {
+    let mut cc = cert_client(p256_pki());
+    cc.server_name = Some("not-the-server.example".into());
+    assert_client_refused(cc, cert_server(p256_pki()), AlertDescription::BadCertificate);
+}
+
+#[test]
+fn an_address_name_is_checked_against_the_certificate() {
+    let mut cc = cert_client(p256_pki());
+    cc.server_name = Some("127.0.0.1".into());
+    assert!(Pair::new(cc, cert_server(p256_pki())).handshake(MINUTE).is_some());
+    let mut cc = cert_client(p256_pki());
+    cc.server_name = Some("127.0.0.2".into());
+    assert_client_refused(cc, cert_server(p256_pki()), AlertDescription::BadCertificate);
+}
+
+#[test]
+fn server_key_exchange_signed_with_the_wrong_key_is_decrypt_error() {
+    // The server presents its chain but signs with a different P-256 key.
+    let pki = p256_pki();
+    let wrong = other_p256_pki().server_certified_key().unwrap();
+    let forged = CertifiedKey { chain: pki.server_chain(), key: wrong.key };
+    let mut sc = cert_server(pki);
+    sc.certified_key = Some(Arc::new(forged));
+    assert_client_refused(cert_client(pki), sc, AlertDescription::DecryptError);
+}
+
+#[test]
+fn certificate_verify_with_the_wrong_key_is_decrypt_error() {
+    let pki = p256_pki();
+    let wrong = other_p256_pki().client_certified_key().unwrap();
+    let forged = CertifiedKey { chain: pki.client_chain(), key: wrong.key };
+    let mut sc = cert_server(pki);
+    sc.client_auth = ClientAuth::Require;
+    sc.client_trust_anchors = Some(anchors(pki));
+    let mut cc = cert_client(pki);
+    cc.certified_key = Some(Arc::new(forged));
+    assert_server_refused(cc, sc, AlertDescription::DecryptError);
+}
+
+#[test]
+fn required_client_certificate_missing_is_handshake_failure() {
+    let pki = p256_pki();
+    let mut sc = cert_server(pki);
+    sc.client_auth = ClientAuth::Require;
+    sc.client_trust_anchors = Some(anchors(pki));
+    assert_server_refused(cert_client(pki), sc, AlertDescription::HandshakeFailure);
+}
+
+#[test]
+fn client_certificate_from_an_unknown_ca_is_unknown_ca() {
+    let pki = p256_pki();
+    let mut sc = cert_server(pki);
+    sc.client_auth = ClientAuth::Require;
+    sc.client_trust_anchors = Some(anchors(pki));
+    let mut cc = cert_client(pki);
+    cc.certified_key = Some(client_key(other_p256_pki()));
+    assert_server_refused(cc, sc, AlertDescription::UnknownCa);
+}
+
+#[test]
+fn certificate_handshake_survives_loss_and_a_small_mtu() {
+    let pki = p256_pki();
+    let mut cc = cert_client(pki);
+    cc.mtu = 200;
+    let mut sc = cert_server(pki);
+    sc.mtu = 200;
+    sc.client_auth = ClientAuth::Require;
+    sc.client_trust_anchors = Some(anchors(pki));
+    cc.certified_key = Some(client_key(pki));
+    let mut pair = Pair::new(cc, sc);
+    // Lose the first datagram of every flight once in each direction.
+    pair.filter = Box::new(|_, i, _| if i % 5 == 2 { Fate::Drop } else { Fate::Deliver });
+    let (c, s) = pair.handshake(MINUTE).expect("handshake despite loss");
+    assert!(c.retransmissions + s.retransmissions > 0);
+    assert_eq!(s.peer_certificates, 3);
+}
+
+fn exchange_data(pair: &mut Pair, n: usize) {
+    let h = pair.server.handle_for(pair.client_addr).expect("server connection");
+    for i in 0..n {
+        pair.client.send(format!("c{i}").as_bytes()).unwrap();
+        pair.server.send(h, format!("s{i}").as_bytes()).unwrap();
+    }
+    let limit = pair.now + Duration::from_secs(1);
+    while pair.step(limit) {}
+    let got_s: Vec<_> = pair
+        .server_events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::ApplicationData(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
+    let got_c: Vec<_> = pair
+        .client_events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ApplicationData(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got_s, (0..n).map(|i| format!("c{i}").into_bytes()).collect::<Vec<_>>());
+    assert_eq!(got_c, (0..n).map(|i| format!("s{i}").into_bytes()).collect::<Vec<_>>());
+}
