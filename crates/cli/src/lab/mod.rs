@@ -1,6 +1,7 @@
 //! `fastshake lab`: the papers' experiments, our figures beside theirs.
 //! One module per experiment (EXPERIMENTS.md numbering).
 
+mod e1;
 mod e2_tsch;
 
 #[derive(clap::Args)]
@@ -11,6 +12,8 @@ pub struct LabArgs {
 
 #[derive(clap::Subcommand)]
 enum Experiment {
+    /// E1: handover resilience (seed 001, Fig. 4 / Table I), in the simulator.
+    E1(e1::Args),
     /// E2, TSCH: seed 002's Tables I and II beside the simulator.
     #[command(name = "e2-tsch")]
     E2Tsch(e2_tsch::Args),
@@ -18,6 +21,7 @@ enum Experiment {
 
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.experiment {
+        Experiment::E1(a) => e1::run(a),
         Experiment::E2Tsch(a) => e2_tsch::run(a),
     }
 }
