@@ -3,6 +3,7 @@
 use crate::error::Error;
 use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
 use crate::suite::{CipherSuite, KeyExchange};
+use fastshake_core::Instant;
 use fastshake_pki::{CertifiedKey, KeyAlgorithm, TrustAnchors};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,16 +46,29 @@ impl std::fmt::Debug for Psk {
     }
 }
 
-/// Unix time in seconds, the time certificates are validated at and sessions expire by.
+/// Anchors engine time to Unix time: at engine instant `at` it was `unix_secs`.
 ///
-/// The engine's [`crate::Instant`] is monotonic and may be virtual, so wall-clock time is a
-/// function the caller injects: [`system_unix_time`] in real deployments, a fixed function in
-/// tests and simulations (so a run stays reproducible).
-pub type WallClock = fn() -> u64;
+/// Certificates are validated at, and tickets expire by, Unix time; the engine's
+/// [`crate::Instant`] is monotonic and may be virtual, and an engine reads no clock. So the
+/// caller (the driver, which owns the clock) pins one pair, and the engine computes
+/// `unix_secs + (now - at)` for any later `now`. Simulations and tests pin a fixed date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WallClock {
+    /// An engine instant.
+    pub at: Instant,
+    /// Unix seconds at `at`.
+    pub unix_secs: u64,
+}
 
-/// The system clock as Unix seconds (the default [`WallClock`]); 0 if the clock is before 1970.
-pub fn system_unix_time() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+impl WallClock {
+    /// Unix seconds at engine time `now`.
+    pub fn unix_at(&self, now: Instant) -> u64 {
+        if now >= self.at {
+            self.unix_secs.saturating_add(now.saturating_duration_since(self.at).as_secs())
+        } else {
+            self.unix_secs.saturating_sub(self.at.saturating_duration_since(now).as_secs())
+        }
+    }
 }
 
 /// How a client sets up sessions.
@@ -82,8 +96,8 @@ pub struct ClientConfig {
     pub server_name: Option<String>,
     /// Offer the `session_ticket` extension (RFC 5077).
     pub enable_tickets: bool,
-    /// Time certificates are validated at and sessions expire by.
-    pub wall_clock: WallClock,
+    /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
+    pub wall_clock: Option<WallClock>,
 }
 
 impl Default for ClientConfig {
@@ -100,7 +114,7 @@ impl Default for ClientConfig {
             trust_anchors: None,
             server_name: None,
             enable_tickets: true,
-            wall_clock: system_unix_time,
+            wall_clock: None,
         }
     }
 }
@@ -142,6 +156,9 @@ impl ClientConfig {
         }
         if self.psk.is_none() && self.trust_anchors.is_none() {
             return Err(Error::Config("a client needs a PSK or trust anchors"));
+        }
+        if self.trust_anchors.is_some() && self.wall_clock.is_none() {
+            return Err(Error::Config("certificate suites need a wall clock (ClientConfig::wall_clock)"));
         }
         if self.offered_suites().next().is_none() {
             return Err(Error::Config("no configured suite fits the PSK or trust anchors given"));
@@ -200,8 +217,8 @@ pub struct ServerConfig {
     pub session_cache: SessionCacheConfig,
     /// Ticket keys (RFC 5077); `None` disables tickets. `Endpoint::rotate_ticket_key` rotates.
     pub tickets: Option<TicketKeys>,
-    /// Time certificates are validated at and sessions expire by.
-    pub wall_clock: WallClock,
+    /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
+    pub wall_clock: Option<WallClock>,
 }
 
 impl Default for ServerConfig {
@@ -221,7 +238,7 @@ impl Default for ServerConfig {
             client_trust_anchors: None,
             session_cache: SessionCacheConfig::default(),
             tickets: None,
-            wall_clock: system_unix_time,
+            wall_clock: None,
         }
     }
 }
@@ -235,6 +252,9 @@ impl ServerConfig {
         }
         if self.client_auth != ClientAuth::None && self.client_trust_anchors.is_none() {
             return Err(Error::Config("client authentication needs client trust anchors"));
+        }
+        if self.client_auth != ClientAuth::None && self.wall_clock.is_none() {
+            return Err(Error::Config("client authentication needs a wall clock (ServerConfig::wall_clock)"));
         }
         if !self.suites.iter().any(|s| self.can_serve(*s)) {
             return Err(Error::Config("no configured suite fits the PSKs or certified key given"));

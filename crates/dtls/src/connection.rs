@@ -27,7 +27,6 @@ use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, PkiError, SignatureScheme};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
-use ring::agreement::{EphemeralPrivateKey, UnparsedPublicKey};
 use ring::digest;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -87,6 +86,8 @@ pub struct HandshakeSummary {
     pub session: Option<ClientSession>,
     /// Certificates the peer sent (0 with PSK, or a client that sent none).
     pub peer_certificates: usize,
+    /// The peer's validated leaf certificate (DER), if it sent one.
+    pub peer_leaf: Option<CertDer>,
     /// From the first ClientHello sent (client) or the cookie-verified ClientHello (server) to completion.
     pub duration: Duration,
     /// Flights sent, first transmissions only.
@@ -185,12 +186,13 @@ struct CertHandshake {
     /// (its signature covers them all, and ring hashes inside the signature).
     transcript_raw: Option<Vec<u8>>,
     /// Our ephemeral ECDH key and its group.
-    ecdhe: Option<(NamedGroup, EphemeralPrivateKey)>,
+    ecdhe: Option<(NamedGroup, EcdheSecret)>,
     /// Client: the server's ephemeral public key.
     peer_ecdhe: Option<(NamedGroup, Vec<u8>)>,
     /// The peer's validated leaf key.
     peer_key: Option<PeerPublicKey>,
     peer_certificates: usize,
+    peer_leaf: Option<CertDer>,
     /// Client: the server asked for a certificate.
     request: Option<CertificateRequest>,
 }
@@ -290,35 +292,56 @@ fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
     }
 }
 
-/// A fresh ephemeral ECDH key. ring only draws from the system generator (its `SecureRandom`
-/// is sealed), so ephemeral keys and signatures are the one place a seeded run is not reproducible.
-fn ephemeral(group: NamedGroup) -> Result<(EphemeralPrivateKey, Vec<u8>), Abort> {
-    let rng = ring::rand::SystemRandom::new();
-    let private = EphemeralPrivateKey::generate(group.algorithm(), &rng)
-        .map_err(|_| Abort::alert(AlertDescription::InternalError))?;
-    let public = private.compute_public_key().map_err(|_| Abort::alert(AlertDescription::InternalError))?;
-    Ok((private, public.as_ref().to_vec()))
+/// Our ephemeral ECDH secret, drawn from the seeded RNG (both types zeroize on drop).
+enum EcdheSecret {
+    X25519(x25519_dalek::EphemeralSecret),
+    P256(p256::ecdh::EphemeralSecret),
+}
+
+/// A fresh ephemeral key of `group` and its public key as sent (uncompressed point for P-256).
+fn ephemeral(group: NamedGroup, rng: &mut ChaCha20Rng) -> (EcdheSecret, Vec<u8>) {
+    match group {
+        NamedGroup::X25519 => {
+            let secret = x25519_dalek::EphemeralSecret::random_from_rng(&mut *rng);
+            let public = x25519_dalek::PublicKey::from(&secret).as_bytes().to_vec();
+            (EcdheSecret::X25519(secret), public)
+        }
+        NamedGroup::Secp256r1 => {
+            use p256::elliptic_curve::sec1::ToEncodedPoint;
+            let secret = p256::ecdh::EphemeralSecret::random(&mut *rng);
+            let public = secret.public_key().to_encoded_point(false).as_bytes().to_vec();
+            (EcdheSecret::P256(secret), public)
+        }
+    }
 }
 
 /// ECDH with the peer's public key; the shared secret is the premaster secret (RFC 8422 §5.10).
-fn agree(
-    private: EphemeralPrivateKey,
-    group: NamedGroup,
-    peer: &[u8],
-) -> Result<zeroize::Zeroizing<Vec<u8>>, Abort> {
+/// A malformed point, a point not on the curve, or a small-order X25519 key is illegal_parameter.
+fn agree(secret: EcdheSecret, group: NamedGroup, peer: &[u8]) -> Result<zeroize::Zeroizing<Vec<u8>>, Abort> {
+    let illegal = || Abort::alert(AlertDescription::IllegalParameter);
     if peer.len() != group.public_len() {
-        return Err(Abort::alert(AlertDescription::IllegalParameter));
+        return Err(illegal());
     }
-    let secret =
-        ring::agreement::agree_ephemeral(private, &UnparsedPublicKey::new(group.algorithm(), peer), |k| {
-            zeroize::Zeroizing::new(k.to_vec())
-        })
-        .map_err(|_| Abort::alert(AlertDescription::IllegalParameter))?;
-    // RFC 8422 §5.11: an all-zero X25519 result means a small-order peer key.
-    if secret.iter().all(|b| *b == 0) {
-        return Err(Abort::alert(AlertDescription::IllegalParameter));
+    match secret {
+        EcdheSecret::X25519(secret) => {
+            let bytes: [u8; 32] = peer.try_into().map_err(|_| illegal())?;
+            let shared = secret.diffie_hellman(&x25519_dalek::PublicKey::from(bytes));
+            // RFC 8422 §5.11: an all-zero result means a small-order peer key.
+            if !shared.was_contributory() {
+                return Err(illegal());
+            }
+            Ok(zeroize::Zeroizing::new(shared.as_bytes().to_vec()))
+        }
+        EcdheSecret::P256(secret) => {
+            // Uncompressed points only (RFC 8422 §5.1.2: the only format we offer).
+            if peer.first() != Some(&4) {
+                return Err(illegal());
+            }
+            let public = p256::PublicKey::from_sec1_bytes(peer).map_err(|_| illegal())?;
+            let shared = secret.diffie_hellman(&public);
+            Ok(zeroize::Zeroizing::new(shared.raw_secret_bytes().to_vec()))
+        }
     }
-    Ok(secret)
 }
 
 fn sign(
@@ -557,7 +580,7 @@ impl Connection {
                 let key = fastshake_pki::verify_server_chain(
                     &chain,
                     anchors,
-                    (config.wall_clock)(),
+                    config.wall_clock.map_or(0, |w| w.unix_at(now)),
                     config.server_name.as_deref(),
                 )
                 .map_err(Abort::peer)?;
@@ -569,6 +592,7 @@ impl Connection {
                 let cert = hs.cert_mut()?;
                 cert.peer_key = Some(key);
                 cert.peer_certificates = chain.len();
+                cert.peer_leaf = chain.into_iter().next();
                 self.state = State::Handshaking(HandshakeState::ClientWaitServerKeyExchange);
                 Ok(())
             }
@@ -672,7 +696,7 @@ impl Connection {
                 encode_certificate(&mut body, &chain);
                 hs.push_message(0, HandshakeType::Certificate, body, true);
             }
-            let (private, public) = ephemeral(group)?;
+            let (private, public) = ephemeral(group, &mut hs.rng);
             let mut cke = Vec::with_capacity(1 + public.len());
             crate::codec::put_vec8(&mut cke, &public);
             hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
@@ -802,7 +826,7 @@ impl Connection {
             let mut body = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
             encode_certificate(&mut body, &chain);
             hs.push_message(0, HandshakeType::Certificate, body, true);
-            let (private, public) = ephemeral(group)?;
+            let (private, public) = ephemeral(group, &mut hs.rng);
             let mut ske = Vec::with_capacity(80 + ck.key.max_signature_len());
             encode_ecdhe_params(&mut ske, group, &public);
             let mut signed = Vec::with_capacity(64 + ske.len());
@@ -859,11 +883,16 @@ impl Connection {
                         .client_trust_anchors
                         .as_ref()
                         .ok_or(Abort::alert(AlertDescription::InternalError))?;
-                    let key = fastshake_pki::verify_client_chain(&chain, anchors, (config.wall_clock)())
-                        .map_err(Abort::peer)?;
+                    let key = fastshake_pki::verify_client_chain(
+                        &chain,
+                        anchors,
+                        config.wall_clock.map_or(0, |w| w.unix_at(now)),
+                    )
+                    .map_err(Abort::peer)?;
                     let cert = hs.cert_mut()?;
                     cert.peer_key = Some(key);
                     cert.peer_certificates = chain.len();
+                    cert.peer_leaf = chain.into_iter().next();
                 }
                 hs.hash_message(msg_type, message_seq, body);
                 self.state = State::Handshaking(HandshakeState::ServerWaitClientKeyExchange);
@@ -969,13 +998,15 @@ impl Connection {
         let Some(hs) = self.hs.as_mut() else { return };
         let Some(suite) = self.suite else { return };
         hs.timer.stop();
-        let peer_certificates = hs.cert.take().map_or(0, |c| c.peer_certificates);
+        let (peer_certificates, peer_leaf) =
+            hs.cert.take().map_or((0, None), |c| (c.peer_certificates, c.peer_leaf));
         let summary = HandshakeSummary {
             suite,
             resumed: false,
             resumption: None,
             session: None,
             peer_certificates,
+            peer_leaf,
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flights_sent,
             retransmissions: hs.retransmissions,

@@ -16,6 +16,7 @@ use rand_core::{RngCore, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Where decrypted application data goes: queued as events when `None`.
 type EndpointDataSink<'a> = Option<&'a mut dyn FnMut(ConnectionHandle, &[u8])>;
@@ -41,7 +42,13 @@ pub struct EndpointStats {
     pub connections_replaced: u64,
     /// Datagrams dropped before reaching a connection (unparsable, unknown peer, ...).
     pub datagrams_dropped: u64,
+    /// Replacement handshakes (a new ClientHello on the address of an established session)
+    /// abandoned before they completed; the established session was kept.
+    pub replacements_abandoned: u64,
 }
+
+/// How long a HelloVerifyRequest cookie stays valid unless [`Endpoint::set_cookie_lifetime`] says otherwise.
+pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
 
 /// The server side of DTLS.
 pub struct Endpoint {
@@ -52,6 +59,13 @@ pub struct Endpoint {
     /// spare slots cost a pointer rather than a whole connection.
     connections: BTreeMap<u64, Box<Connection>>,
     by_addr: HashMap<SocketAddr, u64>,
+    /// A new handshake from the address of an established session. The established session is
+    /// kept until this one completes (RFC 6347 §4.2.8: a replayed ClientHello with a valid
+    /// cookie proves nothing, a completed handshake does).
+    pending: BTreeMap<SocketAddr, u64>,
+    /// Cookies are bound to a time slot of half this length and accepted for the current and
+    /// the previous slot, so a cookie is never accepted once it is older than this.
+    cookie_lifetime: Duration,
     next_id: u64,
     transmits: VecDeque<Transmit>,
     events: VecDeque<(ConnectionHandle, Event)>,
@@ -129,6 +143,8 @@ impl Endpoint {
             rng,
             connections: BTreeMap::new(),
             by_addr: HashMap::new(),
+            pending: BTreeMap::new(),
+            cookie_lifetime: DEFAULT_COOKIE_LIFETIME,
             next_id: 0,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -147,6 +163,18 @@ impl Endpoint {
         if let Some(keys) = self.ticket_keys.as_mut() {
             keys.rotate(key);
         }
+    }
+
+    /// Cookies older than `lifetime` are refused (a new HelloVerifyRequest is sent instead);
+    /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`].
+    pub fn set_cookie_lifetime(&mut self, lifetime: Duration) {
+        self.cookie_lifetime = lifetime.max(Duration::from_millis(2));
+    }
+
+    /// The time slot a cookie made at `now` is bound to.
+    fn cookie_slot(&self, now: Instant) -> u64 {
+        let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
+        now.as_nanos() / slot_nanos
     }
 
     /// A datagram arrived at `local` from `remote`.
@@ -186,27 +214,59 @@ impl Endpoint {
             return;
         }
         let existing = self.by_addr.get(&remote).copied();
+        let pending = self.pending.get(&remote).copied();
         let scan = self.scan_client_hello(remote, datagram);
         if matches!(scan, HelloScan::Partial) && existing.is_none() {
             return;
         }
         if let HelloScan::Complete(hello) = scan {
-            let forward = existing.and_then(|id| {
-                let conn = self.connections.get(&id)?;
-                let ch = ClientHello::parse(&hello.body).ok()?;
-                // A retransmission of the ClientHello that started this session goes to it;
-                // a different one is a new handshake (RFC 6347 §4.2.8).
-                (conn.hello_id() == u64::from_be_bytes(ch.random[..8].try_into().ok()?)).then_some(id)
-            });
-            if forward.is_none() {
-                self.handle_new_client_hello(now, remote, existing, &hello, datagram.len());
-                return;
+            let hello_id = ClientHello::parse(&hello.body)
+                .ok()
+                .and_then(|ch| Some(u64::from_be_bytes(ch.random[..8].try_into().ok()?)));
+            // A retransmission of the ClientHello that started a session goes to it; a
+            // different one is a new handshake (RFC 6347 §4.2.8).
+            let forward = [pending, existing]
+                .into_iter()
+                .flatten()
+                .find(|id| self.connections.get(id).is_some_and(|c| Some(c.hello_id()) == hello_id));
+            match forward {
+                Some(id) => self.deliver(now, remote, id, datagram, on_data),
+                None => self.handle_new_client_hello(now, remote, existing, pending, &hello, datagram.len()),
             }
+            return;
         }
         let Some(id) = existing else {
             self.stats.datagrams_dropped += 1;
             return;
         };
+        if let Some(new) = pending {
+            // Both the established session and the handshake replacing it live on this address:
+            // handshake records go to the new one (a copy, as opening records works in place),
+            // protected records to the established one, which drops what it cannot authenticate.
+            let (mut handshake_records, mut protected_records) = (false, false);
+            for (rh, _) in Records::new(datagram).map_while(Result::ok) {
+                handshake_records |= rh.content_type != ContentType::ApplicationData;
+                protected_records |= rh.epoch != 0;
+            }
+            if handshake_records {
+                let mut copy = datagram.to_vec();
+                self.deliver(now, remote, new, &mut copy, None);
+            }
+            if !protected_records {
+                return;
+            }
+        }
+        self.deliver(now, remote, id, datagram, on_data);
+    }
+
+    fn deliver(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        id: u64,
+        datagram: &mut [u8],
+        on_data: EndpointDataSink<'_>,
+    ) {
         let Some(conn) = self.connections.get_mut(&id) else { return };
         match on_data {
             Some(f) => conn.open_in_place(now, remote, datagram, &mut |d| f(ConnectionHandle(id), d)),
@@ -215,11 +275,22 @@ impl Endpoint {
         self.drain(id);
     }
 
+    /// Ends connection `id` because a newer handshake from its address replaces it.
+    fn supersede(&mut self, id: u64) {
+        let Some(mut conn) = self.connections.remove(&id) else { return };
+        self.set_deadline(id, None);
+        conn.fail_superseded();
+        while let Some(e) = conn.poll_event() {
+            self.events.push_back((ConnectionHandle(id), e));
+        }
+    }
+
     fn handle_new_client_hello(
         &mut self,
         now: Instant,
         remote: SocketAddr,
         existing: Option<u64>,
+        pending: Option<u64>,
         hello: &HelloInfo,
         datagram_len: usize,
     ) {
@@ -229,12 +300,17 @@ impl Endpoint {
         };
         let (addr, n) = addr_bytes(&remote);
         let version = ch.version.to_be_bytes();
-        let inputs = ch.cookie_inputs(&version, &addr[..n]);
-        if !self.cookie.verify(ch.cookie, &inputs) {
+        let slot = self.cookie_slot(now);
+        let [a, b, c, d, e, f] = ch.cookie_inputs(&version, &addr[..n]);
+        let slot_bytes = slot.to_be_bytes();
+        let previous_slot_bytes = slot.wrapping_sub(1).to_be_bytes();
+        let fresh = self.cookie.verify(ch.cookie, &[a, b, c, d, e, f, &slot_bytes])
+            || (slot > 0 && self.cookie.verify(ch.cookie, &[a, b, c, d, e, f, &previous_slot_bytes]));
+        if !fresh {
             if !ch.cookie.is_empty() {
                 self.stats.cookies_rejected += 1;
             }
-            let cookie = self.cookie.sign(&inputs);
+            let cookie = self.cookie.sign(&[a, b, c, d, e, f, &slot_bytes]);
             let mut body = Vec::with_capacity(3 + cookie.len());
             HelloVerifyRequest::encode(&mut body, &cookie);
             let mut hdr = Vec::with_capacity(HANDSHAKE_HEADER_LEN);
@@ -253,20 +329,11 @@ impl Endpoint {
             self.stats.hello_verify_sent += 1;
             return;
         }
-        // The cookie proves the client owns the address: a session on that address may be
-        // replaced now (RFC 6347 §4.2.8 allows it once a cookie exchange completed).
-        if let Some(old) = existing {
-            if let Some(mut conn) = self.connections.remove(&old) {
-                self.set_deadline(old, None);
-                conn.fail_superseded();
-                self.by_addr.remove(&remote);
-                while let Some(e) = conn.poll_event() {
-                    self.events.push_back((ConnectionHandle(old), e));
-                }
-                self.stats.connections_replaced += 1;
-            }
-        }
-        if self.connections.len() >= self.config.max_connections {
+        // Connections this handshake replaces do not count against the table.
+        let existing_in_handshake =
+            existing.filter(|id| self.connections.get(id).is_some_and(|c| !c.is_established()));
+        let replaced = usize::from(pending.is_some()) + usize::from(existing_in_handshake.is_some());
+        if self.connections.len() >= self.config.max_connections + replaced {
             self.stats.connections_refused += 1;
             return;
         }
@@ -282,9 +349,33 @@ impl Endpoint {
         let id = self.next_id;
         self.next_id += 1;
         self.connections.insert(id, Box::new(conn));
-        self.by_addr.insert(remote, id);
         self.stats.connections_accepted += 1;
         self.drain(id);
+        if !self.connections.contains_key(&id) {
+            // The new ClientHello was refused (version, suites, keys): whatever lived on this
+            // address goes on.
+            return;
+        }
+        // The new ClientHello is acceptable: it replaces a handshake in progress on this
+        // address at once, and an established session only once it completes.
+        if let Some(old) = pending {
+            self.pending.remove(&remote);
+            self.supersede(old);
+            self.stats.replacements_abandoned += 1;
+        }
+        match existing {
+            Some(old) if existing_in_handshake.is_some() => {
+                self.supersede(old);
+                self.stats.connections_replaced += 1;
+                self.by_addr.insert(remote, id);
+            }
+            Some(_) => {
+                self.pending.insert(remote, id);
+            }
+            None => {
+                self.by_addr.insert(remote, id);
+            }
+        }
     }
 
     /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments.
@@ -369,12 +460,27 @@ impl Endpoint {
         while let Some(e) = conn.poll_event() {
             self.events.push_back((ConnectionHandle(id), e));
         }
+        let remote = conn.remote();
         if conn.is_closed() {
-            let remote = conn.remote();
             self.connections.remove(&id);
             self.set_deadline(id, None);
             if self.by_addr.get(&remote) == Some(&id) {
                 self.by_addr.remove(&remote);
+                // The handshake waiting to replace it takes the address over.
+                if let Some(new) = self.pending.remove(&remote) {
+                    self.by_addr.insert(remote, new);
+                }
+            }
+            if self.pending.get(&remote) == Some(&id) {
+                self.pending.remove(&remote);
+                self.stats.replacements_abandoned += 1;
+            }
+        } else if conn.is_established() && self.pending.get(&remote) == Some(&id) {
+            // The client completed a new handshake from this address: it is the peer now.
+            self.pending.remove(&remote);
+            if let Some(old) = self.by_addr.insert(remote, id) {
+                self.supersede(old);
+                self.stats.connections_replaced += 1;
             }
         }
     }

@@ -69,7 +69,7 @@ mod suite;
 pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
-pub use config::{system_unix_time, ClientConfig, Psk, ServerConfig, WallClock, DEFAULT_MTU, MIN_MTU};
+pub use config::{ClientConfig, Psk, ServerConfig, WallClock, DEFAULT_MTU, MIN_MTU};
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
 pub use error::Error;

@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use fastshake_dtls::{
-    AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Event, ServerConfig,
-    TrustAnchors,
+    AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Event, Instant,
+    ServerConfig, TrustAnchors, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use std::sync::{Arc, OnceLock};
@@ -16,13 +16,11 @@ const MINUTE: Duration = Duration::from_secs(60);
 /// The Unix time the test PKIs are made at and, unless a test says otherwise, validated at.
 const PKI_TIME: u64 = 1_800_000_000;
 
-fn at_pki_time() -> u64 {
-    PKI_TIME + 60
-}
-
-fn after_expiry() -> u64 {
-    PKI_TIME + 3 * 86_400
-}
+/// The pair's clock starts at 1 s: a minute after the PKI was made.
+const AT_PKI_TIME: Option<WallClock> = Some(WallClock { at: Instant::ZERO, unix_secs: PKI_TIME + 60 });
+/// Three days later: the two-day certificates have expired.
+const AFTER_EXPIRY: Option<WallClock> =
+    Some(WallClock { at: Instant::ZERO, unix_secs: PKI_TIME + 3 * 86_400 });
 
 fn p256_pki() -> &'static TestPki {
     static PKI: OnceLock<TestPki> = OnceLock::new();
@@ -47,7 +45,7 @@ fn cert_client(pki: &TestPki) -> ClientConfig {
     ClientConfig {
         trust_anchors: Some(anchors(pki)),
         server_name: Some("localhost".into()),
-        wall_clock: at_pki_time,
+        wall_clock: AT_PKI_TIME,
         ..Default::default()
     }
 }
@@ -55,7 +53,7 @@ fn cert_client(pki: &TestPki) -> ClientConfig {
 fn cert_server(pki: &TestPki) -> ServerConfig {
     ServerConfig {
         certified_key: Some(Arc::new(pki.server_certified_key().unwrap())),
-        wall_clock: at_pki_time,
+        wall_clock: AT_PKI_TIME,
         ..Default::default()
     }
 }
@@ -182,7 +180,7 @@ fn unknown_ca_is_refused_with_unknown_ca() {
 #[test]
 fn expired_leaf_is_refused_with_certificate_expired() {
     let mut cc = cert_client(p256_pki());
-    cc.wall_clock = after_expiry;
+    cc.wall_clock = AFTER_EXPIRY;
     assert_client_refused(cc, cert_server(p256_pki()), AlertDescription::CertificateExpired);
 }
 
