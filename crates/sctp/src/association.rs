@@ -1092,6 +1092,7 @@ impl Association {
     pub(crate) fn on_peer_init(
         &mut self,
         now: Instant,
+        from: SocketAddr,
         init: &InitChunk,
         params: &InitParams,
         verdict: InitVerdict,
@@ -1108,16 +1109,23 @@ impl Association {
             }
             (CookieWait | CookieEchoed, InitVerdict::Regular) => {
                 // RFC 9260 §5.2.1: INIT-ACK with our own INIT's tag and TSN.
-                self.send_regular_init_ack(now, init, params, mac, self.my_tag, self.my_initial_tsn);
+                self.send_regular_init_ack(now, from, init, params, mac, self.my_tag, self.my_initial_tsn);
                 InitOutcome::Handled
             }
             (Closed, _) => InitOutcome::Handled,
             (_, verdict) if init.initiate_tag == self.peer_tag => {
                 // Our INIT-ACK was lost and the peer sent its INIT again.
                 match (self.kind, verdict) {
-                    (Some(HandshakeKind::Regular), _) | (_, InitVerdict::Regular) => {
-                        self.send_regular_init_ack(now, init, params, mac, self.my_tag, self.my_initial_tsn)
-                    }
+                    (Some(HandshakeKind::Regular), _) | (_, InitVerdict::Regular) => self
+                        .send_regular_init_ack(
+                            now,
+                            from,
+                            init,
+                            params,
+                            mac,
+                            self.my_tag,
+                            self.my_initial_tsn,
+                        ),
                     _ => {
                         // ALT-DATA again: duplicates are detected by TSN and never delivered twice.
                         let _ = self.take_alt_data(params);
@@ -1132,27 +1140,29 @@ impl Association {
                 // A restarting peer (§5.2.2): fresh tags in the cookie; the COOKIE-ECHO decides.
                 let tag = nonzero_u32(&mut self.rng);
                 let tsn = self.rng.next_u32();
-                self.send_regular_init_ack(now, init, params, mac, tag, tsn);
+                self.send_regular_init_ack(now, from, init, params, mac, tag, tsn);
                 InitOutcome::Handled
             }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn send_regular_init_ack(
         &mut self,
         now: Instant,
+        from: SocketAddr,
         init: &InitChunk,
         params: &InitParams,
         mac: &CookieMac,
         tag: u32,
         tsn: u32,
     ) {
-        let remote = self.paths[self.primary].remote;
+        // The cookie is bound to the address the INIT came from, where its COOKIE-ECHO comes from.
         let p = regular_init_ack(
             &self.config,
             mac,
             now,
-            remote,
+            from,
             self.local_port,
             self.remote_port,
             InitFields::from(init),

@@ -323,7 +323,7 @@ impl Endpoint {
         let outcome = match self.associations.get_mut(&h) {
             Some(a) => {
                 let before = a.stats.packets_out;
-                let o = a.on_peer_init(now, init, &params, verdict, &self.mac);
+                let o = a.on_peer_init(now, remote, init, &params, verdict, &self.mac);
                 if a.stats.packets_out > before {
                     self.stats.init_acks_sent += 1;
                 }
@@ -417,6 +417,14 @@ impl Endpoint {
             }
         };
         if packet.verification_tag != cookie.local_tag {
+            return;
+        }
+        // The cookie went to the INIT's source address (listed first in it): echoed from any
+        // other address it is someone else's, and would let a spoofer open or restart
+        // associations at addresses that never asked (RFC 9260 §5.1.5 binds it to its INIT).
+        let issued_to = cookie.peer_addresses.first().map(|ip| ip.to_canonical());
+        if issued_to != Some(remote.ip().to_canonical()) {
+            self.stats.bad_cookies += 1;
             return;
         }
         packet.chunks.remove(0);

@@ -1,0 +1,97 @@
+//! Attacks on an open association and on the receive buffers (RFC 9260 §5.1.5, §5.2.4, §6.2):
+//! a state cookie fetched from another address, a restart without tie-tags, and a peer that
+//! never completes what it makes the receiver buffer.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::*;
+use fastshake_sctp::packet::{Chunk, InitChunk, Packet};
+use fastshake_sctp::{AssociationState, ConnectOptions, Endpoint, Event, HandshakeMode, Instant};
+
+fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
+    let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, vtag);
+    p.chunks = chunks;
+    p.encode()
+}
+
+fn init_chunk(tag: u32, initial_tsn: u32) -> Chunk {
+    Chunk::Init(InitChunk {
+        initiate_tag: tag,
+        a_rwnd: 65_536,
+        outbound_streams: 4,
+        inbound_streams: 4,
+        initial_tsn,
+        params: Vec::new(),
+    })
+}
+
+/// Delivers `packet` to `ep` from `from`; returns every packet `ep` sends back.
+fn exchange(ep: &mut Endpoint, now: Instant, from: SocketAddr, mut packet: Vec<u8>) -> Vec<Packet> {
+    ep.handle_datagram(now, server_addr(), from, &mut packet);
+    let mut out = Vec::new();
+    while let Some(t) = ep.poll_transmit(now) {
+        out.push(Packet::parse(&t.payload).expect("engine sent a malformed packet"));
+    }
+    out
+}
+
+/// The state cookie of an INIT-ACK the server sends to `from` for an INIT with `tag`.
+fn fetch_state_cookie(ep: &mut Endpoint, now: Instant, from: SocketAddr, tag: u32) -> (u32, Vec<u8>) {
+    let answers = exchange(ep, now, from, crafted(0, vec![init_chunk(tag, 1)]));
+    let Some(Chunk::InitAck(ack)) = answers.first().and_then(|p| p.chunks.first()) else {
+        panic!("INIT-ACK expected, got {answers:?}");
+    };
+    (ack.initiate_tag, ack.state_cookie().expect("state cookie").to_vec())
+}
+
+fn regular_pair() -> (Pair, fastshake_sctp::AssociationHandle) {
+    let mut pair = Pair::new(client_config(HandshakeMode::Regular), server_config(HandshakeMode::Both));
+    let h = pair.connect(ConnectOptions::default());
+    assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
+    (pair, h)
+}
+
+fn assert_untouched(pair: &Pair, tags: (u32, u32)) {
+    let handles = pair.server.associations();
+    assert_eq!(handles.len(), 1, "no second association");
+    let info = pair.server.association(handles[0]).expect("server association still there");
+    assert_eq!(info.state, AssociationState::Established);
+    assert_eq!((info.local_tag, info.peer_tag), tags, "same association, same tags");
+    assert!(
+        !pair.server_events.iter().any(|(_, e)| matches!(e, Event::Aborted { .. } | Event::Failed(_))),
+        "{:?}",
+        pair.server_events
+    );
+}
+
+#[test]
+fn cookie_fetched_from_another_address_neither_opens_nor_restarts() {
+    let (mut pair, h) = regular_pair();
+    let server_handle = pair.server.associations()[0];
+    let info = pair.server.association(server_handle).unwrap();
+    let tags = (info.local_tag, info.peer_tag);
+    let now = pair.now;
+    // An attacker at its own address gets a genuine cookie, then echoes it with the victim's
+    // address as source (a spoofed UDP packet needs no reply to do harm).
+    let attacker: SocketAddr = "10.9.9.9:9899".parse().unwrap();
+    let (cookie_tag, cookie) = fetch_state_cookie(&mut pair.server, now, attacker, 0xBAD0_0001);
+    let echo = crafted(cookie_tag, vec![Chunk::CookieEcho(cookie.clone())]);
+    let answers = exchange(&mut pair.server, now, client_addr(), echo);
+    while let Some(e) = pair.server.poll_event() {
+        pair.server_events.push(e);
+    }
+    assert!(answers.is_empty(), "no COOKIE-ACK for a cookie issued to another address: {answers:?}");
+    assert_untouched(&pair, tags);
+    // Nor does it open an association at any other address but the one it was issued to.
+    let elsewhere: SocketAddr = "10.8.8.8:9899".parse().unwrap();
+    let echo = crafted(cookie_tag, vec![Chunk::CookieEcho(cookie)]);
+    assert!(exchange(&mut pair.server, now, elsewhere, echo).is_empty());
+    assert_eq!(pair.server.associations().len(), 1);
+    // The real association still carries data.
+    pair.client.send(h, msg(0, b"still here")).unwrap();
+    pair.run_for(Duration::from_secs(3));
+    assert_eq!(pair.server_messages(), vec![msg(0, b"still here")]);
+}
