@@ -1169,6 +1169,7 @@ impl Association {
             params,
             tag,
             tsn,
+            (self.my_tag, self.peer_tag),
         );
         self.emit_packet(self.primary, p);
     }
@@ -1558,6 +1559,7 @@ pub(crate) fn regular_init_ack(
     params: &InitParams,
     tag: u32,
     tsn: u32,
+    tie_tags: (u32, u32),
 ) -> Packet {
     let streams_out = config.streams_out.min(init.inbound_streams).max(1);
     let streams_in = config.streams_in.min(init.outbound_streams).max(1);
@@ -1574,6 +1576,7 @@ pub(crate) fn regular_init_ack(
         created: now,
         lifetime: config.cookie_lifetime,
         peer_addresses,
+        tie_tags,
     };
     let mut ack_params: Vec<Param> =
         config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();

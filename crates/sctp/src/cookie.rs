@@ -8,7 +8,7 @@ use fastshake_core::{CookieMac, Instant, COOKIE_LEN};
 
 const STATE_COOKIE_LABEL: &[u8] = b"sctp state cookie v1";
 const ALT_COOKIE_LABEL: &[u8] = b"sctp alt cookie v1";
-const STATE_COOKIE_VERSION: u8 = 1;
+const STATE_COOKIE_VERSION: u8 = 2;
 /// At most this many peer addresses travel in a state cookie.
 pub(crate) const MAX_COOKIE_ADDRESSES: usize = 16;
 
@@ -28,6 +28,9 @@ pub(crate) struct StateCookie {
     pub(crate) created: Instant,
     pub(crate) lifetime: Duration,
     pub(crate) peer_addresses: Vec<IpAddr>,
+    /// The (our, peer's) verification tags of the association that existed when the INIT came,
+    /// zero when none did: a restart must prove it saw them (RFC 9260 §5.2.2, §5.2.4 case A).
+    pub(crate) tie_tags: (u32, u32),
 }
 
 /// Why a state cookie was refused.
@@ -41,7 +44,7 @@ pub(crate) enum CookieError {
 
 impl StateCookie {
     fn body(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(48 + 17 * self.peer_addresses.len());
+        let mut b = Vec::with_capacity(56 + 17 * self.peer_addresses.len());
         b.push(STATE_COOKIE_VERSION);
         b.extend_from_slice(&self.local_tag.to_be_bytes());
         b.extend_from_slice(&self.peer_tag.to_be_bytes());
@@ -50,6 +53,8 @@ impl StateCookie {
         b.extend_from_slice(&self.peer_rwnd.to_be_bytes());
         b.extend_from_slice(&self.streams_out.to_be_bytes());
         b.extend_from_slice(&self.streams_in.to_be_bytes());
+        b.extend_from_slice(&self.tie_tags.0.to_be_bytes());
+        b.extend_from_slice(&self.tie_tags.1.to_be_bytes());
         b.extend_from_slice(&self.created.as_nanos().to_be_bytes());
         let lifetime_ms = u32::try_from(self.lifetime.as_millis()).unwrap_or(u32::MAX);
         b.extend_from_slice(&lifetime_ms.to_be_bytes());
@@ -105,6 +110,7 @@ impl StateCookie {
         let peer_rwnd = p.u32()?;
         let streams_out = p.u16()?;
         let streams_in = p.u16()?;
+        let tie_tags = (p.u32()?, p.u32()?);
         let created = Instant::from_nanos(p.u64()?);
         let lifetime = Duration::from_millis(u64::from(p.u32()?));
         let n = p.u8()?;
@@ -134,6 +140,7 @@ impl StateCookie {
             created,
             lifetime,
             peer_addresses,
+            tie_tags,
         })
     }
 }
@@ -215,6 +222,7 @@ mod tests {
             created: now,
             lifetime: Duration::from_secs(60),
             peer_addresses: vec!["10.0.0.1".parse().unwrap(), "::1".parse().unwrap()],
+            tie_tags: (8, 9),
         }
     }
 

@@ -301,6 +301,7 @@ impl Endpoint {
                 &params,
                 tag,
                 tsn,
+                (0, 0),
             );
             self.stats.init_acks_sent += 1;
             self.push_stateless(Some(local), remote, p);
@@ -436,7 +437,10 @@ impl Endpoint {
                     a.handle_packet(now, local, remote, packet.clone(), size);
                     false
                 }
-                Some(a) if a.peer_tag != cookie.peer_tag => {
+                // A restart (case A of §5.2.4) only with a cookie issued while this association
+                // existed: its tie-tags are the association's tags. Otherwise (case C, or an
+                // old cookie replayed) it is silently discarded.
+                Some(a) if a.peer_tag != cookie.peer_tag && cookie.tie_tags == (a.my_tag, a.peer_tag) => {
                     a.abort("peer restarted");
                     true
                 }

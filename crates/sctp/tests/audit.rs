@@ -95,3 +95,27 @@ fn cookie_fetched_from_another_address_neither_opens_nor_restarts() {
     pair.run_for(Duration::from_secs(3));
     assert_eq!(pair.server_messages(), vec![msg(0, b"still here")]);
 }
+
+#[test]
+fn cookie_without_tie_tags_does_not_restart_an_association() {
+    let (mut pair, h) = regular_pair();
+    let server_handle = pair.server.associations()[0];
+    let info = pair.server.association(server_handle).unwrap();
+    let tags = (info.local_tag, info.peer_tag);
+    let now = pair.now;
+    // A cookie issued at the client's own address before the association existed (a stateless
+    // INIT-ACK: no tie-tags), replayed from that address: RFC 9260 §5.2.4 silently discards it.
+    // Same IP, another UDP port: no association matches, so the INIT-ACK is stateless.
+    let other_port: SocketAddr = "10.0.0.1:7777".parse().unwrap();
+    let (cookie_tag, cookie) = fetch_state_cookie(&mut pair.server, now, other_port, 0xBAD0_0002);
+    let echo = crafted(cookie_tag, vec![Chunk::CookieEcho(cookie)]);
+    let answers = exchange(&mut pair.server, now, client_addr(), echo);
+    while let Some(e) = pair.server.poll_event() {
+        pair.server_events.push(e);
+    }
+    assert!(answers.is_empty(), "{answers:?}");
+    assert_untouched(&pair, tags);
+    pair.client.send(h, msg(0, b"still here")).unwrap();
+    pair.run_for(Duration::from_secs(3));
+    assert_eq!(pair.server_messages(), vec![msg(0, b"still here")]);
+}
