@@ -14,8 +14,8 @@ use fastshake_dtls::{
     TrustAnchors, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
-    describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
-    DtlsClient, DtlsServer, ServerEvent, ServerOptions,
+    describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, Clock, DatagramTrace,
+    Direction, DtlsClient, DtlsServer, ServerEvent, ServerOptions,
 };
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
@@ -276,7 +276,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         ..ServerConfig::default()
     };
     let options = ServerOptions { trace: common.trace("server"), ..ServerOptions::default() };
-    config.validate().context("unusable server configuration")?;
+    // The driver pins the wall clock when it starts; validate as it will run.
+    let wall_clock = Some(Clock::new().wall_clock());
+    ServerConfig { wall_clock, ..config.clone() }.validate().context("unusable server configuration")?;
     runtime()?.block_on(serve(args.listen, Arc::new(config), options, args.echo, banner))
 }
 
@@ -371,7 +373,8 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         handshake_timeout: common.handshake_timeout()?,
         ..ClientConfig::default()
     };
-    config.validate().context("unusable client configuration")?;
+    let wall_clock = Some(Clock::new().wall_clock());
+    ClientConfig { wall_clock, ..config.clone() }.validate().context("unusable client configuration")?;
     let session = match &args.session_file {
         Some(path) => load_session(path)?,
         None => None,

@@ -13,7 +13,7 @@
 use fastshake_core::Instant;
 use fastshake_dtls::{
     ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
-    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
+    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WallClock,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::HashMap;
@@ -66,6 +66,32 @@ impl Clock {
             .checked_add(t.since_origin())
             .unwrap_or_else(|| std::time::Instant::now() + Duration::from_secs(86_400 * 365))
     }
+}
+
+impl Clock {
+    /// Pins Unix time (the system clock, now) to engine time, for certificate validity and
+    /// session lifetimes.
+    pub fn wall_clock(&self) -> WallClock {
+        let unix_secs =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        WallClock { at: self.now(), unix_secs }
+    }
+}
+
+/// `config` with the driver's wall clock, unless the caller pinned one.
+fn client_config_with_clock(config: Arc<ClientConfig>, clock: &Clock) -> Arc<ClientConfig> {
+    if config.wall_clock.is_some() {
+        return config;
+    }
+    Arc::new(ClientConfig { wall_clock: Some(clock.wall_clock()), ..(*config).clone() })
+}
+
+/// `config` with the driver's wall clock, unless the caller pinned one.
+fn server_config_with_clock(config: Arc<ServerConfig>, clock: &Clock) -> Arc<ServerConfig> {
+    if config.wall_clock.is_some() {
+        return config;
+    }
+    Arc::new(ServerConfig { wall_clock: Some(clock.wall_clock()), ..(*config).clone() })
 }
 
 /// A fresh 32-byte seed from the operating system, for one engine's RNG.
@@ -367,6 +393,7 @@ async fn run_client(
 ) -> Result<Traffic, DriverError> {
     let clock = Clock::new();
     let started = clock.now();
+    let config = client_config_with_clock(config, &clock);
     let mut connection = Connection::client_with_session(config, started, remote, os_seed(), session);
     let mut handshake = Some(handshake);
     let mut buffer = vec![0u8; RECEIVE_BUFFER];
@@ -637,6 +664,7 @@ async fn run_server(
 ) -> Result<(), DriverError> {
     let clock = Clock::new();
     let local = socket.local_addr()?;
+    let config = server_config_with_clock(config, &clock);
     let issues_tickets = config.tickets.is_some();
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());

@@ -8,7 +8,8 @@
 
 use anyhow::{bail, Context};
 use fastshake_dtls::{
-    CipherSuite, ClientConfig, Connection, ConnectionHandle, Endpoint, Event, Instant, ServerConfig,
+    CipherSuite, ClientAuth, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event,
+    HandshakeSummary, Instant, Resumption, ServerConfig, TicketKeys, TrustAnchors, WallClock,
 };
 use fastshake_net::dtls::{ClientOptions, DtlsClient};
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
@@ -31,6 +32,10 @@ use std::time::Duration;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Issue 3's targets: resumed handshakes per second at least this many times full ECDHE-ECDSA
+/// ones; full ECDHE-ECDSA at least OpenSSL's.
+const TARGET_RESUMED_OVER_FULL: f64 = 5.0;
 
 /// The issue's targets.
 const TARGET_HANDSHAKES_PER_SECOND: f64 = 20_000.0;
@@ -111,6 +116,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         loopback_handshakes(&plan, &args.openssl)?;
     }
+
+    println!("\nCertificates and resumption (issue 3). Test PKI from `fastshake pki`'s generator, made now.");
+    let pkis = BenchPkis::generate()?;
+    certificate_engine_handshakes(&plan, &pkis)?;
+    handshake_bytes(&pkis)?;
+    if !args.no_loopback {
+        certificate_loopback_handshakes(&plan, &pkis, &args.openssl)?;
+    }
     Ok(())
 }
 
@@ -181,8 +194,22 @@ fn engine_handshake(
     now: Instant,
     n: u64,
 ) -> anyhow::Result<(Connection, ConnectionHandle)> {
-    let mut client = Connection::client(Arc::clone(config), now, SERVER_ADDR, seed(n));
+    let (client, handle, _) = engine_handshake_with(endpoint, config, from, now, n, None)?;
+    Ok((client, handle))
+}
+
+/// [`engine_handshake`] offering `session` for resumption; also returns the client's summary.
+fn engine_handshake_with(
+    endpoint: &mut Endpoint,
+    config: &Arc<ClientConfig>,
+    from: SocketAddr,
+    now: Instant,
+    n: u64,
+    session: Option<ClientSession>,
+) -> anyhow::Result<(Connection, ConnectionHandle, HandshakeSummary)> {
+    let mut client = Connection::client_with_session(Arc::clone(config), now, SERVER_ADDR, seed(n), session);
     let mut handle = None;
+    let mut summary = None;
     // A PSK handshake is 3 round trips; more rounds than this means it is stuck.
     for _ in 0..16 {
         let mut moved = false;
@@ -204,12 +231,14 @@ fn engine_handshake(
             }
         }
         while let Some(event) = client.poll_event() {
-            if let Event::Failed(e) = event {
-                bail!("client side failed: {e}");
+            match event {
+                Event::Connected(s) => summary = Some(s),
+                Event::Failed(e) => bail!("client side failed: {e}"),
+                _ => {}
             }
         }
-        if let (true, Some(h)) = (client.is_established(), handle) {
-            return Ok((client, h));
+        if let (true, Some(h), Some(s)) = (client.is_established(), handle, summary.as_ref()) {
+            return Ok((client, h, s.clone()));
         }
         if !moved {
             break;
@@ -955,5 +984,491 @@ mod tests {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(Vec::new()).is_nan());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Certificates and resumption (issue 3).
+
+/// The chains the certificate measurements use, generated once per run.
+struct BenchPkis {
+    /// P-256, the leaf alone (RFC 7925's IoT profile).
+    ecdsa_1: TestPki,
+    /// P-256, leaf and two intermediates.
+    ecdsa_3: TestPki,
+    /// RSA-2048, leaf and two intermediates (seed 003's chains).
+    rsa_3: TestPki,
+}
+
+impl BenchPkis {
+    fn generate() -> anyhow::Result<Self> {
+        let now = unix_now();
+        Ok(BenchPkis {
+            ecdsa_1: generate(1, KeyKind::P256, &[], now, 1)?,
+            ecdsa_3: generate(3, KeyKind::P256, &[], now, 1)?,
+            rsa_3: generate(3, KeyKind::Rsa2048, &[], now, 1)?,
+        })
+    }
+}
+
+/// How a certificate configuration resumes, if it does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resume {
+    Full,
+    BySessionId,
+    ByTicket,
+}
+
+/// Engine configs with certificates from `pki`: the server sends its chain; with `mutual` it
+/// requires the client's. Tickets only for `Resume::ByTicket`. Wall clock pinned at engine time 0.
+fn certificate_configs(
+    suite: CipherSuite,
+    pki: &TestPki,
+    mutual: bool,
+    resume: Resume,
+) -> anyhow::Result<(Arc<ClientConfig>, Arc<ServerConfig>)> {
+    let wall_clock = Some(WallClock { at: Instant::ZERO, unix_secs: unix_now() });
+    let anchors = Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes())?);
+    let client = ClientConfig {
+        suites: vec![suite],
+        mtu: MTU,
+        certified_key: if mutual { Some(Arc::new(pki.client_certified_key()?)) } else { None },
+        trust_anchors: Some(Arc::clone(&anchors)),
+        server_name: Some("localhost".to_owned()),
+        enable_tickets: resume == Resume::ByTicket,
+        wall_clock,
+        ..ClientConfig::default()
+    };
+    let server = ServerConfig {
+        suites: vec![suite],
+        mtu: MTU,
+        certified_key: Some(Arc::new(pki.server_certified_key()?)),
+        client_auth: if mutual { ClientAuth::Require } else { ClientAuth::None },
+        client_trust_anchors: if mutual { Some(anchors) } else { None },
+        tickets: (resume == Resume::ByTicket).then(|| TicketKeys::new(1, [0x7e; 16])),
+        wall_clock,
+        ..ServerConfig::default()
+    };
+    Ok((Arc::new(client), Arc::new(server)))
+}
+
+/// A session to resume from one full handshake with `endpoint`.
+fn first_session(
+    endpoint: &mut Endpoint,
+    config: &Arc<ClientConfig>,
+    n: u64,
+) -> anyhow::Result<ClientSession> {
+    let (_, _, summary) = engine_handshake_with(endpoint, config, client_addr(0), Instant::ZERO, n, None)?;
+    summary.session.context("the server issued no session to resume")
+}
+
+/// Handshakes per second for `slice`, both sides in this thread: full ones, or ones resuming a
+/// session (only the resumed handshakes are timed; each fresh endpoint first makes one full
+/// handshake, untimed, to fill its session cache).
+fn engine_certificate_rate(
+    client_config: &Arc<ClientConfig>,
+    server_config: &Arc<ServerConfig>,
+    resume: Resume,
+    slice: Duration,
+) -> anyhow::Result<f64> {
+    let start = std::time::Instant::now();
+    let mut timed = Duration::ZERO;
+    let mut count: u64 = 0;
+    while timed < slice && start.elapsed() < slice * 4 {
+        let mut endpoint = Endpoint::new(Arc::clone(server_config), seed(count));
+        let session = match resume {
+            Resume::Full => None,
+            Resume::BySessionId | Resume::ByTicket => {
+                Some(first_session(&mut endpoint, client_config, count)?)
+            }
+        };
+        for port in 1..HANDSHAKES_PER_ENDPOINT {
+            let now = Instant::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            let one = std::time::Instant::now();
+            let (client, _, summary) = engine_handshake_with(
+                &mut endpoint,
+                client_config,
+                client_addr(port),
+                now,
+                count,
+                session.clone(),
+            )?;
+            timed += one.elapsed();
+            drop(client);
+            let expected = match resume {
+                Resume::Full => None,
+                Resume::BySessionId => Some(Resumption::SessionId),
+                Resume::ByTicket => Some(Resumption::Ticket),
+            };
+            if summary.resumption != expected {
+                bail!("expected resumption {expected:?}, the handshake gave {:?}", summary.resumption);
+            }
+            count += 1;
+            if port % 64 == 0 && timed >= slice {
+                break;
+            }
+        }
+    }
+    Ok(count as f64 / timed.as_secs_f64())
+}
+
+fn certificate_engine_handshakes(plan: &Plan, pkis: &BenchPkis) -> anyhow::Result<()> {
+    println!("\n6. Certificate handshakes per second, engine only: client and server in memory, one core");
+    println!(
+        "   (server chain of 3: leaf + 2 intermediates; the client validates it and the name `localhost`;"
+    );
+    println!("   no client certificate. OpenSSL: the same chain, verify peer + host name, cookie exchange,");
+    println!("   no tickets, no session cache. Resumed: abbreviated handshakes after the cookie exchange;");
+    println!("   OpenSSL's in-memory resumption is not measured here: it needs SSL_set_session, which is");
+    println!("   `unsafe` in rust-openssl and this crate forbids unsafe code — see section 8 for s_server.)");
+    println!("   {:<40} {:>12} {:>12} {:>13}", "handshake", "fastshake", "OpenSSL", "ours/OpenSSL");
+    let rows = [
+        (
+            "full ECDHE-ECDSA P-256",
+            CipherSuite::EcdheEcdsaWithAes128GcmSha256,
+            &pkis.ecdsa_3,
+            "ECDHE-ECDSA-AES128-GCM-SHA256",
+        ),
+        (
+            "full ECDHE-RSA 2048",
+            CipherSuite::EcdheRsaWithAes128GcmSha256,
+            &pkis.rsa_3,
+            "ECDHE-RSA-AES128-GCM-SHA256",
+        ),
+    ];
+    let mut full_ecdsa = (f64::NAN, f64::NAN);
+    for (label, suite, pki, cipher) in rows {
+        let (client_config, server_config) = certificate_configs(suite, pki, false, Resume::Full)?;
+        let anchor = OpensslPair::with_certificates(cipher, pki, false)?;
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..plan.runs {
+            ours.push(engine_certificate_rate(&client_config, &server_config, Resume::Full, plan.slice)?);
+            theirs.push(anchor.rate(plan.slice)?);
+        }
+        let (ours, theirs) = (median(ours), median(theirs));
+        if suite == CipherSuite::EcdheEcdsaWithAes128GcmSha256 {
+            full_ecdsa = (ours, theirs);
+        }
+        println!("   {:<40} {:>10.0}/s {:>10.0}/s {:>13.2}", label, ours, theirs, ours / theirs);
+    }
+    let mut resumed_rates = Vec::new();
+    for (label, resume) in
+        [("resumed by session ID", Resume::BySessionId), ("resumed by ticket", Resume::ByTicket)]
+    {
+        let (client_config, server_config) =
+            certificate_configs(CipherSuite::EcdheEcdsaWithAes128GcmSha256, &pkis.ecdsa_3, false, resume)?;
+        let mut ours = Vec::new();
+        for _ in 0..plan.runs {
+            ours.push(engine_certificate_rate(&client_config, &server_config, resume, plan.slice)?);
+        }
+        let ours = median(ours);
+        resumed_rates.push(ours);
+        println!("   {:<40} {:>10.0}/s {:>12} {:>13}", format!("{label} (ECDHE-ECDSA)"), ours, "n/a", "");
+    }
+    let (full, openssl_full) = full_ecdsa;
+    let slowest_resumed = resumed_rates.iter().copied().fold(f64::INFINITY, f64::min);
+    println!(
+        "   target: resumed >= {TARGET_RESUMED_OVER_FULL}x full ECDHE-ECDSA: {:.1}x (slower of ID/ticket) — {}",
+        slowest_resumed / full,
+        verdict(slowest_resumed >= TARGET_RESUMED_OVER_FULL * full)
+    );
+    println!(
+        "   target: full ECDHE-ECDSA >= OpenSSL's: {:.2}x — {}",
+        full / openssl_full,
+        verdict(full >= openssl_full)
+    );
+    Ok(())
+}
+
+/// One in-memory handshake of a configuration; the client's summary counts every datagram
+/// and byte of it (the client sees every datagram of both directions).
+fn handshake_cost(
+    suite: CipherSuite,
+    pki: Option<&TestPki>,
+    mutual: bool,
+    resume: Resume,
+) -> anyhow::Result<HandshakeSummary> {
+    let (client_config, server_config) = match pki {
+        Some(pki) => certificate_configs(suite, pki, mutual, resume)?,
+        None => configs(suite),
+    };
+    let mut endpoint = Endpoint::new(server_config, seed(11));
+    let session = match resume {
+        Resume::Full => None,
+        Resume::BySessionId | Resume::ByTicket => Some(first_session(&mut endpoint, &client_config, 11)?),
+    };
+    let (_, _, summary) =
+        engine_handshake_with(&mut endpoint, &client_config, client_addr(1), Instant::ZERO, 12, session)?;
+    Ok(summary)
+}
+
+fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
+    const UDP_HEADER: u64 = 8;
+    const IPV4_HEADER: u64 = 20;
+    const IPV6_HEADER: u64 = 40;
+    println!("\n7. Handshake bytes on the wire, both directions, cookie exchange included, MTU {MTU}");
+    println!(
+        "   (DTLS = UDP payload; UDP adds {UDP_HEADER} B per datagram; IP adds {IPV4_HEADER} B (IPv4, no options) or \
+         {IPV6_HEADER} B (IPv6, no extension headers) per datagram; counted from the engine's summary)"
+    );
+    println!(
+        "   {:<52} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "handshake", "datagrams", "DTLS B", "UDP B", "IPv4 B", "IPv6 B"
+    );
+    let rows: [(&str, CipherSuite, Option<&TestPki>, bool, Resume); 7] = [
+        ("PSK, AES-128-CCM-8", CipherSuite::PskWithAes128Ccm8, None, false, Resume::Full),
+        (
+            "ECDHE-ECDSA P-256, 1 certificate",
+            CipherSuite::EcdheEcdsaWithAes128Ccm8,
+            Some(&pkis.ecdsa_1),
+            false,
+            Resume::Full,
+        ),
+        (
+            "ECDHE-ECDSA P-256, 3 certificates",
+            CipherSuite::EcdheEcdsaWithAes128Ccm8,
+            Some(&pkis.ecdsa_3),
+            false,
+            Resume::Full,
+        ),
+        (
+            "ECDHE-ECDSA P-256, 3 certificates, mutual",
+            CipherSuite::EcdheEcdsaWithAes128Ccm8,
+            Some(&pkis.ecdsa_3),
+            true,
+            Resume::Full,
+        ),
+        (
+            "ECDHE-RSA 2048, 3 certificates, mutual",
+            CipherSuite::EcdheRsaWithAes128GcmSha256,
+            Some(&pkis.rsa_3),
+            true,
+            Resume::Full,
+        ),
+        (
+            "resumed by session ID (ECDHE-ECDSA)",
+            CipherSuite::EcdheEcdsaWithAes128Ccm8,
+            Some(&pkis.ecdsa_3),
+            false,
+            Resume::BySessionId,
+        ),
+        (
+            "resumed by ticket (ECDHE-ECDSA)",
+            CipherSuite::EcdheEcdsaWithAes128Ccm8,
+            Some(&pkis.ecdsa_3),
+            false,
+            Resume::ByTicket,
+        ),
+    ];
+    for (label, suite, pki, mutual, resume) in rows {
+        let s = handshake_cost(suite, pki, mutual, resume)?;
+        let datagrams = s.datagrams_sent + s.datagrams_received;
+        let dtls = s.bytes_sent + s.bytes_received;
+        let udp = dtls + UDP_HEADER * datagrams;
+        println!(
+            "   {:<52} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            label,
+            datagrams,
+            dtls,
+            udp,
+            udp + IPV4_HEADER * datagrams,
+            udp + IPV6_HEADER * datagrams
+        );
+    }
+    Ok(())
+}
+
+/// Sequential handshakes over loopback for `slice` (fresh socket and close_notify each),
+/// offering `session` when given; a handshake that does not resume when it should is an error.
+/// Returns (handshakes per second, flights resent plus handshakes that failed).
+async fn loopback_session_rate(
+    server: SocketAddr,
+    config: &Arc<ClientConfig>,
+    session: Option<&ClientSession>,
+    slice: Duration,
+) -> anyhow::Result<(f64, u64)> {
+    let start = std::time::Instant::now();
+    let (mut done, mut failed, mut resent) = (0u64, 0u64, 0u64);
+    while start.elapsed() < slice {
+        let options = ClientOptions { session: session.cloned(), ..ClientOptions::default() };
+        let connect = DtlsClient::connect(server, Arc::clone(config), options);
+        match tokio::time::timeout(Duration::from_secs(2), connect).await {
+            Ok(Ok(client)) => {
+                if session.is_some() && client.summary().resumption.is_none() {
+                    bail!("a handshake with {server} did not resume");
+                }
+                resent += u64::from(client.summary().retransmissions);
+                client.close().await?;
+                done += 1;
+            }
+            _ => failed += 1,
+        }
+        if failed > 3 {
+            bail!("{failed} handshakes with {server} failed");
+        }
+    }
+    Ok((done as f64 / start.elapsed().as_secs_f64(), resent + failed))
+}
+
+/// A session from one full handshake over loopback.
+async fn loopback_session(server: SocketAddr, config: &Arc<ClientConfig>) -> anyhow::Result<ClientSession> {
+    let client = tokio::time::timeout(
+        Duration::from_secs(2),
+        DtlsClient::connect(server, Arc::clone(config), ClientOptions::default()),
+    )
+    .await
+    .context("no handshake within 2 s")??;
+    let session = client.summary().session.clone().context("the server issued no session")?;
+    client.close().await?;
+    Ok(session)
+}
+
+/// Writes `contents` to a fresh file in a scratch directory (for the servers' PEM arguments).
+struct ScratchFiles {
+    dir: std::path::PathBuf,
+}
+
+impl ScratchFiles {
+    fn new() -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!("fastshake-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(ScratchFiles { dir })
+    }
+
+    fn write(&self, name: &str, contents: &str) -> anyhow::Result<String> {
+        let path = self.dir.join(name);
+        std::fs::write(&path, contents)?;
+        Ok(path.to_string_lossy().into_owned())
+    }
+}
+
+impl Drop for ScratchFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn certificate_loopback_handshakes(plan: &Plan, pkis: &BenchPkis, openssl: &str) -> anyhow::Result<()> {
+    println!(
+        "\n8. Certificate handshakes per second over loopback UDP: fastshake client load (sequential, fresh"
+    );
+    println!(
+        "   socket and close_notify each) against `fastshake server --cert` and `openssl s_server -cert`"
+    );
+    println!("   (chain of 3, no client certificate; resumed rows offer the session of one earlier full");
+    println!(
+        "   handshake with the same server: by ticket, or by session ID with tickets off on both sides)"
+    );
+    println!(
+        "   {:<40} {:>16} {:>16} {:>13} {:>12}",
+        "handshake", "fastshake server", "openssl s_server", "ours/OpenSSL", "resent"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let exe = std::env::current_exe().context("cannot find the fastshake binary")?;
+    let files = ScratchFiles::new()?;
+    let rows = [
+        ("full ECDHE-ECDSA P-256", CipherSuite::EcdheEcdsaWithAes128GcmSha256, &pkis.ecdsa_3, Resume::Full),
+        ("full ECDHE-RSA 2048", CipherSuite::EcdheRsaWithAes128GcmSha256, &pkis.rsa_3, Resume::Full),
+        (
+            "resumed by session ID (ECDHE-ECDSA)",
+            CipherSuite::EcdheEcdsaWithAes128GcmSha256,
+            &pkis.ecdsa_3,
+            Resume::BySessionId,
+        ),
+        (
+            "resumed by ticket (ECDHE-ECDSA)",
+            CipherSuite::EcdheEcdsaWithAes128GcmSha256,
+            &pkis.ecdsa_3,
+            Resume::ByTicket,
+        ),
+    ];
+    for (n, (label, suite, pki, resume)) in rows.into_iter().enumerate() {
+        let chain = files.write(&format!("{n}-chain.pem"), &pki.server_chain_pem())?;
+        let leaf = files.write(&format!("{n}-leaf.pem"), &pki.server.cert.pem)?;
+        let intermediates: String = pki.intermediates.iter().rev().map(|c| c.pem.as_str()).collect();
+        let intermediates = files.write(&format!("{n}-intermediates.pem"), &intermediates)?;
+        let key = files.write(&format!("{n}-key.pem"), &pki.server.key_pem)?;
+        let (client_config, _) = certificate_configs(suite, pki, false, resume)?;
+        // The driver pins its own wall clock.
+        let client_config = Arc::new(ClientConfig {
+            wall_clock: None,
+            initial_retransmit: Duration::from_millis(200),
+            ..(*client_config).clone()
+        });
+
+        let port = free_udp_port()?;
+        let mut ours = Command::new(&exe);
+        ours.args(["server", "--listen", &format!("127.0.0.1:{port}"), "--cert", &chain, "--key", &key])
+            .args(["--suite", suite.iana_name()]);
+        if resume != Resume::ByTicket {
+            ours.arg("--no-tickets");
+        }
+        let ours_guard = start_peer(ours, true, "listening on")?;
+        let ours_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+
+        let port = free_udp_port()?;
+        let mut theirs = Command::new(openssl);
+        theirs
+            .args(["s_server", "-dtls1_2", "-cert", &leaf, "-cert_chain", &intermediates, "-key", &key])
+            .args(["-cipher", certificate_openssl_cipher(suite), "-accept", &format!("127.0.0.1:{port}")]);
+        if resume != Resume::ByTicket {
+            theirs.arg("-no_ticket");
+        }
+        let theirs_guard = start_peer(theirs, false, "ACCEPT")?;
+        let theirs_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+
+        let (ours_session, theirs_session) = match resume {
+            Resume::Full => (None, None),
+            _ => (
+                Some(runtime.block_on(loopback_session(ours_addr, &client_config))?),
+                Some(
+                    runtime
+                        .block_on(loopback_session(theirs_addr, &client_config))
+                        .context("a session from openssl s_server")?,
+                ),
+            ),
+        };
+        let (mut ours_rates, mut theirs_rates) = (Vec::new(), Vec::new());
+        let (mut ours_resent, mut theirs_resent) = (0, 0);
+        for _ in 0..plan.runs {
+            let (rate, resent) = runtime.block_on(loopback_session_rate(
+                ours_addr,
+                &client_config,
+                ours_session.as_ref(),
+                plan.loopback_slice,
+            ))?;
+            ours_rates.push(rate);
+            ours_resent += resent;
+            let (rate, resent) = runtime
+                .block_on(loopback_session_rate(
+                    theirs_addr,
+                    &client_config,
+                    theirs_session.as_ref(),
+                    plan.loopback_slice,
+                ))
+                .context("load against openssl s_server")?;
+            theirs_rates.push(rate);
+            theirs_resent += resent;
+        }
+        drop((ours_guard, theirs_guard));
+        let (ours, theirs) = (median(ours_rates), median(theirs_rates));
+        println!(
+            "   {:<40} {:>14.0}/s {:>14.0}/s {:>13.2} {:>12}",
+            label,
+            ours,
+            theirs,
+            ours / theirs,
+            format!("{ours_resent} / {theirs_resent}")
+        );
+    }
+    Ok(())
+}
+
+fn certificate_openssl_cipher(suite: CipherSuite) -> &'static str {
+    match suite {
+        CipherSuite::EcdheEcdsaWithAes128Ccm8 => "ECDHE-ECDSA-AES128-CCM8",
+        CipherSuite::EcdheEcdsaWithAes128GcmSha256 => "ECDHE-ECDSA-AES128-GCM-SHA256",
+        CipherSuite::EcdheRsaWithAes128GcmSha256 => "ECDHE-RSA-AES128-GCM-SHA256",
+        _ => "",
     }
 }
