@@ -58,6 +58,25 @@ impl Pki {
         self.file("client.key")
     }
 
+    /// The server's intermediates alone, for OpenSSL's `-cert_chain` (`-cert` takes the leaf;
+    /// given the whole chain file, OpenSSL would send the leaf twice).
+    pub fn server_intermediates(&self) -> String {
+        self.intermediates_of("server.pem", "server-intermediates.pem")
+    }
+
+    /// The client's intermediates alone, for OpenSSL's `-cert_chain`.
+    pub fn client_intermediates(&self) -> String {
+        self.intermediates_of("client.pem", "client-intermediates.pem")
+    }
+
+    fn intermediates_of(&self, chain: &str, out: &str) -> String {
+        const END: &str = "-----END CERTIFICATE-----";
+        let pem = std::fs::read_to_string(self.file(chain)).expect("read the chain");
+        let after_leaf = pem.split_once(END).map_or("", |(_, rest)| rest).trim_start();
+        std::fs::write(self.file(out), after_leaf).expect("write the intermediates");
+        self.file(out)
+    }
+
     /// A path in the scratch directory for a file a test makes (a session file, say).
     pub fn scratch(&self, name: &str) -> String {
         self.file(name)

@@ -1,0 +1,200 @@
+//! Certificate interop of `fastshake client` / `fastshake server` with OpenSSL 3 and GnuTLS as
+//! real processes over loopback: chains from `fastshake pki`, mutual authentication both ways,
+//! data checked both ways.
+
+#[path = "support/dtls_peers.rs"]
+mod peers;
+#[path = "support/dtls_pki.rs"]
+mod pki;
+
+use peers::*;
+use pki::*;
+
+/// `openssl s_server` with our server chain (`-cert` reads only the leaf; `-cert_chain` adds the
+/// intermediates) that requires and validates a client certificate (`-Verify`).
+fn openssl_mutual_s_server(pki: &Pki, extra: &[&str]) -> (Peer, u16) {
+    start_on_free_port(
+        "openssl s_server",
+        |port| {
+            let mut command = tool("openssl");
+            command
+                .args([
+                    "s_server",
+                    "-dtls1_2",
+                    "-cert",
+                    &pki.server_cert(),
+                    "-cert_chain",
+                    &pki.server_cert(),
+                ])
+                .args([
+                    "-key",
+                    &pki.server_key(),
+                    "-CAfile",
+                    &pki.ca(),
+                    "-Verify",
+                    "5",
+                    "-verify_return_error",
+                ])
+                .args(extra)
+                .args(["-accept", &format!("127.0.0.1:{port}")]);
+            command
+        },
+        |peer| peer.stdout().contains("ACCEPT"),
+    )
+}
+
+/// OpenSSL's name of a certificate suite.
+fn openssl_name(iana: &str) -> &'static str {
+    match iana {
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8" => "ECDHE-ECDSA-AES128-CCM8",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => "ECDHE-RSA-AES128-GCM-SHA256",
+        other => panic!("no OpenSSL name for {other}"),
+    }
+}
+
+/// fastshake client (with a client certificate) -> openssl s_server -Verify: a line each way.
+fn client_against_openssl_s_server(key: &str, suite: &str) {
+    let pki = Pki::generate(key, 3);
+    // OpenSSL leaves CCM-8 out of its default list: name the suite.
+    let (mut server, port) = openssl_mutual_s_server(&pki, &["-cipher", openssl_name(suite)]);
+    let mut args = pki.fastshake_mutual_client_args();
+    args.extend(["--suite".into(), suite.into()]);
+    let mut client = fastshake_client_with(port, &strs(&args));
+    // s_server completes the chain from its -CAfile store and sends the root too (4 certificates).
+    client.expect_stderr_line_with(&[
+        &format!("handshake done: {suite}, full (not resumed), with extended master secret"),
+        "peer sent",
+    ]);
+
+    client.write_line("hello from fastshake");
+    server.expect_stdout("hello from fastshake");
+    server.write_line("hello from openssl");
+    client.expect_stdout("hello from openssl");
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "client failed\n{}", client.transcript());
+    server.expect_stdout("DONE");
+    // s_server validated our chain (it would have refused the handshake otherwise).
+    let server_text = server.transcript();
+    assert!(server_text.contains("fastshake test client"), "{server_text}");
+}
+
+#[test]
+fn fastshake_client_with_openssl_s_server_ecdsa_mutual() {
+    client_against_openssl_s_server("p256", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256");
+}
+
+#[test]
+fn fastshake_client_with_openssl_s_server_ecdsa_ccm8_mutual() {
+    client_against_openssl_s_server("p256", "TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8");
+}
+
+#[test]
+fn fastshake_client_with_openssl_s_server_rsa_mutual() {
+    client_against_openssl_s_server("rsa2048", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256");
+}
+
+/// openssl s_client (with a client certificate) -> fastshake server --client-auth require --echo.
+fn openssl_s_client_against_server(key: &str, cipher: &str, suite: &str) {
+    let pki = Pki::generate(key, 3);
+    let mut server_args = pki.fastshake_mutual_server_args("require");
+    server_args.push("--echo".into());
+    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let mut command = tool("openssl");
+    command
+        .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
+        .args([
+            "-cert",
+            &pki.client_cert(),
+            "-cert_chain",
+            &pki.client_intermediates(),
+            "-key",
+            &pki.client_key(),
+        ])
+        .args(["-cipher", cipher, "-connect", &format!("127.0.0.1:{port}")]);
+    let mut client = Peer::spawn("openssl s_client", command);
+    server.expect_stderr_line_with(&[
+        &format!("handshake done: {suite}, full (not resumed), with extended master secret"),
+        "peer sent 3 certificate(s)",
+    ]);
+    client.expect_stdout("Verification: OK");
+
+    client.write_line("ping from openssl s_client");
+    client.expect_stdout("ping from openssl s_client");
+    client.close_stdin();
+    client.expect_exit();
+    server.expect_stderr("closed by the peer (close_notify)");
+}
+
+#[test]
+fn openssl_s_client_with_fastshake_server_ecdsa_mutual() {
+    openssl_s_client_against_server(
+        "p256",
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    );
+}
+
+#[test]
+fn openssl_s_client_with_fastshake_server_rsa_mutual() {
+    openssl_s_client_against_server(
+        "rsa2048",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    );
+}
+
+/// A GnuTLS priority string: DTLS 1.2 only, ECDHE with certificates, AES-128-GCM.
+const GNUTLS_ECDHE_PRIORITY: &str = "NORMAL:-VERS-ALL:+VERS-DTLS1.2:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:+AES-128-GCM:+AES-128-CCM-8:-MAC-ALL:+AEAD";
+
+/// fastshake client (with a client certificate) -> gnutls-serv --require-client-cert --echo.
+#[test]
+fn fastshake_client_with_gnutls_serv_mutual() {
+    let pki = Pki::generate("p256", 3);
+    let (_server, port) = start_on_free_port(
+        "gnutls-serv",
+        |port| {
+            let mut command = tool("gnutls-serv");
+            command
+                .args(["--udp", "--echo", "--require-client-cert", "--verify-client-cert"])
+                .args(["--x509certfile", &pki.server_cert(), "--x509keyfile", &pki.server_key()])
+                .args(["--x509cafile", &pki.ca()])
+                .arg(format!("--priority={GNUTLS_ECDHE_PRIORITY}"))
+                .args(["-p", &port.to_string()]);
+            command
+        },
+        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
+    );
+    let mut client = fastshake_client_with(port, &strs(&pki.fastshake_mutual_client_args()));
+    client.expect_stderr_line_with(&[
+        "handshake done: TLS_ECDHE_ECDSA",
+        "full (not resumed)",
+        "peer sent 3 certificate(s)",
+    ]);
+    client.write_line("ping from fastshake");
+    client.expect_stdout("ping from fastshake");
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "client failed\n{}", client.transcript());
+}
+
+/// gnutls-cli (with a client certificate) -> fastshake server --client-auth require --echo.
+#[test]
+fn gnutls_cli_with_fastshake_server_mutual() {
+    let pki = Pki::generate("p256", 3);
+    let mut server_args = pki.fastshake_mutual_server_args("require");
+    server_args.push("--echo".into());
+    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let mut command = tool("gnutls-cli");
+    command
+        .args(["--udp", "--x509cafile", &pki.ca()])
+        .args(["--x509certfile", &pki.client_cert(), "--x509keyfile", &pki.client_key()])
+        .arg(format!("--priority={GNUTLS_ECDHE_PRIORITY}"))
+        .args(["-p", &port.to_string(), "127.0.0.1"]);
+    let mut client = Peer::spawn("gnutls-cli", command);
+    server.expect_stderr_line_with(&["handshake done: TLS_ECDHE_ECDSA", "peer sent 3 certificate(s)"]);
+    client.write_line("ping from gnutls-cli");
+    client.expect_stdout("ping from gnutls-cli");
+    client.close_stdin();
+    client.expect_exit();
+    server.expect_stderr("closed by the peer (close_notify)");
+}
