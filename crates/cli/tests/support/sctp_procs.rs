@@ -171,6 +171,12 @@ impl Relay {
     /// Relays between whoever sends first (the client) and the server that is to listen on
     /// `server_port` on 127.0.0.1.
     pub fn start() -> Relay {
+        Relay::start_lossy(0)
+    }
+
+    /// Like [`Relay::start`], but drops every `drop_every`-th datagram (0: none), in either
+    /// direction: a deterministic lossy path.
+    pub fn start_lossy(drop_every: usize) -> Relay {
         use std::sync::atomic::{AtomicBool, Ordering};
         let socket = UdpSocket::bind("127.0.0.1:0").expect("binding the relay");
         socket.set_read_timeout(Some(Duration::from_millis(20))).expect("read timeout");
@@ -184,6 +190,7 @@ impl Relay {
                 let server = std::net::SocketAddr::from(([127, 0, 0, 1], server_port));
                 let mut client = None;
                 let mut buf = [0u8; 65536];
+                let mut seen = 0usize;
                 while !stop.load(Ordering::Relaxed) {
                     let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
                     // usrsctp answers from an IPv6 socket: compare ports and loopback-ness only.
@@ -197,6 +204,10 @@ impl Relay {
                         client = Some(from);
                         server
                     };
+                    seen += 1;
+                    if drop_every > 0 && seen % drop_every == 0 {
+                        continue;
+                    }
                     log.lock().expect("relay log").push((!from_server, buf[..n].to_vec()));
                     let _ = socket.send_to(&buf[..n], to);
                 }
