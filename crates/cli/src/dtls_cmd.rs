@@ -435,12 +435,33 @@ fn store_session(path: &Path, session: &ClientSession) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write the session file {}", path.display()))
 }
 
-/// What the summary line adds about the peer's certificates.
+/// What the summary line adds about the peer's certificates: how many, and the validated
+/// leaf's subject.
 fn peer_text(summary: &HandshakeSummary) -> String {
-    match summary.peer_certificates {
-        0 => String::new(),
+    let count = match summary.peer_certificates {
+        0 => return String::new(),
         n => format!("; peer sent {n} certificate(s)"),
+    };
+    match summary.peer_leaf.as_deref().and_then(subject_of) {
+        Some(subject) => format!("{count}, subject \"{subject}\""),
+        None => count,
     }
+}
+
+/// A certificate's subject as `O=..., CN=...`, for display only (the engine has validated the
+/// chain already); `None` if it cannot be read.
+fn subject_of(der: &[u8]) -> Option<String> {
+    let cert = openssl::x509::X509::from_der(der).ok()?;
+    let parts: Vec<String> = cert
+        .subject_name()
+        .entries()
+        .filter_map(|entry| {
+            let key = entry.object().nid().short_name().ok()?;
+            let value = entry.data().as_utf8().ok()?;
+            Some(format!("{key}={value}"))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 async fn run_client(

@@ -37,6 +37,7 @@ fn certificate_suite_round_trip(key: &str, suite: &str) {
         "{stderr}"
     );
     assert!(stderr.contains("peer sent 3 certificate(s)"), "leaf and intermediates, no root:\n{stderr}");
+    assert!(stderr.contains(", subject \"O=fastshake test PKI, CN=fastshake test server"), "{stderr}");
     server.expect_stderr(&format!("handshake done: {suite}, full (not resumed)"));
 }
 
@@ -64,7 +65,10 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
 
     let stderr = echo_run(port, &strs(&pki.fastshake_mutual_client_args()), "with a client certificate");
     assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
-    server.expect_stderr_line_with(&["handshake done: TLS_ECDHE_ECDSA", "peer sent 2 certificate(s)"]);
+    server.expect_stderr_line_with(&[
+        "handshake done: TLS_ECDHE_ECDSA",
+        "peer sent 2 certificate(s), subject \"O=fastshake test PKI, CN=fastshake test client p256",
+    ]);
 
     // Without a certificate the server ends the handshake with handshake_failure.
     let mut args = pki.fastshake_client_args();
