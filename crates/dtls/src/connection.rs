@@ -18,9 +18,10 @@ use crate::handshake::{
     Reassembler, ServerHello, CERT_TYPE_ECDSA_SIGN, CERT_TYPE_RSA_SIGN, EXT_EXTENDED_MASTER_SECRET,
     EXT_RENEGOTIATION_INFO, MAX_COOKIE_LEN, SCSV_EMPTY_RENEGOTIATION_INFO,
 };
+use crate::handshake::{encode_new_session_ticket, parse_new_session_ticket};
 use crate::record::{ContentType, RecordHeader, ReplayWindow, DTLS_1_2, HEADER_LEN, MAX_SEQ};
 use crate::session::ClientAuth;
-use crate::session::{ClientSession, Resumption};
+use crate::session::{unix_now, ClientSession, Resumption, ServerSession, TicketKeys};
 use crate::state::{HandshakeState, State};
 use crate::suite::{CipherSuite, KeyExchange, RecordCipher};
 use fastshake_core::{Instant, SansIo, Transmit};
@@ -49,6 +50,10 @@ pub(crate) struct VerifiedHello<'a> {
     pub body: &'a [u8],
     /// Size of the datagram(s) it came in, for the counters.
     pub datagram_len: usize,
+    /// The cached session its session ID names, if any is fresh.
+    pub cached: Option<ServerSession>,
+    /// The endpoint's ticket keys now.
+    pub ticket_keys: Option<TicketKeys>,
 }
 
 /// Which side of the handshake a connection plays.
@@ -177,6 +182,31 @@ struct Handshake {
     early_records: Vec<(RecordHeader, Vec<u8>)>,
     /// Certificate suites only; empty otherwise.
     cert: Option<Box<CertHandshake>>,
+    /// Session resumption, offered or in progress; empty when neither side does any.
+    resume: Option<Box<ResumeHandshake>>,
+}
+
+/// Handshake state of session resumption (RFC 5246 §7.3, RFC 5077).
+#[derive(Default)]
+struct ResumeHandshake {
+    /// How this handshake resumes, once agreed.
+    resumption: Option<Resumption>,
+    /// Client: the session offered.
+    offer: Option<ClientSession>,
+    /// Client: the session ID sent in ClientHello (the offer's, or random beside a ticket).
+    offered_session_id: Vec<u8>,
+    /// The session ID of the ServerHello (the new session's in a full handshake).
+    session_id: Vec<u8>,
+    /// A NewSessionTicket comes (client) or goes (server) before the server's Finished.
+    ticket_expected: bool,
+    /// Client: the ticket received and its lifetime hint.
+    new_ticket: Option<(u32, Vec<u8>)>,
+    /// Server: keys to open and seal tickets with.
+    ticket_keys: Option<TicketKeys>,
+    /// Server: the session resumed (its creation time carries over into a renewed ticket).
+    resumed_session: Option<ServerSession>,
+    /// Server: a new session for the endpoint's cache, once the handshake completes.
+    new_cache_entry: Option<([u8; 32], ServerSession)>,
 }
 
 /// Handshake state of the certificate suites, kept apart so a PSK handshake does not carry it.
@@ -222,6 +252,7 @@ impl Handshake {
             retain_until: None,
             early_records: Vec::new(),
             cert: None,
+            resume: None,
         })
     }
 
@@ -233,6 +264,10 @@ impl Handshake {
             raw.extend_from_slice(&header);
             raw.extend_from_slice(body);
         }
+    }
+
+    fn resume_mut(&mut self) -> &mut ResumeHandshake {
+        self.resume.get_or_insert_with(Default::default)
     }
 
     fn cert_mut(&mut self) -> Result<&mut CertHandshake, Abort> {
@@ -382,6 +417,21 @@ impl Connection {
         remote: SocketAddr,
         rng_seed: [u8; 32],
     ) -> Connection {
+        let mut conn = Connection::client_inner(config, now, remote, rng_seed, |_| {});
+        if conn.hs.is_some() && !conn.is_closed() {
+            conn.send_client_hello(now);
+        }
+        conn
+    }
+
+    /// A client connection with its handshake state prepared by `prepare`, before the ClientHello.
+    fn client_inner(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+        prepare: impl FnOnce(&mut Handshake),
+    ) -> Connection {
         let mut hs = Handshake::new(now, rng_seed, config.initial_retransmit, config.max_retransmit);
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
@@ -392,14 +442,13 @@ impl Connection {
                 ..Default::default()
             }));
         }
+        prepare(&mut hs);
         let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote, Some(hs));
         conn.hello_id = hello_id(&random);
         conn.state = State::Handshaking(HandshakeState::ClientWaitServerHello);
         if let Err(error) = config.validate() {
             conn.fail(Abort { alert: None, error });
-            return conn;
         }
-        conn.send_client_hello(now);
         conn
     }
 
@@ -412,9 +461,33 @@ impl Connection {
         rng_seed: [u8; 32],
         session: Option<ClientSession>,
     ) -> Connection {
-        // Resumption is not implemented yet: a full handshake.
-        let _ = session;
-        Connection::client(config, now, remote, rng_seed)
+        let mut conn = Connection::client_inner(config.clone(), now, remote, rng_seed, |hs| {
+            let now_unix = unix_now(config.wall_clock, now);
+            // Offer only what can work: a suite still configured, not expired by our clock,
+            // made for the same server name.
+            let usable = session.filter(|s| {
+                config.offered_suites().any(|o| o == s.suite)
+                    && (config.wall_clock.is_none() || now_unix < s.expires_unix())
+                    && s.server_name == config.server_name
+                    && (s.ticket.is_some() || !s.session_id.is_empty())
+            });
+            if let Some(offer) = usable {
+                let mut offered_session_id = offer.session_id.clone();
+                if offered_session_id.is_empty() {
+                    // RFC 5077 §3.4: a session ID beside the ticket tells us when the server accepts it.
+                    let mut id = [0u8; 32];
+                    hs.rng.fill_bytes(&mut id);
+                    offered_session_id = id.to_vec();
+                }
+                let resume = hs.resume_mut();
+                resume.offered_session_id = offered_session_id;
+                resume.offer = Some(offer);
+            }
+        });
+        if conn.hs.is_some() && !conn.is_closed() {
+            conn.send_client_hello(now);
+        }
+        conn
     }
 
     fn bare(config: RoleConfig, remote: SocketAddr, hs: Option<Box<Handshake>>) -> Connection {
@@ -443,8 +516,13 @@ impl Connection {
         rng_seed: [u8; 32],
         hello: VerifiedHello<'_>,
     ) -> Connection {
-        let VerifiedHello { record_seq, message_seq, body: hello, datagram_len } = hello;
-        let hs = Handshake::new(now, rng_seed, config.initial_retransmit, config.max_retransmit);
+        let VerifiedHello { record_seq, message_seq, body: hello, datagram_len, cached, ticket_keys } = hello;
+        let mut hs = Handshake::new(now, rng_seed, config.initial_retransmit, config.max_retransmit);
+        if cached.is_some() || ticket_keys.is_some() || config.session_cache.max_entries > 0 {
+            let resume = hs.resume_mut();
+            resume.resumed_session = cached;
+            resume.ticket_keys = ticket_keys;
+        }
         let mut conn = Connection::bare(RoleConfig::Server(config), remote, Some(hs));
         conn.stats.datagrams_received = 1;
         conn.stats.bytes_received = datagram_len as u64;
@@ -494,13 +572,20 @@ impl Connection {
             .as_deref()
             .filter(|n| n.parse::<std::net::IpAddr>().is_err())
             .map(str::as_bytes);
+        let offer = hs.resume.as_deref().and_then(|r| r.offer.as_ref().map(|o| (o, &r.offered_session_id)));
+        let session_ticket = match offer.and_then(|(o, _)| o.ticket.as_deref()) {
+            Some(ticket) => Some(ticket),
+            None => config.enable_tickets.then_some(&[][..]),
+        };
         let ext = OutExtensions {
             extended_master_secret: true,
             server_name: if hs.cert.is_some() { server_name } else { None },
             ecc: hs.cert.is_some().then_some((&GROUPS[..], &SCHEMES[..])),
+            session_ticket,
             ..Default::default()
         };
-        ClientHello::encode_with(&mut body, &hs.client_random, &[], &hs.cookie, &suites, &ext);
+        let session_id = offer.map_or(&[][..], |(_, id)| id.as_slice());
+        ClientHello::encode_with(&mut body, &hs.client_random, session_id, &hs.cookie, &suites, &ext);
         hs.flight.clear();
         hs.client_hello_seq = hs.next_message_seq;
         hs.client_hello = body.clone();
@@ -565,6 +650,35 @@ impl Connection {
                 hs.hash_message(HandshakeType::ClientHello, ch_seq, &ch);
                 hs.hash_message(msg_type, message_seq, body);
                 self.suite = Some(suite);
+                let resumed = hs.resume.as_deref().and_then(|r| {
+                    let offer = r.offer.as_ref()?;
+                    (!sh.session_id.is_empty() && sh.session_id == r.offered_session_id.as_slice())
+                        .then(|| (offer.suite, offer.master_secret, offer.ticket.is_some()))
+                });
+                let ticket_expected = sh.extensions.session_ticket.is_some();
+                let resume = hs.resume_mut();
+                resume.session_id = sh.session_id.to_vec();
+                resume.ticket_expected = ticket_expected;
+                if let Some((session_suite, master, by_ticket)) = resumed {
+                    // RFC 7627 §5.3: a session made with the extended master secret resumes only with it.
+                    if session_suite != suite {
+                        return Err(Abort::alert(AlertDescription::IllegalParameter));
+                    }
+                    if !sh.extensions.extended_master_secret {
+                        return Err(Abort::alert(AlertDescription::HandshakeFailure));
+                    }
+                    resume.resumption =
+                        Some(if by_ticket { Resumption::Ticket } else { Resumption::SessionId });
+                    hs.master = Some(MasterSecret(master));
+                    let keys = keys_from_master(hs).ok_or(Abort::alert(AlertDescription::InternalError))?;
+                    self.protection = Some(Protection {
+                        cipher: suite.params().cipher,
+                        read: keys.server_write.clone(),
+                        write: keys.client_write.clone(),
+                    });
+                    self.state = State::Handshaking(HandshakeState::ClientWaitServerFinished);
+                    return Ok(());
+                }
                 self.state = State::Handshaking(if suite.is_psk() {
                     HandshakeState::ClientWaitServerHelloDone
                 } else {
@@ -643,6 +757,17 @@ impl Connection {
                 hs.peer_prev_flight_last = Some(message_seq);
                 self.client_send_key_exchange(now, &config)
             }
+            (HandshakeState::ClientWaitServerFinished, HandshakeType::NewSessionTicket)
+                if hs.resume.as_ref().is_some_and(|r| r.ticket_expected && r.new_ticket.is_none()) =>
+            {
+                let (hint, ticket) = parse_new_session_ticket(body).map_err(Abort::decode)?;
+                let ticket = ticket.to_vec();
+                hs.hash_message(msg_type, message_seq, body);
+                // An empty ticket means "none this time" (RFC 5077 §3.3).
+                hs.resume_mut().new_ticket = (!ticket.is_empty()).then_some((hint, ticket));
+                hs.resume_mut().ticket_expected = false;
+                Ok(())
+            }
             (HandshakeState::ClientWaitServerFinished, HandshakeType::Finished) => {
                 let verify = parse_finished(body).map_err(Abort::decode)?;
                 let expected = match &hs.master {
@@ -651,6 +776,19 @@ impl Connection {
                 };
                 if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
                     return Err(Abort::alert(AlertDescription::DecryptError));
+                }
+                if hs.resume.as_ref().is_some_and(|r| r.resumption.is_some()) {
+                    // Abbreviated handshake: our ChangeCipherSpec and Finished close it.
+                    hs.hash_message(msg_type, message_seq, body);
+                    hs.peer_prev_flight_last = Some(message_seq);
+                    let verify = match &hs.master {
+                        Some(m) => m.verify_data(true, hs.transcript_hash().as_ref()),
+                        None => return Err(Abort::alert(AlertDescription::InternalError)),
+                    };
+                    hs.flight.clear();
+                    hs.flight.push(FlightItem::ChangeCipherSpec);
+                    hs.push_message(1, HandshakeType::Finished, verify.to_vec(), false);
+                    self.send_new_flight(now, false);
                 }
                 self.complete_handshake(now);
                 Ok(())
@@ -766,6 +904,50 @@ impl Connection {
         if !ems && config.require_extended_master_secret {
             return Err(Abort::alert(AlertDescription::HandshakeFailure));
         }
+        // Resumption, only with the extended master secret: a ticket first, then the cached
+        // session ID. Anything unknown, forged or expired leads to a full handshake.
+        let now_unix = unix_now(config.wall_clock, now);
+        let issue_ticket = ems
+            && ch.extensions.session_ticket.is_some()
+            && self.hs.as_ref().is_some_and(|hs| hs.resume.as_ref().is_some_and(|r| r.ticket_keys.is_some()));
+        if ems {
+            if let Some(resume) = self.hs.as_mut().and_then(|hs| hs.resume.as_deref_mut()) {
+                let by_ticket = match (ch.extensions.session_ticket, resume.ticket_keys.as_ref()) {
+                    (Some(t), Some(keys)) if !t.is_empty() => ServerSession::open(keys, t, now_unix),
+                    _ => None,
+                };
+                let candidate = match by_ticket {
+                    Some(s) => Some((Resumption::Ticket, s)),
+                    None => resume.resumed_session.take().map(|s| (Resumption::SessionId, s)),
+                };
+                let usable = candidate.filter(|(_, s)| {
+                    config.suites.contains(&s.suite)
+                        && config.can_serve(s.suite)
+                        && ch.suites().any(|id| id == s.suite.id())
+                });
+                if let Some((kind, session)) = usable {
+                    resume.resumption = Some(kind);
+                    resume.resumed_session = Some(session);
+                }
+            }
+        }
+        let resumed =
+            self.hs.as_ref().and_then(|hs| hs.resume.as_ref()).and_then(|r| {
+                r.resumption.zip(r.resumed_session.as_ref().map(|s| (s.suite, s.master_secret)))
+            });
+        if let Some((kind, (suite, master))) = resumed {
+            return self.server_resume(
+                now,
+                message_seq,
+                body,
+                &ch,
+                kind,
+                suite,
+                master,
+                secure_renegotiation,
+                issue_ticket,
+            );
+        }
         // Certificate suites: the group and signature scheme both sides support.
         let ecdhe = match (suite_key_algorithm(suite), config.certified_key.as_ref()) {
             (None, _) => None,
@@ -817,9 +999,23 @@ impl Connection {
             extended_master_secret: ems,
             renegotiation_info: secure_renegotiation,
             point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
+            session_ticket: issue_ticket.then_some(&[][..]),
             ..Default::default()
         };
-        ServerHello::encode_with(&mut sh, &server_random, &[], suite.id(), &ext);
+        // A new session ID when the cache will keep the session (only sessions with the
+        // extended master secret are ever resumed).
+        let mut session_id = Vec::new();
+        if ems && config.session_cache.max_entries > 0 {
+            let mut id = [0u8; 32];
+            hs.rng.fill_bytes(&mut id);
+            session_id = id.to_vec();
+        }
+        ServerHello::encode_with(&mut sh, &server_random, &session_id, suite.id(), &ext);
+        if issue_ticket || !session_id.is_empty() {
+            let resume = hs.resume_mut();
+            resume.ticket_expected = issue_ticket;
+            resume.session_id = session_id;
+        }
         hs.push_message(0, HandshakeType::ServerHello, sh, true);
         if let Some((ck, group, scheme)) = ecdhe {
             let chain: Vec<&[u8]> = ck.chain.iter().map(|c| c.as_ref()).collect();
@@ -855,6 +1051,82 @@ impl Connection {
         hs.push_message(0, HandshakeType::ServerHelloDone, Vec::new(), true);
         self.send_new_flight(now, true);
         Ok(())
+    }
+
+    /// The abbreviated handshake (RFC 5246 §7.3): ServerHello echoing the session ID, a
+    /// renewed ticket when tickets are in use, then ChangeCipherSpec and Finished at once.
+    #[allow(clippy::too_many_arguments)]
+    fn server_resume(
+        &mut self,
+        now: Instant,
+        message_seq: u16,
+        body: &[u8],
+        ch: &ClientHello<'_>,
+        kind: Resumption,
+        suite: CipherSuite,
+        master: [u8; 48],
+        secure_renegotiation: bool,
+        issue_ticket: bool,
+    ) -> Result<(), Abort> {
+        self.hello_id = hello_id(&ch.random);
+        self.suite = Some(suite);
+        let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
+        hs.client_random = ch.random;
+        let mut server_random = [0u8; 32];
+        hs.rng.fill_bytes(&mut server_random);
+        hs.server_random = server_random;
+        hs.extended_master_secret = true;
+        hs.hash_message(HandshakeType::ClientHello, message_seq, body);
+        hs.reassembler.reset(message_seq.wrapping_add(1));
+        hs.peer_prev_flight_last = Some(message_seq);
+        hs.next_message_seq = message_seq;
+        let mut sh = Vec::with_capacity(96);
+        let ext = OutExtensions {
+            extended_master_secret: true,
+            renegotiation_info: secure_renegotiation,
+            session_ticket: issue_ticket.then_some(&[][..]),
+            ..Default::default()
+        };
+        ServerHello::encode_with(&mut sh, &server_random, ch.session_id, suite.id(), &ext);
+        hs.push_message(0, HandshakeType::ServerHello, sh, true);
+        if issue_ticket {
+            let mut nonce = [0u8; 12];
+            hs.rng.fill_bytes(&mut nonce);
+            let resume = hs.resume_mut();
+            let ticket = match (resume.resumed_session.as_ref(), resume.ticket_keys.as_ref()) {
+                (Some(session), Some(keys)) => session.seal(&keys.current, nonce).map(|t| (t, keys.lifetime)),
+                _ => None,
+            };
+            let (ticket, lifetime) = ticket.unwrap_or_default();
+            let mut nst = Vec::with_capacity(8 + ticket.len());
+            encode_new_session_ticket(&mut nst, lifetime_hint(lifetime), &ticket);
+            hs.push_message(0, HandshakeType::NewSessionTicket, nst, true);
+        }
+        let _ = kind;
+        hs.master = Some(MasterSecret(master));
+        let keys = keys_from_master(hs).ok_or(Abort::alert(AlertDescription::InternalError))?;
+        self.protection = Some(Protection {
+            cipher: suite.params().cipher,
+            read: keys.client_write.clone(),
+            write: keys.server_write.clone(),
+        });
+        let verify = match &hs.master {
+            Some(m) => m.verify_data(false, hs.transcript_hash().as_ref()),
+            None => return Err(Abort::alert(AlertDescription::InternalError)),
+        };
+        hs.flight.push(FlightItem::ChangeCipherSpec);
+        hs.push_message(1, HandshakeType::Finished, verify.to_vec(), true);
+        self.state = State::Handshaking(HandshakeState::ServerWaitClientFinished);
+        self.send_new_flight(now, true);
+        Ok(())
+    }
+
+    /// Server: the session the endpoint should cache, once a full handshake completed.
+    pub(crate) fn take_new_cache_entry(&mut self) -> Option<([u8; 32], ServerSession)> {
+        if !self.is_established() {
+            return None;
+        }
+        self.hs.as_mut()?.resume.as_mut()?.new_cache_entry.take()
     }
 
     fn server_handle_message(
@@ -973,13 +1245,38 @@ impl Connection {
                 if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
                     return Err(Abort::alert(AlertDescription::DecryptError));
                 }
+                if hs.resume.as_ref().is_some_and(|r| r.resumption.is_some()) {
+                    // Abbreviated handshake: the client's Finished is the last message.
+                    self.complete_handshake(now);
+                    return Ok(());
+                }
                 hs.hash_message(msg_type, message_seq, body);
                 hs.peer_prev_flight_last = Some(message_seq);
+                hs.flight.clear();
+                let now_unix = unix_now(config.wall_clock, now);
+                if let Some(master) = hs.master.as_ref().map(|m| m.0) {
+                    let session = ServerSession { suite, master_secret: master, created: now_unix };
+                    let mut nonce = [0u8; 12];
+                    hs.rng.fill_bytes(&mut nonce);
+                    let resume = hs.resume_mut();
+                    if let Ok(id) = <[u8; 32]>::try_from(resume.session_id.as_slice()) {
+                        resume.new_cache_entry = Some((id, session.clone()));
+                    }
+                    if resume.ticket_expected {
+                        let ticket = resume
+                            .ticket_keys
+                            .as_ref()
+                            .and_then(|keys| Some((session.seal(&keys.current, nonce)?, keys.lifetime)));
+                        let mut nst = Vec::with_capacity(8 + crate::session::TICKET_LEN);
+                        let (ticket, lifetime) = ticket.unwrap_or_default();
+                        encode_new_session_ticket(&mut nst, lifetime_hint(lifetime), &ticket);
+                        hs.push_message(0, HandshakeType::NewSessionTicket, nst, true);
+                    }
+                }
                 let server_verify = match &hs.master {
                     Some(m) => m.verify_data(false, hs.transcript_hash().as_ref()),
                     None => return Err(Abort::alert(AlertDescription::InternalError)),
                 };
-                hs.flight.clear();
                 hs.flight.push(FlightItem::ChangeCipherSpec);
                 hs.push_message(1, HandshakeType::Finished, server_verify.to_vec(), false);
                 // The last flight is resent only when the client's retransmission shows it was lost.
@@ -1000,11 +1297,16 @@ impl Connection {
         hs.timer.stop();
         let (peer_certificates, peer_leaf) =
             hs.cert.take().map_or((0, None), |c| (c.peer_certificates, c.peer_leaf));
+        let resumption = hs.resume.as_ref().and_then(|r| r.resumption);
+        let session = match &self.config {
+            RoleConfig::Client(config) => client_session(hs, config, suite, now),
+            RoleConfig::Server(_) => None,
+        };
         let summary = HandshakeSummary {
             suite,
-            resumed: false,
-            resumption: None,
-            session: None,
+            resumed: resumption.is_some(),
+            resumption,
+            session,
             peer_certificates,
             peer_leaf,
             duration: now.saturating_duration_since(hs.started),
@@ -1022,10 +1324,11 @@ impl Connection {
             // No idle queue capacity kept for the life of the session.
             self.outgoing = VecDeque::new();
         }
-        match self.config {
-            // The client's last flight needs no more care: the server's Finished proves it arrived.
-            RoleConfig::Client(_) => self.hs = None,
-            RoleConfig::Server(_) => {
+        // Whoever sent the last flight keeps it until the peer shows it arrived: the server in
+        // a full handshake, the client in an abbreviated one.
+        match (&self.config, resumption.is_some()) {
+            (RoleConfig::Client(_), false) | (RoleConfig::Server(_), true) => self.hs = None,
+            _ => {
                 hs.retain_until = Some(now + retain);
                 hs.master = None;
                 hs.reassembler.reset(hs.reassembler.next_seq());
@@ -1606,6 +1909,51 @@ fn hello_id(random: &[u8; 32]) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// Client: the session to keep from a completed handshake: new (session ID and/or ticket), or
+/// the resumed one (with its renewed ticket, when one came).
+fn client_session(
+    hs: &mut Handshake,
+    config: &ClientConfig,
+    suite: CipherSuite,
+    now: Instant,
+) -> Option<ClientSession> {
+    let master = hs.master.as_ref()?.0;
+    if !hs.extended_master_secret {
+        return None;
+    }
+    let resume = hs.resume.as_deref_mut()?;
+    let created_unix = unix_now(config.wall_clock, now);
+    let new_ticket = resume.new_ticket.take();
+    if resume.resumption.is_some() {
+        let mut session = resume.offer.clone()?;
+        if let Some((hint, ticket)) = new_ticket {
+            session.ticket = Some(ticket);
+            session.lifetime_secs = hint;
+            session.created_unix = created_unix;
+        }
+        return Some(session);
+    }
+    if resume.session_id.is_empty() && new_ticket.is_none() {
+        return None;
+    }
+    let (lifetime_secs, ticket) = match new_ticket {
+        Some((hint, ticket)) => (hint, Some(ticket)),
+        None => (DEFAULT_SESSION_LIFETIME_SECS, None),
+    };
+    Some(ClientSession {
+        suite,
+        session_id: resume.session_id.clone(),
+        ticket,
+        master_secret: master,
+        server_name: config.server_name.clone(),
+        created_unix,
+        lifetime_secs,
+    })
+}
+
+/// How long a client offers a session resumed by ID (the server decides; this bounds our side).
+const DEFAULT_SESSION_LIFETIME_SECS: u32 = 2 * 3600;
+
 /// Master secret (extended when negotiated) and the epoch-1 keys (RFC 5246 §6.3, §8.1).
 fn derive_keys(hs: &mut Handshake, premaster: &[u8]) -> TrafficKeys {
     let session_hash = hs.transcript_hash();
@@ -1615,10 +1963,21 @@ fn derive_keys(hs: &mut Handshake, premaster: &[u8]) -> TrafficKeys {
         &hs.client_random,
         &hs.server_random,
     );
+    hs.master = Some(master);
+    keys_from_master(hs).unwrap_or_else(|| TrafficKeys::from_key_block(&[0; 40]))
+}
+
+/// The epoch-1 keys from the master secret and this handshake's randoms (RFC 5246 §6.3).
+fn keys_from_master(hs: &Handshake) -> Option<TrafficKeys> {
+    let master = hs.master.as_ref()?;
     let mut block = zeroize::Zeroizing::new([0u8; 40]);
     prf_sha256(&master.0, b"key expansion", &[&hs.server_random, &hs.client_random], &mut block[..]);
-    hs.master = Some(master);
-    TrafficKeys::from_key_block(&block)
+    Some(TrafficKeys::from_key_block(&block))
+}
+
+/// NewSessionTicket's lifetime hint in seconds.
+fn lifetime_hint(lifetime: Duration) -> u32 {
+    u32::try_from(lifetime.as_secs()).unwrap_or(u32::MAX)
 }
 
 impl SansIo for Connection {

@@ -278,3 +278,191 @@ mod tests {
         assert!(keys.find(1).is_none() && keys.find(2).is_some() && keys.find(3).is_some());
     }
 }
+
+/// Unix seconds from the wall clock, or engine seconds when there is none.
+pub(crate) fn unix_now(wall_clock: Option<crate::config::WallClock>, now: fastshake_core::Instant) -> u64 {
+    wall_clock.map_or(now.as_nanos() / 1_000_000_000, |w| w.unix_at(now))
+}
+
+/// What the server needs to resume a session: kept in the cache or sealed in a ticket.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct ServerSession {
+    pub suite: CipherSuite,
+    pub master_secret: [u8; 48],
+    /// Unix seconds (or engine seconds without a wall clock) when the full handshake completed.
+    pub created: u64,
+}
+
+impl Drop for ServerSession {
+    fn drop(&mut self) {
+        self.master_secret.zeroize();
+    }
+}
+
+/// Plaintext layout version of a sealed ticket.
+const TICKET_STATE_VERSION: u8 = 1;
+const TICKET_STATE_LEN: usize = 1 + 2 + 48 + 8;
+const TICKET_NONCE_LEN: usize = 12;
+/// key id, nonce, sealed state, GCM tag.
+pub(crate) const TICKET_LEN: usize = 4 + TICKET_NONCE_LEN + TICKET_STATE_LEN + 16;
+
+impl ServerSession {
+    /// Seals the session under `key` (AES-128-GCM; the key id is the additional data).
+    pub fn seal(&self, key: &TicketKey, nonce: [u8; TICKET_NONCE_LEN]) -> Option<Vec<u8>> {
+        use ring::aead;
+        let mut state = zeroize::Zeroizing::new(Vec::with_capacity(TICKET_STATE_LEN + 16));
+        state.push(TICKET_STATE_VERSION);
+        state.extend_from_slice(&self.suite.id().to_be_bytes());
+        state.extend_from_slice(&self.master_secret);
+        state.extend_from_slice(&self.created.to_be_bytes());
+        let sealing = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, key.key()).ok()?);
+        let id = key.id.to_be_bytes();
+        sealing
+            .seal_in_place_append_tag(
+                aead::Nonce::assume_unique_for_key(nonce),
+                aead::Aad::from(id),
+                &mut *state,
+            )
+            .ok()?;
+        let mut ticket = Vec::with_capacity(TICKET_LEN);
+        ticket.extend_from_slice(&id);
+        ticket.extend_from_slice(&nonce);
+        ticket.extend_from_slice(&state);
+        Some(ticket)
+    }
+
+    /// Opens a ticket sealed under one of `keys`; `None` for an unknown key, a forgery or
+    /// garbage (the tag check is constant time), or a session older than `lifetime` at `now`.
+    pub fn open(keys: &TicketKeys, ticket: &[u8], now: u64) -> Option<ServerSession> {
+        use ring::aead;
+        if ticket.len() != TICKET_LEN {
+            return None;
+        }
+        let (id, rest) = ticket.split_at(4);
+        let (nonce, sealed) = rest.split_at(TICKET_NONCE_LEN);
+        let key = keys.find(u32::from_be_bytes(id.try_into().ok()?))?;
+        let opening = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, key.key()).ok()?);
+        let mut buf = zeroize::Zeroizing::new(sealed.to_vec());
+        let nonce = aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let state = opening.open_in_place(nonce, aead::Aad::from(id), &mut buf[..]).ok()?;
+        let mut r = Reader::new(state);
+        if r.u8().ok()? != TICKET_STATE_VERSION {
+            return None;
+        }
+        let suite = CipherSuite::from_id(r.u16().ok()?)?;
+        let master_secret = r.array::<48>().ok()?;
+        let created = u64::from_be_bytes(r.array::<8>().ok()?);
+        r.finish().ok()?;
+        let session = ServerSession { suite, master_secret, created };
+        session.fresh(now, keys.lifetime).then_some(session)
+    }
+
+    /// Whether the session may still be resumed at `now` (not expired, not from the future).
+    pub fn fresh(&self, now: u64, lifetime: Duration) -> bool {
+        now >= self.created && now - self.created < lifetime.as_secs()
+    }
+}
+
+/// The server's session-ID cache: bounded in entries and lifetime, least recently used out first.
+/// Ordered maps, so no hash seeds and a reproducible eviction order.
+pub(crate) struct SessionCache {
+    config: SessionCacheConfig,
+    entries: std::collections::BTreeMap<[u8; 32], (ServerSession, u64)>,
+    /// Last-use tick to session ID, oldest first.
+    by_use: std::collections::BTreeMap<u64, [u8; 32]>,
+    tick: u64,
+}
+
+impl SessionCache {
+    pub fn new(config: SessionCacheConfig) -> Self {
+        SessionCache { config, entries: Default::default(), by_use: Default::default(), tick: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn insert(&mut self, id: [u8; 32], session: ServerSession) {
+        if self.config.max_entries == 0 {
+            return;
+        }
+        self.remove(&id);
+        while self.entries.len() >= self.config.max_entries {
+            let Some((_, oldest)) = self.by_use.pop_first() else { break };
+            self.entries.remove(&oldest);
+        }
+        self.tick += 1;
+        self.by_use.insert(self.tick, id);
+        self.entries.insert(id, (session, self.tick));
+    }
+
+    fn remove(&mut self, id: &[u8; 32]) {
+        if let Some((_, tick)) = self.entries.remove(id) {
+            self.by_use.remove(&tick);
+        }
+    }
+
+    /// The session named `id` if it is still fresh at `now` (and marks it used); an expired
+    /// one is removed.
+    pub fn get(&mut self, id: &[u8], now: u64) -> Option<ServerSession> {
+        let id: [u8; 32] = id.try_into().ok()?;
+        let (session, tick) = self.entries.get(&id)?;
+        if !session.fresh(now, self.config.lifetime) {
+            self.remove(&id);
+            return None;
+        }
+        let (session, old_tick) = (session.clone(), *tick);
+        self.by_use.remove(&old_tick);
+        self.tick += 1;
+        self.by_use.insert(self.tick, id);
+        if let Some(entry) = self.entries.get_mut(&id) {
+            entry.1 = self.tick;
+        }
+        Some(session)
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use super::*;
+
+    fn session(created: u64) -> ServerSession {
+        ServerSession { suite: CipherSuite::PskWithAes128Ccm8, master_secret: [3; 48], created }
+    }
+
+    #[test]
+    fn tickets_open_under_current_and_previous_keys_only() {
+        let mut keys = TicketKeys::new(1, [1; 16]);
+        let t1 = session(100).seal(&keys.current, [0; 12]).unwrap();
+        assert_eq!(t1.len(), TICKET_LEN);
+        assert!(ServerSession::open(&keys, &t1, 200).is_some());
+        keys.rotate(TicketKey::new(2, [2; 16]));
+        assert!(ServerSession::open(&keys, &t1, 200).is_some(), "previous key still opens");
+        keys.rotate(TicketKey::new(3, [3; 16]));
+        assert!(ServerSession::open(&keys, &t1, 200).is_none(), "two rotations later it does not");
+        let t3 = session(100).seal(&keys.current, [1; 12]).unwrap();
+        for i in 0..t3.len() {
+            let mut forged = t3.clone();
+            forged[i] ^= 1;
+            assert!(ServerSession::open(&keys, &forged, 200).is_none(), "byte {i}");
+        }
+        assert!(ServerSession::open(&keys, &t3, 100 + 7200).is_none(), "expired");
+        assert!(ServerSession::open(&keys, &t3, 99).is_none(), "from the future");
+    }
+
+    #[test]
+    fn cache_is_bounded_lru_and_expires() {
+        let mut cache =
+            SessionCache::new(SessionCacheConfig { max_entries: 2, lifetime: Duration::from_secs(10) });
+        cache.insert([1; 32], session(0));
+        cache.insert([2; 32], session(0));
+        assert!(cache.get(&[1; 32], 1).is_some()); // 2 is now the least recently used
+        cache.insert([3; 32], session(0));
+        assert_eq!(cache.len(), 2);
+        assert!(cache.get(&[2; 32], 1).is_none());
+        assert!(cache.get(&[1; 32], 1).is_some() && cache.get(&[3; 32], 1).is_some());
+        assert!(cache.get(&[1; 32], 10).is_none(), "expired");
+        assert_eq!(cache.len(), 1);
+        assert!(cache.get(&[9; 5], 1).is_none());
+    }
+}
