@@ -27,7 +27,7 @@ use crate::{
 };
 
 /// Most bytes of user data queued per association and not yet acknowledged.
-const MAX_SEND_BUFFER: usize = 4 * 1024 * 1024;
+const MAX_SEND_BUFFER: usize = crate::queue::MAX_BEYOND_WINDOW;
 /// Longest ALT-COOKIE a client keeps from a server's ERROR.
 const MAX_ALT_COOKIE: usize = 512;
 /// Most peer addresses (paths) kept per association.

@@ -10,6 +10,11 @@ use crate::{Instant, Message};
 
 /// TSNs further than this beyond the cumulative TSN are dropped: gap ack block offsets are 16-bit.
 const MAX_TSN_AHEAD: u64 = 65_535;
+/// Bytes the next in-order chunk may take beyond the advertised window, so that a message larger
+/// than the window still completes (as large as the largest message the sender side queues);
+/// past it even that chunk is dropped, or a peer that never finishes a message, or never sends
+/// the stream sequence number the others wait for, would make us buffer without bound.
+pub(crate) const MAX_BEYOND_WINDOW: usize = 4 * 1024 * 1024;
 /// At most this many gap blocks and duplicate TSNs go into one SACK.
 const MAX_GAP_BLOCKS: usize = 64;
 const MAX_DUP_TSNS: usize = 32;
@@ -355,10 +360,12 @@ impl ReceiveQueue {
         if tsn > self.cum_tsn + MAX_TSN_AHEAD {
             return DataVerdict::Dropped;
         }
-        if keep_data && self.buffered + chunk.data.len() > self.window {
+        let wanted = self.buffered + chunk.data.len();
+        if keep_data && wanted > self.window {
             // Beyond the advertised window: the RFC lets us drop it unacknowledged, except that
-            // the next in-order chunk is always taken so the association cannot stall.
-            if tsn != self.cum_tsn + 1 {
+            // the next in-order chunk is taken (up to a hard limit) so a message larger than the
+            // window cannot stall the association.
+            if tsn != self.cum_tsn + 1 || wanted > self.window + MAX_BEYOND_WINDOW {
                 return DataVerdict::Dropped;
             }
         }

@@ -5,11 +5,12 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use fastshake_sctp::packet::{Chunk, InitChunk, Packet};
-use fastshake_sctp::{AssociationState, ConnectOptions, Endpoint, Event, HandshakeMode, Instant};
+use fastshake_sctp::packet::{self, Chunk, InitChunk, Packet};
+use fastshake_sctp::{AssociationState, Config, ConnectOptions, Endpoint, Event, HandshakeMode, Instant};
 
 fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
     let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, vtag);
@@ -118,4 +119,91 @@ fn cookie_without_tie_tags_does_not_restart_an_association() {
     pair.client.send(h, msg(0, b"still here")).unwrap();
     pair.run_for(Duration::from_secs(3));
     assert_eq!(pair.server_messages(), vec![msg(0, b"still here")]);
+}
+
+/// A cookieless server association opened by a crafted INIT; returns the server's tag.
+fn open_crafted(ep: &mut Endpoint, now: Instant, initial_tsn: u32) -> u32 {
+    let init = Chunk::Init(InitChunk {
+        initiate_tag: 0x5151,
+        a_rwnd: 1 << 20,
+        outbound_streams: 2,
+        inbound_streams: 2,
+        initial_tsn,
+        params: vec![packet::Param::AltCookie(Vec::new())],
+    });
+    let answers = exchange(ep, now, client_addr(), crafted(0, vec![init]));
+    let Some(Chunk::InitAck(ack)) = answers.first().and_then(|p| p.chunks.first()) else {
+        panic!("INIT-ACK expected")
+    };
+    ack.initiate_tag
+}
+
+fn fragment(tsn: u32, ssn: u16, beginning: bool, ending: bool, len: usize) -> Chunk {
+    Chunk::Data(packet::DataChunk {
+        tsn,
+        stream: 0,
+        ssn,
+        ppid: 0,
+        unordered: false,
+        beginning,
+        ending,
+        immediate: true,
+        data: vec![0xEE; len],
+    })
+}
+
+/// Feeds `count` DATA chunks made by `make(i)` (TSN 100 + i) in packets of 8; returns the highest
+/// cumulative TSN the server acknowledged.
+fn feed(make: impl Fn(u32) -> Chunk, count: u32) -> u32 {
+    let window = 64 * 1024;
+    let config = Config { cookieless: true, receive_window: window, ..server_config(HandshakeMode::Both) };
+    let mut ep = Endpoint::new(Arc::new(config), [4; 32]);
+    let now = Instant::from_millis(1);
+    let tag = open_crafted(&mut ep, now, 100);
+    let mut cum = 99u32;
+    for first in (0..count).step_by(8) {
+        let chunks: Vec<Chunk> = (first..(first + 8).min(count)).map(&make).collect();
+        for p in exchange(&mut ep, now, client_addr(), crafted(tag, chunks)) {
+            for c in p.chunks {
+                if let Chunk::Sack(s) = c {
+                    cum = s.cumulative_tsn_ack;
+                }
+            }
+        }
+    }
+    assert_eq!(ep.associations().len(), 1);
+    cum
+}
+
+#[test]
+fn a_message_that_never_ends_is_not_buffered_without_bound() {
+    // 16 MiB of middle fragments of one message in TSN order.
+    let count = 16 * 1024;
+    let cum = feed(|i| fragment(100 + i, 0, i == 0, false, 1024), count);
+    let taken = u64::from(cum.wrapping_sub(99)) * 1024;
+    assert!(taken <= 8 * 1024 * 1024, "buffered {taken} bytes of an unfinished message");
+    assert!(taken >= 64 * 1024, "the window itself is taken ({taken} bytes)");
+}
+
+#[test]
+fn ordered_messages_behind_a_missing_one_are_not_buffered_without_bound() {
+    // Complete messages with stream sequence numbers 1, 2, ...: number 0 never comes.
+    let count = 16 * 1024;
+    let cum = feed(|i| fragment(100 + i, (i + 1) as u16, true, true, 1024), count);
+    let taken = u64::from(cum.wrapping_sub(99)) * 1024;
+    assert!(taken <= 8 * 1024 * 1024, "buffered {taken} bytes of undeliverable messages");
+}
+
+#[test]
+fn a_message_larger_than_the_window_still_arrives() {
+    let mut server = server_config(HandshakeMode::Both);
+    server.cookieless = true;
+    server.receive_window = 16 * 1024;
+    let mut pair = Pair::new(client_config(HandshakeMode::Both), server);
+    let h = pair.connect(ConnectOptions::default());
+    assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    pair.client.send(h, msg(1, &big)).unwrap();
+    pair.run_for(Duration::from_secs(60));
+    assert_eq!(pair.server_messages(), vec![msg(1, &big)]);
 }
