@@ -14,7 +14,7 @@ use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,7 +45,17 @@ pub struct EndpointStats {
     /// Replacement handshakes (a new ClientHello on the address of an established session)
     /// abandoned before they completed; the established session was kept.
     pub replacements_abandoned: u64,
+    /// Half-open handshakes removed to make room for newer ones (oldest first).
+    pub handshakes_evicted: u64,
+    /// Established sessions closed after `idle_timeout` without an authenticated datagram.
+    pub sessions_expired: u64,
 }
+
+/// Half-open handshakes (cookie verified, not yet completed) kept at most unless
+/// [`Endpoint::set_max_handshakes`] says otherwise.
+pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
+/// How long an established session may stay silent unless [`Endpoint::set_idle_timeout`] says otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a HelloVerifyRequest cookie stays valid unless [`Endpoint::set_cookie_lifetime`] says otherwise.
 pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
@@ -66,6 +76,17 @@ pub struct Endpoint {
     /// Cookies are bound to a time slot of half this length and accepted for the current and
     /// the previous slot, so a cookie is never accepted once it is older than this.
     cookie_lifetime: Duration,
+    /// Connections still handshaking, by id (ids grow, so the first is the oldest), with the
+    /// client's IP address.
+    half_open: BTreeMap<u64, IpAddr>,
+    half_open_per_ip: BTreeMap<IpAddr, usize>,
+    max_handshakes: usize,
+    max_handshakes_per_ip: Option<usize>,
+    /// When each established session last received a datagram it could authenticate.
+    activity: BTreeMap<u64, Activity>,
+    idle_timeout: Option<Duration>,
+    /// The latest time the driver gave us (for calls that take no time, e.g. `send`).
+    clock: Instant,
     next_id: u64,
     transmits: VecDeque<Transmit>,
     events: VecDeque<(ConnectionHandle, Event)>,
@@ -79,8 +100,6 @@ pub struct Endpoint {
     config_error: Option<Error>,
     /// The ticket keys in use (from the configuration, then rotated).
     ticket_keys: Option<crate::session::TicketKeys>,
-    /// Sessions resumable by ID.
-    session_cache: crate::session::SessionCache,
 }
 
 /// A ClientHello taken from a datagram.
@@ -105,6 +124,14 @@ enum HelloScan {
 const MAX_PARTIAL_HELLOS: usize = 16;
 /// Largest ClientHello reassembled from fragments.
 const MAX_FRAGMENTED_HELLO: u32 = 512;
+
+/// What an established session received, to tell authenticated traffic from dropped garbage.
+#[derive(Clone, Copy, Debug)]
+struct Activity {
+    last: Instant,
+    datagrams_received: u64,
+    records_dropped: u64,
+}
 
 struct PartialHello {
     from: SocketAddr,
@@ -147,6 +174,13 @@ impl Endpoint {
             by_addr: HashMap::new(),
             pending: BTreeMap::new(),
             cookie_lifetime: DEFAULT_COOKIE_LIFETIME,
+            half_open: BTreeMap::new(),
+            half_open_per_ip: BTreeMap::new(),
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            max_handshakes_per_ip: None,
+            activity: BTreeMap::new(),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            clock: Instant::ZERO,
             next_id: 0,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -156,7 +190,6 @@ impl Endpoint {
             stats: EndpointStats::default(),
             config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),
-            session_cache: crate::session::SessionCache::new(config_clone.session_cache),
         }
     }
 
@@ -172,6 +205,26 @@ impl Endpoint {
     /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`].
     pub fn set_cookie_lifetime(&mut self, lifetime: Duration) {
         self.cookie_lifetime = lifetime.max(Duration::from_millis(2));
+    }
+
+    /// At most `max` half-open handshakes are kept (at least 1); a new one evicts the oldest.
+    /// Established sessions are never evicted for a handshake. The default is
+    /// [`DEFAULT_MAX_HANDSHAKES`].
+    pub fn set_max_handshakes(&mut self, max: usize) {
+        self.max_handshakes = max.max(1);
+    }
+
+    /// At most `max` half-open handshakes from one IP address (`None`: no limit of its own);
+    /// a new one evicts that address's oldest, so one host cannot crowd out the others.
+    pub fn set_max_handshakes_per_ip(&mut self, max: Option<usize>) {
+        self.max_handshakes_per_ip = max.map(|m| m.max(1));
+    }
+
+    /// An established session that receives no authenticated datagram for `idle` is closed
+    /// (close_notify, then `Event::Failed(Error::Closed)`); `None` keeps sessions for ever.
+    /// The default is [`DEFAULT_IDLE_TIMEOUT`].
+    pub fn set_idle_timeout(&mut self, idle: Option<Duration>) {
+        self.idle_timeout = idle;
     }
 
     /// The time slot a cookie made at `now` is bound to.
@@ -212,6 +265,7 @@ impl Endpoint {
         datagram: &mut [u8],
         on_data: EndpointDataSink<'_>,
     ) {
+        self.clock = self.clock.max(now);
         if self.config_error.is_some() {
             self.stats.datagrams_dropped += 1;
             return;
@@ -280,8 +334,7 @@ impl Endpoint {
 
     /// Ends connection `id` because a newer handshake from its address replaces it.
     fn supersede(&mut self, id: u64) {
-        let Some(mut conn) = self.connections.remove(&id) else { return };
-        self.set_deadline(id, None);
+        let Some(mut conn) = self.remove_connection(id) else { return };
         conn.fail_superseded();
         while let Some(e) = conn.poll_event() {
             self.events.push_back((ConnectionHandle(id), e));
@@ -336,7 +389,9 @@ impl Endpoint {
         let existing_in_handshake =
             existing.filter(|id| self.connections.get(id).is_some_and(|c| !c.is_established()));
         let replaced = usize::from(pending.is_some()) + usize::from(existing_in_handshake.is_some());
-        if self.connections.len() >= self.config.max_connections + replaced {
+        let evictable = self.half_open.len().saturating_sub(replaced);
+        if self.connections.len() >= self.config.max_connections + replaced && evictable == 0 {
+            // Every slot holds an established session: those are never evicted for a handshake.
             self.stats.connections_refused += 1;
             return;
         }
@@ -347,15 +402,13 @@ impl Endpoint {
             message_seq: hello.message_seq,
             body: &hello.body,
             datagram_len,
-            cached: self
-                .session_cache
-                .get(ch.session_id, crate::session::unix_now(self.config.wall_clock, now)),
-            ticket_keys: self.ticket_keys.clone(),
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let id = self.next_id;
         self.next_id += 1;
         self.connections.insert(id, Box::new(conn));
+        self.half_open.insert(id, remote.ip());
+        *self.half_open_per_ip.entry(remote.ip()).or_default() += 1;
         self.stats.connections_accepted += 1;
         self.drain(id);
         if !self.connections.contains_key(&id) {
@@ -381,6 +434,65 @@ impl Endpoint {
             }
             None => {
                 self.by_addr.insert(remote, id);
+            }
+        }
+        self.make_room_for(id, remote.ip());
+    }
+
+    /// Evicts the oldest half-open handshakes (never `new`, never an established session)
+    /// until the limits hold again.
+    fn make_room_for(&mut self, new: u64, ip: IpAddr) {
+        if let Some(per_ip) = self.max_handshakes_per_ip {
+            while self.half_open_per_ip.get(&ip).copied().unwrap_or(0) > per_ip {
+                let Some(oldest) =
+                    self.half_open.iter().find(|&(&id, &a)| a == ip && id != new).map(|(&id, _)| id)
+                else {
+                    break;
+                };
+                self.evict(oldest);
+            }
+        }
+        while self.half_open.len() > self.max_handshakes
+            || self.connections.len() > self.config.max_connections
+        {
+            let Some(oldest) = self.half_open.keys().copied().find(|&id| id != new) else { break };
+            self.evict(oldest);
+        }
+    }
+
+    fn evict(&mut self, id: u64) {
+        if self.remove_connection(id).is_some() {
+            self.stats.handshakes_evicted += 1;
+        }
+    }
+
+    /// Takes connection `id` out of every table.
+    fn remove_connection(&mut self, id: u64) -> Option<Box<Connection>> {
+        let conn = self.connections.remove(&id)?;
+        let remote = conn.remote();
+        self.set_deadline(id, None);
+        self.forget_half_open(id);
+        self.activity.remove(&id);
+        if self.by_addr.get(&remote) == Some(&id) {
+            self.by_addr.remove(&remote);
+            // The handshake waiting to replace it takes the address over.
+            if let Some(new) = self.pending.remove(&remote) {
+                self.by_addr.insert(remote, new);
+            }
+        }
+        if self.pending.get(&remote) == Some(&id) {
+            self.pending.remove(&remote);
+            self.stats.replacements_abandoned += 1;
+        }
+        Some(conn)
+    }
+
+    fn forget_half_open(&mut self, id: u64) {
+        let Some(ip) = self.half_open.remove(&id) else { return };
+        if let Some(n) = self.half_open_per_ip.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.half_open_per_ip.remove(&ip);
             }
         }
     }
@@ -458,8 +570,7 @@ impl Endpoint {
     }
 
     fn drain(&mut self, id: u64) {
-        let deadline = self.connections.get(&id).and_then(|c| c.poll_timeout());
-        self.set_deadline(id, deadline);
+        let now = self.clock;
         let Some(conn) = self.connections.get_mut(&id) else { return };
         while let Some(t) = conn.poll_transmit(Instant::ZERO) {
             self.transmits.push_back(t);
@@ -467,25 +578,38 @@ impl Endpoint {
         while let Some(e) = conn.poll_event() {
             self.events.push_back((ConnectionHandle(id), e));
         }
-        if let Some((session_id, session)) = conn.take_new_cache_entry() {
-            self.session_cache.insert(session_id, session);
-        }
         let remote = conn.remote();
         if conn.is_closed() {
-            self.connections.remove(&id);
-            self.set_deadline(id, None);
-            if self.by_addr.get(&remote) == Some(&id) {
-                self.by_addr.remove(&remote);
-                // The handshake waiting to replace it takes the address over.
-                if let Some(new) = self.pending.remove(&remote) {
-                    self.by_addr.insert(remote, new);
-                }
+            self.remove_connection(id);
+            return;
+        }
+        let mut deadline = conn.poll_timeout();
+        if conn.is_established() {
+            let stats = conn.stats();
+            let seen = Activity {
+                last: now,
+                datagrams_received: stats.datagrams_received,
+                records_dropped: stats.records_dropped,
+            };
+            let activity = self.activity.entry(id).or_insert(seen);
+            // A datagram that arrived and dropped nothing was authenticated: the peer is alive.
+            if seen.datagrams_received > activity.datagrams_received
+                && seen.records_dropped == activity.records_dropped
+            {
+                activity.last = now;
             }
-            if self.pending.get(&remote) == Some(&id) {
-                self.pending.remove(&remote);
-                self.stats.replacements_abandoned += 1;
+            activity.datagrams_received = seen.datagrams_received;
+            activity.records_dropped = seen.records_dropped;
+            if let Some(idle) = self.idle_timeout {
+                let expiry = activity.last + idle;
+                deadline = Some(deadline.map_or(expiry, |d| d.min(expiry)));
             }
-        } else if conn.is_established() && self.pending.get(&remote) == Some(&id) {
+            self.forget_half_open(id);
+        }
+        self.set_deadline(id, deadline);
+        if self.connections.get(&id).is_some_and(|c| c.is_established())
+            && self.pending.get(&remote) == Some(&id)
+        {
             // The client completed a new handshake from this address: it is the peer now.
             self.pending.remove(&remote);
             if let Some(old) = self.by_addr.insert(remote, id) {
@@ -511,6 +635,7 @@ impl Endpoint {
 
     /// Runs the timers that are due.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
         while let Some(&(t, id)) = self.timers.first() {
             if t > now {
                 break;
@@ -520,6 +645,14 @@ impl Endpoint {
             self.deadlines.remove(&id);
             if let Some(c) = self.connections.get_mut(&id) {
                 c.handle_timeout(now);
+                let idle_since = self.activity.get(&id).map(|a| a.last);
+                if let (Some(idle), Some(last), true) = (self.idle_timeout, idle_since, c.is_established()) {
+                    if now >= last + idle {
+                        c.close();
+                        self.stats.sessions_expired += 1;
+                        self.events.push_back((ConnectionHandle(id), Event::Failed(Error::Closed)));
+                    }
+                }
             }
             self.drain(id);
         }

@@ -117,3 +117,188 @@ fn unacceptable_new_hello_on_the_address_of_a_session_keeps_it() {
     assert!(pair.server.connection(live).unwrap().is_established());
     assert_eq!(pair.server.handle_for(pair.client_addr), Some(live));
 }
+
+// ------------------------------------------------------------------ half-open and idle limits
+
+use fastshake_dtls::{Connection, ConnectionHandle, Endpoint, Instant, ServerConfig};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+const SERVER: &str = "198.51.100.1:5684";
+
+fn addr(ip: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.parse().unwrap(), port)
+}
+
+fn endpoint(config: ServerConfig) -> Endpoint {
+    Endpoint::new(Arc::new(config), [7; 32])
+}
+
+/// Server output for `to` (the rest is dropped: other peers are not listening).
+fn server_output_for(server: &mut Endpoint, now: Instant, to: SocketAddr) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(t) = server.poll_transmit(now) {
+        if t.dst == to {
+            out.push(t.payload);
+        }
+    }
+    out
+}
+
+/// A client that completes the cookie exchange from `from` and then goes silent.
+fn half_open(server: &mut Endpoint, now: Instant, from: SocketAddr, seed: u8) -> Connection {
+    let sa: SocketAddr = SERVER.parse().unwrap();
+    let mut client = Connection::client(Arc::new(client_config()), now, sa, [seed; 32]);
+    for _ in 0..2 {
+        while let Some(t) = client.poll_transmit(now) {
+            server.handle_datagram(now, sa, from, &mut t.payload.clone());
+        }
+        for mut d in server_output_for(server, now, from) {
+            if d.get(13) == Some(&3) {
+                // Only the HelloVerifyRequest reaches the client.
+                client.handle_datagram(now, sa, &mut d);
+            }
+        }
+    }
+    client
+}
+
+/// Runs `client` against `server` with no loss until it is established (or gives up).
+fn finish(server: &mut Endpoint, now: Instant, from: SocketAddr, client: &mut Connection) -> bool {
+    let sa: SocketAddr = SERVER.parse().unwrap();
+    for _ in 0..10 {
+        while let Some(t) = client.poll_transmit(now) {
+            server.handle_datagram(now, sa, from, &mut t.payload.clone());
+        }
+        for mut d in server_output_for(server, now, from) {
+            client.handle_datagram(now, sa, &mut d);
+        }
+        if client.is_established() {
+            return true;
+        }
+    }
+    false
+}
+
+fn connect(server: &mut Endpoint, now: Instant, from: SocketAddr, seed: u8) -> ConnectionHandle {
+    let sa: SocketAddr = SERVER.parse().unwrap();
+    let mut client = Connection::client(Arc::new(client_config()), now, sa, [seed; 32]);
+    assert!(finish(server, now, from, &mut client), "client from {from} connects");
+    server.handle_for(from).expect("server side of the session")
+}
+
+#[test]
+fn half_open_flood_evicts_the_oldest_handshake_never_an_established_session() {
+    let mut config = server_config();
+    config.max_connections = 6;
+    let mut server = endpoint(config);
+    server.set_max_handshakes(3);
+    let now = Instant::from_millis(1_000);
+    let established: Vec<_> =
+        (0..2).map(|i| connect(&mut server, now, addr("192.0.2.1", 1000 + i), i as u8)).collect();
+    for i in 0..20u16 {
+        half_open(&mut server, now, addr("203.0.113.9", 2000 + i), 50 + i as u8);
+    }
+    let stats = server.stats();
+    assert_eq!(stats.connections_open, 2 + 3, "two sessions and the three newest handshakes");
+    assert_eq!(stats.handshakes_evicted, 17);
+    assert_eq!(stats.connections_refused, 0);
+    for h in &established {
+        assert!(server.connection(*h).is_some_and(|c| c.is_established()), "established sessions survive");
+    }
+    // A new client still gets in.
+    let h = connect(&mut server, now, addr("192.0.2.2", 3000), 99);
+    assert!(server.connection(h).unwrap().is_established());
+
+    // A table full of established sessions refuses a new handshake rather than evict one.
+    for i in 0..3u16 {
+        connect(&mut server, now, addr("192.0.2.3", 4000 + i), 120 + i as u8);
+    }
+    assert_eq!(server.stats().connections_open, 6);
+    let refused_before = server.stats().connections_refused;
+    half_open(&mut server, now, addr("203.0.113.9", 5000), 200);
+    assert_eq!(server.stats().connections_refused, refused_before + 1);
+    assert_eq!(server.handles().filter(|h| server.connection(*h).unwrap().is_established()).count(), 6);
+}
+
+#[test]
+fn one_host_flooding_handshakes_cannot_evict_another_hosts_handshake() {
+    let mut server = endpoint(server_config());
+    server.set_max_handshakes(8);
+    server.set_max_handshakes_per_ip(Some(2));
+    let now = Instant::from_millis(1_000);
+    let honest_addr = addr("192.0.2.7", 6000);
+    let mut honest = half_open(&mut server, now, honest_addr, 1);
+    // The flood arrives while the honest client's flight is on its way.
+    for i in 0..50u16 {
+        half_open(&mut server, now, addr("203.0.113.9", 2000 + i), (10 + i) as u8);
+    }
+    assert_eq!(server.stats().connections_open, 1 + 2, "the flooding host holds two slots");
+    assert!(server.handle_for(honest_addr).is_some(), "the honest handshake was not evicted");
+    // Re-sending the cookie ClientHello gets flight 4 again from the same connection.
+    assert!(
+        finish(&mut server, now, honest_addr, &mut honest) || {
+            // The flight the client missed is resent on its retransmission timer.
+            let later = now + Duration::from_secs(2);
+            honest.handle_timeout(later);
+            server.handle_timeout(later);
+            finish(&mut server, later, honest_addr, &mut honest)
+        }
+    );
+}
+
+#[test]
+fn stuck_half_open_handshake_is_removed_by_the_handshake_timeout() {
+    let config = server_config();
+    let timeout = config.handshake_timeout;
+    let mut server = endpoint(config);
+    let now = Instant::from_millis(1_000);
+    half_open(&mut server, now, addr("203.0.113.9", 2000), 3);
+    assert_eq!(server.stats().connections_open, 1);
+    let end = now + timeout + Duration::from_secs(1);
+    while let Some(t) = server.poll_timeout().filter(|t| *t <= end) {
+        server.handle_timeout(t);
+    }
+    assert_eq!(server.stats().connections_open, 0);
+    assert!(server.poll_timeout().is_none());
+}
+
+#[test]
+fn silent_established_session_expires_after_the_idle_timeout() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.server.set_idle_timeout(Some(Duration::from_secs(30)));
+    pair.handshake(MINUTE).expect("session");
+    pair.run_for(Duration::from_secs(1));
+    let h = pair.server_handle();
+    // Traffic keeps it alive; garbage that fails authentication does not.
+    for _ in 0..3 {
+        pair.now = pair.now + Duration::from_secs(20);
+        exchange_data(&mut pair, 1);
+    }
+    assert!(pair.server.connection(h).is_some_and(|c| c.is_established()));
+    let (sa, ca) = (pair.server_addr, pair.client_addr);
+    let mut garbage = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 99, 0, 24];
+    garbage.extend_from_slice(&[0x55; 24]);
+    pair.now = pair.now + Duration::from_secs(20);
+    pair.server.handle_datagram(pair.now, sa, ca, &mut garbage);
+    let deadline = pair.server.poll_timeout().expect("an idle deadline");
+    pair.now = deadline;
+    pair.server.handle_timeout(pair.now);
+    pair.run_for(Duration::from_secs(1));
+    assert!(pair.server.connection(h).is_none(), "the silent session is gone");
+    assert!(pair.server_events.contains(&(h, Event::Failed(Error::Closed))));
+    assert_eq!(pair.server.stats().sessions_expired, 1);
+    assert!(pair.client.is_closed(), "the client got a close_notify");
+}
+
+#[test]
+fn without_idle_timeout_sessions_stay() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.server.set_idle_timeout(None);
+    pair.handshake(MINUTE).expect("session");
+    pair.run_for(Duration::from_secs(1));
+    pair.now = pair.now + Duration::from_secs(86_400);
+    pair.server.handle_timeout(pair.now);
+    assert_eq!(pair.server.stats().connections_open, 1);
+    assert!(pair.server.poll_timeout().is_none());
+}
