@@ -1,0 +1,172 @@
+//! `fastshake lab e1 --json`: the handover experiment in the simulator, checked for behaviour
+//! (every message acknowledged and delivered once, one new session per handover for standard
+//! DTLS, the ideal bound never beaten, runs reproducible by seed).
+
+use serde_json::Value;
+use std::process::Command;
+
+fn lab_e1(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_fastshake"))
+        .args(["lab", "e1", "--json", "--messages", "60"])
+        .args(args)
+        .output()
+        .expect("run fastshake lab e1");
+    assert!(out.status.success(), "lab e1 failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("lab e1 prints JSON")
+}
+
+/// (cell, row) pairs of a report.
+fn rows(report: &Value) -> Vec<(&Value, &Value)> {
+    let cells = report["cells"].as_array().expect("cells");
+    cells
+        .iter()
+        .flat_map(|cell| cell["rows"].as_array().expect("rows").iter().map(move |row| (cell, row)))
+        .collect()
+}
+
+fn runs(row: &Value) -> &Vec<Value> {
+    row["runs"].as_array().expect("runs")
+}
+
+fn counts(run: &Value, key: &str) -> Vec<u64> {
+    run[key].as_array().expect(key).iter().map(|v| v.as_u64().expect("count")).collect()
+}
+
+fn num(run: &Value, key: &str) -> u64 {
+    run[key].as_u64().unwrap_or_else(|| panic!("{key} in {run}"))
+}
+
+fn strategy(row: &Value) -> &str {
+    row["strategy"].as_str().expect("strategy")
+}
+
+/// Every message of every run of `strategies` is acknowledged and reaches the server's
+/// application exactly once, although outages lose copies and the client sends again.
+fn assert_exactly_once(report: &Value, strategies: &[&str]) {
+    let mut outages = 0;
+    let mut copies_beyond_first = 0;
+    for (cell, row) in rows(report) {
+        if !strategies.contains(&strategy(row)) {
+            continue;
+        }
+        assert!(!runs(row).is_empty(), "{} ran in {}", strategy(row), cell["cell"]);
+        for run in runs(row) {
+            assert!(run["wct_s"].as_f64().is_some(), "run finished: {run}");
+            let acks = counts(run, "acks_per_message");
+            let deliveries = counts(run, "deliveries_per_message");
+            let receipts = counts(run, "receipts_per_message");
+            assert_eq!(acks.len(), 60);
+            assert!(acks.iter().all(|&a| a >= 1), "every message acknowledged: {acks:?}");
+            assert!(deliveries.iter().all(|&d| d == 1), "{}: delivered once: {deliveries:?}", strategy(row));
+            assert!(receipts.iter().all(|&r| r >= 1));
+            outages += num(run, "outages");
+            copies_beyond_first += receipts.iter().map(|r| r - 1).sum::<u64>();
+        }
+    }
+    // The runs did cross outages, and some message reached the server twice (its first
+    // acknowledgement lost), so delivering once was not a matter of luck.
+    assert!(outages > 0);
+    assert!(copies_beyond_first > 0);
+}
+
+#[test]
+fn every_message_is_acknowledged_and_delivered_once_across_outages() {
+    let report = lab_e1(&["--delays", "30,100", "--seeds", "3"]);
+    assert_exactly_once(&report, &["standard-full", "oracle"]);
+}
+
+/// Resumed reconnection, when the engine resumes: the server must know the resumed session's
+/// client (its PSK identity) to keep delivering each message once across sessions.
+#[test]
+#[ignore = "the DTLS engine's resumed sessions report an empty psk_identity (resumption is in progress in crates/dtls)"]
+fn resumed_reconnection_delivers_each_message_once() {
+    let report = lab_e1(&["--delays", "30,100", "--seeds", "3"]);
+    let resumed = rows(&report).into_iter().find(|(_, row)| strategy(row) == "standard-resumed");
+    let (_, row) = resumed.expect("a resumed row");
+    if row["status"].is_null() {
+        assert_exactly_once(&report, &["standard-resumed"]);
+    }
+}
+
+#[test]
+fn standard_dtls_sets_up_one_new_session_per_handover() {
+    let report = lab_e1(&["--delays", "100", "--seeds", "3"]);
+    let mut outages = 0;
+    for (cell, row) in rows(&report) {
+        if cell["cell"]["multihomed"].as_bool() != Some(false) {
+            continue;
+        }
+        for run in runs(row) {
+            let (handshakes, broken) = (num(run, "handshakes"), num(run, "reconnections"));
+            match strategy(row) {
+                "standard-full" | "standard-resumed" => {
+                    // Each outage is a handover to a new address that the session cannot follow.
+                    assert_eq!(handshakes, num(run, "outages") + 1, "{run}");
+                    assert_eq!(broken, num(run, "outages"), "{run}");
+                    outages += num(run, "outages");
+                }
+                "oracle" => {
+                    assert_eq!(handshakes, 1, "the oracle's session follows the client: {run}");
+                    assert_eq!(broken, 0);
+                }
+                other => panic!("unexpected runs for {other}"),
+            }
+        }
+    }
+    // 60 round trips of 200 ms outlast the first outage (at most 10 s in).
+    assert!(outages >= 3);
+}
+
+#[test]
+fn resumed_reconnections_resume_when_the_engine_can() {
+    let report = lab_e1(&["--delays", "100", "--seeds", "2"]);
+    for (_, row) in rows(&report) {
+        if strategy(row) != "standard-resumed" {
+            continue;
+        }
+        match row["status"].as_str() {
+            // Without resumption in the engine the row says so and carries no figures.
+            Some(status) => {
+                assert!(status.contains("does not resume"), "{status}");
+                assert!(runs(row).is_empty() && row["mean_wct_s"].is_null());
+            }
+            None => {
+                for run in runs(row) {
+                    assert_eq!(num(run, "resumed_handshakes"), num(run, "reconnections"), "{run}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn no_run_beats_the_ideal_bound() {
+    let report = lab_e1(&["--delays", "5,30,100", "--seeds", "3", "--outage-ms", "1500"]);
+    let mut checked = 0;
+    for (_, row) in rows(&report) {
+        for run in runs(row) {
+            let wct = run["wct_s"].as_f64().expect("finished");
+            let ideal = run["ideal_s"].as_f64().expect("ideal");
+            assert!(wct >= ideal, "{} beat the ideal bound: {run}", strategy(row));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3 * 2 * 3 * 2);
+}
+
+#[test]
+fn strategies_not_built_print_no_figures() {
+    let report = lab_e1(&["--delays", "30", "--seeds", "1"]);
+    for (_, row) in rows(&report) {
+        if ["cid", "ipc", "tcs"].contains(&strategy(row)) {
+            assert_eq!(row["status"].as_str(), Some("not built yet"));
+            assert!(row["mean_wct_s"].is_null() && runs(row).is_empty());
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_figures() {
+    let args = ["--delays", "30,100", "--seeds", "2", "--nat", "port-restricted"];
+    assert_eq!(lab_e1(&args), lab_e1(&args));
+}
