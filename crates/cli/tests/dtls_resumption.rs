@@ -55,3 +55,133 @@ fn second_client_run_resumes_by_session_id_without_tickets() {
 fn a_client_that_asks_for_no_ticket_resumes_by_session_id() {
     two_runs_resume(&[], &["--no-tickets"], "session ID");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Resumption with OpenSSL and GnuTLS, as real processes.
+
+/// `openssl s_client` to our server: one line echoed, then close; `session` is `-sess_out FILE`
+/// or `-sess_in FILE` (and `-no_ticket` when asked). Returns s_client's output.
+fn openssl_s_client_run(pki: &Pki, port: u16, session: &[&str], line: &str) -> String {
+    let mut command = tool("openssl");
+    command
+        .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
+        .args(session)
+        .args(["-connect", &format!("127.0.0.1:{port}")]);
+    let mut client = Peer::spawn("openssl s_client", command);
+    client.expect_stdout("Verify return code: 0 (ok)");
+    client.write_line(line);
+    client.expect_stdout(line);
+    client.close_stdin();
+    client.expect_exit();
+    client.stdout()
+}
+
+/// openssl s_client twice against `fastshake server --echo`: `-sess_out`, then `-sess_in`.
+fn openssl_s_client_resumes_against_server(server_extra: &[&str], client_extra: &[&str], by: &str) {
+    let pki = Pki::generate("p256", 3);
+    let mut server_args = pki.fastshake_server_args();
+    server_args.push("--echo".into());
+    server_args.extend(server_extra.iter().map(|s| s.to_string()));
+    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let session_file = pki.scratch("openssl.session");
+
+    let mut first_args = vec!["-sess_out", &session_file];
+    first_args.extend_from_slice(client_extra);
+    let first = openssl_s_client_run(&pki, port, &first_args, "first connection");
+    assert!(first.contains("New, TLSv1.2"), "{first}");
+    server.expect_stderr("full (not resumed)");
+
+    let mut second_args = vec!["-sess_in", &session_file];
+    second_args.extend_from_slice(client_extra);
+    let second = openssl_s_client_run(&pki, port, &second_args, "resumed connection");
+    assert!(second.contains("Reused, TLSv1.2"), "{second}");
+    server.expect_stderr(&format!("resumed by {by}"));
+}
+
+#[test]
+fn openssl_s_client_resumes_by_session_id_with_no_ticket() {
+    openssl_s_client_resumes_against_server(&[], &["-no_ticket"], "session ID");
+}
+
+#[test]
+fn openssl_s_client_resumes_by_ticket() {
+    openssl_s_client_resumes_against_server(&[], &[], "ticket");
+}
+
+/// Two `fastshake client` runs with one `--session-file` against `openssl s_server`.
+fn client_resumes_against_openssl_s_server(server_extra: &[&str], by: &str) {
+    let pki = Pki::generate("p256", 3);
+    let intermediates = pki.server_intermediates();
+    let (mut server, port) = start_on_free_port(
+        "openssl s_server",
+        |port| {
+            let mut command = tool("openssl");
+            command
+                .args(["s_server", "-dtls1_2", "-cert", &pki.server_cert(), "-cert_chain", &intermediates])
+                .args(["-key", &pki.server_key()])
+                .args(server_extra)
+                .args(["-accept", &format!("127.0.0.1:{port}")]);
+            command
+        },
+        |peer| peer.stdout().contains("ACCEPT"),
+    );
+    let session_file = pki.scratch("client.session");
+    let mut args = pki.fastshake_client_args();
+    args.extend(["--session-file".into(), session_file]);
+
+    for (run, expected) in
+        [("first", "full (not resumed)".to_owned()), ("second", format!("resumed by {by}"))]
+    {
+        let mut client = fastshake_client_with(port, &strs(&args));
+        client.expect_stderr_line_with(&["handshake done", &expected]);
+        client.write_line(&format!("{run} run to openssl"));
+        server.expect_stdout(&format!("{run} run to openssl"));
+        server.write_line(&format!("{run} reply from openssl"));
+        client.expect_stdout(&format!("{run} reply from openssl"));
+        client.close_stdin();
+        assert!(client.expect_exit().success(), "{}", client.transcript());
+    }
+    let server_text = server.stdout();
+    assert!(server_text.contains("Reused session-id"), "s_server saw no resumption:\n{server_text}");
+}
+
+#[test]
+fn fastshake_client_resumes_against_openssl_s_server_by_ticket() {
+    client_resumes_against_openssl_s_server(&[], "ticket");
+}
+
+#[test]
+fn fastshake_client_resumes_against_openssl_s_server_by_session_id() {
+    client_resumes_against_openssl_s_server(&["-no_ticket"], "session ID");
+}
+
+/// gnutls-cli -r: a full handshake, then a resumed one, against `fastshake server --echo`.
+fn gnutls_cli_resumes_against_server(server_extra: &[&str], by: &str) {
+    let pki = Pki::generate("p256", 3);
+    let mut server_args = pki.fastshake_server_args();
+    server_args.push("--echo".into());
+    server_args.extend(server_extra.iter().map(|s| s.to_string()));
+    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let mut command = tool("gnutls-cli");
+    command
+        .args(["--udp", "-r", "--x509cafile", &pki.ca()])
+        .arg("--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2")
+        .args(["-p", &port.to_string(), "127.0.0.1"]);
+    let mut client = Peer::spawn("gnutls-cli", command);
+    client.expect_stdout("This is a resumed session");
+    server.expect_stderr(&format!("resumed by {by}"));
+    client.write_line("ping over the resumed session");
+    client.expect_stdout("ping over the resumed session");
+    client.close_stdin();
+    client.expect_exit();
+}
+
+#[test]
+fn gnutls_cli_resumes_by_ticket() {
+    gnutls_cli_resumes_against_server(&[], "ticket");
+}
+
+#[test]
+fn gnutls_cli_resumes_by_session_id_without_tickets() {
+    gnutls_cli_resumes_against_server(&["--no-tickets"], "session ID");
+}
