@@ -172,12 +172,26 @@ pub struct RunResult {
     pub outages: u32,
     /// Messages sent again by the application.
     pub resends: u32,
-    /// Per message number: acknowledgements the client received (first and late copies).
-    pub acks_per_message: Vec<u32>,
-    /// Per message number: copies that reached the server's application layer.
-    pub receipts_per_message: Vec<u32>,
-    /// Per message number: times the server's application delivered it.
-    pub deliveries_per_message: Vec<u32>,
+    /// Messages the client holds an acknowledgement for.
+    pub acknowledged: u32,
+    /// Acknowledgements beyond the first of their message (late copies).
+    pub late_acks: u32,
+    /// Messages the server's application delivered exactly once.
+    pub delivered_once: u32,
+    /// Messages it delivered more than once (a defect).
+    pub delivered_more_than_once: u32,
+    /// Copies of messages that reached the server beyond the first (lost acknowledgements).
+    pub server_copies_beyond_first: u32,
+}
+
+impl RunResult {
+    fn tally(&mut self, acks: &[u32], receipts: &[u32], deliveries: &[u32]) {
+        self.acknowledged = acks.iter().filter(|&&a| a > 0).count() as u32;
+        self.late_acks = acks.iter().map(|a| a.saturating_sub(1)).sum();
+        self.delivered_once = deliveries.iter().filter(|&&d| d == 1).count() as u32;
+        self.delivered_more_than_once = deliveries.iter().filter(|&&d| d > 1).count() as u32;
+        self.server_copies_beyond_first = receipts.iter().map(|r| r.saturating_sub(1)).sum();
+    }
 }
 
 fn splitmix64(mut x: u64) -> u64 {
@@ -749,7 +763,7 @@ pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> a
     let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<E1Client>());
     let s = sim.app(server_id).as_any().and_then(|a| a.downcast_ref::<E1Server>());
     let (Some(c), Some(s)) = (c, s) else { anyhow::bail!("the E1 apps are not where they were put") };
-    Ok(RunResult {
+    let mut result = RunResult {
         seed,
         first_outage_ms: first_outage_ms(seed),
         wct_s: done.map(|d| d.since_origin().as_secs_f64()),
@@ -759,10 +773,10 @@ pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> a
         reconnections: c.reconnections,
         outages: c.outages,
         resends: c.resends,
-        acks_per_message: c.acks.clone(),
-        receipts_per_message: s.receipts.clone(),
-        deliveries_per_message: s.deliveries.clone(),
-    })
+        ..RunResult::default()
+    };
+    result.tally(&c.acks, &s.receipts, &s.deliveries);
+    Ok(result)
 }
 
 /// One strategy's row of a cell.
