@@ -467,6 +467,10 @@ impl FloodTarget {
     fn median_rate(&self) -> f64 {
         median(self.rounds.iter().map(FloodResult::answers_per_second).collect())
     }
+    /// The best round: load from elsewhere on the machine only ever lowers a rate.
+    fn best_rate(&self) -> f64 {
+        self.rounds.iter().map(FloodResult::answers_per_second).fold(0.0, f64::max)
+    }
     /// Median server CPU per answer, microseconds.
     fn median_cpu_us(&self) -> Option<f64> {
         let values: Vec<f64> = self
@@ -656,10 +660,13 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
         size(4),
         ratio(size(4))
     );
-    if usrsctp_rate > 0.0 {
+    let best = |i: usize| targets.get(i).map(FloodTarget::best_rate).unwrap_or(0.0);
+    if usrsctp_rate > 0.0 && best(4) > 0.0 {
         println!(
-            "ALT-COOKIE answer rate = {:.2}x usrsctp's INIT-ACK rate (target >= 3x; paper: 52 kpps vs 13-18 kpps)",
-            alt_rate / usrsctp_rate
+            "ALT-COOKIE answer rate = {:.2}x usrsctp's INIT-ACK rate by medians, {:.2}x by best rounds \
+             (target >= 3x; paper: 52 kpps vs 13-18 kpps)",
+            alt_rate / usrsctp_rate,
+            best(3) / best(4)
         );
     }
     let cpu = |i: usize| targets.get(i).and_then(FloodTarget::median_cpu_us);
@@ -684,12 +691,19 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize) -> anyhow::Result
             process_cpu, alt_cpu
         );
     }
-    if floor_rate > 0.0 {
+    if floor_rate > 0.0 && best(0) > 0.0 {
         println!(
-            "ALT-COOKIE answer rate = {:.0}% of the bare UDP echo (target >= 80%); our INIT-ACK {:.0}%, our ABORT {:.0}%",
+            "ALT-COOKIE answer rate = {:.0}% of the bare UDP echo by medians, {:.0}% by best rounds (target >= 80%); \
+             our INIT-ACK {:.0}% / {:.0}%, our ABORT {:.0}% / {:.0}%",
             100.0 * alt_rate / floor_rate,
+            100.0 * best(3) / best(0),
             100.0 * regular_rate / floor_rate,
-            100.0 * rate(1) / floor_rate
+            100.0 * best(2) / best(0),
+            100.0 * rate(1) / floor_rate,
+            100.0 * best(1) / best(0)
+        );
+        println!(
+            "(rates move with the machine's other load, CPU per answer much less: read the CPU lines first)"
         );
     }
     Ok(())
