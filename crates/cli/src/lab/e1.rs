@@ -531,7 +531,7 @@ impl App for E1Client {
                 };
                 self.ifaces[idx].up = true;
                 self.ifaces[idx].addr = *addr;
-                if self.current.map_or(true, |c| !self.ifaces[c].up) {
+                if self.current.and_then(|c| self.ifaces.get(c)).is_none_or(|f| !f.up) {
                     self.current = Some(idx);
                 }
                 if self.done_at.is_some() {
@@ -944,7 +944,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");
-    anyhow::ensure!(args.outage_ms < OUTAGE_PERIOD_MS, "--outage-ms must be shorter than the 10 s period");
+    anyhow::ensure!(
+        (1..OUTAGE_PERIOD_MS).contains(&args.outage_ms),
+        "--outage-ms must be at least 1 and shorter than the 10 s period"
+    );
     anyhow::ensure!(args.app_timeout_ms > 0, "--app-timeout-ms must be positive");
     let params =
         Params { messages: args.messages, outage_ms: args.outage_ms, app_timeout_ms: args.app_timeout_ms };
