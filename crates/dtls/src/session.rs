@@ -378,6 +378,7 @@ impl SessionCache {
         SessionCache { config, entries: Default::default(), by_use: Default::default(), tick: 0 }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -30,13 +30,6 @@ impl NamedGroup {
         }
     }
 
-    pub fn algorithm(self) -> &'static ring::agreement::Algorithm {
-        match self {
-            NamedGroup::Secp256r1 => &ring::agreement::ECDH_P256,
-            NamedGroup::X25519 => &ring::agreement::X25519,
-        }
-    }
-
     /// Length of a public key on the wire (uncompressed point for P-256).
     pub fn public_len(self) -> usize {
         match self {

@@ -242,6 +242,7 @@ impl<'a> ClientHello<'a> {
         [addr, version_bytes, &self.random, self.session_id, self.cipher_suites, self.compression_methods]
     }
 
+    #[cfg(test)]
     pub fn encode(
         out: &mut Vec<u8>,
         random: &[u8; 32],
@@ -326,6 +327,7 @@ impl<'a> ServerHello<'a> {
         Ok(ServerHello { version, random, session_id, cipher_suite, compression_method, extensions })
     }
 
+    #[cfg(test)]
     pub fn encode(
         out: &mut Vec<u8>,
         random: &[u8; 32],
