@@ -207,3 +207,97 @@ fn a_message_larger_than_the_window_still_arrives() {
     pair.run_for(Duration::from_secs(60));
     assert_eq!(pair.server_messages(), vec![msg(1, &big)]);
 }
+
+fn cookieless_server() -> Endpoint {
+    let config = Config { cookieless: true, ..server_config(HandshakeMode::Both) };
+    Endpoint::new(Arc::new(config), [4; 32])
+}
+
+#[test]
+fn t_bit_selects_which_tag_an_abort_must_carry() {
+    let now = Instant::from_millis(1);
+    let abort = |t_bit| Chunk::Abort { t_bit, causes: Vec::new() };
+    let mut ep = cookieless_server();
+    let ours = open_crafted(&mut ep, now, 100);
+    let peers = 0x5151;
+    // T set: the tag must be the peer's own (its reflected tag); T clear: ours (RFC 9260 §8.5.1).
+    for (t_bit, vtag) in [(true, ours), (false, peers), (true, 0), (false, 0)] {
+        let answers = exchange(&mut ep, now, client_addr(), crafted(vtag, vec![abort(t_bit)]));
+        assert!(answers.is_empty(), "{answers:?}");
+        assert_eq!(ep.associations().len(), 1, "ABORT T={t_bit} with tag {vtag:#x} was taken");
+    }
+    exchange(&mut ep, now, client_addr(), crafted(peers, vec![abort(true)]));
+    assert!(ep.associations().is_empty(), "ABORT with T bit and the peer's tag ends it");
+    let mut ep = cookieless_server();
+    let ours = open_crafted(&mut ep, now, 100);
+    exchange(&mut ep, now, client_addr(), crafted(ours, vec![abort(false)]));
+    assert!(ep.associations().is_empty(), "ABORT without T bit and our tag ends it");
+}
+
+#[test]
+fn init_with_a_zero_tag_or_zero_streams_is_aborted() {
+    let now = Instant::from_millis(1);
+    let mut ep = cookieless_server();
+    for (tag, outbound, inbound) in [(0u32, 4u16, 4u16), (0x66, 0, 4), (0x67, 4, 0)] {
+        let init = Chunk::Init(InitChunk {
+            initiate_tag: tag,
+            a_rwnd: 65_536,
+            outbound_streams: outbound,
+            inbound_streams: inbound,
+            initial_tsn: 1,
+            params: vec![packet::Param::AltCookie(Vec::new())],
+        });
+        let answers = exchange(&mut ep, now, client_addr(), crafted(0, vec![init]));
+        assert_eq!(answers.len(), 1);
+        assert_eq!(answers[0].verification_tag, tag);
+        assert!(matches!(answers[0].chunks[..], [Chunk::Abort { t_bit: false, .. }]), "{answers:?}");
+        assert!(ep.associations().is_empty());
+    }
+    // An INIT-ACK with a zero tag is refused by the client with ABORT (RFC 9260 §3.3.3).
+    let mut client = Endpoint::new(Arc::new(client_config(HandshakeMode::Regular)), [5; 32]);
+    let h = client.connect(now, Some(client_addr()), server_addr(), SERVER_PORT, ConnectOptions::default());
+    let init = Packet::parse(&client.poll_transmit(now).unwrap().payload).unwrap();
+    let Chunk::Init(init) = &init.chunks[0] else { panic!("INIT expected") };
+    let mut ack = Packet::new(SERVER_PORT, CLIENT_PORT, init.initiate_tag);
+    ack.chunks.push(Chunk::InitAck(InitChunk {
+        initiate_tag: 0,
+        a_rwnd: 65_536,
+        outbound_streams: 4,
+        inbound_streams: 4,
+        initial_tsn: 1,
+        params: vec![packet::Param::StateCookie(vec![1; 40])],
+    }));
+    client.handle_datagram(now, client_addr(), server_addr(), &mut ack.encode());
+    let answer = Packet::parse(&client.poll_transmit(now).unwrap().payload).unwrap();
+    assert!(matches!(answer.chunks[..], [Chunk::Abort { .. }]), "{answer:?}");
+    assert!(client.association(h).is_none());
+    assert!(std::iter::from_fn(|| client.poll_event())
+        .any(|(hh, e)| hh == h && matches!(e, Event::Aborted { .. })));
+}
+
+#[test]
+fn out_of_the_blue_answers_follow_8_4() {
+    let now = Instant::from_millis(1);
+    let mut ep = cookieless_server();
+    let stranger: SocketAddr = "10.4.4.4:9899".parse().unwrap();
+    let mut answer = |chunks: Vec<Chunk>| exchange(&mut ep, now, stranger, crafted(0x1234, chunks));
+    // DATA (or anything else unclaimed): ABORT with the T bit and the packet's own tag.
+    let got = answer(vec![fragment(5, 0, true, true, 10)]);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].verification_tag, 0x1234);
+    assert_eq!(got[0].chunks, vec![Chunk::Abort { t_bit: true, causes: Vec::new() }]);
+    // SHUTDOWN-ACK: SHUTDOWN-COMPLETE with the T bit.
+    let got = answer(vec![Chunk::ShutdownAck]);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].verification_tag, 0x1234);
+    assert_eq!(got[0].chunks, vec![Chunk::ShutdownComplete { t_bit: true }]);
+    // Never answered, or two endpoints could ping-pong.
+    for chunk in [
+        Chunk::Abort { t_bit: false, causes: Vec::new() },
+        Chunk::ShutdownComplete { t_bit: false },
+        Chunk::Error { causes: Vec::new() },
+        Chunk::CookieAck,
+    ] {
+        assert!(answer(vec![chunk.clone()]).is_empty(), "{chunk:?} was answered");
+    }
+}
