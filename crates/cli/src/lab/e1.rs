@@ -1029,3 +1029,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn ideal_bound_adds_only_outages_that_fall_inside_the_run() {
+        // 10 round trips of 1 s; down from 3 s to 5 s and from 20 s to 21 s: 12 s.
+        assert_eq!(ideal_bound_ns(10, S, &[(3_000, 5_000), (20_000, 21_000)]), 12 * S);
+        // An outage starting exactly when the work is done does not count.
+        assert_eq!(ideal_bound_ns(3, S, &[(3_000, 4_000)]), 3 * S);
+        // Two outages inside: 4 + 1 + 1 = 6 s of run for 4 s of work.
+        assert_eq!(ideal_bound_ns(4, S, &[(1_000, 2_000), (3_000, 4_000)]), 6 * S);
+    }
+
+    #[test]
+    fn multihomed_outages_cost_only_when_both_interfaces_are_down() {
+        let apart = vec![vec![(1_000, 2_000)], vec![(6_000, 7_000)]];
+        assert!(unavoidable_outages(&apart).is_empty());
+        let overlapping = vec![vec![(1_000, 7_000)], vec![(6_000, 8_000)]];
+        assert_eq!(unavoidable_outages(&overlapping), vec![(6_000, 7_000)]);
+    }
+
+    #[test]
+    fn schedule_interleaves_the_second_interface_by_five_seconds() {
+        let cell = Cell { delay_ms: 30, multihomed: true, nat: None };
+        let params = Params { messages: 1, outage_ms: 1_000, app_timeout_ms: 1_000 };
+        let schedule = outage_schedule(7, &cell, &params, 40_000);
+        let first = first_outage_ms(7);
+        assert!((1_000..=10_000).contains(&first));
+        assert_eq!(schedule[0][0], (first, first + 1_000));
+        assert_eq!(schedule[0][1].0, first + 10_000);
+        assert_eq!(schedule[1][0].0, first + 5_000);
+    }
+}
