@@ -1083,6 +1083,38 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_client_resumes_the_session_of_an_earlier_handshake() {
+        for tickets in [false, true] {
+            let server_config = Arc::new(ServerConfig {
+                tickets: tickets.then(os_ticket_keys),
+                ..ServerConfig::psk("id", [5u8; 16])
+            });
+            let server = DtlsServer::bind(loopback(), server_config, ServerOptions::default()).await.unwrap();
+            let client_config =
+                Arc::new(ClientConfig { enable_tickets: tickets, ..ClientConfig::psk("id", [5u8; 16]) });
+            let connect = DtlsClient::connect(
+                server.local_addr(),
+                Arc::clone(&client_config),
+                ClientOptions::default(),
+            );
+            let first = step("full handshake", connect).await.unwrap();
+            assert_eq!(first.summary().resumption, None);
+            let session = first.summary().session.clone().expect("the server issued a session");
+            assert_eq!(session.has_ticket(), tickets);
+            step("first close", first.close()).await.unwrap();
+
+            let options = ClientOptions { session: Some(session), ..ClientOptions::default() };
+            let connect = DtlsClient::connect(server.local_addr(), client_config, options);
+            let second = step("resumed handshake", connect).await.unwrap();
+            let expected = if tickets { Resumption::Ticket } else { Resumption::SessionId };
+            assert_eq!(second.summary().resumption, Some(expected));
+            assert!(resumption_text(second.summary()).starts_with("resumed by "));
+            step("second close", second.close()).await.unwrap();
+            step("shutdown", server.shutdown()).await.unwrap();
+        }
+    }
+
     #[test]
     fn clock_maps_engine_time_back_to_std_time() {
         let clock = Clock::new();

@@ -1,6 +1,7 @@
 //! `fastshake bench handshake`: DTLS 1.2 PSK handshake rate, record protection throughput,
-//! session memory and heap allocations per record — beside OpenSSL's DTLS on the same machine.
-//! Prints medians and ratios; asserts nothing.
+//! session memory and heap allocations per record; certificate (ECDHE-ECDSA, ECDHE-RSA) and
+//! resumed (session ID, ticket) handshake rates and the handshake bytes on the wire — beside
+//! OpenSSL's DTLS on the same machine. Prints medians and ratios; asserts nothing.
 //!
 //! Memory and allocations are measured with a counting global allocator (`stats_alloc`) that
 //! wraps the system allocator for the whole `fastshake` binary; it costs a few atomic additions
@@ -75,6 +76,11 @@ struct Plan {
     slice: Duration,
     /// Duration of one timed run over loopback UDP.
     loopback_slice: Duration,
+    /// Repetitions of each certificate and resumption measurement (fewer with `--quick`, so the
+    /// quick run stays short).
+    certificate_runs: usize,
+    /// Duration of one timed certificate run over loopback UDP.
+    certificate_loopback_slice: Duration,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -83,12 +89,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             runs: args.runs.unwrap_or(3),
             slice: Duration::from_millis(150),
             loopback_slice: Duration::from_millis(300),
+            certificate_runs: args.runs.unwrap_or(1),
+            certificate_loopback_slice: Duration::from_millis(150),
         }
     } else {
         Plan {
             runs: args.runs.unwrap_or(5),
             slice: Duration::from_millis(500),
             loopback_slice: Duration::from_millis(1000),
+            certificate_runs: args.runs.unwrap_or(5),
+            certificate_loopback_slice: Duration::from_millis(1000),
         }
     }
     .validated()?;
@@ -117,7 +127,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         loopback_handshakes(&plan, &args.openssl)?;
     }
 
-    println!("\nCertificates and resumption (issue 3). Test PKI from `fastshake pki`'s generator, made now.");
+    println!(
+        "\nCertificates and resumption (issue 3). Test PKI from `fastshake pki`'s generator, made now. \
+         Median of {} run(s); in-memory runs of {} ms, loopback runs of {} ms.",
+        plan.certificate_runs,
+        plan.slice.as_millis(),
+        plan.certificate_loopback_slice.as_millis()
+    );
     let pkis = BenchPkis::generate()?;
     certificate_engine_handshakes(&plan, &pkis)?;
     handshake_bytes(&pkis)?;
@@ -1141,7 +1157,7 @@ fn certificate_engine_handshakes(plan: &Plan, pkis: &BenchPkis) -> anyhow::Resul
         let (client_config, server_config) = certificate_configs(suite, pki, false, Resume::Full)?;
         let anchor = OpensslPair::with_certificates(cipher, pki, false)?;
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..plan.runs {
+        for _ in 0..plan.certificate_runs {
             ours.push(engine_certificate_rate(&client_config, &server_config, Resume::Full, plan.slice)?);
             theirs.push(anchor.rate(plan.slice)?);
         }
@@ -1158,7 +1174,7 @@ fn certificate_engine_handshakes(plan: &Plan, pkis: &BenchPkis) -> anyhow::Resul
         let (client_config, server_config) =
             certificate_configs(CipherSuite::EcdheEcdsaWithAes128GcmSha256, &pkis.ecdsa_3, false, resume)?;
         let mut ours = Vec::new();
-        for _ in 0..plan.runs {
+        for _ in 0..plan.certificate_runs {
             ours.push(engine_certificate_rate(&client_config, &server_config, resume, plan.slice)?);
         }
         let ours = median(ours);
@@ -1430,12 +1446,12 @@ fn certificate_loopback_handshakes(plan: &Plan, pkis: &BenchPkis, openssl: &str)
         };
         let (mut ours_rates, mut theirs_rates) = (Vec::new(), Vec::new());
         let (mut ours_resent, mut theirs_resent) = (0, 0);
-        for _ in 0..plan.runs {
+        for _ in 0..plan.certificate_runs {
             let (rate, resent) = runtime.block_on(loopback_session_rate(
                 ours_addr,
                 &client_config,
                 ours_session.as_ref(),
-                plan.loopback_slice,
+                plan.certificate_loopback_slice,
             ))?;
             ours_rates.push(rate);
             ours_resent += resent;
@@ -1444,7 +1460,7 @@ fn certificate_loopback_handshakes(plan: &Plan, pkis: &BenchPkis, openssl: &str)
                     theirs_addr,
                     &client_config,
                     theirs_session.as_ref(),
-                    plan.loopback_slice,
+                    plan.certificate_loopback_slice,
                 ))
                 .context("load against openssl s_server")?;
             theirs_rates.push(rate);
