@@ -80,6 +80,30 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
 }
 
 #[test]
+fn optional_client_authentication_accepts_a_client_without_a_certificate() {
+    let pki = Pki::generate("p256", 2);
+    let mut server_args = pki.fastshake_mutual_server_args("optional");
+    server_args.push("--echo".into());
+    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let stderr = echo_run(port, &strs(&pki.fastshake_client_args()), "no client certificate");
+    assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
+    server.expect_stderr("handshake done: TLS_ECDHE_ECDSA");
+    let line = server.stderr().lines().find(|l| l.contains("handshake done")).unwrap_or_default().to_owned();
+    assert!(!line.contains("peer sent"), "the client sent no certificate: {line}");
+}
+
+#[test]
+fn a_chain_from_another_root_is_refused_with_unknown_ca() {
+    let pki = Pki::generate("p256", 2);
+    let other = Pki::generate("p256", 2);
+    let (_server, port) = fastshake_server_with(&strs(&pki.fastshake_server_args()));
+    let args = ["--ca".to_owned(), other.ca(), "--handshake-timeout".into(), "3".into()];
+    let mut client = fastshake_client_with(port, &strs(&args));
+    assert!(!client.expect_exit().success(), "{}", client.transcript());
+    assert!(client.stderr().contains("unknown_ca"), "{}", client.transcript());
+}
+
+#[test]
 fn a_server_name_the_certificate_does_not_carry_is_refused() {
     let pki = Pki::generate("p256", 2);
     let (_server, port) = fastshake_server_with(&strs(&pki.fastshake_server_args()));

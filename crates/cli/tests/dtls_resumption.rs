@@ -39,6 +39,26 @@ fn two_runs_resume(server_extra: &[&str], client_extra: &[&str], by: &str) {
     let second = echo_run(port, &strs(&client_args), "second run");
     assert!(second.contains(&format!("resumed by {by}")), "{second}");
     server.expect_stderr(&format!("resumed by {by}"));
+    // The file still holds a resumable session (a new ticket replaced the old one).
+    let third = echo_run(port, &strs(&client_args), "third run");
+    assert!(third.contains(&format!("resumed by {by}")), "{third}");
+}
+
+#[test]
+fn a_corrupt_session_file_costs_a_full_handshake_not_an_error() {
+    let pki = Pki::generate("p256", 1);
+    let mut server_args = pki.fastshake_server_args();
+    server_args.push("--echo".into());
+    let (_server, port) = fastshake_server_with(&strs(&server_args));
+    let session_file = pki.scratch("corrupt.session");
+    std::fs::write(&session_file, b"not a session").unwrap();
+    let mut client_args = pki.fastshake_client_args();
+    client_args.extend(["--session-file".into(), session_file]);
+    let first = echo_run(port, &strs(&client_args), "after a corrupt file");
+    assert!(first.contains("ignoring the session in"), "{first}");
+    assert!(first.contains("full (not resumed)"), "{first}");
+    let second = echo_run(port, &strs(&client_args), "after the rewrite");
+    assert!(second.contains("resumed by ticket"), "{second}");
 }
 
 #[test]
