@@ -143,6 +143,18 @@ fn config_error_of(config: &ServerConfig) -> Option<Error> {
     config.validate().err()
 }
 
+/// Largest protected record a client sends while the server's side of the handshake is still
+/// open: a Finished (12 bytes of verify_data and a 12-byte header) or an alert, plus the AEAD's
+/// explicit nonce and tag, with room to spare.
+const MAX_PROTECTED_RECORD_IN_HANDSHAKE: usize = 256;
+
+/// Whether the datagram holds a protected record too large to be part of a handshake.
+fn has_large_protected_record(datagram: &[u8]) -> bool {
+    Records::new(datagram)
+        .map_while(Result::ok)
+        .any(|(rh, range)| rh.epoch != 0 && range.len() > MAX_PROTECTED_RECORD_IN_HANDSHAKE)
+}
+
 fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
     let mut out = [0u8; 18];
     let n = match addr.ip() {
@@ -325,6 +337,12 @@ impl Endpoint {
         on_data: EndpointDataSink<'_>,
     ) {
         let Some(conn) = self.connections.get_mut(&id) else { return };
+        if !conn.is_established() && has_large_protected_record(datagram) {
+            // Before the handshake completes the only protected records a client sends are
+            // Finished and alerts; anything larger would only be buffered until the keys exist.
+            self.stats.datagrams_dropped += 1;
+            return;
+        }
         match on_data {
             Some(f) => conn.open_in_place(now, remote, datagram, &mut |d| f(ConnectionHandle(id), d)),
             None => conn.handle_datagram(now, remote, datagram),

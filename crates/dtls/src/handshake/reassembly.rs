@@ -5,8 +5,12 @@ use super::{HandshakeHeader, HandshakeType, MAX_MESSAGE_LEN};
 
 /// How many messages beyond the next expected one may be buffered.
 const MAX_AHEAD: u16 = 8;
-/// Bytes buffered at most across all incomplete messages.
-const MAX_BUFFERED: usize = 2 * MAX_MESSAGE_LEN as usize;
+/// Bytes a peer may make one connection hold in incomplete messages, across all of them,
+/// unless [`Reassembler::with_budget`] says otherwise. Buffers are sized from the length a
+/// fragment *claims*, before anything is authenticated, so this is what an unauthenticated
+/// peer can pin. PSK handshake messages are a few hundred bytes and certificate chains a few
+/// KiB; a longer message is refused and the handshake times out.
+pub const DEFAULT_REASSEMBLY_BUDGET: usize = 16 * 1024;
 
 /// One handshake fragment as received.
 #[derive(Clone, Copy, Debug)]
@@ -60,16 +64,24 @@ impl Slot {
 }
 
 /// Buffers fragments and hands out whole messages in order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Reassembler {
     next_seq: u16,
     slots: Vec<Slot>,
     buffered: usize,
+    budget: usize,
 }
 
 impl Reassembler {
     pub fn new(next_seq: u16) -> Self {
-        Reassembler { next_seq, slots: Vec::new(), buffered: 0 }
+        Self::with_budget(next_seq, DEFAULT_REASSEMBLY_BUDGET)
+    }
+
+    /// A reassembler that buffers at most `budget` bytes of incomplete messages (at most
+    /// [`MAX_MESSAGE_LEN`] for one message), e.g. sized from the largest message a
+    /// configuration can legitimately receive.
+    pub fn with_budget(next_seq: u16, budget: usize) -> Self {
+        Reassembler { next_seq, slots: Vec::new(), buffered: 0, budget }
     }
 
     /// The message_seq of the next message to deliver.
@@ -102,7 +114,7 @@ impl Reassembler {
                 i
             }
             None => {
-                if self.buffered + h.length as usize > MAX_BUFFERED {
+                if self.buffered + h.length as usize > self.budget {
                     return Insert::Dropped;
                 }
                 self.buffered += h.length as usize;
@@ -164,6 +176,18 @@ mod tests {
         assert_eq!(r.pop().unwrap().2, [1, 2, 3]);
         assert_eq!(r.insert(&frag(2, 100, 0, &msg[..10])), Insert::Old);
         assert_eq!(r.next_seq(), 4);
+    }
+
+    #[test]
+    fn claimed_lengths_beyond_the_budget_are_refused() {
+        let mut r = Reassembler::new(0);
+        assert_eq!(r.insert(&frag(0, DEFAULT_REASSEMBLY_BUDGET as u32 + 1, 0, &[0])), Insert::Dropped);
+        assert_eq!(r.insert(&frag(0, 10_000, 0, &[0])), Insert::Accepted);
+        assert_eq!(r.insert(&frag(1, 10_000, 0, &[0])), Insert::Dropped, "over the budget across messages");
+        assert_eq!(r.insert(&frag(1, 6_000, 0, &[0])), Insert::Accepted);
+        let mut small = Reassembler::with_budget(0, 100);
+        assert_eq!(small.insert(&frag(0, 101, 0, &[0])), Insert::Dropped);
+        assert_eq!(small.insert(&frag(0, 100, 0, &[0])), Insert::Accepted);
     }
 
     #[test]
