@@ -228,7 +228,9 @@ pub(crate) struct Association {
     packets_since_sack: u32,
     hb_deadline: Option<Instant>,
     /// After an alternative opening the server probes other paths only once the client has
-    /// sent a packet on the association (seed 004 §III-F).
+    /// sent a packet on the association (seed 004 §III-F). The idle HEARTBEAT on the primary
+    /// path still goes after HB.interval, long after any INIT-ACK arrived: an association the
+    /// client never took up ends (ABORT or Association.Max.Retrans) instead of living forever.
     heartbeats_allowed: bool,
     control: VecDeque<Chunk>,
     pub(crate) out: VecDeque<Transmit>,
@@ -1354,10 +1356,10 @@ impl Association {
     }
 
     fn schedule_heartbeat(&mut self, now: Instant) {
-        if !self.heartbeats_allowed || self.state != AssociationState::Established {
+        if self.state != AssociationState::Established {
             return;
         }
-        if self.paths.iter().any(|p| !p.confirmed && p.heartbeat.is_none()) {
+        if self.heartbeats_allowed && self.paths.iter().any(|p| !p.confirmed && p.heartbeat.is_none()) {
             // Unconfirmed peer addresses are probed at once.
             self.send_heartbeats(now, true);
         } else if self.hb_deadline.is_none() {
@@ -1366,7 +1368,7 @@ impl Association {
     }
 
     fn send_heartbeats(&mut self, now: Instant, unconfirmed_only: bool) {
-        if !self.heartbeats_allowed || self.state != AssociationState::Established {
+        if self.state != AssociationState::Established {
             return;
         }
         if !unconfirmed_only && self.paths[self.primary].heartbeat.is_some() {
@@ -1379,6 +1381,10 @@ impl Association {
         }
         for idx in 0..self.paths.len() {
             if unconfirmed_only && self.paths[idx].confirmed {
+                continue;
+            }
+            // Held back: the other paths are probed only once the client has spoken.
+            if !self.heartbeats_allowed && !self.paths[idx].confirmed {
                 continue;
             }
             let nonce = self.rng.next_u64();

@@ -301,3 +301,48 @@ fn out_of_the_blue_answers_follow_8_4() {
         assert!(answer(vec![chunk.clone()]).is_empty(), "{chunk:?} was answered");
     }
 }
+
+#[test]
+fn alternative_association_the_client_never_took_up_does_not_live_forever() {
+    // A cookieless INIT opens an association at once; the "client" never sends another packet.
+    let mut ep = cookieless_server();
+    let mut now = Instant::from_millis(1);
+    open_crafted(&mut ep, now, 100);
+    let h = ep.associations()[0];
+    let mut heartbeats_to = Vec::new();
+    for _ in 0..200 {
+        let Some(t) = ep.poll_timeout() else { break };
+        now = now.max(t);
+        ep.handle_timeout(now);
+        while let Some(t) = ep.poll_transmit(now) {
+            let p = Packet::parse(&t.payload).unwrap();
+            if p.chunks.iter().any(|c| matches!(c, Chunk::Heartbeat(_))) {
+                assert_eq!(p.verification_tag, 0x5151);
+                heartbeats_to.push(t.dst);
+            }
+        }
+    }
+    assert!(ep.association(h).is_none(), "still open at {now:?}");
+    assert!(!heartbeats_to.is_empty() && heartbeats_to.iter().all(|d| *d == client_addr()));
+    let failed = std::iter::from_fn(|| ep.poll_event())
+        .any(|(hh, e)| hh == h && matches!(e, Event::Failed(fastshake_sctp::Error::RetransmitLimit)));
+    assert!(failed);
+}
+
+#[test]
+fn idle_heartbeat_of_an_untaken_association_ends_it_when_the_client_does_not_know_it() {
+    // The client's stack answers the HEARTBEAT of an association it never opened with ABORT (T bit).
+    let mut ep = cookieless_server();
+    let now = Instant::from_millis(1);
+    open_crafted(&mut ep, now, 100);
+    let t = ep.poll_timeout().expect("an idle HEARTBEAT is scheduled");
+    ep.handle_timeout(t);
+    let hb = Packet::parse(&ep.poll_transmit(t).expect("HEARTBEAT").payload).unwrap();
+    assert!(matches!(hb.chunks[..], [Chunk::Heartbeat(_)]));
+    let mut client = Endpoint::new(Arc::new(client_config(HandshakeMode::Both)), [6; 32]);
+    let mut raw = hb.encode();
+    client.handle_datagram(t, client_addr(), server_addr(), &mut raw);
+    let mut abort = client.poll_transmit(t).expect("out-of-the-blue ABORT").payload;
+    ep.handle_datagram(t, server_addr(), client_addr(), &mut abort);
+    assert!(ep.associations().is_empty());
+}
