@@ -157,6 +157,9 @@ impl ClientConfig {
         if self.psk.is_none() && self.trust_anchors.is_none() {
             return Err(Error::Config("a client needs a PSK or trust anchors"));
         }
+        if self.server_name.as_ref().is_some_and(|n| n.is_empty() || n.len() > 255) {
+            return Err(Error::Config("server name must be 1 to 255 bytes"));
+        }
         if self.trust_anchors.is_some() && self.wall_clock.is_none() {
             return Err(Error::Config("certificate suites need a wall clock (ClientConfig::wall_clock)"));
         }

@@ -6,10 +6,12 @@ use crate::config::{ClientConfig, ServerConfig};
 use crate::connection::Connection;
 use crate::endpoint::Endpoint;
 use crate::handshake::{
-    parse_finished, parse_fragments, parse_psk_identity, ClientHello, Fragment, HandshakeType,
-    HelloVerifyRequest, Reassembler, ServerHello,
+    parse_certificate, parse_certificate_verify, parse_ecdhe_client_key_exchange, parse_finished,
+    parse_fragments, parse_new_session_ticket, parse_psk_identity, CertificateRequest, ClientHello,
+    EcdheServerKeyExchange, Fragment, HandshakeType, HelloVerifyRequest, Reassembler, ServerHello,
 };
 use crate::record::{ContentType, Records, ReplayWindow};
+use crate::session::{ClientSession, ServerSession, TicketKeys};
 use fastshake_core::Instant;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,6 +42,24 @@ fn parse_message(msg_type: HandshakeType, body: &[u8]) {
         }
         HandshakeType::ServerKeyExchange | HandshakeType::ClientKeyExchange => {
             let _ = parse_psk_identity(body);
+            let _ = EcdheServerKeyExchange::parse(body);
+            let _ = parse_ecdhe_client_key_exchange(body);
+        }
+        HandshakeType::Certificate => {
+            let _ = parse_certificate(body);
+        }
+        HandshakeType::CertificateRequest => {
+            let _ = CertificateRequest::parse(body);
+        }
+        HandshakeType::CertificateVerify => {
+            let _ = parse_certificate_verify(body);
+        }
+        HandshakeType::NewSessionTicket => {
+            if let Ok((_, ticket)) = parse_new_session_ticket(body) {
+                // A ticket from the network opened by a server, and session bytes read back.
+                let _ = ServerSession::open(&TicketKeys::new(0, [0; 16]), ticket, 1);
+                let _ = ClientSession::from_bytes(ticket);
+            }
         }
         HandshakeType::Finished => {
             let _ = parse_finished(body);

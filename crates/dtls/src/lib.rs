@@ -1,5 +1,6 @@
-//! Sans-IO DTLS 1.2 (RFC 6347) with pre-shared keys (RFC 4279), extended master secret
-//! (RFC 7627), stateless cookies and one flight engine for retransmission.
+//! Sans-IO DTLS 1.2 (RFC 6347) with pre-shared keys (RFC 4279) and ECDHE with X.509
+//! certificates (RFC 8422), extended master secret (RFC 7627), resumption by session ID and
+//! ticket (RFC 5077), stateless cookies and one flight engine for retransmission.
 //!
 //! - [`Connection`]: one session, client or server. Datagrams and time go in
 //!   ([`Connection::handle_datagram`], [`Connection::handle_timeout`]); datagrams, the next
@@ -13,11 +14,33 @@
 //! Randomness is a seed the caller passes in, so every run is reproducible.
 //!
 //! # Behaviour worth knowing
-//! - Suites: `TLS_PSK_WITH_AES_128_CCM_8` and `TLS_PSK_WITH_AES_128_GCM_SHA256`. The extended
-//!   master secret is always offered and used when the peer supports it; without it the
-//!   handshake falls back to the RFC 5246 master secret unless
-//!   `require_extended_master_secret` is set ([`HandshakeSummary::extended_master_secret`]
-//!   says which).
+//! - Suites: `TLS_PSK_WITH_AES_128_CCM_8`, `TLS_PSK_WITH_AES_128_GCM_SHA256`,
+//!   `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8`, `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256` and
+//!   `TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256`. A client offers PSK suites only with a PSK and
+//!   certificate suites only with trust anchors; a server serves a suite only with what it needs
+//!   (a PSK, an ECDSA P-256 key or an RSA key). The extended master secret is always offered and
+//!   used when the peer supports it; without it the handshake falls back to the RFC 5246 master
+//!   secret unless `require_extended_master_secret` is set ([`HandshakeSummary::extended_master_secret`]
+//!   says which), and such a session is never resumed.
+//! - Certificates (via `fastshake-pki`): groups x25519 and secp256r1 (uncompressed points),
+//!   schemes `ecdsa_secp256r1_sha256`, `rsa_pss_rsae_sha256`, `rsa_pkcs1_sha256`. The leaf and
+//!   intermediates are sent, never the root. The peer's chain is validated against the trust
+//!   anchors at the Unix time the caller's [`WallClock`] anchor gives (no OS clock is read), the
+//!   server name checked when the client names one. Client authentication follows
+//!   [`ClientAuth`]. Refusals send the RFC 5246 alert ([`Error::PeerAuthentication`] says which
+//!   and why): unknown_ca, certificate_expired, bad_certificate (wrong name), decrypt_error (a
+//!   ServerKeyExchange or CertificateVerify signature that does not verify), handshake_failure
+//!   (a required client certificate missing). Ephemeral keys and ECDSA nonces come from the
+//!   seeded RNG; RSA signing uses ring's own randomness (see `fastshake-pki`).
+//! - Resumption: by session ID (the [`Endpoint`]'s cache, bounded by
+//!   [`SessionCacheConfig`], least recently used out first) and by RFC 5077 ticket (session state
+//!   sealed with AES-128-GCM under [`TicketKeys`]: current and previous key, the key id in the
+//!   ticket; [`Endpoint::rotate_ticket_key`]). The client passes a [`ClientSession`] to
+//!   [`Connection::client_with_session`] and gets the next one in [`HandshakeSummary::session`].
+//!   An unknown, forged or expired ticket or session ID leads to a full handshake, never an error.
+//!   In the abbreviated handshake the server sends ServerHello, a renewed NewSessionTicket (with
+//!   tickets), ChangeCipherSpec and Finished; the client's ChangeCipherSpec and Finished are its
+//!   last flight, kept until the server's first record shows it arrived.
 //! - Renegotiation is refused: the client sends the empty-renegotiation-info SCSV, the server
 //!   echoes an empty `renegotiation_info`; a HelloRequest or a ClientHello inside an established
 //!   session gets a `no_renegotiation` warning and the session goes on.
@@ -44,8 +67,7 @@
 //!   [`Connection::seal_into`] and [`Connection::open_in_place`] allocate nothing.
 //!
 //! # Extension points
-//! Suites are rows of a `SuiteParams` table naming a `KeyExchange` (PSK today; ECDHE with
-//! certificates adds variants) and a record cipher; extensions are parsed into one struct with
+//! Suites are rows of a `SuiteParams` table naming a `KeyExchange` (PSK, ECDHE-ECDSA, ECDHE-RSA) and a record cipher; extensions are parsed into one struct with
 //! unknown ones skipped; the handshake state enum has one variant per awaited message, so the
 //! certificate, resumption and Connection ID work adds variants and table rows rather than
 //! reshaping the engine.

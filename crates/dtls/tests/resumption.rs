@@ -202,3 +202,19 @@ fn certificate_sessions_resume_without_certificates() {
     assert_eq!((c.peer_certificates, s.peer_certificates), (0, 0));
     data_flows(&mut pair);
 }
+
+#[test]
+fn a_psk_session_stays_as_small_as_before() {
+    // The issue-2 figure: certificate and resumption state live in the boxed handshake state.
+    assert!(std::mem::size_of::<Connection>() <= 272, "{}", std::mem::size_of::<Connection>());
+    let mut pair = Pair::new(client_config(), id_server());
+    let (_, session) = first_session(&mut pair);
+    assert!(!pair.client.holds_handshake_state(), "a full-handshake client frees its handshake state");
+    reconnect(&mut pair, client_config(), Some(session), 2);
+    pair.handshake(MINUTE).expect("abbreviated handshake");
+    // In the abbreviated handshake the client sent the last flight: it keeps it until the
+    // server shows it arrived (its first record), then frees it.
+    assert!(pair.client.holds_handshake_state());
+    data_flows(&mut pair);
+    assert!(!pair.client.holds_handshake_state());
+}
