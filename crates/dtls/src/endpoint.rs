@@ -13,7 +13,7 @@ use crate::record::{ContentType, Records, HEADER_LEN};
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,7 +68,7 @@ pub struct Endpoint {
     /// Ordered so that timers and output run in a reproducible order. Boxed, so the tree's
     /// spare slots cost a pointer rather than a whole connection.
     connections: BTreeMap<u64, Box<Connection>>,
-    by_addr: HashMap<SocketAddr, u64>,
+    by_addr: BTreeMap<SocketAddr, u64>,
     /// A new handshake from the address of an established session. The established session is
     /// kept until this one completes (RFC 6347 §4.2.8: a replayed ClientHello with a valid
     /// cookie proves nothing, a completed handshake does).
@@ -94,7 +94,7 @@ pub struct Endpoint {
     /// Deadlines of the connections that have one (those handshaking), earliest first, so
     /// timers cost O(log n) rather than a scan of every session.
     timers: BTreeSet<(Instant, u64)>,
-    deadlines: HashMap<u64, Instant>,
+    deadlines: BTreeMap<u64, Instant>,
     stats: EndpointStats,
     /// Set when the configuration cannot work: every datagram is dropped.
     config_error: Option<Error>,
@@ -183,7 +183,7 @@ impl Endpoint {
             cookie: CookieMac::new(key),
             rng,
             connections: BTreeMap::new(),
-            by_addr: HashMap::new(),
+            by_addr: BTreeMap::new(),
             pending: BTreeMap::new(),
             cookie_lifetime: DEFAULT_COOKIE_LIFETIME,
             half_open: BTreeMap::new(),
@@ -198,7 +198,7 @@ impl Endpoint {
             events: VecDeque::new(),
             partial_hellos: VecDeque::new(),
             timers: BTreeSet::new(),
-            deadlines: HashMap::new(),
+            deadlines: BTreeMap::new(),
             stats: EndpointStats::default(),
             config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),

@@ -302,3 +302,28 @@ fn without_idle_timeout_sessions_stay() {
     assert_eq!(pair.server.stats().connections_open, 1);
     assert!(pair.server.poll_timeout().is_none());
 }
+
+/// The engine takes its randomness from the seed alone: std's `HashMap`/`HashSet` seed their
+/// hasher from the OS (`RandomState`), so none may appear in the engine's sources.
+#[test]
+fn engine_uses_no_os_seeded_hasher() {
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    sources(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    assert!(files.len() > 10);
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for banned in ["HashMap", "HashSet", "RandomState"] {
+            assert!(!text.contains(banned), "{} uses {banned}", file.display());
+        }
+    }
+}
