@@ -457,7 +457,7 @@ fn subject_of(der: &[u8]) -> Option<String> {
         .entries()
         .filter_map(|entry| {
             let key = entry.object().nid().short_name().ok()?;
-            let value = entry.data().as_utf8().ok()?;
+            let value = entry.data().to_string().ok()?;
             Some(format!("{key}={value}"))
         })
         .collect();

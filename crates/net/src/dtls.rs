@@ -293,16 +293,8 @@ impl DtlsClient {
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (handshake_tx, handshake_rx) = oneshot::channel();
-        let task = tokio::spawn(run_client(
-            socket,
-            remote,
-            config,
-            options.session,
-            options.trace,
-            command_rx,
-            event_tx,
-            handshake_tx,
-        ));
+        let task =
+            tokio::spawn(run_client(socket, remote, config, options, command_rx, event_tx, handshake_tx));
         match handshake_rx.await {
             Ok(Ok(summary)) => {
                 Ok(DtlsClient { local_addr, remote, summary, commands: command_tx, events: event_rx, task })
@@ -385,8 +377,7 @@ async fn run_client(
     socket: UdpSocket,
     remote: SocketAddr,
     config: Arc<ClientConfig>,
-    session: Option<ClientSession>,
-    trace: Option<DatagramTrace>,
+    options: ClientOptions,
     mut commands: mpsc::UnboundedReceiver<ClientCommand>,
     events: mpsc::UnboundedSender<ClientEvent>,
     handshake: oneshot::Sender<HandshakeVerdict>,
@@ -394,6 +385,7 @@ async fn run_client(
     let clock = Clock::new();
     let started = clock.now();
     let config = client_config_with_clock(config, &clock);
+    let ClientOptions { trace, session, .. } = options;
     let mut connection = Connection::client_with_session(config, started, remote, os_seed(), session);
     let mut handshake = Some(handshake);
     let mut buffer = vec![0u8; RECEIVE_BUFFER];
@@ -535,6 +527,9 @@ impl fmt::Debug for ServerOptions {
 }
 
 /// What the server reports, per connection.
+// `Connected` carries the whole summary (with the peer's leaf and the session); events are few
+// (one per handshake), so boxing it would only make every match clumsier.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum ServerEvent {
     /// A handshake completed.
