@@ -623,7 +623,7 @@ impl Association {
 
     /// Learns the peer's encapsulation port and new source addresses of known peer IPs
     /// (RFC 6951 §5.5): the answer goes where the peer sent from.
-    fn learn_path(&mut self, local: SocketAddr, remote: SocketAddr) -> usize {
+    pub(crate) fn learn_path(&mut self, local: SocketAddr, remote: SocketAddr) -> usize {
         if let Some(i) = self.paths.iter().position(|p| p.remote == remote) {
             if self.paths[i].local.is_none() {
                 self.paths[i].local = Some(local);

@@ -315,6 +315,17 @@ impl Endpoint {
         let Some(Chunk::Init(init)) = packet.chunks.into_iter().next() else { return };
         let init = &init;
         let params = InitParams::scan(&init.params, mode.alt_enabled());
+        // An alternative INIT repeated from a new UDP port of the same IP (the client's NAT
+        // rebound while its INIT-ACK was lost) belongs to the association it opened: a second
+        // one would deliver its ALT-DATA twice.
+        let existing = existing.or_else(|| {
+            let InitVerdict::Alt(_) = verdict else { return None };
+            let (h, a) = self.associations.iter_mut().find(|(_, a)| {
+                a.peer_tag == init.initiate_tag && a.remote_port == src_port && a.owns_ip(remote.ip())
+            })?;
+            a.learn_path(local, remote);
+            Some(*h)
+        });
         let Some(h) = existing else {
             if let InitVerdict::Alt(kind) = verdict {
                 self.open_alt(now, local, remote, src_port, init, &params, kind);

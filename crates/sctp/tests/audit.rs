@@ -346,3 +346,35 @@ fn idle_heartbeat_of_an_untaken_association_ends_it_when_the_client_does_not_kno
     ep.handle_datagram(t, server_addr(), client_addr(), &mut abort);
     assert!(ep.associations().is_empty());
 }
+
+#[test]
+fn zero_rtt_init_repeated_from_a_new_nat_port_is_not_delivered_twice() {
+    let mut ep = cookieless_server();
+    let now = Instant::from_millis(1);
+    let init = Chunk::Init(InitChunk {
+        initiate_tag: 0x5151,
+        a_rwnd: 65_536,
+        outbound_streams: 2,
+        inbound_streams: 2,
+        initial_tsn: 100,
+        params: vec![
+            packet::Param::AltCookie(Vec::new()),
+            packet::Param::AltData(fragment(100, 0, true, true, 5).to_bytes()),
+        ],
+    });
+    let first = exchange(&mut ep, now, client_addr(), crafted(0, vec![init.clone()]));
+    assert!(matches!(first[0].chunks[..], [Chunk::InitAck(_)]));
+    // The INIT-ACK was lost and the client's NAT gave its retransmitted INIT a new port.
+    let rebound: SocketAddr = "10.0.0.1:7000".parse().unwrap();
+    let mut raw = crafted(0, vec![init]);
+    ep.handle_datagram(now, server_addr(), rebound, &mut raw);
+    let mut answers = Vec::new();
+    while let Some(t) = ep.poll_transmit(now) {
+        answers.push(t);
+    }
+    assert_eq!(ep.associations().len(), 1, "the same association, not a second one");
+    assert!(answers.iter().any(|t| t.dst == rebound), "the INIT-ACK follows the new port");
+    let delivered =
+        std::iter::from_fn(|| ep.poll_event()).filter(|(_, e)| matches!(e, Event::Message(_))).count();
+    assert_eq!(delivered, 1, "the zero-RTT message is delivered once");
+}
