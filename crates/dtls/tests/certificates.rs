@@ -290,3 +290,25 @@ fn exchange_data(pair: &mut Pair, n: usize) {
     assert_eq!(got_s, (0..n).map(|i| format!("c{i}").into_bytes()).collect::<Vec<_>>());
     assert_eq!(got_c, (0..n).map(|i| format!("s{i}").into_bytes()).collect::<Vec<_>>());
 }
+
+#[test]
+fn the_iot_profile_connects_at_a_96_byte_mtu() {
+    // RFC 7925: ECDHE-ECDSA with AES-128-CCM-8 over 802.15.4 frames (96 bytes of UDP payload).
+    let pki = p256_pki();
+    let mut cc = cert_client(pki);
+    cc.mtu = 96;
+    cc.suites = vec![CipherSuite::EcdheEcdsaWithAes128Ccm8];
+    cc.certified_key = Some(client_key(pki));
+    let mut sc = cert_server(pki);
+    sc.mtu = 96;
+    sc.client_auth = ClientAuth::Require;
+    sc.client_trust_anchors = Some(anchors(pki));
+    let mut pair = Pair::new(cc, sc);
+    pair.filter = Box::new(|_, _, d| {
+        assert!(d.len() <= 96, "a {}-byte datagram", d.len());
+        Fate::Deliver
+    });
+    let (c, s) = pair.handshake(MINUTE).expect("handshake at MTU 96");
+    assert_eq!((c.suite, s.peer_certificates), (CipherSuite::EcdheEcdsaWithAes128Ccm8, 3));
+    exchange_data(&mut pair, 2);
+}
