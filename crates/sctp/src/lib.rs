@@ -105,7 +105,8 @@ pub struct Config {
     /// Which handshakes are offered and accepted.
     pub mode: HandshakeMode,
     /// Server: an INIT with an empty ALT-COOKIE opens the association at once (protected
-    /// environments only, e.g. SCTP inside DTLS).
+    /// environments only, e.g. SCTP inside DTLS). Nothing then proves the source address: a
+    /// spoofed INIT opens an association, or restarts an existing one at that address and port.
     pub cookieless: bool,
     /// Accept associations (server role). An INIT to an endpoint that does not listen gets ABORT.
     pub listen: bool,
