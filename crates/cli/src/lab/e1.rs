@@ -11,13 +11,13 @@
 //! back with a new address (a handover: the paper's standard DTLS has to set up a new session
 //! after each). Multihomed: two interfaces, each going down every 10 s, interleaved by 5 s. The
 //! first outage comes at a time drawn from the seed in [1 s, 10 s], so the seeds sample where
-//! the outages fall in the run. The access links add a jitter of 0 to `jitter_us` (10 µs) per
-//! packet, so that no arrival falls on the very nanosecond of an outage edge (the round trips of
-//! 10, 60 and 200 ms all divide the 9 s between an interface's return and its next outage, and
-//! exact ties would leave the outcome to the event queue's order). Because of that division
-//! the round trip in flight when an outage starts is nearly always a whole one, lost: a cost of
-//! about one round trip per handover that no strategy avoids and the ideal bound leaves out.
-//! No loss.
+//! the outages fall in the run. No loss and, by default, no jitter: the round trips of 10, 60
+//! and 200 ms all divide the 9 s between an interface's return and its next outage, so an
+//! outage starts at the very instant an acknowledgement is due; the outage, scheduled first,
+//! wins the tie, as it would against any real processing delay, and the round trip in flight
+//! is lost whole: about one round trip per handover that no strategy avoids and the ideal bound
+//! leaves out. `--jitter-us` adds a uniform jitter on the access links; it can reorder datagrams
+//! sent back to back (a Finished and the first message), which the engine then drops.
 //!
 //! The client's application (the same for every strategy): one message outstanding; it is
 //! sent again when the application timeout (1 s, the paper's) expires without its
@@ -76,8 +76,8 @@ pub struct Args {
     /// Length of each outage, ms (seed 001 does not give it).
     #[arg(long, default_value_t = 1000)]
     outage_ms: u64,
-    /// Jitter per packet on the client's access links, uniform in [0, N] µs (a tie-breaker).
-    #[arg(long, default_value_t = 10)]
+    /// Jitter per packet on the client's access links, uniform in [0, N] µs (may reorder).
+    #[arg(long, default_value_t = 0)]
     jitter_us: u64,
     /// Application timeout, ms (seed 001: 1 s).
     #[arg(long, default_value_t = 1000)]
