@@ -100,6 +100,8 @@ pub struct Endpoint {
     config_error: Option<Error>,
     /// The ticket keys in use (from the configuration, then rotated).
     ticket_keys: Option<crate::session::TicketKeys>,
+    /// Sessions resumable by ID.
+    session_cache: crate::session::SessionCache,
 }
 
 /// A ClientHello taken from a datagram.
@@ -202,6 +204,7 @@ impl Endpoint {
             stats: EndpointStats::default(),
             config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),
+            session_cache: crate::session::SessionCache::new(config_clone.session_cache),
         }
     }
 
@@ -420,6 +423,10 @@ impl Endpoint {
             message_seq: hello.message_seq,
             body: &hello.body,
             datagram_len,
+            cached: self
+                .session_cache
+                .get(ch.session_id, crate::session::unix_now(self.config.wall_clock, now)),
+            ticket_keys: self.ticket_keys.clone(),
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let id = self.next_id;
@@ -595,6 +602,9 @@ impl Endpoint {
         }
         while let Some(e) = conn.poll_event() {
             self.events.push_back((ConnectionHandle(id), e));
+        }
+        if let Some((session_id, session)) = conn.take_new_cache_entry() {
+            self.session_cache.insert(session_id, session);
         }
         let remote = conn.remote();
         if conn.is_closed() {
