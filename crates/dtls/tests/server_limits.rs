@@ -327,3 +327,39 @@ fn engine_uses_no_os_seeded_hasher() {
         }
     }
 }
+
+/// 16,000 one-byte fragments at disjoint offsets of one claimed message (400 datagrams of 40):
+/// the work per fragment stays bounded. Prints the time taken; asserts only behaviour.
+#[test]
+fn flood_of_disjoint_fragments_into_a_half_open_connection() {
+    fn fragment(length: u32, offset: u32) -> Vec<u8> {
+        let mut v = vec![16]; // ClientKeyExchange
+        v.extend_from_slice(&length.to_be_bytes()[1..]);
+        v.extend_from_slice(&2u16.to_be_bytes());
+        v.extend_from_slice(&offset.to_be_bytes()[1..]);
+        v.extend_from_slice(&1u32.to_be_bytes()[1..]);
+        v.push(0);
+        v
+    }
+    let mut server = endpoint(server_config());
+    let now = Instant::from_millis(1_000);
+    let from = addr("203.0.113.9", 2000);
+    half_open(&mut server, now, from, 5);
+    let sa: SocketAddr = SERVER.parse().unwrap();
+    let claimed = 16 * 1024 - 1;
+    let started = std::time::Instant::now();
+    for r in 0..400u32 {
+        let mut body = Vec::new();
+        for k in 0..40u32 {
+            body.extend(fragment(claimed, (2 * (r * 40 + k)) % (claimed - 1)));
+        }
+        let mut record = vec![22, 0xfe, 0xfd, 0, 0];
+        record.extend_from_slice(&(1000 + r as u64).to_be_bytes()[2..]);
+        record.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        record.extend(body);
+        server.handle_datagram(now, sa, from, &mut record);
+    }
+    println!("16000 disjoint fragments in 400 datagrams: {:?}", started.elapsed());
+    assert_eq!(server.stats().connections_open, 1);
+    assert!(server.handle_for(from).is_some_and(|h| !server.connection(h).unwrap().is_established()));
+}

@@ -11,6 +11,11 @@ const MAX_AHEAD: u16 = 8;
 /// peer can pin. PSK handshake messages are a few hundred bytes and certificate chains a few
 /// KiB; a longer message is refused and the handshake times out.
 pub const DEFAULT_REASSEMBLY_BUDGET: usize = 16 * 1024;
+/// Disjoint byte ranges one incomplete message may have. A peer sending in order (or the
+/// reverse) keeps one or two; a fragment that would open one more is dropped and comes back
+/// with the peer's retransmitted flight, so a flood of tiny disjoint fragments costs the server
+/// a bounded amount of work per fragment.
+const MAX_RANGES: usize = 32;
 
 /// One handshake fragment as received.
 #[derive(Clone, Copy, Debug)]
@@ -44,22 +49,29 @@ impl Slot {
         self.body.is_empty() || self.have.first() == Some(&(0, self.body.len() as u32))
     }
 
-    fn add(&mut self, start: u32, data: &[u8]) {
+    /// Copies a fragment in and records its range; false (nothing recorded) when it would open
+    /// more than [`MAX_RANGES`] disjoint ranges. `have` stays sorted and merged, in place.
+    fn add(&mut self, start: u32, data: &[u8]) -> bool {
         let end = start + data.len() as u32;
-        self.body[start as usize..end as usize].copy_from_slice(data);
         if start == end {
-            return;
+            return true;
         }
-        self.have.push((start, end));
-        self.have.sort_unstable();
-        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.have.len());
-        for &(s, e) in &self.have {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
+        // The first range that ends at or after `start` (touching ranges merge too) ...
+        let first = self.have.partition_point(|&(_, e)| e < start);
+        // ... and the ranges from it on that start at or before `end` all merge with the fragment.
+        let after = first + self.have[first..].iter().take_while(|&&(s, _)| s <= end).count();
+        if first == after {
+            if self.have.len() >= MAX_RANGES {
+                return false;
             }
+            self.have.insert(first, (start, end));
+        } else {
+            let merged = (self.have[first].0.min(start), self.have[after - 1].1.max(end));
+            self.have[first] = merged;
+            self.have.drain(first + 1..after);
         }
-        self.have = merged;
+        self.body[start as usize..end as usize].copy_from_slice(data);
+        true
     }
 }
 
@@ -127,8 +139,11 @@ impl Reassembler {
                 self.slots.len() - 1
             }
         };
-        self.slots[idx].add(h.fragment_offset, f.data);
-        Insert::Accepted
+        if self.slots[idx].add(h.fragment_offset, f.data) {
+            Insert::Accepted
+        } else {
+            Insert::Dropped
+        }
     }
 
     /// The next message in order, if complete.
@@ -188,6 +203,30 @@ mod tests {
         let mut small = Reassembler::with_budget(0, 100);
         assert_eq!(small.insert(&frag(0, 101, 0, &[0])), Insert::Dropped);
         assert_eq!(small.insert(&frag(0, 100, 0, &[0])), Insert::Accepted);
+    }
+
+    #[test]
+    fn ranges_merge_in_place_and_are_capped() {
+        let msg: Vec<u8> = (0..=255u8).collect();
+        let mut r = Reassembler::new(0);
+        // Every other byte: disjoint ranges up to the cap, then refused.
+        for k in 0..MAX_RANGES as u32 {
+            assert_eq!(r.insert(&frag(0, 256, 2 * k, &msg[2 * k as usize..][..1])), Insert::Accepted);
+        }
+        assert_eq!(r.slots[0].have.len(), MAX_RANGES);
+        let next = 2 * MAX_RANGES as u32;
+        assert_eq!(r.insert(&frag(0, 256, next, &[0])), Insert::Dropped, "one range too many");
+        // A fragment bridging several ranges merges them into one, with the one it touches.
+        assert_eq!(r.insert(&frag(0, 256, 0, &msg[..20])), Insert::Accepted);
+        assert_eq!(r.slots[0].have.len(), MAX_RANGES - 10);
+        assert_eq!(r.slots[0].have[0], (0, 21));
+        // The rest, in reverse order, completes the message with the right bytes.
+        for start in (20usize..256).rev().step_by(7) {
+            let s = start.saturating_sub(6).max(20);
+            assert_eq!(r.insert(&frag(0, 256, s as u32, &msg[s..=start])), Insert::Accepted);
+        }
+        let (_, _, body) = r.pop().expect("complete");
+        assert_eq!(body, msg);
     }
 
     #[test]
