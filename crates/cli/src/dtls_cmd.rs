@@ -566,3 +566,22 @@ fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<std::io::Result<Vec<u8>>> {
     });
     rx
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_server_name_is_the_host_of_connect() {
+        assert_eq!(host_of("localhost:4433").as_deref(), Some("localhost"));
+        assert_eq!(host_of("127.0.0.1:4433").as_deref(), Some("127.0.0.1"));
+        assert_eq!(host_of("[::1]:4433").as_deref(), Some("::1"));
+        assert_eq!(host_of(":4433"), None);
+    }
+
+    #[test]
+    fn a_session_file_that_does_not_exist_means_a_full_handshake() {
+        let missing = std::env::temp_dir().join(format!("fastshake-no-session-{}", std::process::id()));
+        assert!(load_session(&missing).unwrap().is_none());
+    }
+}
