@@ -354,7 +354,7 @@ fn corrupted_handshake(target: usize, pos: usize) -> bool {
         if established || client.is_closed() {
             return established;
         }
-        now = now + Duration::from_millis(500);
+        now += Duration::from_millis(500);
         client.handle_timeout(now);
         server.handle_timeout(now);
     }

@@ -153,7 +153,7 @@ fn expired_ticket_and_session_fall_back_to_full_handshakes() {
     let mut pair = Pair::new(client_config(), sc);
     let (_, session) = first_session(&mut pair);
     assert!(session.has_ticket() && !session.session_id().is_empty());
-    pair.now = pair.now + Duration::from_secs(30);
+    pair.now += Duration::from_secs(30);
     reconnect(&mut pair, client_config(), Some(session), 2);
     let (c, s) = pair.handshake(MINUTE).expect("full handshake");
     assert_eq!((c.resumption, s.resumption), (None, None));
