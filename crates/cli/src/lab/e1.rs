@@ -995,12 +995,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "E1 in the simulator: {} messages, outage {} ms every {} s, application timeout {} ms, jitter 0-{} µs, mean of {} seeds",
+        "E1 in the simulator: {} messages, outage {} ms every {} s, application timeout {} ms, {}, mean of {} seeds",
         params.messages,
         params.outage_ms,
         OUTAGE_PERIOD_MS / 1000,
         params.app_timeout_ms,
-        params.jitter_us,
+        match params.jitter_us {
+            0 => "no jitter".to_owned(),
+            us => format!("jitter 0-{us} µs"),
+        },
         args.seeds
     );
     println!(
