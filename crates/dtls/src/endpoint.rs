@@ -49,6 +49,9 @@ pub struct EndpointStats {
     pub handshakes_evicted: u64,
     /// Established sessions closed after `idle_timeout` without an authenticated datagram.
     pub sessions_expired: u64,
+    /// Partial (fragmented) ClientHellos dropped before completion: stale, or evicted for newer
+    /// ones. A high count means a flood of first fragments.
+    pub partial_hellos_dropped: u64,
 }
 
 /// Half-open handshakes (cookie verified, not yet completed) kept at most unless
@@ -121,9 +124,14 @@ enum HelloScan {
     Complete(HelloInfo),
 }
 
-/// Partial ClientHellos kept at most (small-MTU clients fragment theirs). The table is tiny
-/// and the oldest entry is evicted first, so a flood costs a fixed few KiB.
-const MAX_PARTIAL_HELLOS: usize = 16;
+/// Partial ClientHellos kept at most (small-MTU clients fragment theirs): the one piece of
+/// state kept before a cookie, bounded to about 40 KiB (each at most `MAX_FRAGMENTED_HELLO`).
+const MAX_PARTIAL_HELLOS: usize = 64;
+/// Partial ClientHellos kept at most per client IP address: a host flooding first fragments
+/// (from many ports) evicts its own entries, not other hosts'.
+const MAX_PARTIAL_HELLOS_PER_IP: usize = 2;
+/// A ClientHello's fragments travel back to back: one still incomplete after this is dropped.
+const PARTIAL_HELLO_MAX_AGE: Duration = Duration::from_secs(2);
 /// Largest ClientHello reassembled from fragments.
 const MAX_FRAGMENTED_HELLO: u32 = 512;
 
@@ -136,6 +144,7 @@ struct Activity {
 }
 
 struct PartialHello {
+    started: Instant,
     from: SocketAddr,
     record_seq: u64,
     reassembler: Reassembler,
@@ -287,7 +296,7 @@ impl Endpoint {
         }
         let existing = self.by_addr.get(&remote).copied();
         let pending = self.pending.get(&remote).copied();
-        let scan = self.scan_client_hello(remote, datagram);
+        let scan = self.scan_client_hello(now, remote, datagram);
         if matches!(scan, HelloScan::Partial) && existing.is_none() {
             return;
         }
@@ -522,8 +531,26 @@ impl Endpoint {
         }
     }
 
+    /// Drops stale partial ClientHellos, then the sender's oldest if it has its quota, else the
+    /// oldest of all if the table is full.
+    fn make_room_for_partial_hello(&mut self, now: Instant, ip: IpAddr) {
+        let before = self.partial_hellos.len();
+        self.partial_hellos.retain(|p| now.saturating_duration_since(p.started) < PARTIAL_HELLO_MAX_AGE);
+        let mut evicted = before - self.partial_hellos.len();
+        if self.partial_hellos.iter().filter(|p| p.from.ip() == ip).count() >= MAX_PARTIAL_HELLOS_PER_IP {
+            if let Some(i) = self.partial_hellos.iter().position(|p| p.from.ip() == ip) {
+                self.partial_hellos.remove(i);
+                evicted += 1;
+            }
+        } else if self.partial_hellos.len() >= MAX_PARTIAL_HELLOS {
+            self.partial_hellos.pop_front();
+            evicted += 1;
+        }
+        self.stats.partial_hellos_dropped += evicted as u64;
+    }
+
     /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments.
-    fn scan_client_hello(&mut self, remote: SocketAddr, datagram: &[u8]) -> HelloScan {
+    fn scan_client_hello(&mut self, now: Instant, remote: SocketAddr, datagram: &[u8]) -> HelloScan {
         let mut scan = HelloScan::None;
         for rec in Records::new(datagram) {
             let Ok((rh, range)) = rec else { break };
@@ -554,10 +581,9 @@ impl Endpoint {
                 {
                     Some(i) => i,
                     None => {
-                        if self.partial_hellos.len() >= MAX_PARTIAL_HELLOS {
-                            self.partial_hellos.pop_front();
-                        }
+                        self.make_room_for_partial_hello(now, remote.ip());
                         self.partial_hellos.push_back(PartialHello {
+                            started: now,
                             from: remote,
                             record_seq: rh.seq,
                             reassembler: Reassembler::new(hh.message_seq),

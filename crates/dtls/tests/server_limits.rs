@@ -363,3 +363,56 @@ fn flood_of_disjoint_fragments_into_a_half_open_connection() {
     assert_eq!(server.stats().connections_open, 1);
     assert!(server.handle_for(from).is_some_and(|h| !server.connection(h).unwrap().is_established()));
 }
+
+/// The ClientHello of a client at the smallest MTU, one datagram per fragment.
+fn fragmented_hello(now: Instant, seed: u8) -> Vec<Vec<u8>> {
+    let sa: SocketAddr = SERVER.parse().unwrap();
+    let mut config = client_config();
+    config.mtu = fastshake_dtls::MIN_MTU;
+    let mut client = Connection::client(Arc::new(config), now, sa, [seed; 32]);
+    std::iter::from_fn(|| client.poll_transmit(now).map(|t| t.payload)).collect()
+}
+
+fn hello_verify_requests_to(server: &mut Endpoint, now: Instant, to: SocketAddr) -> usize {
+    server_output_for(server, now, to).iter().filter(|d| d.get(13) == Some(&3)).count()
+}
+
+#[test]
+fn flood_of_first_fragments_does_not_starve_a_small_mtu_client() {
+    let mut server = endpoint(server_config());
+    let now = Instant::from_millis(1_000);
+    let sa: SocketAddr = SERVER.parse().unwrap();
+    let honest = addr("192.0.2.50", 7000);
+    let hello = fragmented_hello(now, 1);
+    assert!(hello.len() >= 2, "the ClientHello is fragmented at the smallest MTU");
+    let (first, rest) = hello.split_first().unwrap();
+    server.handle_datagram(now, sa, honest, &mut first.clone());
+    // Between the honest client's fragments: first fragments from 500 ports of one host.
+    let flood = fragmented_hello(now, 2);
+    for port in 0..500u16 {
+        server.handle_datagram(now, sa, addr("203.0.113.9", 10_000 + port), &mut flood[0].clone());
+    }
+    for d in rest {
+        server.handle_datagram(now, sa, honest, &mut d.clone());
+    }
+    assert_eq!(hello_verify_requests_to(&mut server, now, honest), 1, "the honest client gets its cookie");
+    assert!(server.stats().partial_hellos_dropped >= 498);
+}
+
+#[test]
+fn partial_hello_older_than_two_seconds_is_dropped() {
+    let mut server = endpoint(server_config());
+    let now = Instant::from_millis(1_000);
+    let sa: SocketAddr = SERVER.parse().unwrap();
+    let client = addr("192.0.2.50", 7000);
+    let hello = fragmented_hello(now, 1);
+    server.handle_datagram(now, sa, client, &mut hello[0].clone());
+    // Another host starts a ClientHello three seconds later: the stale entry goes.
+    let later = now + Duration::from_secs(3);
+    server.handle_datagram(later, sa, addr("192.0.2.51", 7000), &mut fragmented_hello(later, 2)[0].clone());
+    assert_eq!(server.stats().partial_hellos_dropped, 1);
+    for d in &hello[1..] {
+        server.handle_datagram(later, sa, client, &mut d.clone());
+    }
+    assert_eq!(hello_verify_requests_to(&mut server, later, client), 0, "the stale fragments were forgotten");
+}
