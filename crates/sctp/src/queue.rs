@@ -192,16 +192,17 @@ impl SendQueue {
         if tsn_lt(cum, self.cum_ack) || !tsn_lt(cum, self.next_tsn) {
             return out;
         }
+        // Nor one acknowledging a chunk never sent (queued ones are a suffix, sent in TSN
+        // order): taken in part it would leave `cum_ack` behind the queue's front, and gap
+        // blocks, counted from `cum_ack`, would then mark the wrong chunks.
+        if self.chunks.iter().find(|c| c.transmissions == 0).is_some_and(|c| !tsn_lt(cum, c.chunk.tsn)) {
+            return out;
+        }
         while let Some(front) = self.chunks.front() {
             if tsn_lt(cum, front.chunk.tsn) {
                 break;
             }
             let Some(c) = self.chunks.pop_front() else { break };
-            if c.transmissions == 0 {
-                // The peer cannot acknowledge what was never sent: a lying SACK. Put it back.
-                self.chunks.push_front(c);
-                return out;
-            }
             if !c.gap_acked {
                 out.bytes_acked += c.wire_len();
             }
@@ -525,6 +526,33 @@ mod tests {
         q.on_data(data(10, 0, 0, true, true, b"first"), true);
         assert_eq!(q.ready.pop_front().unwrap().data, b"first");
         assert_eq!(q.ready.pop_front().unwrap().data, b"second");
+    }
+
+    #[test]
+    fn sack_acknowledging_an_unsent_chunk_changes_nothing() {
+        let mut s = SendQueue::new(100, 1);
+        for i in 0..4u8 {
+            s.push_message(&Message { stream: 0, unordered: false, ppid: 0, data: vec![i; 10] }, 1000);
+        }
+        let t = Instant::ZERO;
+        s.mark_sent(0, t);
+        s.mark_sent(1, t);
+        let sack = |cum, gap_blocks| SackChunk {
+            cumulative_tsn_ack: cum,
+            a_rwnd: 1000,
+            gap_blocks,
+            duplicate_tsns: vec![],
+        };
+        // TSN 102 was never sent: the whole SACK is a lie.
+        let out = s.on_sack(&sack(102, vec![]), t);
+        assert!(!out.cum_advanced && out.bytes_acked == 0);
+        assert_eq!((s.cum_ack, s.chunks.len()), (99, 4));
+        // A true SACK afterwards: 100 acknowledged, 101 in a gap block (offset 2 from 99).
+        s.mark_sent(2, t);
+        let out = s.on_sack(&sack(99, vec![(2, 2)]), t);
+        assert!(!out.cum_advanced);
+        let gap_acked: Vec<u32> = s.chunks.iter().filter(|c| c.gap_acked).map(|c| c.chunk.tsn).collect();
+        assert_eq!(gap_acked, vec![101]);
     }
 
     #[test]
