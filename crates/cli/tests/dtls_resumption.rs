@@ -205,3 +205,29 @@ fn gnutls_cli_resumes_by_ticket() {
 fn gnutls_cli_resumes_by_session_id_without_tickets() {
     gnutls_cli_resumes_against_server(&["--no-tickets"], "session ID");
 }
+
+/// Two `fastshake client` runs with one `--session-file` against `gnutls-serv --echo`.
+#[test]
+fn fastshake_client_resumes_against_gnutls_serv() {
+    let pki = Pki::generate("p256", 3);
+    let (_server, port) = start_on_free_port(
+        "gnutls-serv",
+        |port| {
+            let mut command = tool("gnutls-serv");
+            command
+                .args(["--udp", "--echo"])
+                .args(["--x509certfile", &pki.server_cert(), "--x509keyfile", &pki.server_key()])
+                .arg("--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2")
+                .args(["-p", &port.to_string()]);
+            command
+        },
+        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
+    );
+    let session_file = pki.scratch("client.session");
+    let mut args = pki.fastshake_client_args();
+    args.extend(["--session-file".into(), session_file]);
+    let first = echo_run(port, &strs(&args), "first run to gnutls");
+    assert!(first.contains("full (not resumed)"), "{first}");
+    let second = echo_run(port, &strs(&args), "second run to gnutls");
+    assert!(second.contains("resumed by ticket"), "{second}");
+}
