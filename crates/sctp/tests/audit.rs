@@ -378,3 +378,106 @@ fn zero_rtt_init_repeated_from_a_new_nat_port_is_not_delivered_twice() {
         std::iter::from_fn(|| ep.poll_event()).filter(|(_, e)| matches!(e, Event::Message(_))).count();
     assert_eq!(delivered, 1, "the zero-RTT message is delivered once");
 }
+
+/// A small deterministic generator for the hostile-peer test.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 32) as u32
+    }
+    fn below(&mut self, n: u32) -> u32 {
+        self.next() % n.max(1)
+    }
+}
+
+#[test]
+fn a_hostile_peer_with_the_right_tag_cannot_panic_either_side() {
+    // Garbage with a wrong tag is dropped before it reaches an association; here the peer itself
+    // is hostile: well-formed chunks, right tag, nonsense content, on both roles.
+    for seed in 0..6u64 {
+        let mut rng = Lcg(seed);
+        let mut pair = Pair::new(client_config(HandshakeMode::Both), cookieless_server_config());
+        pair.echo = true;
+        let h = pair.connect(ConnectOptions::default());
+        assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
+        for i in 0..20u8 {
+            pair.client.send(h, msg(u16::from(i % 3), &vec![i; 100 + 300 * usize::from(i % 5)])).unwrap();
+        }
+        pair.run_for(Duration::from_millis(15));
+        let server_handle = pair.server.associations()[0];
+        let info = pair.server.association(server_handle).unwrap();
+        let (server_tag, client_tag) = (info.local_tag, info.peer_tag);
+        let base_tsn = 0u32.wrapping_add(rng.next());
+        let mut now = pair.now;
+        for round in 0..1500u32 {
+            let to_server = round % 2 == 0;
+            let mut chunks = Vec::new();
+            for _ in 0..1 + rng.below(4) {
+                let c = match rng.below(9) {
+                    0..=2 => Chunk::Data(packet::DataChunk {
+                        tsn: if rng.below(2) == 0 {
+                            rng.next()
+                        } else {
+                            base_tsn.wrapping_add(rng.below(70_000))
+                        },
+                        stream: rng.below(40) as u16,
+                        ssn: rng.below(6) as u16,
+                        ppid: 0,
+                        unordered: rng.below(2) == 0,
+                        beginning: rng.below(2) == 0,
+                        ending: rng.below(2) == 0,
+                        immediate: rng.below(2) == 0,
+                        data: vec![7; rng.below(1200) as usize],
+                    }),
+                    3..=4 => Chunk::Sack(packet::SackChunk {
+                        cumulative_tsn_ack: rng.next(),
+                        a_rwnd: rng.next(),
+                        gap_blocks: (0..rng.below(8))
+                            .map(|_| (rng.next() as u16, rng.next() as u16))
+                            .collect(),
+                        duplicate_tsns: (0..rng.below(4)).map(|_| rng.next()).collect(),
+                    }),
+                    5 => Chunk::HeartbeatAck((0..rng.below(30)).map(|_| rng.next() as u8).collect()),
+                    6 => Chunk::Shutdown { cumulative_tsn_ack: rng.next() },
+                    7 => [Chunk::ShutdownAck, Chunk::CookieAck, Chunk::Heartbeat(vec![1, 2, 3])]
+                        [rng.below(3) as usize]
+                        .clone(),
+                    _ => Chunk::InitAck(InitChunk {
+                        initiate_tag: rng.next(),
+                        a_rwnd: rng.next(),
+                        outbound_streams: rng.next() as u16,
+                        inbound_streams: rng.next() as u16,
+                        initial_tsn: rng.next(),
+                        params: vec![packet::Param::AltCookie(Vec::new())],
+                    }),
+                };
+                chunks.push(c);
+            }
+            now += Duration::from_millis(u64::from(rng.below(400)));
+            if to_server {
+                let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, server_tag);
+                p.chunks = chunks;
+                pair.server.handle_datagram(now, server_addr(), client_addr(), &mut p.encode());
+            } else {
+                let mut p = Packet::new(SERVER_PORT, CLIENT_PORT, client_tag);
+                p.chunks = chunks;
+                pair.client.handle_datagram(now, client_addr(), server_addr(), &mut p.encode());
+            }
+            if pair.server.poll_timeout().is_some_and(|t| t <= now) {
+                pair.server.handle_timeout(now);
+            }
+            if pair.client.poll_timeout().is_some_and(|t| t <= now) {
+                pair.client.handle_timeout(now);
+            }
+            while pair.server.poll_transmit(now).is_some() {}
+            while pair.client.poll_transmit(now).is_some() {}
+            while pair.server.poll_event().is_some() {}
+            while pair.client.poll_event().is_some() {}
+        }
+    }
+}
+
+fn cookieless_server_config() -> Config {
+    Config { cookieless: true, ..server_config(HandshakeMode::Both) }
+}
