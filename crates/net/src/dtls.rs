@@ -34,8 +34,9 @@ const RECEIVE_BUFFER: usize = 65_536;
 pub const DEFAULT_COOKIE_ROTATION: Duration = Duration::from_secs(120);
 
 /// How often a server replaces its session-ticket key (RFC 5077). Tickets sealed under the
-/// previous key still open, so a ticket stays usable for at least one rotation period.
-pub const DEFAULT_TICKET_ROTATION: Duration = Duration::from_secs(3600);
+/// previous key still open, so a ticket opens for at least one rotation period: this equals the
+/// default ticket lifetime of [`TicketKeys::new`] (2 h), so a ticket lasts as long as its hint says.
+pub const DEFAULT_TICKET_ROTATION: Duration = Duration::from_secs(2 * 3600);
 
 /// Maps the process's monotonic clock onto engine time, counted from the moment of `new`.
 #[derive(Clone, Copy, Debug)]
@@ -66,9 +67,7 @@ impl Clock {
             .checked_add(t.since_origin())
             .unwrap_or_else(|| std::time::Instant::now() + Duration::from_secs(86_400 * 365))
     }
-}
 
-impl Clock {
     /// Pins Unix time (the system clock, now) to engine time, for certificate validity and
     /// session lifetimes.
     pub fn wall_clock(&self) -> WallClock {
@@ -502,7 +501,7 @@ pub struct ServerOptions {
     /// How often the cookie key is replaced with fresh OS randomness.
     pub cookie_rotation: Duration,
     /// How often the session-ticket key is replaced with fresh OS randomness (when the
-    /// configuration issues tickets).
+    /// configuration issues tickets); keep it at least the tickets' lifetime.
     pub ticket_rotation: Duration,
 }
 
