@@ -1,0 +1,205 @@
+//! Protocol details checked on the wire: ServerKeyExchange only with a hint, the
+//! HelloVerifyRequest's version, the extended master secret, RFC 5746 checks, and a
+//! non-default initial retransmission timer.
+mod common;
+use common::*;
+use fastshake_dtls::{AlertDescription, Connection, Error, Instant};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const SERVER_KEY_EXCHANGE: u8 = 12;
+const HELLO_VERIFY_REQUEST: u8 = 3;
+const EXT_EXTENDED_MASTER_SECRET: [u8; 2] = [0x00, 0x17];
+const EXT_RENEGOTIATION_INFO: [u8; 2] = [0xff, 0x01];
+
+/// (epoch, handshake message type, message body when the fragment is whole) of every
+/// plaintext handshake fragment in a datagram.
+fn handshake_fragments(datagram: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos + 13 <= datagram.len() {
+        let (content_type, epoch) =
+            (datagram[pos], u16::from_be_bytes([datagram[pos + 3], datagram[pos + 4]]));
+        let len = u16::from_be_bytes([datagram[pos + 11], datagram[pos + 12]]) as usize;
+        let body = &datagram[pos + 13..pos + 13 + len];
+        if content_type == 22 && epoch == 0 {
+            let mut at = 0;
+            while at + 12 <= body.len() {
+                let frag_len = u32::from_be_bytes([0, body[at + 9], body[at + 10], body[at + 11]]) as usize;
+                out.push((body[at], body[at + 12..at + 12 + frag_len].to_vec()));
+                at += 12 + frag_len;
+            }
+        }
+        pos += 13 + len;
+    }
+    out
+}
+
+fn messages(pair: &Pair, dir: Dir) -> Vec<(u8, Vec<u8>)> {
+    pair.log.iter().filter(|(d, _)| *d == dir).flat_map(|(_, d)| handshake_fragments(d)).collect()
+}
+
+/// The extensions of a ClientHello or ServerHello body, as (type, data).
+fn extensions(body: &[u8], is_client_hello: bool) -> Vec<([u8; 2], Vec<u8>)> {
+    let mut at = 2 + 32;
+    at += 1 + body[at] as usize; // session_id
+    if is_client_hello {
+        at += 1 + body[at] as usize; // cookie
+        at += 2 + u16::from_be_bytes([body[at], body[at + 1]]) as usize; // suites
+        at += 1 + body[at] as usize; // compression methods
+    } else {
+        at += 2 + 1; // suite, compression method
+    }
+    let mut out = Vec::new();
+    let end = at + 2 + u16::from_be_bytes([body[at], body[at + 1]]) as usize;
+    at += 2;
+    while at + 4 <= end {
+        let len = u16::from_be_bytes([body[at + 2], body[at + 3]]) as usize;
+        out.push(([body[at], body[at + 1]], body[at + 4..at + 4 + len].to_vec()));
+        at += 4 + len;
+    }
+    out
+}
+
+/// Rebuilds a datagram holding one whole ClientHello with `edit` applied to its extensions.
+fn edit_client_hello(datagram: &[u8], edit: impl FnOnce(&mut Vec<([u8; 2], Vec<u8>)>)) -> Vec<u8> {
+    let body = &datagram[13 + 12..];
+    let mut ext = extensions(body, true);
+    edit(&mut ext);
+    let mut at = 2 + 32;
+    at += 1 + body[at] as usize;
+    at += 1 + body[at] as usize;
+    at += 2 + u16::from_be_bytes([body[at], body[at + 1]]) as usize;
+    at += 1 + body[at] as usize;
+    let mut new_body = body[..at].to_vec();
+    let ext_bytes: Vec<u8> = ext
+        .iter()
+        .flat_map(|(t, d)| {
+            [t[0], t[1]].into_iter().chain((d.len() as u16).to_be_bytes()).chain(d.iter().copied())
+        })
+        .collect();
+    new_body.extend_from_slice(&(ext_bytes.len() as u16).to_be_bytes());
+    new_body.extend(ext_bytes);
+    let len = (new_body.len() as u32).to_be_bytes();
+    let mut out = datagram[..13 + 12].to_vec();
+    out[11..13].copy_from_slice(&((12 + new_body.len()) as u16).to_be_bytes());
+    out[13 + 1..13 + 4].copy_from_slice(&len[1..]); // length
+    out[13 + 9..13 + 12].copy_from_slice(&len[1..]); // fragment_length
+    out.extend(new_body);
+    out
+}
+
+#[test]
+fn server_key_exchange_only_when_a_hint_is_configured() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.handshake(MINUTE).expect("handshake without hint");
+    assert!(!messages(&pair, Dir::ToClient).iter().any(|(t, _)| *t == SERVER_KEY_EXCHANGE));
+
+    let mut config = server_config();
+    config.psk_identity_hint = Some(b"hint".to_vec());
+    let mut pair = Pair::new(client_config(), config);
+    pair.handshake(MINUTE).expect("handshake with hint");
+    let ske: Vec<_> =
+        messages(&pair, Dir::ToClient).into_iter().filter(|(t, _)| *t == SERVER_KEY_EXCHANGE).collect();
+    assert_eq!(ske.len(), 1);
+    assert_eq!(ske[0].1, [0, 4, b'h', b'i', b'n', b't'], "RFC 4279: the hint, length-prefixed");
+}
+
+#[test]
+fn hello_verify_request_says_dtls_1_0_and_is_smaller_than_the_hello() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.handshake(MINUTE).expect("handshake");
+    let hvr_datagram = &pair.log.iter().find(|(d, _)| *d == Dir::ToClient).unwrap().1;
+    let (t, body) = &handshake_fragments(hvr_datagram)[0];
+    assert_eq!(*t, HELLO_VERIFY_REQUEST);
+    // RFC 6347 §4.2.1: server_version 0xFEFF (DTLS 1.0) whatever version is negotiated.
+    assert_eq!(body[..2], [0xfe, 0xff]);
+    let first_hello = &pair.log.iter().find(|(d, _)| *d == Dir::ToServer).unwrap().1;
+    assert!(hvr_datagram.len() <= first_hello.len(), "no amplification before the cookie");
+}
+
+#[test]
+fn server_echoes_extended_master_secret_and_renegotiation_info() {
+    let mut pair = Pair::new(client_config(), server_config());
+    let (c, s) = pair.handshake(MINUTE).expect("handshake");
+    assert!(c.extended_master_secret && s.extended_master_secret);
+    let server_hello =
+        messages(&pair, Dir::ToClient).into_iter().find(|(t, _)| *t == 2).expect("ServerHello").1;
+    let ext = extensions(&server_hello, false);
+    assert!(ext.contains(&(EXT_EXTENDED_MASTER_SECRET, vec![])), "RFC 7627 echo");
+    assert!(ext.contains(&(EXT_RENEGOTIATION_INFO, vec![0])), "RFC 5746 §3.6: an empty renegotiation_info");
+}
+
+/// Runs the cookie exchange, then hands the server the cookie ClientHello edited by `edit`
+/// (the original is lost on the way).
+fn server_answer_to_edited_hello(
+    server_config: fastshake_dtls::ServerConfig,
+    edit: impl FnOnce(&mut Vec<([u8; 2], Vec<u8>)>),
+) -> Pair {
+    let mut pair = Pair::new(client_config(), server_config);
+    pair.filter = Box::new(|d, i, _| if d == Dir::ToServer && i == 1 { Fate::Drop } else { Fate::Deliver });
+    pair.run_for(Duration::from_millis(100));
+    let cookie_hello =
+        pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).expect("cookie hello").1.clone();
+    assert_eq!(pair.server.stats().connections_open, 0);
+    let mut edited = edit_client_hello(&cookie_hello, edit);
+    let (sa, ca) = (pair.server_addr, pair.client_addr);
+    pair.server.handle_datagram(pair.now, sa, ca, &mut edited);
+    while let Some((h, e)) = pair.server.poll_event() {
+        pair.server_events.push((h, e));
+    }
+    pair
+}
+
+#[test]
+fn server_refuses_a_non_empty_renegotiation_info_in_an_initial_hello() {
+    let pair =
+        server_answer_to_edited_hello(server_config(), |ext| ext.push((EXT_RENEGOTIATION_INFO, vec![1, 5])));
+    assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::HandshakeFailure)));
+    // Control: the same edit path with an empty renegotiation_info is accepted.
+    let pair =
+        server_answer_to_edited_hello(server_config(), |ext| ext.push((EXT_RENEGOTIATION_INFO, vec![0])));
+    assert_eq!(pair.server_failure(), None);
+    assert_eq!(pair.server.stats().connections_open, 1);
+}
+
+#[test]
+fn server_requiring_the_extended_master_secret_refuses_a_hello_without_it() {
+    let mut config = server_config();
+    config.require_extended_master_secret = true;
+    let pair =
+        server_answer_to_edited_hello(config, |ext| ext.retain(|(t, _)| *t != EXT_EXTENDED_MASTER_SECRET));
+    assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::HandshakeFailure)));
+    let mut config = server_config();
+    config.require_extended_master_secret = true;
+    let pair = server_answer_to_edited_hello(config, |_| {});
+    assert_eq!(pair.server_failure(), None, "the unedited hello is accepted");
+}
+
+#[test]
+fn non_default_initial_retransmit_timer_is_used_and_doubles() {
+    let mut config = client_config();
+    config.initial_retransmit = Duration::from_secs(2);
+    let start = Instant::from_millis(1_000);
+    let server: std::net::SocketAddr = "198.51.100.1:5684".parse().unwrap();
+    let mut client = Connection::client(Arc::new(config), start, server, [1; 32]);
+    assert!(client.poll_transmit(start).is_some());
+    assert_eq!(client.poll_timeout(), Some(start + Duration::from_secs(2)));
+    client.handle_timeout(start + Duration::from_secs(2));
+    assert!(client.poll_transmit(start).is_some(), "the ClientHello is resent after 2 s");
+    assert_eq!(client.poll_timeout(), Some(start + Duration::from_secs(2 + 4)), "then the timer doubles");
+
+    let mut config = server_config();
+    config.initial_retransmit = Duration::from_secs(2);
+    let mut pair = Pair::new(client_config(), config);
+    // Flight 4 is lost: the server resends it 2 s after sending it.
+    pair.filter = Box::new(|d, i, _| if d == Dir::ToClient && i == 1 { Fate::Drop } else { Fate::Deliver });
+    pair.step(pair.now + MINUTE);
+    pair.step(pair.now + MINUTE);
+    pair.step(pair.now + MINUTE);
+    let flight4_sent = pair.now;
+    assert_eq!(pair.sent_to_client, 2);
+    assert_eq!(pair.server.poll_timeout(), Some(flight4_sent + Duration::from_secs(2)));
+    pair.handshake(MINUTE).expect("completes after the resend");
+}
