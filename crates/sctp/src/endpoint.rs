@@ -365,7 +365,7 @@ impl Endpoint {
         params: &InitParams,
         kind: HandshakeKind,
     ) {
-        if self.associations.len() >= self.config.max_associations {
+        if !self.room_for(remote.ip()) {
             let cause = ErrorCause::Other { code: 4, value: Vec::new() }; // Out of Resource
             self.send_abort_for_init(
                 local,
@@ -393,6 +393,15 @@ impl Endpoint {
         self.stats.associations_opened += 1;
         self.associations.insert(handle.0, a);
         self.after(handle);
+    }
+
+    /// Whether a new server association with a peer at `ip` fits both association limits.
+    fn room_for(&self, ip: std::net::IpAddr) -> bool {
+        if self.associations.len() >= self.config.max_associations {
+            return false;
+        }
+        let from_ip = self.associations.values().filter(|a| !a.is_client_side() && a.owns_ip(ip)).count();
+        from_ip < self.config.max_associations_per_ip
     }
 
     fn send_alt_cookie_error(&mut self, local: SocketAddr, remote: SocketAddr, ports: (u16, u16), tag: u32) {
@@ -462,7 +471,7 @@ impl Endpoint {
                 return;
             }
         }
-        if self.associations.len() >= self.config.max_associations {
+        if !self.room_for(remote.ip()) {
             return;
         }
         let handle = self.new_handle();

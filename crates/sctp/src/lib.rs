@@ -133,6 +133,9 @@ pub struct Config {
     pub cookie_lifetime: Duration,
     /// Most associations held at once; INITs beyond it are answered with ABORT.
     pub max_associations: usize,
+    /// Most associations accepted (server role) from one peer IP address, so that one host
+    /// cannot take every slot of `max_associations`.
+    pub max_associations_per_ip: usize,
     /// Advertised receiver window (bytes of reassembly and ordering buffer).
     pub receive_window: u32,
     /// Delay before a SACK is sent when only one packet is unacknowledged (RFC 9260: 200 ms).
@@ -167,6 +170,7 @@ impl Default for Config {
             path_max_retransmits: 5,
             cookie_lifetime: Duration::from_secs(60),
             max_associations: 1024,
+            max_associations_per_ip: 128,
             receive_window: 256 * 1024,
             sack_delay: Duration::from_millis(200),
             heartbeat_interval: Duration::from_secs(30),

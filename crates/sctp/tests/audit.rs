@@ -481,3 +481,31 @@ fn a_hostile_peer_with_the_right_tag_cannot_panic_either_side() {
 fn cookieless_server_config() -> Config {
     Config { cookieless: true, ..server_config(HandshakeMode::Both) }
 }
+
+#[test]
+fn one_peer_ip_cannot_take_every_association_slot() {
+    let config = Config { max_associations_per_ip: 3, ..cookieless_server_config() };
+    let mut ep = Endpoint::new(Arc::new(config), [4; 32]);
+    let now = Instant::from_millis(1);
+    let init = |tag| {
+        let Chunk::Init(mut i) = init_chunk(tag, 1) else { unreachable!() };
+        i.params.push(packet::Param::AltCookie(Vec::new()));
+        crafted(0, vec![Chunk::Init(i)])
+    };
+    for port in 0..3u16 {
+        let from = SocketAddr::new(client_addr().ip(), 7000 + port);
+        let got = exchange(&mut ep, now, from, init(0x100 + u32::from(port)));
+        assert!(matches!(got[0].chunks[..], [Chunk::InitAck(_)]), "{got:?}");
+    }
+    // The fourth from that IP (cookieless INIT here; a COOKIE-ECHO is held to the same limit).
+    let got = exchange(&mut ep, now, SocketAddr::new(client_addr().ip(), 7010), init(0x200));
+    assert!(matches!(got[0].chunks[..], [Chunk::Abort { .. }]), "{got:?}");
+    let (tag, cookie) = fetch_state_cookie(&mut ep, now, SocketAddr::new(client_addr().ip(), 7011), 0x300);
+    let echo = crafted(tag, vec![Chunk::CookieEcho(cookie)]);
+    assert!(exchange(&mut ep, now, SocketAddr::new(client_addr().ip(), 7011), echo).is_empty());
+    assert_eq!(ep.associations().len(), 3);
+    // Another IP still gets in.
+    let got = exchange(&mut ep, now, "10.0.0.9:9899".parse().unwrap(), init(0x400));
+    assert!(matches!(got[0].chunks[..], [Chunk::InitAck(_)]), "{got:?}");
+    assert_eq!(ep.associations().len(), 4);
+}
