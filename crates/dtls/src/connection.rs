@@ -672,6 +672,9 @@ impl Connection {
                     }
                     resume.resumption =
                         Some(if by_ticket { Resumption::Ticket } else { Resumption::SessionId });
+                    if suite.is_psk() {
+                        hs.psk_identity = config.psk.as_ref().map(|p| p.identity.clone()).unwrap_or_default();
+                    }
                     hs.master = Some(MasterSecret(master));
                     let keys = keys_from_master(hs).ok_or(Abort::alert(AlertDescription::InternalError))?;
                     self.protection = Some(Protection {
@@ -1079,6 +1082,12 @@ impl Connection {
         hs.rng.fill_bytes(&mut server_random);
         hs.server_random = server_random;
         hs.extended_master_secret = true;
+        hs.psk_identity = hs
+            .resume
+            .as_ref()
+            .and_then(|r| r.resumed_session.as_ref())
+            .map(|s| s.psk_identity.clone())
+            .unwrap_or_default();
         hs.hash_message(HandshakeType::ClientHello, message_seq, body);
         hs.reassembler.reset(message_seq.wrapping_add(1));
         hs.peer_prev_flight_last = Some(message_seq);
@@ -1258,7 +1267,12 @@ impl Connection {
                 hs.flight.clear();
                 let now_unix = unix_now(config.wall_clock, now);
                 if let Some(master) = hs.master.as_ref().map(|m| m.0) {
-                    let session = ServerSession { suite, master_secret: master, created: now_unix };
+                    let session = ServerSession {
+                        suite,
+                        master_secret: master,
+                        created: now_unix,
+                        psk_identity: hs.psk_identity.clone(),
+                    };
                     let mut nonce = [0u8; 12];
                     hs.rng.fill_bytes(&mut nonce);
                     let resume = hs.resume_mut();

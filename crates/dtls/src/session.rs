@@ -291,6 +291,9 @@ pub(crate) struct ServerSession {
     pub master_secret: [u8; 48],
     /// Unix seconds (or engine seconds without a wall clock) when the full handshake completed.
     pub created: u64,
+    /// The PSK identity the session was made with (empty for certificate suites), so a resumed
+    /// session reports the identity its keys came from.
+    pub psk_identity: Vec<u8>,
 }
 
 impl Drop for ServerSession {
@@ -301,20 +304,30 @@ impl Drop for ServerSession {
 
 /// Plaintext layout version of a sealed ticket.
 const TICKET_STATE_VERSION: u8 = 1;
-const TICKET_STATE_LEN: usize = 1 + 2 + 48 + 8;
+/// Version, suite, master secret, creation time, identity length.
+const TICKET_STATE_FIXED: usize = 1 + 2 + 48 + 8 + 2;
 const TICKET_NONCE_LEN: usize = 12;
-/// key id, nonce, sealed state, GCM tag.
-pub(crate) const TICKET_LEN: usize = 4 + TICKET_NONCE_LEN + TICKET_STATE_LEN + 16;
+/// Key id, nonce and GCM tag around the sealed state.
+const TICKET_OVERHEAD: usize = 4 + TICKET_NONCE_LEN + 16;
+/// Longest PSK identity kept in a ticket; sessions with longer ones get no ticket.
+const MAX_TICKET_IDENTITY: usize = 256;
+/// Size of a ticket for a session without a PSK identity.
+pub(crate) const TICKET_LEN: usize = TICKET_OVERHEAD + TICKET_STATE_FIXED;
 
 impl ServerSession {
     /// Seals the session under `key` (AES-128-GCM; the key id is the additional data).
     pub fn seal(&self, key: &TicketKey, nonce: [u8; TICKET_NONCE_LEN]) -> Option<Vec<u8>> {
         use ring::aead;
-        let mut state = zeroize::Zeroizing::new(Vec::with_capacity(TICKET_STATE_LEN + 16));
+        if self.psk_identity.len() > MAX_TICKET_IDENTITY {
+            return None;
+        }
+        let mut state =
+            zeroize::Zeroizing::new(Vec::with_capacity(TICKET_STATE_FIXED + self.psk_identity.len() + 16));
         state.push(TICKET_STATE_VERSION);
         state.extend_from_slice(&self.suite.id().to_be_bytes());
         state.extend_from_slice(&self.master_secret);
         state.extend_from_slice(&self.created.to_be_bytes());
+        put_vec16(&mut state, &self.psk_identity);
         let sealing = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, key.key()).ok()?);
         let id = key.id.to_be_bytes();
         sealing
@@ -324,7 +337,7 @@ impl ServerSession {
                 &mut *state,
             )
             .ok()?;
-        let mut ticket = Vec::with_capacity(TICKET_LEN);
+        let mut ticket = Vec::with_capacity(TICKET_OVERHEAD - 16 + state.len());
         ticket.extend_from_slice(&id);
         ticket.extend_from_slice(&nonce);
         ticket.extend_from_slice(&state);
@@ -335,7 +348,7 @@ impl ServerSession {
     /// garbage (the tag check is constant time), or a session older than `lifetime` at `now`.
     pub fn open(keys: &TicketKeys, ticket: &[u8], now: u64) -> Option<ServerSession> {
         use ring::aead;
-        if ticket.len() != TICKET_LEN {
+        if ticket.len() < TICKET_LEN || ticket.len() > TICKET_LEN + MAX_TICKET_IDENTITY {
             return None;
         }
         let (id, rest) = ticket.split_at(4);
@@ -352,8 +365,9 @@ impl ServerSession {
         let suite = CipherSuite::from_id(r.u16().ok()?)?;
         let master_secret = r.array::<48>().ok()?;
         let created = u64::from_be_bytes(r.array::<8>().ok()?);
+        let psk_identity = r.vec16().ok()?.to_vec();
         r.finish().ok()?;
-        let session = ServerSession { suite, master_secret, created };
+        let session = ServerSession { suite, master_secret, created, psk_identity };
         session.fresh(now, keys.lifetime).then_some(session)
     }
 
@@ -428,7 +442,12 @@ mod server_tests {
     use super::*;
 
     fn session(created: u64) -> ServerSession {
-        ServerSession { suite: CipherSuite::PskWithAes128Ccm8, master_secret: [3; 48], created }
+        ServerSession {
+            suite: CipherSuite::PskWithAes128Ccm8,
+            master_secret: [3; 48],
+            created,
+            psk_identity: vec![],
+        }
     }
 
     #[test]
@@ -449,6 +468,12 @@ mod server_tests {
         }
         assert!(ServerSession::open(&keys, &t3, 100 + 7200).is_none(), "expired");
         assert!(ServerSession::open(&keys, &t3, 99).is_none(), "from the future");
+        let mut named = session(100);
+        named.psk_identity = b"device-7".to_vec();
+        let t = named.seal(&keys.current, [2; 12]).unwrap();
+        assert_eq!(ServerSession::open(&keys, &t, 200).unwrap().psk_identity, b"device-7");
+        named.psk_identity = vec![1; MAX_TICKET_IDENTITY + 1];
+        assert!(named.seal(&keys.current, [3; 12]).is_none(), "identity too long for a ticket");
     }
 
     #[test]

@@ -68,6 +68,11 @@ fn resumption_by_session_id() {
     assert_eq!(c.resumption, Some(Resumption::SessionId));
     assert_eq!(s.resumption, Some(Resumption::SessionId));
     assert!(c.resumed && s.resumed && c.extended_master_secret);
+    assert_eq!(
+        (c.psk_identity.as_slice(), s.psk_identity.as_slice()),
+        (PSK_ID, PSK_ID),
+        "identity carried over"
+    );
     // Server: ServerHello+CCS+Finished; client: ClientHello twice, CCS+Finished.
     assert_eq!((s.flights_sent, c.flights_sent), (1, 3));
     data_flows(&mut pair);
@@ -81,6 +86,7 @@ fn resumption_by_ticket_renews_the_ticket() {
     reconnect(&mut pair, client_config(), Some(session.clone()), 2);
     let (c, s) = pair.handshake(MINUTE).expect("abbreviated handshake");
     assert_eq!((c.resumption, s.resumption), (Some(Resumption::Ticket), Some(Resumption::Ticket)));
+    assert_eq!(s.psk_identity, PSK_ID, "the ticket carries the identity");
     let renewed = c.session.expect("a renewed ticket");
     assert!(renewed.has_ticket());
     assert_ne!(renewed.to_bytes(), session.to_bytes());
