@@ -141,6 +141,9 @@ struct Activity {
     last: Instant,
     datagrams_received: u64,
     records_dropped: u64,
+    /// When the idle timer is filed. It is moved only when it fires (to `last` + idle), not on
+    /// every datagram, so the data path does not touch the timer tree.
+    armed: Option<Instant>,
 }
 
 struct PartialHello {
@@ -644,6 +647,7 @@ impl Endpoint {
                 last: now,
                 datagrams_received: stats.datagrams_received,
                 records_dropped: stats.records_dropped,
+                armed: self.idle_timeout.map(|idle| now + idle),
             };
             let activity = self.activity.entry(id).or_insert(seen);
             // A datagram that arrived and dropped nothing was authenticated: the peer is alive.
@@ -654,8 +658,7 @@ impl Endpoint {
             }
             activity.datagrams_received = seen.datagrams_received;
             activity.records_dropped = seen.records_dropped;
-            if let Some(idle) = self.idle_timeout {
-                let expiry = activity.last + idle;
+            if let Some(expiry) = activity.armed {
                 deadline = Some(deadline.map_or(expiry, |d| d.min(expiry)));
             }
             self.forget_half_open(id);
@@ -699,12 +702,18 @@ impl Endpoint {
             self.deadlines.remove(&id);
             if let Some(c) = self.connections.get_mut(&id) {
                 c.handle_timeout(now);
-                let idle_since = self.activity.get(&id).map(|a| a.last);
-                if let (Some(idle), Some(last), true) = (self.idle_timeout, idle_since, c.is_established()) {
-                    if now >= last + idle {
-                        c.close();
-                        self.stats.sessions_expired += 1;
-                        self.events.push_back((ConnectionHandle(id), Event::Failed(Error::Closed)));
+                if let Some(activity) = self.activity.get_mut(&id).filter(|_| c.is_established()) {
+                    match self.idle_timeout {
+                        Some(idle) if now >= activity.last + idle => {
+                            c.close();
+                            self.stats.sessions_expired += 1;
+                            self.events.push_back((ConnectionHandle(id), Event::Failed(Error::Closed)));
+                        }
+                        Some(idle) if activity.armed.is_some_and(|t| now >= t) => {
+                            activity.armed = Some(activity.last + idle)
+                        }
+                        Some(_) => {}
+                        None => activity.armed = None,
                     }
                 }
             }

@@ -279,12 +279,11 @@ fn silent_established_session_expires_after_the_idle_timeout() {
     let (sa, ca) = (pair.server_addr, pair.client_addr);
     let mut garbage = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 99, 0, 24];
     garbage.extend_from_slice(&[0x55; 24]);
+    let last_data = pair.now;
     pair.now = pair.now + Duration::from_secs(20);
     pair.server.handle_datagram(pair.now, sa, ca, &mut garbage);
-    let deadline = pair.server.poll_timeout().expect("an idle deadline");
-    pair.now = deadline;
-    pair.server.handle_timeout(pair.now);
-    pair.run_for(Duration::from_secs(1));
+    pair.run_for(MINUTE);
+    assert!(pair.now <= last_data + Duration::from_secs(31), "closed 30 s after the last data");
     assert!(pair.server.connection(h).is_none(), "the silent session is gone");
     assert!(pair.server_events.contains(&(h, Event::Failed(Error::Closed))));
     assert_eq!(pair.server.stats().sessions_expired, 1);
@@ -415,4 +414,24 @@ fn partial_hello_older_than_two_seconds_is_dropped() {
         server.handle_datagram(later, sa, client, &mut d.clone());
     }
     assert_eq!(hello_verify_requests_to(&mut server, later, client), 0, "the stale fragments were forgotten");
+}
+
+/// Application data does not refile the idle timer (the data path stays off the timer tree);
+/// the timer is moved when it fires and finds the session was active.
+#[test]
+fn data_does_not_move_the_idle_timer_until_it_fires() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.server.set_idle_timeout(Some(Duration::from_secs(30)));
+    pair.handshake(MINUTE).expect("session");
+    pair.run_for(Duration::from_secs(1));
+    let armed = pair.server.poll_timeout().expect("idle timer");
+    pair.now = pair.now + Duration::from_secs(10);
+    exchange_data(&mut pair, 3);
+    assert_eq!(pair.server.poll_timeout(), Some(armed));
+    let active_at = pair.now;
+    pair.now = armed;
+    pair.server.handle_timeout(pair.now);
+    assert!(pair.server.connection(pair.server_handle()).is_some_and(|c| c.is_established()));
+    let rearmed = pair.server.poll_timeout().expect("idle timer refiled");
+    assert!(rearmed > armed && rearmed <= active_at + Duration::from_secs(30));
 }
