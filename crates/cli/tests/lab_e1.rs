@@ -70,7 +70,6 @@ fn every_message_is_acknowledged_and_delivered_once_across_outages() {
 /// Resumed reconnection, when the engine resumes: the server must know the resumed session's
 /// client (its PSK identity) to keep delivering each message once across sessions.
 #[test]
-#[ignore = "crates/dtls: a resumed session's HandshakeSummary carries an empty psk_identity, so the server cannot tell which client resumed"]
 fn resumed_reconnection_delivers_each_message_once() {
     let report = lab_e1(&["--delays", "30,100", "--seeds", "3"]);
     let resumed = rows(&report).into_iter().find(|(_, row)| strategy(row) == "standard-resumed");
