@@ -74,7 +74,7 @@ fn cookie_older_than_its_lifetime_is_refused() {
 
     // Past the lifetime, session 1's cookie earns a new HelloVerifyRequest and no state.
     pair.run_for(Duration::from_secs(1));
-    pair.now = pair.now + Duration::from_secs(10);
+    pair.now += Duration::from_secs(10);
     let before = pair.server.stats();
     pair.server.handle_datagram(pair.now, sa, ca, &mut stale_hello.clone());
     let after = pair.server.stats();
@@ -94,7 +94,7 @@ fn fresh_cookie_is_accepted_for_half_its_lifetime() {
     pair.filter = Box::new(|d, i, _| if d == Dir::ToServer && i == 1 { Fate::Drop } else { Fate::Deliver });
     pair.run_for(Duration::from_millis(100));
     let held = cookie_hello(&pair);
-    pair.now = pair.now + Duration::from_millis(4_900);
+    pair.now += Duration::from_millis(4_900);
     let (sa, ca) = (pair.server_addr, pair.client_addr);
     pair.server.handle_datagram(pair.now, sa, ca, &mut held.clone());
     assert_eq!(pair.server.stats().connections_accepted, 1);
@@ -272,7 +272,7 @@ fn silent_established_session_expires_after_the_idle_timeout() {
     let h = pair.server_handle();
     // Traffic keeps it alive; garbage that fails authentication does not.
     for _ in 0..3 {
-        pair.now = pair.now + Duration::from_secs(20);
+        pair.now += Duration::from_secs(20);
         exchange_data(&mut pair, 1);
     }
     assert!(pair.server.connection(h).is_some_and(|c| c.is_established()));
@@ -280,7 +280,7 @@ fn silent_established_session_expires_after_the_idle_timeout() {
     let mut garbage = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 99, 0, 24];
     garbage.extend_from_slice(&[0x55; 24]);
     let last_data = pair.now;
-    pair.now = pair.now + Duration::from_secs(20);
+    pair.now += Duration::from_secs(20);
     pair.server.handle_datagram(pair.now, sa, ca, &mut garbage);
     pair.run_for(MINUTE);
     assert!(pair.now <= last_data + Duration::from_secs(31), "closed 30 s after the last data");
@@ -296,7 +296,7 @@ fn without_idle_timeout_sessions_stay() {
     pair.server.set_idle_timeout(None);
     pair.handshake(MINUTE).expect("session");
     pair.run_for(Duration::from_secs(1));
-    pair.now = pair.now + Duration::from_secs(86_400);
+    pair.now += Duration::from_secs(86_400);
     pair.server.handle_timeout(pair.now);
     assert_eq!(pair.server.stats().connections_open, 1);
     assert!(pair.server.poll_timeout().is_none());
@@ -425,7 +425,7 @@ fn data_does_not_move_the_idle_timer_until_it_fires() {
     pair.handshake(MINUTE).expect("session");
     pair.run_for(Duration::from_secs(1));
     let armed = pair.server.poll_timeout().expect("idle timer");
-    pair.now = pair.now + Duration::from_secs(10);
+    pair.now += Duration::from_secs(10);
     exchange_data(&mut pair, 3);
     assert_eq!(pair.server.poll_timeout(), Some(armed));
     let active_at = pair.now;
