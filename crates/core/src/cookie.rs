@@ -1,7 +1,10 @@
 //! The keyed MAC behind every stateless cookie in fastshake.
 //!
-//! A cookie is one key-epoch byte followed by a 128-bit SipHash-2-4 tag over length-framed
-//! inputs (the client's address, the fields of its hello, ...). SipHash is a keyed PRF built for
+//! A cookie is one key-epoch byte followed by a 120-bit tag (SipHash-2-4-128, truncated) over
+//! length-framed inputs (the client's address, the fields of its hello, ...). Sixteen bytes in all,
+//! so the SCTP ERROR that carries an ALT-COOKIE is no larger than the smallest INIT announcing it
+//! (36 bytes each): answering costs an attacker no amplification. 120 bits leave forgery out of
+//! reach for a key's lifetime. SipHash is a keyed PRF built for
 //! short inputs: a server under an INIT or ClientHello flood answers each one with a few hundred
 //! cycles of hashing and no state. Two keys live at once, the current and the previous one, so a
 //! rotation never breaks a handshake that got its cookie just before it.
@@ -12,7 +15,7 @@ use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
 /// Bytes of the MAC tag inside a cookie.
-pub const COOKIE_TAG_LEN: usize = 16;
+pub const COOKIE_TAG_LEN: usize = 15;
 /// Bytes of a whole cookie: the key epoch and the tag.
 pub const COOKIE_LEN: usize = 1 + COOKIE_TAG_LEN;
 
@@ -32,7 +35,10 @@ impl EpochKey {
             h.write_u64(part.len() as u64);
             h.write(part);
         }
-        h.finish128().as_bytes()
+        let full = h.finish128().as_bytes();
+        let mut tag = [0u8; COOKIE_TAG_LEN];
+        tag.copy_from_slice(&full[..COOKIE_TAG_LEN]);
+        tag
     }
 }
 

@@ -6,7 +6,7 @@
 //! - [`SansIo`]: the one trait through which a driver (real or simulated) moves datagrams and
 //!   time through an endpoint.
 //! - [`CookieMac`]: the keyed MAC behind every stateless cookie (DTLS HelloVerifyRequest, SCTP
-//!   state cookie and ALT-COOKIE), with key rotation and constant-time verification.
+//!   state cookie and ALT-COOKIE), with key rotation and constant-time verification; 16 bytes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
