@@ -69,8 +69,9 @@ pub struct Endpoint {
     cookie: CookieMac,
     rng: ChaCha20Rng,
     /// Ordered so that timers and output run in a reproducible order. Boxed, so the tree's
-    /// spare slots cost a pointer rather than a whole connection.
-    connections: BTreeMap<u64, Box<Connection>>,
+    /// spare slots cost a pointer rather than a whole connection; the box also holds the
+    /// endpoint's bookkeeping for the connection, so that costs no tree entries of its own.
+    connections: BTreeMap<u64, Box<Slot>>,
     by_addr: BTreeMap<SocketAddr, u64>,
     /// A new handshake from the address of an established session. The established session is
     /// kept until this one completes (RFC 6347 §4.2.8: a replayed ClientHello with a valid
@@ -85,8 +86,6 @@ pub struct Endpoint {
     half_open_per_ip: BTreeMap<IpAddr, usize>,
     max_handshakes: usize,
     max_handshakes_per_ip: Option<usize>,
-    /// When each established session last received a datagram it could authenticate.
-    activity: BTreeMap<u64, Activity>,
     idle_timeout: Option<Duration>,
     /// The latest time the driver gave us (for calls that take no time, e.g. `send`).
     clock: Instant,
@@ -94,10 +93,9 @@ pub struct Endpoint {
     transmits: VecDeque<Transmit>,
     events: VecDeque<(ConnectionHandle, Event)>,
     partial_hellos: VecDeque<PartialHello>,
-    /// Deadlines of the connections that have one (those handshaking), earliest first, so
-    /// timers cost O(log n) rather than a scan of every session.
+    /// Deadlines of the connections that have one, earliest first, so timers cost O(log n)
+    /// rather than a scan of every session. Each connection's entry is also in its `Slot`.
     timers: BTreeSet<(Instant, u64)>,
-    deadlines: BTreeMap<u64, Instant>,
     stats: EndpointStats,
     /// Set when the configuration cannot work: every datagram is dropped.
     config_error: Option<Error>,
@@ -134,6 +132,15 @@ const MAX_PARTIAL_HELLOS_PER_IP: usize = 2;
 const PARTIAL_HELLO_MAX_AGE: Duration = Duration::from_secs(2);
 /// Largest ClientHello reassembled from fragments.
 const MAX_FRAGMENTED_HELLO: u32 = 512;
+
+/// A connection with the endpoint's bookkeeping for it.
+struct Slot {
+    conn: Connection,
+    /// When the session last received a datagram it could authenticate; set once established.
+    activity: Option<Activity>,
+    /// The deadline filed in `Endpoint::timers`, if any.
+    deadline: Option<Instant>,
+}
 
 /// What an established session received, to tell authenticated traffic from dropped garbage.
 #[derive(Clone, Copy, Debug)]
@@ -204,7 +211,6 @@ impl Endpoint {
             half_open_per_ip: BTreeMap::new(),
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
             max_handshakes_per_ip: None,
-            activity: BTreeMap::new(),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             clock: Instant::ZERO,
             next_id: 0,
@@ -212,7 +218,6 @@ impl Endpoint {
             events: VecDeque::new(),
             partial_hellos: VecDeque::new(),
             timers: BTreeSet::new(),
-            deadlines: BTreeMap::new(),
             stats: EndpointStats::default(),
             config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),
@@ -312,7 +317,7 @@ impl Endpoint {
             let forward = [pending, existing]
                 .into_iter()
                 .flatten()
-                .find(|id| self.connections.get(id).is_some_and(|c| Some(c.hello_id()) == hello_id));
+                .find(|id| self.connections.get(id).is_some_and(|s| Some(s.conn.hello_id()) == hello_id));
             match forward {
                 Some(id) => self.deliver(now, remote, id, datagram, on_data),
                 None => self.handle_new_client_hello(now, remote, existing, pending, &hello, datagram.len()),
@@ -351,7 +356,7 @@ impl Endpoint {
         datagram: &mut [u8],
         on_data: EndpointDataSink<'_>,
     ) {
-        let Some(conn) = self.connections.get_mut(&id) else { return };
+        let Some(conn) = self.connections.get_mut(&id).map(|s| &mut s.conn) else { return };
         if !conn.is_established() && has_large_protected_record(datagram) {
             // Before the handshake completes the only protected records a client sends are
             // Finished and alerts; anything larger would only be buffered until the keys exist.
@@ -367,7 +372,8 @@ impl Endpoint {
 
     /// Ends connection `id` because a newer handshake from its address replaces it.
     fn supersede(&mut self, id: u64) {
-        let Some(mut conn) = self.remove_connection(id) else { return };
+        let Some(mut slot) = self.remove_connection(id) else { return };
+        let conn = &mut slot.conn;
         conn.fail_superseded();
         while let Some(e) = conn.poll_event() {
             self.events.push_back((ConnectionHandle(id), e));
@@ -420,7 +426,7 @@ impl Endpoint {
         }
         // Connections this handshake replaces do not count against the table.
         let existing_in_handshake =
-            existing.filter(|id| self.connections.get(id).is_some_and(|c| !c.is_established()));
+            existing.filter(|id| self.connections.get(id).is_some_and(|s| !s.conn.is_established()));
         let replaced = usize::from(pending.is_some()) + usize::from(existing_in_handshake.is_some());
         let evictable = self.half_open.len().saturating_sub(replaced);
         if self.connections.len() >= self.config.max_connections + replaced && evictable == 0 {
@@ -443,7 +449,7 @@ impl Endpoint {
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let id = self.next_id;
         self.next_id += 1;
-        self.connections.insert(id, Box::new(conn));
+        self.connections.insert(id, Box::new(Slot { conn, activity: None, deadline: None }));
         self.half_open.insert(id, remote.ip());
         *self.half_open_per_ip.entry(remote.ip()).or_default() += 1;
         self.stats.connections_accepted += 1;
@@ -504,12 +510,13 @@ impl Endpoint {
     }
 
     /// Takes connection `id` out of every table.
-    fn remove_connection(&mut self, id: u64) -> Option<Box<Connection>> {
-        let conn = self.connections.remove(&id)?;
-        let remote = conn.remote();
-        self.set_deadline(id, None);
+    fn remove_connection(&mut self, id: u64) -> Option<Box<Slot>> {
+        let slot = self.connections.remove(&id)?;
+        let remote = slot.conn.remote();
+        if let Some(t) = slot.deadline {
+            self.timers.remove(&(t, id));
+        }
         self.forget_half_open(id);
-        self.activity.remove(&id);
         if self.by_addr.get(&remote) == Some(&id) {
             self.by_addr.remove(&remote);
             // The handshake waiting to replace it takes the address over.
@@ -521,7 +528,7 @@ impl Endpoint {
             self.pending.remove(&remote);
             self.stats.replacements_abandoned += 1;
         }
-        Some(conn)
+        Some(slot)
     }
 
     fn forget_half_open(&mut self, id: u64) {
@@ -609,23 +616,24 @@ impl Endpoint {
 
     /// Moves a connection's output and events to the endpoint, and forgets it once it ended.
     fn set_deadline(&mut self, id: u64, deadline: Option<Instant>) {
-        let old = self.deadlines.get(&id).copied();
+        let Some(slot) = self.connections.get_mut(&id) else { return };
+        let old = std::mem::replace(&mut slot.deadline, deadline);
         if old == deadline {
             return;
         }
         if let Some(t) = old {
             self.timers.remove(&(t, id));
-            self.deadlines.remove(&id);
         }
         if let Some(t) = deadline {
             self.timers.insert((t, id));
-            self.deadlines.insert(id, t);
         }
     }
 
     fn drain(&mut self, id: u64) {
         let now = self.clock;
-        let Some(conn) = self.connections.get_mut(&id) else { return };
+        let Some(slot) = self.connections.get_mut(&id) else { return };
+        let slot: &mut Slot = slot;
+        let conn = &mut slot.conn;
         while let Some(t) = conn.poll_transmit(Instant::ZERO) {
             self.transmits.push_back(t);
         }
@@ -649,7 +657,7 @@ impl Endpoint {
                 records_dropped: stats.records_dropped,
                 armed: self.idle_timeout.map(|idle| now + idle),
             };
-            let activity = self.activity.entry(id).or_insert(seen);
+            let activity = slot.activity.get_or_insert(seen);
             // A datagram that arrived and dropped nothing was authenticated: the peer is alive.
             if seen.datagrams_received > activity.datagrams_received
                 && seen.records_dropped == activity.records_dropped
@@ -664,7 +672,7 @@ impl Endpoint {
             self.forget_half_open(id);
         }
         self.set_deadline(id, deadline);
-        if self.connections.get(&id).is_some_and(|c| c.is_established())
+        if self.connections.get(&id).is_some_and(|s| s.conn.is_established())
             && self.pending.get(&remote) == Some(&id)
         {
             // The client completed a new handshake from this address: it is the peer now.
@@ -699,10 +707,12 @@ impl Endpoint {
             }
             // Forget the entry first: drain() files the connection's next deadline.
             self.timers.remove(&(t, id));
-            self.deadlines.remove(&id);
-            if let Some(c) = self.connections.get_mut(&id) {
+            if let Some(slot) = self.connections.get_mut(&id) {
+                let slot: &mut Slot = slot;
+                slot.deadline = None;
+                let c = &mut slot.conn;
                 c.handle_timeout(now);
-                if let Some(activity) = self.activity.get_mut(&id).filter(|_| c.is_established()) {
+                if let Some(activity) = slot.activity.as_mut().filter(|_| c.is_established()) {
                     match self.idle_timeout {
                         Some(idle) if now >= activity.last + idle => {
                             c.close();
@@ -728,30 +738,30 @@ impl Endpoint {
 
     /// Queues application data on connection `h`.
     pub fn send(&mut self, h: ConnectionHandle, data: &[u8]) -> Result<(), Error> {
-        let conn = self.connections.get_mut(&h.0).ok_or(Error::UnknownConnection)?;
-        let r = conn.send(data);
+        let slot = self.connections.get_mut(&h.0).ok_or(Error::UnknownConnection)?;
+        let r = slot.conn.send(data);
         self.drain(h.0);
         r
     }
 
     /// Closes connection `h` with close_notify.
     pub fn close(&mut self, h: ConnectionHandle) {
-        if let Some(c) = self.connections.get_mut(&h.0) {
-            c.close();
+        if let Some(slot) = self.connections.get_mut(&h.0) {
+            slot.conn.close();
             self.drain(h.0);
         }
     }
 
     /// Connection `h`, if still in the table.
     pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
-        self.connections.get(&h.0).map(|c| &**c)
+        self.connections.get(&h.0).map(|s| &s.conn)
     }
 
     /// Connection `h`, mutable (for `seal_into` on the data path). Output queued on it directly
     /// (e.g. by `send`) is picked up by the endpoint's next `poll_transmit` only through
     /// [`Endpoint::send`]; use `seal_into` here.
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.connections.get_mut(&h.0).map(|c| &mut **c)
+        self.connections.get_mut(&h.0).map(|s| &mut s.conn)
     }
 
     /// The connection with peer `remote`, if any.
