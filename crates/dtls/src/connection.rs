@@ -231,6 +231,20 @@ struct CertHandshake {
 }
 
 impl Handshake {
+    /// Checks the peer's Finished against the transcript so far, in constant time
+    /// (`from_client`: whose Finished it is). A mismatch is decrypt_error (RFC 5246 §7.4.9).
+    fn check_peer_finished(&self, body: &[u8], from_client: bool) -> Result<(), Abort> {
+        let verify = parse_finished(body).map_err(Abort::decode)?;
+        let expected = match &self.master {
+            Some(m) => m.verify_data(from_client, self.transcript_hash().as_ref()),
+            None => return Err(Abort::alert(AlertDescription::InternalError)),
+        };
+        if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
+            return Err(Abort::alert(AlertDescription::DecryptError));
+        }
+        Ok(())
+    }
+
     fn new(now: Instant, seed: [u8; 32], initial: Duration, max: Duration) -> Box<Self> {
         Box::new(Handshake {
             started: now,
@@ -775,14 +789,7 @@ impl Connection {
                 Ok(())
             }
             (HandshakeState::ClientWaitServerFinished, HandshakeType::Finished) => {
-                let verify = parse_finished(body).map_err(Abort::decode)?;
-                let expected = match &hs.master {
-                    Some(m) => m.verify_data(false, hs.transcript_hash().as_ref()),
-                    None => return Err(Abort::alert(AlertDescription::InternalError)),
-                };
-                if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
-                    return Err(Abort::alert(AlertDescription::DecryptError));
-                }
+                hs.check_peer_finished(body, false)?;
                 if hs.resume.as_ref().is_some_and(|r| r.resumption.is_some()) {
                     // Abbreviated handshake: our ChangeCipherSpec and Finished close it.
                     hs.hash_message(msg_type, message_seq, body);
@@ -1249,14 +1256,7 @@ impl Connection {
                 Ok(())
             }
             (HandshakeState::ServerWaitClientFinished, HandshakeType::Finished) => {
-                let verify = parse_finished(body).map_err(Abort::decode)?;
-                let expected = match &hs.master {
-                    Some(m) => m.verify_data(true, hs.transcript_hash().as_ref()),
-                    None => return Err(Abort::alert(AlertDescription::InternalError)),
-                };
-                if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
-                    return Err(Abort::alert(AlertDescription::DecryptError));
-                }
+                hs.check_peer_finished(body, true)?;
                 if hs.resume.as_ref().is_some_and(|r| r.resumption.is_some()) {
                     // Abbreviated handshake: the client's Finished is the last message.
                     self.complete_handshake(now);
