@@ -73,7 +73,9 @@
 //!   still read. [`Connection::connection_id`] says what was agreed.
 //! - Following the client (RFC 9146 §6): a session with a CID or its own socket (below) moves to
 //!   a new client address when a record from there authenticates and is newer than every
-//!   record received before; a replayed or reordered record changes nothing. Standard sessions
+//!   record received before; a replayed or reordered record changes nothing. A record that an
+//!   on-path attacker withholds and later sends from elsewhere does move a session without
+//!   `rrc` (RFC 9146 §6 names this limit); with `rrc` the new address must answer first. Standard sessions
 //!   never move (a record from another address is dropped, as before). The endpoint's address
 //!   index follows, and [`Event::PathChanged`] says where the session sends now.
 //! - Return-routability check (RFC 9853, [`Mobility::return_routability_check`]): extension
