@@ -418,6 +418,8 @@ async fn run_client(
                     let _ = events.send(ClientEvent::Closed);
                     closing = true;
                 }
+                // Session mobility (not used by this driver yet).
+                Event::Accepted | Event::PathChanged(_) => {}
                 Event::Failed(error) => {
                     let elapsed = clock.now() - started;
                     return Err(fail_client(
@@ -707,6 +709,8 @@ async fn run_server(
                     remotes.remove(&handle.0);
                     let _ = events.send(ServerEvent::Failed { handle, remote, error });
                 }
+                // Session mobility (not used by this driver yet).
+                Event::Accepted | Event::PathChanged(_) => {}
             }
         }
 

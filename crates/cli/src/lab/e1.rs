@@ -639,6 +639,8 @@ struct E1Server {
     /// (IPC's first flights).
     sent_from_session_ports_before_connected: u32,
     path_changes: u32,
+    /// TCS: why the engine refused to move a session, if it did.
+    move_refused: Option<String>,
     /// Oracle: every datagram is handed to the endpoint as if from the client's first address,
     /// and what the endpoint sends there goes to the address last heard from.
     oracle: bool,
@@ -672,8 +674,9 @@ impl E1Server {
                     self.identities.insert(handle, summary.psk_identity);
                     if self.strategy == Strategy::Tcs {
                         let local = self.session_port();
-                        // Refused only if the client did not offer to follow: it then stays here.
-                        let _ = self.endpoint.move_to(handle, local);
+                        if let Err(e) = self.endpoint.move_to(handle, local) {
+                            self.move_refused.get_or_insert_with(|| e.to_string());
+                        }
                     }
                 }
                 Event::PathChanged(_) => self.path_changes += 1,
@@ -865,6 +868,7 @@ fn build(
         connected: 0,
         sent_from_session_ports_before_connected: 0,
         path_changes: 0,
+        move_refused: None,
         oracle: strategy == Strategy::Oracle,
         anchor: None,
         latest: None,
@@ -918,7 +922,9 @@ impl Run {
             let first_flight_filtered = c.handshakes == 0
                 && s.sent_from_session_ports_before_connected > 0
                 && result.nat_filtered >= u64::from(s.sent_from_session_ports_before_connected);
-            result.failure = Some(if first_flight_filtered {
+            result.failure = Some(if let Some(refused) = &s.move_refused {
+                format!("the engine refused to move the session to its own port: {refused}")
+            } else if first_flight_filtered {
                 format!(
                     "no handshake completed: the NAT filtered {} datagrams from the server, as many as \
                  the session sent from its new port before any handshake completed ({}): the \
