@@ -642,6 +642,8 @@ struct E1Server {
     path_changes: u32,
     /// TCS: why the engine refused to move a session, if it did.
     move_refused: Option<String>,
+    /// Session ports the simulator has not been asked to open yet.
+    ports_to_open: Vec<u16>,
     /// Oracle: every datagram is handed to the endpoint as if from the client's first address,
     /// and what the endpoint sends there goes to the address last heard from.
     oracle: bool,
@@ -655,9 +657,12 @@ struct E1Server {
 }
 
 impl E1Server {
+    /// A new port for a session, opened at once: TCS's client sends there before the session
+    /// sends from it.
     fn session_port(&mut self) -> SocketAddr {
         let port = self.next_session_port;
         self.next_session_port = self.next_session_port.wrapping_add(1).max(FIRST_SESSION_PORT);
+        self.ports_to_open.push(port);
         SocketAddr::from((SERVER_ADDR, port))
     }
 
@@ -743,6 +748,10 @@ impl SansIo for E1Server {
 }
 
 impl App for E1Server {
+    fn poll_bind(&mut self) -> Option<u16> {
+        self.ports_to_open.pop()
+    }
+
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
@@ -870,6 +879,7 @@ fn build(
         sent_from_session_ports_before_connected: 0,
         path_changes: 0,
         move_refused: None,
+        ports_to_open: Vec::new(),
         oracle: strategy == Strategy::Oracle,
         anchor: None,
         latest: None,
