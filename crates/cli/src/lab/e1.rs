@@ -41,9 +41,10 @@
 //!
 //! The client offers `rrc` with every one of them, so each new address is checked first.
 //!
-//! Why a session-keeping strategy stays above the ideal bound: the round trip in flight when an
-//! interface goes down is lost (see the tie above), one per handover; multihomed, where the
-//! ideal bound is 600 round trips exactly, that is about one round trip every 5 s.
+//! Why a session-keeping strategy stays above the ideal bound: the handshake's three round trips
+//! (HelloVerifyRequest, PSK flight, Finished), which the bound leaves out, and the round trip in
+//! flight when an interface goes down, lost whole (see the tie above): one per handover.
+//! Multihomed, where the bound is 600 round trips exactly, that is one round trip every 5 s.
 
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_dtls::{
@@ -937,9 +938,9 @@ impl Run {
                 format!("the engine refused to move the session to its own port: {refused}")
             } else if first_flight_filtered {
                 format!(
-                    "no handshake completed: the NAT filtered {} datagrams from the server, as many as \
-                 the session sent from its new port before any handshake completed ({}): the \
-                 ServerHello comes from a port the client never sent to",
+                    "no handshake: the ServerHello comes from the session's new port, which the \
+                     client never sent to, and the NAT filters it ({} of the server's datagrams \
+                     filtered, {} sent from session ports)",
                     result.nat_filtered, s.sent_from_session_ports_before_connected
                 )
             } else {
