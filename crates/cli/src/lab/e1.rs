@@ -45,6 +45,10 @@
 //! (HelloVerifyRequest, PSK flight, Finished), which the bound leaves out, and the round trip in
 //! flight when an interface goes down, lost whole (see the tie above): one per handover.
 //! Multihomed, where the bound is 600 round trips exactly, that is one round trip every 5 s.
+//! CID, IPC and TCS pay one more round trip per move for the return-routability check: the
+//! engine sends a new address nothing but path_challenge until the path_response is back
+//! (RFC 9853 also allows data within the 3x limit instead), so the acknowledgement of the first
+//! message from a new address waits for the check. Without `rrc` they match the oracle.
 
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_dtls::{
