@@ -1241,7 +1241,7 @@ mod tests {
     }
 
     impl Attacker {
-        fn new(replay: &Rc<RefCell<Replay>>) -> Box<dyn App> {
+        fn boxed(replay: &Rc<RefCell<Replay>>) -> Box<dyn App> {
             let next_look = replay.borrow().at;
             Box::new(Attacker { replay: replay.clone(), next_look })
         }
@@ -1325,7 +1325,7 @@ mod tests {
         let params = Params { messages: 1100, outage_ms: 1_000, app_timeout_ms: 1_000, jitter_us: 0 };
         for strategy in [Strategy::Cid, Strategy::Ipc, Strategy::Tcs] {
             let replay = Rc::new(RefCell::new(Replay { at: Instant::from_millis(900), ..Replay::default() }));
-            let mut run = build(strategy, &cell, &params, 1, Some(Attacker::new(&replay))).expect("set up");
+            let mut run = build(strategy, &cell, &params, 1, Some(Attacker::boxed(&replay))).expect("set up");
             run.sim.enable_capture();
             run.sim.run_until(Instant::from_millis(800));
             let pcap = run.sim.take_capture().expect("captured");
@@ -1358,7 +1358,7 @@ mod tests {
         let params = Params { messages: 1100, outage_ms: 1_000, app_timeout_ms: 1_000, jitter_us: 0 };
         for strategy in [Strategy::Cid, Strategy::Ipc, Strategy::Tcs] {
             let replay = Rc::new(RefCell::new(Replay::default()));
-            let mut run = build(strategy, &cell, &params, 1, Some(Attacker::new(&replay))).expect("set up");
+            let mut run = build(strategy, &cell, &params, 1, Some(Attacker::boxed(&replay))).expect("set up");
             run.sim.run_until(Instant::from_millis(500));
             // A record put on the client's link within the last millisecond is still on its way
             // (5 ms); the attacker's copy, sent within a millisecond over a link without delay,
