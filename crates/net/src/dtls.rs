@@ -742,6 +742,10 @@ impl ClientDriver {
                 }
                 return Ok(self.traffic());
             }
+            // A reconnection's resent records.
+            if let Err(error) = self.flush().await {
+                return Err(self.fail(error));
+            }
 
             let deadline = self.deadline();
             tokio::select! {
