@@ -91,3 +91,71 @@ fn standard_dtls_can_reconnect_with_a_full_handshake() {
     assert_eq!(server.stderr().matches("handshake done").count(), 2, "{both}");
     assert!(!server.stderr().contains("resumed by"), "{both}");
 }
+
+/// The port in `text` right after `prefix` (e.g. "127.0.0.1:").
+fn port_after(text: &str, prefix: &str) -> Option<u16> {
+    let rest = text.split(prefix).nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// The port the client's trace shows a datagram naming `what` came from.
+fn port_of_received(client: &Peer, what: &str) -> Option<u16> {
+    client
+        .stderr()
+        .lines()
+        .find(|l| l.contains("<- 127.0.0.1:") && l.contains(what))
+        .and_then(|l| port_after(l, "<- 127.0.0.1:"))
+}
+
+#[test]
+fn ipc_session_survives_a_move_and_answers_from_its_own_port() {
+    let (server, client) = move_mid_session("ipc", None, &["--verbose"]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
+    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    assert_ne!(own, welcome, "{both}");
+    // Already the ServerHello comes from the session's own port, and the client follows it there.
+    assert_eq!(port_of_received(&client, "ServerHello"), Some(own), "{both}");
+    assert!(client.stderr().contains(&format!("following the server to 127.0.0.1:{own}")), "{both}");
+}
+
+#[test]
+fn tcs_session_moves_to_its_own_port_after_the_handshake_and_survives_a_move() {
+    let (server, client) = move_mid_session("tcs", None, &["--verbose"]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
+    // The handshake runs on the welcome port; the data then comes from the session's port.
+    assert_eq!(port_of_received(&client, "ServerHello"), Some(welcome), "{both}");
+    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    assert_ne!(own, welcome, "{both}");
+    let last_data = client
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("<- 127.0.0.1:") && l.contains("ApplicationData"))
+        .last()
+        .and_then(|l| port_after(l, "<- 127.0.0.1:"));
+    assert_eq!(last_data, Some(own), "{both}");
+}
+
+#[test]
+fn cid_session_survives_a_move_to_another_address() {
+    let (server, client) = move_mid_session("cid", Some("127.0.0.2:0"), &[]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    server.expect_stderr_line_with(&["moved from 127.0.0.1:", "to 127.0.0.2:"]);
+}
+
+#[test]
+fn a_tcs_client_that_does_not_offer_port_move_stays_on_the_welcome_port() {
+    let (server, port) = fastshake_server(&["--echo", "--mobility", "tcs"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mobility", "standard"]);
+    client.write_line("hello");
+    client.expect_stdout("hello\n");
+    server.expect_stderr_line_with(&["client", "stays on the welcome port"]);
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+}
