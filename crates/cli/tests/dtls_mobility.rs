@@ -132,11 +132,11 @@ fn tcs_session_moves_to_its_own_port_after_the_handshake_and_survives_a_move() {
     assert_eq!(port_of_received(&client, "ServerHello"), Some(welcome), "{both}");
     let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
     assert_ne!(own, welcome, "{both}");
-    let last_data = client
-        .stderr()
+    let stderr = client.stderr();
+    let last_data = stderr
         .lines()
-        .filter(|l| l.contains("<- 127.0.0.1:") && l.contains("ApplicationData"))
-        .last()
+        .rev()
+        .find(|l| l.contains("<- 127.0.0.1:") && l.contains("ApplicationData"))
         .and_then(|l| port_after(l, "<- 127.0.0.1:"));
     assert_eq!(last_data, Some(own), "{both}");
 }
@@ -156,6 +156,17 @@ fn a_tcs_client_that_does_not_offer_port_move_stays_on_the_welcome_port() {
     client.write_line("hello");
     client.expect_stdout("hello\n");
     server.expect_stderr_line_with(&["client", "stays on the welcome port"]);
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+}
+
+#[test]
+fn an_ipc_server_serves_a_client_without_port_move_on_the_welcome_port() {
+    let (server, port) = fastshake_server(&["--echo", "--mobility", "ipc"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mobility", "standard"]);
+    client.write_line("hello");
+    client.expect_stdout("hello\n");
+    server.expect_stderr_line_with(&["client", "stays on the welcome port", "port_move"]);
     client.close_stdin();
     assert!(client.expect_exit().success(), "{}", client.transcript());
 }

@@ -921,8 +921,9 @@ pub enum ServerEvent {
         /// The session's socket.
         local: SocketAddr,
     },
-    /// TCS: the session could not move to a port of its own and stays on its temporary socket
-    /// on the welcome port (typically: the client did not offer `port_move`).
+    /// The session stays on the welcome port: IPC, the client cannot follow the server to another
+    /// port (it did not offer `port_move`), so it is served like a standard session; TCS, the
+    /// session could not move and stays on its temporary socket.
     StaysOnWelcomePort {
         /// The connection.
         handle: ConnectionHandle,
@@ -1115,7 +1116,14 @@ impl ServerDriver {
     /// own socket now, so the ServerHello already comes from there; TCS connects a temporary
     /// socket to the client on the welcome port for the rest of the handshake.
     fn give_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, remote: Option<SocketAddr>) {
+        let offered_port_move = endpoint.connection(handle).is_some_and(|c| c.negotiated_mobility().2);
         match self.mode {
+            // A client that cannot follow the ServerHello to another port (any standard DTLS
+            // client) is served like a standard one.
+            MobilityMode::Ipc if !offered_port_move => {
+                let reason = "the client did not offer port_move".to_owned();
+                let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+            }
             MobilityMode::Ipc => match self.sockets.open_own(handle.0) {
                 Ok(local) => {
                     endpoint.set_local(handle, local);
