@@ -342,10 +342,12 @@ async fn serve(
     let mut server = DtlsServer::bind(listen, config, options)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    // The banner of a standard server stays as it always was.
+    let mobility_text =
+        if mobility == MobilityMode::Standard { String::new() } else { format!(", mobility {mobility}") };
     eprintln!(
-        "fastshake server: listening on {} (DTLS 1.2, {credentials}, mobility {})",
-        server.local_addr(),
-        mobility
+        "fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})",
+        server.local_addr()
     );
     let controller = server.controller();
     let mut terminate = terminate_signal()?;
