@@ -268,7 +268,9 @@ pub struct ClientOptions {
     /// is then at least once: the server may see a record twice across a reconnection. `None`
     /// (the default): never; the session waits for the server however long it is silent.
     pub app_timeout: Option<Duration>,
-    /// How a reconnection after `app_timeout` (or [`DtlsClient::reconnect`]) is made.
+    /// How a reconnection after `app_timeout` (or [`DtlsClient::reconnect`]) is made. A
+    /// reconnection handshake that gets no answer within the configuration's handshake timeout
+    /// is started again; the session fails only on a fatal alert (or when closed).
     pub reconnect: Reconnect,
 }
 
@@ -514,6 +516,8 @@ struct ClientDriver {
     handshake: Option<oneshot::Sender<HandshakeVerdict>>,
     /// A reconnection's handshake is under way: records wait in `unanswered`.
     reconnecting: bool,
+    /// Whether that handshake resumes the last session.
+    resuming: bool,
     app_timeout: Option<Duration>,
     resume_on_reconnect: bool,
     /// Records sent since the last record received (kept only with `app_timeout`).
@@ -555,6 +559,7 @@ impl ClientDriver {
             started,
             handshake: Some(handshake),
             reconnecting: false,
+            resuming: false,
             app_timeout,
             resume_on_reconnect: reconnect == Reconnect::Resumed,
             unanswered: VecDeque::new(),
@@ -649,6 +654,7 @@ impl ClientDriver {
             Connection::client_with_session(Arc::clone(&self.config), now, self.server, os_seed(), session);
         self.started = now;
         self.reconnecting = true;
+        self.resuming = resume;
         self.unanswered_since = None;
     }
 
@@ -716,6 +722,11 @@ impl ClientDriver {
                 Event::Closed => {
                     let _ = self.events.send(ClientEvent::Closed);
                     return Ok(true);
+                }
+                // A reconnection that got no answer (every interface down, the server away) is
+                // started again: only the application gives up on its session.
+                Event::Failed(DtlsError::HandshakeTimeout { .. }) if self.reconnecting => {
+                    self.start_reconnection(self.resuming);
                 }
                 Event::Failed(error) => {
                     let elapsed = self.clock.now() - self.started;

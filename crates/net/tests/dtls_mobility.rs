@@ -196,3 +196,99 @@ async fn tcs_session_follows_a_client_to_a_new_port() {
 async fn cid_session_follows_a_client_to_a_new_address() {
     session_survives_a_move(MobilityMode::Cid, SocketAddr::from(([127, 0, 0, 2], 0))).await;
 }
+
+/// A UDP relay between clients and `server` that can be cut: while cut it drops everything and
+/// counts what it dropped.
+struct Relay {
+    addr: SocketAddr,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(server: SocketAddr) -> Relay {
+        use std::sync::atomic::Ordering::Relaxed;
+        let facing_clients = tokio::net::UdpSocket::bind(loopback()).await.unwrap();
+        let facing_server = tokio::net::UdpSocket::bind(loopback()).await.unwrap();
+        let addr = facing_clients.local_addr().unwrap();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (is_cut, drops) = (Arc::clone(&cut), Arc::clone(&dropped));
+        let task = tokio::spawn(async move {
+            let mut client = None;
+            let (mut up, mut down) = (vec![0u8; 65_536], vec![0u8; 65_536]);
+            loop {
+                tokio::select! {
+                    Ok((len, from)) = facing_clients.recv_from(&mut up) => {
+                        client = Some(from);
+                        if is_cut.load(Relaxed) {
+                            drops.fetch_add(1, Relaxed);
+                        } else {
+                            let _ = facing_server.send_to(&up[..len], server).await;
+                        }
+                    }
+                    Ok(len) = facing_server.recv(&mut down) => {
+                        match client {
+                            Some(to) if !is_cut.load(Relaxed) => {
+                                let _ = facing_clients.send_to(&down[..len], to).await;
+                            }
+                            _ => {
+                                drops.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        Relay { addr, cut, dropped, task }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn dropped(&self) -> usize {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_reconnection_that_gets_no_answer_is_started_again() {
+    let (server, server_log) = echo_server(MobilityMode::Standard).await;
+    let relay = Relay::start(server).await;
+    let config = Arc::new(ClientConfig {
+        initial_retransmit: Duration::from_millis(20),
+        handshake_timeout: Duration::from_millis(150),
+        ..ClientConfig::psk("id", KEY)
+    });
+    let options = ClientOptions { app_timeout: Some(Duration::from_millis(100)), ..ClientOptions::default() };
+    let mut client = step("handshake", DtlsClient::connect(relay.addr, config, options)).await.unwrap();
+    client.send(b"before the cut".to_vec()).unwrap();
+    expect_echo(&mut client, b"before the cut").await;
+    relay.set_cut(true);
+    client.send(b"across the cut".to_vec()).unwrap();
+    // One reconnection attempt sends at most a few ClientHellos (20, 40, 80 ms apart within
+    // 150 ms); many more dropped datagrams mean it was started again after giving up.
+    let several_attempts = async {
+        while relay.dropped() < 12 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    step("reconnection attempts", several_attempts).await;
+    relay.set_cut(false);
+    match step("reconnection", client.recv()).await {
+        Some(ClientEvent::Reconnected(_)) => {}
+        other => panic!("expected a reconnection once the path is back, got {other:?}"),
+    }
+    expect_echo(&mut client, b"across the cut").await;
+    step("close", client.close()).await.unwrap();
+    let log = step("server end", server_log).await.unwrap();
+    assert_eq!(log.handshakes, 2, "{log:?}");
+}
