@@ -8,6 +8,13 @@
 //! [`Connection`], [`DtlsServer`] wraps one [`Endpoint`] serving many clients. Inside a task every
 //! await that can be interrupted (socket receive, timer, command) is cancel-safe, and datagrams are
 //! flushed outside `select!`, so no datagram is lost to a cancelled future.
+//!
+//! Moving clients (seed 001): a server gives its sessions sockets as its [`MobilityMode`] says
+//! (see [`crate::mobility`]) and reports moves ([`ServerEvent::PathChanged`]). A client's socket
+//! is never connected, so it follows the server to a session port and sends from whatever address
+//! the routing table gives it; a send that finds no route is held and tried again. A standard
+//! client can instead set up a new session when the server goes silent
+//! ([`ClientOptions::app_timeout`]), resending what went unanswered.
 #![forbid(unsafe_code)]
 
 use crate::mobility::{self, SessionSockets};

@@ -292,3 +292,32 @@ async fn a_reconnection_that_gets_no_answer_is_started_again() {
     let log = step("server end", server_log).await.unwrap();
     assert_eq!(log.handshakes, 2, "{log:?}");
 }
+
+#[tokio::test]
+async fn a_client_takes_datagrams_from_its_server_only() {
+    let (server, server_log) = echo_server(MobilityMode::Standard).await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let trace: fastshake_net::dtls::DatagramTrace = Arc::new(move |direction, peer, _| {
+        if direction == fastshake_net::dtls::Direction::Received {
+            log.lock().unwrap().push(peer);
+        }
+    });
+    let options = ClientOptions { trace: Some(trace), ..ClientOptions::default() };
+    let config = Arc::new(ClientConfig::psk("id", KEY));
+    let mut client = step("handshake", DtlsClient::connect(server, config, options)).await.unwrap();
+    // Another host, and another port of the server's host (a standard client does not follow
+    // the server anywhere), send to the client.
+    let other_host = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+    let other_port = std::net::UdpSocket::bind(loopback()).unwrap();
+    for stranger in [&other_host, &other_port] {
+        stranger.send_to(b"not from the server", client.local_addr()).unwrap();
+    }
+    client.send(b"ping".to_vec()).unwrap();
+    expect_echo(&mut client, b"ping").await;
+    step("close", client.close()).await.unwrap();
+    step("server end", server_log).await.unwrap();
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() >= 3, "the handshake and the echo: {seen:?}");
+    assert!(seen.iter().all(|peer| *peer == server), "only the server's datagrams are read: {seen:?}");
+}
