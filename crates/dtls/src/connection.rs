@@ -2357,9 +2357,11 @@ impl Connection {
         }
     }
 
-    /// Output of a session with mobility state: datagrams with their own destination first;
-    /// while a new address is checked, the rest goes to it within 3x the bytes received from
-    /// it, and what exceeds that is held (bounded) until the check ends.
+    /// Output of a session with mobility state: datagrams with their own destination first
+    /// (path challenges, counted against the new address's 3x allowance, and responses); while
+    /// a new address is checked the rest is held (at most `MAX_HELD_DATAGRAMS`, the oldest
+    /// dropped first) and goes to whichever address the check leaves in use: nothing but
+    /// challenges reaches an address that may be spoofed, and nothing is lost if it was.
     fn poll_transmit_mobile(&mut self) -> Option<Transmit> {
         let src = self.local();
         let path = self.path.as_deref_mut()?;
@@ -2368,13 +2370,10 @@ impl Connection {
             None => loop {
                 let payload = self.outgoing.pop_front()?;
                 let path = self.path.as_deref_mut()?;
-                let Some(probe) = path.probe.as_mut() else { break (self.remote, payload) };
-                let len = payload.len() as u64;
-                if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
-                    probe.bytes_sent += len;
-                    break (probe.addr, payload);
+                if path.probe.is_none() {
+                    break (self.remote, payload);
                 }
-                path.stats.bytes_held_by_amplification_limit += len;
+                path.stats.bytes_held_by_amplification_limit += payload.len() as u64;
                 path.held.push_back(payload);
                 if path.held.len() > MAX_HELD_DATAGRAMS {
                     if let Some(oldest) = path.held.pop_front() {
