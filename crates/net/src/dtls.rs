@@ -857,6 +857,10 @@ pub struct ServerOptions {
     /// How sessions get their sockets (see [`MobilityMode`]); the engine's
     /// `ServerConfig.mobility` says what the server accepts and must suit it.
     pub mobility: MobilityMode,
+    /// Close an established session that received nothing authenticated for this long (with
+    /// close_notify; it is reported as failed with `Error::Closed`); `None`: the engine's default
+    /// (5 minutes).
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for ServerOptions {
@@ -866,6 +870,7 @@ impl Default for ServerOptions {
             cookie_rotation: DEFAULT_COOKIE_ROTATION,
             ticket_rotation: DEFAULT_TICKET_ROTATION,
             mobility: MobilityMode::Standard,
+            idle_timeout: None,
         }
     }
 }
@@ -877,6 +882,7 @@ impl fmt::Debug for ServerOptions {
             .field("cookie_rotation", &self.cookie_rotation)
             .field("ticket_rotation", &self.ticket_rotation)
             .field("mobility", &self.mobility)
+            .field("idle_timeout", &self.idle_timeout)
             .finish()
     }
 }
@@ -1216,6 +1222,9 @@ async fn run_server(
     let issues_tickets = config.tickets.is_some();
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());
+    if let Some(idle) = options.idle_timeout {
+        endpoint.set_idle_timeout(Some(idle));
+    }
     let mut next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
     let mut next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
     let mut next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
