@@ -541,3 +541,62 @@ fn damaged_connection_id_records_never_move_a_session() {
     net.exchange(h, "b", 1);
     assert_eq!(net.server_data(), expected("c", &["a", "b"], 1));
 }
+
+#[test]
+fn session_socket_keeps_its_port_when_its_first_flight_is_lost() {
+    let mut net =
+        Net::new(with_client(mobility(None, false, true)), with_server(mobility(None, false, true)));
+    net.ipc_next_port = Some(7000);
+    let own = addr("198.51.100.1:7000");
+    let mut dropped = false;
+    net.loss = Box::new(move |d| {
+        let first = d.src == own && !dropped;
+        dropped |= first;
+        first
+    });
+    let h = net.handshake();
+    assert_eq!(net.client.remote(), own);
+    assert_eq!(net.client_path_changes(), vec![own]);
+    // The first flight was resent (the client's ClientHello went to the listening port again),
+    // from the session's own socket as before.
+    let from_server: Vec<_> = net.wire.iter().filter(|d| d.src.ip() == own.ip()).collect();
+    assert!(from_server.len() > 3);
+    assert!(from_server[1..].iter().all(|d| d.src == own), "{from_server:?}");
+    assert_eq!(net.server.stats().connections_accepted, 1);
+    net.exchange(h, "a", 2);
+    assert_eq!(net.server_data(), expected("c", &["a"], 2));
+}
+
+#[test]
+fn resumed_session_negotiates_the_connection_id_again() {
+    use fastshake_dtls::{TicketKeys, WallClock};
+    let clock = Some(WallClock { at: Instant::ZERO, unix_secs: 1_800_000_000 });
+    let server = ServerConfig {
+        tickets: Some(TicketKeys::new(1, [7; 16])),
+        wall_clock: clock,
+        ..with_server(mobility(Some(4), false, false))
+    };
+    let client = with_client(mobility(Some(0), false, false));
+    let mut net = Net::new(client.clone(), server);
+    net.handshake();
+    let session = net.client_events.iter().find_map(|e| match e {
+        Event::Connected(s) => s.session.clone(),
+        _ => None,
+    });
+    assert!(session.is_some(), "a ticket was issued");
+    net.client_addr = addr("192.0.2.1:40001");
+    net.client = Connection::client_with_session(Arc::new(client), net.now, net.listen, [9; 32], session);
+    net.client_events.clear();
+    net.server_events.clear();
+    let h = net.handshake();
+    let resumed = net.client_events.iter().any(|e| matches!(e, Event::Connected(s) if s.resumed));
+    assert!(resumed);
+    let server_cid = net.server_conn(h).connection_id().expect("negotiated again").to_vec();
+    assert_eq!(server_cid.len(), 4);
+    let mark = net.wire.len();
+    net.exchange(h, "a", 2);
+    assert_eq!(net.server_data(), expected("c", &["a"], 2));
+    for d in net.wire[mark..].iter().filter(|d| d.dst.ip() == net.listen.ip()) {
+        assert_eq!((first_type(d), &d.payload[11..15]), (25, &server_cid[..]));
+    }
+}
