@@ -98,6 +98,10 @@ pub struct ServerArgs {
     /// with return routability (RFC 9853) when the client offers it.
     #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
     mobility: MobilityMode,
+    /// Close a session that received nothing for this many seconds (close_notify; its socket,
+    /// if it has one, closes with it). Default: 300.
+    #[arg(long, value_name = "SECS")]
+    idle_timeout: Option<f64>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -323,8 +327,18 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         mobility: args.mobility.server_mobility(),
         ..ServerConfig::default()
     };
-    let options =
-        ServerOptions { trace: common.trace("server"), mobility: args.mobility, ..ServerOptions::default() };
+    let idle_timeout = match args.idle_timeout {
+        Some(secs) => {
+            Some(Duration::try_from_secs_f64(secs).context("--idle-timeout must be a positive number")?)
+        }
+        None => None,
+    };
+    let options = ServerOptions {
+        trace: common.trace("server"),
+        mobility: args.mobility,
+        idle_timeout,
+        ..ServerOptions::default()
+    };
     // The driver pins the wall clock when it starts; validate as it will run.
     let wall_clock = Some(Clock::new().wall_clock());
     ServerConfig { wall_clock, ..config.clone() }.validate().context("unusable server configuration")?;
