@@ -94,8 +94,9 @@ pub struct ServerArgs {
     /// How sessions get their sockets so that clients can move: standard (one socket, sessions
     /// keyed by the client's address), ipc (a port per session from the ServerHello on), tcs (a
     /// temporary socket connected to the client during the handshake, then a port of its own),
-    /// cid (connection IDs, RFC 9146, on one socket). ipc, tcs and cid check a client's new address
-    /// with return routability (RFC 9853) when the client offers it.
+    /// cid (connection IDs, RFC 9146, on one socket). ipc and tcs move only clients that offer
+    /// port_move (fastshake --mobility ipc|tcs); others are served on the welcome port. ipc, tcs
+    /// and cid check a client's new address with return routability (RFC 9853) when it offers it.
     #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
     mobility: MobilityMode,
     /// Close a session that received nothing for this many seconds (close_notify; its socket,
