@@ -2381,10 +2381,11 @@ impl Connection {
     }
 
     /// Output of a session with mobility state: datagrams with their own destination first
-    /// (path challenges, counted against the new address's 3x allowance, and responses); while
-    /// a new address is checked the rest is held (at most `MAX_HELD_DATAGRAMS`, the oldest
-    /// dropped first) and goes to whichever address the check leaves in use: nothing but
-    /// challenges reaches an address that may be spoofed, and nothing is lost if it was.
+    /// (path challenges, copies, responses). While a new address is checked, each datagram goes
+    /// both to it, within its 3x allowance (RFC 9853), and to the address in use: a real move
+    /// costs no round trip, a spoofed one loses nothing (the client drops whichever copy comes
+    /// second as a replay). What exceeds the allowance is held (at most `MAX_HELD_DATAGRAMS`,
+    /// the oldest dropped first) for whichever address the check leaves in use.
     fn poll_transmit_mobile(&mut self) -> Option<Transmit> {
         let src = self.local();
         let path = self.path.as_deref_mut()?;
@@ -2398,6 +2399,16 @@ impl Connection {
                 let Some(transient) = path.transient.as_deref_mut().filter(|t| t.probe.is_some()) else {
                     break (self.remote, payload);
                 };
+                if let Some(probe) = transient.probe.as_mut() {
+                    let len = payload.len() as u64;
+                    if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
+                        probe.bytes_sent += len;
+                        let to = probe.addr;
+                        transient.direct.push_back((self.remote, payload.clone()));
+                        path.stats.bytes_copied_during_checks += len;
+                        break (to, payload);
+                    }
+                }
                 path.stats.bytes_held_by_amplification_limit += payload.len() as u64;
                 transient.held.push_back(payload);
                 if transient.held.len() > MAX_HELD_DATAGRAMS {

@@ -51,9 +51,11 @@ pub struct MobilityStats {
     pub path_validations_failed: u64,
     /// Times the session started sending to a new peer address (`Event::PathChanged`).
     pub path_changes: u64,
-    /// Bytes of datagrams held back while a new peer address was checked (only path challenges
-    /// go to it, within 3x the bytes received from it); sent to the verified address, or to the
-    /// old one when the check fails.
+    /// Bytes of datagrams sent while a new peer address was checked, both to it (within 3x the
+    /// bytes received from it) and, as a copy, to the address in use.
+    pub bytes_copied_during_checks: u64,
+    /// Bytes of datagrams held back while a new peer address was checked, beyond its 3x
+    /// allowance; sent to the verified address, or to the old one when the check fails.
     pub bytes_held_by_amplification_limit: u64,
     /// Bytes of held datagrams dropped (the hold is bounded, or the check failed).
     pub bytes_dropped_by_amplification_limit: u64,

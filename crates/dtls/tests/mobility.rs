@@ -600,3 +600,35 @@ fn resumed_session_negotiates_the_connection_id_again() {
         assert_eq!((first_type(d), &d.payload[11..15]), (25, &server_cid[..]));
     }
 }
+
+/// While a new address is checked, data goes to it at once (within its 3x allowance), so a real
+/// move costs no round trip; a copy goes to the address in use, in case the move was spoofed.
+#[test]
+fn data_reaches_a_new_address_while_it_is_checked_and_a_copy_the_old_one() {
+    let (mut net, h) = rrc_pair();
+    net.exchange(h, "before", 2);
+    let old = net.client_addr;
+    let moved_to = addr("203.0.113.9:50000");
+    net.client_addr = moved_to;
+    net.client.send(b"c-moved").unwrap();
+    net.collect();
+    // From now on the old address is gone and nothing of the client's reaches the server, so
+    // the check cannot complete: only the allowance lets data through.
+    net.loss = Box::new(move |d| d.dst == old || d.src == moved_to);
+    let delay = net.delay;
+    net.run_for(delay);
+    assert_eq!(net.server_data().last(), Some(&b"c-moved".to_vec()));
+    let wire_before = net.wire.len();
+    net.server.send(h, b"s-reply").unwrap();
+    net.run_for(delay * 3);
+    assert!(net.client_data().contains(&b"s-reply".to_vec()), "data reached the new address unchecked");
+    assert_eq!(net.server_conn(h).remote(), old, "not moved before the check completes");
+    let received: u64 = net.wire.iter().filter(|d| d.src == moved_to).map(|d| d.payload.len() as u64).sum();
+    let to_new: Vec<&Datagram> = net.wire.iter().filter(|d| d.dst == moved_to).collect();
+    let sent: u64 = to_new.iter().map(|d| d.payload.len() as u64).sum();
+    assert!(sent <= 3 * received, "{sent} B sent to an unverified address that sent {received} B");
+    let reply_copies = net.wire[wire_before..].iter().filter(|d| d.src != moved_to).count();
+    assert_eq!(reply_copies, 2, "the reply went to the new address and, as a copy, to the old one");
+    assert!(net.wire[wire_before..].iter().any(|d| d.dst == old));
+    assert!(net.server_conn(h).mobility_stats().bytes_copied_during_checks > 0);
+}
