@@ -18,8 +18,8 @@
 //! round trip). The round trip in flight when an interface goes down is lost, about half a
 //! round trip per handover on average, which no strategy avoids and the ideal bound leaves out.
 //! No loss and, by default, no jitter; `--jitter-us` adds a uniform jitter on the access links;
-//! it can reorder datagrams sent back to back (a Finished and the first message), which the
-//! engine then drops.
+//! it can reorder datagrams sent back to back (a Finished and the first message: the engine
+//! keeps such a message and delivers it once the Finished is in).
 //!
 //! The client's application (the same for every strategy): one message outstanding; it is
 //! sent again when the application timeout (1 s, the paper's) expires without its
