@@ -1,0 +1,231 @@
+//! Connection ID (RFC 9146) interop with an independent implementation: `fastshake server|client
+//! --mobility cid` against pion/dtls (`interop/pion`, built with Go), as real processes over loopback,
+//! for both PSK suites. Evidence of the CID comes from both sides: pion names the CIDs it negotiated and
+//! counts the tls12_cid records on its socket (and drops a record without the CID it issued), fastshake
+//! traces its datagrams (`-v`). The pion client's move to a new local port mid-session is the
+//! real-peer migration test: the fastshake server must follow it by CID, in the same session.
+
+#[path = "support/dtls_peers.rs"]
+mod peers;
+#[path = "support/pion_peer.rs"]
+mod pion;
+
+use peers::*;
+use pion::*;
+
+/// The fastshake server's `-v` lines that say it sent to / received from 127.0.0.1:`port`.
+fn trace_lines(server: &Peer, arrow: &str, port: u16) -> Vec<String> {
+    let needle = format!("{arrow} 127.0.0.1:{port} ");
+    server.stderr().lines().filter(|line| line.contains(&needle)).map(str::to_owned).collect()
+}
+
+/// The port in "moved from 127.0.0.1:A to 127.0.0.1:B" on the pion client's stderr: B.
+fn new_local_port(client: &Peer) -> u16 {
+    client.expect_stderr("moved from");
+    let stderr = client.stderr();
+    let line = stderr.lines().find(|line| line.contains("moved from")).expect("the line seen above");
+    line.rsplit(':').next().and_then(|port| port.trim().parse().ok()).unwrap_or_else(|| panic!("{line:?}"))
+}
+
+/// fastshake server --mobility cid <-> pion client with CID: data both ways in tls12_cid records, then
+/// the client moves to a new local port and the same session goes on from there.
+fn fastshake_server_follows_pion_client(suite: &str, client_cid: &[&str]) {
+    let Some(binary) = pion_peer_binary() else { return };
+    let (server, port) = fastshake_server(&["--mobility", "cid", "--echo", "-v"]);
+    let mut client_args = vec!["--cid", "--move-after", "1"];
+    client_args.extend_from_slice(client_cid);
+    let mut client = pion_client(&binary, port, suite, &client_args);
+
+    let handshake = pion_handshake_line(&client);
+    assert!(handshake.contains(suite), "{handshake}");
+    assert!(!handshake.contains("cid out: none"), "fastshake issued no CID: {handshake}");
+    server.expect_stderr(&format!("handshake done: {suite}"));
+
+    client.write_line("before the move");
+    client.expect_stdout("before the move\n");
+    client.write_line("after the move");
+    let moved_to = new_local_port(&client);
+    client.expect_stdout("after the move\n");
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "pion client failed\n{}\n{}", client.transcript(), server.transcript());
+
+    let counts = record_counts(&client);
+    assert_eq!(counts.local_port_changes, 1, "{counts:?}");
+    // Every encrypted record of the client carried the CID, and both lines plus the close came back
+    // from the server (pion's read of the replies proves they were for this session).
+    assert_eq!(counts.sent_plain, 0, "{counts:?}\n{}", client.transcript());
+    assert!(counts.sent_cid >= 3, "Finished, two lines, close_notify: {counts:?}");
+    if handshake.contains("cid in: none") {
+        assert_eq!(counts.received_cid, 0, "no CID was asked for, none may come: {counts:?}");
+        assert!(counts.received_plain >= 2, "{counts:?}");
+    } else {
+        assert_eq!(
+            counts.received_plain,
+            0,
+            "the client asked for a CID: {counts:?}\n{}",
+            client.transcript()
+        );
+        assert!(counts.received_cid >= 2, "{counts:?}");
+    }
+
+    // One session, now at the new port: the server received a tls12_cid record from there and answered there.
+    let transcript = server.transcript();
+    assert_eq!(server.stderr().matches("handshake done").count(), 1, "a second handshake\n{transcript}");
+    let received = trace_lines(&server, "<-", moved_to);
+    assert!(
+        received.iter().any(|line| line.contains("tls12_cid")),
+        "no tls12_cid from the new port\n{transcript}"
+    );
+    assert!(!trace_lines(&server, "->", moved_to).is_empty(), "nothing sent to the new port\n{transcript}");
+}
+
+#[test]
+fn fastshake_server_follows_pion_client_by_cid_ccm8() {
+    fastshake_server_follows_pion_client(CCM8, &[]);
+}
+
+#[test]
+fn fastshake_server_follows_pion_client_by_cid_gcm() {
+    fastshake_server_follows_pion_client(GCM, &[]);
+}
+
+/// The same with a pion client that also asks for a CID in the records it receives: the fastshake
+/// server then sends tls12_cid records too, and still follows the move.
+#[test]
+fn fastshake_server_sends_cid_records_to_pion_client_that_asks_ccm8() {
+    fastshake_server_follows_pion_client(CCM8, &["--receive-cid-len", "4"]);
+}
+
+#[test]
+fn fastshake_server_sends_cid_records_to_pion_client_that_asks_gcm() {
+    fastshake_server_follows_pion_client(GCM, &["--receive-cid-len", "4"]);
+}
+
+/// pion server with CID <-> fastshake client --mobility cid: data both ways; pion issued a CID and
+/// drops every encrypted record without it, so the echo proves our client sent tls12_cid records.
+fn fastshake_client_with_pion_server(suite: &str) {
+    let Some(binary) = pion_peer_binary() else { return };
+    let (server, port) = pion_server(&binary, suite, &["--cid"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite, "--mobility", "cid", "-v"]);
+    client.expect_stderr(&format!("handshake done: {suite}"));
+    let handshake = pion_handshake_line(&server);
+    assert!(handshake.contains("cid in: 8 bytes"), "{handshake}");
+
+    client.write_line("ping from fastshake");
+    client.expect_stdout("ping from fastshake\n");
+    server.expect_stdout("ping from fastshake\n");
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    let sent_cid = client
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("fastshake client: ->") && l.contains("tls12_cid"))
+        .count();
+    assert!(sent_cid >= 2, "the trace shows {sent_cid} tls12_cid datagrams sent\n{}", client.transcript());
+    server.expect_stderr("ended");
+}
+
+#[test]
+fn fastshake_client_with_pion_server_cid_ccm8() {
+    fastshake_client_with_pion_server(CCM8);
+}
+
+#[test]
+fn fastshake_client_with_pion_server_cid_gcm() {
+    fastshake_client_with_pion_server(GCM);
+}
+
+/// fastshake server --mobility cid <-> pion client without CID: no CID is negotiated, plain records
+/// both ways, data still flows.
+fn fastshake_server_falls_back_with_pion_client_without_cid(suite: &str) {
+    let Some(binary) = pion_peer_binary() else { return };
+    let (server, port) = fastshake_server(&["--mobility", "cid", "--echo", "-v"]);
+    let mut client = pion_client(&binary, port, suite, &[]);
+    let handshake = pion_handshake_line(&client);
+    assert!(handshake.contains("cid out: none; cid in: none"), "{handshake}");
+    client.write_line("plain records");
+    client.expect_stdout("plain records\n");
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "pion client failed\n{}\n{}", client.transcript(), server.transcript());
+    let counts = record_counts(&client);
+    assert_eq!((counts.sent_cid, counts.received_cid), (0, 0), "{counts:?}");
+    assert!(counts.sent_plain >= 2 && counts.received_plain >= 1, "{counts:?}");
+    assert!(!server.stderr().contains("tls12_cid"), "{}", server.transcript());
+}
+
+#[test]
+fn fastshake_server_falls_back_with_pion_client_without_cid_ccm8() {
+    fastshake_server_falls_back_with_pion_client_without_cid(CCM8);
+}
+
+#[test]
+fn fastshake_server_falls_back_with_pion_client_without_cid_gcm() {
+    fastshake_server_falls_back_with_pion_client_without_cid(GCM);
+}
+
+/// pion server without CID <-> fastshake client --mobility cid: the offer is ignored, plain records.
+fn fastshake_client_falls_back_with_pion_server_without_cid(suite: &str) {
+    let Some(binary) = pion_peer_binary() else { return };
+    let (server, port) = pion_server(&binary, suite, &[]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite, "--mobility", "cid", "-v"]);
+    client.expect_stderr(&format!("handshake done: {suite}"));
+    let handshake = pion_handshake_line(&server);
+    assert!(handshake.contains("cid out: none; cid in: none"), "{handshake}");
+    client.write_line("plain records");
+    client.expect_stdout("plain records\n");
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    assert!(!client.stderr().contains("tls12_cid"), "{}", client.transcript());
+    assert!(client.stderr().contains("ApplicationData"), "{}", client.transcript());
+}
+
+#[test]
+fn fastshake_client_falls_back_with_pion_server_without_cid_ccm8() {
+    fastshake_client_falls_back_with_pion_server_without_cid(CCM8);
+}
+
+#[test]
+fn fastshake_client_falls_back_with_pion_server_without_cid_gcm() {
+    fastshake_client_falls_back_with_pion_server_without_cid(GCM);
+}
+
+/// The harness itself: pion against pion, so a failure above is not the Go program's. The client's
+/// move is real (the server follows it by CID, as RFC 9146 lets it), and without CIDs the same move
+/// leaves the client's next line unanswered.
+#[test]
+fn pion_peer_moves_and_pion_server_follows_by_cid() {
+    let Some(binary) = pion_peer_binary() else { return };
+    let (server, port) = pion_server(&binary, CCM8, &["--cid"]);
+    let mut client = pion_client(&binary, port, CCM8, &["--cid", "--move-after", "1"]);
+    client.write_line("one");
+    client.expect_stdout("one\n");
+    client.write_line("two");
+    new_local_port(&client);
+    client.expect_stdout("two\n");
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}\n{}", client.transcript(), server.transcript());
+    let counts = record_counts(&client);
+    assert_eq!((counts.sent_plain, counts.local_port_changes), (0, 1), "{counts:?}");
+}
+
+#[test]
+fn pion_peer_without_cid_loses_its_session_when_it_moves() {
+    let Some(binary) = pion_peer_binary() else { return };
+    let (_server, port) = pion_server(&binary, CCM8, &[]);
+    let mut client = pion_client(&binary, port, CCM8, &["--move-after", "1", "--linger", "1s"]);
+    client.write_line("one");
+    client.expect_stdout("one\n");
+    client.write_line("two");
+    new_local_port(&client);
+    client.close_stdin();
+    client.expect_exit();
+    assert!(
+        !client.stdout().contains("two"),
+        "a server without CID answered a moved client\n{}",
+        client.transcript()
+    );
+}
