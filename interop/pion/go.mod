@@ -1,6 +1,6 @@
 module fastshake/interop/pion
 
-go 1.26
+go 1.24.0
 
 require github.com/pion/dtls/v3 v3.1.15
 

@@ -78,6 +78,7 @@ fn fastshake_server_follows_pion_client(suite: &str, client_cid: &[&str]) {
         "no tls12_cid from the new port\n{transcript}"
     );
     assert!(!trace_lines(&server, "->", moved_to).is_empty(), "nothing sent to the new port\n{transcript}");
+    server.expect_stderr_line_with(&["moved from", &format!("to 127.0.0.1:{moved_to}")]);
 }
 
 #[test]
