@@ -60,6 +60,9 @@ pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
 /// How long an established session may stay silent unless [`Endpoint::set_idle_timeout`] says otherwise.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The "connection" of datagrams sent without one (HelloVerifyRequests).
+const STATELESS: u64 = u64::MAX;
+
 /// How long a HelloVerifyRequest cookie stays valid unless [`Endpoint::set_cookie_lifetime`] says otherwise.
 pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
 
@@ -90,7 +93,14 @@ pub struct Endpoint {
     /// The latest time the driver gave us (for calls that take no time, e.g. `send`).
     clock: Instant,
     next_id: u64,
-    transmits: VecDeque<Transmit>,
+    /// Datagrams not yet handed out, with the id of the connection that made each
+    /// (`STATELESS` for HelloVerifyRequests), so `set_local` can give them their source.
+    transmits: VecDeque<(u64, Transmit)>,
+    /// Sessions with their own socket (`set_local`, `move_to`), by that socket's address.
+    /// Empty (no allocation) unless sessions have one.
+    by_local: BTreeMap<SocketAddr, u64>,
+    /// Sessions with a Connection ID we issued (RFC 9146), by that CID. Empty unless CIDs are on.
+    by_cid: BTreeMap<Vec<u8>, u64>,
     events: VecDeque<(ConnectionHandle, Event)>,
     partial_hellos: VecDeque<PartialHello>,
     /// Deadlines of the connections that have one, earliest first, so timers cost O(log n)
@@ -215,6 +225,8 @@ impl Endpoint {
             clock: Instant::ZERO,
             next_id: 0,
             transmits: VecDeque::new(),
+            by_local: BTreeMap::new(),
+            by_cid: BTreeMap::new(),
             events: VecDeque::new(),
             partial_hellos: VecDeque::new(),
             timers: BTreeSet::new(),
@@ -259,6 +271,29 @@ impl Endpoint {
         self.idle_timeout = idle;
     }
 
+    /// A random Connection ID of `len` bytes no session of ours has (RFC 9146 §3: the receiver
+    /// tells sessions apart by it).
+    fn fresh_cid(&mut self, len: u8) -> Vec<u8> {
+        let mut cid = vec![0u8; len as usize];
+        for _ in 0..16 {
+            self.rng.fill_bytes(&mut cid);
+            if !self.by_cid.contains_key(&cid) {
+                break;
+            }
+        }
+        cid
+    }
+
+    /// The session a `tls12_cid` datagram names, if CIDs are on (`Some(None)`: none has it).
+    fn session_for_cid(&self, datagram: &[u8]) -> Option<Option<u64>> {
+        let len = self.config.mobility.connection_id.filter(|&n| n > 0)? as usize;
+        if datagram.first() != Some(&(ContentType::Tls12Cid as u8)) {
+            return None;
+        }
+        // type, version, epoch and sequence number, then the CID (RFC 9146 §4).
+        Some(datagram.get(11..11 + len).and_then(|cid| self.by_cid.get(cid).copied()))
+    }
+
     /// The time slot a cookie made at `now` is bound to.
     fn cookie_slot(&self, now: Instant) -> u64 {
         let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
@@ -292,7 +327,7 @@ impl Endpoint {
     fn route(
         &mut self,
         now: Instant,
-        _local: SocketAddr,
+        local: SocketAddr,
         remote: SocketAddr,
         datagram: &mut [u8],
         on_data: EndpointDataSink<'_>,
@@ -302,6 +337,20 @@ impl Endpoint {
             self.stats.datagrams_dropped += 1;
             return;
         }
+        // A record with one of our CIDs belongs to the session that issued it, whatever the
+        // source; a session's own socket belongs to it, whatever the source.
+        match self.session_for_cid(datagram) {
+            Some(Some(id)) => return self.deliver(now, local, remote, id, datagram, on_data),
+            Some(None) => {
+                self.stats.datagrams_dropped += 1;
+                return;
+            }
+            None => {}
+        }
+        if let Some(&id) = self.by_local.get(&local) {
+            self.deliver(now, local, remote, id, datagram, on_data);
+            return;
+        }
         let existing = self.by_addr.get(&remote).copied();
         let pending = self.pending.get(&remote).copied();
         let scan = self.scan_client_hello(now, remote, datagram);
@@ -309,9 +358,8 @@ impl Endpoint {
             return;
         }
         if let HelloScan::Complete(hello) = scan {
-            let hello_id = ClientHello::parse(&hello.body)
-                .ok()
-                .and_then(|ch| Some(u64::from_be_bytes(ch.random[..8].try_into().ok()?)));
+            let hello_id =
+                ClientHello::parse(&hello.body).ok().map(|ch| crate::connection::hello_id(&ch.random));
             // A retransmission of the ClientHello that started a session goes to it; a
             // different one is a new handshake (RFC 6347 §4.2.8).
             let forward = [pending, existing]
@@ -319,7 +367,7 @@ impl Endpoint {
                 .flatten()
                 .find(|id| self.connections.get(id).is_some_and(|s| Some(s.conn.hello_id()) == hello_id));
             match forward {
-                Some(id) => self.deliver(now, remote, id, datagram, on_data),
+                Some(id) => self.deliver(now, local, remote, id, datagram, on_data),
                 None => self.handle_new_client_hello(now, remote, existing, pending, &hello, datagram.len()),
             }
             return;
@@ -339,18 +387,19 @@ impl Endpoint {
             }
             if handshake_records {
                 let mut copy = datagram.to_vec();
-                self.deliver(now, remote, new, &mut copy, None);
+                self.deliver(now, local, remote, new, &mut copy, None);
             }
             if !protected_records {
                 return;
             }
         }
-        self.deliver(now, remote, id, datagram, on_data);
+        self.deliver(now, local, remote, id, datagram, on_data);
     }
 
     fn deliver(
         &mut self,
         now: Instant,
+        local: SocketAddr,
         remote: SocketAddr,
         id: u64,
         datagram: &mut [u8],
@@ -364,8 +413,11 @@ impl Endpoint {
             return;
         }
         match on_data {
-            Some(f) => conn.open_in_place(now, remote, datagram, &mut |d| f(ConnectionHandle(id), d)),
-            None => conn.handle_datagram(now, remote, datagram),
+            Some(f) => {
+                let mut sink = |d: &[u8]| f(ConnectionHandle(id), d);
+                conn.handle_datagram_at(now, local, remote, datagram, Some(&mut sink))
+            }
+            None => conn.handle_datagram_at(now, local, remote, datagram, None),
         }
         self.drain(id);
     }
@@ -420,7 +472,7 @@ impl Endpoint {
             // RFC 6347 §4.2.1: the HelloVerifyRequest reuses the ClientHello's record sequence number.
             let mut out = vec![0u8; HEADER_LEN + hdr.len() + body.len()];
             write_record(&mut out, ContentType::Handshake, 0, hello.record_seq, None, &[&hdr, &body]);
-            self.transmits.push_back(Transmit { src: None, dst: remote, payload: out });
+            self.transmits.push_back((STATELESS, Transmit { src: None, dst: remote, payload: out }));
             self.stats.hello_verify_sent += 1;
             return;
         }
@@ -445,6 +497,10 @@ impl Endpoint {
                 .session_cache
                 .get(ch.session_id, crate::session::unix_now(self.config.wall_clock, now)),
             ticket_keys: self.ticket_keys.clone(),
+            issued_cid: match self.config.mobility.connection_id {
+                Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),
+                _ => Vec::new(),
+            },
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let id = self.next_id;
@@ -459,6 +515,12 @@ impl Endpoint {
             // address goes on.
             return;
         }
+        if let Some(cid) = self.connections.get(&id).and_then(|s| s.conn.connection_id()) {
+            if !cid.is_empty() {
+                self.by_cid.insert(cid.to_vec(), id);
+            }
+        }
+        self.events.push_back((ConnectionHandle(id), Event::Accepted));
         // The new ClientHello is acceptable: it replaces a handshake in progress on this
         // address at once, and an established session only once it completes.
         if let Some(old) = pending {
@@ -513,6 +575,14 @@ impl Endpoint {
     fn remove_connection(&mut self, id: u64) -> Option<Box<Slot>> {
         let slot = self.connections.remove(&id)?;
         let remote = slot.conn.remote();
+        if let Some(cid) = slot.conn.connection_id().filter(|c| !c.is_empty()) {
+            if self.by_cid.get(cid) == Some(&id) {
+                self.by_cid.remove(cid);
+            }
+        }
+        if !self.by_local.is_empty() {
+            self.by_local.retain(|_, owner| *owner != id);
+        }
         if let Some(t) = slot.deadline {
             self.timers.remove(&(t, id));
         }
@@ -635,7 +705,7 @@ impl Endpoint {
         let slot: &mut Slot = slot;
         let conn = &mut slot.conn;
         while let Some(t) = conn.poll_transmit(Instant::ZERO) {
-            self.transmits.push_back(t);
+            self.transmits.push_back((id, t));
         }
         while let Some(e) = conn.poll_event() {
             self.events.push_back((ConnectionHandle(id), e));
@@ -643,7 +713,15 @@ impl Endpoint {
         if let Some((session_id, session)) = conn.take_new_cache_entry() {
             self.session_cache.insert(session_id, session);
         }
+        let moved = conn.take_address_change();
         let remote = conn.remote();
+        if let Some((old, new)) = moved {
+            // The session follows its client: so does the address index.
+            if self.by_addr.get(&old) == Some(&id) {
+                self.by_addr.remove(&old);
+            }
+            self.by_addr.entry(new).or_insert(id);
+        }
         if conn.is_closed() {
             self.remove_connection(id);
             return;
@@ -690,7 +768,7 @@ impl Endpoint {
         if self.transmits.is_empty() && self.transmits.capacity() > 64 {
             self.transmits = VecDeque::new();
         }
-        t
+        t.map(|(_, t)| t)
     }
 
     /// The earliest deadline of any connection.
@@ -767,6 +845,45 @@ impl Endpoint {
     /// The connection with peer `remote`, if any.
     pub fn handle_for(&self, remote: SocketAddr) -> Option<ConnectionHandle> {
         self.by_addr.get(&remote).map(|id| ConnectionHandle(*id))
+    }
+
+    /// The session that lives on its own socket `local` (`set_local`, `move_to`), if any.
+    pub fn handle_for_local(&self, local: SocketAddr) -> Option<ConnectionHandle> {
+        self.by_local.get(&local).map(|id| ConnectionHandle(*id))
+    }
+
+    /// IPC: session `h` lives on its own socket `local` from now on. Every datagram of it not
+    /// yet handed out by `poll_transmit` goes out with `Transmit::src = Some(local)`, and any
+    /// datagram arriving at `local` goes to it, whatever its source.
+    /// An unknown handle is ignored.
+    pub fn set_local(&mut self, h: ConnectionHandle, local: SocketAddr) {
+        let Some(slot) = self.connections.get_mut(&h.0) else { return };
+        if let Some(old) = slot.conn.local() {
+            if self.by_local.get(&old) == Some(&h.0) {
+                self.by_local.remove(&old);
+            }
+        }
+        slot.conn.set_local(local);
+        self.by_local.insert(local, h.0);
+        for (id, t) in self.transmits.iter_mut() {
+            if *id == h.0 {
+                t.src = Some(local);
+            }
+        }
+    }
+
+    /// TCS: move established session `h` to its own socket `local`. The engine announces
+    /// `local`'s port to the client in a protected record, resent on the retransmission timer
+    /// until a record of the client that authenticates arrives at `local`; until then the
+    /// session keeps sending from where it did. Err if the client did not offer
+    /// `follow_server_port` or the session is not established.
+    pub fn move_to(&mut self, h: ConnectionHandle, local: SocketAddr) -> Result<(), Error> {
+        let now = self.clock;
+        let slot = self.connections.get_mut(&h.0).ok_or(Error::UnknownConnection)?;
+        slot.conn.move_to(now, local)?;
+        self.by_local.insert(local, h.0);
+        self.drain(h.0);
+        Ok(())
     }
 
     /// Handles of every connection in the table.

@@ -1,0 +1,161 @@
+//! A client that moves mid-session (a handover on loopback: its socket moves to a new port or to
+//! 127.0.0.2), against `fastshake server --mobility MODE --echo`, real processes on loopback.
+//! With ipc, tcs and cid the session goes on (one handshake, the server reports the move); with
+//! standard DTLS the client reconnects after its app timeout and resends what went unanswered.
+//! Every line comes back exactly once in each case.
+
+#[path = "support/dtls_peers.rs"]
+mod peers;
+
+use peers::*;
+
+/// Lines sent before and after the move.
+const BEFORE_MOVE: usize = 3;
+const AFTER_MOVE: usize = 4;
+
+fn line(i: usize) -> String {
+    format!("message {i} of the moving client")
+}
+
+/// Runs one client through a move; returns the server and the client, both done.
+fn move_mid_session(mode: &str, rebind_to: Option<&str>, extra_client: &[&str]) -> (Peer, Peer) {
+    let (server, port) = fastshake_server(&["--echo", "--mobility", mode]);
+    let after = BEFORE_MOVE.to_string();
+    let mut client_args = vec!["--mobility", mode, "--rebind-after", &after];
+    if let Some(to) = rebind_to {
+        client_args.extend(["--rebind-to", to]);
+    }
+    client_args.extend_from_slice(extra_client);
+    let mut client = fastshake_client(port, PSK_HEX, &client_args);
+    client.expect_stderr("handshake done");
+    for i in 1..=BEFORE_MOVE {
+        client.write_line(&line(i));
+    }
+    client.expect_stdout(&format!("{}\n", line(BEFORE_MOVE)));
+    // The client moves when the last echo of the first batch arrives.
+    client.expect_stderr("moved from");
+    for i in BEFORE_MOVE + 1..=BEFORE_MOVE + AFTER_MOVE {
+        client.write_line(&line(i));
+    }
+    client.expect_stdout(&format!("{}\n", line(BEFORE_MOVE + AFTER_MOVE)));
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    (server, client)
+}
+
+/// Every line came back exactly once.
+fn assert_each_line_echoed_once(client: &Peer, server: &Peer) {
+    let stdout = client.stdout();
+    for i in 1..=BEFORE_MOVE + AFTER_MOVE {
+        let copies = stdout.lines().filter(|l| *l == line(i)).count();
+        assert_eq!(
+            copies,
+            1,
+            "line {i} echoed {copies} times\n{}\n{}",
+            client.transcript(),
+            server.transcript()
+        );
+    }
+}
+
+/// The session survived the move: one handshake, the server saw the client move, the client
+/// never reconnected.
+fn assert_same_session(server: &Peer, client: &Peer) {
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    assert_eq!(server.stderr().matches("handshake done").count(), 1, "{both}");
+    assert_eq!(client.stderr().matches("handshake done").count(), 1, "{both}");
+    server.expect_stderr_line_with(&["client", "moved from", "to 127.0.0."]);
+    assert!(client.stderr().contains("0 reconnection(s)"), "{both}");
+}
+
+#[test]
+fn standard_dtls_reconnects_after_the_app_timeout_and_resends() {
+    let (server, client) = move_mid_session("standard", None, &["--app-timeout", "300"]);
+    assert_each_line_echoed_once(&client, &server);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    assert_eq!(client.stderr().matches("reconnected").count(), 1, "{both}");
+    assert!(client.stderr().contains("1 reconnection(s)"), "{both}");
+    // The second handshake resumed the first session.
+    assert_eq!(server.stderr().matches("handshake done").count(), 2, "{both}");
+    assert_eq!(server.stderr().matches("resumed by").count(), 1, "{both}");
+    assert!(!server.stderr().contains("moved from"), "a standard session never moves\n{both}");
+}
+
+#[test]
+fn standard_dtls_can_reconnect_with_a_full_handshake() {
+    let (server, client) =
+        move_mid_session("standard", None, &["--app-timeout", "300", "--reconnect", "full"]);
+    assert_each_line_echoed_once(&client, &server);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    assert_eq!(server.stderr().matches("handshake done").count(), 2, "{both}");
+    assert!(!server.stderr().contains("resumed by"), "{both}");
+}
+
+/// The port in `text` right after `prefix` (e.g. "127.0.0.1:").
+fn port_after(text: &str, prefix: &str) -> Option<u16> {
+    let rest = text.split(prefix).nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// The port the client's trace shows a datagram naming `what` came from.
+fn port_of_received(client: &Peer, what: &str) -> Option<u16> {
+    client
+        .stderr()
+        .lines()
+        .find(|l| l.contains("<- 127.0.0.1:") && l.contains(what))
+        .and_then(|l| port_after(l, "<- 127.0.0.1:"))
+}
+
+#[test]
+fn ipc_session_survives_a_move_and_answers_from_its_own_port() {
+    let (server, client) = move_mid_session("ipc", None, &["--verbose"]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
+    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    assert_ne!(own, welcome, "{both}");
+    // Already the ServerHello comes from the session's own port, and the client follows it there.
+    assert_eq!(port_of_received(&client, "ServerHello"), Some(own), "{both}");
+    assert!(client.stderr().contains(&format!("following the server to 127.0.0.1:{own}")), "{both}");
+}
+
+#[test]
+fn tcs_session_moves_to_its_own_port_after_the_handshake_and_survives_a_move() {
+    let (server, client) = move_mid_session("tcs", None, &["--verbose"]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
+    // The handshake runs on the welcome port; the data then comes from the session's port.
+    assert_eq!(port_of_received(&client, "ServerHello"), Some(welcome), "{both}");
+    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    assert_ne!(own, welcome, "{both}");
+    let last_data = client
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("<- 127.0.0.1:") && l.contains("ApplicationData"))
+        .last()
+        .and_then(|l| port_after(l, "<- 127.0.0.1:"));
+    assert_eq!(last_data, Some(own), "{both}");
+}
+
+#[test]
+fn cid_session_survives_a_move_to_another_address() {
+    let (server, client) = move_mid_session("cid", Some("127.0.0.2:0"), &[]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    server.expect_stderr_line_with(&["moved from 127.0.0.1:", "to 127.0.0.2:"]);
+}
+
+#[test]
+fn a_tcs_client_that_does_not_offer_port_move_stays_on_the_welcome_port() {
+    let (server, port) = fastshake_server(&["--echo", "--mobility", "tcs"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mobility", "standard"]);
+    client.write_line("hello");
+    client.expect_stdout("hello\n");
+    server.expect_stderr_line_with(&["client", "stays on the welcome port"]);
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+}
