@@ -141,6 +141,46 @@ fn fastshake_client_with_pion_server_cid_gcm() {
     fastshake_client_with_pion_server(GCM);
 }
 
+/// fastshake client --mobility cid moving to a new local port mid-session (its testing aid
+/// --rebind-after) <-> pion server with CID: pion's listener routes the tls12_cid records from the new
+/// port to the same session and answers there.
+fn pion_server_follows_fastshake_client(suite: &str) {
+    let Some(binary) = pion_peer_binary() else { return };
+    let (server, port) = pion_server(&binary, suite, &["--cid"]);
+    let mut client = fastshake_client(
+        port,
+        PSK_HEX,
+        &["--suite", suite, "--mobility", "cid", "--rebind-after", "1", "-v"],
+    );
+    client.expect_stderr(&format!("handshake done: {suite}"));
+    client.write_line("before the move");
+    client.expect_stdout("before the move\n");
+    client.expect_stderr("fastshake client: moved from");
+    let stderr = client.stderr();
+    let moved = stderr.lines().find(|line| line.contains("moved from")).expect("the line seen above");
+    let new_address = moved.rsplit(' ').next().expect("an address").to_owned();
+
+    client.write_line("after the move");
+    client.expect_stdout("after the move\n");
+    server.expect_stdout("after the move\n");
+    client.close_stdin();
+    let status = client.expect_exit();
+    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    // The session pion ends is the one of the handshake, now at the client's new address.
+    server.expect_stderr_line_with(&["session with", &new_address, "ended"]);
+    assert_eq!(server.stderr().matches("handshake done").count(), 1, "{}", server.transcript());
+}
+
+#[test]
+fn pion_server_follows_fastshake_client_by_cid_ccm8() {
+    pion_server_follows_fastshake_client(CCM8);
+}
+
+#[test]
+fn pion_server_follows_fastshake_client_by_cid_gcm() {
+    pion_server_follows_fastshake_client(GCM);
+}
+
 /// fastshake server --mobility cid <-> pion client without CID: no CID is negotiated, plain records
 /// both ways, data still flows.
 fn fastshake_server_falls_back_with_pion_client_without_cid(suite: &str) {
