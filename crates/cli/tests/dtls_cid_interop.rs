@@ -273,3 +273,95 @@ fn pion_peer_without_cid_loses_its_session_when_it_moves() {
         client.transcript()
     );
 }
+
+/// `dumpcap` and `tshark` (CI installs tshark; capturing needs root), or why they cannot be used.
+fn wire_capture_tools() -> Result<(), String> {
+    for tool in ["dumpcap", "tshark"] {
+        let found =
+            std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+        if !found {
+            return Err(format!("{tool} is not installed (Debian tshark)"));
+        }
+    }
+    let uid = std::process::Command::new("id").arg("-u").output().map_err(|e| format!("id -u: {e}"))?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err("capturing on lo needs root".to_owned());
+    }
+    Ok(())
+}
+
+/// The CID of every record of every captured datagram, as Wireshark's DTLS dissector reads them:
+/// (source port, destination port, CIDs in hex, "" for a record without one).
+fn captured_cids(pcap: &std::path::Path, server_port: u16) -> Vec<(u16, u16, String)> {
+    let output = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-d", &format!("udp.port=={server_port},dtls"), "-T", "fields"])
+        .args(["-e", "udp.srcport", "-e", "udp.dstport", "-e", "dtls.record.connection_id"])
+        .output()
+        .expect("run tshark");
+    assert!(output.status.success(), "tshark failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            let port =
+                |i: usize| fields.get(i).and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line:?}"));
+            (port(0), port(1), fields.get(2).unwrap_or(&"").to_string())
+        })
+        .collect()
+}
+
+/// A third witness besides the two peers: on the wire (captured on lo, read by Wireshark's dissector),
+/// the pion client's records carry the CID fastshake issued, fastshake's carry the one pion asked for,
+/// and after the client's move the same CIDs come and go through its new port.
+#[test]
+fn capture_shows_the_cids_both_ways_and_across_the_move() {
+    let Some(binary) = pion_peer_binary() else { return };
+    if let Err(why) = wire_capture_tools() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let (server, port) = fastshake_server(&["--mobility", "cid", "--echo"]);
+    let pcap = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cid-interop-{}-{port}.pcap", std::process::id()));
+    let mut capture = std::process::Command::new("dumpcap");
+    capture.args(["-q", "-i", "lo", "-f", &format!("udp port {port}"), "-a", "duration:30", "-w"]).arg(&pcap);
+    let mut capture = Peer::spawn("dumpcap", capture);
+    capture.expect_stderr("Capturing on");
+
+    let mut client =
+        pion_client(&binary, port, CCM8, &["--cid", "--receive-cid-len", "4", "--move-after", "1"]);
+    let handshake = pion_handshake_line(&client);
+    client.write_line("before the move");
+    client.expect_stdout("before the move\n");
+    client.write_line("after the move");
+    let moved_to = new_local_port(&client);
+    client.expect_stdout("after the move\n");
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}\n{}", client.transcript(), server.transcript());
+    capture.terminate();
+    capture.expect_exit();
+
+    // "cid out: 8 bytes (HEX); cid in: 4 bytes (HEX)"
+    let cid_in_line = |label: &str| {
+        let after = handshake.split(label).nth(1).unwrap_or_else(|| panic!("{handshake}"));
+        after.split(['(', ')']).nth(1).unwrap_or_else(|| panic!("{handshake}")).to_owned()
+    };
+    let (issued_by_fastshake, asked_by_pion) = (cid_in_line("cid out: "), cid_in_line("cid in: "));
+    let datagrams = captured_cids(&pcap, port);
+    let _ = std::fs::remove_file(&pcap);
+    let shown = format!("{datagrams:#?}\n{}", client.transcript());
+    let carrying = |cid: &str, from_port: Option<u16>, to_port: Option<u16>| {
+        datagrams
+            .iter()
+            .filter(|(src, dst, cids)| {
+                from_port.is_none_or(|p| p == *src) && to_port.is_none_or(|p| p == *dst) && cids.contains(cid)
+            })
+            .count()
+    };
+    assert!(carrying(&issued_by_fastshake, None, Some(port)) >= 3, "to the server\n{shown}");
+    assert!(carrying(&asked_by_pion, Some(port), None) >= 3, "to the client\n{shown}");
+    assert!(carrying(&issued_by_fastshake, Some(moved_to), Some(port)) >= 1, "from the new port\n{shown}");
+    assert!(carrying(&asked_by_pion, Some(port), Some(moved_to)) >= 1, "to the new port\n{shown}");
+}
