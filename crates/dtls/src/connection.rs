@@ -439,6 +439,19 @@ pub struct Connection {
     stats: Stats,
     /// Connection ID, address checks, own socket, port moves: only when in use.
     path: Option<Box<PathState>>,
+    /// Datagrams and events not yet polled; `None` when both are empty.
+    queued: Option<Box<Queues>>,
+}
+
+/// Datagrams queued and not yet polled.
+fn queued_outgoing(queued: &Option<Box<Queues>>) -> impl Iterator<Item = &Vec<u8>> + '_ {
+    queued.iter().flat_map(|q| q.outgoing.iter())
+}
+
+/// What a connection has for its driver. Boxed and freed once polled empty, so an idle session
+/// keeps one pointer rather than two empty deques (64 bytes).
+#[derive(Default)]
+struct Queues {
     events: VecDeque<Event>,
     outgoing: VecDeque<Vec<u8>>,
 }
@@ -481,7 +494,7 @@ impl Connection {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
             hs.rng.fill_bytes(&mut own_cid);
             Box::new(PathState {
-                own_cid,
+                own_cid: own_cid.into(),
                 offered_cid: config.mobility.connection_id.is_some(),
                 ..Default::default()
             })
@@ -548,8 +561,7 @@ impl Connection {
             hello_id: 0,
             stats: Stats::default(),
             path: None,
-            events: VecDeque::new(),
-            outgoing: VecDeque::new(),
+            queued: None,
         }
     }
 
@@ -577,8 +589,8 @@ impl Connection {
             let mut seed = [0u8; 32];
             hs.rng.fill_bytes(&mut seed);
             Box::new(PathState {
-                own_cid: issued_cid,
-                rng: config.mobility.return_routability_check.then(|| ChaCha20Rng::from_seed(seed)),
+                own_cid: issued_cid.into(),
+                cookie_seed: config.mobility.return_routability_check.then_some(seed),
                 ..Default::default()
             })
         });
@@ -629,7 +641,7 @@ impl Connection {
     fn send_client_hello(&mut self, now: Instant) {
         let Some(config) = self.client_config().cloned() else { return };
         let Some(hs) = self.hs.as_mut() else { return };
-        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| p.own_cid.as_slice());
+        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| &p.own_cid[..]);
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
         let mut body = Vec::with_capacity(160);
         // RFC 6066 §3: server_name carries DNS names only, never address literals.
@@ -716,9 +728,9 @@ impl Connection {
                 }
                 if let Some(path) = self.path.as_deref_mut() {
                     path.cid_negotiated = sh.extensions.connection_id.is_some();
-                    path.peer_cid = sh.extensions.connection_id.unwrap_or_default().to_vec();
+                    path.peer_cid = sh.extensions.connection_id.unwrap_or_default().into();
                     if !path.cid_negotiated {
-                        path.own_cid.clear();
+                        path.own_cid = Box::default();
                     }
                     path.rrc = sh.extensions.rrc;
                     path.port_move = sh.extensions.port_move;
@@ -1084,7 +1096,7 @@ impl Connection {
             renegotiation_info: secure_renegotiation,
             point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
             session_ticket: issue_ticket.then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice()),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             ..Default::default()
@@ -1184,7 +1196,7 @@ impl Connection {
             extended_master_secret: true,
             renegotiation_info: secure_renegotiation,
             session_ticket: issue_ticket.then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice()),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             ..Default::default()
@@ -1414,16 +1426,13 @@ impl Connection {
             retransmissions: hs.retransmissions,
             extended_master_secret: hs.extended_master_secret,
             psk_identity: hs.psk_identity.clone(),
-            datagrams_sent: self.stats.datagrams_sent + self.outgoing.len() as u64,
+            datagrams_sent: self.stats.datagrams_sent + queued_outgoing(&self.queued).count() as u64,
             datagrams_received: self.stats.datagrams_received,
-            bytes_sent: self.stats.bytes_sent + self.outgoing.iter().map(|d| d.len() as u64).sum::<u64>(),
+            bytes_sent: self.stats.bytes_sent
+                + queued_outgoing(&self.queued).map(|d| d.len() as u64).sum::<u64>(),
             bytes_received: self.stats.bytes_received,
         };
         self.state = State::Established;
-        if self.outgoing.is_empty() {
-            // No idle queue capacity kept for the life of the session.
-            self.outgoing = VecDeque::new();
-        }
         // Whoever sent the last flight keeps it until the peer shows it arrived: the server in
         // a full handshake, the client in an abbreviated one.
         match (&self.config, resumption.is_some()) {
@@ -1434,7 +1443,7 @@ impl Connection {
                 hs.reassembler.reset(hs.reassembler.next_seq());
             }
         }
-        self.events.push_back(Event::Connected(summary));
+        self.push_event(Event::Connected(summary));
     }
 
     /// Sends the flight in `hs.flight` for the first time.
@@ -1461,7 +1470,7 @@ impl Connection {
     /// Packs the current flight into datagrams with fresh record sequence numbers.
     fn transmit_flight(&mut self) {
         let mtu = self.mtu();
-        let Connection { hs, protection, write_seq, write_epoch, outgoing, path, .. } = self;
+        let Connection { hs, protection, write_seq, write_epoch, queued, path, .. } = self;
         let cid = peer_cid(path);
         let Some(hs) = hs.as_mut() else { return };
         let mut b = DatagramBuilder::new(mtu);
@@ -1492,7 +1501,7 @@ impl Connection {
                 }
             }
         }
-        outgoing.extend(b.finish());
+        queued.get_or_insert_with(Box::default).outgoing.extend(b.finish());
     }
 
     /// The peer resent the flight our current flight answers: ours was lost, resend it, but at
@@ -1506,7 +1515,9 @@ impl Connection {
     }
 
     fn fail(&mut self, abort: Abort) {
-        if matches!(self.state, State::Failed | State::Closed) && !self.events.is_empty() {
+        if matches!(self.state, State::Failed | State::Closed)
+            && self.queued.as_ref().is_some_and(|q| !q.events.is_empty())
+        {
             return;
         }
         if let Some(desc) = abort.alert {
@@ -1515,7 +1526,7 @@ impl Connection {
         self.state = State::Failed;
         self.hs = None;
         self.protection = None;
-        self.events.push_back(Event::Failed(abort.error));
+        self.push_event(Event::Failed(abort.error));
     }
 
     fn send_alert(&mut self, level: AlertLevel, desc: AlertDescription) {
@@ -1530,7 +1541,7 @@ impl Connection {
             };
             let mut out = vec![0u8; HEADER_LEN + 2];
             write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
-            self.outgoing.push_back(out);
+            self.push_datagram(out);
         } else if let Some(p) = &self.protection {
             if self.write_seq > MAX_SEQ {
                 return;
@@ -1539,7 +1550,7 @@ impl Connection {
             let mut out = vec![0u8; record_len(Some(protect), 2)];
             write_record(&mut out, ContentType::Alert, 1, self.write_seq, Some(protect), &[&body]);
             self.write_seq += 1;
-            self.outgoing.push_back(out);
+            self.push_datagram(out);
         }
     }
 
@@ -1678,7 +1689,7 @@ impl Connection {
                 }
                 let cid = match (header.cid_len, self.path.as_deref()) {
                     (0, _) | (_, None) => &[][..],
-                    (_, Some(path)) => path.own_cid.as_slice(),
+                    (_, Some(path)) => &path.own_cid[..],
                 };
                 let (explicit, sealed) = body.split_at_mut(RecordCipher::EXPLICIT_NONCE_LEN);
                 let mut explicit_nonce = [0u8; 8];
@@ -1778,7 +1789,7 @@ impl Connection {
                 self.stats.app_records_received += 1;
                 match on_data {
                     Some(f) => f(plaintext),
-                    None => self.events.push_back(Event::ApplicationData(plaintext.to_vec())),
+                    None => self.push_event(Event::ApplicationData(plaintext.to_vec())),
                 }
             }
             ContentType::ReturnRoutabilityCheck => {
@@ -1803,12 +1814,12 @@ impl Connection {
             }
             self.state = State::Closed;
             self.hs = None;
-            self.events.push_back(Event::Closed);
+            self.push_event(Event::Closed);
         } else if level == AlertLevel::Fatal {
             self.state = State::Failed;
             self.hs = None;
             self.protection = None;
-            self.events.push_back(Event::Failed(Error::AlertReceived(desc)));
+            self.push_event(Event::Failed(Error::AlertReceived(desc)));
         }
         // Other warnings (no_renegotiation, ...) change nothing.
     }
@@ -1893,11 +1904,8 @@ impl Connection {
         if self.path.is_some() {
             return self.poll_transmit_mobile();
         }
-        let payload = self.outgoing.pop_front()?;
-        if self.outgoing.is_empty() && self.outgoing.capacity() > 0 && self.hs.is_none() {
-            // An established session keeps no idle queue capacity on the heap.
-            self.outgoing = VecDeque::new();
-        }
+        let payload = self.queued.as_mut()?.outgoing.pop_front()?;
+        self.free_empty_queues();
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += payload.len() as u64;
         Some(Transmit { src: None, dst: self.remote, payload })
@@ -1940,11 +1948,23 @@ impl Connection {
 
     /// The next event.
     pub fn poll_event(&mut self) -> Option<Event> {
-        let e = self.events.pop_front();
-        if self.events.is_empty() && self.events.capacity() > 0 {
-            self.events = VecDeque::new();
-        }
+        let e = self.queued.as_mut()?.events.pop_front();
+        self.free_empty_queues();
         e
+    }
+
+    fn push_event(&mut self, event: Event) {
+        self.queued.get_or_insert_with(Box::default).events.push_back(event);
+    }
+
+    fn push_datagram(&mut self, datagram: Vec<u8>) {
+        self.queued.get_or_insert_with(Box::default).outgoing.push_back(datagram);
+    }
+
+    fn free_empty_queues(&mut self) {
+        if self.queued.as_ref().is_some_and(|q| q.events.is_empty() && q.outgoing.is_empty()) {
+            self.queued = None;
+        }
     }
 
     // ---------------------------------------------------------------- application data
@@ -1975,7 +1995,7 @@ impl Connection {
         for chunk in chunks {
             let out = self.seal_record(ContentType::ApplicationData, &[chunk])?;
             self.stats.app_records_sent += 1;
-            self.outgoing.push_back(out);
+            self.push_datagram(out);
         }
         Ok(())
     }
@@ -2101,7 +2121,7 @@ impl Connection {
 
     /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).
     pub fn connection_id(&self) -> Option<&[u8]> {
-        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice())
+        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..])
     }
 
     /// Whether the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.
@@ -2113,7 +2133,7 @@ impl Connection {
         self.state = State::Failed;
         self.hs = None;
         self.protection = None;
-        self.events.push_back(Event::Failed(Error::Superseded));
+        self.push_event(Event::Failed(Error::Superseded));
     }
 }
 
@@ -2167,14 +2187,15 @@ impl Connection {
         let established = self.state == State::Established;
         let Some(path) = self.path.as_deref_mut() else { return };
         // TCS: the client's first authenticated record at the announced socket confirms the move.
-        if let (Some(local), Some(moving)) = (local, path.moving.as_ref()) {
+        if let (Some(local), Some(moving)) = (local, path.moving()) {
             if moving.local == local {
                 path.local = Some(local);
-                path.moving = None;
+                path.transient().moving = None;
+                path.release_idle();
             }
         }
         let mut cancel_probe = false;
-        if let Some(probe) = path.probe.as_mut() {
+        if let Some(probe) = path.transient.as_deref_mut().and_then(|t| t.probe.as_mut()) {
             if probe.addr == remote {
                 probe.bytes_received += len as u64;
             } else if remote == current && seen.newest {
@@ -2191,7 +2212,7 @@ impl Connection {
         }
         if !path.rrc {
             self.change_remote(remote);
-        } else if path.probe.as_ref().is_none_or(|p| p.addr != remote) {
+        } else if path.probe().is_none_or(|p| p.addr != remote) {
             self.start_probe(now, remote, len as u64);
         }
     }
@@ -2203,7 +2224,7 @@ impl Connection {
             path.moved_from.get_or_insert(old);
             path.stats.path_changes += 1;
         }
-        self.events.push_back(Event::PathChanged(new));
+        self.push_event(Event::PathChanged(new));
     }
 
     /// Endpoint: the peer address before and after a change, once.
@@ -2217,11 +2238,11 @@ impl Connection {
         let Some(path) = self.path.as_deref_mut() else { return };
         // A new address while another is checked: the newest wins (RFC 9853 §4 leaves nested
         // rebindings to time out); what was held for the old candidate goes to the known address.
-        if path.probe.is_some() {
+        if path.probe().is_some() {
             self.end_probe(now, false);
         }
         let Some(path) = self.path.as_deref_mut() else { return };
-        path.probe = Some(Probe {
+        path.transient().probe = Some(Probe {
             addr,
             cookies: Vec::new(),
             bytes_received,
@@ -2237,17 +2258,15 @@ impl Connection {
     fn send_challenge(&mut self, now: Instant) {
         let (_, max) = self.retransmit_bounds();
         let Some(path) = self.path.as_deref_mut() else { return };
-        let mut cookie = [0u8; 8];
-        if let Some(rng) = path.rng.as_mut() {
-            rng.fill_bytes(&mut cookie);
-        }
+        let cookie = path.next_cookie();
         let Ok(record) =
             self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PATH_CHALLENGE], &cookie])
         else {
             return;
         };
         let Some(path) = self.path.as_deref_mut() else { return };
-        let Some(probe) = path.probe.as_mut() else { return };
+        let transient = path.transient();
+        let Some(probe) = transient.probe.as_mut() else { return };
         probe.challenges_sent += 1;
         probe.deadline = now + probe.interval;
         probe.interval = (probe.interval * 2).min(max);
@@ -2255,7 +2274,8 @@ impl Connection {
         if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
             probe.bytes_sent += len;
             probe.cookies.push(cookie);
-            path.direct.push_back((probe.addr, record));
+            let to = probe.addr;
+            transient.direct.push_back((to, record));
             path.stats.path_challenges_sent += 1;
         }
     }
@@ -2264,21 +2284,23 @@ impl Connection {
     /// goes out to it; otherwise it stays where it was and the held datagrams go there.
     fn end_probe(&mut self, _now: Instant, validated: bool) {
         let Some(path) = self.path.as_deref_mut() else { return };
-        let Some(probe) = path.probe.take() else { return };
-        let held = std::mem::take(&mut path.held);
+        let Some(transient) = path.transient.as_deref_mut() else { return };
+        let Some(probe) = transient.probe.take() else { return };
+        let held = std::mem::take(&mut transient.held);
+        path.release_idle();
         if validated {
             self.change_remote(probe.addr);
         }
         // Held datagrams are older than anything queued since: they go first.
         for d in held.into_iter().rev() {
-            self.outgoing.push_front(d);
+            self.queued.get_or_insert_with(Box::default).outgoing.push_front(d);
         }
     }
 
     fn handle_path_timeout(&mut self, now: Instant) {
         let (_, max) = self.retransmit_bounds();
         let Some(path) = self.path.as_deref_mut() else { return };
-        if let Some(probe) = path.probe.as_ref().filter(|p| now >= p.deadline) {
+        if let Some(probe) = path.probe().filter(|p| now >= p.deadline) {
             if probe.challenges_sent < MAX_CHALLENGES {
                 self.send_challenge(now);
             } else {
@@ -2287,7 +2309,9 @@ impl Connection {
             }
         }
         let Some(path) = self.path.as_deref_mut() else { return };
-        if let Some(moving) = path.moving.as_mut().filter(|m| now >= m.deadline) {
+        if let Some(moving) =
+            path.transient.as_deref_mut().and_then(|t| t.moving.as_mut()).filter(|m| now >= m.deadline)
+        {
             moving.deadline = now + moving.interval;
             moving.interval = (moving.interval * 2).min(max);
             let port = moving.local.port();
@@ -2300,7 +2324,7 @@ impl Connection {
         if let Ok(record) =
             self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PORT_MOVED], &port.to_be_bytes()])
         {
-            self.outgoing.push_back(record);
+            self.push_datagram(record);
             if let Some(path) = self.path.as_deref_mut() {
                 path.stats.port_announcements_sent += 1;
             }
@@ -2322,15 +2346,14 @@ impl Connection {
                     self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PATH_RESPONSE], cookie])
                 {
                     if let Some(path) = self.path.as_deref_mut() {
-                        path.direct.push_back((remote, record));
+                        path.transient().direct.push_back((remote, record));
                         path.stats.path_responses_sent += 1;
                     }
                 }
             }
             (Some(RRC_PATH_RESPONSE), 9) => {
                 let valid = path
-                    .probe
-                    .as_ref()
+                    .probe()
                     .is_some_and(|p| p.addr == remote && p.cookies.iter().any(|c| c[..] == message[1..9]));
                 if valid {
                     self.end_probe(now, true);
@@ -2348,7 +2371,7 @@ impl Connection {
                     ContentType::ReturnRoutabilityCheck,
                     &[&[RRC_PORT_MOVED], &port.to_be_bytes()],
                 ) {
-                    self.outgoing.push_back(record);
+                    self.push_datagram(record);
                 }
             }
             // path_drop (we run only the basic check), our own port acknowledgements, and
@@ -2357,32 +2380,45 @@ impl Connection {
         }
     }
 
-    /// Output of a session with mobility state: datagrams with their own destination first;
-    /// while a new address is checked, the rest goes to it within 3x the bytes received from
-    /// it, and what exceeds that is held (bounded) until the check ends.
+    /// Output of a session with mobility state: datagrams with their own destination first
+    /// (path challenges, copies, responses). While a new address is checked, each datagram goes
+    /// both to it, within its 3x allowance (RFC 9853), and to the address in use: a real move
+    /// costs no round trip, a spoofed one loses nothing (the client drops whichever copy comes
+    /// second as a replay). What exceeds the allowance is held (at most `MAX_HELD_DATAGRAMS`,
+    /// the oldest dropped first) for whichever address the check leaves in use.
     fn poll_transmit_mobile(&mut self) -> Option<Transmit> {
         let src = self.local();
         let path = self.path.as_deref_mut()?;
-        let (dst, payload) = match path.direct.pop_front() {
+        let direct = path.transient.as_deref_mut().and_then(|t| t.direct.pop_front());
+        path.release_idle();
+        let (dst, payload) = match direct {
             Some(d) => d,
             None => loop {
-                let payload = self.outgoing.pop_front()?;
+                let payload = self.queued.as_mut()?.outgoing.pop_front()?;
                 let path = self.path.as_deref_mut()?;
-                let Some(probe) = path.probe.as_mut() else { break (self.remote, payload) };
-                let len = payload.len() as u64;
-                if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
-                    probe.bytes_sent += len;
-                    break (probe.addr, payload);
+                let Some(transient) = path.transient.as_deref_mut().filter(|t| t.probe.is_some()) else {
+                    break (self.remote, payload);
+                };
+                if let Some(probe) = transient.probe.as_mut() {
+                    let len = payload.len() as u64;
+                    if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
+                        probe.bytes_sent += len;
+                        let to = probe.addr;
+                        transient.direct.push_back((self.remote, payload.clone()));
+                        path.stats.bytes_copied_during_checks += len;
+                        break (to, payload);
+                    }
                 }
-                path.stats.bytes_held_by_amplification_limit += len;
-                path.held.push_back(payload);
-                if path.held.len() > MAX_HELD_DATAGRAMS {
-                    if let Some(oldest) = path.held.pop_front() {
+                path.stats.bytes_held_by_amplification_limit += payload.len() as u64;
+                transient.held.push_back(payload);
+                if transient.held.len() > MAX_HELD_DATAGRAMS {
+                    if let Some(oldest) = transient.held.pop_front() {
                         path.stats.bytes_dropped_by_amplification_limit += oldest.len() as u64;
                     }
                 }
             },
         };
+        self.free_empty_queues();
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += payload.len() as u64;
         Some(Transmit { src, dst, payload })
@@ -2403,7 +2439,8 @@ impl Connection {
         let Some(path) = self.path.as_deref_mut().filter(|p| p.port_move) else {
             return Err(Error::NotNegotiated("port_move: the client did not offer follow_server_port"));
         };
-        path.moving = Some(PortMove { local, deadline: now + initial, interval: (initial * 2).min(max) });
+        path.transient().moving =
+            Some(PortMove { local, deadline: now + initial, interval: (initial * 2).min(max) });
         self.announce_port(local.port());
         Ok(())
     }
@@ -2415,14 +2452,14 @@ fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, 
     let Some(p) = path.as_deref_mut() else { return };
     let offered = &ch.extensions;
     p.cid_negotiated = config.mobility.connection_id.is_some() && offered.connection_id.is_some();
-    p.peer_cid = offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default().to_vec();
+    p.peer_cid = offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default().into();
     if !p.cid_negotiated {
-        p.own_cid.clear();
+        p.own_cid = Box::default();
     }
     p.rrc = config.mobility.return_routability_check && offered.rrc;
     p.port_move = config.mobility.follow_server_port && offered.port_move;
     if !p.rrc {
-        p.rng = None;
+        p.cookie_seed = None;
     }
     if !p.cid_negotiated && !p.rrc && !p.port_move && p.local.is_none() {
         *path = None;
@@ -2431,7 +2468,7 @@ fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, 
 
 /// The CID to write into our protected records (empty: none).
 fn peer_cid(path: &Option<Box<PathState>>) -> &[u8] {
-    path.as_deref().map_or(&[][..], |p| p.peer_cid.as_slice())
+    path.as_deref().map_or(&[][..], |p| &p.peer_cid[..])
 }
 
 /// First 4 bytes of a client random: tells a late duplicate ClientHello from a new one (a new
