@@ -1313,6 +1313,22 @@ pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
         };
         let content_type = header[0];
         let epoch = u16::from_be_bytes([header[3], header[4]]);
+        if content_type == 25 {
+            // tls12_cid (RFC 9146): the CID sits between the sequence number and the length,
+            // and only its receiver knows how long it is; take the length that makes the record
+            // end where the datagram or a next record header does.
+            match tls12_cid_record_len(rest) {
+                Some((cid_len, length)) => {
+                    out.push(format!("tls12_cid record (CID {cid_len} B, {length} B encrypted)"));
+                    rest = &rest[RECORD_HEADER + cid_len + length..];
+                    continue;
+                }
+                None => {
+                    out.push("tls12_cid record (unparsed)".to_owned());
+                    break;
+                }
+            }
+        }
         let length = usize::from(u16::from_be_bytes([header[11], header[12]]));
         let Some(body) = rest.get(RECORD_HEADER..RECORD_HEADER + length) else {
             out.push(format!("truncated record (type {content_type})"));
@@ -1327,11 +1343,23 @@ pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
             // In DTLS 1.2 the only handshake message of epoch 1 is Finished.
             (22, _) => out.push("Finished (encrypted)".to_owned()),
             (23, _) => out.push(format!("ApplicationData ({length} B encrypted)")),
-            (25, _) => out.push(format!("tls12_cid record ({length} B)")),
+            (27, _) => out.push("return_routability_check (encrypted)".to_owned()),
             (other, _) => out.push(format!("record of content type {other}")),
         }
     }
     out
+}
+
+/// The CID length and ciphertext length of the `tls12_cid` record at the start of `rest`.
+fn tls12_cid_record_len(rest: &[u8]) -> Option<(usize, usize)> {
+    (0..=usize::from(u8::MAX)).find_map(|cid_len| {
+        let at = 11 + cid_len;
+        let length = usize::from(u16::from_be_bytes([*rest.get(at)?, *rest.get(at + 1)?]));
+        let end = at + 2 + length;
+        let next_is_header =
+            rest.get(end..end + 3).is_some_and(|h| (20..=27).contains(&h[0]) && h[1..] == [0xfe, 0xfd]);
+        (end == rest.len() || next_is_header).then_some((cid_len, length))
+    })
 }
 
 fn describe_plain_alert(body: &[u8]) -> String {
@@ -1461,6 +1489,27 @@ mod tests {
         let mut truncated = record(23, 1, &[0; 30]);
         truncated.truncate(20);
         assert_eq!(describe_datagram(&truncated), vec!["truncated record (type 23)"]);
+    }
+
+    #[test]
+    fn finds_the_length_of_a_tls12_cid_record_behind_its_cid() {
+        let cid_record = |cid: &[u8], length: usize| {
+            let mut r = vec![25, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9];
+            r.extend_from_slice(cid);
+            r.extend_from_slice(&(length as u16).to_be_bytes());
+            r.extend(std::iter::repeat_n(0xa5, length));
+            r
+        };
+        assert_eq!(
+            describe_datagram(&cid_record(&[1, 2, 3, 4], 30)),
+            vec!["tls12_cid record (CID 4 B, 30 B encrypted)"]
+        );
+        let mut two = cid_record(&[9; 8], 20);
+        two.extend(record(21, 1, &[0; 26]));
+        assert_eq!(
+            describe_datagram(&two),
+            vec!["tls12_cid record (CID 8 B, 20 B encrypted)", "Alert (encrypted)"]
+        );
     }
 
     fn loopback() -> SocketAddr {
