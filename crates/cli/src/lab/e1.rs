@@ -62,6 +62,9 @@ const PSK_KEY: [u8; 16] = [0x5a; 16];
 /// Message size (seed 001 does not say): a tag, the 4-byte number, padding.
 const MESSAGE_LEN: usize = 32;
 
+#[path = "e1_real.rs"]
+pub(crate) mod real;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Print the figures as JSON.
@@ -88,6 +91,9 @@ pub struct Args {
     /// NAT between router and server: none, full-cone, restricted, port-restricted, symmetric, all.
     #[arg(long, default_value = "none")]
     nat: String,
+    /// Run on real sockets in network namespaces instead of the simulator (needs root).
+    #[arg(long)]
+    real: bool,
 }
 
 /// How the session copes with the client's address changes.
@@ -956,6 +962,9 @@ fn fmt_opt(v: Option<f64>, width: usize, precision: usize) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.real {
+        return real::run(args);
+    }
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");
