@@ -161,6 +161,8 @@ async fn demo(suite: CipherSuite, mtu: usize, messages: Vec<String>) -> anyhow::
             Ok(Some(ClientEvent::SendFailed(error))) => bail!("cannot send {message:?}: {error}"),
             Ok(Some(ClientEvent::Failed(error))) => bail!("the session failed: {error}"),
             Ok(Some(ClientEvent::Closed) | None) => bail!("the server closed the session early"),
+            // The demo's client and server stay where they are.
+            Ok(Some(ClientEvent::PathChanged(_) | ClientEvent::Reconnected(_))) => bail!("unexpected move"),
             Err(_) => bail!("no echo of {message:?} within {STEP_TIMEOUT:?}"),
         };
         say!("  client sent {:?}, got back {:?}:", message, String::from_utf8_lossy(&echoed));
@@ -202,6 +204,9 @@ async fn echo_server(
                 say!("server: session failed: {error}");
                 break;
             }
+            ServerEvent::PathChanged { .. }
+            | ServerEvent::OwnSocket { .. }
+            | ServerEvent::StaysOnWelcomePort { .. } => {}
         }
     }
     server.shutdown().await?;

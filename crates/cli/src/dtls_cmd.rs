@@ -15,7 +15,7 @@ use fastshake_dtls::{
 };
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, Clock, DatagramTrace,
-    Direction, DtlsClient, DtlsServer, ServerEvent, ServerOptions,
+    Direction, DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
 };
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
@@ -91,6 +91,13 @@ pub struct ServerArgs {
     /// require (handshake_failure without one). Needs --ca.
     #[arg(long, value_name = "POLICY", value_enum, default_value_t = ClientAuthArg::None)]
     client_auth: ClientAuthArg,
+    /// How sessions get their sockets so that clients can move: standard (one socket, sessions
+    /// keyed by the client's address), ipc (a port per session from the ServerHello on), tcs (a
+    /// temporary socket connected to the client during the handshake, then a port of its own),
+    /// cid (connection IDs, RFC 9146, on one socket). ipc, tcs and cid check a client's new address
+    /// with return routability (RFC 9853) when the client offers it.
+    #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
+    mobility: MobilityMode,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -117,8 +124,48 @@ pub struct ClientArgs {
     /// written with mode 0600.
     #[arg(long, value_name = "FILE")]
     session_file: Option<PathBuf>,
+    /// What the client offers so its session survives a move: standard (nothing; see
+    /// --app-timeout), ipc or tcs (follow the server to the session's own port, and return
+    /// routability checks), cid (a connection ID from the server, and return routability checks).
+    #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
+    mobility: MobilityMode,
+    /// Local address to bind (default: loopback for a loopback server, else the unspecified
+    /// address, so the routing table picks the interface of every datagram).
+    #[arg(long, value_name = "ADDR")]
+    bind: Option<SocketAddr>,
+    /// --mobility standard: when records were sent and nothing came back for this many
+    /// milliseconds, set up a new session and send again the records sent since the last one
+    /// received (the server may then see a record twice). 0: never.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    app_timeout: u64,
+    /// How --app-timeout reconnects: full (a full handshake) or resumed (resume the session).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = ReconnectArg::Resumed)]
+    reconnect: ReconnectArg,
+    /// Testing aid: after receiving this many records, move to a new local socket (see
+    /// --rebind-to), as a handover would.
+    #[arg(long, value_name = "N", hide = true)]
+    rebind_after: Option<u64>,
+    /// Testing aid: the address --rebind-after moves to (default: the current IP, a new port).
+    #[arg(long, value_name = "ADDR", hide = true, requires = "rebind_after")]
+    rebind_to: Option<SocketAddr>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// `--reconnect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ReconnectArg {
+    Full,
+    Resumed,
+}
+
+impl From<ReconnectArg> for Reconnect {
+    fn from(arg: ReconnectArg) -> Self {
+        match arg {
+            ReconnectArg::Full => Reconnect::Full,
+            ReconnectArg::Resumed => Reconnect::Resumed,
+        }
+    }
 }
 
 /// `--client-auth`.
@@ -275,7 +322,8 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         max_connections: args.max_connections,
         ..ServerConfig::default()
     };
-    let options = ServerOptions { trace: common.trace("server"), ..ServerOptions::default() };
+    let options =
+        ServerOptions { trace: common.trace("server"), mobility: args.mobility, ..ServerOptions::default() };
     // The driver pins the wall clock when it starts; validate as it will run.
     let wall_clock = Some(Clock::new().wall_clock());
     ServerConfig { wall_clock, ..config.clone() }.validate().context("unusable server configuration")?;
@@ -289,10 +337,15 @@ async fn serve(
     echo: bool,
     credentials: &str,
 ) -> anyhow::Result<()> {
+    let mobility = options.mobility;
     let mut server = DtlsServer::bind(listen, config, options)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    eprintln!("fastshake server: listening on {} (DTLS 1.2, {credentials})", server.local_addr());
+    eprintln!(
+        "fastshake server: listening on {} (DTLS 1.2, {credentials}, mobility {})",
+        server.local_addr(),
+        mobility
+    );
     let controller = server.controller();
     let mut terminate = terminate_signal()?;
     loop {
@@ -323,6 +376,15 @@ async fn serve(
             }
             ServerEvent::Failed { remote, error, .. } => {
                 eprintln!("fastshake server: {}: session failed: {error}", peer_name(remote));
+            }
+            ServerEvent::PathChanged { handle, from, to } => {
+                eprintln!("fastshake server: client {} moved from {} to {to}", handle.0, peer_name(from));
+            }
+            ServerEvent::OwnSocket { handle, local } => {
+                eprintln!("fastshake server: client {} now served from its own socket {local}", handle.0);
+            }
+            ServerEvent::StaysOnWelcomePort { handle, reason } => {
+                eprintln!("fastshake server: client {} stays on the welcome port ({reason})", handle.0);
             }
         }
     }
@@ -379,15 +441,21 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         Some(path) => load_session(path)?,
         None => None,
     };
-    let options = ClientOptions { trace: common.trace("client"), session, ..ClientOptions::default() };
-    let linger = Duration::from_millis(args.linger);
-    runtime()?.block_on(run_client(
-        &args.connect,
-        Arc::new(config),
-        options,
-        linger,
-        args.session_file.as_deref(),
-    ))
+    let standard = args.mobility == MobilityMode::Standard;
+    let options = ClientOptions {
+        bind: args.bind,
+        trace: common.trace("client"),
+        session,
+        app_timeout: (standard && args.app_timeout > 0).then(|| Duration::from_millis(args.app_timeout)),
+        reconnect: args.reconnect.into(),
+    };
+    let settings = ClientRun {
+        linger: Duration::from_millis(args.linger),
+        session_file: args.session_file.as_deref(),
+        rebind_after: args.rebind_after,
+        rebind_to: args.rebind_to,
+    };
+    runtime()?.block_on(run_client(&args.connect, Arc::new(config), options, settings))
 }
 
 /// The host part of `host:port` or `[v6]:port`, as the name the server certificate must carry.
@@ -464,13 +532,22 @@ fn subject_of(der: &[u8]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
+/// What the client loop needs besides the engine's and the driver's settings.
+struct ClientRun<'a> {
+    linger: Duration,
+    session_file: Option<&'a Path>,
+    rebind_after: Option<u64>,
+    rebind_to: Option<SocketAddr>,
+}
+
 async fn run_client(
     connect: &str,
     config: Arc<ClientConfig>,
     options: ClientOptions,
-    linger: Duration,
-    session_file: Option<&Path>,
+    settings: ClientRun<'_>,
 ) -> anyhow::Result<()> {
+    let ClientRun { linger, session_file, rebind_after, rebind_to } = settings;
+    let mut records_received = 0u64;
     let remote = tokio::net::lookup_host(connect)
         .await
         .with_context(|| format!("cannot resolve {connect}"))?
@@ -512,8 +589,29 @@ async fn run_client(
             },
             event = client.recv() => match event {
                 Some(ClientEvent::Data(data)) => {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(&data).and_then(|()| out.flush()).context("cannot write to standard output")?;
+                    {
+                        let mut out = std::io::stdout().lock();
+                        out.write_all(&data).and_then(|()| out.flush()).context("cannot write to standard output")?;
+                    }
+                    records_received += 1;
+                    if rebind_after == Some(records_received) {
+                        let from = client.local_addr();
+                        let to = rebind_to.unwrap_or_else(|| SocketAddr::new(from.ip(), 0));
+                        let bound = client.rebind(to).await.with_context(|| format!("cannot move to {to}"))?;
+                        eprintln!("fastshake client: moved from {from} to {bound}");
+                    }
+                }
+                Some(ClientEvent::PathChanged(to)) => {
+                    eprintln!("fastshake client: following the server to {to}");
+                }
+                Some(ClientEvent::Reconnected(summary)) => {
+                    eprintln!(
+                        "fastshake client: no answer for the app timeout, reconnected: {}",
+                        summary_line(&summary)
+                    );
+                    if let (Some(path), Some(session)) = (session_file, &summary.session) {
+                        store_session(path, session)?;
+                    }
                 }
                 Some(ClientEvent::SendFailed(error)) => {
                     return Err(anyhow::Error::new(error).context("cannot send a record"));
@@ -529,11 +627,14 @@ async fn run_client(
             _ = terminate.recv() => break,
         }
     }
+    let (reconnections, path_changes) = (client.reconnections(), client.path_changes());
     let traffic = client.close().await.context("closing the session failed")?;
     eprintln!(
-        "fastshake client: {} ({}); in total sent {} datagrams / {} B, received {} datagrams / {} B",
+        "fastshake client: {} ({}); {} reconnection(s), {} server port change(s); in total sent {} datagrams / {} B, received {} datagrams / {} B",
         if peer_closed { "closed by the server (close_notify)" } else { "closed" },
         remote,
+        reconnections,
+        path_changes,
         traffic.datagrams_sent,
         traffic.bytes_sent,
         traffic.datagrams_received,

@@ -10,13 +10,14 @@
 //! flushed outside `select!`, so no datagram is lost to a cancelled future.
 #![forbid(unsafe_code)]
 
-use fastshake_core::Instant;
+use crate::mobility::{self, SessionSockets};
+use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
     ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
     HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WallClock,
 };
 use rand_core::{OsRng, RngCore};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -25,6 +26,8 @@ use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+
+pub use crate::mobility::MobilityMode;
 
 /// Largest UDP payload we accept; bigger datagrams cannot arrive over UDP/IPv4 anyway.
 const RECEIVE_BUFFER: usize = 65_536;
@@ -145,6 +148,18 @@ impl From<&Stats> for Traffic {
     }
 }
 
+impl Traffic {
+    /// Both totals added up.
+    pub fn plus(&self, other: &Traffic) -> Traffic {
+        Traffic {
+            datagrams_sent: self.datagrams_sent + other.datagrams_sent,
+            bytes_sent: self.bytes_sent + other.bytes_sent,
+            datagrams_received: self.datagrams_received + other.datagrams_received,
+            bytes_received: self.bytes_received + other.bytes_received,
+        }
+    }
+}
+
 /// How a handshake went as the summary line says it: `full (not resumed)`, `resumed by session
 /// ID` or `resumed by ticket`.
 pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
@@ -223,17 +238,38 @@ impl DriverError {
     }
 }
 
+/// How a standard client sets up a new session when the server has gone silent (see
+/// [`ClientOptions::app_timeout`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reconnect {
+    /// A full handshake.
+    Full,
+    /// An abbreviated handshake resuming the last session (a full one if there is no session to
+    /// resume or the server declines).
+    #[default]
+    Resumed,
+}
+
 /// Options of a [`DtlsClient`] beyond the engine's [`ClientConfig`].
 #[derive(Clone, Default)]
 pub struct ClientOptions {
     /// Local address to bind; default: the loopback address for a loopback peer, else the
-    /// unspecified address of the peer's family, port 0.
+    /// unspecified address of the peer's family (so the routing table picks the interface for
+    /// every datagram), port 0.
     pub bind: Option<SocketAddr>,
     /// Sees every datagram.
     pub trace: Option<DatagramTrace>,
     /// An earlier session to offer for resumption (by ticket if it has one, else by session ID);
     /// the server may decline, and the handshake is then a full one.
     pub session: Option<ClientSession>,
+    /// Standard DTLS's answer to a handover (seed 001, Section II): when records were sent and no
+    /// authenticated record came back for this long, the client sets up a new session (see
+    /// `reconnect`) and sends again every record sent since the last record it received. Delivery
+    /// is then at least once: the server may see a record twice across a reconnection. `None`
+    /// (the default): never; the session waits for the server however long it is silent.
+    pub app_timeout: Option<Duration>,
+    /// How a reconnection after `app_timeout` (or [`DtlsClient::reconnect`]) is made.
+    pub reconnect: Reconnect,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -242,6 +278,8 @@ impl fmt::Debug for ClientOptions {
             .field("bind", &self.bind)
             .field("trace", &self.trace.is_some())
             .field("session", &self.session)
+            .field("app_timeout", &self.app_timeout)
+            .field("reconnect", &self.reconnect)
             .finish()
     }
 }
@@ -257,14 +295,27 @@ pub enum ClientEvent {
     Failed(DriverError),
     /// A record could not be sent; the session goes on.
     SendFailed(DtlsError),
+    /// The session now sends to this server address: it followed the server to another port of
+    /// the same IP (a session port of an IPC or TCS server).
+    PathChanged(SocketAddr),
+    /// A new session replaced the old one (after `app_timeout` or [`DtlsClient::reconnect`]), and
+    /// the records sent since the last record received were sent again on it.
+    Reconnected(Box<HandshakeSummary>),
 }
 
 enum ClientCommand {
     Send(Vec<u8>),
     Close,
+    Reconnect { resume: bool },
+    Rebind(SocketAddr, oneshot::Sender<io::Result<SocketAddr>>),
 }
 
 /// A DTLS client session on its own UDP socket, driven by a tokio task.
+///
+/// The socket is not connected: it sends from whatever address the routing table gives it (so a
+/// client whose interface goes down goes on over another one) and takes datagrams from any port
+/// of the server's IP (so it can follow the server to a session port); datagrams from any other
+/// IP are dropped unread, and without `follow_server_port` so is any other port of the server.
 ///
 /// Dropping it (or cancelling [`DtlsClient::connect`]) closes the command channel, and the task
 /// then sends close_notify (or abandons the handshake) and ends by itself.
@@ -272,6 +323,8 @@ pub struct DtlsClient {
     local_addr: SocketAddr,
     remote: SocketAddr,
     summary: HandshakeSummary,
+    reconnections: u32,
+    path_changes: u32,
     commands: mpsc::UnboundedSender<ClientCommand>,
     events: mpsc::UnboundedReceiver<ClientEvent>,
     task: JoinHandle<Result<Traffic, DriverError>>,
@@ -286,18 +339,23 @@ impl DtlsClient {
     ) -> Result<DtlsClient, DriverError> {
         let bind = options.bind.unwrap_or_else(|| default_bind(remote));
         let socket = UdpSocket::bind(bind).await?;
-        // A connected socket only delivers datagrams from the server.
-        socket.connect(remote).await?;
         let local_addr = socket.local_addr()?;
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (handshake_tx, handshake_rx) = oneshot::channel();
-        let task =
-            tokio::spawn(run_client(socket, remote, config, options, command_rx, event_tx, handshake_tx));
+        let driver = ClientDriver::new(socket, remote, config, options, event_tx, handshake_tx);
+        let task = tokio::spawn(driver.run(command_rx));
         match handshake_rx.await {
-            Ok(Ok(summary)) => {
-                Ok(DtlsClient { local_addr, remote, summary, commands: command_tx, events: event_rx, task })
-            }
+            Ok(Ok(summary)) => Ok(DtlsClient {
+                local_addr,
+                remote,
+                summary,
+                reconnections: 0,
+                path_changes: 0,
+                commands: command_tx,
+                events: event_rx,
+                task,
+            }),
             Ok(Err(error)) => {
                 task.abort();
                 Err(error)
@@ -310,19 +368,32 @@ impl DtlsClient {
         }
     }
 
-    /// The local socket address.
+    /// The local socket address (it changes with [`DtlsClient::rebind`]).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    /// The server's address.
+    /// The server's address as the session sends to it now: the address given to `connect`
+    /// until the client follows the server to another port (see [`ClientEvent::PathChanged`];
+    /// updated as [`DtlsClient::recv`] hands that event out).
     pub fn remote(&self) -> SocketAddr {
         self.remote
     }
 
-    /// How the handshake went.
+    /// How the latest handshake went (the first one's, until a [`ClientEvent::Reconnected`] is
+    /// handed out by [`DtlsClient::recv`]).
     pub fn summary(&self) -> &HandshakeSummary {
         &self.summary
+    }
+
+    /// Reconnections handed out by [`DtlsClient::recv`] so far.
+    pub fn reconnections(&self) -> u32 {
+        self.reconnections
+    }
+
+    /// Server port changes ([`ClientEvent::PathChanged`]) handed out by [`DtlsClient::recv`] so far.
+    pub fn path_changes(&self) -> u32 {
+        self.path_changes
     }
 
     /// Queues `data` as one application record (the engine splits it if it exceeds the MTU).
@@ -330,12 +401,45 @@ impl DtlsClient {
         self.commands.send(ClientCommand::Send(data)).map_err(|_| DriverError::TaskStopped)
     }
 
-    /// The next event; `None` once the session has ended and every event was taken.
-    pub async fn recv(&mut self) -> Option<ClientEvent> {
-        self.events.recv().await
+    /// Replaces the session with a new one now (resuming the current session if `resume`), as
+    /// `app_timeout` does; [`ClientEvent::Reconnected`] follows once the handshake is done, and the
+    /// records sent since the last record received are sent again (with `app_timeout` set; without
+    /// it nothing is kept to resend).
+    pub fn reconnect(&self, resume: bool) -> Result<(), DriverError> {
+        self.commands.send(ClientCommand::Reconnect { resume }).map_err(|_| DriverError::TaskStopped)
     }
 
-    /// Sends close_notify after everything queued, and returns the session's traffic totals.
+    /// Moves the session to a new socket bound to `local` (port 0: any free port) and closes the
+    /// old one: what a handover does to a client (a new address or port, as a NAT rebinding or a
+    /// new interface gives). The engine does not learn of it; the server sees records from a new
+    /// address. Returns the new local address.
+    pub async fn rebind(&mut self, local: SocketAddr) -> Result<SocketAddr, DriverError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands.send(ClientCommand::Rebind(local, tx)).map_err(|_| DriverError::TaskStopped)?;
+        let bound = rx.await.map_err(|_| DriverError::TaskStopped)??;
+        self.local_addr = bound;
+        Ok(bound)
+    }
+
+    /// The next event; `None` once the session has ended and every event was taken.
+    pub async fn recv(&mut self) -> Option<ClientEvent> {
+        let event = self.events.recv().await;
+        match &event {
+            Some(ClientEvent::PathChanged(remote)) => {
+                self.remote = *remote;
+                self.path_changes += 1;
+            }
+            Some(ClientEvent::Reconnected(summary)) => {
+                self.summary = (**summary).clone();
+                self.reconnections += 1;
+            }
+            _ => {}
+        }
+        event
+    }
+
+    /// Sends close_notify after everything queued, and returns the traffic totals of every
+    /// session this client had (the reconnections' included).
     pub async fn close(self) -> Result<Traffic, DriverError> {
         // The task may already have ended (peer closed); its result is what counts.
         let _ = self.commands.send(ClientCommand::Close);
@@ -362,6 +466,18 @@ fn is_icmp_error(error: &io::Error) -> bool {
     matches!(error.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset)
 }
 
+/// A send that failed because this host has, for now, no route or no address to send from: an
+/// interface went down mid-handover. Worth trying again once the routing table has changed.
+fn is_no_route_yet(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::NetworkUnreachable
+            | io::ErrorKind::HostUnreachable
+            | io::ErrorKind::AddrNotAvailable
+            | io::ErrorKind::NetworkDown
+    )
+}
+
 fn timer(clock: &Clock, deadline: Option<Instant>) -> tokio::time::Sleep {
     let at = match deadline {
         Some(t) => clock.to_std(t),
@@ -372,99 +488,307 @@ fn timer(clock: &Clock, deadline: Option<Instant>) -> tokio::time::Sleep {
 
 type HandshakeVerdict = Result<HandshakeSummary, DriverError>;
 
-async fn run_client(
-    socket: UdpSocket,
-    remote: SocketAddr,
-    config: Arc<ClientConfig>,
-    options: ClientOptions,
-    mut commands: mpsc::UnboundedReceiver<ClientCommand>,
-    events: mpsc::UnboundedSender<ClientEvent>,
-    handshake: oneshot::Sender<HandshakeVerdict>,
-) -> Result<Traffic, DriverError> {
-    let clock = Clock::new();
-    let started = clock.now();
-    let config = client_config_with_clock(config, &clock);
-    let ClientOptions { trace, session, .. } = options;
-    let mut connection = Connection::client_with_session(config, started, remote, os_seed(), session);
-    let mut handshake = Some(handshake);
-    let mut buffer = vec![0u8; RECEIVE_BUFFER];
-    let mut closing = false;
-    let mut commands_open = true;
+/// Most records a client keeps for resending after a reconnection; beyond it the oldest go (an
+/// application sending this much into silence has lost them either way).
+const MAX_UNANSWERED_RECORDS: usize = 1024;
 
-    loop {
-        let now = clock.now();
-        while let Some(transmit) = connection.poll_transmit(now) {
-            if let Some(trace) = &trace {
-                trace(Direction::Sent, remote, &transmit.payload);
-            }
-            if let Err(error) = socket.send(&transmit.payload).await {
-                if !is_icmp_error(&error) {
-                    return Err(fail_client(&events, &mut handshake, error.into()));
+/// Most datagrams a client holds while it has no route; beyond it the oldest go.
+const MAX_HELD_DATAGRAMS: usize = 64;
+
+/// How soon a datagram that found no route is tried again when the engine has no earlier timer.
+const NO_ROUTE_RETRY: Duration = Duration::from_millis(200);
+
+/// The client task: one engine connection at a time (a reconnection replaces it) on one socket.
+struct ClientDriver {
+    clock: Clock,
+    config: Arc<ClientConfig>,
+    socket: UdpSocket,
+    /// Where handshakes go: the address given to `connect`.
+    server: SocketAddr,
+    trace: Option<DatagramTrace>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    connection: Connection,
+    /// When the current handshake started.
+    started: Instant,
+    /// The first handshake's verdict goes here; later ones are events.
+    handshake: Option<oneshot::Sender<HandshakeVerdict>>,
+    /// A reconnection's handshake is under way: records wait in `unanswered`.
+    reconnecting: bool,
+    app_timeout: Option<Duration>,
+    resume_on_reconnect: bool,
+    /// Records sent since the last record received (kept only with `app_timeout`).
+    unanswered: VecDeque<Vec<u8>>,
+    /// When the oldest of `unanswered` was sent.
+    unanswered_since: Option<Instant>,
+    /// The session to resume on a reconnection.
+    last_session: Option<ClientSession>,
+    /// Traffic of the sessions replaced by reconnections.
+    earlier_traffic: Traffic,
+    /// Datagrams that found no route, and when to try them again.
+    held: VecDeque<Transmit>,
+    retry_at: Option<Instant>,
+}
+
+impl ClientDriver {
+    fn new(
+        socket: UdpSocket,
+        server: SocketAddr,
+        config: Arc<ClientConfig>,
+        options: ClientOptions,
+        events: mpsc::UnboundedSender<ClientEvent>,
+        handshake: oneshot::Sender<HandshakeVerdict>,
+    ) -> ClientDriver {
+        let clock = Clock::new();
+        let started = clock.now();
+        let config = client_config_with_clock(config, &clock);
+        let ClientOptions { trace, session, app_timeout, reconnect, .. } = options;
+        let connection =
+            Connection::client_with_session(Arc::clone(&config), started, server, os_seed(), session.clone());
+        ClientDriver {
+            clock,
+            config,
+            socket,
+            server,
+            trace,
+            events,
+            connection,
+            started,
+            handshake: Some(handshake),
+            reconnecting: false,
+            app_timeout,
+            resume_on_reconnect: reconnect == Reconnect::Resumed,
+            unanswered: VecDeque::new(),
+            unanswered_since: None,
+            last_session: session,
+            earlier_traffic: Traffic::default(),
+            held: VecDeque::new(),
+            retry_at: None,
+        }
+    }
+
+    /// Reports a fatal error to whoever waits (the handshake or the event stream) and returns a
+    /// copy for the task result.
+    fn fail(&mut self, error: DriverError) -> DriverError {
+        fail_client(&self.events, &mut self.handshake, error)
+    }
+
+    /// Takes datagrams from the server's IP only; from its other ports only when the session may
+    /// follow the server there.
+    fn accepts_datagram_from(&self, from: SocketAddr) -> bool {
+        let remote = self.connection.remote();
+        from.ip() == remote.ip() && (from.port() == remote.port() || follows_server_port(&self.config))
+    }
+
+    fn traffic(&self) -> Traffic {
+        self.earlier_traffic.plus(&Traffic::from(self.connection.stats()))
+    }
+
+    /// Sends one datagram; a datagram that finds no route is held for a later try.
+    async fn send_datagram(&mut self, transmit: Transmit) -> Result<(), DriverError> {
+        if let Some(trace) = &self.trace {
+            trace(Direction::Sent, transmit.dst, &transmit.payload);
+        }
+        match self.socket.send_to(&transmit.payload, transmit.dst).await {
+            Ok(_) => Ok(()),
+            Err(error) if is_icmp_error(&error) => Ok(()),
+            Err(error) if is_no_route_yet(&error) => {
+                if self.held.len() == MAX_HELD_DATAGRAMS {
+                    self.held.pop_front();
                 }
+                self.held.push_back(transmit);
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Sends what the engine has queued; first, once due, what found no route before.
+    async fn flush(&mut self) -> Result<(), DriverError> {
+        let now = self.clock.now();
+        if self.retry_at.is_some_and(|at| now >= at) {
+            self.retry_at = None;
+            let held = std::mem::take(&mut self.held);
+            for transmit in held {
+                self.send_datagram(transmit).await?;
             }
         }
+        while let Some(transmit) = self.connection.poll_transmit(now) {
+            self.send_datagram(transmit).await?;
+        }
+        if !self.held.is_empty() && self.retry_at.is_none() {
+            // The next engine timer retries too (see `deadline`); this bounds the wait when
+            // there is none.
+            self.retry_at = Some(now + NO_ROUTE_RETRY);
+        }
+        Ok(())
+    }
 
-        while let Some(event) = connection.poll_event() {
+    /// Queues one application record, keeping it for a resend if reconnections are on.
+    fn send_record(&mut self, data: Vec<u8>) {
+        if !self.reconnecting {
+            if let Err(error) = self.connection.send(&data) {
+                let _ = self.events.send(ClientEvent::SendFailed(error));
+                return;
+            }
+        }
+        if self.app_timeout.is_some() {
+            if self.unanswered.len() == MAX_UNANSWERED_RECORDS {
+                self.unanswered.pop_front();
+            }
+            self.unanswered.push_back(data);
+            self.unanswered_since.get_or_insert(self.clock.now());
+        }
+    }
+
+    /// Replaces the connection with a new handshake from the current socket.
+    fn start_reconnection(&mut self, resume: bool) {
+        let now = self.clock.now();
+        self.earlier_traffic = self.traffic();
+        let session = if resume { self.last_session.clone() } else { None };
+        self.connection =
+            Connection::client_with_session(Arc::clone(&self.config), now, self.server, os_seed(), session);
+        self.started = now;
+        self.reconnecting = true;
+        self.unanswered_since = None;
+    }
+
+    /// When the driver must act next: the engine's timer, the app timeout, a held datagram.
+    fn deadline(&self) -> Option<Instant> {
+        let app_deadline = match (self.app_timeout, self.unanswered_since) {
+            (Some(timeout), Some(since)) if !self.reconnecting => Some(since + timeout),
+            _ => None,
+        };
+        [self.connection.poll_timeout(), app_deadline, self.retry_at].into_iter().flatten().min()
+    }
+
+    fn on_timer(&mut self) {
+        let now = self.clock.now();
+        if self.connection.poll_timeout().is_some_and(|t| now >= t) {
+            self.connection.handle_timeout(now);
+            // The engine's timer is also the moment to retry datagrams that found no route.
+            if !self.held.is_empty() {
+                self.retry_at = Some(now);
+            }
+        }
+        let silent_too_long = match (self.app_timeout, self.unanswered_since) {
+            (Some(timeout), Some(since)) => !self.reconnecting && now >= since + timeout,
+            _ => false,
+        };
+        if silent_too_long {
+            self.start_reconnection(self.resume_on_reconnect);
+        }
+    }
+
+    /// Handles the engine's events; `Ok(true)` once the session is over.
+    fn handle_events(&mut self) -> Result<bool, DriverError> {
+        while let Some(event) = self.connection.poll_event() {
             match event {
                 Event::Connected(summary) => {
-                    if let Some(tx) = handshake.take() {
+                    if summary.session.is_some() {
+                        self.last_session = summary.session.clone();
+                    }
+                    if let Some(tx) = self.handshake.take() {
                         let _ = tx.send(Ok(summary));
+                    } else if self.reconnecting {
+                        self.reconnecting = false;
+                        let _ = self.events.send(ClientEvent::Reconnected(Box::new(summary)));
+                        let resend: Vec<Vec<u8>> = self.unanswered.iter().cloned().collect();
+                        for data in resend {
+                            if let Err(error) = self.connection.send(&data) {
+                                let _ = self.events.send(ClientEvent::SendFailed(error));
+                            }
+                        }
+                        if !self.unanswered.is_empty() {
+                            self.unanswered_since = Some(self.clock.now());
+                        }
                     }
                 }
                 Event::ApplicationData(data) => {
-                    let _ = events.send(ClientEvent::Data(data));
+                    self.unanswered.clear();
+                    self.unanswered_since = None;
+                    let _ = self.events.send(ClientEvent::Data(data));
                 }
                 Event::Closed => {
-                    let _ = events.send(ClientEvent::Closed);
-                    closing = true;
+                    let _ = self.events.send(ClientEvent::Closed);
+                    return Ok(true);
                 }
                 Event::Failed(error) => {
-                    let elapsed = clock.now() - started;
-                    return Err(fail_client(
-                        &events,
-                        &mut handshake,
-                        DriverError::from_engine(error, elapsed),
-                    ));
+                    let elapsed = self.clock.now() - self.started;
+                    return Err(self.fail(DriverError::from_engine(error, elapsed)));
                 }
             }
         }
+        Ok(self.connection.is_closed())
+    }
 
-        if closing || connection.is_closed() {
-            if let Some(tx) = handshake.take() {
-                let _ = tx.send(Err(DriverError::Dtls(DtlsError::Closed)));
+    async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<ClientCommand>,
+    ) -> Result<Traffic, DriverError> {
+        let mut buffer = vec![0u8; RECEIVE_BUFFER];
+        let mut commands_open = true;
+        let mut closing = false;
+        loop {
+            if let Err(error) = self.flush().await {
+                return Err(self.fail(error));
             }
-            return Ok(Traffic::from(connection.stats()));
-        }
+            if self.handle_events()? || closing {
+                if let Some(tx) = self.handshake.take() {
+                    let _ = tx.send(Err(DriverError::Dtls(DtlsError::Closed)));
+                }
+                // close_notify (if we closed) was flushed above.
+                if let Err(error) = self.flush().await {
+                    return Err(self.fail(error));
+                }
+                return Ok(self.traffic());
+            }
 
-        let deadline = connection.poll_timeout();
-        tokio::select! {
-            received = socket.recv(&mut buffer) => match received {
-                Ok(len) => {
-                    let datagram = &mut buffer[..len];
-                    if let Some(trace) = &trace {
-                        trace(Direction::Received, remote, datagram);
+            let deadline = self.deadline();
+            tokio::select! {
+                received = self.socket.recv_from(&mut buffer) => match received {
+                    Ok((len, from)) => {
+                        if self.accepts_datagram_from(from) {
+                            let datagram = &mut buffer[..len];
+                            if let Some(trace) = &self.trace {
+                                trace(Direction::Received, from, datagram);
+                            }
+                            self.connection.handle_datagram(self.clock.now(), from, datagram);
+                        }
                     }
-                    connection.handle_datagram(clock.now(), remote, datagram);
-                }
-                Err(error) if is_icmp_error(&error) => {}
-                Err(error) => return Err(fail_client(&events, &mut handshake, error.into())),
-            },
-            _ = timer(&clock, deadline), if deadline.is_some() => connection.handle_timeout(clock.now()),
-            command = commands.recv(), if commands_open => match command {
-                Some(ClientCommand::Send(data)) => {
-                    if let Err(error) = connection.send(&data) {
-                        let _ = events.send(ClientEvent::SendFailed(error));
+                    Err(error) if is_icmp_error(&error) => {}
+                    Err(error) => return Err(self.fail(error.into())),
+                },
+                _ = timer(&self.clock, deadline), if deadline.is_some() => self.on_timer(),
+                command = commands.recv(), if commands_open => match command {
+                    Some(ClientCommand::Send(data)) => self.send_record(data),
+                    Some(ClientCommand::Reconnect { resume }) => self.start_reconnection(resume),
+                    Some(ClientCommand::Rebind(local, reply)) => {
+                        let result = self.rebind(local).await;
+                        let _ = reply.send(result);
                     }
-                }
-                Some(ClientCommand::Close) | None => {
-                    commands_open = false;
-                    connection.close();
-                    // close_notify is flushed at the top of the loop, then the task ends.
-                    closing = true;
-                }
-            },
+                    Some(ClientCommand::Close) | None => {
+                        commands_open = false;
+                        self.connection.close();
+                        closing = true;
+                    }
+                },
+            }
         }
     }
+
+    /// Swaps the socket for a new one bound to `local`.
+    async fn rebind(&mut self, local: SocketAddr) -> io::Result<SocketAddr> {
+        let socket = UdpSocket::bind(local).await?;
+        let bound = socket.local_addr()?;
+        self.socket = socket;
+        Ok(bound)
+    }
+}
+
+/// Whether a client configuration follows the server to another port (and so takes datagrams
+/// from any port of the server's IP).
+fn follows_server_port(_config: &ClientConfig) -> bool {
+    false
 }
 
 /// Reports a fatal error to whoever waits (the handshake or the event stream) and returns a copy
@@ -503,6 +827,9 @@ pub struct ServerOptions {
     /// How often the session-ticket key is replaced with fresh OS randomness (when the
     /// configuration issues tickets); keep it at least the tickets' lifetime.
     pub ticket_rotation: Duration,
+    /// How sessions get their sockets (see [`MobilityMode`]); the engine's
+    /// `ServerConfig.mobility` says what the server accepts and must suit it.
+    pub mobility: MobilityMode,
 }
 
 impl Default for ServerOptions {
@@ -511,6 +838,7 @@ impl Default for ServerOptions {
             trace: None,
             cookie_rotation: DEFAULT_COOKIE_ROTATION,
             ticket_rotation: DEFAULT_TICKET_ROTATION,
+            mobility: MobilityMode::Standard,
         }
     }
 }
@@ -521,6 +849,7 @@ impl fmt::Debug for ServerOptions {
             .field("trace", &self.trace.is_some())
             .field("cookie_rotation", &self.cookie_rotation)
             .field("ticket_rotation", &self.ticket_rotation)
+            .field("mobility", &self.mobility)
             .finish()
     }
 }
@@ -556,7 +885,7 @@ pub enum ServerEvent {
         /// The client's address, if still known.
         remote: Option<SocketAddr>,
     },
-    /// A connection failed (fatal alert, handshake timeout).
+    /// A connection failed (fatal alert, handshake timeout, idle expiry).
     Failed {
         /// The connection.
         handle: ConnectionHandle,
@@ -564,6 +893,32 @@ pub enum ServerEvent {
         remote: Option<SocketAddr>,
         /// Why.
         error: DtlsError,
+    },
+    /// The client moved: the session now sends to `to` (a CID or a session socket let the
+    /// server recognise it, and with `rrc` the new address answered a path_challenge).
+    PathChanged {
+        /// The connection.
+        handle: ConnectionHandle,
+        /// The client's previous address, if known.
+        from: Option<SocketAddr>,
+        /// Its address now.
+        to: SocketAddr,
+    },
+    /// The session now sends from a socket of its own at `local` (IPC: from its ServerHello on;
+    /// TCS: once the client has used the port the server announced).
+    OwnSocket {
+        /// The connection.
+        handle: ConnectionHandle,
+        /// The session's socket.
+        local: SocketAddr,
+    },
+    /// TCS: the session could not move to a port of its own and stays on its temporary socket
+    /// on the welcome port (typically: the client did not offer `port_move`).
+    StaysOnWelcomePort {
+        /// The connection.
+        handle: ConnectionHandle,
+        /// Why.
+        reason: String,
     },
 }
 
@@ -573,7 +928,8 @@ enum ServerCommand {
     Shutdown,
 }
 
-/// A DTLS server: one UDP socket, one [`Endpoint`], many clients, driven by a tokio task.
+/// A DTLS server: one welcome UDP socket (and, in the IPC and TCS modes, a socket per session),
+/// one [`Endpoint`], many clients, driven by a tokio task.
 pub struct DtlsServer {
     local_addr: SocketAddr,
     commands: mpsc::UnboundedSender<ServerCommand>,
@@ -588,7 +944,12 @@ impl DtlsServer {
         config: Arc<ServerConfig>,
         options: ServerOptions,
     ) -> Result<DtlsServer, DriverError> {
-        let socket = UdpSocket::bind(listen).await?;
+        let socket = if options.mobility == MobilityMode::Tcs {
+            // Temporary sockets share the welcome port.
+            UdpSocket::from_std(mobility::reusable_udp_socket(listen)?.into())?
+        } else {
+            UdpSocket::bind(listen).await?
+        };
         let local_addr = socket.local_addr()?;
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
@@ -649,66 +1010,165 @@ impl ServerController {
     }
 }
 
+/// How often a server with session sockets checks for sessions the engine let go without an
+/// event, to close their sockets.
+const SOCKET_SWEEP: Duration = Duration::from_secs(1);
+
+/// The server task's state besides the engine.
+struct ServerDriver {
+    clock: Clock,
+    mode: MobilityMode,
+    trace: Option<DatagramTrace>,
+    welcome: UdpSocket,
+    welcome_addr: SocketAddr,
+    sockets: SessionSockets,
+    events: mpsc::UnboundedSender<ServerEvent>,
+    /// Addresses of the engine's connections, so that Closed/Failed can still name the peer after
+    /// the engine has let the connection go. Bounded by the engine's connection table: entries
+    /// leave on Closed/Failed and at each cookie rotation if the engine no longer knows them.
+    remotes: HashMap<u64, SocketAddr>,
+    /// Sessions whose sockets close once the datagrams queued before their end are out.
+    ended: Vec<u64>,
+}
+
+impl ServerDriver {
+    /// Sends every datagram the engine has queued, each from the socket its `src` names.
+    async fn flush(&mut self, endpoint: &mut Endpoint) {
+        let now = self.clock.now();
+        while let Some(transmit) = endpoint.poll_transmit(now) {
+            if let Some(trace) = &self.trace {
+                trace(Direction::Sent, transmit.dst, &transmit.payload);
+            }
+            // A datagram that cannot be sent is a lost datagram: the engine's timers cope.
+            match transmit.src {
+                Some(src) if src != self.welcome_addr => {
+                    if let Some(socket) = self.sockets.socket_for(src) {
+                        let _ = socket.send_to(&transmit.payload, transmit.dst).await;
+                    }
+                    // TCS: the session sends from its own port, so the client has used it.
+                    if let Some(id) = self.sockets.sent_from(src) {
+                        let handle = ConnectionHandle(id);
+                        let _ = self.events.send(ServerEvent::OwnSocket { handle, local: src });
+                    }
+                }
+                _ => {
+                    let _ = self.welcome.send_to(&transmit.payload, transmit.dst).await;
+                }
+            }
+        }
+        for id in self.ended.drain(..) {
+            self.sockets.close(id);
+        }
+    }
+
+    /// Hands the engine's events on, giving sessions their sockets as the mode says.
+    fn handle_events(&mut self, endpoint: &mut Endpoint) {
+        while let Some((handle, event)) = endpoint.poll_event() {
+            let known = endpoint.connection(handle).map(|c| c.remote());
+            match event {
+                Event::Connected(summary) => {
+                    let remote = known.or_else(|| self.remotes.get(&handle.0).copied());
+                    if let Some(remote) = remote {
+                        self.remotes.insert(handle.0, remote);
+                        if self.mode == MobilityMode::Tcs {
+                            self.move_to_own_socket(endpoint, handle);
+                        }
+                        let _ = self.events.send(ServerEvent::Connected { handle, remote, summary });
+                    }
+                }
+                Event::ApplicationData(data) => {
+                    if let Some(remote) = known.or_else(|| self.remotes.get(&handle.0).copied()) {
+                        let _ = self.events.send(ServerEvent::Data { handle, remote, data });
+                    }
+                }
+                Event::Closed => {
+                    let remote = known.or_else(|| self.remotes.remove(&handle.0));
+                    self.remotes.remove(&handle.0);
+                    self.ended.push(handle.0);
+                    let _ = self.events.send(ServerEvent::Closed { handle, remote });
+                }
+                Event::Failed(error) => {
+                    let remote = known.or_else(|| self.remotes.remove(&handle.0));
+                    self.remotes.remove(&handle.0);
+                    self.ended.push(handle.0);
+                    let _ = self.events.send(ServerEvent::Failed { handle, remote, error });
+                }
+            }
+        }
+    }
+
+    /// TCS: the established session gets a port of its own, announced to the client by the engine.
+    fn move_to_own_socket(&mut self, _endpoint: &mut Endpoint, handle: ConnectionHandle) {
+        let reason = "the engine cannot move sessions yet".to_owned();
+        let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+    }
+
+    /// A datagram arrived at `local` from `remote`.
+    fn receive(
+        &mut self,
+        endpoint: &mut Endpoint,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+    ) {
+        if let Some(trace) = &self.trace {
+            trace(Direction::Received, remote, datagram);
+        }
+        let before = endpoint.handle_for(remote);
+        endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
+        // Remember the peer of a new connection now, so that a handshake failing before it
+        // completes can still be reported with the client's address.
+        if let Some(handle) = endpoint.handle_for(remote) {
+            self.remotes.entry(handle.0).or_insert(remote);
+            // TCS: a client that returned a valid cookie gets its temporary connected socket.
+            let is_new = before != Some(handle);
+            if is_new && self.mode == MobilityMode::Tcs && !self.sockets.has_temporary(handle.0) {
+                if let Err(error) = self.sockets.open_temporary(handle.0, remote) {
+                    // The handshake goes on over the welcome socket.
+                    let reason = format!("no temporary socket: {error}");
+                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+                }
+            }
+        }
+    }
+}
+
 async fn run_server(
-    socket: UdpSocket,
+    welcome: UdpSocket,
     config: Arc<ServerConfig>,
     options: ServerOptions,
     mut commands: mpsc::UnboundedReceiver<ServerCommand>,
     events: mpsc::UnboundedSender<ServerEvent>,
 ) -> Result<(), DriverError> {
     let clock = Clock::new();
-    let local = socket.local_addr()?;
+    let welcome_addr = welcome.local_addr()?;
     let config = server_config_with_clock(config, &clock);
     let issues_tickets = config.tickets.is_some();
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());
     let mut next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
     let mut next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
-    // Addresses of the engine's connections, so that Closed/Failed can still name the peer after
-    // the engine has let the connection go. Bounded by the engine's connection table: entries
-    // leave on Closed/Failed and at each cookie rotation if the engine no longer knows them.
-    let mut remotes: HashMap<u64, SocketAddr> = HashMap::new();
+    let mut next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
+    let (sockets, mut incoming) = SessionSockets::new(welcome_addr);
+    let mut driver = ServerDriver {
+        clock,
+        mode: options.mobility,
+        trace: options.trace.clone(),
+        welcome,
+        welcome_addr,
+        sockets,
+        events,
+        remotes: HashMap::new(),
+        ended: Vec::new(),
+    };
     let mut buffer = vec![0u8; RECEIVE_BUFFER];
     let mut shutting_down = false;
     let mut commands_open = true;
 
     loop {
-        let now = clock.now();
-        while let Some(transmit) = endpoint.poll_transmit(now) {
-            if let Some(trace) = &options.trace {
-                trace(Direction::Sent, transmit.dst, &transmit.payload);
-            }
-            // A datagram that cannot be sent is a lost datagram: the engine's timers cope.
-            let _ = socket.send_to(&transmit.payload, transmit.dst).await;
-        }
-
-        while let Some((handle, event)) = endpoint.poll_event() {
-            let known = endpoint.connection(handle).map(|c| c.remote());
-            match event {
-                Event::Connected(summary) => {
-                    let remote = known.or_else(|| remotes.get(&handle.0).copied());
-                    if let Some(remote) = remote {
-                        remotes.insert(handle.0, remote);
-                        let _ = events.send(ServerEvent::Connected { handle, remote, summary });
-                    }
-                }
-                Event::ApplicationData(data) => {
-                    if let Some(remote) = known.or_else(|| remotes.get(&handle.0).copied()) {
-                        let _ = events.send(ServerEvent::Data { handle, remote, data });
-                    }
-                }
-                Event::Closed => {
-                    let remote = known.or_else(|| remotes.remove(&handle.0));
-                    remotes.remove(&handle.0);
-                    let _ = events.send(ServerEvent::Closed { handle, remote });
-                }
-                Event::Failed(error) => {
-                    let remote = known.or_else(|| remotes.remove(&handle.0));
-                    remotes.remove(&handle.0);
-                    let _ = events.send(ServerEvent::Failed { handle, remote, error });
-                }
-            }
-        }
+        // Events first: a session accepted just now gets its socket before its first flight goes.
+        driver.handle_events(&mut endpoint);
+        driver.flush(&mut endpoint).await;
 
         if shutting_down {
             return Ok(());
@@ -716,28 +1176,26 @@ async fn run_server(
 
         let deadline = endpoint.poll_timeout();
         tokio::select! {
-            received = socket.recv_from(&mut buffer) => match received {
-                Ok((len, remote)) => {
-                    let datagram = &mut buffer[..len];
-                    if let Some(trace) = &options.trace {
-                        trace(Direction::Received, remote, datagram);
-                    }
-                    endpoint.handle_datagram(clock.now(), local, remote, datagram);
-                    // Remember the peer of a new connection now, so that a handshake failing
-                    // before it completes can still be reported with the client's address.
-                    if let Some(handle) = endpoint.handle_for(remote) {
-                        remotes.entry(handle.0).or_insert(remote);
-                    }
-                }
+            received = driver.welcome.recv_from(&mut buffer) => match received {
+                Ok((len, remote)) => driver.receive(&mut endpoint, welcome_addr, remote, &mut buffer[..len]),
                 Err(error) if is_icmp_error(&error) => {}
                 Err(error) => return Err(error.into()),
             },
-            _ = timer(&clock, deadline), if deadline.is_some() => endpoint.handle_timeout(clock.now()),
+            Some(mut arrived) = incoming.recv() => {
+                driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
+            }
+            _ = timer(&driver.clock, deadline), if deadline.is_some() => {
+                endpoint.handle_timeout(driver.clock.now());
+            }
+            _ = tokio::time::sleep_until(next_sweep), if !driver.sockets.is_empty() => {
+                driver.sockets.retain(|id| endpoint.connection(ConnectionHandle(id)).is_some());
+                next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
+            }
             _ = tokio::time::sleep_until(next_rotation) => {
                 endpoint.rotate_cookie_key(os_cookie_key());
                 next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
                 // Forget peers whose connection the engine has dropped without an event.
-                remotes.retain(|&id, _| endpoint.connection(ConnectionHandle(id)).is_some());
+                driver.remotes.retain(|&id, _| endpoint.connection(ConnectionHandle(id)).is_some());
             }
             _ = tokio::time::sleep_until(next_ticket_rotation), if issues_tickets => {
                 endpoint.rotate_ticket_key(os_ticket_key());
@@ -752,7 +1210,7 @@ async fn run_server(
                 Some(ServerCommand::Close(handle)) => endpoint.close(handle),
                 Some(ServerCommand::Shutdown) | None => {
                     commands_open = false;
-                    for &id in remotes.keys() {
+                    for &id in driver.remotes.keys() {
                         endpoint.close(ConnectionHandle(id));
                     }
                     shutting_down = true;
@@ -995,6 +1453,7 @@ mod tests {
                     ServerEvent::Data { handle, data, .. } => controller.send(handle, data).unwrap(),
                     ServerEvent::Closed { .. } => {}
                     ServerEvent::Failed { error, .. } => panic!("a session failed: {error}"),
+                    other => panic!("standard sessions do not move: {other:?}"),
                 }
             }
         });

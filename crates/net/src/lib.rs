@@ -3,5 +3,6 @@
 
 pub mod delay;
 pub mod dtls;
+pub mod mobility;
 pub mod sctp;
 pub mod testbed;

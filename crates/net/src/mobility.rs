@@ -1,0 +1,305 @@
+//! How a DTLS server gives its sessions sockets so that clients can move (seed 001, Sections
+//! II–IV), and what a client offers for it.
+//!
+//! - [`MobilityMode::Standard`]: one welcome socket; sessions are keyed by the client's address,
+//!   so a client that moves has to set up a new session.
+//! - [`MobilityMode::Ipc`] (independent port per connection): once a client has returned a valid
+//!   cookie, its session gets a socket of its own on a new port; the ServerHello already comes
+//!   from there, and every later datagram of the session arrives there, whatever its source.
+//! - [`MobilityMode::Tcs`] (temporary connected socket): the handshake runs over a socket bound to
+//!   the welcome port and connected to the client (the kernel hands it that client's datagrams);
+//!   once the session is established the server announces a port of its own in a protected record
+//!   and drops the temporary socket when the client has used the new port.
+//! - [`MobilityMode::Cid`]: one socket for all; records carry a connection ID (RFC 9146).
+//!
+//! [`SessionSockets`] is the server driver's table of the sockets sessions own, so that each is
+//! closed when its session ends.
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// How a server gives sessions their sockets, and what a client offers so it can move.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MobilityMode {
+    /// Plain DTLS 1.2: one socket, sessions keyed by the client's address.
+    #[default]
+    Standard,
+    /// Independent port per connection (a socket per session from the ServerHello on).
+    Ipc,
+    /// Temporary connected socket for the handshake, then a port of the session's own.
+    Tcs,
+    /// Connection IDs (RFC 9146) on one socket.
+    Cid,
+}
+
+impl MobilityMode {
+    /// Every mode, in the order the documentation lists them.
+    pub const ALL: [MobilityMode; 4] =
+        [MobilityMode::Standard, MobilityMode::Ipc, MobilityMode::Tcs, MobilityMode::Cid];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            MobilityMode::Standard => "standard",
+            MobilityMode::Ipc => "ipc",
+            MobilityMode::Tcs => "tcs",
+            MobilityMode::Cid => "cid",
+        }
+    }
+
+    /// Whether a server in this mode gives sessions sockets of their own.
+    pub fn has_session_sockets(self) -> bool {
+        matches!(self, MobilityMode::Ipc | MobilityMode::Tcs)
+    }
+}
+
+impl fmt::Display for MobilityMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for MobilityMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        MobilityMode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = MobilityMode::ALL.iter().map(|m| m.name()).collect();
+            format!("unknown mobility mode {s:?}; known: {}", known.join(", "))
+        })
+    }
+}
+
+/// A datagram that arrived on one of the sessions' sockets.
+pub(crate) struct Incoming {
+    /// The socket's address (for a temporary socket: the welcome address it shares).
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub datagram: Vec<u8>,
+}
+
+/// How many datagrams the session sockets' readers may have waiting for the server task; beyond
+/// it they stop reading and the kernel's receive buffers take the rest (and drop what overflows).
+const INCOMING_QUEUE: usize = 256;
+
+/// Largest UDP payload a session socket reads.
+const RECEIVE_BUFFER: usize = 65_536;
+
+/// One socket and the task that reads it; dropping it stops the task, which closes the socket.
+struct ReadSocket {
+    local: SocketAddr,
+    socket: Arc<UdpSocket>,
+    reader: JoinHandle<()>,
+}
+
+impl Drop for ReadSocket {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+#[derive(Default)]
+struct OwnedSockets {
+    /// IPC: from acceptance on; TCS: from `move_to` on.
+    own: Option<ReadSocket>,
+    /// TCS: during the handshake, and until the client has used `own`.
+    temporary: Option<ReadSocket>,
+}
+
+/// The sockets a server's sessions own (IPC and TCS), by session and by local address.
+pub(crate) struct SessionSockets {
+    welcome: SocketAddr,
+    incoming: mpsc::Sender<Incoming>,
+    sessions: HashMap<u64, OwnedSockets>,
+    /// Own sockets by local address, for sending from `Transmit.src`.
+    by_local: HashMap<SocketAddr, u64>,
+}
+
+impl SessionSockets {
+    /// A table for a server whose welcome socket is `welcome`, and the queue of what arrives on
+    /// the sessions' sockets.
+    pub fn new(welcome: SocketAddr) -> (SessionSockets, mpsc::Receiver<Incoming>) {
+        let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
+        let table =
+            SessionSockets { welcome, incoming: tx, sessions: HashMap::new(), by_local: HashMap::new() };
+        (table, rx)
+    }
+
+    /// Binds a socket of session `id`'s own on a new port of the welcome IP; returns its address.
+    pub fn open_own(&mut self, id: u64) -> io::Result<SocketAddr> {
+        let std_socket = std::net::UdpSocket::bind(SocketAddr::new(self.welcome.ip(), 0))?;
+        std_socket.set_nonblocking(true)?;
+        let read = self.start_reading(UdpSocket::from_std(std_socket)?, None)?;
+        let local = read.local;
+        self.by_local.insert(local, id);
+        // A second own socket replaces the first (and closes it).
+        if let Some(old) = self.sessions.entry(id).or_default().own.replace(read) {
+            self.by_local.remove(&old.local);
+        }
+        Ok(local)
+    }
+
+    /// TCS: a socket on the welcome port connected to `client`, so the kernel hands it that
+    /// client's datagrams during session `id`'s handshake. The welcome socket must have been
+    /// bound with [`reusable_udp_socket`].
+    pub fn open_temporary(&mut self, id: u64, client: SocketAddr) -> io::Result<()> {
+        let socket = reusable_udp_socket(self.welcome)?;
+        socket.connect(&client.into())?;
+        let read = self.start_reading(UdpSocket::from_std(socket.into())?, Some(self.welcome))?;
+        self.sessions.entry(id).or_default().temporary = Some(read);
+        Ok(())
+    }
+
+    fn start_reading(&self, socket: UdpSocket, local_as: Option<SocketAddr>) -> io::Result<ReadSocket> {
+        let local = local_as.map_or_else(|| socket.local_addr(), Ok)?;
+        let socket = Arc::new(socket);
+        let reader = tokio::spawn(read_into(Arc::clone(&socket), local, self.incoming.clone()));
+        Ok(ReadSocket { local, socket, reader })
+    }
+
+    /// The session socket to send from `src`; `None` for the welcome socket (or a socket that has
+    /// closed meanwhile: then `src` is the welcome address or the datagram is dropped, see
+    /// [`SessionSockets::is_known_source`]).
+    pub fn socket_for(&self, src: SocketAddr) -> Option<&Arc<UdpSocket>> {
+        let id = self.by_local.get(&src)?;
+        self.sessions.get(id)?.own.as_ref().map(|read| &read.socket)
+    }
+
+    /// Whether a datagram from `src` can be sent at all (the welcome socket or a live own socket).
+    pub fn is_known_source(&self, src: SocketAddr) -> bool {
+        src == self.welcome || self.by_local.contains_key(&src)
+    }
+
+    /// The engine sends from `src`: if that is a session's own socket while the session still has
+    /// a temporary one, the client has used the new port (TCS) and the temporary socket goes.
+    /// Returns the session whose temporary socket went.
+    pub fn sent_from(&mut self, src: SocketAddr) -> Option<u64> {
+        let id = *self.by_local.get(&src)?;
+        let sockets = self.sessions.get_mut(&id)?;
+        sockets.temporary.take().map(|_| id)
+    }
+
+    /// Closes every socket of session `id`.
+    pub fn close(&mut self, id: u64) {
+        if let Some(sockets) = self.sessions.remove(&id) {
+            if let Some(own) = &sockets.own {
+                self.by_local.remove(&own.local);
+            }
+        }
+    }
+
+    /// Closes the own socket of session `id` (a move that could not be made).
+    pub fn close_own(&mut self, id: u64) {
+        if let Some(own) = self.sessions.get_mut(&id).and_then(|s| s.own.take()) {
+            self.by_local.remove(&own.local);
+        }
+    }
+
+    /// Closes the sockets of every session `alive` says is gone.
+    pub fn retain(&mut self, mut alive: impl FnMut(u64) -> bool) {
+        let gone: Vec<u64> = self.sessions.keys().copied().filter(|&id| !alive(id)).collect();
+        for id in gone {
+            self.close(id);
+        }
+    }
+
+    /// Sessions that hold sockets.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Whether session `id` is on a temporary socket.
+    pub fn has_temporary(&self, id: u64) -> bool {
+        self.sessions.get(&id).is_some_and(|s| s.temporary.is_some())
+    }
+}
+
+/// A non-blocking UDP socket bound to `addr` with SO_REUSEADDR and SO_REUSEPORT, so that
+/// connected sockets can share its port (TCS).
+pub(crate) fn reusable_udp_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
+/// Reads `socket` until the server stops listening (or the socket fails), queueing every
+/// datagram as arrived at `local`.
+async fn read_into(socket: Arc<UdpSocket>, local: SocketAddr, incoming: mpsc::Sender<Incoming>) {
+    let mut buffer = vec![0u8; RECEIVE_BUFFER];
+    loop {
+        match socket.recv_from(&mut buffer).await {
+            Ok((len, remote)) => {
+                let datagram = buffer[..len].to_vec();
+                if incoming.send(Incoming { local, remote, datagram }).await.is_err() {
+                    return;
+                }
+            }
+            // ICMP errors of earlier sends surface here; the engine's timers cope.
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_from_their_names() {
+        for mode in MobilityMode::ALL {
+            assert_eq!(mode.name().parse::<MobilityMode>(), Ok(mode));
+        }
+        assert!("roaming".parse::<MobilityMode>().unwrap_err().contains("ipc"));
+    }
+
+    #[tokio::test]
+    async fn a_closed_session_leaves_no_socket_behind() {
+        let welcome = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (mut table, mut incoming) = SessionSockets::new(welcome.local_addr().unwrap());
+        let own = table.open_own(7).unwrap();
+        assert_ne!(own.port(), welcome.local_addr().unwrap().port());
+        assert!(table.socket_for(own).is_some() && table.is_known_source(own));
+        // What arrives on the session's socket is queued as arrived there.
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(b"hello", own).unwrap();
+        let arrived = incoming.recv().await.unwrap();
+        assert_eq!(
+            (arrived.local, arrived.remote, arrived.datagram.as_slice()),
+            (own, client.local_addr().unwrap(), &b"hello"[..])
+        );
+        table.close(7);
+        assert!(table.is_empty() && !table.is_known_source(own));
+        // The reader has stopped and the port is free again.
+        let mut rebound = None;
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+            if let Ok(socket) = std::net::UdpSocket::bind(own) {
+                rebound = Some(socket);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(rebound.is_some(), "the session's port {own} is still taken after close");
+    }
+}
