@@ -48,6 +48,9 @@ use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
+#[path = "e1_real/driver_peers.rs"]
+mod driver_peers;
+
 /// The client's UDP port on every address (the simulated client's too).
 const CLIENT_PORT: u16 = 40_001;
 /// How long a peer may take to start and print `ready`.
@@ -104,6 +107,11 @@ pub(crate) struct RealArgs {
     /// [1 s, 10 s] as in the simulated E1.
     #[arg(long)]
     first_outage_ms: Option<u64>,
+    /// The peers: `app`, the simulated E1's applications over plain UDP sockets (every strategy,
+    /// the oracle included), or `driver`, the E1 application on the real-socket DTLS driver
+    /// (its server socket strategies and its reconnection).
+    #[arg(long, default_value = "app")]
+    peers: String,
 }
 
 /// Everything one real E1 run needs to know, shared by every cell.
@@ -117,6 +125,8 @@ struct RealPlan {
     strategies: Vec<Strategy>,
     shape: ScheduleShape,
     json: bool,
+    /// The peers run on the DTLS driver instead of the simulated E1's applications.
+    driver_peers: bool,
 }
 
 /// When the outages come.
@@ -174,6 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         outage_period_ms: ScheduleShape::SIMULATED.period_ms,
         interleave_ms: Some(ScheduleShape::SIMULATED.interleave_ms),
         first_outage_ms: ScheduleShape::SIMULATED.first_outage_ms,
+        peers: "app".into(),
     };
     anyhow::ensure!(args.jitter_us == 0, "--jitter-us is a simulator knob; the real testbed has no jitter");
     run_real(real)
@@ -234,8 +245,14 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
     for nat in &nats {
         nat_kind(*nat)?;
     }
+    let driver_peers = match args.peers.as_str() {
+        "app" => false,
+        "driver" => true,
+        other => bail!("unknown --peers {other}: app or driver"),
+    };
+    let runnable = |s: &Strategy| s.not_built().is_none() && (!driver_peers || driver_peers::runs(*s));
     let strategies = if args.strategies.is_empty() {
-        Strategy::ALL.into_iter().filter(|s| s.not_built().is_none()).collect()
+        Strategy::ALL.into_iter().filter(runnable).collect()
     } else {
         let mut chosen = Vec::new();
         for name in &args.strategies {
@@ -243,6 +260,7 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
             if let Some(why) = strategy.not_built() {
                 bail!("{}: {why}", strategy.label());
             }
+            anyhow::ensure!(runnable(&strategy), "{} does not run with --peers driver", strategy.label());
             chosen.push(strategy);
         }
         chosen
@@ -265,6 +283,7 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
             first_outage_ms: args.first_outage_ms,
         },
         json: args.json,
+        driver_peers,
     })
 }
 
@@ -560,7 +579,7 @@ fn run_one(
     };
     let testbed = Testbed::create(config).context("building the testbed")?;
     let server_address = SocketAddr::from((testbed.server_address(), SERVER_PORT));
-    let common = [
+    let mut common = vec![
         "--strategy".to_owned(),
         strategy_name(strategy),
         "--messages".to_owned(),
@@ -568,6 +587,9 @@ fn run_one(
         "--seed".to_owned(),
         seed.to_string(),
     ];
+    if plan.driver_peers {
+        common.push("--driver".to_owned());
+    }
     let mut server_args = vec!["server".to_owned(), "--listen".to_owned(), server_address.to_string()];
     server_args.extend(common.iter().cloned());
     let server = Peer::start(&testbed, Host::Server, program, &server_args, "server")?;
@@ -756,6 +778,9 @@ struct ServerPeerArgs {
     messages: u32,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run on the DTLS driver instead of the simulated E1's application.
+    #[arg(long)]
+    driver: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -774,6 +799,9 @@ struct ClientPeerArgs {
     app_timeout_ms: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run on the DTLS driver instead of the simulated E1's application.
+    #[arg(long)]
+    driver: bool,
 }
 
 pub(crate) fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
@@ -880,6 +908,9 @@ fn new_server(strategy: Strategy, seed: u64, messages: u32) -> E1Server {
 async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
     let strategy = parse_strategy(&args.strategy)?;
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
+    if args.driver {
+        return driver_peers::server(args.listen, strategy, args.messages).await;
+    }
     let (inputs, mut received) = mpsc::unbounded_channel();
     let welcome = BoundSocket::bind(args.listen, &inputs).await?;
     // Sockets of the session-keeping strategies, by local address, bound when first used.
@@ -937,6 +968,10 @@ fn parse_iface(text: &str) -> anyhow::Result<(String, Ipv4Addr)> {
 async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
     let strategy = parse_strategy(&args.strategy)?;
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
+    if args.driver {
+        let app_timeout = Duration::from_millis(args.app_timeout_ms);
+        return driver_peers::client(args.server, &args.ifaces, strategy, args.messages, app_timeout).await;
+    }
     let (inputs, mut received) = mpsc::unbounded_channel();
     let mut ifaces = Vec::new();
     for text in &args.ifaces {
