@@ -320,6 +320,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
         handshake_timeout: common.handshake_timeout()?,
         max_connections: args.max_connections,
+        mobility: args.mobility.server_mobility(),
         ..ServerConfig::default()
     };
     let options =
@@ -433,6 +434,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
         handshake_timeout: common.handshake_timeout()?,
+        mobility: args.mobility.client_mobility(),
         ..ClientConfig::default()
     };
     let wall_clock = Some(Clock::new().wall_clock());

@@ -15,6 +15,33 @@ pub const DEFAULT_MTU: usize = 1200;
 /// at least a few bytes of body must fit.
 pub const MIN_MTU: usize = 64;
 
+/// Session mobility: Connection ID (RFC 9146), return-routability check (RFC 9853) and
+/// following the server to another port. All off by default: the handshake and the records are
+/// then exactly those of a session without these extensions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mobility {
+    /// RFC 9146. `None`: not offered (client) / not accepted (server). `Some(n)`: negotiate;
+    /// records sent to us carry an `n`-byte CID we choose (`n = 0`: we want none, typical for a
+    /// client). A server issues unique random CIDs of this length.
+    pub connection_id: Option<u8>,
+    /// RFC 9853: offer (client) / accept (server) `rrc`. A new peer address is checked with
+    /// path_challenge / path_response before it is trusted; until then at most 3x the bytes
+    /// received from it are sent to it.
+    pub return_routability_check: bool,
+    /// Client: follow the server to another port of the same IP (a ServerHello from the
+    /// session's own port, or the server's protected port announcement). Offers the private-use
+    /// extension `port_move` (0xFF00, fastshake only). Server: accept it (needed by
+    /// `Endpoint::move_to`).
+    pub follow_server_port: bool,
+}
+
+impl Mobility {
+    /// Whether anything is offered or accepted.
+    pub fn any(&self) -> bool {
+        self.connection_id.is_some() || self.return_routability_check || self.follow_server_port
+    }
+}
+
 /// A pre-shared key and the identity that names it (RFC 4279).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Psk {
@@ -98,6 +125,8 @@ pub struct ClientConfig {
     pub enable_tickets: bool,
     /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
     pub wall_clock: Option<WallClock>,
+    /// Connection ID, return-routability check, following the server's port.
+    pub mobility: Mobility,
 }
 
 impl Default for ClientConfig {
@@ -115,6 +144,7 @@ impl Default for ClientConfig {
             server_name: None,
             enable_tickets: true,
             wall_clock: None,
+            mobility: Mobility::default(),
         }
     }
 }
@@ -222,6 +252,8 @@ pub struct ServerConfig {
     pub tickets: Option<TicketKeys>,
     /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
     pub wall_clock: Option<WallClock>,
+    /// Connection ID, return-routability check, port moves (`Endpoint::move_to`).
+    pub mobility: Mobility,
 }
 
 impl Default for ServerConfig {
@@ -242,6 +274,7 @@ impl Default for ServerConfig {
             session_cache: SessionCacheConfig::default(),
             tickets: None,
             wall_clock: None,
+            mobility: Mobility::default(),
         }
     }
 }

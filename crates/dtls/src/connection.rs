@@ -19,6 +19,7 @@ use crate::handshake::{
     EXT_RENEGOTIATION_INFO, MAX_COOKIE_LEN, SCSV_EMPTY_RENEGOTIATION_INFO,
 };
 use crate::handshake::{encode_new_session_ticket, parse_new_session_ticket};
+use crate::mobility::{MobilityStats, PathState};
 use crate::record::{ContentType, RecordHeader, ReplayWindow, DTLS_1_2, HEADER_LEN, MAX_SEQ};
 use crate::session::ClientAuth;
 use crate::session::{unix_now, ClientSession, Resumption, ServerSession, TicketKeys};
@@ -79,6 +80,13 @@ pub enum Event {
     Closed,
     /// The session failed.
     Failed(Error),
+    /// Endpoint only: a connection was just created for a client that returned a valid cookie;
+    /// its first flight is queued but not yet handed out. A driver that gives sessions their own
+    /// socket calls [`crate::Endpoint::set_local`] now, before its next `poll_transmit`.
+    Accepted,
+    /// The session now sends to this peer address (server: the client moved and the move was
+    /// accepted; client: it followed the server to another port).
+    PathChanged(SocketAddr),
 }
 
 /// What a completed handshake cost and agreed.
@@ -412,16 +420,19 @@ pub struct Connection {
     state: State,
     hs: Option<Box<Handshake>>,
     protection: Option<Protection>,
-    /// Epoch our records are written in (1 once our ChangeCipherSpec went out).
-    write_epoch: u16,
+    /// Epoch our records are written in (1 once our ChangeCipherSpec went out). One byte, as
+    /// renegotiation is refused: it keeps an established session within its size.
+    write_epoch: u8,
     /// Next record sequence number in epoch 1.
     write_seq: u64,
     read_window: ReplayWindow,
     suite: Option<CipherSuite>,
     /// First 8 bytes of the client random of this session's ClientHello, so the endpoint can
     /// tell a late duplicate of it from a new handshake.
-    hello_id: u64,
+    hello_id: u32,
     stats: Stats,
+    /// Connection ID, address checks, own socket, port moves: only when in use.
+    path: Option<Box<PathState>>,
     events: VecDeque<Event>,
     outgoing: VecDeque<Vec<u8>>,
 }
@@ -520,6 +531,7 @@ impl Connection {
             suite: None,
             hello_id: 0,
             stats: Stats::default(),
+            path: None,
             events: VecDeque::new(),
             outgoing: VecDeque::new(),
         }
@@ -1743,7 +1755,7 @@ impl Connection {
         }
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += payload.len() as u64;
-        Some(Transmit { src: None, dst: self.remote, payload })
+        Some(Transmit { src: self.local(), dst: self.remote, payload })
     }
 
     /// When `handle_timeout` should next be called.
@@ -1908,8 +1920,42 @@ impl Connection {
         self.hs.is_some()
     }
 
-    pub(crate) fn hello_id(&self) -> u64 {
+    pub(crate) fn hello_id(&self) -> u32 {
         self.hello_id
+    }
+
+    /// Counters of session mobility (all zero without it).
+    pub fn mobility_stats(&self) -> MobilityStats {
+        self.path.as_ref().map(|p| p.stats).unwrap_or_default()
+    }
+
+    /// Server: the session's own socket, once `Endpoint::set_local` (or a confirmed
+    /// `Endpoint::move_to`) gave it one.
+    pub fn local(&self) -> Option<SocketAddr> {
+        self.path.as_ref().and_then(|p| p.local)
+    }
+
+    /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice())
+    }
+
+    /// Whether the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.
+    pub fn negotiated_mobility(&self) -> (bool, bool, bool) {
+        self.path.as_ref().map_or((false, false, false), |p| (p.cid_negotiated, p.rrc, p.port_move))
+    }
+
+    /// Server: the session lives on its own socket `local` from now on.
+    pub(crate) fn set_local(&mut self, local: SocketAddr) {
+        self.path.get_or_insert_with(Default::default).local = Some(local);
+    }
+
+    /// Server: announce a move to `local` (TCS).
+    pub(crate) fn move_to(&mut self, _now: Instant, _local: SocketAddr) -> Result<(), Error> {
+        if !self.is_established() {
+            return Err(Error::NotEstablished);
+        }
+        Err(Error::NotNegotiated("port_move"))
     }
 
     pub(crate) fn fail_superseded(&mut self) {
@@ -1920,10 +1966,10 @@ impl Connection {
     }
 }
 
-fn hello_id(random: &[u8; 32]) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&random[..8]);
-    u64::from_be_bytes(b)
+/// First 4 bytes of a client random: tells a late duplicate ClientHello from a new one (a new
+/// random matching by chance, 1 in 2^32, is taken for a duplicate and gets no new session).
+pub(crate) fn hello_id(random: &[u8; 32]) -> u32 {
+    u32::from_be_bytes([random[0], random[1], random[2], random[3]])
 }
 
 /// Client: the session to keep from a completed handshake: new (session ID and/or ticket), or

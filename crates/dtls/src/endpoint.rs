@@ -60,6 +60,9 @@ pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
 /// How long an established session may stay silent unless [`Endpoint::set_idle_timeout`] says otherwise.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The "connection" of datagrams sent without one (HelloVerifyRequests).
+const STATELESS: u64 = u64::MAX;
+
 /// How long a HelloVerifyRequest cookie stays valid unless [`Endpoint::set_cookie_lifetime`] says otherwise.
 pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
 
@@ -90,7 +93,15 @@ pub struct Endpoint {
     /// The latest time the driver gave us (for calls that take no time, e.g. `send`).
     clock: Instant,
     next_id: u64,
-    transmits: VecDeque<Transmit>,
+    /// Datagrams not yet handed out, with the id of the connection that made each
+    /// (`STATELESS` for HelloVerifyRequests), so `set_local` can give them their source.
+    transmits: VecDeque<(u64, Transmit)>,
+    /// Sessions with their own socket (`set_local`, `move_to`), by that socket's address.
+    /// Empty (no allocation) unless sessions have one.
+    by_local: BTreeMap<SocketAddr, u64>,
+    /// Sessions with a Connection ID we issued (RFC 9146), by that CID. Empty unless CIDs are on.
+    #[allow(dead_code)]
+    by_cid: BTreeMap<Vec<u8>, u64>,
     events: VecDeque<(ConnectionHandle, Event)>,
     partial_hellos: VecDeque<PartialHello>,
     /// Deadlines of the connections that have one, earliest first, so timers cost O(log n)
@@ -215,6 +226,8 @@ impl Endpoint {
             clock: Instant::ZERO,
             next_id: 0,
             transmits: VecDeque::new(),
+            by_local: BTreeMap::new(),
+            by_cid: BTreeMap::new(),
             events: VecDeque::new(),
             partial_hellos: VecDeque::new(),
             timers: BTreeSet::new(),
@@ -292,7 +305,7 @@ impl Endpoint {
     fn route(
         &mut self,
         now: Instant,
-        _local: SocketAddr,
+        local: SocketAddr,
         remote: SocketAddr,
         datagram: &mut [u8],
         on_data: EndpointDataSink<'_>,
@@ -302,6 +315,11 @@ impl Endpoint {
             self.stats.datagrams_dropped += 1;
             return;
         }
+        // A session's own socket belongs to it, whatever the source.
+        if let Some(&id) = self.by_local.get(&local) {
+            self.deliver(now, remote, id, datagram, on_data);
+            return;
+        }
         let existing = self.by_addr.get(&remote).copied();
         let pending = self.pending.get(&remote).copied();
         let scan = self.scan_client_hello(now, remote, datagram);
@@ -309,9 +327,8 @@ impl Endpoint {
             return;
         }
         if let HelloScan::Complete(hello) = scan {
-            let hello_id = ClientHello::parse(&hello.body)
-                .ok()
-                .and_then(|ch| Some(u64::from_be_bytes(ch.random[..8].try_into().ok()?)));
+            let hello_id =
+                ClientHello::parse(&hello.body).ok().map(|ch| crate::connection::hello_id(&ch.random));
             // A retransmission of the ClientHello that started a session goes to it; a
             // different one is a new handshake (RFC 6347 §4.2.8).
             let forward = [pending, existing]
@@ -420,7 +437,7 @@ impl Endpoint {
             // RFC 6347 §4.2.1: the HelloVerifyRequest reuses the ClientHello's record sequence number.
             let mut out = vec![0u8; HEADER_LEN + hdr.len() + body.len()];
             write_record(&mut out, ContentType::Handshake, 0, hello.record_seq, None, &[&hdr, &body]);
-            self.transmits.push_back(Transmit { src: None, dst: remote, payload: out });
+            self.transmits.push_back((STATELESS, Transmit { src: None, dst: remote, payload: out }));
             self.stats.hello_verify_sent += 1;
             return;
         }
@@ -459,6 +476,7 @@ impl Endpoint {
             // address goes on.
             return;
         }
+        self.events.push_back((ConnectionHandle(id), Event::Accepted));
         // The new ClientHello is acceptable: it replaces a handshake in progress on this
         // address at once, and an established session only once it completes.
         if let Some(old) = pending {
@@ -635,7 +653,7 @@ impl Endpoint {
         let slot: &mut Slot = slot;
         let conn = &mut slot.conn;
         while let Some(t) = conn.poll_transmit(Instant::ZERO) {
-            self.transmits.push_back(t);
+            self.transmits.push_back((id, t));
         }
         while let Some(e) = conn.poll_event() {
             self.events.push_back((ConnectionHandle(id), e));
@@ -690,7 +708,7 @@ impl Endpoint {
         if self.transmits.is_empty() && self.transmits.capacity() > 64 {
             self.transmits = VecDeque::new();
         }
-        t
+        t.map(|(_, t)| t)
     }
 
     /// The earliest deadline of any connection.
@@ -767,6 +785,45 @@ impl Endpoint {
     /// The connection with peer `remote`, if any.
     pub fn handle_for(&self, remote: SocketAddr) -> Option<ConnectionHandle> {
         self.by_addr.get(&remote).map(|id| ConnectionHandle(*id))
+    }
+
+    /// The session that lives on its own socket `local` (`set_local`, `move_to`), if any.
+    pub fn handle_for_local(&self, local: SocketAddr) -> Option<ConnectionHandle> {
+        self.by_local.get(&local).map(|id| ConnectionHandle(*id))
+    }
+
+    /// IPC: session `h` lives on its own socket `local` from now on. Every datagram of it not
+    /// yet handed out by `poll_transmit` goes out with `Transmit::src = Some(local)`, and any
+    /// datagram arriving at `local` goes to it, whatever its source.
+    /// An unknown handle is ignored.
+    pub fn set_local(&mut self, h: ConnectionHandle, local: SocketAddr) {
+        let Some(slot) = self.connections.get_mut(&h.0) else { return };
+        if let Some(old) = slot.conn.local() {
+            if self.by_local.get(&old) == Some(&h.0) {
+                self.by_local.remove(&old);
+            }
+        }
+        slot.conn.set_local(local);
+        self.by_local.insert(local, h.0);
+        for (id, t) in self.transmits.iter_mut() {
+            if *id == h.0 {
+                t.src = Some(local);
+            }
+        }
+    }
+
+    /// TCS: move established session `h` to its own socket `local`. The engine announces
+    /// `local`'s port to the client in a protected record, resent on the retransmission timer
+    /// until a record of the client that authenticates arrives at `local`; until then the
+    /// session keeps sending from where it did. Err if the client did not offer
+    /// `follow_server_port` or the session is not established.
+    pub fn move_to(&mut self, h: ConnectionHandle, local: SocketAddr) -> Result<(), Error> {
+        let now = self.clock;
+        let slot = self.connections.get_mut(&h.0).ok_or(Error::UnknownConnection)?;
+        slot.conn.move_to(now, local)?;
+        self.by_local.insert(local, h.0);
+        self.drain(h.0);
+        Ok(())
     }
 
     /// Handles of every connection in the table.

@@ -55,6 +55,10 @@ pub enum Error {
         /// Why, in words.
         reason: String,
     },
+    /// The operation needs an extension the peer did not negotiate, or a state the session is
+    /// not in (e.g. `Endpoint::move_to` before `Event::Connected`).
+    #[error("not possible in this session: {0}")]
+    NotNegotiated(&'static str),
     /// Serialized session bytes could not be read.
     #[error("bad session bytes: {0}")]
     BadSession(&'static str),

@@ -82,6 +82,9 @@ mod endpoint;
 mod error;
 mod flight;
 mod handshake;
+// Constants and fields are filled in step by step (Connection ID, RRC, port moves).
+#[allow(dead_code)]
+mod mobility;
 mod record;
 mod session;
 mod state;
@@ -91,11 +94,12 @@ mod suite;
 pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
-pub use config::{ClientConfig, Psk, ServerConfig, WallClock, DEFAULT_MTU, MIN_MTU};
+pub use config::{ClientConfig, Mobility, Psk, ServerConfig, WallClock, DEFAULT_MTU, MIN_MTU};
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
 pub use error::Error;
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors};
+pub use mobility::MobilityStats;
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
 pub use suite::CipherSuite;

@@ -708,6 +708,11 @@ impl ClientDriver {
                     self.unanswered_since = None;
                     let _ = self.events.send(ClientEvent::Data(data));
                 }
+                Event::PathChanged(remote) => {
+                    let _ = self.events.send(ClientEvent::PathChanged(remote));
+                }
+                // Only an endpoint accepts.
+                Event::Accepted => {}
                 Event::Closed => {
                     let _ = self.events.send(ClientEvent::Closed);
                     return Ok(true);
@@ -741,6 +746,10 @@ impl ClientDriver {
                     return Err(self.fail(error));
                 }
                 return Ok(self.traffic());
+            }
+            // A reconnection's resent records.
+            if let Err(error) = self.flush().await {
+                return Err(self.fail(error));
             }
 
             let deadline = self.deadline();
@@ -787,8 +796,8 @@ impl ClientDriver {
 
 /// Whether a client configuration follows the server to another port (and so takes datagrams
 /// from any port of the server's IP).
-fn follows_server_port(_config: &ClientConfig) -> bool {
-    false
+fn follows_server_port(config: &ClientConfig) -> bool {
+    config.mobility.follow_server_port
 }
 
 /// Reports a fatal error to whoever waits (the handshake or the event stream) and returns a copy
@@ -1093,14 +1102,59 @@ impl ServerDriver {
                     self.ended.push(handle.0);
                     let _ = self.events.send(ServerEvent::Failed { handle, remote, error });
                 }
+                Event::Accepted => self.give_socket(endpoint, handle, known),
+                Event::PathChanged(to) => {
+                    let from = self.remotes.insert(handle.0, to);
+                    let _ = self.events.send(ServerEvent::PathChanged { handle, from, to });
+                }
             }
         }
     }
 
-    /// TCS: the established session gets a port of its own, announced to the client by the engine.
-    fn move_to_own_socket(&mut self, _endpoint: &mut Endpoint, handle: ConnectionHandle) {
-        let reason = "the engine cannot move sessions yet".to_owned();
-        let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+    /// A client returned a valid cookie and its first flight is queued: IPC gives the session its
+    /// own socket now, so the ServerHello already comes from there; TCS connects a temporary
+    /// socket to the client on the welcome port for the rest of the handshake.
+    fn give_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, remote: Option<SocketAddr>) {
+        match self.mode {
+            MobilityMode::Ipc => match self.sockets.open_own(handle.0) {
+                Ok(local) => {
+                    endpoint.set_local(handle, local);
+                    let _ = self.events.send(ServerEvent::OwnSocket { handle, local });
+                }
+                // The session lives on the welcome socket like a standard one.
+                Err(error) => {
+                    let reason = format!("no socket of its own: {error}");
+                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+                }
+            },
+            MobilityMode::Tcs => {
+                let opened = match remote {
+                    Some(client) => self.sockets.open_temporary(handle.0, client),
+                    None => Err(io::Error::other("the client's address is unknown")),
+                };
+                if let Err(error) = opened {
+                    // The handshake goes on over the welcome socket.
+                    let reason = format!("no temporary socket: {error}");
+                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+                }
+            }
+            MobilityMode::Standard | MobilityMode::Cid => {}
+        }
+    }
+
+    /// TCS: the established session gets a port of its own, announced to the client by the
+    /// engine; the temporary socket goes once the session sends from the new port.
+    fn move_to_own_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle) {
+        let moved = self.sockets.open_own(handle.0).and_then(|local| {
+            endpoint.move_to(handle, local).map_err(|error| {
+                self.sockets.close_own(handle.0);
+                io::Error::other(error.to_string())
+            })
+        });
+        if let Err(error) = moved {
+            let reason = format!("no move to a port of its own: {error}");
+            let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+        }
     }
 
     /// A datagram arrived at `local` from `remote`.
@@ -1114,21 +1168,11 @@ impl ServerDriver {
         if let Some(trace) = &self.trace {
             trace(Direction::Received, remote, datagram);
         }
-        let before = endpoint.handle_for(remote);
         endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
         // Remember the peer of a new connection now, so that a handshake failing before it
         // completes can still be reported with the client's address.
         if let Some(handle) = endpoint.handle_for(remote) {
             self.remotes.entry(handle.0).or_insert(remote);
-            // TCS: a client that returned a valid cookie gets its temporary connected socket.
-            let is_new = before != Some(handle);
-            if is_new && self.mode == MobilityMode::Tcs && !self.sockets.has_temporary(handle.0) {
-                if let Err(error) = self.sockets.open_temporary(handle.0, remote) {
-                    // The handshake goes on over the welcome socket.
-                    let reason = format!("no temporary socket: {error}");
-                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
-                }
-            }
         }
     }
 }

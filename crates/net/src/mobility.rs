@@ -16,6 +16,7 @@
 //! closed when its session ends.
 #![forbid(unsafe_code)]
 
+use fastshake_dtls::Mobility;
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -55,6 +56,38 @@ impl MobilityMode {
         }
     }
 
+    /// What a server in this mode accepts: a client's new address is checked with return
+    /// routability (RFC 9853) whenever the client offers it; IPC and TCS accept `port_move`
+    /// (TCS needs it to announce the session's port); CID issues [`SERVER_CID_LENGTH`]-byte IDs.
+    pub fn server_mobility(self) -> Mobility {
+        match self {
+            MobilityMode::Standard => Mobility::default(),
+            MobilityMode::Ipc | MobilityMode::Tcs => {
+                Mobility { return_routability_check: true, follow_server_port: true, ..Mobility::default() }
+            }
+            MobilityMode::Cid => Mobility {
+                connection_id: Some(SERVER_CID_LENGTH),
+                return_routability_check: true,
+                ..Mobility::default()
+            },
+        }
+    }
+
+    /// What a client in this mode offers: to follow the server to the session's port (IPC, TCS)
+    /// or a connection ID from the server while sending none itself (CID), each with return
+    /// routability checks. Standard DTLS offers nothing (the handshake is byte for byte as before).
+    pub fn client_mobility(self) -> Mobility {
+        match self {
+            MobilityMode::Standard => Mobility::default(),
+            MobilityMode::Ipc | MobilityMode::Tcs => {
+                Mobility { return_routability_check: true, follow_server_port: true, ..Mobility::default() }
+            }
+            MobilityMode::Cid => {
+                Mobility { connection_id: Some(0), return_routability_check: true, ..Mobility::default() }
+            }
+        }
+    }
+
     /// Whether a server in this mode gives sessions sockets of their own.
     pub fn has_session_sockets(self) -> bool {
         matches!(self, MobilityMode::Ipc | MobilityMode::Tcs)
@@ -77,6 +110,11 @@ impl FromStr for MobilityMode {
         })
     }
 }
+
+/// Length of the connection IDs a CID server issues. 8 bytes (64 random bits): an off-path
+/// attacker cannot guess a live one, and random IDs do not collide for any session count a server
+/// holds; the cost is 8 bytes in each record the client sends (RFC 9146 allows 0 to 255).
+pub const SERVER_CID_LENGTH: u8 = 8;
 
 /// A datagram that arrived on one of the sessions' sockets.
 pub(crate) struct Incoming {
@@ -165,17 +203,10 @@ impl SessionSockets {
         Ok(ReadSocket { local, socket, reader })
     }
 
-    /// The session socket to send from `src`; `None` for the welcome socket (or a socket that has
-    /// closed meanwhile: then `src` is the welcome address or the datagram is dropped, see
-    /// [`SessionSockets::is_known_source`]).
+    /// The session socket to send from `src`; `None` if no session owns it (any more).
     pub fn socket_for(&self, src: SocketAddr) -> Option<&Arc<UdpSocket>> {
         let id = self.by_local.get(&src)?;
         self.sessions.get(id)?.own.as_ref().map(|read| &read.socket)
-    }
-
-    /// Whether a datagram from `src` can be sent at all (the welcome socket or a live own socket).
-    pub fn is_known_source(&self, src: SocketAddr) -> bool {
-        src == self.welcome || self.by_local.contains_key(&src)
     }
 
     /// The engine sends from `src`: if that is a session's own socket while the session still has
@@ -211,18 +242,8 @@ impl SessionSockets {
         }
     }
 
-    /// Sessions that hold sockets.
-    pub fn len(&self) -> usize {
-        self.sessions.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
-    }
-
-    /// Whether session `id` is on a temporary socket.
-    pub fn has_temporary(&self, id: u64) -> bool {
-        self.sessions.get(&id).is_some_and(|s| s.temporary.is_some())
     }
 }
 
@@ -279,7 +300,7 @@ mod tests {
         let (mut table, mut incoming) = SessionSockets::new(welcome.local_addr().unwrap());
         let own = table.open_own(7).unwrap();
         assert_ne!(own.port(), welcome.local_addr().unwrap().port());
-        assert!(table.socket_for(own).is_some() && table.is_known_source(own));
+        assert!(table.socket_for(own).is_some());
         // What arrives on the session's socket is queued as arrived there.
         let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         client.send_to(b"hello", own).unwrap();
@@ -289,7 +310,7 @@ mod tests {
             (own, client.local_addr().unwrap(), &b"hello"[..])
         );
         table.close(7);
-        assert!(table.is_empty() && !table.is_known_source(own));
+        assert!(table.is_empty() && table.socket_for(own).is_none());
         // The reader has stopped and the port is free again.
         let mut rebound = None;
         for _ in 0..100 {

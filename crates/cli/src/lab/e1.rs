@@ -438,6 +438,7 @@ impl E1Client {
                     self.send_message(now);
                 }
                 Event::ApplicationData(data) => self.on_ack(now, &data),
+                Event::Accepted | Event::PathChanged(_) => {}
                 Event::Closed | Event::Failed(_) => {
                     self.conn = None;
                     self.handshake_from = None;
@@ -634,6 +635,7 @@ impl E1Server {
                     // Every copy is acknowledged: the first acknowledgement may have been lost.
                     let _ = self.endpoint.send(handle, &message(b'A', seq));
                 }
+                Event::Accepted | Event::PathChanged(_) => {}
                 Event::Closed | Event::Failed(_) => {
                     self.identities.remove(&handle);
                 }
