@@ -12,6 +12,7 @@
 use super::super::{configs, message, parse_message, Strategy};
 use super::{parse_iface, read_control_lines, say, Input};
 use anyhow::{bail, Context};
+use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DtlsClient, DtlsServer, Reconnect, ServerEvent, ServerOptions,
 };
@@ -38,9 +39,18 @@ pub(super) fn runs(strategy: Strategy) -> bool {
     mobility_mode(strategy).is_ok()
 }
 
+/// The simulated E1's engine configurations, with what the driver's mode offers and accepts.
+fn driver_configs(mode: MobilityMode) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+    let (client, server) = configs();
+    let client = ClientConfig { mobility: mode.client_mobility(), ..(*client).clone() };
+    let server = ServerConfig { mobility: mode.server_mobility(), ..(*server).clone() };
+    (Arc::new(client), Arc::new(server))
+}
+
 pub(super) async fn server(listen: SocketAddr, strategy: Strategy, messages: u32) -> anyhow::Result<()> {
-    let (_, config) = configs();
-    let options = ServerOptions { mobility: mobility_mode(strategy)?, ..ServerOptions::default() };
+    let mode = mobility_mode(strategy)?;
+    let (_, config) = driver_configs(mode);
+    let options = ServerOptions { mobility: mode, ..ServerOptions::default() };
     let mut server = DtlsServer::bind(listen, config, options).await.context("starting the DTLS server")?;
     let controller = server.controller();
     let (inputs, mut control) = mpsc::unbounded_channel();
@@ -120,7 +130,7 @@ pub(super) async fn client(
         }
     }
     let started = Instant::now();
-    let (config, _) = configs();
+    let (config, _) = driver_configs(mode);
     let reconnects = strategy.reconnects();
     let options = ClientOptions {
         app_timeout: reconnects.then_some(app_timeout),
