@@ -250,17 +250,20 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
         "driver" => true,
         other => bail!("unknown --peers {other}: app or driver"),
     };
-    let runnable = |s: &Strategy| s.not_built().is_none() && (!driver_peers || driver_peers::runs(*s));
+    // The application peers run what the simulated E1 runs; the driver peers what the driver offers.
+    let runnable = |s: &Strategy| if driver_peers { driver_peers::runs(*s) } else { s.not_built().is_none() };
     let strategies = if args.strategies.is_empty() {
         Strategy::ALL.into_iter().filter(runnable).collect()
     } else {
         let mut chosen = Vec::new();
         for name in &args.strategies {
             let strategy = parse_strategy(name)?;
-            if let Some(why) = strategy.not_built() {
-                bail!("{}: {why}", strategy.label());
+            if !runnable(&strategy) {
+                match strategy.not_built() {
+                    Some(why) if !driver_peers => bail!("{}: {why}", strategy.label()),
+                    _ => bail!("{} does not run with --peers {}", strategy.label(), args.peers),
+                }
             }
-            anyhow::ensure!(runnable(&strategy), "{} does not run with --peers driver", strategy.label());
             chosen.push(strategy);
         }
         chosen
@@ -424,11 +427,13 @@ fn horizon_ms(plan: &RealPlan, cell: &Cell) -> u64 {
     u64::from(plan.params.messages) * 2 * cell.delay_ms * 4 + 12 * plan.shape.period_ms
 }
 
-/// The client's address on `iface` after its `handover`-th handover: the host addresses of the
-/// interface's /28 in turn (the gateway is .1, the first host .2).
+/// The client's address on `iface` after its `handover`-th handover: the first host address of the
+/// interface's /28 (.2; the gateway is .1) at first, then .3 to .14 in turn, never the first again,
+/// so that no session is found again by its old address.
 fn handover_address(iface: ClientIface, handover: u32) -> Ipv4Addr {
     let [a, b, c, _] = iface.gateway().octets();
-    Ipv4Addr::new(a, b, c, 2 + (handover % 13) as u8)
+    let host = if handover == 0 { 2 } else { 3 + (handover - 1) % 12 };
+    Ipv4Addr::new(a, b, c, host as u8)
 }
 
 /// One change of the client's interfaces, at `at_ms` after the first ClientHello.
@@ -1128,7 +1133,10 @@ mod tests {
             for handover in 0..40 {
                 assert!(iface.is_host_address(handover_address(iface, handover)), "{iface:?} {handover}");
             }
-            assert_ne!(handover_address(iface, 1), handover_address(iface, 0));
+            if handover > 0 {
+                assert_ne!(handover_address(iface, handover), handover_address(iface, 0));
+                assert_ne!(handover_address(iface, handover), handover_address(iface, handover + 1));
+            }
         }
     }
 
