@@ -19,7 +19,10 @@ use crate::handshake::{
     EXT_RENEGOTIATION_INFO, MAX_COOKIE_LEN, SCSV_EMPTY_RENEGOTIATION_INFO,
 };
 use crate::handshake::{encode_new_session_ticket, parse_new_session_ticket};
-use crate::mobility::{MobilityStats, PathState};
+use crate::mobility::{
+    MobilityStats, PathState, PortMove, Probe, AMPLIFICATION_FACTOR, MAX_CHALLENGES, MAX_HELD_DATAGRAMS,
+    RRC_PATH_CHALLENGE, RRC_PATH_RESPONSE, RRC_PORT_MOVED,
+};
 use crate::record::{ContentType, RecordHeader, ReplayWindow, DTLS_1_2, HEADER_LEN, MAX_SEQ};
 use crate::session::ClientAuth;
 use crate::session::{unix_now, ClientSession, Resumption, ServerSession, TicketKeys};
@@ -55,6 +58,9 @@ pub(crate) struct VerifiedHello<'a> {
     pub cached: Option<ServerSession>,
     /// The endpoint's ticket keys now.
     pub ticket_keys: Option<TicketKeys>,
+    /// The Connection ID the endpoint issues to this session if the client offers
+    /// `connection_id` (unique in the endpoint; empty: none).
+    pub issued_cid: Vec<u8>,
 }
 
 /// Which side of the handshake a connection plays.
@@ -471,7 +477,17 @@ impl Connection {
             }));
         }
         prepare(&mut hs);
+        let path = config.mobility.any().then(|| {
+            let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
+            hs.rng.fill_bytes(&mut own_cid);
+            Box::new(PathState {
+                own_cid,
+                offered_cid: config.mobility.connection_id.is_some(),
+                ..Default::default()
+            })
+        });
         let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote, Some(hs));
+        conn.path = path;
         conn.hello_id = hello_id(&random);
         conn.state = State::Handshaking(HandshakeState::ClientWaitServerHello);
         if let Err(error) = config.validate() {
@@ -545,14 +561,34 @@ impl Connection {
         rng_seed: [u8; 32],
         hello: VerifiedHello<'_>,
     ) -> Connection {
-        let VerifiedHello { record_seq, message_seq, body: hello, datagram_len, cached, ticket_keys } = hello;
+        let VerifiedHello {
+            record_seq,
+            message_seq,
+            body: hello,
+            datagram_len,
+            cached,
+            ticket_keys,
+            issued_cid,
+        } = hello;
         let mut hs = Handshake::new(now, rng_seed, config.initial_retransmit, config.max_retransmit);
+        // Mobility state is made only when the server offers some; dropped again in
+        // server_handle_client_hello when the client negotiated none of it.
+        let path = config.mobility.any().then(|| {
+            let mut seed = [0u8; 32];
+            hs.rng.fill_bytes(&mut seed);
+            Box::new(PathState {
+                own_cid: issued_cid,
+                rng: config.mobility.return_routability_check.then(|| ChaCha20Rng::from_seed(seed)),
+                ..Default::default()
+            })
+        });
         if cached.is_some() || ticket_keys.is_some() || config.session_cache.max_entries > 0 {
             let resume = hs.resume_mut();
             resume.resumed_session = cached;
             resume.ticket_keys = ticket_keys;
         }
         let mut conn = Connection::bare(RoleConfig::Server(config), remote, Some(hs));
+        conn.path = path;
         conn.stats.datagrams_received = 1;
         conn.stats.bytes_received = datagram_len as u64;
         conn.state = State::Handshaking(HandshakeState::ServerWaitClientKeyExchange);
@@ -593,6 +629,7 @@ impl Connection {
     fn send_client_hello(&mut self, now: Instant) {
         let Some(config) = self.client_config().cloned() else { return };
         let Some(hs) = self.hs.as_mut() else { return };
+        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| p.own_cid.as_slice());
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
         let mut body = Vec::with_capacity(160);
         // RFC 6066 §3: server_name carries DNS names only, never address literals.
@@ -611,6 +648,9 @@ impl Connection {
             server_name: if hs.cert.is_some() { server_name } else { None },
             ecc: hs.cert.is_some().then_some((&GROUPS[..], &SCHEMES[..])),
             session_ticket,
+            connection_id: own_cid,
+            rrc: config.mobility.return_routability_check,
+            port_move: config.mobility.follow_server_port,
             ..Default::default()
         };
         let session_id = offer.map_or(&[][..], |(_, id)| id.as_slice());
@@ -665,6 +705,23 @@ impl Connection {
                 }
                 if !sh.extensions.unknown_types.is_empty() {
                     return Err(Abort::alert(AlertDescription::UnsupportedExtension));
+                }
+                // Mobility extensions only as answers to ours (RFC 5246 §7.4.1.4).
+                let offered = &config.mobility;
+                if (sh.extensions.connection_id.is_some() && offered.connection_id.is_none())
+                    || (sh.extensions.rrc && !offered.return_routability_check)
+                    || (sh.extensions.port_move && !offered.follow_server_port)
+                {
+                    return Err(Abort::alert(AlertDescription::UnsupportedExtension));
+                }
+                if let Some(path) = self.path.as_deref_mut() {
+                    path.cid_negotiated = sh.extensions.connection_id.is_some();
+                    path.peer_cid = sh.extensions.connection_id.unwrap_or_default().to_vec();
+                    if !path.cid_negotiated {
+                        path.own_cid.clear();
+                    }
+                    path.rrc = sh.extensions.rrc;
+                    path.port_move = sh.extensions.port_move;
                 }
                 if sh.extensions.renegotiation_info.is_some_and(|r| !r.is_empty()) {
                     return Err(Abort::alert(AlertDescription::HandshakeFailure));
@@ -1020,11 +1077,16 @@ impl Connection {
         // Our numbering mirrors the client's: ServerHello carries the ClientHello's message_seq.
         hs.next_message_seq = message_seq;
         let mut sh = Vec::with_capacity(64);
+        negotiate_mobility(&mut self.path, &config, &ch);
+        let path = self.path.as_deref();
         let ext = OutExtensions {
             extended_master_secret: ems,
             renegotiation_info: secure_renegotiation,
             point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
             session_ticket: issue_ticket.then_some(&[][..]),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice()),
+            rrc: path.is_some_and(|p| p.rrc),
+            port_move: path.is_some_and(|p| p.port_move),
             ..Default::default()
         };
         // A new session ID when the cache will keep the session (only sessions with the
@@ -1112,10 +1174,19 @@ impl Connection {
         hs.peer_prev_flight_last = Some(message_seq);
         hs.next_message_seq = message_seq;
         let mut sh = Vec::with_capacity(96);
+        let config = match &self.config {
+            RoleConfig::Server(c) => c.clone(),
+            RoleConfig::Client(_) => return Err(Abort::alert(AlertDescription::InternalError)),
+        };
+        negotiate_mobility(&mut self.path, &config, ch);
+        let path = self.path.as_deref();
         let ext = OutExtensions {
             extended_master_secret: true,
             renegotiation_info: secure_renegotiation,
             session_ticket: issue_ticket.then_some(&[][..]),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice()),
+            rrc: path.is_some_and(|p| p.rrc),
+            port_move: path.is_some_and(|p| p.port_move),
             ..Default::default()
         };
         ServerHello::encode_with(&mut sh, &server_random, ch.session_id, suite.id(), &ext);
@@ -1390,7 +1461,8 @@ impl Connection {
     /// Packs the current flight into datagrams with fresh record sequence numbers.
     fn transmit_flight(&mut self) {
         let mtu = self.mtu();
-        let Connection { hs, protection, write_seq, write_epoch, outgoing, .. } = self;
+        let Connection { hs, protection, write_seq, write_epoch, outgoing, path, .. } = self;
+        let cid = peer_cid(path);
         let Some(hs) = hs.as_mut() else { return };
         let mut b = DatagramBuilder::new(mtu);
         let epoch0 = &mut hs.epoch0_write_seq;
@@ -1405,7 +1477,7 @@ impl Connection {
                 }
                 FlightItem::Handshake { epoch, msg_type, message_seq, body } => {
                     let Some(p) = protection.as_ref() else { continue };
-                    let protect = Protect { cipher: p.cipher, keys: &p.write };
+                    let protect = Protect { cipher: p.cipher, keys: &p.write, cid };
                     b.push_handshake(*epoch, *msg_type, *message_seq, body, Some(protect), &mut || {
                         let s = *write_seq;
                         *write_seq += 1;
@@ -1463,7 +1535,7 @@ impl Connection {
             if self.write_seq > MAX_SEQ {
                 return;
             }
-            let protect = Protect { cipher: p.cipher, keys: &p.write };
+            let protect = Protect { cipher: p.cipher, keys: &p.write, cid: peer_cid(&self.path) };
             let mut out = vec![0u8; record_len(Some(protect), 2)];
             write_record(&mut out, ContentType::Alert, 1, self.write_seq, Some(protect), &[&body]);
             self.write_seq += 1;
@@ -1475,7 +1547,7 @@ impl Connection {
 
     /// A datagram from `remote` arrived; it may be decrypted in place.
     pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
-        self.handle_input(now, remote, datagram, None);
+        self.handle_input(now, None, remote, datagram, None);
     }
 
     /// Like `handle_datagram`, but application data is decrypted in place and handed to
@@ -1487,36 +1559,66 @@ impl Connection {
         datagram: &mut [u8],
         on_data: &mut dyn FnMut(&[u8]),
     ) {
-        self.handle_input(now, remote, datagram, Some(on_data));
+        self.handle_input(now, None, remote, datagram, Some(on_data));
+    }
+
+    /// Endpoint: a datagram that arrived at our socket `local`.
+    pub(crate) fn handle_datagram_at(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: DataSink<'_>,
+    ) {
+        self.handle_input(now, Some(local), remote, datagram, on_data);
     }
 
     fn handle_input(
         &mut self,
         now: Instant,
-        _remote: SocketAddr,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
         datagram: &mut [u8],
         mut on_data: DataSink<'_>,
     ) {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
+        let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
+        let waited_server_hello = self.state == State::Handshaking(HandshakeState::ClientWaitServerHello);
+        let mut seen = Authenticated::default();
         let mut pos = 0;
         while pos < datagram.len() {
             if matches!(self.state, State::Failed | State::Closed) {
                 return;
             }
             let mut r = crate::codec::Reader::new(&datagram[pos..]);
-            let header = match RecordHeader::parse(&mut r) {
+            let header = match RecordHeader::parse(&mut r, own_cid_len) {
                 Ok(h) if r.remaining() >= h.length as usize => h,
                 _ => {
                     self.stats.records_dropped += 1;
                     return;
                 }
             };
-            let start = pos + HEADER_LEN;
+            let start = pos + header.len();
             let end = start + header.length as usize;
+            let cid_matches = header.cid_len == 0
+                || self.path.as_deref().is_some_and(|p| datagram[pos + 11..start - 2] == p.own_cid[..]);
             pos = end;
-            self.handle_record(now, header, &mut datagram[start..end], &mut on_data);
+            if !cid_matches {
+                self.stats.records_dropped += 1;
+                continue;
+            }
+            if let Some(newest) =
+                self.handle_record(now, remote, header, &mut datagram[start..end], &mut on_data)
+            {
+                seen.any = true;
+                seen.newest |= newest;
+            }
             self.replay_early_records(now, &mut on_data);
+        }
+        if self.path.is_some() {
+            self.after_datagram(now, local, remote, datagram.len(), seen, waited_server_hello);
         }
     }
 
@@ -1529,23 +1631,32 @@ impl Connection {
         if hs.early_records.is_empty() {
             return;
         }
+        let remote = self.remote;
         for (header, mut body) in std::mem::take(&mut hs.early_records) {
-            self.handle_record(now, header, &mut body, on_data);
+            self.handle_record(now, remote, header, &mut body, on_data);
         }
     }
 
+    /// Handles one record; for a protected record that authenticated, returns whether it is
+    /// newer than every record received before (RFC 9146 §6).
     fn handle_record(
         &mut self,
         now: Instant,
+        remote: SocketAddr,
         header: RecordHeader,
         body: &mut [u8],
         on_data: &mut DataSink<'_>,
-    ) {
+    ) -> Option<bool> {
+        let mut authenticated = None;
+        let mut content_type = header.content_type;
         let plaintext: &[u8] = match header.epoch {
             0 => {
-                if header.content_type == ContentType::ApplicationData {
+                if matches!(
+                    header.content_type,
+                    ContentType::ApplicationData | ContentType::ReturnRoutabilityCheck
+                ) {
                     self.stats.records_dropped += 1;
-                    return;
+                    return None;
                 }
                 body
             }
@@ -1559,12 +1670,16 @@ impl Connection {
                         }
                         _ => self.stats.records_dropped += 1,
                     }
-                    return;
+                    return None;
                 };
                 if !self.read_window.is_fresh(header.seq) || body.len() < RecordCipher::EXPLICIT_NONCE_LEN {
                     self.stats.records_dropped += 1;
-                    return;
+                    return None;
                 }
+                let cid = match (header.cid_len, self.path.as_deref()) {
+                    (0, _) | (_, None) => &[][..],
+                    (_, Some(path)) => path.own_cid.as_slice(),
+                };
                 let (explicit, sealed) = body.split_at_mut(RecordCipher::EXPLICIT_NONCE_LEN);
                 let mut explicit_nonce = [0u8; 8];
                 explicit_nonce.copy_from_slice(explicit);
@@ -1575,11 +1690,32 @@ impl Connection {
                     header.epoch_seq(),
                     header.content_type as u8,
                     header.version,
+                    cid,
                     sealed,
                 ) {
                     Ok(n) => {
+                        let newest = self.read_window.highest().is_none_or(|h| header.seq > h);
                         self.read_window.mark(header.seq);
-                        &body[RecordCipher::EXPLICIT_NONCE_LEN..RecordCipher::EXPLICIT_NONCE_LEN + n]
+                        authenticated = Some(newest);
+                        let plain =
+                            &body[RecordCipher::EXPLICIT_NONCE_LEN..RecordCipher::EXPLICIT_NONCE_LEN + n];
+                        if header.content_type == ContentType::Tls12Cid {
+                            // DTLSInnerPlaintext: content, real type, zero padding (RFC 9146 §4).
+                            let Some(type_at) = plain.iter().rposition(|&b| b != 0) else {
+                                self.stats.records_dropped += 1;
+                                return authenticated;
+                            };
+                            match ContentType::from_u8(plain[type_at]) {
+                                Some(inner) => content_type = inner,
+                                None => {
+                                    self.stats.records_dropped += 1;
+                                    return authenticated;
+                                }
+                            }
+                            &plain[..type_at]
+                        } else {
+                            plain
+                        }
                     }
                     Err(_) => {
                         self.stats.records_dropped += 1;
@@ -1587,7 +1723,7 @@ impl Connection {
                         // While waiting for the peer's Finished, the first protected handshake
                         // record failing means the keys differ: a wrong PSK. Failing now with
                         // decrypt_error (RFC 4279 §2) beats retransmitting until the timeout.
-                        if header.content_type == ContentType::Handshake
+                        if matches!(header.content_type, ContentType::Handshake | ContentType::Tls12Cid)
                             && matches!(
                                 self.state,
                                 State::Handshaking(
@@ -1598,16 +1734,16 @@ impl Connection {
                         {
                             self.fail(Abort::alert(AlertDescription::DecryptError));
                         }
-                        return;
+                        return None;
                     }
                 }
             }
             _ => {
                 self.stats.records_dropped += 1;
-                return;
+                return None;
             }
         };
-        match header.content_type {
+        match content_type {
             ContentType::Handshake => {
                 // Handshake bodies are copied out by the reassembler, so the borrow ends here.
                 let copy_needed = plaintext.to_vec();
@@ -1631,7 +1767,7 @@ impl Connection {
             ContentType::ApplicationData => {
                 if self.state != State::Established {
                     self.stats.records_dropped += 1;
-                    return;
+                    return authenticated;
                 }
                 // The client's first protected record shows it has our last flight.
                 if let Some(hs) = &self.hs {
@@ -1645,7 +1781,13 @@ impl Connection {
                     None => self.events.push_back(Event::ApplicationData(plaintext.to_vec())),
                 }
             }
+            ContentType::ReturnRoutabilityCheck => {
+                let message = plaintext.to_vec();
+                self.handle_rrc(now, remote, &message);
+            }
+            ContentType::Tls12Cid => self.stats.records_dropped += 1,
         }
+        authenticated
     }
 
     fn handle_alert(&mut self, epoch: u16, level: AlertLevel, desc: AlertDescription) {
@@ -1748,6 +1890,9 @@ impl Connection {
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
+        if self.path.is_some() {
+            return self.poll_transmit_mobile();
+        }
         let payload = self.outgoing.pop_front()?;
         if self.outgoing.is_empty() && self.outgoing.capacity() > 0 && self.hs.is_none() {
             // An established session keeps no idle queue capacity on the heap.
@@ -1755,13 +1900,14 @@ impl Connection {
         }
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += payload.len() as u64;
-        Some(Transmit { src: self.local(), dst: self.remote, payload })
+        Some(Transmit { src: None, dst: self.remote, payload })
     }
 
     /// When `handle_timeout` should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let hs = self.hs.as_ref()?;
-        let mut t = hs.timer.deadline();
+        let path_deadline = self.path.as_deref().and_then(PathState::deadline);
+        let Some(hs) = self.hs.as_ref() else { return path_deadline };
+        let mut t = [hs.timer.deadline(), path_deadline].into_iter().flatten().min();
         if matches!(self.state, State::Handshaking(_)) {
             let limit = hs.started + self.handshake_timeout();
             t = Some(t.map_or(limit, |d| d.min(limit)));
@@ -1774,6 +1920,9 @@ impl Connection {
 
     /// The deadline from `poll_timeout` passed.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.path.as_deref().and_then(PathState::deadline).is_some_and(|d| now >= d) {
+            self.handle_path_timeout(now);
+        }
         let Some(hs) = self.hs.as_ref() else { return };
         if matches!(self.state, State::Handshaking(_)) && now >= hs.started + self.handshake_timeout() {
             let retransmissions = hs.retransmissions;
@@ -1801,8 +1950,10 @@ impl Connection {
     // ---------------------------------------------------------------- application data
 
     fn max_payload(&self) -> usize {
-        let overhead = self.protection.as_ref().map_or(0, |p| p.cipher.overhead());
-        self.mtu().saturating_sub(HEADER_LEN + overhead).max(1)
+        let overhead = self.protection.as_ref().map_or(HEADER_LEN, |p| {
+            record_len(Some(Protect { cipher: p.cipher, keys: &p.write, cid: peer_cid(&self.path) }), 0)
+        });
+        self.mtu().saturating_sub(overhead).max(1)
     }
 
     fn check_can_send(&self) -> Result<(), Error> {
@@ -1822,18 +1973,28 @@ impl Connection {
             chunks.push(&[]);
         }
         for chunk in chunks {
-            let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
-            let protect = Protect { cipher: p.cipher, keys: &p.write };
-            let len = record_len(Some(protect), chunk.len());
-            let mut out = vec![0u8; len];
-            let seq = self.next_write_seq()?;
-            let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
-            let protect = Protect { cipher: p.cipher, keys: &p.write };
-            write_record(&mut out, ContentType::ApplicationData, 1, seq, Some(protect), &[chunk]);
+            let out = self.seal_record(ContentType::ApplicationData, &[chunk])?;
             self.stats.app_records_sent += 1;
             self.outgoing.push_back(out);
         }
         Ok(())
+    }
+
+    /// One protected epoch-1 record of `content_type` holding `parts`, with the peer's CID
+    /// when one was negotiated.
+    fn seal_record(&mut self, content_type: ContentType, parts: &[&[u8]]) -> Result<Vec<u8>, Error> {
+        let plain_len = parts.iter().map(|p| p.len()).sum();
+        let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
+        let len = record_len(
+            Some(Protect { cipher: p.cipher, keys: &p.write, cid: peer_cid(&self.path) }),
+            plain_len,
+        );
+        let mut out = vec![0u8; len];
+        let seq = self.next_write_seq()?;
+        let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
+        let protect = Protect { cipher: p.cipher, keys: &p.write, cid: peer_cid(&self.path) };
+        write_record(&mut out, content_type, 1, seq, Some(protect), parts);
+        Ok(out)
     }
 
     fn next_write_seq(&mut self) -> Result<u64, Error> {
@@ -1850,7 +2011,10 @@ impl Connection {
     pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         self.check_can_send()?;
         let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
-        let len = record_len(Some(Protect { cipher: p.cipher, keys: &p.write }), data.len());
+        let len = record_len(
+            Some(Protect { cipher: p.cipher, keys: &p.write, cid: peer_cid(&self.path) }),
+            data.len(),
+        );
         if len > self.mtu() {
             return Err(Error::TooLarge { len: data.len(), mtu: self.mtu() });
         }
@@ -1859,7 +2023,7 @@ impl Connection {
         }
         let seq = self.next_write_seq()?;
         let Some(p) = &self.protection else { return Err(Error::NotEstablished) };
-        let protect = Protect { cipher: p.cipher, keys: &p.write };
+        let protect = Protect { cipher: p.cipher, keys: &p.write, cid: peer_cid(&self.path) };
         write_record(&mut out[..len], ContentType::ApplicationData, 1, seq, Some(protect), &[data]);
         self.stats.app_records_sent += 1;
         self.stats.datagrams_sent += 1;
@@ -1945,25 +2109,329 @@ impl Connection {
         self.path.as_ref().map_or((false, false, false), |p| (p.cid_negotiated, p.rrc, p.port_move))
     }
 
-    /// Server: the session lives on its own socket `local` from now on.
-    pub(crate) fn set_local(&mut self, local: SocketAddr) {
-        self.path.get_or_insert_with(Default::default).local = Some(local);
-    }
-
-    /// Server: announce a move to `local` (TCS).
-    pub(crate) fn move_to(&mut self, _now: Instant, _local: SocketAddr) -> Result<(), Error> {
-        if !self.is_established() {
-            return Err(Error::NotEstablished);
-        }
-        Err(Error::NotNegotiated("port_move"))
-    }
-
     pub(crate) fn fail_superseded(&mut self) {
         self.state = State::Failed;
         self.hs = None;
         self.protection = None;
         self.events.push_back(Event::Failed(Error::Superseded));
     }
+}
+
+/// What the protected records of one datagram showed.
+#[derive(Clone, Copy, Default)]
+struct Authenticated {
+    /// At least one record authenticated.
+    any: bool,
+    /// One of them was newer than every record received before (RFC 9146 §6).
+    newest: bool,
+}
+
+// ---------------------------------------------------------------- session mobility
+impl Connection {
+    fn retransmit_bounds(&self) -> (Duration, Duration) {
+        match &self.config {
+            RoleConfig::Client(c) => (c.initial_retransmit, c.max_retransmit),
+            RoleConfig::Server(c) => (c.initial_retransmit, c.max_retransmit),
+        }
+    }
+
+    /// Where a datagram came from and what it proved: the client follows the server's port
+    /// (IPC), the server confirms a port move and follows a client that moved.
+    fn after_datagram(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        len: usize,
+        seen: Authenticated,
+        waited_server_hello: bool,
+    ) {
+        if let Some(config) = self.client_config() {
+            // IPC: the ServerHello came from the port of the session's own server socket.
+            let follow = config.mobility.follow_server_port;
+            if follow
+                && waited_server_hello
+                && self.state != State::Handshaking(HandshakeState::ClientWaitServerHello)
+                && !self.is_closed()
+                && remote != self.remote
+                && remote.ip() == self.remote.ip()
+            {
+                self.change_remote(remote);
+            }
+            return;
+        }
+        if !seen.any {
+            return;
+        }
+        let current = self.remote;
+        let established = self.state == State::Established;
+        let Some(path) = self.path.as_deref_mut() else { return };
+        // TCS: the client's first authenticated record at the announced socket confirms the move.
+        if let (Some(local), Some(moving)) = (local, path.moving.as_ref()) {
+            if moving.local == local {
+                path.local = Some(local);
+                path.moving = None;
+            }
+        }
+        let mut cancel_probe = false;
+        if let Some(probe) = path.probe.as_mut() {
+            if probe.addr == remote {
+                probe.bytes_received += len as u64;
+            } else if remote == current && seen.newest {
+                // A newer record from the address in use: the peer is still there.
+                cancel_probe = true;
+            }
+        }
+        if cancel_probe {
+            self.end_probe(now, false);
+            return;
+        }
+        if !established || !seen.newest || remote == current || !path.may_follow_peer() {
+            return;
+        }
+        if !path.rrc {
+            self.change_remote(remote);
+        } else if path.probe.as_ref().is_none_or(|p| p.addr != remote) {
+            self.start_probe(now, remote, len as u64);
+        }
+    }
+
+    /// The session sends to `new` from now on.
+    fn change_remote(&mut self, new: SocketAddr) {
+        let old = std::mem::replace(&mut self.remote, new);
+        if let Some(path) = self.path.as_deref_mut() {
+            path.moved_from.get_or_insert(old);
+            path.stats.path_changes += 1;
+        }
+        self.events.push_back(Event::PathChanged(new));
+    }
+
+    /// Endpoint: the peer address before and after a change, once.
+    pub(crate) fn take_address_change(&mut self) -> Option<(SocketAddr, SocketAddr)> {
+        let old = self.path.as_deref_mut()?.moved_from.take()?;
+        Some((old, self.remote))
+    }
+
+    fn start_probe(&mut self, now: Instant, addr: SocketAddr, bytes_received: u64) {
+        let (initial, _) = self.retransmit_bounds();
+        let Some(path) = self.path.as_deref_mut() else { return };
+        // A new address while another is checked: the newest wins (RFC 9853 §4 leaves nested
+        // rebindings to time out); what was held for the old candidate goes to the known address.
+        if path.probe.is_some() {
+            self.end_probe(now, false);
+        }
+        let Some(path) = self.path.as_deref_mut() else { return };
+        path.probe = Some(Probe {
+            addr,
+            cookies: Vec::new(),
+            bytes_received,
+            bytes_sent: 0,
+            challenges_sent: 0,
+            deadline: now,
+            interval: initial,
+        });
+        self.send_challenge(now);
+    }
+
+    /// Sends a path_challenge to the address under check, within its amplification allowance.
+    fn send_challenge(&mut self, now: Instant) {
+        let (_, max) = self.retransmit_bounds();
+        let Some(path) = self.path.as_deref_mut() else { return };
+        let mut cookie = [0u8; 8];
+        if let Some(rng) = path.rng.as_mut() {
+            rng.fill_bytes(&mut cookie);
+        }
+        let Ok(record) =
+            self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PATH_CHALLENGE], &cookie])
+        else {
+            return;
+        };
+        let Some(path) = self.path.as_deref_mut() else { return };
+        let Some(probe) = path.probe.as_mut() else { return };
+        probe.challenges_sent += 1;
+        probe.deadline = now + probe.interval;
+        probe.interval = (probe.interval * 2).min(max);
+        let len = record.len() as u64;
+        if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
+            probe.bytes_sent += len;
+            probe.cookies.push(cookie);
+            path.direct.push_back((probe.addr, record));
+            path.stats.path_challenges_sent += 1;
+        }
+    }
+
+    /// The check of a new address ends: on success the session moves there and what was held
+    /// goes out to it; otherwise it stays where it was and the held datagrams go there.
+    fn end_probe(&mut self, _now: Instant, validated: bool) {
+        let Some(path) = self.path.as_deref_mut() else { return };
+        let Some(probe) = path.probe.take() else { return };
+        let held = std::mem::take(&mut path.held);
+        if validated {
+            self.change_remote(probe.addr);
+        }
+        // Held datagrams are older than anything queued since: they go first.
+        for d in held.into_iter().rev() {
+            self.outgoing.push_front(d);
+        }
+    }
+
+    fn handle_path_timeout(&mut self, now: Instant) {
+        let (_, max) = self.retransmit_bounds();
+        let Some(path) = self.path.as_deref_mut() else { return };
+        if let Some(probe) = path.probe.as_ref().filter(|p| now >= p.deadline) {
+            if probe.challenges_sent < MAX_CHALLENGES {
+                self.send_challenge(now);
+            } else {
+                path.stats.path_validations_failed += 1;
+                self.end_probe(now, false);
+            }
+        }
+        let Some(path) = self.path.as_deref_mut() else { return };
+        if let Some(moving) = path.moving.as_mut().filter(|m| now >= m.deadline) {
+            moving.deadline = now + moving.interval;
+            moving.interval = (moving.interval * 2).min(max);
+            let port = moving.local.port();
+            self.announce_port(port);
+        }
+    }
+
+    /// Queues the protected announcement of our new port (TCS).
+    fn announce_port(&mut self, port: u16) {
+        if let Ok(record) =
+            self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PORT_MOVED], &port.to_be_bytes()])
+        {
+            self.outgoing.push_back(record);
+            if let Some(path) = self.path.as_deref_mut() {
+                path.stats.port_announcements_sent += 1;
+            }
+        }
+    }
+
+    /// A return_routability_check message (RFC 9853 §3), or our port announcement.
+    fn handle_rrc(&mut self, now: Instant, remote: SocketAddr, message: &[u8]) {
+        let is_client = self.client_config().is_some();
+        let Some(path) = self.path.as_deref_mut() else {
+            self.stats.records_dropped += 1;
+            return;
+        };
+        match (message.first().copied(), message.len()) {
+            (Some(RRC_PATH_CHALLENGE), 9) if path.rrc => {
+                // Answered at once, to where the challenge came from (RFC 9853 §4.4).
+                let cookie = &message[1..9];
+                if let Ok(record) =
+                    self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PATH_RESPONSE], cookie])
+                {
+                    if let Some(path) = self.path.as_deref_mut() {
+                        path.direct.push_back((remote, record));
+                        path.stats.path_responses_sent += 1;
+                    }
+                }
+            }
+            (Some(RRC_PATH_RESPONSE), 9) => {
+                let valid = path
+                    .probe
+                    .as_ref()
+                    .is_some_and(|p| p.addr == remote && p.cookies.iter().any(|c| c[..] == message[1..9]));
+                if valid {
+                    self.end_probe(now, true);
+                }
+            }
+            (Some(RRC_PORT_MOVED), 3) if path.port_move && is_client => {
+                let port = u16::from_be_bytes([message[1], message[2]]);
+                let new = SocketAddr::new(self.remote.ip(), port);
+                if new != self.remote {
+                    self.change_remote(new);
+                }
+                // Acknowledged from our side to the new port: the server moves once a record
+                // of ours authenticates there.
+                if let Ok(record) = self.seal_record(
+                    ContentType::ReturnRoutabilityCheck,
+                    &[&[RRC_PORT_MOVED], &port.to_be_bytes()],
+                ) {
+                    self.outgoing.push_back(record);
+                }
+            }
+            // path_drop (we run only the basic check), our own port acknowledgements, and
+            // unknown types are ignored (RFC 9853 §3).
+            _ => {}
+        }
+    }
+
+    /// Output of a session with mobility state: datagrams with their own destination first;
+    /// while a new address is checked, the rest goes to it within 3x the bytes received from
+    /// it, and what exceeds that is held (bounded) until the check ends.
+    fn poll_transmit_mobile(&mut self) -> Option<Transmit> {
+        let src = self.local();
+        let path = self.path.as_deref_mut()?;
+        let (dst, payload) = match path.direct.pop_front() {
+            Some(d) => d,
+            None => loop {
+                let payload = self.outgoing.pop_front()?;
+                let path = self.path.as_deref_mut()?;
+                let Some(probe) = path.probe.as_mut() else { break (self.remote, payload) };
+                let len = payload.len() as u64;
+                if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
+                    probe.bytes_sent += len;
+                    break (probe.addr, payload);
+                }
+                path.stats.bytes_held_by_amplification_limit += len;
+                path.held.push_back(payload);
+                if path.held.len() > MAX_HELD_DATAGRAMS {
+                    if let Some(oldest) = path.held.pop_front() {
+                        path.stats.bytes_dropped_by_amplification_limit += oldest.len() as u64;
+                    }
+                }
+            },
+        };
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += payload.len() as u64;
+        Some(Transmit { src, dst, payload })
+    }
+
+    /// Server: the session lives on its own socket `local` from now on.
+    pub(crate) fn set_local(&mut self, local: SocketAddr) {
+        self.path.get_or_insert_with(Default::default).local = Some(local);
+    }
+
+    /// Server: announce a move to `local` (TCS); the session moves once a record of the
+    /// client authenticates there.
+    pub(crate) fn move_to(&mut self, now: Instant, local: SocketAddr) -> Result<(), Error> {
+        if !self.is_established() {
+            return Err(Error::NotEstablished);
+        }
+        let (initial, max) = self.retransmit_bounds();
+        let Some(path) = self.path.as_deref_mut().filter(|p| p.port_move) else {
+            return Err(Error::NotNegotiated("port_move: the client did not offer follow_server_port"));
+        };
+        path.moving = Some(PortMove { local, deadline: now + initial, interval: (initial * 2).min(max) });
+        self.announce_port(local.port());
+        Ok(())
+    }
+}
+
+/// Server: what the client's hello and our configuration agree on; the mobility state goes
+/// when nothing is (a session without mobility keeps only an empty pointer).
+fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, ch: &ClientHello<'_>) {
+    let Some(p) = path.as_deref_mut() else { return };
+    let offered = &ch.extensions;
+    p.cid_negotiated = config.mobility.connection_id.is_some() && offered.connection_id.is_some();
+    p.peer_cid = offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default().to_vec();
+    if !p.cid_negotiated {
+        p.own_cid.clear();
+    }
+    p.rrc = config.mobility.return_routability_check && offered.rrc;
+    p.port_move = config.mobility.follow_server_port && offered.port_move;
+    if !p.rrc {
+        p.rng = None;
+    }
+    if !p.cid_negotiated && !p.rrc && !p.port_move && p.local.is_none() {
+        *path = None;
+    }
+}
+
+/// The CID to write into our protected records (empty: none).
+fn peer_cid(path: &Option<Box<PathState>>) -> &[u8] {
+    path.as_deref().map_or(&[][..], |p| p.peer_cid.as_slice())
 }
 
 /// First 4 bytes of a client random: tells a late duplicate ClientHello from a new one (a new
@@ -2082,7 +2550,7 @@ mod tests {
         seq: u64,
     ) -> Vec<u8> {
         let p = from.protection.as_ref().unwrap();
-        let protect = Protect { cipher: p.cipher, keys: &p.write };
+        let protect = Protect { cipher: p.cipher, keys: &p.write, cid: &[] };
         let mut hdr = Vec::new();
         HandshakeHeader {
             msg_type,

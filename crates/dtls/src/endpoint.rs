@@ -100,7 +100,6 @@ pub struct Endpoint {
     /// Empty (no allocation) unless sessions have one.
     by_local: BTreeMap<SocketAddr, u64>,
     /// Sessions with a Connection ID we issued (RFC 9146), by that CID. Empty unless CIDs are on.
-    #[allow(dead_code)]
     by_cid: BTreeMap<Vec<u8>, u64>,
     events: VecDeque<(ConnectionHandle, Event)>,
     partial_hellos: VecDeque<PartialHello>,
@@ -272,6 +271,29 @@ impl Endpoint {
         self.idle_timeout = idle;
     }
 
+    /// A random Connection ID of `len` bytes no session of ours has (RFC 9146 §3: the receiver
+    /// tells sessions apart by it).
+    fn fresh_cid(&mut self, len: u8) -> Vec<u8> {
+        let mut cid = vec![0u8; len as usize];
+        for _ in 0..16 {
+            self.rng.fill_bytes(&mut cid);
+            if !self.by_cid.contains_key(&cid) {
+                break;
+            }
+        }
+        cid
+    }
+
+    /// The session a `tls12_cid` datagram names, if CIDs are on (`Some(None)`: none has it).
+    fn session_for_cid(&self, datagram: &[u8]) -> Option<Option<u64>> {
+        let len = self.config.mobility.connection_id.filter(|&n| n > 0)? as usize;
+        if datagram.first() != Some(&(ContentType::Tls12Cid as u8)) {
+            return None;
+        }
+        // type, version, epoch and sequence number, then the CID (RFC 9146 §4).
+        Some(datagram.get(11..11 + len).and_then(|cid| self.by_cid.get(cid).copied()))
+    }
+
     /// The time slot a cookie made at `now` is bound to.
     fn cookie_slot(&self, now: Instant) -> u64 {
         let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
@@ -315,9 +337,18 @@ impl Endpoint {
             self.stats.datagrams_dropped += 1;
             return;
         }
-        // A session's own socket belongs to it, whatever the source.
+        // A record with one of our CIDs belongs to the session that issued it, whatever the
+        // source; a session's own socket belongs to it, whatever the source.
+        match self.session_for_cid(datagram) {
+            Some(Some(id)) => return self.deliver(now, local, remote, id, datagram, on_data),
+            Some(None) => {
+                self.stats.datagrams_dropped += 1;
+                return;
+            }
+            None => {}
+        }
         if let Some(&id) = self.by_local.get(&local) {
-            self.deliver(now, remote, id, datagram, on_data);
+            self.deliver(now, local, remote, id, datagram, on_data);
             return;
         }
         let existing = self.by_addr.get(&remote).copied();
@@ -336,7 +367,7 @@ impl Endpoint {
                 .flatten()
                 .find(|id| self.connections.get(id).is_some_and(|s| Some(s.conn.hello_id()) == hello_id));
             match forward {
-                Some(id) => self.deliver(now, remote, id, datagram, on_data),
+                Some(id) => self.deliver(now, local, remote, id, datagram, on_data),
                 None => self.handle_new_client_hello(now, remote, existing, pending, &hello, datagram.len()),
             }
             return;
@@ -356,18 +387,19 @@ impl Endpoint {
             }
             if handshake_records {
                 let mut copy = datagram.to_vec();
-                self.deliver(now, remote, new, &mut copy, None);
+                self.deliver(now, local, remote, new, &mut copy, None);
             }
             if !protected_records {
                 return;
             }
         }
-        self.deliver(now, remote, id, datagram, on_data);
+        self.deliver(now, local, remote, id, datagram, on_data);
     }
 
     fn deliver(
         &mut self,
         now: Instant,
+        local: SocketAddr,
         remote: SocketAddr,
         id: u64,
         datagram: &mut [u8],
@@ -381,8 +413,11 @@ impl Endpoint {
             return;
         }
         match on_data {
-            Some(f) => conn.open_in_place(now, remote, datagram, &mut |d| f(ConnectionHandle(id), d)),
-            None => conn.handle_datagram(now, remote, datagram),
+            Some(f) => {
+                let mut sink = |d: &[u8]| f(ConnectionHandle(id), d);
+                conn.handle_datagram_at(now, local, remote, datagram, Some(&mut sink))
+            }
+            None => conn.handle_datagram_at(now, local, remote, datagram, None),
         }
         self.drain(id);
     }
@@ -462,6 +497,10 @@ impl Endpoint {
                 .session_cache
                 .get(ch.session_id, crate::session::unix_now(self.config.wall_clock, now)),
             ticket_keys: self.ticket_keys.clone(),
+            issued_cid: match self.config.mobility.connection_id {
+                Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),
+                _ => Vec::new(),
+            },
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let id = self.next_id;
@@ -475,6 +514,11 @@ impl Endpoint {
             // The new ClientHello was refused (version, suites, keys): whatever lived on this
             // address goes on.
             return;
+        }
+        if let Some(cid) = self.connections.get(&id).and_then(|s| s.conn.connection_id()) {
+            if !cid.is_empty() {
+                self.by_cid.insert(cid.to_vec(), id);
+            }
         }
         self.events.push_back((ConnectionHandle(id), Event::Accepted));
         // The new ClientHello is acceptable: it replaces a handshake in progress on this
@@ -531,6 +575,14 @@ impl Endpoint {
     fn remove_connection(&mut self, id: u64) -> Option<Box<Slot>> {
         let slot = self.connections.remove(&id)?;
         let remote = slot.conn.remote();
+        if let Some(cid) = slot.conn.connection_id().filter(|c| !c.is_empty()) {
+            if self.by_cid.get(cid) == Some(&id) {
+                self.by_cid.remove(cid);
+            }
+        }
+        if !self.by_local.is_empty() {
+            self.by_local.retain(|_, owner| *owner != id);
+        }
         if let Some(t) = slot.deadline {
             self.timers.remove(&(t, id));
         }
@@ -661,7 +713,15 @@ impl Endpoint {
         if let Some((session_id, session)) = conn.take_new_cache_entry() {
             self.session_cache.insert(session_id, session);
         }
+        let moved = conn.take_address_change();
         let remote = conn.remote();
+        if let Some((old, new)) = moved {
+            // The session follows its client: so does the address index.
+            if self.by_addr.get(&old) == Some(&id) {
+                self.by_addr.remove(&old);
+            }
+            self.by_addr.entry(new).or_insert(id);
+        }
         if conn.is_closed() {
             self.remove_connection(id);
             return;

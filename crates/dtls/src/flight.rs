@@ -80,11 +80,15 @@ impl RetransmitTimer {
 pub(crate) struct Protect<'a> {
     pub cipher: RecordCipher,
     pub keys: &'a DirectionKeys,
+    /// The peer's Connection ID (RFC 9146); empty: records without one.
+    pub cid: &'a [u8],
 }
 
-/// Bytes a record around `plaintext_len` bytes takes on the wire.
+/// Bytes a record around `plaintext_len` bytes takes on the wire (with a CID: the CID in the
+/// header and the real content type after the plaintext).
 pub(crate) fn record_len(protect: Option<Protect<'_>>, plaintext_len: usize) -> usize {
-    HEADER_LEN + protect.map_or(0, |p| p.cipher.overhead()) + plaintext_len
+    let cid = protect.map_or(0, |p| if p.cid.is_empty() { 0 } else { p.cid.len() + 1 });
+    HEADER_LEN + protect.map_or(0, |p| p.cipher.overhead()) + plaintext_len + cid
 }
 
 /// Writes one record into `out` (exactly `record_len` bytes long): header, then the
@@ -97,27 +101,41 @@ pub(crate) fn write_record(
     protect: Option<Protect<'_>>,
     parts: &[&[u8]],
 ) {
-    let plain_len: usize = parts.iter().map(|p| p.len()).sum();
-    let length = out.len() - HEADER_LEN;
-    let header = RecordHeader { content_type, version: DTLS_1_2, epoch, seq, length: length as u16 };
-    let mut h = [0u8; HEADER_LEN];
-    header.write(&mut h);
-    out[..HEADER_LEN].copy_from_slice(&h);
+    let cid = protect.map_or(&[][..], |p| p.cid);
+    // RFC 9146 §4: a record with a CID carries tls12_cid outside and DTLSInnerPlaintext
+    // (content, real type, no padding) inside.
+    let (outer_type, inner_type_len) =
+        if cid.is_empty() { (content_type as u8, 0) } else { (ContentType::Tls12Cid as u8, 1) };
+    let plain_len: usize = parts.iter().map(|p| p.len()).sum::<usize>() + inner_type_len;
+    let header_len = HEADER_LEN + cid.len();
+    let length = out.len() - header_len;
+    let header = RecordHeader {
+        content_type: if cid.is_empty() { content_type } else { ContentType::Tls12Cid },
+        version: DTLS_1_2,
+        epoch,
+        seq,
+        length: length as u16,
+        cid_len: cid.len() as u8,
+    };
+    header.write(&mut out[..header_len], cid);
     let start = match protect {
         Some(_) => {
-            out[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&header.epoch_seq().to_be_bytes());
-            HEADER_LEN + 8
+            out[header_len..header_len + 8].copy_from_slice(&header.epoch_seq().to_be_bytes());
+            header_len + 8
         }
-        None => HEADER_LEN,
+        None => header_len,
     };
     let mut pos = start;
     for p in parts {
         out[pos..pos + p.len()].copy_from_slice(p);
         pos += p.len();
     }
+    if inner_type_len == 1 {
+        out[pos] = content_type as u8;
+    }
     if let Some(p) = protect {
         let (payload, tag) = out[start..].split_at_mut(plain_len);
-        seal_in_place(p.cipher, p.keys, header.epoch_seq(), content_type as u8, DTLS_1_2, payload, tag);
+        seal_in_place(p.cipher, p.keys, header.epoch_seq(), outer_type, DTLS_1_2, cid, payload, tag);
     }
 }
 

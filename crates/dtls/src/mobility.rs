@@ -3,6 +3,8 @@
 //! when one of them is in use, so a session without mobility pays one pointer.
 
 use fastshake_core::Instant;
+use rand_chacha::ChaCha20Rng;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -62,7 +64,8 @@ pub struct MobilityStats {
 #[derive(Debug)]
 pub(crate) struct Probe {
     pub addr: SocketAddr,
-    pub cookie: [u8; 8],
+    /// Cookies of the challenges sent (each challenge carries fresh random data).
+    pub cookies: Vec<[u8; 8]>,
     /// Bytes received from `addr` (authenticated or not: every datagram that reached us).
     pub bytes_received: u64,
     /// Bytes sent to `addr` so far.
@@ -81,7 +84,7 @@ pub(crate) struct PortMove {
 }
 
 /// Per-session mobility state.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct PathState {
     /// CID we write into records we send (the peer's choice); empty: plain records.
     pub peer_cid: Vec<u8>,
@@ -102,8 +105,13 @@ pub(crate) struct PathState {
     /// A new peer address under check.
     pub probe: Option<Probe>,
     /// Datagrams for `probe.addr` over its amplification allowance, sent once it is verified.
-    pub held: Vec<Vec<u8>>,
-    /// Client: the peer address changes raised so far wait here for `poll_event`.
+    pub held: VecDeque<Vec<u8>>,
+    /// Datagrams with a destination of their own (path challenges and responses).
+    pub direct: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// The peer address before the last change, until the endpoint moved its index.
+    pub moved_from: Option<SocketAddr>,
+    /// Randomness for path_challenge cookies (server with `rrc`).
+    pub rng: Option<ChaCha20Rng>,
     pub stats: MobilityStats,
 }
 
@@ -111,6 +119,13 @@ impl PathState {
     /// Whether the session may follow its peer to a new address (RFC 9146 §6 needs a CID; a
     /// session with its own socket is found by that socket whatever the source).
     pub fn may_follow_peer(&self) -> bool {
-        self.cid_negotiated || self.local.is_some()
+        self.cid_negotiated || self.local.is_some() || self.moving.is_some()
+    }
+
+    /// The earliest timer: a path challenge or a port announcement to resend.
+    pub fn deadline(&self) -> Option<Instant> {
+        let probe = self.probe.as_ref().map(|p| p.deadline);
+        let moving = self.moving.as_ref().map(|m| m.deadline);
+        [probe, moving].into_iter().flatten().min()
     }
 }

@@ -15,22 +15,28 @@ pub const MAX_SEQ: u64 = (1 << 48) - 1;
 /// Largest protected fragment RFC 5246 §6.2.3 allows.
 pub const MAX_CIPHERTEXT: usize = (1 << 14) + 2048;
 
-/// Record content types (RFC 5246 §6.2.1; `tls12_cid` from RFC 9146 is reserved for later).
+/// Record content types (RFC 5246 §6.2.1, `tls12_cid` of RFC 9146, `return_routability_check`
+/// of RFC 9853).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContentType {
     ChangeCipherSpec = 20,
     Alert = 21,
     Handshake = 22,
     ApplicationData = 23,
+    /// Outer type of a record with a Connection ID; the real type is inside the ciphertext.
+    Tls12Cid = 25,
+    ReturnRoutabilityCheck = 27,
 }
 
 impl ContentType {
+    /// The type of a record on the wire (`tls12_cid` is read only where a CID is expected).
     pub fn from_u8(v: u8) -> Option<Self> {
         match v {
             20 => Some(ContentType::ChangeCipherSpec),
             21 => Some(ContentType::Alert),
             22 => Some(ContentType::Handshake),
             23 => Some(ContentType::ApplicationData),
+            27 => Some(ContentType::ReturnRoutabilityCheck),
             _ => None,
         }
     }
@@ -44,6 +50,8 @@ pub struct RecordHeader {
     pub epoch: u16,
     pub seq: u64,
     pub length: u16,
+    /// Bytes of Connection ID after the sequence number (`tls12_cid` records only).
+    pub cid_len: u8,
 }
 
 impl RecordHeader {
@@ -52,26 +60,47 @@ impl RecordHeader {
         ((self.epoch as u64) << 48) | self.seq
     }
 
-    pub fn write(&self, out: &mut [u8; HEADER_LEN]) {
+    /// Bytes of the header on the wire (13, plus the CID of a `tls12_cid` record).
+    pub fn len(&self) -> usize {
+        HEADER_LEN + self.cid_len as usize
+    }
+
+    /// Writes the header into `out` (`self.len()` bytes), with `cid` (of `cid_len` bytes).
+    pub fn write(&self, out: &mut [u8], cid: &[u8]) {
         out[0] = self.content_type as u8;
         out[1..3].copy_from_slice(&self.version.to_be_bytes());
         out[3..11].copy_from_slice(&self.epoch_seq().to_be_bytes());
-        out[11..13].copy_from_slice(&self.length.to_be_bytes());
+        let cid_end = 11 + cid.len();
+        out[11..cid_end].copy_from_slice(cid);
+        out[cid_end..cid_end + 2].copy_from_slice(&self.length.to_be_bytes());
     }
 
-    pub fn parse(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let content_type = ContentType::from_u8(r.u8()?).ok_or(DecodeError::Invalid("content type"))?;
+    /// Parses a header; a `tls12_cid` record is read only when `cid_len` (the length of the
+    /// CIDs we issue) is not zero, and its CID is then `cid_len` bytes.
+    pub fn parse(r: &mut Reader<'_>, cid_len: u8) -> Result<Self, DecodeError> {
+        let type_byte = r.u8()?;
+        let content_type = match ContentType::from_u8(type_byte) {
+            Some(t) => t,
+            None if type_byte == ContentType::Tls12Cid as u8 && cid_len > 0 => ContentType::Tls12Cid,
+            None => return Err(DecodeError::Invalid("content type")),
+        };
         let version = r.u16()?;
         if version != DTLS_1_2 && version != DTLS_1_0 {
             return Err(DecodeError::Invalid("record version"));
         }
         let epoch = r.u16()?;
         let seq = r.u48()?;
+        let cid_len = if content_type == ContentType::Tls12Cid {
+            r.take(cid_len as usize)?;
+            cid_len
+        } else {
+            0
+        };
         let length = r.u16()?;
         if length as usize > MAX_CIPHERTEXT {
             return Err(DecodeError::Invalid("record length"));
         }
-        Ok(RecordHeader { content_type, version, epoch, seq, length })
+        Ok(RecordHeader { content_type, version, epoch, seq, length, cid_len })
     }
 }
 
@@ -79,11 +108,18 @@ impl RecordHeader {
 pub struct Records<'a> {
     datagram: &'a [u8],
     pos: usize,
+    cid_len: u8,
 }
 
 impl<'a> Records<'a> {
+    /// Records without Connection IDs (a `tls12_cid` record is malformed).
     pub fn new(datagram: &'a [u8]) -> Self {
-        Records { datagram, pos: 0 }
+        Records { datagram, pos: 0, cid_len: 0 }
+    }
+
+    /// Records of a receiver that issues `cid_len`-byte CIDs.
+    pub fn with_cid(datagram: &'a [u8], cid_len: u8) -> Self {
+        Records { datagram, pos: 0, cid_len }
     }
 }
 
@@ -96,13 +132,13 @@ impl Iterator for Records<'_> {
             return None;
         }
         let mut r = Reader::new(rest);
-        let parsed = RecordHeader::parse(&mut r).and_then(|h| {
+        let parsed = RecordHeader::parse(&mut r, self.cid_len).and_then(|h| {
             r.take(h.length as usize)?;
             Ok(h)
         });
         match parsed {
             Ok(h) => {
-                let start = self.pos + HEADER_LEN;
+                let start = self.pos + h.len();
                 let end = start + h.length as usize;
                 self.pos = end;
                 Some(Ok((h, start..end)))
@@ -150,8 +186,7 @@ impl ReplayWindow {
         }
     }
 
-    /// Highest sequence number accepted so far (RFC 9146 §6 address updates will need it).
-    #[allow(dead_code)]
+    /// Highest sequence number accepted so far (RFC 9146 §6: only a newer record may move a session).
     pub fn highest(&self) -> Option<u64> {
         self.next.checked_sub(1)
     }
@@ -190,8 +225,9 @@ mod tests {
                 epoch: 0,
                 seq: i as u64,
                 length: body.len() as u16,
+                cid_len: 0,
             }
-            .write(&mut h);
+            .write(&mut h, &[]);
             d.extend_from_slice(&h);
             d.extend_from_slice(body);
         }

@@ -67,6 +67,13 @@ pub trait App: SansIo {
     /// interface that is up, then at each change.
     fn handle_node_event(&mut self, _now: Instant, _event: &NodeEvent) {}
 
+    /// A further UDP port the app wants to receive on before it sends from it (a socket it
+    /// opened, e.g. a server giving a session a port of its own). Asked after every event that
+    /// touches the app, until `None`; a port another app of the host holds is not given.
+    fn poll_bind(&mut self) -> Option<u16> {
+        None
+    }
+
     /// Figures for the summary table.
     fn stats(&self) -> Option<AppStats> {
         None

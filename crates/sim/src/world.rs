@@ -82,7 +82,7 @@ struct AppSlot {
     name: String,
     node: NodeId,
     port: u16,
-    /// Every port the app receives on: its bound port and any it has sent from.
+    /// Every port the app receives on: its bound port, any it has sent from or asked for.
     ports: Vec<u16>,
     app: Box<dyn App>,
     /// The deadline for which a timer event is queued.
@@ -348,7 +348,8 @@ impl Simulator {
         Ok(id)
     }
 
-    /// Runs `app` on host `node`, receiving on UDP `port` (and on any port it later sends from).
+    /// Runs `app` on host `node`, receiving on UDP `port` (and on any port it later sends from
+    /// or asks for with [`App::poll_bind`]).
     pub fn add_app(
         &mut self,
         node: NodeId,
@@ -656,6 +657,9 @@ impl Simulator {
     fn service_pending(&mut self) {
         while let Some(app) = self.to_service.pop_front() {
             let now = self.now();
+            while let Some(port) = self.apps[app].app.poll_bind() {
+                self.bind_port(app, port);
+            }
             while let Some(transmit) = self.apps[app].app.poll_transmit(now) {
                 self.send_from_app(app, transmit);
             }
@@ -703,9 +707,7 @@ impl Simulator {
             return;
         };
         let port = if port == 0 { self.apps[app].port } else { port };
-        if !self.apps[app].ports.contains(&port) && self.port_owner(node, port).is_none() {
-            self.apps[app].ports.push(port);
-        }
+        self.bind_port(app, port);
         if !self.ifaces[iface].up {
             self.counters.dropped_iface_down_tx += 1;
             return;
@@ -719,6 +721,13 @@ impl Simulator {
         };
         self.next_ip_id = self.next_ip_id.wrapping_add(1);
         self.transmit_on(iface, packet);
+    }
+
+    /// `app` receives on `port` from now on, unless another app of its host does.
+    fn bind_port(&mut self, app: AppId, port: u16) {
+        if self.port_owner(self.apps[app].node, port).is_none() {
+            self.apps[app].ports.push(port);
+        }
     }
 
     fn port_owner(&self, node: NodeId, port: u16) -> Option<AppId> {

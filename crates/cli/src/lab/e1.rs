@@ -29,18 +29,32 @@
 //!
 //! Strategies: standard DTLS with a full or a resumed reconnection, an oracle whose session
 //! follows the client's address for free (the check of the analytic ideal bound), and the
-//! session-keeping strategies of seed 001 and RFC 9146 (CID, IPC, TCS), which the engine does
-//! not offer yet and which are printed as such.
+//! session-keeping strategies of RFC 9146 and seed 001:
+//! - CID: the server issues a connection ID, every session shares the welcome port; a record
+//!   from a new address moves the session once the return-routability check (RFC 9853) passes.
+//! - IPC: once the client returns a valid cookie the server gives the session a port of its
+//!   own, and the first flight (ServerHello) already comes from there; the client follows.
+//!   Behind a NAT that filters by remote port (port-restricted, symmetric) that flight never
+//!   reaches the client, which has only sent to the welcome port: the run fails, and says so.
+//! - TCS: the handshake runs on the welcome port; then the server moves the session to a port
+//!   of its own and announces it in a protected record until the client uses it.
+//!
+//! The client offers `rrc` with every one of them, so each new address is checked first.
+//!
+//! Why a session-keeping strategy stays above the ideal bound: the round trip in flight when an
+//! interface goes down is lost (see the tie above), one per handover; multihomed, where the
+//! ideal bound is 600 round trips exactly, that is about one round trip every 5 s.
 
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_dtls::{
-    CipherSuite, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event, ServerConfig,
+    CipherSuite, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event, Mobility,
+    ServerConfig,
 };
 use fastshake_sim::apps::{App, NodeEvent};
 use fastshake_sim::dist::Jitter;
 use fastshake_sim::link::LinkConfig;
 use fastshake_sim::nat::{NatConfig, NatPreset};
-use fastshake_sim::{Action, IfaceId, Role, Simulator};
+use fastshake_sim::{Action, AppId, IfaceId, NodeId, Role, Simulator};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -61,6 +75,11 @@ const PSK_IDENTITY: &[u8] = b"e1-client";
 const PSK_KEY: [u8; 16] = [0x5a; 16];
 /// Message size (seed 001 does not say): a tag, the 4-byte number, padding.
 const MESSAGE_LEN: usize = 32;
+/// Length of the connection IDs the server issues (RFC 9146 leaves it to the server; 4 bytes
+/// tell apart far more sessions than a constrained server holds).
+const SERVER_CID_LEN: u8 = 4;
+/// IPC and TCS: the first port the server gives a session of its own.
+const FIRST_SESSION_PORT: u16 = 50_000;
 
 #[path = "e1_real.rs"]
 pub(crate) mod real;
@@ -140,11 +159,18 @@ impl Strategy {
         matches!(self, Strategy::StandardFull | Strategy::StandardResumed)
     }
 
-    /// Why the strategy cannot run yet, if it cannot.
-    fn not_built(self) -> Option<&'static str> {
+    /// The mobility options of the client and of the server.
+    fn mobility(self) -> (Mobility, Mobility) {
+        let rrc = |connection_id, follow_server_port| Mobility {
+            connection_id,
+            return_routability_check: true,
+            follow_server_port,
+        };
         match self {
-            Strategy::Cid | Strategy::Ipc | Strategy::Tcs => Some("not built yet"),
-            _ => None,
+            // The client wants no CID on the records sent to it: the server never moves.
+            Strategy::Cid => (rrc(Some(0), false), rrc(Some(SERVER_CID_LEN), false)),
+            Strategy::Ipc | Strategy::Tcs => (rrc(None, true), rrc(None, true)),
+            _ => (Mobility::default(), Mobility::default()),
         }
     }
 }
@@ -199,6 +225,14 @@ pub struct RunResult {
     pub delivered_more_than_once: u32,
     /// Copies of messages that reached the server beyond the first (lost acknowledgements).
     pub server_copies_beyond_first: u32,
+    /// Times a server session started sending to a new client address (`Event::PathChanged`).
+    pub server_path_changes: u32,
+    /// Times the client followed the server to another port (`Event::PathChanged`).
+    pub client_path_changes: u32,
+    /// Datagrams from the server that the NAT filtered.
+    pub nat_filtered: u64,
+    /// Why the run did not finish, when it did not.
+    pub failure: Option<String>,
 }
 
 impl RunResult {
@@ -339,6 +373,8 @@ struct E1Client {
     reconnections: u32,
     outages: u32,
     resends: u32,
+    /// Times the session followed the server to another port.
+    path_changes: u32,
     done_at: Option<Instant>,
 }
 
@@ -367,6 +403,7 @@ impl E1Client {
             reconnections: 0,
             outages: 0,
             resends: 0,
+            path_changes: 0,
             done_at: None,
         }
     }
@@ -438,7 +475,8 @@ impl E1Client {
                     self.send_message(now);
                 }
                 Event::ApplicationData(data) => self.on_ack(now, &data),
-                Event::Accepted | Event::PathChanged(_) => {}
+                Event::PathChanged(_) => self.path_changes += 1,
+                Event::Accepted => {}
                 Event::Closed | Event::Failed(_) => {
                     self.conn = None;
                     self.handshake_from = None;
@@ -599,6 +637,19 @@ impl App for E1Client {
 /// The server: a DTLS endpoint and the acknowledging application.
 struct E1Server {
     endpoint: Endpoint,
+    strategy: Strategy,
+    /// IPC and TCS: the port the next session gets.
+    next_session_port: u16,
+    /// Sessions that completed a handshake.
+    connected: u32,
+    /// Datagrams sent from a port other than the welcome port before any handshake completed
+    /// (IPC's first flights).
+    sent_from_session_ports_before_connected: u32,
+    path_changes: u32,
+    /// TCS: why the engine refused to move a session, if it did.
+    move_refused: Option<String>,
+    /// Session ports the simulator has not been asked to open yet.
+    ports_to_open: Vec<u16>,
     /// Oracle: every datagram is handed to the endpoint as if from the client's first address,
     /// and what the endpoint sends there goes to the address last heard from.
     oracle: bool,
@@ -612,12 +663,35 @@ struct E1Server {
 }
 
 impl E1Server {
+    /// A new port for a session, opened at once: TCS's client sends there before the session
+    /// sends from it.
+    fn session_port(&mut self) -> SocketAddr {
+        let port = self.next_session_port;
+        self.next_session_port = self.next_session_port.wrapping_add(1).max(FIRST_SESSION_PORT);
+        self.ports_to_open.push(port);
+        SocketAddr::from((SERVER_ADDR, port))
+    }
+
     fn drain(&mut self) {
         while let Some((handle, event)) = self.endpoint.poll_event() {
             match event {
-                Event::Connected(summary) => {
-                    self.identities.insert(handle, summary.psk_identity);
+                // IPC: the session answers from its own port from its first flight on.
+                Event::Accepted if self.strategy == Strategy::Ipc => {
+                    let local = self.session_port();
+                    self.endpoint.set_local(handle, local);
                 }
+                Event::Accepted => {}
+                Event::Connected(summary) => {
+                    self.connected += 1;
+                    self.identities.insert(handle, summary.psk_identity);
+                    if self.strategy == Strategy::Tcs {
+                        let local = self.session_port();
+                        if let Err(e) = self.endpoint.move_to(handle, local) {
+                            self.move_refused.get_or_insert_with(|| e.to_string());
+                        }
+                    }
+                }
+                Event::PathChanged(_) => self.path_changes += 1,
                 Event::ApplicationData(data) => {
                     let Some(seq) = parse_message(b'M', &data) else { continue };
                     let Some(identity) = self.identities.get(&handle) else { continue };
@@ -635,7 +709,6 @@ impl E1Server {
                     // Every copy is acknowledged: the first acknowledgement may have been lost.
                     let _ = self.endpoint.send(handle, &message(b'A', seq));
                 }
-                Event::Accepted | Event::PathChanged(_) => {}
                 Event::Closed | Event::Failed(_) => {
                     self.identities.remove(&handle);
                 }
@@ -658,6 +731,10 @@ impl SansIo for E1Server {
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         let mut transmit = self.endpoint.poll_transmit(now)?;
+        let from_session_port = transmit.src.is_some_and(|src| src.port() != SERVER_PORT);
+        if from_session_port && self.connected == 0 {
+            self.sent_from_session_ports_before_connected += 1;
+        }
         if self.oracle && Some(transmit.dst) == self.anchor {
             if let Some(latest) = self.latest {
                 transmit.dst = latest;
@@ -677,16 +754,23 @@ impl SansIo for E1Server {
 }
 
 impl App for E1Server {
+    fn poll_bind(&mut self) -> Option<u16> {
+        self.ports_to_open.pop()
+    }
+
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
 }
 
-fn configs() -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+fn configs(strategy: Strategy) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+    let (client_mobility, server_mobility) = strategy.mobility();
     let mut client = ClientConfig::psk(PSK_IDENTITY, PSK_KEY);
     client.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    client.mobility = client_mobility;
     let mut server = ServerConfig::psk(PSK_IDENTITY, PSK_KEY);
     server.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    server.mobility = server_mobility;
     (Arc::new(client), Arc::new(server))
 }
 
@@ -701,7 +785,34 @@ fn client_addr(iface: usize, k: u32) -> Ipv4Addr {
 
 /// Runs one strategy in one cell with one seed.
 pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> anyhow::Result<RunResult> {
-    anyhow::ensure!(strategy.not_built().is_none(), "{} is not built yet", strategy.label());
+    build(strategy, cell, params, seed, None)?.finish()
+}
+
+/// A run set up in the simulator, not started.
+struct Run {
+    sim: Simulator,
+    seed: u64,
+    client_id: AppId,
+    server_id: AppId,
+    nat_node: Option<NodeId>,
+    rtt_ns: u64,
+    horizon_ms: u64,
+    ideal_ns: u64,
+}
+
+/// The address of the extra host [`build`] can attach to the router (tests: an attacker).
+const EXTRA_HOST_ADDR: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
+const EXTRA_HOST_PORT: u16 = 40_002;
+
+/// Sets up one run; `extra_host` is an app for a host beside the client, on its own link to
+/// the router (not behind the NAT).
+fn build(
+    strategy: Strategy,
+    cell: &Cell,
+    params: &Params,
+    seed: u64,
+    extra_host: Option<Box<dyn App>>,
+) -> anyhow::Result<Run> {
     anyhow::ensure!(params.messages > 0, "at least one message");
     let rtt_ns = 2 * cell.delay_ms * 1_000_000;
     // Room for every message, one slow reconnection per outage and a margin; the run stops
@@ -710,8 +821,9 @@ pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> a
     let schedule = outage_schedule(seed, cell, params, horizon_ms);
     let ideal_ns = ideal_bound_ns(params.messages, rtt_ns, &unavoidable_outages(&schedule));
 
-    let (client_config, server_config) = configs();
+    let (client_config, server_config) = configs(strategy);
     let mut sim = Simulator::new(seed);
+    let mut nat_node = None;
     let client = sim.add_node("client", Role::Host);
     let router = sim.add_node("router", Role::Router);
     let server = sim.add_node("server", Role::Host);
@@ -730,6 +842,13 @@ pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> a
         client_ifaces.push(c);
     }
     let server_iface = sim.add_interface(server, "eth0", SERVER_ADDR)?;
+    if let Some(app) = extra_host {
+        let host = sim.add_node("extra", Role::Host);
+        let h = sim.add_interface(host, "eth0", EXTRA_HOST_ADDR)?;
+        let r = sim.add_interface(router, "x", Ipv4Addr::new(10, 7, 0, 1))?;
+        sim.connect("extra", h, r, wire.clone())?;
+        sim.add_app(host, "extra", EXTRA_HOST_PORT, app)?;
+    }
     match cell.nat {
         None => {
             let r = sim.add_interface(router, "s", Ipv4Addr::new(10, 9, 0, 1))?;
@@ -737,6 +856,7 @@ pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> a
         }
         Some(preset) => {
             let nat = sim.add_node("nat", Role::Nat(NatConfig::preset(preset)));
+            nat_node = Some(nat);
             let r = sim.add_interface(router, "n", Ipv4Addr::new(10, 8, 0, 1))?;
             let inside = sim.add_interface(nat, "in", Ipv4Addr::new(10, 8, 0, 2))?;
             let outside = sim.add_interface(nat, "out", Ipv4Addr::new(10, 9, 0, 1))?;
@@ -759,6 +879,13 @@ pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> a
     let client_id = sim.add_app(client, "e1-client", CLIENT_PORT, Box::new(client_app))?;
     let server_app = E1Server {
         endpoint: Endpoint::new(server_config, seed_bytes(seed, 2, 0)),
+        strategy,
+        next_session_port: FIRST_SESSION_PORT,
+        connected: 0,
+        sent_from_session_ports_before_connected: 0,
+        path_changes: 0,
+        move_refused: None,
+        ports_to_open: Vec::new(),
         oracle: strategy == Strategy::Oracle,
         anchor: None,
         latest: None,
@@ -768,38 +895,65 @@ pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> a
         deliveries: vec![0; params.messages as usize],
     };
     let server_id = sim.add_app(server, "e1-server", SERVER_PORT, Box::new(server_app))?;
+    Ok(Run { sim, seed, client_id, server_id, nat_node, rtt_ns, horizon_ms, ideal_ns })
+}
 
-    let step_ms = 250;
-    let mut t_ms = 0;
-    let done = loop {
-        t_ms += step_ms;
-        sim.run_until(Instant::from_millis(t_ms));
+impl Run {
+    /// Runs until the last acknowledgement (or the horizon) and reads the figures.
+    fn finish(self) -> anyhow::Result<RunResult> {
+        let Run { mut sim, seed, client_id, server_id, nat_node, rtt_ns, horizon_ms, ideal_ns } = self;
+        let step_ms = 250;
+        let mut t_ms = 0;
+        let done = loop {
+            t_ms += step_ms;
+            sim.run_until(Instant::from_millis(t_ms));
+            let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<E1Client>());
+            let Some(c) = c else { anyhow::bail!("the client app is not where it was put") };
+            if c.done_at.is_some() || t_ms >= horizon_ms {
+                break c.done_at;
+            }
+        };
+        // Late copies of acknowledgements in flight arrive within one round trip.
+        let settle = done.map_or(0, |d| d.as_nanos() + rtt_ns + 1);
+        sim.run_until(Instant::from_nanos(settle.max(sim.now().as_nanos())));
         let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<E1Client>());
-        let Some(c) = c else { anyhow::bail!("the client app is not where it was put") };
-        if c.done_at.is_some() || t_ms >= horizon_ms {
-            break c.done_at;
+        let s = sim.app(server_id).as_any().and_then(|a| a.downcast_ref::<E1Server>());
+        let (Some(c), Some(s)) = (c, s) else { anyhow::bail!("the E1 apps are not where they were put") };
+        let mut result = RunResult {
+            seed,
+            first_outage_ms: first_outage_ms(seed),
+            wct_s: done.map(|d| d.since_origin().as_secs_f64()),
+            ideal_s: ideal_ns as f64 / 1e9,
+            handshakes: c.handshakes,
+            resumed_handshakes: c.resumed_handshakes,
+            reconnections: c.reconnections,
+            outages: c.outages,
+            resends: c.resends,
+            server_path_changes: s.path_changes,
+            client_path_changes: c.path_changes,
+            nat_filtered: nat_node.and_then(|n| sim.nat_counters(n)).map_or(0, |n| n.filtered),
+            ..RunResult::default()
+        };
+        result.tally(&c.acks, &s.receipts, &s.deliveries);
+        if done.is_none() {
+            let first_flight_filtered = c.handshakes == 0
+                && s.sent_from_session_ports_before_connected > 0
+                && result.nat_filtered >= u64::from(s.sent_from_session_ports_before_connected);
+            result.failure = Some(if let Some(refused) = &s.move_refused {
+                format!("the engine refused to move the session to its own port: {refused}")
+            } else if first_flight_filtered {
+                format!(
+                    "no handshake completed: the NAT filtered {} datagrams from the server, as many as \
+                 the session sent from its new port before any handshake completed ({}): the \
+                 ServerHello comes from a port the client never sent to",
+                    result.nat_filtered, s.sent_from_session_ports_before_connected
+                )
+            } else {
+                format!("not finished after {} s (virtual)", horizon_ms / 1000)
+            });
         }
-    };
-    // Late copies of acknowledgements in flight arrive within one round trip.
-    let settle = done.map_or(0, |d| d.as_nanos() + rtt_ns + 1);
-    sim.run_until(Instant::from_nanos(settle.max(sim.now().as_nanos())));
-    let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<E1Client>());
-    let s = sim.app(server_id).as_any().and_then(|a| a.downcast_ref::<E1Server>());
-    let (Some(c), Some(s)) = (c, s) else { anyhow::bail!("the E1 apps are not where they were put") };
-    let mut result = RunResult {
-        seed,
-        first_outage_ms: first_outage_ms(seed),
-        wct_s: done.map(|d| d.since_origin().as_secs_f64()),
-        ideal_s: ideal_ns as f64 / 1e9,
-        handshakes: c.handshakes,
-        resumed_handshakes: c.resumed_handshakes,
-        reconnections: c.reconnections,
-        outages: c.outages,
-        resends: c.resends,
-        ..RunResult::default()
-    };
-    result.tally(&c.acks, &s.receipts, &s.deliveries);
-    Ok(result)
+        Ok(result)
+    }
 }
 
 /// One strategy's row of a cell.
@@ -844,7 +998,7 @@ fn run_cell(cell: Cell, params: &Params, seeds: u64) -> anyhow::Result<CellRepor
         let mut row = Row {
             strategy,
             label: strategy.label(),
-            status: strategy.not_built().map(str::to_owned),
+            status: None,
             mean_wct_s: None,
             gain_over_standard_full_pct: None,
             gain_over_single_homed_standard_full_pct: None,
@@ -853,23 +1007,22 @@ fn run_cell(cell: Cell, params: &Params, seeds: u64) -> anyhow::Result<CellRepor
             mean_outages: None,
             runs: Vec::new(),
         };
-        if row.status.is_none() {
-            for seed in 1..=seeds {
-                row.runs.push(run_one(strategy, &cell, params, seed)?);
-            }
-            let reconnected: u32 = row.runs.iter().map(|r| r.reconnections).sum();
-            let resumed: u32 = row.runs.iter().map(|r| r.resumed_handshakes).sum();
-            if strategy == Strategy::StandardResumed && reconnected > 0 && resumed == 0 {
-                // The engine ran full handshakes: these would be the full-reconnection figures.
-                row.status = Some("not available: the DTLS engine does not resume sessions yet".into());
-                row.runs.clear();
-            } else if row.runs.iter().any(|r| r.wct_s.is_none()) {
-                row.status = Some("some runs did not finish".into());
-            } else {
-                row.mean_wct_s = mean(row.runs.iter().filter_map(|r| r.wct_s));
-                row.mean_handshakes = mean(row.runs.iter().map(|r| f64::from(r.handshakes)));
-                row.mean_outages = mean(row.runs.iter().map(|r| f64::from(r.outages)));
-            }
+        for seed in 1..=seeds {
+            row.runs.push(run_one(strategy, &cell, params, seed)?);
+        }
+        let reconnected: u32 = row.runs.iter().map(|r| r.reconnections).sum();
+        let resumed: u32 = row.runs.iter().map(|r| r.resumed_handshakes).sum();
+        if strategy == Strategy::StandardResumed && reconnected > 0 && resumed == 0 {
+            // The engine ran full handshakes: these would be the full-reconnection figures.
+            row.status = Some("not available: the DTLS engine does not resume sessions yet".into());
+            row.runs.clear();
+        } else if let Some(failure) = row.runs.iter().find_map(|r| r.failure.as_ref()) {
+            let failed = row.runs.iter().filter(|r| r.failure.is_some()).count();
+            row.status = Some(format!("failed ({failed} of {seeds} runs): {failure}"));
+        } else {
+            row.mean_wct_s = mean(row.runs.iter().filter_map(|r| r.wct_s));
+            row.mean_handshakes = mean(row.runs.iter().map(|r| f64::from(r.handshakes)));
+            row.mean_outages = mean(row.runs.iter().map(|r| f64::from(r.outages)));
         }
         rows.push(row);
     }
@@ -1052,12 +1205,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         if let Some(paper) = report.paper_tcs_gain_pct {
-            let oracle = report.rows.iter().find(|r| r.strategy == Strategy::Oracle);
-            let oracle_gain = oracle.and_then(|r| r.gain_over_single_homed_standard_full_pct);
+            let gain = |strategy| {
+                let row = report.rows.iter().find(|r| r.strategy == strategy);
+                fmt_opt(row.and_then(|r| r.gain_over_single_homed_standard_full_pct), 0, 2)
+            };
             println!(
-                "  seed 001 Table I: DTLS-TCS{} gain over (single-homed) standard DTLS {paper:.2} %; ours: DTLS-TCS not built yet, the oracle's gain (the most any session-keeping strategy can reach here) {} %",
+                "  seed 001 Table I: DTLS-TCS{} gain over (single-homed) standard DTLS {paper:.2} %; ours: DTLS-TCS {} %, the oracle (the most a session-keeping strategy can gain here) {} %",
                 if c.multihomed { "-multi" } else { "" },
-                fmt_opt(oracle_gain, 0, 2)
+                gain(Strategy::Tcs),
+                gain(Strategy::Oracle)
             );
         }
     }
@@ -1067,6 +1223,107 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+    use std::net::SocketAddrV4;
+    use std::rc::Rc;
+
+    /// An off-path attacker: at `at` it sends `record` (captured earlier) to `dst` from its own
+    /// address, and counts what comes back.
+    #[derive(Default)]
+    struct Replay {
+        at: Instant,
+        record: Option<(SocketAddr, Vec<u8>)>,
+        sent: bool,
+        received: u32,
+    }
+
+    struct Attacker(Rc<RefCell<Replay>>);
+
+    impl SansIo for Attacker {
+        fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: SocketAddr, _: &mut [u8]) {
+            self.0.borrow_mut().received += 1;
+        }
+        fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+            let mut replay = self.0.borrow_mut();
+            if replay.sent || now < replay.at {
+                return None;
+            }
+            let (dst, payload) = replay.record.clone()?;
+            replay.sent = true;
+            Some(Transmit { src: None, dst, payload })
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            let replay = self.0.borrow();
+            (!replay.sent).then_some(replay.at)
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    impl App for Attacker {}
+
+    /// UDP datagrams in a RAW IPv4 pcap (big-endian, as the simulator writes it):
+    /// (source, destination, payload).
+    fn datagrams(pcap: &[u8]) -> Vec<(SocketAddrV4, SocketAddrV4, Vec<u8>)> {
+        let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let mut out = Vec::new();
+        let mut at = 24;
+        while at + 16 <= pcap.len() {
+            let len = be32(&pcap[at + 8..]) as usize;
+            let packet = &pcap[at + 16..at + 16 + len];
+            at += 16 + len;
+            let header = usize::from(packet[0] & 0x0f) * 4;
+            let ip = |o: usize| Ipv4Addr::new(packet[o], packet[o + 1], packet[o + 2], packet[o + 3]);
+            let port = |o: usize| u16::from_be_bytes([packet[header + o], packet[header + o + 1]]);
+            let src = SocketAddrV4::new(ip(12), port(0));
+            let dst = SocketAddrV4::new(ip(16), port(2));
+            out.push((src, dst, packet[header + 8..].to_vec()));
+        }
+        out
+    }
+
+    /// A record of the client captured early in the run and replayed later from another
+    /// address (RFC 9146 §6: it authenticates, but is older than records already received)
+    /// neither moves the session nor draws a single datagram to the attacker, while the
+    /// client's own moves are followed. (A session that followed it would send there at least
+    /// a path_challenge.)
+    #[test]
+    fn a_record_replayed_from_a_new_address_does_not_move_the_session() {
+        const APPLICATION_DATA: u8 = 23;
+        const TLS12_CID: u8 = 25;
+        let cell = Cell { delay_ms: 5, multihomed: false, nat: None };
+        // 1100 round trips of 10 ms outlast the first outage (at most 10 s in).
+        let params = Params { messages: 1100, outage_ms: 1_000, app_timeout_ms: 1_000, jitter_us: 0 };
+        for strategy in [Strategy::Cid, Strategy::Ipc, Strategy::Tcs] {
+            let replay = Rc::new(RefCell::new(Replay { at: Instant::from_millis(900), ..Replay::default() }));
+            let attacker = Box::new(Attacker(replay.clone()));
+            let mut run = build(strategy, &cell, &params, 1, Some(attacker)).expect("set up");
+            run.sim.enable_capture();
+            run.sim.run_until(Instant::from_millis(800));
+            let pcap = run.sim.take_capture().expect("captured");
+            let client = client_addr(0, 0);
+            let early = datagrams(&pcap).into_iter().rev().find(|(src, dst, payload)| {
+                *src.ip() == client
+                    && *dst.ip() == SERVER_ADDR
+                    && [APPLICATION_DATA, TLS12_CID].contains(&payload[0])
+                    && payload.len() > MESSAGE_LEN
+            });
+            let (_, dst, record) = early.expect("the client sent application records");
+            replay.borrow_mut().record = Some((SocketAddr::V4(dst), record));
+            let result = run.finish().expect("run");
+            let replay = replay.borrow();
+            assert!(replay.sent, "{strategy:?}: the attacker replayed");
+            assert_eq!(replay.received, 0, "{strategy:?}: the session sent nothing to the attacker");
+            assert_eq!(result.handshakes, 1, "{strategy:?}: {result:?}");
+            assert_eq!(result.delivered_once, params.messages, "{strategy:?}: {result:?}");
+            assert_eq!(result.acknowledged, params.messages, "{strategy:?}: {result:?}");
+            assert!(result.outages >= 1, "{strategy:?}: the client moved: {result:?}");
+            let moves = result.server_path_changes;
+            assert!(
+                (1..=result.outages).contains(&moves),
+                "{strategy:?}: only the client's moves: {result:?}"
+            );
+        }
+    }
 
     const S: u64 = 1_000_000_000;
 

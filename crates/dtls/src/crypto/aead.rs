@@ -49,6 +49,13 @@ impl TrafficKeys {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct BadRecordMac;
 
+/// Longest additional data: the RFC 9146 form with a 255-byte CID.
+const MAX_AAD: usize = 8 + 3 + 2 + 8 + 255 + 2;
+
+/// The nonce and the additional data of one record; `cid` is the record's Connection ID
+/// (empty: a record without one).
+// The record header fields are the AEAD inputs themselves; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn nonce_and_aad(
     keys: &DirectionKeys,
     explicit_nonce: [u8; 8],
@@ -56,34 +63,63 @@ fn nonce_and_aad(
     content_type: u8,
     version: u16,
     plaintext_len: usize,
-) -> ([u8; 12], [u8; 13]) {
+    cid: &[u8],
+    aad: &mut [u8; MAX_AAD],
+) -> ([u8; 12], usize) {
     // Nonce: the 4-byte salt from the key block, then the explicit nonce carried in the record
     // (we send the record's epoch and sequence number, unique per key by construction; a peer
     // may send anything unique, so the receiver uses what is on the wire).
     let mut nonce = [0u8; 12];
     nonce[..4].copy_from_slice(&keys.salt);
     nonce[4..].copy_from_slice(&explicit_nonce);
-    // Additional data: epoch+seq, type, version, plaintext length (RFC 6347 §4.1.2.1).
-    let mut aad = [0u8; 13];
-    aad[..8].copy_from_slice(&epoch_seq.to_be_bytes());
-    aad[8] = content_type;
-    aad[9..11].copy_from_slice(&version.to_be_bytes());
-    aad[11..13].copy_from_slice(&(plaintext_len as u16).to_be_bytes());
-    (nonce, aad)
+    if cid.is_empty() {
+        // Additional data: epoch+seq, type, version, plaintext length (RFC 6347 §4.1.2.1).
+        aad[..8].copy_from_slice(&epoch_seq.to_be_bytes());
+        aad[8] = content_type;
+        aad[9..11].copy_from_slice(&version.to_be_bytes());
+        aad[11..13].copy_from_slice(&(plaintext_len as u16).to_be_bytes());
+        return (nonce, 13);
+    }
+    // RFC 9146 §5.3: seq_num_placeholder (8 x 0xff), tls12_cid, cid_length, tls12_cid, version,
+    // epoch, sequence_number, cid, length_of_DTLSInnerPlaintext (the plaintext here).
+    let cid = &cid[..cid.len().min(255)];
+    aad[..8].fill(0xff);
+    aad[8] = crate::mobility::CONTENT_TLS12_CID;
+    aad[9] = cid.len() as u8;
+    aad[10] = crate::mobility::CONTENT_TLS12_CID;
+    aad[11..13].copy_from_slice(&version.to_be_bytes());
+    aad[13..21].copy_from_slice(&epoch_seq.to_be_bytes());
+    aad[21..21 + cid.len()].copy_from_slice(cid);
+    let end = 21 + cid.len();
+    aad[end..end + 2].copy_from_slice(&(plaintext_len as u16).to_be_bytes());
+    (nonce, end + 2)
 }
 
 /// Encrypts `payload` in place and writes the tag into `tag` (exactly `cipher.tag_len()` bytes).
+// The record header fields are the AEAD inputs themselves; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn seal_in_place(
     cipher: RecordCipher,
     keys: &DirectionKeys,
     epoch_seq: u64,
     content_type: u8,
     version: u16,
+    cid: &[u8],
     payload: &mut [u8],
     tag: &mut [u8],
 ) {
-    let (nonce, aad) =
-        nonce_and_aad(keys, epoch_seq.to_be_bytes(), epoch_seq, content_type, version, payload.len());
+    let mut aad_buf = [0u8; MAX_AAD];
+    let (nonce, aad_len) = nonce_and_aad(
+        keys,
+        epoch_seq.to_be_bytes(),
+        epoch_seq,
+        content_type,
+        version,
+        payload.len(),
+        cid,
+        &mut aad_buf,
+    );
+    let aad = &aad_buf[..aad_len];
     match cipher {
         RecordCipher::Aes128Gcm => {
             // A 16-byte key always makes a valid AES-128 key, and sealing fails only on
@@ -98,7 +134,7 @@ pub(crate) fn seal_in_place(
         }
         RecordCipher::Aes128Ccm8 => {
             let c = Aes128Ccm8::new(GenericArray::from_slice(&keys.key));
-            if let Ok(t) = c.encrypt_in_place_detached(GenericArray::from_slice(&nonce), &aad, payload) {
+            if let Ok(t) = c.encrypt_in_place_detached(GenericArray::from_slice(&nonce), aad, payload) {
                 tag.copy_from_slice(&t);
             }
         }
@@ -106,6 +142,8 @@ pub(crate) fn seal_in_place(
 }
 
 /// Decrypts `ciphertext_and_tag` in place; returns the plaintext length (a prefix of the buffer).
+// The record header fields are the AEAD inputs themselves; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn open_in_place(
     cipher: RecordCipher,
     keys: &DirectionKeys,
@@ -113,11 +151,23 @@ pub(crate) fn open_in_place(
     epoch_seq: u64,
     content_type: u8,
     version: u16,
+    cid: &[u8],
     ciphertext_and_tag: &mut [u8],
 ) -> Result<usize, BadRecordMac> {
     let tag_len = cipher.tag_len();
     let plaintext_len = ciphertext_and_tag.len().checked_sub(tag_len).ok_or(BadRecordMac)?;
-    let (nonce, aad) = nonce_and_aad(keys, explicit_nonce, epoch_seq, content_type, version, plaintext_len);
+    let mut aad_buf = [0u8; MAX_AAD];
+    let (nonce, aad_len) = nonce_and_aad(
+        keys,
+        explicit_nonce,
+        epoch_seq,
+        content_type,
+        version,
+        plaintext_len,
+        cid,
+        &mut aad_buf,
+    );
+    let aad = &aad_buf[..aad_len];
     match cipher {
         RecordCipher::Aes128Gcm => {
             let unbound =
@@ -134,7 +184,7 @@ pub(crate) fn open_in_place(
             let (body, tag) = ciphertext_and_tag.split_at_mut(plaintext_len);
             c.decrypt_in_place_detached(
                 GenericArray::from_slice(&nonce),
-                &aad,
+                aad,
                 body,
                 GenericArray::from_slice(tag),
             )
@@ -203,7 +253,7 @@ mod tests {
             let n = buf.len();
             buf.resize(n + cipher.tag_len(), 0);
             let (p, t) = buf.split_at_mut(n);
-            seal_in_place(cipher, &keys, (1 << 48) | 7, 23, 0xfefd, p, t);
+            seal_in_place(cipher, &keys, (1 << 48) | 7, 23, 0xfefd, &[], p, t);
             let mut copy = buf.clone();
             assert_eq!(
                 open_in_place(
@@ -213,6 +263,7 @@ mod tests {
                     (1 << 48) | 7,
                     23,
                     0xfefd,
+                    &[],
                     &mut copy
                 ),
                 Ok(n)
@@ -226,6 +277,7 @@ mod tests {
                 (1 << 48) | 8,
                 23,
                 0xfefd,
+                &[],
                 &mut copy
             )
             .is_err());
@@ -238,10 +290,11 @@ mod tests {
                 (1 << 48) | 7,
                 23,
                 0xfefd,
+                &[],
                 &mut copy
             )
             .is_err());
-            assert!(open_in_place(cipher, &keys, [0; 8], 0, 23, 0xfefd, &mut [0u8; 3]).is_err());
+            assert!(open_in_place(cipher, &keys, [0; 8], 0, 23, 0xfefd, &[], &mut [0u8; 3]).is_err());
         }
     }
 }

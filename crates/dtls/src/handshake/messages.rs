@@ -33,6 +33,12 @@ pub struct Extensions<'a> {
     pub signature_algorithms: Option<&'a [u8]>,
     /// session_ticket: the ticket (ClientHello; may be empty) or empty (ServerHello).
     pub session_ticket: Option<&'a [u8]>,
+    /// connection_id (RFC 9146): the CID the sender wants in records sent to it (may be empty).
+    pub connection_id: Option<&'a [u8]>,
+    /// rrc (RFC 9853), always empty.
+    pub rrc: bool,
+    /// port_move (fastshake, private use), always empty.
+    pub port_move: bool,
     /// Types of extensions present, in order (for "did the server send something we never offered").
     pub unknown_types: Vec<u16>,
 }
@@ -94,6 +100,22 @@ impl<'a> Extensions<'a> {
                     ext.signature_algorithms = Some(list);
                 }
                 EXT_SESSION_TICKET => ext.session_ticket = Some(data),
+                crate::mobility::EXT_CONNECTION_ID => {
+                    let mut d = Reader::new(data);
+                    let cid = d.vec8()?;
+                    d.finish()?;
+                    ext.connection_id = Some(cid);
+                }
+                crate::mobility::EXT_RRC | crate::mobility::EXT_PORT_MOVE => {
+                    if !data.is_empty() {
+                        return Err(DecodeError::Invalid("rrc / port_move not empty"));
+                    }
+                    if ty == crate::mobility::EXT_RRC {
+                        ext.rrc = true;
+                    } else {
+                        ext.port_move = true;
+                    }
+                }
                 other => ext.unknown_types.push(other),
             }
         }
@@ -136,6 +158,10 @@ pub struct OutExtensions<'a> {
     pub point_formats: bool,
     /// session_ticket with this content (a ticket or empty).
     pub session_ticket: Option<&'a [u8]>,
+    /// connection_id with this CID (may be empty).
+    pub connection_id: Option<&'a [u8]>,
+    pub rrc: bool,
+    pub port_move: bool,
 }
 
 fn put_u16_list(out: &mut Vec<u8>, list: &[u16]) {
@@ -181,6 +207,19 @@ fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
     }
     if e.extended_master_secret {
         put_u16(&mut block, EXT_EXTENDED_MASTER_SECRET);
+        put_u16(&mut block, 0);
+    }
+    if let Some(cid) = e.connection_id {
+        put_u16(&mut block, crate::mobility::EXT_CONNECTION_ID);
+        put_u16(&mut block, cid.len() as u16 + 1);
+        put_vec8(&mut block, cid);
+    }
+    if e.rrc {
+        put_u16(&mut block, crate::mobility::EXT_RRC);
+        put_u16(&mut block, 0);
+    }
+    if e.port_move {
+        put_u16(&mut block, crate::mobility::EXT_PORT_MOVE);
         put_u16(&mut block, 0);
     }
     if !block.is_empty() {
