@@ -27,7 +27,8 @@
 use super::{
     compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean, nat_name,
     parse_nat, seed_bytes, unavoidable_outages, Args, Cell, CellReport, E1Client, E1Server, Params, Row,
-    RunResult, Strategy, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, PAPER_TABLE_I, SERVER_PORT,
+    RunResult, Strategy, FIRST_SESSION_PORT, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, PAPER_TABLE_I,
+    SERVER_ADDR, SERVER_PORT,
 };
 use anyhow::{bail, Context};
 use fastshake_core::{Instant as EngineInstant, SansIo, Transmit};
@@ -250,20 +251,21 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
         "driver" => true,
         other => bail!("unknown --peers {other}: app or driver"),
     };
-    // The application peers run what the simulated E1 runs; the driver peers what the driver offers.
-    let runnable = |s: &Strategy| if driver_peers { driver_peers::runs(*s) } else { s.not_built().is_none() };
+    // The application peers run every strategy of the simulated E1; the driver peers what the
+    // driver offers.
+    let runnable = |s: &Strategy| !driver_peers || driver_peers::runs(*s);
     let strategies = if args.strategies.is_empty() {
         Strategy::ALL.into_iter().filter(runnable).collect()
     } else {
         let mut chosen = Vec::new();
         for name in &args.strategies {
             let strategy = parse_strategy(name)?;
-            if !runnable(&strategy) {
-                match strategy.not_built() {
-                    Some(why) if !driver_peers => bail!("{}: {why}", strategy.label()),
-                    _ => bail!("{} does not run with --peers {}", strategy.label(), args.peers),
-                }
-            }
+            anyhow::ensure!(
+                runnable(&strategy),
+                "{} does not run with --peers {}",
+                strategy.label(),
+                args.peers
+            );
             chosen.push(strategy);
         }
         chosen
@@ -897,9 +899,16 @@ fn say(line: &str) {
 }
 
 fn new_server(strategy: Strategy, seed: u64, messages: u32) -> E1Server {
-    let (_, server_config) = configs();
+    let (_, server_config) = configs(strategy);
     E1Server {
         endpoint: Endpoint::new(server_config, seed_bytes(seed, 2, 0)),
+        strategy,
+        next_session_port: FIRST_SESSION_PORT,
+        connected: 0,
+        sent_from_session_ports_before_connected: 0,
+        path_changes: 0,
+        move_refused: None,
+        ports_to_open: Vec::new(),
         oracle: strategy == Strategy::Oracle,
         anchor: None,
         latest: None,
@@ -916,25 +925,35 @@ async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
     if args.driver {
         return driver_peers::server(args.listen, strategy, args.messages).await;
     }
+    // The application sees the simulated E1's server address; the sockets have the testbed's.
+    let real_ip = args.listen.ip();
+    let app_local = |real: SocketAddr| SocketAddr::from((SERVER_ADDR, real.port()));
     let (inputs, mut received) = mpsc::unbounded_channel();
     let welcome = BoundSocket::bind(args.listen, &inputs).await?;
-    // Sockets of the session-keeping strategies, by local address, bound when first used.
-    let mut sockets: HashMap<SocketAddr, BoundSocket> = HashMap::new();
-    let welcome_address = welcome.socket.local_addr()?;
-    sockets.insert(welcome_address, welcome);
+    let welcome_port = welcome.socket.local_addr()?.port();
+    // The welcome socket and the session ports, by port.
+    let mut sockets: HashMap<u16, BoundSocket> = HashMap::new();
+    sockets.insert(welcome_port, welcome);
     read_control_lines(inputs.clone());
     let clock = Clock::new();
     let mut app = new_server(strategy, args.seed, args.messages);
     say("ready");
     loop {
+        // Session ports first: a TCS client may reach one before the session sends from it.
+        while let Some(port) = app.poll_bind() {
+            if let std::collections::hash_map::Entry::Vacant(slot) = sockets.entry(port) {
+                slot.insert(BoundSocket::bind(SocketAddr::new(real_ip, port), &inputs).await?);
+            }
+        }
         let now = clock.now();
         while let Some(transmit) = app.poll_transmit(now) {
-            let local = transmit.src.unwrap_or(welcome_address);
-            if !sockets.contains_key(&local) {
-                sockets.insert(local, BoundSocket::bind(local, &inputs).await?);
+            let port = transmit.src.map_or(welcome_port, |src| src.port());
+            if let std::collections::hash_map::Entry::Vacant(slot) = sockets.entry(port) {
+                slot.insert(BoundSocket::bind(SocketAddr::new(real_ip, port), &inputs).await?);
             }
-            if let Some(bound) = sockets.get(&local) {
-                // A datagram that cannot be sent is lost; the engine's and the application's timers cope.
+            if let Some(bound) = sockets.get(&port) {
+                // A datagram that cannot be sent is lost; the engine's and the application's
+                // timers cope.
                 let _ = bound.socket.send_to(&transmit.payload, transmit.dst).await;
             }
         }
@@ -942,7 +961,7 @@ async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
         tokio::select! {
             input = received.recv() => match input {
                 Some(Input::Datagram { local, remote, mut payload }) => {
-                    app.handle_datagram(clock.now(), local, remote, &mut payload);
+                    app.handle_datagram(clock.now(), app_local(local), remote, &mut payload);
                 }
                 Some(Input::Control(line)) if line == "stop" => break,
                 Some(Input::Control(_)) => {}
@@ -995,7 +1014,7 @@ async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
     }
 
     let clock = Clock::new();
-    let (client_config, _) = configs();
+    let (client_config, _) = configs(strategy);
     let params =
         Params { messages: args.messages, outage_ms: 0, app_timeout_ms: args.app_timeout_ms, jitter_us: 0 };
     let mut app = E1Client::new(strategy, client_config, args.seed, &params);

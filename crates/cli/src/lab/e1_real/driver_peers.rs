@@ -40,8 +40,8 @@ pub(super) fn runs(strategy: Strategy) -> bool {
 }
 
 /// The simulated E1's engine configurations, with what the driver's mode offers and accepts.
-fn driver_configs(mode: MobilityMode) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
-    let (client, server) = configs();
+fn driver_configs(strategy: Strategy, mode: MobilityMode) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+    let (client, server) = configs(strategy);
     let client = ClientConfig { mobility: mode.client_mobility(), ..(*client).clone() };
     let server = ServerConfig { mobility: mode.server_mobility(), ..(*server).clone() };
     (Arc::new(client), Arc::new(server))
@@ -49,7 +49,7 @@ fn driver_configs(mode: MobilityMode) -> (Arc<ClientConfig>, Arc<ServerConfig>) 
 
 pub(super) async fn server(listen: SocketAddr, strategy: Strategy, messages: u32) -> anyhow::Result<()> {
     let mode = mobility_mode(strategy)?;
-    let (_, config) = driver_configs(mode);
+    let (_, config) = driver_configs(strategy, mode);
     let options = ServerOptions { mobility: mode, ..ServerOptions::default() };
     let mut server = DtlsServer::bind(listen, config, options).await.context("starting the DTLS server")?;
     let controller = server.controller();
@@ -130,7 +130,7 @@ pub(super) async fn client(
         }
     }
     let started = Instant::now();
-    let (config, _) = driver_configs(mode);
+    let (config, _) = driver_configs(strategy, mode);
     let reconnects = strategy.reconnects();
     let options = ClientOptions {
         app_timeout: reconnects.then_some(app_timeout),
