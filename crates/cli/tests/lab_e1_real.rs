@@ -162,7 +162,21 @@ fn multihomed_client_keeps_its_session_across_interleaved_outages() {
 #[test]
 fn ipc_fails_behind_a_port_restricted_nat_while_tcs_succeeds() {
     skip_unless_netns!("ipc_fails_behind_a_port_restricted_nat_while_tcs_succeeds");
-    let report = run_e1(&["--homing", "single", "--nat", "port-restricted", "--strategies", "ipc,tcs"]);
+    assert_ipc_filtered_tcs_through(&[]);
+}
+
+/// The same with the DTLS driver's server sockets (IPC's own socket, TCS's temporary connected
+/// socket on the welcome port).
+#[test]
+fn on_the_dtls_driver_ipc_fails_behind_a_port_restricted_nat_while_tcs_succeeds() {
+    skip_unless_netns!("on_the_dtls_driver_ipc_fails_behind_a_port_restricted_nat_while_tcs_succeeds");
+    assert_ipc_filtered_tcs_through(&["--peers", "driver"]);
+}
+
+fn assert_ipc_filtered_tcs_through(extra: &[&str]) {
+    let mut args = vec!["--homing", "single", "--nat", "port-restricted", "--strategies", "ipc,tcs"];
+    args.extend_from_slice(extra);
+    let report = run_e1(&args);
     let rows = rows(&report);
     let ipc = rows.iter().find(|row| strategy(row) == "ipc").expect("an ipc row");
     for run in runs(ipc) {

@@ -21,7 +21,8 @@
 //! Line protocol (runner → peer on standard input, peer → runner on standard output):
 //! - peer: `ready`; runner → client: `go` (the clock starts and the first handshake with it);
 //! - runner → client: `down IFACE`, `addr IFACE NEW_ADDRESS`, `up IFACE`;
-//! - client: `done NANOSECONDS` when it holds every acknowledgement;
+//! - client: `connected` after its first handshake (or `failed REASON` if it gave up on it),
+//!   `done NANOSECONDS` when it holds every acknowledgement;
 //! - runner: `stop`; peer: `result JSON`, then it exits.
 
 use super::{
@@ -58,6 +59,8 @@ const CLIENT_PORT: u16 = 40_001;
 const PEER_START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a peer may take to print its result after `stop`.
 const PEER_RESULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A run whose first handshake has not completed by then is over (it did not finish).
+const FIRST_HANDSHAKE_BOUND: Duration = Duration::from_secs(30);
 /// Largest datagram a peer reads.
 const RECEIVE_BUFFER: usize = 65_536;
 
@@ -621,6 +624,7 @@ fn run_one(
     let started = Instant::now();
     let horizon = started + Duration::from_millis(horizon_ms(plan, cell));
     let mut changes = link_changes(&schedule).into_iter().peekable();
+    let mut connected = false;
     let done_ns = loop {
         if INTERRUPTED.load(Ordering::SeqCst) {
             bail!("interrupted");
@@ -631,13 +635,19 @@ fn run_one(
             .into_iter()
             .min()
             .unwrap_or(horizon);
-        if let Some(line) = client.next_line(wake)? {
-            if let Some(ns) = line.strip_prefix("done ") {
-                break Some(ns.trim().parse::<u64>().context("the client's done line")?);
+        match client.next_line(wake)?.as_deref() {
+            Some("connected") => connected = true,
+            // The first handshake failed for good (a driver peer gives up).
+            Some(line) if line.starts_with("failed") => break None,
+            Some(line) => {
+                if let Some(ns) = line.strip_prefix("done ") {
+                    break Some(ns.trim().parse::<u64>().context("the client's done line")?);
+                }
             }
-            continue;
+            None => {}
         }
-        if Instant::now() >= horizon {
+        // A handshake that never completes (IPC behind a filtering NAT) ends the run early.
+        if Instant::now() >= horizon || (!connected && started.elapsed() >= FIRST_HANDSHAKE_BOUND) {
             break None;
         }
         while let Some(&(at, change)) = changes.peek() {
@@ -1025,11 +1035,15 @@ async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
             &NodeEvent::InterfaceUp { iface: iface.name.clone(), addr: iface.address },
         );
     }
-    let mut reported = false;
+    let (mut reported, mut said_connected) = (false, false);
     loop {
         let now = clock.now();
         while let Some(transmit) = app.poll_transmit(now) {
             send_from_iface(&ifaces, &transmit).await;
+        }
+        if app.handshakes > 0 && !said_connected {
+            say("connected");
+            said_connected = true;
         }
         if let (Some(done), false) = (app.done_at, reported) {
             say(&format!("done {}", done.since_origin().as_nanos()));

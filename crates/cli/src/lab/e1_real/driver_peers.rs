@@ -138,9 +138,45 @@ pub(super) async fn client(
         ..ClientOptions::default()
     };
     debug_assert!(mode == MobilityMode::Standard || !reconnects);
-    let mut client =
-        DtlsClient::connect(server, Arc::clone(&config), options).await.context("the first handshake")?;
-    let mut counts = ClientCounts { handshakes: 1, ..ClientCounts::default() };
+    let mut counts = ClientCounts::default();
+    let connecting = DtlsClient::connect(server, Arc::clone(&config), options);
+    tokio::pin!(connecting);
+    // Link changes during the first handshake only count; `stop` ends it.
+    let connected = loop {
+        tokio::select! {
+            outcome = &mut connecting => break Some(outcome),
+            input = control.recv() => match input {
+                Some(Input::Control(line)) => match line.split_whitespace().collect::<Vec<_>>()[..] {
+                    ["stop"] => break None,
+                    ["down", name] => {
+                        up.insert(name.to_owned(), false);
+                        counts.outages += 1;
+                    }
+                    ["up", name] => {
+                        up.insert(name.to_owned(), true);
+                    }
+                    _ => {}
+                },
+                Some(Input::Datagram { .. }) => {}
+                Some(Input::Hangup) | None => break None,
+            },
+        }
+    };
+    let mut client = match connected {
+        Some(Ok(client)) => client,
+        Some(Err(error)) => {
+            // Nothing got through (IPC behind a filtering NAT): the run did not finish.
+            say(&format!("failed: {error}"));
+            let acks = vec![0; messages as usize];
+            return report_after_stop(&mut control, &acks, &counts).await;
+        }
+        None => {
+            report(&vec![0; messages as usize], &counts);
+            return Ok(());
+        }
+    };
+    say("connected");
+    counts.handshakes = 1;
     let mut acks = vec![0u32; messages as usize];
     let mut next_seq = 0u32;
     let mut done = false;
@@ -227,6 +263,11 @@ pub(super) async fn client(
             },
         }
     }
+    report(&acks, &counts);
+    Ok(())
+}
+
+fn report(acks: &[u32], counts: &ClientCounts) {
     let result = serde_json::json!({
         "acks": acks,
         "handshakes": counts.handshakes,
@@ -236,5 +277,21 @@ pub(super) async fn client(
         "resends": counts.resends,
     });
     say(&format!("result {result}"));
+}
+
+/// Waits for `stop` (or the end of the input), then reports.
+async fn report_after_stop(
+    control: &mut mpsc::UnboundedReceiver<Input>,
+    acks: &[u32],
+    counts: &ClientCounts,
+) -> anyhow::Result<()> {
+    loop {
+        match control.recv().await {
+            Some(Input::Control(line)) if line == "stop" => break,
+            Some(Input::Hangup) | None => break,
+            Some(_) => {}
+        }
+    }
+    report(acks, counts);
     Ok(())
 }
