@@ -110,7 +110,8 @@ pub struct Args {
     /// NAT between router and server: none, full-cone, restricted, port-restricted, symmetric, all.
     #[arg(long, default_value = "none")]
     nat: String,
-    /// Run on real sockets in network namespaces instead of the simulator (needs root).
+    /// Run on real sockets in network namespaces instead of the simulator (needs root; one run
+    /// per cell; `fastshake netlab e1` has the real run's further knobs).
     #[arg(long)]
     real: bool,
 }

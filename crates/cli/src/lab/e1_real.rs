@@ -518,7 +518,14 @@ impl Peer {
         match self.lines.recv_timeout(wait) {
             Ok(line) => Ok(Some(line)),
             Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => bail!("the E1 {} exited early", self.name),
+            Err(RecvTimeoutError::Disconnected) => {
+                // Ctrl-C reaches the peers too: give the runner's own handler a moment to say so.
+                std::thread::sleep(Duration::from_millis(100));
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    bail!("interrupted");
+                }
+                bail!("the E1 {} exited early", self.name)
+            }
         }
     }
 
