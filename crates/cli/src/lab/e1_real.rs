@@ -94,7 +94,7 @@ pub(crate) struct RealArgs {
     #[arg(long, default_value = "none")]
     nat: String,
     /// Strategies, comma-separated (standard-full, standard-resumed, oracle, cid, ipc, tcs);
-    /// default: every one the engine offers.
+    /// default: every one (with `--peers driver`, all but the oracle).
     #[arg(long, value_delimiter = ',')]
     strategies: Vec<String>,
     /// Client interfaces: single, multi or both.
@@ -326,6 +326,7 @@ pub(crate) fn run_real(args: RealArgs) -> anyhow::Result<()> {
             "multihomed_interleave_ms": plan.shape.interleave_ms,
             "first_outage_ms": plan.shape.first_outage_ms,
             "suite": "TLS_PSK_WITH_AES_128_CCM_8",
+            "peers": if plan.driver_peers { "driver" } else { "app" },
             "paper_source": "seed 001, Table I (gains only; Fig. 4 gives no values; no outage length given)",
             "cells": reports,
         });
@@ -712,8 +713,17 @@ fn print_table(reports: &[CellReport], plan: &RealPlan) {
     let params = &plan.params;
     println!(
         "E1 on real sockets (network namespaces, delay relay): {} messages, outage {} ms every {} ms, \
-         application timeout {} ms, {} run(s) per cell",
-        params.messages, params.outage_ms, plan.shape.period_ms, params.app_timeout_ms, plan.seeds
+         application timeout {} ms, {} run(s) per cell, peers: {}",
+        params.messages,
+        params.outage_ms,
+        plan.shape.period_ms,
+        params.app_timeout_ms,
+        plan.seeds,
+        if plan.driver_peers {
+            "the E1 application on the DTLS driver"
+        } else {
+            "the simulated E1's applications over UDP sockets"
+        }
     );
     println!(
         "(each outage is `ip link set down`, a new address, `ip link set up`; the outage length is ours: \
