@@ -30,7 +30,27 @@ fn main() {
             r += 1;
         }
     }
-    println!("wrote {} datagrams and {n} handshake records under {}", log.len(), out.display());
+    // A session with Connection IDs both ways (tls12_cid records) and the mobility extensions.
+    let cid = |n| fastshake_dtls::Mobility {
+        connection_id: Some(n),
+        return_routability_check: true,
+        follow_server_port: true,
+    };
+    let (_, _, cid_log) = fastshake_dtls::fuzzing::established_pair_with(cid(3), cid(4));
+    for (i, (to_server, datagram)) in cid_log.iter().enumerate() {
+        let name = format!("cid-seed-{i:03}-{}", if *to_server { "c2s" } else { "s2c" });
+        for target in ["dtls_record", "dtls_session"] {
+            write(&out.join(target), &name, datagram);
+        }
+        if *to_server {
+            write(&out.join("dtls_endpoint"), &name, datagram);
+        }
+    }
+    println!(
+        "wrote {} datagrams and {n} handshake records under {}",
+        log.len() + cid_log.len(),
+        out.display()
+    );
 }
 
 fn write(dir: &Path, name: &str, data: &[u8]) {

@@ -439,6 +439,19 @@ pub struct Connection {
     stats: Stats,
     /// Connection ID, address checks, own socket, port moves: only when in use.
     path: Option<Box<PathState>>,
+    /// Datagrams and events not yet polled; `None` when both are empty.
+    queued: Option<Box<Queues>>,
+}
+
+/// Datagrams queued and not yet polled.
+fn queued_outgoing(queued: &Option<Box<Queues>>) -> impl Iterator<Item = &Vec<u8>> + '_ {
+    queued.iter().flat_map(|q| q.outgoing.iter())
+}
+
+/// What a connection has for its driver. Boxed and freed once polled empty, so an idle session
+/// keeps one pointer rather than two empty deques (64 bytes).
+#[derive(Default)]
+struct Queues {
     events: VecDeque<Event>,
     outgoing: VecDeque<Vec<u8>>,
 }
@@ -548,8 +561,7 @@ impl Connection {
             hello_id: 0,
             stats: Stats::default(),
             path: None,
-            events: VecDeque::new(),
-            outgoing: VecDeque::new(),
+            queued: None,
         }
     }
 
@@ -1414,16 +1426,13 @@ impl Connection {
             retransmissions: hs.retransmissions,
             extended_master_secret: hs.extended_master_secret,
             psk_identity: hs.psk_identity.clone(),
-            datagrams_sent: self.stats.datagrams_sent + self.outgoing.len() as u64,
+            datagrams_sent: self.stats.datagrams_sent + queued_outgoing(&self.queued).count() as u64,
             datagrams_received: self.stats.datagrams_received,
-            bytes_sent: self.stats.bytes_sent + self.outgoing.iter().map(|d| d.len() as u64).sum::<u64>(),
+            bytes_sent: self.stats.bytes_sent
+                + queued_outgoing(&self.queued).map(|d| d.len() as u64).sum::<u64>(),
             bytes_received: self.stats.bytes_received,
         };
         self.state = State::Established;
-        if self.outgoing.is_empty() {
-            // No idle queue capacity kept for the life of the session.
-            self.outgoing = VecDeque::new();
-        }
         // Whoever sent the last flight keeps it until the peer shows it arrived: the server in
         // a full handshake, the client in an abbreviated one.
         match (&self.config, resumption.is_some()) {
@@ -1434,7 +1443,7 @@ impl Connection {
                 hs.reassembler.reset(hs.reassembler.next_seq());
             }
         }
-        self.events.push_back(Event::Connected(summary));
+        self.push_event(Event::Connected(summary));
     }
 
     /// Sends the flight in `hs.flight` for the first time.
@@ -1461,7 +1470,7 @@ impl Connection {
     /// Packs the current flight into datagrams with fresh record sequence numbers.
     fn transmit_flight(&mut self) {
         let mtu = self.mtu();
-        let Connection { hs, protection, write_seq, write_epoch, outgoing, path, .. } = self;
+        let Connection { hs, protection, write_seq, write_epoch, queued, path, .. } = self;
         let cid = peer_cid(path);
         let Some(hs) = hs.as_mut() else { return };
         let mut b = DatagramBuilder::new(mtu);
@@ -1492,7 +1501,7 @@ impl Connection {
                 }
             }
         }
-        outgoing.extend(b.finish());
+        queued.get_or_insert_with(Box::default).outgoing.extend(b.finish());
     }
 
     /// The peer resent the flight our current flight answers: ours was lost, resend it, but at
@@ -1506,7 +1515,9 @@ impl Connection {
     }
 
     fn fail(&mut self, abort: Abort) {
-        if matches!(self.state, State::Failed | State::Closed) && !self.events.is_empty() {
+        if matches!(self.state, State::Failed | State::Closed)
+            && self.queued.as_ref().is_some_and(|q| !q.events.is_empty())
+        {
             return;
         }
         if let Some(desc) = abort.alert {
@@ -1515,7 +1526,7 @@ impl Connection {
         self.state = State::Failed;
         self.hs = None;
         self.protection = None;
-        self.events.push_back(Event::Failed(abort.error));
+        self.push_event(Event::Failed(abort.error));
     }
 
     fn send_alert(&mut self, level: AlertLevel, desc: AlertDescription) {
@@ -1530,7 +1541,7 @@ impl Connection {
             };
             let mut out = vec![0u8; HEADER_LEN + 2];
             write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
-            self.outgoing.push_back(out);
+            self.push_datagram(out);
         } else if let Some(p) = &self.protection {
             if self.write_seq > MAX_SEQ {
                 return;
@@ -1539,7 +1550,7 @@ impl Connection {
             let mut out = vec![0u8; record_len(Some(protect), 2)];
             write_record(&mut out, ContentType::Alert, 1, self.write_seq, Some(protect), &[&body]);
             self.write_seq += 1;
-            self.outgoing.push_back(out);
+            self.push_datagram(out);
         }
     }
 
@@ -1778,7 +1789,7 @@ impl Connection {
                 self.stats.app_records_received += 1;
                 match on_data {
                     Some(f) => f(plaintext),
-                    None => self.events.push_back(Event::ApplicationData(plaintext.to_vec())),
+                    None => self.push_event(Event::ApplicationData(plaintext.to_vec())),
                 }
             }
             ContentType::ReturnRoutabilityCheck => {
@@ -1803,12 +1814,12 @@ impl Connection {
             }
             self.state = State::Closed;
             self.hs = None;
-            self.events.push_back(Event::Closed);
+            self.push_event(Event::Closed);
         } else if level == AlertLevel::Fatal {
             self.state = State::Failed;
             self.hs = None;
             self.protection = None;
-            self.events.push_back(Event::Failed(Error::AlertReceived(desc)));
+            self.push_event(Event::Failed(Error::AlertReceived(desc)));
         }
         // Other warnings (no_renegotiation, ...) change nothing.
     }
@@ -1893,11 +1904,8 @@ impl Connection {
         if self.path.is_some() {
             return self.poll_transmit_mobile();
         }
-        let payload = self.outgoing.pop_front()?;
-        if self.outgoing.is_empty() && self.outgoing.capacity() > 0 && self.hs.is_none() {
-            // An established session keeps no idle queue capacity on the heap.
-            self.outgoing = VecDeque::new();
-        }
+        let payload = self.queued.as_mut()?.outgoing.pop_front()?;
+        self.free_empty_queues();
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += payload.len() as u64;
         Some(Transmit { src: None, dst: self.remote, payload })
@@ -1940,11 +1948,23 @@ impl Connection {
 
     /// The next event.
     pub fn poll_event(&mut self) -> Option<Event> {
-        let e = self.events.pop_front();
-        if self.events.is_empty() && self.events.capacity() > 0 {
-            self.events = VecDeque::new();
-        }
+        let e = self.queued.as_mut()?.events.pop_front();
+        self.free_empty_queues();
         e
+    }
+
+    fn push_event(&mut self, event: Event) {
+        self.queued.get_or_insert_with(Box::default).events.push_back(event);
+    }
+
+    fn push_datagram(&mut self, datagram: Vec<u8>) {
+        self.queued.get_or_insert_with(Box::default).outgoing.push_back(datagram);
+    }
+
+    fn free_empty_queues(&mut self) {
+        if self.queued.as_ref().is_some_and(|q| q.events.is_empty() && q.outgoing.is_empty()) {
+            self.queued = None;
+        }
     }
 
     // ---------------------------------------------------------------- application data
@@ -1975,7 +1995,7 @@ impl Connection {
         for chunk in chunks {
             let out = self.seal_record(ContentType::ApplicationData, &[chunk])?;
             self.stats.app_records_sent += 1;
-            self.outgoing.push_back(out);
+            self.push_datagram(out);
         }
         Ok(())
     }
@@ -2113,7 +2133,7 @@ impl Connection {
         self.state = State::Failed;
         self.hs = None;
         self.protection = None;
-        self.events.push_back(Event::Failed(Error::Superseded));
+        self.push_event(Event::Failed(Error::Superseded));
     }
 }
 
@@ -2203,7 +2223,7 @@ impl Connection {
             path.moved_from.get_or_insert(old);
             path.stats.path_changes += 1;
         }
-        self.events.push_back(Event::PathChanged(new));
+        self.push_event(Event::PathChanged(new));
     }
 
     /// Endpoint: the peer address before and after a change, once.
@@ -2271,7 +2291,7 @@ impl Connection {
         }
         // Held datagrams are older than anything queued since: they go first.
         for d in held.into_iter().rev() {
-            self.outgoing.push_front(d);
+            self.queued.get_or_insert_with(Box::default).outgoing.push_front(d);
         }
     }
 
@@ -2300,7 +2320,7 @@ impl Connection {
         if let Ok(record) =
             self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PORT_MOVED], &port.to_be_bytes()])
         {
-            self.outgoing.push_back(record);
+            self.push_datagram(record);
             if let Some(path) = self.path.as_deref_mut() {
                 path.stats.port_announcements_sent += 1;
             }
@@ -2348,7 +2368,7 @@ impl Connection {
                     ContentType::ReturnRoutabilityCheck,
                     &[&[RRC_PORT_MOVED], &port.to_be_bytes()],
                 ) {
-                    self.outgoing.push_back(record);
+                    self.push_datagram(record);
                 }
             }
             // path_drop (we run only the basic check), our own port acknowledgements, and
@@ -2357,24 +2377,23 @@ impl Connection {
         }
     }
 
-    /// Output of a session with mobility state: datagrams with their own destination first;
-    /// while a new address is checked, the rest goes to it within 3x the bytes received from
-    /// it, and what exceeds that is held (bounded) until the check ends.
+    /// Output of a session with mobility state: datagrams with their own destination first
+    /// (path challenges, counted against the new address's 3x allowance, and responses); while
+    /// a new address is checked the rest is held (at most `MAX_HELD_DATAGRAMS`, the oldest
+    /// dropped first) and goes to whichever address the check leaves in use: nothing but
+    /// challenges reaches an address that may be spoofed, and nothing is lost if it was.
     fn poll_transmit_mobile(&mut self) -> Option<Transmit> {
         let src = self.local();
         let path = self.path.as_deref_mut()?;
         let (dst, payload) = match path.direct.pop_front() {
             Some(d) => d,
             None => loop {
-                let payload = self.outgoing.pop_front()?;
+                let payload = self.queued.as_mut()?.outgoing.pop_front()?;
                 let path = self.path.as_deref_mut()?;
-                let Some(probe) = path.probe.as_mut() else { break (self.remote, payload) };
-                let len = payload.len() as u64;
-                if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
-                    probe.bytes_sent += len;
-                    break (probe.addr, payload);
+                if path.probe.is_none() {
+                    break (self.remote, payload);
                 }
-                path.stats.bytes_held_by_amplification_limit += len;
+                path.stats.bytes_held_by_amplification_limit += payload.len() as u64;
                 path.held.push_back(payload);
                 if path.held.len() > MAX_HELD_DATAGRAMS {
                     if let Some(oldest) = path.held.pop_front() {
@@ -2383,6 +2402,7 @@ impl Connection {
                 }
             },
         };
+        self.free_empty_queues();
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += payload.len() as u64;
         Some(Transmit { src, dst, payload })

@@ -90,6 +90,9 @@ pub struct Endpoint {
     max_handshakes: usize,
     max_handshakes_per_ip: Option<usize>,
     idle_timeout: Option<Duration>,
+    /// When established sessions are next scanned for idle expiry. One endpoint-wide timer
+    /// rather than an entry per session in `timers`: a session costs no timer memory.
+    idle_sweep: Option<Instant>,
     /// The latest time the driver gave us (for calls that take no time, e.g. `send`).
     clock: Instant,
     next_id: u64,
@@ -153,14 +156,12 @@ struct Slot {
 }
 
 /// What an established session received, to tell authenticated traffic from dropped garbage.
+/// The counters are the session's own, truncated: only their changes matter.
 #[derive(Clone, Copy, Debug)]
 struct Activity {
     last: Instant,
-    datagrams_received: u64,
-    records_dropped: u64,
-    /// When the idle timer is filed. It is moved only when it fires (to `last` + idle), not on
-    /// every datagram, so the data path does not touch the timer tree.
-    armed: Option<Instant>,
+    datagrams_received: u32,
+    records_dropped: u32,
 }
 
 struct PartialHello {
@@ -222,6 +223,7 @@ impl Endpoint {
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
             max_handshakes_per_ip: None,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            idle_sweep: None,
             clock: Instant::ZERO,
             next_id: 0,
             transmits: VecDeque::new(),
@@ -266,9 +268,14 @@ impl Endpoint {
 
     /// An established session that receives no authenticated datagram for `idle` is closed
     /// (close_notify, then `Event::Failed(Error::Closed)`); `None` keeps sessions for ever.
-    /// The default is [`DEFAULT_IDLE_TIMEOUT`].
+    /// The default is [`DEFAULT_IDLE_TIMEOUT`]. Sessions are checked by one endpoint-wide scan
+    /// (at most 64 per idle period), so one closes between `idle` and `idle` × 65/64 after its
+    /// last authenticated datagram.
     pub fn set_idle_timeout(&mut self, idle: Option<Duration>) {
         self.idle_timeout = idle;
+        // Rescan at the next timeout under the new limit.
+        let established = self.connections.values().any(|s| s.activity.is_some());
+        self.idle_sweep = idle.filter(|_| established).map(|_| self.clock);
     }
 
     /// A random Connection ID of `len` bytes no session of ours has (RFC 9146 §3: the receiver
@@ -726,26 +733,25 @@ impl Endpoint {
             self.remove_connection(id);
             return;
         }
-        let mut deadline = conn.poll_timeout();
+        let deadline = conn.poll_timeout();
         if conn.is_established() {
             let stats = conn.stats();
             let seen = Activity {
                 last: now,
-                datagrams_received: stats.datagrams_received,
-                records_dropped: stats.records_dropped,
-                armed: self.idle_timeout.map(|idle| now + idle),
+                datagrams_received: stats.datagrams_received as u32,
+                records_dropped: stats.records_dropped as u32,
             };
             let activity = slot.activity.get_or_insert(seen);
             // A datagram that arrived and dropped nothing was authenticated: the peer is alive.
-            if seen.datagrams_received > activity.datagrams_received
+            if seen.datagrams_received != activity.datagrams_received
                 && seen.records_dropped == activity.records_dropped
             {
                 activity.last = now;
             }
             activity.datagrams_received = seen.datagrams_received;
             activity.records_dropped = seen.records_dropped;
-            if let Some(expiry) = activity.armed {
-                deadline = Some(deadline.map_or(expiry, |d| d.min(expiry)));
+            if let (None, Some(idle)) = (self.idle_sweep, self.idle_timeout) {
+                self.idle_sweep = Some(now + idle);
             }
             self.forget_half_open(id);
         }
@@ -773,7 +779,11 @@ impl Endpoint {
 
     /// The earliest deadline of any connection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.first().map(|(t, _)| *t)
+        let timer = self.timers.first().map(|(t, _)| *t);
+        match (timer, self.idle_sweep) {
+            (Some(t), Some(s)) => Some(t.min(s)),
+            (t, s) => t.or(s),
+        }
     }
 
     /// Runs the timers that are due.
@@ -788,25 +798,41 @@ impl Endpoint {
             if let Some(slot) = self.connections.get_mut(&id) {
                 let slot: &mut Slot = slot;
                 slot.deadline = None;
-                let c = &mut slot.conn;
-                c.handle_timeout(now);
-                if let Some(activity) = slot.activity.as_mut().filter(|_| c.is_established()) {
-                    match self.idle_timeout {
-                        Some(idle) if now >= activity.last + idle => {
-                            c.close();
-                            self.stats.sessions_expired += 1;
-                            self.events.push_back((ConnectionHandle(id), Event::Failed(Error::Closed)));
-                        }
-                        Some(idle) if activity.armed.is_some_and(|t| now >= t) => {
-                            activity.armed = Some(activity.last + idle)
-                        }
-                        Some(_) => {}
-                        None => activity.armed = None,
-                    }
-                }
+                slot.conn.handle_timeout(now);
             }
             self.drain(id);
         }
+        if self.idle_sweep.is_some_and(|t| now >= t) {
+            self.sweep_idle(now);
+        }
+    }
+
+    /// Closes the established sessions silent for the idle timeout, and files the next scan at
+    /// the earliest expiry left, but at most 64 scans per idle period: a session is closed
+    /// between `idle` and `idle` × (1 + 1/64) after its last authenticated datagram.
+    fn sweep_idle(&mut self, now: Instant) {
+        self.idle_sweep = None;
+        let Some(idle) = self.idle_timeout else { return };
+        let mut expired = Vec::new();
+        let mut next: Option<Instant> = None;
+        for (&id, slot) in &self.connections {
+            let Some(activity) = slot.activity.filter(|_| slot.conn.is_established()) else { continue };
+            let expiry = activity.last + idle;
+            if now >= expiry {
+                expired.push(id);
+            } else {
+                next = Some(next.map_or(expiry, |t| t.min(expiry)));
+            }
+        }
+        for id in expired {
+            if let Some(slot) = self.connections.get_mut(&id) {
+                slot.conn.close();
+                self.stats.sessions_expired += 1;
+                self.events.push_back((ConnectionHandle(id), Event::Failed(Error::Closed)));
+            }
+            self.drain(id);
+        }
+        self.idle_sweep = next.map(|t| t.max(now + idle / 64));
     }
 
     /// The next event of any connection.

@@ -2,7 +2,7 @@
 //! Not a stable API.
 
 use crate::codec::Reader;
-use crate::config::{ClientConfig, ServerConfig};
+use crate::config::{ClientConfig, Mobility, ServerConfig};
 use crate::connection::Connection;
 use crate::endpoint::Endpoint;
 use crate::handshake::{
@@ -127,8 +127,18 @@ pub fn endpoint_datagram(data: &[u8]) {
 /// An established client/server pair; returns the datagrams of the handshake and of one
 /// application record each way (`true`: client to server).
 pub fn established_pair() -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
-    let client_config = Arc::new(ClientConfig::psk(PSK_ID, PSK_KEY));
-    let server_config = Arc::new(ServerConfig::psk(PSK_ID, PSK_KEY));
+    established_pair_with(Mobility::default(), Mobility::default())
+}
+
+/// Like [`established_pair`], with session mobility configured on each side.
+pub fn established_pair_with(
+    client_mobility: Mobility,
+    server_mobility: Mobility,
+) -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
+    let client_config =
+        Arc::new(ClientConfig { mobility: client_mobility, ..ClientConfig::psk(PSK_ID, PSK_KEY) });
+    let server_config =
+        Arc::new(ServerConfig { mobility: server_mobility, ..ServerConfig::psk(PSK_ID, PSK_KEY) });
     let now = Instant::from_millis(1);
     let mut client = Connection::client(client_config, now, server_addr(), [1; 32]);
     let mut server = Endpoint::new(server_config, [2; 32]);
@@ -161,8 +171,22 @@ pub fn established_pair() -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
 /// `data` as a datagram to both sides of an established session: no panic, and the session
 /// still carries data afterwards (checked with a debug assertion so fuzzers see it).
 pub fn established_session(data: &[u8]) {
-    let (mut client, mut server, _) = established_pair();
+    session_input(data, Mobility::default(), Mobility::default());
+    // Connection IDs both ways (so both sides parse tls12_cid records) and address checks.
+    let cid =
+        |n| Mobility { connection_id: Some(n), return_routability_check: true, follow_server_port: true };
+    session_input(data, cid(3), cid(4));
+}
+
+fn session_input(data: &[u8], client_mobility: Mobility, server_mobility: Mobility) {
+    let (mut client, mut server, _) = established_pair_with(client_mobility, server_mobility);
     let now = Instant::from_millis(2);
+    // The same bytes from an address the session never used: nothing there authenticates, so
+    // the session must not move.
+    let stranger = SocketAddr::from(([203, 0, 113, 66], 666));
+    let mut d = data.to_vec();
+    server.handle_datagram(now, server_addr(), stranger, &mut d);
+    debug_assert!(server.handle_for(stranger).is_none(), "unauthenticated input moved a session");
     let mut d = data.to_vec();
     client.handle_datagram(now, server_addr(), &mut d);
     let mut d = data.to_vec();

@@ -1,6 +1,7 @@
 //! Sans-IO DTLS 1.2 (RFC 6347) with pre-shared keys (RFC 4279) and ECDHE with X.509
 //! certificates (RFC 8422), extended master secret (RFC 7627), resumption by session ID and
-//! ticket (RFC 5077), stateless cookies and one flight engine for retransmission.
+//! ticket (RFC 5077), Connection IDs (RFC 9146) and the return-routability check (RFC 9853),
+//! stateless cookies and one flight engine for retransmission.
 //!
 //! - [`Connection`]: one session, client or server. Datagrams and time go in
 //!   ([`Connection::handle_datagram`], [`Connection::handle_timeout`]); datagrams, the next
@@ -61,8 +62,55 @@
 //! - A new ClientHello from the address of an existing session (RFC 6347 §4.2.8) is answered
 //!   with a HelloVerifyRequest and leaves the session alone; once it returns a valid cookie, the
 //!   old session ends with [`Error::Superseded`] and the new handshake proceeds.
-//! - Footprint: an established session is a [`Connection`] of 272 bytes with nothing on the
-//!   heap (client); the handshake-only state is boxed and freed when the handshake completes.
+//! - Connection ID (RFC 9146, [`Mobility::connection_id`]): extension `connection_id` (54) with
+//!   `opaque cid<0..255>` in both hellos. A server issues random CIDs unique in its
+//!   [`Endpoint`] and finds a `tls12_cid` record's session by its CID before anything else.
+//!   Records of epoch 1 (Finished included) towards a peer that asked for a non-empty CID are
+//!   `tls12_cid` (25) records: the CID after the sequence number, the ciphertext of
+//!   DTLSInnerPlaintext (content, real type, no padding sent, zero padding accepted), and the
+//!   §5.3 additional data: 8 x 0xff, 25, cid_length, 25, version, epoch, sequence number, cid,
+//!   length of DTLSInnerPlaintext. Epoch-0 records never carry a CID; plain epoch-1 records are
+//!   still read. [`Connection::connection_id`] says what was agreed.
+//! - Following the client (RFC 9146 §6): a session with a CID or its own socket (below) moves to
+//!   a new client address when a record from there authenticates and is newer than every
+//!   record received before; a replayed or reordered record changes nothing. Standard sessions
+//!   never move (a record from another address is dropped, as before). The endpoint's address
+//!   index follows, and [`Event::PathChanged`] says where the session sends now.
+//! - Return-routability check (RFC 9853, [`Mobility::return_routability_check`]): extension
+//!   `rrc` (61, empty), content type `return_routability_check` (27) carrying a message type
+//!   and an 8-byte cookie: path_challenge (0), path_response (1), path_drop (2, ignored: only
+//!   the basic check is run); unknown types are ignored. With `rrc` a new client address gets
+//!   a protected path_challenge (a fresh random cookie each time) before the session moves;
+//!   it is resent on the retransmission timer (initial, doubling, capped) up to 4 times, and at
+//!   most 3x the bytes received from that address are sent to it (challenges beyond that are
+//!   skipped). While the check runs, other datagrams are held, at most 8 (the oldest dropped,
+//!   counted in [`MobilityStats`]): on the matching path_response from that address the
+//!   session moves and they go there; if the check fails, or a newer record arrives from the
+//!   address in use, the session stays and they go to the old address. A client answers each
+//!   path_challenge at once, to the address it came from.
+//! - Session sockets (seed 001 IPC): [`Event::Accepted`] comes when a connection is created;
+//!   [`Endpoint::set_local`] then gives it its own socket: every datagram of it not yet handed
+//!   out leaves with `Transmit::src` = that socket, and every datagram arriving there goes to it
+//!   whatever its source ([`Endpoint::handle_for_local`]). A client with
+//!   [`Mobility::follow_server_port`] takes the port its ServerHello came from (same IP) as the
+//!   server's.
+//! - Port moves (seed 001 TCS, [`Endpoint::move_to`]): both sides must agree on `port_move`,
+//!   extension 0xFF00 (empty), the first value of the "Reserved for Private Use" range
+//!   0xFF00-0xFFFF of the TLS ExtensionType registry (RFC 8446 §11), so it cannot collide with
+//!   an assigned extension and a peer without it ignores it. The announcement is a protected
+//!   `return_routability_check` record of message type 254 (`port_moved`, then the uint16
+//!   port): RFC 9853 reserves 254-255 of its RRC Message Types registry for private use, and
+//!   the record is then protected, sequenced and replay-checked like any other, which a new
+//!   content type would not give for free. It is resent on the retransmission timer (initial,
+//!   doubling, capped, until it is confirmed or the session ends); the client switches its
+//!   remote port, raises [`Event::PathChanged`] and acknowledges with the same message to
+//!   the new port. The session keeps sending from where it did until a record of the client
+//!   authenticates at the new socket, then sends from there.
+//! - Footprint: an established session is a [`Connection`] of 216 bytes with nothing on the
+//!   heap (client); the handshake-only state and the output queues are boxed and freed when
+//!   empty; a server session costs about 370 bytes with its share of the [`Endpoint`]'s tables
+//!   (the `footprint` example measures both), and no timer entry: idle expiry is one scan.
+//!   Mobility state is boxed and made only for sessions that use it.
 //!   Keys are kept raw and the AES key schedule is expanded per record.
 //!   [`Connection::seal_into`] and [`Connection::open_in_place`] allocate nothing.
 //!

@@ -33,8 +33,7 @@ pub(crate) const RRC_PORT_MOVED: u8 = 254;
 
 /// Path challenges sent for one new address before giving up on it.
 pub(crate) const MAX_CHALLENGES: u32 = 4;
-/// Datagrams held for an unverified address (beyond the amplification allowance); older ones
-/// are dropped first.
+/// Datagrams held while a new peer address is checked; older ones are dropped first.
 pub(crate) const MAX_HELD_DATAGRAMS: usize = 8;
 /// RFC 9853: at most this many times the bytes received from an unverified address are sent to it.
 pub(crate) const AMPLIFICATION_FACTOR: u64 = 3;
@@ -51,8 +50,9 @@ pub struct MobilityStats {
     pub path_validations_failed: u64,
     /// Times the session started sending to a new peer address (`Event::PathChanged`).
     pub path_changes: u64,
-    /// Bytes of datagrams held back (not sent) because they would have exceeded 3x the bytes
-    /// received from an unverified address; sent once the address is verified, or dropped.
+    /// Bytes of datagrams held back while a new peer address was checked (only path challenges
+    /// go to it, within 3x the bytes received from it); sent to the verified address, or to the
+    /// old one when the check fails.
     pub bytes_held_by_amplification_limit: u64,
     /// Bytes of held datagrams dropped (the hold is bounded, or the check failed).
     pub bytes_dropped_by_amplification_limit: u64,
