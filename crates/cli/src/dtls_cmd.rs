@@ -94,10 +94,15 @@ pub struct ServerArgs {
     /// How sessions get their sockets so that clients can move: standard (one socket, sessions
     /// keyed by the client's address), ipc (a port per session from the ServerHello on), tcs (a
     /// temporary socket connected to the client during the handshake, then a port of its own),
-    /// cid (connection IDs, RFC 9146, on one socket). ipc, tcs and cid check a client's new address
-    /// with return routability (RFC 9853) when the client offers it.
+    /// cid (connection IDs, RFC 9146, on one socket). ipc and tcs move only clients that offer
+    /// port_move (fastshake --mobility ipc|tcs); others are served on the welcome port. ipc, tcs
+    /// and cid check a client's new address with return routability (RFC 9853) when it offers it.
     #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
     mobility: MobilityMode,
+    /// Close a session that received nothing for this many seconds (close_notify; its socket,
+    /// if it has one, closes with it). Default: 300.
+    #[arg(long, value_name = "SECS")]
+    idle_timeout: Option<f64>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -323,8 +328,18 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         mobility: args.mobility.server_mobility(),
         ..ServerConfig::default()
     };
-    let options =
-        ServerOptions { trace: common.trace("server"), mobility: args.mobility, ..ServerOptions::default() };
+    let idle_timeout = match args.idle_timeout {
+        Some(secs) => {
+            Some(Duration::try_from_secs_f64(secs).context("--idle-timeout must be a positive number")?)
+        }
+        None => None,
+    };
+    let options = ServerOptions {
+        trace: common.trace("server"),
+        mobility: args.mobility,
+        idle_timeout,
+        ..ServerOptions::default()
+    };
     // The driver pins the wall clock when it starts; validate as it will run.
     let wall_clock = Some(Clock::new().wall_clock());
     ServerConfig { wall_clock, ..config.clone() }.validate().context("unusable server configuration")?;
@@ -342,10 +357,12 @@ async fn serve(
     let mut server = DtlsServer::bind(listen, config, options)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    // The banner of a standard server stays as it always was.
+    let mobility_text =
+        if mobility == MobilityMode::Standard { String::new() } else { format!(", mobility {mobility}") };
     eprintln!(
-        "fastshake server: listening on {} (DTLS 1.2, {credentials}, mobility {})",
-        server.local_addr(),
-        mobility
+        "fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})",
+        server.local_addr()
     );
     let controller = server.controller();
     let mut terminate = terminate_signal()?;

@@ -91,3 +91,168 @@ fn standard_dtls_can_reconnect_with_a_full_handshake() {
     assert_eq!(server.stderr().matches("handshake done").count(), 2, "{both}");
     assert!(!server.stderr().contains("resumed by"), "{both}");
 }
+
+/// The port in `text` right after `prefix` (e.g. "127.0.0.1:").
+fn port_after(text: &str, prefix: &str) -> Option<u16> {
+    let rest = text.split(prefix).nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// The port the client's trace shows a datagram naming `what` came from.
+fn port_of_received(client: &Peer, what: &str) -> Option<u16> {
+    client
+        .stderr()
+        .lines()
+        .find(|l| l.contains("<- 127.0.0.1:") && l.contains(what))
+        .and_then(|l| port_after(l, "<- 127.0.0.1:"))
+}
+
+#[test]
+fn ipc_session_survives_a_move_and_answers_from_its_own_port() {
+    let (server, client) = move_mid_session("ipc", None, &["--verbose"]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
+    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    assert_ne!(own, welcome, "{both}");
+    // Already the ServerHello comes from the session's own port, and the client follows it there.
+    assert_eq!(port_of_received(&client, "ServerHello"), Some(own), "{both}");
+    assert!(client.stderr().contains(&format!("following the server to 127.0.0.1:{own}")), "{both}");
+}
+
+#[test]
+fn tcs_session_moves_to_its_own_port_after_the_handshake_and_survives_a_move() {
+    let (server, client) = move_mid_session("tcs", None, &["--verbose"]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    let both = format!("{}\n{}", client.transcript(), server.transcript());
+    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
+    // The handshake runs on the welcome port; the data then comes from the session's port.
+    assert_eq!(port_of_received(&client, "ServerHello"), Some(welcome), "{both}");
+    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    assert_ne!(own, welcome, "{both}");
+    let stderr = client.stderr();
+    let last_data = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains("<- 127.0.0.1:") && l.contains("ApplicationData"))
+        .and_then(|l| port_after(l, "<- 127.0.0.1:"));
+    assert_eq!(last_data, Some(own), "{both}");
+}
+
+#[test]
+fn cid_session_survives_a_move_to_another_address() {
+    let (server, client) = move_mid_session("cid", Some("127.0.0.2:0"), &[]);
+    assert_each_line_echoed_once(&client, &server);
+    assert_same_session(&server, &client);
+    server.expect_stderr_line_with(&["moved from 127.0.0.1:", "to 127.0.0.2:"]);
+}
+
+#[test]
+fn a_tcs_client_that_does_not_offer_port_move_stays_on_the_welcome_port() {
+    let (server, port) = fastshake_server(&["--echo", "--mobility", "tcs"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mobility", "standard"]);
+    client.write_line("hello");
+    client.expect_stdout("hello\n");
+    server.expect_stderr_line_with(&["client", "stays on the welcome port"]);
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+}
+
+#[test]
+fn an_ipc_server_serves_a_client_without_port_move_on_the_welcome_port() {
+    let (server, port) = fastshake_server(&["--echo", "--mobility", "ipc"]);
+    let mut client = fastshake_client(port, PSK_HEX, &["--mobility", "standard"]);
+    client.write_line("hello");
+    client.expect_stdout("hello\n");
+    server.expect_stderr_line_with(&["client", "stays on the welcome port", "port_move"]);
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+}
+
+/// The UDP sockets of this host as `ss -uanH` lists them: (state, local, peer).
+fn udp_sockets() -> Vec<(String, String, String)> {
+    let output = std::process::Command::new("ss").args(["-uanH"]).output().expect("run ss (iproute2)");
+    assert!(output.status.success(), "ss failed");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [state, _, _, local, peer, ..] => {
+                    Some((state.to_string(), local.to_string(), peer.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `holds` is true of the host's UDP sockets.
+fn wait_for_sockets(what: &str, holds: impl Fn(&[(String, String, String)]) -> bool) {
+    let deadline = std::time::Instant::now() + STEP;
+    while std::time::Instant::now() < deadline {
+        if holds(&udp_sockets()) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("never saw {what}: {:?}", udp_sockets());
+}
+
+/// The client port the server's handshake line names.
+fn client_port(server: &Peer) -> u16 {
+    server
+        .stderr()
+        .lines()
+        .find(|l| l.contains(": handshake done"))
+        .and_then(|l| port_after(l, "fastshake server: 127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no handshake line\n{}", server.transcript()))
+}
+
+#[test]
+fn a_tcs_handshake_runs_on_a_socket_connected_to_the_client_that_closes_with_the_session() {
+    let (server, port) = fastshake_server(&["--echo", "--mobility", "tcs"]);
+    // A standard client stays on its temporary socket for the whole session.
+    let mut client = fastshake_client(port, PSK_HEX, &[]);
+    client.write_line("hello");
+    client.expect_stdout("hello\n");
+    server.expect_stderr("handshake done");
+    let (welcome, peer) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{}", client_port(&server)));
+    let connected = |s: &[(String, String, String)]| s.iter().any(|(_, l, p)| *l == welcome && *p == peer);
+    wait_for_sockets("the temporary socket connected to the client", connected);
+    client.close_stdin();
+    assert!(client.expect_exit().success(), "{}", client.transcript());
+    server.expect_stderr("closed by the peer");
+    wait_for_sockets("the temporary socket closed", |s| !connected(s));
+    // The welcome socket stays.
+    assert!(udp_sockets().iter().any(|(_, l, p)| *l == welcome && p.ends_with(":*")));
+}
+
+#[test]
+fn session_ports_close_with_their_sessions() {
+    for mode in ["ipc", "tcs"] {
+        let (server, port) = fastshake_server(&["--echo", "--mobility", mode]);
+        let mut client = fastshake_client(port, PSK_HEX, &["--mobility", mode]);
+        client.write_line("hello");
+        client.expect_stdout("hello\n");
+        server.expect_stderr("own socket 127.0.0.1:");
+        let own = port_after(&server.stderr(), "own socket 127.0.0.1:").expect("the session's port");
+        let own_local = format!("127.0.0.1:{own}");
+        let welcome = format!("127.0.0.1:{port}");
+        let has_own = |s: &[(String, String, String)]| s.iter().any(|(_, l, _)| *l == own_local);
+        wait_for_sockets("the session's own socket", has_own);
+        if mode == "tcs" {
+            // Once the client uses the new port, the temporary socket has gone.
+            let temporary = |s: &[(String, String, String)]| {
+                s.iter().any(|(_, l, p)| *l == welcome && !p.ends_with(":*"))
+            };
+            wait_for_sockets("the temporary socket gone after the move", |s| !temporary(s));
+        }
+        client.close_stdin();
+        assert!(client.expect_exit().success(), "{mode}: {}", client.transcript());
+        server.expect_stderr("closed by the peer");
+        wait_for_sockets("the session's socket closed", |s| !has_own(s));
+    }
+}

@@ -4,7 +4,7 @@
 //! Run in release: `cargo run --release -p fastshake-dtls --example footprint`.
 //! Prints only; the benchmark of record is `fastshake bench handshake`.
 
-use fastshake_dtls::{ClientConfig, Connection, Endpoint, Instant, ServerConfig};
+use fastshake_dtls::{ClientConfig, Connection, Endpoint, Instant, Mobility, ServerConfig};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use std::net::SocketAddr;
@@ -121,6 +121,25 @@ fn main() {
         "resumption cache entry: {} B per session (server with the cache on: {with_cache} B; mean of 1000)",
         with_cache - session
     );
+
+    // The same with session mobility: a 4-byte Connection ID issued by the server (the client
+    // wants none), and with the return-routability check on top.
+    for (what, mobility) in [
+        ("a 4-byte Connection ID", Mobility { connection_id: Some(4), ..Mobility::default() }),
+        (
+            "a 4-byte Connection ID and RRC",
+            Mobility { connection_id: Some(4), return_routability_check: true, ..Mobility::default() },
+        ),
+    ] {
+        let client_mobility =
+            Mobility { connection_id: mobility.connection_id.map(|_| 0), ..mobility.clone() };
+        let mobile_client = Arc::new(ClientConfig { mobility: client_mobility, ..(*ccfg).clone() });
+        let mut mobile_server = (*scfg).clone();
+        mobile_server.session_cache.max_entries = 0;
+        mobile_server.mobility = mobility;
+        let mobile = server_bytes_per_session(&mobile_client, &Arc::new(mobile_server), server_addr);
+        println!("established server session with {what}: {mobile} B (cache off; mean of 1000)");
+    }
 
     // Allocations per application record on the data path.
     let mut server = Endpoint::new(scfg.clone(), [7; 32]);

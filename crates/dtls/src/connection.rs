@@ -494,7 +494,7 @@ impl Connection {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
             hs.rng.fill_bytes(&mut own_cid);
             Box::new(PathState {
-                own_cid,
+                own_cid: own_cid.into(),
                 offered_cid: config.mobility.connection_id.is_some(),
                 ..Default::default()
             })
@@ -589,8 +589,8 @@ impl Connection {
             let mut seed = [0u8; 32];
             hs.rng.fill_bytes(&mut seed);
             Box::new(PathState {
-                own_cid: issued_cid,
-                rng: config.mobility.return_routability_check.then(|| ChaCha20Rng::from_seed(seed)),
+                own_cid: issued_cid.into(),
+                cookie_seed: config.mobility.return_routability_check.then_some(seed),
                 ..Default::default()
             })
         });
@@ -641,7 +641,7 @@ impl Connection {
     fn send_client_hello(&mut self, now: Instant) {
         let Some(config) = self.client_config().cloned() else { return };
         let Some(hs) = self.hs.as_mut() else { return };
-        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| p.own_cid.as_slice());
+        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| &p.own_cid[..]);
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
         let mut body = Vec::with_capacity(160);
         // RFC 6066 §3: server_name carries DNS names only, never address literals.
@@ -728,9 +728,9 @@ impl Connection {
                 }
                 if let Some(path) = self.path.as_deref_mut() {
                     path.cid_negotiated = sh.extensions.connection_id.is_some();
-                    path.peer_cid = sh.extensions.connection_id.unwrap_or_default().to_vec();
+                    path.peer_cid = sh.extensions.connection_id.unwrap_or_default().into();
                     if !path.cid_negotiated {
-                        path.own_cid.clear();
+                        path.own_cid = Box::default();
                     }
                     path.rrc = sh.extensions.rrc;
                     path.port_move = sh.extensions.port_move;
@@ -1096,7 +1096,7 @@ impl Connection {
             renegotiation_info: secure_renegotiation,
             point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
             session_ticket: issue_ticket.then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice()),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             ..Default::default()
@@ -1196,7 +1196,7 @@ impl Connection {
             extended_master_secret: true,
             renegotiation_info: secure_renegotiation,
             session_ticket: issue_ticket.then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice()),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             ..Default::default()
@@ -1689,7 +1689,7 @@ impl Connection {
                 }
                 let cid = match (header.cid_len, self.path.as_deref()) {
                     (0, _) | (_, None) => &[][..],
-                    (_, Some(path)) => path.own_cid.as_slice(),
+                    (_, Some(path)) => &path.own_cid[..],
                 };
                 let (explicit, sealed) = body.split_at_mut(RecordCipher::EXPLICIT_NONCE_LEN);
                 let mut explicit_nonce = [0u8; 8];
@@ -2121,7 +2121,7 @@ impl Connection {
 
     /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).
     pub fn connection_id(&self) -> Option<&[u8]> {
-        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| p.own_cid.as_slice())
+        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..])
     }
 
     /// Whether the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.
@@ -2187,14 +2187,15 @@ impl Connection {
         let established = self.state == State::Established;
         let Some(path) = self.path.as_deref_mut() else { return };
         // TCS: the client's first authenticated record at the announced socket confirms the move.
-        if let (Some(local), Some(moving)) = (local, path.moving.as_ref()) {
+        if let (Some(local), Some(moving)) = (local, path.moving()) {
             if moving.local == local {
                 path.local = Some(local);
-                path.moving = None;
+                path.transient().moving = None;
+                path.release_idle();
             }
         }
         let mut cancel_probe = false;
-        if let Some(probe) = path.probe.as_mut() {
+        if let Some(probe) = path.transient.as_deref_mut().and_then(|t| t.probe.as_mut()) {
             if probe.addr == remote {
                 probe.bytes_received += len as u64;
             } else if remote == current && seen.newest {
@@ -2211,7 +2212,7 @@ impl Connection {
         }
         if !path.rrc {
             self.change_remote(remote);
-        } else if path.probe.as_ref().is_none_or(|p| p.addr != remote) {
+        } else if path.probe().is_none_or(|p| p.addr != remote) {
             self.start_probe(now, remote, len as u64);
         }
     }
@@ -2237,11 +2238,11 @@ impl Connection {
         let Some(path) = self.path.as_deref_mut() else { return };
         // A new address while another is checked: the newest wins (RFC 9853 §4 leaves nested
         // rebindings to time out); what was held for the old candidate goes to the known address.
-        if path.probe.is_some() {
+        if path.probe().is_some() {
             self.end_probe(now, false);
         }
         let Some(path) = self.path.as_deref_mut() else { return };
-        path.probe = Some(Probe {
+        path.transient().probe = Some(Probe {
             addr,
             cookies: Vec::new(),
             bytes_received,
@@ -2257,17 +2258,15 @@ impl Connection {
     fn send_challenge(&mut self, now: Instant) {
         let (_, max) = self.retransmit_bounds();
         let Some(path) = self.path.as_deref_mut() else { return };
-        let mut cookie = [0u8; 8];
-        if let Some(rng) = path.rng.as_mut() {
-            rng.fill_bytes(&mut cookie);
-        }
+        let cookie = path.next_cookie();
         let Ok(record) =
             self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PATH_CHALLENGE], &cookie])
         else {
             return;
         };
         let Some(path) = self.path.as_deref_mut() else { return };
-        let Some(probe) = path.probe.as_mut() else { return };
+        let transient = path.transient();
+        let Some(probe) = transient.probe.as_mut() else { return };
         probe.challenges_sent += 1;
         probe.deadline = now + probe.interval;
         probe.interval = (probe.interval * 2).min(max);
@@ -2275,7 +2274,8 @@ impl Connection {
         if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
             probe.bytes_sent += len;
             probe.cookies.push(cookie);
-            path.direct.push_back((probe.addr, record));
+            let to = probe.addr;
+            transient.direct.push_back((to, record));
             path.stats.path_challenges_sent += 1;
         }
     }
@@ -2284,8 +2284,10 @@ impl Connection {
     /// goes out to it; otherwise it stays where it was and the held datagrams go there.
     fn end_probe(&mut self, _now: Instant, validated: bool) {
         let Some(path) = self.path.as_deref_mut() else { return };
-        let Some(probe) = path.probe.take() else { return };
-        let held = std::mem::take(&mut path.held);
+        let Some(transient) = path.transient.as_deref_mut() else { return };
+        let Some(probe) = transient.probe.take() else { return };
+        let held = std::mem::take(&mut transient.held);
+        path.release_idle();
         if validated {
             self.change_remote(probe.addr);
         }
@@ -2298,7 +2300,7 @@ impl Connection {
     fn handle_path_timeout(&mut self, now: Instant) {
         let (_, max) = self.retransmit_bounds();
         let Some(path) = self.path.as_deref_mut() else { return };
-        if let Some(probe) = path.probe.as_ref().filter(|p| now >= p.deadline) {
+        if let Some(probe) = path.probe().filter(|p| now >= p.deadline) {
             if probe.challenges_sent < MAX_CHALLENGES {
                 self.send_challenge(now);
             } else {
@@ -2307,7 +2309,9 @@ impl Connection {
             }
         }
         let Some(path) = self.path.as_deref_mut() else { return };
-        if let Some(moving) = path.moving.as_mut().filter(|m| now >= m.deadline) {
+        if let Some(moving) =
+            path.transient.as_deref_mut().and_then(|t| t.moving.as_mut()).filter(|m| now >= m.deadline)
+        {
             moving.deadline = now + moving.interval;
             moving.interval = (moving.interval * 2).min(max);
             let port = moving.local.port();
@@ -2342,15 +2346,14 @@ impl Connection {
                     self.seal_record(ContentType::ReturnRoutabilityCheck, &[&[RRC_PATH_RESPONSE], cookie])
                 {
                     if let Some(path) = self.path.as_deref_mut() {
-                        path.direct.push_back((remote, record));
+                        path.transient().direct.push_back((remote, record));
                         path.stats.path_responses_sent += 1;
                     }
                 }
             }
             (Some(RRC_PATH_RESPONSE), 9) => {
                 let valid = path
-                    .probe
-                    .as_ref()
+                    .probe()
                     .is_some_and(|p| p.addr == remote && p.cookies.iter().any(|c| c[..] == message[1..9]));
                 if valid {
                     self.end_probe(now, true);
@@ -2378,25 +2381,38 @@ impl Connection {
     }
 
     /// Output of a session with mobility state: datagrams with their own destination first
-    /// (path challenges, counted against the new address's 3x allowance, and responses); while
-    /// a new address is checked the rest is held (at most `MAX_HELD_DATAGRAMS`, the oldest
-    /// dropped first) and goes to whichever address the check leaves in use: nothing but
-    /// challenges reaches an address that may be spoofed, and nothing is lost if it was.
+    /// (path challenges, copies, responses). While a new address is checked, each datagram goes
+    /// both to it, within its 3x allowance (RFC 9853), and to the address in use: a real move
+    /// costs no round trip, a spoofed one loses nothing (the client drops whichever copy comes
+    /// second as a replay). What exceeds the allowance is held (at most `MAX_HELD_DATAGRAMS`,
+    /// the oldest dropped first) for whichever address the check leaves in use.
     fn poll_transmit_mobile(&mut self) -> Option<Transmit> {
         let src = self.local();
         let path = self.path.as_deref_mut()?;
-        let (dst, payload) = match path.direct.pop_front() {
+        let direct = path.transient.as_deref_mut().and_then(|t| t.direct.pop_front());
+        path.release_idle();
+        let (dst, payload) = match direct {
             Some(d) => d,
             None => loop {
                 let payload = self.queued.as_mut()?.outgoing.pop_front()?;
                 let path = self.path.as_deref_mut()?;
-                if path.probe.is_none() {
+                let Some(transient) = path.transient.as_deref_mut().filter(|t| t.probe.is_some()) else {
                     break (self.remote, payload);
+                };
+                if let Some(probe) = transient.probe.as_mut() {
+                    let len = payload.len() as u64;
+                    if probe.bytes_sent + len <= AMPLIFICATION_FACTOR * probe.bytes_received {
+                        probe.bytes_sent += len;
+                        let to = probe.addr;
+                        transient.direct.push_back((self.remote, payload.clone()));
+                        path.stats.bytes_copied_during_checks += len;
+                        break (to, payload);
+                    }
                 }
                 path.stats.bytes_held_by_amplification_limit += payload.len() as u64;
-                path.held.push_back(payload);
-                if path.held.len() > MAX_HELD_DATAGRAMS {
-                    if let Some(oldest) = path.held.pop_front() {
+                transient.held.push_back(payload);
+                if transient.held.len() > MAX_HELD_DATAGRAMS {
+                    if let Some(oldest) = transient.held.pop_front() {
                         path.stats.bytes_dropped_by_amplification_limit += oldest.len() as u64;
                     }
                 }
@@ -2423,7 +2439,8 @@ impl Connection {
         let Some(path) = self.path.as_deref_mut().filter(|p| p.port_move) else {
             return Err(Error::NotNegotiated("port_move: the client did not offer follow_server_port"));
         };
-        path.moving = Some(PortMove { local, deadline: now + initial, interval: (initial * 2).min(max) });
+        path.transient().moving =
+            Some(PortMove { local, deadline: now + initial, interval: (initial * 2).min(max) });
         self.announce_port(local.port());
         Ok(())
     }
@@ -2435,14 +2452,14 @@ fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, 
     let Some(p) = path.as_deref_mut() else { return };
     let offered = &ch.extensions;
     p.cid_negotiated = config.mobility.connection_id.is_some() && offered.connection_id.is_some();
-    p.peer_cid = offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default().to_vec();
+    p.peer_cid = offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default().into();
     if !p.cid_negotiated {
-        p.own_cid.clear();
+        p.own_cid = Box::default();
     }
     p.rrc = config.mobility.return_routability_check && offered.rrc;
     p.port_move = config.mobility.follow_server_port && offered.port_move;
     if !p.rrc {
-        p.rng = None;
+        p.cookie_seed = None;
     }
     if !p.cid_negotiated && !p.rrc && !p.port_move && p.local.is_none() {
         *path = None;
@@ -2451,7 +2468,7 @@ fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, 
 
 /// The CID to write into our protected records (empty: none).
 fn peer_cid(path: &Option<Box<PathState>>) -> &[u8] {
-    path.as_deref().map_or(&[][..], |p| p.peer_cid.as_slice())
+    path.as_deref().map_or(&[][..], |p| &p.peer_cid[..])
 }
 
 /// First 4 bytes of a client random: tells a late duplicate ClientHello from a new one (a new

@@ -103,7 +103,7 @@ pub struct Endpoint {
     /// Empty (no allocation) unless sessions have one.
     by_local: BTreeMap<SocketAddr, u64>,
     /// Sessions with a Connection ID we issued (RFC 9146), by that CID. Empty unless CIDs are on.
-    by_cid: BTreeMap<Vec<u8>, u64>,
+    by_cid: BTreeMap<Box<[u8]>, u64>,
     events: VecDeque<(ConnectionHandle, Event)>,
     partial_hellos: VecDeque<PartialHello>,
     /// Deadlines of the connections that have one, earliest first, so timers cost O(log n)
@@ -284,7 +284,7 @@ impl Endpoint {
         let mut cid = vec![0u8; len as usize];
         for _ in 0..16 {
             self.rng.fill_bytes(&mut cid);
-            if !self.by_cid.contains_key(&cid) {
+            if !self.by_cid.contains_key(&cid[..]) {
                 break;
             }
         }
@@ -524,7 +524,7 @@ impl Endpoint {
         }
         if let Some(cid) = self.connections.get(&id).and_then(|s| s.conn.connection_id()) {
             if !cid.is_empty() {
-                self.by_cid.insert(cid.to_vec(), id);
+                self.by_cid.insert(cid.into(), id);
             }
         }
         self.events.push_back((ConnectionHandle(id), Event::Accepted));

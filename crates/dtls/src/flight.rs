@@ -248,6 +248,53 @@ mod tests {
         assert_eq!(t.current(), Duration::from_secs(1));
     }
 
+    /// A record with a CID, opened by hand from its wire bytes with the additional data spelled
+    /// out as RFC 9146 §5.3 lists it, so the layout and the AAD do not depend on the code that
+    /// wrote them.
+    #[test]
+    fn connection_id_record_matches_rfc9146_layout_and_additional_data() {
+        use ccm::aead::generic_array::GenericArray;
+        use ccm::aead::{AeadInPlace, KeyInit};
+        let keys = DirectionKeys { key: [7; 16], salt: [1, 2, 3, 4] };
+        let cid = [0xc1, 0xd2, 0xe3];
+        let protect = Protect { cipher: RecordCipher::Aes128Ccm8, keys: &keys, cid: &cid };
+        let content = b"hello";
+        let mut out = vec![0u8; record_len(Some(protect), content.len())];
+        write_record(&mut out, ContentType::ApplicationData, 1, 0x0102_0304_0506, Some(protect), &[content]);
+        // Header: tls12_cid, version, epoch 1, sequence number, CID, length.
+        assert_eq!(out[0], 25);
+        assert_eq!(&out[1..3], &[0xfe, 0xfd]);
+        assert_eq!(&out[3..11], &[0, 1, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(&out[11..14], &cid);
+        let length = u16::from_be_bytes([out[14], out[15]]) as usize;
+        assert_eq!(length, out.len() - 16);
+        // Body: 8-byte explicit nonce, then DTLSInnerPlaintext (content + real type) and the tag.
+        let explicit = &out[16..24];
+        let inner_len = length - 8 - 8;
+        assert_eq!(inner_len, content.len() + 1);
+        let mut aad = vec![0xff; 8];
+        aad.extend_from_slice(&[25, cid.len() as u8, 25, 0xfe, 0xfd]);
+        aad.extend_from_slice(&out[3..11]);
+        aad.extend_from_slice(&cid);
+        aad.extend_from_slice(&(inner_len as u16).to_be_bytes());
+        let mut nonce = keys.salt.to_vec();
+        nonce.extend_from_slice(explicit);
+        let mut body = out[24..24 + inner_len].to_vec();
+        let tag = out[24 + inner_len..].to_vec();
+        let aead = ccm::Ccm::<aes::Aes128, ccm::consts::U8, ccm::consts::U12>::new(GenericArray::from_slice(
+            &keys.key,
+        ));
+        aead.decrypt_in_place_detached(
+            GenericArray::from_slice(&nonce),
+            &aad,
+            &mut body,
+            GenericArray::from_slice(&tag),
+        )
+        .expect("authenticates under the RFC 9146 additional data");
+        assert_eq!(&body[..content.len()], content);
+        assert_eq!(body[content.len()], ContentType::ApplicationData as u8);
+    }
+
     #[test]
     fn handshake_fragments_fit_the_mtu() {
         let body: Vec<u8> = (0..=255).collect();

@@ -73,7 +73,9 @@
 //!   still read. [`Connection::connection_id`] says what was agreed.
 //! - Following the client (RFC 9146 §6): a session with a CID or its own socket (below) moves to
 //!   a new client address when a record from there authenticates and is newer than every
-//!   record received before; a replayed or reordered record changes nothing. Standard sessions
+//!   record received before; a replayed or reordered record changes nothing. A record that an
+//!   on-path attacker withholds and later sends from elsewhere does move a session without
+//!   `rrc` (RFC 9146 §6 names this limit); with `rrc` the new address must answer first. Standard sessions
 //!   never move (a record from another address is dropped, as before). The endpoint's address
 //!   index follows, and [`Event::PathChanged`] says where the session sends now.
 //! - Return-routability check (RFC 9853, [`Mobility::return_routability_check`]): extension
@@ -83,11 +85,14 @@
 //!   a protected path_challenge (a fresh random cookie each time) before the session moves;
 //!   it is resent on the retransmission timer (initial, doubling, capped) up to 4 times, and at
 //!   most 3x the bytes received from that address are sent to it (challenges beyond that are
-//!   skipped). While the check runs, other datagrams are held, at most 8 (the oldest dropped,
-//!   counted in [`MobilityStats`]): on the matching path_response from that address the
-//!   session moves and they go there; if the check fails, or a newer record arrives from the
-//!   address in use, the session stays and they go to the old address. A client answers each
-//!   path_challenge at once, to the address it came from.
+//!   skipped). While the check runs, each datagram goes to the new address within that
+//!   allowance and, as a copy, to the address in use, so a real move costs no round trip and
+//!   a spoofed one loses nothing (the client drops the second copy as a replay); what exceeds
+//!   the allowance is held, at most 8 (the oldest dropped, counted in [`MobilityStats`]). On
+//!   the matching path_response from that address the session moves and the held datagrams go
+//!   there; if the check fails, or a newer record arrives from the address in use, the session
+//!   stays and they go to the old address. A client answers each path_challenge at once, to
+//!   the address it came from.
 //! - Session sockets (seed 001 IPC): [`Event::Accepted`] comes when a connection is created;
 //!   [`Endpoint::set_local`] then gives it its own socket: every datagram of it not yet handed
 //!   out leaves with `Transmit::src` = that socket, and every datagram arriving there goes to it

@@ -4,6 +4,7 @@
 
 use fastshake_core::Instant;
 use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -50,9 +51,11 @@ pub struct MobilityStats {
     pub path_validations_failed: u64,
     /// Times the session started sending to a new peer address (`Event::PathChanged`).
     pub path_changes: u64,
-    /// Bytes of datagrams held back while a new peer address was checked (only path challenges
-    /// go to it, within 3x the bytes received from it); sent to the verified address, or to the
-    /// old one when the check fails.
+    /// Bytes of datagrams sent while a new peer address was checked, both to it (within 3x the
+    /// bytes received from it) and, as a copy, to the address in use.
+    pub bytes_copied_during_checks: u64,
+    /// Bytes of datagrams held back while a new peer address was checked, beyond its 3x
+    /// allowance; sent to the verified address, or to the old one when the check fails.
     pub bytes_held_by_amplification_limit: u64,
     /// Bytes of held datagrams dropped (the hold is bounded, or the check failed).
     pub bytes_dropped_by_amplification_limit: u64,
@@ -83,35 +86,45 @@ pub(crate) struct PortMove {
     pub interval: Duration,
 }
 
+/// What exists only while a path is checked, a port move announced, or a datagram with a
+/// destination of its own waits: boxed apart and freed when idle, so a settled session keeps
+/// only `PathState`.
+#[derive(Default)]
+pub(crate) struct Transient {
+    /// A new peer address under check.
+    pub probe: Option<Probe>,
+    /// Server: a move announced and not yet confirmed.
+    pub moving: Option<PortMove>,
+    /// Datagrams held while `probe` runs, sent to whichever address it leaves in use.
+    pub held: VecDeque<Vec<u8>>,
+    /// Datagrams with a destination of their own (path challenges and responses).
+    pub direct: VecDeque<(SocketAddr, Vec<u8>)>,
+}
+
 /// Per-session mobility state.
 #[derive(Default)]
 pub(crate) struct PathState {
     /// CID we write into records we send (the peer's choice); empty: plain records.
-    pub peer_cid: Vec<u8>,
+    pub peer_cid: Box<[u8]>,
     /// CID the peer writes into records to us (our choice); empty: none.
-    pub own_cid: Vec<u8>,
+    pub own_cid: Box<[u8]>,
     /// Both sides agreed on `connection_id`.
     pub cid_negotiated: bool,
     /// Both sides agreed on `rrc`.
     pub rrc: bool,
     /// Both sides agreed on `port_move`.
     pub port_move: bool,
-    /// Client offered / server saw: the extensions of our hello, before the peer's answer.
+    /// Client: `connection_id` is offered in our ClientHello.
     pub offered_cid: bool,
     /// Server: the session's own socket (set_local, or the confirmed move_to target).
     pub local: Option<SocketAddr>,
-    /// Server: a move announced and not yet confirmed.
-    pub moving: Option<PortMove>,
-    /// A new peer address under check.
-    pub probe: Option<Probe>,
-    /// Datagrams for `probe.addr` over its amplification allowance, sent once it is verified.
-    pub held: VecDeque<Vec<u8>>,
-    /// Datagrams with a destination of their own (path challenges and responses).
-    pub direct: VecDeque<(SocketAddr, Vec<u8>)>,
     /// The peer address before the last change, until the endpoint moved its index.
     pub moved_from: Option<SocketAddr>,
-    /// Randomness for path_challenge cookies (server with `rrc`).
-    pub rng: Option<ChaCha20Rng>,
+    /// Server with `rrc`: secret seed of the path_challenge cookies (the n-th cookie is the
+    /// start of ChaCha20 stream n under it, so no generator state is kept).
+    pub cookie_seed: Option<[u8; 32]>,
+    pub cookies_made: u64,
+    pub transient: Option<Box<Transient>>,
     pub stats: MobilityStats,
 }
 
@@ -119,13 +132,48 @@ impl PathState {
     /// Whether the session may follow its peer to a new address (RFC 9146 §6 needs a CID; a
     /// session with its own socket is found by that socket whatever the source).
     pub fn may_follow_peer(&self) -> bool {
-        self.cid_negotiated || self.local.is_some() || self.moving.is_some()
+        self.cid_negotiated || self.local.is_some() || self.moving().is_some()
+    }
+
+    pub fn probe(&self) -> Option<&Probe> {
+        self.transient.as_ref()?.probe.as_ref()
+    }
+
+    pub fn moving(&self) -> Option<&PortMove> {
+        self.transient.as_ref()?.moving.as_ref()
+    }
+
+    /// The transient state, made when first needed.
+    pub fn transient(&mut self) -> &mut Transient {
+        self.transient.get_or_insert_with(Default::default)
+    }
+
+    /// Frees the transient state once nothing is in it.
+    pub fn release_idle(&mut self) {
+        let idle = self.transient.as_ref().is_some_and(|t| {
+            t.probe.is_none() && t.moving.is_none() && t.held.is_empty() && t.direct.is_empty()
+        });
+        if idle {
+            self.transient = None;
+        }
+    }
+
+    /// A fresh unpredictable path_challenge cookie.
+    pub fn next_cookie(&mut self) -> [u8; 8] {
+        let mut cookie = [0u8; 8];
+        if let Some(seed) = self.cookie_seed {
+            let mut stream = ChaCha20Rng::from_seed(seed);
+            stream.set_stream(self.cookies_made);
+            stream.fill_bytes(&mut cookie);
+            self.cookies_made += 1;
+        }
+        cookie
     }
 
     /// The earliest timer: a path challenge or a port announcement to resend.
     pub fn deadline(&self) -> Option<Instant> {
-        let probe = self.probe.as_ref().map(|p| p.deadline);
-        let moving = self.moving.as_ref().map(|m| m.deadline);
+        let probe = self.probe().map(|p| p.deadline);
+        let moving = self.moving().map(|m| m.deadline);
         [probe, moving].into_iter().flatten().min()
     }
 }

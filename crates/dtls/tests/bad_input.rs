@@ -59,8 +59,79 @@ fn reference_log() -> Vec<(Dir, Vec<u8>)> {
     pair.log
 }
 
+/// Client and server with Connection IDs both ways and the return-routability check.
+fn cid_configs() -> (fastshake_dtls::ClientConfig, fastshake_dtls::ServerConfig) {
+    let mobility = |n| fastshake_dtls::Mobility {
+        connection_id: Some(n),
+        return_routability_check: true,
+        follow_server_port: false,
+    };
+    let client = fastshake_dtls::ClientConfig { mobility: mobility(3), ..client_config() };
+    let server = fastshake_dtls::ServerConfig { mobility: mobility(4), ..server_config() };
+    (client, server)
+}
+
+/// Datagrams of another session with CIDs (other seeds: other keys and CIDs).
+fn cid_reference_log() -> Vec<(Dir, Vec<u8>)> {
+    let (client, server) = cid_configs();
+    let mut pair = Pair::with_seed(client, server, 78);
+    pair.handshake(Duration::from_secs(60)).unwrap();
+    pair.client.send(b"reference data").unwrap();
+    let h = pair.server_handle();
+    pair.server.send(h, b"reference reply").unwrap();
+    pair.run_for(Duration::from_secs(1));
+    pair.log
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn connection_id_session_survives_garbage_from_anywhere(
+        inputs in proptest::collection::vec(garbage(), 1..8),
+    ) {
+        let log = cid_reference_log();
+        let (client, server) = cid_configs();
+        let mut pair = Pair::new(client, server);
+        pair.handshake(Duration::from_secs(60)).unwrap();
+        pair.run_for(Duration::from_millis(100));
+        let h = pair.server_handle();
+        let (ca, sa) = (pair.client_addr, pair.server_addr);
+        // The session's own records, truncated and bit-flipped, from its client and from elsewhere.
+        let own_log = pair.log.clone();
+        let stranger: SocketAddr = "203.0.113.66:666".parse().unwrap();
+        for g in &inputs {
+            for (from, source) in [(ca, &log), (stranger, &log), (stranger, &own_log)] {
+                let mut d = realize(g, source);
+                pair.server.handle_datagram(pair.now, sa, from, &mut d);
+            }
+            let mut d = realize(g, &log);
+            pair.client.handle_datagram(pair.now, sa, &mut d);
+            // A stranger may get a stateless HelloVerifyRequest (epoch 0) for a ClientHello it
+            // sent, never a record of the session (epoch 1: the session did not move there).
+            let mut to_client = Vec::new();
+            while let Some(t) = pair.server.poll_transmit(pair.now) {
+                if t.dst == ca {
+                    to_client.push(t.payload);
+                } else {
+                    prop_assert_eq!((t.payload[0], &t.payload[3..5]), (22, &[0u8, 0][..]));
+                }
+            }
+            for mut d in to_client {
+                pair.client.handle_datagram(pair.now, sa, &mut d);
+            }
+        }
+        pair.run_for(Duration::from_secs(2));
+        prop_assert!(pair.client.is_established());
+        prop_assert_eq!(pair.server.handle_for(ca), Some(h));
+        prop_assert_eq!(pair.server.handle_for(stranger), None);
+        prop_assert_eq!(pair.server.connection(h).unwrap().mobility_stats().path_challenges_sent, 0);
+        pair.client.send(b"after garbage").unwrap();
+        pair.server.send(h, b"reply after garbage").unwrap();
+        pair.run_for(Duration::from_secs(1));
+        prop_assert_eq!(pair.server_data().last().cloned(), Some(b"after garbage".to_vec()));
+        prop_assert_eq!(pair.client_data().last().cloned(), Some(b"reply after garbage".to_vec()));
+    }
 
     #[test]
     fn established_session_survives_garbage(inputs in proptest::collection::vec(garbage(), 1..8)) {

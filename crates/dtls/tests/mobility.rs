@@ -541,3 +541,94 @@ fn damaged_connection_id_records_never_move_a_session() {
     net.exchange(h, "b", 1);
     assert_eq!(net.server_data(), expected("c", &["a", "b"], 1));
 }
+
+#[test]
+fn session_socket_keeps_its_port_when_its_first_flight_is_lost() {
+    let mut net =
+        Net::new(with_client(mobility(None, false, true)), with_server(mobility(None, false, true)));
+    net.ipc_next_port = Some(7000);
+    let own = addr("198.51.100.1:7000");
+    let mut dropped = false;
+    net.loss = Box::new(move |d| {
+        let first = d.src == own && !dropped;
+        dropped |= first;
+        first
+    });
+    let h = net.handshake();
+    assert_eq!(net.client.remote(), own);
+    assert_eq!(net.client_path_changes(), vec![own]);
+    // The first flight was resent (the client's ClientHello went to the listening port again),
+    // from the session's own socket as before.
+    let from_server: Vec<_> = net.wire.iter().filter(|d| d.src.ip() == own.ip()).collect();
+    assert!(from_server.len() > 3);
+    assert!(from_server[1..].iter().all(|d| d.src == own), "{from_server:?}");
+    assert_eq!(net.server.stats().connections_accepted, 1);
+    net.exchange(h, "a", 2);
+    assert_eq!(net.server_data(), expected("c", &["a"], 2));
+}
+
+#[test]
+fn resumed_session_negotiates_the_connection_id_again() {
+    use fastshake_dtls::{TicketKeys, WallClock};
+    let clock = Some(WallClock { at: Instant::ZERO, unix_secs: 1_800_000_000 });
+    let server = ServerConfig {
+        tickets: Some(TicketKeys::new(1, [7; 16])),
+        wall_clock: clock,
+        ..with_server(mobility(Some(4), false, false))
+    };
+    let client = with_client(mobility(Some(0), false, false));
+    let mut net = Net::new(client.clone(), server);
+    net.handshake();
+    let session = net.client_events.iter().find_map(|e| match e {
+        Event::Connected(s) => s.session.clone(),
+        _ => None,
+    });
+    assert!(session.is_some(), "a ticket was issued");
+    net.client_addr = addr("192.0.2.1:40001");
+    net.client = Connection::client_with_session(Arc::new(client), net.now, net.listen, [9; 32], session);
+    net.client_events.clear();
+    net.server_events.clear();
+    let h = net.handshake();
+    let resumed = net.client_events.iter().any(|e| matches!(e, Event::Connected(s) if s.resumed));
+    assert!(resumed);
+    let server_cid = net.server_conn(h).connection_id().expect("negotiated again").to_vec();
+    assert_eq!(server_cid.len(), 4);
+    let mark = net.wire.len();
+    net.exchange(h, "a", 2);
+    assert_eq!(net.server_data(), expected("c", &["a"], 2));
+    for d in net.wire[mark..].iter().filter(|d| d.dst.ip() == net.listen.ip()) {
+        assert_eq!((first_type(d), &d.payload[11..15]), (25, &server_cid[..]));
+    }
+}
+
+/// While a new address is checked, data goes to it at once (within its 3x allowance), so a real
+/// move costs no round trip; a copy goes to the address in use, in case the move was spoofed.
+#[test]
+fn data_reaches_a_new_address_while_it_is_checked_and_a_copy_the_old_one() {
+    let (mut net, h) = rrc_pair();
+    net.exchange(h, "before", 2);
+    let old = net.client_addr;
+    let moved_to = addr("203.0.113.9:50000");
+    net.client_addr = moved_to;
+    net.client.send(b"c-moved").unwrap();
+    net.collect();
+    // From now on the old address is gone and nothing of the client's reaches the server, so
+    // the check cannot complete: only the allowance lets data through.
+    net.loss = Box::new(move |d| d.dst == old || d.src == moved_to);
+    let delay = net.delay;
+    net.run_for(delay);
+    assert_eq!(net.server_data().last(), Some(&b"c-moved".to_vec()));
+    let wire_before = net.wire.len();
+    net.server.send(h, b"s-reply").unwrap();
+    net.run_for(delay * 3);
+    assert!(net.client_data().contains(&b"s-reply".to_vec()), "data reached the new address unchecked");
+    assert_eq!(net.server_conn(h).remote(), old, "not moved before the check completes");
+    let received: u64 = net.wire.iter().filter(|d| d.src == moved_to).map(|d| d.payload.len() as u64).sum();
+    let to_new: Vec<&Datagram> = net.wire.iter().filter(|d| d.dst == moved_to).collect();
+    let sent: u64 = to_new.iter().map(|d| d.payload.len() as u64).sum();
+    assert!(sent <= 3 * received, "{sent} B sent to an unverified address that sent {received} B");
+    let reply_copies = net.wire[wire_before..].iter().filter(|d| d.src != moved_to).count();
+    assert_eq!(reply_copies, 2, "the reply went to the new address and, as a copy, to the old one");
+    assert!(net.wire[wire_before..].iter().any(|d| d.dst == old));
+    assert!(net.server_conn(h).mobility_stats().bytes_copied_during_checks > 0);
+}

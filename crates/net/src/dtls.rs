@@ -8,6 +8,13 @@
 //! [`Connection`], [`DtlsServer`] wraps one [`Endpoint`] serving many clients. Inside a task every
 //! await that can be interrupted (socket receive, timer, command) is cancel-safe, and datagrams are
 //! flushed outside `select!`, so no datagram is lost to a cancelled future.
+//!
+//! Moving clients (seed 001): a server gives its sessions sockets as its [`MobilityMode`] says
+//! (see [`crate::mobility`]) and reports moves ([`ServerEvent::PathChanged`]). A client's socket
+//! is never connected, so it follows the server to a session port and sends from whatever address
+//! the routing table gives it; a send that finds no route is held and tried again. A standard
+//! client can instead set up a new session when the server goes silent
+//! ([`ClientOptions::app_timeout`]), resending what went unanswered.
 #![forbid(unsafe_code)]
 
 use crate::mobility::{self, SessionSockets};
@@ -268,7 +275,9 @@ pub struct ClientOptions {
     /// is then at least once: the server may see a record twice across a reconnection. `None`
     /// (the default): never; the session waits for the server however long it is silent.
     pub app_timeout: Option<Duration>,
-    /// How a reconnection after `app_timeout` (or [`DtlsClient::reconnect`]) is made.
+    /// How a reconnection after `app_timeout` (or [`DtlsClient::reconnect`]) is made. A
+    /// reconnection handshake that gets no answer within the configuration's handshake timeout
+    /// is started again; the session fails only on a fatal alert (or when closed).
     pub reconnect: Reconnect,
 }
 
@@ -514,6 +523,8 @@ struct ClientDriver {
     handshake: Option<oneshot::Sender<HandshakeVerdict>>,
     /// A reconnection's handshake is under way: records wait in `unanswered`.
     reconnecting: bool,
+    /// Whether that handshake resumes the last session.
+    resuming: bool,
     app_timeout: Option<Duration>,
     resume_on_reconnect: bool,
     /// Records sent since the last record received (kept only with `app_timeout`).
@@ -555,6 +566,7 @@ impl ClientDriver {
             started,
             handshake: Some(handshake),
             reconnecting: false,
+            resuming: false,
             app_timeout,
             resume_on_reconnect: reconnect == Reconnect::Resumed,
             unanswered: VecDeque::new(),
@@ -649,6 +661,7 @@ impl ClientDriver {
             Connection::client_with_session(Arc::clone(&self.config), now, self.server, os_seed(), session);
         self.started = now;
         self.reconnecting = true;
+        self.resuming = resume;
         self.unanswered_since = None;
     }
 
@@ -716,6 +729,11 @@ impl ClientDriver {
                 Event::Closed => {
                     let _ = self.events.send(ClientEvent::Closed);
                     return Ok(true);
+                }
+                // A reconnection that got no answer (every interface down, the server away) is
+                // started again: only the application gives up on its session.
+                Event::Failed(DtlsError::HandshakeTimeout { .. }) if self.reconnecting => {
+                    self.start_reconnection(self.resuming);
                 }
                 Event::Failed(error) => {
                     let elapsed = self.clock.now() - self.started;
@@ -839,6 +857,10 @@ pub struct ServerOptions {
     /// How sessions get their sockets (see [`MobilityMode`]); the engine's
     /// `ServerConfig.mobility` says what the server accepts and must suit it.
     pub mobility: MobilityMode,
+    /// Close an established session that received nothing authenticated for this long (with
+    /// close_notify; it is reported as failed with `Error::Closed`); `None`: the engine's default
+    /// (5 minutes).
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for ServerOptions {
@@ -848,6 +870,7 @@ impl Default for ServerOptions {
             cookie_rotation: DEFAULT_COOKIE_ROTATION,
             ticket_rotation: DEFAULT_TICKET_ROTATION,
             mobility: MobilityMode::Standard,
+            idle_timeout: None,
         }
     }
 }
@@ -859,6 +882,7 @@ impl fmt::Debug for ServerOptions {
             .field("cookie_rotation", &self.cookie_rotation)
             .field("ticket_rotation", &self.ticket_rotation)
             .field("mobility", &self.mobility)
+            .field("idle_timeout", &self.idle_timeout)
             .finish()
     }
 }
@@ -921,8 +945,9 @@ pub enum ServerEvent {
         /// The session's socket.
         local: SocketAddr,
     },
-    /// TCS: the session could not move to a port of its own and stays on its temporary socket
-    /// on the welcome port (typically: the client did not offer `port_move`).
+    /// The session stays on the welcome port: IPC, the client cannot follow the server to another
+    /// port (it did not offer `port_move`), so it is served like a standard session; TCS, the
+    /// session could not move and stays on its temporary socket.
     StaysOnWelcomePort {
         /// The connection.
         handle: ConnectionHandle,
@@ -1115,7 +1140,14 @@ impl ServerDriver {
     /// own socket now, so the ServerHello already comes from there; TCS connects a temporary
     /// socket to the client on the welcome port for the rest of the handshake.
     fn give_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, remote: Option<SocketAddr>) {
+        let offered_port_move = endpoint.connection(handle).is_some_and(|c| c.negotiated_mobility().2);
         match self.mode {
+            // A client that cannot follow the ServerHello to another port (any standard DTLS
+            // client) is served like a standard one.
+            MobilityMode::Ipc if !offered_port_move => {
+                let reason = "the client did not offer port_move".to_owned();
+                let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+            }
             MobilityMode::Ipc => match self.sockets.open_own(handle.0) {
                 Ok(local) => {
                     endpoint.set_local(handle, local);
@@ -1190,6 +1222,9 @@ async fn run_server(
     let issues_tickets = config.tickets.is_some();
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());
+    if let Some(idle) = options.idle_timeout {
+        endpoint.set_idle_timeout(Some(idle));
+    }
     let mut next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
     let mut next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
     let mut next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;

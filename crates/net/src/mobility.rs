@@ -12,7 +12,7 @@
 //!   and drops the temporary socket when the client has used the new port.
 //! - [`MobilityMode::Cid`]: one socket for all; records carry a connection ID (RFC 9146).
 //!
-//! [`SessionSockets`] is the server driver's table of the sockets sessions own, so that each is
+//! `SessionSockets` is the server driver's table of the sockets sessions own, so that each is
 //! closed when its session ends.
 #![forbid(unsafe_code)]
 
