@@ -197,6 +197,9 @@ struct Handshake {
     retain_until: Option<Instant>,
     /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
     early_records: Vec<(RecordHeader, Vec<u8>)>,
+    /// Application records that authenticated before the peer's Finished (sent right behind
+    /// it and reordered ahead): delivered once the handshake completes, not dropped.
+    early_data: Vec<Vec<u8>>,
     /// Certificate suites only; empty otherwise.
     cert: Option<Box<CertHandshake>>,
     /// Session resumption, offered or in progress; empty when neither side does any.
@@ -282,6 +285,7 @@ impl Handshake {
             cookie: Vec::new(),
             retain_until: None,
             early_records: Vec::new(),
+            early_data: Vec::new(),
             cert: None,
             resume: None,
         })
@@ -1407,6 +1411,7 @@ impl Connection {
         let Some(hs) = self.hs.as_mut() else { return };
         let Some(suite) = self.suite else { return };
         hs.timer.stop();
+        let early_data = std::mem::take(&mut hs.early_data);
         let (peer_certificates, peer_leaf) =
             hs.cert.take().map_or((0, None), |c| (c.peer_certificates, c.peer_leaf));
         let resumption = hs.resume.as_ref().and_then(|r| r.resumption);
@@ -1444,6 +1449,10 @@ impl Connection {
             }
         }
         self.push_event(Event::Connected(summary));
+        for data in early_data {
+            self.stats.app_records_received += 1;
+            self.push_event(Event::ApplicationData(data));
+        }
     }
 
     /// Sends the flight in `hs.flight` for the first time.
@@ -1777,7 +1786,12 @@ impl Connection {
             }
             ContentType::ApplicationData => {
                 if self.state != State::Established {
-                    self.stats.records_dropped += 1;
+                    match self.hs.as_mut() {
+                        Some(hs) if authenticated.is_some() && hs.early_data.len() < MAX_EARLY_RECORDS => {
+                            hs.early_data.push(plaintext.to_vec());
+                        }
+                        _ => self.stats.records_dropped += 1,
+                    }
                     return authenticated;
                 }
                 // The client's first protected record shows it has our last flight.

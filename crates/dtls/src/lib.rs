@@ -49,7 +49,9 @@
 //!   (RFC 6347 §4.1.2.7). While waiting for the peer's Finished, a protected handshake record
 //!   that fails means the keys differ (a wrong PSK): the session fails with `decrypt_error`
 //!   (RFC 4279 §2) instead of retransmitting until the timeout. An unknown identity gets
-//!   `unknown_psk_identity`.
+//!   `unknown_psk_identity`. Application records that authenticate before the peer's Finished
+//!   (sent right behind it and reordered, or the Finished lost) are kept, at most 4, and
+//!   delivered after [`Event::Connected`] once the Finished verifies.
 //! - Retransmission: whole flights are resent, packed afresh with new record sequence numbers,
 //!   on a timer that starts at `initial_retransmit`, doubles, and stops at `max_retransmit`; the
 //!   handshake fails after `handshake_timeout`. The server's last flight is not timed: it is

@@ -224,3 +224,34 @@ fn a_psk_session_stays_as_small_as_before() {
     data_flows(&mut pair);
     assert!(!pair.client.holds_handshake_state());
 }
+
+/// In an abbreviated handshake the client sends data right behind its Finished; when the
+/// Finished is lost (or overtaken), the server keeps the record that authenticated and
+/// delivers it once the Finished arrives, instead of dropping it until an application timeout.
+#[test]
+fn data_that_overtakes_the_clients_finished_is_delivered_after_it() {
+    let mut pair = Pair::new(client_config(), id_server());
+    let (_, session) = first_session(&mut pair);
+    reconnect(&mut pair, client_config(), Some(session), 2);
+    let mut dropped = false;
+    pair.filter = Box::new(move |dir, _, datagram| {
+        // The client's last flight opens with its ChangeCipherSpec record (content type 20).
+        if dir == Dir::ToServer && datagram.first() == Some(&20) && !dropped {
+            dropped = true;
+            return Fate::Drop;
+        }
+        Fate::Deliver
+    });
+    let limit = pair.now + MINUTE;
+    while !pair.client.is_established() {
+        assert!(pair.step(limit), "the client completes its side");
+    }
+    pair.client.send(b"right behind the Finished").unwrap();
+    let (c, _) = pair.handshake(MINUTE).expect("abbreviated handshake");
+    assert_eq!(c.resumption, Some(Resumption::SessionId));
+    pair.run_for(Duration::from_secs(1));
+    assert_eq!(pair.server_data(), vec![b"right behind the Finished".to_vec()]);
+    let connected = pair.server_events.iter().position(|(_, e)| matches!(e, Event::Connected(_)));
+    let data = pair.server_events.iter().position(|(_, e)| matches!(e, Event::ApplicationData(_)));
+    assert!(connected < data, "delivered after the handshake completed: {:?}", pair.server_events);
+}

@@ -9,15 +9,17 @@
 //! out of the client is delayed by `delay` (one-way, on the client's access links), so a round
 //! trip takes 2 × delay. Every 10 s the client's interface goes down for `outage_ms` and comes
 //! back with a new address (a handover: the paper's standard DTLS has to set up a new session
-//! after each). Multihomed: two interfaces, each going down every 10 s, interleaved by 5 s. The
-//! first outage comes at a time drawn from the seed in [1 s, 10 s], so the seeds sample where
-//! the outages fall in the run. No loss and, by default, no jitter: the round trips of 10, 60
-//! and 200 ms all divide the 9 s between an interface's return and its next outage, so an
-//! outage starts at the very instant an acknowledgement is due; the outage, scheduled first,
-//! wins the tie, as it would against any real processing delay, and the round trip in flight
-//! is lost whole: about one round trip per handover that no strategy avoids and the ideal bound
-//! leaves out. `--jitter-us` adds a uniform jitter on the access links; it can reorder datagrams
-//! sent back to back (a Finished and the first message), which the engine then drops.
+//! after each). Multihomed: two interfaces, each going down every 10 s, interleaved by 5 s; the
+//! client prefers the first (as a lower route metric would) and uses the second while the first
+//! is down. The first outage comes at a time drawn from the seed in [1 s, 10 s], and every later
+//! one at its nominal time plus its own phase drawn in [0, one round trip): real outages do not
+//! keep step with the traffic, and without the phase every outage after the first handover
+//! would start exactly when an acknowledgement is due (the period is a whole number of each
+//! round trip). The round trip in flight when an interface goes down is lost, about half a
+//! round trip per handover on average, which no strategy avoids and the ideal bound leaves out.
+//! No loss and, by default, no jitter; `--jitter-us` adds a uniform jitter on the access links;
+//! it can reorder datagrams sent back to back (a Finished and the first message: the engine
+//! keeps such a message and delivers it once the Finished is in).
 //!
 //! The client's application (the same for every strategy): one message outstanding; it is
 //! sent again when the application timeout (1 s, the paper's) expires without its
@@ -264,17 +266,31 @@ fn first_outage_ms(seed: u64) -> u64 {
     1000 + splitmix64(seed) % (OUTAGE_PERIOD_MS - 1000 + 1)
 }
 
-/// Outages of each interface, `[start, end)` in ms, up to `horizon_ms`.
+/// Where outage `k` of interface `iface` falls within a round trip, ms in `[0, rtt_ms)`.
+/// Real outages do not keep step with the traffic: without this, once the first handover has
+/// re-timed the messages, every later outage (the period is a whole number of every round trip
+/// here) would start exactly when an acknowledgement is due, the worst case every time.
+fn outage_phase_ms(seed: u64, iface: usize, k: u64, rtt_ms: u64) -> u64 {
+    splitmix64(seed ^ splitmix64((iface as u64) << 32 | k)) % rtt_ms.max(1)
+}
+
+/// Outages of each interface, `[start, end)` in ms, up to `horizon_ms`: every 10 s (interface 1
+/// interleaved by 5 s), each shifted by its own phase within a round trip.
 fn outage_schedule(seed: u64, cell: &Cell, params: &Params, horizon_ms: u64) -> Vec<Vec<(u64, u64)>> {
     let first = first_outage_ms(seed);
     let interfaces = if cell.multihomed { 2 } else { 1 };
+    let rtt_ms = 2 * cell.delay_ms;
     (0..interfaces)
         .map(|i| {
-            let mut start = first + i as u64 * MULTIHOMED_INTERLEAVE_MS;
+            let mut nominal = first + i as u64 * MULTIHOMED_INTERLEAVE_MS;
             let mut list = Vec::new();
-            while start < horizon_ms {
+            for k in 0.. {
+                let start = nominal + if k == 0 && i == 0 { 0 } else { outage_phase_ms(seed, i, k, rtt_ms) };
+                if start >= horizon_ms {
+                    break;
+                }
                 list.push((start, start + params.outage_ms));
-                start += OUTAGE_PERIOD_MS;
+                nominal += OUTAGE_PERIOD_MS;
             }
             list
         })
@@ -593,7 +609,12 @@ impl App for E1Client {
                 };
                 self.ifaces[idx].up = true;
                 self.ifaces[idx].addr = *addr;
-                if self.current.and_then(|c| self.ifaces.get(c)).is_none_or(|f| !f.up) {
+                // The first interface is preferred (as a lower route metric would make it): the
+                // client returns to it once it is back, from the next message on, and the
+                // other one is used only while it is down.
+                if self.current.and_then(|c| self.ifaces.get(c)).is_none_or(|f| !f.up)
+                    || self.current.is_some_and(|c| idx < c)
+                {
                     self.current = Some(idx);
                 }
                 if self.done_at.is_some() {
@@ -1429,7 +1450,11 @@ mod tests {
         let first = first_outage_ms(7);
         assert!((1_000..=10_000).contains(&first));
         assert_eq!(schedule[0][0], (first, first + 1_000));
-        assert_eq!(schedule[0][1].0, first + 10_000);
-        assert_eq!(schedule[1][0].0, first + 5_000);
+        // Later outages keep the period, each at its own phase within a round trip (60 ms).
+        assert!((first + 10_000..first + 10_060).contains(&schedule[0][1].0));
+        assert!((first + 5_000..first + 5_060).contains(&schedule[1][0].0));
+        let phases: std::collections::BTreeSet<u64> =
+            schedule[0].iter().map(|o| (o.0 - first) % 10_000).collect();
+        assert!(phases.len() > 1, "the phases differ: {phases:?}");
     }
 }
