@@ -27,9 +27,9 @@
 
 use super::{
     compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean, nat_name,
-    parse_nat, seed_bytes, unavoidable_outages, Args, Cell, CellReport, E1Client, E1Server, Params, Row,
-    RunResult, Strategy, FIRST_SESSION_PORT, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, PAPER_TABLE_I,
-    SERVER_ADDR, SERVER_PORT,
+    outage_schedule, parse_nat, seed_bytes, unavoidable_outages, Args, Cell, CellReport, E1Client, E1Server,
+    Params, Row, RunResult, Strategy, FIRST_SESSION_PORT, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS,
+    PAPER_TABLE_I, SERVER_ADDR, SERVER_PORT,
 };
 use anyhow::{bail, Context};
 use fastshake_core::{Instant as EngineInstant, SansIo, Transmit};
@@ -154,15 +154,20 @@ impl ScheduleShape {
     }
 
     /// Outages of each interface, `[start, end)` ms, up to `horizon_ms`: with the simulated shape
-    /// exactly the simulated E1's schedule.
-    fn schedule(&self, seed: u64, multihomed: bool, outage_ms: u64, horizon_ms: u64) -> Vec<Vec<(u64, u64)>> {
-        let interfaces = if multihomed { 2 } else { 1 };
+    /// the simulated E1's own schedule (each outage shifted by its seeded phase within a round
+    /// trip); with another shape every `period_ms` from the first outage, the second interface
+    /// `interleave_ms` later.
+    fn schedule(&self, seed: u64, cell: &Cell, params: &Params, horizon_ms: u64) -> Vec<Vec<(u64, u64)>> {
+        if *self == ScheduleShape::SIMULATED {
+            return outage_schedule(seed, cell, params, horizon_ms);
+        }
+        let interfaces = if cell.multihomed { 2 } else { 1 };
         (0..interfaces)
             .map(|i| {
                 let mut start = self.first_ms(seed) + i * self.interleave_ms;
                 let mut list = Vec::new();
                 while start < horizon_ms {
-                    list.push((start, start + outage_ms));
+                    list.push((start, start + params.outage_ms));
                     start += self.period_ms;
                 }
                 list
@@ -423,7 +428,7 @@ fn run_cell(program: &Path, cell: Cell, plan: &RealPlan) -> anyhow::Result<CellR
 /// The run's outage schedule and its nominal round trip, ns.
 fn schedule_of(plan: &RealPlan, cell: &Cell, seed: u64) -> (Vec<Vec<(u64, u64)>>, u64) {
     let rtt_ns = 2 * cell.delay_ms * 1_000_000;
-    let schedule = plan.shape.schedule(seed, cell.multihomed, plan.params.outage_ms, horizon_ms(plan, cell));
+    let schedule = plan.shape.schedule(seed, cell, &plan.params, horizon_ms(plan, cell));
     (schedule, rtt_ns)
 }
 
@@ -1146,17 +1151,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_simulated_shape_gives_the_simulated_schedule() {
+    fn a_shortened_shape_repeats_every_period_and_interleaves_the_second_interface() {
+        let params = Params { messages: 60, outage_ms: 300, app_timeout_ms: 1_000, jitter_us: 0 };
+        let cell = Cell { delay_ms: 5, multihomed: true, nat: None };
+        let shape = ScheduleShape { period_ms: 1_500, interleave_ms: 750, first_outage_ms: Some(200) };
+        let schedule = shape.schedule(1, &cell, &params, 4_000);
+        assert_eq!(schedule[0], vec![(200, 500), (1_700, 2_000), (3_200, 3_500)]);
+        assert_eq!(schedule[1], vec![(950, 1_250), (2_450, 2_750), (3_950, 4_250)]);
+        assert!(unavoidable_outages(&schedule).is_empty());
+    }
+
+    #[test]
+    fn the_simulated_shape_draws_the_first_outage_from_the_seed() {
         let params = Params { messages: 600, outage_ms: 1_000, app_timeout_ms: 1_000, jitter_us: 0 };
-        for multihomed in [false, true] {
-            let cell = Cell { delay_ms: 30, multihomed, nat: None };
-            for seed in 1..=3 {
-                assert_eq!(
-                    ScheduleShape::SIMULATED.schedule(seed, multihomed, params.outage_ms, 90_000),
-                    super::super::outage_schedule(seed, &cell, &params, 90_000)
-                );
-            }
-        }
+        let cell = Cell { delay_ms: 30, multihomed: false, nat: None };
+        let firsts: Vec<u64> = (1..=3)
+            .map(|seed| ScheduleShape::SIMULATED.schedule(seed, &cell, &params, 90_000)[0][0].0)
+            .collect();
+        assert_eq!(firsts, (1..=3).map(first_outage_ms).collect::<Vec<_>>());
     }
 
     #[test]
