@@ -41,6 +41,11 @@ enum NetlabCommand {
     UdpPing(UdpPingArgs),
     /// Measure round-trip times through the relay for several delays, and setup/teardown times.
     Rtt(RttArgs),
+    /// E1 on real sockets with every knob (`fastshake lab e1 --real` with the outage period,
+    /// first outage, homing and strategies to choose).
+    E1(crate::lab::e1::real::RealArgs),
+    /// One side of a real E1 run (started by `fastshake netlab e1` in a testbed host).
+    E1Peer(crate::lab::e1::real::PeerArgs),
 }
 
 #[derive(clap::Args)]
@@ -163,6 +168,8 @@ pub fn run(args: NetlabArgs) -> anyhow::Result<()> {
         NetlabCommand::UdpEcho(args) => udp_echo(args),
         NetlabCommand::UdpPing(args) => udp_ping(args),
         NetlabCommand::Rtt(args) => rtt(args),
+        NetlabCommand::E1(args) => crate::lab::e1::real::run_real(args),
+        NetlabCommand::E1Peer(args) => crate::lab::e1::real::run_peer(args),
     }
 }
 

@@ -88,6 +88,9 @@ const SERVER_CID_LEN: u8 = 4;
 /// IPC and TCS: the first port the server gives a session of its own.
 const FIRST_SESSION_PORT: u16 = 50_000;
 
+#[path = "e1_real.rs"]
+pub(crate) mod real;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Print the figures as JSON.
@@ -114,6 +117,10 @@ pub struct Args {
     /// NAT between router and server: none, full-cone, restricted, port-restricted, symmetric, all.
     #[arg(long, default_value = "none")]
     nat: String,
+    /// Run on real sockets in network namespaces instead of the simulator (needs root; one run
+    /// per cell; `fastshake netlab e1` has the real run's further knobs).
+    #[arg(long)]
+    real: bool,
 }
 
 /// How the session copes with the client's address changes.
@@ -1137,6 +1144,9 @@ fn fmt_opt(v: Option<f64>, width: usize, precision: usize) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.real {
+        return real::run(args);
+    }
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");

@@ -1,7 +1,7 @@
 //! `fastshake lab`: the papers' experiments, our figures beside theirs.
 //! One module per experiment (EXPERIMENTS.md numbering).
 
-mod e1;
+pub(crate) mod e1;
 mod e2_tsch;
 
 #[derive(clap::Args)]
