@@ -213,6 +213,11 @@ pub struct RunResult {
     pub wct_s: Option<f64>,
     /// 600 round trips plus the outage time no protocol can avoid, for this run's outages.
     pub ideal_s: f64,
+    /// The fastest round trip of a message sent once, ms: the path's own round trip (on real
+    /// sockets it adds the relay's and the processes' time to the nominal delays).
+    pub fastest_round_trip_ms: Option<f64>,
+    /// The ideal bound with that round trip instead of the nominal one.
+    pub ideal_at_fastest_round_trip_s: Option<f64>,
     /// Handshakes the client completed (full and resumed).
     pub handshakes: u32,
     /// Of those, abbreviated (resumed) ones.
@@ -364,6 +369,10 @@ struct ClientIface {
 struct Outstanding {
     /// The interface it last went out on.
     iface: usize,
+    /// When it last went out, and how often it went out: a message sent once and acknowledged
+    /// gives one round trip of the path.
+    sent_at: Instant,
+    sends: u32,
 }
 
 /// The mobile client: its application and its DTLS session.
@@ -397,6 +406,8 @@ struct E1Client {
     resends: u32,
     /// Times the session followed the server to another port.
     path_changes: u32,
+    /// The fastest round trip of a message sent once.
+    fastest_round_trip: Option<Duration>,
     done_at: Option<Instant>,
 }
 
@@ -426,6 +437,7 @@ impl E1Client {
             outages: 0,
             resends: 0,
             path_changes: 0,
+            fastest_round_trip: None,
             done_at: None,
         }
     }
@@ -478,7 +490,8 @@ impl E1Client {
             self.app_deadline = Some(now + self.app_timeout);
         }
         let iface = self.current.unwrap_or(0);
-        self.outstanding = Some(Outstanding { iface });
+        let sends = self.outstanding.as_ref().map_or(0, |o| o.sends) + 1;
+        self.outstanding = Some(Outstanding { iface, sent_at: now, sends });
     }
 
     fn drain(&mut self, now: Instant) {
@@ -516,6 +529,10 @@ impl E1Client {
         *count += 1;
         if seq != self.next_seq || *count != 1 {
             return;
+        }
+        if let Some(o) = self.outstanding.as_ref().filter(|o| o.sends == 1) {
+            let rtt = now.saturating_duration_since(o.sent_at);
+            self.fastest_round_trip = Some(self.fastest_round_trip.map_or(rtt, |f| f.min(rtt)));
         }
         self.next_seq += 1;
         self.outstanding = None;
@@ -825,6 +842,9 @@ struct Run {
     rtt_ns: u64,
     horizon_ms: u64,
     ideal_ns: u64,
+    messages: u32,
+    /// When no interface is up, ms.
+    unavoidable_ms: Vec<(u64, u64)>,
 }
 
 /// The address of the extra host [`build`] can attach to the router (tests: an attacker).
@@ -922,13 +942,36 @@ fn build(
         deliveries: vec![0; params.messages as usize],
     };
     let server_id = sim.add_app(server, "e1-server", SERVER_PORT, Box::new(server_app))?;
-    Ok(Run { sim, seed, client_id, server_id, nat_node, rtt_ns, horizon_ms, ideal_ns })
+    let (messages, unavoidable_ms) = (params.messages, unavoidable_outages(&schedule));
+    Ok(Run {
+        sim,
+        seed,
+        client_id,
+        server_id,
+        nat_node,
+        rtt_ns,
+        horizon_ms,
+        ideal_ns,
+        messages,
+        unavoidable_ms,
+    })
 }
 
 impl Run {
     /// Runs until the last acknowledgement (or the horizon) and reads the figures.
     fn finish(self) -> anyhow::Result<RunResult> {
-        let Run { mut sim, seed, client_id, server_id, nat_node, rtt_ns, horizon_ms, ideal_ns } = self;
+        let Run {
+            mut sim,
+            seed,
+            client_id,
+            server_id,
+            nat_node,
+            rtt_ns,
+            horizon_ms,
+            ideal_ns,
+            messages,
+            unavoidable_ms,
+        } = self;
         let step_ms = 250;
         let mut t_ms = 0;
         let done = loop {
@@ -956,6 +999,10 @@ impl Run {
             reconnections: c.reconnections,
             outages: c.outages,
             resends: c.resends,
+            fastest_round_trip_ms: c.fastest_round_trip.map(|d| d.as_secs_f64() * 1e3),
+            ideal_at_fastest_round_trip_s: c
+                .fastest_round_trip
+                .map(|d| ideal_bound_ns(messages, d.as_nanos() as u64, &unavoidable_ms) as f64 / 1e9),
             server_path_changes: s.path_changes,
             client_path_changes: c.path_changes,
             nat_filtered: nat_node.and_then(|n| sim.nat_counters(n)).map_or(0, |n| n.filtered),

@@ -105,6 +105,8 @@ struct ClientCounts {
     reconnections: u32,
     outages: u32,
     resends: u32,
+    /// The fastest round trip of a message sent once (the path's own round trip).
+    fastest_round_trip: Option<Duration>,
 }
 
 pub(super) async fn client(
@@ -181,6 +183,8 @@ pub(super) async fn client(
     let mut next_seq = 0u32;
     let mut done = false;
     client.send(message(b'M', next_seq))?;
+    // When the outstanding message first went out; `None` once it went out again.
+    let mut sent_once_at = Some(tokio::time::Instant::now());
     // Session-keeping strategies: when the application sends the message again.
     let mut resend_at = (!reconnects).then(|| tokio::time::Instant::now() + app_timeout);
     loop {
@@ -199,6 +203,10 @@ pub(super) async fn client(
                     if seq != next_seq || *count != 1 || done {
                         continue;
                     }
+                    if let Some(at) = sent_once_at {
+                        let rtt = at.elapsed();
+                        counts.fastest_round_trip = Some(counts.fastest_round_trip.map_or(rtt, |f| f.min(rtt)));
+                    }
                     next_seq += 1;
                     if next_seq == messages {
                         done = true;
@@ -206,6 +214,7 @@ pub(super) async fn client(
                         say(&format!("done {}", started.elapsed().as_nanos()));
                     } else {
                         client.send(message(b'M', next_seq))?;
+                        sent_once_at = Some(tokio::time::Instant::now());
                         resend_at = (!reconnects).then(|| tokio::time::Instant::now() + app_timeout);
                     }
                 }
@@ -216,6 +225,7 @@ pub(super) async fn client(
                     // The driver sent the unanswered message again on the new session.
                     if !done {
                         counts.resends += 1;
+                        sent_once_at = None;
                     }
                 }
                 Some(ClientEvent::PathChanged(_)) | Some(ClientEvent::SendFailed(_)) => {}
@@ -225,6 +235,7 @@ pub(super) async fn client(
             },
             () = resend => {
                 counts.resends += 1;
+                sent_once_at = None;
                 client.send(message(b'M', next_seq))?;
                 resend_at = Some(tokio::time::Instant::now() + app_timeout);
             }
@@ -240,6 +251,7 @@ pub(super) async fn client(
                                 // Another interface is up: the routes already lead there.
                                 if !reconnects && up.values().any(|u| *u) {
                                     counts.resends += 1;
+                                    sent_once_at = None;
                                     client.send(message(b'M', next_seq))?;
                                     resend_at = Some(tokio::time::Instant::now() + app_timeout);
                                 }
@@ -251,6 +263,7 @@ pub(super) async fn client(
                             // The message went nowhere while every interface was down.
                             if none_was_up && !reconnects && !done {
                                 counts.resends += 1;
+                                sent_once_at = None;
                                 client.send(message(b'M', next_seq))?;
                                 resend_at = Some(tokio::time::Instant::now() + app_timeout);
                             }
@@ -275,6 +288,7 @@ fn report(acks: &[u32], counts: &ClientCounts) {
         "reconnections": counts.reconnections,
         "outages": counts.outages,
         "resends": counts.resends,
+        "fastest_round_trip_ns": counts.fastest_round_trip.map(|d| d.as_nanos() as u64),
     });
     say(&format!("result {result}"));
 }
