@@ -3,13 +3,14 @@
 //!
 //! - [`MobilityMode::Standard`]: one welcome socket; sessions are keyed by the client's address,
 //!   so a client that moves has to set up a new session.
-//! - [`MobilityMode::Ipc`] (independent port per connection): once a client has returned a valid
-//!   cookie, its session gets a socket of its own on a new port; the ServerHello already comes
-//!   from there, and every later datagram of the session arrives there, whatever its source.
-//! - [`MobilityMode::Tcs`] (temporary connected socket): the handshake runs over a socket bound to
-//!   the welcome port and connected to the client (the kernel hands it that client's datagrams);
-//!   once the session is established the server announces a port of its own in a protected record
-//!   and drops the temporary socket when the client has used the new port.
+//! - [`MobilityMode::Ipc`] (Implicit Port Communication, seed 001 §III-A): once a client has
+//!   returned a valid cookie, its session gets a socket of its own on a new port; the ServerHello
+//!   already comes from there, and every later datagram of the session arrives there, whatever
+//!   its source.
+//! - [`MobilityMode::Tcs`] (Temporary Connected Socket, seed 001 §III-B): the handshake runs over
+//!   a socket bound to the welcome port and connected to the client (the kernel hands it that
+//!   client's datagrams); once the session is established the server announces a port of its own
+//!   in a protected record and drops the temporary socket when the client has used the new port.
 //! - [`MobilityMode::Cid`]: one socket for all; records carry a connection ID (RFC 9146).
 //!
 //! `SessionSockets` is the server driver's table of the sockets sessions own, so that each is
@@ -33,7 +34,7 @@ pub enum MobilityMode {
     /// Plain DTLS 1.2: one socket, sessions keyed by the client's address.
     #[default]
     Standard,
-    /// Independent port per connection (a socket per session from the ServerHello on).
+    /// Implicit Port Communication: a socket per session from the ServerHello on.
     Ipc,
     /// Temporary connected socket for the handshake, then a port of the session's own.
     Tcs,
