@@ -1107,6 +1107,12 @@ fn run_cell(cell: Cell, params: &Params, seeds: u64) -> anyhow::Result<CellRepor
         ideal_bound_ns(params.messages, rtt_ns, &unavoidable_outages(&schedule)) as f64 / 1e9
     }))
     .unwrap_or(0.0);
+    Ok(cell_report(cell, rows, ideal_s))
+}
+
+/// A cell's figures from its rows: each strategy's gain over standard DTLS (full) and distance
+/// to the ideal bound, beside seed 001's Table I.
+fn cell_report(cell: Cell, mut rows: Vec<Row>, ideal_s: f64) -> CellReport {
     let standard = rows.iter().find(|r| r.strategy == Strategy::StandardFull).and_then(|r| r.mean_wct_s);
     for row in &mut rows {
         if let (Some(wct), Some(std)) = (row.mean_wct_s, standard) {
@@ -1126,7 +1132,7 @@ fn run_cell(cell: Cell, params: &Params, seeds: u64) -> anyhow::Result<CellRepor
             }
         }),
     };
-    Ok(CellReport { cell, round_trip_s: 2.0 * cell.delay_ms as f64 / 1e3, ideal_s, rows, paper_tcs_gain_pct })
+    CellReport { cell, round_trip_s: 2.0 * cell.delay_ms as f64 / 1e3, ideal_s, rows, paper_tcs_gain_pct }
 }
 
 /// Fills `gain_over_single_homed_standard_full_pct` from the single-homed cell of the same delay

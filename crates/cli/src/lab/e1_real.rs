@@ -26,10 +26,10 @@
 //! - runner: `stop`; peer: `result JSON`, then it exits.
 
 use super::{
-    compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean, nat_name,
-    outage_schedule, parse_nat, seed_bytes, unavoidable_outages, Args, Cell, CellReport, E1Client, E1Server,
-    Params, Row, RunResult, Strategy, FIRST_SESSION_PORT, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS,
-    PAPER_TABLE_I, SERVER_ADDR, SERVER_PORT,
+    cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean,
+    nat_name, outage_schedule, parse_nat, seed_bytes, unavoidable_outages, Args, Cell, CellReport, E1Client,
+    E1Server, Params, Row, RunResult, Strategy, FIRST_SESSION_PORT, MULTIHOMED_INTERLEAVE_MS,
+    OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
 };
 use anyhow::{bail, Context};
 use fastshake_core::{Instant as EngineInstant, SansIo, Transmit};
@@ -403,26 +403,7 @@ fn run_cell(program: &Path, cell: Cell, plan: &RealPlan) -> anyhow::Result<CellR
         ideal_bound_ns(params.messages, rtt_ns, &unavoidable_outages(&schedule)) as f64 / 1e9
     }))
     .unwrap_or(0.0);
-    let standard = rows.iter().find(|r| r.strategy == Strategy::StandardFull).and_then(|r| r.mean_wct_s);
-    for row in &mut rows {
-        if let (Some(wct), Some(std)) = (row.mean_wct_s, standard) {
-            row.gain_over_standard_full_pct = Some((std - wct) / std * 100.0);
-        }
-        if let Some(wct) = row.mean_wct_s {
-            row.above_ideal_pct = Some((wct - ideal_s) / ideal_s * 100.0);
-        }
-    }
-    let paper_tcs_gain_pct = match cell.nat {
-        Some(_) => None,
-        None => PAPER_TABLE_I.iter().find(|(d, _, _)| *d == cell.delay_ms).map(|&(_, single, multi)| {
-            if cell.multihomed {
-                multi
-            } else {
-                single
-            }
-        }),
-    };
-    Ok(CellReport { cell, round_trip_s: 2.0 * cell.delay_ms as f64 / 1e3, ideal_s, rows, paper_tcs_gain_pct })
+    Ok(cell_report(cell, rows, ideal_s))
 }
 
 /// The run's outage schedule and its nominal round trip, ns.
