@@ -162,7 +162,7 @@ fn graceful_shutdown_delivers_everything_then_closes_both() {
         let mut n = 0u32;
         Box::new(move |_, _| {
             n += 1;
-            n % 5 == 0
+            n.is_multiple_of(5)
         })
     };
     let sent: Vec<Message> =

@@ -39,7 +39,7 @@ fn captured_session() -> Vec<Vec<u8>> {
         let mut n = 0u32;
         pair.loss = Box::new(move |_, _| {
             n += 1;
-            n % 7 == 0
+            n.is_multiple_of(7)
         });
         let h = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"zero rtt")], ..Default::default() });
         for i in 0..6u8 {

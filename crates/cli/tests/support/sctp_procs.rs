@@ -205,7 +205,7 @@ impl Relay {
                         server
                     };
                     seen += 1;
-                    if drop_every > 0 && seen % drop_every == 0 {
+                    if drop_every > 0 && seen.is_multiple_of(drop_every) {
                         continue;
                     }
                     log.lock().expect("relay log").push((!from_server, buf[..n].to_vec()));

@@ -206,7 +206,7 @@ pub(crate) fn padded(n: usize) -> usize {
 
 /// Appends zero bytes until `out` is a multiple of four long.
 pub(crate) fn pad(out: &mut Vec<u8>) {
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }
