@@ -4,41 +4,17 @@
 //! filters by remote port (its ServerHello comes from a port the client never sent to) while
 //! TCS and CID complete behind every NAT (seed 001's argument for TCS).
 
+#[path = "support/lab_e1_report.rs"]
+mod report;
+
+use report::{num, rows, runs, strategy};
 use serde_json::Value;
-use std::process::Command;
 
 const MESSAGES: u64 = 60;
 const KEEPING: [&str; 3] = ["cid", "ipc", "tcs"];
 
 fn lab_e1(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_fastshake"))
-        .args(["lab", "e1", "--json", "--messages", &MESSAGES.to_string()])
-        .args(args)
-        .output()
-        .expect("run fastshake lab e1");
-    assert!(out.status.success(), "lab e1 failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("lab e1 prints JSON")
-}
-
-/// (cell, row) pairs of a report.
-fn rows(report: &Value) -> Vec<(&Value, &Value)> {
-    let cells = report["cells"].as_array().expect("cells");
-    cells
-        .iter()
-        .flat_map(|cell| cell["rows"].as_array().expect("rows").iter().map(move |row| (cell, row)))
-        .collect()
-}
-
-fn runs(row: &Value) -> &Vec<Value> {
-    row["runs"].as_array().expect("runs")
-}
-
-fn num(run: &Value, key: &str) -> u64 {
-    run[key].as_u64().unwrap_or_else(|| panic!("{key} in {run}"))
-}
-
-fn strategy(row: &Value) -> &str {
-    row["strategy"].as_str().expect("strategy")
+    report::lab_e1(MESSAGES, args)
 }
 
 /// The NAT preset of a cell, "none" without one.
