@@ -1110,6 +1110,19 @@ fn run_cell(cell: Cell, params: &Params, seeds: u64) -> anyhow::Result<CellRepor
     Ok(cell_report(cell, rows, ideal_s))
 }
 
+/// The figures every E1 table prints for a row, after its label.
+fn row_figures(row: &Row) -> String {
+    format!(
+        "{} {} {} {} {} {}",
+        fmt_opt(row.mean_wct_s, 9, 3),
+        fmt_opt(row.gain_over_standard_full_pct, 13, 2),
+        fmt_opt(row.gain_over_single_homed_standard_full_pct, 15, 2),
+        fmt_opt(row.above_ideal_pct, 11, 2),
+        fmt_opt(row.mean_handshakes, 10, 1),
+        fmt_opt(row.mean_outages, 8, 1),
+    )
+}
+
 /// A cell's figures from its rows: each strategy's gain over standard DTLS (full) and distance
 /// to the ideal bound, beside seed 001's Table I.
 fn cell_report(cell: Cell, mut rows: Vec<Row>, ideal_s: f64) -> CellReport {
@@ -1273,16 +1286,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 println!("  {:<48} {status}", row.label);
                 continue;
             }
-            println!(
-                "  {:<48} {} {} {} {} {} {}",
-                row.label,
-                fmt_opt(row.mean_wct_s, 9, 3),
-                fmt_opt(row.gain_over_standard_full_pct, 13, 2),
-                fmt_opt(row.gain_over_single_homed_standard_full_pct, 15, 2),
-                fmt_opt(row.above_ideal_pct, 11, 2),
-                fmt_opt(row.mean_handshakes, 10, 1),
-                fmt_opt(row.mean_outages, 8, 1),
-            );
+            println!("  {:<48} {}", row.label, row_figures(row));
         }
         if let Some(paper) = report.paper_tcs_gain_pct {
             let gain = |strategy| {

@@ -27,9 +27,9 @@
 
 use super::{
     cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean,
-    nat_name, outage_schedule, parse_nat, seed_bytes, unavoidable_outages, Args, Cell, CellReport, E1Client,
-    E1Server, Params, Row, RunResult, Strategy, FIRST_SESSION_PORT, MULTIHOMED_INTERLEAVE_MS,
-    OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
+    nat_name, outage_schedule, parse_nat, row_figures, seed_bytes, unavoidable_outages, Args, Cell,
+    CellReport, E1Client, E1Server, Params, Row, RunResult, Strategy, FIRST_SESSION_PORT,
+    MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
 };
 use anyhow::{bail, Context};
 use fastshake_core::{Instant as EngineInstant, SansIo, Transmit};
@@ -757,14 +757,9 @@ fn print_table(reports: &[CellReport], plan: &RealPlan) {
                 continue;
             }
             println!(
-                "  {:<48} {} {} {} {} {} {} {} {}",
+                "  {:<48} {} {} {}",
                 row.label,
-                fmt_opt(row.mean_wct_s, 9, 3),
-                fmt_opt(row.gain_over_standard_full_pct, 13, 2),
-                fmt_opt(row.gain_over_single_homed_standard_full_pct, 15, 2),
-                fmt_opt(row.above_ideal_pct, 11, 2),
-                fmt_opt(row.mean_handshakes, 10, 1),
-                fmt_opt(row.mean_outages, 8, 1),
+                row_figures(row),
                 fmt_opt(mean(row.runs.iter().filter_map(|r| r.fastest_round_trip_ms)), 9, 2),
                 fmt_opt(above_ideal_at_fastest_round_trip_pct(row), 13, 2),
             );
