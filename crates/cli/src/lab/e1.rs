@@ -707,6 +707,27 @@ struct E1Server {
 }
 
 impl E1Server {
+    /// The server of one run: its endpoint seeded from the run's seed, room for `messages`.
+    fn new(strategy: Strategy, config: Arc<ServerConfig>, seed: u64, messages: u32) -> E1Server {
+        E1Server {
+            endpoint: Endpoint::new(config, seed_bytes(seed, 2, 0)),
+            strategy,
+            next_session_port: FIRST_SESSION_PORT,
+            connected: 0,
+            sent_from_session_ports_before_connected: 0,
+            path_changes: 0,
+            move_refused: None,
+            ports_to_open: Vec::new(),
+            oracle: strategy == Strategy::Oracle,
+            anchor: None,
+            latest: None,
+            identities: HashMap::new(),
+            delivered_by_client: HashMap::new(),
+            receipts: vec![0; messages as usize],
+            deliveries: vec![0; messages as usize],
+        }
+    }
+
     /// A new port for a session, opened at once: TCS's client sends there before the session
     /// sends from it.
     fn session_port(&mut self) -> SocketAddr {
@@ -924,23 +945,7 @@ fn build(
     }
     let client_app = E1Client::new(strategy, client_config, seed, params);
     let client_id = sim.add_app(client, "e1-client", CLIENT_PORT, Box::new(client_app))?;
-    let server_app = E1Server {
-        endpoint: Endpoint::new(server_config, seed_bytes(seed, 2, 0)),
-        strategy,
-        next_session_port: FIRST_SESSION_PORT,
-        connected: 0,
-        sent_from_session_ports_before_connected: 0,
-        path_changes: 0,
-        move_refused: None,
-        ports_to_open: Vec::new(),
-        oracle: strategy == Strategy::Oracle,
-        anchor: None,
-        latest: None,
-        identities: HashMap::new(),
-        delivered_by_client: HashMap::new(),
-        receipts: vec![0; params.messages as usize],
-        deliveries: vec![0; params.messages as usize],
-    };
+    let server_app = E1Server::new(strategy, server_config, seed, params.messages);
     let server_id = sim.add_app(server, "e1-server", SERVER_PORT, Box::new(server_app))?;
     let (messages, unavoidable_ms) = (params.messages, unavoidable_outages(&schedule));
     Ok(Run {

@@ -27,13 +27,12 @@
 
 use super::{
     cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean,
-    nat_name, outage_schedule, parse_nat, row_figures, seed_bytes, unavoidable_outages, Args, Cell,
-    CellReport, E1Client, E1Server, Params, Row, RunResult, Strategy, FIRST_SESSION_PORT,
-    MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
+    nat_name, outage_schedule, parse_nat, row_figures, unavoidable_outages, Args, Cell, CellReport, E1Client,
+    E1Server, Params, Row, RunResult, Strategy, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR,
+    SERVER_PORT,
 };
 use anyhow::{bail, Context};
 use fastshake_core::{Instant as EngineInstant, SansIo, Transmit};
-use fastshake_dtls::Endpoint;
 use fastshake_net::dtls::Clock;
 use fastshake_net::testbed::{ClientIface, Host, NatKind, Testbed, TestbedConfig, TestbedError};
 use fastshake_sim::apps::{App, NodeEvent};
@@ -931,23 +930,7 @@ fn say(line: &str) {
 
 fn new_server(strategy: Strategy, seed: u64, messages: u32) -> E1Server {
     let (_, server_config) = configs(strategy);
-    E1Server {
-        endpoint: Endpoint::new(server_config, seed_bytes(seed, 2, 0)),
-        strategy,
-        next_session_port: FIRST_SESSION_PORT,
-        connected: 0,
-        sent_from_session_ports_before_connected: 0,
-        path_changes: 0,
-        move_refused: None,
-        ports_to_open: Vec::new(),
-        oracle: strategy == Strategy::Oracle,
-        anchor: None,
-        latest: None,
-        identities: HashMap::new(),
-        delivered_by_client: HashMap::new(),
-        receipts: vec![0; messages as usize],
-        deliveries: vec![0; messages as usize],
-    }
+    E1Server::new(strategy, server_config, seed, messages)
 }
 
 async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
