@@ -329,6 +329,9 @@ fn capture_shows_the_cids_both_ways_and_across_the_move() {
     capture.args(["-q", "-i", "lo", "-f", &format!("udp port {port}"), "-a", "duration:30", "-w"]).arg(&pcap);
     let mut capture = Peer::spawn("dumpcap", capture);
     capture.expect_stderr("Capturing on");
+    // dumpcap says so before its filter is attached, and the dissector learns the CID lengths
+    // from the hellos: under load the first datagrams were missed, so give it a moment.
+    std::thread::sleep(std::time::Duration::from_secs(1));
 
     let mut client =
         pion_client(&binary, port, CCM8, &["--cid", "--receive-cid-len", "4", "--move-after", "1"]);
