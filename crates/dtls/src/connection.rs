@@ -123,6 +123,10 @@ pub struct HandshakeSummary {
     pub flights_sent: u32,
     /// Flights resent.
     pub retransmissions: u32,
+    /// Datagrams from the peer that repeated handshake messages already received: the peer
+    /// resent a flight (or the network duplicated one). With [`Self::retransmissions`], 0 on
+    /// both sides means no side waited for a timer.
+    pub peer_retransmissions: u32,
     /// Whether the master secret is bound to the handshake (RFC 7627).
     pub extended_master_secret: bool,
     /// The PSK identity used.
@@ -190,6 +194,10 @@ struct Handshake {
     timer: RetransmitTimer,
     flights_sent: u32,
     retransmissions: u32,
+    /// Datagrams that repeated messages of the peer already received, and the datagram count
+    /// when the last one was counted (so a datagram counts once).
+    peer_retransmissions: u32,
+    peer_retransmission_seen_at: u64,
     /// message_seq of the last message of the peer's previous flight: seeing it again means our
     /// answer to it was lost.
     peer_prev_flight_last: Option<u16>,
@@ -300,6 +308,8 @@ impl Handshake {
             timer: RetransmitTimer::new(initial, max),
             flights_sent: 0,
             retransmissions: 0,
+            peer_retransmissions: 0,
+            peer_retransmission_seen_at: 0,
             peer_prev_flight_last: None,
             master: None,
             extended_master_secret: false,
@@ -1497,6 +1507,7 @@ impl Connection {
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flights_sent,
             retransmissions: hs.retransmissions,
+            peer_retransmissions: hs.peer_retransmissions,
             extended_master_secret: hs.extended_master_secret,
             psk_identity: hs.psk_identity.clone(),
             datagrams_sent: self.stats.datagrams_sent + queued_outgoing(&self.queued).count() as u64,
@@ -2032,6 +2043,11 @@ impl Connection {
         match hs.reassembler.insert(fragment) {
             Insert::Old => {
                 let previous_flight = Some(h.message_seq) == hs.peer_prev_flight_last;
+                let datagram = self.stats.datagrams_received;
+                if hs.peer_retransmission_seen_at != datagram {
+                    hs.peer_retransmission_seen_at = datagram;
+                    hs.peer_retransmissions += 1;
+                }
                 self.note_peer_resent();
                 if previous_flight {
                     self.on_peer_retransmission(now);
