@@ -4,12 +4,11 @@
 use crate::config::ServerConfig;
 use crate::connection::{Connection, Event, VerifiedHello};
 use crate::error::Error;
-use crate::flight::write_record;
 use crate::handshake::{
     parse_fragments, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
     HANDSHAKE_HEADER_LEN,
 };
-use crate::record::{ContentType, Records, HEADER_LEN};
+use crate::record::{write_record, ContentType, Records, HEADER_LEN};
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};

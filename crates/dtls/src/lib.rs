@@ -162,8 +162,8 @@ mod handshake;
 mod mobility;
 mod record;
 mod session;
-mod state;
 mod suite;
+mod timer;
 
 #[doc(hidden)]
 pub mod fuzzing;
