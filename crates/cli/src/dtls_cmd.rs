@@ -396,13 +396,13 @@ async fn serve(
                 eprintln!("fastshake server: {}: session failed: {error}", peer_name(remote));
             }
             ServerEvent::PathChanged { handle, from, to } => {
-                eprintln!("fastshake server: client {} moved from {} to {to}", handle.0, peer_name(from));
+                eprintln!("fastshake server: client {} moved from {} to {to}", handle, peer_name(from));
             }
             ServerEvent::OwnSocket { handle, local } => {
-                eprintln!("fastshake server: client {} now served from its own socket {local}", handle.0);
+                eprintln!("fastshake server: client {} now served from its own socket {local}", handle);
             }
             ServerEvent::StaysOnWelcomePort { handle, reason } => {
-                eprintln!("fastshake server: client {} stays on the welcome port ({reason})", handle.0);
+                eprintln!("fastshake server: client {} stays on the welcome port ({reason})", handle);
             }
         }
     }

@@ -30,7 +30,13 @@ pub(crate) struct RetransmitTimer {
 impl RetransmitTimer {
     pub fn new(initial: Duration, max: Duration) -> Self {
         let initial = initial.max(Duration::from_millis(1));
-        RetransmitTimer { initial, max: max.max(initial), current: initial, backed_off: false, last_sent: Instant::ZERO }
+        RetransmitTimer {
+            initial,
+            max: max.max(initial),
+            current: initial,
+            backed_off: false,
+            last_sent: Instant::ZERO,
+        }
     }
 
     /// A new flight was sent: when to resend it if nothing comes back.
@@ -73,7 +79,13 @@ pub(crate) struct Flight {
 
 impl Flight {
     pub fn new(initial: Duration, max: Duration) -> Self {
-        Flight { items: Vec::new(), timer: RetransmitTimer::new(initial, max), timed: false, sent: 0, resent: 0 }
+        Flight {
+            items: Vec::new(),
+            timer: RetransmitTimer::new(initial, max),
+            timed: false,
+            sent: 0,
+            resent: 0,
+        }
     }
 
     /// Forgets the last flight: the next one is being built.
@@ -109,7 +121,13 @@ impl Flight {
     /// Packs the flight into datagrams of at most `mtu` bytes with fresh record sequence numbers:
     /// epoch 0 from `epoch0_seq`, epoch 1 from the record layer, which starts writing epoch 1 at
     /// the ChangeCipherSpec. Epoch-1 messages are left out while no keys exist.
-    pub fn pack(&self, mtu: usize, epoch0_seq: &mut u64, layer: &mut RecordLayer, peer_cid: &[u8]) -> Vec<Vec<u8>> {
+    pub fn pack(
+        &self,
+        mtu: usize,
+        epoch0_seq: &mut u64,
+        layer: &mut RecordLayer,
+        peer_cid: &[u8],
+    ) -> Vec<Vec<u8>> {
         let mut b = DatagramBuilder::new(mtu);
         for item in &self.items {
             match item {

@@ -2,13 +2,13 @@
 //! check (RFC 9853), session sockets and port moves. Boxed in the connection and created only
 //! when one of them is in use, so a session without mobility pays one pointer.
 
+use crate::timer::{TimerKind, TimerTable};
 use fastshake_core::Instant;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
-use crate::timer::{TimerKind, TimerTable};
 
 /// `connection_id` extension (RFC 9146 §3).
 pub(crate) const EXT_CONNECTION_ID: u16 = 54;

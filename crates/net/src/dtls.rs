@@ -1056,14 +1056,14 @@ struct ServerDriver {
     trace: Option<DatagramTrace>,
     welcome: UdpSocket,
     welcome_addr: SocketAddr,
-    sockets: SessionSockets,
+    sockets: SessionSockets<ConnectionHandle>,
     events: mpsc::UnboundedSender<ServerEvent>,
     /// Addresses of the engine's connections, so that Closed/Failed can still name the peer after
     /// the engine has let the connection go. Bounded by the engine's connection table: entries
     /// leave on Closed/Failed and at each cookie rotation if the engine no longer knows them.
-    remotes: HashMap<u64, SocketAddr>,
+    remotes: HashMap<ConnectionHandle, SocketAddr>,
     /// Sessions whose sockets close once the datagrams queued before their end are out.
-    ended: Vec<u64>,
+    ended: Vec<ConnectionHandle>,
 }
 
 impl ServerDriver {
@@ -1081,8 +1081,7 @@ impl ServerDriver {
                         let _ = socket.send_to(&transmit.payload, transmit.dst).await;
                     }
                     // TCS: the session sends from its own port, so the client has used it.
-                    if let Some(id) = self.sockets.sent_from(src) {
-                        let handle = ConnectionHandle(id);
+                    if let Some(handle) = self.sockets.sent_from(src) {
                         let _ = self.events.send(ServerEvent::OwnSocket { handle, local: src });
                     }
                 }
@@ -1091,8 +1090,8 @@ impl ServerDriver {
                 }
             }
         }
-        for id in self.ended.drain(..) {
-            self.sockets.close(id);
+        for handle in self.ended.drain(..) {
+            self.sockets.close(handle);
         }
     }
 
@@ -1102,9 +1101,9 @@ impl ServerDriver {
             let known = endpoint.connection(handle).map(|c| c.remote());
             match event {
                 Event::Connected(summary) => {
-                    let remote = known.or_else(|| self.remotes.get(&handle.0).copied());
+                    let remote = known.or_else(|| self.remotes.get(&handle).copied());
                     if let Some(remote) = remote {
-                        self.remotes.insert(handle.0, remote);
+                        self.remotes.insert(handle, remote);
                         if self.mode == MobilityMode::Tcs {
                             self.move_to_own_socket(endpoint, handle);
                         }
@@ -1112,25 +1111,25 @@ impl ServerDriver {
                     }
                 }
                 Event::ApplicationData(data) => {
-                    if let Some(remote) = known.or_else(|| self.remotes.get(&handle.0).copied()) {
+                    if let Some(remote) = known.or_else(|| self.remotes.get(&handle).copied()) {
                         let _ = self.events.send(ServerEvent::Data { handle, remote, data });
                     }
                 }
                 Event::Closed => {
-                    let remote = known.or_else(|| self.remotes.remove(&handle.0));
-                    self.remotes.remove(&handle.0);
-                    self.ended.push(handle.0);
+                    let remote = known.or_else(|| self.remotes.remove(&handle));
+                    self.remotes.remove(&handle);
+                    self.ended.push(handle);
                     let _ = self.events.send(ServerEvent::Closed { handle, remote });
                 }
                 Event::Failed(error) => {
-                    let remote = known.or_else(|| self.remotes.remove(&handle.0));
-                    self.remotes.remove(&handle.0);
-                    self.ended.push(handle.0);
+                    let remote = known.or_else(|| self.remotes.remove(&handle));
+                    self.remotes.remove(&handle);
+                    self.ended.push(handle);
                     let _ = self.events.send(ServerEvent::Failed { handle, remote, error });
                 }
                 Event::Accepted => self.give_socket(endpoint, handle, known),
                 Event::PathChanged(to) => {
-                    let from = self.remotes.insert(handle.0, to);
+                    let from = self.remotes.insert(handle, to);
                     let _ = self.events.send(ServerEvent::PathChanged { handle, from, to });
                 }
             }
@@ -1149,7 +1148,7 @@ impl ServerDriver {
                 let reason = "the client did not offer port_move".to_owned();
                 let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
             }
-            MobilityMode::Ipc => match self.sockets.open_own(handle.0) {
+            MobilityMode::Ipc => match self.sockets.open_own(handle) {
                 Ok(local) => {
                     endpoint.set_local(handle, local);
                     let _ = self.events.send(ServerEvent::OwnSocket { handle, local });
@@ -1162,7 +1161,7 @@ impl ServerDriver {
             },
             MobilityMode::Tcs => {
                 let opened = match remote {
-                    Some(client) => self.sockets.open_temporary(handle.0, client),
+                    Some(client) => self.sockets.open_temporary(handle, client),
                     None => Err(io::Error::other("the client's address is unknown")),
                 };
                 if let Err(error) = opened {
@@ -1178,9 +1177,9 @@ impl ServerDriver {
     /// TCS: the established session gets a port of its own, announced to the client by the
     /// engine; the temporary socket goes once the session sends from the new port.
     fn move_to_own_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle) {
-        let moved = self.sockets.open_own(handle.0).and_then(|local| {
+        let moved = self.sockets.open_own(handle).and_then(|local| {
             endpoint.move_to(handle, local).map_err(|error| {
-                self.sockets.close_own(handle.0);
+                self.sockets.close_own(handle);
                 io::Error::other(error.to_string())
             })
         });
@@ -1205,7 +1204,7 @@ impl ServerDriver {
         // Remember the peer of a new connection now, so that a handshake failing before it
         // completes can still be reported with the client's address.
         if let Some(handle) = endpoint.handle_for(remote) {
-            self.remotes.entry(handle.0).or_insert(remote);
+            self.remotes.entry(handle).or_insert(remote);
         }
     }
 }
@@ -1268,14 +1267,14 @@ async fn run_server(
                 endpoint.handle_timeout(driver.clock.now());
             }
             _ = tokio::time::sleep_until(next_sweep), if !driver.sockets.is_empty() => {
-                driver.sockets.retain(|id| endpoint.connection(ConnectionHandle(id)).is_some());
+                driver.sockets.retain(|h| endpoint.connection(h).is_some());
                 next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
             }
             _ = tokio::time::sleep_until(next_rotation) => {
                 endpoint.rotate_cookie_key(os_cookie_key());
                 next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
                 // Forget peers whose connection the engine has dropped without an event.
-                driver.remotes.retain(|&id, _| endpoint.connection(ConnectionHandle(id)).is_some());
+                driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
             }
             _ = tokio::time::sleep_until(next_ticket_rotation), if issues_tickets => {
                 endpoint.rotate_ticket_key(os_ticket_key());
@@ -1290,8 +1289,8 @@ async fn run_server(
                 Some(ServerCommand::Close(handle)) => endpoint.close(handle),
                 Some(ServerCommand::Shutdown) | None => {
                     commands_open = false;
-                    for &id in driver.remotes.keys() {
-                        endpoint.close(ConnectionHandle(id));
+                    for &h in driver.remotes.keys() {
+                        endpoint.close(h);
                     }
                     shutting_down = true;
                 }

@@ -154,18 +154,18 @@ struct OwnedSockets {
 }
 
 /// The sockets a server's sessions own (IPC and TCS), by session and by local address.
-pub(crate) struct SessionSockets {
+pub(crate) struct SessionSockets<K> {
     welcome: SocketAddr,
     incoming: mpsc::Sender<Incoming>,
-    sessions: HashMap<u64, OwnedSockets>,
+    sessions: HashMap<K, OwnedSockets>,
     /// Own sockets by local address, for sending from `Transmit.src`.
-    by_local: HashMap<SocketAddr, u64>,
+    by_local: HashMap<SocketAddr, K>,
 }
 
-impl SessionSockets {
+impl<K: Copy + Eq + std::hash::Hash> SessionSockets<K> {
     /// A table for a server whose welcome socket is `welcome`, and the queue of what arrives on
     /// the sessions' sockets.
-    pub fn new(welcome: SocketAddr) -> (SessionSockets, mpsc::Receiver<Incoming>) {
+    pub fn new(welcome: SocketAddr) -> (SessionSockets<K>, mpsc::Receiver<Incoming>) {
         let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
         let table =
             SessionSockets { welcome, incoming: tx, sessions: HashMap::new(), by_local: HashMap::new() };
@@ -173,7 +173,7 @@ impl SessionSockets {
     }
 
     /// Binds a socket of session `id`'s own on a new port of the welcome IP; returns its address.
-    pub fn open_own(&mut self, id: u64) -> io::Result<SocketAddr> {
+    pub fn open_own(&mut self, id: K) -> io::Result<SocketAddr> {
         let std_socket = std::net::UdpSocket::bind(SocketAddr::new(self.welcome.ip(), 0))?;
         std_socket.set_nonblocking(true)?;
         let read = self.start_reading(UdpSocket::from_std(std_socket)?, None)?;
@@ -189,7 +189,7 @@ impl SessionSockets {
     /// TCS: a socket on the welcome port connected to `client`, so the kernel hands it that
     /// client's datagrams during session `id`'s handshake. The welcome socket must have been
     /// bound with [`reusable_udp_socket`].
-    pub fn open_temporary(&mut self, id: u64, client: SocketAddr) -> io::Result<()> {
+    pub fn open_temporary(&mut self, id: K, client: SocketAddr) -> io::Result<()> {
         let socket = reusable_udp_socket(self.welcome)?;
         socket.connect(&client.into())?;
         let read = self.start_reading(UdpSocket::from_std(socket.into())?, Some(self.welcome))?;
@@ -213,14 +213,14 @@ impl SessionSockets {
     /// The engine sends from `src`: if that is a session's own socket while the session still has
     /// a temporary one, the client has used the new port (TCS) and the temporary socket goes.
     /// Returns the session whose temporary socket went.
-    pub fn sent_from(&mut self, src: SocketAddr) -> Option<u64> {
+    pub fn sent_from(&mut self, src: SocketAddr) -> Option<K> {
         let id = *self.by_local.get(&src)?;
         let sockets = self.sessions.get_mut(&id)?;
         sockets.temporary.take().map(|_| id)
     }
 
     /// Closes every socket of session `id`.
-    pub fn close(&mut self, id: u64) {
+    pub fn close(&mut self, id: K) {
         if let Some(sockets) = self.sessions.remove(&id) {
             if let Some(own) = &sockets.own {
                 self.by_local.remove(&own.local);
@@ -229,15 +229,15 @@ impl SessionSockets {
     }
 
     /// Closes the own socket of session `id` (a move that could not be made).
-    pub fn close_own(&mut self, id: u64) {
+    pub fn close_own(&mut self, id: K) {
         if let Some(own) = self.sessions.get_mut(&id).and_then(|s| s.own.take()) {
             self.by_local.remove(&own.local);
         }
     }
 
     /// Closes the sockets of every session `alive` says is gone.
-    pub fn retain(&mut self, mut alive: impl FnMut(u64) -> bool) {
-        let gone: Vec<u64> = self.sessions.keys().copied().filter(|&id| !alive(id)).collect();
+    pub fn retain(&mut self, mut alive: impl FnMut(K) -> bool) {
+        let gone: Vec<K> = self.sessions.keys().copied().filter(|&id| !alive(id)).collect();
         for id in gone {
             self.close(id);
         }
@@ -298,7 +298,7 @@ mod tests {
     #[tokio::test]
     async fn a_closed_session_leaves_no_socket_behind() {
         let welcome = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let (mut table, mut incoming) = SessionSockets::new(welcome.local_addr().unwrap());
+        let (mut table, mut incoming) = SessionSockets::<u64>::new(welcome.local_addr().unwrap());
         let own = table.open_own(7).unwrap();
         assert_ne!(own.port(), welcome.local_addr().unwrap().port());
         assert!(table.socket_for(own).is_some());

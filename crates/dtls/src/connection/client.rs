@@ -9,9 +9,9 @@ use crate::config::ClientConfig;
 use crate::crypto::MasterSecret;
 use crate::handshake::{
     encode_certificate, encode_psk_identity, encode_signed, parse_certificate, parse_new_session_ticket,
-    parse_psk_identity, psk_premaster, CertificateRequest, ClientHello, EcdheServerKeyExchange, HandshakeType,
-    HelloVerifyRequest, NamedGroup, OutExtensions, ServerHello, CERT_TYPE_ECDSA_SIGN, CERT_TYPE_RSA_SIGN,
-    MAX_COOKIE_LEN,
+    parse_psk_identity, psk_premaster, CertificateRequest, ClientHello, EcdheServerKeyExchange,
+    HandshakeType, HelloVerifyRequest, NamedGroup, OutExtensions, ServerHello, CERT_TYPE_ECDSA_SIGN,
+    CERT_TYPE_RSA_SIGN, MAX_COOKIE_LEN,
 };
 use crate::record::DTLS_1_2;
 use crate::session::{unix_now, ClientSession, Resumption};
@@ -158,7 +158,12 @@ impl Connection {
     }
 
     /// Flight 1 (or 3, with the cookie): the ClientHello.
-    pub(super) fn send_client_hello(&mut self, now: Instant, hs: &mut Handshake, state: &mut ExpectServerHello) {
+    pub(super) fn send_client_hello(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        state: &mut ExpectServerHello,
+    ) {
         let Some(config) = self.client_config().cloned() else { return };
         let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| &p.own_cid[..]);
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
@@ -300,7 +305,10 @@ impl Connection {
                 let kx = KeyExchange::Ecdhe { server, group, public, request: Some(request) };
                 ClientStep::ExpectServerHelloDone(ExpectServerHelloDone { suite, session, kx })
             }
-            (ClientStep::ExpectServerHelloDone(s @ ExpectServerHelloDone { kx: KeyExchange::Psk, .. }), HandshakeType::ServerKeyExchange) => {
+            (
+                ClientStep::ExpectServerHelloDone(s @ ExpectServerHelloDone { kx: KeyExchange::Psk, .. }),
+                HandshakeType::ServerKeyExchange,
+            ) => {
                 // The identity hint is informational: the client has one configured key.
                 parse_psk_identity(body).map_err(Abort::decode)?;
                 hs.transcript.add(msg_type, message_seq, body);
@@ -315,7 +323,9 @@ impl Connection {
                 self.client_send_key_exchange(now, hs, &config, s)?
             }
             (
-                ClientStep::ExpectServerFinished(mut s @ ExpectServerFinished { ticket_expected: true, ticket: None, .. }),
+                ClientStep::ExpectServerFinished(
+                    mut s @ ExpectServerFinished { ticket_expected: true, ticket: None, .. },
+                ),
                 HandshakeType::NewSessionTicket,
             ) => {
                 let (hint, ticket) = parse_new_session_ticket(body).map_err(Abort::decode)?;
@@ -393,9 +403,8 @@ impl Connection {
         hs.transcript.add(HandshakeType::ServerHello, message_seq, body);
         self.suite = Some(suite);
         let ticket_expected = sh.extensions.session_ticket.is_some();
-        let resumed = state
-            .offer
-            .filter(|o| !sh.session_id.is_empty() && sh.session_id == o.session_id.as_slice());
+        let resumed =
+            state.offer.filter(|o| !sh.session_id.is_empty() && sh.session_id == o.session_id.as_slice());
         if let Some(offer) = resumed {
             // RFC 7627 §5.3: a session made with the extended master secret resumes only with it.
             if offer.session.suite != suite {
@@ -404,7 +413,8 @@ impl Connection {
             if !sh.extensions.extended_master_secret {
                 return Err(Abort::alert(AlertDescription::HandshakeFailure));
             }
-            let resumption = if offer.session.ticket.is_some() { Resumption::Ticket } else { Resumption::SessionId };
+            let resumption =
+                if offer.session.ticket.is_some() { Resumption::Ticket } else { Resumption::SessionId };
             if suite.is_psk() {
                 hs.psk_identity = config.psk.as_ref().map(|p| p.identity.clone()).unwrap_or_default();
             }
@@ -500,7 +510,13 @@ impl Connection {
     }
 
     /// The server's Finished verified: the session to keep for resumption, and the summary.
-    fn client_complete(&mut self, now: Instant, hs: &mut Handshake, config: &ClientConfig, s: ExpectServerFinished) -> Step {
+    fn client_complete(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        config: &ClientConfig,
+        s: ExpectServerFinished,
+    ) -> Step {
         let created_unix = unix_now(config.wall_clock, now);
         let session = if !hs.extended_master_secret {
             None

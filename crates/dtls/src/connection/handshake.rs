@@ -50,7 +50,8 @@ pub(super) enum HandshakeTimer {
 }
 
 impl TimerKind for HandshakeTimer {
-    const ALL: &'static [Self] = &[HandshakeTimer::GiveUp, HandshakeTimer::Retain, HandshakeTimer::Retransmit];
+    const ALL: &'static [Self] =
+        &[HandshakeTimer::GiveUp, HandshakeTimer::Retain, HandshakeTimer::Retransmit];
     fn index(self) -> usize {
         self as usize
     }
@@ -160,7 +161,13 @@ pub(super) struct Handshake {
 }
 
 impl Handshake {
-    pub fn new(now: Instant, seed: [u8; 32], initial: Duration, max: Duration, give_up: Duration) -> Box<Self> {
+    pub fn new(
+        now: Instant,
+        seed: [u8; 32],
+        initial: Duration,
+        max: Duration,
+        give_up: Duration,
+    ) -> Box<Self> {
         let mut timers = TimerTable::default();
         timers.set(HandshakeTimer::GiveUp, now + give_up);
         Box::new(Handshake {
@@ -208,7 +215,12 @@ impl Handshake {
 
     /// Checks the peer's Finished against the transcript so far, in constant time
     /// (`from_client`: whose Finished it is). A mismatch is decrypt_error (RFC 5246 §7.4.9).
-    pub fn check_peer_finished(&self, master: &MasterSecret, body: &[u8], from_client: bool) -> Result<(), Abort> {
+    pub fn check_peer_finished(
+        &self,
+        master: &MasterSecret,
+        body: &[u8],
+        from_client: bool,
+    ) -> Result<(), Abort> {
         let verify = parse_finished(body).map_err(Abort::decode)?;
         let expected = master.verify_data(from_client, self.transcript.current_hash().as_ref());
         if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {

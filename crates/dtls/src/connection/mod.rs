@@ -27,7 +27,9 @@ use crate::suite::CipherSuite;
 use client::{ClientStep, ExpectServerHello};
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_pki::CertDer;
-use handshake::{Abort, AuthFailure, Complete, Handshake, HandshakeTimer, Step, MAX_EARLY_RECORDS, MAX_EARLY_RECORD_BYTES};
+use handshake::{
+    Abort, AuthFailure, Complete, Handshake, HandshakeTimer, Step, MAX_EARLY_RECORDS, MAX_EARLY_RECORD_BYTES,
+};
 use rand_core::RngCore;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -200,7 +202,12 @@ struct Authenticated {
 
 impl Connection {
     /// A client session towards `remote`; the ClientHello is ready in `poll_transmit`.
-    pub fn client(config: Arc<ClientConfig>, now: Instant, remote: SocketAddr, rng_seed: [u8; 32]) -> Connection {
+    pub fn client(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+    ) -> Connection {
         Connection::client_with_session(config, now, remote, rng_seed, None)
     }
 
@@ -467,7 +474,8 @@ impl Connection {
 
     /// Whether a client still waits for its ServerHello.
     fn waits_for_server_hello(&self) -> bool {
-        self.phase == Phase::Handshaking && self.hs.as_ref().is_some_and(|hs| ExpectServerHello::is_current(&hs.step))
+        self.phase == Phase::Handshaking
+            && self.hs.as_ref().is_some_and(|hs| ExpectServerHello::is_current(&hs.step))
     }
 
     /// The records of one datagram, split once and handled in order.
@@ -490,7 +498,8 @@ impl Connection {
             if let Some(n) = split.continuation_len(datagram, own_cid_len) {
                 let mut record = split.complete(&datagram[..n]);
                 pos = n;
-                if let Ok(header) = RecordHeader::parse(&mut crate::codec::Reader::new(&record), own_cid_len) {
+                if let Ok(header) = RecordHeader::parse(&mut crate::codec::Reader::new(&record), own_cid_len)
+                {
                     self.handle_record_bytes(now, remote, header, &mut record, &mut on_data, &mut seen);
                 }
             }
@@ -576,7 +585,10 @@ impl Connection {
     ) -> Option<bool> {
         let (content_type, plaintext, authenticated) = match header.epoch {
             0 => {
-                if matches!(header.content_type, ContentType::ApplicationData | ContentType::ReturnRoutabilityCheck) {
+                if matches!(
+                    header.content_type,
+                    ContentType::ApplicationData | ContentType::ReturnRoutabilityCheck
+                ) {
                     self.stats.records_dropped += 1;
                     return None;
                 }
@@ -693,7 +705,9 @@ impl Connection {
         let Some(hs) = self.hs.as_mut() else { return };
         match hs.auth_failure {
             None => hs.auth_failure = Some(AuthFailure { at: now, datagram, peer_resent: false }),
-            Some(first) if first.peer_resent && datagram != first.datagram && now >= first.at + initial / 2 => {
+            Some(first)
+                if first.peer_resent && datagram != first.datagram && now >= first.at + initial / 2 =>
+            {
                 self.fail(Abort::alert(AlertDescription::DecryptError));
             }
             Some(_) => {}
@@ -810,7 +824,13 @@ impl Connection {
     }
 
     /// One whole handshake message, in order: handed to the step the handshake is at.
-    fn on_handshake_message(&mut self, now: Instant, msg_type: HandshakeType, seq: u16, body: &[u8]) -> Result<(), Abort> {
+    fn on_handshake_message(
+        &mut self,
+        now: Instant,
+        msg_type: HandshakeType,
+        seq: u16,
+        body: &[u8],
+    ) -> Result<(), Abort> {
         let Some(mut hs) = self.hs.take() else { return Ok(()) };
         let result = match hs.step.take() {
             Some(Step::Client(step)) => self.client_on_message(now, &mut hs, step, msg_type, seq, body),
@@ -851,7 +871,8 @@ impl Connection {
 
     /// Whether datagrams wait for `poll_transmit`.
     pub(crate) fn has_output(&self) -> bool {
-        self.queued.as_ref().is_some_and(|q| !q.outgoing.is_empty()) || self.path.as_deref().is_some_and(PathState::has_direct)
+        self.queued.as_ref().is_some_and(|q| !q.outgoing.is_empty())
+            || self.path.as_deref().is_some_and(PathState::has_direct)
     }
 
     /// When `handle_timeout` should next be called.
@@ -1056,5 +1077,153 @@ impl SansIo for Connection {
     }
     fn handle_timeout(&mut self, now: Instant) {
         Connection::handle_timeout(self, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzzing::{client_addr, established_pair, server_addr};
+    use crate::handshake::{ClientHello, HandshakeHeader};
+    use crate::record::{record_len, HEADER_LEN};
+
+    /// A protected handshake record with one message, as the peer in `from` would write it.
+    fn protected_message(from: &Connection, msg_type: HandshakeType, body: &[u8], seq: u64) -> Vec<u8> {
+        protected_message_seq(from, msg_type, 9, body, seq)
+    }
+
+    fn protected_message_seq(
+        from: &Connection,
+        msg_type: HandshakeType,
+        message_seq: u16,
+        body: &[u8],
+        seq: u64,
+    ) -> Vec<u8> {
+        let protect = from.record.protect(&[]).unwrap();
+        let mut hdr = Vec::new();
+        HandshakeHeader {
+            msg_type,
+            length: body.len() as u32,
+            message_seq,
+            fragment_offset: 0,
+            fragment_length: body.len() as u32,
+        }
+        .write(&mut hdr);
+        let mut rec = vec![0u8; record_len(Some(protect), hdr.len() + body.len())];
+        write_record(&mut rec, ContentType::Handshake, 1, seq, Some(protect), &[&hdr, body]);
+        rec
+    }
+
+    fn assert_warning_alert(datagram: &[u8]) {
+        // One protected alert record: type 21, epoch 1, 8-byte nonce + 2 bytes + 8-byte CCM tag.
+        assert_eq!(datagram[0], ContentType::Alert as u8);
+        assert_eq!(&datagram[3..5], &[0, 1]);
+        assert_eq!(datagram.len(), HEADER_LEN + 8 + 2 + 8);
+    }
+
+    #[test]
+    fn renegotiation_is_refused_with_a_warning_and_the_session_goes_on() {
+        let (mut client, mut server, _) = established_pair();
+        let now = Instant::from_millis(5);
+        let h = server.handle_for(client_addr()).unwrap();
+
+        // Server asks for renegotiation: the client answers no_renegotiation and stays up.
+        let sconn = server.connection(h).unwrap();
+        // A sequence number ahead of the real ones but inside the replay window.
+        let mut rec =
+            protected_message(sconn, HandshakeType::HelloRequest, &[], sconn.record.peek_write_seq() + 5);
+        client.handle_datagram(now, server_addr(), &mut rec);
+        assert_warning_alert(&client.poll_transmit(now).expect("no_renegotiation alert").payload);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+
+        // Client starts a renegotiating ClientHello: the server refuses the same way.
+        let mut body = Vec::new();
+        ClientHello::encode(&mut body, &[1; 32], &[], &[0xC0A8], true);
+        let mut rec =
+            protected_message(&client, HandshakeType::ClientHello, &body, client.record.peek_write_seq() + 5);
+        let conn = server.connection_mut(h).unwrap();
+        conn.handle_datagram(now, client_addr(), &mut rec);
+        assert_warning_alert(&conn.poll_transmit(now).expect("no_renegotiation alert").payload);
+        assert!(conn.is_established());
+
+        // Data still flows both ways.
+        let mut buf = [0u8; 128];
+        let n = client.seal_into(b"after", &mut buf).unwrap();
+        let mut got = Vec::new();
+        server.open_in_place(now, server_addr(), client_addr(), &mut buf[..n], &mut |_, d| {
+            got.extend_from_slice(d)
+        });
+        assert_eq!(got, b"after");
+    }
+
+    #[test]
+    fn forged_records_do_not_disturb_an_established_session() {
+        let (mut client, _server, _) = established_pair();
+        let now = Instant::from_millis(5);
+        // An unauthenticated fatal alert in epoch 0 and a garbage epoch-1 alert are both dropped.
+        let mut plain = vec![0u8; HEADER_LEN + 2];
+        write_record(&mut plain, ContentType::Alert, 0, 50, None, &[&[2, 40]]);
+        client.handle_datagram(now, server_addr(), &mut plain);
+        let mut forged = plain.clone();
+        forged[3..5].copy_from_slice(&[0, 1]);
+        forged.extend_from_slice(&[0; 20]);
+        forged[11..13].copy_from_slice(&22u16.to_be_bytes());
+        client.handle_datagram(now, server_addr(), &mut forged);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+        assert_eq!(client.stats().records_dropped, 2);
+    }
+
+    #[test]
+    fn bad_finished_fails_with_decrypt_error() {
+        let ccfg = Arc::new(ClientConfig::psk(b"id".to_vec(), b"key".to_vec()));
+        let scfg = Arc::new(ServerConfig::psk(b"id".to_vec(), b"key".to_vec()));
+        let now = Instant::from_millis(1);
+        let mut client = Connection::client(ccfg, now, server_addr(), [1; 32]);
+        let mut server = crate::endpoint::Endpoint::new(scfg, [2; 32]);
+        let mut server_failed = None;
+        for _ in 0..4 {
+            while let Some(t) = client.poll_transmit(now) {
+                let mut d = t.payload;
+                if client.hs.as_ref().is_some_and(|hs| {
+                    matches!(hs.step, Some(Step::Client(ClientStep::ExpectServerFinished(_))))
+                }) {
+                    // Flight 5: keep ClientKeyExchange and ChangeCipherSpec, replace Finished by
+                    // one with wrong verify_data under the right keys.
+                    let mut forged = Vec::new();
+                    for rec in crate::record::Records::new(&d) {
+                        let (h, range) = rec.unwrap();
+                        if h.epoch == 0 {
+                            forged.extend_from_slice(&d[range.start - HEADER_LEN..range.end]);
+                        } else {
+                            let seq = client.record.peek_write_seq() + 1;
+                            // Finished is the client's fourth message (ClientHello twice, ClientKeyExchange).
+                            forged.extend(protected_message_seq(
+                                &client,
+                                HandshakeType::Finished,
+                                3,
+                                &[0x5a; 12],
+                                seq,
+                            ));
+                        }
+                    }
+                    d = forged;
+                }
+                server.handle_datagram(now, server_addr(), client_addr(), &mut d);
+            }
+            while let Some((_, e)) = server.poll_event() {
+                server_failed = Some(e);
+            }
+            while let Some(t) = server.poll_transmit(now) {
+                let mut d = t.payload;
+                client.handle_datagram(now, server_addr(), &mut d);
+            }
+        }
+        assert_eq!(server_failed, Some(Event::Failed(Error::AlertSent(AlertDescription::DecryptError))));
+        assert_eq!(
+            client.poll_event(),
+            Some(Event::Failed(Error::AlertReceived(AlertDescription::DecryptError)))
+        );
     }
 }

@@ -157,7 +157,9 @@ impl Connection {
     pub(super) fn handle_path_timeout(&mut self, now: Instant) {
         let (_, max) = self.retransmit_bounds();
         loop {
-            let Some(transient) = self.path.as_deref_mut().and_then(|p| p.transient.as_deref_mut()) else { return };
+            let Some(transient) = self.path.as_deref_mut().and_then(|p| p.transient.as_deref_mut()) else {
+                return;
+            };
             match transient.timers.expire(now) {
                 None => return,
                 Some(PathTimer::Challenge) => {

@@ -17,7 +17,9 @@ use crate::handshake::{
 };
 use crate::mobility::PathState;
 use crate::record::{DTLS_1_2, MAX_SEQ};
-use crate::session::{unix_now, ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN};
+use crate::session::{
+    unix_now, ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN,
+};
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme};
@@ -207,7 +209,18 @@ impl Connection {
             });
             if let Some((kind, session)) = usable {
                 let ticket_keys = ticket_keys.filter(|_| issue_ticket);
-                return self.server_resume(now, hs, config, &ch, message_seq, body, kind, session, secure_renegotiation, ticket_keys);
+                return self.server_resume(
+                    now,
+                    hs,
+                    config,
+                    &ch,
+                    message_seq,
+                    body,
+                    kind,
+                    session,
+                    secure_renegotiation,
+                    ticket_keys,
+                );
             }
         }
         // Certificate suites: the group and signature scheme both sides support.
@@ -290,10 +303,20 @@ impl Connection {
                     let mut cr = Vec::with_capacity(256);
                     CertificateRequest::encode(&mut cr, &SCHEMES, anchors.subject_names());
                     hs.push_message(0, HandshakeType::CertificateRequest, cr, true);
-                    ServerStep::ExpectClientCertificate(ExpectClientCertificate { suite, session, group, secret })
+                    ServerStep::ExpectClientCertificate(ExpectClientCertificate {
+                        suite,
+                        session,
+                        group,
+                        secret,
+                    })
                 } else {
                     let kx = KeyExchange::Ecdhe { group, secret };
-                    ServerStep::ExpectClientKeyExchange(ExpectClientKeyExchange { suite, session, kx, client: None })
+                    ServerStep::ExpectClientKeyExchange(ExpectClientKeyExchange {
+                        suite,
+                        session,
+                        kx,
+                        client: None,
+                    })
                 }
             }
             None => {
@@ -303,7 +326,12 @@ impl Connection {
                     hs.push_message(0, HandshakeType::ServerKeyExchange, ske, true);
                 }
                 let kx = KeyExchange::Psk;
-                ServerStep::ExpectClientKeyExchange(ExpectClientKeyExchange { suite, session, kx, client: None })
+                ServerStep::ExpectClientKeyExchange(ExpectClientKeyExchange {
+                    suite,
+                    session,
+                    kx,
+                    client: None,
+                })
             }
         };
         hs.push_message(0, HandshakeType::ServerHelloDone, Vec::new(), true);
@@ -372,7 +400,8 @@ impl Connection {
             // The renewed ticket seals the resumed session itself: its creation time carries over.
             let mut nonce = [0u8; 12];
             hs.rng.fill_bytes(&mut nonce);
-            let (ticket, lifetime) = session.seal(&keys.current, nonce).map(|t| (t, keys.lifetime)).unwrap_or_default();
+            let (ticket, lifetime) =
+                session.seal(&keys.current, nonce).map(|t| (t, keys.lifetime)).unwrap_or_default();
             let mut nst = Vec::with_capacity(8 + ticket.len());
             encode_new_session_ticket(&mut nst, lifetime_hint(lifetime), &ticket);
             hs.push_message(0, HandshakeType::NewSessionTicket, nst, true);
@@ -424,7 +453,10 @@ impl Connection {
                         key: verified.key,
                         certificates: chain.len(),
                         leaf: chain.into_iter().next(),
-                        verified: ClientCertificate { anchor: verified.anchor, not_after: verified.not_after_unix },
+                        verified: ClientCertificate {
+                            anchor: verified.anchor,
+                            not_after: verified.not_after_unix,
+                        },
                     })
                 };
                 hs.transcript.add(msg_type, message_seq, body);
@@ -454,7 +486,8 @@ impl Connection {
                     .filter(|s| SCHEMES.contains(&s.code()))
                     .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
                 let raw = hs.transcript.take_raw().ok_or(Abort::alert(AlertDescription::InternalError))?;
-                fastshake_pki::verify_signature(&s.client.key, scheme, &raw, signature).map_err(Abort::peer)?;
+                fastshake_pki::verify_signature(&s.client.key, scheme, &raw, signature)
+                    .map_err(Abort::peer)?;
                 hs.transcript.add(msg_type, message_seq, body);
                 ServerStep::ExpectClientFinished(ExpectClientFinished {
                     suite: s.suite,
@@ -487,7 +520,8 @@ impl Connection {
             }
             KeyExchange::Psk => {
                 let identity = parse_psk_identity(body).map_err(Abort::decode)?;
-                let psk = config.find_psk(identity).ok_or(Abort::alert(AlertDescription::UnknownPskIdentity))?;
+                let psk =
+                    config.find_psk(identity).ok_or(Abort::alert(AlertDescription::UnknownPskIdentity))?;
                 hs.psk_identity = identity.to_vec();
                 psk_premaster(&psk.key)
             }
@@ -548,7 +582,8 @@ impl Connection {
             psk_identity: hs.psk_identity.clone(),
             client_cert: client.as_ref().map(|c| c.verified),
         };
-        let cache_entry = <[u8; 32]>::try_from(session.session_id.as_slice()).ok().map(|id| (id, resumable.clone()));
+        let cache_entry =
+            <[u8; 32]>::try_from(session.session_id.as_slice()).ok().map(|id| (id, resumable.clone()));
         if let Some(keys) = &session.ticket {
             let (ticket, lifetime) =
                 resumable.seal(&keys.current, nonce).map(|t| (t, keys.lifetime)).unwrap_or_default();
@@ -559,7 +594,14 @@ impl Connection {
         hs.push_change_cipher_spec_and_finished(&s.master, false, false);
         self.send_new_flight(now, hs, false);
         let (peer_certificates, peer_leaf) = client.map_or((0, None), |c| (c.certificates, c.leaf));
-        let finished = Finished { suite: s.suite, resumption: None, session: None, peer_certificates, peer_leaf, cache_entry };
+        let finished = Finished {
+            suite: s.suite,
+            resumption: None,
+            session: None,
+            peer_certificates,
+            peer_leaf,
+            cache_entry,
+        };
         self.complete_handshake(now, hs, finished)
     }
 }

@@ -101,4 +101,3 @@ impl RecordHeader {
         Ok(RecordHeader { content_type, version, epoch, seq, length, cid_len })
     }
 }
-

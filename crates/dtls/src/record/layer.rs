@@ -80,6 +80,12 @@ impl RecordLayer {
         self.keys.as_ref().map(|k| Protect { cipher: k.cipher, keys: &k.write, cid: peer_cid })
     }
 
+    /// The next epoch-1 sequence number, without taking it.
+    #[cfg(test)]
+    pub fn peek_write_seq(&self) -> u64 {
+        self.write_seq
+    }
+
     /// Protection for epoch-1 writes and the sequence number counter, for packing a flight.
     pub fn writer<'a>(&'a mut self, peer_cid: &'a [u8]) -> Option<(Protect<'a>, &'a mut u64)> {
         let keys = self.keys.as_ref()?;
@@ -103,7 +109,12 @@ impl RecordLayer {
     }
 
     /// One protected epoch-1 record of `content_type` holding `parts`.
-    pub fn seal(&mut self, content_type: ContentType, peer_cid: &[u8], parts: &[&[u8]]) -> Result<Vec<u8>, Error> {
+    pub fn seal(
+        &mut self,
+        content_type: ContentType,
+        peer_cid: &[u8],
+        parts: &[&[u8]],
+    ) -> Result<Vec<u8>, Error> {
         let plain_len = parts.iter().map(|p| p.len()).sum();
         if self.keys.is_none() {
             return Err(Error::NotEstablished);
@@ -133,7 +144,12 @@ impl RecordLayer {
 
     /// Opens a protected record in place: replay check, AEAD with the RFC 9146 additional data
     /// when the record carries our `own_cid`, then the window is moved.
-    pub fn open(&mut self, header: &RecordHeader, own_cid: &[u8], body: &mut [u8]) -> Result<Opened, Unopened> {
+    pub fn open(
+        &mut self,
+        header: &RecordHeader,
+        own_cid: &[u8],
+        body: &mut [u8],
+    ) -> Result<Opened, Unopened> {
         let Some(keys) = &self.keys else { return Err(Unopened::NoKeys) };
         if !self.read_window.is_fresh(header.seq) || body.len() < RecordCipher::EXPLICIT_NONCE_LEN {
             return Err(Unopened::Replayed);

@@ -8,7 +8,7 @@ mod protection;
 mod replay;
 mod split;
 
-pub use header::{ContentType, RecordHeader, DTLS_1_0, DTLS_1_2, HEADER_LEN, MAX_CIPHERTEXT, MAX_SEQ};
+pub use header::{ContentType, RecordHeader, DTLS_1_0, DTLS_1_2, HEADER_LEN, MAX_SEQ};
 pub(crate) use layer::{RecordLayer, Unopened};
 pub(crate) use protection::{record_len, write_record, Keys, Protect};
 pub use replay::ReplayWindow;
