@@ -54,6 +54,20 @@
 //!   the next [`Endpoint::poll_transmit`] or [`Endpoint::handle_timeout`].
 //! - Congestion control is RFC 9260 §7.2 (slow start, congestion avoidance, halving on fast
 //!   retransmit, one MTU after T3-rtx).
+//! - **What a peer can make us hold or send is bounded.** A shutdown we start ends within the
+//!   T5-shutdown-guard ([`Config::shutdown_guard`], RFC 9260 §9.2). The reassembly and ordering
+//!   buffers of all associations share [`Config::max_receive_buffer`]: out-of-order DATA may
+//!   fill three quarters, DATA in order all of it, a whole message delivered at once always
+//!   passes; what does not fit is dropped unacknowledged, or takes the place of the highest TSN
+//!   held (reneging it, §6.2), and the advertised windows shrink with what is left. Messages
+//!   reassembled at the same time must fit in it together (there is no partial delivery).
+//!   Answers to out-of-the-blue packets share one token bucket ([`Config::ootb_answers`], §8.4).
+//! - **What we send is what RFC 9260 stacks all take.** The INIT carries no Supported Address
+//!   Types (its absence means every type, §3.3.2.1): pion/sctp does not implement it and, its
+//!   high bits being `00`, drops an INIT carrying it. A multihomed INIT lists its addresses
+//!   (IPv4/IPv6 Address parameters), which pion/sctp does not implement either: it drops that
+//!   INIT, so a multihomed client cannot open an association with pion/sctp. Everything else
+//!   we send (INIT-ACK, ALT-* parameters with high bits `10`, HEARTBEAT, ERROR causes) it takes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
