@@ -64,10 +64,13 @@
 //!   Answers to out-of-the-blue packets share one token bucket ([`Config::ootb_answers`], §8.4).
 //! - **What we send is what RFC 9260 stacks all take.** The INIT carries no Supported Address
 //!   Types (its absence means every type, §3.3.2.1): pion/sctp does not implement it and, its
-//!   high bits being `00`, drops an INIT carrying it. A multihomed INIT lists its addresses
-//!   (IPv4/IPv6 Address parameters), which pion/sctp does not implement either: it drops that
-//!   INIT, so a multihomed client cannot open an association with pion/sctp. Everything else
-//!   we send (INIT-ACK, ALT-* parameters with high bits `10`, HEARTBEAT, ERROR causes) it takes.
+//!   high bits being `00`, drops an INIT carrying it. Nor would it tell a peer anything: the
+//!   engine has no address family of its own (the driver's sockets have), and a peer address of
+//!   another family than the primary path's is never used anyway. A multihomed INIT lists its
+//!   addresses (IPv4/IPv6 Address parameters), which pion/sctp does not implement either: it
+//!   drops that INIT, so a multihomed client cannot open an association with pion/sctp.
+//!   Everything else we send (INIT-ACK, ALT-* parameters with high bits `10`, HEARTBEAT, ERROR
+//!   causes) it takes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
