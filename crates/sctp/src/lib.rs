@@ -384,7 +384,8 @@ pub struct AssociationStats {
     pub handshake_retransmits: u64,
     /// SHUTDOWN and SHUTDOWN-ACK sent again because T2 expired.
     pub shutdown_retransmits: u64,
-    /// DATA chunks dropped unacknowledged for want of receive buffer (window or endpoint cap).
+    /// DATA chunks dropped unacknowledged: no room (window or endpoint cap), or a TSN too far
+    /// ahead of the cumulative one. The peer sends them again.
     pub data_dropped: u64,
 }
 
