@@ -1,7 +1,6 @@
 //! Entry points for the fuzz targets (`fuzz/fuzz_targets/dtls_*.rs`) and the corpus test.
 //! Not a stable API.
 
-use crate::codec::Reader;
 use crate::config::{ClientConfig, Mobility, ServerConfig};
 use crate::connection::Connection;
 use crate::endpoint::Endpoint;
@@ -12,6 +11,7 @@ use crate::handshake::{
 };
 use crate::record::{ContentType, Records, ReplayWindow};
 use crate::session::{ClientSession, ServerSession, TicketKeys};
+use fastshake_core::codec::Reader;
 use fastshake_core::Instant;
 use std::net::SocketAddr;
 use std::sync::Arc;

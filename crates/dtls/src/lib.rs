@@ -149,7 +149,6 @@
 #![forbid(unsafe_code)]
 
 mod alert;
-mod codec;
 mod config;
 mod connection;
 mod crypto;
@@ -163,7 +162,6 @@ mod mobility;
 mod record;
 mod session;
 mod suite;
-mod timer;
 
 #[doc(hidden)]
 pub mod fuzzing;

@@ -2,8 +2,8 @@
 //! check (RFC 9853), session sockets and port moves. Boxed in the connection and created only
 //! when one of them is in use, so a session without mobility pays one pointer.
 
-use crate::timer::{TimerKind, TimerTable};
 use fastshake_core::Instant;
+use fastshake_core::{TimerKind, TimerTable};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::collections::VecDeque;

@@ -482,7 +482,7 @@ impl Connection {
                 }
                 let (private, public) = ephemeral(group, &mut hs.rng);
                 let mut cke = Vec::with_capacity(1 + public.len());
-                crate::codec::put_vec8(&mut cke, &public);
+                fastshake_core::codec::put_vec8(&mut cke, &public);
                 hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
                 (agree(private, group, &peer_public)?, Some(server))
             }

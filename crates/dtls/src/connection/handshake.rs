@@ -5,7 +5,6 @@
 use super::client::ClientStep;
 use super::server::ServerStep;
 use crate::alert::AlertDescription;
-use crate::codec::DecodeError;
 use crate::crypto::{prf_sha256, MasterSecret, TrafficKeys};
 use crate::error::Error;
 use crate::flight::{Flight, FlightItem};
@@ -13,8 +12,9 @@ use crate::handshake::{parse_finished, HandshakeHeader, HandshakeType, NamedGrou
 use crate::record::{Keys, RecordHeader, SplitRecord};
 use crate::session::ServerSession;
 use crate::suite::{CipherSuite, KeyExchange};
-use crate::timer::{TimerKind, TimerTable};
+use fastshake_core::codec::DecodeError;
 use fastshake_core::Instant;
+use fastshake_core::{TimerKind, TimerTable};
 use fastshake_pki::{KeyAlgorithm, PkiError, SignatureScheme};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;

@@ -498,7 +498,8 @@ impl Connection {
             if let Some(n) = split.continuation_len(datagram, own_cid_len) {
                 let mut record = split.complete(&datagram[..n]);
                 pos = n;
-                if let Ok(header) = RecordHeader::parse(&mut crate::codec::Reader::new(&record), own_cid_len)
+                if let Ok(header) =
+                    RecordHeader::parse(&mut fastshake_core::codec::Reader::new(&record), own_cid_len)
                 {
                     self.handle_record_bytes(now, remote, header, &mut record, &mut on_data, &mut seen);
                 }
@@ -508,7 +509,7 @@ impl Connection {
             if matches!(self.phase, Phase::Failed | Phase::Closed) {
                 return;
             }
-            let mut r = crate::codec::Reader::new(&datagram[pos..]);
+            let mut r = fastshake_core::codec::Reader::new(&datagram[pos..]);
             let header = match RecordHeader::parse(&mut r, own_cid_len) {
                 Ok(h) if r.remaining() >= h.length as usize => h,
                 Ok(h) => {

@@ -4,8 +4,8 @@
 
 use super::hello::{HelloInfo, HelloScan};
 use super::{ConnectionHandle, Endpoint, EndpointDataSink};
-use crate::codec::Reader;
 use crate::record::{ContentType, RecordHeader, Records};
+use fastshake_core::codec::Reader;
 use fastshake_core::Instant;
 use std::net::SocketAddr;
 

@@ -1,7 +1,7 @@
 //! Bodies of the handshake messages of a PSK handshake, with an extension codec that skips
 //! unknown extensions (so later extensions slot in as new fields).
 
-use crate::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
+use fastshake_core::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
 
 pub const EXT_EXTENDED_MASTER_SECRET: u16 = 0x0017;
 pub const EXT_RENEGOTIATION_INFO: u16 = 0xff01;

@@ -1,6 +1,6 @@
 //! The record header (RFC 6347 §4.1, RFC 9146 §4) and the content types.
 
-use crate::codec::{DecodeError, Reader};
+use fastshake_core::codec::{DecodeError, Reader};
 
 /// Bytes of a DTLS 1.2 record header.
 pub const HEADER_LEN: usize = 13;

@@ -3,7 +3,7 @@
 //! datagrams — except where a peer breaks that rule, see [`SplitRecord`]).
 
 use super::header::{ContentType, RecordHeader};
-use crate::codec::{DecodeError, Reader};
+use fastshake_core::codec::{DecodeError, Reader};
 use std::ops::Range;
 
 /// Walks the records of one datagram, yielding each header and the range of its body.

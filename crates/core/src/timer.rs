@@ -1,18 +1,19 @@
 //! A fixed table of named deadlines: one slot per kind of timer, so "the next deadline" is a
 //! minimum over a few slots and each timer is set, moved and stopped by its name.
 
-use fastshake_core::Instant;
+use crate::Instant;
 
 /// A kind of timer: an index into the table.
-pub(crate) trait TimerKind: Copy + 'static {
+pub trait TimerKind: Copy + 'static {
     /// Every kind, in the order they are checked when several expire at once.
     const ALL: &'static [Self];
+    /// The kind's slot in the table (0, 1, ...).
     fn index(self) -> usize;
 }
 
 /// Deadlines for the timers of kind `T`, at most `N` of them.
 #[derive(Clone, Debug)]
-pub(crate) struct TimerTable<T: TimerKind, const N: usize> {
+pub struct TimerTable<T: TimerKind, const N: usize> {
     deadlines: [Option<Instant>; N],
     _kind: std::marker::PhantomData<T>,
 }
@@ -24,18 +25,22 @@ impl<T: TimerKind, const N: usize> Default for TimerTable<T, N> {
 }
 
 impl<T: TimerKind, const N: usize> TimerTable<T, N> {
+    /// Sets (or moves) `timer` to fire at `at`.
     pub fn set(&mut self, timer: T, at: Instant) {
         self.deadlines[timer.index()] = Some(at);
     }
 
+    /// Stops `timer`.
     pub fn stop(&mut self, timer: T) {
         self.deadlines[timer.index()] = None;
     }
 
+    /// When `timer` fires, if it is set.
     pub fn get(&self, timer: T) -> Option<Instant> {
         self.deadlines[timer.index()]
     }
 
+    /// Whether `timer` is set.
     pub fn is_set(&self, timer: T) -> bool {
         self.get(timer).is_some()
     }

@@ -22,18 +22,22 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
 
+    /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
+    /// Whether every byte was read.
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
     }
 
+    /// The next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
         let out = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
@@ -41,31 +45,42 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// Every byte not read yet.
     pub fn rest(&mut self) -> &'a [u8] {
         let out = &self.buf[self.pos..];
         self.pos = self.buf.len();
         out
     }
 
+    /// One byte.
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
 
+    /// A big-endian 16-bit integer.
     pub fn u16(&mut self) -> Result<u16, DecodeError> {
         let b = self.take(2)?;
         Ok(u16::from_be_bytes([b[0], b[1]]))
     }
 
+    /// A big-endian 24-bit integer.
     pub fn u24(&mut self) -> Result<u32, DecodeError> {
         let b = self.take(3)?;
         Ok(u32::from_be_bytes([0, b[0], b[1], b[2]]))
     }
 
+    /// A big-endian 32-bit integer.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    /// A big-endian 48-bit integer.
     pub fn u48(&mut self) -> Result<u64, DecodeError> {
         let b = self.take(6)?;
         Ok(u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]]))
     }
 
+    /// The next `N` bytes as an array.
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N)?);
@@ -94,14 +109,17 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Appends one byte.
 pub fn put_u8(out: &mut Vec<u8>, v: u8) {
     out.push(v);
 }
 
+/// Appends a big-endian 16-bit integer.
 pub fn put_u16(out: &mut Vec<u8>, v: u16) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
+/// Appends the low 24 bits of `v`, big-endian.
 pub fn put_u24(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_be_bytes()[1..]);
 }
@@ -131,6 +149,7 @@ mod tests {
         assert_eq!(r.u16(), Ok(0x0203));
         assert_eq!(r.u48(), Err(DecodeError::Truncated));
         assert_eq!(r.u24(), Ok(0x040506));
+        assert_eq!(r.clone().u32(), Err(DecodeError::Truncated));
         assert_eq!(r.finish(), Err(DecodeError::TrailingBytes));
         assert_eq!(r.vec8(), Err(DecodeError::Truncated));
         let mut r = Reader::new(&[2, 9, 9]);
