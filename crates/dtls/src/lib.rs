@@ -161,6 +161,7 @@ mod handshake;
 mod mobility;
 mod record;
 mod session;
+mod strategy;
 mod suite;
 
 #[doc(hidden)]
@@ -175,4 +176,5 @@ pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors};
 pub use mobility::MobilityStats;
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
+pub use strategy::{MobilityMode, SocketAction, SERVER_CID_LENGTH};
 pub use suite::CipherSuite;

@@ -708,3 +708,48 @@ fn late_copies_of_every_datagram_change_no_session_of_any_strategy() {
         assert_eq!(net.server_conn(h).remote(), addr("203.0.113.9:50000"), "{name}: the session followed");
     }
 }
+
+/// The socket strategy of seed 001, decided in one place for every driver: what each mode does
+/// with a session's sockets after each of its events.
+#[test]
+fn the_socket_strategy_decides_per_mode_and_client() {
+    use fastshake_dtls::{MobilityMode, SocketAction};
+    for mode in MobilityMode::ALL {
+        for follows in [true, false] {
+            let client = if follows { mode.client_mobility() } else { Mobility::default() };
+            let mut net = Net::new(with_client(client), with_server(mode.server_mobility()));
+            net.run_for(5 * SECOND);
+            let mut actions = Vec::new();
+            for (h, e) in &net.server_events {
+                let Some(conn) = net.server.connection(*h) else { continue };
+                if let Some(action) = mode.socket_action(e, conn) {
+                    actions.push((format!("{e:?}").split('(').next().unwrap().to_owned(), action));
+                }
+            }
+            let names: Vec<(&str, &SocketAction)> = actions.iter().map(|(e, a)| (e.as_str(), a)).collect();
+            let stay = SocketAction::StayOnWelcomePort("the client did not offer port_move");
+            let client_addr = net.client_addr;
+            match (mode, follows) {
+                (MobilityMode::Ipc, true) => assert_eq!(names, vec![("Accepted", &SocketAction::OpenOwn)]),
+                (MobilityMode::Ipc, false) => assert_eq!(names, vec![("Accepted", &stay)]),
+                (MobilityMode::Tcs, true) => assert_eq!(
+                    names,
+                    vec![
+                        ("Accepted", &SocketAction::OpenTemporary { client: client_addr }),
+                        ("Connected", &SocketAction::MoveToOwn)
+                    ]
+                ),
+                (MobilityMode::Tcs, false) => assert_eq!(
+                    names,
+                    vec![
+                        ("Accepted", &SocketAction::OpenTemporary { client: client_addr }),
+                        ("Connected", &stay)
+                    ]
+                ),
+                (MobilityMode::Standard | MobilityMode::Cid, _) => {
+                    assert!(names.is_empty(), "{mode}: {names:?}")
+                }
+            }
+        }
+    }
+}

@@ -17,7 +17,7 @@
 //! ([`ClientOptions::app_timeout`]), resending what went unanswered.
 #![forbid(unsafe_code)]
 
-use crate::mobility::{self, SessionSockets};
+use crate::mobility::{self, SessionSockets, SocketAction};
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
     ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
@@ -1099,14 +1099,15 @@ impl ServerDriver {
     fn handle_events(&mut self, endpoint: &mut Endpoint) {
         while let Some((handle, event)) = endpoint.poll_event() {
             let known = endpoint.connection(handle).map(|c| c.remote());
+            if let Some(action) = endpoint.connection(handle).and_then(|c| self.mode.socket_action(&event, c))
+            {
+                self.carry_out(endpoint, handle, action);
+            }
             match event {
                 Event::Connected(summary) => {
                     let remote = known.or_else(|| self.remotes.get(&handle).copied());
                     if let Some(remote) = remote {
                         self.remotes.insert(handle, remote);
-                        if self.mode == MobilityMode::Tcs {
-                            self.move_to_own_socket(endpoint, handle);
-                        }
                         let _ = self.events.send(ServerEvent::Connected { handle, remote, summary });
                     }
                 }
@@ -1127,7 +1128,7 @@ impl ServerDriver {
                     self.ended.push(handle);
                     let _ = self.events.send(ServerEvent::Failed { handle, remote, error });
                 }
-                Event::Accepted => self.give_socket(endpoint, handle, known),
+                Event::Accepted => {}
                 Event::PathChanged(to) => {
                     let from = self.remotes.insert(handle, to);
                     let _ = self.events.send(ServerEvent::PathChanged { handle, from, to });
@@ -1136,55 +1137,39 @@ impl ServerDriver {
         }
     }
 
-    /// A client returned a valid cookie and its first flight is queued: IPC gives the session its
-    /// own socket now, so the ServerHello already comes from there; TCS connects a temporary
-    /// socket to the client on the welcome port for the rest of the handshake.
-    fn give_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, remote: Option<SocketAddr>) {
-        let offered_port_move = endpoint.connection(handle).is_some_and(|c| c.negotiated_mobility().2);
-        match self.mode {
-            // A client that cannot follow the ServerHello to another port (any standard DTLS
-            // client) is served like a standard one.
-            MobilityMode::Ipc if !offered_port_move => {
-                let reason = "the client did not offer port_move".to_owned();
-                let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
-            }
-            MobilityMode::Ipc => match self.sockets.open_own(handle) {
-                Ok(local) => {
+    /// Does what the strategy decided for session `handle`'s sockets. A socket that cannot be
+    /// opened leaves the session on the welcome socket, like a standard one.
+    fn carry_out(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, action: SocketAction) {
+        let result = match action {
+            // IPC: the ServerHello already leaves from the session's own socket.
+            SocketAction::OpenOwn => self
+                .sockets
+                .open_own(handle)
+                .map(|local| {
                     endpoint.set_local(handle, local);
                     let _ = self.events.send(ServerEvent::OwnSocket { handle, local });
-                }
-                // The session lives on the welcome socket like a standard one.
-                Err(error) => {
-                    let reason = format!("no socket of its own: {error}");
-                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
-                }
-            },
-            MobilityMode::Tcs => {
-                let opened = match remote {
-                    Some(client) => self.sockets.open_temporary(handle, client),
-                    None => Err(io::Error::other("the client's address is unknown")),
-                };
-                if let Err(error) = opened {
-                    // The handshake goes on over the welcome socket.
-                    let reason = format!("no temporary socket: {error}");
-                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
-                }
-            }
-            MobilityMode::Standard | MobilityMode::Cid => {}
-        }
-    }
-
-    /// TCS: the established session gets a port of its own, announced to the client by the
-    /// engine; the temporary socket goes once the session sends from the new port.
-    fn move_to_own_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle) {
-        let moved = self.sockets.open_own(handle).and_then(|local| {
-            endpoint.move_to(handle, local).map_err(|error| {
-                self.sockets.close_own(handle);
-                io::Error::other(error.to_string())
-            })
-        });
-        if let Err(error) = moved {
-            let reason = format!("no move to a port of its own: {error}");
+                })
+                .map_err(|error| format!("no socket of its own: {error}")),
+            // TCS: the rest of the handshake over a socket connected to the client.
+            SocketAction::OpenTemporary { client } => self
+                .sockets
+                .open_temporary(handle, client)
+                .map_err(|error| format!("no temporary socket: {error}")),
+            // TCS: a port of its own, announced by the engine; the temporary socket goes once the
+            // session sends from the new port.
+            SocketAction::MoveToOwn => self
+                .sockets
+                .open_own(handle)
+                .and_then(|local| {
+                    endpoint.move_to(handle, local).map_err(|error| {
+                        self.sockets.close_own(handle);
+                        io::Error::other(error.to_string())
+                    })
+                })
+                .map_err(|error| format!("no move to a port of its own: {error}")),
+            SocketAction::StayOnWelcomePort(reason) => Err(reason.to_owned()),
+        };
+        if let Err(reason) = result {
             let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
         }
     }
