@@ -211,7 +211,8 @@ fn certificate_sessions_resume_without_certificates() {
 
 #[test]
 fn a_psk_session_stays_as_small_as_before() {
-    // The issue-2 figure: certificate and resumption state live in the boxed handshake state.
+    // Certificate and resumption state live in the boxed handshake state: an established PSK
+    // session stays within its size.
     assert!(std::mem::size_of::<Connection>() <= 224, "{}", std::mem::size_of::<Connection>());
     let mut pair = Pair::new(client_config(), id_server());
     let (_, session) = first_session(&mut pair);

@@ -5,7 +5,7 @@
 //!    loss and 0–1 ms uniform jitter on every link, 100 Mbit/s), each client sending a 64-byte
 //!    request every millisecond. An event is one datagram arrival at a link's far end, one app
 //!    timer or one scheduled action. The figure is the median over the repetitions, printed
-//!    beside the target of issue 4 (≥ 2 million events/s).
+//!    beside the simulator's target (≥ 2 million events/s).
 //! 2. Wall time of 1,000 sequential DTLS 1.2 PSK handshakes (TLS_PSK_WITH_AES_128_CCM_8, the
 //!    DTLS engine of this project) between two nodes one TSCH hop apart (L = 101, C = 1,
 //!    10 ms slots, PDR 1), driven through the simulator core like any other app. Beside it, the
