@@ -46,6 +46,12 @@ enum NetlabCommand {
     E1(crate::lab::e1::real::RealArgs),
     /// One side of a real E1 run (started by `fastshake netlab e1` in a testbed host).
     E1Peer(crate::lab::e1::real::PeerArgs),
+    /// E6, the chaos soak on real sockets, with every knob (`fastshake lab chaos-real` with the
+    /// waves, records, reordering, idle timeout and server log to choose).
+    Chaos(crate::lab::chaos_real::Knobs),
+    /// The load of a real chaos soak (started by `fastshake netlab chaos` in the client host).
+    #[command(hide = true)]
+    ChaosPeer(crate::lab::chaos_real::PeerArgs),
 }
 
 #[derive(clap::Args)]
@@ -191,6 +197,8 @@ pub fn run(args: NetlabArgs) -> anyhow::Result<()> {
         NetlabCommand::Rtt(args) => rtt(args),
         NetlabCommand::E1(args) => crate::lab::e1::real::run_real(args),
         NetlabCommand::E1Peer(args) => crate::lab::e1::real::run_peer(args),
+        NetlabCommand::Chaos(args) => crate::lab::chaos_real::run_netlab(args),
+        NetlabCommand::ChaosPeer(args) => crate::lab::chaos_real::run_peer(args),
     }
 }
 
