@@ -528,6 +528,10 @@ struct ServerLog {
     closed_by_client: u64,
     /// Sessions that ended at the idle timeout (their close_notify was lost): `the session is closed`.
     idle_expired: u64,
+    /// Sessions replaced by a new handshake from their client's address: a later client got the
+    /// same port from the kernel while the server still held an earlier session whose close_notify
+    /// was lost (RFC 6347 §4.2.8). Not a failure.
+    replaced_by_new_handshake: u64,
     /// Every other failure (handshakes that timed out, alerts), with samples.
     other_failures: u64,
     failure_samples: Vec<String>,
@@ -555,6 +559,8 @@ impl ServerLog {
         } else if let Some((_, error)) = rest.split_once(": session failed: ") {
             if error == "the session is closed" {
                 self.idle_expired += 1;
+            } else if error == "the peer started a new handshake from the same address" {
+                self.replaced_by_new_handshake += 1;
             } else {
                 self.other_failures += 1;
                 if self.failure_samples.len() < FAILURE_SAMPLES {
@@ -868,6 +874,9 @@ struct Memory {
     /// After the last wave's pause.
     end_kib: u64,
     growth_kib: i64,
+    /// Full handshakes the server completed after the baseline, and the growth per each.
+    full_handshakes_after_baseline: u64,
+    growth_per_full_handshake_bytes: Option<f64>,
     tolerance_kib: u64,
     /// How the tolerance is made up.
     tolerance_basis: String,
@@ -908,6 +917,9 @@ fn memory(
         baseline_kib,
         end_kib,
         growth_kib,
+        full_handshakes_after_baseline,
+        growth_per_full_handshake_bytes: (full_handshakes_after_baseline > 0)
+            .then(|| growth_kib as f64 * 1024.0 / full_handshakes_after_baseline as f64),
         tolerance_kib,
         tolerance_basis,
         flat: baseline_kib > 0 && growth_kib <= tolerance_kib as i64,
@@ -935,6 +947,8 @@ struct Verdict {
     lost: u64,
     session_failures: u64,
     moved_without_session: u64,
+    /// Failures the server reported beyond idle expiry and replaced sessions.
+    server_failures: u64,
     memory_flat: bool,
     met: bool,
 }
@@ -1049,12 +1063,14 @@ fn build_report(
         lost: total.lost,
         session_failures: total.session_failures,
         moved_without_session,
+        server_failures: server.other_failures,
         memory_flat: memory.flat,
         met: total.handshakes_failed == 0
             && total.duplicates == 0
             && total.lost == 0
             && total.session_failures == 0
             && moved_without_session == 0
+            && server.other_failures == 0
             && memory.flat,
     };
     Report {
@@ -1171,13 +1187,15 @@ fn print_report(report: &Report) {
     let s = &report.server;
     println!(
         "server: {} handshakes ({} resumed), {:.2} flights resent per handshake, {} client flights repeated; \
-         {} closed by the client, {} ended at the idle timeout (close_notify lost), {} other failures",
+         {} closed by the client, {} ended at the idle timeout (close_notify lost), {} replaced by a new handshake \
+         from the same address (port reused), {} other failures",
         s.handshakes,
         s.resumed,
         report.server_flights_resent_per_handshake,
         s.peer_resent,
         s.closed_by_client,
         s.idle_expired,
+        s.replaced_by_new_handshake,
         s.other_failures
     );
     for sample in &s.failure_samples {
@@ -1213,6 +1231,14 @@ fn print_report(report: &Report) {
         mem.tolerance_basis,
         if mem.flat { "flat" } else { "NOT flat" }
     );
+    if let Some(per) = mem.growth_per_full_handshake_bytes {
+        println!(
+            "  that is {per:.0} B per full handshake after the baseline ({}), as the session-ID cache grows: it keeps \
+             one session per full handshake (ID, master secret, identity and two B-tree slots, ~350-400 B; LRU, at most \
+             10 000, for 2 h)",
+            mem.full_handshakes_after_baseline
+        );
+    }
     for sample in &report.failure_samples {
         println!("  failure: {sample}");
     }
@@ -1220,12 +1246,13 @@ fn print_report(report: &Report) {
     println!();
     println!(
         "targets: failed handshakes {} (0), records delivered twice {} (0), records lost {} (0), sessions failed {} (0), \
-         moved clients without their session {} (0), memory flat {}: {}",
+         moved clients without their session {} (0), server failures {} (0), memory flat {}: {}",
         v.failed_handshakes,
         v.duplicates,
         v.lost,
         v.session_failures,
         v.moved_without_session,
+        v.server_failures,
         if v.memory_flat { "yes" } else { "no" },
         if v.met { "met" } else { "NOT met" }
     );
@@ -1250,12 +1277,14 @@ mod tests {
             "fastshake server: 192.0.2.3:41000: closed by the peer (close_notify)",
             "fastshake server: 192.0.2.2:40001: session failed: the session is closed",
             "fastshake server: 192.0.2.2:40002: session failed: no answer from the peer after 6 retransmissions",
+            "fastshake server: 192.0.2.2:40003: session failed: the peer started a new handshake from the same address",
         ] {
             log.take(line);
         }
         assert_eq!((log.handshakes, log.resumed, log.flights_resent, log.peer_resent), (2, 1, 1, 3));
         assert_eq!(log.by_suite.get("TLS_PSK_WITH_AES_128_CCM_8"), Some(&1));
         assert_eq!((log.moves, log.closed_by_client, log.idle_expired, log.other_failures), (1, 1, 1, 1));
+        assert_eq!(log.replaced_by_new_handshake, 1);
         assert_eq!(log.failure_samples.len(), 1);
     }
 
@@ -1292,5 +1321,81 @@ mod tests {
         assert!(flat.flat && flat.growth_kib == 1_000, "{flat:?}");
         let grown = memory(&plan, None, vec![wave(10_000), wave(12_000)], 0);
         assert!(!grown.flat);
+    }
+
+    /// Engine defect the soak found (reported, not fixed here: `crates/dtls` is not ours to change).
+    /// In a full handshake the server completes on the client's Finished and keeps its own last
+    /// flight until the client shows it arrived; but the endpoint's idle sweep counts the session
+    /// as established and closes it once it has been silent for the idle timeout. A client whose
+    /// copies of the server's ChangeCipherSpec/Finished were lost is still handshaking and
+    /// resending its final flight on a doubling timer (1 s, 2 s, 4 s, ...): once the gap between
+    /// two of its resends is longer than the idle timeout, the server answers with close_notify
+    /// instead of its flight and the client's handshake fails with "the session is closed".
+    /// Run with `cargo test -p fastshake chaos_real -- --ignored` to see it.
+    #[test]
+    #[ignore = "engine defect: the idle timeout ends a handshake the client has not finished"]
+    fn a_server_that_lost_its_last_flight_twice_still_lets_the_client_finish() {
+        use fastshake_dtls::{
+            ClientConfig, Connection, Endpoint, Event, Instant as EngineInstant, ServerConfig,
+        };
+        let server_addr: SocketAddr = "203.0.113.2:5684".parse().unwrap();
+        let client_addr: SocketAddr = "192.0.2.2:40000".parse().unwrap();
+        let key = [7u8; 16];
+        let mut server = Endpoint::new(Arc::new(ServerConfig::psk("id", key)), [1; 32]);
+        server.rotate_cookie_key([2; 16]);
+        server.set_idle_timeout(Some(Duration::from_millis(1_500)));
+        let mut now = EngineInstant::from_millis(1_000);
+        let mut client =
+            Connection::client(Arc::new(ClientConfig::psk("id", key)), now, server_addr, [3; 32]);
+        // The server's ChangeCipherSpec/Finished is lost the first two times (5 % loss makes this
+        // one handshake in 400; the soak saw it).
+        let mut final_flights_dropped = 0;
+        let mut client_events = Vec::new();
+        for _ in 0..200 {
+            // Exchange until quiet, then jump to the next timer.
+            loop {
+                let mut moved = false;
+                while let Some(t) = client.poll_transmit(now) {
+                    server.handle_datagram(now, server_addr, client_addr, &mut t.payload.clone());
+                    moved = true;
+                }
+                while let Some(t) = server.poll_transmit(now) {
+                    let is_final = fastshake_net::dtls::describe_datagram(&t.payload)
+                        .iter()
+                        .any(|r| r == "ChangeCipherSpec");
+                    if is_final && final_flights_dropped < 2 {
+                        final_flights_dropped += 1;
+                        continue;
+                    }
+                    client.handle_datagram(now, server_addr, &mut t.payload.clone());
+                    moved = true;
+                }
+                while let Some(event) = client.poll_event() {
+                    client_events.push(event);
+                }
+                while server.poll_event().is_some() {}
+                if !moved {
+                    break;
+                }
+            }
+            if client_events
+                .iter()
+                .any(|e| matches!(e, Event::Connected(_) | Event::Failed(_) | Event::Closed))
+            {
+                break;
+            }
+            let Some(next) = [client.poll_timeout(), server.poll_timeout()].into_iter().flatten().min()
+            else {
+                break;
+            };
+            now = next.max(now);
+            client.handle_timeout(now);
+            server.handle_timeout(now);
+        }
+        assert_eq!(final_flights_dropped, 2);
+        assert!(
+            client_events.iter().any(|e| matches!(e, Event::Connected(_))),
+            "the client's handshake did not complete: {client_events:?}"
+        );
     }
 }

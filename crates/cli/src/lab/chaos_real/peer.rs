@@ -115,16 +115,17 @@ pub(super) struct ClientPlan {
 
 impl ClientPlan {
     /// Client `generation` of slot `slot` out of `slots`: its number `k = generation * slots +
-    /// slot` cycles through the suites; CID and tickets each alternate over blocks of four and
-    /// eight, so every suite meets every combination; one in `move_every` moves, spread over the
-    /// suites; every `resume_every`-th client of a slot resumes.
+    /// slot` cycles through the suites; CID alternates over blocks of four and tickets over blocks
+    /// of eight shifted every 32, so that every suite meets every combination, moving or not; one
+    /// in `move_every` moves, spread over the suites; every `resume_every`-th client of a slot
+    /// resumes.
     pub fn for_client(slot: u32, generation: u64, slots: u32, move_every: u32, resume_every: u32) -> Self {
         let k = generation * u64::from(slots) + u64::from(slot);
         let moves = move_every > 0 && (k / 4 + k) % u64::from(move_every) == 0;
         ClientPlan {
             suite: (k % 4) as usize,
             cid: moves || (k / 4) % 2 == 0,
-            tickets: (k / 8) % 2 == 0,
+            tickets: (k / 8 + k / 32) % 2 == 0,
             moves,
             resumes: resume_every > 0 && generation % u64::from(resume_every) == u64::from(resume_every) - 1,
         }
@@ -619,11 +620,12 @@ mod tests {
         for generation in 0..8 {
             for slot in 0..slots {
                 let plan = ClientPlan::for_client(slot, generation, slots, 4, 3);
-                seen.insert((plan.suite, plan.cid, plan.tickets));
                 if plan.moves {
                     assert!(plan.cid, "a moving client needs a CID");
-                    seen.insert((plan.suite + 10, true, true));
+                    seen.insert((plan.suite + 10, true, plan.tickets));
                     moves += 1;
+                } else {
+                    seen.insert((plan.suite, plan.cid, plan.tickets));
                 }
                 resumes += u32::from(plan.resumes);
             }
@@ -637,7 +639,12 @@ mod tests {
                     );
                 }
             }
-            assert!(seen.contains(&(suite + 10, true, true)), "no move with suite {suite}");
+            for tickets in [false, true] {
+                assert!(
+                    seen.contains(&(suite + 10, true, tickets)),
+                    "no move with suite {suite}, tickets {tickets}"
+                );
+            }
         }
         assert_eq!(moves, 400 / 4);
         // Generations 2 and 5 of every slot.
