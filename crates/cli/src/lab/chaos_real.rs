@@ -798,9 +798,71 @@ fn soak(program: &Path, plan: &Plan) -> anyhow::Result<Report> {
     }
     load.finish();
     let server_log = server.stop();
+    let kernel = kernel_drops(&testbed);
     let relay = testbed.stop_relay().ok();
     drop(testbed);
-    Ok(build_report(plan, outcomes, server_log, relay, idle_before_kib, waves))
+    let mut report = build_report(plan, outcomes, server_log, relay, idle_before_kib, waves);
+    report.kernel = kernel;
+    Ok(report)
+}
+
+/// Datagrams the kernel dropped on the way, beside the relay's own losses: a full socket buffer
+/// or a full device queue is loss the soak did not ask for, and worth knowing when a record or a
+/// flight goes missing more often than the relay's probability says.
+#[derive(Clone, Debug, Default, Serialize)]
+struct KernelDrops {
+    /// `Udp: RcvbufErrors` and `InErrors` of the server's and the client's namespace (/proc/net/snmp).
+    server_udp_rcvbuf_errors: u64,
+    server_udp_in_errors: u64,
+    client_udp_rcvbuf_errors: u64,
+    client_udp_in_errors: u64,
+    /// Dropped packets (rx + tx) of each interface that dropped any (`ip -s link`), as
+    /// `host/interface`: the relay's TUN device among them, whose queue fills if the relay falls
+    /// behind, and the veths, whose peer's backlog may be full.
+    link_drops: BTreeMap<String, u64>,
+}
+
+fn kernel_drops(testbed: &Testbed) -> Option<KernelDrops> {
+    let output = |host: Host, program: &str, args: &[&str]| -> Option<String> {
+        let out = testbed.command(host, program).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (server_rcvbuf, server_in) = udp_errors(&output(Host::Server, "cat", &["/proc/net/snmp"])?)?;
+    let (client_rcvbuf, client_in) = udp_errors(&output(Host::Client, "cat", &["/proc/net/snmp"])?)?;
+    let mut link_drops = BTreeMap::new();
+    for (host, name) in [(Host::Client, "client"), (Host::Router, "router"), (Host::Server, "server")] {
+        let links: serde_json::Value =
+            serde_json::from_str(&output(host, "ip", &["-j", "-s", "link", "show"])?).ok()?;
+        for link in links.as_array()? {
+            let stats = &link["stats64"];
+            let dropped =
+                stats["rx"]["dropped"].as_u64().unwrap_or(0) + stats["tx"]["dropped"].as_u64().unwrap_or(0);
+            if dropped > 0 {
+                link_drops.insert(format!("{name}/{}", link["ifname"].as_str().unwrap_or("?")), dropped);
+            }
+        }
+    }
+    Some(KernelDrops {
+        server_udp_rcvbuf_errors: server_rcvbuf,
+        server_udp_in_errors: server_in,
+        client_udp_rcvbuf_errors: client_rcvbuf,
+        client_udp_in_errors: client_in,
+        link_drops,
+    })
+}
+
+/// `RcvbufErrors` and `InErrors` from the two `Udp:` lines of /proc/net/snmp.
+fn udp_errors(snmp: &str) -> Option<(u64, u64)> {
+    let mut lines = snmp.lines().filter(|line| line.starts_with("Udp:"));
+    let (names, values) = (lines.next()?, lines.next()?);
+    let field = |wanted: &str| {
+        names
+            .split_whitespace()
+            .position(|name| name == wanted)
+            .and_then(|i| values.split_whitespace().nth(i))
+            .and_then(|v| v.parse().ok())
+    };
+    Some((field("RcvbufErrors")?, field("InErrors")?))
 }
 
 /// One row of the table: the clients of one kind.
@@ -968,6 +1030,7 @@ struct Report {
     server: ServerLog,
     server_flights_resent_per_handshake: f64,
     relay: Option<RelayFigures>,
+    kernel: Option<KernelDrops>,
     memory: Memory,
     failure_samples: Vec<String>,
     verdict: Verdict,
@@ -981,6 +1044,7 @@ struct RelayFigures {
     duplicated: u64,
     reordered: u64,
     dropped_queue_full: u64,
+    write_errors: u64,
     max_queued: u64,
 }
 
@@ -993,6 +1057,7 @@ impl From<RelayCounters> for RelayFigures {
             duplicated: c.duplicated,
             reordered: c.reordered,
             dropped_queue_full: c.dropped_queue_full,
+            write_errors: c.write_errors,
             max_queued: c.max_queued,
         }
     }
@@ -1095,6 +1160,7 @@ fn build_report(
         },
         server,
         relay: relay.map(RelayFigures::from),
+        kernel: None,
         memory,
         failure_samples,
         verdict,
@@ -1204,8 +1270,27 @@ fn print_report(report: &Report) {
     if let Some(r) = &report.relay {
         println!(
             "relay: {} datagrams in, {} out; {} lost, {} duplicated, {} reordered, {} dropped on a full queue \
-             (at most {} held)",
-            r.received, r.forwarded, r.dropped_loss, r.duplicated, r.reordered, r.dropped_queue_full, r.max_queued
+             (at most {} held), {} write errors",
+            r.received,
+            r.forwarded,
+            r.dropped_loss,
+            r.duplicated,
+            r.reordered,
+            r.dropped_queue_full,
+            r.max_queued,
+            r.write_errors
+        );
+    }
+    if let Some(k) = &report.kernel {
+        let links: Vec<String> = k.link_drops.iter().map(|(name, n)| format!("{name} {n}")).collect();
+        println!(
+            "kernel drops beside the relay's: server UDP receive buffer {} (in errors {}), client UDP receive buffer {} \
+             (in errors {}), interfaces: {}",
+            k.server_udp_rcvbuf_errors,
+            k.server_udp_in_errors,
+            k.client_udp_rcvbuf_errors,
+            k.client_udp_in_errors,
+            if links.is_empty() { "none".to_owned() } else { links.join(", ") }
         );
     }
     let mem = &report.memory;
@@ -1286,6 +1371,17 @@ mod tests {
         assert_eq!((log.moves, log.closed_by_client, log.idle_expired, log.other_failures), (1, 1, 1, 1));
         assert_eq!(log.replaced_by_new_handshake, 1);
         assert_eq!(log.failure_samples.len(), 1);
+    }
+
+    #[test]
+    fn udp_errors_are_read_from_proc_net_snmp() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    Udp: 59348 171 731 60299 730 0\n\
+                    UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    UdpLite: 0 0 0 0 0 0\n";
+        assert_eq!(udp_errors(snmp), Some((730, 731)));
+        assert_eq!(udp_errors("Ip: 1\n"), None);
     }
 
     #[test]
