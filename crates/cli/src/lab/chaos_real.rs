@@ -76,7 +76,7 @@ pub const DEFAULT_DELAY_MS: u64 = 30;
 const DEFAULT_WAVES: u32 = 4;
 const DEFAULT_RECORDS: u32 = 20;
 const DEFAULT_WINDOW: u32 = 4;
-const DEFAULT_GIVE_UP_S: f64 = 30.0;
+const DEFAULT_GIVE_UP_S: f64 = 65.0;
 const DEFAULT_MOVE_EVERY: u32 = 4;
 const DEFAULT_RESUME_EVERY: u32 = 3;
 const DEFAULT_REORDER: f64 = 0.02;
@@ -126,8 +126,10 @@ pub(crate) struct Knobs {
     /// four times as long; default: 8 delays + 200 ms.
     #[arg(long)]
     request_timeout_ms: Option<u64>,
-    /// A record unanswered this long after its first transmission counts as lost, s: longer than
-    /// a handshake's retransmission backoff (1, 2, 4, 8 s), which can hold up the first records.
+    /// A record unanswered this long after its first transmission counts as lost, s. Longer than
+    /// the handshake timeout (60 s): in an abbreviated handshake whose client Finished is lost the
+    /// client already sends records, which wait for the server's retransmission timer (1, 2, 4,
+    /// 8, 16 s ... after it), so a few losses in a row hold them up for tens of seconds.
     #[arg(long, default_value_t = DEFAULT_GIVE_UP_S)]
     give_up_s: f64,
     /// One client in this many moves to another address halfway (0: none).
@@ -307,6 +309,8 @@ pub(crate) struct ClientOutcome {
     pub lost: u32,
     /// Most transmissions of one record.
     pub most_attempts: u32,
+    /// Longest wait from a record's first transmission to its echo, ms.
+    pub slowest_echo_ms: f64,
     /// Echoes of an earlier attempt after the record was answered (a resend that was not needed).
     pub late_echoes: u32,
     pub echoed_after_move: u32,
@@ -577,10 +581,18 @@ fn number_before(text: &str, marker: &str) -> Option<u64> {
     head.rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
+/// Runs `"$0" "$@"` with standard input from /dev/null and sends it SIGTERM once the shell's own
+/// standard input ends; exits with its status.
+const SUPERVISED: &str = "exec 3<&0; \"$0\" \"$@\" </dev/null & child=$!; \
+                          (while read -r _ <&3; do :; done; kill -TERM $child) >/dev/null 2>&1 & \
+                          wait $child";
+
 /// `fastshake server` in the server namespace, its standard error read into a [`ServerLog`].
 struct ServerProcess {
     child: Child,
-    /// The server's own PID (`ip netns exec` runs it in place; if it forked, its child).
+    /// The supervising shell's standard input: the server ends when it closes.
+    supervisor: Option<ChildStdin>,
+    /// The server's own PID (a child of the supervising shell).
     pid: u32,
     log: Arc<Mutex<ServerLog>>,
     reader: Option<JoinHandle<()>>,
@@ -589,8 +601,14 @@ struct ServerProcess {
 impl ServerProcess {
     fn start(testbed: &Testbed, program: &Path, plan: &Plan, pki: &Path) -> anyhow::Result<ServerProcess> {
         let listen = SocketAddr::from((testbed.server_address(), SERVER_PORT));
-        let mut command = testbed.command(Host::Server, program);
+        // The product server has no tie to its supervisor, so a small shell gives it one: it runs
+        // the server and ends it with SIGTERM when its standard input (a pipe from this process)
+        // closes, as it does if this process is killed outright.
+        let mut command = testbed.command(Host::Server, "sh");
         command
+            .arg("-c")
+            .arg(SUPERVISED)
+            .arg(program)
             .arg("server")
             .args(["--listen", &listen.to_string(), "--echo", "--mobility", "cid"])
             .args(["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX])
@@ -603,11 +621,12 @@ impl ServerProcess {
             command.arg("-v");
         }
         let mut child = command
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .context("starting fastshake server in the server namespace")?;
+        let supervisor = child.stdin.take();
         let stderr = child.stderr.take().context("the server's standard error")?;
         let mut file = match &plan.server_log {
             Some(path) => Some(std::io::BufWriter::new(
@@ -635,9 +654,9 @@ impl ServerProcess {
             })
         };
         let pid = child.id();
-        let mut server = ServerProcess { child, pid, log, reader: Some(reader) };
+        let mut server = ServerProcess { child, supervisor, pid, log, reader: Some(reader) };
         ready_rx.recv_timeout(START_TIMEOUT).context("the server did not start listening")?;
-        server.pid = own_pid(pid);
+        server.pid = fastshake_pid(pid).context("the server's process")?;
         Ok(server)
     }
 
@@ -659,6 +678,7 @@ impl ServerProcess {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        drop(self.supervisor.take());
         let _ = self.child.kill();
         let _ = self.child.wait();
         if let Some(reader) = self.reader.take() {
@@ -670,21 +690,26 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
+        // The shell sends the server SIGTERM when its input closes; the shell itself goes now.
+        drop(self.supervisor.take());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// `pid` itself if it is the fastshake binary, else its first child (an `ip` that forked).
-fn own_pid(pid: u32) -> u32 {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    if comm.trim() != "ip" {
-        return pid;
+/// The first process named `fastshake` among `pid` and its descendants, breadth first.
+fn fastshake_pid(pid: u32) -> Option<u32> {
+    let mut queue = std::collections::VecDeque::from([pid]);
+    while let Some(next) = queue.pop_front() {
+        let comm = std::fs::read_to_string(format!("/proc/{next}/comm")).unwrap_or_default();
+        if comm.trim() == "fastshake" {
+            return Some(next);
+        }
+        let children =
+            std::fs::read_to_string(format!("/proc/{next}/task/{next}/children")).unwrap_or_default();
+        queue.extend(children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
     }
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .ok()
-        .and_then(|children| children.split_whitespace().next().and_then(|c| c.parse().ok()))
-        .unwrap_or(pid)
+    None
 }
 
 /// VmRSS of `pid`, KiB.
@@ -885,6 +910,8 @@ struct Row {
     resends: u64,
     /// Most transmissions of one record.
     most_attempts: u32,
+    /// Longest wait from a record's first transmission to its echo, ms.
+    slowest_echo_ms: f64,
     session_failures: u64,
 }
 
@@ -913,6 +940,7 @@ fn row(kind: &str, clients: &[&ClientOutcome]) -> Row {
             .map(|c| c.most_attempts.max(u32::from(c.records > 0)))
             .max()
             .unwrap_or(0),
+        slowest_echo_ms: clients.iter().map(|c| c.slowest_echo_ms).fold(0.0, f64::max),
         session_failures: clients.iter().filter(|c| c.session_error.is_some()).count() as u64,
     }
 }
@@ -1195,7 +1223,7 @@ fn print_report(report: &Report) {
     );
     println!();
     println!(
-        "  {:<22} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>7} {:>8} {:>8} {:>5} {:>5} {:>7} {:>5}",
+        "  {:<22} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>7} {:>8} {:>8} {:>5} {:>5} {:>7} {:>5} {:>9}",
         "clients",
         "number",
         "hs ok",
@@ -1209,11 +1237,12 @@ fn print_report(report: &Report) {
         "dup",
         "lost",
         "resends",
-        "most"
+        "most",
+        "slowest s"
     );
     for r in &report.rows {
         println!(
-            "  {:<22} {:>7} {:>7} {:>6} {:>9.2} {:>7} {:>7} {:>7} {:>8} {:>8} {:>5} {:>5} {:>7} {:>5}",
+            "  {:<22} {:>7} {:>7} {:>6} {:>9.2} {:>7} {:>7} {:>7} {:>8} {:>8} {:>5} {:>5} {:>7} {:>5} {:>9.1}",
             r.kind,
             r.clients,
             r.handshakes_ok,
@@ -1227,12 +1256,14 @@ fn print_report(report: &Report) {
             r.duplicates,
             r.lost,
             r.resends,
-            r.most_attempts
+            r.most_attempts,
+            r.slowest_echo_ms / 1e3
         );
     }
     println!(
         "  (resent/hs: flights the clients resent per handshake; handshake time: wall clock from connect to \
-         completion, cookie exchange included; most: most transmissions of one record)"
+         completion, cookie exchange included; most: most transmissions of one record; slowest: longest wait from \
+         a record's first transmission to its echo)"
     );
     let m = &report.moves;
     println!(

@@ -540,7 +540,9 @@ async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &
                         outcome.foreign += 1;
                     } else if !seen.insert((seq, attempt)) {
                         outcome.duplicates += 1;
-                    } else if pending.remove(&seq).is_some() {
+                    } else if let Some(answered) = pending.remove(&seq) {
+                        let waited = answered.first_sent.elapsed().as_secs_f64() * 1e3;
+                        outcome.slowest_echo_ms = outcome.slowest_echo_ms.max(waited);
                         outcome.echoed += 1;
                         finished += 1;
                         if outcome.moved {
