@@ -803,15 +803,12 @@ fn soak(program: &Path, plan: &Plan) -> anyhow::Result<Report> {
                 bail!("wave {} did not end within {:?} after its time", wave + 1, WAVE_DRAIN_BOUND);
             }
             memory.peak_kib = memory.peak_kib.max(server.rss_kib().unwrap_or(0));
-            match load.next_line((now + RSS_SAMPLE_PERIOD).min(bound))? {
-                Some(line) => {
-                    if let Some(json) = line.strip_prefix("client ") {
-                        outcomes.push(serde_json::from_str(json).context("a client's outcome")?);
-                    } else if let Some(json) = line.strip_prefix("wave-done ") {
-                        break serde_json::from_str::<WaveDone>(json).context("the end of a wave")?;
-                    }
+            if let Some(line) = load.next_line((now + RSS_SAMPLE_PERIOD).min(bound))? {
+                if let Some(json) = line.strip_prefix("client ") {
+                    outcomes.push(serde_json::from_str(json).context("a client's outcome")?);
+                } else if let Some(json) = line.strip_prefix("wave-done ") {
+                    break serde_json::from_str::<WaveDone>(json).context("the end of a wave")?;
                 }
-                None => {}
             }
         };
         memory.clients = done.clients;

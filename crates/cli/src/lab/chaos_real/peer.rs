@@ -121,11 +121,11 @@ impl ClientPlan {
     /// resumes.
     pub fn for_client(slot: u32, generation: u64, slots: u32, move_every: u32, resume_every: u32) -> Self {
         let k = generation * u64::from(slots) + u64::from(slot);
-        let moves = move_every > 0 && (k / 4 + k) % u64::from(move_every) == 0;
+        let moves = move_every > 0 && (k / 4 + k).is_multiple_of(u64::from(move_every));
         ClientPlan {
             suite: (k % 4) as usize,
-            cid: moves || (k / 4) % 2 == 0,
-            tickets: (k / 8 + k / 32) % 2 == 0,
+            cid: moves || (k / 4).is_multiple_of(2),
+            tickets: (k / 8 + k / 32).is_multiple_of(2),
             moves,
             resumes: resume_every > 0 && generation % u64::from(resume_every) == u64::from(resume_every) - 1,
         }
