@@ -16,7 +16,8 @@
 //!   session of the one before, by ticket or by session ID), sending numbered records and
 //!   checking their echoes, some moving to another address mid-session, then closing.
 //!
-//! The load comes in waves, each followed by a pause longer than the idle timeout; the server's
+//! The load comes in waves, each followed by a pause longer than the idle timeout (10 s by
+//! default: shorter ones meet an engine defect, see `--idle-timeout-s`); the server's
 //! resident memory (VmRSS, /proc/PID/status) is sampled during each wave and read after each
 //! pause. The first wave warms the server up (allocator arenas, buffers, the first entries of its
 //! session cache); what it holds after that pause is the baseline, and the end is compared with it.
@@ -141,12 +142,16 @@ pub(crate) struct Knobs {
     /// Probability that the relay holds a datagram back by --reorder-delay-ms more.
     #[arg(long, default_value_t = DEFAULT_REORDER)]
     reorder: f64,
+    /// The extra delay of a reordered datagram, ms.
     #[arg(long, default_value_t = DEFAULT_REORDER_DELAY_MS)]
     reorder_delay_ms: u64,
     /// How long after the original the relay's copy leaves, ms (0: right behind it).
     #[arg(long, default_value_t = 0)]
     duplicate_delay_ms: u64,
-    /// The server's --idle-timeout, s.
+    /// The server's --idle-timeout, s. Sessions whose close_notify was lost end then. A client's
+    /// handshake retransmissions come 1, 2, 4, 8 s ... apart; once a gap is longer than this, the
+    /// engine's idle sweep ends a full handshake the client has not finished (a defect the soak
+    /// found), so a few seconds make handshakes fail under loss.
     #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_S)]
     idle_timeout_s: f64,
     /// Pause after each wave before the server's memory is read, s; default: the idle timeout + 2 s.
