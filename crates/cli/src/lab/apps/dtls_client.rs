@@ -3,22 +3,23 @@
 //! echoes with the server (`records`).
 //!
 //! A session: handshake (full, or resumed with the ticket of the full handshake just before it
-//! when [`SessionPlan::resume`]); then `records` requests, each resent on its own timer (initial
-//! `record_rto`, doubling up to `max_record_rto`, as CoAP does) until its echo arrives; then
-//! close_notify (when `close`). With [`SessionPlan::move_mid_session`] the client asks for a
-//! new address once the first half of the requests are echoed ([`DtlsClientLoop::move_wanted`];
-//! whoever drives the simulator moves its interface), sends one more request at once, and the
-//! rest once it has moved: the session must carry on from the new address.
+//! when [`SessionPlan::resume`]); then `records` requests one at a time, as CoAP with NSTART = 1
+//! (RFC 7252 §4.7), each resent on a timer (initial `record_rto`, doubling up to
+//! `max_record_rto`) until its echo arrives; then close_notify (when `close`). With
+//! [`SessionPlan::move_mid_session`] the client asks for a new address once the first half of
+//! the requests are echoed ([`DtlsClientLoop::move_wanted`]; whoever drives the simulator moves
+//! its interface), sends the next request at once (it may be in flight when the move comes),
+//! and the rest once it has moved: the session must carry on from the new address.
 //!
 //! A session fails when the engine reports `Failed` (or the peer closes it), or when a request
-//! has gone out `max_sends` times without an echo: the session stalled. Every failure is kept
-//! with the handshake's number, port and times, so a run can be narrowed down to it.
+//! goes unanswered for `stall_after`: the session stalled. Every failure is kept with the
+//! handshake's number, port and times, so a run can be narrowed down to it.
 
 use super::records::{self, RequestId};
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_dtls::{ClientConfig, ClientSession, Connection, Error, Event};
 use fastshake_sim::apps::{App, NodeEvent};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,8 +61,8 @@ pub struct SessionPlan {
     pub record_rto: Duration,
     /// Ceiling of the doubling resend timeout.
     pub max_record_rto: Duration,
-    /// A request sent this many times without an echo means the session stalled.
-    pub max_sends: u16,
+    /// A request unanswered this long after it first went out means the session stalled.
+    pub stall_after: Duration,
     /// When the first handshake starts.
     pub first_start: Instant,
     /// Engine seeds.
@@ -147,10 +148,11 @@ pub struct ClientTally {
     pub last_done_at: Instant,
 }
 
-/// The client side of one request.
+/// The request in flight.
 struct Outstanding {
+    seq: u16,
     attempts: u16,
-    echoed: bool,
+    first_sent: Instant,
     resend_at: Instant,
     rto: Duration,
 }
@@ -172,8 +174,10 @@ struct Session {
     resuming: bool,
     /// Set at `Event::Connected`.
     connected: bool,
-    /// Indexed by sequence number; only requests already sent.
-    requests: Vec<Outstanding>,
+    /// Requests sent so far (the next one's number).
+    sent: u16,
+    /// The request waiting for its echo, if any.
+    outstanding: Option<Outstanding>,
     echoes: BTreeSet<u32>,
     moving: MoveState,
 }
@@ -186,8 +190,9 @@ pub struct DtlsClientLoop {
     /// Handshakes started (the next one's number).
     next_index: u32,
     session: Option<Session>,
-    /// A session that ended with its close_notify not yet handed out.
-    closing: Option<(u16, Connection)>,
+    /// Sessions that ended with datagrams not yet handed out (close_notify, a fatal alert),
+    /// with their ports.
+    closing: VecDeque<(u16, Connection)>,
     next_start_at: Option<Instant>,
     /// The session of the last full handshake, for the resumption that follows it.
     ticket: Option<ClientSession>,
@@ -204,7 +209,7 @@ impl DtlsClientLoop {
             local_ip: None,
             next_index: 0,
             session: None,
-            closing: None,
+            closing: VecDeque::new(),
             next_start_at,
             ticket: None,
             tally: ClientTally::default(),
@@ -215,18 +220,13 @@ impl DtlsClientLoop {
     pub fn done(&self) -> bool {
         self.next_index >= self.plan.handshakes()
             && self.session.is_none()
-            && self.closing.is_none()
+            && self.closing.is_empty()
             && self.next_start_at.is_none()
     }
 
     /// Whether the session in progress waits for its address to change.
     pub fn move_wanted(&self) -> bool {
         self.session.as_ref().is_some_and(|s| s.moving == MoveState::Asked)
-    }
-
-    /// The address the client sends from, once its interface is known.
-    pub fn local_ip(&self) -> Option<Ipv4Addr> {
-        self.local_ip
     }
 
     fn start(&mut self, now: Instant) {
@@ -251,7 +251,8 @@ impl DtlsClientLoop {
             started: now,
             resuming,
             connected: false,
-            requests: Vec::new(),
+            sent: 0,
+            outstanding: None,
             echoes: BTreeSet::new(),
             moving,
         });
@@ -280,11 +281,6 @@ impl DtlsClientLoop {
                         self.ticket = summary.session;
                     }
                     s.connected = true;
-                    let first = match s.moving {
-                        MoveState::NotNeeded => self.plan.records,
-                        _ => (self.plan.records / 2).max(1),
-                    };
-                    self.send_new(now, first);
                     self.progress(now);
                 }
                 Event::ApplicationData(data) => self.on_echo(now, &data),
@@ -297,19 +293,15 @@ impl DtlsClientLoop {
         }
     }
 
-    /// Sends the next `count` requests for the first time.
-    fn send_new(&mut self, now: Instant, count: u16) {
-        let Some(s) = self.session.as_mut() else { return };
-        for _ in 0..count {
-            let seq = s.requests.len() as u16;
-            if seq >= self.plan.records {
-                break;
-            }
-            let _ = s.conn.send(&records::request(RequestId { seq, attempt: 0 }, self.plan.record_len));
-            self.tally.requests += 1;
-            let rto = self.plan.record_rto;
-            s.requests.push(Outstanding { attempts: 1, echoed: false, resend_at: now + rto, rto });
-        }
+    /// Sends the next request for the first time.
+    fn send_next(&mut self, now: Instant) {
+        let Some(s) = self.session.as_mut().filter(|s| s.sent < self.plan.records) else { return };
+        let seq = s.sent;
+        s.sent += 1;
+        let _ = s.conn.send(&records::request(RequestId { seq, attempt: 0 }, self.plan.record_len));
+        self.tally.requests += 1;
+        let rto = self.plan.record_rto;
+        s.outstanding = Some(Outstanding { seq, attempts: 1, first_sent: now, resend_at: now + rto, rto });
     }
 
     fn on_echo(&mut self, now: Instant, data: &[u8]) {
@@ -319,37 +311,35 @@ impl DtlsClientLoop {
         if !s.echoes.insert(echo_id) {
             self.tally.duplicate_echoes += 1;
         }
-        if let Some(r) = s.requests.get_mut(usize::from(id.seq)).filter(|r| !r.echoed) {
-            r.echoed = true;
+        if s.outstanding.as_ref().is_some_and(|o| o.seq == id.seq) {
+            s.outstanding = None;
             self.tally.requests_echoed += 1;
         }
         self.progress(now);
     }
 
-    /// Moves the session on once every request sent so far is echoed.
+    /// Moves the session on once no request waits for its echo.
     fn progress(&mut self, now: Instant) {
         let Some(s) = self.session.as_mut() else { return };
-        if !s.connected || !s.requests.iter().all(|r| r.echoed) {
+        if !s.connected || s.outstanding.is_some() {
             return;
         }
-        let sent = s.requests.len() as u16;
+        let (sent, records) = (s.sent, self.plan.records);
         match s.moving {
-            MoveState::Later => {
+            MoveState::Later if sent >= (records / 2).max(1) => {
                 s.moving = MoveState::Asked;
                 self.tally.moves_asked += 1;
-                // One request goes out at once, so something may be in flight when the move comes.
-                if self.plan.records - sent >= 2 {
-                    self.send_new(now, 1);
+                // The next request goes out at once, so it may be in flight when the move comes;
+                // one is kept for after the move.
+                if records - sent >= 2 {
+                    self.send_next(now);
                 }
             }
             MoveState::Asked => {}
-            MoveState::NotNeeded | MoveState::Done => {
-                if sent < self.plan.records {
-                    self.send_new(now, self.plan.records - sent);
-                } else {
-                    self.tally.sessions_done += 1;
-                    self.end_session(now);
-                }
+            _ if sent < records => self.send_next(now),
+            _ => {
+                self.tally.sessions_done += 1;
+                self.end_session(now);
             }
         }
     }
@@ -379,8 +369,9 @@ impl DtlsClientLoop {
         let Some(mut s) = self.session.take() else { return };
         if self.plan.close && s.conn.is_established() {
             s.conn.close();
-            self.closing = Some((s.port, s.conn));
         }
+        // What the engine queued (close_notify, a fatal alert) leaves before the socket closes.
+        self.closing.push_back((s.port, s.conn));
         self.tally.last_done_at = now;
         if self.next_index < self.plan.handshakes() {
             self.next_start_at = Some(now);
@@ -392,30 +383,24 @@ impl DtlsClientLoop {
         if !s.conn.is_established() {
             return;
         }
-        let stalled = s
-            .requests
-            .iter()
-            .position(|r| !r.echoed && r.resend_at <= now && r.attempts >= self.plan.max_sends);
-        if let Some(seq) = stalled {
-            let echoed = s.requests.iter().filter(|r| r.echoed).count();
+        let Some(r) = s.outstanding.as_mut().filter(|r| r.resend_at <= now) else { return };
+        if now >= r.first_sent + self.plan.stall_after {
             let detail = format!(
-                "request {seq} sent {} times without an echo ({echoed} of {} echoed)",
-                self.plan.max_sends, self.plan.records
+                "request {} of {} unanswered after {} sends over {} s",
+                r.seq,
+                self.plan.records,
+                r.attempts,
+                self.plan.stall_after.as_secs()
             );
             self.fail(now, detail, "Records stalled".into());
             return;
         }
-        for (seq, r) in s.requests.iter_mut().enumerate() {
-            if r.echoed || r.resend_at > now {
-                continue;
-            }
-            let id = RequestId { seq: seq as u16, attempt: r.attempts };
-            let _ = s.conn.send(&records::request(id, self.plan.record_len));
-            r.attempts = r.attempts.saturating_add(1);
-            r.rto = (r.rto * 2).min(self.plan.max_record_rto);
-            r.resend_at = now + r.rto;
-            self.tally.requests_resent += 1;
-        }
+        let id = RequestId { seq: r.seq, attempt: r.attempts };
+        let _ = s.conn.send(&records::request(id, self.plan.record_len));
+        r.attempts = r.attempts.saturating_add(1);
+        r.rto = (r.rto * 2).min(self.plan.max_record_rto);
+        r.resend_at = (now + r.rto).min(r.first_sent + self.plan.stall_after);
+        self.tally.requests_resent += 1;
     }
 
     fn src(&self, port: u16) -> Option<SocketAddr> {
@@ -440,11 +425,13 @@ impl SansIo for DtlsClientLoop {
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        if let Some((port, conn)) = &mut self.closing {
+        while let Some((port, conn)) = self.closing.front_mut() {
             let port = *port;
             match conn.poll_transmit(now) {
                 Some(t) => return Some(Transmit { src: self.src(port), ..t }),
-                None => self.closing = None,
+                None => {
+                    self.closing.pop_front();
+                }
             }
         }
         let s = self.session.as_mut()?;
@@ -455,7 +442,7 @@ impl SansIo for DtlsClientLoop {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let session = self.session.as_ref().map(|s| {
-            let resend = s.requests.iter().filter(|r| !r.echoed).map(|r| r.resend_at).min();
+            let resend = s.outstanding.as_ref().map(|r| r.resend_at);
             [s.conn.poll_timeout(), resend.filter(|_| s.conn.is_established())]
         });
         session.into_iter().flatten().chain([self.next_start_at]).flatten().min()
@@ -484,8 +471,6 @@ impl App for DtlsClientLoop {
                 if let Some(s) = self.session.as_mut().filter(|s| s.moving == MoveState::Asked) {
                     s.moving = MoveState::Done;
                     self.tally.moves_done += 1;
-                    let rest = self.plan.records - s.requests.len() as u16;
-                    self.send_new(now, rest);
                     self.progress(now);
                 }
             }

@@ -16,7 +16,6 @@ use std::sync::Arc;
 /// One session the server ended other than by the client's close_notify.
 #[derive(Clone, Debug)]
 pub struct ServerFailure {
-    pub handle: ConnectionHandle,
     /// The client's address when it failed.
     pub peer: Option<SocketAddr>,
     pub at: Instant,
@@ -76,13 +75,9 @@ impl DtlsEchoServer {
         }
     }
 
-    /// The endpoint, to read its counters or change its settings.
+    /// The endpoint, to read its counters.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
-    }
-
-    pub fn endpoint_mut(&mut self) -> &mut Endpoint {
-        &mut self.endpoint
     }
 
     fn drain(&mut self, now: Instant) {
@@ -112,7 +107,6 @@ impl DtlsEchoServer {
                         self.tally.idle_expired += 1;
                     } else {
                         self.tally.failures.push(ServerFailure {
-                            handle,
                             peer: ledger.peer,
                             at: now,
                             established: ledger.established,

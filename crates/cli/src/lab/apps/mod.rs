@@ -5,8 +5,10 @@
 //!   ticket, moving mid-session), each followed by a request/echo exchange;
 //! - [`dtls_server`]: one DTLS [`fastshake_dtls::Endpoint`] that echoes requests and counts;
 //! - [`records`]: the request/echo records, named so that a record the engine delivers twice
-//!   shows.
+//!   shows;
+//! - [`cross_traffic`]: steady traffic that keeps a shared link's loss process moving.
 
+pub mod cross_traffic;
 pub mod dtls_client;
 pub mod dtls_server;
 pub mod records;

@@ -5,20 +5,22 @@
 //! port-restricted NAT. Every client runs its sessions one after another; the server is one
 //! `Endpoint`.
 //!
-//! Burst loss sits on the core link, which every client shares: a Gilbert–Elliott chain moves
-//! once per datagram, and on one client's own link its retransmissions (1, 2, 4 s apart) would
-//! all fall into one "burst of 4 datagrams" lasting a minute. On the shared link a burst spans
-//! about 4 datagrams of everyone's traffic, and still takes out consecutive datagrams of a
-//! flight sent back to back.
+//! Burst loss sits on the core link, which every client shares, beside steady cross traffic
+//! (100 datagrams/s each way): a Gilbert–Elliott chain moves once per datagram, and on one
+//! client's own link its retransmissions (1, 2, 4 s apart) would all fall into one "burst of 4
+//! datagrams" lasting a minute. So a burst lasts about 40 ms, and still takes out consecutive
+//! datagrams of a flight sent back to back.
 
 use super::grid::{Cell, LinkProfile, Loss, Mode, IP_UDP_HEADERS};
 use super::pki::{SoakPki, WALL_CLOCK};
+use crate::lab::apps::cross_traffic::CrossTraffic;
 use crate::lab::apps::dtls_client::{ClientTally, DtlsClientLoop, SeedTemplate, SessionPlan};
 use crate::lab::apps::dtls_server::{DtlsEchoServer, ServerTally};
 use fastshake_core::Instant;
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, EndpointStats, Mobility, ServerConfig, TicketKeys,
 };
+use fastshake_sim::apps::Echo;
 use fastshake_sim::dist::Jitter;
 use fastshake_sim::link::{LinkConfig, LinkCounters, LinkKind, LossModel, Oversize};
 use fastshake_sim::mac::{CellPlacement, MacConfig, TschConfig};
@@ -36,16 +38,17 @@ const PSK_KEY: [u8; 16] = [0x6b; 16];
 /// Length of the Connection IDs the server issues; the client asks for none (it never moves
 /// the server).
 const SERVER_CID_LEN: u8 = 4;
-/// The client application's request timer, shaped as the handshake's own (RFC 6347
-/// §4.2.4.1): 1 s, doubling up to 60 s, so resent requests never crowd a slow link.
+/// The client application's request timer: 1 s, doubling up to 16 s (CoAP's shape, RFC 7252
+/// §4.2). One request at a time, so resends never crowd a slow link; the cap keeps a live
+/// session from falling silent for the server's idle timeout (300 s) on a lossy one.
 const RECORD_RTO: Duration = Duration::from_secs(1);
-const MAX_RECORD_RTO: Duration = Duration::from_secs(60);
-/// A request sent this often without an echo (about 17 minutes) means its session stalled: at
-/// 30 % loss each way a request's round trip fails all 20 times with probability 0.51^20,
-/// about 1e-6.
-const MAX_SENDS: u16 = 20;
+const MAX_RECORD_RTO: Duration = Duration::from_secs(16);
 /// Bytes of each request and echo.
 const RECORD_LEN: usize = 32;
+/// Cross traffic over the core link of the burst-loss cells: 100 datagrams/s each way.
+const CROSS_INTERVAL: Duration = Duration::from_millis(10);
+const CROSS_PAYLOAD: usize = 100;
+const CROSS_SINK_PORT: u16 = 7;
 
 /// What the run of a cell is asked for.
 #[derive(Clone, Debug)]
@@ -141,7 +144,9 @@ pub fn configs(cell: &Cell, pki: &SoakPki) -> (Arc<ClientConfig>, Arc<ServerConf
     }
     if let Some(mtu) = cell.link.mtu {
         client.mtu = mtu;
-        server.mtu = mtu;
+        if !cell.link.client_mtu_only {
+            server.mtu = mtu;
+        }
     }
     client.handshake_timeout = cell.link.handshake_timeout;
     server.handshake_timeout = cell.link.handshake_timeout;
@@ -259,6 +264,17 @@ fn build(cell: &Cell, params: &CellParams, pki: &SoakPki) -> anyhow::Result<Buil
         access.push(sim.connect(&format!("access{i}"), r, c, access_config.clone())?);
     }
 
+    if matches!(cell.link.loss, Loss::Burst { .. }) {
+        let cross = sim.add_node("cross", Role::Host);
+        let x = sim.add_interface(cross, "eth0", Ipv4Addr::new(10, 0, 2, 2))?;
+        let r = sim.add_interface(router, "x", Ipv4Addr::new(10, 0, 2, 1))?;
+        sim.connect("cross", x, r, LinkConfig::default())?;
+        let sink = SocketAddr::from((SERVER_ADDR, CROSS_SINK_PORT));
+        let traffic = CrossTraffic::new(sink, CROSS_INTERVAL, CROSS_PAYLOAD, Instant::ZERO);
+        sim.add_app(cross, "cross", CROSS_SINK_PORT, Box::new(traffic))?;
+        sim.add_app(server, "cross-echo", CROSS_SINK_PORT, Box::new(Echo::new()))?;
+    }
+
     let server_seed = seed_bytes(derive_seed(params.seed, &name, 1));
     let server_app = DtlsEchoServer::new(server_config, server_seed, true);
     let server_id = sim.add_app(server, "server", SERVER_PORT, Box::new(server_app))?;
@@ -278,7 +294,8 @@ fn build(cell: &Cell, params: &CellParams, pki: &SoakPki) -> anyhow::Result<Buil
             close: true,
             record_rto: RECORD_RTO,
             max_record_rto: MAX_RECORD_RTO,
-            max_sends: MAX_SENDS,
+            // As long as a handshake may take: a live session answers well within it.
+            stall_after: cell.link.handshake_timeout,
             // Staggered so the clients do not keep step.
             first_start: Instant::from_millis(1 + 37 * u64::from(i32)),
             seeds: SeedTemplate(seed_bytes(derive_seed(params.seed, &name, 2 + u64::from(i32)))),

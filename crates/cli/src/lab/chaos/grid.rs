@@ -92,9 +92,12 @@ pub struct LinkProfile {
     /// Share of datagrams held back by `reorder_ms`, so later ones overtake them.
     pub reorder: f64,
     pub reorder_ms: f64,
-    /// Largest UDP payload the path carries (the link drops larger datagrams); the engine's
+    /// Largest UDP payload the path carries (the link drops larger datagrams); the engines'
     /// `mtu` is set to it. `None`: the engine's default (1,200), carried whole.
     pub mtu: Option<usize>,
+    /// Only the client is told `mtu`; the server keeps its default, so it receives datagrams
+    /// far larger than it sends (the MTU bounds what an engine sends, never what it accepts).
+    pub client_mtu_only: bool,
     /// An IEEE 802.15.4 TSCH hop instead of a wire (delay and loss are the MAC's).
     pub tsch: Option<TschHop>,
     /// A NAT between the router and the server (port-restricted, RFC 4787): a client that
@@ -132,6 +135,7 @@ impl LinkProfile {
             reorder: 0.0,
             reorder_ms: 0.0,
             mtu: Some(1500 - IP_UDP_HEADERS),
+            client_mtu_only: false,
             tsch: None,
             nat: false,
             handshake_timeout: DEFAULT_TIMEOUT,
@@ -173,6 +177,11 @@ impl LinkProfile {
                 reorder: 0.3,
                 reorder_ms: 100.0,
                 ..Self::wire("dup-reorder", "30 ms (+0-10), 30 % duplicated, 30 % held back 100 ms")
+            },
+            LinkProfile {
+                mtu: Some(9000 - IP_UDP_HEADERS),
+                client_mtu_only: true,
+                ..Self::wire("jumbo", "30 ms, 9000-byte path: the client sends whole flights in one datagram, the server 1,200 B")
             },
             LinkProfile {
                 mtu: Some(96),

@@ -22,31 +22,36 @@
 //! and return-routability check; once half the requests are echoed, the client's address
 //! changes and the session must carry on without a new handshake).
 //!
-//! Link profiles (`grid::LinkProfile`), on each client's access link; the retransmission timer
-//! keeps RFC 6347's 1 s initial value and doubling everywhere, so that on the slow links
-//! flights are resent before their answer can come:
+//! Link profiles (`grid::LinkProfile`), on each client's access link (burst loss on the core
+//! link all clients share, beside steady cross traffic; see `cell`). The retransmission timer
+//! keeps RFC 6347's 1 s initial value and doubling everywhere, so that on the slow links flights
+//! are resent before their answer can come:
 //!
-//! | profile     | one-way delay   | loss               | dup / reorder        | MTU  | timeout |
-//! |-------------|-----------------|--------------------|----------------------|------|---------|
-//! | clean       | 1 ms            | -                  | -                    | 1472 | 60 s    |
-//! | delay-3s    | 3 s + 0-20 ms   | -                  | (jitter)             | 1472 | 300 s   |
-//! | loss-30     | 30 ms           | 30 % Bernoulli     | -                    | 1472 | 60 s    |
-//! | burst-30    | 30 ms           | 30 %, bursts of 4  | -                    | 1472 | 60 s    |
-//! | dup-reorder | 30 ms + 0-10 ms | -                  | 30 % / 30 % by 100 ms| 1472 | 60 s    |
-//! | mtu-96      | 30 ms           | -                  | -                    | 96   | 60 s    |
-//! | tsch        | TSCH hop, L = 101, C = 1, 10 ms slots, PDR 1                | 1200 | 600 s   |
-//! | worst-wan   | 3 s + 0-20 ms   | 30 %, bursts of 4  | 10 % / 10 % by 1 s   | 96   | 600 s   |
-//! | worst-tsch  | TSCH hop as above, PDR 0.7 (3 MAC retries)                  | 1200 | 1200 s  |
+//! | profile     | one-way delay   | loss                 | dup / reorder          | MTU    | timeout |
+//! |-------------|-----------------|----------------------|------------------------|--------|---------|
+//! | clean       | 1 ms            | -                    | -                      | 1472   | 60 s    |
+//! | delay-3s    | 3 s + 0-20 ms   | -                    | (jitter)               | 1472   | 300 s   |
+//! | loss-30     | 30 ms           | 30 % each way        | -                      | 1472   | 1200 s  |
+//! | burst-30    | 30 ms           | 30 %, bursts of 4    | -                      | 1472   | 1200 s  |
+//! | dup-reorder | 30 ms + 0-10 ms | -                    | 30 % / 30 % by 100 ms  | 1472   | 60 s    |
+//! | jumbo       | 30 ms           | -                    | -                      | 8972 † | 60 s    |
+//! | mtu-96      | 30 ms           | -                    | -                      | 96     | 60 s    |
+//! | tsch        | one TSCH hop: L = 101, C = 1, 10 ms slots, PDR 1                 | 1200   | 600 s   |
+//! | worst-wan   | 3 s + 0-20 ms   | 30 %, bursts of 4    | 10 % / 10 % by 1 s     | 96     | 1800 s  |
+//! | worst-tsch  | TSCH hop as above, PDR 0.7 (3 MAC retries)                       | 1200   | 1200 s  |
+//!
+//! † the client only: it sends whole flights in one datagram, the server keeps 1,200 bytes.
 //!
 //! Why this grid: each stress alone (a failure then names its cause), every mode over every
 //! stress, and two cells that combine the extremes — a long, lossy, duplicating, reordering,
-//! narrow wide-area path behind a NAT (where a CID client's move reaches the server as a NAT
-//! rebinding, a new port), and a lossy TSCH hop with 96-byte datagrams. The MTU is the largest
-//! UDP payload the path carries (the link drops larger IP packets) and the engines are told
-//! it; over TSCH, 6LoWPAN fragments the datagrams. The handshake timeout is what a user of
-//! each link would set: the default 60 s on ordinary links, more where one round trip or one
-//! flight takes seconds. 36 cells, 37,000 handshakes with 36,000 sessions (the resumed cells
-//! count two handshakes per session pair).
+//! narrow wide-area path behind a port-restricted NAT (where a CID client's move reaches the
+//! server as a NAT rebinding, a new port), and a lossy TSCH hop. The MTU is the largest UDP
+//! payload the path carries (the link drops larger IP packets) and the engines are told it;
+//! over TSCH, 6LoWPAN fragments the datagrams. The handshake timeout is what a user of each
+//! link would set: the default 60 s on ordinary links; where one round trip or one flight
+//! takes seconds, or half the round trips are lost (the RFC timer then needs 20 minutes for
+//! about 24 attempts at a flight), more. 40 cells, 50,000 handshakes (the resumed cells count
+//! a full and a resumed handshake per session pair).
 //!
 //! Figures per cell: handshakes completed/failed, flights resent per handshake (client and
 //! server `HandshakeSummary`), client handshake time p50/p95/p99 (virtual), UDP bytes per

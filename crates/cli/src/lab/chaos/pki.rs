@@ -22,8 +22,6 @@ pub struct SoakPki {
     pub server: Arc<CertifiedKey>,
     pub client: Arc<CertifiedKey>,
     pub anchors: Arc<TrustAnchors>,
-    /// Certificates each side sends.
-    pub chain_len: usize,
 }
 
 impl SoakPki {
@@ -59,16 +57,14 @@ impl SoakPki {
     ) -> anyhow::Result<SoakPki> {
         let server = CertifiedKey::from_pem(server.as_bytes(), server_key.as_bytes())?;
         let client = CertifiedKey::from_pem(client.as_bytes(), client_key.as_bytes())?;
-        let chain_len = server.chain.len();
         anyhow::ensure!(
-            chain_len == 3 && client.chain.len() == 3,
+            server.chain.len() == 3 && client.chain.len() == 3,
             "the soak's chains are 3 certificates long"
         );
         Ok(SoakPki {
             server: Arc::new(server),
             client: Arc::new(client),
             anchors: Arc::new(TrustAnchors::from_pem(ca.as_bytes())?),
-            chain_len,
         })
     }
 }
@@ -80,7 +76,7 @@ mod tests {
     #[test]
     fn the_kept_pki_sends_three_certificates_per_side() {
         let pki = SoakPki::kept().unwrap();
-        assert_eq!(pki.chain_len, 3);
+        assert_eq!(pki.server.chain.len(), 3);
         assert_eq!(pki.client.chain.len(), 3);
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Failures listed one by one per cell (the rest are only counted).
+/// Failures the table lists one by one per cell (the JSON lists them all).
 const FAILURES_LISTED: usize = 8;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -87,6 +87,37 @@ pub struct FailureLine {
     pub error: String,
 }
 
+/// One handshake, to find it again: the client and its handshake number (port 20000 + number).
+#[derive(Clone, Debug, Serialize)]
+pub struct HandshakeRef {
+    pub client: usize,
+    pub handshake: u32,
+    pub seconds: f64,
+}
+
+/// A session the server saw fail.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerFailureLine {
+    pub peer: Option<String>,
+    pub at_s: f64,
+    pub established: bool,
+    pub error: String,
+}
+
+/// The server endpoint's own counters (`EndpointStats`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EndpointCounters {
+    pub hello_verify_sent: u64,
+    pub cookies_rejected: u64,
+    pub connections_accepted: u64,
+    pub connections_refused: u64,
+    pub connections_replaced: u64,
+    pub datagrams_dropped: u64,
+    pub handshakes_evicted: u64,
+    pub sessions_expired: u64,
+    pub connections_open_at_end: u64,
+}
+
 /// What the links did to the datagrams (access and core links together, so a datagram crossing
 /// both counts twice), for evidence that the stress was there.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -115,6 +146,8 @@ pub struct CellReport {
     pub handshake_time_s: Option<Percentiles>,
     /// The same, resumed handshakes only.
     pub resumed_time_s: Option<Percentiles>,
+    /// The slowest completed handshake.
+    pub slowest: Option<HandshakeRef>,
     /// UDP payload bytes the client sent and received during a handshake, mean.
     pub bytes_per_handshake: f64,
     pub records: Records,
@@ -122,8 +155,12 @@ pub struct CellReport {
     /// Failed sessions by error (client side; "after handshake:" when the handshake had
     /// completed).
     pub failures: BTreeMap<String, u32>,
-    /// Sessions the server saw fail, by error.
+    /// Sessions the server saw fail, by error ("after handshake: Superseded" is a NAT giving a
+    /// new client the port of an earlier one whose close_notify was lost: RFC 6347 §4.2.8).
     pub server_failures: BTreeMap<String, u32>,
+    pub server_failures_listed: Vec<ServerFailureLine>,
+    pub server_endpoint: EndpointCounters,
+    /// Every failed session.
     pub failures_listed: Vec<FailureLine>,
     pub network: Network,
     pub unfinished_clients: u32,
@@ -145,6 +182,7 @@ impl CellReport {
         let mut listed = Vec::new();
         let (mut durations, mut resumed_durations) = (Vec::new(), Vec::new());
         let (mut flights_resent, mut bytes) = (0u64, 0u64);
+        let mut slowest: Option<HandshakeRef> = None;
         for (i, c) in run.clients.iter().enumerate() {
             h.started += c.started;
             h.completed += c.samples.len() as u32;
@@ -154,6 +192,13 @@ impl CellReport {
             h.resumptions_skipped += c.resumptions_skipped;
             for s in &c.samples {
                 durations.push(s.duration);
+                if slowest.as_ref().is_none_or(|w| s.duration.as_secs_f64() > w.seconds) {
+                    slowest = Some(HandshakeRef {
+                        client: i,
+                        handshake: s.index,
+                        seconds: s.duration.as_secs_f64(),
+                    });
+                }
                 if s.resumed {
                     resumed_durations.push(s.duration);
                 }
@@ -177,27 +222,44 @@ impl CellReport {
                     }
                 };
                 *failures.entry(key).or_insert(0) += 1;
-                if listed.len() < FAILURES_LISTED {
-                    listed.push(FailureLine {
-                        client: i,
-                        handshake: f.index,
-                        port: f.port,
-                        resuming: f.resuming,
-                        phase: f.phase,
-                        started_s: f.started.since_origin().as_secs_f64(),
-                        failed_s: f.at.since_origin().as_secs_f64(),
-                        error: f.detail.clone(),
-                    });
-                }
+                listed.push(FailureLine {
+                    client: i,
+                    handshake: f.index,
+                    port: f.port,
+                    resuming: f.resuming,
+                    phase: f.phase,
+                    started_s: f.started.since_origin().as_secs_f64(),
+                    failed_s: f.at.since_origin().as_secs_f64(),
+                    error: f.detail.clone(),
+                });
             }
         }
         records.lost = records.requests - records.echoed;
         records.delivered_twice += run.server.duplicate_requests;
         let mut server_failures = BTreeMap::new();
+        let mut server_failures_listed = Vec::new();
         for f in &run.server.failures {
             let key = if f.established { format!("after handshake: {}", f.class) } else { f.class.clone() };
             *server_failures.entry(key).or_insert(0) += 1;
+            server_failures_listed.push(ServerFailureLine {
+                peer: f.peer.map(|p| p.to_string()),
+                at_s: f.at.since_origin().as_secs_f64(),
+                established: f.established,
+                error: f.class.clone(),
+            });
         }
+        let e = &run.endpoint;
+        let server_endpoint = EndpointCounters {
+            hello_verify_sent: e.hello_verify_sent,
+            cookies_rejected: e.cookies_rejected,
+            connections_accepted: e.connections_accepted,
+            connections_refused: e.connections_refused,
+            connections_replaced: e.connections_replaced,
+            datagrams_dropped: e.datagrams_dropped,
+            handshakes_evicted: e.handshakes_evicted,
+            sessions_expired: e.sessions_expired,
+            connections_open_at_end: e.connections_open,
+        };
         let completed = u64::from(h.completed.max(1));
         let a = &run.links;
         let network = Network {
@@ -229,12 +291,15 @@ impl CellReport {
                 / f64::from(run.server.connected.max(1)),
             handshake_time_s: Percentiles::of(&mut durations),
             resumed_time_s: Percentiles::of(&mut resumed_durations),
+            slowest,
             bytes_per_handshake: bytes as f64 / completed as f64,
             handshakes: h,
             records,
             moves: is_cid.then_some(moves),
             failures,
             server_failures,
+            server_failures_listed,
+            server_endpoint,
             failures_listed: listed,
             network,
             unfinished_clients: run.unfinished_clients,
@@ -300,7 +365,7 @@ impl CellReport {
         if !self.server_failures.is_empty() {
             out += &format!("\n    server saw: {}", grouped(&self.server_failures));
         }
-        for f in &self.failures_listed {
+        for f in self.failures_listed.iter().take(FAILURES_LISTED) {
             out += &format!(
                 "\n      client {} handshake {} (port {}{}) started {:.3} s, failed {:.3} s: {}",
                 f.client,
@@ -311,6 +376,9 @@ impl CellReport {
                 f.failed_s,
                 f.error
             );
+        }
+        if self.failures_listed.len() > FAILURES_LISTED {
+            out += &format!("\n      ... {} more in --json", self.failures_listed.len() - FAILURES_LISTED);
         }
         if self.unfinished_clients > 0 {
             out += &format!(
