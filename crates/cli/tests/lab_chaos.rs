@@ -54,9 +54,14 @@ fn every_handshake_completes_and_every_record_arrives_exactly_once() {
         // The stress was there, so passing says something.
         let network = &cell["network"];
         match cell["link"]["name"].as_str().expect("a link name") {
-            "loss-30" | "burst-30" | "worst-wan" => assert!(num(network, &["lost"]) > 0, "{name}: nothing lost"),
+            "loss-30" | "burst-30" | "worst-wan" => {
+                assert!(num(network, &["lost"]) > 0, "{name}: nothing lost")
+            }
             "dup-reorder" => {
-                assert!(num(network, &["duplicated"]) > 0 && num(network, &["reordered"]) > 0, "{name}: no dup/reorder")
+                assert!(
+                    num(network, &["duplicated"]) > 0 && num(network, &["reordered"]) > 0,
+                    "{name}: no dup/reorder"
+                )
             }
             _ => {}
         }
@@ -65,7 +70,9 @@ fn every_handshake_completes_and_every_record_arrives_exactly_once() {
                 let declined = num(cell, &["handshakes", "resumptions_declined"]);
                 let resumed = num(cell, &["handshakes", "resumed"]);
                 if declined > 0 || resumed == 0 {
-                    missed.push(format!("{name}: {resumed} resumed, {declined} answered with a full handshake"));
+                    missed.push(format!(
+                        "{name}: {resumed} resumed, {declined} answered with a full handshake"
+                    ));
                 }
             }
             "cid" => {

@@ -221,19 +221,18 @@ fn build(cell: &Cell, params: &CellParams, pki: &SoakPki) -> anyhow::Result<Buil
     let router = sim.add_node("router", Role::Router);
     let server = sim.add_node("server", Role::Host);
     let server_iface = sim.add_interface(server, "eth0", SERVER_ADDR)?;
-    let core;
-    if cell.link.nat {
+    let core = if cell.link.nat {
         let nat = sim.add_node("nat", Role::Nat(NatConfig::preset(NatPreset::PortRestricted)));
         let r = sim.add_interface(router, "n", Ipv4Addr::new(10, 0, 1, 1))?;
         let inside = sim.add_interface(nat, "in", Ipv4Addr::new(10, 0, 1, 2))?;
         let outside = sim.add_interface(nat, "out", Ipv4Addr::new(10, 0, 0, 1))?;
         sim.set_nat_interfaces(nat, inside, outside);
         sim.connect("inner", r, inside, LinkConfig::default())?;
-        core = sim.connect("core", outside, server_iface, core_link(&cell.link))?;
+        sim.connect("core", outside, server_iface, core_link(&cell.link))?
     } else {
         let r = sim.add_interface(router, "s", Ipv4Addr::new(10, 0, 0, 1))?;
-        core = sim.connect("core", r, server_iface, core_link(&cell.link))?;
-    }
+        sim.connect("core", r, server_iface, core_link(&cell.link))?
+    };
     let mut ends = Vec::new();
     for i in 0..params.clients {
         let node = sim.add_node(&format!("c{i}"), Role::Host);

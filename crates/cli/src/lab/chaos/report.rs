@@ -115,6 +115,7 @@ pub struct EndpointCounters {
     pub datagrams_dropped: u64,
     pub handshakes_evicted: u64,
     pub sessions_expired: u64,
+    pub partial_hellos_dropped: u64,
     pub connections_open_at_end: u64,
 }
 
@@ -258,6 +259,7 @@ impl CellReport {
             datagrams_dropped: e.datagrams_dropped,
             handshakes_evicted: e.handshakes_evicted,
             sessions_expired: e.sessions_expired,
+            partial_hellos_dropped: e.partial_hellos_dropped,
             connections_open_at_end: e.connections_open,
         };
         let completed = u64::from(h.completed.max(1));

@@ -1,0 +1,173 @@
+//! The failure classes the E6 soak (`fastshake lab chaos`) found, each cut down to the few
+//! datagrams that matter and replayed between a client `Connection` and a server `Endpoint` in
+//! virtual time. Each test asserts what the RFCs ask for, so it fails while the defect is there.
+
+use fastshake_dtls::{
+    CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig,
+};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+const CLIENT: &str = "10.1.0.2:20001";
+const SERVER: &str = "10.0.0.2:5684";
+
+fn at(secs: f64) -> Instant {
+    Instant::from_nanos((secs * 1e9).round() as u64)
+}
+
+/// PSK, TLS_PSK_WITH_AES_128_CCM_8, the RFC 6347 timer (1 s doubling to 60 s) on both sides.
+fn pair(handshake_timeout: Duration, start: Instant) -> (Connection, Endpoint) {
+    pair_seeded(handshake_timeout, start, 1)
+}
+
+fn pair_seeded(handshake_timeout: Duration, start: Instant, client_seed: u8) -> (Connection, Endpoint) {
+    let mut c = ClientConfig::psk(b"chaos-client".to_vec(), [0x6b; 16].to_vec());
+    c.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    c.handshake_timeout = handshake_timeout;
+    let mut s = ServerConfig::psk(b"chaos-client".to_vec(), [0x6b; 16].to_vec());
+    s.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    s.handshake_timeout = handshake_timeout;
+    let client = Connection::client(Arc::new(c), start, SERVER.parse().unwrap(), [client_seed; 32]);
+    (client, Endpoint::new(Arc::new(s), [2; 32]))
+}
+
+fn from_client(client: &mut Connection, now: Instant) -> Vec<Vec<u8>> {
+    std::iter::from_fn(|| client.poll_transmit(now).map(|t| t.payload)).collect()
+}
+
+fn from_server(server: &mut Endpoint, now: Instant) -> Vec<Vec<u8>> {
+    std::iter::from_fn(|| server.poll_transmit(now).map(|t| t.payload)).collect()
+}
+
+fn to_server(server: &mut Endpoint, now: Instant, datagrams: Vec<Vec<u8>>) {
+    let (local, remote): (SocketAddr, SocketAddr) = (SERVER.parse().unwrap(), CLIENT.parse().unwrap());
+    for mut d in datagrams {
+        server.handle_datagram(now, local, remote, &mut d);
+    }
+}
+
+fn to_client(client: &mut Connection, now: Instant, datagrams: Vec<Vec<u8>>) {
+    for mut d in datagrams {
+        client.handle_datagram(now, SERVER.parse().unwrap(), &mut d);
+    }
+}
+
+/// The server's timers up to `now`.
+fn run_server(server: &mut Endpoint, now: Instant) {
+    while let Some(t) = server.poll_timeout().filter(|&t| t <= now) {
+        server.handle_timeout(t);
+    }
+}
+
+fn connected(client: &mut Connection) -> Result<HandshakeSummary, String> {
+    let mut last = String::from("no event");
+    while let Some(e) = client.poll_event() {
+        match e {
+            Event::Connected(s) => return Ok(s),
+            other => last = format!("{other:?}"),
+        }
+    }
+    Err(last)
+}
+
+/// Soak cells delay-3s, tsch, worst-wan, worst-tsch (every mode; e.g. `--only psk/delay-3s
+/// --seed 1`: client 0, handshake 2). Over a 3 s path the client's ClientHello goes out at 0, 1
+/// and 3 s; the server answers each with a HelloVerifyRequest, and the third answer falls into
+/// the next cookie time slot, so it carries another cookie. The client answers the first with
+/// its second ClientHello (message_seq 1); the late third, message_seq 0 (RFC 6347 §4.2.2: an
+/// old message), makes it start over with a third ClientHello (message_seq 2). The server's
+/// ServerHello (message_seq 1) then aborts the client with unexpected_message, and the third
+/// ClientHello aborts the server's connection the same way.
+#[test]
+fn a_late_hello_verify_request_with_a_new_cookie_is_ignored() {
+    let owd = 3.0;
+    // The ClientHellos reach the server at 28.5, 29.5 and 31.5 s: the last in the next cookie
+    // time slot (30 s slots by default).
+    let t0 = 25.5;
+    let (mut client, mut server) = pair(Duration::from_secs(300), at(t0));
+    let mut hellos = vec![(t0, from_client(&mut client, at(t0)))];
+    for t in [t0 + 1.0, t0 + 3.0] {
+        client.handle_timeout(at(t));
+        hellos.push((t, from_client(&mut client, at(t))));
+    }
+    let mut verify_requests = Vec::new();
+    for (sent, d) in hellos {
+        to_server(&mut server, at(sent + owd), d);
+        verify_requests.push((sent + 2.0 * owd, from_server(&mut server, at(sent + owd))));
+    }
+    // Record header (13), handshake header (12), server_version (2), then the cookie.
+    let cookie = |d: &[Vec<u8>]| d[0][27..].to_vec();
+    assert_eq!(cookie(&verify_requests[0].1), cookie(&verify_requests[1].1));
+    assert_ne!(
+        cookie(&verify_requests[0].1),
+        cookie(&verify_requests[2].1),
+        "the third cookie is from the next slot"
+    );
+    let mut in_flight = Vec::new();
+    for (arrives, d) in verify_requests {
+        to_client(&mut client, at(arrives), d);
+        in_flight.push((arrives + owd, from_client(&mut client, at(arrives))));
+    }
+    // Everything the client sent reaches the server, and the server's answers the client.
+    for (arrives, d) in in_flight {
+        to_server(&mut server, at(arrives), d);
+        let answer = from_server(&mut server, at(arrives));
+        to_client(&mut client, at(arrives + owd), answer);
+        let more = from_client(&mut client, at(arrives + owd));
+        to_server(&mut server, at(arrives + 2.0 * owd), more);
+        let last = from_server(&mut server, at(arrives + 2.0 * owd));
+        to_client(&mut client, at(arrives + 3.0 * owd), last);
+    }
+    let summary = connected(&mut client).expect("the handshake completes");
+    assert_eq!(summary.suite, CipherSuite::PskWithAes128Ccm8);
+}
+
+/// Soak cell burst-30 (`--only psk/burst-30 --seed 1`: client 9, handshake 2). With a
+/// handshake timeout above the endpoint's idle timeout (300 s by default; 1,200 s is what a user
+/// of a link losing 30 % each way sets), the server's ChangeCipherSpec and Finished are lost and
+/// the client's retransmitted last flight (its timer backed off towards 60 s) does not get
+/// through for 300 s. The endpoint expires the session as idle although it still holds its last
+/// flight for the client (RFC 6347 §4.2.4), so the client's next retransmission finds no
+/// session and the client's handshake times out.
+#[test]
+fn a_session_whose_last_flight_is_unconfirmed_is_not_expired_as_idle() {
+    let owd = 0.03;
+    let timeout = Duration::from_secs(1200);
+    let (mut client, mut server) = pair(timeout, at(0.0));
+    // Cookie exchange and the server's first flight, all delivered.
+    let mut t = 0.0;
+    for _ in 0..2 {
+        let d = from_client(&mut client, at(t));
+        to_server(&mut server, at(t + owd), d);
+        let back = from_server(&mut server, at(t + owd));
+        t += 2.0 * owd;
+        to_client(&mut client, at(t), back);
+    }
+    // The client's last flight arrives; the server completes, its last flight is lost.
+    let d = from_client(&mut client, at(t));
+    to_server(&mut server, at(t + owd), d);
+    let established = t + owd;
+    let lost = from_server(&mut server, at(established));
+    assert!(!lost.is_empty());
+    // The client retransmits on its timer; nothing gets through for the idle timeout.
+    let mut answered = false;
+    while let Some(next) = client.poll_timeout() {
+        client.handle_timeout(next);
+        let d = from_client(&mut client, next);
+        let arrives = next.as_nanos() as f64 / 1e9 + owd;
+        if arrives - established < 300.0 || d.is_empty() {
+            continue;
+        }
+        run_server(&mut server, at(arrives));
+        to_server(&mut server, at(arrives), d);
+        let back = from_server(&mut server, at(arrives));
+        to_client(&mut client, at(arrives + owd), back);
+        answered = true;
+        break;
+    }
+    assert!(answered, "the client gave up before 300 s");
+    let summary =
+        connected(&mut client).expect("the server resends its last flight and the handshake completes");
+    assert!(summary.retransmissions > 0);
+}
