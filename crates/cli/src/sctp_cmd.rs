@@ -18,7 +18,7 @@
 use anyhow::{bail, Context};
 use fastshake_net::sctp::{SctpDriver, UDP_ENCAPSULATION_PORT};
 use fastshake_sctp::{
-    AssociationHandle, Config, ConnectOptions, Event, HandshakeKind, HandshakeMode, Message,
+    AssociationHandle, AssociationStats, Config, ConnectOptions, Event, HandshakeKind, HandshakeMode, Message,
 };
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
@@ -141,6 +141,26 @@ pub fn run(args: SctpArgs) -> anyhow::Result<()> {
     }
 }
 
+/// What an association sent again, from the engine's counters: on a clean path all of it is
+/// zero but the zero-RTT data a server did not take (sent again as DATA by design), so the
+/// interop tests read this line to tell a stall from a clean run.
+fn resent_summary(stats: &AssociationStats) -> String {
+    format!(
+        "resent: {} INIT/COOKIE-ECHO, {} DATA chunk(s), {} SHUTDOWN/SHUTDOWN-ACK; {} T3-rtx expiries, {} fast retransmits",
+        stats.handshake_retransmits,
+        stats.retransmitted_chunks,
+        stats.shutdown_retransmits,
+        stats.t3_expiries,
+        stats.fast_retransmits
+    )
+}
+
+/// The counters of `handle`, alive or just ended.
+fn association_stats(driver: &SctpDriver, handle: AssociationHandle) -> Option<AssociationStats> {
+    let endpoint = driver.endpoint();
+    endpoint.association(handle).or_else(|| endpoint.ended_association(handle)).map(|info| info.stats)
+}
+
 fn handshake_name(kind: HandshakeKind) -> &'static str {
     match kind {
         HandshakeKind::Regular => "regular",
@@ -247,6 +267,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                     "sctp server: association {} {how}; {} byte(s) in {} message(s) received, {} byte(s) in {} message(s) sent",
                     handle.0, tally.bytes_in, tally.messages_in, tally.bytes_out, tally.messages_out
                 );
+                if let Some(stats) = association_stats(&driver, handle) {
+                    eprintln!("sctp server: association {} {}", handle.0, resent_summary(&stats));
+                }
                 ended += 1;
                 if args.exit_after.is_some_and(|n| ended >= n) {
                     // Let the last SHUTDOWN-COMPLETE or ABORT leave the socket.
@@ -557,6 +580,9 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         driver.stats().datagrams_in,
         driver.stats().bytes_in,
     );
+    if let Some(stats) = association_stats(&driver, handle) {
+        eprintln!("sctp client: {}", resent_summary(&stats));
+    }
     if outcome.is_ok() {
         eprintln!("sctp client: closed gracefully");
     }

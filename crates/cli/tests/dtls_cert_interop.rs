@@ -62,8 +62,8 @@ fn client_against_openssl_s_server(key: &str, suite: &str) {
     args.extend(["--suite".into(), suite.into()]);
     let mut client = fastshake_client_with(port, &strs(&args));
     // s_server completes the chain from its -CAfile store and sends the root too (4 certificates).
-    client.expect_stderr_line_with(&[
-        &format!("handshake done: {suite}, full (not resumed), with extended master secret"),
+    client.expect_handshake_without_resend(&[
+        &format!("{suite}, full (not resumed), with extended master secret"),
         "peer sent",
     ]);
 
@@ -113,8 +113,8 @@ fn openssl_s_client_against_server(key: &str, cipher: &str, suite: &str) {
         ])
         .args(["-cipher", cipher, "-connect", &format!("127.0.0.1:{port}")]);
     let mut client = Peer::spawn("openssl s_client", command);
-    server.expect_stderr_line_with(&[
-        &format!("handshake done: {suite}, full (not resumed), with extended master secret"),
+    server.expect_handshake_without_resend(&[
+        &format!("{suite}, full (not resumed), with extended master secret"),
         "peer sent 3 certificate(s)",
     ]);
     client.expect_stdout("Verification: OK");
@@ -166,8 +166,8 @@ fn fastshake_client_with_gnutls_serv_mutual() {
         |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
     );
     let mut client = fastshake_client_with(port, &strs(&pki.fastshake_mutual_client_args()));
-    client.expect_stderr_line_with(&[
-        "handshake done: TLS_ECDHE_ECDSA",
+    client.expect_handshake_without_resend(&[
+        "TLS_ECDHE_ECDSA",
         "full (not resumed)",
         "peer sent 3 certificate(s)",
     ]);
@@ -191,10 +191,44 @@ fn gnutls_cli_with_fastshake_server_mutual() {
         .arg(format!("--priority={GNUTLS_ECDHE_PRIORITY}"))
         .args(["-p", &port.to_string(), "127.0.0.1"]);
     let mut client = Peer::spawn("gnutls-cli", command);
-    server.expect_stderr_line_with(&["handshake done: TLS_ECDHE_ECDSA", "peer sent 3 certificate(s)"]);
+    server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA", "peer sent 3 certificate(s)"]);
     client.write_line("ping from gnutls-cli");
     client.expect_stdout("ping from gnutls-cli");
     client.close_stdin();
     client.expect_exit();
     server.expect_stderr("closed by the peer (close_notify)");
+}
+
+/// The handshake as a new user runs it: `openssl s_client -cert client.pem -cert_chain
+/// client.pem` sends its whole chain (leaf twice: four certificates of 2048-bit RSA) and packs
+/// Certificate, ClientKeyExchange, CertificateVerify, ChangeCipherSpec and Finished into one
+/// 4.2 kB flight. OpenSSL 3.0 writes it through a 4 KiB buffer and, on loopback, flushes that mid
+/// record: a 4,096-byte datagram ends inside the CertificateVerify and the next one starts with
+/// its rest. The server completes the flight on first arrival: no flight is resent on either side
+/// (before, every such handshake waited 1 s for the server's retransmission timer).
+#[test]
+fn openssl_s_client_sending_a_4_kb_rsa_flight_completes_without_a_resend() {
+    let pki = Pki::generate("rsa2048", 3);
+    let mut server_args = pki.fastshake_mutual_server_args("require");
+    server_args.extend(["--echo".into(), "-v".into()]);
+    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let mut command = tool("openssl");
+    command
+        .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
+        .args(["-cert", &pki.client_cert(), "-cert_chain", &pki.client_cert(), "-key", &pki.client_key()])
+        .args(["-connect", &format!("127.0.0.1:{port}")]);
+    let mut client = Peer::spawn("openssl s_client", command);
+    let line = server.expect_handshake_without_resend(&[
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "peer sent 4 certificate(s)",
+    ]);
+    client.write_line("ping after a 4 kB flight");
+    client.expect_stdout("ping after a 4 kB flight");
+    client.close_stdin();
+    client.expect_exit();
+    // Whether this OpenSSL split the flight shows in the server's trace; the test's claim (no
+    // resend) holds either way, so a future OpenSSL that stops splitting is only noted.
+    if !server.stderr().contains(" 4096 B: ") {
+        eprintln!("note: this OpenSSL did not split its flight at 4096 bytes\n{line}");
+    }
 }

@@ -25,7 +25,7 @@ use crate::mobility::{
 };
 use crate::record::{ContentType, RecordHeader, ReplayWindow, DTLS_1_2, HEADER_LEN, MAX_SEQ};
 use crate::session::ClientAuth;
-use crate::session::{unix_now, ClientSession, Resumption, ServerSession, TicketKeys};
+use crate::session::{unix_now, ClientCertificate, ClientSession, Resumption, ServerSession, TicketKeys};
 use crate::state::{HandshakeState, State};
 use crate::suite::{CipherSuite, KeyExchange, RecordCipher};
 use fastshake_core::{Instant, SansIo, Transmit};
@@ -38,8 +38,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Protected records kept while their keys are not derived yet.
+/// Protected records kept while their keys are not derived yet, and application records that
+/// authenticated before the peer's Finished.
 const MAX_EARLY_RECORDS: usize = 4;
+/// Bytes of protected records kept while their keys are not derived yet: nothing has
+/// authenticated them, so this is memory an unauthenticated peer can pin. A Finished, an alert
+/// and a first application record fit.
+const MAX_EARLY_RECORD_BYTES: usize = 4096;
+/// Bytes kept of a record split across datagrams (the start that came in the first one).
+const MAX_SPLIT_RECORD_KEPT: usize = 8192;
 
 /// Where decrypted application data goes: queued as events when `None`.
 type DataSink<'a> = Option<&'a mut dyn FnMut(&[u8])>;
@@ -116,6 +123,10 @@ pub struct HandshakeSummary {
     pub flights_sent: u32,
     /// Flights resent.
     pub retransmissions: u32,
+    /// Datagrams from the peer that repeated handshake messages already received: the peer
+    /// resent a flight (or the network duplicated one). With [`Self::retransmissions`], 0 on
+    /// both sides means no side waited for a timer.
+    pub peer_retransmissions: u32,
     /// Whether the master secret is bound to the handshake (RFC 7627).
     pub extended_master_secret: bool,
     /// The PSK identity used.
@@ -183,6 +194,10 @@ struct Handshake {
     timer: RetransmitTimer,
     flights_sent: u32,
     retransmissions: u32,
+    /// Datagrams that repeated messages of the peer already received, and the datagram count
+    /// when the last one was counted (so a datagram counts once).
+    peer_retransmissions: u32,
+    peer_retransmission_seen_at: u64,
     /// message_seq of the last message of the peer's previous flight: seeing it again means our
     /// answer to it was lost.
     peer_prev_flight_last: Option<u16>,
@@ -197,6 +212,11 @@ struct Handshake {
     retain_until: Option<Instant>,
     /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
     early_records: Vec<(RecordHeader, Vec<u8>)>,
+    /// A record the peer split across two datagrams, waiting for its rest.
+    split_record: Option<SplitRecord>,
+    /// The first protected handshake record of the peer that failed authentication while none
+    /// had authenticated yet: a wrong key, or a forgery.
+    auth_failure: Option<AuthFailure>,
     /// Application records that authenticated before the peer's Finished (sent right behind
     /// it and reordered ahead): delivered once the handshake completes, not dropped.
     early_data: Vec<Vec<u8>>,
@@ -204,6 +224,16 @@ struct Handshake {
     cert: Option<Box<CertHandshake>>,
     /// Session resumption, offered or in progress; empty when neither side does any.
     resume: Option<Box<ResumeHandshake>>,
+}
+
+/// A protected handshake record of the peer that did not authenticate before any did.
+#[derive(Clone, Copy)]
+struct AuthFailure {
+    at: Instant,
+    /// `stats.datagrams_received` when it came, to tell later datagrams from it.
+    datagram: u64,
+    /// The peer resent its flight (a handshake message or ChangeCipherSpec again) in a later datagram.
+    peer_resent: bool,
 }
 
 /// Handshake state of session resumption (RFC 5246 §7.3, RFC 5077).
@@ -245,6 +275,8 @@ struct CertHandshake {
     peer_leaf: Option<CertDer>,
     /// Client: the server asked for a certificate.
     request: Option<CertificateRequest>,
+    /// Server: what validating the client's chain established, for the session it makes.
+    client_certificate: Option<ClientCertificate>,
 }
 
 impl Handshake {
@@ -276,6 +308,8 @@ impl Handshake {
             timer: RetransmitTimer::new(initial, max),
             flights_sent: 0,
             retransmissions: 0,
+            peer_retransmissions: 0,
+            peer_retransmission_seen_at: 0,
             peer_prev_flight_last: None,
             master: None,
             extended_master_secret: false,
@@ -285,6 +319,8 @@ impl Handshake {
             cookie: Vec::new(),
             retain_until: None,
             early_records: Vec::new(),
+            split_record: None,
+            auth_failure: None,
             early_data: Vec::new(),
             cert: None,
             resume: None,
@@ -321,6 +357,25 @@ impl Handshake {
             self.hash_message(msg_type, message_seq, &body);
         }
         self.flight.push(FlightItem::Handshake { epoch, msg_type, message_seq, body });
+    }
+}
+
+/// The start of a record the peer split across datagrams, kept for the next datagram.
+struct SplitRecord {
+    /// Header and the part of the body that came.
+    bytes: Vec<u8>,
+    /// Length of the whole record, header included (at most 13 + 255 + 2^14 + 2048 bytes).
+    len: usize,
+}
+
+impl SplitRecord {
+    /// How many leading bytes of `datagram` complete the record: only when the datagram does not
+    /// read as whole records by itself and does once those bytes are taken off, so an ordinary
+    /// datagram is never taken apart.
+    fn continuation_len(&self, datagram: &[u8], cid_len: u8) -> Option<usize> {
+        let need = self.len.checked_sub(self.bytes.len())?;
+        let whole = |d: &[u8]| crate::record::Records::with_cid(d, cid_len).all(|r| r.is_ok());
+        (need > 0 && datagram.len() >= need && !whole(datagram) && whole(&datagram[need..])).then_some(need)
     }
 }
 
@@ -437,9 +492,10 @@ pub struct Connection {
     write_seq: u64,
     read_window: ReplayWindow,
     suite: Option<CipherSuite>,
-    /// First 8 bytes of the client random of this session's ClientHello, so the endpoint can
-    /// tell a late duplicate of it from a new handshake.
+    /// First 4 bytes of the client random of this session's ClientHello and its message_seq,
+    /// so the endpoint can tell a copy of it (late or retransmitted) from a new handshake.
     hello_id: u32,
+    hello_seq: u16,
     stats: Stats,
     /// Connection ID, address checks, own socket, port moves: only when in use.
     path: Option<Box<PathState>>,
@@ -563,6 +619,7 @@ impl Connection {
             read_window: ReplayWindow::default(),
             suite: None,
             hello_id: 0,
+            hello_seq: 0,
             stats: Stats::default(),
             path: None,
             queued: None,
@@ -682,12 +739,24 @@ impl Connection {
         self.send_new_flight(now, true);
     }
 
-    fn client_handle_hello_verify(&mut self, now: Instant, body: &[u8]) -> Result<(), Abort> {
+    fn client_handle_hello_verify(
+        &mut self,
+        now: Instant,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<(), Abort> {
         let hvr = HelloVerifyRequest::parse(body).map_err(Abort::decode)?;
         if hvr.cookie.len() > MAX_COOKIE_LEN {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
         let Some(hs) = self.hs.as_mut() else { return Ok(()) };
+        // The server answers each ClientHello with its message_seq (RFC 6347 §4.2.2): a lower
+        // one answers a ClientHello we already replaced. Taking its cookie would restart the
+        // handshake under a ServerHello already on its way, which then looks out of order.
+        if message_seq != hs.client_hello_seq {
+            self.stats.records_dropped += 1;
+            return Ok(());
+        }
         if hs.cookie == hvr.cookie {
             // A duplicate answer to a ClientHello we already resent with this cookie.
             return Ok(());
@@ -802,7 +871,8 @@ impl Connection {
                     config.wall_clock.map_or(0, |w| w.unix_at(now)),
                     config.server_name.as_deref(),
                 )
-                .map_err(Abort::peer)?;
+                .map_err(Abort::peer)?
+                .key;
                 let suite = self.suite.ok_or(Abort::alert(AlertDescription::InternalError))?;
                 if suite_key_algorithm(suite) != Some(key.algorithm()) {
                     return Err(Abort::alert(AlertDescription::UnsupportedCertificate));
@@ -1022,6 +1092,7 @@ impl Connection {
                     config.suites.contains(&s.suite)
                         && config.can_serve(s.suite)
                         && ch.suites().any(|id| id == s.suite.id())
+                        && s.satisfies_client_auth(&config, now_unix)
                 });
                 if let Some((kind, session)) = usable {
                     resume.resumption = Some(kind);
@@ -1073,6 +1144,7 @@ impl Connection {
             }
         };
         self.hello_id = hello_id(&ch.random);
+        self.hello_seq = message_seq;
         self.suite = Some(suite);
         let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
         let request_certificate = ecdhe.is_some() && config.client_auth != ClientAuth::None;
@@ -1172,6 +1244,7 @@ impl Connection {
         issue_ticket: bool,
     ) -> Result<(), Abort> {
         self.hello_id = hello_id(&ch.random);
+        self.hello_seq = message_seq;
         self.suite = Some(suite);
         let hs = self.hs.as_mut().ok_or(Abort::alert(AlertDescription::InternalError))?;
         hs.client_random = ch.random;
@@ -1273,14 +1346,18 @@ impl Connection {
                         .client_trust_anchors
                         .as_ref()
                         .ok_or(Abort::alert(AlertDescription::InternalError))?;
-                    let key = fastshake_pki::verify_client_chain(
+                    let verified = fastshake_pki::verify_client_chain(
                         &chain,
                         anchors,
                         config.wall_clock.map_or(0, |w| w.unix_at(now)),
                     )
                     .map_err(Abort::peer)?;
                     let cert = hs.cert_mut()?;
-                    cert.peer_key = Some(key);
+                    cert.peer_key = Some(verified.key);
+                    cert.client_certificate = Some(ClientCertificate {
+                        anchor: verified.anchor,
+                        not_after: verified.not_after_unix,
+                    });
                     cert.peer_certificates = chain.len();
                     cert.peer_leaf = chain.into_iter().next();
                 }
@@ -1371,6 +1448,7 @@ impl Connection {
                         master_secret: master,
                         created: now_unix,
                         psk_identity: hs.psk_identity.clone(),
+                        client_cert: hs.cert.as_ref().and_then(|c| c.client_certificate),
                     };
                     let mut nonce = [0u8; 12];
                     hs.rng.fill_bytes(&mut nonce);
@@ -1429,6 +1507,7 @@ impl Connection {
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flights_sent,
             retransmissions: hs.retransmissions,
+            peer_retransmissions: hs.peer_retransmissions,
             extended_master_secret: hs.extended_master_secret,
             psk_identity: hs.psk_identity.clone(),
             datagrams_sent: self.stats.datagrams_sent + queued_outgoing(&self.queued).count() as u64,
@@ -1608,6 +1687,19 @@ impl Connection {
         let waited_server_hello = self.state == State::Handshaking(HandshakeState::ClientWaitServerHello);
         let mut seen = Authenticated::default();
         let mut pos = 0;
+        // The rest of a record the peer split across two datagrams (see `SplitRecord`).
+        let split = self.hs.as_mut().and_then(|hs| hs.split_record.take());
+        if let Some(split) = split {
+            if let Some(n) = split.continuation_len(datagram, own_cid_len) {
+                let mut record = split.bytes;
+                record.extend_from_slice(&datagram[..n]);
+                pos = n;
+                if let Ok(header) = RecordHeader::parse(&mut crate::codec::Reader::new(&record), own_cid_len)
+                {
+                    self.handle_record_bytes(now, remote, header, &mut record, &mut on_data, &mut seen);
+                }
+            }
+        }
         while pos < datagram.len() {
             if matches!(self.state, State::Failed | State::Closed) {
                 return;
@@ -1615,30 +1707,62 @@ impl Connection {
             let mut r = crate::codec::Reader::new(&datagram[pos..]);
             let header = match RecordHeader::parse(&mut r, own_cid_len) {
                 Ok(h) if r.remaining() >= h.length as usize => h,
-                _ => {
+                Ok(h) => {
+                    self.keep_split_record(h, &datagram[pos..]);
+                    return;
+                }
+                Err(_) => {
                     self.stats.records_dropped += 1;
                     return;
                 }
             };
-            let start = pos + header.len();
-            let end = start + header.length as usize;
-            let cid_matches = header.cid_len == 0
-                || self.path.as_deref().is_some_and(|p| datagram[pos + 11..start - 2] == p.own_cid[..]);
+            let end = pos + header.len() + header.length as usize;
+            self.handle_record_bytes(now, remote, header, &mut datagram[pos..end], &mut on_data, &mut seen);
             pos = end;
-            if !cid_matches {
-                self.stats.records_dropped += 1;
-                continue;
-            }
-            if let Some(newest) =
-                self.handle_record(now, remote, header, &mut datagram[start..end], &mut on_data)
-            {
-                seen.any = true;
-                seen.newest |= newest;
-            }
-            self.replay_early_records(now, &mut on_data);
         }
         if self.path.is_some() {
             self.after_datagram(now, local, remote, datagram.len(), seen, waited_server_hello);
+        }
+    }
+
+    /// One whole record (header and body) of a datagram.
+    fn handle_record_bytes(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        header: RecordHeader,
+        record: &mut [u8],
+        on_data: &mut DataSink<'_>,
+        seen: &mut Authenticated,
+    ) {
+        let start = header.len();
+        let cid_matches = header.cid_len == 0
+            || self.path.as_deref().is_some_and(|p| record[11..start - 2] == p.own_cid[..]);
+        if !cid_matches {
+            self.stats.records_dropped += 1;
+            return;
+        }
+        if let Some(newest) = self.handle_record(now, remote, header, &mut record[start..], on_data) {
+            seen.any = true;
+            seen.newest |= newest;
+        }
+        self.replay_early_records(now, on_data);
+    }
+
+    /// A handshake record cut off at the end of a datagram. RFC 6347 §4.1.1 wants every record
+    /// inside one datagram, but a sender that writes a flight through a fixed-size buffer (OpenSSL
+    /// 3.0 flushes its 4 KiB write buffer mid-record when the path MTU is large, as on loopback)
+    /// sends the rest at the start of its next datagram. Keeping the start until then completes
+    /// the flight on first arrival instead of after both sides' retransmission timers.
+    fn keep_split_record(&mut self, header: RecordHeader, rest: &[u8]) {
+        self.stats.records_dropped += 1;
+        let handshaking = matches!(self.state, State::Handshaking(_));
+        let Some(hs) = self.hs.as_mut().filter(|_| handshaking) else { return };
+        if matches!(header.content_type, ContentType::Handshake | ContentType::Tls12Cid)
+            && rest.len() <= MAX_SPLIT_RECORD_KEPT
+        {
+            hs.split_record =
+                Some(SplitRecord { bytes: rest.to_vec(), len: header.len() + header.length as usize });
         }
     }
 
@@ -1685,7 +1809,12 @@ impl Connection {
                     // Keys not derived yet: a Finished reordered ahead of its ClientKeyExchange.
                     // Keep a few such records (RFC 6347 §4.1 lets us) instead of waiting a timeout.
                     match self.hs.as_mut() {
-                        Some(hs) if hs.early_records.len() < MAX_EARLY_RECORDS => {
+                        Some(hs)
+                            if hs.early_records.len() < MAX_EARLY_RECORDS
+                                && hs.early_records.iter().map(|(_, b)| b.len()).sum::<usize>()
+                                    + body.len()
+                                    <= MAX_EARLY_RECORD_BYTES =>
+                        {
                             hs.early_records.push((header, body.to_vec()));
                         }
                         _ => self.stats.records_dropped += 1,
@@ -1739,20 +1868,8 @@ impl Connection {
                     }
                     Err(_) => {
                         self.stats.records_dropped += 1;
-                        // An established session drops forgeries silently (RFC 6347 §4.1.2.7).
-                        // While waiting for the peer's Finished, the first protected handshake
-                        // record failing means the keys differ: a wrong PSK. Failing now with
-                        // decrypt_error (RFC 4279 §2) beats retransmitting until the timeout.
-                        if matches!(header.content_type, ContentType::Handshake | ContentType::Tls12Cid)
-                            && matches!(
-                                self.state,
-                                State::Handshaking(
-                                    HandshakeState::ServerWaitClientFinished
-                                        | HandshakeState::ClientWaitServerFinished
-                                )
-                            )
-                        {
-                            self.fail(Abort::alert(AlertDescription::DecryptError));
+                        if matches!(header.content_type, ContentType::Handshake | ContentType::Tls12Cid) {
+                            self.on_unauthenticated_handshake_record(now);
                         }
                         return None;
                     }
@@ -1774,6 +1891,8 @@ impl Connection {
                 // carries no information here beyond being well formed.
                 if plaintext != [1] {
                     self.stats.records_dropped += 1;
+                } else {
+                    self.note_peer_resent();
                 }
             }
             ContentType::Alert => {
@@ -1813,6 +1932,39 @@ impl Connection {
             ContentType::Tls12Cid => self.stats.records_dropped += 1,
         }
         authenticated
+    }
+
+    /// A protected handshake record failed authentication. Records that fail are dropped
+    /// silently (RFC 6347 §4.1.2.7), so one forged datagram cannot end a handshake. But while no
+    /// record of the peer has authenticated, the peer's own Finished failing means the keys
+    /// differ (a wrong PSK): once the peer has resent its flight in a later datagram and a
+    /// protected handshake record fails again, at least half a retransmission period after the
+    /// first, the handshake fails with decrypt_error (RFC 4279 §2) rather than at its timeout.
+    fn on_unauthenticated_handshake_record(&mut self, now: Instant) {
+        let (initial, _) = self.retransmit_bounds();
+        let datagram = self.stats.datagrams_received;
+        if !matches!(self.state, State::Handshaking(_)) || self.read_window.highest().is_some() {
+            return;
+        }
+        let Some(hs) = self.hs.as_mut() else { return };
+        match hs.auth_failure {
+            None => hs.auth_failure = Some(AuthFailure { at: now, datagram, peer_resent: false }),
+            Some(first)
+                if first.peer_resent && datagram != first.datagram && now >= first.at + initial / 2 =>
+            {
+                self.fail(Abort::alert(AlertDescription::DecryptError));
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The peer sent again something of its flight (an old handshake message or a
+    /// ChangeCipherSpec): evidence that it resent the flight, for `on_unauthenticated_handshake_record`.
+    fn note_peer_resent(&mut self) {
+        let datagram = self.stats.datagrams_received;
+        if let Some(f) = self.hs.as_mut().and_then(|hs| hs.auth_failure.as_mut()) {
+            f.peer_resent |= datagram != f.datagram;
+        }
     }
 
     fn handle_alert(&mut self, epoch: u16, level: AlertLevel, desc: AlertDescription) {
@@ -1878,7 +2030,7 @@ impl Connection {
         {
             // Not part of the transcript, never fragmented in practice; handled statelessly.
             if epoch == 0 && whole {
-                return self.client_handle_hello_verify(now, fragment.data);
+                return self.client_handle_hello_verify(now, h.message_seq, fragment.data);
             }
             return Ok(());
         }
@@ -1890,7 +2042,14 @@ impl Connection {
         let Some(hs) = self.hs.as_mut() else { return Ok(()) };
         match hs.reassembler.insert(fragment) {
             Insert::Old => {
-                if Some(h.message_seq) == hs.peer_prev_flight_last {
+                let previous_flight = Some(h.message_seq) == hs.peer_prev_flight_last;
+                let datagram = self.stats.datagrams_received;
+                if hs.peer_retransmission_seen_at != datagram {
+                    hs.peer_retransmission_seen_at = datagram;
+                    hs.peer_retransmissions += 1;
+                }
+                self.note_peer_resent();
+                if previous_flight {
                     self.on_peer_retransmission(now);
                 }
                 Ok(())
@@ -2118,8 +2277,11 @@ impl Connection {
         self.hs.is_some()
     }
 
-    pub(crate) fn hello_id(&self) -> u32 {
-        self.hello_id
+    /// Server: whether a ClientHello with this random and message_seq is a copy of the one this
+    /// session started from (or of an earlier one of the same client, answered by a
+    /// HelloVerifyRequest). A higher message_seq is the client starting over.
+    pub(crate) fn started_from(&self, random: &[u8; 32], message_seq: u16) -> bool {
+        self.hello_id == hello_id(random) && message_seq <= self.hello_seq
     }
 
     /// Counters of session mobility (all zero without it).
@@ -2587,6 +2749,31 @@ const _: () = {
 mod tests {
     use super::*;
     use crate::fuzzing::{client_addr, established_pair, server_addr};
+
+    fn plain_record(content_type: ContentType, seq: u64, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; HEADER_LEN + body.len()];
+        write_record(&mut out, content_type, 0, seq, None, &[body]);
+        out
+    }
+
+    #[test]
+    fn a_split_record_takes_only_a_real_continuation() {
+        let record = plain_record(ContentType::Handshake, 7, &[0xab; 300]);
+        let split = SplitRecord { bytes: record[..100].to_vec(), len: record.len() };
+        let ccs = plain_record(ContentType::ChangeCipherSpec, 8, &[1]);
+        // The rest, then whole records: a continuation.
+        let rest = [&record[100..], &ccs[..]].concat();
+        assert_eq!(split.continuation_len(&rest, 0), Some(record.len() - 100));
+        // The rest alone: a continuation too.
+        assert_eq!(split.continuation_len(&record[100..], 0), Some(record.len() - 100));
+        // A datagram that reads as whole records by itself is never taken apart.
+        let whole = [&ccs[..], &plain_record(ContentType::Alert, 9, &[1, 0])[..]].concat();
+        assert_eq!(split.continuation_len(&whole, 0), None);
+        // Too short, or bytes after the rest that are not records: not a continuation.
+        assert_eq!(split.continuation_len(&record[100..150], 0), None);
+        let garbage = [&record[100..], &[0x99; 7][..]].concat();
+        assert_eq!(split.continuation_len(&garbage, 0), None);
+    }
 
     /// A protected handshake record with one message, as the peer in `from` would write it.
     fn protected_message(from: &Connection, msg_type: HandshakeType, body: &[u8], seq: u64) -> Vec<u8> {

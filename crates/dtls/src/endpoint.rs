@@ -135,16 +135,20 @@ enum HelloScan {
     Complete(HelloInfo),
 }
 
-/// Partial ClientHellos kept at most (small-MTU clients fragment theirs): the one piece of
-/// state kept before a cookie, bounded to about 40 KiB (each at most `MAX_FRAGMENTED_HELLO`).
+/// Partial ClientHellos kept at most (small-MTU clients fragment theirs, and so does any client
+/// whose hello outgrows its MTU: a DTLS 1.3 client offering a post-quantum key share sends
+/// 1.5 kB). The one piece of state kept before a cookie, bounded in count and in bytes.
 const MAX_PARTIAL_HELLOS: usize = 64;
+/// Bytes of all partial ClientHellos together (buffers are sized from the length claimed).
+const MAX_PARTIAL_HELLO_BYTES: usize = 128 * 1024;
 /// Partial ClientHellos kept at most per client IP address: a host flooding first fragments
 /// (from many ports) evicts its own entries, not other hosts'.
 const MAX_PARTIAL_HELLOS_PER_IP: usize = 2;
-/// A ClientHello's fragments travel back to back: one still incomplete after this is dropped.
-const PARTIAL_HELLO_MAX_AGE: Duration = Duration::from_secs(2);
+/// A partial ClientHello that gained no fragment for this long is dropped. Generous, since on a
+/// duty-cycled link the fragments of one hello can be a slotframe (1 s or more) apart.
+const PARTIAL_HELLO_MAX_IDLE: Duration = Duration::from_secs(10);
 /// Largest ClientHello reassembled from fragments.
-const MAX_FRAGMENTED_HELLO: u32 = 512;
+const MAX_FRAGMENTED_HELLO: u32 = 8 * 1024;
 
 /// A connection with the endpoint's bookkeeping for it.
 struct Slot {
@@ -165,7 +169,10 @@ struct Activity {
 }
 
 struct PartialHello {
-    started: Instant,
+    /// When its last fragment came.
+    last: Instant,
+    /// The ClientHello's length as its fragments claim it (what its buffer costs).
+    claimed: u32,
     from: SocketAddr,
     record_seq: u64,
     reassembler: Reassembler,
@@ -173,18 +180,6 @@ struct PartialHello {
 
 fn config_error_of(config: &ServerConfig) -> Option<Error> {
     config.validate().err()
-}
-
-/// Largest protected record a client sends while the server's side of the handshake is still
-/// open: a Finished (12 bytes of verify_data and a 12-byte header) or an alert, plus the AEAD's
-/// explicit nonce and tag, with room to spare.
-const MAX_PROTECTED_RECORD_IN_HANDSHAKE: usize = 256;
-
-/// Whether the datagram holds a protected record too large to be part of a handshake.
-fn has_large_protected_record(datagram: &[u8]) -> bool {
-    Records::new(datagram)
-        .map_while(Result::ok)
-        .any(|(rh, range)| rh.epoch != 0 && range.len() > MAX_PROTECTED_RECORD_IN_HANDSHAKE)
 }
 
 fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
@@ -365,14 +360,16 @@ impl Endpoint {
             return;
         }
         if let HelloScan::Complete(hello) = scan {
-            let hello_id =
-                ClientHello::parse(&hello.body).ok().map(|ch| crate::connection::hello_id(&ch.random));
-            // A retransmission of the ClientHello that started a session goes to it; a
-            // different one is a new handshake (RFC 6347 §4.2.8).
-            let forward = [pending, existing]
-                .into_iter()
-                .flatten()
-                .find(|id| self.connections.get(id).is_some_and(|s| Some(s.conn.hello_id()) == hello_id));
+            let random = ClientHello::parse(&hello.body).ok().map(|ch| ch.random);
+            // A copy of the ClientHello that started a session goes to it (a retransmission
+            // makes it resend its flight); a different one, or the same client starting over
+            // with a higher message_seq, is a new handshake (RFC 6347 §4.2.8).
+            let forward = [pending, existing].into_iter().flatten().find(|id| {
+                self.connections
+                    .get(id)
+                    .zip(random.as_ref())
+                    .is_some_and(|(s, random)| s.conn.started_from(random, hello.message_seq))
+            });
             match forward {
                 Some(id) => self.deliver(now, local, remote, id, datagram, on_data),
                 None => self.handle_new_client_hello(now, remote, existing, pending, &hello, datagram.len()),
@@ -413,12 +410,6 @@ impl Endpoint {
         on_data: EndpointDataSink<'_>,
     ) {
         let Some(conn) = self.connections.get_mut(&id).map(|s| &mut s.conn) else { return };
-        if !conn.is_established() && has_large_protected_record(datagram) {
-            // Before the handshake completes the only protected records a client sends are
-            // Finished and alerts; anything larger would only be buffered until the keys exist.
-            self.stats.datagrams_dropped += 1;
-            return;
-        }
         match on_data {
             Some(f) => {
                 let mut sink = |d: &[u8]| f(ConnectionHandle(id), d);
@@ -620,16 +611,21 @@ impl Endpoint {
 
     /// Drops stale partial ClientHellos, then the sender's oldest if it has its quota, else the
     /// oldest of all if the table is full.
-    fn make_room_for_partial_hello(&mut self, now: Instant, ip: IpAddr) {
+    fn make_room_for_partial_hello(&mut self, now: Instant, ip: IpAddr, claimed: u32) {
         let before = self.partial_hellos.len();
-        self.partial_hellos.retain(|p| now.saturating_duration_since(p.started) < PARTIAL_HELLO_MAX_AGE);
+        self.partial_hellos.retain(|p| now.saturating_duration_since(p.last) < PARTIAL_HELLO_MAX_IDLE);
         let mut evicted = before - self.partial_hellos.len();
         if self.partial_hellos.iter().filter(|p| p.from.ip() == ip).count() >= MAX_PARTIAL_HELLOS_PER_IP {
             if let Some(i) = self.partial_hellos.iter().position(|p| p.from.ip() == ip) {
                 self.partial_hellos.remove(i);
                 evicted += 1;
             }
-        } else if self.partial_hellos.len() >= MAX_PARTIAL_HELLOS {
+        }
+        while !self.partial_hellos.is_empty()
+            && (self.partial_hellos.len() >= MAX_PARTIAL_HELLOS
+                || self.partial_hellos.iter().map(|p| p.claimed as usize).sum::<usize>() + claimed as usize
+                    > MAX_PARTIAL_HELLO_BYTES)
+        {
             self.partial_hellos.pop_front();
             evicted += 1;
         }
@@ -668,18 +664,23 @@ impl Endpoint {
                 {
                     Some(i) => i,
                     None => {
-                        self.make_room_for_partial_hello(now, remote.ip());
+                        self.make_room_for_partial_hello(now, remote.ip(), hh.length);
                         self.partial_hellos.push_back(PartialHello {
-                            started: now,
+                            last: now,
+                            claimed: hh.length,
                             from: remote,
                             record_seq: rh.seq,
-                            reassembler: Reassembler::new(hh.message_seq),
+                            reassembler: Reassembler::with_budget(
+                                hh.message_seq,
+                                MAX_FRAGMENTED_HELLO as usize,
+                            ),
                         });
                         self.partial_hellos.len() - 1
                     }
                 };
                 let Some(partial) = self.partial_hellos.get_mut(pos) else { break };
                 partial.record_seq = partial.record_seq.max(rh.seq);
+                partial.last = now;
                 partial.reassembler.insert(&Fragment { header: hh, data });
                 if let Some((_, message_seq, body)) = partial.reassembler.pop() {
                     let record_seq = partial.record_seq;

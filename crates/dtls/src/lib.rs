@@ -39,26 +39,46 @@
 //!   ticket; [`Endpoint::rotate_ticket_key`]). The client passes a [`ClientSession`] to
 //!   [`Connection::client_with_session`] and gets the next one in [`HandshakeSummary::session`].
 //!   An unknown, forged or expired ticket or session ID leads to a full handshake, never an error.
+//!   A session resumes only while it would still pass the server's client-authentication policy
+//!   (a certificate now required, its chain's trust anchor still trusted, the chain unexpired);
+//!   otherwise the server runs a full handshake, which enforces the policy.
 //!   In the abbreviated handshake the server sends ServerHello, a renewed NewSessionTicket (with
 //!   tickets), ChangeCipherSpec and Finished; the client's ChangeCipherSpec and Finished are its
 //!   last flight, kept until the server's first record shows it arrived.
 //! - Renegotiation is refused: the client sends the empty-renegotiation-info SCSV, the server
 //!   echoes an empty `renegotiation_info`; a HelloRequest or a ClientHello inside an established
 //!   session gets a `no_renegotiation` warning and the session goes on.
-//! - Records that fail authentication in an established session are dropped silently
-//!   (RFC 6347 §4.1.2.7). While waiting for the peer's Finished, a protected handshake record
-//!   that fails means the keys differ (a wrong PSK): the session fails with `decrypt_error`
-//!   (RFC 4279 §2) instead of retransmitting until the timeout. An unknown identity gets
+//! - Records that fail authentication are dropped silently (RFC 6347 §4.1.2.7), during the
+//!   handshake too, so a forged datagram cannot end one. While no record of the peer has
+//!   authenticated, its protected handshake records failing both before and after it visibly
+//!   resent its flight (at least half a retransmission period apart, in different datagrams)
+//!   means the keys differ (a wrong PSK): the handshake fails with `decrypt_error` (RFC 4279 §2)
+//!   within a retransmission period or two instead of at the timeout. An unknown identity gets
 //!   `unknown_psk_identity`. Application records that authenticate before the peer's Finished
 //!   (sent right behind it and reordered, or the Finished lost) are kept, at most 4, and
 //!   delivered after [`Event::Connected`] once the Finished verifies.
+//! - Late and duplicated flights (RFC 6347 §4.2.2): a handshake message below the next expected
+//!   message_seq is discarded, and one of the peer's previous flight makes us resend our last
+//!   flight; a HelloVerifyRequest answering an earlier ClientHello than our latest is ignored
+//!   (its cookie would restart a handshake whose ServerHello is already on its way), and a
+//!   ClientHello with the random of a half-open session but a higher message_seq is a new
+//!   handshake. No copy of anything ends a handshake.
+//! - What we accept is bounded by the RFC, not by our MTU: datagrams of any size, records up to
+//!   2^14 + 2048 bytes, protected records of any size beside a Finished. A handshake record cut
+//!   off at the end of a datagram (OpenSSL 3.0 flushes its 4 KiB write buffer mid-record when the
+//!   path MTU is large) is kept, at most 8 KiB of it, and completed by the start of the peer's
+//!   next datagram when that reads as whole records only once the rest is taken off.
 //! - Retransmission: whole flights are resent, packed afresh with new record sequence numbers,
 //!   on a timer that starts at `initial_retransmit`, doubles, and stops at `max_retransmit`; the
 //!   handshake fails after `handshake_timeout`. The server's last flight is not timed: it is
 //!   resent when the client's retransmitted Finished shows it was lost, and kept until the
 //!   client's first protected record (or the handshake timeout) proves it arrived.
 //! - Small MTUs: handshake messages are fragmented to the configured MTU (at least
-//!   [`MIN_MTU`]); the endpoint also reassembles fragmented ClientHellos in a 16-entry table.
+//!   [`MIN_MTU`]); the endpoint also reassembles fragmented ClientHellos of up to 8 KiB (a DTLS
+//!   1.3 client offering a post-quantum key share sends 1.5 kB) in a table bounded to 64 entries,
+//!   128 KiB and two per client IP address, each dropped after 10 s without a new fragment, and
+//!   answers them with a HelloVerifyRequest. A client that also offers DTLS 1.3 gets DTLS 1.2
+//!   (its `supported_versions` and `key_share` are ignored, RFC 8446 §4.2.1).
 //!   A 127-byte IEEE 802.15.4 frame less 23 bytes of MAC header and FCS and 8 bytes of
 //!   6LoWPAN-compressed IPv6/UDP header leaves an MTU of 96 bytes; the tests run at 96 and 64.
 //! - A new ClientHello from the address of an existing session (RFC 6347 §4.2.8) is answered

@@ -294,6 +294,37 @@ pub(crate) struct ServerSession {
     /// The PSK identity the session was made with (empty for certificate suites), so a resumed
     /// session reports the identity its keys came from.
     pub psk_identity: Vec<u8>,
+    /// The client's validated certificate chain, when it sent one: resuming is a way around
+    /// client authentication, so it is allowed only while the chain would still pass.
+    pub client_cert: Option<ClientCertificate>,
+}
+
+/// What the full handshake established about a client's certificate chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClientCertificate {
+    /// The trust anchor the chain led to.
+    pub anchor: fastshake_pki::AnchorId,
+    /// The chain's earliest notAfter, Unix seconds.
+    pub not_after: u64,
+}
+
+impl ServerSession {
+    /// Whether the client-authentication policy of `config` still lets this session resume at
+    /// `now_unix` (RFC 5246 §7.4.6 leaves a resumed session's authentication to the server): a
+    /// policy that now requires a certificate refuses a session made without one, and a session
+    /// made with one needs its chain unexpired and its trust anchor still trusted.
+    pub fn satisfies_client_auth(&self, config: &crate::config::ServerConfig, now_unix: u64) -> bool {
+        if config.client_auth == ClientAuth::None {
+            return true;
+        }
+        match &self.client_cert {
+            None => config.client_auth == ClientAuth::Optional,
+            Some(cert) => {
+                now_unix < cert.not_after
+                    && config.client_trust_anchors.as_ref().is_some_and(|a| a.contains(&cert.anchor))
+            }
+        }
+    }
 }
 
 impl Drop for ServerSession {
@@ -303,9 +334,11 @@ impl Drop for ServerSession {
 }
 
 /// Plaintext layout version of a sealed ticket.
-const TICKET_STATE_VERSION: u8 = 1;
-/// Version, suite, master secret, creation time, identity length.
-const TICKET_STATE_FIXED: usize = 1 + 2 + 48 + 8 + 2;
+const TICKET_STATE_VERSION: u8 = 2;
+/// Version, suite, master secret, creation time, identity length, client-certificate flag.
+const TICKET_STATE_FIXED: usize = 1 + 2 + 48 + 8 + 2 + 1;
+/// The client certificate's trust anchor and notAfter, when it sent one.
+const TICKET_CLIENT_CERT_LEN: usize = 32 + 8;
 const TICKET_NONCE_LEN: usize = 12;
 /// Key id, nonce and GCM tag around the sealed state.
 const TICKET_OVERHEAD: usize = 4 + TICKET_NONCE_LEN + 16;
@@ -328,6 +361,14 @@ impl ServerSession {
         state.extend_from_slice(&self.master_secret);
         state.extend_from_slice(&self.created.to_be_bytes());
         put_vec16(&mut state, &self.psk_identity);
+        match &self.client_cert {
+            Some(cert) => {
+                state.push(1);
+                state.extend_from_slice(&cert.anchor.0);
+                state.extend_from_slice(&cert.not_after.to_be_bytes());
+            }
+            None => state.push(0),
+        }
         let sealing = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, key.key()).ok()?);
         let id = key.id.to_be_bytes();
         sealing
@@ -348,7 +389,9 @@ impl ServerSession {
     /// garbage (the tag check is constant time), or a session older than `lifetime` at `now`.
     pub fn open(keys: &TicketKeys, ticket: &[u8], now: u64) -> Option<ServerSession> {
         use ring::aead;
-        if ticket.len() < TICKET_LEN || ticket.len() > TICKET_LEN + MAX_TICKET_IDENTITY {
+        if ticket.len() < TICKET_LEN
+            || ticket.len() > TICKET_LEN + MAX_TICKET_IDENTITY + TICKET_CLIENT_CERT_LEN
+        {
             return None;
         }
         let (id, rest) = ticket.split_at(4);
@@ -366,8 +409,16 @@ impl ServerSession {
         let master_secret = r.array::<48>().ok()?;
         let created = u64::from_be_bytes(r.array::<8>().ok()?);
         let psk_identity = r.vec16().ok()?.to_vec();
+        let client_cert = match r.u8().ok()? {
+            0 => None,
+            1 => Some(ClientCertificate {
+                anchor: fastshake_pki::AnchorId(r.array::<32>().ok()?),
+                not_after: u64::from_be_bytes(r.array::<8>().ok()?),
+            }),
+            _ => return None,
+        };
         r.finish().ok()?;
-        let session = ServerSession { suite, master_secret, created, psk_identity };
+        let session = ServerSession { suite, master_secret, created, psk_identity, client_cert };
         session.fresh(now, keys.lifetime).then_some(session)
     }
 
@@ -447,6 +498,7 @@ mod server_tests {
             master_secret: [3; 48],
             created,
             psk_identity: vec![],
+            client_cert: None,
         }
     }
 

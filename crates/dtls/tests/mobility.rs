@@ -22,6 +22,8 @@ struct Datagram {
 
 /// Decides whether a datagram is lost on the way.
 type Loss = Box<dyn FnMut(&Datagram) -> bool>;
+/// Decides whether (and how much later) a copy of a datagram arrives again.
+type LateCopy = Box<dyn FnMut(&Datagram) -> Option<Duration>>;
 
 /// A client and a server endpoint joined by a network of one-way delay. Datagrams reach the
 /// server at any address of its IP, the client only at its current address; the rest is
@@ -36,6 +38,8 @@ struct Net {
     ipc_next_port: Option<u16>,
     delay: Duration,
     loss: Loss,
+    /// A datagram for which this gives a duration arrives again that much later.
+    late_copy: LateCopy,
     in_flight: VecDeque<(Instant, Datagram)>,
     client_events: Vec<Event>,
     server_events: Vec<(ConnectionHandle, Event)>,
@@ -64,6 +68,7 @@ impl Net {
             ipc_next_port: None,
             delay: Duration::from_millis(10),
             loss: Box::new(|_| false),
+            late_copy: Box::new(|_| None),
             in_flight: VecDeque::new(),
             client_events: Vec::new(),
             server_events: Vec::new(),
@@ -74,9 +79,20 @@ impl Net {
 
     fn send(&mut self, d: Datagram) {
         self.wire.push(d.clone());
-        if !(self.loss)(&d) {
-            self.in_flight.push_back((self.now + self.delay, d));
+        if (self.loss)(&d) {
+            return;
         }
+        let on_time = self.now + self.delay;
+        if let Some(extra) = (self.late_copy)(&d) {
+            self.arrive_at(on_time + extra, d.clone());
+        }
+        self.arrive_at(on_time, d);
+    }
+
+    /// Files `d` to arrive at `at`, after whatever arrives then or earlier.
+    fn arrive_at(&mut self, at: Instant, d: Datagram) {
+        let i = self.in_flight.partition_point(|(t, _)| *t <= at);
+        self.in_flight.insert(i, (at, d));
     }
 
     fn collect(&mut self) {
@@ -631,4 +647,64 @@ fn data_reaches_a_new_address_while_it_is_checked_and_a_copy_the_old_one() {
     assert_eq!(reply_copies, 2, "the reply went to the new address and, as a copy, to the old one");
     assert!(net.wire[wire_before..].iter().any(|d| d.dst == old));
     assert!(net.server_conn(h).mobility_stats().bytes_copied_during_checks > 0);
+}
+
+/// Every strategy keeps its session across a move when the round trip (3 s) is longer than the
+/// retransmission timer and late copies of every datagram keep arriving: copies of old flights,
+/// of path challenges and of port announcements change nothing, and every message arrives once.
+#[test]
+fn late_copies_of_every_datagram_change_no_session_of_any_strategy() {
+    // (name, client mobility, server mobility, IPC session sockets, TCS port move)
+    let cases = [
+        ("cid+rrc", mobility(Some(0), true, false), mobility(Some(4), true, false), false, false),
+        ("ipc", mobility(None, false, true), mobility(None, false, true), true, false),
+        ("tcs", mobility(None, false, true), mobility(None, false, true), false, true),
+    ];
+    for (name, c, s, ipc, tcs) in cases {
+        let mut client = with_client(c);
+        client.handshake_timeout = 300 * SECOND;
+        let mut server = with_server(s);
+        server.handshake_timeout = 300 * SECOND;
+        let mut net = Net::new(client, server);
+        if ipc {
+            net.ipc_next_port = Some(7000);
+        }
+        net.delay = Duration::from_millis(1_500);
+        let mut n = 0u64;
+        net.late_copy = Box::new(move |_| {
+            n += 1;
+            Some(Duration::from_millis(n * 7_919 % 6_000))
+        });
+        net.run_for(120 * SECOND);
+        assert!(net.client.is_established(), "{name}: {:?}", net.client_events);
+        let h = net
+            .server_events
+            .iter()
+            .find_map(|(h, e)| matches!(e, Event::Connected(_)).then_some(*h))
+            .unwrap_or_else(|| panic!("{name}: server connected: {:?}", net.server_events));
+        if tcs {
+            net.server.move_to(h, addr("198.51.100.1:7100")).unwrap();
+            net.run_for(30 * SECOND);
+        }
+        for round in ["before", "after"] {
+            if round == "after" {
+                net.client_addr = addr("203.0.113.9:50000");
+            }
+            for i in 0..3 {
+                net.client.send(format!("c-{round}-{i}").as_bytes()).unwrap();
+                net.run_for(SECOND);
+            }
+            net.run_for(20 * SECOND);
+            for i in 0..3 {
+                net.server.send(h, format!("s-{round}-{i}").as_bytes()).unwrap();
+                net.run_for(SECOND);
+            }
+            net.run_for(20 * SECOND);
+        }
+        assert_eq!(net.server_data(), expected("c", &["before", "after"], 3), "{name}");
+        assert_eq!(net.client_data(), expected("s", &["before", "after"], 3), "{name}");
+        assert_eq!(net.server.stats().connections_accepted, 1, "{name}: one handshake");
+        assert!(net.server_conn(h).is_established() && net.client.is_established(), "{name}");
+        assert_eq!(net.server_conn(h).remote(), addr("203.0.113.9:50000"), "{name}: the session followed");
+    }
 }

@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use fastshake_dtls::{
-    ClientConfig, ClientSession, Connection, Event, HandshakeSummary, Instant, Resumption, ServerConfig,
-    SessionCacheConfig, TicketKey, TicketKeys, TrustAnchors, WallClock,
+    ClientAuth, ClientConfig, ClientSession, Connection, Event, HandshakeSummary, Instant, Resumption,
+    ServerConfig, SessionCacheConfig, TicketKey, TicketKeys, TrustAnchors, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use std::sync::{Arc, OnceLock};
@@ -254,4 +254,117 @@ fn data_that_overtakes_the_clients_finished_is_delivered_after_it() {
     let connected = pair.server_events.iter().position(|(_, e)| matches!(e, Event::Connected(_)));
     let data = pair.server_events.iter().position(|(_, e)| matches!(e, Event::ApplicationData(_)));
     assert!(connected < data, "delivered after the handshake completed: {:?}", pair.server_events);
+}
+
+fn other_p256_pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| generate(2, KeyKind::P256, &[], PKI_TIME, 2).unwrap())
+}
+
+fn cert_anchors(pki: &TestPki) -> Arc<TrustAnchors> {
+    Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes()).unwrap())
+}
+
+/// A certificate client of `p256_pki`, with its own certificate when `with_cert`.
+fn cert_client(with_cert: bool, clock: Option<WallClock>) -> ClientConfig {
+    let pki = p256_pki();
+    ClientConfig {
+        trust_anchors: Some(cert_anchors(pki)),
+        server_name: Some("localhost".into()),
+        certified_key: with_cert.then(|| Arc::new(pki.client_certified_key().unwrap())),
+        wall_clock: clock,
+        ..Default::default()
+    }
+}
+
+/// A ticket server of `p256_pki` with the client-authentication policy `auth`, trusting client
+/// chains of `client_ca`. Every such server shares the ticket key, as a fleet (or a restarted
+/// server with a new policy) would.
+fn policy_server(auth: ClientAuth, client_ca: Option<&TestPki>, clock: Option<WallClock>) -> ServerConfig {
+    let mut keys = TicketKeys::new(1, [7; 16]);
+    keys.lifetime = Duration::from_secs(30 * 86_400);
+    ServerConfig {
+        certified_key: Some(Arc::new(p256_pki().server_certified_key().unwrap())),
+        client_auth: auth,
+        client_trust_anchors: client_ca.map(cert_anchors),
+        tickets: Some(keys),
+        session_cache: SessionCacheConfig { max_entries: 0, ..Default::default() },
+        wall_clock: clock,
+        ..Default::default()
+    }
+}
+
+/// Makes a session under `first`, then offers it to a server with the policy `then` (from a
+/// client with or without a certificate, at `clock`): returns the client's summary of that second
+/// handshake, or its failure.
+fn resume_under(
+    first: ServerConfig,
+    with_cert: bool,
+    then: ServerConfig,
+    clock: Option<WallClock>,
+) -> Result<HandshakeSummary, fastshake_dtls::Error> {
+    let mut pair = Pair::new(cert_client(with_cert, CLOCK), first);
+    let (_, session) = first_session(&mut pair);
+    pair.server = fastshake_dtls::Endpoint::new(Arc::new(then), [9; 32]);
+    reconnect(&mut pair, cert_client(with_cert, clock), Some(session), 3);
+    match pair.handshake(MINUTE) {
+        Some((c, _)) => Ok(c),
+        None => Err(pair.client_failure().expect("a failure")),
+    }
+}
+
+/// Resumption skips client authentication, so it may be used only while the session would still
+/// pass the server's client-authentication policy: a policy tightened since the session was made
+/// (a certificate now required, a trust anchor withdrawn, the chain expired) gets a full
+/// handshake, which then enforces it.
+#[test]
+fn resumption_rechecks_a_client_auth_policy_tightened_since_the_session_was_made() {
+    let pki = p256_pki();
+    let handshake_failure =
+        fastshake_dtls::Error::AlertReceived(fastshake_dtls::AlertDescription::HandshakeFailure);
+    // Control: the same policy resumes.
+    let same = resume_under(
+        policy_server(ClientAuth::Require, Some(pki), CLOCK),
+        true,
+        policy_server(ClientAuth::Require, Some(pki), CLOCK),
+        CLOCK,
+    );
+    assert_eq!(same.expect("resumed").resumption, Some(Resumption::Ticket));
+    // A session made without a client certificate, offered once one is required.
+    let required = resume_under(
+        policy_server(ClientAuth::Optional, Some(pki), CLOCK),
+        false,
+        policy_server(ClientAuth::Require, Some(pki), CLOCK),
+        CLOCK,
+    );
+    assert_eq!(required.unwrap_err(), handshake_failure, "a full handshake, which asks for the certificate");
+    // A session whose client chain led to an anchor the server no longer trusts.
+    let withdrawn = resume_under(
+        policy_server(ClientAuth::Require, Some(pki), CLOCK),
+        true,
+        policy_server(ClientAuth::Require, Some(other_p256_pki()), CLOCK),
+        CLOCK,
+    );
+    assert_eq!(
+        withdrawn.unwrap_err().alert(),
+        Some(fastshake_dtls::AlertDescription::UnknownCa),
+        "a full handshake, which refuses the chain"
+    );
+    // Three days later the two-day client chain has expired: no resumption on it.
+    let later = Some(WallClock { at: Instant::ZERO, unix_secs: PKI_TIME + 3 * 86_400 });
+    let expired = resume_under(
+        policy_server(ClientAuth::Require, Some(pki), CLOCK),
+        true,
+        policy_server(ClientAuth::Require, Some(pki), later),
+        later,
+    );
+    assert!(expired.is_err(), "a full handshake at a time the chains no longer pass: {expired:?}");
+    // A relaxed policy resumes the session whatever it was made with.
+    let relaxed = resume_under(
+        policy_server(ClientAuth::Require, Some(pki), CLOCK),
+        true,
+        policy_server(ClientAuth::None, None, CLOCK),
+        CLOCK,
+    );
+    assert_eq!(relaxed.expect("resumed").resumption, Some(Resumption::Ticket));
 }

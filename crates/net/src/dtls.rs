@@ -181,7 +181,7 @@ pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
 /// The one-line handshake summary both `fastshake server` and `fastshake client` print.
 pub fn summary_line(summary: &HandshakeSummary) -> String {
     format!(
-        "handshake done: {}, {}, {}, {:.2} ms, {} flight(s) sent + {} resent; sent {} datagrams / {} B, received {} datagrams / {} B",
+        "handshake done: {}, {}, {}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B",
         summary.suite.iana_name(),
         resumption_text(summary),
         if summary.extended_master_secret {
@@ -192,6 +192,7 @@ pub fn summary_line(summary: &HandshakeSummary) -> String {
         summary.duration.as_secs_f64() * 1e3,
         summary.flights_sent,
         summary.retransmissions,
+        summary.peer_retransmissions,
         summary.datagrams_sent,
         summary.bytes_sent,
         summary.datagrams_received,
@@ -1299,6 +1300,28 @@ async fn run_server(
     }
 }
 
+/// Whether a record header can start with these bytes: a known content type and DTLS version.
+fn plausible_record_header(bytes: &[u8]) -> bool {
+    matches!(bytes.first(), Some(20..=23 | 25 | 27)) && matches!(bytes.get(1..3), Some([0xfe, 0xfd | 0xff]))
+}
+
+/// How many leading bytes of `datagram` continue a record split across datagrams: the datagram
+/// does not start with a record header, and from some point on holds whole records only.
+fn split_record_rest(datagram: &[u8]) -> Option<usize> {
+    if plausible_record_header(datagram) {
+        return None;
+    }
+    let whole = |mut d: &[u8]| {
+        while d.len() >= 13 && plausible_record_header(d) {
+            let end = 13 + usize::from(u16::from_be_bytes([d[11], d[12]]));
+            let Some(next) = d.get(end..) else { return false };
+            d = next;
+        }
+        d.is_empty()
+    };
+    (1..datagram.len()).find(|&k| plausible_record_header(&datagram[k..]) && whole(&datagram[k..]))
+}
+
 /// Names the DTLS records in a datagram, from their plaintext headers only: content type, epoch,
 /// and for unencrypted handshake records the message names (and fragment ranges). For the demo
 /// and for tracing; it never fails, it describes what it cannot parse as such.
@@ -1306,6 +1329,12 @@ pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
     const RECORD_HEADER: usize = 13;
     let mut out = Vec::new();
     let mut rest = datagram;
+    // The rest of a record its sender split across datagrams (RFC 6347 §4.1.1 forbids it; OpenSSL
+    // 3.0 does it on loopback): bytes that are no record header, followed by whole records.
+    if let Some(k) = split_record_rest(datagram) {
+        out.push(format!("{k} B continuing a record split across datagrams"));
+        rest = &datagram[k..];
+    }
     while !rest.is_empty() {
         let Some(header) = rest.get(..RECORD_HEADER) else {
             out.push(format!("{} trailing byte(s)", rest.len()));
@@ -1331,7 +1360,8 @@ pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
         }
         let length = usize::from(u16::from_be_bytes([header[11], header[12]]));
         let Some(body) = rest.get(RECORD_HEADER..RECORD_HEADER + length) else {
-            out.push(format!("truncated record (type {content_type})"));
+            let got = rest.len() - RECORD_HEADER.min(rest.len());
+            out.push(format!("truncated record (type {content_type}, {got} of {length} B)"));
             break;
         };
         rest = &rest[RECORD_HEADER + length..];
@@ -1488,7 +1518,14 @@ mod tests {
         assert_eq!(describe_datagram(&[22, 0xfe]), vec!["2 trailing byte(s)"]);
         let mut truncated = record(23, 1, &[0; 30]);
         truncated.truncate(20);
-        assert_eq!(describe_datagram(&truncated), vec!["truncated record (type 23)"]);
+        assert_eq!(describe_datagram(&truncated), vec!["truncated record (type 23, 7 of 30 B)"]);
+        // The rest of a split record, then a ChangeCipherSpec.
+        let mut continued = vec![0x83, 7, 7];
+        continued.extend(record(20, 0, &[1]));
+        assert_eq!(
+            describe_datagram(&continued),
+            vec!["3 B continuing a record split across datagrams", "ChangeCipherSpec"]
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ fn main() {
         let ours = pki.server_certified_key().expect("key");
         let anchors = TrustAnchors::from_pem(pki.ca_pem().as_bytes()).expect("anchors");
         let chain = pki.server_chain();
-        let peer = verify_server_chain(&chain, &anchors, NOW, Some("localhost")).expect("chain");
+        let peer = verify_server_chain(&chain, &anchors, NOW, Some("localhost")).expect("chain").key;
         let chain_rate = rate(per_batch, || {
             verify_server_chain(&chain, &anchors, NOW, Some("localhost")).expect("chain");
         });

@@ -30,6 +30,38 @@ pub struct TrustAnchors {
     anchors: Vec<TrustAnchor<'static>>,
     /// Each anchor's subject as a DER `Name` (with its SEQUENCE header), for CertificateRequest.
     subjects: Vec<Vec<u8>>,
+    /// Each anchor's [`AnchorId`], in the order of `anchors`.
+    ids: Vec<AnchorId>,
+}
+
+/// Names a trust anchor: SHA-256 over its subject and its public key (as webpki keeps them),
+/// so a session can later ask whether the anchor that validated its peer is still trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AnchorId(pub [u8; 32]);
+
+impl AnchorId {
+    fn of(anchor: &TrustAnchor<'_>) -> AnchorId {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        let subject: &[u8] = anchor.subject.as_ref();
+        let spki: &[u8] = anchor.subject_public_key_info.as_ref();
+        ctx.update(&(subject.len() as u32).to_be_bytes());
+        ctx.update(subject);
+        ctx.update(spki);
+        let mut id = [0u8; 32];
+        id.copy_from_slice(ctx.finish().as_ref());
+        AnchorId(id)
+    }
+}
+
+/// What validating a peer's chain established.
+#[derive(Clone, Debug)]
+pub struct VerifiedChain {
+    /// The leaf's public key, for the handshake signatures.
+    pub key: PeerPublicKey,
+    /// The trust anchor the path led to.
+    pub anchor: AnchorId,
+    /// The earliest notAfter of the certificates sent (Unix seconds): the chain is valid until then.
+    pub not_after_unix: u64,
 }
 
 impl TrustAnchors {
@@ -55,7 +87,13 @@ impl TrustAnchors {
             .iter()
             .map(|cert| subject_name_der(cert).map_err(PkiError::BadTrustAnchor))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(TrustAnchors { anchors, subjects })
+        let ids = anchors.iter().map(AnchorId::of).collect();
+        Ok(TrustAnchors { anchors, subjects, ids })
+    }
+
+    /// Whether the anchor `id` names is one of these.
+    pub fn contains(&self, id: &AnchorId) -> bool {
+        self.ids.contains(id)
     }
 
     /// The anchors' subject names as DER `DistinguishedName`s: the `certificate_authorities` a
@@ -78,35 +116,36 @@ impl TrustAnchors {
 /// Validates a server's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times,
 /// `serverAuth` extended key usage and `digitalSignature` key usage when the leaf has those
 /// extensions, and — when the client names the server — that the leaf is valid for that DNS name
-/// or IP address (subjectAltName only, as RFC 6125 wants). Returns the leaf's key.
+/// or IP address (subjectAltName only, as RFC 6125 wants). Returns the leaf's key and what the
+/// validation established.
 pub fn verify_server_chain(
     chain: &[CertDer],
     anchors: &TrustAnchors,
     now_unix_secs: u64,
     server_name: Option<&str>,
-) -> Result<PeerPublicKey, PkiError> {
+) -> Result<VerifiedChain, PkiError> {
     // Parse the name first: a bad name is our configuration error, whatever the peer sent.
     let name = server_name
         .map(|name| ServerName::try_from(name).map_err(|_| PkiError::InvalidServerName(name.to_owned())))
         .transpose()?;
-    let (leaf, public_key) =
+    let (leaf, verified) =
         verify_chain(chain, anchors, now_unix_secs, KeyUsage::server_auth(), "serverAuth")?;
     if let (Some(name), Some(given)) = (name, server_name) {
         leaf.verify_is_valid_for_subject_name(&name)
             .map_err(|e| map_webpki_error(e, now_unix_secs, "serverAuth", Some(given)))?;
     }
-    Ok(public_key)
+    Ok(verified)
 }
 
 /// Validates a client's chain (leaf first) at `now_unix_secs`: path to an anchor, validity times,
 /// `clientAuth` extended key usage and `digitalSignature` key usage when the leaf has those
-/// extensions. Returns the leaf's key.
+/// extensions. Returns the leaf's key and what the validation established.
 pub fn verify_client_chain(
     chain: &[CertDer],
     anchors: &TrustAnchors,
     now_unix_secs: u64,
-) -> Result<PeerPublicKey, PkiError> {
-    verify_chain(chain, anchors, now_unix_secs, KeyUsage::client_auth(), "clientAuth").map(|(_, key)| key)
+) -> Result<VerifiedChain, PkiError> {
+    verify_chain(chain, anchors, now_unix_secs, KeyUsage::client_auth(), "clientAuth").map(|(_, v)| v)
 }
 
 fn verify_chain<'a>(
@@ -115,25 +154,29 @@ fn verify_chain<'a>(
     now_unix_secs: u64,
     usage: KeyUsage,
     usage_name: &'static str,
-) -> Result<(EndEntityCert<'a>, PeerPublicKey), PkiError> {
+) -> Result<(EndEntityCert<'a>, VerifiedChain), PkiError> {
     let (leaf_der, intermediates) = chain.split_first().ok_or(PkiError::NoPeerCertificate)?;
     let map = |e| map_webpki_error(e, now_unix_secs, usage_name, None);
     let leaf = EndEntityCert::try_from(leaf_der).map_err(map)?;
     // Refuse a leaf key the handshake cannot use before spending time on the path.
     let public_key = PeerPublicKey::from_spki_der(leaf.subject_public_key_info().as_ref())?;
     let time = UnixTime::since_unix_epoch(Duration::from_secs(now_unix_secs));
-    leaf.verify_for_usage(
-        CERT_SIGNATURE_ALGORITHMS,
-        &anchors.anchors,
-        intermediates,
-        time,
-        usage,
-        None,
-        None,
-    )
-    .map_err(map)?;
+    let path = leaf
+        .verify_for_usage(CERT_SIGNATURE_ALGORITHMS, &anchors.anchors, intermediates, time, usage, None, None)
+        .map_err(map)?;
+    let anchor = AnchorId::of(path.anchor());
     check_leaf_key_usage(leaf_der)?;
-    Ok((leaf, public_key))
+    let not_after_unix =
+        chain.iter().map(not_after_unix).try_fold(u64::MAX, |earliest, t| t.map(|t| earliest.min(t)))?;
+    Ok((leaf, VerifiedChain { key: public_key, anchor, not_after_unix }))
+}
+
+/// A certificate's notAfter in Unix seconds.
+fn not_after_unix(cert: &CertDer) -> Result<u64, PkiError> {
+    use x509_cert::der::Decode;
+    let cert =
+        x509_cert::Certificate::from_der(cert).map_err(|e| PkiError::MalformedCertificate(e.to_string()))?;
+    Ok(cert.tbs_certificate.validity.not_after.to_unix_duration().as_secs())
 }
 
 fn subject_name_der(cert: &CertDer) -> Result<Vec<u8>, String> {

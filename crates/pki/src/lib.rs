@@ -6,7 +6,8 @@
 //! - [`CertifiedKey`] (our chain and [`SigningKey`]) and [`SigningKey::sign`] for
 //!   ServerKeyExchange and CertificateVerify;
 //! - [`TrustAnchors`], [`verify_server_chain`], [`verify_client_chain`] for the peer's
-//!   Certificate message, returning the leaf's [`PeerPublicKey`];
+//!   Certificate message, returning the leaf's [`PeerPublicKey`] in a [`VerifiedChain`] with
+//!   the anchor it led to and how long it is valid;
 //! - [`verify_signature`] for the peer's handshake signatures;
 //! - [`PkiError::alert_code`] for the fatal alert to send when any of these refuse.
 //!
@@ -37,7 +38,7 @@ mod key;
 mod public_key;
 mod scheme;
 
-pub use chain::{verify_client_chain, verify_server_chain, TrustAnchors};
+pub use chain::{verify_client_chain, verify_server_chain, AnchorId, TrustAnchors, VerifiedChain};
 pub use error::{alert, PkiError};
 pub use key::{certificates_from_pem, CertifiedKey, SigningKey};
 pub use public_key::{verify_signature, PeerPublicKey};

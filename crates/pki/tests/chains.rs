@@ -58,7 +58,8 @@ fn server_chain_validates_for_its_names() {
         let anchors = anchors(pki);
         for name in [None, Some("localhost"), Some("127.0.0.1")] {
             let key = verify_server_chain(&pki.server_chain(), &anchors, NOW, name)
-                .unwrap_or_else(|e| panic!("{} server chain for {name:?}: {e}", pki.key_kind));
+                .unwrap_or_else(|e| panic!("{} server chain for {name:?}: {e}", pki.key_kind))
+                .key;
             let expected = match pki.key_kind {
                 KeyKind::P256 => KeyAlgorithm::EcdsaP256,
                 _ => KeyAlgorithm::Rsa,
@@ -71,7 +72,14 @@ fn server_chain_validates_for_its_names() {
 #[test]
 fn client_chain_validates_for_client_auth() {
     for pki in [p256(), rsa2048()] {
-        let key = verify_client_chain(&pki.client_chain(), &anchors(pki), NOW).expect("client chain");
+        let verified = verify_client_chain(&pki.client_chain(), &anchors(pki), NOW).expect("client chain");
+        let key = verified.key;
+        // The anchor is the one the chain was issued under, and the chain is valid until the
+        // earliest notAfter of its certificates.
+        assert!(anchors(pki).contains(&verified.anchor));
+        assert!(!anchors(other_p256()).contains(&verified.anchor));
+        assert!(verified.not_after_unix > NOW);
+        assert!(verify_client_chain(&pki.client_chain(), &anchors(pki), verified.not_after_unix + 1).is_err());
         // The key returned is the client leaf's, not the server's.
         let client_key = pki.client_certified_key().unwrap();
         let leaf_key = fastshake_pki::PeerPublicKey::from_certificate(client_key.leaf().unwrap());

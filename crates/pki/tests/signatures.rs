@@ -37,7 +37,7 @@ fn key_pair(kind: KeyKind) -> (SigningKey, PeerPublicKey) {
     let pki = pki(kind);
     let ours = pki.server_certified_key().expect("server key");
     let anchors = TrustAnchors::from_pem(pki.ca_pem().as_bytes()).unwrap();
-    let theirs = verify_server_chain(&ours.chain, &anchors, NOW, Some("localhost")).unwrap();
+    let theirs = verify_server_chain(&ours.chain, &anchors, NOW, Some("localhost")).unwrap().key;
     (ours.key, theirs)
 }
 

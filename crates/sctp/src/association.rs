@@ -19,7 +19,7 @@ use crate::packet::{
     PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
     PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
 };
-use crate::queue::{tsn_lt, DataVerdict, ReceiveQueue, SendQueue};
+use crate::queue::{tsn_lt, DataVerdict, ReceiveQueue, RecvBudget, SendQueue};
 use crate::rto::RtoEstimator;
 use crate::{
     AssociationInfo, AssociationState, AssociationStats, Config, ConnectOptions, Error, Event, HandshakeKind,
@@ -32,6 +32,15 @@ const MAX_SEND_BUFFER: usize = crate::queue::MAX_BEYOND_WINDOW;
 const MAX_ALT_COOKIE: usize = 512;
 /// Most peer addresses (paths) kept per association.
 const MAX_PATHS: usize = 8;
+/// The smallest initial a_rwnd an INIT or INIT-ACK may carry (RFC 9260 §6: 1500 bytes).
+const MIN_INITIAL_RWND: u32 = 1500;
+
+/// What every association of an endpoint shares: its settings and its receive buffer budget.
+#[derive(Clone, Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Arc<Config>,
+    pub(crate) budget: RecvBudget,
+}
 
 /// One (local, remote) address pair the association can use.
 #[derive(Clone, Debug)]
@@ -181,6 +190,7 @@ impl From<&InitView<'_>> for InitFields {
 
 pub(crate) struct Association {
     config: Arc<Config>,
+    budget: RecvBudget,
     pub(crate) state: AssociationState,
     is_client: bool,
     pub(crate) kind: Option<HandshakeKind>,
@@ -223,6 +233,8 @@ pub(crate) struct Association {
     error_count: u32,
     t2: Option<Instant>,
     t2_retransmits: u32,
+    /// T5-shutdown-guard, from our first SHUTDOWN on (RFC 9260 §9.2).
+    t5: Option<Instant>,
     sack_deadline: Option<Instant>,
     sack_now: bool,
     packets_since_sack: u32,
@@ -257,7 +269,8 @@ fn nonzero_u32(rng: &mut ChaCha20Rng) -> u32 {
 }
 
 impl Association {
-    fn blank(config: Arc<Config>, rng_seed: [u8; 32], is_client: bool, remote_port: u16, path: Path) -> Self {
+    fn blank(shared: Shared, rng_seed: [u8; 32], is_client: bool, remote_port: u16, path: Path) -> Self {
+        let Shared { config, budget } = shared;
         let mut rng = seed_rng(rng_seed);
         let my_tag = nonzero_u32(&mut rng);
         let my_initial_tsn = rng.next_u32();
@@ -275,6 +288,7 @@ impl Association {
             streams_in: config.streams_in,
             local_port: config.local_port,
             config,
+            budget,
             state: AssociationState::Closed,
             is_client,
             kind: None,
@@ -300,6 +314,7 @@ impl Association {
             error_count: 0,
             t2: None,
             t2_retransmits: 0,
+            t5: None,
             sack_deadline: None,
             sack_now: false,
             packets_since_sack: 0,
@@ -324,7 +339,7 @@ impl Association {
 
     /// A client association: sends the INIT (with ALT-COOKIE and ALT-DATA when the mode allows).
     pub(crate) fn connect(
-        config: Arc<Config>,
+        shared: Shared,
         rng_seed: [u8; 32],
         now: Instant,
         local: Option<SocketAddr>,
@@ -333,7 +348,7 @@ impl Association {
         opts: ConnectOptions,
     ) -> Self {
         let path = Path { remote, local, confirmed: true, heartbeat: None, errors: 0 };
-        let mut a = Association::blank(config, rng_seed, true, remote_port, path);
+        let mut a = Association::blank(shared, rng_seed, true, remote_port, path);
         a.state = AssociationState::CookieWait;
         let alt = a.config.mode.alt_enabled();
         if alt {
@@ -348,11 +363,12 @@ impl Association {
             a.send.push_message(msg, max_fragment);
             a.zero_rtt.push((first, a.send.next_tsn.wrapping_sub(1)));
         }
+        // No Supported Address Types: its absence means every type (RFC 9260 §3.3.2.1), and a
+        // stack that does not implement it stops at its high bits `00` and drops the INIT
+        // (pion/sctp does). The engine has no address family of its own to restrict: a path
+        // to a peer address of another family than the primary's is never used anyway.
         let mut params: Vec<Param> =
             a.config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
-        // As Linux and usrsctp do; it also keeps the ERROR with an ALT-COOKIE (40 B) under
-        // 1.1 times the size of the smallest INIT we send (44 B).
-        params.push(Param::SupportedAddressTypes(vec![crate::packet::PARAM_IPV4, crate::packet::PARAM_IPV6]));
         if alt {
             params.push(Param::AltCookie(Vec::new()));
         }
@@ -426,7 +442,7 @@ impl Association {
     /// A server association opened at once by an alternative handshake. Queues the INIT-ACK.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn accept_alt(
-        config: Arc<Config>,
+        shared: Shared,
         rng_seed: [u8; 32],
         now: Instant,
         local: SocketAddr,
@@ -437,7 +453,7 @@ impl Association {
         kind: HandshakeKind,
     ) -> Self {
         let path = Path { remote, local: Some(local), confirmed: true, heartbeat: None, errors: 0 };
-        let mut a = Association::blank(config, rng_seed, false, remote_port, path);
+        let mut a = Association::blank(shared, rng_seed, false, remote_port, path);
         a.open_from_peer_init(now, init, params, kind);
         a
     }
@@ -516,7 +532,13 @@ impl Association {
         }
         let ack = InitChunk {
             initiate_tag: self.my_tag,
-            a_rwnd: self.recv.as_ref().map_or(self.config.receive_window, ReceiveQueue::a_rwnd),
+            // The window left after the ALT-DATA, but never below the RFC's floor for an
+            // initial a_rwnd (a peer may abort on less; pion/sctp does).
+            a_rwnd: self
+                .recv
+                .as_ref()
+                .map_or(self.config.receive_window, ReceiveQueue::a_rwnd)
+                .max(MIN_INITIAL_RWND.min(self.config.receive_window)),
             outbound_streams: self.streams_out,
             inbound_streams: self.config.streams_in,
             initial_tsn: self.my_initial_tsn,
@@ -532,7 +554,7 @@ impl Association {
 
     /// A server association built from a valid COOKIE-ECHO.
     pub(crate) fn from_cookie(
-        config: Arc<Config>,
+        shared: Shared,
         rng_seed: [u8; 32],
         local: SocketAddr,
         remote: SocketAddr,
@@ -540,7 +562,7 @@ impl Association {
         cookie: &StateCookie,
     ) -> Self {
         let path = Path { remote, local: Some(local), confirmed: true, heartbeat: None, errors: 0 };
-        let mut a = Association::blank(config, rng_seed, false, remote_port, path);
+        let mut a = Association::blank(shared, rng_seed, false, remote_port, path);
         a.my_tag = cookie.local_tag;
         a.my_initial_tsn = cookie.local_initial_tsn;
         a.send = SendQueue::new(cookie.local_initial_tsn, cookie.streams_out);
@@ -560,8 +582,7 @@ impl Association {
         self.streams_out = cookie.streams_out;
         self.streams_in = cookie.streams_in;
         self.send.set_streams(cookie.streams_out);
-        self.recv =
-            Some(ReceiveQueue::new(cookie.peer_initial_tsn, cookie.streams_in, self.config.receive_window));
+        self.recv = Some(self.new_receive_queue(cookie.peer_initial_tsn, cookie.streams_in));
         self.peer_rwnd = cookie.peer_rwnd;
         self.ssthresh = cookie.peer_rwnd as usize;
         self.add_peer_addresses(&cookie.peer_addresses);
@@ -575,9 +596,13 @@ impl Association {
         self.streams_out = self.config.streams_out.min(peer_in).max(1);
         self.streams_in = self.config.streams_in.min(peer_out).max(1);
         self.send.set_streams(self.streams_out);
-        self.recv = Some(ReceiveQueue::new(initial_tsn, self.streams_in, self.config.receive_window));
+        self.recv = Some(self.new_receive_queue(initial_tsn, self.streams_in));
         self.peer_rwnd = a_rwnd;
         self.ssthresh = a_rwnd as usize;
+    }
+
+    fn new_receive_queue(&self, peer_initial_tsn: u32, streams: u16) -> ReceiveQueue {
+        ReceiveQueue::new(peer_initial_tsn, streams, self.config.receive_window, self.budget.clone())
     }
 
     fn add_peer_addresses(&mut self, ips: &[IpAddr]) {
@@ -750,7 +775,11 @@ impl Association {
                 }
             }
             DataVerdict::Duplicate => self.stats.duplicate_tsns += 1,
-            DataVerdict::Dropped => {}
+            DataVerdict::Dropped => {
+                // RFC 9260 §6.2: a dropped chunk is answered by a SACK at once.
+                self.stats.data_dropped += 1;
+                self.sack_now = true;
+            }
         }
         while let Some(msg) = recv.ready.pop_front() {
             self.stats.messages_in += 1;
@@ -1077,6 +1106,8 @@ impl Association {
                 self.state = AssociationState::ShutdownSent;
                 self.t2 = Some(now + self.rto.rto());
                 self.t3 = None;
+                let guard = self.config.shutdown_guard.unwrap_or(self.config.rto_max.saturating_mul(5));
+                self.t5 = Some(now + guard);
             }
             AssociationState::ShutdownReceived => {
                 self.control.push_back(Chunk::ShutdownAck);
@@ -1249,15 +1280,16 @@ impl Association {
         if self.state == AssociationState::Closed {
             return;
         }
+        self.send_abort(Some(ErrorCause::UserAbort(reason.as_bytes().to_vec())));
+        self.close(Event::Aborted { reason: format!("aborted locally: {reason}") });
+    }
+
+    fn send_abort(&mut self, cause: Option<ErrorCause>) {
         if self.peer_tag != 0 {
             let mut p = Packet::new(self.local_port, self.remote_port, self.peer_tag);
-            p.chunks.push(Chunk::Abort {
-                t_bit: false,
-                causes: vec![ErrorCause::UserAbort(reason.as_bytes().to_vec())],
-            });
+            p.chunks.push(Chunk::Abort { t_bit: false, causes: cause.into_iter().collect() });
             self.emit_packet(self.primary, p);
         }
-        self.close(Event::Aborted { reason: format!("aborted locally: {reason}") });
     }
 
     fn close(&mut self, event: Event) {
@@ -1265,6 +1297,7 @@ impl Association {
         self.t1 = None;
         self.t2 = None;
         self.t3 = None;
+        self.t5 = None;
         self.sack_deadline = None;
         self.hb_deadline = None;
         self.control.clear();
@@ -1278,10 +1311,17 @@ impl Association {
     // ---------------------------------------------------------------- timers
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        [self.t1, self.t2, self.t3, self.sack_deadline, self.hb_deadline].into_iter().flatten().min()
+        [self.t1, self.t2, self.t3, self.t5, self.sack_deadline, self.hb_deadline].into_iter().flatten().min()
     }
 
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if self.t5.is_some_and(|t| t <= now) {
+            // RFC 9260 §9.2: a shutdown the peer keeps from completing (it never answers, or
+            // keeps T2 restarting with DATA) ends with an ABORT.
+            self.send_abort(None);
+            self.close(Event::Aborted { reason: "shutdown guard timer (T5) expired".into() });
+            return;
+        }
         if self.t1.is_some_and(|t| t <= now) {
             self.t1_retransmits += 1;
             if self.t1_retransmits > self.config.max_init_retransmits {
@@ -1290,8 +1330,14 @@ impl Association {
             }
             self.rto.back_off();
             match self.state {
-                AssociationState::CookieWait => self.send_init(now),
-                AssociationState::CookieEchoed => self.send_cookie_echo(now),
+                AssociationState::CookieWait => {
+                    self.stats.handshake_retransmits += 1;
+                    self.send_init(now);
+                }
+                AssociationState::CookieEchoed => {
+                    self.stats.handshake_retransmits += 1;
+                    self.send_cookie_echo(now);
+                }
                 _ => self.t1 = None,
             }
         }
@@ -1323,8 +1369,12 @@ impl Association {
                 AssociationState::ShutdownSent => {
                     let cum = self.recv.as_ref().map_or(0, ReceiveQueue::cumulative_tsn);
                     self.control.push_back(Chunk::Shutdown { cumulative_tsn_ack: cum });
+                    self.stats.shutdown_retransmits += 1;
                 }
-                AssociationState::ShutdownAckSent => self.control.push_back(Chunk::ShutdownAck),
+                AssociationState::ShutdownAckSent => {
+                    self.control.push_back(Chunk::ShutdownAck);
+                    self.stats.shutdown_retransmits += 1;
+                }
                 _ => {}
             }
             self.t2 = Some(now + self.rto.rto());

@@ -15,18 +15,56 @@ use fastshake_core::CookieMac;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::association::{regular_init_ack, Association, InitFields, InitOutcome, InitParams, InitVerdict};
+use crate::association::{
+    regular_init_ack, Association, InitFields, InitOutcome, InitParams, InitVerdict, Shared,
+};
 use crate::cookie::{alt_cookie, alt_cookie_valid, CookieError, StateCookie};
 use crate::packet::{self, Chunk, ErrorCause, InitChunk, InitView, Packet, Param};
+use crate::queue::RecvBudget;
 use crate::{
     AssociationHandle, AssociationInfo, Config, ConnectOptions, EndpointStats, Error, Event, HandshakeKind,
-    HandshakeMode, Instant, Message, Transmit,
+    HandshakeMode, Instant, Message, RateLimit, Transmit,
 };
 
 /// Most stateless answers queued before further ones are dropped (a flood cannot grow memory).
 const MAX_STATELESS_QUEUE: usize = 1024;
 /// Attempts of an INIT that fetches an ALT-COOKIE over another path.
 const PROBE_ATTEMPTS: u32 = 3;
+/// Snapshots kept of associations that ended, for summaries written after their last event.
+const ENDED_KEPT: usize = 64;
+/// One token of a [`TokenBucket`] in its fixed-point units (per second of refill).
+const TOKEN: u128 = 1_000_000_000;
+
+/// A token bucket on the caller's clock, in fixed point so that it is exact and reproducible.
+#[derive(Debug)]
+struct TokenBucket {
+    limit: RateLimit,
+    /// Tokens × `TOKEN`.
+    level: u128,
+    last: Instant,
+}
+
+impl TokenBucket {
+    fn new(limit: RateLimit) -> Self {
+        TokenBucket { limit, level: u128::from(limit.burst) * TOKEN, last: Instant::ZERO }
+    }
+
+    /// Takes a token if there is one at `now`.
+    fn take(&mut self, now: Instant) -> bool {
+        if now > self.last {
+            let elapsed_ns = (now - self.last).as_nanos();
+            let refill = elapsed_ns.saturating_mul(u128::from(self.limit.per_second));
+            self.level = self.level.saturating_add(refill).min(u128::from(self.limit.burst) * TOKEN);
+            self.last = now;
+        }
+        if self.level >= TOKEN {
+            self.level -= TOKEN;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// An INIT sent over another path only to fetch its ALT-COOKIE (seed 004 §III-F).
 #[derive(Clone, Debug)]
@@ -54,6 +92,12 @@ pub struct Endpoint {
     events: VecDeque<(AssociationHandle, Event)>,
     probes: Vec<PathProbe>,
     stats: EndpointStats,
+    /// Receive buffer memory of all associations against `max_receive_buffer`.
+    budget: RecvBudget,
+    /// Rate of answers to out-of-the-blue packets (`None`: unlimited).
+    ootb_bucket: Option<TokenBucket>,
+    /// The last snapshot of associations that ended, newest last.
+    ended: VecDeque<(AssociationHandle, AssociationInfo)>,
     next_handle: u64,
     /// The latest time the caller passed in, for calls that take none (send, shutdown).
     now_hint: Instant,
@@ -76,6 +120,9 @@ impl Endpoint {
         let mut key = [0u8; 16];
         rng.fill_bytes(&mut key);
         Endpoint {
+            budget: RecvBudget::new(config.max_receive_buffer),
+            ootb_bucket: config.ootb_answers.map(TokenBucket::new),
+            ended: VecDeque::new(),
             config,
             rng,
             mac: CookieMac::new(key),
@@ -101,6 +148,10 @@ impl Endpoint {
         let mut seed = [0u8; 32];
         self.rng.fill_bytes(&mut seed);
         seed
+    }
+
+    fn shared(&self) -> Shared {
+        Shared { config: self.config.clone(), budget: self.budget.clone() }
     }
 
     fn new_handle(&mut self) -> AssociationHandle {
@@ -132,7 +183,7 @@ impl Endpoint {
             self.after(AssociationHandle(old));
         }
         let seed = self.next_seed();
-        let a = Association::connect(self.config.clone(), seed, now, local, remote, remote_port, opts);
+        let a = Association::connect(self.shared(), seed, now, local, remote, remote_port, opts);
         self.associations.insert(handle.0, a);
         self.after(handle);
         handle
@@ -224,6 +275,9 @@ impl Endpoint {
         tag: u32,
         cause: Option<ErrorCause>,
     ) {
+        if !self.ootb_answer_allowed() {
+            return;
+        }
         // RFC 9260 §8.4 (3): the tag is the INIT's Initiate Tag and the T bit is clear.
         let payload = match cause {
             None => packet::encode_bare_abort(ports.0, ports.1, tag, false),
@@ -378,17 +432,8 @@ impl Endpoint {
         }
         let handle = self.new_handle();
         let seed = self.next_seed();
-        let a = Association::accept_alt(
-            self.config.clone(),
-            seed,
-            now,
-            local,
-            remote,
-            src_port,
-            init,
-            params,
-            kind,
-        );
+        let a =
+            Association::accept_alt(self.shared(), seed, now, local, remote, src_port, init, params, kind);
         self.stats.init_acks_sent += 1;
         self.stats.associations_opened += 1;
         self.associations.insert(handle.0, a);
@@ -476,8 +521,7 @@ impl Endpoint {
         }
         let handle = self.new_handle();
         let seed = self.next_seed();
-        let mut a =
-            Association::from_cookie(self.config.clone(), seed, local, remote, packet.src_port, &cookie);
+        let mut a = Association::from_cookie(self.shared(), seed, local, remote, packet.src_port, &cookie);
         a.handle_packet(now, local, remote, packet, size);
         a.flush(now);
         self.stats.associations_opened += 1;
@@ -505,12 +549,27 @@ impl Endpoint {
                 _ => {}
             }
         }
+        if !self.ootb_answer_allowed() {
+            return;
+        }
         if saw_shutdown_ack {
             self.push_stateless(Some(local), remote, reply(Chunk::ShutdownComplete { t_bit: true }));
             return;
         }
         self.stats.aborts_sent += 1;
         self.push_stateless(Some(local), remote, reply(Chunk::Abort { t_bit: true, causes: Vec::new() }));
+    }
+
+    /// Whether an answer to an out-of-the-blue packet may go now. Every such answer is a
+    /// packet we send for a packet anyone can forge, so they share one token bucket; the rest
+    /// are counted and dropped silently, as §8.4 allows for packets no association claims.
+    fn ootb_answer_allowed(&mut self) -> bool {
+        let now = self.now_hint;
+        let allowed = self.ootb_bucket.as_mut().is_none_or(|bucket| bucket.take(now));
+        if !allowed {
+            self.stats.ootb_answers_suppressed += 1;
+        }
+        allowed
     }
 
     /// An answer to one of our path-cookie INITs.
@@ -586,7 +645,12 @@ impl Endpoint {
             self.by_tag.remove(&my_tag);
         }
         if closed {
-            self.associations.remove(&handle.0);
+            if let Some(a) = self.associations.remove(&handle.0) {
+                if self.ended.len() >= ENDED_KEPT {
+                    self.ended.pop_front();
+                }
+                self.ended.push_back((handle, a.info()));
+            }
             self.probes.retain(|p| p.handle != handle);
             return;
         }
@@ -743,6 +807,12 @@ impl Endpoint {
         self.associations.get(&handle.0).map(Association::info)
     }
 
+    /// The last snapshot of an association that has ended (closed, aborted or failed), for a
+    /// summary written after its last event; the most recent few are kept.
+    pub fn ended_association(&self, handle: AssociationHandle) -> Option<AssociationInfo> {
+        self.ended.iter().rev().find(|(h, _)| *h == handle).map(|(_, info)| info.clone())
+    }
+
     /// Handles of the associations alive now.
     pub fn associations(&self) -> Vec<AssociationHandle> {
         self.associations.keys().map(|h| AssociationHandle(*h)).collect()
@@ -756,7 +826,11 @@ impl Endpoint {
 
     /// Endpoint counters.
     pub fn stats(&self) -> EndpointStats {
-        self.stats
+        EndpointStats {
+            receive_buffered: self.budget.used() as u64,
+            receive_buffered_peak: self.budget.peak() as u64,
+            ..self.stats
+        }
     }
 }
 

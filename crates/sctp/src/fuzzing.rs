@@ -76,11 +76,21 @@ pub fn param(data: &[u8]) {
 /// An established association (cookieless, in memory) fed with packets built from `data`: each
 /// record is `[len, flags, chunk bytes...]`, sent to the server (flags bit 0 clear) or the client
 /// with the right tags and checksum, so the bytes reach the association's chunk handling.
-/// Flags bit 1 advances the clock by 300 ms first; bit 2 sends the peer a message.
+/// Flags bit 1 advances the clock by 300 ms first; bit 2 sends the peer a message. The server's
+/// buffers are small, so that input reaches its window and cap (and reneging); it never holds
+/// more than its cap.
 pub fn association(data: &[u8]) {
+    const CAP: usize = 6 * 1024;
     let server_addr = SocketAddr::from(([127, 0, 0, 1], 9899));
     let client_addr = SocketAddr::from(([127, 0, 0, 2], 9899));
-    let server_config = Config { local_port: 5000, listen: true, cookieless: true, ..Config::default() };
+    let server_config = Config {
+        local_port: 5000,
+        listen: true,
+        cookieless: true,
+        receive_window: 4 * 1024,
+        max_receive_buffer: CAP,
+        ..Config::default()
+    };
     let client_config = Config { local_port: 5001, ..Config::default() };
     let mut server = Endpoint::new(Arc::new(server_config), [1; 32]);
     let mut client = Endpoint::new(Arc::new(client_config), [2; 32]);
@@ -147,4 +157,5 @@ pub fn association(data: &[u8]) {
         server.handle_timeout(now);
         exchange(now, &mut client, &mut server);
     }
+    assert!(server.stats().receive_buffered_peak <= CAP as u64, "receive buffer cap exceeded");
 }

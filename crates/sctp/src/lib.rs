@@ -24,8 +24,7 @@
 //!   key: cookies verify under the current and the previous key ([`Endpoint::rotate_cookie_key`]).
 //!   The ERROR that carries it is 36 bytes on the wire (12 common header, 4 chunk header, 4 cause
 //!   header, 16 cookie, no padding; the paper's is 40 B): 1.0× the smallest INIT that announces
-//!   ALT-COOKIE (36 bytes), 0.82× our own (44 bytes), 0.32× a 112-byte INIT announcing many
-//!   extensions.
+//!   ALT-COOKIE (36 bytes, ours), 0.32× a 112-byte INIT announcing many extensions.
 //! - The ERROR answering an INIT carries the INIT's Initiate Tag as verification tag, as an
 //!   ABORT answering an INIT does (RFC 9260 §8.4 rule 3): the client matches it to its INIT.
 //! - An INIT to a port without listener gets ABORT with the INIT's Initiate Tag and the T bit
@@ -55,6 +54,23 @@
 //!   the next [`Endpoint::poll_transmit`] or [`Endpoint::handle_timeout`].
 //! - Congestion control is RFC 9260 §7.2 (slow start, congestion avoidance, halving on fast
 //!   retransmit, one MTU after T3-rtx).
+//! - **What a peer can make us hold or send is bounded.** A shutdown we start ends within the
+//!   T5-shutdown-guard ([`Config::shutdown_guard`], RFC 9260 §9.2). The reassembly and ordering
+//!   buffers of all associations share [`Config::max_receive_buffer`]: out-of-order DATA may
+//!   fill three quarters, DATA in order all of it, a whole message delivered at once always
+//!   passes; what does not fit is dropped unacknowledged, or takes the place of the highest TSN
+//!   held (reneging it, §6.2), and the advertised windows shrink with what is left. Messages
+//!   reassembled at the same time must fit in it together (there is no partial delivery).
+//!   Answers to out-of-the-blue packets share one token bucket ([`Config::ootb_answers`], §8.4).
+//! - **What we send is what RFC 9260 stacks all take.** The INIT carries no Supported Address
+//!   Types (its absence means every type, §3.3.2.1): pion/sctp does not implement it and, its
+//!   high bits being `00`, drops an INIT carrying it. Nor would it tell a peer anything: the
+//!   engine has no address family of its own (the driver's sockets have), and a peer address of
+//!   another family than the primary path's is never used anyway. A multihomed INIT lists its
+//!   addresses (IPv4/IPv6 Address parameters), which pion/sctp does not implement either: it
+//!   drops that INIT, so a multihomed client cannot open an association with pion/sctp.
+//!   Everything else we send (INIT-ACK, ALT-* parameters with high bits `10`, HEARTBEAT, ERROR
+//!   causes) it takes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -151,6 +167,28 @@ pub struct Config {
     /// Client: after an alternative handshake, fetch ALT-COOKIEs for the other paths by sending
     /// INITs over them (paper §III-F). Each cookie is reported as [`Event::AltCookie`].
     pub fetch_path_cookies: bool,
+    /// T5-shutdown-guard: how long a shutdown we started may take before the association is
+    /// aborted (RFC 9260 §9.2); `None` is the RFC's 5 × `rto_max`.
+    pub shutdown_guard: Option<Duration>,
+    /// Most bytes held in the reassembly and ordering buffers of all associations together.
+    /// DATA that would go beyond it is dropped unacknowledged (the peer sends it again) and the
+    /// advertised windows shrink with what is left (RFC 9260 §6.2). Out-of-order DATA may take
+    /// three quarters of it; the rest is kept for DATA that arrives in order, which is what lets
+    /// buffered data drain.
+    pub max_receive_buffer: usize,
+    /// Token bucket for the answers to out-of-the-blue packets (ABORT, SHUTDOWN-COMPLETE; RFC
+    /// 9260 §8.4), so that a flood to a port without listener is not answered packet for packet;
+    /// `None`: every such packet is answered.
+    pub ootb_answers: Option<RateLimit>,
+}
+
+/// A token bucket on the caller's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Tokens added per second.
+    pub per_second: u32,
+    /// Most tokens held, the largest burst.
+    pub burst: u32,
 }
 
 impl Default for Config {
@@ -178,6 +216,11 @@ impl Default for Config {
             accept_alt_data: true,
             extra_local_addresses: Vec::new(),
             fetch_path_cookies: true,
+            shutdown_guard: None,
+            max_receive_buffer: 64 * 1024 * 1024,
+            // About what a host answers with ICMP errors (Linux: 1000/s, burst 50): enough for
+            // every stale packet after a restart, nothing to reflect a flood with.
+            ootb_answers: Some(RateLimit { per_second: 200, burst: 50 }),
         }
     }
 }
@@ -337,6 +380,13 @@ pub struct AssociationStats {
     pub messages_in: u64,
     /// See `messages_in`.
     pub messages_out: u64,
+    /// INIT and COOKIE-ECHO sent again because T1 expired.
+    pub handshake_retransmits: u64,
+    /// SHUTDOWN and SHUTDOWN-ACK sent again because T2 expired.
+    pub shutdown_retransmits: u64,
+    /// DATA chunks dropped unacknowledged: no room (window or endpoint cap), or a TSN too far
+    /// ahead of the cumulative one. The peer sends them again.
+    pub data_dropped: u64,
 }
 
 /// A snapshot of one association.
@@ -395,4 +445,10 @@ pub struct EndpointStats {
     pub associations_opened: u64,
     /// State cookies or ALT-COOKIEs that failed verification.
     pub bad_cookies: u64,
+    /// Answers to out-of-the-blue packets not sent because of [`Config::ootb_answers`].
+    pub ootb_answers_suppressed: u64,
+    /// Bytes held now in the reassembly and ordering buffers of all associations.
+    pub receive_buffered: u64,
+    /// The most `receive_buffered` has been.
+    pub receive_buffered_peak: u64,
 }

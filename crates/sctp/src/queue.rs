@@ -3,6 +3,8 @@
 //! reassembly, ordered and unordered delivery).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::packet::{DataChunk, SackChunk};
@@ -290,10 +292,63 @@ pub(crate) enum DataVerdict {
     Dropped,
 }
 
+/// The receive buffer memory of all associations of one endpoint, against its cap
+/// ([`crate::Config::max_receive_buffer`]). Each association's queue holds a clone; a queue
+/// gives back what it holds when it is dropped, so a closed association leaks nothing.
+#[derive(Clone, Debug)]
+pub(crate) struct RecvBudget {
+    used: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl RecvBudget {
+    pub(crate) fn new(limit: usize) -> Self {
+        RecvBudget { used: Arc::default(), peak: Arc::default(), limit }
+    }
+
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Out-of-order data may fill three quarters; the last quarter is for data in order, which
+    /// fills the holes that keep the rest buffered (without it a full buffer could never drain).
+    fn limit_for(&self, in_order: bool) -> usize {
+        if in_order {
+            self.limit
+        } else {
+            self.limit - self.limit / 4
+        }
+    }
+
+    fn fits(&self, len: usize, in_order: bool) -> bool {
+        self.used().saturating_add(len) <= self.limit_for(in_order)
+    }
+
+    /// What a new association may still be offered, as the endpoint's share of its window.
+    fn room(&self) -> usize {
+        self.limit_for(false).saturating_sub(self.used())
+    }
+
+    fn hold(&self, len: usize) {
+        let now = self.used.fetch_add(len, Ordering::Relaxed) + len;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn release(&self, len: usize) {
+        self.used.fetch_sub(len, Ordering::Relaxed);
+    }
+}
+
 #[derive(Debug, Default)]
 struct StreamIn {
     next_ssn: u16,
-    waiting: BTreeMap<u16, Message>,
+    /// Complete messages waiting for an earlier one, with the TSNs they came in.
+    waiting: BTreeMap<u16, (Message, (u64, u64))>,
 }
 
 /// Incoming DATA, from TSN to delivered message.
@@ -305,14 +360,22 @@ pub(crate) struct ReceiveQueue {
     dups: Vec<u32>,
     fragments: BTreeMap<u64, DataChunk>,
     streams: Vec<StreamIn>,
+    /// Bytes held in `fragments` and the streams' `waiting`; always also held in `budget`.
     buffered: usize,
     window: usize,
+    budget: RecvBudget,
     /// Complete messages ready for the user, in delivery order.
     pub(crate) ready: VecDeque<Message>,
 }
 
+impl Drop for ReceiveQueue {
+    fn drop(&mut self) {
+        self.budget.release(self.buffered);
+    }
+}
+
 impl ReceiveQueue {
-    pub(crate) fn new(peer_initial_tsn: u32, streams: u16, window: u32) -> Self {
+    pub(crate) fn new(peer_initial_tsn: u32, streams: u16, window: u32, budget: RecvBudget) -> Self {
         // Offset by 2^32 so the unwrapped value never goes below zero.
         let cum_tsn = (1u64 << 32) + u64::from(peer_initial_tsn.wrapping_sub(1));
         ReceiveQueue {
@@ -323,8 +386,20 @@ impl ReceiveQueue {
             streams: (0..streams).map(|_| StreamIn::default()).collect(),
             buffered: 0,
             window: window as usize,
+            budget,
             ready: VecDeque::new(),
         }
+    }
+
+    fn hold(&mut self, len: usize) {
+        self.buffered += len;
+        self.budget.hold(len);
+    }
+
+    fn release(&mut self, len: usize) {
+        let len = len.min(self.buffered);
+        self.buffered -= len;
+        self.budget.release(len);
     }
 
     fn unwrap_tsn(&self, tsn: u32) -> u64 {
@@ -345,8 +420,32 @@ impl ReceiveQueue {
         !self.dups.is_empty()
     }
 
+    /// The window to advertise: what is left of ours, and no more than the endpoint has left.
     pub(crate) fn a_rwnd(&self) -> u32 {
-        self.window.saturating_sub(self.buffered) as u32
+        let left = self.window.saturating_sub(self.buffered).min(self.budget.room());
+        u32::try_from(left).unwrap_or(u32::MAX)
+    }
+
+    /// Whether a chunk of `len` bytes at `tsn` may be taken (RFC 9260 §6.2: what does not fit
+    /// is dropped unacknowledged and the sender sends it again).
+    fn room_for(&self, tsn: u64, chunk: &DataChunk) -> bool {
+        let in_order = tsn == self.cum_tsn + 1;
+        if in_order && chunk.beginning && chunk.ending && self.deliverable(chunk) {
+            // Delivered at once, held nowhere: a buffer filled by others never blocks it.
+            return true;
+        }
+        let len = chunk.data.len();
+        let wanted = self.buffered + len;
+        // The next in-order chunk may go beyond the window (up to a hard limit), so that a
+        // message larger than the window still completes.
+        let own = wanted <= self.window || (in_order && wanted <= self.window + MAX_BEYOND_WINDOW);
+        own && self.budget.fits(len, in_order)
+    }
+
+    /// Whether a whole message in `chunk` would be delivered now rather than wait for its turn.
+    fn deliverable(&self, chunk: &DataChunk) -> bool {
+        chunk.unordered
+            || self.streams.get(usize::from(chunk.stream)).is_some_and(|s| s.next_ssn == chunk.ssn)
     }
 
     /// Takes a DATA chunk. `keep_data` false records the TSN but drops the data (invalid stream).
@@ -361,14 +460,8 @@ impl ReceiveQueue {
         if tsn > self.cum_tsn + MAX_TSN_AHEAD {
             return DataVerdict::Dropped;
         }
-        let wanted = self.buffered + chunk.data.len();
-        if keep_data && wanted > self.window {
-            // Beyond the advertised window: the RFC lets us drop it unacknowledged, except that
-            // the next in-order chunk is taken (up to a hard limit) so a message larger than the
-            // window cannot stall the association.
-            if tsn != self.cum_tsn + 1 || wanted > self.window + MAX_BEYOND_WINDOW {
-                return DataVerdict::Dropped;
-            }
+        if keep_data && !self.room_for(tsn, &chunk) && !self.renege_for(tsn, &chunk) {
+            return DataVerdict::Dropped;
         }
         self.above.insert(tsn);
         while self.above.remove(&(self.cum_tsn + 1)) {
@@ -380,6 +473,44 @@ impl ReceiveQueue {
         DataVerdict::New
     }
 
+    /// RFC 9260 §6.2: with no room left, a chunk below the highest TSN held for reordering takes
+    /// its place. The held data is dropped although gap-acknowledged (reneged): the sender keeps
+    /// it until it is acknowledged cumulatively and sends it again. Without this, buffers full
+    /// of data waiting behind holes could never take the chunks that fill the holes. Returns
+    /// whether `chunk` fits now.
+    fn renege_for(&mut self, tsn: u64, chunk: &DataChunk) -> bool {
+        loop {
+            let fragment = self.fragments.keys().next_back().copied().filter(|t| *t > tsn);
+            let message = self
+                .streams
+                .iter()
+                .enumerate()
+                .flat_map(|(i, s)| s.waiting.iter().map(move |(ssn, (_, tsns))| (*tsns, i, *ssn)))
+                .filter(|((first, _), _, _)| *first > tsn)
+                .max();
+            match (fragment, message) {
+                (Some(t), m) if m.is_none_or(|((_, last), _, _)| t > last) => {
+                    if let Some(c) = self.fragments.remove(&t) {
+                        self.release(c.data.len());
+                    }
+                    self.above.remove(&t);
+                }
+                (_, Some(((first, last), stream, ssn))) => {
+                    if let Some((m, _)) = self.streams[stream].waiting.remove(&ssn) {
+                        self.release(m.data.len());
+                    }
+                    for t in first..=last {
+                        self.above.remove(&t);
+                    }
+                }
+                _ => return false,
+            }
+            if self.room_for(tsn, chunk) {
+                return true;
+            }
+        }
+    }
+
     fn accept(&mut self, tsn: u64, chunk: DataChunk) {
         if chunk.beginning && chunk.ending {
             let msg = Message {
@@ -388,10 +519,10 @@ impl ReceiveQueue {
                 ppid: chunk.ppid,
                 data: chunk.data,
             };
-            self.complete(msg, chunk.ssn);
+            self.complete(msg, chunk.ssn, (tsn, tsn));
             return;
         }
-        self.buffered += chunk.data.len();
+        self.hold(chunk.data.len());
         self.fragments.insert(tsn, chunk);
         self.try_reassemble(tsn);
     }
@@ -417,7 +548,7 @@ impl ReceiveQueue {
         let mut head: Option<DataChunk> = None;
         for t in start..=end {
             if let Some(c) = self.fragments.remove(&t) {
-                self.buffered = self.buffered.saturating_sub(c.data.len());
+                self.release(c.data.len());
                 data.extend_from_slice(&c.data);
                 if head.is_none() {
                     head = Some(c);
@@ -426,28 +557,32 @@ impl ReceiveQueue {
         }
         if let Some(h) = head {
             let msg = Message { stream: h.stream, unordered: h.unordered, ppid: h.ppid, data };
-            self.complete(msg, h.ssn);
+            self.complete(msg, h.ssn, (start, end));
         }
     }
 
-    fn complete(&mut self, msg: Message, ssn: u16) {
+    fn complete(&mut self, msg: Message, ssn: u16, tsns: (u64, u64)) {
         if msg.unordered {
             self.ready.push_back(msg);
             return;
         }
         let Some(stream) = self.streams.get_mut(usize::from(msg.stream)) else { return };
+        let mut freed = 0;
+        let mut held = 0;
         if ssn == stream.next_ssn {
             stream.next_ssn = stream.next_ssn.wrapping_add(1);
             self.ready.push_back(msg);
-            while let Some(next) = stream.waiting.remove(&stream.next_ssn) {
-                self.buffered = self.buffered.saturating_sub(next.data.len());
+            while let Some((next, _)) = stream.waiting.remove(&stream.next_ssn) {
+                freed += next.data.len();
                 stream.next_ssn = stream.next_ssn.wrapping_add(1);
                 self.ready.push_back(next);
             }
         } else if ssn_lt(stream.next_ssn, ssn) && !stream.waiting.contains_key(&ssn) {
-            self.buffered += msg.data.len();
-            stream.waiting.insert(ssn, msg);
+            held = msg.data.len();
+            stream.waiting.insert(ssn, (msg, tsns));
         }
+        self.release(freed);
+        self.hold(held);
     }
 
     /// The SACK describing what has arrived; clears the duplicate list.
@@ -500,7 +635,7 @@ mod tests {
 
     #[test]
     fn reassembles_out_of_order_fragments_across_tsn_wrap() {
-        let mut q = ReceiveQueue::new(u32::MAX - 1, 2, 10_000);
+        let mut q = ReceiveQueue::new(u32::MAX - 1, 2, 10_000, RecvBudget::new(1 << 20));
         assert_eq!(q.on_data(data(0, 0, 0, false, true, b"c"), true), DataVerdict::New);
         assert_eq!(q.on_data(data(u32::MAX - 1, 0, 0, true, false, b"a"), true), DataVerdict::New);
         assert!(q.ready.is_empty());
@@ -516,7 +651,7 @@ mod tests {
 
     #[test]
     fn ordered_waits_unordered_does_not() {
-        let mut q = ReceiveQueue::new(10, 1, 10_000);
+        let mut q = ReceiveQueue::new(10, 1, 10_000, RecvBudget::new(1 << 20));
         q.on_data(data(11, 0, 1, true, true, b"second"), true);
         let mut u = data(12, 0, 0, true, true, b"unordered");
         u.unordered = true;
@@ -526,6 +661,39 @@ mod tests {
         q.on_data(data(10, 0, 0, true, true, b"first"), true);
         assert_eq!(q.ready.pop_front().unwrap().data, b"first");
         assert_eq!(q.ready.pop_front().unwrap().data, b"second");
+    }
+
+    #[test]
+    fn a_lower_chunk_takes_the_place_of_the_highest_held() {
+        // Room for three 1000-byte fragments of one message (TSN 10..=14); 12..=14 arrive first.
+        let budget = RecvBudget::new(1 << 20);
+        let mut q = ReceiveQueue::new(10, 1, 3000, budget.clone());
+        for tsn in 12..=14 {
+            let last = tsn == 14;
+            assert_eq!(q.on_data(data(tsn, 0, 0, false, last, &[7; 1000]), true), DataVerdict::New);
+        }
+        assert_eq!(q.make_sack().gap_blocks, vec![(3, 5)]);
+        // TSN 11 is below the highest held: 14 is reneged to make room (RFC 9260 §6.2).
+        assert_eq!(q.on_data(data(11, 0, 0, false, false, &[7; 1000]), true), DataVerdict::New);
+        let sack = q.make_sack();
+        assert_eq!((sack.cumulative_tsn_ack, sack.gap_blocks), (9, vec![(2, 4)]));
+        assert_eq!(budget.used(), 3000);
+        // The hole at the cumulative TSN, then 14 again from the sender: the message completes
+        // and everything held is given back.
+        assert_eq!(q.on_data(data(10, 0, 0, true, false, &[7; 1000]), true), DataVerdict::New);
+        assert_eq!(q.on_data(data(14, 0, 0, false, true, &[7; 1000]), true), DataVerdict::New);
+        assert_eq!(q.ready.pop_front().unwrap().data.len(), 5000);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_dropped_queue_gives_its_buffer_back() {
+        let budget = RecvBudget::new(1 << 20);
+        let mut q = ReceiveQueue::new(10, 1, 10_000, budget.clone());
+        q.on_data(data(12, 0, 0, true, false, &[1; 700]), true);
+        assert_eq!(budget.used(), 700);
+        drop(q);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]

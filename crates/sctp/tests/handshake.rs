@@ -779,3 +779,27 @@ fn cookieless_server_ignores_a_stale_cookie() {
     assert_eq!(pair.log.len(), 2, "INIT and INIT-ACK, no cookie exchange");
     assert_eq!(connected_kind(&pair.server_events).map(|k| k.0), Some(HandshakeKind::Cookieless));
 }
+
+/// A peer that does not know a parameter whose type's high bits are `00` or `01` stops
+/// processing the INIT there (RFC 9260 §3.2.1), and some drop the whole INIT (pion/sctp does).
+/// A single-homed INIT carries none: no Supported Address Types, whose absence means every
+/// address type (§3.3.2.1); the ALT-* parameters are `10`, skipped by those who do not know them.
+#[test]
+fn init_carries_no_parameter_an_unaware_peer_stops_at() {
+    use fastshake_sctp::packet::UnknownParamAction;
+    for mode in [HandshakeMode::Regular, HandshakeMode::Both, HandshakeMode::AltOnly] {
+        for opts in [
+            ConnectOptions::default(),
+            ConnectOptions { zero_rtt: vec![msg(0, b"early")], cached_cookie: Some(vec![9; 16]) },
+        ] {
+            let mut pair = Pair::new(client_config(mode), server_config(HandshakeMode::Regular));
+            pair.connect(opts);
+            pair.run_for(Duration::from_millis(1));
+            let Chunk::Init(init) = &pair.log[0].packet().chunks[0] else { panic!("INIT first") };
+            for p in &init.params {
+                let t = p.param_type();
+                assert!(UnknownParamAction::of(t).continues(), "{mode:?}: parameter {t:#06x} in the INIT");
+            }
+        }
+    }
+}

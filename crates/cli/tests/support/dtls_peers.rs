@@ -17,6 +17,8 @@ pub const PSK_HEX: &str = "00112233445566778899aabbccddeeff";
 pub const WRONG_PSK_HEX: &str = "ffeeddccbbaa99887766554433221100";
 
 pub const CCM8: &str = "TLS_PSK_WITH_AES_128_CCM_8";
+/// What a handshake summary line says when neither side resent a flight.
+pub const NO_RESEND: &str = "+ 0 resent, 0 resent by the peer";
 pub const GCM: &str = "TLS_PSK_WITH_AES_128_GCM_SHA256";
 
 /// OpenSSL's name of a suite.
@@ -149,6 +151,30 @@ impl Peer {
     pub fn expect_stderr_line_with(&self, parts: &[&str]) {
         let what = parts.join(" ... ");
         self.wait_for(&what, |p| p.stderr().lines().any(|line| parts.iter().all(|part| line.contains(part))));
+    }
+
+    /// Waits until one line of standard error is a handshake summary (`handshake done`)
+    /// containing every one of `parts`, and checks from it that no flight was resent on either
+    /// side: over loopback a resent flight means one side waited for a retransmission timer, a
+    /// stall, which a passing interop test must not hide. Returns the line.
+    pub fn expect_handshake_without_resend(&self, parts: &[&str]) -> String {
+        let mut all = vec!["handshake done"];
+        all.extend_from_slice(parts);
+        self.expect_stderr_line_with(&all);
+        let stderr = self.stderr();
+        let line = stderr.lines().find(|l| all.iter().all(|p| l.contains(p))).unwrap_or_default().to_owned();
+        assert!(line.contains(NO_RESEND), "a flight was resent, a stall: {line}\n{}", self.transcript());
+        line
+    }
+
+    /// Every handshake summary this fastshake process printed so far shows no resent flight.
+    pub fn assert_no_resend_in_any_handshake(&self) {
+        let stderr = self.stderr();
+        let summaries: Vec<&str> = stderr.lines().filter(|l| l.contains("handshake done")).collect();
+        assert!(!summaries.is_empty(), "no handshake summary\n{}", self.transcript());
+        for line in summaries {
+            assert!(line.contains(NO_RESEND), "a flight was resent, a stall: {line}\n{}", self.transcript());
+        }
     }
 
     /// Waits for the process to end; fails the test after [`STEP`] (the guard then kills it).

@@ -3,11 +3,12 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::UdpSocket;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -229,4 +230,110 @@ impl Drop for Relay {
             let _ = h.join();
         }
     }
+}
+
+/// What an association of `fastshake sctp` sent again, from its "resent:" summary line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resent {
+    /// INIT and COOKIE-ECHO sent again (T1).
+    pub handshake: u64,
+    /// DATA chunks sent again (T3-rtx, fast retransmit, zero-RTT data the peer did not take).
+    pub data: u64,
+    /// SHUTDOWN and SHUTDOWN-ACK sent again (T2).
+    pub shutdown: u64,
+    /// T3-rtx expiries.
+    pub t3: u64,
+    /// Fast retransmits.
+    pub fast: u64,
+}
+
+/// Reads "PREFIX resent: A INIT/COOKIE-ECHO, B DATA chunk(s), C SHUTDOWN/SHUTDOWN-ACK; D T3-rtx
+/// expiries, E fast retransmits" from `stderr`.
+pub fn resent(stderr: &str, prefix: &str) -> Resent {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(prefix) && l.contains("resent:"))
+        .unwrap_or_else(|| panic!("no {prefix:?} resent line in\n{stderr}"));
+    let numbers: Vec<u64> = line
+        .split_once("resent:")
+        .map(|(_, rest)| rest.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+        .unwrap_or_default();
+    let [handshake, data, shutdown, t3, fast] = numbers[..] else {
+        panic!("cannot read the resent counts in {line:?}");
+    };
+    Resent { handshake, data, shutdown, t3, fast }
+}
+
+/// `pion-sctp-peer` (interop/pion-sctp), an SCTP peer on pion/sctp built once per test binary
+/// with the Go toolchain; `None` (the tests pass without running) when Go or the module is not
+/// available, unless `FASTSHAKE_REQUIRE_PION_SCTP=1` (set by `.ci/run` where both are) makes that a
+/// failure.
+pub fn pion_sctp_peer() -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match BUILT.get_or_init(build_pion_sctp_peer) {
+        Ok(path) => Some(path.clone()),
+        Err(why) => {
+            let required = std::env::var("FASTSHAKE_REQUIRE_PION_SCTP").is_ok_and(|v| v == "1");
+            assert!(!required, "FASTSHAKE_REQUIRE_PION_SCTP=1 but pion-sctp-peer is not available: {why}");
+            eprintln!("skipped: pion-sctp-peer is not available: {why}");
+            None
+        }
+    }
+}
+
+fn build_pion_sctp_peer() -> Result<PathBuf, String> {
+    let on_path = Command::new("go").arg("version").output().is_ok_and(|out| out.status.success());
+    let go = if on_path {
+        PathBuf::from("go")
+    } else {
+        let tarball = Path::new("/usr/local/go/bin/go");
+        if !tarball.exists() {
+            return Err("no `go` on the PATH nor at /usr/local/go/bin/go".into());
+        }
+        tarball.to_path_buf()
+    };
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/pion-sctp");
+    let go_command = || {
+        let mut command = Command::new(&go);
+        // go.sum is committed: modules are checked against it; no VCS stamping (worktrees).
+        command.current_dir(&source).env("GOFLAGS", "-mod=mod -buildvcs=false");
+        command
+    };
+    // A download failure (no module proxy) is a reason to skip; a compile failure is a bug.
+    let download = go_command()
+        .args(["mod", "download"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", go.display()))?;
+    if !download.status.success() {
+        return Err(format!("go mod download failed: {}", String::from_utf8_lossy(&download.stderr)));
+    }
+    let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pion-sctp-peer");
+    let built = go_command()
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(".")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", go.display()))?;
+    assert!(
+        built.status.success(),
+        "go build of interop/pion-sctp failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    Ok(binary)
+}
+
+/// The chunk counts of one direction from pion-sctp-peer's "wire out: INIT 1, ..., DATA resent 0,
+/// ..." (or "wire in: ...") line.
+pub fn pion_wire(stderr: &str, direction: &str) -> BTreeMap<String, u64> {
+    let prefix = format!("{direction}: ");
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {direction:?} line from pion-sctp-peer in\n{stderr}"));
+    line.split(", ")
+        .filter_map(|part| {
+            let (name, count) = part.rsplit_once(' ')?;
+            Some((name.to_string(), count.parse().ok()?))
+        })
+        .collect()
 }

@@ -24,6 +24,10 @@ pub enum Fate {
     Deliver,
     Drop,
     Duplicate,
+    /// Delivered once, this much later than the link's delay.
+    Late(Duration),
+    /// Delivered on time, and a copy this much later.
+    DuplicateLate(Duration),
 }
 
 /// Decides each datagram's fate: direction, index of the datagram in that direction (from 0), payload.
@@ -39,6 +43,12 @@ pub struct Pair {
     pub delay: Duration,
     /// Reverse the order of the datagrams emitted in one burst.
     pub reorder: bool,
+    /// Pack the datagrams of one burst into one datagram, as a sender that writes a whole
+    /// flight (or a flight and data) at once does.
+    pub coalesce: bool,
+    /// A datagram longer than this leaves as two: its first bytes, then the rest (a sender that
+    /// flushes a fixed-size write buffer mid-record, as OpenSSL 3.0 does at 4096 bytes).
+    pub split_over: Option<usize>,
     pub filter: Filter,
     to_server: VecDeque<(Instant, Vec<u8>)>,
     to_client: VecDeque<(Instant, Vec<u8>)>,
@@ -75,6 +85,8 @@ impl Pair {
             server_addr,
             delay: Duration::from_millis(10),
             reorder: false,
+            coalesce: false,
+            split_over: None,
             filter: Box::new(|_, _, _| Fate::Deliver),
             to_server: VecDeque::new(),
             to_client: VecDeque::new(),
@@ -115,6 +127,15 @@ impl Pair {
         if self.reorder {
             burst.reverse();
         }
+        if self.coalesce && burst.len() > 1 {
+            burst = vec![burst.concat()];
+        }
+        if let Some(n) = self.split_over {
+            burst = burst
+                .into_iter()
+                .flat_map(|d| if d.len() > n { vec![d[..n].to_vec(), d[n..].to_vec()] } else { vec![d] })
+                .collect();
+        }
         for d in burst {
             let index = match dir {
                 Dir::ToServer => &mut self.sent_to_server,
@@ -124,17 +145,22 @@ impl Pair {
             *index += 1;
             let fate = (self.filter)(dir, i, &d);
             self.log.push((dir, d.clone()));
-            let copies = match fate {
-                Fate::Deliver => 1,
-                Fate::Drop => 0,
-                Fate::Duplicate => 2,
+            let on_time = self.now + self.delay;
+            let arrivals = match fate {
+                Fate::Deliver => vec![on_time],
+                Fate::Drop => vec![],
+                Fate::Duplicate => vec![on_time, on_time],
+                Fate::Late(extra) => vec![on_time + extra],
+                Fate::DuplicateLate(extra) => vec![on_time, on_time + extra],
             };
-            let at = self.now + self.delay;
-            for _ in 0..copies {
-                match dir {
-                    Dir::ToServer => self.to_server.push_back((at, d.clone())),
-                    Dir::ToClient => self.to_client.push_back((at, d.clone())),
-                }
+            for at in arrivals {
+                let queue = match dir {
+                    Dir::ToServer => &mut self.to_server,
+                    Dir::ToClient => &mut self.to_client,
+                };
+                // Arrival order: by time, and in sending order at the same time.
+                let i = queue.partition_point(|(t, _)| *t <= at);
+                queue.insert(i, (at, d.clone()));
             }
         }
     }

@@ -1,0 +1,329 @@
+//! Interoperability of `fastshake sctp` with pion/sctp (the SCTP stack of pion/webrtc) over UDP
+//! encapsulation on loopback, both directions: our client against pion's server and pion's client
+//! against ours, the regular handshake, and our alternative handshake falling back to the
+//! regular one (pion skips the ALT-* parameters by their high bits `10`). pion/sctp uses SCTP
+//! port 5000 on both ends when it initiates.
+//!
+//! Every exchange checks the data both ways (each message exactly once) and that nothing was
+//! sent twice on loopback, from our engine's counters ("resent:" line) and from the chunks
+//! pion-sctp-peer counted on its socket: a stall is a failure, not a slow pass.
+//!
+//! The Go peer is built from `interop/pion-sctp`; without Go or the module the tests skip, unless
+//! `FASTSHAKE_REQUIRE_PION_SCTP=1`.
+
+#[path = "support/sctp_procs.rs"]
+mod sctp_procs;
+
+use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet, Param, UnknownParamAction};
+use sctp_procs::{fastshake, free_udp_port, pion_sctp_peer, pion_wire, resent, Proc, Relay, Resent};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::thread;
+use std::time::Duration;
+
+/// The SCTP port pion/sctp always uses.
+const PION_SCTP_PORT: &str = "5000";
+
+/// Chunk counts by type from pion-sctp-peer's "wire out" or "wire in" line.
+type Wire = BTreeMap<String, u64>;
+
+/// pion's echo server on `port`, ready.
+fn start_pion_server(binary: &Path, port: u16) -> Proc {
+    let args = ["server", "--listen", &format!("127.0.0.1:{port}"), "--echo", "--time-limit", "30s"];
+    let server = Proc::spawn(binary, &args.map(String::from));
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    server
+}
+
+/// What pion's side sent and received on the wire, once it has exited.
+fn pion_side(pion: &mut Proc) -> (Wire, Wire) {
+    let status = pion.wait_timeout(Duration::from_secs(15));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "pion-sctp-peer did not end cleanly: {status:?}\n{}",
+        pion.describe()
+    );
+    let stderr = pion.stderr.text();
+    (pion_wire(&stderr, "wire out"), pion_wire(&stderr, "wire in"))
+}
+
+/// Nothing went twice: one INIT and one COOKIE-ECHO from the initiator, no DATA resent, at
+/// most one SHUTDOWN and SHUTDOWN-ACK, and no ABORT.
+fn assert_nothing_resent_by_pion(out: &Wire, report: &str) {
+    for (chunk, most) in [
+        ("INIT", 1),
+        ("COOKIE-ECHO", 1),
+        ("DATA resent", 0),
+        ("SHUTDOWN", 1),
+        ("SHUTDOWN-ACK", 1),
+        ("ABORT", 0),
+    ] {
+        assert!(
+            out[chunk] <= most,
+            "pion sent {} {chunk} (at most {most} on loopback)\n{report}",
+            out[chunk]
+        );
+    }
+}
+
+/// Runs our client through a recording relay against pion's echo server with `extra` arguments
+/// and `payload` on standard input; checks the echo and pion's reception, each exactly once.
+/// Returns our client, pion's wire counts (out, in) and the datagrams the relay saw.
+fn our_client_against_pion(
+    binary: &Path,
+    extra: &[&str],
+    payload: &[u8],
+    prepare: impl FnOnce(u16),
+) -> (Proc, Wire, Wire, Vec<(bool, Vec<u8>)>) {
+    let relay = Relay::start();
+    let mut pion = start_pion_server(binary, relay.server_port);
+    prepare(relay.port);
+    let mut args: Vec<String> = [
+        "sctp",
+        "client",
+        "--connect",
+        &format!("127.0.0.1:{}", relay.port),
+        "--port",
+        PION_SCTP_PORT,
+        "--local",
+        "127.0.0.1:0",
+        "--expect-bytes",
+        &payload.len().to_string(),
+        "--timeout-s",
+        "20",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut client = Proc::spawn(fastshake(), &args);
+    client.write_stdin(payload);
+    client.close_stdin();
+    let status = client.wait_timeout(Duration::from_secs(30));
+    let report = format!("{}\n{}", client.describe(), pion.describe());
+    assert!(status.is_some_and(|s| s.success()), "our client failed: {status:?}\n{report}");
+    assert_eq!(client.stdout.bytes(), payload, "the echo comes back exactly once\n{report}");
+    assert!(client.stderr.text().contains("closed gracefully"), "graceful shutdown\n{report}");
+    let (out, inn) = pion_side(&mut pion);
+    let report = format!("{}\n{}", client.describe(), pion.describe());
+    assert_eq!(pion.stdout.bytes(), payload, "pion received every byte exactly once\n{report}");
+    assert!(pion.stderr.text().contains("association ended"), "{report}");
+    assert_nothing_resent_by_pion(&out, &report);
+    assert_eq!(inn["DATA resent"], 0, "our client sent no DATA twice\n{report}");
+    (client, out, inn, relay.datagrams())
+}
+
+/// The INITs our client sent, as seen on the wire.
+fn client_inits(wire: &[(bool, Vec<u8>)]) -> Vec<InitChunk> {
+    wire.iter()
+        .filter(|(from_client, _)| *from_client)
+        .filter_map(|(_, d)| Packet::parse(d).ok())
+        .flat_map(|p| p.chunks)
+        .filter_map(|c| match c {
+            Chunk::Init(init) => Some(init),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One INIT, nothing in it pion stops at (its high bits `00`/`01` and unknown to pion).
+fn assert_one_init_pion_can_take(wire: &[(bool, Vec<u8>)], report: &str) -> InitChunk {
+    let inits = client_inits(wire);
+    assert_eq!(inits.len(), 1, "one INIT, answered at once\n{report}");
+    for p in &inits[0].params {
+        assert!(UnknownParamAction::of(p.param_type()).continues(), "INIT carries {p:?}\n{report}");
+    }
+    inits[0].clone()
+}
+
+#[test]
+fn our_regular_client_with_pion_server() {
+    let Some(binary) = pion_sctp_peer() else { return };
+    let payload = b"hello pion/sctp, from fastshake's regular handshake\nand a second line\n";
+    let (client, out, inn, wire) = our_client_against_pion(&binary, &["--mode", "regular"], payload, |_| {});
+    let stderr = client.stderr.text();
+    assert!(stderr.contains("regular handshake, 2 round trip(s)"), "{stderr}");
+    let init = assert_one_init_pion_can_take(&wire, &stderr);
+    assert!(init.params.iter().all(|p| !p.is_alt()), "a regular-mode client sends no ALT-* parameter");
+    assert_eq!(resent(&stderr, "sctp client:"), Resent::default(), "nothing resent on loopback\n{stderr}");
+    assert_eq!((out["INIT-ACK"], out["COOKIE-ACK"], inn["COOKIE-ECHO"]), (1, 1, 1));
+}
+
+/// Our client asks for the alternative handshake (an empty ALT-COOKIE in the INIT); pion skips
+/// the parameter and answers with a regular INIT-ACK, and the regular handshake follows.
+#[test]
+fn our_alt_client_falls_back_to_the_regular_handshake_with_pion_server() {
+    let Some(binary) = pion_sctp_peer() else { return };
+    let payload = b"alternative handshake asked, regular one taken\n";
+    let (client, out, _, wire) = our_client_against_pion(&binary, &["--mode", "both"], payload, |_| {});
+    let stderr = client.stderr.text();
+    let init = assert_one_init_pion_can_take(&wire, &stderr);
+    assert!(
+        init.params.contains(&Param::AltCookie(Vec::new())),
+        "the INIT asks for an ALT-COOKIE: {:?}",
+        init.params
+    );
+    assert!(stderr.contains("regular handshake, 2 round trip(s)"), "fallback\n{stderr}");
+    assert_eq!(resent(&stderr, "sctp client:"), Resent::default(), "nothing resent on loopback\n{stderr}");
+    assert_eq!((out["INIT-ACK"], out["ERROR"]), (1, 0), "pion answered with an INIT-ACK, no ERROR");
+}
+
+/// The same with a cached ALT-COOKIE pion cannot know and zero-RTT data in ALT-DATA: pion
+/// skips both, the handshake is regular, and the message goes again as DATA — delivered once.
+#[test]
+fn our_alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_pion_server() {
+    let Some(binary) = pion_sctp_peer() else { return };
+    let dir = std::env::temp_dir().join(format!("fastshake-sctp-pion-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cache = dir.join("cookies");
+    let cache_arg = cache.display().to_string();
+    let payload = b"zero-RTT data pion must see exactly once\n";
+    let (client, _, _, wire) = our_client_against_pion(
+        &binary,
+        &["--mode", "both", "--zero-rtt", "--cookie-cache", &cache_arg],
+        payload,
+        |relay_port| {
+            let line = format!("127.0.0.1 127.0.0.1:{relay_port} {}\n", "ab".repeat(16));
+            std::fs::write(&cache, line).expect("writing the cookie cache");
+        },
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = client.stderr.text();
+    assert!(stderr.contains("cached ALT-COOKIE offered"), "{stderr}");
+    let init = assert_one_init_pion_can_take(&wire, &stderr);
+    assert!(init.params.contains(&Param::AltCookie(vec![0xab; 16])), "{:?}", init.params);
+    let alt_data = init.params.iter().find_map(|p| match p {
+        Param::AltData(d) => Some(d.clone()),
+        _ => None,
+    });
+    assert!(
+        alt_data.is_some_and(|d| d.windows(payload.len()).any(|w| w == payload)),
+        "zero-RTT data in ALT-DATA"
+    );
+    assert!(
+        stderr.contains("regular handshake") && stderr.contains("0 zero-RTT message(s) accepted"),
+        "{stderr}"
+    );
+    // The one DATA chunk sent again is the zero-RTT message pion did not take, by design; no
+    // timer fired.
+    let expected = Resent { data: 1, ..Resent::default() };
+    assert_eq!(resent(&stderr, "sctp client:"), expected, "{stderr}");
+}
+
+/// pion's client opens an association to our server (`mode` both or regular), sends lines,
+/// reads our echo and shuts down gracefully.
+fn pion_client_with_our_server(mode: &str) {
+    let Some(binary) = pion_sctp_peer() else { return };
+    let our_port = free_udp_port();
+    let server_args = [
+        "sctp",
+        "server",
+        "--listen",
+        &format!("127.0.0.1:{our_port}"),
+        "--port",
+        PION_SCTP_PORT,
+        "--mode",
+        mode,
+        "--echo",
+        "--exit-after",
+        "1",
+    ];
+    let mut server = Proc::spawn(fastshake(), &server_args.map(String::from));
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let client_args = ["client", "--connect", &format!("127.0.0.1:{our_port}"), "--time-limit", "30s"];
+    let mut client = Proc::spawn(&binary, &client_args.map(String::from));
+    let lines = ["hello fastshake, from pion/sctp\n", "a second line\n", "and a third\n"];
+    for line in lines {
+        client.write_stdin(line.as_bytes());
+    }
+    client.close_stdin();
+    let (out, inn) = pion_side(&mut client);
+    let server_status = server.wait_timeout(Duration::from_secs(10));
+    let report = format!("{}\n{}", client.describe(), server.describe());
+    assert!(server_status.is_some_and(|s| s.success()), "our server did not exit cleanly\n{report}");
+    let all = lines.concat();
+    assert_eq!(client.stdout.text(), all, "pion got every echo exactly once, in order\n{report}");
+    assert_eq!(server.stdout.text(), all, "our server got every line exactly once, in order\n{report}");
+    let stderr = server.stderr.text();
+    assert!(
+        stderr.contains("opened by the regular handshake"),
+        "pion speaks the regular handshake\n{report}"
+    );
+    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
+    assert!(client.stderr.text().contains("closed gracefully"), "{report}");
+    assert_eq!(resent(&stderr, "sctp server: association 1"), Resent::default(), "nothing resent\n{report}");
+    assert_nothing_resent_by_pion(&out, &report);
+    assert_eq!(
+        (out["INIT"], out["COOKIE-ECHO"], inn["INIT-ACK"], inn["COOKIE-ACK"]),
+        (1, 1, 1, 1),
+        "{report}"
+    );
+    assert_eq!(inn["DATA resent"], 0, "{report}");
+}
+
+#[test]
+fn pion_client_with_our_server_in_both_mode() {
+    pion_client_with_our_server("both");
+}
+
+#[test]
+fn pion_client_with_our_regular_server() {
+    pion_client_with_our_server("regular");
+}
+
+/// Our alternative-only server facing pion's client, which does not know the extension: every
+/// INIT gets a small ERROR with an ALT-COOKIE, never an INIT-ACK with a state cookie, and no
+/// association opens (the mode excludes peers without the extension, as the paper says).
+#[test]
+fn alt_only_server_answers_pion_client_without_amplification() {
+    let Some(binary) = pion_sctp_peer() else { return };
+    let relay = Relay::start();
+    let server_args = [
+        "sctp",
+        "server",
+        "--listen",
+        &format!("127.0.0.1:{}", relay.server_port),
+        "--port",
+        PION_SCTP_PORT,
+        "--mode",
+        "alt",
+    ];
+    let server = Proc::spawn(fastshake(), &server_args.map(String::from));
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let client_args = ["client", "--connect", &format!("127.0.0.1:{}", relay.port), "--time-limit", "10s"];
+    let mut client = Proc::spawn(&binary, &client_args.map(String::from));
+    client.write_stdin(b"never delivered\n");
+    // pion sends its INIT again after RTO.Initial: wait for the second one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    while client_inits(&relay.datagrams()).len() < 2 && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let wire = relay.datagrams();
+    drop(client);
+    let report = server.describe();
+    let inits: Vec<usize> = wire
+        .iter()
+        .filter(|(from_client, d)| {
+            *from_client && Packet::parse(d).is_ok_and(|p| matches!(p.chunks[..], [Chunk::Init(_)]))
+        })
+        .map(|(_, d)| d.len())
+        .collect();
+    assert!(inits.len() >= 2, "pion sent INITs and retransmitted: {inits:?}\n{report}");
+    let smallest_init = inits.iter().copied().min().unwrap_or(0);
+    let answers: Vec<&Vec<u8>> =
+        wire.iter().filter(|(from_client, _)| !*from_client).map(|(_, d)| d).collect();
+    assert!(!answers.is_empty(), "the server answered\n{report}");
+    for answer in answers {
+        let packet = Packet::parse(answer).expect("our answers parse");
+        let alt_cookie_error = matches!(
+            packet.chunks.as_slice(),
+            [Chunk::Error { causes }] if matches!(causes.as_slice(), [ErrorCause::AltCookieRequired(c)] if !c.is_empty())
+        );
+        assert!(alt_cookie_error, "only ERROR with an ALT-COOKIE, never an INIT-ACK: {packet:?}");
+        assert!(
+            answer.len() <= smallest_init,
+            "answer {} B, no larger than pion's INIT of {smallest_init} B",
+            answer.len()
+        );
+    }
+    assert!(!server.stderr.text().contains("opened by"), "no association opens\n{report}");
+}
