@@ -6,9 +6,10 @@ use serde_json::Value;
 use std::process::Command;
 
 /// Every mode, and between them every stress: 3 s delay, Bernoulli and burst loss, duplication
-/// and reordering, MTU 96 and 9,000, TSCH, and both "worst" cells.
-const CELLS: &str = "psk/delay-3s,psk/tsch,ecdsa/loss-30,ecdsa/mtu-96,resumed/burst-30,resumed/jumbo,\
-                     resumed/worst-tsch,cid/dup-reorder,cid/worst-wan";
+/// and reordering, MTU 96 and 9,000, TSCH, and both "worst" cells (the certificate modes over
+/// the lossy TSCH hop are left to the full run: a few thousand virtual seconds each).
+const CELLS: &str = "psk/delay-3s,psk/worst-tsch,ecdsa/loss-30,ecdsa/mtu-96,resumed/burst-30,resumed/jumbo,\
+                     resumed/tsch,cid/dup-reorder,cid/worst-wan";
 
 fn lab_chaos(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_fastshake"))

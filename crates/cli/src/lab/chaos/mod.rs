@@ -38,9 +38,9 @@
 //! | dup-reorder | 30 ms + 0-10 ms | -                    | 30 % / 30 % by 100 ms  | 1472   | 60 s    |
 //! | jumbo       | 30 ms           | -                    | -                      | 8972 † | 60 s    |
 //! | mtu-96      | 30 ms           | -                    | -                      | 96     | 60 s    |
-//! | tsch        | one TSCH hop: L = 101, C = 1, 10 ms slots, PDR 1                 | 1200   | 600 s   |
+//! | tsch        | one TSCH hop: L = 101, C = 1, 10 ms slots, PDR 1                 | 1200   | 3600 s  |
 //! | worst-wan   | 3 s + 0-20 ms   | 30 %, bursts of 4    | 10 % / 10 % by 1 s     | 96     | 1800 s  |
-//! | worst-tsch  | TSCH hop as above, PDR 0.7 (3 MAC retries)                       | 1200   | 1200 s  |
+//! | worst-tsch  | TSCH hop as above, PDR 0.7 (3 MAC retries)                       | 1200   | 3600 s  |
 //!
 //! † the client only: it sends whole flights in one datagram, the server keeps 1,200 bytes.
 //!
