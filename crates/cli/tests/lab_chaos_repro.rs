@@ -246,14 +246,17 @@ fn fragmented_client_hellos_from_clients_behind_one_nat_are_all_answered() {
         .collect();
     assert!(fragments.iter().all(|f| f.len() == 2), "each ClientHello is in two datagrams");
     // The first fragments of all three, then the second ones.
-    let mut answered = 0;
-    for round in 0..2 {
-        for (i, port) in nat_ports.iter().enumerate() {
-            let mut d = std::mem::take(&mut fragments[i][round]);
-            let from = SocketAddr::from(([10, 0, 0, 1], *port));
-            server.handle_datagram(at(0.01), server_addr, from, &mut d);
-            answered += from_server(&mut server, at(0.01)).len();
+    let mut interleaved: Vec<(u16, Vec<u8>)> = Vec::new();
+    for k in 0..2 {
+        for (port, f) in nat_ports.iter().zip(fragments.iter_mut()) {
+            interleaved.push((*port, std::mem::take(&mut f[k])));
         }
+    }
+    let mut answered = 0;
+    for (port, mut d) in interleaved {
+        let from = SocketAddr::from(([10, 0, 0, 1], port));
+        server.handle_datagram(at(0.01), server_addr, from, &mut d);
+        answered += from_server(&mut server, at(0.01)).len();
     }
     assert_eq!(answered, 3, "every complete ClientHello gets its HelloVerifyRequest");
 }
