@@ -1,6 +1,7 @@
 //! The failure classes the E6 soak (`fastshake lab chaos`) found, each cut down to the few
 //! datagrams that matter and replayed between a client `Connection` and a server `Endpoint` in
-//! virtual time. Each test asserts what the RFCs ask for, so it fails while the defect is there.
+//! virtual time. Each test asserts what a handshake needs to complete on such a path, so it
+//! fails while the defect is there.
 
 use fastshake_dtls::{
     CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig,
@@ -71,8 +72,9 @@ fn connected(client: &mut Connection) -> Result<HandshakeSummary, String> {
     Err(last)
 }
 
-/// Soak cells delay-3s, tsch, worst-wan, worst-tsch (every mode; e.g. `--only psk/delay-3s
-/// --seed 1`: client 0, handshake 2). Over a 3 s path the client's ClientHello goes out at 0, 1
+/// Soak cells delay-3s, tsch, worst-wan, worst-tsch in every mode before the engine ignored
+/// old HelloVerifyRequests (e.g. `--only psk/delay-3s --seed 1`: client 0, handshake 2); kept
+/// so it stays fixed. Over a 3 s path the client's ClientHello goes out at 0, 1
 /// and 3 s; the server answers each with a HelloVerifyRequest, and the third answer falls into
 /// the next cookie time slot, so it carries another cookie. The client answers the first with
 /// its second ClientHello (message_seq 1); the late third, message_seq 0 (RFC 6347 §4.2.2: an
