@@ -46,6 +46,12 @@ enum NetlabCommand {
     E1(crate::lab::e1::real::RealArgs),
     /// One side of a real E1 run (started by `fastshake netlab e1` in a testbed host).
     E1Peer(crate::lab::e1::real::PeerArgs),
+    /// E6, the chaos soak on real sockets, with every knob (`fastshake lab chaos-real` with the
+    /// waves, records, reordering, idle timeout and server log to choose).
+    Chaos(crate::lab::chaos_real::Knobs),
+    /// The load of a real chaos soak (started by `fastshake netlab chaos` in the client host).
+    #[command(hide = true)]
+    ChaosPeer(crate::lab::chaos_real::PeerArgs),
 }
 
 #[derive(clap::Args)]
@@ -62,9 +68,21 @@ struct RelayArgs {
     /// Probability of dropping a packet (seeded Bernoulli trials).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
-    /// Seed of the loss trials.
+    /// Seed of the loss, duplication and reordering trials.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Probability of sending a packet twice (seeded Bernoulli trials).
+    #[arg(long, default_value_t = 0.0)]
+    duplicate: f64,
+    /// How long after the original the copy leaves, in microseconds (0: right behind it).
+    #[arg(long, default_value_t = 0)]
+    duplicate_delay_us: u64,
+    /// Probability of holding a packet back by --reorder-delay-us more, so later ones overtake it.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// The extra delay of a reordered packet, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    reorder_delay_us: u64,
     /// Most packets held at once; beyond it packets are dropped and counted.
     #[arg(long, default_value_t = RelayConfig::DEFAULT_QUEUE_LIMIT)]
     queue: usize,
@@ -105,6 +123,15 @@ struct UpArgs {
     /// Relay packet loss probability.
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
+    /// Relay duplication probability (the copy right behind the original).
+    #[arg(long, default_value_t = 0.0)]
+    duplicate: f64,
+    /// Relay reordering probability: a packet held back by --reorder-delay-ms more.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// The extra delay of a reordered packet, ms.
+    #[arg(long, default_value_t = 10)]
+    reorder_delay_ms: u64,
     /// Leave after this many seconds instead of waiting for Ctrl-C.
     #[arg(long)]
     seconds: Option<u64>,
@@ -170,12 +197,16 @@ pub fn run(args: NetlabArgs) -> anyhow::Result<()> {
         NetlabCommand::Rtt(args) => rtt(args),
         NetlabCommand::E1(args) => crate::lab::e1::real::run_real(args),
         NetlabCommand::E1Peer(args) => crate::lab::e1::real::run_peer(args),
+        NetlabCommand::Chaos(args) => crate::lab::chaos_real::run_netlab(args),
+        NetlabCommand::ChaosPeer(args) => crate::lab::chaos_real::run_peer(args),
     }
 }
 
 fn relay(args: RelayArgs) -> anyhow::Result<()> {
-    if !(0.0..=1.0).contains(&args.loss) {
-        bail!("--loss {} is outside [0, 1]", args.loss);
+    for (name, p) in [("--loss", args.loss), ("--duplicate", args.duplicate), ("--reorder", args.reorder)] {
+        if !(0.0..=1.0).contains(&p) {
+            bail!("{name} {p} is outside [0, 1]");
+        }
     }
     let delay = match (args.delay_ms, args.delay_us) {
         (_, Some(us)) => Duration::from_micros(us),
@@ -185,6 +216,10 @@ fn relay(args: RelayArgs) -> anyhow::Result<()> {
     let config = RelayConfig {
         loss: args.loss,
         seed: args.seed,
+        duplicate: args.duplicate,
+        duplicate_delay: Duration::from_micros(args.duplicate_delay_us),
+        reorder: args.reorder,
+        reorder_delay: Duration::from_micros(args.reorder_delay_us),
         queue_limit: args.queue,
         stop_when_stdin_closes: args.stop_when_stdin_closes,
         ..RelayConfig::new(args.tun, delay)
@@ -210,6 +245,9 @@ fn testbed_config(delay_ms: u64, interfaces: u8, nat: Option<NatKind>) -> anyhow
 fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut config = testbed_config(args.delay_ms, args.interfaces, args.nat.map(NatKind::from))?;
     config.loss = args.loss;
+    config.duplicate = args.duplicate;
+    config.reorder = args.reorder;
+    config.reorder_delay = Duration::from_millis(args.reorder_delay_ms);
     let testbed = Testbed::create(config)?;
     println!(
         "testbed up in {:.0} ms: delay {} ms each way, NAT {}",

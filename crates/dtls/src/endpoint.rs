@@ -817,7 +817,11 @@ impl Endpoint {
         let mut expired = Vec::new();
         let mut next: Option<Instant> = None;
         for (&id, slot) in &self.connections {
-            let Some(activity) = slot.activity.filter(|_| slot.conn.is_established()) else { continue };
+            // A session that still keeps its last handshake flight has not heard that the client
+            // got it (the client may be waiting out its retransmission timer, whose gaps grow
+            // past any idle limit): it is not idle until the handshake state goes.
+            let idle_counts = slot.conn.is_established() && !slot.conn.holds_handshake_state();
+            let Some(activity) = slot.activity.filter(|_| idle_counts) else { continue };
             let expiry = activity.last + idle;
             if now >= expiry {
                 expired.push(id);

@@ -451,3 +451,35 @@ fn data_does_not_move_the_idle_timer_until_it_fires() {
     let rearmed = pair.server.poll_timeout().expect("idle timer refiled");
     assert!(rearmed > armed && rearmed <= active_at + Duration::from_secs(30));
 }
+
+/// The server completes a full handshake on the client's Finished and keeps its last flight
+/// until the client shows it arrived. When that flight is lost, the client resends its own on a
+/// doubling timer (1 s, 2 s, 4 s, ...) whose gaps outgrow any idle limit: the idle sweep must not
+/// close the session meanwhile (it answered the client's next retransmission with close_notify,
+/// and the client's handshake failed with "the session is closed").
+#[test]
+fn the_idle_timeout_does_not_end_a_handshake_the_client_has_not_finished() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.server.set_idle_timeout(Some(Duration::from_millis(1_500)));
+    // The server's ChangeCipherSpec + Finished (its only epoch-1 flight) is lost twice.
+    let mut dropped = 0;
+    pair.filter = Box::new(move |dir, _, d| {
+        let has_ccs = d.first() == Some(&20) || d.windows(3).any(|w| w == [20, 0xfe, 0xfd]);
+        if dir == Dir::ToClient && has_ccs && dropped < 2 {
+            dropped += 1;
+            return Fate::Drop;
+        }
+        Fate::Deliver
+    });
+    let done = pair.handshake(MINUTE);
+    assert!(done.is_some(), "client: {:?}", pair.client_events);
+    assert!(pair.client.is_established());
+    assert!(pair.client_failure().is_none() && pair.server_failure().is_none());
+    assert!(pair.server_summary().is_some());
+    let (c, _) = done.unwrap();
+    assert!(c.retransmissions >= 2, "the client resent its flight: {c:?}");
+    // Once the last flight is no longer kept (the handshake timeout, as the client sends
+    // nothing), the idle limit applies as usual.
+    pair.run_for(MINUTE + Duration::from_secs(5));
+    assert_eq!(pair.server.stats().sessions_expired, 1);
+}

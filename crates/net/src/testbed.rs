@@ -167,7 +167,15 @@ pub struct TestbedConfig {
     pub relay_program: PathBuf,
     /// Packet loss probability of the relay (seeded Bernoulli), 0 for none.
     pub loss: f64,
+    /// Seed of every trial of the relay: loss, duplication, reordering.
     pub loss_seed: u64,
+    /// Probability that the relay sends a packet twice, 0 for never.
+    pub duplicate: f64,
+    /// How long after the original the copy leaves (zero: right behind it).
+    pub duplicate_delay: Duration,
+    /// Probability that the relay holds a packet back by `reorder_delay` more, 0 for never.
+    pub reorder: f64,
+    pub reorder_delay: Duration,
 }
 
 impl TestbedConfig {
@@ -179,6 +187,10 @@ impl TestbedConfig {
             relay_program: relay_program.into(),
             loss: 0.0,
             loss_seed: 0,
+            duplicate: 0.0,
+            duplicate_delay: Duration::ZERO,
+            reorder: 0.0,
+            reorder_delay: Duration::ZERO,
         }
     }
 }
@@ -394,6 +406,30 @@ impl ClientLinks {
         link.address = new_address;
         Ok(())
     }
+
+    /// A further address on `iface` beside its own, with the interface's policy rule, so that
+    /// sockets bound to it leave by that interface; it stays until the testbed is removed.
+    fn add_address(&self, iface: ClientIface, address: Ipv4Addr) -> Result<()> {
+        if !iface.is_host_address(address) {
+            return Err(TestbedError::Invalid(format!(
+                "{address} is not a host address of {}'s /{CLIENT_PREFIX_LEN}",
+                iface.name()
+            )));
+        }
+        let links = self.lock();
+        let link = links
+            .iter()
+            .find(|link| link.iface == iface)
+            .ok_or_else(|| TestbedError::Invalid(format!("the client has no {}", iface.name())))?;
+        if link.address == address {
+            return Err(TestbedError::Invalid(format!("{address} is already {}'s address", iface.name())));
+        }
+        let lines = vec![
+            format!("address add {address}/{CLIENT_PREFIX_LEN} dev {}", iface.name()),
+            format!("rule add from {address} table {} pref 1000", iface.table()),
+        ];
+        ip_batch(&self.namespace, &lines)
+    }
 }
 
 /// The relay child process and the lines it prints.
@@ -535,8 +571,11 @@ impl Testbed {
                 config.client_interfaces
             )));
         }
-        if !(0.0..=1.0).contains(&config.loss) {
-            return Err(TestbedError::Invalid(format!("loss {} is outside [0, 1]", config.loss)));
+        for (name, p) in [("loss", config.loss), ("duplicate", config.duplicate), ("reorder", config.reorder)]
+        {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(TestbedError::Invalid(format!("{name} {p} is outside [0, 1]")));
+            }
         }
         require_root()?;
         remove_stale_namespaces(false)?;
@@ -664,10 +703,22 @@ impl Testbed {
             &delay_value,
             "--stop-when-stdin-closes",
         ]);
-        if self.config.loss > 0.0 {
+        let config = &self.config;
+        if config.loss > 0.0 || config.duplicate > 0.0 || config.reorder > 0.0 {
+            command.args(["--seed", &config.loss_seed.to_string()]);
+        }
+        if config.loss > 0.0 {
+            command.args(["--loss", &config.loss.to_string()]);
+        }
+        if config.duplicate > 0.0 {
             command
-                .args(["--loss", &self.config.loss.to_string()])
-                .args(["--seed", &self.config.loss_seed.to_string()]);
+                .args(["--duplicate", &config.duplicate.to_string()])
+                .args(["--duplicate-delay-us", &config.duplicate_delay.as_micros().to_string()]);
+        }
+        if config.reorder > 0.0 {
+            command
+                .args(["--reorder", &config.reorder.to_string()])
+                .args(["--reorder-delay-us", &config.reorder_delay.as_micros().to_string()]);
         }
         // The relay's standard input stays open while this process lives (the pipe is kept in
         // `child`): if this process is killed, the relay reads the end of its input and stops.
@@ -764,6 +815,12 @@ impl Testbed {
     /// Moves the client's `iface` to another host address of the same /28.
     pub fn change_address(&self, iface: ClientIface, new_address: Ipv4Addr) -> Result<()> {
         self.links.change_address(iface, new_address)
+    }
+
+    /// Gives the client's `iface` a second host address of its /28 (the first stays), for
+    /// clients that move between addresses of one interface.
+    pub fn add_client_address(&self, iface: ClientIface, address: Ipv4Addr) -> Result<()> {
+        self.links.add_address(iface, address)
     }
 
     /// The relay's counters so far.

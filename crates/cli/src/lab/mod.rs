@@ -3,6 +3,7 @@
 
 pub(crate) mod apps;
 mod chaos;
+pub(crate) mod chaos_real;
 pub(crate) mod e1;
 mod e2_tsch;
 
@@ -21,6 +22,10 @@ enum Experiment {
     E2Tsch(e2_tsch::Args),
     /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
     Chaos(chaos::Args),
+    /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
+    /// duplication, reordering, moves); nothing lost or delivered twice, the server's memory flat.
+    #[command(name = "chaos-real")]
+    ChaosReal(chaos_real::Args),
 }
 
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
@@ -28,5 +33,6 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         Experiment::E1(a) => e1::run(a),
         Experiment::E2Tsch(a) => e2_tsch::run(a),
         Experiment::Chaos(a) => chaos::run(a),
+        Experiment::ChaosReal(a) => chaos_real::run(a),
     }
 }
