@@ -125,7 +125,8 @@ fn a_late_hello_verify_request_with_a_new_cookie_is_ignored() {
     assert_eq!(summary.suite, CipherSuite::PskWithAes128Ccm8);
 }
 
-/// Soak cell burst-30 (`--only psk/burst-30 --seed 1`: client 9, handshake 2). With a
+/// Soak cell burst-30 before the endpoint kept such sessions (`--only psk/burst-30 --seed 1`:
+/// client 9, handshake 2; kept so it stays fixed). With a
 /// handshake timeout above the endpoint's idle timeout (300 s by default; 1,200 s is what a user
 /// of a link losing 30 % each way sets), the server's ChangeCipherSpec and Finished are lost and
 /// the client's retransmitted last flight (its timer backed off towards 60 s) does not get
