@@ -63,7 +63,11 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The "connection" of datagrams sent without one (HelloVerifyRequests).
 const STATELESS: u64 = u64::MAX;
 
-/// How long a HelloVerifyRequest cookie stays valid unless [`Endpoint::set_cookie_lifetime`] says otherwise.
+/// How long a HelloVerifyRequest cookie stays valid at least, unless
+/// [`Endpoint::set_cookie_lifetime`] says otherwise: the default is this or twice the
+/// configuration's handshake timeout, whichever is longer, so that a cookie stays good for as
+/// long as a client resends its ClientHello (its backed-off timer reaches 60 s, and on slow links
+/// the handshake timeout is raised to match).
 pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
 
 /// The server side of DTLS.
@@ -141,9 +145,11 @@ enum HelloScan {
 const MAX_PARTIAL_HELLOS: usize = 64;
 /// Bytes of all partial ClientHellos together (buffers are sized from the length claimed).
 const MAX_PARTIAL_HELLO_BYTES: usize = 128 * 1024;
-/// Partial ClientHellos kept at most per client IP address: a host flooding first fragments
-/// (from many ports) evicts its own entries, not other hosts'.
-const MAX_PARTIAL_HELLOS_PER_IP: usize = 2;
+/// Partial ClientHellos kept at most per client address (IP and port): one client's hello, and
+/// the one it starts over with. Many clients behind one NAT share the IP, so the table is shared
+/// fairly by IP instead: when it is full, the IP with the most entries loses its oldest, and a
+/// host flooding first fragments from many ports evicts its own entries, not other hosts'.
+const MAX_PARTIAL_HELLOS_PER_ADDRESS: usize = 2;
 /// A partial ClientHello that gained no fragment for this long is dropped. Generous, since on a
 /// duty-cycled link the fragments of one hello can be a slotframe (1 s or more) apart.
 const PARTIAL_HELLO_MAX_IDLE: Duration = Duration::from_secs(10);
@@ -212,7 +218,7 @@ impl Endpoint {
             connections: BTreeMap::new(),
             by_addr: BTreeMap::new(),
             pending: BTreeMap::new(),
-            cookie_lifetime: DEFAULT_COOKIE_LIFETIME,
+            cookie_lifetime: DEFAULT_COOKIE_LIFETIME.max(config_clone.handshake_timeout * 2),
             half_open: BTreeMap::new(),
             half_open_per_ip: BTreeMap::new(),
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
@@ -243,7 +249,8 @@ impl Endpoint {
     }
 
     /// Cookies older than `lifetime` are refused (a new HelloVerifyRequest is sent instead);
-    /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`].
+    /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`] or
+    /// twice the configured handshake timeout, whichever is longer.
     pub fn set_cookie_lifetime(&mut self, lifetime: Duration) {
         self.cookie_lifetime = lifetime.max(Duration::from_millis(2));
     }
@@ -609,25 +616,36 @@ impl Endpoint {
         }
     }
 
-    /// Drops stale partial ClientHellos, then the sender's oldest if it has its quota, else the
-    /// oldest of all if the table is full.
-    fn make_room_for_partial_hello(&mut self, now: Instant, ip: IpAddr, claimed: u32) {
+    /// Drops stale partial ClientHellos, then the sender's oldest if it has its quota, then, while
+    /// the table is full in entries or bytes, the oldest entry of the IP address holding most.
+    fn make_room_for_partial_hello(&mut self, now: Instant, from: SocketAddr, claimed: u32) {
         let before = self.partial_hellos.len();
         self.partial_hellos.retain(|p| now.saturating_duration_since(p.last) < PARTIAL_HELLO_MAX_IDLE);
         let mut evicted = before - self.partial_hellos.len();
-        if self.partial_hellos.iter().filter(|p| p.from.ip() == ip).count() >= MAX_PARTIAL_HELLOS_PER_IP {
-            if let Some(i) = self.partial_hellos.iter().position(|p| p.from.ip() == ip) {
+        if self.partial_hellos.iter().filter(|p| p.from == from).count() >= MAX_PARTIAL_HELLOS_PER_ADDRESS {
+            if let Some(i) = self.partial_hellos.iter().position(|p| p.from == from) {
                 self.partial_hellos.remove(i);
                 evicted += 1;
             }
         }
-        while !self.partial_hellos.is_empty()
-            && (self.partial_hellos.len() >= MAX_PARTIAL_HELLOS
-                || self.partial_hellos.iter().map(|p| p.claimed as usize).sum::<usize>() + claimed as usize
-                    > MAX_PARTIAL_HELLO_BYTES)
-        {
-            self.partial_hellos.pop_front();
-            evicted += 1;
+        loop {
+            let bytes = self.partial_hellos.iter().map(|p| p.claimed as usize).sum::<usize>();
+            let full = self.partial_hellos.len() >= MAX_PARTIAL_HELLOS
+                || bytes + claimed as usize > MAX_PARTIAL_HELLO_BYTES;
+            if !full || self.partial_hellos.is_empty() {
+                break;
+            }
+            // The IP with the most entries (the oldest such on a tie) gives up its oldest one.
+            let mut counts: BTreeMap<IpAddr, usize> = BTreeMap::new();
+            for p in &self.partial_hellos {
+                *counts.entry(p.from.ip()).or_default() += 1;
+            }
+            let most = counts.values().copied().max().unwrap_or(0);
+            let victim = self.partial_hellos.iter().position(|p| counts.get(&p.from.ip()) == Some(&most));
+            if let Some(i) = victim {
+                self.partial_hellos.remove(i);
+                evicted += 1;
+            }
         }
         self.stats.partial_hellos_dropped += evicted as u64;
     }
@@ -664,7 +682,7 @@ impl Endpoint {
                 {
                     Some(i) => i,
                     None => {
-                        self.make_room_for_partial_hello(now, remote.ip(), hh.length);
+                        self.make_room_for_partial_hello(now, remote, hh.length);
                         self.partial_hellos.push_back(PartialHello {
                             last: now,
                             claimed: hh.length,
