@@ -76,8 +76,10 @@
 //! - Small MTUs: handshake messages are fragmented to the configured MTU (at least
 //!   [`MIN_MTU`]); the endpoint also reassembles fragmented ClientHellos of up to 8 KiB (a DTLS
 //!   1.3 client offering a post-quantum key share sends 1.5 kB) in a table bounded to 64 entries,
-//!   128 KiB and two per client IP address, each dropped after 10 s without a new fragment, and
-//!   answers them with a HelloVerifyRequest. A client that also offers DTLS 1.3 gets DTLS 1.2
+//!   128 KiB and two per client address, shared fairly by IP address when full (clients behind
+//!   one NAT share an IP; a host flooding first fragments evicts its own), each dropped after 10 s
+//!   without a new fragment, and answers them with a HelloVerifyRequest. Cookies stay valid for at
+//!   least the handshake timeout (a client resends its ClientHello with the cookie until then). A client that also offers DTLS 1.3 gets DTLS 1.2
 //!   (its `supported_versions` and `key_share` are ignored, RFC 8446 §4.2.1).
 //!   A 127-byte IEEE 802.15.4 frame less 23 bytes of MAC header and FCS and 8 bytes of
 //!   6LoWPAN-compressed IPv6/UDP header leaves an MTU of 96 bytes; the tests run at 96 and 64.

@@ -395,7 +395,8 @@ fn flood_of_first_fragments_does_not_starve_a_small_mtu_client() {
         server.handle_datagram(now, sa, honest, &mut d.clone());
     }
     assert_eq!(hello_verify_requests_to(&mut server, now, honest), 1, "the honest client gets its cookie");
-    assert!(server.stats().partial_hellos_dropped >= 498);
+    // The flood evicted its own entries: all but the table's 64 were dropped.
+    assert!(server.stats().partial_hellos_dropped >= 500 - 64);
 }
 
 /// Fragments of one ClientHello may be a slotframe or more apart on a duty-cycled link, so a

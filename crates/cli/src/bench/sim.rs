@@ -12,12 +12,13 @@
 //!    virtual time per handshake and seed 002's analytic figure for that link under its
 //!    assumption of 10 frames per handshake (Table I: 5.15 s).
 
-use fastshake_core::{Instant, SansIo, Transmit};
-use fastshake_dtls::{CipherSuite, ClientConfig, Connection, Endpoint, Event, ServerConfig};
-use fastshake_sim::apps::{App, NodeEvent};
+use crate::lab::apps::dtls_client::{DtlsClientLoop, SeedTemplate, SessionPlan};
+use crate::lab::apps::dtls_server::DtlsEchoServer;
+use fastshake_core::Instant;
+use fastshake_dtls::{CipherSuite, ClientConfig, ServerConfig};
+use fastshake_sim::apps::App;
 use fastshake_sim::scenario::{Scenario, ScenarioError};
 use fastshake_sim::workload::lossy_chain;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,154 +59,6 @@ fn events_per_second(quick: bool) -> EventsFigure {
     }
     rates.sort_by(f64::total_cmp);
     EventsFigure { virtual_s, reps, events, rates }
-}
-
-/// Seed bytes for session `index` of a run.
-fn seed_bytes(salt: u8, index: u64) -> [u8; 32] {
-    let mut seed = [salt; 32];
-    seed[..8].copy_from_slice(&index.to_le_bytes());
-    seed
-}
-
-/// A DTLS client that runs `target` full PSK handshakes one after the other, each from a
-/// fresh UDP port (so the server sees a new peer every time).
-struct HandshakeLoop {
-    config: Arc<ClientConfig>,
-    server: SocketAddr,
-    local_ip: Option<Ipv4Addr>,
-    base_port: u16,
-    target: u32,
-    started: u32,
-    completed: u32,
-    failed: u32,
-    conn: Option<Connection>,
-    next_start_at: Option<Instant>,
-    /// Virtual duration of each completed handshake, from its ClientHello.
-    durations: Vec<Duration>,
-    /// When the last handshake ended (the run goes on until the server's timers run out).
-    last_done_at: Instant,
-}
-
-impl HandshakeLoop {
-    fn port(&self) -> u16 {
-        self.base_port.wrapping_add(self.started as u16)
-    }
-
-    fn drain(&mut self, now: Instant) {
-        let Some(conn) = &mut self.conn else { return };
-        let mut finished = false;
-        while let Some(event) = conn.poll_event() {
-            match event {
-                Event::Connected(summary) => {
-                    self.completed += 1;
-                    self.durations.push(summary.duration);
-                    finished = true;
-                }
-                Event::Failed(_) => {
-                    self.failed += 1;
-                    finished = true;
-                }
-                _ => {}
-            }
-        }
-        if finished {
-            self.last_done_at = now;
-            self.conn = None;
-            if self.started < self.target {
-                self.next_start_at = Some(now);
-            }
-        }
-    }
-}
-
-impl SansIo for HandshakeLoop {
-    fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
-        // Datagrams for an earlier session's port are stale.
-        if local.port() != self.port() {
-            return;
-        }
-        if let Some(conn) = &mut self.conn {
-            SansIo::handle_datagram(conn, now, local, remote, datagram);
-        }
-        self.drain(now);
-    }
-
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let src = self.local_ip.map(|ip| SocketAddr::from((ip, self.port())));
-        let transmit = self.conn.as_mut()?.poll_transmit(now)?;
-        Some(Transmit { src, ..transmit })
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        let conn = self.conn.as_ref().and_then(|c| c.poll_timeout());
-        match (conn, self.next_start_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        if self.next_start_at.is_some_and(|t| t <= now) {
-            self.next_start_at = None;
-            self.started += 1;
-            let seed = seed_bytes(1, u64::from(self.started));
-            self.conn = Some(Connection::client(self.config.clone(), now, self.server, seed));
-        } else if let Some(conn) = &mut self.conn {
-            conn.handle_timeout(now);
-        }
-        self.drain(now);
-    }
-}
-
-impl App for HandshakeLoop {
-    fn handle_node_event(&mut self, _now: Instant, event: &NodeEvent) {
-        if let NodeEvent::InterfaceUp { addr, .. } | NodeEvent::AddressChanged { new: addr, .. } = event {
-            self.local_ip = Some(*addr);
-        }
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-/// A DTLS server endpoint that counts completed handshakes.
-struct CountingServer {
-    endpoint: Endpoint,
-    connected: u32,
-}
-
-impl CountingServer {
-    fn drain(&mut self) {
-        while let Some((_, event)) = self.endpoint.poll_event() {
-            if let Event::Connected(_) = event {
-                self.connected += 1;
-            }
-        }
-    }
-}
-
-impl SansIo for CountingServer {
-    fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
-        self.endpoint.handle_datagram(now, local, remote, datagram);
-        self.drain();
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        self.endpoint.poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-        self.drain();
-    }
-}
-
-impl App for CountingServer {
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
 }
 
 const TSCH_PAIR: &str = r#"
@@ -273,24 +126,30 @@ fn tsch_handshakes(target: u32) -> anyhow::Result<HandshakeFigure> {
     let scenario = Scenario::from_toml(TSCH_PAIR)?;
     let mut built = scenario.build_with(None, &mut |spec, _sim| {
         let app: Box<dyn App> = match spec.kind.as_str() {
-            "dtls-psk-loop" => Box::new(HandshakeLoop {
-                config: client.clone(),
-                server: "10.0.0.1:5684".parse().map_err(|e| ScenarioError::Format(format!("{e}")))?,
-                local_ip: None,
-                base_port: spec.port,
-                target,
-                started: 0,
-                completed: 0,
-                failed: 0,
-                conn: None,
-                next_start_at: Some(Instant::from_millis(1)),
-                durations: Vec::with_capacity(target as usize),
-                last_done_at: Instant::ZERO,
-            }),
-            "dtls-psk-server" => Box::new(CountingServer {
-                endpoint: Endpoint::new(server.clone(), seed_bytes(2, 0)),
-                connected: 0,
-            }),
+            // Handshakes only, one after the other from fresh ports, each dropped once it completes.
+            "dtls-psk-loop" => Box::new(DtlsClientLoop::new(
+                client.clone(),
+                SessionPlan {
+                    server: "10.0.0.1:5684".parse().map_err(|e| ScenarioError::Format(format!("{e}")))?,
+                    base_port: spec.port,
+                    sessions: target,
+                    resume: false,
+                    records: 0,
+                    record_len: 0,
+                    move_mid_session: false,
+                    close: false,
+                    record_rto: Duration::from_secs(1),
+                    max_record_rto: Duration::from_secs(1),
+                    stall_after: Duration::from_secs(3600),
+                    first_start: Instant::from_millis(1),
+                    seeds: SeedTemplate([1; 32]),
+                },
+            )),
+            "dtls-psk-server" => {
+                let mut seed = [2; 32];
+                seed[..8].fill(0);
+                Box::new(DtlsEchoServer::new(server.clone(), seed, false))
+            }
             _ => return Ok(None),
         };
         Ok(Some(app))
@@ -299,26 +158,27 @@ fn tsch_handshakes(target: u32) -> anyhow::Result<HandshakeFigure> {
     let started = std::time::Instant::now();
     sim.run_to_completion(built.duration);
     let wall = started.elapsed();
-    let client_app = sim.app(0).as_any().and_then(|a| a.downcast_ref::<HandshakeLoop>());
-    let server_app = sim.app(1).as_any().and_then(|a| a.downcast_ref::<CountingServer>());
+    let client_app = sim.app(0).as_any().and_then(|a| a.downcast_ref::<DtlsClientLoop>());
+    let server_app = sim.app(1).as_any().and_then(|a| a.downcast_ref::<DtlsEchoServer>());
     let (Some(client_app), Some(server_app)) = (client_app, server_app) else {
         anyhow::bail!("the handshake apps are not where they were put");
     };
-    let completed = client_app.completed;
+    let (client_tally, server_tally) = (&client_app.tally, &server_app.tally);
+    let completed = client_tally.samples.len() as u32;
     let mean_handshake = if completed == 0 {
         Duration::ZERO
     } else {
-        client_app.durations.iter().sum::<Duration>() / completed
+        client_tally.samples.iter().map(|s| s.duration).sum::<Duration>() / completed
     };
     let hop = sim.link("hop").map(|l| sim.link_counters(l)).unwrap_or_default();
     let frames = hop[0].frames + hop[1].frames;
     Ok(HandshakeFigure {
         target,
         completed,
-        failed: client_app.failed,
-        server_connected: server_app.connected,
+        failed: client_tally.failures.len() as u32,
+        server_connected: server_tally.connected,
         wall,
-        virtual_total: client_app.last_done_at.since_origin(),
+        virtual_total: client_tally.last_done_at.since_origin(),
         mean_handshake,
         frames_per_handshake: frames as f64 / f64::from(completed.max(1)),
         events: sim.events_processed(),

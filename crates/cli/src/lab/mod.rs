@@ -1,6 +1,8 @@
 //! `fastshake lab`: the papers' experiments, our figures beside theirs.
 //! One module per experiment (EXPERIMENTS.md numbering).
 
+pub(crate) mod apps;
+mod chaos;
 pub(crate) mod chaos_real;
 pub(crate) mod e1;
 mod e2_tsch;
@@ -18,6 +20,8 @@ enum Experiment {
     /// E2, TSCH: seed 002's Tables I and II beside the simulator.
     #[command(name = "e2-tsch")]
     E2Tsch(e2_tsch::Args),
+    /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
+    Chaos(chaos::Args),
     /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
     /// duplication, reordering, moves); nothing lost or delivered twice, the server's memory flat.
     #[command(name = "chaos-real")]
@@ -28,6 +32,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.experiment {
         Experiment::E1(a) => e1::run(a),
         Experiment::E2Tsch(a) => e2_tsch::run(a),
+        Experiment::Chaos(a) => chaos::run(a),
         Experiment::ChaosReal(a) => chaos_real::run(a),
     }
 }

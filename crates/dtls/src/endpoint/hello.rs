@@ -11,6 +11,7 @@ use crate::handshake::{
 use crate::record::{write_record, ContentType, Records, HEADER_LEN};
 use fastshake_core::{Instant, Transmit};
 use rand_core::RngCore;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -20,9 +21,11 @@ use std::time::Duration;
 const MAX_PARTIAL_HELLOS: usize = 64;
 /// Bytes of all partial ClientHellos together (buffers are sized from the length claimed).
 const MAX_PARTIAL_HELLO_BYTES: usize = 128 * 1024;
-/// Partial ClientHellos kept at most per client IP address: a host flooding first fragments
-/// (from many ports) evicts its own entries, not other hosts'.
-const MAX_PARTIAL_HELLOS_PER_IP: usize = 2;
+/// Partial ClientHellos kept at most per client address (IP and port): one client's hello, and
+/// the one it starts over with. Many clients behind one NAT share the IP, so the table is shared
+/// fairly by IP instead: when it is full, the IP with the most entries loses its oldest, and a
+/// host flooding first fragments from many ports evicts its own entries, not other hosts'.
+const MAX_PARTIAL_HELLOS_PER_ADDRESS: usize = 2;
 /// A partial ClientHello that gained no fragment for this long is dropped. Generous, since on a
 /// duty-cycled link the fragments of one hello can be a slotframe (1 s or more) apart.
 const PARTIAL_HELLO_MAX_IDLE: Duration = Duration::from_secs(10);
@@ -118,7 +121,7 @@ impl Endpoint {
                 {
                     Some(i) => i,
                     None => {
-                        self.make_room_for_partial_hello(now, remote.ip(), hh.length);
+                        self.make_room_for_partial_hello(now, remote, hh.length);
                         self.partial_hellos.push_back(PartialHello {
                             last: now,
                             claimed: hh.length,
@@ -146,25 +149,36 @@ impl Endpoint {
         scan
     }
 
-    /// Drops stale partial ClientHellos, then the sender's oldest if it has its quota, then the
-    /// oldest of all while the table is full in entries or bytes.
-    fn make_room_for_partial_hello(&mut self, now: Instant, ip: IpAddr, claimed: u32) {
+    /// Drops stale partial ClientHellos, then the sender's oldest if it has its quota, then, while
+    /// the table is full in entries or bytes, the oldest entry of the IP address holding most.
+    fn make_room_for_partial_hello(&mut self, now: Instant, from: SocketAddr, claimed: u32) {
         let before = self.partial_hellos.len();
         self.partial_hellos.retain(|p| now.saturating_duration_since(p.last) < PARTIAL_HELLO_MAX_IDLE);
         let mut evicted = before - self.partial_hellos.len();
-        if self.partial_hellos.iter().filter(|p| p.from.ip() == ip).count() >= MAX_PARTIAL_HELLOS_PER_IP {
-            if let Some(i) = self.partial_hellos.iter().position(|p| p.from.ip() == ip) {
+        if self.partial_hellos.iter().filter(|p| p.from == from).count() >= MAX_PARTIAL_HELLOS_PER_ADDRESS {
+            if let Some(i) = self.partial_hellos.iter().position(|p| p.from == from) {
                 self.partial_hellos.remove(i);
                 evicted += 1;
             }
         }
-        while !self.partial_hellos.is_empty()
-            && (self.partial_hellos.len() >= MAX_PARTIAL_HELLOS
-                || self.partial_hellos.iter().map(|p| p.claimed as usize).sum::<usize>() + claimed as usize
-                    > MAX_PARTIAL_HELLO_BYTES)
-        {
-            self.partial_hellos.pop_front();
-            evicted += 1;
+        loop {
+            let bytes = self.partial_hellos.iter().map(|p| p.claimed as usize).sum::<usize>();
+            let full = self.partial_hellos.len() >= MAX_PARTIAL_HELLOS
+                || bytes + claimed as usize > MAX_PARTIAL_HELLO_BYTES;
+            if !full || self.partial_hellos.is_empty() {
+                break;
+            }
+            // The IP with the most entries (the oldest such on a tie) gives up its oldest one.
+            let mut counts: BTreeMap<IpAddr, usize> = BTreeMap::new();
+            for p in &self.partial_hellos {
+                *counts.entry(p.from.ip()).or_default() += 1;
+            }
+            let most = counts.values().copied().max().unwrap_or(0);
+            if let Some(i) = self.partial_hellos.iter().position(|p| counts.get(&p.from.ip()) == Some(&most))
+            {
+                self.partial_hellos.remove(i);
+                evicted += 1;
+            }
         }
         self.stats.partial_hellos_dropped += evicted as u64;
     }

@@ -67,7 +67,11 @@ pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
 /// How long an established session may stay silent unless [`Endpoint::set_idle_timeout`] says otherwise.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// How long a HelloVerifyRequest cookie stays valid unless [`Endpoint::set_cookie_lifetime`] says otherwise.
+/// How long a HelloVerifyRequest cookie stays valid at least, unless
+/// [`Endpoint::set_cookie_lifetime`] says otherwise: the default is this or twice the
+/// configuration's handshake timeout, whichever is longer, so that a cookie stays good for as
+/// long as a client resends its ClientHello (its backed-off timer reaches 60 s, and on slow links
+/// the handshake timeout is raised to match).
 pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
 
 /// The server side of DTLS.
@@ -167,7 +171,7 @@ impl Endpoint {
             connections: BTreeMap::new(),
             by_addr: BTreeMap::new(),
             pending: BTreeMap::new(),
-            cookie_lifetime: DEFAULT_COOKIE_LIFETIME,
+            cookie_lifetime: DEFAULT_COOKIE_LIFETIME.max(config_clone.handshake_timeout * 2),
             half_open: BTreeMap::new(),
             half_open_per_ip: BTreeMap::new(),
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
@@ -198,7 +202,8 @@ impl Endpoint {
     }
 
     /// Cookies older than `lifetime` are refused (a new HelloVerifyRequest is sent instead);
-    /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`].
+    /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`] or
+    /// twice the configured handshake timeout, whichever is longer.
     pub fn set_cookie_lifetime(&mut self, lifetime: Duration) {
         self.cookie_lifetime = lifetime.max(Duration::from_millis(2));
     }
