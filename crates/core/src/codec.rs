@@ -80,6 +80,18 @@ impl<'a> Reader<'a> {
         Ok(u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]]))
     }
 
+    /// A big-endian 64-bit integer.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    /// Skips up to `n` bytes, fewer if the input ends first. For padding that aligns a
+    /// structure but that the sender may leave off at the very end (SCTP's chunks and
+    /// parameters, RFC 9260 §3.2), so a missing final pad is not an error.
+    pub fn skip_padding(&mut self, n: usize) {
+        self.pos += n.min(self.remaining());
+    }
+
     /// The next `N` bytes as an array.
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut out = [0u8; N];
@@ -116,6 +128,16 @@ pub fn put_u8(out: &mut Vec<u8>, v: u8) {
 
 /// Appends a big-endian 16-bit integer.
 pub fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+/// Appends a big-endian 32-bit integer.
+pub fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+/// Appends a big-endian 64-bit integer.
+pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
@@ -156,6 +178,21 @@ mod tests {
         assert_eq!(r.vec8(), Ok(&[9u8, 9][..]));
         assert!(r.finish().is_ok());
         assert_eq!(Reader::new(&[]).take(usize::MAX), Err(DecodeError::Truncated));
+        let mut r = Reader::new(&[0, 0, 0, 0, 0, 0, 1, 2, 9]);
+        assert_eq!(r.u64(), Ok(0x0102));
+        assert_eq!(r.clone().u64(), Err(DecodeError::Truncated));
+    }
+
+    #[test]
+    fn padding_skip_tolerates_a_missing_final_pad() {
+        let mut r = Reader::new(&[1, 0, 0, 0, 2, 0]);
+        assert_eq!(r.u8(), Ok(1));
+        r.skip_padding(3);
+        assert_eq!(r.u8(), Ok(2));
+        r.skip_padding(3);
+        assert!(r.is_empty(), "one pad byte of three was there");
+        r.skip_padding(usize::MAX);
+        assert!(r.finish().is_ok());
     }
 
     #[test]
@@ -165,5 +202,9 @@ mod tests {
         put_u24(&mut v, 0x030405);
         put_vec8(&mut v, &[0xff]);
         assert_eq!(v, [1, 2, 3, 4, 5, 1, 0xff]);
+        let mut v = Vec::new();
+        put_u32(&mut v, 0x0102_0304);
+        put_u64(&mut v, 0x0506_0708_090a_0b0c);
+        assert_eq!(v, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     }
 }

@@ -247,9 +247,12 @@ fn stale_and_restart() -> String {
     fingerprint(&[&stale.log, &pair.log])
 }
 
+/// A name, the exchange, and its fingerprint.
+type Case = (&'static str, fn() -> String, &'static str);
+
 #[test]
 fn the_wire_bytes_stay_what_they_were() {
-    let cases: Vec<(&str, fn() -> String, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "regular, data both ways, shutdown",
             regular,
