@@ -349,12 +349,10 @@ impl Endpoint {
                 &self.mac,
                 now,
                 remote,
-                dst_port,
-                src_port,
+                (dst_port, src_port),
                 fields,
                 &params,
-                tag,
-                tsn,
+                (tag, tsn),
                 (0, 0),
             );
             self.stats.init_acks_sent += 1;
@@ -624,7 +622,7 @@ impl Endpoint {
             self.stats.associations_opened += 1;
         }
         let want_probes = std::mem::take(&mut a.wants_path_cookies);
-        let keys: Vec<(SocketAddr, u16)> = a.paths.iter().map(|p| (p.remote, a.remote_port)).collect();
+        let keys: Vec<(SocketAddr, u16)> = a.peer_addresses().map(|r| (r, a.remote_port)).collect();
         let closed = a.is_closed();
         let my_tag = a.my_tag;
         if closed {
