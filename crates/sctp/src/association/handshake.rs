@@ -18,7 +18,7 @@ use crate::queue::{tsn_lt, ReceiveQueue, SendQueue};
 use crate::{AssociationState, ConnectOptions, Error, Event, HandshakeKind, Instant};
 
 /// Longest ALT-COOKIE a client keeps from a server's ERROR.
-const MAX_ALT_COOKIE: usize = 512;
+pub(crate) const MAX_ALT_COOKIE: usize = 512;
 /// The smallest initial a_rwnd an INIT or INIT-ACK may carry (RFC 9260 §6: 1500 bytes).
 const MIN_INITIAL_RWND: u32 = 1500;
 

@@ -20,7 +20,7 @@ mod paths;
 mod shutdown;
 mod timer;
 
-pub(crate) use handshake::InitOutcome;
+pub(crate) use handshake::{InitOutcome, MAX_ALT_COOKIE};
 pub(crate) use init::{regular_init_ack, InitFields, InitParams, InitVerdict};
 
 use std::collections::VecDeque;
@@ -82,7 +82,8 @@ pub(crate) struct Association {
     pub(crate) user_pending: bool,
 }
 
-fn nonzero_u32(rng: &mut ChaCha20Rng) -> u32 {
+/// A random verification tag: never zero, which marks an INIT (RFC 9260 §3.3.2).
+pub(crate) fn nonzero_u32(rng: &mut ChaCha20Rng) -> u32 {
     loop {
         let v = rng.next_u32();
         if v != 0 {
