@@ -273,9 +273,8 @@ impl Chunk {
     }
 
     pub(crate) fn read(r: &mut Reader<'_>) -> Result<Chunk, ParseError> {
-        let chunk_type = r.u8().field("chunk header")?;
-        let flags = r.u8().field("chunk header")?;
-        let length = usize::from(r.u16().field("chunk header")?);
+        let [chunk_type, flags, l0, l1] = r.array().field("chunk header")?;
+        let length = usize::from(u16::from_be_bytes([l0, l1]));
         if length < 4 {
             return Err(ParseError::BadLength("chunk"));
         }

@@ -224,8 +224,8 @@ impl Param {
 /// One type-length-value (a parameter or an error cause): its type and its value, the padding
 /// after it skipped.
 pub(super) fn read_tlv<'a>(r: &mut Reader<'a>, what: &'static str) -> Result<(u16, &'a [u8]), ParseError> {
-    let kind = r.u16().field(what)?;
-    let length = usize::from(r.u16().field(what)?);
+    let [t0, t1, l0, l1] = r.array().field(what)?;
+    let (kind, length) = (u16::from_be_bytes([t0, t1]), usize::from(u16::from_be_bytes([l0, l1])));
     if length < 4 {
         return Err(ParseError::BadLength(what));
     }
