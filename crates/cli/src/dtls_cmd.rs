@@ -529,26 +529,10 @@ fn peer_text(summary: &HandshakeSummary) -> String {
         0 => return String::new(),
         n => format!("; peer sent {n} certificate(s)"),
     };
-    match summary.peer_leaf.as_deref().and_then(subject_of) {
+    match summary.peer_leaf.as_deref().and_then(fastshake_pki::subject_text) {
         Some(subject) => format!("{count}, subject \"{subject}\""),
         None => count,
     }
-}
-
-/// A certificate's subject as `O=..., CN=...`, for display only (the engine has validated the
-/// chain already); `None` if it cannot be read.
-fn subject_of(der: &[u8]) -> Option<String> {
-    let cert = openssl::x509::X509::from_der(der).ok()?;
-    let parts: Vec<String> = cert
-        .subject_name()
-        .entries()
-        .filter_map(|entry| {
-            let key = entry.object().nid().short_name().ok()?;
-            let value = entry.data().to_string().ok()?;
-            Some(format!("{key}={value}"))
-        })
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// What the client loop needs besides the engine's and the driver's settings.

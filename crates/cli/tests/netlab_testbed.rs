@@ -2,7 +2,7 @@
 //! server namespace through the delay relay in the router. Needs root; without it every test
 //! fails with a message saying so (nothing is skipped).
 
-use fastshake_net::testbed::{
+use fastshake_netlab::testbed::{
     testbed_namespaces, ClientIface, Host, HostProcess, LinkEvent, NatKind, OutagePlan, Testbed,
     TestbedConfig, TestbedError,
 };

@@ -2,7 +2,7 @@
 
 use super::cell::{CellParams, CellRun};
 use super::grid::{Cell, LinkProfile, Mode};
-use crate::lab::apps::dtls_client::Phase;
+use crate::apps::dtls_client::Phase;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;

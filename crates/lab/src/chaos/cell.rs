@@ -13,9 +13,9 @@
 
 use super::grid::{Cell, LinkProfile, Loss, Mode, IP_UDP_HEADERS};
 use super::pki::{SoakPki, WALL_CLOCK};
-use crate::lab::apps::cross_traffic::CrossTraffic;
-use crate::lab::apps::dtls_client::{ClientTally, DtlsClientLoop, SeedTemplate, SessionPlan};
-use crate::lab::apps::dtls_server::{DtlsEchoServer, ServerTally};
+use crate::apps::cross_traffic::CrossTraffic;
+use crate::apps::dtls_client::{ClientTally, DtlsClientLoop, SeedTemplate, SessionPlan};
+use crate::apps::dtls_server::{DtlsEchoServer, ServerTally};
 use fastshake_core::Instant;
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, EndpointStats, Mobility, ServerConfig, TicketKeys,

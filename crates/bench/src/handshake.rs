@@ -916,7 +916,7 @@ fn loopback_handshakes(plan: &Plan, openssl: &str) -> anyhow::Result<()> {
         "suite", "fastshake server", "openssl s_server", "ours/OpenSSL", "resent"
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let exe = std::env::current_exe().context("cannot find the fastshake binary")?;
+    let exe = crate::fastshake_program()?;
     let key_hex = hex::encode(PSK_KEY);
     let identity = String::from_utf8_lossy(PSK_IDENTITY).into_owned();
     for &suite in PSK_SUITES {
@@ -1397,7 +1397,7 @@ fn certificate_loopback_handshakes(plan: &Plan, pkis: &BenchPkis, openssl: &str)
         "handshake", "fastshake server", "openssl s_server", "ours/OpenSSL", "resent"
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let exe = std::env::current_exe().context("cannot find the fastshake binary")?;
+    let exe = crate::fastshake_program()?;
     let files = ScratchFiles::new()?;
     let rows = [
         ("full ECDHE-ECDSA P-256", CipherSuite::EcdheEcdsaWithAes128GcmSha256, &pkis.ecdsa_3, Resume::Full),

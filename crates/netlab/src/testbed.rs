@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::delay::{RelayCounters, COUNTERS_PREFIX, READY_PREFIX};
+use crate::relay::{RelayCounters, COUNTERS_PREFIX, READY_PREFIX};
 
 /// Name of the relay's TUN device inside the router namespace.
 pub const RELAY_TUN: &str = "fsdelay";

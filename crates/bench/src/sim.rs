@@ -12,10 +12,10 @@
 //!    virtual time per handshake and seed 002's analytic figure for that link under its
 //!    assumption of 10 frames per handshake (Table I: 5.15 s).
 
-use crate::lab::apps::dtls_client::{DtlsClientLoop, SeedTemplate, SessionPlan};
-use crate::lab::apps::dtls_server::DtlsEchoServer;
 use fastshake_core::Instant;
 use fastshake_dtls::{CipherSuite, ClientConfig, ServerConfig};
+use fastshake_lab::apps::dtls_client::{DtlsClientLoop, SeedTemplate, SessionPlan};
+use fastshake_lab::apps::dtls_server::DtlsEchoServer;
 use fastshake_sim::apps::App;
 use fastshake_sim::scenario::{Scenario, ScenarioError};
 use fastshake_sim::workload::lossy_chain;

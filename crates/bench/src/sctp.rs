@@ -297,7 +297,7 @@ fn start_usrsctp_echo(
 /// `fastshake sctp server --mode alt` (this very binary) on a free loopback port.
 fn start_own_server() -> anyhow::Result<(ChildGuard, u16)> {
     let port = free_udp_port()?;
-    let child = Command::new(std::env::current_exe()?)
+    let child = Command::new(crate::fastshake_program()?)
         .args(["sctp", "server", "--listen", &format!("127.0.0.1:{port}"), "--port"])
         .arg(FLOOD_DST_SCTP_PORT.to_string())
         .args(["--mode", "alt"])

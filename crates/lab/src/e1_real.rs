@@ -1,7 +1,7 @@
 //! E1 on real sockets: the simulator's E1 applications, run over UDP in network namespaces.
 //!
 //! `fastshake lab e1 --real` (or `fastshake netlab e1`, which also takes the knobs the shortened
-//! test run needs) builds the testbed of `fastshake_net::testbed` for each cell and strategy: a
+//! test run needs) builds the testbed of `fastshake_netlab::testbed` for each cell and strategy: a
 //! client (one or two interfaces), a router that delays every packet in and out of the client
 //! (the userspace relay), optionally NAT, and a server. In the server namespace runs
 //! `fastshake netlab e1-peer server`, in the client namespace `fastshake netlab e1-peer client`.
@@ -34,7 +34,7 @@ use super::{
 use anyhow::{bail, Context};
 use fastshake_core::{Instant as EngineInstant, SansIo, Transmit};
 use fastshake_net::dtls::Clock;
-use fastshake_net::testbed::{ClientIface, Host, NatKind, Testbed, TestbedConfig, TestbedError};
+use fastshake_netlab::testbed::{ClientIface, Host, NatKind, Testbed, TestbedConfig, TestbedError};
 use fastshake_sim::apps::{App, NodeEvent};
 use fastshake_sim::nat::NatPreset;
 use std::collections::HashMap;
@@ -69,7 +69,7 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// `fastshake netlab e1`: E1 on real sockets with every knob (`fastshake lab e1 --real` is this
 /// with the simulator's fixed outage period).
 #[derive(clap::Args, Debug)]
-pub(crate) struct RealArgs {
+pub struct RealArgs {
     /// Print the figures as JSON.
     #[arg(long)]
     json: bool,
@@ -300,9 +300,9 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
 }
 
 /// `fastshake netlab e1`.
-pub(crate) fn run_real(args: RealArgs) -> anyhow::Result<()> {
+pub fn run_real(args: RealArgs) -> anyhow::Result<()> {
     let plan = plan(args)?;
-    match fastshake_net::testbed::require_root() {
+    match fastshake_netlab::testbed::require_root() {
         Err(TestbedError::NotRoot) => bail!(
             "E1 on real sockets builds network namespaces (ip netns, veth, nftables) and needs root: \
              run it as root (sudo), or drop --real for the simulator"
@@ -791,7 +791,7 @@ fn print_table(reports: &[CellReport], plan: &RealPlan) {
 
 /// `fastshake netlab e1-peer`: one side of a real E1 run, started by the runner in a testbed host.
 #[derive(clap::Args, Debug)]
-pub(crate) struct PeerArgs {
+pub struct PeerArgs {
     #[command(subcommand)]
     role: PeerRole,
 }
@@ -841,7 +841,7 @@ struct ClientPeerArgs {
     driver: bool,
 }
 
-pub(crate) fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
+pub fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
     let outcome = runtime.block_on(async {

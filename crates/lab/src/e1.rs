@@ -89,7 +89,7 @@ const SERVER_CID_LEN: u8 = 4;
 const FIRST_SESSION_PORT: u16 = 50_000;
 
 #[path = "e1_real.rs"]
-pub(crate) mod real;
+pub mod real;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -5,7 +5,7 @@
 //! delays, loses, duplicates and reorders datagrams.
 //!
 //! `fastshake lab chaos-real` (or `fastshake netlab chaos`, with every knob) builds the testbed of
-//! `fastshake_net::testbed` (client with two interfaces and a second address on the first, router
+//! `fastshake_netlab::testbed` (client with two interfaces and a second address on the first, router
 //! with the userspace relay, server) and runs there:
 //! - in the server namespace the product binary, `fastshake server --echo --mobility cid`, with a
 //!   PSK and an ECDSA chain of three from `fastshake pki` on one port, so PSK (CCM_8, GCM) and
@@ -29,8 +29,8 @@
 //! server's memory.
 
 use anyhow::{bail, Context};
-use fastshake_net::delay::RelayCounters;
-use fastshake_net::testbed::{ClientIface, Host, Testbed, TestbedConfig, TestbedError};
+use fastshake_netlab::relay::RelayCounters;
+use fastshake_netlab::testbed::{ClientIface, Host, Testbed, TestbedConfig, TestbedError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 mod peer;
 
-pub(crate) use peer::{run_peer, PeerArgs};
+pub use peer::{run_peer, PeerArgs};
 
 const SERVER_PORT: u16 = 5684;
 const PSK_IDENTITY: &str = "chaos-soak";
@@ -111,7 +111,7 @@ pub struct Args {
 
 /// `fastshake netlab chaos`: the soak with every knob.
 #[derive(clap::Args, Debug, Clone)]
-pub(crate) struct Knobs {
+pub struct Knobs {
     #[command(flatten)]
     main: Args,
     /// Waves of load; the first warms the server up, and its memory after the pause is the baseline.
@@ -351,9 +351,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// `fastshake netlab chaos`.
-pub(crate) fn run_netlab(knobs: Knobs) -> anyhow::Result<()> {
+pub fn run_netlab(knobs: Knobs) -> anyhow::Result<()> {
     let plan = plan(knobs)?;
-    match fastshake_net::testbed::require_root() {
+    match fastshake_netlab::testbed::require_root() {
         Err(TestbedError::NotRoot) => bail!(
             "the chaos soak on real sockets builds network namespaces (ip netns, veth, a TUN relay) and \
              needs root: run it as root (sudo)"

@@ -1,10 +1,12 @@
-//! `fastshake lab`: the papers' experiments, our figures beside theirs.
-//! One module per experiment (EXPERIMENTS.md numbering).
+//! The papers' experiments as a library, our figures beside theirs (`fastshake lab`): one module
+//! per experiment, numbered as in EXPERIMENTS.md, and [`apps`], the applications that run the
+//! DTLS and SCTP engines inside the simulator (the experiments' and any scenario file's).
+#![forbid(unsafe_code)]
 
-pub(crate) mod apps;
+pub mod apps;
 mod chaos;
-pub(crate) mod chaos_real;
-pub(crate) mod e1;
+pub mod chaos_real;
+pub mod e1;
 mod e2_tsch;
 
 #[derive(clap::Args)]

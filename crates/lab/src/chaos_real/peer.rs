@@ -42,7 +42,7 @@ const CLOSE_BOUND: Duration = Duration::from_secs(5);
 
 /// `fastshake netlab chaos-peer`: the load of a real chaos soak (started by `fastshake netlab chaos`).
 #[derive(clap::Args, Debug)]
-pub(crate) struct PeerArgs {
+pub struct PeerArgs {
     /// The server's address.
     #[arg(long)]
     server: SocketAddr,
@@ -202,7 +202,7 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-pub(crate) fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
+pub fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
     let outcome = runtime.block_on(peer(args));
