@@ -23,7 +23,8 @@ use rand_core::RngCore;
 /// How long a client offers a session resumed by ID (the server decides; this bounds our side).
 const DEFAULT_SESSION_LIFETIME_SECS: u32 = 2 * 3600;
 
-/// The client's handshake steps.
+/// The client's handshake steps, each named for the message it awaits (rustls's `Expect*`).
+#[allow(clippy::enum_variant_names)]
 pub(super) enum ClientStep {
     ExpectServerHello(ExpectServerHello),
     ExpectCertificate(ExpectCertificate),

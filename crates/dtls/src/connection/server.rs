@@ -44,7 +44,8 @@ pub(crate) struct VerifiedHello<'a> {
     pub issued_cid: Vec<u8>,
 }
 
-/// The server's handshake steps.
+/// The server's handshake steps, each named for the message it awaits (rustls's `Expect*`).
+#[allow(clippy::enum_variant_names)]
 pub(super) enum ServerStep {
     ExpectClientCertificate(ExpectClientCertificate),
     ExpectClientKeyExchange(ExpectClientKeyExchange),
@@ -105,6 +106,8 @@ pub(super) struct ExpectClientFinished {
     mode: Mode,
 }
 
+// One per handshake, in its box: the size of the larger variant costs nothing per record.
+#[allow(clippy::large_enum_variant)]
 enum Mode {
     Full { session: NewSession, client: Option<ClientChain> },
     Abbreviated(Resumption),
