@@ -139,7 +139,10 @@ async fn idle_session() {
         }
     };
     assert!(open_fds() >= before + 2, "the client's socket and the session's");
-    // The client stays silent: the server expires the session and tells it so.
+    // One record shows the server its last flight arrived (until then it keeps the session for
+    // the handshake timeout, however idle: the client may be resending its Finished).
+    client.send(b"once".to_vec()).unwrap();
+    // Then the client stays silent: the server expires the session and tells it so.
     loop {
         match step("expiry", client.recv()).await {
             Some(ClientEvent::Closed) => break,

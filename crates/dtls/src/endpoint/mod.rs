@@ -225,7 +225,9 @@ impl Endpoint {
     /// (close_notify, then `Event::Failed(Error::Closed)`); `None` keeps sessions for ever.
     /// The default is [`DEFAULT_IDLE_TIMEOUT`]. Sessions are checked by one endpoint-wide scan
     /// (at most 64 per idle period), so one closes between `idle` and `idle` × 65/64 after its
-    /// last authenticated datagram.
+    /// last authenticated datagram. A session whose last handshake flight the client has not
+    /// confirmed yet (by a record of its own) is not idle: it is kept until the handshake timeout,
+    /// as the client may still be resending its Finished.
     pub fn set_idle_timeout(&mut self, idle: Option<Duration>) {
         self.idle_timeout = idle;
         // Rescan at the next timeout under the new limit.
