@@ -6,12 +6,14 @@
 //! - [`dtls_server`]: one DTLS [`fastshake_dtls::Endpoint`] that echoes requests and counts;
 //! - [`records`]: the request/echo records, named so that a record the engine delivers twice
 //!   shows;
+//! - [`session_ports`]: a DTLS server's socket strategy (IPC, TCS) on simulated ports;
 //! - [`cross_traffic`]: steady traffic that keeps a shared link's loss process moving.
 
 pub mod cross_traffic;
 pub mod dtls_client;
 pub mod dtls_server;
 pub mod records;
+pub mod session_ports;
 
 use fastshake_dtls::Error;
 
