@@ -229,7 +229,7 @@ pub struct MacSpec {
 pub struct AppSpec {
     /// Host it runs on.
     pub node: String,
-    /// `ping` or `echo`.
+    /// `ping`, `echo`, or a kind an [`AppFactory`] knows.
     pub kind: String,
     /// UDP port it is bound to.
     pub port: u16,
@@ -950,8 +950,8 @@ impl Report {
         if !with_handshakes.is_empty() {
             let _ = writeln!(
                 s,
-                "\n{:<20} {:>9} {:>6} {:>6} {:>10} {:>10} {:>9} {:>8}  {}",
-                "handshakes", "done", "failed", "later", "p50 ms", "max ms", "bytes", "B/hs", "kinds"
+                "\n{:<20} {:>9} {:>6} {:>6} {:>10} {:>10} {:>9} {:>8}  kinds",
+                "handshakes", "done", "failed", "later", "p50 ms", "max ms", "bytes", "B/hs"
             );
             for (a, h) in with_handshakes {
                 let done = match h.planned {
