@@ -33,7 +33,7 @@ fn the_summary_has_a_handshakes_table_beside_the_apps() {
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&cells[1..4], ["3/3", "0", "0"], "{row}");
     assert!(row.contains("alt-cached+0rtt 2") && row.contains("alt-cookie+0rtt 1"), "{row}");
-    assert!(text.contains("expectations: 8 checked, all met"), "{text}");
+    assert!(text.contains("expectations: 11 checked, all met"), "{text}");
 }
 
 #[test]
