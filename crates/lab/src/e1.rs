@@ -178,8 +178,8 @@ impl Strategy {
         }
     }
 
-    /// The mobility options of the client and of the server: the strategy's own, but CID
-    /// servers issue shorter IDs here than the driver does.
+    /// The mobility options of the client and of the server: the strategy's own, but a CID
+    /// server issues [`SERVER_CID_LEN`]-byte IDs (one client needs no more).
     fn mobility(self) -> (Mobility, Mobility) {
         let mode = self.mode();
         let server = match mode {

@@ -236,11 +236,6 @@ impl DtlsClientLoop {
         self
     }
 
-    /// The plan.
-    pub fn plan(&self) -> &SessionPlan {
-        &self.plan
-    }
-
     /// Whether every handshake of the plan has run and ended.
     pub fn done(&self) -> bool {
         self.next_index >= self.plan.handshakes()
