@@ -52,10 +52,11 @@
 //! (RFC 9853 also allows data within the 3x limit instead), so the acknowledgement of the first
 //! message from a new address waits for the check. Without `rrc` they match the oracle.
 
+use crate::apps::session_ports::SessionPorts;
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_dtls::{
     CipherSuite, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event, Mobility,
-    ServerConfig,
+    MobilityMode, ServerConfig,
 };
 use fastshake_sim::apps::{App, NodeEvent};
 use fastshake_sim::dist::Jitter;
@@ -167,19 +168,25 @@ impl Strategy {
         matches!(self, Strategy::StandardFull | Strategy::StandardResumed)
     }
 
-    /// The mobility options of the client and of the server.
-    fn mobility(self) -> (Mobility, Mobility) {
-        let rrc = |connection_id, follow_server_port| Mobility {
-            connection_id,
-            return_routability_check: true,
-            follow_server_port,
-        };
+    /// The server's socket strategy (the oracle's server is a standard one, fooled).
+    fn mode(self) -> MobilityMode {
         match self {
-            // The client wants no CID on the records sent to it: the server never moves.
-            Strategy::Cid => (rrc(Some(0), false), rrc(Some(SERVER_CID_LEN), false)),
-            Strategy::Ipc | Strategy::Tcs => (rrc(None, true), rrc(None, true)),
-            _ => (Mobility::default(), Mobility::default()),
+            Strategy::Cid => MobilityMode::Cid,
+            Strategy::Ipc => MobilityMode::Ipc,
+            Strategy::Tcs => MobilityMode::Tcs,
+            Strategy::StandardFull | Strategy::StandardResumed | Strategy::Oracle => MobilityMode::Standard,
         }
+    }
+
+    /// The mobility options of the client and of the server: the strategy's own, but a CID
+    /// server issues [`SERVER_CID_LEN`]-byte IDs (one client needs no more).
+    fn mobility(self) -> (Mobility, Mobility) {
+        let mode = self.mode();
+        let server = match mode {
+            MobilityMode::Cid => Mobility { connection_id: Some(SERVER_CID_LEN), ..mode.server_mobility() },
+            _ => mode.server_mobility(),
+        };
+        (mode.client_mobility(), server)
     }
 }
 
@@ -678,22 +685,17 @@ impl App for E1Client {
     }
 }
 
-/// The server: a DTLS endpoint and the acknowledging application.
+/// The server: a DTLS endpoint, its socket strategy and the acknowledging application.
 struct E1Server {
     endpoint: Endpoint,
-    strategy: Strategy,
-    /// IPC and TCS: the port the next session gets.
-    next_session_port: u16,
+    /// IPC and TCS: the ports of the sessions.
+    ports: SessionPorts,
     /// Sessions that completed a handshake.
     connected: u32,
     /// Datagrams sent from a port other than the welcome port before any handshake completed
     /// (IPC's first flights).
     sent_from_session_ports_before_connected: u32,
     path_changes: u32,
-    /// TCS: why the engine refused to move a session, if it did.
-    move_refused: Option<String>,
-    /// Session ports the simulator has not been asked to open yet.
-    ports_to_open: Vec<u16>,
     /// Oracle: every datagram is handed to the endpoint as if from the client's first address,
     /// and what the endpoint sends there goes to the address last heard from.
     oracle: bool,
@@ -711,13 +713,10 @@ impl E1Server {
     fn new(strategy: Strategy, config: Arc<ServerConfig>, seed: u64, messages: u32) -> E1Server {
         E1Server {
             endpoint: Endpoint::new(config, seed_bytes(seed, 2, 0)),
-            strategy,
-            next_session_port: FIRST_SESSION_PORT,
+            ports: SessionPorts::new(strategy.mode(), FIRST_SESSION_PORT),
             connected: 0,
             sent_from_session_ports_before_connected: 0,
             path_changes: 0,
-            move_refused: None,
-            ports_to_open: Vec::new(),
             oracle: strategy == Strategy::Oracle,
             anchor: None,
             latest: None,
@@ -728,33 +727,16 @@ impl E1Server {
         }
     }
 
-    /// A new port for a session, opened at once: TCS's client sends there before the session
-    /// sends from it.
-    fn session_port(&mut self) -> SocketAddr {
-        let port = self.next_session_port;
-        self.next_session_port = self.next_session_port.wrapping_add(1).max(FIRST_SESSION_PORT);
-        self.ports_to_open.push(port);
-        SocketAddr::from((SERVER_ADDR, port))
-    }
-
     fn drain(&mut self) {
         while let Some((handle, event)) = self.endpoint.poll_event() {
+            // IPC: the session answers from its own port from its first flight on; TCS: it moves
+            // to one once established.
+            self.ports.after_event(&mut self.endpoint, handle, &event, SERVER_ADDR.into());
             match event {
-                // IPC: the session answers from its own port from its first flight on.
-                Event::Accepted if self.strategy == Strategy::Ipc => {
-                    let local = self.session_port();
-                    self.endpoint.set_local(handle, local);
-                }
                 Event::Accepted => {}
                 Event::Connected(summary) => {
                     self.connected += 1;
                     self.identities.insert(handle, summary.psk_identity);
-                    if self.strategy == Strategy::Tcs {
-                        let local = self.session_port();
-                        if let Err(e) = self.endpoint.move_to(handle, local) {
-                            self.move_refused.get_or_insert_with(|| e.to_string());
-                        }
-                    }
                 }
                 Event::PathChanged(_) => self.path_changes += 1,
                 Event::ApplicationData(data) => {
@@ -820,7 +802,7 @@ impl SansIo for E1Server {
 
 impl App for E1Server {
     fn poll_bind(&mut self) -> Option<u16> {
-        self.ports_to_open.pop()
+        self.ports.poll_bind()
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
@@ -1018,8 +1000,8 @@ impl Run {
             let first_flight_filtered = c.handshakes == 0
                 && s.sent_from_session_ports_before_connected > 0
                 && result.nat_filtered >= u64::from(s.sent_from_session_ports_before_connected);
-            result.failure = Some(if let Some(refused) = &s.move_refused {
-                format!("the engine refused to move the session to its own port: {refused}")
+            result.failure = Some(if let Some(stayed) = s.ports.stayed.first() {
+                format!("a session stayed on the welcome port: {stayed}")
             } else if first_flight_filtered {
                 format!(
                     "no handshake: the ServerHello comes from the session's new port, which the \

@@ -10,7 +10,7 @@
 //! shortest-hop routes computed from the topology. Hosts do not forward. Each address belongs
 //! to exactly one interface of the whole network.
 
-use crate::apps::{App, AppStats, NodeEvent};
+use crate::apps::{App, AppStats, HandshakeStats, NodeEvent};
 use crate::event::EventQueue;
 use crate::link::{Direction, LinkConfig, LinkCounters, LinkKind};
 use crate::mac::MacModel;
@@ -469,6 +469,11 @@ impl Simulator {
     /// The figures an app reports.
     pub fn app_stats(&self, app: AppId) -> Option<AppStats> {
         self.apps[app].app.stats()
+    }
+
+    /// The handshakes an app reports, if it has any.
+    pub fn app_handshakes(&self, app: AppId) -> Option<HandshakeStats> {
+        self.apps[app].app.handshakes()
     }
 
     /// The radio ledger of the MAC models (idle time booked up to the last run's end).

@@ -5,7 +5,10 @@
 //! A session: handshake (full, or resumed with the ticket of the full handshake just before it
 //! when [`SessionPlan::resume`]); then `records` requests one at a time, as CoAP with NSTART = 1
 //! (RFC 7252 §4.7), each resent on a timer (initial `record_rto`, doubling up to
-//! `max_record_rto`) until its echo arrives; then close_notify (when `close`). With
+//! `max_record_rto`) until its echo arrives, the next one sent at once or, with
+//! [`DtlsClientLoop::with_record_interval`], that long after; then close_notify (when `close`).
+//! It sends from the address of the interface the host announced last (up, or a new address),
+//! so a session carries on across a handover the scenario makes. With
 //! [`SessionPlan::move_mid_session`] the client asks for a new address once the first half of
 //! the requests are echoed ([`DtlsClientLoop::move_wanted`]; whoever drives the simulator moves
 //! its interface), sends the next request at once (it may be in flight when the move comes),
@@ -17,8 +20,8 @@
 
 use super::records::{self, RequestId};
 use fastshake_core::{Instant, SansIo, Transmit};
-use fastshake_dtls::{ClientConfig, ClientSession, Connection, Error, Event};
-use fastshake_sim::apps::{App, NodeEvent};
+use fastshake_dtls::{ClientConfig, ClientSession, Connection, Error, Event, Resumption};
+use fastshake_sim::apps::{App, AppStats, HandshakeStats, NodeEvent};
 use std::collections::{BTreeSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -110,6 +113,8 @@ pub struct ClientFailure {
 pub struct HandshakeSample {
     pub index: u32,
     pub resumed: bool,
+    /// How it resumed, if it did.
+    pub resumption: Option<Resumption>,
     pub duration: Duration,
     pub flights_resent: u32,
     /// UDP payload bytes sent and received during the handshake.
@@ -136,6 +141,8 @@ pub struct ClientTally {
     pub requests_echoed: u64,
     /// Requests sent again after their timer ran out.
     pub requests_resent: u64,
+    /// From the last send of each echoed request to its echo, in echo order.
+    pub request_rtts: Vec<Duration>,
     /// Echo records received, and those received before (the engine delivered them twice).
     pub echoes_received: u64,
     pub duplicate_echoes: u64,
@@ -153,6 +160,7 @@ struct Outstanding {
     seq: u16,
     attempts: u16,
     first_sent: Instant,
+    last_sent: Instant,
     resend_at: Instant,
     rto: Duration,
 }
@@ -178,6 +186,8 @@ struct Session {
     sent: u16,
     /// The request waiting for its echo, if any.
     outstanding: Option<Outstanding>,
+    /// When the next request goes out (a pause between requests).
+    next_request_at: Option<Instant>,
     echoes: BTreeSet<u32>,
     moving: MoveState,
 }
@@ -186,6 +196,8 @@ struct Session {
 pub struct DtlsClientLoop {
     config: Arc<ClientConfig>,
     plan: SessionPlan,
+    /// Pause between an echo and the next request.
+    record_interval: Duration,
     local_ip: Option<Ipv4Addr>,
     /// Handshakes started (the next one's number).
     next_index: u32,
@@ -206,6 +218,7 @@ impl DtlsClientLoop {
         DtlsClientLoop {
             config,
             plan,
+            record_interval: Duration::ZERO,
             local_ip: None,
             next_index: 0,
             session: None,
@@ -214,6 +227,13 @@ impl DtlsClientLoop {
             ticket: None,
             tally: ClientTally::default(),
         }
+    }
+
+    /// Waits `interval` after each echo before sending the next request (default: none), so
+    /// that a session lasts long enough for what a scenario does to the network meanwhile.
+    pub fn with_record_interval(mut self, interval: Duration) -> Self {
+        self.record_interval = interval;
+        self
     }
 
     /// Whether every handshake of the plan has run and ended.
@@ -253,6 +273,7 @@ impl DtlsClientLoop {
             connected: false,
             sent: 0,
             outstanding: None,
+            next_request_at: None,
             echoes: BTreeSet::new(),
             moving,
         });
@@ -267,6 +288,7 @@ impl DtlsClientLoop {
                     self.tally.samples.push(HandshakeSample {
                         index: s.index,
                         resumed: summary.resumed,
+                        resumption: summary.resumption,
                         duration: summary.duration,
                         flights_resent: summary.retransmissions,
                         bytes: summary.bytes_sent + summary.bytes_received,
@@ -301,7 +323,15 @@ impl DtlsClientLoop {
         let _ = s.conn.send(&records::request(RequestId { seq, attempt: 0 }, self.plan.record_len));
         self.tally.requests += 1;
         let rto = self.plan.record_rto;
-        s.outstanding = Some(Outstanding { seq, attempts: 1, first_sent: now, resend_at: now + rto, rto });
+        s.next_request_at = None;
+        s.outstanding = Some(Outstanding {
+            seq,
+            attempts: 1,
+            first_sent: now,
+            last_sent: now,
+            resend_at: now + rto,
+            rto,
+        });
     }
 
     fn on_echo(&mut self, now: Instant, data: &[u8]) {
@@ -311,9 +341,12 @@ impl DtlsClientLoop {
         if !s.echoes.insert(echo_id) {
             self.tally.duplicate_echoes += 1;
         }
-        if s.outstanding.as_ref().is_some_and(|o| o.seq == id.seq) {
-            s.outstanding = None;
+        if let Some(o) = s.outstanding.take_if(|o| o.seq == id.seq) {
             self.tally.requests_echoed += 1;
+            self.tally.request_rtts.push(now.saturating_duration_since(o.last_sent));
+            if !self.record_interval.is_zero() && s.sent < self.plan.records {
+                s.next_request_at = Some(now + self.record_interval);
+            }
         }
         self.progress(now);
     }
@@ -321,7 +354,7 @@ impl DtlsClientLoop {
     /// Moves the session on once no request waits for its echo.
     fn progress(&mut self, now: Instant) {
         let Some(s) = self.session.as_mut() else { return };
-        if !s.connected || s.outstanding.is_some() {
+        if !s.connected || s.outstanding.is_some() || s.next_request_at.is_some_and(|t| t > now) {
             return;
         }
         let (sent, records) = (s.sent, self.plan.records);
@@ -379,6 +412,9 @@ impl DtlsClientLoop {
     }
 
     fn on_timers(&mut self, now: Instant) {
+        if self.session.as_ref().and_then(|s| s.next_request_at).is_some_and(|t| t <= now) {
+            self.progress(now);
+        }
         let Some(s) = self.session.as_mut() else { return };
         if !s.conn.is_established() {
             return;
@@ -398,6 +434,7 @@ impl DtlsClientLoop {
         let id = RequestId { seq: r.seq, attempt: r.attempts };
         let _ = s.conn.send(&records::request(id, self.plan.record_len));
         r.attempts = r.attempts.saturating_add(1);
+        r.last_sent = now;
         r.rto = (r.rto * 2).min(self.plan.max_record_rto);
         r.resend_at = (now + r.rto).min(r.first_sent + self.plan.stall_after);
         self.tally.requests_resent += 1;
@@ -443,7 +480,7 @@ impl SansIo for DtlsClientLoop {
     fn poll_timeout(&self) -> Option<Instant> {
         let session = self.session.as_ref().map(|s| {
             let resend = s.outstanding.as_ref().map(|r| r.resend_at);
-            [s.conn.poll_timeout(), resend.filter(|_| s.conn.is_established())]
+            [s.conn.poll_timeout(), resend.filter(|_| s.conn.is_established()), s.next_request_at]
         });
         session.into_iter().flatten().chain([self.next_start_at]).flatten().min()
     }
@@ -476,6 +513,33 @@ impl App for DtlsClientLoop {
             }
             NodeEvent::InterfaceDown { .. } => {}
         }
+    }
+
+    fn stats(&self) -> Option<AppStats> {
+        let t = &self.tally;
+        let all_done = self.done() && t.sessions_done == self.plan.handshakes();
+        Some(AppStats {
+            requests_sent: t.requests + t.requests_resent,
+            retransmissions: t.requests_resent,
+            replies: t.requests_echoed,
+            duplicate_replies: t.duplicate_echoes,
+            answered: 0,
+            rtts_ns: t.request_rtts.iter().map(|d| d.as_nanos() as u64).collect(),
+            completed_at_ns: all_done.then(|| t.last_done_at.as_nanos()),
+        })
+    }
+
+    fn handshakes(&self) -> Option<HandshakeStats> {
+        let t = &self.tally;
+        let mut stats =
+            HandshakeStats { planned: Some(u64::from(self.plan.handshakes())), ..Default::default() };
+        for sample in &t.samples {
+            let kind = super::dtls_kind(sample.resumption);
+            stats.complete(kind, Some(sample.duration.as_nanos() as u64), sample.bytes);
+        }
+        stats.failed = t.failures.iter().filter(|f| f.phase == Phase::Handshake).count() as u64;
+        stats.sessions_failed = t.failures.len() as u64 - stats.failed;
+        Some(stats)
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {

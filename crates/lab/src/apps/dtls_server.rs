@@ -1,16 +1,18 @@
 //! A DTLS server app: one [`Endpoint`] for every client, echoing each request record (`records`)
-//! and counting what its sessions did.
+//! and counting what its sessions did. With [`DtlsEchoServer::with_mobility`] it gives sessions
+//! ports of their own as seed 001's IPC and TCS servers do ([`super::session_ports`]).
 //!
 //! Every copy of a request is echoed (the first echo may have been lost); the application
 //! delivers each request number once per session. A request copy that arrives twice is one
 //! record the engine delivered twice.
 
 use super::records::{self, RequestId};
+use super::session_ports::SessionPorts;
 use fastshake_core::{Instant, SansIo, Transmit};
-use fastshake_dtls::{ConnectionHandle, Endpoint, Error, Event, ServerConfig};
-use fastshake_sim::apps::App;
+use fastshake_dtls::{ConnectionHandle, Endpoint, Error, Event, MobilityMode, ServerConfig};
+use fastshake_sim::apps::{App, AppStats, HandshakeStats};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 /// One session the server ended other than by the client's close_notify.
@@ -61,6 +63,11 @@ pub struct DtlsEchoServer {
     /// Echo requests (off: count handshakes only).
     echo: bool,
     sessions: BTreeMap<ConnectionHandle, Ledger>,
+    /// IPC and TCS: the sessions' own ports.
+    ports: Option<SessionPorts>,
+    /// The address datagrams arrive at (the host's), for the sessions' own ports.
+    ip: IpAddr,
+    handshakes: HandshakeStats,
     pub tally: ServerTally,
 }
 
@@ -71,8 +78,24 @@ impl DtlsEchoServer {
             endpoint: Endpoint::new(config, seed),
             echo,
             sessions: BTreeMap::new(),
+            ports: None,
+            ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            handshakes: HandshakeStats::default(),
             tally: ServerTally::default(),
         }
+    }
+
+    /// Gives sessions sockets as `mode` says (seed 001): IPC and TCS sessions get ports of their
+    /// own from `first_port` on. The engine's `Mobility` comes from `config`
+    /// (`mode.server_mobility()`).
+    pub fn with_mobility(mut self, mode: MobilityMode, first_port: u16) -> Self {
+        self.ports = mode.has_session_sockets().then(|| SessionPorts::new(mode, first_port));
+        self
+    }
+
+    /// Why sessions stayed on the welcome port although the mode gives them ports of their own.
+    pub fn stayed_on_welcome_port(&self) -> &[String] {
+        self.ports.as_ref().map_or(&[], |p| &p.stayed)
     }
 
     /// The endpoint, to read its counters.
@@ -82,6 +105,9 @@ impl DtlsEchoServer {
 
     fn drain(&mut self, now: Instant) {
         while let Some((handle, event)) = self.endpoint.poll_event() {
+            if let Some(ports) = self.ports.as_mut() {
+                ports.after_event(&mut self.endpoint, handle, &event, self.ip);
+            }
             match event {
                 Event::Accepted => {
                     let peer = self.endpoint.connection(handle).map(|c| c.remote());
@@ -92,6 +118,9 @@ impl DtlsEchoServer {
                     self.tally.connected += 1;
                     self.tally.resumed += u32::from(summary.resumed);
                     self.tally.flights_resent += u64::from(summary.retransmissions);
+                    let bytes = summary.bytes_sent + summary.bytes_received;
+                    let kind = super::dtls_kind(summary.resumption);
+                    self.handshakes.complete(kind, Some(summary.duration.as_nanos() as u64), bytes);
                 }
                 Event::ApplicationData(data) => self.on_request(handle, &data),
                 Event::PathChanged(peer) => {
@@ -106,6 +135,11 @@ impl DtlsEchoServer {
                     if error == Error::Closed && ledger.established {
                         self.tally.idle_expired += 1;
                     } else {
+                        if ledger.established {
+                            self.handshakes.sessions_failed += 1;
+                        } else {
+                            self.handshakes.failed += 1;
+                        }
                         self.tally.failures.push(ServerFailure {
                             peer: ledger.peer,
                             at: now,
@@ -140,6 +174,7 @@ impl DtlsEchoServer {
 
 impl SansIo for DtlsEchoServer {
     fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
+        self.ip = local.ip();
         self.endpoint.handle_datagram(now, local, remote, datagram);
         self.drain(now);
     }
@@ -159,6 +194,18 @@ impl SansIo for DtlsEchoServer {
 }
 
 impl App for DtlsEchoServer {
+    fn poll_bind(&mut self) -> Option<u16> {
+        self.ports.as_mut()?.poll_bind()
+    }
+
+    fn stats(&self) -> Option<AppStats> {
+        Some(AppStats { answered: self.tally.echoes_sent, ..AppStats::default() })
+    }
+
+    fn handshakes(&self) -> Option<HandshakeStats> {
+        Some(self.handshakes.clone())
+    }
+
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }

@@ -4,16 +4,33 @@
 //! - [`dtls_client`]: a DTLS client that runs sessions one after another (full, resumed by
 //!   ticket, moving mid-session), each followed by a request/echo exchange;
 //! - [`dtls_server`]: one DTLS [`fastshake_dtls::Endpoint`] that echoes requests and counts;
+//! - [`sctp_client`] and [`sctp_server`]: SCTP associations one after another (regular,
+//!   alternative, cached ALT-COOKIE, zero-RTT, cookieless) and an echo server;
+//! - [`scenario`]: the factory that makes all of these from a scenario file's `[[app]]` entries;
 //! - [`records`]: the request/echo records, named so that a record the engine delivers twice
 //!   shows;
+//! - [`session_ports`]: a DTLS server's socket strategy (IPC, TCS) on simulated ports;
 //! - [`cross_traffic`]: steady traffic that keeps a shared link's loss process moving.
 
 pub mod cross_traffic;
 pub mod dtls_client;
 pub mod dtls_server;
 pub mod records;
+pub mod scenario;
+pub mod sctp_client;
+pub mod sctp_server;
+pub mod session_ports;
 
-use fastshake_dtls::Error;
+use fastshake_dtls::{Error, Resumption};
+
+/// A DTLS handshake's kind as the scenario summary names it.
+pub fn dtls_kind(resumption: Option<Resumption>) -> &'static str {
+    match resumption {
+        None => "full",
+        Some(Resumption::Ticket) => "resumed-ticket",
+        Some(Resumption::SessionId) => "resumed-session-id",
+    }
+}
 
 /// An error as reports group it: the variant and alert, without the parts that differ from one
 /// occurrence to the next (retransmission counts, free text).

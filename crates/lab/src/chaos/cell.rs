@@ -12,10 +12,10 @@
 //! datagrams of a flight sent back to back.
 
 use super::grid::{Cell, LinkProfile, Loss, Mode, IP_UDP_HEADERS};
-use super::pki::{SoakPki, WALL_CLOCK};
 use crate::apps::cross_traffic::CrossTraffic;
 use crate::apps::dtls_client::{ClientTally, DtlsClientLoop, SeedTemplate, SessionPlan};
 use crate::apps::dtls_server::{DtlsEchoServer, ServerTally};
+use crate::pki::{LabPki, WALL_CLOCK};
 use fastshake_core::Instant;
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, EndpointStats, Mobility, ServerConfig, TicketKeys,
@@ -108,7 +108,7 @@ fn seed_bytes(x: u64) -> [u8; 32] {
 }
 
 /// The engine configurations of a cell.
-pub fn configs(cell: &Cell, pki: &SoakPki) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+pub fn configs(cell: &Cell, pki: &LabPki) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
     let mut client;
     let mut server;
     match cell.mode {
@@ -206,7 +206,7 @@ struct Built {
     core: LinkId,
 }
 
-fn build(cell: &Cell, params: &CellParams, pki: &SoakPki) -> anyhow::Result<Built> {
+fn build(cell: &Cell, params: &CellParams, pki: &LabPki) -> anyhow::Result<Built> {
     let name = cell.name();
     anyhow::ensure!(params.clients > 0 && params.clients <= 1000, "1 to 1000 clients");
     anyhow::ensure!(
@@ -314,7 +314,7 @@ fn client(sim: &Simulator, id: AppId) -> anyhow::Result<&DtlsClientLoop> {
 }
 
 /// Runs one cell to the end of every client's sessions.
-pub fn run_cell(cell: &Cell, params: &CellParams, pki: &SoakPki) -> anyhow::Result<CellRun> {
+pub fn run_cell(cell: &Cell, params: &CellParams, pki: &LabPki) -> anyhow::Result<CellRun> {
     let started = std::time::Instant::now();
     let Built { mut sim, server, clients, access, core } = build(cell, params, pki)?;
     // Moves are made between steps, as soon as a client asks: fine steps when clients move.

@@ -63,7 +63,6 @@
 
 mod cell;
 mod grid;
-mod pki;
 mod report;
 
 use cell::{run_cell, CellParams};
@@ -151,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let handshakes = args.handshakes.unwrap_or(if args.quick { 100 } else { 1000 });
     anyhow::ensure!(handshakes > 0, "at least one handshake per cell");
-    let pki = if args.fresh_pki { pki::SoakPki::fresh()? } else { pki::SoakPki::kept()? };
+    let pki = if args.fresh_pki { crate::pki::LabPki::fresh()? } else { crate::pki::LabPki::kept()? };
     let params = CellParams {
         seed: args.seed,
         handshakes,
