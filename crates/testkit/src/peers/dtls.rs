@@ -1,7 +1,7 @@
 //! DTLS peers: `fastshake server` and `client`, `openssl s_server`, the names OpenSSL and
 //! GnuTLS give our suites, and a test PKI written by `fastshake pki`.
 
-use super::{announced_port, scratch_dir, start_on_free_port, tool, Fastshake, Peer};
+use super::{announced_port, run, scratch_dir, start_on_free_port, tool, Fastshake, Peer, STEP};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -122,14 +122,10 @@ impl Pki {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = scratch_dir().join(format!("dtls-pki-{}-{n}-{key}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let output = fastshake
-            .command()
-            .args(["pki", "--out"])
-            .arg(&dir)
-            .args(["--chain-len", &chain_len.to_string(), "--key", key])
-            .output()
-            .expect("run fastshake pki");
-        assert!(output.status.success(), "fastshake pki failed: {}", String::from_utf8_lossy(&output.stderr));
+        let mut command = fastshake.command();
+        command.args(["pki", "--out"]).arg(&dir).args(["--chain-len", &chain_len.to_string(), "--key", key]);
+        let done = run("fastshake pki", command, 6 * STEP);
+        assert!(done.status.success(), "fastshake pki failed: {}", done.stderr);
         Pki { dir }
     }
 

@@ -1,18 +1,16 @@
 //! Reading the JSON reports of `fastshake lab e1`.
 
-use super::Fastshake;
+use super::{run, Fastshake};
 use serde_json::Value;
+use std::time::Duration;
 
-/// Runs `fastshake lab e1 --json --messages N ARGS` and parses its report.
+/// Runs `fastshake lab e1 --json --messages N ARGS` (at most ten minutes) and parses its report.
 pub fn e1(fastshake: Fastshake, messages: u64, args: &[&str]) -> Value {
-    let out = fastshake
-        .command()
-        .args(["lab", "e1", "--json", "--messages", &messages.to_string()])
-        .args(args)
-        .output()
-        .expect("run fastshake lab e1");
-    assert!(out.status.success(), "lab e1 failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("lab e1 prints JSON")
+    let mut command = fastshake.command();
+    command.args(["lab", "e1", "--json", "--messages", &messages.to_string()]).args(args);
+    let done = run("fastshake lab e1", command, Duration::from_secs(600));
+    assert!(done.status.success(), "lab e1 failed: {}", done.stderr);
+    serde_json::from_slice(&done.stdout).expect("lab e1 prints JSON")
 }
 
 /// (cell, row) pairs of a report.

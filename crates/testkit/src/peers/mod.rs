@@ -83,6 +83,23 @@ pub fn scratch_dir() -> PathBuf {
     dir
 }
 
+/// Why the network-namespace testbed (`fastshake netlab`) cannot run here, if it cannot: it needs
+/// root, network namespaces, and a TUN device for its delay relay.
+pub fn netlab_unavailable() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output().map(|out| out.stdout).unwrap_or_default();
+    if String::from_utf8_lossy(&uid).trim() != "0" {
+        return Some("not root: the testbed needs ip netns, veth, nftables and a TUN device".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun for the delay relay".into());
+    }
+    match Command::new("ip").args(["netns", "list"]).output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!("no network namespaces: {}", String::from_utf8_lossy(&out.stderr).trim())),
+        Err(e) => Some(format!("no `ip` command: {e}")),
+    }
+}
+
 /// Text a stream of a process produced so far, read on a thread of its own.
 #[derive(Clone, Default)]
 pub struct Output(Arc<(Mutex<Vec<u8>>, Condvar)>);
@@ -258,6 +275,31 @@ impl Drop for Peer {
     }
 }
 
+/// What a process that ran to its end left behind.
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Standard output and standard error, one after the other, as text.
+    pub fn text(&self) -> String {
+        format!("{}{}", String::from_utf8_lossy(&self.stdout), self.stderr)
+    }
+}
+
+/// Runs `command` to its end with no input; fails the test when it takes longer than `timeout`
+/// (the process is then killed).
+pub fn run(name: &str, command: Command, timeout: Duration) -> Finished {
+    let mut peer = Peer::spawn(name, command);
+    peer.close_stdin();
+    match peer.wait_timeout(timeout) {
+        Some(status) => Finished { status, stdout: peer.stdout.bytes(), stderr: peer.stderr.text() },
+        None => panic!("{name} did not finish within {timeout:?}\n{}", peer.transcript()),
+    }
+}
+
 /// Starts `make(port)` on a probed free port until `ready` holds (at most three ports): a port
 /// taken between the probe and the bind is retried with another.
 pub fn start_on_free_port(
@@ -284,14 +326,15 @@ pub fn start_on_free_port(
 }
 
 /// The port a process printed after `banner` (e.g. "listening on 127.0.0.1:") on stderr,
-/// waiting for it at most [`STEP`].
+/// waiting at most [`STEP`] for the whole number (a line may arrive in pieces).
 pub fn announced_port(peer: &Peer, banner: &str) -> u16 {
-    peer.expect_stderr(banner);
-    peer.stderr
-        .text()
-        .split(banner)
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|digits| digits.parse().ok())
-        .unwrap_or_else(|| panic!("no port after {banner:?}\n{}", peer.transcript()))
+    let port = |text: &str| -> Option<u16> {
+        let rest = text.split(banner).nth(1)?;
+        let end = rest.find(|c: char| !c.is_ascii_digit())?;
+        rest[..end].parse().ok()
+    };
+    if !peer.stderr.wait_until(STEP, |text| port(text).is_some()) {
+        panic!("no port after {banner:?} within {STEP:?}\n{}", peer.transcript());
+    }
+    port(&peer.stderr.text()).expect("the port seen above")
 }
