@@ -7,15 +7,17 @@
 //! current address; the rest arrives at nobody and is counted in [`Pair::lost_at`]. Hooks on
 //! the events of each side run before that side's next datagrams leave, as a driver's would
 //! (e.g. [`Pair::session_sockets`] gives each accepted session a socket of its own).
+//! Datagrams due at the same instant reach the server first, then the client: the order the
+//! wire-golden fingerprints (`crates/dtls/tests/wire_golden.rs`) were taken in.
 //!
 //! ```
 //! use fastshake_testkit::dtls::{client_config, server_config, Pair};
-//! use fastshake_testkit::net::{Dir, Fate};
+//! use fastshake_testkit::net::{self, Dir};
 //! use std::time::Duration;
 //!
 //! let mut pair = Pair::new(client_config(), server_config());
 //! // The client's second datagram (its ClientHello with the cookie) is lost once.
-//! pair.filter = Box::new(|d| if d.dir == Dir::ToServer && d.index == 1 { Fate::Drop } else { Fate::Deliver });
+//! pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.index == 1);
 //! let (client, _server) = pair.handshake(Duration::from_secs(60)).expect("connected");
 //! assert_eq!(client.retransmissions, 1);
 //! ```
@@ -132,7 +134,8 @@ impl Pair {
     }
 
     /// IPC (a socket per session): every session the server accepts from now on gets its own
-    /// socket on the server's IP, ports from `first_port` up.
+    /// socket on the server's IP, ports from `first_port` up. Takes the place of
+    /// [`Pair::on_server_event`].
     pub fn session_sockets(&mut self, first_port: u16) {
         let ip = self.server_addr.ip();
         let mut port = first_port;

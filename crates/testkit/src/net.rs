@@ -2,7 +2,7 @@
 //! decides its [`Fate`] (and may alter its bytes), is kept in the pair's log, and arrives a fixed
 //! one-way delay later (plus whatever its fate adds).
 
-use fastshake_dtls::Instant;
+use fastshake_core::Instant;
 use std::net::SocketAddr;
 use std::time::Duration;
 
