@@ -2,13 +2,10 @@
 //! real processes over loopback: chains from `fastshake pki`, mutual authentication both ways,
 //! data checked both ways.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
-#[path = "support/dtls_pki.rs"]
-mod pki;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
-use pki::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// `openssl s_server` with our server chain (`-cert` reads only the leaf; `-cert_chain` adds the
 /// intermediates) that requires and validates a client certificate (`-Verify`).
@@ -39,7 +36,7 @@ fn openssl_mutual_s_server(pki: &Pki, extra: &[&str]) -> (Peer, u16) {
                 .args(["-accept", &format!("127.0.0.1:{port}")]);
             command
         },
-        |peer| peer.stdout().contains("ACCEPT"),
+        |peer| peer.stdout.text().contains("ACCEPT"),
     )
 }
 
@@ -55,12 +52,12 @@ fn openssl_name(iana: &str) -> &'static str {
 
 /// fastshake client (with a client certificate) -> openssl s_server -Verify: a line each way.
 fn client_against_openssl_s_server(key: &str, suite: &str) {
-    let pki = Pki::generate(key, 3);
+    let pki = Pki::generate(FASTSHAKE, key, 3);
     // OpenSSL leaves CCM-8 out of its default list: name the suite.
     let (mut server, port) = openssl_mutual_s_server(&pki, &["-cipher", openssl_name(suite)]);
     let mut args = pki.fastshake_mutual_client_args();
     args.extend(["--suite".into(), suite.into()]);
-    let mut client = fastshake_client_with(port, &strs(&args));
+    let mut client = FASTSHAKE.client_with(port, &strs(&args));
     // s_server completes the chain from its -CAfile store and sends the root too (4 certificates).
     client.expect_handshake_without_resend(&[
         &format!("{suite}, full (not resumed), with extended master secret"),
@@ -96,10 +93,10 @@ fn fastshake_client_with_openssl_s_server_rsa_mutual() {
 
 /// openssl s_client (with a client certificate) -> fastshake server --client-auth require --echo.
 fn openssl_s_client_against_server(key: &str, cipher: &str, suite: &str) {
-    let pki = Pki::generate(key, 3);
+    let pki = Pki::generate(FASTSHAKE, key, 3);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.push("--echo".into());
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let mut command = tool("openssl");
     command
         .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
@@ -150,7 +147,7 @@ const GNUTLS_ECDHE_PRIORITY: &str = "NORMAL:-VERS-ALL:+VERS-DTLS1.2:-KX-ALL:+ECD
 /// fastshake client (with a client certificate) -> gnutls-serv --require-client-cert --echo.
 #[test]
 fn fastshake_client_with_gnutls_serv_mutual() {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let (_server, port) = start_on_free_port(
         "gnutls-serv",
         |port| {
@@ -163,9 +160,9 @@ fn fastshake_client_with_gnutls_serv_mutual() {
                 .args(["-p", &port.to_string()]);
             command
         },
-        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
+        |peer| peer.stderr.text().contains("UDP Echo Server listening on IPv4"),
     );
-    let mut client = fastshake_client_with(port, &strs(&pki.fastshake_mutual_client_args()));
+    let mut client = FASTSHAKE.client_with(port, &strs(&pki.fastshake_mutual_client_args()));
     client.expect_handshake_without_resend(&[
         "TLS_ECDHE_ECDSA",
         "full (not resumed)",
@@ -180,10 +177,10 @@ fn fastshake_client_with_gnutls_serv_mutual() {
 /// gnutls-cli (with a client certificate) -> fastshake server --client-auth require --echo.
 #[test]
 fn gnutls_cli_with_fastshake_server_mutual() {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.push("--echo".into());
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let mut command = tool("gnutls-cli");
     command
         .args(["--udp", "--x509cafile", &pki.ca()])
@@ -208,10 +205,10 @@ fn gnutls_cli_with_fastshake_server_mutual() {
 /// (before, every such handshake waited 1 s for the server's retransmission timer).
 #[test]
 fn openssl_s_client_sending_a_4_kb_rsa_flight_completes_without_a_resend() {
-    let pki = Pki::generate("rsa2048", 3);
+    let pki = Pki::generate(FASTSHAKE, "rsa2048", 3);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.extend(["--echo".into(), "-v".into()]);
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let mut command = tool("openssl");
     command
         .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
@@ -228,7 +225,7 @@ fn openssl_s_client_sending_a_4_kb_rsa_flight_completes_without_a_resend() {
     client.expect_exit();
     // Whether this OpenSSL split the flight shows in the server's trace; the test's claim (no
     // resend) holds either way, so a future OpenSSL that stops splitting is only noted.
-    if !server.stderr().contains(" 4096 B: ") {
+    if !server.stderr.text().contains(" 4096 B: ") {
         eprintln!("note: this OpenSSL did not split its flight at 4096 bytes\n{line}");
     }
 }

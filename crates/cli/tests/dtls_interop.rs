@@ -1,15 +1,15 @@
 //! Interop of `fastshake client` / `fastshake server` with OpenSSL 3 and GnuTLS, as real
 //! processes over loopback, for both PSK suites, with data checked both ways.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// fastshake client -> openssl s_server: a line each way through the peers' stdin/stdout.
 fn client_against_openssl_s_server(suite: &str) {
     let (mut server, port) = openssl_s_server(suite, PSK_HEX);
-    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--suite", suite]);
     client.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
@@ -38,7 +38,7 @@ fn fastshake_client_with_openssl_s_server_gcm() {
 
 /// openssl s_client -> fastshake server --echo: what s_client sends comes back to it.
 fn openssl_s_client_against_server(suite: &str) {
-    let (server, port) = fastshake_server(&["--echo"]);
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
     let mut command = tool("openssl");
     command.args(["s_client", "-dtls1_2", "-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY]).args([
         "-cipher",
@@ -71,7 +71,7 @@ fn openssl_s_client_with_fastshake_server_gcm() {
 /// openssl s_client -> fastshake server without --echo: the server prints what it receives.
 #[test]
 fn fastshake_server_prints_what_openssl_s_client_sends() {
-    let (server, port) = fastshake_server(&[]);
+    let (server, port) = FASTSHAKE.server(&[]);
     let mut command = tool("openssl");
     command.args(["s_client", "-dtls1_2", "-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY]).args([
         "-cipher",
@@ -87,7 +87,7 @@ fn fastshake_server_prints_what_openssl_s_client_sends() {
 
 /// gnutls-cli -> fastshake server --echo.
 fn gnutls_cli_against_server(suite: &str) {
-    let (server, port) = fastshake_server(&["--echo"]);
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
     let mut command = tool("gnutls-cli");
     command
         .args(["--udp", "--pskusername", PSK_IDENTITY, "--pskkey", PSK_HEX])
@@ -132,10 +132,10 @@ fn client_against_gnutls_serv(suite: &str) {
                 .args(["-p", &port.to_string()]);
             command
         },
-        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
+        |peer| peer.stderr.text().contains("UDP Echo Server listening on IPv4"),
     );
 
-    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--suite", suite]);
     client.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
@@ -162,7 +162,7 @@ fn fastshake_client_with_gnutls_serv_gcm() {
 #[test]
 fn wrong_key_against_openssl_s_server_fails_cleanly() {
     let (_server, port) = openssl_s_server(CCM8, PSK_HEX);
-    let mut client = fastshake_client(
+    let mut client = FASTSHAKE.client(
         port,
         WRONG_PSK_HEX,
         &["--suite", CCM8, "--initial-retransmit-ms", "100", "--handshake-timeout", "2"],
@@ -171,7 +171,7 @@ fn wrong_key_against_openssl_s_server_fails_cleanly() {
     assert!(!status.success(), "a wrong key must fail\n{}", client.transcript());
     // OpenSSL discards a Finished it cannot authenticate without an alert (DTLS drops invalid
     // records, RFC 6347 §4.1.2.7), so all the client can report is the silence that follows.
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     assert!(stderr.contains("DTLS handshake with 127.0.0.1:"), "{stderr}");
     assert!(stderr.contains("no answer after"), "{stderr}");
     assert!(!stderr.contains("handshake done"), "{stderr}");

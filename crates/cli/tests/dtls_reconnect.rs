@@ -2,10 +2,10 @@
 //! port: the fastshake server keeps the old session until the new handshake completes
 //! (RFC 6347 §4.2.8), then replaces it, and the new session carries data.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 fn openssl_client_bound_to(server_port: u16, local_port: u16) -> Peer {
     let mut command = tool("openssl");
@@ -18,7 +18,7 @@ fn openssl_client_bound_to(server_port: u16, local_port: u16) -> Peer {
 
 #[test]
 fn openssl_client_reconnecting_from_the_same_port_replaces_its_session() {
-    let (server, port) = fastshake_server(&["--echo"]);
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
     let local_port = free_udp_port();
     let mut first = openssl_client_bound_to(port, local_port);
     first.write_line("from the first session");
@@ -32,5 +32,5 @@ fn openssl_client_reconnecting_from_the_same_port_replaces_its_session() {
         &format!("127.0.0.1:{local_port}"),
         "new handshake from the same address",
     ]);
-    assert_eq!(server.stderr().matches("handshake done").count(), 2, "{}", server.transcript());
+    assert_eq!(server.stderr.text().matches("handshake done").count(), 2, "{}", server.transcript());
 }

@@ -1,33 +1,30 @@
 //! Resumption at the command line: two `fastshake client` runs with one `--session-file`
 //! against `fastshake server`, by ticket and by session ID.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
-#[path = "support/dtls_pki.rs"]
-mod pki;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
-use pki::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// One client run: a line out, its echo back, a clean exit; returns the client's stderr.
 fn echo_run(port: u16, args: &[&str], line: &str) -> String {
-    let mut client = fastshake_client_with(port, args);
+    let mut client = FASTSHAKE.client_with(port, args);
     client.expect_handshake_without_resend(&[]);
     client.write_line(line);
     client.expect_stdout(line);
     client.close_stdin();
     assert!(client.expect_exit().success(), "{}", client.transcript());
-    client.stderr()
+    client.stderr.text()
 }
 
 /// Two client runs with one `--session-file`: the first is full and writes the file, the
 /// second resumes `by` ("ticket" or "session ID").
 fn two_runs_resume(server_extra: &[&str], client_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 2);
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("client.session");
     let mut client_args = pki.fastshake_client_args();
     client_args.extend(["--session-file".into(), session_file.clone()]);
@@ -46,10 +43,10 @@ fn two_runs_resume(server_extra: &[&str], client_extra: &[&str], by: &str) {
 
 #[test]
 fn a_corrupt_session_file_costs_a_full_handshake_not_an_error() {
-    let pki = Pki::generate("p256", 1);
+    let pki = Pki::generate(FASTSHAKE, "p256", 1);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
-    let (_server, port) = fastshake_server_with(&strs(&server_args));
+    let (_server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("corrupt.session");
     std::fs::write(&session_file, b"not a session").unwrap();
     let mut client_args = pki.fastshake_client_args();
@@ -93,16 +90,16 @@ fn openssl_s_client_run(pki: &Pki, port: u16, session: &[&str], line: &str) -> S
     client.expect_stdout(line);
     client.close_stdin();
     client.expect_exit();
-    client.stdout()
+    client.stdout.text()
 }
 
 /// openssl s_client twice against `fastshake server --echo`: `-sess_out`, then `-sess_in`.
 fn openssl_s_client_resumes_against_server(server_extra: &[&str], client_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("openssl.session");
 
     let mut first_args = vec!["-sess_out", &session_file];
@@ -130,7 +127,7 @@ fn openssl_s_client_resumes_by_ticket() {
 
 /// Two `fastshake client` runs with one `--session-file` against `openssl s_server`.
 fn client_resumes_against_openssl_s_server(server_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let intermediates = pki.server_intermediates();
     let (mut server, port) = start_on_free_port(
         "openssl s_server",
@@ -143,7 +140,7 @@ fn client_resumes_against_openssl_s_server(server_extra: &[&str], by: &str) {
                 .args(["-accept", &format!("127.0.0.1:{port}")]);
             command
         },
-        |peer| peer.stdout().contains("ACCEPT"),
+        |peer| peer.stdout.text().contains("ACCEPT"),
     );
     let session_file = pki.scratch("client.session");
     let mut args = pki.fastshake_client_args();
@@ -152,7 +149,7 @@ fn client_resumes_against_openssl_s_server(server_extra: &[&str], by: &str) {
     for (run, expected) in
         [("first", "full (not resumed)".to_owned()), ("second", format!("resumed by {by}"))]
     {
-        let mut client = fastshake_client_with(port, &strs(&args));
+        let mut client = FASTSHAKE.client_with(port, &strs(&args));
         client.expect_handshake_without_resend(&["", &expected]);
         client.write_line(&format!("{run} run to openssl"));
         server.expect_stdout(&format!("{run} run to openssl"));
@@ -161,7 +158,7 @@ fn client_resumes_against_openssl_s_server(server_extra: &[&str], by: &str) {
         client.close_stdin();
         assert!(client.expect_exit().success(), "{}", client.transcript());
     }
-    let server_text = server.stdout();
+    let server_text = server.stdout.text();
     assert!(server_text.contains("Reused session-id"), "s_server saw no resumption:\n{server_text}");
 }
 
@@ -177,11 +174,11 @@ fn fastshake_client_resumes_against_openssl_s_server_by_session_id() {
 
 /// gnutls-cli -r: a full handshake, then a resumed one, against `fastshake server --echo`.
 fn gnutls_cli_resumes_against_server(server_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let mut command = tool("gnutls-cli");
     command
         .args(["--udp", "-r", "--x509cafile", &pki.ca()])
@@ -209,7 +206,7 @@ fn gnutls_cli_resumes_by_session_id_without_tickets() {
 /// Two `fastshake client` runs with one `--session-file` against `gnutls-serv --echo`.
 #[test]
 fn fastshake_client_resumes_against_gnutls_serv() {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let (_server, port) = start_on_free_port(
         "gnutls-serv",
         |port| {
@@ -221,7 +218,7 @@ fn fastshake_client_resumes_against_gnutls_serv() {
                 .args(["-p", &port.to_string()]);
             command
         },
-        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
+        |peer| peer.stderr.text().contains("UDP Echo Server listening on IPv4"),
     );
     let session_file = pki.scratch("client.session");
     let mut args = pki.fastshake_client_args();

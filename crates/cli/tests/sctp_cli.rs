@@ -1,16 +1,16 @@
 //! `fastshake sctp server|client` against each other on loopback: every handshake variant,
 //! the cookie cache, zero-RTT data, and the failure exits.
 
-#[path = "support/sctp_procs.rs"]
-mod sctp_procs;
-
-use sctp_procs::{fastshake, free_udp_port, Proc, Relay};
+use fastshake_testkit::peers::sctp::Relay;
+use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
 use std::time::Duration;
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 const SCTP_PORT: &str = "5060";
 
 struct Server {
-    proc: Proc,
+    proc: Peer,
     addr: String,
 }
 
@@ -22,28 +22,28 @@ fn start_server(extra: &[&str]) -> Server {
         .map(|s| s.to_string())
         .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    let proc = Proc::spawn(fastshake(), &args);
-    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.describe());
+    let proc = FASTSHAKE.spawn(&args);
+    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.transcript());
     Server { proc, addr }
 }
 
 /// Runs a client to completion with `stdin`; returns it after exit.
-fn run_client(server: &Server, extra: &[&str], stdin: &[u8]) -> Proc {
+fn run_client(server: &Server, extra: &[&str], stdin: &[u8]) -> Peer {
     let mut args: Vec<String> =
         ["sctp", "client", "--connect", &server.addr, "--port", SCTP_PORT, "--timeout-s", "20"]
             .iter()
             .map(|s| s.to_string())
             .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut client = Proc::spawn(fastshake(), &args);
-    client.write_stdin(stdin);
+    let mut client = FASTSHAKE.spawn(&args);
+    client.write(stdin);
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(30));
-    assert!(status.is_some(), "client hung\n{}\n{}", client.describe(), server.proc.describe());
+    assert!(status.is_some(), "client hung\n{}\n{}", client.transcript(), server.proc.transcript());
     client
 }
 
-fn succeeded(client: &mut Proc) -> bool {
+fn succeeded(client: &mut Peer) -> bool {
     client.wait_timeout(Duration::from_secs(1)).is_some_and(|s| s.success())
 }
 
@@ -54,7 +54,7 @@ fn echo_exchange(server: &Server, extra: &[&str], payload: &[u8]) -> String {
     args.push(&len);
     args.extend_from_slice(extra);
     let mut client = run_client(server, &args, payload);
-    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    let report = format!("{}\n{}", client.transcript(), server.proc.transcript());
     assert!(succeeded(&mut client), "client failed\n{report}");
     assert_eq!(client.stdout.bytes(), payload, "echo comes back exactly once\n{report}");
     assert!(client.stderr.text().contains("closed gracefully"), "{report}");
@@ -130,7 +130,7 @@ fn multihomed_client_caches_a_cookie_for_its_second_address() {
         &["--local", "127.0.0.1:0", "--extra-local", "127.0.0.2", "--cookie-cache", &cache_arg],
         b"from a multihomed client\n",
     );
-    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    let report = format!("{}\n{}", client.transcript(), server.proc.transcript());
     assert!(succeeded(&mut client), "{report}");
     let cached = std::fs::read_to_string(&cache).expect("the cookie cache was written");
     assert!(cached.lines().any(|l| l.starts_with("127.0.0.1 ")), "primary path cookie: {cached}\n{report}");
@@ -171,11 +171,11 @@ fn abort_from_a_port_without_listener_fails_clearly() {
             .map(|s| s.to_string())
             .collect();
     args.extend(["--mode".to_string(), "regular".to_string()]);
-    let mut client = Proc::spawn(fastshake(), &args);
-    client.write_stdin(b"nobody listens on that port\n");
+    let mut client = FASTSHAKE.spawn(&args);
+    client.write(b"nobody listens on that port\n");
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(30));
-    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    let report = format!("{}\n{}", client.transcript(), server.proc.transcript());
     assert!(status.is_some_and(|s| !s.success()), "must fail\n{report}");
     assert!(client.stderr.text().contains("association aborted by"), "says why\n{report}");
 }
@@ -184,24 +184,21 @@ fn abort_from_a_port_without_listener_fails_clearly() {
 fn no_answer_fails_after_init_retransmissions() {
     // Nothing listens on this UDP port.
     let silent = format!("127.0.0.1:{}", free_udp_port());
-    let mut client = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "client".into(),
-            "--connect".into(),
-            silent,
-            "--port".into(),
-            SCTP_PORT.into(),
-            "--max-init-retransmits".into(),
-            "1".into(),
-            "--rto-initial-ms".into(),
-            "100".into(),
-        ],
-    );
+    let mut client = FASTSHAKE.spawn(&[
+        "sctp".into(),
+        "client".into(),
+        "--connect".into(),
+        silent,
+        "--port".into(),
+        SCTP_PORT.into(),
+        "--max-init-retransmits".into(),
+        "1".into(),
+        "--rto-initial-ms".into(),
+        "100".into(),
+    ]);
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(30));
-    assert!(status.is_some_and(|s| !s.success()), "must fail\n{}", client.describe());
+    assert!(status.is_some_and(|s| !s.success()), "must fail\n{}", client.transcript());
     let stderr = client.stderr.text();
     assert!(stderr.contains("handshake timed out"), "{stderr}");
     assert!(stderr.contains("after 1 INIT retransmission(s)"), "{stderr}");
@@ -222,19 +219,16 @@ fn large_transfer_beyond_the_send_buffer() {
 #[test]
 fn lossy_path_delivers_everything_once() {
     let relay = Relay::start_lossy(7);
-    let proc = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "server".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{}", relay.server_port),
-            "--port".into(),
-            SCTP_PORT.into(),
-            "--echo".into(),
-        ],
-    );
-    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.describe());
+    let proc = FASTSHAKE.spawn(&[
+        "sctp".into(),
+        "server".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{}", relay.server_port),
+        "--port".into(),
+        SCTP_PORT.into(),
+        "--echo".into(),
+    ]);
+    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.transcript());
     let server = Server { proc, addr: format!("127.0.0.1:{}", relay.port) };
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
     let stderr = echo_exchange(&server, &["--message-bytes", "3000", "--rto-initial-ms", "200"], &payload);

@@ -9,15 +9,15 @@
 //! Without the examples installed these tests fail with a hint, unless
 //! `FASTSHAKE_SKIP_USRSCTP=1` says to skip them.
 
-#[path = "support/sctp_procs.rs"]
-mod sctp_procs;
-
 use fastshake_sctp::packet::{Chunk, DataChunk, Packet, Param};
-use sctp_procs::{count_lines, fastshake, free_udp_port, resent, Proc, Relay, Resent};
+use fastshake_testkit::peers::sctp::{count_lines, resent, Relay, Resent};
+use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
 use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 const USRSCTP_DIR: &str = "/usr/lib/usrsctp";
 /// usrsctp's echo server listens on the echo port.
@@ -42,14 +42,14 @@ fn usrsctp_program(name: &str) -> Option<PathBuf> {
 
 /// Runs `program` with line-buffered standard output where `stdbuf` exists, so what it prints
 /// can be read while it runs (usrsctp's examples use printf).
-fn spawn_line_buffered(program: &PathBuf, args: &[String]) -> Proc {
+fn spawn_line_buffered(program: &PathBuf, args: &[String]) -> Peer {
     let stdbuf = PathBuf::from("/usr/bin/stdbuf");
     if stdbuf.exists() {
         let mut all = vec!["-oL".to_string(), program.display().to_string()];
         all.extend_from_slice(args);
-        Proc::spawn(stdbuf, &all)
+        Peer::start(stdbuf, &all)
     } else {
-        Proc::spawn(program, args)
+        Peer::start(program, args)
     }
 }
 
@@ -67,13 +67,13 @@ fn wait_until_bound(port: u16, timeout: Duration) -> bool {
 }
 
 /// usrsctp's echo server on a fresh UDP port, answering to `peer_port`; returns it and its port.
-fn start_usrsctp_echo_server(their_port: u16, peer_port: u16) -> Option<Proc> {
+fn start_usrsctp_echo_server(their_port: u16, peer_port: u16) -> Option<Peer> {
     let program = usrsctp_program("echo_server")?;
     let server = spawn_line_buffered(&program, &[their_port.to_string(), peer_port.to_string()]);
     assert!(
         wait_until_bound(their_port, Duration::from_secs(5)),
         "echo_server did not bind\n{}",
-        server.describe()
+        server.transcript()
     );
     Some(server)
 }
@@ -93,7 +93,7 @@ fn our_client_against_usrsctp_echo(
     extra: &[&str],
     payload: &[u8],
     prepare: impl FnOnce(u16),
-) -> (Proc, Proc, Vec<(bool, Vec<u8>)>) {
+) -> (Peer, Peer, Vec<(bool, Vec<u8>)>) {
     // Everything passes a recording relay, so the tests can check what went on the wire.
     let relay = Relay::start();
     let Some(server) = start_usrsctp_echo_server(relay.server_port, relay.port) else {
@@ -119,11 +119,11 @@ fn our_client_against_usrsctp_echo(
     .map(|s| s.to_string())
     .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut client = Proc::spawn(fastshake(), &args);
-    client.write_stdin(payload);
+    let mut client = FASTSHAKE.spawn(&args);
+    client.write(payload);
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(30));
-    let report = format!("{}\n{}", client.describe(), server.describe());
+    let report = format!("{}\n{}", client.transcript(), server.transcript());
     assert!(status.is_some_and(|s| s.success()), "client failed: {status:?}\n{report}");
     assert_eq!(client.stdout.bytes(), payload, "echo must come back exactly once\n{report}");
     // usrsctp prints one line per message it received (and echoed).
@@ -210,7 +210,7 @@ fn regular_client_with_usrsctp_echo_server() {
     }
     let payload = b"hello usrsctp, from the regular handshake\n";
     let (client, _server, wire) = our_client_against_usrsctp_echo(&["--mode", "regular"], payload, |_| {});
-    assert!(client.stderr.text().contains("regular handshake"), "{}", client.describe());
+    assert!(client.stderr.text().contains("regular handshake"), "{}", client.transcript());
     let inits = client_inits(&wire);
     assert!(
         inits.iter().all(|i| !i.params.iter().any(Param::is_alt)),
@@ -232,7 +232,7 @@ fn fragmented_messages_with_usrsctp_echo_server() {
     assert!(
         lengths.iter().any(|&n| n > 1200),
         "a message above the MTU went through: {lengths:?}\n{}",
-        client.describe()
+        client.transcript()
     );
     let data = client_data(&wire);
     assert!(data.iter().any(|d| d.beginning && !d.ending), "sent in fragments");
@@ -288,26 +288,23 @@ fn alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_usrsctp_echo_serve
 fn usrsctp_client_with_our_echo_server() {
     let Some(program) = usrsctp_program("client") else { return };
     let our_port = free_udp_port();
-    let server = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "server".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{our_port}"),
-            "--port".into(),
-            ECHO_SCTP_PORT.into(),
-            "--mode".into(),
-            "both".into(),
-            "--echo".into(),
-            "--exit-after".into(),
-            "1".into(),
-        ],
-    );
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let server = FASTSHAKE.spawn(&[
+        "sctp".into(),
+        "server".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{our_port}"),
+        "--port".into(),
+        ECHO_SCTP_PORT.into(),
+        "--mode".into(),
+        "both".into(),
+        "--echo".into(),
+        "--exit-after".into(),
+        "1".into(),
+    ]);
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
 
     let their_port = free_udp_port();
-    let mut client = Proc::spawn(
+    let mut client = Peer::start(
         &program,
         &[
             "127.0.0.1".into(),
@@ -320,17 +317,22 @@ fn usrsctp_client_with_our_echo_server() {
     let lines = ["hello fastshake, from usrsctp\n", "a second line\n", "and a third\n"];
     let line = lines.concat();
     for l in lines {
-        client.write_stdin(l.as_bytes());
+        client.write(l.as_bytes());
     }
     let echoed = client.stdout.wait_for(lines[2], Duration::from_secs(15));
-    assert!(echoed, "no echo from our server\n{}\n{}", client.describe(), server.describe());
+    assert!(echoed, "no echo from our server\n{}\n{}", client.transcript(), server.transcript());
     // End of input: usrsctp's client shuts the association down and exits when it is closed.
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(15));
-    assert!(status.is_some(), "usrsctp client did not finish\n{}\n{}", client.describe(), server.describe());
+    assert!(
+        status.is_some(),
+        "usrsctp client did not finish\n{}\n{}",
+        client.transcript(),
+        server.transcript()
+    );
     let mut server = server;
     let server_status = server.wait_timeout(Duration::from_secs(10));
-    let report = format!("{}\n{}", client.describe(), server.describe());
+    let report = format!("{}\n{}", client.transcript(), server.transcript());
     assert!(server_status.is_some_and(|s| s.success()), "server did not exit cleanly\n{report}");
     assert_eq!(server.stdout.text(), line, "our server prints what it received, once, in order\n{report}");
     let stderr = server.stderr.text();
@@ -356,22 +358,19 @@ fn usrsctp_client_with_our_echo_server() {
 fn alt_only_server_answers_usrsctp_client_without_amplification() {
     let Some(program) = usrsctp_program("client") else { return };
     let relay = Relay::start();
-    let server = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "server".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{}", relay.server_port),
-            "--port".into(),
-            ECHO_SCTP_PORT.into(),
-            "--mode".into(),
-            "alt".into(),
-        ],
-    );
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let server = FASTSHAKE.spawn(&[
+        "sctp".into(),
+        "server".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{}", relay.server_port),
+        "--port".into(),
+        ECHO_SCTP_PORT.into(),
+        "--mode".into(),
+        "alt".into(),
+    ]);
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
     let their_port = free_udp_port();
-    let mut client = Proc::spawn(
+    let mut client = Peer::start(
         &program,
         &[
             "127.0.0.1".into(),
@@ -381,7 +380,7 @@ fn alt_only_server_answers_usrsctp_client_without_amplification() {
             relay.port.to_string(),
         ],
     );
-    client.write_stdin(b"never delivered\n");
+    client.write(b"never delivered\n");
     // usrsctp retransmits its INIT after 1 s (RTO.Initial): wait for the second one.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while client_inits(&relay.datagrams()).len() < 2 && std::time::Instant::now() < deadline {
@@ -389,7 +388,7 @@ fn alt_only_server_answers_usrsctp_client_without_amplification() {
     }
     let wire = relay.datagrams();
     drop(client);
-    let report = server.describe();
+    let report = server.transcript();
     let inits: Vec<usize> = wire
         .iter()
         .filter(|(from_client, d)| {

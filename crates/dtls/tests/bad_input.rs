@@ -1,9 +1,8 @@
 //! Random, truncated and bit-flipped datagrams against a listening endpoint and an established
 //! session: no panic, the session goes on, and new clients still connect.
 
-mod common;
-
-use common::*;
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::Datagram;
 use proptest::prelude::*;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -31,15 +30,15 @@ fn garbage() -> impl Strategy<Value = Garbage> {
     ]
 }
 
-fn realize(g: &Garbage, log: &[(Dir, Vec<u8>)]) -> Vec<u8> {
+fn realize(g: &Garbage, log: &[Datagram]) -> Vec<u8> {
     match g {
         Garbage::Random(d) => d.clone(),
         Garbage::Truncated { index, len } => {
-            let d = &log[index % log.len()].1;
+            let d = &log[index % log.len()].payload;
             d[..(*len).min(d.len())].to_vec()
         }
         Garbage::BitFlip { index, bit } => {
-            let mut d = log[index % log.len()].1.clone();
+            let mut d = log[index % log.len()].payload.clone();
             let b = bit % (d.len() * 8);
             d[b / 8] ^= 1 << (b % 8);
             d
@@ -49,7 +48,7 @@ fn realize(g: &Garbage, log: &[(Dir, Vec<u8>)]) -> Vec<u8> {
 
 /// Datagrams of another session (other seeds, so other keys): realistic bytes that must not
 /// authenticate in the session under test.
-fn reference_log() -> Vec<(Dir, Vec<u8>)> {
+fn reference_log() -> Vec<Datagram> {
     let mut pair = Pair::with_seed(client_config(), server_config(), 77);
     pair.handshake(Duration::from_secs(60)).unwrap();
     pair.client.send(b"reference data").unwrap();
@@ -72,7 +71,7 @@ fn cid_configs() -> (fastshake_dtls::ClientConfig, fastshake_dtls::ServerConfig)
 }
 
 /// Datagrams of another session with CIDs (other seeds: other keys and CIDs).
-fn cid_reference_log() -> Vec<(Dir, Vec<u8>)> {
+fn cid_reference_log() -> Vec<Datagram> {
     let (client, server) = cid_configs();
     let mut pair = Pair::with_seed(client, server, 78);
     pair.handshake(Duration::from_secs(60)).unwrap();

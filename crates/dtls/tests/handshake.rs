@@ -1,10 +1,9 @@
 //! In-memory handshakes on virtual time: loss, reordering, duplication, small MTU, wrong keys,
 //! cookie rotation, a new handshake on an existing 4-tuple, and application data both ways.
 
-mod common;
-
-use common::*;
 use fastshake_dtls::{AlertDescription, CipherSuite, Error, Event};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{self, Dir, Fate};
 use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -68,8 +67,7 @@ fn each_flight_lost_once() {
         (Dir::ToClient, 2),
     ] {
         let mut pair = Pair::new(client_config(), server_config());
-        pair.filter =
-            Box::new(move |d, i, _| if d == dir && i == index { Fate::Drop } else { Fate::Deliver });
+        pair.filter = net::drop_if(move |d| d.dir == dir && d.index == index);
         let (c, s) = pair.handshake(MINUTE).unwrap_or_else(|| panic!("completes with {dir:?} #{index} lost"));
         assert_eq!(c.flights_sent, 3, "{dir:?} #{index}");
         assert_eq!(s.flights_sent, 2, "{dir:?} #{index}");
@@ -90,10 +88,7 @@ fn each_flight_lost_once() {
 fn flight_lost_several_times_backs_off() {
     // Flight 5 (third datagram to the server) and its first two retransmissions are lost.
     let mut pair = Pair::new(client_config(), server_config());
-    pair.filter =
-        Box::new(
-            |d, i, _| if d == Dir::ToServer && (2..5).contains(&i) { Fate::Drop } else { Fate::Deliver },
-        );
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && (2..5).contains(&d.index));
     let (c, _s) = pair.handshake(MINUTE).expect("completes");
     assert_eq!(c.retransmissions, 3);
     // Timer 1 s, then 2 s, then 4 s: the fourth copy leaves 7 s after the first.
@@ -105,8 +100,7 @@ fn flight_lost_several_times_backs_off() {
 #[test]
 fn server_last_flight_lost_is_resent_on_client_retransmission() {
     let mut pair = Pair::new(client_config(), server_config());
-    pair.filter =
-        Box::new(|d, i, _| if d == Dir::ToClient && (i == 2 || i == 3) { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToClient && (d.index == 2 || d.index == 3));
     let (c, s) = pair.handshake(MINUTE).expect("completes");
     assert_eq!(c.retransmissions, 2);
     let server_conn = pair.server.connection(pair.server_handle()).unwrap();
@@ -119,7 +113,7 @@ fn handshake_times_out_without_answer() {
     let mut cc = client_config();
     cc.handshake_timeout = Duration::from_secs(60);
     let mut pair = Pair::new(cc, server_config());
-    pair.filter = Box::new(|d, _, _| if d == Dir::ToServer { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToServer);
     assert!(pair.handshake(Duration::from_secs(120)).is_none());
     // Timer 1, 2, 4, 8, 16, 32 s: resends at 1, 3, 7, 15, 31 s; the next would be at 63 s > 60 s.
     assert_eq!(pair.client_failure(), Some(Error::HandshakeTimeout { retransmissions: 5 }));
@@ -154,7 +148,7 @@ fn reordered_fragments_at_smallest_mtu() {
         pair.client.send(&[0xab; 300]).unwrap();
         pair.run_for(Duration::from_secs(1));
         assert_eq!(pair.server_data().concat(), vec![0xab; 300]);
-        assert!(pair.log.iter().all(|(_, d)| d.len() <= mtu), "every datagram fits the MTU {mtu}");
+        assert!(pair.log.iter().all(|d| d.payload.len() <= mtu), "every datagram fits the MTU {mtu}");
         assert!(pair.log.len() > 10, "the flights were fragmented");
     }
 }
@@ -162,7 +156,7 @@ fn reordered_fragments_at_smallest_mtu() {
 #[test]
 fn duplicated_datagrams() {
     let mut pair = Pair::new(client_config(), server_config());
-    pair.filter = Box::new(|_, _, _| Fate::Duplicate);
+    pair.filter = Box::new(|_| Fate::Duplicate);
     let (c, s) = pair.handshake(MINUTE).expect("completes");
     assert_eq!((c.flights_sent, s.flights_sent), (3, 2));
     // Duplicates arrive together, so they never look like a lost flight.
@@ -181,7 +175,7 @@ fn random_loss_and_duplication_never_loses_the_handshake() {
         let mut sc = server_config();
         sc.handshake_timeout = Duration::from_secs(300);
         let mut pair = Pair::with_seed(cc, sc, seed as u8);
-        pair.filter = Box::new(move |_, _, _| {
+        pair.filter = Box::new(move |_| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
@@ -266,8 +260,8 @@ fn new_client_hello_on_existing_tuple_replaces_session_after_cookie() {
     exchange_data(&mut pair, 2);
     let old = pair.server_handle();
     // A replayed copy of the first ClientHello with cookie does not disturb the session.
-    let (_, first_cookie_hello) =
-        pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).unwrap().clone();
+    let first_cookie_hello =
+        pair.log.iter().filter(|d| d.dir == Dir::ToServer).nth(1).unwrap().payload.clone();
     let server_addr = pair.server_addr;
     pair.server.handle_datagram(pair.now, server_addr, pair.client_addr, &mut first_cookie_hello.clone());
     assert_eq!(pair.server.handle_for(pair.client_addr), Some(old));
@@ -275,7 +269,6 @@ fn new_client_hello_on_existing_tuple_replaces_session_after_cookie() {
 
     // The client restarts from the same address and port.
     pair.new_client(client_config(), 9);
-    pair.client_events.clear();
     let before = pair.server_events.len();
     pair.handshake(MINUTE).expect("new session on the same 4-tuple");
     let new = pair.server_handle();
@@ -373,7 +366,7 @@ fn cookie_is_bound_to_the_client_address() {
     pair.handshake(MINUTE).unwrap();
     // The ClientHello with its cookie, replayed from another address, gets a fresh
     // HelloVerifyRequest and no state.
-    let (_, with_cookie) = pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).unwrap().clone();
+    let with_cookie = pair.log.iter().filter(|d| d.dir == Dir::ToServer).nth(1).unwrap().payload.clone();
     let stranger: std::net::SocketAddr = "203.0.113.9:5684".parse().unwrap();
     let before = pair.server.stats();
     let sa = pair.server_addr;
@@ -392,13 +385,12 @@ fn cookie_is_bound_to_the_client_address() {
 fn new_client_hello_replaces_a_session_still_in_handshake() {
     let mut pair = Pair::new(client_config(), server_config());
     // Lose the server's flight 4 for good: the first session stays mid-handshake.
-    pair.filter = Box::new(|d, i, _| if d == Dir::ToClient && i >= 1 { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToClient && d.index >= 1);
     pair.run_for(Duration::from_millis(500));
     let old = pair.server_handle();
     assert!(!pair.server.connection(old).unwrap().is_established());
-    pair.filter = Box::new(|_, _, _| Fate::Deliver);
+    pair.filter = net::deliver_all();
     pair.new_client(client_config(), 33);
-    pair.client_events.clear();
     pair.handshake(MINUTE).expect("the restarted client connects");
     assert_ne!(pair.server_handle(), old);
     assert!(pair.server_events.contains(&(old, Event::Failed(Error::Superseded))));

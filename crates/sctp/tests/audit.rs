@@ -2,15 +2,13 @@
 //! a state cookie fetched from another address, a restart without tie-tags, and a peer that
 //! never completes what it makes the receiver buffer.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use fastshake_sctp::packet::{self, Chunk, InitChunk, Packet};
 use fastshake_sctp::{AssociationState, Config, ConnectOptions, Endpoint, Event, HandshakeMode, Instant};
+use fastshake_testkit::sctp::*;
 
 fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
     let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, vtag);

@@ -1,14 +1,13 @@
 //! Every handshake variant on an in-memory pair in virtual time, with each packet lost in turn.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use fastshake_sctp::packet::{
     Chunk, ErrorCause, Packet, Param, CHUNK_ERROR, CHUNK_HEARTBEAT, CHUNK_INIT, CHUNK_INIT_ACK,
 };
 use fastshake_sctp::{AssociationState, ConnectOptions, Event, HandshakeKind, HandshakeMode, Instant};
+use fastshake_testkit::net::{self, Dir};
+use fastshake_testkit::sctp::*;
 
 fn connected_kind(
     events: &[(fastshake_sctp::AssociationHandle, Event)],
@@ -69,7 +68,7 @@ fn alt_handshake_exchanges_small_cookie() {
     assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
     assert_eq!(connected_kind(&pair.client_events), Some((HandshakeKind::AltCookie, 2, 0)));
     assert_eq!(connected_kind(&pair.server_events).map(|k| k.0), Some(HandshakeKind::AltCookie));
-    let types: Vec<Vec<u8>> = pair.log.iter().map(Sent::chunk_types).collect();
+    let types: Vec<Vec<u8>> = pair.log.iter().map(SctpDatagram::chunk_types).collect();
     assert_eq!(types, vec![vec![CHUNK_INIT], vec![CHUNK_ERROR], vec![CHUNK_INIT], vec![CHUNK_INIT_ACK]]);
     let init_len = pair.log[0].payload.len();
     let error_len = pair.log[1].payload.len();
@@ -100,7 +99,7 @@ fn cached_cookie_opens_in_one_round_trip() {
     }));
     assert_eq!(connected_kind(&pair.client_events[ev_start..]), Some((HandshakeKind::AltCached, 1, 0)));
     assert_eq!(pair.now - t0, pair.rtt(), "one round trip");
-    let types: Vec<Vec<u8>> = pair.log[start..].iter().map(Sent::chunk_types).collect();
+    let types: Vec<Vec<u8>> = pair.log[start..].iter().map(SctpDatagram::chunk_types).collect();
     assert_eq!(types, vec![vec![CHUNK_INIT], vec![CHUNK_INIT_ACK]]);
 }
 
@@ -214,7 +213,7 @@ fn alt_only_server_never_sends_state_cookie() {
     pair.run_for(Duration::from_secs(600));
     assert!(pair.client_connected().is_none());
     assert!(pair.client_events.iter().any(|(_, e)| matches!(e, Event::Failed(_))));
-    for s in pair.log.iter().filter(|s| !s.to_server) {
+    for s in pair.log.iter().filter(|s| s.dir == Dir::ToClient) {
         assert_eq!(s.chunk_types(), vec![CHUNK_ERROR]);
         assert!(s.payload.len() <= 36);
     }
@@ -243,7 +242,7 @@ fn each_packet_lost_in_turn(
         let mut pair = Pair::new(client_config(client_mode), server.clone());
         pair.echo = true;
         if let Some(i) = drop_index {
-            pair.loss = Box::new(move |index, _| index == i);
+            pair.filter = net::drop_if(move |d| d.nth == i);
         }
         let opts = ConnectOptions {
             cached_cookie: cookie.clone(),
@@ -457,7 +456,7 @@ fn invalid_stream_in_alt_data_gets_error() {
     pair.run_for(Duration::from_secs(3));
     assert_eq!(pair.server_messages(), vec![msg(0, b"ok")]);
     let errors: Vec<Packet> =
-        pair.sent_with(CHUNK_ERROR).iter().filter(|s| !s.to_server).map(|s| s.packet()).collect();
+        pair.sent_with(CHUNK_ERROR).iter().filter(|s| s.dir == Dir::ToClient).map(|s| s.packet()).collect();
     assert!(errors.iter().any(|p| p.chunks.iter().any(
         |c| matches!(c, Chunk::Error { causes } if causes == &vec![ErrorCause::InvalidStream { stream: 9 }])
     )));
@@ -491,7 +490,7 @@ fn init_collision_alt_merges_into_one_association() {
     // The INIT-ACKs repeat each side's own INIT tag.
     for s in pair.sent_with(CHUNK_INIT_ACK) {
         let Chunk::InitAck(ack) = &s.packet().chunks[0] else { panic!() };
-        let own = if s.to_server { ci.local_tag } else { si.local_tag };
+        let own = if s.dir == Dir::ToServer { ci.local_tag } else { si.local_tag };
         assert_eq!(ack.initiate_tag, own);
     }
     pair.client.send(hc, msg(0, b"x")).unwrap();
@@ -540,9 +539,13 @@ fn multihoming_heartbeats_wait_and_path_cookies_are_fetched() {
     assert_eq!(connected_kind(&pair.client_events).map(|k| k.0), Some(HandshakeKind::AltCached));
     // The server held its HEARTBEATs back until the client spoke on the association.
     let init_ack_at = pair.log.iter().position(|s| s.chunk_types() == vec![CHUNK_INIT_ACK]).unwrap();
-    let first_hb = pair.log.iter().position(|s| !s.to_server && s.chunk_types().contains(&CHUNK_HEARTBEAT));
-    let first_client_after =
-        pair.log.iter().skip(init_ack_at).position(|s| s.to_server && s.packet().verification_tag != 0);
+    let first_hb =
+        pair.log.iter().position(|s| s.dir == Dir::ToClient && s.chunk_types().contains(&CHUNK_HEARTBEAT));
+    let first_client_after = pair
+        .log
+        .iter()
+        .skip(init_ack_at)
+        .position(|s| s.dir == Dir::ToServer && s.packet().verification_tag != 0);
     if let Some(hb) = first_hb {
         let client_pkt =
             first_client_after.expect("client spoke before the server's HEARTBEAT") + init_ack_at;
@@ -560,7 +563,7 @@ fn multihoming_heartbeats_wait_and_path_cookies_are_fetched() {
     assert!(pair
         .log
         .iter()
-        .any(|s| s.to_server && s.src == Some(client_addr2()) && s.chunk_types() == vec![CHUNK_INIT]));
+        .any(|s| s.dir == Dir::ToServer && s.src == client_addr2() && s.chunk_types() == vec![CHUNK_INIT]));
     assert_eq!(pair.server.associations().len(), 1, "the probe INIT opened nothing");
     // That cookie opens an association from the second address in one round trip.
     for h in pair.client.associations() {
@@ -604,7 +607,7 @@ fn server_heartbeat_is_held_until_client_speaks() {
     pair.run_for(Duration::from_secs(2));
     let hbs = pair.sent_with(CHUNK_HEARTBEAT);
     assert!(
-        hbs.iter().any(|s| !s.to_server && s.dst == client_addr2()),
+        hbs.iter().any(|s| s.dir == Dir::ToClient && s.dst == client_addr2()),
         "second path probed once open on both sides"
     );
 }
@@ -620,7 +623,7 @@ fn stale_state_cookie_is_reported_and_the_client_starts_over() {
     let stale_errors = pair
         .log
         .iter()
-        .filter(|s| !s.to_server)
+        .filter(|s| s.dir == Dir::ToClient)
         .filter(|s| s.packet().chunks.iter().any(|c| matches!(c, Chunk::Error { causes } if matches!(causes[..], [ErrorCause::StaleCookie { staleness_us: 5000 }]))))
         .count();
     assert!(stale_errors >= 2, "{stale_errors}");
@@ -742,7 +745,7 @@ fn init_collision_survives_each_loss() {
         b.listen = true;
         let mut pair = Pair::new(b, server_config(HandshakeMode::Both));
         if let Some(i) = drop {
-            pair.loss = Box::new(move |index, _| index == i);
+            pair.filter = net::drop_if(move |d| d.nth == i);
         }
         let hc = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"c")], ..Default::default() });
         let hs = pair.server.connect(

@@ -6,18 +6,17 @@
 //! leave every fingerprint as it is; a deliberate change of the wire format or of a timer updates
 //! them here, in the same commit, with the reason.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use fastshake_sctp::{ConnectOptions, Event, HandshakeMode, Message};
+use fastshake_testkit::net::{self, Datagram, Dir, Fate};
+use fastshake_testkit::sctp::*;
 
-fn fingerprint(logs: &[&[Sent]]) -> String {
+fn fingerprint(logs: &[&[Datagram]]) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     for log in logs {
         for s in *log {
-            ctx.update(&[u8::from(s.to_server), u8::from(s.dropped)]);
+            ctx.update(&[u8::from(s.dir == Dir::ToServer), u8::from(s.fate == Fate::Drop)]);
             ctx.update(&s.at.as_nanos().to_be_bytes());
             ctx.update(&(s.payload.len() as u32).to_be_bytes());
             ctx.update(&s.payload);
@@ -119,11 +118,15 @@ fn cookieless_idle() -> String {
 fn losses() -> String {
     let mut pair = Pair::new(client_config(HandshakeMode::Both), server_config(HandshakeMode::Both));
     let mut state = 7u64;
-    pair.loss = Box::new(move |i, _| {
+    let mut jitter = net::jitter(Duration::from_millis(15), 3);
+    pair.filter = Box::new(move |d| {
         state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        i == 0 || (state >> 33) % 100 < 12
+        if d.nth == 0 || (state >> 33) % 100 < 12 {
+            Fate::Drop
+        } else {
+            Fate::Late(jitter())
+        }
     });
-    pair.jitter = Some((Duration::from_millis(15), 3));
     open(&mut pair, ConnectOptions { zero_rtt: vec![msg(0, b"early")], ..Default::default() });
     let h = pair.client.associations()[0];
     pair.echo = true;
@@ -142,7 +145,7 @@ fn losses() -> String {
 /// The regular handshake with its COOKIE-ECHO and COOKIE-ACK lost once each.
 fn regular_losses() -> String {
     let mut pair = Pair::new(client_config(HandshakeMode::Regular), server_config(HandshakeMode::Regular));
-    pair.loss = Box::new(|i, _| i == 2 || i == 4);
+    pair.filter = net::drop_if(|d| d.nth == 2 || d.nth == 4);
     pair.connect(ConnectOptions::default());
     let h = pair.client.associations()[0];
     pair.client.send(h, msg(0, b"behind the cookie")).unwrap();
@@ -175,7 +178,7 @@ fn collisions() -> String {
         assert_eq!(pair.client_messages(), vec![msg(0, b"from server")], "{mode:?}");
         logs.push(pair.log);
     }
-    let logs: Vec<&[Sent]> = logs.iter().map(Vec::as_slice).collect();
+    let logs: Vec<&[Datagram]> = logs.iter().map(Vec::as_slice).collect();
     fingerprint(&logs)
 }
 
@@ -192,7 +195,7 @@ fn multihomed() -> String {
     pair.client.send(h, msg(0, b"hello")).unwrap();
     pair.run_for(Duration::from_secs(2));
     let sh = pair.server.associations()[0];
-    pair.loss = Box::new(|_, s| s.dst == client_addr());
+    pair.filter = net::drop_if(|s| s.dst == client_addr());
     pair.server.send(sh, msg(0, b"after the outage")).unwrap();
     pair.run_for(Duration::from_secs(60));
     assert_eq!(pair.server.association(sh).expect("open").remote, client_addr2(), "failed over");
@@ -208,7 +211,7 @@ fn dead_peers() -> String {
     let h = pair.client.associations()[0];
     pair.client.send(h, msg(0, b"last words")).unwrap();
     pair.run_for(Duration::from_secs(1));
-    pair.loss = Box::new(|_, s| !s.to_server);
+    pair.filter = net::drop_if(|s| s.dir == Dir::ToClient);
     pair.client.shutdown(h);
     pair.run_for(Duration::from_secs(1000));
     assert!(pair
@@ -218,7 +221,7 @@ fn dead_peers() -> String {
     let mut second = Pair::new(client_config(HandshakeMode::Both), cookieless_server());
     open(&mut second, ConnectOptions::default());
     let h = second.client.associations()[0];
-    second.loss = Box::new(|_, s| s.to_server);
+    second.filter = net::drop_if(|s| s.dir == Dir::ToServer);
     second.client.send(h, msg(0, b"into the void")).unwrap();
     second.run_for(Duration::from_secs(3600));
     assert!(second.client_events.iter().any(|(_, e)| matches!(e, Event::Failed(_))));
