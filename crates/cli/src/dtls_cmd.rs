@@ -14,9 +14,10 @@ use fastshake_dtls::{
     TrustAnchors, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
-    describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, Clock, DatagramTrace,
-    Direction, DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
+    describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
+    DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
 };
+use fastshake_net::Clock;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -32,8 +32,8 @@ use super::{
     SERVER_PORT,
 };
 use anyhow::{bail, Context};
-use fastshake_core::{Instant as EngineInstant, SansIo, Transmit};
-use fastshake_net::dtls::Clock;
+use fastshake_core::{SansIo, Transmit};
+use fastshake_net::Clock;
 use fastshake_netlab::testbed::{ClientIface, Host, NatKind, Testbed, TestbedConfig, TestbedError};
 use fastshake_sim::apps::{App, NodeEvent};
 use fastshake_sim::nat::NatPreset;
@@ -914,14 +914,6 @@ impl Drop for BoundSocket {
     }
 }
 
-fn sleep_until(clock: &Clock, deadline: Option<EngineInstant>) -> tokio::time::Sleep {
-    let at = match deadline {
-        Some(t) => clock.to_std(t),
-        None => Instant::now() + Duration::from_secs(3600),
-    };
-    tokio::time::sleep_until(tokio::time::Instant::from_std(at))
-}
-
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
@@ -981,7 +973,7 @@ async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
                 Some(Input::Control(_)) => {}
                 Some(Input::Hangup) | None => break,
             },
-            _ = sleep_until(&clock, deadline), if deadline.is_some() => app.handle_timeout(clock.now()),
+            _ = clock.sleep_until(deadline), if deadline.is_some() => app.handle_timeout(clock.now()),
         }
     }
     let result = serde_json::json!({ "receipts": app.receipts, "deliveries": app.deliveries });
@@ -1069,7 +1061,7 @@ async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
                 }
                 Some(Input::Hangup) | None => break,
             },
-            _ = sleep_until(&clock, deadline), if deadline.is_some() => app.handle_timeout(clock.now()),
+            _ = clock.sleep_until(deadline), if deadline.is_some() => app.handle_timeout(clock.now()),
         }
     }
     let result = serde_json::json!({

@@ -18,10 +18,11 @@
 #![forbid(unsafe_code)]
 
 use crate::mobility::{self, SessionSockets, SocketAction};
+use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
     ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
-    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WallClock,
+    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::{HashMap, VecDeque};
@@ -47,45 +48,6 @@ pub const DEFAULT_COOKIE_ROTATION: Duration = Duration::from_secs(120);
 /// previous key still open, so a ticket opens for at least one rotation period: this equals the
 /// default ticket lifetime of [`TicketKeys::new`] (2 h), so a ticket lasts as long as its hint says.
 pub const DEFAULT_TICKET_ROTATION: Duration = Duration::from_secs(2 * 3600);
-
-/// Maps the process's monotonic clock onto engine time, counted from the moment of `new`.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    base: std::time::Instant,
-}
-
-impl Default for Clock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Clock {
-    /// A clock whose origin is now.
-    pub fn new() -> Self {
-        Clock { base: std::time::Instant::now() }
-    }
-
-    /// The current engine time.
-    pub fn now(&self) -> Instant {
-        Instant::from_nanos(u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX))
-    }
-
-    /// The std instant matching engine time `t` (for timers); far in the future if unrepresentable.
-    pub fn to_std(&self, t: Instant) -> std::time::Instant {
-        self.base
-            .checked_add(t.since_origin())
-            .unwrap_or_else(|| std::time::Instant::now() + Duration::from_secs(86_400 * 365))
-    }
-
-    /// Pins Unix time (the system clock, now) to engine time, for certificate validity and
-    /// session lifetimes.
-    pub fn wall_clock(&self) -> WallClock {
-        let unix_secs =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        WallClock { at: self.now(), unix_secs }
-    }
-}
 
 /// `config` with the driver's wall clock, unless the caller pinned one.
 fn client_config_with_clock(config: Arc<ClientConfig>, clock: &Clock) -> Arc<ClientConfig> {
@@ -488,14 +450,6 @@ fn is_no_route_yet(error: &io::Error) -> bool {
     )
 }
 
-fn timer(clock: &Clock, deadline: Option<Instant>) -> tokio::time::Sleep {
-    let at = match deadline {
-        Some(t) => clock.to_std(t),
-        None => std::time::Instant::now() + Duration::from_secs(86_400),
-    };
-    tokio::time::sleep_until(tokio::time::Instant::from_std(at))
-}
-
 type HandshakeVerdict = Result<HandshakeSummary, DriverError>;
 
 /// Most records a client keeps for resending after a reconnection; beyond it the oldest go (an
@@ -786,7 +740,7 @@ impl ClientDriver {
                     Err(error) if is_icmp_error(&error) => {}
                     Err(error) => return Err(self.fail(error.into())),
                 },
-                _ = timer(&self.clock, deadline), if deadline.is_some() => self.on_timer(),
+                _ = self.clock.sleep_until(deadline), if deadline.is_some() => self.on_timer(),
                 command = commands.recv(), if commands_open => match command {
                     Some(ClientCommand::Send(data)) => self.send_record(data),
                     Some(ClientCommand::Reconnect { resume }) => self.start_reconnection(resume),
@@ -1248,7 +1202,7 @@ async fn run_server(
             Some(mut arrived) = incoming.recv() => {
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
-            _ = timer(&driver.clock, deadline), if deadline.is_some() => {
+            _ = driver.clock.sleep_until(deadline), if deadline.is_some() => {
                 endpoint.handle_timeout(driver.clock.now());
             }
             _ = tokio::time::sleep_until(next_sweep), if !driver.sockets.is_empty() => {
@@ -1718,11 +1672,7 @@ mod tests {
     }
 
     #[test]
-    fn clock_maps_engine_time_back_to_std_time() {
-        let clock = Clock::new();
-        let t = clock.now() + Duration::from_millis(250);
-        let std_t = clock.to_std(t);
-        assert_eq!(std_t.duration_since(clock.base), t.since_origin());
+    fn os_seeds_differ() {
         assert_ne!(os_seed(), os_seed());
     }
 }

@@ -3,6 +3,9 @@
 //! engine.
 #![forbid(unsafe_code)]
 
+pub mod clock;
 pub mod dtls;
 pub mod mobility;
 pub mod sctp;
+
+pub use clock::Clock;
