@@ -9,9 +9,11 @@ mod dtls_cmd;
 
 mod netlab_cmd;
 mod pki_cmd;
+mod say;
 mod sctp_cmd;
 mod sim_cmd;
 use clap::{Parser, Subcommand};
+use say::say;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -64,7 +66,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fastshake: error: {e:#}");
+            say!("fastshake: error: {e:#}");
             ExitCode::FAILURE
         }
     }
