@@ -73,32 +73,16 @@ fn openssl_s_client_against_server(key: &str, cipher: &str, suite: &str) {
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.push("--echo".into());
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let mut client = openssl_s_client(
-        port,
-        &[
-            "-CAfile",
-            &pki.ca(),
-            "-verify_return_error",
-            "-cert",
-            &pki.client_cert(),
-            "-cert_chain",
-            &pki.client_intermediates(),
-            "-key",
-            &pki.client_key(),
-            "-cipher",
-            cipher,
-        ],
-    );
+    let mut client_args = pki.openssl_mutual_client_args(&pki.client_intermediates());
+    client_args.extend(["-cipher".into(), cipher.into()]);
+    let mut client = openssl_s_client(port, &strs(&client_args));
     server.expect_handshake_without_resend(&[
         &format!("{suite}, full (not resumed), with extended master secret"),
         "peer sent 3 certificate(s)",
     ]);
     client.expect_stdout("Verification: OK");
 
-    client.write_line("ping from openssl s_client");
-    client.expect_stdout("ping from openssl s_client");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from openssl s_client");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 
@@ -169,10 +153,7 @@ fn gnutls_cli_with_fastshake_server_mutual() {
         ],
     );
     server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA", "peer sent 3 certificate(s)"]);
-    client.write_line("ping from gnutls-cli");
-    client.expect_stdout("ping from gnutls-cli");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from gnutls-cli");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 
@@ -189,28 +170,13 @@ fn openssl_s_client_sending_a_4_kb_rsa_flight_completes_without_a_resend() {
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.extend(["--echo".into(), "-v".into()]);
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let mut client = openssl_s_client(
-        port,
-        &[
-            "-CAfile",
-            &pki.ca(),
-            "-verify_return_error",
-            "-cert",
-            &pki.client_cert(),
-            "-cert_chain",
-            &pki.client_cert(),
-            "-key",
-            &pki.client_key(),
-        ],
-    );
+    let client_args = pki.openssl_mutual_client_args(&pki.client_cert());
+    let mut client = openssl_s_client(port, &strs(&client_args));
     let line = server.expect_handshake_without_resend(&[
         "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
         "peer sent 4 certificate(s)",
     ]);
-    client.write_line("ping after a 4 kB flight");
-    client.expect_stdout("ping after a 4 kB flight");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping after a 4 kB flight");
     // Whether this OpenSSL split the flight shows in the server's trace; the test's claim (no
     // resend) holds either way, so a future OpenSSL that stops splitting is only noted.
     if !server.stderr.text().contains(" 4096 B: ") {

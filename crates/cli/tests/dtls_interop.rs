@@ -42,10 +42,7 @@ fn openssl_s_client_against_server(suite: &str) {
         "{suite}, full (not resumed), with extended master secret"
     )]);
 
-    client.write_line("ping from openssl s_client");
-    client.expect_stdout("ping from openssl s_client");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from openssl s_client");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 
@@ -78,10 +75,7 @@ fn gnutls_cli_against_server(suite: &str) {
         "{suite}, full (not resumed), with extended master secret"
     )]);
 
-    client.write_line("ping from gnutls-cli");
-    client.expect_stdout("ping from gnutls-cli");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from gnutls-cli");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 

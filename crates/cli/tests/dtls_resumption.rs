@@ -73,10 +73,7 @@ fn openssl_s_client_run(pki: &Pki, port: u16, session: &[&str], line: &str) -> S
     args.extend_from_slice(session);
     let mut client = openssl_s_client(port, &args);
     client.expect_stdout("Verify return code: 0 (ok)");
-    client.write_line(line);
-    client.expect_stdout(line);
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close(line);
     client.stdout.text()
 }
 
@@ -160,10 +157,7 @@ fn gnutls_cli_resumes_against_server(server_extra: &[&str], by: &str) {
         gnutls_cli(port, &["-r", "--x509cafile", &pki.ca(), "--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2"]);
     client.expect_stdout("This is a resumed session");
     server.expect_stderr(&format!("resumed by {by}"));
-    client.write_line("ping over the resumed session");
-    client.expect_stdout("ping over the resumed session");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping over the resumed session");
 }
 
 #[test]

@@ -236,6 +236,17 @@ impl Pki {
         self.file(name)
     }
 
+    /// `openssl s_client` arguments: verify the server against our CA and authenticate with the
+    /// client's leaf, `chain` as `-cert_chain` (the intermediates, or the whole chain file as a
+    /// new user would give it) and key.
+    pub fn openssl_mutual_client_args(&self, chain: &str) -> Vec<String> {
+        let ca = self.ca();
+        let (cert, key) = (self.client_cert(), self.client_key());
+        ["-CAfile", &ca, "-verify_return_error", "-cert", &cert, "-cert_chain", chain, "-key", &key]
+            .map(String::from)
+            .to_vec()
+    }
+
     /// `fastshake server` arguments: our chain and key.
     pub fn fastshake_server_args(&self) -> Vec<String> {
         vec!["--cert".into(), self.server_cert(), "--key".into(), self.server_key()]

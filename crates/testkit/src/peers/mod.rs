@@ -272,6 +272,16 @@ impl Peer {
         self.expect_stdout(&format!("{line}\n"));
     }
 
+    /// Writes `line`, waits until standard output shows it, then closes standard input and
+    /// waits for the exit, whatever its status: for the real peers' clients, whose exit status
+    /// the tests do not judge.
+    pub fn echo_and_close(&mut self, line: &str) -> ExitStatus {
+        self.write_line(line);
+        self.expect_stdout(line);
+        self.close_stdin();
+        self.expect_exit()
+    }
+
     /// Closes standard input and checks that the process then exits successfully; a failure
     /// shows its transcript and those of `others` (the peers it talked to).
     pub fn finish(&mut self, others: &[&Peer]) {
