@@ -11,7 +11,7 @@
 
 use fastshake_sctp::packet::{Chunk, DataChunk, Packet, Param};
 use fastshake_testkit::peers::sctp::{
-    assert_alt_only_answers, client_inits, count_lines, resent, Relay, Resent,
+    assert_alt_only_answers, assert_served_regular_client, client_inits, count_lines, resent, Relay, Resent,
 };
 use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
 use std::net::UdpSocket;
@@ -263,7 +263,7 @@ fn alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_usrsctp_echo_serve
 fn usrsctp_client_with_our_echo_server() {
     let Some(program) = usrsctp_program("client") else { return };
     let our_port = free_udp_port();
-    let server =
+    let mut server =
         FASTSHAKE.sctp_server(our_port, ECHO_SCTP_PORT, &["--mode", "both", "--echo", "--exit-after", "1"]);
 
     let mut client = start_usrsctp_client(&program, our_port);
@@ -283,22 +283,7 @@ fn usrsctp_client_with_our_echo_server() {
         client.transcript(),
         server.transcript()
     );
-    let mut server = server;
-    let server_status = server.wait_timeout(Duration::from_secs(10));
-    let report = format!("{}\n{}", client.transcript(), server.transcript());
-    assert!(server_status.is_some_and(|s| s.success()), "server did not exit cleanly\n{report}");
-    assert_eq!(server.stdout.text(), line, "our server prints what it received, once, in order\n{report}");
-    let stderr = server.stderr.text();
-    assert!(
-        stderr.contains("opened by the regular handshake"),
-        "usrsctp speaks the regular handshake\n{report}"
-    );
-    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
-    assert_eq!(
-        resent(&stderr, "sctp server: association 1"),
-        Resent::default(),
-        "resent on loopback\n{report}"
-    );
+    let report = assert_served_regular_client(&mut server, &client, "usrsctp", &line);
     for l in lines {
         assert_eq!(count_lines(&client.stdout.text(), l.trim_end()), 1, "each echo arrives once\n{report}");
     }

@@ -174,6 +174,25 @@ pub fn assert_alt_only_answers(wire: &[Relayed], client: &str, (num, den): (usiz
     }
 }
 
+/// Our echo server (`--exit-after 1`) once `peer`, a client that knows only the regular
+/// handshake, has sent `received` and closed: the server exits cleanly, printed what it received
+/// once and in order, opened the association by the regular handshake, closed it gracefully
+/// and sent nothing again. Returns the report (both transcripts) for further checks.
+pub fn assert_served_regular_client(server: &mut Peer, client: &Peer, peer: &str, received: &str) -> String {
+    let server_status = server.wait_timeout(Duration::from_secs(10));
+    let report = format!("{}\n{}", client.transcript(), server.transcript());
+    assert!(server_status.is_some_and(|s| s.success()), "our server did not exit cleanly\n{report}");
+    assert_eq!(server.stdout.text(), received, "our server got every line exactly once, in order\n{report}");
+    let stderr = server.stderr.text();
+    assert!(
+        stderr.contains("opened by the regular handshake"),
+        "{peer} speaks the regular handshake\n{report}"
+    );
+    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
+    assert_eq!(resent(&stderr, "sctp server: association 1"), Resent::default(), "nothing resent\n{report}");
+    report
+}
+
 /// What an association of `fastshake sctp` sent again, from its "resent:" summary line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resent {
