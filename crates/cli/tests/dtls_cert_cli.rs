@@ -10,17 +10,6 @@ const ECDSA_CCM8: &str = "TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8";
 const ECDSA_GCM: &str = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256";
 const RSA_GCM: &str = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256";
 
-/// One client run: a line out, its echo back, a clean exit; returns the client's stderr.
-fn echo_run(port: u16, args: &[&str], line: &str) -> String {
-    let mut client = FASTSHAKE.client_with(port, args);
-    client.expect_handshake_without_resend(&[]);
-    client.write_line(line);
-    client.expect_stdout(line);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
-    client.stderr.text()
-}
-
 fn certificate_suite_round_trip(key: &str, suite: &str) {
     let pki = Pki::generate(FASTSHAKE, key, 3);
     let mut server_args = pki.fastshake_server_args();
@@ -28,7 +17,7 @@ fn certificate_suite_round_trip(key: &str, suite: &str) {
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let mut client_args = pki.fastshake_client_args();
     client_args.extend(["--suite".into(), suite.into()]);
-    let stderr = echo_run(port, &strs(&client_args), "over a certificate suite");
+    let stderr = FASTSHAKE.echo_run(port, &strs(&client_args), "over a certificate suite");
     assert!(
         stderr.contains(&format!("handshake done: {suite}, full (not resumed), with extended master secret")),
         "{stderr}"
@@ -60,7 +49,8 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
     server_args.push("--echo".into());
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
 
-    let stderr = echo_run(port, &strs(&pki.fastshake_mutual_client_args()), "with a client certificate");
+    let stderr =
+        FASTSHAKE.echo_run(port, &strs(&pki.fastshake_mutual_client_args()), "with a client certificate");
     assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
     server.expect_handshake_without_resend(&[
         "TLS_ECDHE_ECDSA",
@@ -82,7 +72,7 @@ fn optional_client_authentication_accepts_a_client_without_a_certificate() {
     let mut server_args = pki.fastshake_mutual_server_args("optional");
     server_args.push("--echo".into());
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let stderr = echo_run(port, &strs(&pki.fastshake_client_args()), "no client certificate");
+    let stderr = FASTSHAKE.echo_run(port, &strs(&pki.fastshake_client_args()), "no client certificate");
     assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
     server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA"]);
     let line =
@@ -124,9 +114,10 @@ fn psk_and_certificates_on_one_server() {
     let mut server_args = pki.fastshake_server_args();
     server_args.extend(["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX, "--echo"].map(String::from));
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let with_psk = echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], "psk client");
+    let with_psk =
+        FASTSHAKE.echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], "psk client");
     assert!(with_psk.contains("handshake done: TLS_PSK_WITH_AES_128_CCM_8"), "{with_psk}");
-    let with_cert = echo_run(port, &strs(&pki.fastshake_client_args()), "certificate client");
+    let with_cert = FASTSHAKE.echo_run(port, &strs(&pki.fastshake_client_args()), "certificate client");
     assert!(with_cert.contains("handshake done: TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8"), "{with_cert}");
     server.expect_stderr("listening on 127.0.0.1:");
     assert!(server.stderr.text().contains("(DTLS 1.2, PSK and certificates)"), "{}", server.transcript());

@@ -44,14 +44,11 @@ fn fastshake_server_follows_pion_client(suite: &str, client_cid: &[&str]) {
     assert!(!handshake.contains("cid out: none"), "fastshake issued no CID: {handshake}");
     server.expect_handshake_without_resend(&[suite]);
 
-    client.write_line("before the move");
-    client.expect_stdout("before the move\n");
+    client.echo_line("before the move");
     client.write_line("after the move");
     let moved_to = new_local_port(&client);
     client.expect_stdout("after the move\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "pion client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
 
     let counts = pion::record_counts(&client);
     assert_eq!(counts.local_port_changes, 1, "{counts:?}");
@@ -116,12 +113,9 @@ fn fastshake_client_with_pion_server(suite: &str) {
     let handshake = pion::handshake_line(&server);
     assert!(handshake.contains("cid in: 8 bytes"), "{handshake}");
 
-    client.write_line("ping from fastshake");
-    client.expect_stdout("ping from fastshake\n");
+    client.echo_line("ping from fastshake");
     server.expect_stdout("ping from fastshake\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     let sent_cid = client
         .stderr
         .text()
@@ -154,19 +148,15 @@ fn pion_server_follows_fastshake_client(suite: &str) {
         &["--suite", suite, "--mobility", "cid", "--rebind-after", "1", "-v"],
     );
     client.expect_handshake_without_resend(&[suite]);
-    client.write_line("before the move");
-    client.expect_stdout("before the move\n");
+    client.echo_line("before the move");
     client.expect_stderr("fastshake client: moved from");
     let stderr = client.stderr.text();
     let moved = stderr.lines().find(|line| line.contains("moved from")).expect("the line seen above");
     let new_address = moved.rsplit(' ').next().expect("an address").to_owned();
 
-    client.write_line("after the move");
-    client.expect_stdout("after the move\n");
+    client.echo_line("after the move");
     server.expect_stdout("after the move\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     // The session pion ends is the one of the handshake, now at the client's new address.
     server.expect_stderr_line_with(&["session with", &new_address, "ended"]);
     assert_eq!(server.stderr.text().matches("handshake done").count(), 1, "{}", server.transcript());
@@ -190,11 +180,8 @@ fn fastshake_server_falls_back_with_pion_client_without_cid(suite: &str) {
     let mut client = pion::dtls_client(&binary, port, suite, &[]);
     let handshake = pion::handshake_line(&client);
     assert!(handshake.contains("cid out: none; cid in: none"), "{handshake}");
-    client.write_line("plain records");
-    client.expect_stdout("plain records\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "pion client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.echo_line("plain records");
+    client.finish(&[&server]);
     let counts = pion::record_counts(&client);
     assert_eq!((counts.sent_cid, counts.received_cid), (0, 0), "{counts:?}");
     assert!(counts.sent_plain >= 2 && counts.received_plain >= 1, "{counts:?}");
@@ -219,11 +206,8 @@ fn fastshake_client_falls_back_with_pion_server_without_cid(suite: &str) {
     client.expect_handshake_without_resend(&[suite]);
     let handshake = pion::handshake_line(&server);
     assert!(handshake.contains("cid out: none; cid in: none"), "{handshake}");
-    client.write_line("plain records");
-    client.expect_stdout("plain records\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.echo_line("plain records");
+    client.finish(&[&server]);
     assert!(!client.stderr.text().lines().any(names_cid_record), "{}", client.transcript());
     assert!(client.stderr.text().contains("ApplicationData"), "{}", client.transcript());
 }
@@ -246,13 +230,11 @@ fn pion_peer_moves_and_pion_server_follows_by_cid() {
     let Some(binary) = pion::dtls_peer() else { return };
     let (server, port) = pion::dtls_server(&binary, CCM8, &["--cid"]);
     let mut client = pion::dtls_client(&binary, port, CCM8, &["--cid", "--move-after", "1"]);
-    client.write_line("one");
-    client.expect_stdout("one\n");
+    client.echo_line("one");
     client.write_line("two");
     new_local_port(&client);
     client.expect_stdout("two\n");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     let counts = pion::record_counts(&client);
     assert_eq!((counts.sent_plain, counts.local_port_changes), (0, 1), "{counts:?}");
 }
@@ -262,8 +244,7 @@ fn pion_peer_without_cid_loses_its_session_when_it_moves() {
     let Some(binary) = pion::dtls_peer() else { return };
     let (_server, port) = pion::dtls_server(&binary, CCM8, &[]);
     let mut client = pion::dtls_client(&binary, port, CCM8, &["--move-after", "1", "--linger", "1s"]);
-    client.write_line("one");
-    client.expect_stdout("one\n");
+    client.echo_line("one");
     client.write_line("two");
     new_local_port(&client);
     client.close_stdin();
@@ -337,13 +318,11 @@ fn capture_shows_the_cids_both_ways_and_across_the_move() {
     let mut client =
         pion::dtls_client(&binary, port, CCM8, &["--cid", "--receive-cid-len", "4", "--move-after", "1"]);
     let handshake = pion::handshake_line(&client);
-    client.write_line("before the move");
-    client.expect_stdout("before the move\n");
+    client.echo_line("before the move");
     client.write_line("after the move");
     let moved_to = new_local_port(&client);
     client.expect_stdout("after the move\n");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     capture.terminate();
     capture.expect_exit();
 

@@ -16,9 +16,7 @@ fn client_and_server_exchange_data_and_print_summaries() {
         client.write_line(line);
     }
     client.expect_stdout("first line\nsecond line\nthird line\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "{}", client.transcript());
+    client.finish(&[]);
     server.expect_stderr("closed by the peer (close_notify)");
     let stderr = client.stderr.text();
     assert!(stderr.contains("datagrams"), "{stderr}");
@@ -36,8 +34,7 @@ fn server_without_echo_prints_what_each_client_sends() {
     server.expect_handshake_without_resend(&[GCM]);
     server.expect_handshake_without_resend(&[CCM8]);
     for client in [&mut first, &mut second] {
-        client.close_stdin();
-        assert!(client.expect_exit().success(), "{}", client.transcript());
+        client.finish(&[]);
     }
 }
 
@@ -51,8 +48,7 @@ fn smallest_mtu_fragments_every_flight_and_still_connects() {
     let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mtu", "64", "--verbose"]);
     client.write_line("small datagrams");
     client.expect_stdout("small datagrams");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
     let trace = client.stderr.text();
     assert!(
         trace.contains("ClientHello (no cookie) [fragment 0.."),
@@ -188,8 +184,7 @@ fn a_line_longer_than_the_mtu_travels_in_several_records() {
     let long_line: String = (0..3000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
     client.write_line(&long_line);
     client.expect_stdout(&format!("{long_line}\n"));
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
     assert_eq!(client.stdout.text(), format!("{long_line}\n"), "nothing lost, altered or repeated");
 }
 

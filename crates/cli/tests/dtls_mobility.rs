@@ -38,9 +38,7 @@ fn move_mid_session(mode: &str, rebind_to: Option<&str>, extra_client: &[&str]) 
         client.write_line(&line(i));
     }
     client.expect_stdout(&format!("{}\n", line(BEFORE_MOVE + AFTER_MOVE)));
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     (server, client)
 }
 
@@ -154,22 +152,18 @@ fn cid_session_survives_a_move_to_another_address() {
 fn a_tcs_client_that_does_not_offer_port_move_stays_on_the_welcome_port() {
     let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", "tcs"]);
     let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mobility", "standard"]);
-    client.write_line("hello");
-    client.expect_stdout("hello\n");
+    client.echo_line("hello");
     server.expect_stderr_line_with(&["client", "stays on the welcome port"]);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
 }
 
 #[test]
 fn an_ipc_server_serves_a_client_without_port_move_on_the_welcome_port() {
     let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", "ipc"]);
     let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mobility", "standard"]);
-    client.write_line("hello");
-    client.expect_stdout("hello\n");
+    client.echo_line("hello");
     server.expect_stderr_line_with(&["client", "stays on the welcome port", "port_move"]);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
 }
 
 /// The UDP sockets of this host as `ss -uanH` lists them: (state, local, peer).
@@ -218,14 +212,12 @@ fn a_tcs_handshake_runs_on_a_socket_connected_to_the_client_that_closes_with_the
     let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", "tcs"]);
     // A standard client stays on its temporary socket for the whole session.
     let mut client = FASTSHAKE.client(port, PSK_HEX, &[]);
-    client.write_line("hello");
-    client.expect_stdout("hello\n");
+    client.echo_line("hello");
     server.expect_stderr("handshake done");
     let (welcome, peer) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{}", client_port(&server)));
     let connected = |s: &[(String, String, String)]| s.iter().any(|(_, l, p)| *l == welcome && *p == peer);
     wait_for_sockets("the temporary socket connected to the client", connected);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
     server.expect_stderr("closed by the peer");
     wait_for_sockets("the temporary socket closed", |s| !connected(s));
     // The welcome socket stays.
@@ -237,8 +229,7 @@ fn session_ports_close_with_their_sessions() {
     for mode in ["ipc", "tcs"] {
         let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", mode]);
         let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mobility", mode]);
-        client.write_line("hello");
-        client.expect_stdout("hello\n");
+        client.echo_line("hello");
         server.expect_stderr("own socket 127.0.0.1:");
         let own = port_after(&server.stderr.text(), "own socket 127.0.0.1:").expect("the session's port");
         let own_local = format!("127.0.0.1:{own}");

@@ -3,6 +3,7 @@
 
 use fastshake_testkit::peers::sctp::Relay;
 use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
@@ -17,14 +18,38 @@ struct Server {
 fn start_server(extra: &[&str]) -> Server {
     let port = free_udp_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut args: Vec<String> = ["sctp", "server", "--listen", &addr, "--port", SCTP_PORT, "--echo"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let proc = FASTSHAKE.spawn(&args);
-    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.transcript());
+    let mut args = vec!["--echo"];
+    args.extend_from_slice(extra);
+    let proc = FASTSHAKE.sctp_server(port, SCTP_PORT, &args);
     Server { proc, addr }
+}
+
+/// A cookie cache file in a directory of its own, removed when dropped.
+struct CookieCache {
+    dir: PathBuf,
+}
+
+impl CookieCache {
+    fn new(name: &str) -> CookieCache {
+        let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        CookieCache { dir }
+    }
+
+    /// The file's path, for `--cookie-cache`.
+    fn arg(&self) -> String {
+        self.dir.join("cookies").display().to_string()
+    }
+
+    fn read(&self) -> String {
+        std::fs::read_to_string(self.dir.join("cookies")).expect("the cookie cache was written")
+    }
+}
+
+impl Drop for CookieCache {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Runs a client to completion with `stdin`; returns it after exit.
@@ -73,10 +98,8 @@ fn regular_handshake_echo() {
 #[test]
 fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
     let server = start_server(&["--mode", "alt"]);
-    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cache = dir.join("cookies");
-    let cache_arg = cache.display().to_string();
+    let cache = CookieCache::new("alt");
+    let cache_arg = cache.arg();
     let local = format!("127.0.0.1:{}", free_udp_port());
 
     let first = echo_exchange(
@@ -85,7 +108,7 @@ fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
         b"first\n",
     );
     assert!(first.contains("alt-cookie handshake, 2 round trip(s)"), "{first}");
-    let cached = std::fs::read_to_string(&cache).expect("the cookie cache was written");
+    let cached = cache.read();
     assert!(cached.contains(&server.addr), "cache keyed by server: {cached}");
 
     let second = echo_exchange(
@@ -93,7 +116,6 @@ fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
         &["--mode", "both", "--zero-rtt", "--cookie-cache", &cache_arg, "--local", &local],
         b"second, in the INIT\n",
     );
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
     assert!(second.contains("1 zero-RTT message(s) accepted"), "{second}");
     assert!(second.contains("cached ALT-COOKIE offered"), "{second}");
@@ -104,14 +126,11 @@ fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
 #[test]
 fn cached_cookie_works_from_an_ephemeral_port() {
     let server = start_server(&["--mode", "both"]);
-    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-eph-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cache = dir.join("cookies");
-    let cache_arg = cache.display().to_string();
+    let cache = CookieCache::new("eph");
+    let cache_arg = cache.arg();
     let first = echo_exchange(&server, &["--mode", "both", "--cookie-cache", &cache_arg], b"one\n");
     assert!(first.contains("alt-cookie handshake"), "{first}");
     let second = echo_exchange(&server, &["--mode", "both", "--cookie-cache", &cache_arg], b"two\n");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
 }
 
@@ -120,10 +139,8 @@ fn cached_cookie_works_from_an_ephemeral_port() {
 #[test]
 fn multihomed_client_caches_a_cookie_for_its_second_address() {
     let server = start_server(&["--mode", "both"]);
-    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-mh-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cache = dir.join("cookies");
-    let cache_arg = cache.display().to_string();
+    let cache = CookieCache::new("mh");
+    let cache_arg = cache.arg();
     // No --expect-bytes: the client lingers, time for the second path's answer.
     let mut client = run_client(
         &server,
@@ -132,7 +149,7 @@ fn multihomed_client_caches_a_cookie_for_its_second_address() {
     );
     let report = format!("{}\n{}", client.transcript(), server.proc.transcript());
     assert!(succeeded(&mut client), "{report}");
-    let cached = std::fs::read_to_string(&cache).expect("the cookie cache was written");
+    let cached = cache.read();
     assert!(cached.lines().any(|l| l.starts_with("127.0.0.1 ")), "primary path cookie: {cached}\n{report}");
     assert!(cached.lines().any(|l| l.starts_with("127.0.0.2 ")), "second path cookie: {cached}\n{report}");
 
@@ -141,7 +158,6 @@ fn multihomed_client_caches_a_cookie_for_its_second_address() {
         &["--local", "127.0.0.2:0", "--cookie-cache", &cache_arg],
         b"from the second address\n",
     );
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
 }
 
@@ -219,16 +235,7 @@ fn large_transfer_beyond_the_send_buffer() {
 #[test]
 fn lossy_path_delivers_everything_once() {
     let relay = Relay::start_lossy(7);
-    let proc = FASTSHAKE.spawn(&[
-        "sctp".into(),
-        "server".into(),
-        "--listen".into(),
-        format!("127.0.0.1:{}", relay.server_port),
-        "--port".into(),
-        SCTP_PORT.into(),
-        "--echo".into(),
-    ]);
-    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.transcript());
+    let proc = FASTSHAKE.sctp_server(relay.server_port, SCTP_PORT, &["--echo"]);
     let server = Server { proc, addr: format!("127.0.0.1:{}", relay.port) };
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
     let stderr = echo_exchange(&server, &["--message-bytes", "3000", "--rto-initial-ms", "200"], &payload);

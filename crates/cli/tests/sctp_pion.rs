@@ -11,13 +11,14 @@
 //! The Go peer is built from `interop/pion-sctp`; without Go or the module the tests skip, unless
 //! `FASTSHAKE_REQUIRE_PION_SCTP=1`.
 
-use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet, Param, UnknownParamAction};
+use fastshake_sctp::packet::{InitChunk, Param, UnknownParamAction};
 use fastshake_testkit::peers::pion;
-use fastshake_testkit::peers::sctp::{resent, Relay, Resent};
+use fastshake_testkit::peers::sctp::{
+    assert_alt_only_answers, assert_served_regular_client, client_inits, resent, Relay, Resent,
+};
 use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::thread;
 use std::time::Duration;
 
 const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
@@ -79,26 +80,7 @@ fn our_client_against_pion(
     let relay = Relay::start();
     let mut pion = start_pion_server(binary, relay.server_port);
     prepare(relay.port);
-    let mut args: Vec<String> = [
-        "sctp",
-        "client",
-        "--connect",
-        &format!("127.0.0.1:{}", relay.port),
-        "--port",
-        PION_SCTP_PORT,
-        "--local",
-        "127.0.0.1:0",
-        "--expect-bytes",
-        &payload.len().to_string(),
-        "--timeout-s",
-        "20",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let mut client = FASTSHAKE.spawn(&args);
-    client.write(payload);
-    client.close_stdin();
+    let mut client = FASTSHAKE.sctp_echo_client(relay.port, PION_SCTP_PORT, payload, extra);
     let status = client.wait_timeout(Duration::from_secs(30));
     let report = format!("{}\n{}", client.transcript(), pion.transcript());
     assert!(status.is_some_and(|s| s.success()), "our client failed: {status:?}\n{report}");
@@ -111,19 +93,6 @@ fn our_client_against_pion(
     assert_nothing_resent_by_pion(&out, &report);
     assert_eq!(inn["DATA resent"], 0, "our client sent no DATA twice\n{report}");
     (client, out, inn, relay.datagrams())
-}
-
-/// The INITs our client sent, as seen on the wire.
-fn client_inits(wire: &[(bool, Vec<u8>)]) -> Vec<InitChunk> {
-    wire.iter()
-        .filter(|(from_client, _)| *from_client)
-        .filter_map(|(_, d)| Packet::parse(d).ok())
-        .flat_map(|p| p.chunks)
-        .filter_map(|c| match c {
-            Chunk::Init(init) => Some(init),
-            _ => None,
-        })
-        .collect()
 }
 
 /// One INIT, nothing in it pion stops at (its high bits `00`/`01` and unknown to pion).
@@ -215,21 +184,8 @@ fn our_alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_pion_server() 
 fn pion_client_with_our_server(mode: &str) {
     let Some(binary) = pion::sctp_peer() else { return };
     let our_port = free_udp_port();
-    let server_args = [
-        "sctp",
-        "server",
-        "--listen",
-        &format!("127.0.0.1:{our_port}"),
-        "--port",
-        PION_SCTP_PORT,
-        "--mode",
-        mode,
-        "--echo",
-        "--exit-after",
-        "1",
-    ];
-    let mut server = FASTSHAKE.spawn(&server_args.map(String::from));
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
+    let mut server =
+        FASTSHAKE.sctp_server(our_port, PION_SCTP_PORT, &["--mode", mode, "--echo", "--exit-after", "1"]);
     let client_args = ["client", "--connect", &format!("127.0.0.1:{our_port}"), "--time-limit", "30s"];
     let mut client = Peer::start(&binary, &client_args.map(String::from));
     let lines = ["hello fastshake, from pion/sctp\n", "a second line\n", "and a third\n"];
@@ -238,20 +194,10 @@ fn pion_client_with_our_server(mode: &str) {
     }
     client.close_stdin();
     let (out, inn) = pion_side(&mut client);
-    let server_status = server.wait_timeout(Duration::from_secs(10));
-    let report = format!("{}\n{}", client.transcript(), server.transcript());
-    assert!(server_status.is_some_and(|s| s.success()), "our server did not exit cleanly\n{report}");
     let all = lines.concat();
+    let report = assert_served_regular_client(&mut server, &client, "pion", &all);
     assert_eq!(client.stdout.text(), all, "pion got every echo exactly once, in order\n{report}");
-    assert_eq!(server.stdout.text(), all, "our server got every line exactly once, in order\n{report}");
-    let stderr = server.stderr.text();
-    assert!(
-        stderr.contains("opened by the regular handshake"),
-        "pion speaks the regular handshake\n{report}"
-    );
-    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
     assert!(client.stderr.text().contains("closed gracefully"), "{report}");
-    assert_eq!(resent(&stderr, "sctp server: association 1"), Resent::default(), "nothing resent\n{report}");
     assert_nothing_resent_by_pion(&out, &report);
     assert_eq!(
         (out["INIT"], out["COOKIE-ECHO"], inn["INIT-ACK"], inn["COOKIE-ACK"]),
@@ -278,53 +224,14 @@ fn pion_client_with_our_regular_server() {
 fn alt_only_server_answers_pion_client_without_amplification() {
     let Some(binary) = pion::sctp_peer() else { return };
     let relay = Relay::start();
-    let server_args = [
-        "sctp",
-        "server",
-        "--listen",
-        &format!("127.0.0.1:{}", relay.server_port),
-        "--port",
-        PION_SCTP_PORT,
-        "--mode",
-        "alt",
-    ];
-    let server = FASTSHAKE.spawn(&server_args.map(String::from));
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
+    let server = FASTSHAKE.sctp_server(relay.server_port, PION_SCTP_PORT, &["--mode", "alt"]);
     let client_args = ["client", "--connect", &format!("127.0.0.1:{}", relay.port), "--time-limit", "10s"];
     let mut client = Peer::start(&binary, &client_args.map(String::from));
     client.write(b"never delivered\n");
     // pion sends its INIT again after RTO.Initial: wait for the second one.
-    let deadline = std::time::Instant::now() + Duration::from_secs(8);
-    while client_inits(&relay.datagrams()).len() < 2 && std::time::Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-    }
-    let wire = relay.datagrams();
+    let wire = relay.wait_for_client_inits(2, Duration::from_secs(8));
     drop(client);
     let report = server.transcript();
-    let inits: Vec<usize> = wire
-        .iter()
-        .filter(|(from_client, d)| {
-            *from_client && Packet::parse(d).is_ok_and(|p| matches!(p.chunks[..], [Chunk::Init(_)]))
-        })
-        .map(|(_, d)| d.len())
-        .collect();
-    assert!(inits.len() >= 2, "pion sent INITs and retransmitted: {inits:?}\n{report}");
-    let smallest_init = inits.iter().copied().min().unwrap_or(0);
-    let answers: Vec<&Vec<u8>> =
-        wire.iter().filter(|(from_client, _)| !*from_client).map(|(_, d)| d).collect();
-    assert!(!answers.is_empty(), "the server answered\n{report}");
-    for answer in answers {
-        let packet = Packet::parse(answer).expect("our answers parse");
-        let alt_cookie_error = matches!(
-            packet.chunks.as_slice(),
-            [Chunk::Error { causes }] if matches!(causes.as_slice(), [ErrorCause::AltCookieRequired(c)] if !c.is_empty())
-        );
-        assert!(alt_cookie_error, "only ERROR with an ALT-COOKIE, never an INIT-ACK: {packet:?}");
-        assert!(
-            answer.len() <= smallest_init,
-            "answer {} B, no larger than pion's INIT of {smallest_init} B",
-            answer.len()
-        );
-    }
+    assert_alt_only_answers(&wire, "pion", (1, 1), &report);
     assert!(!server.stderr.text().contains("opened by"), "no association opens\n{report}");
 }

@@ -10,10 +10,12 @@
 //! `FASTSHAKE_SKIP_USRSCTP=1` says to skip them.
 
 use fastshake_sctp::packet::{Chunk, DataChunk, Packet, Param};
-use fastshake_testkit::peers::sctp::{count_lines, resent, Relay, Resent};
+use fastshake_testkit::peers::sctp::{
+    assert_alt_only_answers, assert_served_regular_client, client_inits, count_lines, resent, Relay, Resent,
+};
 use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
 use std::net::UdpSocket;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -78,6 +80,13 @@ fn start_usrsctp_echo_server(their_port: u16, peer_port: u16) -> Option<Peer> {
     Some(server)
 }
 
+/// usrsctp's client towards SCTP port 7 over UDP encapsulation to `peer_port`, from a fresh UDP
+/// port.
+fn start_usrsctp_client(program: &Path, peer_port: u16) -> Peer {
+    let their_port = free_udp_port().to_string();
+    Peer::start(program, &["127.0.0.1", ECHO_SCTP_PORT, "0", &their_port, &peer_port.to_string()])
+}
+
 /// The lengths of the complete messages usrsctp's echo server reports.
 fn received_lengths(stdout: &str) -> Vec<usize> {
     stdout
@@ -100,28 +109,7 @@ fn our_client_against_usrsctp_echo(
         panic!("skipped") // unreachable unless skipping; callers check first
     };
     prepare(relay.port);
-    let mut args: Vec<String> = [
-        "sctp",
-        "client",
-        "--connect",
-        &format!("127.0.0.1:{}", relay.port),
-        "--port",
-        ECHO_SCTP_PORT,
-        // Any free port: the cookie cache then keys by the IP address alone.
-        "--local",
-        "127.0.0.1:0",
-        "--expect-bytes",
-        &payload.len().to_string(),
-        "--timeout-s",
-        "20",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let mut client = FASTSHAKE.spawn(&args);
-    client.write(payload);
-    client.close_stdin();
+    let mut client = FASTSHAKE.sctp_echo_client(relay.port, ECHO_SCTP_PORT, payload, extra);
     let status = client.wait_timeout(Duration::from_secs(30));
     let report = format!("{}\n{}", client.transcript(), server.transcript());
     assert!(status.is_some_and(|s| s.success()), "client failed: {status:?}\n{report}");
@@ -143,19 +131,6 @@ fn our_client_against_usrsctp_echo(
     assert_eq!(resent(&client.stderr.text(), "sctp client:"), expected, "resent on loopback\n{report}");
     let wire = relay.datagrams();
     (client, server, wire)
-}
-
-/// The client's INITs as seen on the wire.
-fn client_inits(wire: &[(bool, Vec<u8>)]) -> Vec<fastshake_sctp::packet::InitChunk> {
-    wire.iter()
-        .filter(|(from_client, _)| *from_client)
-        .filter_map(|(_, d)| Packet::parse(d).ok())
-        .flat_map(|p| p.chunks)
-        .filter_map(|c| match c {
-            Chunk::Init(init) => Some(init),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The payloads of the regular DATA chunks the client sent.
@@ -288,32 +263,10 @@ fn alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_usrsctp_echo_serve
 fn usrsctp_client_with_our_echo_server() {
     let Some(program) = usrsctp_program("client") else { return };
     let our_port = free_udp_port();
-    let server = FASTSHAKE.spawn(&[
-        "sctp".into(),
-        "server".into(),
-        "--listen".into(),
-        format!("127.0.0.1:{our_port}"),
-        "--port".into(),
-        ECHO_SCTP_PORT.into(),
-        "--mode".into(),
-        "both".into(),
-        "--echo".into(),
-        "--exit-after".into(),
-        "1".into(),
-    ]);
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
+    let mut server =
+        FASTSHAKE.sctp_server(our_port, ECHO_SCTP_PORT, &["--mode", "both", "--echo", "--exit-after", "1"]);
 
-    let their_port = free_udp_port();
-    let mut client = Peer::start(
-        &program,
-        &[
-            "127.0.0.1".into(),
-            ECHO_SCTP_PORT.into(),
-            "0".into(),
-            their_port.to_string(),
-            our_port.to_string(),
-        ],
-    );
+    let mut client = start_usrsctp_client(&program, our_port);
     let lines = ["hello fastshake, from usrsctp\n", "a second line\n", "and a third\n"];
     let line = lines.concat();
     for l in lines {
@@ -330,22 +283,7 @@ fn usrsctp_client_with_our_echo_server() {
         client.transcript(),
         server.transcript()
     );
-    let mut server = server;
-    let server_status = server.wait_timeout(Duration::from_secs(10));
-    let report = format!("{}\n{}", client.transcript(), server.transcript());
-    assert!(server_status.is_some_and(|s| s.success()), "server did not exit cleanly\n{report}");
-    assert_eq!(server.stdout.text(), line, "our server prints what it received, once, in order\n{report}");
-    let stderr = server.stderr.text();
-    assert!(
-        stderr.contains("opened by the regular handshake"),
-        "usrsctp speaks the regular handshake\n{report}"
-    );
-    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
-    assert_eq!(
-        resent(&stderr, "sctp server: association 1"),
-        Resent::default(),
-        "resent on loopback\n{report}"
-    );
+    let report = assert_served_regular_client(&mut server, &client, "usrsctp", &line);
     for l in lines {
         assert_eq!(count_lines(&client.stdout.text(), l.trim_end()), 1, "each echo arrives once\n{report}");
     }
@@ -358,65 +296,13 @@ fn usrsctp_client_with_our_echo_server() {
 fn alt_only_server_answers_usrsctp_client_without_amplification() {
     let Some(program) = usrsctp_program("client") else { return };
     let relay = Relay::start();
-    let server = FASTSHAKE.spawn(&[
-        "sctp".into(),
-        "server".into(),
-        "--listen".into(),
-        format!("127.0.0.1:{}", relay.server_port),
-        "--port".into(),
-        ECHO_SCTP_PORT.into(),
-        "--mode".into(),
-        "alt".into(),
-    ]);
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
-    let their_port = free_udp_port();
-    let mut client = Peer::start(
-        &program,
-        &[
-            "127.0.0.1".into(),
-            ECHO_SCTP_PORT.into(),
-            "0".into(),
-            their_port.to_string(),
-            relay.port.to_string(),
-        ],
-    );
+    let server = FASTSHAKE.sctp_server(relay.server_port, ECHO_SCTP_PORT, &["--mode", "alt"]);
+    let mut client = start_usrsctp_client(&program, relay.port);
     client.write(b"never delivered\n");
     // usrsctp retransmits its INIT after 1 s (RTO.Initial): wait for the second one.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while client_inits(&relay.datagrams()).len() < 2 && std::time::Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-    }
-    let wire = relay.datagrams();
+    let wire = relay.wait_for_client_inits(2, Duration::from_secs(10));
     drop(client);
     let report = server.transcript();
-    let inits: Vec<usize> = wire
-        .iter()
-        .filter(|(from_client, d)| {
-            *from_client && Packet::parse(d).is_ok_and(|p| matches!(p.chunks.first(), Some(Chunk::Init(_))))
-        })
-        .map(|(_, d)| d.len())
-        .collect();
-    assert!(inits.len() >= 2, "usrsctp sent INITs and retransmitted: {inits:?}\n{report}");
-    let answers: Vec<&Vec<u8>> =
-        wire.iter().filter(|(from_client, _)| !*from_client).map(|(_, d)| d).collect();
-    assert!(!answers.is_empty(), "the server answered\n{report}");
-    let smallest_init = inits.iter().copied().min().unwrap_or(0);
-    eprintln!(
-        "usrsctp INIT sizes {inits:?}; our answers {:?}",
-        answers.iter().map(|a| a.len()).collect::<Vec<_>>()
-    );
-    for answer in answers {
-        let packet = Packet::parse(answer).expect("our answers parse");
-        let is_alt_cookie_error = matches!(
-            packet.chunks.as_slice(),
-            [Chunk::Error { causes }] if matches!(causes.as_slice(), [fastshake_sctp::packet::ErrorCause::AltCookieRequired(c)] if !c.is_empty())
-        );
-        assert!(is_alt_cookie_error, "only ERROR with an ALT-COOKIE, never an INIT-ACK: {packet:?}");
-        assert!(
-            answer.len() * 10 <= smallest_init * 11,
-            "answer {} B within 1.1x the INIT's {smallest_init} B",
-            answer.len()
-        );
-    }
+    assert_alt_only_answers(&wire, "usrsctp", (11, 10), &report);
     assert!(!server.stderr.text().contains("opened by"), "no association opens\n{report}");
 }

@@ -77,7 +77,7 @@ fn every_certificate_suite_completes_and_carries_data() {
         assert!(c.extended_master_secret && s.extended_master_secret);
         assert_eq!(c.peer_certificates, pki.server_chain().len(), "leaf and intermediates, never the root");
         assert_eq!(s.peer_certificates, 0);
-        exchange_data(&mut pair, 3);
+        pair.exchange_data(3);
     }
 }
 
@@ -114,7 +114,7 @@ fn mutual_authentication_under_each_policy() {
         let mut pair = Pair::new(cc, sc);
         let (_, s) = pair.handshake(MINUTE).expect("mutual handshake");
         assert_eq!(s.peer_certificates, pki.client_chain().len(), "{policy:?}");
-        exchange_data(&mut pair, 2);
+        pair.exchange_data(2);
     }
     // RSA client keys sign CertificateVerify too.
     let pki = rsa_pki();
@@ -262,34 +262,6 @@ fn certificate_handshake_survives_loss_and_a_small_mtu() {
     assert_eq!(s.peer_certificates, 3);
 }
 
-fn exchange_data(pair: &mut Pair, n: usize) {
-    let h = pair.server.handle_for(pair.client_addr).expect("server connection");
-    for i in 0..n {
-        pair.client.send(format!("c{i}").as_bytes()).unwrap();
-        pair.server.send(h, format!("s{i}").as_bytes()).unwrap();
-    }
-    let limit = pair.now + Duration::from_secs(1);
-    while pair.step(limit) {}
-    let got_s: Vec<_> = pair
-        .server_events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            Event::ApplicationData(d) => Some(d.clone()),
-            _ => None,
-        })
-        .collect();
-    let got_c: Vec<_> = pair
-        .client_events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ApplicationData(d) => Some(d.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(got_s, (0..n).map(|i| format!("c{i}").into_bytes()).collect::<Vec<_>>());
-    assert_eq!(got_c, (0..n).map(|i| format!("s{i}").into_bytes()).collect::<Vec<_>>());
-}
-
 #[test]
 fn the_iot_profile_connects_at_a_96_byte_mtu() {
     // RFC 7925: ECDHE-ECDSA with AES-128-CCM-8 over 802.15.4 frames (96 bytes of UDP payload).
@@ -309,7 +281,7 @@ fn the_iot_profile_connects_at_a_96_byte_mtu() {
     });
     let (c, s) = pair.handshake(MINUTE).expect("handshake at MTU 96");
     assert_eq!((c.suite, s.peer_certificates), (CipherSuite::EcdheEcdsaWithAes128Ccm8, 3));
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
 }
 
 /// Runs a mutual certificate handshake, corrupting byte `pos` of datagram `target` (counted over

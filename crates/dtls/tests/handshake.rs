@@ -8,24 +8,6 @@ use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-/// Sends `n` distinct records each way and checks each arrives exactly once, unaltered.
-fn exchange_data(pair: &mut Pair, n: usize) {
-    let h = pair.server_handle();
-    let before_c = pair.client_data().len();
-    let before_s = pair.server_data().len();
-    for i in 0..n {
-        pair.client.send(format!("client record {i}").as_bytes()).unwrap();
-        pair.server.send(h, format!("server record {i}").as_bytes()).unwrap();
-    }
-    pair.run_for(Duration::from_secs(1));
-    let got_s: Vec<_> = pair.server_data()[before_s..].to_vec();
-    let got_c: Vec<_> = pair.client_data()[before_c..].to_vec();
-    let want_s: Vec<Vec<u8>> = (0..n).map(|i| format!("client record {i}").into_bytes()).collect();
-    let want_c: Vec<Vec<u8>> = (0..n).map(|i| format!("server record {i}").into_bytes()).collect();
-    assert_eq!(got_s, want_s, "server received every client record once, in order");
-    assert_eq!(got_c, want_c, "client received every server record once, in order");
-}
-
 #[test]
 fn plain_handshake_both_suites_and_data() {
     for &suite in CipherSuite::ALL.iter().filter(|s| s.is_psk()) {
@@ -43,7 +25,7 @@ fn plain_handshake_both_suites_and_data() {
         // Three round trips of 10 ms each way.
         assert_eq!(c.duration, Duration::from_millis(60));
         assert_eq!(pair.server.stats().hello_verify_sent, 1);
-        exchange_data(&mut pair, 20);
+        pair.exchange_data(20);
         assert!(pair.client.is_established());
         let h = pair.server_handle();
         assert!(
@@ -80,7 +62,7 @@ fn each_flight_lost_once() {
             c.duration
         );
         pair.run_for(Duration::from_secs(3));
-        exchange_data(&mut pair, 5);
+        pair.exchange_data(5);
     }
 }
 
@@ -94,7 +76,7 @@ fn flight_lost_several_times_backs_off() {
     // Timer 1 s, then 2 s, then 4 s: the fourth copy leaves 7 s after the first.
     assert!(c.duration >= Duration::from_secs(7) && c.duration < Duration::from_secs(8), "{:?}", c.duration);
     assert_eq!(pair.client.stats().flights_resent, 3);
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
 }
 
 #[test]
@@ -161,7 +143,7 @@ fn duplicated_datagrams() {
     assert_eq!((c.flights_sent, s.flights_sent), (3, 2));
     // Duplicates arrive together, so they never look like a lost flight.
     assert_eq!(c.retransmissions + s.retransmissions, 0);
-    exchange_data(&mut pair, 10);
+    pair.exchange_data(10);
 }
 
 #[test]
@@ -257,7 +239,7 @@ fn cookie_rotation_mid_handshake_still_completes() {
 fn new_client_hello_on_existing_tuple_replaces_session_after_cookie() {
     let mut pair = Pair::new(client_config(), server_config());
     pair.handshake(MINUTE).expect("first session");
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
     let old = pair.server_handle();
     // A replayed copy of the first ClientHello with cookie does not disturb the session.
     let first_cookie_hello =
@@ -276,7 +258,7 @@ fn new_client_hello_on_existing_tuple_replaces_session_after_cookie() {
     assert!(pair.server_events[before..].contains(&(old, Event::Failed(Error::Superseded))));
     assert_eq!(pair.server.stats().connections_replaced, 1);
     assert_eq!(pair.server.stats().connections_open, 1);
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
 }
 
 #[test]
@@ -394,5 +376,5 @@ fn new_client_hello_replaces_a_session_still_in_handshake() {
     pair.handshake(MINUTE).expect("the restarted client connects");
     assert_ne!(pair.server_handle(), old);
     assert!(pair.server_events.contains(&(old, Event::Failed(Error::Superseded))));
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
 }

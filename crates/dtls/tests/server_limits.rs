@@ -7,19 +7,6 @@ use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-fn exchange_data(pair: &mut Pair, n: usize) {
-    let h = pair.server_handle();
-    let before_c = pair.client_data().len();
-    let before_s = pair.server_data().len();
-    for i in 0..n {
-        pair.client.send(format!("client record {i}").as_bytes()).unwrap();
-        pair.server.send(h, format!("server record {i}").as_bytes()).unwrap();
-    }
-    pair.run_for(Duration::from_secs(1));
-    assert_eq!(pair.server_data().len() - before_s, n, "server received every client record");
-    assert_eq!(pair.client_data().len() - before_c, n, "client received every server record");
-}
-
 /// The second datagram the client sent: its ClientHello with the cookie.
 fn cookie_hello(pair: &Pair) -> Vec<u8> {
     pair.log
@@ -54,7 +41,7 @@ fn replayed_cookie_hello_of_an_earlier_session_leaves_the_live_session_alone() {
     assert!(!superseded(&pair, live), "a replayed hello must not end the live session");
     assert_eq!(pair.server.handle_for(ca), Some(live));
     assert!(pair.server.connection(live).unwrap().is_established());
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
 
     // The handshake the replay started never completes; it times out and the session stays.
     pair.run_for(2 * MINUTE);
@@ -62,7 +49,7 @@ fn replayed_cookie_hello_of_an_earlier_session_leaves_the_live_session_alone() {
     assert_eq!(pair.server.stats().connections_open, 1);
     assert_eq!(pair.server.stats().replacements_abandoned, 1);
     assert_eq!(pair.server.stats().connections_replaced, 1);
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
 }
 
 #[test]
@@ -276,7 +263,7 @@ fn silent_established_session_expires_after_the_idle_timeout() {
     // Traffic keeps it alive; garbage that fails authentication does not.
     for _ in 0..3 {
         pair.now += Duration::from_secs(20);
-        exchange_data(&mut pair, 1);
+        pair.exchange_data(1);
     }
     assert!(pair.server.connection(h).is_some_and(|c| c.is_established()));
     let (sa, ca) = (pair.server_addr, pair.client_addr);
@@ -446,7 +433,7 @@ fn data_does_not_move_the_idle_timer_until_it_fires() {
     pair.run_for(Duration::from_secs(1));
     let armed = pair.server.poll_timeout().expect("idle timer");
     pair.now += Duration::from_secs(10);
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
     assert_eq!(pair.server.poll_timeout(), Some(armed));
     let active_at = pair.now;
     pair.now = armed;

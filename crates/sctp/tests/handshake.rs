@@ -5,13 +5,14 @@ use std::time::Duration;
 use fastshake_sctp::packet::{
     Chunk, ErrorCause, Packet, Param, CHUNK_ERROR, CHUNK_HEARTBEAT, CHUNK_INIT, CHUNK_INIT_ACK,
 };
-use fastshake_sctp::{AssociationState, ConnectOptions, Event, HandshakeKind, HandshakeMode, Instant};
+use fastshake_sctp::{
+    AssociationHandle, AssociationInfo, AssociationState, ConnectOptions, Event, HandshakeKind,
+    HandshakeMode, Instant, Message,
+};
 use fastshake_testkit::net::{self, Dir};
 use fastshake_testkit::sctp::*;
 
-fn connected_kind(
-    events: &[(fastshake_sctp::AssociationHandle, Event)],
-) -> Option<(HandshakeKind, u32, usize)> {
+fn connected_kind(events: &[(AssociationHandle, Event)]) -> Option<(HandshakeKind, u32, usize)> {
     events.iter().find_map(|(_, e)| match e {
         Event::Connected { handshake, round_trips, zero_rtt_accepted } => {
             Some((*handshake, *round_trips, *zero_rtt_accepted))
@@ -20,7 +21,7 @@ fn connected_kind(
     })
 }
 
-fn alt_cookie_event(events: &[(fastshake_sctp::AssociationHandle, Event)]) -> Option<Vec<u8>> {
+fn alt_cookie_event(events: &[(AssociationHandle, Event)]) -> Option<Vec<u8>> {
     events.iter().find_map(|(_, e)| match e {
         Event::AltCookie { cookie, .. } => Some(cookie.clone()),
         _ => None,
@@ -462,29 +463,62 @@ fn invalid_stream_in_alt_data_gets_error() {
     )));
 }
 
-#[test]
-fn init_collision_alt_merges_into_one_association() {
-    let mut a = server_config(HandshakeMode::Both);
-    a.cookieless = true;
-    let mut b = client_config(HandshakeMode::Both);
-    b.listen = true;
-    b.cookieless = true;
-    let mut pair = Pair::new(b, a);
-    let hc = pair.connect(ConnectOptions::default());
+/// A client that also listens, so that the server's INIT can reach it.
+fn listening_client(mode: HandshakeMode) -> fastshake_sctp::Config {
+    fastshake_sctp::Config { listen: true, ..client_config(mode) }
+}
+
+/// Both sides send an INIT at once (the listening client and the server), each with its
+/// zero-RTT messages; returns the client's and the server's handle.
+fn inits_both_ways(
+    pair: &mut Pair,
+    client_zero_rtt: Vec<Message>,
+    server_zero_rtt: Vec<Message>,
+) -> (AssociationHandle, AssociationHandle) {
+    let hc = pair.connect(ConnectOptions { zero_rtt: client_zero_rtt, ..Default::default() });
     let hs = pair.server.connect(
         pair.now,
         Some(server_addr()),
         client_addr(),
         CLIENT_PORT,
-        ConnectOptions::default(),
+        ConnectOptions { zero_rtt: server_zero_rtt, ..Default::default() },
     );
-    pair.run_for(Duration::from_secs(3));
+    (hc, hs)
+}
+
+/// [`inits_both_ways`] without zero-RTT data, run for `d`: each side ends up with an
+/// established association whose tags mirror the other's. Returns both handles and what each
+/// side says of its association.
+fn collide(
+    pair: &mut Pair,
+    d: Duration,
+) -> (AssociationHandle, AssociationHandle, AssociationInfo, AssociationInfo) {
+    let (hc, hs) = inits_both_ways(pair, Vec::new(), Vec::new());
+    pair.run_for(d);
+    let (ci, si) = established_mirrored(pair, hc, hs);
+    (hc, hs, ci, si)
+}
+
+/// Both sides' associations are established and each side's tags mirror the other's.
+fn established_mirrored(
+    pair: &Pair,
+    hc: AssociationHandle,
+    hs: AssociationHandle,
+) -> (AssociationInfo, AssociationInfo) {
     let ci = pair.client.association(hc).expect("client association");
     let si = pair.server.association(hs).expect("server association");
-    assert_eq!(ci.state, AssociationState::Established);
-    assert_eq!(si.state, AssociationState::Established);
-    assert_eq!(ci.local_tag, si.peer_tag);
-    assert_eq!(ci.peer_tag, si.local_tag);
+    assert_eq!((ci.state, si.state), (AssociationState::Established, AssociationState::Established));
+    assert_eq!((ci.local_tag, ci.peer_tag), (si.peer_tag, si.local_tag));
+    (ci, si)
+}
+
+#[test]
+fn init_collision_alt_merges_into_one_association() {
+    let mut a = server_config(HandshakeMode::Both);
+    a.cookieless = true;
+    let b = fastshake_sctp::Config { cookieless: true, ..listening_client(HandshakeMode::Both) };
+    let mut pair = Pair::new(b, a);
+    let (hc, _, ci, si) = collide(&mut pair, Duration::from_secs(3));
     assert_eq!(pair.client.associations().len(), 1);
     assert_eq!(pair.server.associations().len(), 1);
     // The INIT-ACKs repeat each side's own INIT tag.
@@ -500,23 +534,8 @@ fn init_collision_alt_merges_into_one_association() {
 
 #[test]
 fn init_collision_regular_merges_into_one_association() {
-    let mut b = client_config(HandshakeMode::Regular);
-    b.listen = true;
-    let mut pair = Pair::new(b, server_config(HandshakeMode::Regular));
-    let hc = pair.connect(ConnectOptions::default());
-    let hs = pair.server.connect(
-        pair.now,
-        Some(server_addr()),
-        client_addr(),
-        CLIENT_PORT,
-        ConnectOptions::default(),
-    );
-    pair.run_for(Duration::from_secs(3));
-    let ci = pair.client.association(hc).expect("client association");
-    let si = pair.server.association(hs).expect("server association");
-    assert_eq!(ci.state, AssociationState::Established);
-    assert_eq!(si.state, AssociationState::Established);
-    assert_eq!((ci.local_tag, ci.peer_tag), (si.peer_tag, si.local_tag));
+    let mut pair = Pair::new(listening_client(HandshakeMode::Regular), server_config(HandshakeMode::Regular));
+    let (_, hs, _, _) = collide(&mut pair, Duration::from_secs(3));
     pair.server.send(hs, msg(0, b"y")).unwrap();
     pair.run_for(Duration::from_secs(1));
     assert_eq!(pair.client_messages(), vec![msg(0, b"y")]);
@@ -716,22 +735,10 @@ fn i_data_in_alt_data_is_ignored_and_not_acknowledged() {
 
 #[test]
 fn init_collision_with_cookie_exchange_on_both_sides() {
-    let mut b = client_config(HandshakeMode::Both);
-    b.listen = true;
-    let mut pair = Pair::new(b, server_config(HandshakeMode::Both));
-    let hc = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"from client")], ..Default::default() });
-    let hs = pair.server.connect(
-        pair.now,
-        Some(server_addr()),
-        client_addr(),
-        CLIENT_PORT,
-        ConnectOptions { zero_rtt: vec![msg(0, b"from server")], ..Default::default() },
-    );
+    let mut pair = Pair::new(listening_client(HandshakeMode::Both), server_config(HandshakeMode::Both));
+    let (hc, hs) = inits_both_ways(&mut pair, vec![msg(0, b"from client")], vec![msg(0, b"from server")]);
     pair.run_for(Duration::from_secs(5));
-    let ci = pair.client.association(hc).expect("client association");
-    let si = pair.server.association(hs).expect("server association");
-    assert_eq!((ci.state, si.state), (AssociationState::Established, AssociationState::Established));
-    assert_eq!((ci.local_tag, ci.peer_tag), (si.peer_tag, si.local_tag));
+    let (ci, _) = established_mirrored(&pair, hc, hs);
     assert_eq!(ci.handshake, Some(HandshakeKind::AltCookie));
     assert_eq!(pair.client.associations().len() + pair.server.associations().len(), 2);
     assert_eq!(pair.server_messages(), vec![msg(0, b"from client")]);
@@ -741,20 +748,11 @@ fn init_collision_with_cookie_exchange_on_both_sides() {
 #[test]
 fn init_collision_survives_each_loss() {
     let run = |drop: Option<usize>| {
-        let mut b = client_config(HandshakeMode::Both);
-        b.listen = true;
-        let mut pair = Pair::new(b, server_config(HandshakeMode::Both));
+        let mut pair = Pair::new(listening_client(HandshakeMode::Both), server_config(HandshakeMode::Both));
         if let Some(i) = drop {
             pair.filter = net::drop_if(move |d| d.nth == i);
         }
-        let hc = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"c")], ..Default::default() });
-        let hs = pair.server.connect(
-            pair.now,
-            Some(server_addr()),
-            client_addr(),
-            CLIENT_PORT,
-            ConnectOptions { zero_rtt: vec![msg(0, b"s")], ..Default::default() },
-        );
+        let (hc, hs) = inits_both_ways(&mut pair, vec![msg(0, b"c")], vec![msg(0, b"s")]);
         pair.run_for(Duration::from_secs(30));
         (pair, hc, hs)
     };

@@ -7,71 +7,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fastshake_sctp::packet::{self, Chunk, DataChunk, InitChunk, Packet};
+use fastshake_sctp::packet::{self, Chunk, InitChunk, Packet};
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, Endpoint, Event, HandshakeMode, Instant, Message, RateLimit,
 };
 use fastshake_testkit::net::{self, Dir, Fate};
 use fastshake_testkit::sctp::*;
 
-fn crafted_from(port: u16, vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
-    let mut p = Packet::new(port, SERVER_PORT, vtag);
-    p.chunks = chunks;
-    p.encode()
-}
-
-/// Delivers `packet` to `ep` from `from`; returns every packet `ep` sends back.
-fn exchange(ep: &mut Endpoint, now: Instant, from: SocketAddr, mut packet: Vec<u8>) -> Vec<Packet> {
-    ep.handle_datagram(now, server_addr(), from, &mut packet);
-    drain(ep, now)
-}
-
-fn drain(ep: &mut Endpoint, now: Instant) -> Vec<Packet> {
-    let mut out = Vec::new();
-    while let Some(t) = ep.poll_transmit(now) {
-        out.push(Packet::parse(&t.payload).expect("engine sent a malformed packet"));
-    }
-    out
-}
-
 fn events(ep: &mut Endpoint) -> Vec<(AssociationHandle, Event)> {
     std::iter::from_fn(|| ep.poll_event()).collect()
-}
-
-fn cookieless_server(config: Config) -> Endpoint {
-    Endpoint::new(Arc::new(Config { cookieless: true, ..config }), [4; 32])
-}
-
-/// Opens a server association by a crafted cookieless INIT from `from` and SCTP port `port`;
-/// returns the server's tag (the verification tag of the crafted peer's packets).
-fn open_crafted(ep: &mut Endpoint, now: Instant, from: SocketAddr, port: u16, initial_tsn: u32) -> u32 {
-    let init = Chunk::Init(InitChunk {
-        initiate_tag: 0x5151_0000 + u32::from(port),
-        a_rwnd: 1 << 20,
-        outbound_streams: 2,
-        inbound_streams: 2,
-        initial_tsn,
-        params: vec![packet::Param::AltCookie(Vec::new())],
-    });
-    let answers = exchange(ep, now, from, crafted_from(port, 0, vec![init]));
-    let Some(Chunk::InitAck(ack)) = answers.first().and_then(|p| p.chunks.first()) else {
-        panic!("INIT-ACK expected, got {answers:?}")
-    };
-    ack.initiate_tag
-}
-
-fn data(tsn: u32, ssn: u16, beginning: bool, ending: bool, len: usize) -> Chunk {
-    Chunk::Data(DataChunk {
-        tsn,
-        stream: 0,
-        ssn,
-        ppid: 0,
-        unordered: false,
-        beginning,
-        ending,
-        immediate: true,
-        data: vec![0xEE; len],
-    })
 }
 
 // ------------------------------------------------------------------------------ T5
@@ -112,7 +56,7 @@ fn shutdown_kept_hanging_by_the_peer_ends_with_abort_by_t5() {
             &mut ep,
             now,
             client_addr(),
-            crafted_from(CLIENT_PORT, tag, vec![data(tsn, (tsn - 100) as u16, true, true, 8)]),
+            crafted_from(CLIENT_PORT, tag, vec![data_fragment(tsn, (tsn - 100) as u16, true, true, 8)]),
         );
         assert!(answers.iter().all(|p| !p.chunks.iter().any(|c| matches!(c, Chunk::Abort { .. }))));
         tsn += 1;
@@ -183,7 +127,7 @@ fn receive_buffer_cap_holds_across_associations() {
         tags.push((port, tag));
         // TSN 100 never comes; 101.. are middle fragments of a message that never ends.
         for first in (101..101 + 128).step_by(8) {
-            let chunks = (first..first + 8).map(|tsn| data(tsn, 0, false, false, 1024)).collect();
+            let chunks = (first..first + 8).map(|tsn| data_fragment(tsn, 0, false, false, 1024)).collect();
             for p in exchange(&mut ep, now, client_addr(), crafted_from(port, tag, chunks)) {
                 for c in p.chunks {
                     if let Chunk::Sack(s) = c {
@@ -218,7 +162,7 @@ fn receive_buffer_cap_holds_across_associations() {
             &mut ep,
             now,
             client_addr2(),
-            crafted_from(CLIENT_PORT, tag, vec![data(500 + u32::from(i), i, true, true, 900)]),
+            crafted_from(CLIENT_PORT, tag, vec![data_fragment(500 + u32::from(i), i, true, true, 900)]),
         );
     }
     let delivered = events(&mut ep).into_iter().filter(|(_, e)| matches!(e, Event::Message(_))).count();
@@ -353,7 +297,7 @@ fn out_of_the_blue_answers_are_rate_limited() {
         let packet = if i % 2 == 0 {
             init_packet(i as u32 + 1, SERVER_PORT)
         } else {
-            crafted_from(40_000, 0xdead, vec![data(i as u32, 0, true, true, 10)])
+            crafted_from(40_000, 0xdead, vec![data_fragment(i as u32, 0, true, true, 10)])
         };
         for p in exchange(&mut ep, now, flooder, packet) {
             assert!(matches!(p.chunks[..], [Chunk::Abort { .. }]), "{p:?}");

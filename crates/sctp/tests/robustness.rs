@@ -220,12 +220,6 @@ fn garbage_never_disturbs_an_established_association() {
     let _ = Packet::parse(&captured[0]).unwrap();
 }
 
-fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
-    let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, vtag);
-    p.chunks = chunks;
-    p.encode()
-}
-
 fn data_chunk(tsn: u32, text: &[u8]) -> Chunk {
     Chunk::Data(packet::DataChunk {
         tsn,

@@ -315,6 +315,31 @@ impl Pair {
         self.server_events.iter().filter_map(|(_, e)| data(e)).collect()
     }
 
+    /// Sends `n` distinct records each way and checks that each arrives exactly once,
+    /// unaltered and in order, after what had arrived before.
+    pub fn exchange_data(&mut self, n: usize) {
+        let h = self.server_handle();
+        let before_c = self.client_data().len();
+        let before_s = self.server_data().len();
+        for i in 0..n {
+            self.client.send(format!("client record {i}").as_bytes()).unwrap();
+            self.server.send(h, format!("server record {i}").as_bytes()).unwrap();
+        }
+        self.run_for(Duration::from_secs(1));
+        let want_s: Vec<Vec<u8>> = (0..n).map(|i| format!("client record {i}").into_bytes()).collect();
+        let want_c: Vec<Vec<u8>> = (0..n).map(|i| format!("server record {i}").into_bytes()).collect();
+        assert_eq!(
+            self.server_data()[before_s..],
+            want_s,
+            "server received every client record once, in order"
+        );
+        assert_eq!(
+            self.client_data()[before_c..],
+            want_c,
+            "client received every server record once, in order"
+        );
+    }
+
     /// The client's first failure.
     pub fn client_failure(&self) -> Option<Error> {
         self.client_events.iter().find_map(failure)

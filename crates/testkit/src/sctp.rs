@@ -17,7 +17,7 @@
 //! ```
 
 use crate::net::{self, Counter, Datagram, Dir, Filter, InFlight};
-use fastshake_sctp::packet::{Chunk, Packet};
+use fastshake_sctp::packet::{Chunk, DataChunk, InitChunk, Packet, Param};
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, Endpoint, Event, HandshakeMode, Instant, Message, Transmit,
 };
@@ -55,6 +55,79 @@ pub fn server_config(mode: HandshakeMode) -> Config {
 /// An ordered message of 51 (PPID) on `stream`.
 pub fn msg(stream: u16, data: &[u8]) -> Message {
     Message { stream, unordered: false, ppid: 51, data: data.to_vec() }
+}
+
+/// A packet a crafted peer on SCTP port `port` sends to the server's port: `vtag` and `chunks`.
+pub fn crafted_from(port: u16, vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
+    let mut p = Packet::new(port, SERVER_PORT, vtag);
+    p.chunks = chunks;
+    p.encode()
+}
+
+/// A packet from a crafted peer on [`CLIENT_PORT`].
+pub fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
+    crafted_from(CLIENT_PORT, vtag, chunks)
+}
+
+/// Delivers `packet` to `ep` (at [`server_addr`]) from `from`; returns every packet `ep` sends
+/// back.
+pub fn exchange(ep: &mut Endpoint, now: Instant, from: SocketAddr, mut packet: Vec<u8>) -> Vec<Packet> {
+    ep.handle_datagram(now, server_addr(), from, &mut packet);
+    drain(ep, now)
+}
+
+/// Every packet `ep` has to send at `now`.
+pub fn drain(ep: &mut Endpoint, now: Instant) -> Vec<Packet> {
+    let mut out = Vec::new();
+    while let Some(t) = ep.poll_transmit(now) {
+        out.push(Packet::parse(&t.payload).expect("engine sent a malformed packet"));
+    }
+    out
+}
+
+/// A lone endpoint with `config`, made cookieless, for a crafted peer to talk to.
+pub fn cookieless_server(config: Config) -> Endpoint {
+    Endpoint::new(Arc::new(Config { cookieless: true, ..config }), [4; 32])
+}
+
+/// The tag a crafted peer on SCTP port `port` puts in its INIT (see [`open_crafted`]).
+pub fn crafted_peer_tag(port: u16) -> u32 {
+    0x5151_0000 + u32::from(port)
+}
+
+/// Opens an association of the cookieless server `ep` by a crafted INIT from `from` and SCTP
+/// port `port` (its tag [`crafted_peer_tag`]); returns the server's tag (the verification tag
+/// of the crafted peer's packets).
+pub fn open_crafted(ep: &mut Endpoint, now: Instant, from: SocketAddr, port: u16, initial_tsn: u32) -> u32 {
+    let init = Chunk::Init(InitChunk {
+        initiate_tag: crafted_peer_tag(port),
+        a_rwnd: 1 << 20,
+        outbound_streams: 2,
+        inbound_streams: 2,
+        initial_tsn,
+        params: vec![Param::AltCookie(Vec::new())],
+    });
+    let answers = exchange(ep, now, from, crafted_from(port, 0, vec![init]));
+    let Some(Chunk::InitAck(ack)) = answers.first().and_then(|p| p.chunks.first()) else {
+        panic!("INIT-ACK expected, got {answers:?}")
+    };
+    ack.initiate_tag
+}
+
+/// An ordered DATA chunk on stream 0 (SACK-IMMEDIATELY set) of `len` bytes: a whole message or
+/// a fragment of one, by `beginning` and `ending`.
+pub fn data_fragment(tsn: u32, ssn: u16, beginning: bool, ending: bool, len: usize) -> Chunk {
+    Chunk::Data(DataChunk {
+        tsn,
+        stream: 0,
+        ssn,
+        ppid: 0,
+        unordered: false,
+        beginning,
+        ending,
+        immediate: true,
+        data: vec![0xEE; len],
+    })
 }
 
 /// The messages among `events`, in order.

@@ -37,17 +37,62 @@ pub fn gnutls_priority(iana: &str) -> String {
 /// `openssl s_server` with a PSK and no certificate on a free port, ready to accept; returns it
 /// and its port.
 pub fn openssl_s_server(iana: &str, psk_hex: &str) -> (Peer, u16) {
+    openssl_s_server_with(&[
+        "-nocert",
+        "-psk",
+        psk_hex,
+        "-psk_identity",
+        PSK_IDENTITY,
+        "-cipher",
+        openssl_cipher(iana),
+    ])
+}
+
+/// `openssl s_server -dtls1_2 ARGS` (credentials all in `args`) on a free port, ready to
+/// accept; returns it and its port.
+pub fn openssl_s_server_with(args: &[&str]) -> (Peer, u16) {
     start_on_free_port(
         "openssl s_server",
         |port| {
             let mut command = tool("openssl");
-            command
-                .args(["s_server", "-dtls1_2", "-nocert", "-psk", psk_hex, "-psk_identity", PSK_IDENTITY])
-                .args(["-cipher", openssl_cipher(iana), "-accept", &format!("127.0.0.1:{port}")]);
+            command.args(["s_server", "-dtls1_2"]).args(args).args(["-accept", &format!("127.0.0.1:{port}")]);
             command
         },
         |peer| peer.stdout.text().contains("ACCEPT"),
     )
+}
+
+/// `openssl s_client -dtls1_2 ARGS` (credentials all in `args`) towards 127.0.0.1:`port`.
+pub fn openssl_s_client(port: u16, args: &[&str]) -> Peer {
+    let mut command = tool("openssl");
+    command.args(["s_client", "-dtls1_2"]).args(args).args(["-connect", &format!("127.0.0.1:{port}")]);
+    Peer::spawn("openssl s_client", command)
+}
+
+/// [`openssl_s_client`] with the shared PSK and identity and one suite.
+pub fn openssl_psk_s_client(port: u16, iana: &str) -> Peer {
+    openssl_s_client(port, &["-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY, "-cipher", openssl_cipher(iana)])
+}
+
+/// `gnutls-serv --udp --echo ARGS` (credentials and priority all in `args`) on a free port,
+/// ready to accept; returns it and its port.
+pub fn gnutls_serv_echo(args: &[&str]) -> (Peer, u16) {
+    start_on_free_port(
+        "gnutls-serv",
+        |port| {
+            let mut command = tool("gnutls-serv");
+            command.args(["--udp", "--echo"]).args(args).args(["-p", &port.to_string()]);
+            command
+        },
+        |peer| peer.stderr.text().contains("UDP Echo Server listening on IPv4"),
+    )
+}
+
+/// `gnutls-cli --udp ARGS` towards 127.0.0.1:`port` (credentials and priority all in `args`).
+pub fn gnutls_cli(port: u16, args: &[&str]) -> Peer {
+    let mut command = tool("gnutls-cli");
+    command.arg("--udp").args(args).args(["-p", &port.to_string(), "127.0.0.1"]);
+    Peer::spawn("gnutls-cli", command)
 }
 
 impl Fastshake {
@@ -81,6 +126,17 @@ impl Fastshake {
         let mut command = self.command();
         command.args(["client", "--connect", &format!("127.0.0.1:{port}"), "--linger", "300"]).args(args);
         Peer::spawn("fastshake client", command)
+    }
+
+    /// One client run with `client_with(port, args)`: a line out, its echo back, a clean exit;
+    /// returns the client's stderr.
+    pub fn echo_run(self, port: u16, args: &[&str], line: &str) -> String {
+        let mut client = self.client_with(port, args);
+        client.expect_handshake_without_resend(&[]);
+        client.write_line(line);
+        client.expect_stdout(line);
+        client.finish(&[]);
+        client.stderr.text()
     }
 }
 
@@ -178,6 +234,17 @@ impl Pki {
     /// A path in the scratch directory for a file a test makes (a session file, say).
     pub fn scratch(&self, name: &str) -> String {
         self.file(name)
+    }
+
+    /// `openssl s_client` arguments: verify the server against our CA and authenticate with the
+    /// client's leaf, `chain` as `-cert_chain` (the intermediates, or the whole chain file as a
+    /// new user would give it) and key.
+    pub fn openssl_mutual_client_args(&self, chain: &str) -> Vec<String> {
+        let ca = self.ca();
+        let (cert, key) = (self.client_cert(), self.client_key());
+        ["-CAfile", &ca, "-verify_return_error", "-cert", &cert, "-cert_chain", chain, "-key", &key]
+            .map(String::from)
+            .to_vec()
     }
 
     /// `fastshake server` arguments: our chain and key.

@@ -265,6 +265,33 @@ impl Peer {
             None => panic!("{} did not exit within {STEP:?}\n{}", self.name, self.transcript()),
         }
     }
+
+    /// Writes `line` and waits for it to come back on standard output (an echo).
+    pub fn echo_line(&mut self, line: &str) {
+        self.write_line(line);
+        self.expect_stdout(&format!("{line}\n"));
+    }
+
+    /// Writes `line`, waits until standard output shows it, then closes standard input and
+    /// waits for the exit, whatever its status: for the real peers' clients, whose exit status
+    /// the tests do not judge.
+    pub fn echo_and_close(&mut self, line: &str) -> ExitStatus {
+        self.write_line(line);
+        self.expect_stdout(line);
+        self.close_stdin();
+        self.expect_exit()
+    }
+
+    /// Closes standard input and checks that the process then exits successfully; a failure
+    /// shows its transcript and those of `others` (the peers it talked to).
+    pub fn finish(&mut self, others: &[&Peer]) {
+        self.close_stdin();
+        let status = self.expect_exit();
+        if !status.success() {
+            let others: Vec<String> = others.iter().map(|peer| peer.transcript()).collect();
+            panic!("{} failed: {status}\n{}\n{}", self.name, self.transcript(), others.join("\n"));
+        }
+    }
 }
 
 impl Drop for Peer {

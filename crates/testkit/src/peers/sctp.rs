@@ -1,7 +1,8 @@
 //! For the SCTP interop tests: a recording UDP relay between a client and a server process,
 //! and the counts `fastshake sctp` prints of what it sent again.
 
-use super::free_udp_port;
+use super::{free_udp_port, Fastshake, Peer};
+use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -75,6 +76,16 @@ impl Relay {
     pub fn datagrams(&self) -> Vec<Relayed> {
         self.log.lock().expect("relay log").clone()
     }
+
+    /// Waits up to `timeout` until the client has sent `count` INITs (retransmissions
+    /// included); returns the datagrams passed on by then.
+    pub fn wait_for_client_inits(&self, count: usize, timeout: Duration) -> Vec<Relayed> {
+        let deadline = std::time::Instant::now() + timeout;
+        while client_inits(&self.datagrams()).len() < count && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+        }
+        self.datagrams()
+    }
 }
 
 impl Drop for Relay {
@@ -84,6 +95,102 @@ impl Drop for Relay {
             let _ = h.join();
         }
     }
+}
+
+impl Fastshake {
+    /// `fastshake sctp server` on UDP 127.0.0.1:`udp_port` for SCTP port `sctp_port`, with
+    /// `extra` arguments; returned once it listens.
+    pub fn sctp_server(self, udp_port: u16, sctp_port: &str, extra: &[&str]) -> Peer {
+        let listen = format!("127.0.0.1:{udp_port}");
+        let mut args = vec!["sctp", "server", "--listen", &listen, "--port", sctp_port];
+        args.extend_from_slice(extra);
+        let server = self.spawn(&args);
+        assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
+        server
+    }
+
+    /// `fastshake sctp client` to UDP 127.0.0.1:`udp_port` and SCTP port `sctp_port` with
+    /// `extra` arguments, that sends `payload`, ends its input and expects as many bytes back.
+    pub fn sctp_echo_client(self, udp_port: u16, sctp_port: &str, payload: &[u8], extra: &[&str]) -> Peer {
+        let connect = format!("127.0.0.1:{udp_port}");
+        let expect = payload.len().to_string();
+        let mut args = vec!["sctp", "client", "--connect", &connect, "--port", sctp_port];
+        // Any free port: the cookie cache then keys by the IP address alone.
+        args.extend(["--local", "127.0.0.1:0", "--expect-bytes", &expect, "--timeout-s", "20"]);
+        args.extend_from_slice(extra);
+        let mut client = self.spawn(&args);
+        client.write(payload);
+        client.close_stdin();
+        client
+    }
+}
+
+/// The client's INITs among the datagrams a [`Relay`] passed on.
+pub fn client_inits(wire: &[Relayed]) -> Vec<InitChunk> {
+    wire.iter()
+        .filter(|(from_client, _)| *from_client)
+        .filter_map(|(_, d)| Packet::parse(d).ok())
+        .flat_map(|p| p.chunks)
+        .filter_map(|c| match c {
+            Chunk::Init(init) => Some(init),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An alternative-only server facing a client that does not know the extension, seen on the
+/// `wire`: the client sent INITs and retransmitted, and every answer is a lone ERROR with a
+/// non-empty ALT-COOKIE, never an INIT-ACK, and at most `num`/`den` times the client's smallest
+/// INIT, so the server cannot be used for amplification. `client` names the peer in messages.
+pub fn assert_alt_only_answers(wire: &[Relayed], client: &str, (num, den): (usize, usize), report: &str) {
+    let inits: Vec<usize> = wire
+        .iter()
+        .filter(|(from_client, d)| {
+            *from_client && Packet::parse(d).is_ok_and(|p| matches!(p.chunks[..], [Chunk::Init(_)]))
+        })
+        .map(|(_, d)| d.len())
+        .collect();
+    assert!(inits.len() >= 2, "{client} sent INITs and retransmitted: {inits:?}\n{report}");
+    let smallest_init = inits.iter().copied().min().unwrap_or(0);
+    let answers: Vec<&Vec<u8>> =
+        wire.iter().filter(|(from_client, _)| !*from_client).map(|(_, d)| d).collect();
+    assert!(!answers.is_empty(), "the server answered\n{report}");
+    eprintln!(
+        "{client} INIT sizes {inits:?}; our answers {:?}",
+        answers.iter().map(|a| a.len()).collect::<Vec<_>>()
+    );
+    for answer in answers {
+        let packet = Packet::parse(answer).expect("our answers parse");
+        let alt_cookie_error = matches!(
+            packet.chunks.as_slice(),
+            [Chunk::Error { causes }] if matches!(causes.as_slice(), [ErrorCause::AltCookieRequired(c)] if !c.is_empty())
+        );
+        assert!(alt_cookie_error, "only ERROR with an ALT-COOKIE, never an INIT-ACK: {packet:?}");
+        assert!(
+            answer.len() * den <= smallest_init * num,
+            "answer {} B, at most {num}/{den} of {client}'s INIT of {smallest_init} B",
+            answer.len()
+        );
+    }
+}
+
+/// Our echo server (`--exit-after 1`) once `peer`, a client that knows only the regular
+/// handshake, has sent `received` and closed: the server exits cleanly, printed what it received
+/// once and in order, opened the association by the regular handshake, closed it gracefully
+/// and sent nothing again. Returns the report (both transcripts) for further checks.
+pub fn assert_served_regular_client(server: &mut Peer, client: &Peer, peer: &str, received: &str) -> String {
+    let server_status = server.wait_timeout(Duration::from_secs(10));
+    let report = format!("{}\n{}", client.transcript(), server.transcript());
+    assert!(server_status.is_some_and(|s| s.success()), "our server did not exit cleanly\n{report}");
+    assert_eq!(server.stdout.text(), received, "our server got every line exactly once, in order\n{report}");
+    let stderr = server.stderr.text();
+    assert!(
+        stderr.contains("opened by the regular handshake"),
+        "{peer} speaks the regular handshake\n{report}"
+    );
+    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
+    assert_eq!(resent(&stderr, "sctp server: association 1"), Resent::default(), "nothing resent\n{report}");
+    report
 }
 
 /// What an association of `fastshake sctp` sent again, from its "resent:" summary line.
