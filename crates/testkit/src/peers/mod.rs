@@ -231,13 +231,15 @@ impl Peer {
     }
 
     /// Waits until one line of standard error contains every one of `parts`; returns it.
+    /// Only whole lines count: a line still being written may lack what follows `parts`.
     pub fn expect_stderr_line_with(&self, parts: &[&str]) -> String {
-        let matches = |line: &str| parts.iter().all(|part| line.contains(part));
-        if !self.stderr.wait_until(STEP, |text| text.lines().any(matches)) {
+        let matches = |line: &&str| parts.iter().all(|part| line.contains(part));
+        let found = |text: &str| whole_lines(text).find(matches).map(str::to_owned);
+        if !self.stderr.wait_until(STEP, |text| found(text).is_some()) {
             let what = parts.join(" ... ");
             panic!("{} never printed {what:?} within {STEP:?}\n{}", self.name, self.transcript());
         }
-        self.stderr.text().lines().find(|line| matches(line)).unwrap_or_default().to_owned()
+        found(&self.stderr.text()).unwrap_or_default()
     }
 
     /// Waits for the process to end; `None` after `timeout`, and the process is killed.
@@ -364,4 +366,9 @@ pub fn announced_port(peer: &Peer, banner: &str) -> u16 {
         panic!("no port after {banner:?} within {STEP:?}\n{}", peer.transcript());
     }
     port(&peer.stderr.text()).expect("the port seen above")
+}
+
+/// The lines of `text` that have ended (the last one, without its newline yet, is left out).
+fn whole_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive('\n').filter_map(|line| line.strip_suffix('\n'))
 }
