@@ -364,18 +364,7 @@ fn run_cell(program: &Path, cell: Cell, plan: &RealPlan) -> anyhow::Result<CellR
     let params = &plan.params;
     let mut rows = Vec::new();
     for &strategy in &plan.strategies {
-        let mut row = Row {
-            strategy,
-            label: strategy.label(),
-            status: None,
-            mean_wct_s: None,
-            gain_over_standard_full_pct: None,
-            gain_over_single_homed_standard_full_pct: None,
-            above_ideal_pct: None,
-            mean_handshakes: None,
-            mean_outages: None,
-            runs: Vec::new(),
-        };
+        let mut row = Row::new(strategy);
         for seed in 1..=plan.seeds {
             if !plan.json {
                 eprintln!(
@@ -391,9 +380,7 @@ fn run_cell(program: &Path, cell: Cell, plan: &RealPlan) -> anyhow::Result<CellR
         if row.runs.iter().any(|r| r.wct_s.is_none()) {
             row.status = Some("some runs did not finish".into());
         } else {
-            row.mean_wct_s = mean(row.runs.iter().filter_map(|r| r.wct_s));
-            row.mean_handshakes = mean(row.runs.iter().map(|r| f64::from(r.handshakes)));
-            row.mean_outages = mean(row.runs.iter().map(|r| f64::from(r.outages)));
+            row.average_runs();
         }
         rows.push(row);
     }
