@@ -877,34 +877,6 @@ fn start_peer(mut command: Command, from_stderr: bool, ready: &'static str) -> a
     Ok(child)
 }
 
-/// Sequential full handshakes (each with a fresh socket, then close_notify) for `slice`.
-/// Returns (handshakes per second, flights resent plus handshakes that failed).
-async fn loopback_rate(
-    server: SocketAddr,
-    config: &Arc<ClientConfig>,
-    slice: Duration,
-) -> anyhow::Result<(f64, u64)> {
-    let start = std::time::Instant::now();
-    let mut done = 0u64;
-    let mut failed = 0u64;
-    let mut resent = 0u64;
-    while start.elapsed() < slice {
-        let connect = DtlsClient::connect(server, Arc::clone(config), ClientOptions::default());
-        match tokio::time::timeout(Duration::from_secs(2), connect).await {
-            Ok(Ok(client)) => {
-                resent += u64::from(client.summary().retransmissions);
-                client.close().await?;
-                done += 1;
-            }
-            _ => failed += 1,
-        }
-        if failed > 3 {
-            bail!("{failed} handshakes with {server} failed");
-        }
-    }
-    Ok((done as f64 / start.elapsed().as_secs_f64(), resent + failed))
-}
-
 fn loopback_handshakes(plan: &Plan, openssl: &str) -> anyhow::Result<()> {
     println!("\n5. Full PSK handshakes per second over loopback UDP: fastshake client load (sequential,");
     println!("   fresh socket and close_notify each) against `fastshake server` and `openssl s_server`");
@@ -951,11 +923,11 @@ fn loopback_handshakes(plan: &Plan, openssl: &str) -> anyhow::Result<()> {
         let (mut ours_resent, mut theirs_resent) = (0, 0);
         for _ in 0..plan.runs {
             let (rate, resent) =
-                runtime.block_on(loopback_rate(ours_addr, &client_config, plan.loopback_slice))?;
+                runtime.block_on(loopback_rate(ours_addr, &client_config, None, plan.loopback_slice))?;
             ours_rates.push(rate);
             ours_resent += resent;
             let (rate, resent) = runtime
-                .block_on(loopback_rate(theirs_addr, &client_config, plan.loopback_slice))
+                .block_on(loopback_rate(theirs_addr, &client_config, None, plan.loopback_slice))
                 .context("load against openssl s_server")?;
             theirs_rates.push(rate);
             theirs_resent += resent;
@@ -1248,50 +1220,16 @@ fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
         "   {:<52} {:>9} {:>9} {:>9} {:>10} {:>10}",
         "handshake", "datagrams", "DTLS B", "UDP B", "IPv4 B", "IPv6 B"
     );
+    // One row a line: label, suite, PKI, mutual authentication, resumption.
+    let (ecdsa, rsa) = (CipherSuite::EcdheEcdsaWithAes128Ccm8, CipherSuite::EcdheRsaWithAes128GcmSha256);
     let rows: [(&str, CipherSuite, Option<&TestPki>, bool, Resume); 7] = [
         ("PSK, AES-128-CCM-8", CipherSuite::PskWithAes128Ccm8, None, false, Resume::Full),
-        (
-            "ECDHE-ECDSA P-256, 1 certificate",
-            CipherSuite::EcdheEcdsaWithAes128Ccm8,
-            Some(&pkis.ecdsa_1),
-            false,
-            Resume::Full,
-        ),
-        (
-            "ECDHE-ECDSA P-256, 3 certificates",
-            CipherSuite::EcdheEcdsaWithAes128Ccm8,
-            Some(&pkis.ecdsa_3),
-            false,
-            Resume::Full,
-        ),
-        (
-            "ECDHE-ECDSA P-256, 3 certificates, mutual",
-            CipherSuite::EcdheEcdsaWithAes128Ccm8,
-            Some(&pkis.ecdsa_3),
-            true,
-            Resume::Full,
-        ),
-        (
-            "ECDHE-RSA 2048, 3 certificates, mutual",
-            CipherSuite::EcdheRsaWithAes128GcmSha256,
-            Some(&pkis.rsa_3),
-            true,
-            Resume::Full,
-        ),
-        (
-            "resumed by session ID (ECDHE-ECDSA)",
-            CipherSuite::EcdheEcdsaWithAes128Ccm8,
-            Some(&pkis.ecdsa_3),
-            false,
-            Resume::BySessionId,
-        ),
-        (
-            "resumed by ticket (ECDHE-ECDSA)",
-            CipherSuite::EcdheEcdsaWithAes128Ccm8,
-            Some(&pkis.ecdsa_3),
-            false,
-            Resume::ByTicket,
-        ),
+        ("ECDHE-ECDSA P-256, 1 certificate", ecdsa, Some(&pkis.ecdsa_1), false, Resume::Full),
+        ("ECDHE-ECDSA P-256, 3 certificates", ecdsa, Some(&pkis.ecdsa_3), false, Resume::Full),
+        ("ECDHE-ECDSA P-256, 3 certificates, mutual", ecdsa, Some(&pkis.ecdsa_3), true, Resume::Full),
+        ("ECDHE-RSA 2048, 3 certificates, mutual", rsa, Some(&pkis.rsa_3), true, Resume::Full),
+        ("resumed by session ID (ECDHE-ECDSA)", ecdsa, Some(&pkis.ecdsa_3), false, Resume::BySessionId),
+        ("resumed by ticket (ECDHE-ECDSA)", ecdsa, Some(&pkis.ecdsa_3), false, Resume::ByTicket),
     ];
     for (label, suite, pki, mutual, resume) in rows {
         let s = handshake_cost(suite, pki, mutual, resume)?;
@@ -1311,10 +1249,11 @@ fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sequential handshakes over loopback for `slice` (fresh socket and close_notify each),
-/// offering `session` when given; a handshake that does not resume when it should is an error.
+/// Sequential handshakes over loopback for `slice` (fresh socket and close_notify each): full
+/// ones, or offering `session` when given; a handshake that does not resume when it should is an
+/// error.
 /// Returns (handshakes per second, flights resent plus handshakes that failed).
-async fn loopback_session_rate(
+async fn loopback_rate(
     server: SocketAddr,
     config: &Arc<ClientConfig>,
     session: Option<&ClientSession>,
@@ -1464,7 +1403,7 @@ fn certificate_loopback_handshakes(plan: &Plan, pkis: &BenchPkis, openssl: &str)
         let (mut ours_rates, mut theirs_rates) = (Vec::new(), Vec::new());
         let (mut ours_resent, mut theirs_resent) = (0, 0);
         for _ in 0..plan.certificate_runs {
-            let (rate, resent) = runtime.block_on(loopback_session_rate(
+            let (rate, resent) = runtime.block_on(loopback_rate(
                 ours_addr,
                 &client_config,
                 ours_session.as_ref(),
@@ -1473,7 +1412,7 @@ fn certificate_loopback_handshakes(plan: &Plan, pkis: &BenchPkis, openssl: &str)
             ours_rates.push(rate);
             ours_resent += resent;
             let (rate, resent) = runtime
-                .block_on(loopback_session_rate(
+                .block_on(loopback_rate(
                     theirs_addr,
                     &client_config,
                     theirs_session.as_ref(),

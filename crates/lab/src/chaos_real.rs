@@ -28,6 +28,7 @@
 //! lost after every resend, moved clients that kept their session, the relay's counters and the
 //! server's memory.
 
+use crate::runner::{check_interrupt, watch_for_interrupts, LineProcess};
 use anyhow::{bail, Context};
 use fastshake_netlab::relay::RelayCounters;
 use fastshake_netlab::testbed::{ClientIface, Host, Testbed, TestbedConfig, TestbedError};
@@ -37,8 +38,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -65,9 +64,6 @@ const SERVER_EXIT_GRACE: Duration = Duration::from_secs(5);
 const RSS_SAMPLE_PERIOD: Duration = Duration::from_millis(250);
 /// Failures kept word for word in the report.
 const FAILURE_SAMPLES: usize = 20;
-
-/// Set by Ctrl-C / SIGTERM: the runner stops at its next step, and everything it started goes.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 pub const DEFAULT_DURATION_S: u64 = 60;
 pub const DEFAULT_CLIENTS: u32 = 50;
@@ -371,30 +367,6 @@ pub fn run_netlab(knobs: Knobs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Ctrl-C and SIGTERM set [`INTERRUPTED`] instead of killing the process, so the runner stops and
-/// the destructors stop the processes and remove the namespaces.
-fn watch_for_interrupts() {
-    std::thread::spawn(|| {
-        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-        runtime.block_on(async {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut terminate) = signal(SignalKind::terminate()) else { return };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-            INTERRUPTED.store(true, Ordering::SeqCst);
-        });
-    });
-}
-
-fn check_interrupt() -> anyhow::Result<()> {
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        bail!("interrupted");
-    }
-    Ok(())
-}
-
 /// Sleeps for `length`, waking every 100 ms to notice an interrupt.
 fn pause(length: Duration) -> anyhow::Result<()> {
     let until = Instant::now() + length;
@@ -436,88 +408,6 @@ fn make_pki(program: &Path, dir: &Path) -> anyhow::Result<()> {
         .context("running fastshake pki")?;
     anyhow::ensure!(out.status.success(), "fastshake pki failed: {}", String::from_utf8_lossy(&out.stderr));
     Ok(())
-}
-
-/// A process in a testbed host that talks in lines: its standard input, and what it prints.
-struct LineProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    name: &'static str,
-}
-
-impl LineProcess {
-    fn start(mut command: std::process::Command, name: &'static str) -> anyhow::Result<LineProcess> {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting the {name}"))?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().context("the process's output")?;
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(LineProcess { child, stdin, lines, name })
-    }
-
-    fn tell(&mut self, line: &str) -> anyhow::Result<()> {
-        let stdin = self.stdin.as_mut().with_context(|| format!("the {} has no input", self.name))?;
-        writeln!(stdin, "{line}")
-            .and_then(|()| stdin.flush())
-            .with_context(|| format!("telling the {}", self.name))
-    }
-
-    /// The next line, or None at `deadline`.
-    fn next_line(&self, deadline: Instant) -> anyhow::Result<Option<String>> {
-        match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => Ok(Some(line)),
-            Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => {
-                // Ctrl-C reaches the children too: give the runner's own handler a moment to say so.
-                std::thread::sleep(Duration::from_millis(100));
-                check_interrupt()?;
-                bail!("the {} exited early", self.name)
-            }
-        }
-    }
-
-    fn expect(&self, wanted: &str, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            match self.next_line(deadline)? {
-                Some(line) if line.trim() == wanted => return Ok(()),
-                Some(_) => {}
-                None => bail!("the {} printed no `{wanted}` within {timeout:?}", self.name),
-            }
-        }
-    }
-
-    /// `stop`, then a moment to exit before it is killed.
-    fn finish(mut self) {
-        let _ = self.tell("stop");
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for LineProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// What the server's standard error said: one summary line per handshake, close and failure.
@@ -789,7 +679,7 @@ fn soak(program: &Path, plan: &Plan) -> anyhow::Result<Report> {
         command.arg("--trace-failures");
     }
     let mut load = LineProcess::start(command, "load peer")?;
-    load.expect("ready", START_TIMEOUT)?;
+    load.wait_for("ready", START_TIMEOUT, |line| (line.trim() == "ready").then_some(()))?;
 
     let mut outcomes: Vec<ClientOutcome> = Vec::new();
     let mut waves = Vec::new();
@@ -823,7 +713,9 @@ fn soak(program: &Path, plan: &Plan) -> anyhow::Result<Report> {
         memory.server_handshakes = server.log().handshakes;
         waves.push(memory);
     }
-    load.finish();
+    // `stop`, then a moment to exit before it is killed.
+    let _ = load.tell("stop");
+    load.close_and_wait(Some(Duration::from_secs(5)));
     let server_log = server.stop();
     let kernel = kernel_drops(&testbed);
     let relay = testbed.stop_relay().ok();

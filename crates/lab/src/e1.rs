@@ -1037,6 +1037,31 @@ struct Row {
     runs: Vec<RunResult>,
 }
 
+impl Row {
+    /// A row for `strategy` with no runs and no figures yet.
+    fn new(strategy: Strategy) -> Row {
+        Row {
+            strategy,
+            label: strategy.label(),
+            status: None,
+            mean_wct_s: None,
+            gain_over_standard_full_pct: None,
+            gain_over_single_homed_standard_full_pct: None,
+            above_ideal_pct: None,
+            mean_handshakes: None,
+            mean_outages: None,
+            runs: Vec::new(),
+        }
+    }
+
+    /// The row's means over its runs (the gains need the other rows: see `cell_report`).
+    fn average_runs(&mut self) {
+        self.mean_wct_s = mean(self.runs.iter().filter_map(|r| r.wct_s));
+        self.mean_handshakes = mean(self.runs.iter().map(|r| f64::from(r.handshakes)));
+        self.mean_outages = mean(self.runs.iter().map(|r| f64::from(r.outages)));
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 struct CellReport {
     cell: Cell,
@@ -1056,18 +1081,7 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 fn run_cell(cell: Cell, params: &Params, seeds: u64) -> anyhow::Result<CellReport> {
     let mut rows = Vec::new();
     for strategy in Strategy::ALL {
-        let mut row = Row {
-            strategy,
-            label: strategy.label(),
-            status: None,
-            mean_wct_s: None,
-            gain_over_standard_full_pct: None,
-            gain_over_single_homed_standard_full_pct: None,
-            above_ideal_pct: None,
-            mean_handshakes: None,
-            mean_outages: None,
-            runs: Vec::new(),
-        };
+        let mut row = Row::new(strategy);
         for seed in 1..=seeds {
             row.runs.push(run_one(strategy, &cell, params, seed)?);
         }
@@ -1081,9 +1095,7 @@ fn run_cell(cell: Cell, params: &Params, seeds: u64) -> anyhow::Result<CellRepor
             let failed = row.runs.iter().filter(|r| r.failure.is_some()).count();
             row.status = Some(format!("failed ({failed} of {seeds} runs): {failure}"));
         } else {
-            row.mean_wct_s = mean(row.runs.iter().filter_map(|r| r.wct_s));
-            row.mean_handshakes = mean(row.runs.iter().map(|r| f64::from(r.handshakes)));
-            row.mean_outages = mean(row.runs.iter().map(|r| f64::from(r.outages)));
+            row.average_runs();
         }
         rows.push(row);
     }

@@ -31,6 +31,7 @@ use super::{
     E1Server, Params, Row, RunResult, Strategy, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR,
     SERVER_PORT,
 };
+use crate::runner::{check_interrupt, watch_for_interrupts, LineProcess};
 use anyhow::{bail, Context};
 use fastshake_core::{SansIo, Transmit};
 use fastshake_net::Clock;
@@ -38,12 +39,9 @@ use fastshake_netlab::testbed::{ClientIface, Host, NatKind, Testbed, TestbedConf
 use fastshake_sim::apps::{App, NodeEvent};
 use fastshake_sim::nat::NatPreset;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
@@ -62,9 +60,6 @@ const PEER_RESULT_TIMEOUT: Duration = Duration::from_secs(10);
 const FIRST_HANDSHAKE_BOUND: Duration = Duration::from_secs(30);
 /// Largest datagram a peer reads.
 const RECEIVE_BUFFER: usize = 65_536;
-
-/// Set by Ctrl-C / SIGTERM: the runner stops at the next step and removes its testbed.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// `fastshake netlab e1`: E1 on real sockets with every knob (`fastshake lab e1 --real` is this
 /// with the simulator's fixed outage period).
@@ -341,41 +336,11 @@ pub fn run_real(args: RealArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Ctrl-C and SIGTERM set [`INTERRUPTED`] instead of killing the process, so the runner ends its
-/// run and the testbed's destructor removes the namespaces.
-fn watch_for_interrupts() {
-    std::thread::spawn(|| {
-        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-        runtime.block_on(async {
-            let Ok(mut terminate) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            else {
-                return;
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-            INTERRUPTED.store(true, Ordering::SeqCst);
-        });
-    });
-}
-
 fn run_cell(program: &Path, cell: Cell, plan: &RealPlan) -> anyhow::Result<CellReport> {
     let params = &plan.params;
     let mut rows = Vec::new();
     for &strategy in &plan.strategies {
-        let mut row = Row {
-            strategy,
-            label: strategy.label(),
-            status: None,
-            mean_wct_s: None,
-            gain_over_standard_full_pct: None,
-            gain_over_single_homed_standard_full_pct: None,
-            above_ideal_pct: None,
-            mean_handshakes: None,
-            mean_outages: None,
-            runs: Vec::new(),
-        };
+        let mut row = Row::new(strategy);
         for seed in 1..=plan.seeds {
             if !plan.json {
                 eprintln!(
@@ -391,9 +356,7 @@ fn run_cell(program: &Path, cell: Cell, plan: &RealPlan) -> anyhow::Result<CellR
         if row.runs.iter().any(|r| r.wct_s.is_none()) {
             row.status = Some("some runs did not finish".into());
         } else {
-            row.mean_wct_s = mean(row.runs.iter().filter_map(|r| r.wct_s));
-            row.mean_handshakes = mean(row.runs.iter().map(|r| f64::from(r.handshakes)));
-            row.mean_outages = mean(row.runs.iter().map(|r| f64::from(r.outages)));
+            row.average_runs();
         }
         rows.push(row);
     }
@@ -452,99 +415,30 @@ fn link_changes(schedule: &[Vec<(u64, u64)>]) -> Vec<(u64, LinkChange)> {
     changes
 }
 
-/// A peer process in a testbed host: its standard input and the lines it prints.
-struct Peer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+/// Starts `fastshake netlab e1-peer ARGS` in a testbed host; `name` is "server" or "client".
+fn start_peer(
+    testbed: &Testbed,
+    host: Host,
+    program: &Path,
+    args: &[String],
     name: &'static str,
+) -> anyhow::Result<LineProcess> {
+    let mut command = testbed.command(host, program);
+    command.arg("netlab").arg("e1-peer").args(args);
+    LineProcess::start(command, name).with_context(|| format!("in {}", testbed.namespace(host)))
 }
 
-impl Peer {
-    fn start(
-        testbed: &Testbed,
-        host: Host,
-        program: &Path,
-        args: &[String],
-        name: &'static str,
-    ) -> anyhow::Result<Peer> {
-        let mut child = testbed
-            .command(host, program)
-            .arg("netlab")
-            .arg("e1-peer")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting the E1 {name} in {}", testbed.namespace(host)))?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().context("the peer's output")?;
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Peer { child, stdin, lines, name })
-    }
-
-    fn tell(&mut self, line: &str) -> anyhow::Result<()> {
-        let stdin = self.stdin.as_mut().with_context(|| format!("the E1 {} has no input", self.name))?;
-        writeln!(stdin, "{line}")
-            .and_then(|()| stdin.flush())
-            .with_context(|| format!("telling the E1 {}", self.name))
-    }
-
-    /// The next line, or None at `deadline`.
-    fn next_line(&self, deadline: Instant) -> anyhow::Result<Option<String>> {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.lines.recv_timeout(wait) {
-            Ok(line) => Ok(Some(line)),
-            Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => {
-                // Ctrl-C reaches the peers too: give the runner's own handler a moment to say so.
-                std::thread::sleep(Duration::from_millis(100));
-                if INTERRUPTED.load(Ordering::SeqCst) {
-                    bail!("interrupted");
-                }
-                bail!("the E1 {} exited early", self.name)
-            }
-        }
-    }
-
-    /// Waits for a line starting with `prefix` and returns the rest.
-    fn expect(&self, prefix: &str, timeout: Duration) -> anyhow::Result<String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            match self.next_line(deadline)? {
-                Some(line) => {
-                    if let Some(rest) = line.strip_prefix(prefix) {
-                        return Ok(rest.trim().to_owned());
-                    }
-                }
-                None => bail!("the E1 {} printed no `{prefix}` within {timeout:?}", self.name),
-            }
-        }
-    }
-
-    /// `stop`, then its result.
-    fn finish(mut self) -> anyhow::Result<serde_json::Value> {
-        self.tell("stop")?;
-        let result = self.expect("result", PEER_RESULT_TIMEOUT)?;
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-        serde_json::from_str(&result).with_context(|| format!("the E1 {}'s result", self.name))
-    }
+/// Waits for a line of `peer` starting with `prefix` and returns the rest.
+fn expect_prefixed(peer: &LineProcess, prefix: &str, timeout: Duration) -> anyhow::Result<String> {
+    peer.wait_for(prefix, timeout, |line| line.strip_prefix(prefix).map(|rest| rest.trim().to_owned()))
 }
 
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `stop`, then the peer's result.
+fn peer_result(mut peer: LineProcess) -> anyhow::Result<serde_json::Value> {
+    peer.tell("stop")?;
+    let result = expect_prefixed(&peer, "result", PEER_RESULT_TIMEOUT)?;
+    peer.close_and_wait(None);
+    serde_json::from_str(&result).with_context(|| format!("the {}'s result", peer.name()))
 }
 
 fn u32_list(value: &serde_json::Value, key: &str) -> anyhow::Result<Vec<u32>> {
@@ -595,8 +489,8 @@ fn run_one(
     }
     let mut server_args = vec!["server".to_owned(), "--listen".to_owned(), server_address.to_string()];
     server_args.extend(common.iter().cloned());
-    let server = Peer::start(&testbed, Host::Server, program, &server_args, "server")?;
-    server.expect("ready", PEER_START_TIMEOUT)?;
+    let server = start_peer(&testbed, Host::Server, program, &server_args, "E1 server")?;
+    expect_prefixed(&server, "ready", PEER_START_TIMEOUT)?;
 
     let mut client_args = vec![
         "client".to_owned(),
@@ -610,8 +504,8 @@ fn run_one(
         let address = testbed.client_address(iface).context("a client interface without an address")?;
         client_args.extend(["--iface".to_owned(), format!("{}={address}", iface.name())]);
     }
-    let mut client = Peer::start(&testbed, Host::Client, program, &client_args, "client")?;
-    client.expect("ready", PEER_START_TIMEOUT)?;
+    let mut client = start_peer(&testbed, Host::Client, program, &client_args, "E1 client")?;
+    expect_prefixed(&client, "ready", PEER_START_TIMEOUT)?;
 
     client.tell("go")?;
     let started = Instant::now();
@@ -619,9 +513,7 @@ fn run_one(
     let mut changes = link_changes(&schedule).into_iter().peekable();
     let mut connected = false;
     let done_ns = loop {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            bail!("interrupted");
-        }
+        check_interrupt()?;
         let next_change = changes.peek().map(|(at, _)| started + Duration::from_millis(*at));
         // Wake at least every 100 ms to notice an interrupt.
         let wake = [next_change.unwrap_or(horizon), horizon, Instant::now() + Duration::from_millis(100)]
@@ -653,8 +545,8 @@ fn run_one(
     };
     // Late copies of acknowledgements in flight arrive within one round trip.
     std::thread::sleep(Duration::from_nanos(rtt_ns) + Duration::from_millis(50));
-    let client_result = client.finish()?;
-    let server_result = server.finish()?;
+    let client_result = peer_result(client)?;
+    let server_result = peer_result(server)?;
     let fastest = client_result.get("fastest_round_trip_ns").and_then(serde_json::Value::as_u64);
     drop(testbed);
 
@@ -681,7 +573,7 @@ fn run_one(
     Ok(result)
 }
 
-fn apply_change(testbed: &Testbed, client: &mut Peer, change: LinkChange) -> anyhow::Result<()> {
+fn apply_change(testbed: &Testbed, client: &mut LineProcess, change: LinkChange) -> anyhow::Result<()> {
     match change {
         LinkChange::Down(iface) => {
             testbed.set_link(iface, false)?;

@@ -9,6 +9,7 @@ pub mod chaos_real;
 pub mod e1;
 mod e2_tsch;
 pub mod pki;
+mod runner;
 
 #[derive(clap::Args)]
 pub struct LabArgs {

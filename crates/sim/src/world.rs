@@ -520,8 +520,22 @@ impl Simulator {
 
     /// Processes every event due up to and including `until`, then sets the clock to `until`.
     pub fn run_until(&mut self, until: Instant) {
-        let until = until.as_nanos();
         self.start();
+        self.dispatch_through(until.as_nanos());
+        self.now = self.now.max(until.as_nanos());
+        self.account_idle();
+    }
+
+    /// Processes events until none is left or `limit` is reached; returns the time reached.
+    pub fn run_to_completion(&mut self, limit: Instant) -> Instant {
+        self.start();
+        self.dispatch_through(limit.as_nanos());
+        self.account_idle();
+        self.now()
+    }
+
+    /// Dispatches queued events in time order while they are due at or before `until` (ns).
+    fn dispatch_through(&mut self, until: u64) {
         while let Some(at) = self.queue.peek_time() {
             if at > until {
                 break;
@@ -532,26 +546,6 @@ impl Simulator {
             self.dispatch(event);
             self.service_pending();
         }
-        self.now = self.now.max(until);
-        self.account_idle();
-    }
-
-    /// Processes events until none is left or `limit` is reached; returns the time reached.
-    pub fn run_to_completion(&mut self, limit: Instant) -> Instant {
-        self.start();
-        let limit = limit.as_nanos();
-        while let Some(at) = self.queue.peek_time() {
-            if at > limit {
-                break;
-            }
-            let Some((at, event)) = self.queue.pop() else { break };
-            self.now = self.now.max(at);
-            self.events += 1;
-            self.dispatch(event);
-            self.service_pending();
-        }
-        self.account_idle();
-        self.now()
     }
 
     fn account_idle(&mut self) {
