@@ -204,7 +204,10 @@ async fn echo_server(
                 say!("server: session failed: {error}");
                 break;
             }
-            ServerEvent::PathChanged { .. }
+            // The demo server sets no session slots.
+            ServerEvent::Evicted { .. }
+            | ServerEvent::Refused { .. }
+            | ServerEvent::PathChanged { .. }
             | ServerEvent::OwnSocket { .. }
             | ServerEvent::StaysOnWelcomePort { .. } => {}
         }

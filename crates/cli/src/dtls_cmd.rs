@@ -394,6 +394,15 @@ async fn serve(
             ServerEvent::Failed { remote, error, .. } => {
                 say!("fastshake server: {}: session failed: {error}", peer_name(remote));
             }
+            ServerEvent::Evicted { remote, policy, newcomer, .. } => {
+                say!(
+                    "fastshake server: {}: evicted ({policy}) to make room for {newcomer}; closed with close_notify",
+                    peer_name(remote)
+                );
+            }
+            ServerEvent::Refused { remote } => {
+                say!("fastshake server: {remote}: refused, no free session slot (sent internal_error)");
+            }
             ServerEvent::PathChanged { handle, from, to } => {
                 say!("fastshake server: client {} moved from {} to {to}", handle, peer_name(from));
             }

@@ -218,6 +218,50 @@ impl ClientConfig {
     }
 }
 
+/// What a server with every session slot taken (`ServerConfig::max_sessions`) does with a new
+/// client whose ClientHello carries a valid cookie.
+///
+/// Eviction happens when the newcomer's ClientHello arrives, before it authenticates (its state
+/// needs the slot): under `Lru` and `Idlest` any host that can receive at its address can end
+/// established sessions, so `Refuse` suits servers open to untrusted clients. Handshakes in
+/// progress are never evicted (they end within the handshake timeout); when every slot holds
+/// one, the newcomer is refused whatever the policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WhenFull {
+    /// Answer the ClientHello with a fatal `internal_error` alert in epoch 0 and keep no state,
+    /// so the client stops retransmitting at once instead of waiting out its handshake timeout.
+    /// RFC 5246 §7.2.2: internal_error is "an internal error unrelated to the peer or the
+    /// correctness of the protocol (such as a memory allocation failure)", which a full session
+    /// table is; handshake_failure or access_denied would blame the client's parameters or
+    /// credentials, which were never looked at. A fastshake client reports it as
+    /// `Error::NoSessionSlot`.
+    #[default]
+    Refuse,
+    /// Close (close_notify) the session least recently used: the oldest last application record
+    /// sent or received, or handshake completion, whichever is later.
+    Lru,
+    /// Close (close_notify) the session silent the longest: the oldest last datagram from its
+    /// peer that authenticated.
+    Idlest,
+}
+
+impl WhenFull {
+    /// The policy's name, as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WhenFull::Refuse => "refuse",
+            WhenFull::Lru => "lru",
+            WhenFull::Idlest => "idlest",
+        }
+    }
+}
+
+impl std::fmt::Display for WhenFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How a server accepts sessions.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -237,6 +281,17 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// Most sessions (in handshake or established) held at once; new clients beyond it are ignored.
     pub max_connections: usize,
+    /// Session slots (seed 002: a 16 kB node fits 3 PSK sessions): at most this many
+    /// connections exist at once; `None` (the default) sets no limit of its own. A slot is taken
+    /// when a ClientHello with a valid cookie creates a connection, so handshakes in progress
+    /// hold one and the memory bound is never exceeded, not even for a moment; it is released
+    /// when the connection closes, fails, expires or is evicted. A ClientHello without a valid
+    /// cookie (or a fragment of one) takes none. A new handshake from the address of an
+    /// established session needs a slot of its own, since the session is kept until it
+    /// completes (RFC 6347 §4.2.8). `max_connections` and the half-open limits apply as well.
+    pub max_sessions: Option<usize>,
+    /// What a client that proved its address gets while every slot of `max_sessions` is taken.
+    pub when_full: WhenFull,
     /// Refuse clients that do not offer the extended master secret (RFC 7627).
     pub require_extended_master_secret: bool,
     /// Our certificate chain and key for the certificate suites.
@@ -267,6 +322,8 @@ impl Default for ServerConfig {
             max_retransmit: Duration::from_secs(60),
             handshake_timeout: Duration::from_secs(60),
             max_connections: 10_000,
+            max_sessions: None,
+            when_full: WhenFull::Refuse,
             require_extended_master_secret: false,
             certified_key: None,
             client_auth: ClientAuth::None,
@@ -297,6 +354,9 @@ impl ServerConfig {
         }
         for psk in &self.psks {
             check_psk(psk)?;
+        }
+        if self.max_sessions == Some(0) {
+            return Err(Error::Config("max_sessions must be at least 1"));
         }
         if self.psk_identity_hint.as_ref().is_some_and(|h| h.len() > MAX_PSK_FIELD) {
             return Err(Error::Config("PSK identity hint must be shorter than 64 KiB"));

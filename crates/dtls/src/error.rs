@@ -27,6 +27,19 @@ pub enum Error {
     /// The peer started a new handshake from the same address, which replaced this session.
     #[error("the peer started a new handshake from the same address")]
     Superseded,
+    /// Client: the server answered our ClientHello with a fatal internal_error alert before any
+    /// ServerHello. A fastshake server does so when every session slot is taken
+    /// (`ServerConfig::max_sessions`, `WhenFull::Refuse`); another server may mean another
+    /// internal failure.
+    #[error(
+        "no free session slot on the server: it answered the ClientHello with a fatal {alert} alert \
+         (what a fastshake server sends when all its session slots are taken; another server may send \
+         it for another reason)"
+    )]
+    NoSessionSlot {
+        /// The alert received.
+        alert: AlertDescription,
+    },
     /// The output buffer cannot hold the record.
     #[error("the output buffer is too small: {needed} bytes needed")]
     BufferTooSmall {
@@ -69,7 +82,7 @@ impl Error {
     pub fn alert(&self) -> Option<AlertDescription> {
         match self {
             Error::AlertReceived(a) | Error::AlertSent(a) => Some(*a),
-            Error::PeerAuthentication { alert, .. } => Some(*alert),
+            Error::PeerAuthentication { alert, .. } | Error::NoSessionSlot { alert } => Some(*alert),
             _ => None,
         }
     }

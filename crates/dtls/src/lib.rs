@@ -135,6 +135,12 @@
 //!   remote port, raises [`Event::PathChanged`] and acknowledges with the same message to
 //!   the new port. The session keeps sending from where it did until a record of the client
 //!   authenticates at the new socket, then sends from there.
+//! - Session slots (seed 002, [`ServerConfig::max_sessions`]): at most R connections, a slot
+//!   taken when a ClientHello with a valid cookie makes one (handshakes in progress hold one).
+//!   With all taken, [`WhenFull`] refuses the client with a fatal internal_error alert in epoch 0
+//!   (no state kept; a fastshake client fails with [`Error::NoSessionSlot`]) or closes the
+//!   least recently used or idlest established session with close_notify
+//!   ([`Event::Evicted`]). Off by default.
 //! - Footprint: an established session is a [`Connection`] of 216 bytes with nothing on the
 //!   heap (client); the handshake-only state and the output queues are boxed and freed when
 //!   empty; a server session costs about 370 bytes with its share of the [`Endpoint`]'s tables
@@ -170,7 +176,7 @@ mod suite;
 pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
-pub use config::{ClientConfig, Mobility, Psk, ServerConfig, WallClock, DEFAULT_MTU, MIN_MTU};
+pub use config::{ClientConfig, Mobility, Psk, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU};
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
 pub use error::Error;

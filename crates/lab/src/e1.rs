@@ -518,7 +518,7 @@ impl E1Client {
                 }
                 Event::ApplicationData(data) => self.on_ack(now, &data),
                 Event::PathChanged(_) => self.path_changes += 1,
-                Event::Accepted => {}
+                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
                 Event::Closed | Event::Failed(_) => {
                     self.conn = None;
                     self.handshake_from = None;
@@ -733,7 +733,7 @@ impl E1Server {
             // to one once established.
             self.ports.after_event(&mut self.endpoint, handle, &event, SERVER_ADDR.into());
             match event {
-                Event::Accepted => {}
+                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
                 Event::Connected(summary) => {
                     self.connected += 1;
                     self.identities.insert(handle, summary.psk_identity);

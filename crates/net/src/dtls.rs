@@ -22,7 +22,7 @@ use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
     ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
-    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
+    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WhenFull,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::{HashMap, VecDeque};
@@ -679,8 +679,8 @@ impl ClientDriver {
                 Event::PathChanged(remote) => {
                     let _ = self.events.send(ClientEvent::PathChanged(remote));
                 }
-                // Only an endpoint accepts.
-                Event::Accepted => {}
+                // Only an endpoint accepts, evicts and refuses.
+                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
                 Event::Closed => {
                     let _ = self.events.send(ClientEvent::Closed);
                     return Ok(true);
@@ -882,6 +882,24 @@ pub enum ServerEvent {
         /// Why.
         error: DtlsError,
     },
+    /// Every session slot was taken (`ServerConfig::max_sessions`): this session was closed with
+    /// close_notify to make room for `newcomer`, chosen by `policy`.
+    Evicted {
+        /// The connection.
+        handle: ConnectionHandle,
+        /// The client's address, if still known.
+        remote: Option<SocketAddr>,
+        /// The policy that chose it.
+        policy: WhenFull,
+        /// The client it made room for.
+        newcomer: SocketAddr,
+    },
+    /// Every session slot was taken: a client that returned a valid cookie was refused with a
+    /// fatal internal_error alert and no state kept.
+    Refused {
+        /// The client's address.
+        remote: SocketAddr,
+    },
     /// The client moved: the session now sends to `to` (a CID or a session socket let the
     /// server recognise it, and with `rrc` the new address answered a path_challenge).
     PathChanged {
@@ -1082,6 +1100,15 @@ impl ServerDriver {
                     self.ended.push(handle);
                     let _ = self.events.send(ServerEvent::Failed { handle, remote, error });
                 }
+                Event::Evicted { policy, newcomer } => {
+                    let remote = known.or_else(|| self.remotes.remove(&handle));
+                    self.remotes.remove(&handle);
+                    self.ended.push(handle);
+                    let _ = self.events.send(ServerEvent::Evicted { handle, remote, policy, newcomer });
+                }
+                Event::Refused { remote } => {
+                    let _ = self.events.send(ServerEvent::Refused { remote });
+                }
                 Event::Accepted => {}
                 Event::PathChanged(to) => {
                     let from = self.remotes.insert(handle, to);
@@ -1221,6 +1248,9 @@ async fn run_server(
             }
             command = commands.recv(), if commands_open => match command {
                 Some(ServerCommand::Send(handle, data)) => {
+                    // The engine dates a send by the latest time it was given (session slots
+                    // evict the least recently used): give it the time now.
+                    endpoint.handle_timeout(driver.clock.now());
                     // A send to a connection that is gone or not established is dropped: the
                     // caller learns of the end through Closed/Failed.
                     let _ = endpoint.send(handle, &data);

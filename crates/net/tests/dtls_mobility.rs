@@ -46,7 +46,10 @@ async fn echo_server(mode: MobilityMode) -> (SocketAddr, tokio::task::JoinHandle
                 ServerEvent::PathChanged { from, to, .. } => log.path_changes.push((from, to)),
                 ServerEvent::OwnSocket { local, .. } => log.own_sockets.push(local),
                 ServerEvent::Closed { .. } => break,
-                ServerEvent::Failed { .. } | ServerEvent::StaysOnWelcomePort { .. } => {}
+                ServerEvent::Failed { .. }
+                | ServerEvent::StaysOnWelcomePort { .. }
+                | ServerEvent::Evicted { .. }
+                | ServerEvent::Refused { .. } => {}
             }
         }
         step("server shutdown", server.shutdown()).await.unwrap();

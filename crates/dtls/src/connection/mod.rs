@@ -17,7 +17,7 @@ pub(crate) use handshake::hello_id;
 pub(crate) use server::VerifiedHello;
 
 use crate::alert::{AlertDescription, AlertLevel};
-use crate::config::{ClientConfig, ServerConfig, MIN_MTU};
+use crate::config::{ClientConfig, ServerConfig, WhenFull, MIN_MTU};
 use crate::error::Error;
 use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
 use crate::mobility::{MobilityStats, PathState};
@@ -69,6 +69,22 @@ pub enum Event {
     /// The session now sends to this peer address (server: the client moved and the move was
     /// accepted; client: it followed the server to another port).
     PathChanged(SocketAddr),
+    /// Endpoint only: every session slot was taken (`ServerConfig::max_sessions`), so this
+    /// session was closed with close_notify to make room for a new client; `policy` chose it.
+    /// The last event of its handle.
+    Evicted {
+        /// The policy that chose this session.
+        policy: WhenFull,
+        /// The address of the client it made room for.
+        newcomer: SocketAddr,
+    },
+    /// Endpoint only: a client that returned a valid cookie was refused with a fatal
+    /// internal_error alert because every session slot was taken (`WhenFull::Refuse`, or no
+    /// established session to evict). No connection was made: the handle names none.
+    Refused {
+        /// The client's address.
+        remote: SocketAddr,
+    },
 }
 
 /// What a completed handshake cost and agreed.
@@ -739,10 +755,17 @@ impl Connection {
             self.hs = None;
             self.push_event(Event::Closed);
         } else if level == AlertLevel::Fatal {
+            // A server refusing for want of a session slot answers the ClientHello this way
+            // (`WhenFull::Refuse`); say so, with the alert, as others may mean something else.
+            let error = if desc == AlertDescription::InternalError && self.waits_for_server_hello() {
+                Error::NoSessionSlot { alert: desc }
+            } else {
+                Error::AlertReceived(desc)
+            };
             self.phase = Phase::Failed;
             self.hs = None;
             self.record.discard_keys();
-            self.push_event(Event::Failed(Error::AlertReceived(desc)));
+            self.push_event(Event::Failed(error));
         }
         // Other warnings (no_renegotiation, ...) change nothing.
     }

@@ -228,12 +228,11 @@ impl Endpoint {
             self.stats.hello_verify_sent += 1;
             return;
         }
-        let existing = self.by_addr.get(&remote).copied();
-        let pending = self.pending.get(&remote).copied();
-        // Connections this handshake replaces do not count against the table.
-        let existing_in_handshake =
-            existing.filter(|h| self.connections.get(h).is_some_and(|s| !s.conn.is_established()));
-        let replaced = usize::from(pending.is_some()) + usize::from(existing_in_handshake.is_some());
+        if !self.admit(remote, hello.record_seq, self.replaced_at(remote).3) {
+            return;
+        }
+        // Read after `admit`, which may have evicted the session at this address.
+        let (existing, pending, existing_in_handshake, replaced) = self.replaced_at(remote);
         let evictable = self.half_open.len().saturating_sub(replaced);
         if self.connections.len() >= self.config.max_connections + replaced && evictable == 0 {
             // Every slot holds an established session: those are never evicted for a handshake.
@@ -294,6 +293,22 @@ impl Endpoint {
             }
         }
         self.make_room_for(h, remote.ip());
+    }
+
+    /// The session and the pending replacement at `remote`, the session if it is still in its
+    /// handshake, and how many connections a new handshake from there replaces at once (they
+    /// do not count against the table).
+    #[allow(clippy::type_complexity)]
+    fn replaced_at(
+        &self,
+        remote: SocketAddr,
+    ) -> (Option<ConnectionHandle>, Option<ConnectionHandle>, Option<ConnectionHandle>, usize) {
+        let existing = self.by_addr.get(&remote).copied();
+        let pending = self.pending.get(&remote).copied();
+        let existing_in_handshake =
+            existing.filter(|h| self.connections.get(h).is_some_and(|s| !s.conn.is_established()));
+        let replaced = usize::from(pending.is_some()) + usize::from(existing_in_handshake.is_some());
+        (existing, pending, existing_in_handshake, replaced)
     }
 
     /// A random Connection ID of `len` bytes no session of ours has (RFC 9146 §3: the receiver

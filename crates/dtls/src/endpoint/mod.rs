@@ -5,6 +5,7 @@
 
 mod hello;
 mod route;
+mod slots;
 
 use crate::config::ServerConfig;
 use crate::connection::{Connection, Event};
@@ -56,6 +57,12 @@ pub struct EndpointStats {
     pub handshakes_evicted: u64,
     /// Established sessions closed after `idle_timeout` without an authenticated datagram.
     pub sessions_expired: u64,
+    /// Established sessions closed with close_notify to give their slot to a new client
+    /// (`ServerConfig::max_sessions`, `WhenFull::Lru` or `WhenFull::Idlest`).
+    pub sessions_evicted: u64,
+    /// Clients with a valid cookie refused with a fatal internal_error alert because every
+    /// session slot was taken.
+    pub slot_refusals: u64,
     /// Partial (fragmented) ClientHellos dropped before completion: stale, or evicted for newer
     /// ones. A high count means a flood of first fragments.
     pub partial_hellos_dropped: u64,
@@ -144,13 +151,19 @@ struct Slot {
     deadline: Option<Instant>,
 }
 
-/// What an established session received, to tell authenticated traffic from dropped garbage.
-/// The counters are the session's own, truncated: only their changes matter.
+/// What an established session received, to tell authenticated traffic from dropped garbage,
+/// and when it was last used (session slots). The counters are the session's own, truncated:
+/// only their changes matter.
 #[derive(Clone, Copy, Debug)]
 struct Activity {
+    /// The last datagram that authenticated (idle expiry, `WhenFull::Idlest`).
     last: Instant,
+    /// The last application record sent or received, or the handshake's completion
+    /// (`WhenFull::Lru`).
+    last_used: Instant,
     datagrams_received: u32,
     records_dropped: u32,
+    app_records: u32,
 }
 
 fn config_error_of(config: &ServerConfig) -> Option<Error> {
@@ -383,10 +396,13 @@ impl Endpoint {
             let stats = conn.stats();
             let seen = Activity {
                 last: now,
+                last_used: now,
                 datagrams_received: stats.datagrams_received as u32,
                 records_dropped: stats.records_dropped as u32,
+                app_records: stats.app_records_sent.wrapping_add(stats.app_records_received) as u32,
             };
             let activity = slot.activity.get_or_insert(seen);
+            activity.note_use(stats, now);
             // A datagram that arrived and dropped nothing was authenticated: the peer is alive.
             if seen.datagrams_received != activity.datagrams_received
                 && seen.records_dropped == activity.records_dropped
@@ -502,7 +518,8 @@ impl Endpoint {
         self.events.pop_front()
     }
 
-    /// Queues application data on connection `h`.
+    /// Queues application data on connection `h`. For `WhenFull::Lru` the send is dated by the
+    /// latest time the endpoint was given: a driver calls `handle_timeout(now)` first.
     pub fn send(&mut self, h: ConnectionHandle, data: &[u8]) -> Result<(), Error> {
         let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
         let r = slot.conn.send(data);

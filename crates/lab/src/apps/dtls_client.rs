@@ -310,7 +310,7 @@ impl DtlsClientLoop {
                 Event::Closed => {
                     self.fail(now, "the server closed the session".into(), "Closed by the server".into())
                 }
-                Event::PathChanged(_) | Event::Accepted => {}
+                Event::PathChanged(_) | Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
             }
         }
     }

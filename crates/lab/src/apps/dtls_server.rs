@@ -127,9 +127,10 @@ impl DtlsEchoServer {
                     self.sessions.entry(handle).or_default().peer = Some(peer);
                     self.tally.path_changes += 1;
                 }
-                Event::Closed => {
+                Event::Closed | Event::Evicted { .. } => {
                     self.sessions.remove(&handle);
                 }
+                Event::Refused { .. } => {}
                 Event::Failed(error) => {
                     let ledger = self.sessions.remove(&handle).unwrap_or_default();
                     if error == Error::Closed && ledger.established {
