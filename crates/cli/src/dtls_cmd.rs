@@ -12,7 +12,7 @@ use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
     CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk, ServerConfig,
-    TrustAnchors, DEFAULT_MTU, MIN_MTU,
+    TrustAnchors, WhenFull, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
@@ -71,8 +71,8 @@ pub struct CommonArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Serves any number of clients (up to --max-connections) until SIGINT or SIGTERM, then \
-closes every session with close_notify. Without --echo, every record received is written to standard \
+    after_help = "Serves any number of clients (up to --max-connections or --max-sessions) until SIGINT or \
+SIGTERM, then closes every session with close_notify. Without --echo, every record received is written to standard \
 output; one summary line per handshake, close and failure goes to standard error.\n\n\
 Example: fastshake server --listen 127.0.0.1:4433 --psk-identity me --psk 00112233 --echo"
 )]
@@ -89,6 +89,15 @@ pub struct ServerArgs {
     /// Most sessions held at once (handshaking or established).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     max_connections: usize,
+    /// At most R sessions at once, handshakes in progress included (a slot each, as on a
+    /// memory-constrained server); see --when-full. Default: no limit.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions: Option<u32>,
+    /// With every --max-sessions slot taken, a new client is: refuse (sent a fatal internal_error
+    /// alert, so it stops at once), lru (given the slot of the session least recently used for
+    /// data, closed), idlest (given the slot of the session silent the longest, closed).
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = WhenFullArg::Refuse, requires = "max_sessions")]
+    when_full: WhenFullArg,
     /// Ask clients for a certificate: none, optional (a client without one is accepted) or
     /// require (handshake_failure without one). Needs --ca.
     #[arg(long, value_name = "POLICY", value_enum, default_value_t = ClientAuthArg::None)]
@@ -171,6 +180,24 @@ impl From<ReconnectArg> for Reconnect {
         match arg {
             ReconnectArg::Full => Reconnect::Full,
             ReconnectArg::Resumed => Reconnect::Resumed,
+        }
+    }
+}
+
+/// `--when-full`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum WhenFullArg {
+    Refuse,
+    Lru,
+    Idlest,
+}
+
+impl From<WhenFullArg> for WhenFull {
+    fn from(arg: WhenFullArg) -> Self {
+        match arg {
+            WhenFullArg::Refuse => WhenFull::Refuse,
+            WhenFullArg::Lru => WhenFull::Lru,
+            WhenFullArg::Idlest => WhenFull::Idlest,
         }
     }
 }
@@ -327,6 +354,8 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
         handshake_timeout: common.handshake_timeout()?,
         max_connections: args.max_connections,
+        max_sessions: args.max_sessions.map(|r| r as usize),
+        when_full: args.when_full.into(),
         mobility: args.mobility.server_mobility(),
         ..ServerConfig::default()
     };
