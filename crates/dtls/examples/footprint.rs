@@ -1,6 +1,7 @@
 //! Prints the engine's own figures: size of the types, heap per established session (counting
 //! allocator), allocations per application record on `seal_into` / `open_in_place`, and
-//! full PSK handshakes per second (client and server in memory, one thread).
+//! full PSK handshakes per second (client and server in memory, one thread), and a server's
+//! whole memory with R session slots full, beside tinyDTLS (seed 002).
 //! Run in release: `cargo run --release -p fastshake-dtls --example footprint`.
 //! Prints only; the benchmark of record is `fastshake bench handshake`.
 
@@ -139,6 +140,52 @@ fn main() {
         mobile_server.mobility = mobility;
         let mobile = server_bytes_per_session(&mobile_client, &Arc::new(mobile_server), server_addr);
         println!("established server session with {what}: {mobile} B (cache off; mean of 1000)");
+    }
+
+    // Session slots (seed 002): a server holding R established PSK sessions, R slots, no
+    // resumption cache (tinyDTLS keeps none), measured whole: the Endpoint value and all it
+    // owns on the heap, i.e. what dropping it frees. The marginal cost leaves out the empty
+    // endpoint; the step is what each session added since the previous row (the first sessions
+    // also pay for the tables' first nodes and queue buffers).
+    const TINYDTLS_PSK_SESSION: i64 = 400;
+    let slots_config = |r: usize| {
+        let mut c = (*scfg).clone();
+        c.session_cache.max_entries = 0;
+        c.max_sessions = Some(r);
+        Arc::new(c)
+    };
+    let endpoint_bytes = |r: usize| {
+        let mut server = Endpoint::new(slots_config(r.max(1)), [5; 32]);
+        let clients: Vec<_> = (0..r as u16)
+            .map(|i| connect(&ccfg, &mut server, addr(3000 + i), server_addr, i as u64 + 50, true))
+            .collect();
+        assert_eq!(server.stats().connections_open, r as u64);
+        let region = Region::new(GLOBAL);
+        drop(server);
+        let freed = region.change();
+        drop(clients);
+        std::mem::size_of::<Endpoint>() as i64 + freed.bytes_deallocated as i64 - freed.bytes_allocated as i64
+    };
+    let empty = endpoint_bytes(0);
+    println!(
+        "server with R slots full of established PSK sessions (cache off; an empty endpoint: {empty} B; \
+         tinyDTLS: ~{TINYDTLS_PSK_SESSION} B per PSK session, 3 sessions in a 16 kB WiSMote):"
+    );
+    println!(
+        "{:>4} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "R", "endpoint B", "B/session", "marginal B", "step B", "tinyDTLS B"
+    );
+    let (mut previous_r, mut previous_total) = (0, empty);
+    for r in [1usize, 2, 3, 4, 8, 16, 32, 64] {
+        let total = endpoint_bytes(r);
+        println!(
+            "{r:>4} {total:>12} {:>12} {:>12} {:>12} {:>14}",
+            total / r as i64,
+            (total - empty) / r as i64,
+            (total - previous_total) / (r - previous_r) as i64,
+            TINYDTLS_PSK_SESSION * r as i64
+        );
+        (previous_r, previous_total) = (r, total);
     }
 
     // Allocations per application record on the data path.

@@ -143,7 +143,7 @@
 //!   ([`Event::Evicted`]). Off by default.
 //! - Footprint: an established session is a [`Connection`] of 216 bytes with nothing on the
 //!   heap (client); the handshake-only state and the output queues are boxed and freed when
-//!   empty; a server session costs about 370 bytes with its share of the [`Endpoint`]'s tables
+//!   empty; a server session costs about 400 bytes with its share of the [`Endpoint`]'s tables
 //!   (the `footprint` example measures both), and no timer entry: idle expiry is one scan.
 //!   Mobility state is boxed and made only for sessions that use it.
 //!   Keys are kept raw and the AES key schedule is expanded per record.
