@@ -8,15 +8,17 @@
 //! closes with close_notify (also on SIGINT/SIGTERM). The server prints what it receives (or sends it back with `--echo`)
 //! and serves clients until SIGINT or SIGTERM, then closes every session with close_notify.
 
+use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
     CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk, ServerConfig,
     TrustAnchors, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
-    describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, Clock, DatagramTrace,
-    Direction, DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
+    describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
+    DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
 };
+use fastshake_net::Clock;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -284,7 +286,7 @@ impl CommonArgs {
                 Direction::Sent => "->",
                 Direction::Received => "<-",
             };
-            eprintln!(
+            say!(
                 "fastshake {role}: {arrow} {peer} {} B: {}",
                 datagram.len(),
                 describe_datagram(datagram).join(", ")
@@ -360,10 +362,7 @@ async fn serve(
     // The banner of a standard server stays as it always was.
     let mobility_text =
         if mobility == MobilityMode::Standard { String::new() } else { format!(", mobility {mobility}") };
-    eprintln!(
-        "fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})",
-        server.local_addr()
-    );
+    say!("fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})", server.local_addr());
     let controller = server.controller();
     let mut terminate = terminate_signal()?;
     loop {
@@ -376,7 +375,7 @@ async fn serve(
         };
         match event {
             ServerEvent::Connected { remote, summary, .. } => {
-                eprintln!("fastshake server: {remote}: {}{}", summary_line(&summary), peer_text(&summary));
+                say!("fastshake server: {remote}: {}{}", summary_line(&summary), peer_text(&summary));
             }
             ServerEvent::Data { handle, data, .. } => {
                 if echo {
@@ -390,23 +389,23 @@ async fn serve(
                 }
             }
             ServerEvent::Closed { remote, .. } => {
-                eprintln!("fastshake server: {}: closed by the peer (close_notify)", peer_name(remote));
+                say!("fastshake server: {}: closed by the peer (close_notify)", peer_name(remote));
             }
             ServerEvent::Failed { remote, error, .. } => {
-                eprintln!("fastshake server: {}: session failed: {error}", peer_name(remote));
+                say!("fastshake server: {}: session failed: {error}", peer_name(remote));
             }
             ServerEvent::PathChanged { handle, from, to } => {
-                eprintln!("fastshake server: client {} moved from {} to {to}", handle.0, peer_name(from));
+                say!("fastshake server: client {} moved from {} to {to}", handle, peer_name(from));
             }
             ServerEvent::OwnSocket { handle, local } => {
-                eprintln!("fastshake server: client {} now served from its own socket {local}", handle.0);
+                say!("fastshake server: client {} now served from its own socket {local}", handle);
             }
             ServerEvent::StaysOnWelcomePort { handle, reason } => {
-                eprintln!("fastshake server: client {} stays on the welcome port ({reason})", handle.0);
+                say!("fastshake server: client {} stays on the welcome port ({reason})", handle);
             }
         }
     }
-    eprintln!("fastshake server: shutting down, closing every session");
+    say!("fastshake server: shutting down, closing every session");
     server.shutdown().await.context("the server stopped with an error")?;
     Ok(())
 }
@@ -499,10 +498,7 @@ fn load_session(path: &Path) -> anyhow::Result<Option<ClientSession>> {
     match ClientSession::from_bytes(&bytes) {
         Ok(session) => Ok(Some(session)),
         Err(error) => {
-            eprintln!(
-                "fastshake client: ignoring the session in {} ({error}); full handshake",
-                path.display()
-            );
+            say!("fastshake client: ignoring the session in {} ({error}); full handshake", path.display());
             Ok(None)
         }
     }
@@ -529,26 +525,10 @@ fn peer_text(summary: &HandshakeSummary) -> String {
         0 => return String::new(),
         n => format!("; peer sent {n} certificate(s)"),
     };
-    match summary.peer_leaf.as_deref().and_then(subject_of) {
+    match summary.peer_leaf.as_deref().and_then(fastshake_pki::subject_text) {
         Some(subject) => format!("{count}, subject \"{subject}\""),
         None => count,
     }
-}
-
-/// A certificate's subject as `O=..., CN=...`, for display only (the engine has validated the
-/// chain already); `None` if it cannot be read.
-fn subject_of(der: &[u8]) -> Option<String> {
-    let cert = openssl::x509::X509::from_der(der).ok()?;
-    let parts: Vec<String> = cert
-        .subject_name()
-        .entries()
-        .filter_map(|entry| {
-            let key = entry.object().nid().short_name().ok()?;
-            let value = entry.data().to_string().ok()?;
-            Some(format!("{key}={value}"))
-        })
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// What the client loop needs besides the engine's and the driver's settings.
@@ -575,11 +555,7 @@ async fn run_client(
     let mut client = DtlsClient::connect(remote, config, options)
         .await
         .with_context(|| format!("DTLS handshake with {remote} failed"))?;
-    eprintln!(
-        "fastshake client: {remote}: {}{}",
-        summary_line(client.summary()),
-        peer_text(client.summary())
-    );
+    say!("fastshake client: {remote}: {}{}", summary_line(client.summary()), peer_text(client.summary()));
     if let (Some(path), Some(session)) = (session_file, &client.summary().session) {
         store_session(path, session)?;
     }
@@ -617,14 +593,14 @@ async fn run_client(
                         let from = client.local_addr();
                         let to = rebind_to.unwrap_or_else(|| SocketAddr::new(from.ip(), 0));
                         let bound = client.rebind(to).await.with_context(|| format!("cannot move to {to}"))?;
-                        eprintln!("fastshake client: moved from {from} to {bound}");
+                        say!("fastshake client: moved from {from} to {bound}");
                     }
                 }
                 Some(ClientEvent::PathChanged(to)) => {
-                    eprintln!("fastshake client: following the server to {to}");
+                    say!("fastshake client: following the server to {to}");
                 }
                 Some(ClientEvent::Reconnected(summary)) => {
-                    eprintln!(
+                    say!(
                         "fastshake client: no answer for the app timeout, reconnected: {}",
                         summary_line(&summary)
                     );
@@ -648,7 +624,7 @@ async fn run_client(
     }
     let (reconnections, path_changes) = (client.reconnections(), client.path_changes());
     let traffic = client.close().await.context("closing the session failed")?;
-    eprintln!(
+    say!(
         "fastshake client: {} ({}); {} reconnection(s), {} server port change(s); in total sent {} datagrams / {} B, received {} datagrams / {} B",
         if peer_closed { "closed by the server (close_notify)" } else { "closed" },
         remote,

@@ -1,16 +1,19 @@
-//! `fastshake`: secure sessions over datagrams — server, client, pki, bench, sim, lab.
+//! `fastshake`: secure sessions over datagrams — server, client, pki, sctp, sim, lab, netlab,
+//! demo. Thin: it parses, calls the libraries, prints. `fastshake bench` runs the separate
+//! `fastshake-bench` binary, the one that links OpenSSL for its anchors.
 #![forbid(unsafe_code)]
 
 mod bench;
 mod demo;
 mod dtls_cmd;
-mod lab;
+
 mod netlab_cmd;
 mod pki_cmd;
+mod say;
 mod sctp_cmd;
 mod sim_cmd;
-
 use clap::{Parser, Subcommand};
+use say::say;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -37,11 +40,11 @@ enum Command {
     /// Run a simulator scenario (TOML) in virtual time.
     Sim(sim_cmd::SimArgs),
     /// Re-run the papers' experiments and put our figures beside theirs.
-    Lab(lab::LabArgs),
+    Lab(fastshake_lab::LabArgs),
     /// Test hosts in network namespaces: build, tear down, and the delay relay that runs inside them.
     #[command(hide = true)]
     Netlab(netlab_cmd::NetlabArgs),
-    /// Benchmarks that print figures beside their anchors.
+    /// Benchmarks that print figures beside their anchors (runs fastshake-bench).
     Bench(bench::BenchArgs),
     /// A server and a client over loopback, and what happened between them.
     Demo(demo::DemoArgs),
@@ -55,7 +58,7 @@ fn main() -> ExitCode {
         Command::Sctp(args) => sctp_cmd::run(args),
         Command::Pki(args) => pki_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
-        Command::Lab(args) => lab::run(args),
+        Command::Lab(args) => fastshake_lab::run(args),
         Command::Netlab(args) => netlab_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
@@ -63,7 +66,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fastshake: error: {e:#}");
+            say!("fastshake: error: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -5,8 +5,10 @@
 //! Needs root. The UDP echo tools run inside the namespaces to measure the testbed.
 
 use anyhow::{bail, Context};
-use fastshake_net::delay::{run_relay, RelayConfig};
-use fastshake_net::testbed::{remove_stale_namespaces, ClientIface, Host, NatKind, Testbed, TestbedConfig};
+use fastshake_netlab::relay::{run_relay, RelayConfig};
+use fastshake_netlab::testbed::{
+    remove_stale_namespaces, ClientIface, Host, NatKind, Testbed, TestbedConfig,
+};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, UdpSocket};
@@ -43,15 +45,15 @@ enum NetlabCommand {
     Rtt(RttArgs),
     /// E1 on real sockets with every knob (`fastshake lab e1 --real` with the outage period,
     /// first outage, homing and strategies to choose).
-    E1(crate::lab::e1::real::RealArgs),
+    E1(fastshake_lab::e1::real::RealArgs),
     /// One side of a real E1 run (started by `fastshake netlab e1` in a testbed host).
-    E1Peer(crate::lab::e1::real::PeerArgs),
+    E1Peer(fastshake_lab::e1::real::PeerArgs),
     /// E6, the chaos soak on real sockets, with every knob (`fastshake lab chaos-real` with the
     /// waves, records, reordering, idle timeout and server log to choose).
-    Chaos(crate::lab::chaos_real::Knobs),
+    Chaos(fastshake_lab::chaos_real::Knobs),
     /// The load of a real chaos soak (started by `fastshake netlab chaos` in the client host).
     #[command(hide = true)]
-    ChaosPeer(crate::lab::chaos_real::PeerArgs),
+    ChaosPeer(fastshake_lab::chaos_real::PeerArgs),
 }
 
 #[derive(clap::Args)]
@@ -195,10 +197,10 @@ pub fn run(args: NetlabArgs) -> anyhow::Result<()> {
         NetlabCommand::UdpEcho(args) => udp_echo(args),
         NetlabCommand::UdpPing(args) => udp_ping(args),
         NetlabCommand::Rtt(args) => rtt(args),
-        NetlabCommand::E1(args) => crate::lab::e1::real::run_real(args),
-        NetlabCommand::E1Peer(args) => crate::lab::e1::real::run_peer(args),
-        NetlabCommand::Chaos(args) => crate::lab::chaos_real::run_netlab(args),
-        NetlabCommand::ChaosPeer(args) => crate::lab::chaos_real::run_peer(args),
+        NetlabCommand::E1(args) => fastshake_lab::e1::real::run_real(args),
+        NetlabCommand::E1Peer(args) => fastshake_lab::e1::real::run_peer(args),
+        NetlabCommand::Chaos(args) => fastshake_lab::chaos_real::run_netlab(args),
+        NetlabCommand::ChaosPeer(args) => fastshake_lab::chaos_real::run_peer(args),
     }
 }
 
@@ -436,7 +438,7 @@ fn spawn_tool(
     testbed: &Testbed,
     host: Host,
     args: &[String],
-) -> anyhow::Result<(fastshake_net::testbed::HostProcess, std::sync::mpsc::Receiver<String>)> {
+) -> anyhow::Result<(fastshake_netlab::testbed::HostProcess, std::sync::mpsc::Receiver<String>)> {
     let program = std::env::current_exe()?;
     let mut full = vec!["netlab".to_string()];
     full.extend_from_slice(args);

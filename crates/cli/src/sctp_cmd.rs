@@ -15,6 +15,7 @@
 //! INIT: the answer arrives after one round trip. Failures exit non-zero with the reason (ABORT
 //! and its cause, no answer after the INIT retransmissions, timeout).
 
+use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_net::sctp::{SctpDriver, UDP_ENCAPSULATION_PORT};
 use fastshake_sctp::{
@@ -200,7 +201,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     };
     let mut driver =
         SctpDriver::bind(args.listen, config).await.with_context(|| format!("binding {}", args.listen))?;
-    eprintln!("sctp server: listening on {} port {}", driver.local_addr(), args.port);
+    say!("sctp server: listening on {} port {}", driver.local_addr(), args.port);
     let mut tallies: HashMap<AssociationHandle, Tally> = HashMap::new();
     let mut ended = 0u64;
     loop {
@@ -216,7 +217,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                     }
                     Err(fastshake_sctp::Error::SendBufferFull) => break,
                     Err(e) => {
-                        eprintln!("sctp server: association {}: echo failed: {e}", h.0);
+                        say!("sctp server: association {}: echo failed: {e}", h.0);
                         tally.echo_queue.clear();
                     }
                 }
@@ -228,7 +229,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             // The engine has no "room again" event: try the full send buffers again shortly.
             _ = tokio::time::sleep(OUTBOX_RETRY), if echo_waiting => continue,
             _ = tokio::signal::ctrl_c() => {
-                eprintln!("sctp server: interrupted");
+                say!("sctp server: interrupted");
                 return Ok(());
             }
         };
@@ -237,7 +238,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             Event::Connected { handshake, round_trips, zero_rtt_accepted } => {
                 tally.peer = driver.endpoint().association(handle).map(|a| a.remote);
                 tally.handshake = Some((handshake, round_trips, zero_rtt_accepted));
-                eprintln!(
+                say!(
                     "sctp server: association {} from {} opened by the {} handshake ({} round trip(s) on our side, {} zero-RTT message(s))",
                     handle.0,
                     tally.peer.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
@@ -263,12 +264,12 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                     _ => "closed gracefully".to_string(),
                 };
                 let tally = tallies.remove(&handle).unwrap_or_default();
-                eprintln!(
+                say!(
                     "sctp server: association {} {how}; {} byte(s) in {} message(s) received, {} byte(s) in {} message(s) sent",
                     handle.0, tally.bytes_in, tally.messages_in, tally.bytes_out, tally.messages_out
                 );
                 if let Some(stats) = association_stats(&driver, handle) {
-                    eprintln!("sctp server: association {} {}", handle.0, resent_summary(&stats));
+                    say!("sctp server: association {} {}", handle.0, resent_summary(&stats));
                 }
                 ended += 1;
                 if args.exit_after.is_some_and(|n| ended >= n) {
@@ -500,7 +501,7 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                         }
                     }
                     Event::AltCookie { server, local, cookie } => {
-                        eprintln!(
+                        say!(
                             "sctp client: {}-byte ALT-COOKIE for the path {} -> {server}",
                             cookie.len(),
                             local.map(|l| l.to_string()).unwrap_or_else(|| "?".into())
@@ -567,8 +568,8 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         ),
         None => "sctp client: no association".to_string(),
     };
-    eprintln!("{summary}");
-    eprintln!(
+    say!("{summary}");
+    say!(
         "sctp client: sent {} byte(s) in {} message(s), received {} byte(s) in {} message(s){}; {} datagram(s) / {} byte(s) out, {} / {} in",
         tally.bytes_out,
         tally.messages_out,
@@ -581,10 +582,10 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         driver.stats().bytes_in,
     );
     if let Some(stats) = association_stats(&driver, handle) {
-        eprintln!("sctp client: {}", resent_summary(&stats));
+        say!("sctp client: {}", resent_summary(&stats));
     }
     if outcome.is_ok() {
-        eprintln!("sctp client: closed gracefully");
+        say!("sctp client: closed gracefully");
     }
     if tally.handshake.is_none() && outcome.is_ok() {
         bail!("closed before the association opened");

@@ -1,7 +1,11 @@
 //! `fastshake sim SCENARIO.toml [--json] [--pcap FILE] [--frames-pcap FILE] [--seed N]`:
-//! runs a simulator scenario (or each value of its sweep) and prints the summary.
+//! runs a simulator scenario (or each value of its sweep) and prints the summary. Besides the
+//! simulator's `ping` and `echo`, apps may be the lab's DTLS and SCTP engine apps
+//! (`fastshake_lab::apps::scenario`); a file's `[[expect]]` tables are checked after each run,
+//! and a run that misses one makes the command fail after printing everything.
 
 use anyhow::Context;
+use fastshake_lab::apps::scenario::engine_apps;
 use fastshake_sim::scenario::ScenarioFile;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -59,7 +63,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let mut reports = Vec::with_capacity(runs.len());
     for (index, (label, scenario)) in runs.into_iter().enumerate() {
         progress.set_message(label.clone().unwrap_or_default());
-        let out = scenario.run(args.seed, capture, label)?;
+        let out = scenario.run_with(args.seed, capture, label, &mut engine_apps)?;
         if let (Some(path), Some(bytes)) = (&args.pcap, &out.pcap) {
             let path = numbered(path, index, swept);
             std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
@@ -95,5 +99,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
         _ => {}
     }
+    let unmet: usize = reports.iter().filter_map(|r| r.expectations.as_ref()).map(|e| e.unmet.len()).sum();
+    anyhow::ensure!(unmet == 0, "{unmet} expectation(s) of {} not met", args.scenario.display());
     Ok(())
 }

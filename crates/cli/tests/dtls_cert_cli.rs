@@ -1,37 +1,23 @@
 //! `fastshake server` and `fastshake client` with certificates against each other: chains from
 //! `fastshake pki`, mutual authentication, and resumption through `--session-file`.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
-#[path = "support/dtls_pki.rs"]
-mod pki;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
-use pki::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 const ECDSA_CCM8: &str = "TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8";
 const ECDSA_GCM: &str = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256";
 const RSA_GCM: &str = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256";
 
-/// One client run: a line out, its echo back, a clean exit; returns the client's stderr.
-fn echo_run(port: u16, args: &[&str], line: &str) -> String {
-    let mut client = fastshake_client_with(port, args);
-    client.expect_handshake_without_resend(&[]);
-    client.write_line(line);
-    client.expect_stdout(line);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
-    client.stderr()
-}
-
 fn certificate_suite_round_trip(key: &str, suite: &str) {
-    let pki = Pki::generate(key, 3);
+    let pki = Pki::generate(FASTSHAKE, key, 3);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let mut client_args = pki.fastshake_client_args();
     client_args.extend(["--suite".into(), suite.into()]);
-    let stderr = echo_run(port, &strs(&client_args), "over a certificate suite");
+    let stderr = FASTSHAKE.echo_run(port, &strs(&client_args), "over a certificate suite");
     assert!(
         stderr.contains(&format!("handshake done: {suite}, full (not resumed), with extended master secret")),
         "{stderr}"
@@ -58,12 +44,13 @@ fn ecdhe_rsa_gcm_with_a_three_certificate_chain() {
 
 #[test]
 fn required_client_certificate_is_validated_and_its_absence_refused() {
-    let pki = Pki::generate("p256", 2);
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.push("--echo".into());
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
 
-    let stderr = echo_run(port, &strs(&pki.fastshake_mutual_client_args()), "with a client certificate");
+    let stderr =
+        FASTSHAKE.echo_run(port, &strs(&pki.fastshake_mutual_client_args()), "with a client certificate");
     assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
     server.expect_handshake_without_resend(&[
         "TLS_ECDHE_ECDSA",
@@ -73,40 +60,41 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
     // Without a certificate the server ends the handshake with handshake_failure.
     let mut args = pki.fastshake_client_args();
     args.extend(["--handshake-timeout".into(), "3".into()]);
-    let mut client = fastshake_client_with(port, &strs(&args));
+    let mut client = FASTSHAKE.client_with(port, &strs(&args));
     let status = client.expect_exit();
     assert!(!status.success(), "{}", client.transcript());
-    assert!(client.stderr().contains("handshake_failure"), "{}", client.transcript());
+    assert!(client.stderr.text().contains("handshake_failure"), "{}", client.transcript());
 }
 
 #[test]
 fn optional_client_authentication_accepts_a_client_without_a_certificate() {
-    let pki = Pki::generate("p256", 2);
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_mutual_server_args("optional");
     server_args.push("--echo".into());
-    let (server, port) = fastshake_server_with(&strs(&server_args));
-    let stderr = echo_run(port, &strs(&pki.fastshake_client_args()), "no client certificate");
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let stderr = FASTSHAKE.echo_run(port, &strs(&pki.fastshake_client_args()), "no client certificate");
     assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
     server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA"]);
-    let line = server.stderr().lines().find(|l| l.contains("handshake done")).unwrap_or_default().to_owned();
+    let line =
+        server.stderr.text().lines().find(|l| l.contains("handshake done")).unwrap_or_default().to_owned();
     assert!(!line.contains("peer sent"), "the client sent no certificate: {line}");
 }
 
 #[test]
 fn a_chain_from_another_root_is_refused_with_unknown_ca() {
-    let pki = Pki::generate("p256", 2);
-    let other = Pki::generate("p256", 2);
-    let (_server, port) = fastshake_server_with(&strs(&pki.fastshake_server_args()));
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
+    let other = Pki::generate(FASTSHAKE, "p256", 2);
+    let (_server, port) = FASTSHAKE.server_with(&strs(&pki.fastshake_server_args()));
     let args = ["--ca".to_owned(), other.ca(), "--handshake-timeout".into(), "3".into()];
-    let mut client = fastshake_client_with(port, &strs(&args));
+    let mut client = FASTSHAKE.client_with(port, &strs(&args));
     assert!(!client.expect_exit().success(), "{}", client.transcript());
-    assert!(client.stderr().contains("unknown_ca"), "{}", client.transcript());
+    assert!(client.stderr.text().contains("unknown_ca"), "{}", client.transcript());
 }
 
 #[test]
 fn a_server_name_the_certificate_does_not_carry_is_refused() {
-    let pki = Pki::generate("p256", 2);
-    let (_server, port) = fastshake_server_with(&strs(&pki.fastshake_server_args()));
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
+    let (_server, port) = FASTSHAKE.server_with(&strs(&pki.fastshake_server_args()));
     let mut args = pki.fastshake_client_args();
     args.extend([
         "--server-name".into(),
@@ -114,32 +102,33 @@ fn a_server_name_the_certificate_does_not_carry_is_refused() {
         "--handshake-timeout".into(),
         "3".into(),
     ]);
-    let mut client = fastshake_client_with(port, &strs(&args));
+    let mut client = FASTSHAKE.client_with(port, &strs(&args));
     assert!(!client.expect_exit().success(), "{}", client.transcript());
-    assert!(client.stderr().contains("bad_certificate"), "{}", client.transcript());
-    assert!(!client.stderr().contains("handshake done"), "{}", client.transcript());
+    assert!(client.stderr.text().contains("bad_certificate"), "{}", client.transcript());
+    assert!(!client.stderr.text().contains("handshake done"), "{}", client.transcript());
 }
 
 #[test]
 fn psk_and_certificates_on_one_server() {
-    let pki = Pki::generate("p256", 2);
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_server_args();
     server_args.extend(["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX, "--echo"].map(String::from));
-    let (server, port) = fastshake_server_with(&strs(&server_args));
-    let with_psk = echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], "psk client");
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let with_psk =
+        FASTSHAKE.echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], "psk client");
     assert!(with_psk.contains("handshake done: TLS_PSK_WITH_AES_128_CCM_8"), "{with_psk}");
-    let with_cert = echo_run(port, &strs(&pki.fastshake_client_args()), "certificate client");
+    let with_cert = FASTSHAKE.echo_run(port, &strs(&pki.fastshake_client_args()), "certificate client");
     assert!(with_cert.contains("handshake done: TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8"), "{with_cert}");
     server.expect_stderr("listening on 127.0.0.1:");
-    assert!(server.stderr().contains("(DTLS 1.2, PSK and certificates)"), "{}", server.transcript());
+    assert!(server.stderr.text().contains("(DTLS 1.2, PSK and certificates)"), "{}", server.transcript());
 }
 
 #[test]
 fn missing_credentials_are_refused_up_front() {
-    let mut client = fastshake_client_with(9, &[]);
+    let mut client = FASTSHAKE.client_with(9, &[]);
     assert!(!client.expect_exit().success());
-    assert!(client.stderr().contains("--ca"), "{}", client.transcript());
-    let mut command = fastshake();
+    assert!(client.stderr.text().contains("--ca"), "{}", client.transcript());
+    let mut command = FASTSHAKE.command();
     command.args([
         "server",
         "--listen",
@@ -153,5 +142,5 @@ fn missing_credentials_are_refused_up_front() {
     ]);
     let mut server = Peer::spawn("fastshake server", command);
     assert!(!server.expect_exit().success());
-    assert!(server.stderr().contains("needs --ca"), "{}", server.transcript());
+    assert!(server.stderr.text().contains("needs --ca"), "{}", server.transcript());
 }

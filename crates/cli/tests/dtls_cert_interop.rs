@@ -2,45 +2,19 @@
 //! real processes over loopback: chains from `fastshake pki`, mutual authentication both ways,
 //! data checked both ways.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
-#[path = "support/dtls_pki.rs"]
-mod pki;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
-use pki::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// `openssl s_server` with our server chain (`-cert` reads only the leaf; `-cert_chain` adds the
 /// intermediates) that requires and validates a client certificate (`-Verify`).
 fn openssl_mutual_s_server(pki: &Pki, extra: &[&str]) -> (Peer, u16) {
-    start_on_free_port(
-        "openssl s_server",
-        |port| {
-            let mut command = tool("openssl");
-            command
-                .args([
-                    "s_server",
-                    "-dtls1_2",
-                    "-cert",
-                    &pki.server_cert(),
-                    "-cert_chain",
-                    &pki.server_cert(),
-                ])
-                .args([
-                    "-key",
-                    &pki.server_key(),
-                    "-CAfile",
-                    &pki.ca(),
-                    "-Verify",
-                    "5",
-                    "-verify_return_error",
-                ])
-                .args(extra)
-                .args(["-accept", &format!("127.0.0.1:{port}")]);
-            command
-        },
-        |peer| peer.stdout().contains("ACCEPT"),
-    )
+    let (cert, key, ca) = (pki.server_cert(), pki.server_key(), pki.ca());
+    let mut args = vec!["-cert", &cert, "-cert_chain", &cert, "-key", &key, "-CAfile", &ca];
+    args.extend(["-Verify", "5", "-verify_return_error"]);
+    args.extend_from_slice(extra);
+    openssl_s_server_with(&args)
 }
 
 /// OpenSSL's name of a certificate suite.
@@ -55,12 +29,12 @@ fn openssl_name(iana: &str) -> &'static str {
 
 /// fastshake client (with a client certificate) -> openssl s_server -Verify: a line each way.
 fn client_against_openssl_s_server(key: &str, suite: &str) {
-    let pki = Pki::generate(key, 3);
+    let pki = Pki::generate(FASTSHAKE, key, 3);
     // OpenSSL leaves CCM-8 out of its default list: name the suite.
     let (mut server, port) = openssl_mutual_s_server(&pki, &["-cipher", openssl_name(suite)]);
     let mut args = pki.fastshake_mutual_client_args();
     args.extend(["--suite".into(), suite.into()]);
-    let mut client = fastshake_client_with(port, &strs(&args));
+    let mut client = FASTSHAKE.client_with(port, &strs(&args));
     // s_server completes the chain from its -CAfile store and sends the root too (4 certificates).
     client.expect_handshake_without_resend(&[
         &format!("{suite}, full (not resumed), with extended master secret"),
@@ -71,8 +45,7 @@ fn client_against_openssl_s_server(key: &str, suite: &str) {
     server.expect_stdout("hello from fastshake");
     server.write_line("hello from openssl");
     client.expect_stdout("hello from openssl");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "client failed\n{}", client.transcript());
+    client.finish(&[]);
     server.expect_stdout("DONE");
     // s_server validated our chain (it would have refused the handshake otherwise).
     let server_text = server.transcript();
@@ -96,33 +69,20 @@ fn fastshake_client_with_openssl_s_server_rsa_mutual() {
 
 /// openssl s_client (with a client certificate) -> fastshake server --client-auth require --echo.
 fn openssl_s_client_against_server(key: &str, cipher: &str, suite: &str) {
-    let pki = Pki::generate(key, 3);
+    let pki = Pki::generate(FASTSHAKE, key, 3);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.push("--echo".into());
-    let (server, port) = fastshake_server_with(&strs(&server_args));
-    let mut command = tool("openssl");
-    command
-        .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
-        .args([
-            "-cert",
-            &pki.client_cert(),
-            "-cert_chain",
-            &pki.client_intermediates(),
-            "-key",
-            &pki.client_key(),
-        ])
-        .args(["-cipher", cipher, "-connect", &format!("127.0.0.1:{port}")]);
-    let mut client = Peer::spawn("openssl s_client", command);
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let mut client_args = pki.openssl_mutual_client_args(&pki.client_intermediates());
+    client_args.extend(["-cipher".into(), cipher.into()]);
+    let mut client = openssl_s_client(port, &strs(&client_args));
     server.expect_handshake_without_resend(&[
         &format!("{suite}, full (not resumed), with extended master secret"),
         "peer sent 3 certificate(s)",
     ]);
     client.expect_stdout("Verification: OK");
 
-    client.write_line("ping from openssl s_client");
-    client.expect_stdout("ping from openssl s_client");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from openssl s_client");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 
@@ -150,22 +110,19 @@ const GNUTLS_ECDHE_PRIORITY: &str = "NORMAL:-VERS-ALL:+VERS-DTLS1.2:-KX-ALL:+ECD
 /// fastshake client (with a client certificate) -> gnutls-serv --require-client-cert --echo.
 #[test]
 fn fastshake_client_with_gnutls_serv_mutual() {
-    let pki = Pki::generate("p256", 3);
-    let (_server, port) = start_on_free_port(
-        "gnutls-serv",
-        |port| {
-            let mut command = tool("gnutls-serv");
-            command
-                .args(["--udp", "--echo", "--require-client-cert", "--verify-client-cert"])
-                .args(["--x509certfile", &pki.server_cert(), "--x509keyfile", &pki.server_key()])
-                .args(["--x509cafile", &pki.ca()])
-                .arg(format!("--priority={GNUTLS_ECDHE_PRIORITY}"))
-                .args(["-p", &port.to_string()]);
-            command
-        },
-        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
-    );
-    let mut client = fastshake_client_with(port, &strs(&pki.fastshake_mutual_client_args()));
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let (_server, port) = gnutls_serv_echo(&[
+        "--require-client-cert",
+        "--verify-client-cert",
+        "--x509certfile",
+        &pki.server_cert(),
+        "--x509keyfile",
+        &pki.server_key(),
+        "--x509cafile",
+        &pki.ca(),
+        &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
+    ]);
+    let mut client = FASTSHAKE.client_with(port, &strs(&pki.fastshake_mutual_client_args()));
     client.expect_handshake_without_resend(&[
         "TLS_ECDHE_ECDSA",
         "full (not resumed)",
@@ -173,29 +130,30 @@ fn fastshake_client_with_gnutls_serv_mutual() {
     ]);
     client.write_line("ping from fastshake");
     client.expect_stdout("ping from fastshake");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "client failed\n{}", client.transcript());
+    client.finish(&[]);
 }
 
 /// gnutls-cli (with a client certificate) -> fastshake server --client-auth require --echo.
 #[test]
 fn gnutls_cli_with_fastshake_server_mutual() {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.push("--echo".into());
-    let (server, port) = fastshake_server_with(&strs(&server_args));
-    let mut command = tool("gnutls-cli");
-    command
-        .args(["--udp", "--x509cafile", &pki.ca()])
-        .args(["--x509certfile", &pki.client_cert(), "--x509keyfile", &pki.client_key()])
-        .arg(format!("--priority={GNUTLS_ECDHE_PRIORITY}"))
-        .args(["-p", &port.to_string(), "127.0.0.1"]);
-    let mut client = Peer::spawn("gnutls-cli", command);
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let mut client = gnutls_cli(
+        port,
+        &[
+            "--x509cafile",
+            &pki.ca(),
+            "--x509certfile",
+            &pki.client_cert(),
+            "--x509keyfile",
+            &pki.client_key(),
+            &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
+        ],
+    );
     server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA", "peer sent 3 certificate(s)"]);
-    client.write_line("ping from gnutls-cli");
-    client.expect_stdout("ping from gnutls-cli");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from gnutls-cli");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 
@@ -208,27 +166,20 @@ fn gnutls_cli_with_fastshake_server_mutual() {
 /// (before, every such handshake waited 1 s for the server's retransmission timer).
 #[test]
 fn openssl_s_client_sending_a_4_kb_rsa_flight_completes_without_a_resend() {
-    let pki = Pki::generate("rsa2048", 3);
+    let pki = Pki::generate(FASTSHAKE, "rsa2048", 3);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.extend(["--echo".into(), "-v".into()]);
-    let (server, port) = fastshake_server_with(&strs(&server_args));
-    let mut command = tool("openssl");
-    command
-        .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
-        .args(["-cert", &pki.client_cert(), "-cert_chain", &pki.client_cert(), "-key", &pki.client_key()])
-        .args(["-connect", &format!("127.0.0.1:{port}")]);
-    let mut client = Peer::spawn("openssl s_client", command);
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let client_args = pki.openssl_mutual_client_args(&pki.client_cert());
+    let mut client = openssl_s_client(port, &strs(&client_args));
     let line = server.expect_handshake_without_resend(&[
         "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
         "peer sent 4 certificate(s)",
     ]);
-    client.write_line("ping after a 4 kB flight");
-    client.expect_stdout("ping after a 4 kB flight");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping after a 4 kB flight");
     // Whether this OpenSSL split the flight shows in the server's trace; the test's claim (no
     // resend) holds either way, so a future OpenSSL that stops splitting is only noted.
-    if !server.stderr().contains(" 4096 B: ") {
+    if !server.stderr.text().contains(" 4096 B: ") {
         eprintln!("note: this OpenSSL did not split its flight at 4096 bytes\n{line}");
     }
 }

@@ -5,18 +5,15 @@
 //! traces its datagrams (`-v`). The pion client's move to a new local port mid-session is the
 //! real-peer migration test: the fastshake server must follow it by CID, in the same session.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
-#[path = "support/pion_peer.rs"]
-mod pion;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
-use pion::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// The fastshake server's `-v` lines that say it sent to / received from 127.0.0.1:`port`.
 fn trace_lines(server: &Peer, arrow: &str, port: u16) -> Vec<String> {
     let needle = format!("{arrow} 127.0.0.1:{port} ");
-    server.stderr().lines().filter(|line| line.contains(&needle)).map(str::to_owned).collect()
+    server.stderr.text().lines().filter(|line| line.contains(&needle)).map(str::to_owned).collect()
 }
 
 /// Whether a `-v` trace line names a tls12_cid record. The trace reads record headers without knowing
@@ -28,7 +25,7 @@ fn names_cid_record(line: &str) -> bool {
 /// The port in "moved from 127.0.0.1:A to 127.0.0.1:B" on the pion client's stderr: B.
 fn new_local_port(client: &Peer) -> u16 {
     client.expect_stderr("moved from");
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     let line = stderr.lines().find(|line| line.contains("moved from")).expect("the line seen above");
     line.rsplit(':').next().and_then(|port| port.trim().parse().ok()).unwrap_or_else(|| panic!("{line:?}"))
 }
@@ -36,27 +33,24 @@ fn new_local_port(client: &Peer) -> u16 {
 /// fastshake server --mobility cid <-> pion client with CID: data both ways in tls12_cid records, then
 /// the client moves to a new local port and the same session goes on from there.
 fn fastshake_server_follows_pion_client(suite: &str, client_cid: &[&str]) {
-    let Some(binary) = pion_peer_binary() else { return };
-    let (server, port) = fastshake_server(&["--mobility", "cid", "--echo", "-v"]);
+    let Some(binary) = pion::dtls_peer() else { return };
+    let (server, port) = FASTSHAKE.server(&["--mobility", "cid", "--echo", "-v"]);
     let mut client_args = vec!["--cid", "--move-after", "1"];
     client_args.extend_from_slice(client_cid);
-    let mut client = pion_client(&binary, port, suite, &client_args);
+    let mut client = pion::dtls_client(&binary, port, suite, &client_args);
 
-    let handshake = pion_handshake_line(&client);
+    let handshake = pion::handshake_line(&client);
     assert!(handshake.contains(suite), "{handshake}");
     assert!(!handshake.contains("cid out: none"), "fastshake issued no CID: {handshake}");
     server.expect_handshake_without_resend(&[suite]);
 
-    client.write_line("before the move");
-    client.expect_stdout("before the move\n");
+    client.echo_line("before the move");
     client.write_line("after the move");
     let moved_to = new_local_port(&client);
     client.expect_stdout("after the move\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "pion client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
 
-    let counts = record_counts(&client);
+    let counts = pion::record_counts(&client);
     assert_eq!(counts.local_port_changes, 1, "{counts:?}");
     // Every encrypted record of the client carried the CID, and both lines plus the close came back
     // from the server (pion's read of the replies proves they were for this session).
@@ -77,7 +71,7 @@ fn fastshake_server_follows_pion_client(suite: &str, client_cid: &[&str]) {
 
     // One session, now at the new port: the server received a tls12_cid record from there and answered there.
     let transcript = server.transcript();
-    assert_eq!(server.stderr().matches("handshake done").count(), 1, "a second handshake\n{transcript}");
+    assert_eq!(server.stderr.text().matches("handshake done").count(), 1, "a second handshake\n{transcript}");
     let received = trace_lines(&server, "<-", moved_to);
     assert!(
         received.iter().any(|line| names_cid_record(line)),
@@ -112,21 +106,22 @@ fn fastshake_server_sends_cid_records_to_pion_client_that_asks_gcm() {
 /// pion server with CID <-> fastshake client --mobility cid: data both ways; pion issued a CID and
 /// drops every encrypted record without it, so the echo proves our client sent tls12_cid records.
 fn fastshake_client_with_pion_server(suite: &str) {
-    let Some(binary) = pion_peer_binary() else { return };
-    let (server, port) = pion_server(&binary, suite, &["--cid"]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite, "--mobility", "cid", "-v"]);
+    let Some(binary) = pion::dtls_peer() else { return };
+    let (server, port) = pion::dtls_server(&binary, suite, &["--cid"]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--suite", suite, "--mobility", "cid", "-v"]);
     client.expect_handshake_without_resend(&[suite]);
-    let handshake = pion_handshake_line(&server);
+    let handshake = pion::handshake_line(&server);
     assert!(handshake.contains("cid in: 8 bytes"), "{handshake}");
 
-    client.write_line("ping from fastshake");
-    client.expect_stdout("ping from fastshake\n");
+    client.echo_line("ping from fastshake");
     server.expect_stdout("ping from fastshake\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
-    let sent_cid =
-        client.stderr().lines().filter(|l| l.contains("fastshake client: ->") && names_cid_record(l)).count();
+    client.finish(&[&server]);
+    let sent_cid = client
+        .stderr
+        .text()
+        .lines()
+        .filter(|l| l.contains("fastshake client: ->") && names_cid_record(l))
+        .count();
     assert!(sent_cid >= 2, "the trace shows {sent_cid} tls12_cid datagrams sent\n{}", client.transcript());
     server.expect_stderr("ended");
 }
@@ -145,30 +140,26 @@ fn fastshake_client_with_pion_server_cid_gcm() {
 /// --rebind-after) <-> pion server with CID: pion's listener routes the tls12_cid records from the new
 /// port to the same session and answers there.
 fn pion_server_follows_fastshake_client(suite: &str) {
-    let Some(binary) = pion_peer_binary() else { return };
-    let (server, port) = pion_server(&binary, suite, &["--cid"]);
-    let mut client = fastshake_client(
+    let Some(binary) = pion::dtls_peer() else { return };
+    let (server, port) = pion::dtls_server(&binary, suite, &["--cid"]);
+    let mut client = FASTSHAKE.client(
         port,
         PSK_HEX,
         &["--suite", suite, "--mobility", "cid", "--rebind-after", "1", "-v"],
     );
     client.expect_handshake_without_resend(&[suite]);
-    client.write_line("before the move");
-    client.expect_stdout("before the move\n");
+    client.echo_line("before the move");
     client.expect_stderr("fastshake client: moved from");
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     let moved = stderr.lines().find(|line| line.contains("moved from")).expect("the line seen above");
     let new_address = moved.rsplit(' ').next().expect("an address").to_owned();
 
-    client.write_line("after the move");
-    client.expect_stdout("after the move\n");
+    client.echo_line("after the move");
     server.expect_stdout("after the move\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     // The session pion ends is the one of the handshake, now at the client's new address.
     server.expect_stderr_line_with(&["session with", &new_address, "ended"]);
-    assert_eq!(server.stderr().matches("handshake done").count(), 1, "{}", server.transcript());
+    assert_eq!(server.stderr.text().matches("handshake done").count(), 1, "{}", server.transcript());
 }
 
 #[test]
@@ -184,20 +175,17 @@ fn pion_server_follows_fastshake_client_by_cid_gcm() {
 /// fastshake server --mobility cid <-> pion client without CID: no CID is negotiated, plain records
 /// both ways, data still flows.
 fn fastshake_server_falls_back_with_pion_client_without_cid(suite: &str) {
-    let Some(binary) = pion_peer_binary() else { return };
-    let (server, port) = fastshake_server(&["--mobility", "cid", "--echo", "-v"]);
-    let mut client = pion_client(&binary, port, suite, &[]);
-    let handshake = pion_handshake_line(&client);
+    let Some(binary) = pion::dtls_peer() else { return };
+    let (server, port) = FASTSHAKE.server(&["--mobility", "cid", "--echo", "-v"]);
+    let mut client = pion::dtls_client(&binary, port, suite, &[]);
+    let handshake = pion::handshake_line(&client);
     assert!(handshake.contains("cid out: none; cid in: none"), "{handshake}");
-    client.write_line("plain records");
-    client.expect_stdout("plain records\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "pion client failed\n{}\n{}", client.transcript(), server.transcript());
-    let counts = record_counts(&client);
+    client.echo_line("plain records");
+    client.finish(&[&server]);
+    let counts = pion::record_counts(&client);
     assert_eq!((counts.sent_cid, counts.received_cid), (0, 0), "{counts:?}");
     assert!(counts.sent_plain >= 2 && counts.received_plain >= 1, "{counts:?}");
-    assert!(!server.stderr().lines().any(names_cid_record), "{}", server.transcript());
+    assert!(!server.stderr.text().lines().any(names_cid_record), "{}", server.transcript());
 }
 
 #[test]
@@ -212,19 +200,16 @@ fn fastshake_server_falls_back_with_pion_client_without_cid_gcm() {
 
 /// pion server without CID <-> fastshake client --mobility cid: the offer is ignored, plain records.
 fn fastshake_client_falls_back_with_pion_server_without_cid(suite: &str) {
-    let Some(binary) = pion_peer_binary() else { return };
-    let (server, port) = pion_server(&binary, suite, &[]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite, "--mobility", "cid", "-v"]);
+    let Some(binary) = pion::dtls_peer() else { return };
+    let (server, port) = pion::dtls_server(&binary, suite, &[]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--suite", suite, "--mobility", "cid", "-v"]);
     client.expect_handshake_without_resend(&[suite]);
-    let handshake = pion_handshake_line(&server);
+    let handshake = pion::handshake_line(&server);
     assert!(handshake.contains("cid out: none; cid in: none"), "{handshake}");
-    client.write_line("plain records");
-    client.expect_stdout("plain records\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
-    assert!(!client.stderr().lines().any(names_cid_record), "{}", client.transcript());
-    assert!(client.stderr().contains("ApplicationData"), "{}", client.transcript());
+    client.echo_line("plain records");
+    client.finish(&[&server]);
+    assert!(!client.stderr.text().lines().any(names_cid_record), "{}", client.transcript());
+    assert!(client.stderr.text().contains("ApplicationData"), "{}", client.transcript());
 }
 
 #[test]
@@ -242,33 +227,30 @@ fn fastshake_client_falls_back_with_pion_server_without_cid_gcm() {
 /// leaves the client's next line unanswered.
 #[test]
 fn pion_peer_moves_and_pion_server_follows_by_cid() {
-    let Some(binary) = pion_peer_binary() else { return };
-    let (server, port) = pion_server(&binary, CCM8, &["--cid"]);
-    let mut client = pion_client(&binary, port, CCM8, &["--cid", "--move-after", "1"]);
-    client.write_line("one");
-    client.expect_stdout("one\n");
+    let Some(binary) = pion::dtls_peer() else { return };
+    let (server, port) = pion::dtls_server(&binary, CCM8, &["--cid"]);
+    let mut client = pion::dtls_client(&binary, port, CCM8, &["--cid", "--move-after", "1"]);
+    client.echo_line("one");
     client.write_line("two");
     new_local_port(&client);
     client.expect_stdout("two\n");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}\n{}", client.transcript(), server.transcript());
-    let counts = record_counts(&client);
+    client.finish(&[&server]);
+    let counts = pion::record_counts(&client);
     assert_eq!((counts.sent_plain, counts.local_port_changes), (0, 1), "{counts:?}");
 }
 
 #[test]
 fn pion_peer_without_cid_loses_its_session_when_it_moves() {
-    let Some(binary) = pion_peer_binary() else { return };
-    let (_server, port) = pion_server(&binary, CCM8, &[]);
-    let mut client = pion_client(&binary, port, CCM8, &["--move-after", "1", "--linger", "1s"]);
-    client.write_line("one");
-    client.expect_stdout("one\n");
+    let Some(binary) = pion::dtls_peer() else { return };
+    let (_server, port) = pion::dtls_server(&binary, CCM8, &[]);
+    let mut client = pion::dtls_client(&binary, port, CCM8, &["--move-after", "1", "--linger", "1s"]);
+    client.echo_line("one");
     client.write_line("two");
     new_local_port(&client);
     client.close_stdin();
     client.expect_exit();
     assert!(
-        !client.stdout().contains("two"),
+        !client.stdout.text().contains("two"),
         "a server without CID answered a moved client\n{}",
         client.transcript()
     );
@@ -317,12 +299,12 @@ fn captured_cids(pcap: &std::path::Path, server_port: u16) -> Vec<(u16, u16, Str
 /// and after the client's move the same CIDs come and go through its new port.
 #[test]
 fn capture_shows_the_cids_both_ways_and_across_the_move() {
-    let Some(binary) = pion_peer_binary() else { return };
+    let Some(binary) = pion::dtls_peer() else { return };
     if let Err(why) = wire_capture_tools() {
         eprintln!("skipped: {why}");
         return;
     }
-    let (server, port) = fastshake_server(&["--mobility", "cid", "--echo"]);
+    let (server, port) = FASTSHAKE.server(&["--mobility", "cid", "--echo"]);
     let pcap = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("cid-interop-{}-{port}.pcap", std::process::id()));
     let mut capture = std::process::Command::new("dumpcap");
@@ -334,15 +316,13 @@ fn capture_shows_the_cids_both_ways_and_across_the_move() {
     std::thread::sleep(std::time::Duration::from_secs(1));
 
     let mut client =
-        pion_client(&binary, port, CCM8, &["--cid", "--receive-cid-len", "4", "--move-after", "1"]);
-    let handshake = pion_handshake_line(&client);
-    client.write_line("before the move");
-    client.expect_stdout("before the move\n");
+        pion::dtls_client(&binary, port, CCM8, &["--cid", "--receive-cid-len", "4", "--move-after", "1"]);
+    let handshake = pion::handshake_line(&client);
+    client.echo_line("before the move");
     client.write_line("after the move");
     let moved_to = new_local_port(&client);
     client.expect_stdout("after the move\n");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     capture.terminate();
     capture.expect_exit();
 

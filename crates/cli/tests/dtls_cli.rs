@@ -1,14 +1,14 @@
 //! `fastshake server`, `client` and `demo` against each other: data, summaries, failures.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 #[test]
 fn client_and_server_exchange_data_and_print_summaries() {
-    let (server, port) = fastshake_server(&["--echo"]);
-    let mut client = fastshake_client(port, PSK_HEX, &[]);
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &[]);
     client.expect_handshake_without_resend(&["TLS_PSK_WITH_AES_128_CCM_8, full (not resumed)"]);
     server.expect_handshake_without_resend(&["TLS_PSK_WITH_AES_128_CCM_8, full (not resumed)"]);
 
@@ -16,19 +16,17 @@ fn client_and_server_exchange_data_and_print_summaries() {
         client.write_line(line);
     }
     client.expect_stdout("first line\nsecond line\nthird line\n");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "{}", client.transcript());
+    client.finish(&[]);
     server.expect_stderr("closed by the peer (close_notify)");
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     assert!(stderr.contains("datagrams"), "{stderr}");
 }
 
 #[test]
 fn server_without_echo_prints_what_each_client_sends() {
-    let (server, port) = fastshake_server(&[]);
-    let mut first = fastshake_client(port, PSK_HEX, &["--suite", GCM]);
-    let mut second = fastshake_client(port, PSK_HEX, &["--suite", CCM8]);
+    let (server, port) = FASTSHAKE.server(&[]);
+    let mut first = FASTSHAKE.client(port, PSK_HEX, &["--suite", GCM]);
+    let mut second = FASTSHAKE.client(port, PSK_HEX, &["--suite", CCM8]);
     first.write_line("from the first client");
     second.write_line("from the second client");
     server.expect_stdout("from the first client\n");
@@ -36,8 +34,7 @@ fn server_without_echo_prints_what_each_client_sends() {
     server.expect_handshake_without_resend(&[GCM]);
     server.expect_handshake_without_resend(&[CCM8]);
     for client in [&mut first, &mut second] {
-        client.close_stdin();
-        assert!(client.expect_exit().success(), "{}", client.transcript());
+        client.finish(&[]);
     }
 }
 
@@ -47,13 +44,12 @@ fn smallest_mtu_fragments_every_flight_and_still_connects() {
     // Every flight, ClientHello included, must be split; the identity hint makes the server's
     // flight larger still.
     let (_server, port) =
-        fastshake_server(&["--echo", "--mtu", "64", "--hint", "a-rather-long-identity-hint"]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "64", "--verbose"]);
+        FASTSHAKE.server(&["--echo", "--mtu", "64", "--hint", "a-rather-long-identity-hint"]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mtu", "64", "--verbose"]);
     client.write_line("small datagrams");
     client.expect_stdout("small datagrams");
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
-    let trace = client.stderr();
+    client.finish(&[]);
+    let trace = client.stderr.text();
     assert!(
         trace.contains("ClientHello (no cookie) [fragment 0.."),
         "a 64-byte MTU must split even the ClientHello:\n{trace}"
@@ -74,8 +70,8 @@ fn smallest_mtu_fragments_every_flight_and_still_connects() {
 /// Runs a client with `psk_hex` / `identity` against a fastshake server and returns its stderr
 /// after checking that it failed.
 fn failing_client(identity: &str, psk_hex: &str) -> String {
-    let (server, port) = fastshake_server(&["--echo"]);
-    let mut command = fastshake();
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
+    let mut command = FASTSHAKE.command();
     command.args(["client", "--connect", &format!("127.0.0.1:{port}"), "--psk-identity", identity]).args([
         "--psk",
         psk_hex,
@@ -87,7 +83,7 @@ fn failing_client(identity: &str, psk_hex: &str) -> String {
     let mut client = Peer::spawn("fastshake client", command);
     let status = client.expect_exit();
     assert!(!status.success(), "{}", client.transcript());
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     assert!(!stderr.contains("handshake done"), "{stderr}");
     // The server names the failed session by its address and goes on serving.
     server.expect_stderr_line_with(&["fastshake server: 127.0.0.1:", ": session failed: "]);
@@ -112,10 +108,10 @@ fn silent_server_means_no_answer_after_retransmissions() {
     let silent = std::net::UdpSocket::bind(("127.0.0.1", 0)).unwrap();
     let port = silent.local_addr().unwrap().port();
     let mut client =
-        fastshake_client(port, PSK_HEX, &["--initial-retransmit-ms", "100", "--handshake-timeout", "1"]);
+        FASTSHAKE.client(port, PSK_HEX, &["--initial-retransmit-ms", "100", "--handshake-timeout", "1"]);
     let status = client.expect_exit();
     assert!(!status.success(), "{}", client.transcript());
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     assert!(stderr.contains("no answer after"), "{stderr}");
     assert!(stderr.contains("retransmissions"), "{stderr}");
     // The client really did retransmit: more than one ClientHello reached the socket.
@@ -130,14 +126,16 @@ fn silent_server_means_no_answer_after_retransmissions() {
 
 #[test]
 fn bad_hex_key_is_a_usage_error() {
-    let output = fastshake()
+    let output = FASTSHAKE
+        .command()
         .args(["client", "--connect", "127.0.0.1:9", "--psk-identity", "x", "--psk", "not-hex"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "clap exits with 2 on usage errors");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--psk"), "{stderr}");
-    let output = fastshake()
+    let output = FASTSHAKE
+        .command()
         .args([
             "server",
             "--listen",
@@ -158,13 +156,13 @@ fn bad_hex_key_is_a_usage_error() {
 #[test]
 fn demo_shows_the_handshake_and_the_echo() {
     let mut demo = Peer::spawn("fastshake demo", {
-        let mut command = fastshake();
+        let mut command = FASTSHAKE.command();
         command.args(["demo", "--mtu", "120"]);
         command
     });
     let status = demo.expect_exit();
     assert!(status.success(), "{}", demo.transcript());
-    let out = demo.stdout();
+    let out = demo.stdout.text();
     for expected in [
         "ClientHello (no cookie)",
         "HelloVerifyRequest (cookie",
@@ -181,27 +179,26 @@ fn demo_shows_the_handshake_and_the_echo() {
 
 #[test]
 fn a_line_longer_than_the_mtu_travels_in_several_records() {
-    let (_server, port) = fastshake_server(&["--echo"]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--mtu", "500"]);
+    let (_server, port) = FASTSHAKE.server(&["--echo"]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mtu", "500"]);
     let long_line: String = (0..3000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
     client.write_line(&long_line);
     client.expect_stdout(&format!("{long_line}\n"));
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
-    assert_eq!(client.stdout(), format!("{long_line}\n"), "nothing lost, altered or repeated");
+    client.finish(&[]);
+    assert_eq!(client.stdout.text(), format!("{long_line}\n"), "nothing lost, altered or repeated");
 }
 
 #[test]
 fn server_stopped_by_sigterm_closes_its_sessions_with_close_notify() {
-    let (mut server, port) = fastshake_server(&["--echo"]);
-    let mut client = fastshake_client(port, PSK_HEX, &[]);
+    let (mut server, port) = FASTSHAKE.server(&["--echo"]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &[]);
     client.write_line("before the stop");
     client.expect_stdout("before the stop");
     server.terminate();
     // The client learns of the end from the close_notify, although its input is still open.
     let status = client.expect_exit();
     assert!(status.success(), "{}", client.transcript());
-    assert!(client.stderr().contains("closed by the server (close_notify)"), "{}", client.transcript());
+    assert!(client.stderr.text().contains("closed by the server (close_notify)"), "{}", client.transcript());
     assert!(server.expect_exit().success(), "{}", server.transcript());
     server.expect_stderr("shutting down, closing every session");
 }

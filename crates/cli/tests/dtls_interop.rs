@@ -1,15 +1,15 @@
 //! Interop of `fastshake client` / `fastshake server` with OpenSSL 3 and GnuTLS, as real
 //! processes over loopback, for both PSK suites, with data checked both ways.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// fastshake client -> openssl s_server: a line each way through the peers' stdin/stdout.
 fn client_against_openssl_s_server(suite: &str) {
     let (mut server, port) = openssl_s_server(suite, PSK_HEX);
-    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--suite", suite]);
     client.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
@@ -19,9 +19,7 @@ fn client_against_openssl_s_server(suite: &str) {
     server.write_line("hello from openssl");
     client.expect_stdout("hello from openssl");
 
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}", client.transcript());
+    client.finish(&[]);
     // s_server reports the close_notify it got.
     server.expect_stdout("DONE");
 }
@@ -38,23 +36,13 @@ fn fastshake_client_with_openssl_s_server_gcm() {
 
 /// openssl s_client -> fastshake server --echo: what s_client sends comes back to it.
 fn openssl_s_client_against_server(suite: &str) {
-    let (server, port) = fastshake_server(&["--echo"]);
-    let mut command = tool("openssl");
-    command.args(["s_client", "-dtls1_2", "-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY]).args([
-        "-cipher",
-        openssl_cipher(suite),
-        "-connect",
-        &format!("127.0.0.1:{port}"),
-    ]);
-    let mut client = Peer::spawn("openssl s_client", command);
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
+    let mut client = openssl_psk_s_client(port, suite);
     server.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
 
-    client.write_line("ping from openssl s_client");
-    client.expect_stdout("ping from openssl s_client");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from openssl s_client");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 
@@ -71,15 +59,8 @@ fn openssl_s_client_with_fastshake_server_gcm() {
 /// openssl s_client -> fastshake server without --echo: the server prints what it receives.
 #[test]
 fn fastshake_server_prints_what_openssl_s_client_sends() {
-    let (server, port) = fastshake_server(&[]);
-    let mut command = tool("openssl");
-    command.args(["s_client", "-dtls1_2", "-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY]).args([
-        "-cipher",
-        openssl_cipher(CCM8),
-        "-connect",
-        &format!("127.0.0.1:{port}"),
-    ]);
-    let mut client = Peer::spawn("openssl s_client", command);
+    let (server, port) = FASTSHAKE.server(&[]);
+    let mut client = openssl_psk_s_client(port, CCM8);
     server.expect_handshake_without_resend(&[]);
     client.write_line("printed by the server");
     server.expect_stdout("printed by the server\n");
@@ -87,21 +68,14 @@ fn fastshake_server_prints_what_openssl_s_client_sends() {
 
 /// gnutls-cli -> fastshake server --echo.
 fn gnutls_cli_against_server(suite: &str) {
-    let (server, port) = fastshake_server(&["--echo"]);
-    let mut command = tool("gnutls-cli");
-    command
-        .args(["--udp", "--pskusername", PSK_IDENTITY, "--pskkey", PSK_HEX])
-        .arg(format!("--priority={}", gnutls_priority(suite)))
-        .args(["-p", &port.to_string(), "127.0.0.1"]);
-    let mut client = Peer::spawn("gnutls-cli", command);
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
+    let priority = format!("--priority={}", gnutls_priority(suite));
+    let mut client = gnutls_cli(port, &["--pskusername", PSK_IDENTITY, "--pskkey", PSK_HEX, &priority]);
     server.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
 
-    client.write_line("ping from gnutls-cli");
-    client.expect_stdout("ping from gnutls-cli");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping from gnutls-cli");
     server.expect_stderr("closed by the peer (close_notify)");
 }
 
@@ -121,29 +95,17 @@ fn client_against_gnutls_serv(suite: &str) {
     std::fs::create_dir_all(&dir).unwrap();
     let passwd = dir.join("psk.passwd");
     std::fs::write(&passwd, format!("{PSK_IDENTITY}:{PSK_HEX}\n")).unwrap();
-    let (server, port) = start_on_free_port(
-        "gnutls-serv",
-        |port| {
-            let mut command = tool("gnutls-serv");
-            command
-                .args(["--udp", "--echo", "--pskpasswd"])
-                .arg(&passwd)
-                .arg(format!("--priority={}", gnutls_priority(suite)))
-                .args(["-p", &port.to_string()]);
-            command
-        },
-        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
-    );
+    let passwd = passwd.to_str().expect("a UTF-8 temporary path");
+    let (server, port) =
+        gnutls_serv_echo(&["--pskpasswd", passwd, &format!("--priority={}", gnutls_priority(suite))]);
 
-    let mut client = fastshake_client(port, PSK_HEX, &["--suite", suite]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--suite", suite]);
     client.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
     client.write_line("ping from fastshake");
     client.expect_stdout("ping from fastshake");
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}", client.transcript());
+    client.finish(&[]);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -162,7 +124,7 @@ fn fastshake_client_with_gnutls_serv_gcm() {
 #[test]
 fn wrong_key_against_openssl_s_server_fails_cleanly() {
     let (_server, port) = openssl_s_server(CCM8, PSK_HEX);
-    let mut client = fastshake_client(
+    let mut client = FASTSHAKE.client(
         port,
         WRONG_PSK_HEX,
         &["--suite", CCM8, "--initial-retransmit-ms", "100", "--handshake-timeout", "2"],
@@ -171,7 +133,7 @@ fn wrong_key_against_openssl_s_server_fails_cleanly() {
     assert!(!status.success(), "a wrong key must fail\n{}", client.transcript());
     // OpenSSL discards a Finished it cannot authenticate without an alert (DTLS drops invalid
     // records, RFC 6347 §4.1.2.7), so all the client can report is the silence that follows.
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     assert!(stderr.contains("DTLS handshake with 127.0.0.1:"), "{stderr}");
     assert!(stderr.contains("no answer after"), "{stderr}");
     assert!(!stderr.contains("handshake done"), "{stderr}");

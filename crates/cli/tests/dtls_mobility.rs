@@ -4,10 +4,10 @@
 //! standard DTLS the client reconnects after its app timeout and resends what went unanswered.
 //! Every line comes back exactly once in each case.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// Lines sent before and after the move.
 const BEFORE_MOVE: usize = 3;
@@ -19,14 +19,14 @@ fn line(i: usize) -> String {
 
 /// Runs one client through a move; returns the server and the client, both done.
 fn move_mid_session(mode: &str, rebind_to: Option<&str>, extra_client: &[&str]) -> (Peer, Peer) {
-    let (server, port) = fastshake_server(&["--echo", "--mobility", mode]);
+    let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", mode]);
     let after = BEFORE_MOVE.to_string();
     let mut client_args = vec!["--mobility", mode, "--rebind-after", &after];
     if let Some(to) = rebind_to {
         client_args.extend(["--rebind-to", to]);
     }
     client_args.extend_from_slice(extra_client);
-    let mut client = fastshake_client(port, PSK_HEX, &client_args);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &client_args);
     client.expect_stderr("handshake done");
     for i in 1..=BEFORE_MOVE {
         client.write_line(&line(i));
@@ -38,15 +38,13 @@ fn move_mid_session(mode: &str, rebind_to: Option<&str>, extra_client: &[&str]) 
         client.write_line(&line(i));
     }
     client.expect_stdout(&format!("{}\n", line(BEFORE_MOVE + AFTER_MOVE)));
-    client.close_stdin();
-    let status = client.expect_exit();
-    assert!(status.success(), "client failed\n{}\n{}", client.transcript(), server.transcript());
+    client.finish(&[&server]);
     (server, client)
 }
 
 /// Every line came back exactly once.
 fn assert_each_line_echoed_once(client: &Peer, server: &Peer) {
-    let stdout = client.stdout();
+    let stdout = client.stdout.text();
     for i in 1..=BEFORE_MOVE + AFTER_MOVE {
         let copies = stdout.lines().filter(|l| *l == line(i)).count();
         assert_eq!(
@@ -63,10 +61,10 @@ fn assert_each_line_echoed_once(client: &Peer, server: &Peer) {
 /// never reconnected.
 fn assert_same_session(server: &Peer, client: &Peer) {
     let both = format!("{}\n{}", client.transcript(), server.transcript());
-    assert_eq!(server.stderr().matches("handshake done").count(), 1, "{both}");
-    assert_eq!(client.stderr().matches("handshake done").count(), 1, "{both}");
+    assert_eq!(server.stderr.text().matches("handshake done").count(), 1, "{both}");
+    assert_eq!(client.stderr.text().matches("handshake done").count(), 1, "{both}");
     server.expect_stderr_line_with(&["client", "moved from", "to 127.0.0."]);
-    assert!(client.stderr().contains("0 reconnection(s)"), "{both}");
+    assert!(client.stderr.text().contains("0 reconnection(s)"), "{both}");
 }
 
 #[test]
@@ -74,12 +72,12 @@ fn standard_dtls_reconnects_after_the_app_timeout_and_resends() {
     let (server, client) = move_mid_session("standard", None, &["--app-timeout", "300"]);
     assert_each_line_echoed_once(&client, &server);
     let both = format!("{}\n{}", client.transcript(), server.transcript());
-    assert_eq!(client.stderr().matches("reconnected").count(), 1, "{both}");
-    assert!(client.stderr().contains("1 reconnection(s)"), "{both}");
+    assert_eq!(client.stderr.text().matches("reconnected").count(), 1, "{both}");
+    assert!(client.stderr.text().contains("1 reconnection(s)"), "{both}");
     // The second handshake resumed the first session.
-    assert_eq!(server.stderr().matches("handshake done").count(), 2, "{both}");
-    assert_eq!(server.stderr().matches("resumed by").count(), 1, "{both}");
-    assert!(!server.stderr().contains("moved from"), "a standard session never moves\n{both}");
+    assert_eq!(server.stderr.text().matches("handshake done").count(), 2, "{both}");
+    assert_eq!(server.stderr.text().matches("resumed by").count(), 1, "{both}");
+    assert!(!server.stderr.text().contains("moved from"), "a standard session never moves\n{both}");
 }
 
 #[test]
@@ -88,8 +86,8 @@ fn standard_dtls_can_reconnect_with_a_full_handshake() {
         move_mid_session("standard", None, &["--app-timeout", "300", "--reconnect", "full"]);
     assert_each_line_echoed_once(&client, &server);
     let both = format!("{}\n{}", client.transcript(), server.transcript());
-    assert_eq!(server.stderr().matches("handshake done").count(), 2, "{both}");
-    assert!(!server.stderr().contains("resumed by"), "{both}");
+    assert_eq!(server.stderr.text().matches("handshake done").count(), 2, "{both}");
+    assert!(!server.stderr.text().contains("resumed by"), "{both}");
 }
 
 /// The port in `text` right after `prefix` (e.g. "127.0.0.1:").
@@ -101,7 +99,8 @@ fn port_after(text: &str, prefix: &str) -> Option<u16> {
 /// The port the client's trace shows a datagram naming `what` came from.
 fn port_of_received(client: &Peer, what: &str) -> Option<u16> {
     client
-        .stderr()
+        .stderr
+        .text()
         .lines()
         .find(|l| l.contains("<- 127.0.0.1:") && l.contains(what))
         .and_then(|l| port_after(l, "<- 127.0.0.1:"))
@@ -113,12 +112,12 @@ fn ipc_session_survives_a_move_and_answers_from_its_own_port() {
     assert_each_line_echoed_once(&client, &server);
     assert_same_session(&server, &client);
     let both = format!("{}\n{}", client.transcript(), server.transcript());
-    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
-    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    let welcome = port_after(&server.stderr.text(), "listening on 127.0.0.1:").expect("the server's port");
+    let own = port_after(&server.stderr.text(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
     assert_ne!(own, welcome, "{both}");
     // Already the ServerHello comes from the session's own port, and the client follows it there.
     assert_eq!(port_of_received(&client, "ServerHello"), Some(own), "{both}");
-    assert!(client.stderr().contains(&format!("following the server to 127.0.0.1:{own}")), "{both}");
+    assert!(client.stderr.text().contains(&format!("following the server to 127.0.0.1:{own}")), "{both}");
 }
 
 #[test]
@@ -127,12 +126,12 @@ fn tcs_session_moves_to_its_own_port_after_the_handshake_and_survives_a_move() {
     assert_each_line_echoed_once(&client, &server);
     assert_same_session(&server, &client);
     let both = format!("{}\n{}", client.transcript(), server.transcript());
-    let welcome = port_after(&server.stderr(), "listening on 127.0.0.1:").expect("the server's port");
+    let welcome = port_after(&server.stderr.text(), "listening on 127.0.0.1:").expect("the server's port");
     // The handshake runs on the welcome port; the data then comes from the session's port.
     assert_eq!(port_of_received(&client, "ServerHello"), Some(welcome), "{both}");
-    let own = port_after(&server.stderr(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
+    let own = port_after(&server.stderr.text(), "own socket 127.0.0.1:").unwrap_or_else(|| panic!("{both}"));
     assert_ne!(own, welcome, "{both}");
-    let stderr = client.stderr();
+    let stderr = client.stderr.text();
     let last_data = stderr
         .lines()
         .rev()
@@ -151,24 +150,20 @@ fn cid_session_survives_a_move_to_another_address() {
 
 #[test]
 fn a_tcs_client_that_does_not_offer_port_move_stays_on_the_welcome_port() {
-    let (server, port) = fastshake_server(&["--echo", "--mobility", "tcs"]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--mobility", "standard"]);
-    client.write_line("hello");
-    client.expect_stdout("hello\n");
+    let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", "tcs"]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mobility", "standard"]);
+    client.echo_line("hello");
     server.expect_stderr_line_with(&["client", "stays on the welcome port"]);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
 }
 
 #[test]
 fn an_ipc_server_serves_a_client_without_port_move_on_the_welcome_port() {
-    let (server, port) = fastshake_server(&["--echo", "--mobility", "ipc"]);
-    let mut client = fastshake_client(port, PSK_HEX, &["--mobility", "standard"]);
-    client.write_line("hello");
-    client.expect_stdout("hello\n");
+    let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", "ipc"]);
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mobility", "standard"]);
+    client.echo_line("hello");
     server.expect_stderr_line_with(&["client", "stays on the welcome port", "port_move"]);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
 }
 
 /// The UDP sockets of this host as `ss -uanH` lists them: (state, local, peer).
@@ -204,7 +199,8 @@ fn wait_for_sockets(what: &str, holds: impl Fn(&[(String, String, String)]) -> b
 /// The client port the server's handshake line names.
 fn client_port(server: &Peer) -> u16 {
     server
-        .stderr()
+        .stderr
+        .text()
         .lines()
         .find(|l| l.contains(": handshake done"))
         .and_then(|l| port_after(l, "fastshake server: 127.0.0.1:"))
@@ -213,17 +209,15 @@ fn client_port(server: &Peer) -> u16 {
 
 #[test]
 fn a_tcs_handshake_runs_on_a_socket_connected_to_the_client_that_closes_with_the_session() {
-    let (server, port) = fastshake_server(&["--echo", "--mobility", "tcs"]);
+    let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", "tcs"]);
     // A standard client stays on its temporary socket for the whole session.
-    let mut client = fastshake_client(port, PSK_HEX, &[]);
-    client.write_line("hello");
-    client.expect_stdout("hello\n");
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &[]);
+    client.echo_line("hello");
     server.expect_stderr("handshake done");
     let (welcome, peer) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{}", client_port(&server)));
     let connected = |s: &[(String, String, String)]| s.iter().any(|(_, l, p)| *l == welcome && *p == peer);
     wait_for_sockets("the temporary socket connected to the client", connected);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
+    client.finish(&[]);
     server.expect_stderr("closed by the peer");
     wait_for_sockets("the temporary socket closed", |s| !connected(s));
     // The welcome socket stays.
@@ -233,12 +227,11 @@ fn a_tcs_handshake_runs_on_a_socket_connected_to_the_client_that_closes_with_the
 #[test]
 fn session_ports_close_with_their_sessions() {
     for mode in ["ipc", "tcs"] {
-        let (server, port) = fastshake_server(&["--echo", "--mobility", mode]);
-        let mut client = fastshake_client(port, PSK_HEX, &["--mobility", mode]);
-        client.write_line("hello");
-        client.expect_stdout("hello\n");
+        let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", mode]);
+        let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mobility", mode]);
+        client.echo_line("hello");
         server.expect_stderr("own socket 127.0.0.1:");
-        let own = port_after(&server.stderr(), "own socket 127.0.0.1:").expect("the session's port");
+        let own = port_after(&server.stderr.text(), "own socket 127.0.0.1:").expect("the session's port");
         let own_local = format!("127.0.0.1:{own}");
         let welcome = format!("127.0.0.1:{port}");
         let has_own = |s: &[(String, String, String)]| s.iter().any(|(_, l, _)| *l == own_local);

@@ -1,63 +1,49 @@
 //! Resumption at the command line: two `fastshake client` runs with one `--session-file`
 //! against `fastshake server`, by ticket and by session ID.
 
-#[path = "support/dtls_peers.rs"]
-mod peers;
-#[path = "support/dtls_pki.rs"]
-mod pki;
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
 
-use peers::*;
-use pki::*;
-
-/// One client run: a line out, its echo back, a clean exit; returns the client's stderr.
-fn echo_run(port: u16, args: &[&str], line: &str) -> String {
-    let mut client = fastshake_client_with(port, args);
-    client.expect_handshake_without_resend(&[]);
-    client.write_line(line);
-    client.expect_stdout(line);
-    client.close_stdin();
-    assert!(client.expect_exit().success(), "{}", client.transcript());
-    client.stderr()
-}
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// Two client runs with one `--session-file`: the first is full and writes the file, the
 /// second resumes `by` ("ticket" or "session ID").
 fn two_runs_resume(server_extra: &[&str], client_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 2);
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("client.session");
     let mut client_args = pki.fastshake_client_args();
     client_args.extend(["--session-file".into(), session_file.clone()]);
     client_args.extend(client_extra.iter().map(|s| s.to_string()));
 
-    let first = echo_run(port, &strs(&client_args), "first run");
+    let first = FASTSHAKE.echo_run(port, &strs(&client_args), "first run");
     assert!(first.contains("full (not resumed)"), "{first}");
     assert!(std::path::Path::new(&session_file).exists(), "the session file was not written:\n{first}");
-    let second = echo_run(port, &strs(&client_args), "second run");
+    let second = FASTSHAKE.echo_run(port, &strs(&client_args), "second run");
     assert!(second.contains(&format!("resumed by {by}")), "{second}");
     server.expect_stderr(&format!("resumed by {by}"));
     // The file still holds a resumable session (a new ticket replaced the old one).
-    let third = echo_run(port, &strs(&client_args), "third run");
+    let third = FASTSHAKE.echo_run(port, &strs(&client_args), "third run");
     assert!(third.contains(&format!("resumed by {by}")), "{third}");
 }
 
 #[test]
 fn a_corrupt_session_file_costs_a_full_handshake_not_an_error() {
-    let pki = Pki::generate("p256", 1);
+    let pki = Pki::generate(FASTSHAKE, "p256", 1);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
-    let (_server, port) = fastshake_server_with(&strs(&server_args));
+    let (_server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("corrupt.session");
     std::fs::write(&session_file, b"not a session").unwrap();
     let mut client_args = pki.fastshake_client_args();
     client_args.extend(["--session-file".into(), session_file]);
-    let first = echo_run(port, &strs(&client_args), "after a corrupt file");
+    let first = FASTSHAKE.echo_run(port, &strs(&client_args), "after a corrupt file");
     assert!(first.contains("ignoring the session in"), "{first}");
     assert!(first.contains("full (not resumed)"), "{first}");
-    let second = echo_run(port, &strs(&client_args), "after the rewrite");
+    let second = FASTSHAKE.echo_run(port, &strs(&client_args), "after the rewrite");
     assert!(second.contains("resumed by ticket"), "{second}");
 }
 
@@ -82,27 +68,22 @@ fn a_client_that_asks_for_no_ticket_resumes_by_session_id() {
 /// `openssl s_client` to our server: one line echoed, then close; `session` is `-sess_out FILE`
 /// or `-sess_in FILE` (and `-no_ticket` when asked). Returns s_client's output.
 fn openssl_s_client_run(pki: &Pki, port: u16, session: &[&str], line: &str) -> String {
-    let mut command = tool("openssl");
-    command
-        .args(["s_client", "-dtls1_2", "-CAfile", &pki.ca(), "-verify_return_error"])
-        .args(session)
-        .args(["-connect", &format!("127.0.0.1:{port}")]);
-    let mut client = Peer::spawn("openssl s_client", command);
+    let ca = pki.ca();
+    let mut args = vec!["-CAfile", &ca, "-verify_return_error"];
+    args.extend_from_slice(session);
+    let mut client = openssl_s_client(port, &args);
     client.expect_stdout("Verify return code: 0 (ok)");
-    client.write_line(line);
-    client.expect_stdout(line);
-    client.close_stdin();
-    client.expect_exit();
-    client.stdout()
+    client.echo_and_close(line);
+    client.stdout.text()
 }
 
 /// openssl s_client twice against `fastshake server --echo`: `-sess_out`, then `-sess_in`.
 fn openssl_s_client_resumes_against_server(server_extra: &[&str], client_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    let (server, port) = fastshake_server_with(&strs(&server_args));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("openssl.session");
 
     let mut first_args = vec!["-sess_out", &session_file];
@@ -130,21 +111,12 @@ fn openssl_s_client_resumes_by_ticket() {
 
 /// Two `fastshake client` runs with one `--session-file` against `openssl s_server`.
 fn client_resumes_against_openssl_s_server(server_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let intermediates = pki.server_intermediates();
-    let (mut server, port) = start_on_free_port(
-        "openssl s_server",
-        |port| {
-            let mut command = tool("openssl");
-            command
-                .args(["s_server", "-dtls1_2", "-cert", &pki.server_cert(), "-cert_chain", &intermediates])
-                .args(["-key", &pki.server_key()])
-                .args(server_extra)
-                .args(["-accept", &format!("127.0.0.1:{port}")]);
-            command
-        },
-        |peer| peer.stdout().contains("ACCEPT"),
-    );
+    let (cert, key) = (pki.server_cert(), pki.server_key());
+    let mut server_args = vec!["-cert", &cert, "-cert_chain", &intermediates, "-key", &key];
+    server_args.extend_from_slice(server_extra);
+    let (mut server, port) = openssl_s_server_with(&server_args);
     let session_file = pki.scratch("client.session");
     let mut args = pki.fastshake_client_args();
     args.extend(["--session-file".into(), session_file]);
@@ -152,16 +124,15 @@ fn client_resumes_against_openssl_s_server(server_extra: &[&str], by: &str) {
     for (run, expected) in
         [("first", "full (not resumed)".to_owned()), ("second", format!("resumed by {by}"))]
     {
-        let mut client = fastshake_client_with(port, &strs(&args));
+        let mut client = FASTSHAKE.client_with(port, &strs(&args));
         client.expect_handshake_without_resend(&["", &expected]);
         client.write_line(&format!("{run} run to openssl"));
         server.expect_stdout(&format!("{run} run to openssl"));
         server.write_line(&format!("{run} reply from openssl"));
         client.expect_stdout(&format!("{run} reply from openssl"));
-        client.close_stdin();
-        assert!(client.expect_exit().success(), "{}", client.transcript());
+        client.finish(&[]);
     }
-    let server_text = server.stdout();
+    let server_text = server.stdout.text();
     assert!(server_text.contains("Reused session-id"), "s_server saw no resumption:\n{server_text}");
 }
 
@@ -177,23 +148,16 @@ fn fastshake_client_resumes_against_openssl_s_server_by_session_id() {
 
 /// gnutls-cli -r: a full handshake, then a resumed one, against `fastshake server --echo`.
 fn gnutls_cli_resumes_against_server(server_extra: &[&str], by: &str) {
-    let pki = Pki::generate("p256", 3);
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    let (server, port) = fastshake_server_with(&strs(&server_args));
-    let mut command = tool("gnutls-cli");
-    command
-        .args(["--udp", "-r", "--x509cafile", &pki.ca()])
-        .arg("--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2")
-        .args(["-p", &port.to_string(), "127.0.0.1"]);
-    let mut client = Peer::spawn("gnutls-cli", command);
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let mut client =
+        gnutls_cli(port, &["-r", "--x509cafile", &pki.ca(), "--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2"]);
     client.expect_stdout("This is a resumed session");
     server.expect_stderr(&format!("resumed by {by}"));
-    client.write_line("ping over the resumed session");
-    client.expect_stdout("ping over the resumed session");
-    client.close_stdin();
-    client.expect_exit();
+    client.echo_and_close("ping over the resumed session");
 }
 
 #[test]
@@ -209,25 +173,19 @@ fn gnutls_cli_resumes_by_session_id_without_tickets() {
 /// Two `fastshake client` runs with one `--session-file` against `gnutls-serv --echo`.
 #[test]
 fn fastshake_client_resumes_against_gnutls_serv() {
-    let pki = Pki::generate("p256", 3);
-    let (_server, port) = start_on_free_port(
-        "gnutls-serv",
-        |port| {
-            let mut command = tool("gnutls-serv");
-            command
-                .args(["--udp", "--echo"])
-                .args(["--x509certfile", &pki.server_cert(), "--x509keyfile", &pki.server_key()])
-                .arg("--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2")
-                .args(["-p", &port.to_string()]);
-            command
-        },
-        |peer| peer.stderr().contains("UDP Echo Server listening on IPv4"),
-    );
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let (_server, port) = gnutls_serv_echo(&[
+        "--x509certfile",
+        &pki.server_cert(),
+        "--x509keyfile",
+        &pki.server_key(),
+        "--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2",
+    ]);
     let session_file = pki.scratch("client.session");
     let mut args = pki.fastshake_client_args();
     args.extend(["--session-file".into(), session_file]);
-    let first = echo_run(port, &strs(&args), "first run to gnutls");
+    let first = FASTSHAKE.echo_run(port, &strs(&args), "first run to gnutls");
     assert!(first.contains("full (not resumed)"), "{first}");
-    let second = echo_run(port, &strs(&args), "second run to gnutls");
+    let second = FASTSHAKE.echo_run(port, &strs(&args), "second run to gnutls");
     assert!(second.contains("resumed by ticket"), "{second}");
 }

@@ -2,8 +2,11 @@
 //! arrives exactly once in a subset of the cells (every mode, every stress dimension), with
 //! fewer handshakes per cell than the full run; and a seed fixes every figure.
 
+use fastshake_testkit::peers::{run, Fastshake};
 use serde_json::Value;
-use std::process::Command;
+use std::time::Duration;
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// Every mode, and between them every stress: 3 s delay, Bernoulli and burst loss, duplication
 /// and reordering, MTU 96 and 9,000, TSCH, and both "worst" cells (the certificate modes over
@@ -12,12 +15,10 @@ const CELLS: &str = "psk/delay-3s,psk/worst-tsch,ecdsa/loss-30,ecdsa/mtu-96,resu
                      resumed/tsch,cid/dup-reorder,cid/worst-wan";
 
 fn lab_chaos(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_fastshake"))
-        .args(["lab", "chaos", "--json"])
-        .args(args)
-        .output()
-        .expect("run fastshake lab chaos");
-    assert!(out.status.success(), "lab chaos failed: {}", String::from_utf8_lossy(&out.stderr));
+    let mut command = FASTSHAKE.command();
+    command.args(["lab", "chaos", "--json"]).args(args);
+    let out = run("fastshake lab chaos", command, Duration::from_secs(600));
+    assert!(out.status.success(), "lab chaos failed: {}", out.stderr);
     serde_json::from_slice(&out.stdout).expect("lab chaos prints JSON")
 }
 

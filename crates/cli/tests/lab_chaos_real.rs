@@ -9,26 +9,11 @@
 //! report's tolerance of the warm baseline. It never asserts a time. Without root or network
 //! namespaces it prints why and passes as skipped.
 
+use fastshake_testkit::peers::{netlab_unavailable, run, Fastshake};
 use serde_json::Value;
-use std::process::Command;
+use std::time::Duration;
 
-const FASTSHAKE: &str = env!("CARGO_BIN_EXE_fastshake");
-
-/// Why the real-socket run cannot happen here, if it cannot.
-fn skip_reason() -> Option<String> {
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some("not root: the testbed needs ip netns, veth and a TUN device".into());
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun for the delay relay".into());
-    }
-    match Command::new("ip").args(["netns", "list"]).output() {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(format!("no network namespaces: {}", String::from_utf8_lossy(&out.stderr).trim())),
-        Err(e) => Some(format!("no `ip` command: {e}")),
-    }
-}
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 fn count(value: &Value, key: &str) -> u64 {
     value[key].as_u64().unwrap_or_else(|| panic!("no count {key} in {value}"))
@@ -45,7 +30,7 @@ fn row<'a>(report: &'a Value, kind: &str) -> &'a Value {
 
 #[test]
 fn every_handshake_completes_and_every_record_arrives_once_through_a_lossy_duplicating_path() {
-    if let Some(reason) = skip_reason() {
+    if let Some(reason) = netlab_unavailable() {
         println!("skipped every_handshake_completes_and_every_record_arrives_once_through_a_lossy_duplicating_path: {reason}");
         return;
     }
@@ -78,9 +63,10 @@ fn every_handshake_completes_and_every_record_arrives_once_through_a_lossy_dupli
         "--move-every",
         "3",
     ];
-    let out = Command::new(FASTSHAKE).args(args).output().expect("run fastshake netlab chaos");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "fastshake {} failed: {stderr}", args.join(" "));
+    let mut command = FASTSHAKE.command();
+    command.args(args);
+    let out = run("fastshake netlab chaos", command, Duration::from_secs(600));
+    assert!(out.status.success(), "fastshake {} failed: {}", args.join(" "), out.stderr);
     let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
     println!("{}", serde_json::to_string_pretty(&report["rows"]).unwrap_or_default());
     println!("{}", serde_json::to_string_pretty(&report["memory"]).unwrap_or_default());

@@ -3,14 +3,14 @@
 //! DTLS and none for the others, the ideal bound never beaten, runs reproducible by seed). The
 //! session-keeping strategies behind NATs: `lab_e1_mobility.rs`.
 
-#[path = "support/lab_e1_report.rs"]
-mod report;
-
-use report::{num, rows, runs, strategy};
+use fastshake_testkit::peers::lab::{self, num, rows, runs, strategy};
+use fastshake_testkit::peers::Fastshake;
 use serde_json::Value;
 
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
+
 fn lab_e1(args: &[&str]) -> Value {
-    report::lab_e1(60, args)
+    lab::e1(FASTSHAKE, 60, args)
 }
 
 /// Every message of every run of `strategies` is acknowledged and reaches the server's

@@ -4,17 +4,17 @@
 //! filters by remote port (its ServerHello comes from a port the client never sent to) while
 //! TCS and CID complete behind every NAT (seed 001's argument for TCS).
 
-#[path = "support/lab_e1_report.rs"]
-mod report;
-
-use report::{num, rows, runs, strategy};
+use fastshake_testkit::peers::lab::{self, num, rows, runs, strategy};
+use fastshake_testkit::peers::Fastshake;
 use serde_json::Value;
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 const MESSAGES: u64 = 60;
 const KEEPING: [&str; 3] = ["cid", "ipc", "tcs"];
 
 fn lab_e1(args: &[&str]) -> Value {
-    report::lab_e1(MESSAGES, args)
+    lab::e1(FASTSHAKE, MESSAGES, args)
 }
 
 /// The NAT preset of a cell, "none" without one.

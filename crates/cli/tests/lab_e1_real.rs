@@ -7,28 +7,16 @@
 //! so with their one handshake, standard DTLS reconnects. Without root or network namespaces the
 //! tests print why and pass as skipped.
 
+use fastshake_testkit::peers::{netlab_unavailable, run, Fastshake};
 use serde_json::Value;
-use std::process::Command;
+use std::time::Duration;
 
-const FASTSHAKE: &str = env!("CARGO_BIN_EXE_fastshake");
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 const MESSAGES: u64 = 60;
-
-/// Why the real-socket runs cannot happen here, if they cannot.
-fn skip_reason() -> Option<String> {
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some("not root: the testbed needs ip netns, veth and nftables".into());
-    }
-    match Command::new("ip").args(["netns", "list"]).output() {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(format!("no network namespaces: {}", String::from_utf8_lossy(&out.stderr).trim())),
-        Err(e) => Some(format!("no `ip` command: {e}")),
-    }
-}
 
 macro_rules! skip_unless_netns {
     ($test:expr) => {
-        if let Some(reason) = skip_reason() {
+        if let Some(reason) = netlab_unavailable() {
             println!("skipped {}: {reason}", $test);
             return;
         }
@@ -54,13 +42,10 @@ fn run_e1(extra: &[&str]) -> Value {
         "200",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new(FASTSHAKE).args(&args).output().expect("run fastshake netlab e1");
-    assert!(
-        out.status.success(),
-        "fastshake {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut command = FASTSHAKE.command();
+    command.args(&args);
+    let out = run("fastshake netlab e1", command, Duration::from_secs(600));
+    assert!(out.status.success(), "fastshake {} failed: {}", args.join(" "), out.stderr);
     serde_json::from_slice(&out.stdout).expect("a JSON report")
 }
 

@@ -2,10 +2,11 @@
 //! server namespace through the delay relay in the router. Needs root; without it every test
 //! fails with a message saying so (nothing is skipped).
 
-use fastshake_net::testbed::{
+use fastshake_netlab::testbed::{
     testbed_namespaces, ClientIface, Host, HostProcess, LinkEvent, NatKind, OutagePlan, Testbed,
     TestbedConfig, TestbedError,
 };
+use fastshake_testkit::peers::run;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::sync::mpsc::Receiver;
@@ -307,12 +308,11 @@ fn relay_loss_drops_a_seeded_share_of_packets() {
 
 #[test]
 fn netlab_up_prints_the_hosts_and_removes_them_when_it_ends() {
-    let output = Command::new(FASTSHAKE)
-        .args(["netlab", "up", "--delay-ms", "5", "--interfaces", "2", "--nat", "--seconds", "1"])
-        .output()
-        .expect("run fastshake netlab up");
+    let mut command = Command::new(FASTSHAKE);
+    command.args(["netlab", "up", "--delay-ms", "5", "--interfaces", "2", "--nat", "--seconds", "1"]);
+    let output = run("fastshake netlab up", command, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{stdout}\n{}", output.stderr);
     for expected in ["192.0.2.2", "198.51.100.2", "203.0.113.2", "ip netns exec fs-", "testbed removed"] {
         assert!(stdout.contains(expected), "`{expected}` missing from:\n{stdout}");
     }

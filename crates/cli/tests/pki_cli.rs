@@ -1,11 +1,11 @@
 //! `fastshake pki` options: chain length, chosen server names, key kinds, and clear refusals.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use fastshake_pki::{
     certificates_from_pem, verify_client_chain, verify_server_chain, CertifiedKey, TrustAnchors,
 };
+use fastshake_testkit::peers::{run, Fastshake, Finished, STEP};
 
 fn out_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pki-cli-{name}-{}", std::process::id()));
@@ -13,14 +13,12 @@ fn out_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn fastshake_pki(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fastshake"))
-        .arg("pki")
-        .arg("--out")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run fastshake pki")
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
+
+fn fastshake_pki(dir: &Path, args: &[&str]) -> Finished {
+    let mut command = FASTSHAKE.command();
+    command.arg("pki").arg("--out").arg(dir).args(args);
+    run("fastshake pki", command, 6 * STEP)
 }
 
 fn read(dir: &Path, file: &str) -> Vec<u8> {
@@ -39,7 +37,7 @@ fn chain_len_one_with_chosen_names_validates_with_the_crate() {
         &["--chain-len", "1", "--server-name", "dtls.test", "--server-name", "10.1.2.3", "--days", "2"],
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{}", output.stderr);
     assert!(stdout.contains("server names: dtls.test, 10.1.2.3"), "{stdout}");
     assert!(stdout.contains("key p256"), "{stdout}");
 
@@ -81,7 +79,7 @@ fn bad_options_fail_with_a_clear_message() {
     ];
     for (args, message) in cases {
         let output = fastshake_pki(&dir, args);
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = &output.stderr;
         assert!(!output.status.success(), "{args:?} accepted");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }

@@ -3,42 +3,16 @@
 //! and `openssl s_client`, and between `gnutls-serv` and `gnutls-cli`, using them — the PKI is
 //! right before our engine relies on it.
 
-use std::fs::File;
-use std::io::Write;
+use fastshake_testkit::peers::{free_udp_port, run, Fastshake, Peer};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Kills and reaps its process on every path out of a test.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl ChildGuard {
-    /// Waits for the process to exit by itself, at most `timeout`.
-    fn wait_bounded(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Ok(Some(status)) = self.0.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
 /// A fresh directory under cargo's per-target temporary directory, removed when the test passes
-/// (kept after a failure, with the tools' output in it).
+/// (kept after a failure).
 struct ScratchDir(PathBuf);
 
 impl ScratchDir {
@@ -66,24 +40,13 @@ impl Drop for ScratchDir {
     }
 }
 
-/// Runs a tool to completion (bounded), its output captured in files beside the PKI.
+/// Runs a tool to completion in `dir` (bounded); returns whether it succeeded, and its standard
+/// output and standard error.
 fn run_tool(dir: &Path, label: &str, program: &str, args: &[&str]) -> (bool, String) {
-    let out_path = dir.join(format!("{label}.out"));
-    let out = File::create(&out_path).expect("output file");
-    let err = out.try_clone().expect("output file");
-    let child = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {program} (is it installed?): {e}"));
-    let mut guard = ChildGuard(child);
-    let status = guard
-        .wait_bounded(TOOL_TIMEOUT)
-        .unwrap_or_else(|| panic!("{program} {args:?} did not finish in {TOOL_TIMEOUT:?}"));
-    (status.success(), std::fs::read_to_string(&out_path).unwrap_or_default())
+    let mut command = Command::new(program);
+    command.args(args).current_dir(dir);
+    let done = run(&format!("{program} ({label})"), command, TOOL_TIMEOUT);
+    (done.status.success(), done.text())
 }
 
 /// The PEM certificates of a file, in order.
@@ -98,14 +61,11 @@ fn split_certificates(pem: &str) -> Vec<String> {
 /// Runs `fastshake pki` into a directory of its own (tests run in parallel) and writes, beside its files, each chain split into leaf and intermediates.
 fn make_pki(key: &str, purpose: &str) -> ScratchDir {
     let dir = ScratchDir::new(&format!("pki-openssl-{purpose}-{key}"));
-    let output = Command::new(env!("CARGO_BIN_EXE_fastshake"))
-        .args(["pki", "--out"])
-        .arg(&*dir)
-        .args(["--chain-len", "3", "--key", key])
-        .output()
-        .expect("run fastshake pki");
+    let mut command = FASTSHAKE.command();
+    command.args(["pki", "--out"]).arg(&*dir).args(["--chain-len", "3", "--key", key]);
+    let output = run("fastshake pki", command, TOOL_TIMEOUT);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "fastshake pki failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "fastshake pki failed: {}", output.stderr);
     for file in ["ca.pem", "server.pem", "server.key", "client.pem", "client.key"] {
         assert!(dir.join(file).is_file(), "{file} not written");
         assert!(stdout.contains(file), "summary does not mention {file}: {stdout}");
@@ -179,42 +139,16 @@ fn check_with_tools(key: &str) {
     assert!(!ok || !out.contains("Chain verification output: Verified"), "wrong name accepted: {out}");
 }
 
-fn free_udp_port() -> u16 {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
-    socket.local_addr().expect("local addr").port()
+/// `program ARGS` running in `dir`, its standard input open (both tools stop when it closes).
+fn spawn_in(dir: &Path, program: &str, args: &[&str]) -> Peer {
+    let mut command = Command::new(program);
+    command.args(args).current_dir(dir);
+    Peer::spawn(program, command)
 }
 
-/// Polls a file until it contains `needle` or the deadline passes.
-fn wait_for_text(path: &Path, needle: &str, deadline: Instant) -> bool {
-    loop {
-        if std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle)) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn spawn_logged(dir: &Path, program: &str, label: &str, args: &[&str]) -> (ChildGuard, ChildStdin, PathBuf) {
-    let out_path = dir.join(format!("{label}.out"));
-    let err_path = dir.join(format!("{label}.err"));
-    let mut child = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(File::create(&out_path).unwrap())
-        .stderr(File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {program} (is it installed?): {e}"));
-    // Keep stdin open: both tools stop when it closes.
-    let stdin = child.stdin.take().expect("stdin");
-    (ChildGuard(child), stdin, out_path)
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
+/// Standard output, then standard error.
+fn text(peer: &Peer) -> String {
+    format!("{}{}", peer.stdout.text(), peer.stderr.text())
 }
 
 /// What happened between `openssl s_server` and `openssl s_client`.
@@ -244,10 +178,9 @@ fn dtls_session(
 ) -> Session {
     let accept = format!("127.0.0.1:{}", free_udp_port());
     // `-cert` reads only the first certificate of a file; the intermediates go in `-cert_chain`.
-    let (mut server, _server_stdin, server_out) = spawn_logged(
+    let mut server = spawn_in(
         dir,
         "openssl",
-        "s_server",
         &[
             "s_server",
             "-dtls1_2",
@@ -269,14 +202,17 @@ fn dtls_session(
         ],
     );
     let deadline = Instant::now() + TOOL_TIMEOUT;
-    assert!(wait_for_text(&server_out, "ACCEPT", deadline), "s_server did not start: {}", read(&server_out));
+    assert!(
+        server.stdout.wait_for("ACCEPT", TOOL_TIMEOUT),
+        "s_server did not start\n{}",
+        server.transcript()
+    );
 
     let (client_cert, client_chain, client_key) =
         (format!("{client}.pem"), format!("{client}-intermediates.pem"), format!("{client}.key"));
-    let (mut client, mut client_stdin, client_out) = spawn_logged(
+    let mut client = spawn_in(
         dir,
         "openssl",
-        "s_client",
         &[
             "s_client",
             "-dtls1_2",
@@ -297,29 +233,28 @@ fn dtls_session(
             &client_key,
         ],
     );
-    client_stdin.write_all(b"ping from the client\n").expect("write to s_client");
-    client_stdin.flush().expect("flush s_client stdin");
+    client.write(b"ping from the client\n");
     // Until the data arrives or the client gives up (a refused handshake ends it).
     let mut data_arrived = false;
     while Instant::now() < deadline {
-        if read(&server_out).contains("ping from the client") {
+        if server.stdout.text().contains("ping from the client") {
             data_arrived = true;
             break;
         }
-        if matches!(client.0.try_wait(), Ok(Some(_))) {
+        if client.exited() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    drop(client_stdin); // s_client closes the session on end of input
-    let client_exit = client.wait_bounded(TOOL_TIMEOUT);
-    let server_stopped = server.wait_bounded(TOOL_TIMEOUT).is_some();
+    client.close_stdin(); // s_client closes the session on end of input
+    let client_exit = client.wait_timeout(TOOL_TIMEOUT);
+    let server_stopped = server.wait_timeout(TOOL_TIMEOUT).is_some();
     Session {
         data_arrived,
         client_succeeded: client_exit.is_some_and(|s| s.success()),
         server_stopped,
-        client_text: format!("{}{}", read(&client_out), read(&dir.join("s_client.err"))),
-        server_text: format!("{}{}", read(&server_out), read(&dir.join("s_server.err"))),
+        client_text: text(&client),
+        server_text: text(&server),
     }
 }
 
@@ -394,9 +329,8 @@ fn openssl_dtls_mutual_auth_with_rsa2048_files() {
 fn gnutls_dtls_mutual_auth_with_p256_files() {
     let dir = make_pki("p256", "gnutls");
     let port = free_udp_port().to_string();
-    let (mut server, _server_stdin, server_out) = spawn_logged(
+    let server = spawn_in(
         &dir,
-        "gnutls-serv",
         "gnutls-serv",
         &[
             "--udp",
@@ -415,15 +349,13 @@ fn gnutls_dtls_mutual_auth_with_p256_files() {
     );
     let deadline = Instant::now() + TOOL_TIMEOUT;
     // gnutls-serv announces itself on standard error (its standard output is block-buffered).
-    let server_err = dir.join("gnutls-serv.err");
     assert!(
-        wait_for_text(&server_err, "listening on IPv4", deadline),
-        "gnutls-serv did not start: {}",
-        read(&server_err)
+        server.stderr.wait_for("listening on IPv4", TOOL_TIMEOUT),
+        "gnutls-serv did not start\n{}",
+        server.transcript()
     );
-    let (mut client, mut client_stdin, client_out) = spawn_logged(
+    let mut client = spawn_in(
         &dir,
-        "gnutls-cli",
         "gnutls-cli",
         &[
             "--udp",
@@ -438,29 +370,24 @@ fn gnutls_dtls_mutual_auth_with_p256_files() {
             "localhost",
         ],
     );
-    client_stdin.write_all(b"ping from gnutls-cli\n").expect("write to gnutls-cli");
-    client_stdin.flush().expect("flush gnutls-cli stdin");
+    client.write(b"ping from gnutls-cli\n");
     // The echo comes back only over an established session.
     let mut echoed = false;
     while Instant::now() < deadline {
-        if read(&client_out).contains("ping from gnutls-cli") {
+        if client.stdout.text().contains("ping from gnutls-cli") {
             echoed = true;
             break;
         }
-        if matches!(client.0.try_wait(), Ok(Some(_))) {
+        if client.exited() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    drop(client_stdin);
-    let client_exit = client.wait_bounded(TOOL_TIMEOUT);
-    server.0.kill().ok(); // gnutls-serv serves until stopped
-    let client_text = format!("{}{}", read(&client_out), read(&dir.join("gnutls-cli.err")));
-    let context = format!(
-        "--- gnutls-cli:\n{client_text}\n--- gnutls-serv:\n{}{}",
-        read(&server_out),
-        read(&dir.join("gnutls-serv.err"))
-    );
+    client.close_stdin();
+    let client_exit = client.wait_timeout(TOOL_TIMEOUT);
+    let client_text = text(&client);
+    // gnutls-serv serves until stopped: its guard stops it.
+    let context = format!("--- gnutls-cli:\n{client_text}\n--- gnutls-serv:\n{}", text(&server));
     assert!(echoed, "no echo over the DTLS session\n{context}");
     assert!(client_exit.is_some_and(|s| s.success()), "gnutls-cli failed\n{context}");
     assert!(client_text.contains("- Status: The certificate is trusted."), "server chain\n{context}");

@@ -1,49 +1,74 @@
 //! `fastshake sctp server|client` against each other on loopback: every handshake variant,
 //! the cookie cache, zero-RTT data, and the failure exits.
 
-#[path = "support/sctp_procs.rs"]
-mod sctp_procs;
-
-use sctp_procs::{fastshake, free_udp_port, Proc, Relay};
+use fastshake_testkit::peers::sctp::Relay;
+use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
+use std::path::PathBuf;
 use std::time::Duration;
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 const SCTP_PORT: &str = "5060";
 
 struct Server {
-    proc: Proc,
+    proc: Peer,
     addr: String,
 }
 
 fn start_server(extra: &[&str]) -> Server {
     let port = free_udp_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut args: Vec<String> = ["sctp", "server", "--listen", &addr, "--port", SCTP_PORT, "--echo"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let proc = Proc::spawn(fastshake(), &args);
-    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.describe());
+    let mut args = vec!["--echo"];
+    args.extend_from_slice(extra);
+    let proc = FASTSHAKE.sctp_server(port, SCTP_PORT, &args);
     Server { proc, addr }
 }
 
+/// A cookie cache file in a directory of its own, removed when dropped.
+struct CookieCache {
+    dir: PathBuf,
+}
+
+impl CookieCache {
+    fn new(name: &str) -> CookieCache {
+        let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        CookieCache { dir }
+    }
+
+    /// The file's path, for `--cookie-cache`.
+    fn arg(&self) -> String {
+        self.dir.join("cookies").display().to_string()
+    }
+
+    fn read(&self) -> String {
+        std::fs::read_to_string(self.dir.join("cookies")).expect("the cookie cache was written")
+    }
+}
+
+impl Drop for CookieCache {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Runs a client to completion with `stdin`; returns it after exit.
-fn run_client(server: &Server, extra: &[&str], stdin: &[u8]) -> Proc {
+fn run_client(server: &Server, extra: &[&str], stdin: &[u8]) -> Peer {
     let mut args: Vec<String> =
         ["sctp", "client", "--connect", &server.addr, "--port", SCTP_PORT, "--timeout-s", "20"]
             .iter()
             .map(|s| s.to_string())
             .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut client = Proc::spawn(fastshake(), &args);
-    client.write_stdin(stdin);
+    let mut client = FASTSHAKE.spawn(&args);
+    client.write(stdin);
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(30));
-    assert!(status.is_some(), "client hung\n{}\n{}", client.describe(), server.proc.describe());
+    assert!(status.is_some(), "client hung\n{}\n{}", client.transcript(), server.proc.transcript());
     client
 }
 
-fn succeeded(client: &mut Proc) -> bool {
+fn succeeded(client: &mut Peer) -> bool {
     client.wait_timeout(Duration::from_secs(1)).is_some_and(|s| s.success())
 }
 
@@ -54,7 +79,7 @@ fn echo_exchange(server: &Server, extra: &[&str], payload: &[u8]) -> String {
     args.push(&len);
     args.extend_from_slice(extra);
     let mut client = run_client(server, &args, payload);
-    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    let report = format!("{}\n{}", client.transcript(), server.proc.transcript());
     assert!(succeeded(&mut client), "client failed\n{report}");
     assert_eq!(client.stdout.bytes(), payload, "echo comes back exactly once\n{report}");
     assert!(client.stderr.text().contains("closed gracefully"), "{report}");
@@ -73,10 +98,8 @@ fn regular_handshake_echo() {
 #[test]
 fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
     let server = start_server(&["--mode", "alt"]);
-    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cache = dir.join("cookies");
-    let cache_arg = cache.display().to_string();
+    let cache = CookieCache::new("alt");
+    let cache_arg = cache.arg();
     let local = format!("127.0.0.1:{}", free_udp_port());
 
     let first = echo_exchange(
@@ -85,7 +108,7 @@ fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
         b"first\n",
     );
     assert!(first.contains("alt-cookie handshake, 2 round trip(s)"), "{first}");
-    let cached = std::fs::read_to_string(&cache).expect("the cookie cache was written");
+    let cached = cache.read();
     assert!(cached.contains(&server.addr), "cache keyed by server: {cached}");
 
     let second = echo_exchange(
@@ -93,7 +116,6 @@ fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
         &["--mode", "both", "--zero-rtt", "--cookie-cache", &cache_arg, "--local", &local],
         b"second, in the INIT\n",
     );
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
     assert!(second.contains("1 zero-RTT message(s) accepted"), "{second}");
     assert!(second.contains("cached ALT-COOKIE offered"), "{second}");
@@ -104,14 +126,11 @@ fn alternative_handshake_then_cached_cookie_with_zero_rtt() {
 #[test]
 fn cached_cookie_works_from_an_ephemeral_port() {
     let server = start_server(&["--mode", "both"]);
-    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-eph-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cache = dir.join("cookies");
-    let cache_arg = cache.display().to_string();
+    let cache = CookieCache::new("eph");
+    let cache_arg = cache.arg();
     let first = echo_exchange(&server, &["--mode", "both", "--cookie-cache", &cache_arg], b"one\n");
     assert!(first.contains("alt-cookie handshake"), "{first}");
     let second = echo_exchange(&server, &["--mode", "both", "--cookie-cache", &cache_arg], b"two\n");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
 }
 
@@ -120,19 +139,17 @@ fn cached_cookie_works_from_an_ephemeral_port() {
 #[test]
 fn multihomed_client_caches_a_cookie_for_its_second_address() {
     let server = start_server(&["--mode", "both"]);
-    let dir = std::env::temp_dir().join(format!("fastshake-sctp-cli-mh-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cache = dir.join("cookies");
-    let cache_arg = cache.display().to_string();
+    let cache = CookieCache::new("mh");
+    let cache_arg = cache.arg();
     // No --expect-bytes: the client lingers, time for the second path's answer.
     let mut client = run_client(
         &server,
         &["--local", "127.0.0.1:0", "--extra-local", "127.0.0.2", "--cookie-cache", &cache_arg],
         b"from a multihomed client\n",
     );
-    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    let report = format!("{}\n{}", client.transcript(), server.proc.transcript());
     assert!(succeeded(&mut client), "{report}");
-    let cached = std::fs::read_to_string(&cache).expect("the cookie cache was written");
+    let cached = cache.read();
     assert!(cached.lines().any(|l| l.starts_with("127.0.0.1 ")), "primary path cookie: {cached}\n{report}");
     assert!(cached.lines().any(|l| l.starts_with("127.0.0.2 ")), "second path cookie: {cached}\n{report}");
 
@@ -141,7 +158,6 @@ fn multihomed_client_caches_a_cookie_for_its_second_address() {
         &["--local", "127.0.0.2:0", "--cookie-cache", &cache_arg],
         b"from the second address\n",
     );
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(second.contains("alt-cached handshake, 1 round trip(s)"), "{second}");
 }
 
@@ -171,11 +187,11 @@ fn abort_from_a_port_without_listener_fails_clearly() {
             .map(|s| s.to_string())
             .collect();
     args.extend(["--mode".to_string(), "regular".to_string()]);
-    let mut client = Proc::spawn(fastshake(), &args);
-    client.write_stdin(b"nobody listens on that port\n");
+    let mut client = FASTSHAKE.spawn(&args);
+    client.write(b"nobody listens on that port\n");
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(30));
-    let report = format!("{}\n{}", client.describe(), server.proc.describe());
+    let report = format!("{}\n{}", client.transcript(), server.proc.transcript());
     assert!(status.is_some_and(|s| !s.success()), "must fail\n{report}");
     assert!(client.stderr.text().contains("association aborted by"), "says why\n{report}");
 }
@@ -184,24 +200,21 @@ fn abort_from_a_port_without_listener_fails_clearly() {
 fn no_answer_fails_after_init_retransmissions() {
     // Nothing listens on this UDP port.
     let silent = format!("127.0.0.1:{}", free_udp_port());
-    let mut client = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "client".into(),
-            "--connect".into(),
-            silent,
-            "--port".into(),
-            SCTP_PORT.into(),
-            "--max-init-retransmits".into(),
-            "1".into(),
-            "--rto-initial-ms".into(),
-            "100".into(),
-        ],
-    );
+    let mut client = FASTSHAKE.spawn(&[
+        "sctp".into(),
+        "client".into(),
+        "--connect".into(),
+        silent,
+        "--port".into(),
+        SCTP_PORT.into(),
+        "--max-init-retransmits".into(),
+        "1".into(),
+        "--rto-initial-ms".into(),
+        "100".into(),
+    ]);
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(30));
-    assert!(status.is_some_and(|s| !s.success()), "must fail\n{}", client.describe());
+    assert!(status.is_some_and(|s| !s.success()), "must fail\n{}", client.transcript());
     let stderr = client.stderr.text();
     assert!(stderr.contains("handshake timed out"), "{stderr}");
     assert!(stderr.contains("after 1 INIT retransmission(s)"), "{stderr}");
@@ -222,19 +235,7 @@ fn large_transfer_beyond_the_send_buffer() {
 #[test]
 fn lossy_path_delivers_everything_once() {
     let relay = Relay::start_lossy(7);
-    let proc = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "server".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{}", relay.server_port),
-            "--port".into(),
-            SCTP_PORT.into(),
-            "--echo".into(),
-        ],
-    );
-    assert!(proc.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", proc.describe());
+    let proc = FASTSHAKE.sctp_server(relay.server_port, SCTP_PORT, &["--echo"]);
     let server = Server { proc, addr: format!("127.0.0.1:{}", relay.port) };
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
     let stderr = echo_exchange(&server, &["--message-bytes", "3000", "--rto-initial-ms", "200"], &payload);

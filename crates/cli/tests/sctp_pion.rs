@@ -11,15 +11,17 @@
 //! The Go peer is built from `interop/pion-sctp`; without Go or the module the tests skip, unless
 //! `FASTSHAKE_REQUIRE_PION_SCTP=1`.
 
-#[path = "support/sctp_procs.rs"]
-mod sctp_procs;
-
-use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet, Param, UnknownParamAction};
-use sctp_procs::{fastshake, free_udp_port, pion_sctp_peer, pion_wire, resent, Proc, Relay, Resent};
+use fastshake_sctp::packet::{InitChunk, Param, UnknownParamAction};
+use fastshake_testkit::peers::pion;
+use fastshake_testkit::peers::sctp::{
+    assert_alt_only_answers, assert_served_regular_client, client_inits, resent, Relay, Resent,
+};
+use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::thread;
 use std::time::Duration;
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 /// The SCTP port pion/sctp always uses.
 const PION_SCTP_PORT: &str = "5000";
@@ -28,23 +30,23 @@ const PION_SCTP_PORT: &str = "5000";
 type Wire = BTreeMap<String, u64>;
 
 /// pion's echo server on `port`, ready.
-fn start_pion_server(binary: &Path, port: u16) -> Proc {
+fn start_pion_server(binary: &Path, port: u16) -> Peer {
     let args = ["server", "--listen", &format!("127.0.0.1:{port}"), "--echo", "--time-limit", "30s"];
-    let server = Proc::spawn(binary, &args.map(String::from));
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let server = Peer::start(binary, &args.map(String::from));
+    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
     server
 }
 
 /// What pion's side sent and received on the wire, once it has exited.
-fn pion_side(pion: &mut Proc) -> (Wire, Wire) {
+fn pion_side(pion: &mut Peer) -> (Wire, Wire) {
     let status = pion.wait_timeout(Duration::from_secs(15));
     assert!(
         status.is_some_and(|s| s.success()),
         "pion-sctp-peer did not end cleanly: {status:?}\n{}",
-        pion.describe()
+        pion.transcript()
     );
     let stderr = pion.stderr.text();
-    (pion_wire(&stderr, "wire out"), pion_wire(&stderr, "wire in"))
+    (pion::sctp_wire(&stderr, "wire out"), pion::sctp_wire(&stderr, "wire in"))
 }
 
 /// Nothing went twice: one INIT and one COOKIE-ECHO from the initiator, no DATA resent, at
@@ -74,55 +76,23 @@ fn our_client_against_pion(
     extra: &[&str],
     payload: &[u8],
     prepare: impl FnOnce(u16),
-) -> (Proc, Wire, Wire, Vec<(bool, Vec<u8>)>) {
+) -> (Peer, Wire, Wire, Vec<(bool, Vec<u8>)>) {
     let relay = Relay::start();
     let mut pion = start_pion_server(binary, relay.server_port);
     prepare(relay.port);
-    let mut args: Vec<String> = [
-        "sctp",
-        "client",
-        "--connect",
-        &format!("127.0.0.1:{}", relay.port),
-        "--port",
-        PION_SCTP_PORT,
-        "--local",
-        "127.0.0.1:0",
-        "--expect-bytes",
-        &payload.len().to_string(),
-        "--timeout-s",
-        "20",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let mut client = Proc::spawn(fastshake(), &args);
-    client.write_stdin(payload);
-    client.close_stdin();
+    let mut client = FASTSHAKE.sctp_echo_client(relay.port, PION_SCTP_PORT, payload, extra);
     let status = client.wait_timeout(Duration::from_secs(30));
-    let report = format!("{}\n{}", client.describe(), pion.describe());
+    let report = format!("{}\n{}", client.transcript(), pion.transcript());
     assert!(status.is_some_and(|s| s.success()), "our client failed: {status:?}\n{report}");
     assert_eq!(client.stdout.bytes(), payload, "the echo comes back exactly once\n{report}");
     assert!(client.stderr.text().contains("closed gracefully"), "graceful shutdown\n{report}");
     let (out, inn) = pion_side(&mut pion);
-    let report = format!("{}\n{}", client.describe(), pion.describe());
+    let report = format!("{}\n{}", client.transcript(), pion.transcript());
     assert_eq!(pion.stdout.bytes(), payload, "pion received every byte exactly once\n{report}");
     assert!(pion.stderr.text().contains("association ended"), "{report}");
     assert_nothing_resent_by_pion(&out, &report);
     assert_eq!(inn["DATA resent"], 0, "our client sent no DATA twice\n{report}");
     (client, out, inn, relay.datagrams())
-}
-
-/// The INITs our client sent, as seen on the wire.
-fn client_inits(wire: &[(bool, Vec<u8>)]) -> Vec<InitChunk> {
-    wire.iter()
-        .filter(|(from_client, _)| *from_client)
-        .filter_map(|(_, d)| Packet::parse(d).ok())
-        .flat_map(|p| p.chunks)
-        .filter_map(|c| match c {
-            Chunk::Init(init) => Some(init),
-            _ => None,
-        })
-        .collect()
 }
 
 /// One INIT, nothing in it pion stops at (its high bits `00`/`01` and unknown to pion).
@@ -137,7 +107,7 @@ fn assert_one_init_pion_can_take(wire: &[(bool, Vec<u8>)], report: &str) -> Init
 
 #[test]
 fn our_regular_client_with_pion_server() {
-    let Some(binary) = pion_sctp_peer() else { return };
+    let Some(binary) = pion::sctp_peer() else { return };
     let payload = b"hello pion/sctp, from fastshake's regular handshake\nand a second line\n";
     let (client, out, inn, wire) = our_client_against_pion(&binary, &["--mode", "regular"], payload, |_| {});
     let stderr = client.stderr.text();
@@ -152,7 +122,7 @@ fn our_regular_client_with_pion_server() {
 /// the parameter and answers with a regular INIT-ACK, and the regular handshake follows.
 #[test]
 fn our_alt_client_falls_back_to_the_regular_handshake_with_pion_server() {
-    let Some(binary) = pion_sctp_peer() else { return };
+    let Some(binary) = pion::sctp_peer() else { return };
     let payload = b"alternative handshake asked, regular one taken\n";
     let (client, out, _, wire) = our_client_against_pion(&binary, &["--mode", "both"], payload, |_| {});
     let stderr = client.stderr.text();
@@ -171,7 +141,7 @@ fn our_alt_client_falls_back_to_the_regular_handshake_with_pion_server() {
 /// skips both, the handshake is regular, and the message goes again as DATA — delivered once.
 #[test]
 fn our_alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_pion_server() {
-    let Some(binary) = pion_sctp_peer() else { return };
+    let Some(binary) = pion::sctp_peer() else { return };
     let dir = std::env::temp_dir().join(format!("fastshake-sctp-pion-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let cache = dir.join("cookies");
@@ -212,45 +182,22 @@ fn our_alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_pion_server() 
 /// pion's client opens an association to our server (`mode` both or regular), sends lines,
 /// reads our echo and shuts down gracefully.
 fn pion_client_with_our_server(mode: &str) {
-    let Some(binary) = pion_sctp_peer() else { return };
+    let Some(binary) = pion::sctp_peer() else { return };
     let our_port = free_udp_port();
-    let server_args = [
-        "sctp",
-        "server",
-        "--listen",
-        &format!("127.0.0.1:{our_port}"),
-        "--port",
-        PION_SCTP_PORT,
-        "--mode",
-        mode,
-        "--echo",
-        "--exit-after",
-        "1",
-    ];
-    let mut server = Proc::spawn(fastshake(), &server_args.map(String::from));
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let mut server =
+        FASTSHAKE.sctp_server(our_port, PION_SCTP_PORT, &["--mode", mode, "--echo", "--exit-after", "1"]);
     let client_args = ["client", "--connect", &format!("127.0.0.1:{our_port}"), "--time-limit", "30s"];
-    let mut client = Proc::spawn(&binary, &client_args.map(String::from));
+    let mut client = Peer::start(&binary, &client_args.map(String::from));
     let lines = ["hello fastshake, from pion/sctp\n", "a second line\n", "and a third\n"];
     for line in lines {
-        client.write_stdin(line.as_bytes());
+        client.write(line.as_bytes());
     }
     client.close_stdin();
     let (out, inn) = pion_side(&mut client);
-    let server_status = server.wait_timeout(Duration::from_secs(10));
-    let report = format!("{}\n{}", client.describe(), server.describe());
-    assert!(server_status.is_some_and(|s| s.success()), "our server did not exit cleanly\n{report}");
     let all = lines.concat();
+    let report = assert_served_regular_client(&mut server, &client, "pion", &all);
     assert_eq!(client.stdout.text(), all, "pion got every echo exactly once, in order\n{report}");
-    assert_eq!(server.stdout.text(), all, "our server got every line exactly once, in order\n{report}");
-    let stderr = server.stderr.text();
-    assert!(
-        stderr.contains("opened by the regular handshake"),
-        "pion speaks the regular handshake\n{report}"
-    );
-    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
     assert!(client.stderr.text().contains("closed gracefully"), "{report}");
-    assert_eq!(resent(&stderr, "sctp server: association 1"), Resent::default(), "nothing resent\n{report}");
     assert_nothing_resent_by_pion(&out, &report);
     assert_eq!(
         (out["INIT"], out["COOKIE-ECHO"], inn["INIT-ACK"], inn["COOKIE-ACK"]),
@@ -275,55 +222,16 @@ fn pion_client_with_our_regular_server() {
 /// association opens (the mode excludes peers without the extension, as the paper says).
 #[test]
 fn alt_only_server_answers_pion_client_without_amplification() {
-    let Some(binary) = pion_sctp_peer() else { return };
+    let Some(binary) = pion::sctp_peer() else { return };
     let relay = Relay::start();
-    let server_args = [
-        "sctp",
-        "server",
-        "--listen",
-        &format!("127.0.0.1:{}", relay.server_port),
-        "--port",
-        PION_SCTP_PORT,
-        "--mode",
-        "alt",
-    ];
-    let server = Proc::spawn(fastshake(), &server_args.map(String::from));
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let server = FASTSHAKE.sctp_server(relay.server_port, PION_SCTP_PORT, &["--mode", "alt"]);
     let client_args = ["client", "--connect", &format!("127.0.0.1:{}", relay.port), "--time-limit", "10s"];
-    let mut client = Proc::spawn(&binary, &client_args.map(String::from));
-    client.write_stdin(b"never delivered\n");
+    let mut client = Peer::start(&binary, &client_args.map(String::from));
+    client.write(b"never delivered\n");
     // pion sends its INIT again after RTO.Initial: wait for the second one.
-    let deadline = std::time::Instant::now() + Duration::from_secs(8);
-    while client_inits(&relay.datagrams()).len() < 2 && std::time::Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-    }
-    let wire = relay.datagrams();
+    let wire = relay.wait_for_client_inits(2, Duration::from_secs(8));
     drop(client);
-    let report = server.describe();
-    let inits: Vec<usize> = wire
-        .iter()
-        .filter(|(from_client, d)| {
-            *from_client && Packet::parse(d).is_ok_and(|p| matches!(p.chunks[..], [Chunk::Init(_)]))
-        })
-        .map(|(_, d)| d.len())
-        .collect();
-    assert!(inits.len() >= 2, "pion sent INITs and retransmitted: {inits:?}\n{report}");
-    let smallest_init = inits.iter().copied().min().unwrap_or(0);
-    let answers: Vec<&Vec<u8>> =
-        wire.iter().filter(|(from_client, _)| !*from_client).map(|(_, d)| d).collect();
-    assert!(!answers.is_empty(), "the server answered\n{report}");
-    for answer in answers {
-        let packet = Packet::parse(answer).expect("our answers parse");
-        let alt_cookie_error = matches!(
-            packet.chunks.as_slice(),
-            [Chunk::Error { causes }] if matches!(causes.as_slice(), [ErrorCause::AltCookieRequired(c)] if !c.is_empty())
-        );
-        assert!(alt_cookie_error, "only ERROR with an ALT-COOKIE, never an INIT-ACK: {packet:?}");
-        assert!(
-            answer.len() <= smallest_init,
-            "answer {} B, no larger than pion's INIT of {smallest_init} B",
-            answer.len()
-        );
-    }
+    let report = server.transcript();
+    assert_alt_only_answers(&wire, "pion", (1, 1), &report);
     assert!(!server.stderr.text().contains("opened by"), "no association opens\n{report}");
 }

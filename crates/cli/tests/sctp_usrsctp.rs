@@ -9,15 +9,17 @@
 //! Without the examples installed these tests fail with a hint, unless
 //! `FASTSHAKE_SKIP_USRSCTP=1` says to skip them.
 
-#[path = "support/sctp_procs.rs"]
-mod sctp_procs;
-
 use fastshake_sctp::packet::{Chunk, DataChunk, Packet, Param};
-use sctp_procs::{count_lines, fastshake, free_udp_port, resent, Proc, Relay, Resent};
+use fastshake_testkit::peers::sctp::{
+    assert_alt_only_answers, assert_served_regular_client, client_inits, count_lines, resent, Relay, Resent,
+};
+use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
 use std::net::UdpSocket;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
 const USRSCTP_DIR: &str = "/usr/lib/usrsctp";
 /// usrsctp's echo server listens on the echo port.
@@ -42,14 +44,14 @@ fn usrsctp_program(name: &str) -> Option<PathBuf> {
 
 /// Runs `program` with line-buffered standard output where `stdbuf` exists, so what it prints
 /// can be read while it runs (usrsctp's examples use printf).
-fn spawn_line_buffered(program: &PathBuf, args: &[String]) -> Proc {
+fn spawn_line_buffered(program: &PathBuf, args: &[String]) -> Peer {
     let stdbuf = PathBuf::from("/usr/bin/stdbuf");
     if stdbuf.exists() {
         let mut all = vec!["-oL".to_string(), program.display().to_string()];
         all.extend_from_slice(args);
-        Proc::spawn(stdbuf, &all)
+        Peer::start(stdbuf, &all)
     } else {
-        Proc::spawn(program, args)
+        Peer::start(program, args)
     }
 }
 
@@ -67,15 +69,22 @@ fn wait_until_bound(port: u16, timeout: Duration) -> bool {
 }
 
 /// usrsctp's echo server on a fresh UDP port, answering to `peer_port`; returns it and its port.
-fn start_usrsctp_echo_server(their_port: u16, peer_port: u16) -> Option<Proc> {
+fn start_usrsctp_echo_server(their_port: u16, peer_port: u16) -> Option<Peer> {
     let program = usrsctp_program("echo_server")?;
     let server = spawn_line_buffered(&program, &[their_port.to_string(), peer_port.to_string()]);
     assert!(
         wait_until_bound(their_port, Duration::from_secs(5)),
         "echo_server did not bind\n{}",
-        server.describe()
+        server.transcript()
     );
     Some(server)
+}
+
+/// usrsctp's client towards SCTP port 7 over UDP encapsulation to `peer_port`, from a fresh UDP
+/// port.
+fn start_usrsctp_client(program: &Path, peer_port: u16) -> Peer {
+    let their_port = free_udp_port().to_string();
+    Peer::start(program, &["127.0.0.1", ECHO_SCTP_PORT, "0", &their_port, &peer_port.to_string()])
 }
 
 /// The lengths of the complete messages usrsctp's echo server reports.
@@ -93,37 +102,16 @@ fn our_client_against_usrsctp_echo(
     extra: &[&str],
     payload: &[u8],
     prepare: impl FnOnce(u16),
-) -> (Proc, Proc, Vec<(bool, Vec<u8>)>) {
+) -> (Peer, Peer, Vec<(bool, Vec<u8>)>) {
     // Everything passes a recording relay, so the tests can check what went on the wire.
     let relay = Relay::start();
     let Some(server) = start_usrsctp_echo_server(relay.server_port, relay.port) else {
         panic!("skipped") // unreachable unless skipping; callers check first
     };
     prepare(relay.port);
-    let mut args: Vec<String> = [
-        "sctp",
-        "client",
-        "--connect",
-        &format!("127.0.0.1:{}", relay.port),
-        "--port",
-        ECHO_SCTP_PORT,
-        // Any free port: the cookie cache then keys by the IP address alone.
-        "--local",
-        "127.0.0.1:0",
-        "--expect-bytes",
-        &payload.len().to_string(),
-        "--timeout-s",
-        "20",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let mut client = Proc::spawn(fastshake(), &args);
-    client.write_stdin(payload);
-    client.close_stdin();
+    let mut client = FASTSHAKE.sctp_echo_client(relay.port, ECHO_SCTP_PORT, payload, extra);
     let status = client.wait_timeout(Duration::from_secs(30));
-    let report = format!("{}\n{}", client.describe(), server.describe());
+    let report = format!("{}\n{}", client.transcript(), server.transcript());
     assert!(status.is_some_and(|s| s.success()), "client failed: {status:?}\n{report}");
     assert_eq!(client.stdout.bytes(), payload, "echo must come back exactly once\n{report}");
     // usrsctp prints one line per message it received (and echoed).
@@ -143,19 +131,6 @@ fn our_client_against_usrsctp_echo(
     assert_eq!(resent(&client.stderr.text(), "sctp client:"), expected, "resent on loopback\n{report}");
     let wire = relay.datagrams();
     (client, server, wire)
-}
-
-/// The client's INITs as seen on the wire.
-fn client_inits(wire: &[(bool, Vec<u8>)]) -> Vec<fastshake_sctp::packet::InitChunk> {
-    wire.iter()
-        .filter(|(from_client, _)| *from_client)
-        .filter_map(|(_, d)| Packet::parse(d).ok())
-        .flat_map(|p| p.chunks)
-        .filter_map(|c| match c {
-            Chunk::Init(init) => Some(init),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The payloads of the regular DATA chunks the client sent.
@@ -210,7 +185,7 @@ fn regular_client_with_usrsctp_echo_server() {
     }
     let payload = b"hello usrsctp, from the regular handshake\n";
     let (client, _server, wire) = our_client_against_usrsctp_echo(&["--mode", "regular"], payload, |_| {});
-    assert!(client.stderr.text().contains("regular handshake"), "{}", client.describe());
+    assert!(client.stderr.text().contains("regular handshake"), "{}", client.transcript());
     let inits = client_inits(&wire);
     assert!(
         inits.iter().all(|i| !i.params.iter().any(Param::is_alt)),
@@ -232,7 +207,7 @@ fn fragmented_messages_with_usrsctp_echo_server() {
     assert!(
         lengths.iter().any(|&n| n > 1200),
         "a message above the MTU went through: {lengths:?}\n{}",
-        client.describe()
+        client.transcript()
     );
     let data = client_data(&wire);
     assert!(data.iter().any(|d| d.beginning && !d.ending), "sent in fragments");
@@ -288,62 +263,27 @@ fn alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_usrsctp_echo_serve
 fn usrsctp_client_with_our_echo_server() {
     let Some(program) = usrsctp_program("client") else { return };
     let our_port = free_udp_port();
-    let server = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "server".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{our_port}"),
-            "--port".into(),
-            ECHO_SCTP_PORT.into(),
-            "--mode".into(),
-            "both".into(),
-            "--echo".into(),
-            "--exit-after".into(),
-            "1".into(),
-        ],
-    );
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
+    let mut server =
+        FASTSHAKE.sctp_server(our_port, ECHO_SCTP_PORT, &["--mode", "both", "--echo", "--exit-after", "1"]);
 
-    let their_port = free_udp_port();
-    let mut client = Proc::spawn(
-        &program,
-        &[
-            "127.0.0.1".into(),
-            ECHO_SCTP_PORT.into(),
-            "0".into(),
-            their_port.to_string(),
-            our_port.to_string(),
-        ],
-    );
+    let mut client = start_usrsctp_client(&program, our_port);
     let lines = ["hello fastshake, from usrsctp\n", "a second line\n", "and a third\n"];
     let line = lines.concat();
     for l in lines {
-        client.write_stdin(l.as_bytes());
+        client.write(l.as_bytes());
     }
     let echoed = client.stdout.wait_for(lines[2], Duration::from_secs(15));
-    assert!(echoed, "no echo from our server\n{}\n{}", client.describe(), server.describe());
+    assert!(echoed, "no echo from our server\n{}\n{}", client.transcript(), server.transcript());
     // End of input: usrsctp's client shuts the association down and exits when it is closed.
     client.close_stdin();
     let status = client.wait_timeout(Duration::from_secs(15));
-    assert!(status.is_some(), "usrsctp client did not finish\n{}\n{}", client.describe(), server.describe());
-    let mut server = server;
-    let server_status = server.wait_timeout(Duration::from_secs(10));
-    let report = format!("{}\n{}", client.describe(), server.describe());
-    assert!(server_status.is_some_and(|s| s.success()), "server did not exit cleanly\n{report}");
-    assert_eq!(server.stdout.text(), line, "our server prints what it received, once, in order\n{report}");
-    let stderr = server.stderr.text();
     assert!(
-        stderr.contains("opened by the regular handshake"),
-        "usrsctp speaks the regular handshake\n{report}"
+        status.is_some(),
+        "usrsctp client did not finish\n{}\n{}",
+        client.transcript(),
+        server.transcript()
     );
-    assert!(stderr.contains("closed gracefully"), "graceful shutdown\n{report}");
-    assert_eq!(
-        resent(&stderr, "sctp server: association 1"),
-        Resent::default(),
-        "resent on loopback\n{report}"
-    );
+    let report = assert_served_regular_client(&mut server, &client, "usrsctp", &line);
     for l in lines {
         assert_eq!(count_lines(&client.stdout.text(), l.trim_end()), 1, "each echo arrives once\n{report}");
     }
@@ -356,68 +296,13 @@ fn usrsctp_client_with_our_echo_server() {
 fn alt_only_server_answers_usrsctp_client_without_amplification() {
     let Some(program) = usrsctp_program("client") else { return };
     let relay = Relay::start();
-    let server = Proc::spawn(
-        fastshake(),
-        &[
-            "sctp".into(),
-            "server".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{}", relay.server_port),
-            "--port".into(),
-            ECHO_SCTP_PORT.into(),
-            "--mode".into(),
-            "alt".into(),
-        ],
-    );
-    assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.describe());
-    let their_port = free_udp_port();
-    let mut client = Proc::spawn(
-        &program,
-        &[
-            "127.0.0.1".into(),
-            ECHO_SCTP_PORT.into(),
-            "0".into(),
-            their_port.to_string(),
-            relay.port.to_string(),
-        ],
-    );
-    client.write_stdin(b"never delivered\n");
+    let server = FASTSHAKE.sctp_server(relay.server_port, ECHO_SCTP_PORT, &["--mode", "alt"]);
+    let mut client = start_usrsctp_client(&program, relay.port);
+    client.write(b"never delivered\n");
     // usrsctp retransmits its INIT after 1 s (RTO.Initial): wait for the second one.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while client_inits(&relay.datagrams()).len() < 2 && std::time::Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-    }
-    let wire = relay.datagrams();
+    let wire = relay.wait_for_client_inits(2, Duration::from_secs(10));
     drop(client);
-    let report = server.describe();
-    let inits: Vec<usize> = wire
-        .iter()
-        .filter(|(from_client, d)| {
-            *from_client && Packet::parse(d).is_ok_and(|p| matches!(p.chunks.first(), Some(Chunk::Init(_))))
-        })
-        .map(|(_, d)| d.len())
-        .collect();
-    assert!(inits.len() >= 2, "usrsctp sent INITs and retransmitted: {inits:?}\n{report}");
-    let answers: Vec<&Vec<u8>> =
-        wire.iter().filter(|(from_client, _)| !*from_client).map(|(_, d)| d).collect();
-    assert!(!answers.is_empty(), "the server answered\n{report}");
-    let smallest_init = inits.iter().copied().min().unwrap_or(0);
-    eprintln!(
-        "usrsctp INIT sizes {inits:?}; our answers {:?}",
-        answers.iter().map(|a| a.len()).collect::<Vec<_>>()
-    );
-    for answer in answers {
-        let packet = Packet::parse(answer).expect("our answers parse");
-        let is_alt_cookie_error = matches!(
-            packet.chunks.as_slice(),
-            [Chunk::Error { causes }] if matches!(causes.as_slice(), [fastshake_sctp::packet::ErrorCause::AltCookieRequired(c)] if !c.is_empty())
-        );
-        assert!(is_alt_cookie_error, "only ERROR with an ALT-COOKIE, never an INIT-ACK: {packet:?}");
-        assert!(
-            answer.len() * 10 <= smallest_init * 11,
-            "answer {} B within 1.1x the INIT's {smallest_init} B",
-            answer.len()
-        );
-    }
+    let report = server.transcript();
+    assert_alt_only_answers(&wire, "usrsctp", (11, 10), &report);
     assert!(!server.stderr.text().contains("opened by"), "no association opens\n{report}");
 }

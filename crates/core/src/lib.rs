@@ -7,14 +7,19 @@
 //!   time through an endpoint.
 //! - [`CookieMac`]: the keyed MAC behind every stateless cookie (DTLS HelloVerifyRequest, SCTP
 //!   state cookie and ALT-COOKIE), with key rotation and constant-time verification; 16 bytes.
+//! - [`codec`]: the one bounds-checked reader and big-endian writer of wire fields.
+//! - [`TimerTable`]: named deadlines, one slot per kind of timer, for every engine's timers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod codec;
 mod cookie;
 mod time;
+mod timer;
 
 pub use cookie::{CookieMac, COOKIE_LEN, COOKIE_TAG_LEN};
 pub use time::Instant;
+pub use timer::{TimerKind, TimerTable};
 
 use std::net::SocketAddr;
 

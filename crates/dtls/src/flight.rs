@@ -2,10 +2,8 @@
 //! is packed afresh with new record sequence numbers (RFC 6347 §4.2.4); the timer starts at the
 //! configured value, doubles on each retransmission and stops at the ceiling.
 
-use crate::crypto::{seal_in_place, DirectionKeys};
 use crate::handshake::{HandshakeHeader, HandshakeType, HANDSHAKE_HEADER_LEN};
-use crate::record::{ContentType, RecordHeader, DTLS_1_2, HEADER_LEN};
-use crate::suite::RecordCipher;
+use crate::record::{record_len, write_record, ContentType, Protect, RecordLayer};
 use fastshake_core::Instant;
 use std::time::Duration;
 
@@ -16,13 +14,14 @@ pub(crate) enum FlightItem {
     ChangeCipherSpec,
 }
 
-/// The retransmission timer of RFC 6347 §4.2.4.1.
+/// The retransmission timer of RFC 6347 §4.2.4.1: how long to wait before resending, doubling
+/// on each retransmission up to a ceiling. The deadline itself lives in the connection's timer
+/// table.
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
     initial: Duration,
     max: Duration,
     current: Duration,
-    deadline: Option<Instant>,
     /// Whether the flight in flight needed a retransmission (then the next keeps the backed-off value).
     backed_off: bool,
     pub last_sent: Instant,
@@ -35,107 +34,125 @@ impl RetransmitTimer {
             initial,
             max: max.max(initial),
             current: initial,
-            deadline: None,
             backed_off: false,
             last_sent: Instant::ZERO,
         }
     }
 
-    /// A new flight was sent; `timed` when it is resent on the timer (not the last flight).
-    pub fn on_new_flight(&mut self, now: Instant, timed: bool) {
+    /// A new flight was sent: when to resend it if nothing comes back.
+    pub fn on_new_flight(&mut self, now: Instant) -> Instant {
         // Keep a backed-off value until a flight goes through without loss.
         if !self.backed_off {
             self.current = self.initial;
         }
         self.backed_off = false;
         self.last_sent = now;
-        self.deadline = if timed { Some(now + self.current) } else { None };
+        now + self.current
     }
 
-    /// The flight was resent (timer or peer retransmission).
-    pub fn on_retransmit(&mut self, now: Instant) {
+    /// The flight was resent (timer or peer retransmission): when to resend it again.
+    pub fn on_retransmit(&mut self, now: Instant) -> Instant {
         self.current = (self.current * 2).min(self.max);
         self.backed_off = true;
         self.last_sent = now;
-        if self.deadline.is_some() {
-            self.deadline = Some(now + self.current);
-        }
-    }
-
-    pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        now + self.current
     }
 
     pub fn current(&self) -> Duration {
         self.current
     }
-
-    pub fn stop(&mut self) {
-        self.deadline = None;
-    }
 }
 
-/// Record protection for one write epoch.
-#[derive(Clone, Copy)]
-pub(crate) struct Protect<'a> {
-    pub cipher: RecordCipher,
-    pub keys: &'a DirectionKeys,
-    /// The peer's Connection ID (RFC 9146); empty: records without one.
-    pub cid: &'a [u8],
+/// Our current flight: its messages (kept as messages, so a retransmission is packed afresh),
+/// its retransmission timer, and how many flights went out and were resent.
+pub(crate) struct Flight {
+    items: Vec<FlightItem>,
+    pub timer: RetransmitTimer,
+    /// Resent on our timer (every flight but the handshake's last, which waits for the peer to
+    /// show it was lost).
+    timed: bool,
+    /// Flights sent, first transmissions only.
+    pub sent: u32,
+    /// Flights resent.
+    pub resent: u32,
 }
 
-/// Bytes a record around `plaintext_len` bytes takes on the wire (with a CID: the CID in the
-/// header and the real content type after the plaintext).
-pub(crate) fn record_len(protect: Option<Protect<'_>>, plaintext_len: usize) -> usize {
-    let cid = protect.map_or(0, |p| if p.cid.is_empty() { 0 } else { p.cid.len() + 1 });
-    HEADER_LEN + protect.map_or(0, |p| p.cipher.overhead()) + plaintext_len + cid
-}
-
-/// Writes one record into `out` (exactly `record_len` bytes long): header, then the
-/// plaintext (concatenation of `parts`), protected when `protect` is given.
-pub(crate) fn write_record(
-    out: &mut [u8],
-    content_type: ContentType,
-    epoch: u16,
-    seq: u64,
-    protect: Option<Protect<'_>>,
-    parts: &[&[u8]],
-) {
-    let cid = protect.map_or(&[][..], |p| p.cid);
-    // RFC 9146 §4: a record with a CID carries tls12_cid outside and DTLSInnerPlaintext
-    // (content, real type, no padding) inside.
-    let (outer_type, inner_type_len) =
-        if cid.is_empty() { (content_type as u8, 0) } else { (ContentType::Tls12Cid as u8, 1) };
-    let plain_len: usize = parts.iter().map(|p| p.len()).sum::<usize>() + inner_type_len;
-    let header_len = HEADER_LEN + cid.len();
-    let length = out.len() - header_len;
-    let header = RecordHeader {
-        content_type: if cid.is_empty() { content_type } else { ContentType::Tls12Cid },
-        version: DTLS_1_2,
-        epoch,
-        seq,
-        length: length as u16,
-        cid_len: cid.len() as u8,
-    };
-    header.write(&mut out[..header_len], cid);
-    let start = match protect {
-        Some(_) => {
-            out[header_len..header_len + 8].copy_from_slice(&header.epoch_seq().to_be_bytes());
-            header_len + 8
+impl Flight {
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Flight {
+            items: Vec::new(),
+            timer: RetransmitTimer::new(initial, max),
+            timed: false,
+            sent: 0,
+            resent: 0,
         }
-        None => header_len,
-    };
-    let mut pos = start;
-    for p in parts {
-        out[pos..pos + p.len()].copy_from_slice(p);
-        pos += p.len();
     }
-    if inner_type_len == 1 {
-        out[pos] = content_type as u8;
+
+    /// Forgets the last flight: the next one is being built.
+    pub fn clear(&mut self) {
+        self.items.clear();
     }
-    if let Some(p) = protect {
-        let (payload, tag) = out[start..].split_at_mut(plain_len);
-        seal_in_place(p.cipher, p.keys, header.epoch_seq(), outer_type, DTLS_1_2, cid, payload, tag);
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn push(&mut self, item: FlightItem) {
+        self.items.push(item);
+    }
+
+    /// The flight was built and goes out for the first time; `timed` when our timer resends it.
+    /// Returns when it is due again, if timed.
+    pub fn on_first_transmission(&mut self, now: Instant, timed: bool) -> Option<Instant> {
+        self.sent += 1;
+        self.timed = timed;
+        let due = self.timer.on_new_flight(now);
+        timed.then_some(due)
+    }
+
+    /// The flight goes out again (our timer, or the peer's retransmission showed it was lost).
+    /// Returns when it is due again, if timed.
+    pub fn on_retransmission(&mut self, now: Instant) -> Option<Instant> {
+        self.resent += 1;
+        let due = self.timer.on_retransmit(now);
+        self.timed.then_some(due)
+    }
+
+    /// Packs the flight into datagrams of at most `mtu` bytes with fresh record sequence numbers:
+    /// epoch 0 from `epoch0_seq`, epoch 1 from the record layer, which starts writing epoch 1 at
+    /// the ChangeCipherSpec. Epoch-1 messages are left out while no keys exist.
+    pub fn pack(
+        &self,
+        mtu: usize,
+        epoch0_seq: &mut u64,
+        layer: &mut RecordLayer,
+        peer_cid: &[u8],
+    ) -> Vec<Vec<u8>> {
+        let mut b = DatagramBuilder::new(mtu);
+        for item in &self.items {
+            match item {
+                FlightItem::Handshake { epoch: 0, msg_type, message_seq, body } => {
+                    b.push_handshake(0, *msg_type, *message_seq, body, None, &mut || {
+                        *epoch0_seq += 1;
+                        *epoch0_seq - 1
+                    });
+                }
+                FlightItem::Handshake { epoch, msg_type, message_seq, body } => {
+                    let Some((protect, write_seq)) = layer.writer(peer_cid) else { continue };
+                    b.push_handshake(*epoch, *msg_type, *message_seq, body, Some(protect), &mut || {
+                        *write_seq += 1;
+                        *write_seq - 1
+                    });
+                }
+                FlightItem::ChangeCipherSpec => {
+                    let seq = *epoch0_seq;
+                    *epoch0_seq += 1;
+                    b.push(ContentType::ChangeCipherSpec, 0, seq, None, &[&[1]]);
+                    layer.start_writing_epoch_1();
+                }
+            }
+        }
+        b.finish()
     }
 }
 
@@ -234,65 +251,15 @@ mod tests {
     #[test]
     fn timer_doubles_to_ceiling_and_resets_after_clean_flight() {
         let mut t = RetransmitTimer::new(Duration::from_secs(1), Duration::from_secs(3));
-        t.on_new_flight(Instant::ZERO, true);
-        assert_eq!(t.deadline(), Some(Instant::from_millis(1000)));
-        t.on_retransmit(Instant::from_millis(1000));
-        assert_eq!(t.deadline(), Some(Instant::from_millis(3000)));
+        assert_eq!(t.on_new_flight(Instant::ZERO), Instant::from_millis(1000));
+        assert_eq!(t.on_retransmit(Instant::from_millis(1000)), Instant::from_millis(3000));
         t.on_retransmit(Instant::from_millis(3000));
         assert_eq!(t.current(), Duration::from_secs(3), "capped");
-        t.on_new_flight(Instant::from_millis(4000), true);
+        t.on_new_flight(Instant::from_millis(4000));
         assert_eq!(t.current(), Duration::from_secs(3), "backed-off value kept after a lossy flight");
-        t.on_new_flight(Instant::from_millis(5000), false);
-        assert_eq!(t.deadline(), None);
-        t.on_new_flight(Instant::from_millis(6000), true);
+        t.on_new_flight(Instant::from_millis(5000));
+        t.on_new_flight(Instant::from_millis(6000));
         assert_eq!(t.current(), Duration::from_secs(1));
-    }
-
-    /// A record with a CID, opened by hand from its wire bytes with the additional data spelled
-    /// out as RFC 9146 §5.3 lists it, so the layout and the AAD do not depend on the code that
-    /// wrote them.
-    #[test]
-    fn connection_id_record_matches_rfc9146_layout_and_additional_data() {
-        use ccm::aead::generic_array::GenericArray;
-        use ccm::aead::{AeadInPlace, KeyInit};
-        let keys = DirectionKeys { key: [7; 16], salt: [1, 2, 3, 4] };
-        let cid = [0xc1, 0xd2, 0xe3];
-        let protect = Protect { cipher: RecordCipher::Aes128Ccm8, keys: &keys, cid: &cid };
-        let content = b"hello";
-        let mut out = vec![0u8; record_len(Some(protect), content.len())];
-        write_record(&mut out, ContentType::ApplicationData, 1, 0x0102_0304_0506, Some(protect), &[content]);
-        // Header: tls12_cid, version, epoch 1, sequence number, CID, length.
-        assert_eq!(out[0], 25);
-        assert_eq!(&out[1..3], &[0xfe, 0xfd]);
-        assert_eq!(&out[3..11], &[0, 1, 1, 2, 3, 4, 5, 6]);
-        assert_eq!(&out[11..14], &cid);
-        let length = u16::from_be_bytes([out[14], out[15]]) as usize;
-        assert_eq!(length, out.len() - 16);
-        // Body: 8-byte explicit nonce, then DTLSInnerPlaintext (content + real type) and the tag.
-        let explicit = &out[16..24];
-        let inner_len = length - 8 - 8;
-        assert_eq!(inner_len, content.len() + 1);
-        let mut aad = vec![0xff; 8];
-        aad.extend_from_slice(&[25, cid.len() as u8, 25, 0xfe, 0xfd]);
-        aad.extend_from_slice(&out[3..11]);
-        aad.extend_from_slice(&cid);
-        aad.extend_from_slice(&(inner_len as u16).to_be_bytes());
-        let mut nonce = keys.salt.to_vec();
-        nonce.extend_from_slice(explicit);
-        let mut body = out[24..24 + inner_len].to_vec();
-        let tag = out[24 + inner_len..].to_vec();
-        let aead = ccm::Ccm::<aes::Aes128, ccm::consts::U8, ccm::consts::U12>::new(GenericArray::from_slice(
-            &keys.key,
-        ));
-        aead.decrypt_in_place_detached(
-            GenericArray::from_slice(&nonce),
-            &aad,
-            &mut body,
-            GenericArray::from_slice(&tag),
-        )
-        .expect("authenticates under the RFC 9146 additional data");
-        assert_eq!(&body[..content.len()], content);
-        assert_eq!(body[content.len()], ContentType::ApplicationData as u8);
     }
 
     #[test]

@@ -1,7 +1,15 @@
-//! Entry points for the fuzz targets (`fuzz/fuzz_targets/dtls_*.rs`) and the corpus test.
-//! Not a stable API.
+//! Entry points for the fuzz targets (`fuzz/fuzz_targets/dtls_*.rs`) and for the replay of
+//! their corpora (`tests/fuzz_corpus.rs`). Not a stable API.
+//!
+//! The parser entry points reach types private to the engine, so they live here, and the
+//! session target with them: per input it needs an established session fast and the same one
+//! every time (its seed corpus is that session's own records, written by
+//! `examples/capture_corpus.rs`). [`established_pair`] is that fixture, which the engine's unit
+//! tests share: a PSK handshake in lock step, with no clock, no loss and no addresses that
+//! move. It is not a test harness; tests that need a network use `fastshake-testkit`'s
+//! `dtls::Pair` (unit tests cannot: a dev-dependency on it would link a second copy of this
+//! crate, whose types differ from the ones under test).
 
-use crate::codec::Reader;
 use crate::config::{ClientConfig, Mobility, ServerConfig};
 use crate::connection::Connection;
 use crate::endpoint::Endpoint;
@@ -12,6 +20,7 @@ use crate::handshake::{
 };
 use crate::record::{ContentType, Records, ReplayWindow};
 use crate::session::{ClientSession, ServerSession, TicketKeys};
+use fastshake_core::codec::Reader;
 use fastshake_core::Instant;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -124,8 +133,9 @@ pub fn endpoint_datagram(data: &[u8]) {
     while endpoint.poll_event().is_some() {}
 }
 
-/// An established client/server pair; returns the datagrams of the handshake and of one
-/// application record each way (`true`: client to server).
+/// A client and a server endpoint after a PSK handshake in lock step (every datagram handed over
+/// at once, no clock), and one application record each way; returns them and every datagram
+/// (`true`: client to server).
 pub fn established_pair() -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
     established_pair_with(Mobility::default(), Mobility::default())
 }

@@ -151,7 +151,6 @@
 #![forbid(unsafe_code)]
 
 mod alert;
-mod codec;
 mod config;
 mod connection;
 mod crypto;
@@ -164,7 +163,7 @@ mod handshake;
 mod mobility;
 mod record;
 mod session;
-mod state;
+mod strategy;
 mod suite;
 
 #[doc(hidden)]
@@ -179,4 +178,5 @@ pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors};
 pub use mobility::MobilityStats;
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
+pub use strategy::{MobilityMode, SocketAction, SERVER_CID_LENGTH};
 pub use suite::CipherSuite;

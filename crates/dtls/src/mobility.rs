@@ -3,6 +3,7 @@
 //! when one of them is in use, so a session without mobility pays one pointer.
 
 use fastshake_core::Instant;
+use fastshake_core::{TimerKind, TimerTable};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::collections::VecDeque;
@@ -74,7 +75,7 @@ pub(crate) struct Probe {
     /// Bytes sent to `addr` so far.
     pub bytes_sent: u64,
     pub challenges_sent: u32,
-    pub deadline: Instant,
+    /// Wait before the next challenge (it doubles, up to the retransmission ceiling).
     pub interval: Duration,
 }
 
@@ -82,8 +83,24 @@ pub(crate) struct Probe {
 #[derive(Debug)]
 pub(crate) struct PortMove {
     pub local: SocketAddr,
-    pub deadline: Instant,
+    /// Wait before the announcement after the next one.
     pub interval: Duration,
+}
+
+/// The timers of session mobility.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PathTimer {
+    /// Resend the path_challenge, or give the check up (RFC 9853 §4).
+    Challenge,
+    /// Resend the port announcement.
+    Announce,
+}
+
+impl TimerKind for PathTimer {
+    const ALL: &'static [Self] = &[PathTimer::Challenge, PathTimer::Announce];
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// What exists only while a path is checked, a port move announced, or a datagram with a
@@ -99,6 +116,8 @@ pub(crate) struct Transient {
     pub held: VecDeque<Vec<u8>>,
     /// Datagrams with a destination of their own (path challenges and responses).
     pub direct: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// When the challenge or the announcement is resent.
+    pub timers: TimerTable<PathTimer, 2>,
 }
 
 /// Per-session mobility state.
@@ -172,8 +191,11 @@ impl PathState {
 
     /// The earliest timer: a path challenge or a port announcement to resend.
     pub fn deadline(&self) -> Option<Instant> {
-        let probe = self.probe().map(|p| p.deadline);
-        let moving = self.moving().map(|m| m.deadline);
-        [probe, moving].into_iter().flatten().min()
+        self.transient.as_ref()?.timers.next()
+    }
+
+    /// Whether datagrams with their own destination wait (challenges, responses, copies).
+    pub fn has_direct(&self) -> bool {
+        self.transient.as_ref().is_some_and(|t| !t.direct.is_empty())
     }
 }

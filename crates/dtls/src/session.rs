@@ -1,9 +1,9 @@
 //! Resumption state: what a client keeps to resume (RFC 5246 §7.3, RFC 5077), the server's
 //! bounded session cache, ticket keys, and the client-authentication policy.
 
-use crate::codec::{put_u16, put_u8, put_vec16, put_vec8, Reader};
 use crate::error::Error;
 use crate::suite::CipherSuite;
+use fastshake_core::codec::{put_u16, put_u8, put_vec16, put_vec8, Reader};
 use std::time::Duration;
 use zeroize::Zeroize;
 

@@ -1,9 +1,9 @@
 //! Random, truncated and bit-flipped datagrams against a listening endpoint and an established
 //! session: no panic, the session goes on, and new clients still connect.
 
-mod common;
-
-use common::*;
+use fastshake_dtls::ConnectionHandle;
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::Datagram;
 use proptest::prelude::*;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,6 +23,16 @@ enum Garbage {
     },
 }
 
+/// After the garbage: a record each way in the session `h` arrives.
+fn data_still_flows(pair: &mut Pair, h: ConnectionHandle) -> Result<(), TestCaseError> {
+    pair.client.send(b"after garbage").unwrap();
+    pair.server.send(h, b"reply after garbage").unwrap();
+    pair.run_for(Duration::from_secs(1));
+    prop_assert_eq!(pair.server_data().last().cloned(), Some(b"after garbage".to_vec()));
+    prop_assert_eq!(pair.client_data().last().cloned(), Some(b"reply after garbage".to_vec()));
+    Ok(())
+}
+
 fn garbage() -> impl Strategy<Value = Garbage> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..300).prop_map(Garbage::Random),
@@ -31,15 +41,15 @@ fn garbage() -> impl Strategy<Value = Garbage> {
     ]
 }
 
-fn realize(g: &Garbage, log: &[(Dir, Vec<u8>)]) -> Vec<u8> {
+fn realize(g: &Garbage, log: &[Datagram]) -> Vec<u8> {
     match g {
         Garbage::Random(d) => d.clone(),
         Garbage::Truncated { index, len } => {
-            let d = &log[index % log.len()].1;
+            let d = &log[index % log.len()].payload;
             d[..(*len).min(d.len())].to_vec()
         }
         Garbage::BitFlip { index, bit } => {
-            let mut d = log[index % log.len()].1.clone();
+            let mut d = log[index % log.len()].payload.clone();
             let b = bit % (d.len() * 8);
             d[b / 8] ^= 1 << (b % 8);
             d
@@ -49,8 +59,12 @@ fn realize(g: &Garbage, log: &[(Dir, Vec<u8>)]) -> Vec<u8> {
 
 /// Datagrams of another session (other seeds, so other keys): realistic bytes that must not
 /// authenticate in the session under test.
-fn reference_log() -> Vec<(Dir, Vec<u8>)> {
-    let mut pair = Pair::with_seed(client_config(), server_config(), 77);
+fn reference_log() -> Vec<Datagram> {
+    session_log(Pair::with_seed(client_config(), server_config(), 77))
+}
+
+/// Everything `pair` sent in a handshake and a record each way.
+fn session_log(mut pair: Pair) -> Vec<Datagram> {
     pair.handshake(Duration::from_secs(60)).unwrap();
     pair.client.send(b"reference data").unwrap();
     let h = pair.server_handle();
@@ -72,15 +86,9 @@ fn cid_configs() -> (fastshake_dtls::ClientConfig, fastshake_dtls::ServerConfig)
 }
 
 /// Datagrams of another session with CIDs (other seeds: other keys and CIDs).
-fn cid_reference_log() -> Vec<(Dir, Vec<u8>)> {
+fn cid_reference_log() -> Vec<Datagram> {
     let (client, server) = cid_configs();
-    let mut pair = Pair::with_seed(client, server, 78);
-    pair.handshake(Duration::from_secs(60)).unwrap();
-    pair.client.send(b"reference data").unwrap();
-    let h = pair.server_handle();
-    pair.server.send(h, b"reference reply").unwrap();
-    pair.run_for(Duration::from_secs(1));
-    pair.log
+    session_log(Pair::with_seed(client, server, 78))
 }
 
 proptest! {
@@ -126,11 +134,7 @@ proptest! {
         prop_assert_eq!(pair.server.handle_for(ca), Some(h));
         prop_assert_eq!(pair.server.handle_for(stranger), None);
         prop_assert_eq!(pair.server.connection(h).unwrap().mobility_stats().path_challenges_sent, 0);
-        pair.client.send(b"after garbage").unwrap();
-        pair.server.send(h, b"reply after garbage").unwrap();
-        pair.run_for(Duration::from_secs(1));
-        prop_assert_eq!(pair.server_data().last().cloned(), Some(b"after garbage".to_vec()));
-        prop_assert_eq!(pair.client_data().last().cloned(), Some(b"reply after garbage".to_vec()));
+        data_still_flows(&mut pair, h)?;
     }
 
     #[test]
@@ -150,11 +154,7 @@ proptest! {
         pair.run_for(Duration::from_secs(2));
         prop_assert!(pair.client.is_established());
         prop_assert_eq!(pair.server.handle_for(ca), Some(h));
-        pair.client.send(b"after garbage").unwrap();
-        pair.server.send(h, b"reply after garbage").unwrap();
-        pair.run_for(Duration::from_secs(1));
-        prop_assert_eq!(pair.server_data().last().cloned(), Some(b"after garbage".to_vec()));
-        prop_assert_eq!(pair.client_data().last().cloned(), Some(b"reply after garbage".to_vec()));
+        data_still_flows(&mut pair, h)?;
     }
 
     #[test]

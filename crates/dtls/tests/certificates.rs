@@ -1,14 +1,13 @@
 //! Certificate suites on the in-memory pair: every suite, mutual authentication, and each
 //! refusal with the alert RFC 5246 names.
 
-mod common;
-
-use common::*;
 use fastshake_dtls::{
     AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Event, Instant,
     ServerConfig, TrustAnchors, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{self, Fate};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -78,7 +77,7 @@ fn every_certificate_suite_completes_and_carries_data() {
         assert!(c.extended_master_secret && s.extended_master_secret);
         assert_eq!(c.peer_certificates, pki.server_chain().len(), "leaf and intermediates, never the root");
         assert_eq!(s.peer_certificates, 0);
-        exchange_data(&mut pair, 3);
+        pair.exchange_data(3);
     }
 }
 
@@ -115,7 +114,7 @@ fn mutual_authentication_under_each_policy() {
         let mut pair = Pair::new(cc, sc);
         let (_, s) = pair.handshake(MINUTE).expect("mutual handshake");
         assert_eq!(s.peer_certificates, pki.client_chain().len(), "{policy:?}");
-        exchange_data(&mut pair, 2);
+        pair.exchange_data(2);
     }
     // RSA client keys sign CertificateVerify too.
     let pki = rsa_pki();
@@ -257,38 +256,10 @@ fn certificate_handshake_survives_loss_and_a_small_mtu() {
     cc.certified_key = Some(client_key(pki));
     let mut pair = Pair::new(cc, sc);
     // Lose the first datagram of every flight once in each direction.
-    pair.filter = Box::new(|_, i, _| if i % 5 == 2 { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.index % 5 == 2);
     let (c, s) = pair.handshake(MINUTE).expect("handshake despite loss");
     assert!(c.retransmissions + s.retransmissions > 0);
     assert_eq!(s.peer_certificates, 3);
-}
-
-fn exchange_data(pair: &mut Pair, n: usize) {
-    let h = pair.server.handle_for(pair.client_addr).expect("server connection");
-    for i in 0..n {
-        pair.client.send(format!("c{i}").as_bytes()).unwrap();
-        pair.server.send(h, format!("s{i}").as_bytes()).unwrap();
-    }
-    let limit = pair.now + Duration::from_secs(1);
-    while pair.step(limit) {}
-    let got_s: Vec<_> = pair
-        .server_events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            Event::ApplicationData(d) => Some(d.clone()),
-            _ => None,
-        })
-        .collect();
-    let got_c: Vec<_> = pair
-        .client_events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ApplicationData(d) => Some(d.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(got_s, (0..n).map(|i| format!("c{i}").into_bytes()).collect::<Vec<_>>());
-    assert_eq!(got_c, (0..n).map(|i| format!("s{i}").into_bytes()).collect::<Vec<_>>());
 }
 
 #[test]
@@ -304,17 +275,17 @@ fn the_iot_profile_connects_at_a_96_byte_mtu() {
     sc.client_auth = ClientAuth::Require;
     sc.client_trust_anchors = Some(anchors(pki));
     let mut pair = Pair::new(cc, sc);
-    pair.filter = Box::new(|_, _, d| {
-        assert!(d.len() <= 96, "a {}-byte datagram", d.len());
+    pair.filter = Box::new(|d| {
+        assert!(d.payload.len() <= 96, "a {}-byte datagram", d.payload.len());
         Fate::Deliver
     });
     let (c, s) = pair.handshake(MINUTE).expect("handshake at MTU 96");
     assert_eq!((c.suite, s.peer_certificates), (CipherSuite::EcdheEcdsaWithAes128Ccm8, 3));
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
 }
 
-/// Runs a mutual certificate handshake in lock step, corrupting byte `pos` of datagram `target`
-/// (counted over both directions); returns whether both sides ended established.
+/// Runs a mutual certificate handshake, corrupting byte `pos` of datagram `target` (counted over
+/// both directions); returns whether both sides ended established.
 fn corrupted_handshake(target: usize, pos: usize) -> bool {
     let pki = p256_pki();
     let mut cc = cert_client(pki);
@@ -324,41 +295,14 @@ fn corrupted_handshake(target: usize, pos: usize) -> bool {
     sc.client_auth = ClientAuth::Optional;
     sc.client_trust_anchors = Some(anchors(pki));
     sc.tickets = Some(fastshake_dtls::TicketKeys::new(1, [5; 16]));
-    let (from, to): (std::net::SocketAddr, std::net::SocketAddr) =
-        ("192.0.2.1:5684".parse().unwrap(), "198.51.100.1:5684".parse().unwrap());
-    let mut now = fastshake_dtls::Instant::from_millis(1);
-    let mut client = fastshake_dtls::Connection::client(Arc::new(cc), now, to, [1; 32]);
-    let mut server = fastshake_dtls::Endpoint::new(Arc::new(sc), [2; 32]);
-    let mut index = 0;
-    let mut corrupt = |d: &mut Vec<u8>| {
-        if index == target && pos < d.len() {
-            d[pos] ^= 0x5a;
+    let mut pair = Pair::new(cc, sc);
+    pair.filter = Box::new(move |d| {
+        if d.nth == target && pos < d.payload.len() {
+            d.payload[pos] ^= 0x5a;
         }
-        index += 1;
-    };
-    for _ in 0..40 {
-        while let Some(t) = client.poll_transmit(now) {
-            let mut d = t.payload;
-            corrupt(&mut d);
-            server.handle_datagram(now, to, from, &mut d);
-        }
-        while let Some(t) = server.poll_transmit(now) {
-            let mut d = t.payload;
-            corrupt(&mut d);
-            client.handle_datagram(now, to, &mut d);
-        }
-        while server.poll_event().is_some() {}
-        while client.poll_event().is_some() {}
-        let established = client.is_established()
-            && server.handle_for(from).and_then(|h| server.connection(h)).is_some_and(|c| c.is_established());
-        if established || client.is_closed() {
-            return established;
-        }
-        now += Duration::from_millis(500);
-        client.handle_timeout(now);
-        server.handle_timeout(now);
-    }
-    false
+        Fate::Deliver
+    });
+    pair.handshake(Duration::from_secs(20)).is_some()
 }
 
 #[test]

@@ -2,16 +2,10 @@
 //! §4.1.2.7): forged datagrams from a stranger who knows the 4-tuple do not end a handshake,
 //! while a wrong PSK still gets its clear decrypt_error.
 
-mod common;
-
-use common::*;
-use fastshake_dtls::{AlertDescription, Connection, Endpoint, Error, Event, Instant};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use fastshake_dtls::{AlertDescription, Error, Event, Instant};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{self, Datagram, Dir};
 use std::time::Duration;
-
-const SERVER: &str = "198.51.100.1:5684";
-const CLIENT: &str = "192.0.2.1:40000";
 
 /// The records of a datagram, each with its header.
 fn records(datagram: &[u8]) -> Vec<Vec<u8>> {
@@ -43,109 +37,77 @@ fn forged(n: usize, seq: u64) -> Vec<u8> {
     d
 }
 
-struct Handshake {
-    now: Instant,
-    client: Connection,
-    server: Endpoint,
-    sa: SocketAddr,
-    ca: SocketAddr,
+/// A pair whose network loses the `index`-th datagram (and every later one) in `dir`: the test
+/// hands those over itself.
+fn holding(dir: Dir, index: usize) -> Pair {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.filter = net::drop_if(move |d| d.dir == dir && d.index >= index);
+    pair
 }
 
-impl Handshake {
-    fn new() -> Handshake {
-        let now = Instant::from_millis(1_000);
-        let sa: SocketAddr = SERVER.parse().unwrap();
-        Handshake {
-            now,
-            client: Connection::client(Arc::new(client_config()), now, sa, [1; 32]),
-            server: Endpoint::new(Arc::new(server_config()), [2; 32]),
-            sa,
-            ca: CLIENT.parse().unwrap(),
-        }
-    }
+fn held(pair: &Pair, dir: Dir, index: usize) -> Vec<Datagram> {
+    pair.log.iter().filter(|d| d.dir == dir && d.index >= index).cloned().collect()
+}
 
-    fn deliver_to_server(&mut self, d: &[u8]) {
-        self.server.handle_datagram(self.now, self.sa, self.ca, &mut d.to_vec());
-    }
+/// The client's flight 5 (its third datagram on), run up to and held.
+fn flight_five(pair: &mut Pair) -> Vec<Datagram> {
+    pair.run_for(Duration::from_millis(100));
+    let flight = held(pair, Dir::ToServer, 2);
+    assert!(!flight.is_empty(), "the client sent flight 5");
+    flight
+}
 
-    fn deliver_to_client(&mut self, d: &[u8]) {
-        self.client.handle_datagram(self.now, self.sa, &mut d.to_vec());
-    }
-
-    fn client_output(&mut self) -> Vec<Vec<u8>> {
-        std::iter::from_fn(|| self.client.poll_transmit(self.now)).map(|t| t.payload).collect()
-    }
-
-    fn server_output(&mut self) -> Vec<Vec<u8>> {
-        std::iter::from_fn(|| self.server.poll_transmit(self.now)).map(|t| t.payload).collect()
-    }
-
-    /// Runs the handshake up to the client's flight 5, which is returned unsent.
-    fn run_to_flight_five(&mut self) -> Vec<Vec<u8>> {
-        for d in self.client_output() {
-            self.deliver_to_server(&d);
-        }
-        for d in self.server_output() {
-            self.deliver_to_client(&d); // HelloVerifyRequest
-        }
-        for d in self.client_output() {
-            self.deliver_to_server(&d); // ClientHello with the cookie
-        }
-        for d in self.server_output() {
-            self.deliver_to_client(&d); // flight 4
-        }
-        self.client_output()
-    }
-
-    fn server_events(&mut self) -> Vec<Event> {
-        std::iter::from_fn(|| self.server.poll_event()).map(|(_, e)| e).collect()
-    }
+fn server_events_since(pair: &Pair, mark: usize) -> Vec<&Event> {
+    pair.server_events[mark..].iter().map(|(_, e)| e).collect()
 }
 
 #[test]
 fn forged_records_before_the_clients_finished_do_not_end_the_handshake() {
-    let mut hs = Handshake::new();
-    let flight5: Vec<Vec<u8>> = hs.run_to_flight_five().iter().flat_map(|d| records(d)).collect();
+    let mut pair = holding(Dir::ToServer, 2);
+    let flight5: Vec<Vec<u8>> = flight_five(&mut pair).iter().flat_map(|d| records(&d.payload)).collect();
     let (plain, protected): (Vec<_>, Vec<_>) = flight5.into_iter().partition(|r| epoch(r) == 0);
     assert!(!protected.is_empty(), "the Finished is protected");
+    let (ca, sa) = (pair.client_addr, pair.server_addr);
     // A forged datagram before the ClientKeyExchange (nothing can open it yet) ...
-    hs.deliver_to_server(&forged(3, 0));
-    hs.deliver_to_server(&plain.concat());
+    let mark = pair.server_events.len();
+    pair.inject(ca, sa, forged(3, 0));
+    pair.inject(ca, sa, plain.concat());
     // ... and a burst of them while the server waits for the Finished.
     for k in 0..20 {
-        hs.now += Duration::from_millis(10);
-        hs.deliver_to_server(&forged(4, 100 + 10 * k));
+        pair.now += Duration::from_millis(10);
+        pair.inject(ca, sa, forged(4, 100 + 10 * k));
     }
-    let events = hs.server_events();
+    let events = server_events_since(&pair, mark);
     assert!(!events.iter().any(|e| matches!(e, Event::Failed(_))), "{events:?}");
     // The real Finished still completes the handshake.
-    hs.deliver_to_server(&protected.concat());
-    let events = hs.server_events();
+    let mark = pair.server_events.len();
+    pair.inject(ca, sa, protected.concat());
+    let events = server_events_since(&pair, mark);
     assert!(events.iter().any(|e| matches!(e, Event::Connected(_))), "{events:?}");
-    for d in hs.server_output() {
-        hs.deliver_to_client(&d);
-    }
-    assert!(hs.client.is_established());
+    pair.run_for(Duration::from_millis(100));
+    assert!(pair.client.is_established());
 }
 
 #[test]
 fn forged_records_before_the_servers_finished_do_not_end_the_handshake() {
-    let mut hs = Handshake::new();
-    for d in hs.run_to_flight_five() {
-        hs.deliver_to_server(&d);
-    }
-    let flight6 = hs.server_output();
+    // The server's flight 6 (its third datagram) is held.
+    let mut pair = holding(Dir::ToClient, 2);
+    pair.run_for(Duration::from_millis(100));
+    let flight6 = held(&pair, Dir::ToClient, 2);
+    assert!(!flight6.is_empty(), "the server sent flight 6");
     // The client has sent its Finished and waits for the server's: forgeries come first.
+    let (ca, sa) = (pair.client_addr, pair.server_addr);
     for k in 0..20 {
-        hs.now += Duration::from_millis(10);
-        hs.deliver_to_client(&forged(4, 200 + 10 * k));
+        pair.now += Duration::from_millis(10);
+        pair.inject(sa, ca, forged(4, 200 + 10 * k));
     }
-    assert!(!hs.client.is_closed(), "{:?}", hs.client.poll_event());
+    assert!(!pair.client.is_closed(), "{:?}", pair.client_events);
+    let mark = pair.client_events.len();
     for d in flight6 {
-        hs.deliver_to_client(&d);
+        pair.inject(sa, ca, d.payload);
     }
-    assert!(hs.client.is_established());
-    assert!(matches!(hs.client.poll_event(), Some(Event::Connected(_))));
+    assert!(pair.client.is_established());
+    assert!(matches!(pair.client_events.get(mark), Some(Event::Connected(_))), "{:?}", pair.client_events);
 }
 
 /// With a wrong PSK the client's Finished never authenticates: once the client has resent its

@@ -1,8 +1,7 @@
 //! Memory a peer that never authenticates can make the server hold for one connection (its own
 //! binary: the counting allocator sees every thread, so nothing else may run beside it).
-mod common;
-use common::*;
 use fastshake_dtls::{Connection, Endpoint, Instant};
+use fastshake_testkit::dtls::{client_config, server_config};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use std::net::SocketAddr;

@@ -1,31 +1,12 @@
 //! In-memory handshakes on virtual time: loss, reordering, duplication, small MTU, wrong keys,
 //! cookie rotation, a new handshake on an existing 4-tuple, and application data both ways.
 
-mod common;
-
-use common::*;
 use fastshake_dtls::{AlertDescription, CipherSuite, Error, Event};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{self, Dir, Fate};
 use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
-
-/// Sends `n` distinct records each way and checks each arrives exactly once, unaltered.
-fn exchange_data(pair: &mut Pair, n: usize) {
-    let h = pair.server_handle();
-    let before_c = pair.client_data().len();
-    let before_s = pair.server_data().len();
-    for i in 0..n {
-        pair.client.send(format!("client record {i}").as_bytes()).unwrap();
-        pair.server.send(h, format!("server record {i}").as_bytes()).unwrap();
-    }
-    pair.run_for(Duration::from_secs(1));
-    let got_s: Vec<_> = pair.server_data()[before_s..].to_vec();
-    let got_c: Vec<_> = pair.client_data()[before_c..].to_vec();
-    let want_s: Vec<Vec<u8>> = (0..n).map(|i| format!("client record {i}").into_bytes()).collect();
-    let want_c: Vec<Vec<u8>> = (0..n).map(|i| format!("server record {i}").into_bytes()).collect();
-    assert_eq!(got_s, want_s, "server received every client record once, in order");
-    assert_eq!(got_c, want_c, "client received every server record once, in order");
-}
 
 #[test]
 fn plain_handshake_both_suites_and_data() {
@@ -44,7 +25,7 @@ fn plain_handshake_both_suites_and_data() {
         // Three round trips of 10 ms each way.
         assert_eq!(c.duration, Duration::from_millis(60));
         assert_eq!(pair.server.stats().hello_verify_sent, 1);
-        exchange_data(&mut pair, 20);
+        pair.exchange_data(20);
         assert!(pair.client.is_established());
         let h = pair.server_handle();
         assert!(
@@ -68,8 +49,7 @@ fn each_flight_lost_once() {
         (Dir::ToClient, 2),
     ] {
         let mut pair = Pair::new(client_config(), server_config());
-        pair.filter =
-            Box::new(move |d, i, _| if d == dir && i == index { Fate::Drop } else { Fate::Deliver });
+        pair.filter = net::drop_if(move |d| d.dir == dir && d.index == index);
         let (c, s) = pair.handshake(MINUTE).unwrap_or_else(|| panic!("completes with {dir:?} #{index} lost"));
         assert_eq!(c.flights_sent, 3, "{dir:?} #{index}");
         assert_eq!(s.flights_sent, 2, "{dir:?} #{index}");
@@ -82,7 +62,7 @@ fn each_flight_lost_once() {
             c.duration
         );
         pair.run_for(Duration::from_secs(3));
-        exchange_data(&mut pair, 5);
+        pair.exchange_data(5);
     }
 }
 
@@ -90,23 +70,19 @@ fn each_flight_lost_once() {
 fn flight_lost_several_times_backs_off() {
     // Flight 5 (third datagram to the server) and its first two retransmissions are lost.
     let mut pair = Pair::new(client_config(), server_config());
-    pair.filter =
-        Box::new(
-            |d, i, _| if d == Dir::ToServer && (2..5).contains(&i) { Fate::Drop } else { Fate::Deliver },
-        );
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && (2..5).contains(&d.index));
     let (c, _s) = pair.handshake(MINUTE).expect("completes");
     assert_eq!(c.retransmissions, 3);
     // Timer 1 s, then 2 s, then 4 s: the fourth copy leaves 7 s after the first.
     assert!(c.duration >= Duration::from_secs(7) && c.duration < Duration::from_secs(8), "{:?}", c.duration);
     assert_eq!(pair.client.stats().flights_resent, 3);
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
 }
 
 #[test]
 fn server_last_flight_lost_is_resent_on_client_retransmission() {
     let mut pair = Pair::new(client_config(), server_config());
-    pair.filter =
-        Box::new(|d, i, _| if d == Dir::ToClient && (i == 2 || i == 3) { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToClient && (d.index == 2 || d.index == 3));
     let (c, s) = pair.handshake(MINUTE).expect("completes");
     assert_eq!(c.retransmissions, 2);
     let server_conn = pair.server.connection(pair.server_handle()).unwrap();
@@ -119,7 +95,7 @@ fn handshake_times_out_without_answer() {
     let mut cc = client_config();
     cc.handshake_timeout = Duration::from_secs(60);
     let mut pair = Pair::new(cc, server_config());
-    pair.filter = Box::new(|d, _, _| if d == Dir::ToServer { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToServer);
     assert!(pair.handshake(Duration::from_secs(120)).is_none());
     // Timer 1, 2, 4, 8, 16, 32 s: resends at 1, 3, 7, 15, 31 s; the next would be at 63 s > 60 s.
     assert_eq!(pair.client_failure(), Some(Error::HandshakeTimeout { retransmissions: 5 }));
@@ -154,7 +130,7 @@ fn reordered_fragments_at_smallest_mtu() {
         pair.client.send(&[0xab; 300]).unwrap();
         pair.run_for(Duration::from_secs(1));
         assert_eq!(pair.server_data().concat(), vec![0xab; 300]);
-        assert!(pair.log.iter().all(|(_, d)| d.len() <= mtu), "every datagram fits the MTU {mtu}");
+        assert!(pair.log.iter().all(|d| d.payload.len() <= mtu), "every datagram fits the MTU {mtu}");
         assert!(pair.log.len() > 10, "the flights were fragmented");
     }
 }
@@ -162,12 +138,12 @@ fn reordered_fragments_at_smallest_mtu() {
 #[test]
 fn duplicated_datagrams() {
     let mut pair = Pair::new(client_config(), server_config());
-    pair.filter = Box::new(|_, _, _| Fate::Duplicate);
+    pair.filter = Box::new(|_| Fate::Duplicate);
     let (c, s) = pair.handshake(MINUTE).expect("completes");
     assert_eq!((c.flights_sent, s.flights_sent), (3, 2));
     // Duplicates arrive together, so they never look like a lost flight.
     assert_eq!(c.retransmissions + s.retransmissions, 0);
-    exchange_data(&mut pair, 10);
+    pair.exchange_data(10);
 }
 
 #[test]
@@ -181,7 +157,7 @@ fn random_loss_and_duplication_never_loses_the_handshake() {
         let mut sc = server_config();
         sc.handshake_timeout = Duration::from_secs(300);
         let mut pair = Pair::with_seed(cc, sc, seed as u8);
-        pair.filter = Box::new(move |_, _, _| {
+        pair.filter = Box::new(move |_| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
@@ -263,11 +239,11 @@ fn cookie_rotation_mid_handshake_still_completes() {
 fn new_client_hello_on_existing_tuple_replaces_session_after_cookie() {
     let mut pair = Pair::new(client_config(), server_config());
     pair.handshake(MINUTE).expect("first session");
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
     let old = pair.server_handle();
     // A replayed copy of the first ClientHello with cookie does not disturb the session.
-    let (_, first_cookie_hello) =
-        pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).unwrap().clone();
+    let first_cookie_hello =
+        pair.log.iter().filter(|d| d.dir == Dir::ToServer).nth(1).unwrap().payload.clone();
     let server_addr = pair.server_addr;
     pair.server.handle_datagram(pair.now, server_addr, pair.client_addr, &mut first_cookie_hello.clone());
     assert_eq!(pair.server.handle_for(pair.client_addr), Some(old));
@@ -275,7 +251,6 @@ fn new_client_hello_on_existing_tuple_replaces_session_after_cookie() {
 
     // The client restarts from the same address and port.
     pair.new_client(client_config(), 9);
-    pair.client_events.clear();
     let before = pair.server_events.len();
     pair.handshake(MINUTE).expect("new session on the same 4-tuple");
     let new = pair.server_handle();
@@ -283,7 +258,7 @@ fn new_client_hello_on_existing_tuple_replaces_session_after_cookie() {
     assert!(pair.server_events[before..].contains(&(old, Event::Failed(Error::Superseded))));
     assert_eq!(pair.server.stats().connections_replaced, 1);
     assert_eq!(pair.server.stats().connections_open, 1);
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
 }
 
 #[test]
@@ -373,7 +348,7 @@ fn cookie_is_bound_to_the_client_address() {
     pair.handshake(MINUTE).unwrap();
     // The ClientHello with its cookie, replayed from another address, gets a fresh
     // HelloVerifyRequest and no state.
-    let (_, with_cookie) = pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).unwrap().clone();
+    let with_cookie = pair.log.iter().filter(|d| d.dir == Dir::ToServer).nth(1).unwrap().payload.clone();
     let stranger: std::net::SocketAddr = "203.0.113.9:5684".parse().unwrap();
     let before = pair.server.stats();
     let sa = pair.server_addr;
@@ -392,15 +367,14 @@ fn cookie_is_bound_to_the_client_address() {
 fn new_client_hello_replaces_a_session_still_in_handshake() {
     let mut pair = Pair::new(client_config(), server_config());
     // Lose the server's flight 4 for good: the first session stays mid-handshake.
-    pair.filter = Box::new(|d, i, _| if d == Dir::ToClient && i >= 1 { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToClient && d.index >= 1);
     pair.run_for(Duration::from_millis(500));
     let old = pair.server_handle();
     assert!(!pair.server.connection(old).unwrap().is_established());
-    pair.filter = Box::new(|_, _, _| Fate::Deliver);
+    pair.filter = net::deliver_all();
     pair.new_client(client_config(), 33);
-    pair.client_events.clear();
     pair.handshake(MINUTE).expect("the restarted client connects");
     assert_ne!(pair.server_handle(), old);
     assert!(pair.server_events.contains(&(old, Event::Failed(Error::Superseded))));
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
 }

@@ -2,14 +2,13 @@
 //! split across two datagrams, protected records of any size next to a Finished, and large
 //! fragmented ClientHellos (a DTLS 1.3 client offering a post-quantum key share).
 
-mod common;
-
-use common::*;
 use fastshake_dtls::{
-    CipherSuite, ClientAuth, ClientConfig, Connection, Endpoint, Event, Instant, ServerConfig,
-    SessionCacheConfig, TicketKeys, TrustAnchors, WallClock,
+    CipherSuite, ClientAuth, ClientConfig, Endpoint, Event, Instant, ServerConfig, SessionCacheConfig,
+    TicketKeys, TrustAnchors, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{Dir, Fate};
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -54,7 +53,7 @@ fn a_whole_flight_in_one_large_datagram_is_taken_on_first_arrival() {
     let mut pair = Pair::new(c, s);
     let (c, s) = pair.handshake(MINUTE).expect("handshake");
     assert_eq!((c.retransmissions, s.retransmissions), (0, 0));
-    let largest = pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).map(|(_, d)| d.len()).max().unwrap();
+    let largest = pair.log.iter().filter(|d| d.dir == Dir::ToServer).map(|d| d.payload.len()).max().unwrap();
     assert!(largest > 3_000, "the client's certificate flight went as one datagram of {largest} bytes");
 }
 
@@ -69,7 +68,7 @@ fn a_record_split_across_two_datagrams_completes_the_flight_at_once() {
     let mut pair = Pair::new(c, s);
     pair.split_over = Some(2_048);
     let (c, s) = pair.handshake(MINUTE).expect("handshake");
-    let split = pair.log.iter().filter(|(d, p)| *d == Dir::ToServer && p.len() == 2_048).count();
+    let split = pair.log.iter().filter(|d| d.dir == Dir::ToServer && d.payload.len() == 2_048).count();
     assert!(split >= 1, "the client's flight was split mid-record");
     assert_eq!((c.retransmissions, s.retransmissions), (0, 0), "no flight was resent");
     assert!(pair.server_failure().is_none());
@@ -83,8 +82,8 @@ fn a_split_record_whose_rest_is_lost_completes_on_the_retransmission() {
     let mut pair = Pair::new(c, s);
     let mut seen = 0;
     pair.split_over = Some(2_048);
-    pair.filter = Box::new(move |dir, _, d| {
-        if dir == Dir::ToServer && d.len() > 1_000 {
+    pair.filter = Box::new(move |d| {
+        if d.dir == Dir::ToServer && d.payload.len() > 1_000 {
             seen += 1;
             // The rest of the first split flight is lost.
             if seen == 2 {
@@ -96,50 +95,6 @@ fn a_split_record_whose_rest_is_lost_completes_on_the_retransmission() {
     let (c, s) = pair.handshake(MINUTE).expect("handshake");
     assert!(c.retransmissions + s.retransmissions > 0);
     assert!(pair.server_failure().is_none() && pair.client_failure().is_none());
-}
-
-/// A minimal sans-IO loop: datagrams of one side go to the other at once, each burst packed
-/// into one datagram (as a sender that writes a flight and its first data together does).
-struct Wire {
-    now: Instant,
-    client: Connection,
-    server: Endpoint,
-    client_addr: SocketAddr,
-    server_addr: SocketAddr,
-    client_events: Vec<Event>,
-    server_events: Vec<Event>,
-}
-
-impl Wire {
-    fn pump(&mut self, on_client_connected: &mut dyn FnMut(&mut Connection)) {
-        for _ in 0..20 {
-            let mut moved = false;
-            while let Some(e) = self.client.poll_event() {
-                if matches!(e, Event::Connected(_)) {
-                    on_client_connected(&mut self.client);
-                }
-                self.client_events.push(e);
-            }
-            let burst: Vec<u8> =
-                std::iter::from_fn(|| self.client.poll_transmit(self.now)).flat_map(|t| t.payload).collect();
-            if !burst.is_empty() {
-                moved = true;
-                self.server.handle_datagram(self.now, self.server_addr, self.client_addr, &mut burst.clone());
-            }
-            while let Some((_, e)) = self.server.poll_event() {
-                self.server_events.push(e);
-            }
-            let burst: Vec<u8> =
-                std::iter::from_fn(|| self.server.poll_transmit(self.now)).flat_map(|t| t.payload).collect();
-            if !burst.is_empty() {
-                moved = true;
-                self.client.handle_datagram(self.now, self.server_addr, &mut burst.clone());
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
 }
 
 /// In an abbreviated handshake the client's Finished is the last message, and its first
@@ -154,48 +109,27 @@ fn a_large_record_beside_the_clients_finished_is_taken_with_it() {
         wall_clock: CLOCK,
         ..server_config()
     };
-    let client_config =
-        Arc::new(ClientConfig { wall_clock: CLOCK, mtu: u16::MAX as usize, ..client_config() });
-    let server_addr: SocketAddr = "198.51.100.1:5684".parse().unwrap();
-    let now = Instant::from_millis(1_000);
-    let mut wire = Wire {
-        now,
-        client: Connection::client(client_config.clone(), now, server_addr, [1; 32]),
-        server: Endpoint::new(Arc::new(server_config), [2; 32]),
-        client_addr: "192.0.2.1:4000".parse().unwrap(),
-        server_addr,
-        client_events: Vec::new(),
-        server_events: Vec::new(),
-    };
-    wire.pump(&mut |_| {});
-    let session = wire.client_events.iter().find_map(|e| match e {
-        Event::Connected(s) => s.session.clone(),
-        _ => None,
-    });
-    assert!(session.is_some(), "first handshake: {:?}", wire.client_events);
+    let client_config = ClientConfig { wall_clock: CLOCK, mtu: u16::MAX as usize, ..client_config() };
+    let mut pair = Pair::new(client_config.clone(), server_config);
+    // Each burst leaves as one datagram, as a sender that writes a flight and its first data
+    // together does.
+    pair.coalesce = true;
+    let (first, _) = pair.handshake(MINUTE).expect("first handshake");
+    assert!(first.session.is_some(), "first handshake: {:?}", pair.client_events);
 
     let big = vec![0x5a; 15_000];
-    wire.client_addr = "192.0.2.1:4001".parse().unwrap();
-    wire.client = Connection::client_with_session(client_config, now, server_addr, [3; 32], session);
-    wire.client_events.clear();
-    wire.server_events.clear();
+    pair.client_addr.set_port(pair.client_addr.port() + 1);
+    pair.resume_client(client_config, first.session, 3);
+    pair.server_events.clear();
     let payload = big.clone();
-    wire.pump(&mut |client| client.send(&payload).unwrap());
-    let resumed = wire.server_events.iter().find_map(|e| match e {
-        Event::Connected(s) => Some(s.clone()),
-        _ => None,
+    pair.on_client_event = Box::new(move |client, e| {
+        if matches!(e, Event::Connected(_)) {
+            client.send(&payload).unwrap();
+        }
     });
-    let resumed = resumed.expect("the server completed the abbreviated handshake");
+    let (_, resumed) = pair.handshake(MINUTE).expect("the server completed the abbreviated handshake");
     assert!(resumed.resumed && resumed.retransmissions == 0);
-    let data: Vec<&Vec<u8>> = wire
-        .server_events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ApplicationData(d) => Some(d),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(data, vec![&big], "the 15 kB record came with the Finished, once");
+    assert_eq!(pair.server_data(), vec![big], "the 15 kB record came with the Finished, once");
 }
 
 /// A ClientHello of a DTLS 1.3 client that also offers DTLS 1.2: `supported_versions` (43),

@@ -3,14 +3,13 @@
 //! moved on. A message_seq below the next expected one is discarded, a retransmitted previous
 //! flight of the peer makes us resend our last one, and no copy ever ends a handshake.
 
-mod common;
-
-use common::*;
 use fastshake_dtls::{
-    CertifiedKey, ClientAuth, ClientConfig, ClientSession, Connection, Event, HandshakeSummary, Instant,
-    ServerConfig, SessionCacheConfig, TicketKeys, TrustAnchors, WallClock,
+    CertifiedKey, ClientAuth, ClientConfig, ClientSession, Event, HandshakeSummary, Instant, ServerConfig,
+    SessionCacheConfig, TicketKeys, TrustAnchors, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{Dir, Fate, Filter};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::sync::{Arc, OnceLock};
@@ -86,7 +85,7 @@ fn configs(mode: Mode) -> (ClientConfig, ServerConfig) {
 /// after the peer moved on).
 fn late_copies(seed: u64, late_max: Duration) -> Filter {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    Box::new(move |_, _, _| {
+    Box::new(move |_| {
         let extra = Duration::from_millis(rng.next_u64() % late_max.as_millis().max(1) as u64);
         Fate::DuplicateLate(extra)
     })
@@ -104,9 +103,7 @@ fn resuming_pair(c: ClientConfig, s: ServerConfig, seed: u8) -> Pair {
     let session: Option<ClientSession> = full.session;
     assert!(session.is_some(), "the server issued a session");
     pair.client_addr.set_port(pair.client_addr.port() + 1);
-    pair.client =
-        Connection::client_with_session(Arc::new(c), pair.now, pair.server_addr, [seed; 32], session);
-    pair.client_events.clear();
+    pair.resume_client(c, session, seed);
     pair.server_events.clear();
     pair
 }
@@ -230,9 +227,9 @@ fn old_flights_after_completion_change_nothing() {
         // Keep every datagram the server sends during the handshake, then replay them all.
         let kept = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let sink = kept.clone();
-        pair.filter = Box::new(move |dir, _, d| {
-            if dir == Dir::ToClient {
-                sink.borrow_mut().push(d.to_vec());
+        pair.filter = Box::new(move |d| {
+            if d.dir == Dir::ToClient {
+                sink.borrow_mut().push(d.payload.clone());
             }
             Fate::Deliver
         });

@@ -1,9 +1,9 @@
 //! Protocol details checked on the wire: ServerKeyExchange only with a hint, the
 //! HelloVerifyRequest's version, the extended master secret, RFC 5746 checks, and a
 //! non-default initial retransmission timer.
-mod common;
-use common::*;
 use fastshake_dtls::{AlertDescription, Connection, Error, Instant};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{self, Dir};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ fn handshake_fragments(datagram: &[u8]) -> Vec<(u8, Vec<u8>)> {
 }
 
 fn messages(pair: &Pair, dir: Dir) -> Vec<(u8, Vec<u8>)> {
-    pair.log.iter().filter(|(d, _)| *d == dir).flat_map(|(_, d)| handshake_fragments(d)).collect()
+    pair.log.iter().filter(|d| d.dir == dir).flat_map(|d| handshake_fragments(&d.payload)).collect()
 }
 
 /// The extensions of a ClientHello or ServerHello body, as (type, data).
@@ -110,12 +110,12 @@ fn server_key_exchange_only_when_a_hint_is_configured() {
 fn hello_verify_request_says_dtls_1_0_and_is_smaller_than_the_hello() {
     let mut pair = Pair::new(client_config(), server_config());
     pair.handshake(MINUTE).expect("handshake");
-    let hvr_datagram = &pair.log.iter().find(|(d, _)| *d == Dir::ToClient).unwrap().1;
+    let hvr_datagram = &pair.log.iter().find(|d| d.dir == Dir::ToClient).unwrap().payload;
     let (t, body) = &handshake_fragments(hvr_datagram)[0];
     assert_eq!(*t, HELLO_VERIFY_REQUEST);
     // RFC 6347 §4.2.1: server_version 0xFEFF (DTLS 1.0) whatever version is negotiated.
     assert_eq!(body[..2], [0xfe, 0xff]);
-    let first_hello = &pair.log.iter().find(|(d, _)| *d == Dir::ToServer).unwrap().1;
+    let first_hello = &pair.log.iter().find(|d| d.dir == Dir::ToServer).unwrap().payload;
     assert!(hvr_datagram.len() <= first_hello.len(), "no amplification before the cookie");
 }
 
@@ -138,10 +138,10 @@ fn server_answer_to_edited_hello(
     edit: impl FnOnce(&mut Vec<([u8; 2], Vec<u8>)>),
 ) -> Pair {
     let mut pair = Pair::new(client_config(), server_config);
-    pair.filter = Box::new(|d, i, _| if d == Dir::ToServer && i == 1 { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.index == 1);
     pair.run_for(Duration::from_millis(100));
     let cookie_hello =
-        pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).expect("cookie hello").1.clone();
+        pair.log.iter().filter(|d| d.dir == Dir::ToServer).nth(1).expect("cookie hello").payload.clone();
     assert_eq!(pair.server.stats().connections_open, 0);
     let mut edited = edit_client_hello(&cookie_hello, edit);
     let (sa, ca) = (pair.server_addr, pair.client_addr);
@@ -194,12 +194,12 @@ fn non_default_initial_retransmit_timer_is_used_and_doubles() {
     config.initial_retransmit = Duration::from_secs(2);
     let mut pair = Pair::new(client_config(), config);
     // Flight 4 is lost: the server resends it 2 s after sending it.
-    pair.filter = Box::new(|d, i, _| if d == Dir::ToClient && i == 1 { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToClient && d.index == 1);
     pair.step(pair.now + MINUTE);
     pair.step(pair.now + MINUTE);
     pair.step(pair.now + MINUTE);
     let flight4_sent = pair.now;
-    assert_eq!(pair.sent_to_client, 2);
+    assert_eq!(pair.sent(Dir::ToClient), 2);
     assert_eq!(pair.server.poll_timeout(), Some(flight4_sent + Duration::from_secs(2)));
     pair.handshake(MINUTE).expect("completes after the resend");
 }

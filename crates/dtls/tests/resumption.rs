@@ -1,14 +1,13 @@
 //! Session resumption on the in-memory pair: by session ID and by ticket, with lost flights;
 //! unknown, forged and expired tickets fall back to full handshakes; key rotation.
 
-mod common;
-
-use common::*;
 use fastshake_dtls::{
     ClientAuth, ClientConfig, ClientSession, Connection, Event, HandshakeSummary, Instant, Resumption,
     ServerConfig, SessionCacheConfig, TicketKey, TicketKeys, TrustAnchors, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{Dir, Fate};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -33,9 +32,7 @@ fn id_server() -> ServerConfig {
 fn reconnect(pair: &mut Pair, config: ClientConfig, session: Option<ClientSession>, seed: u8) {
     let port = pair.client_addr.port() + 1;
     pair.client_addr.set_port(port);
-    pair.client =
-        Connection::client_with_session(Arc::new(config), pair.now, pair.server_addr, [seed; 32], session);
-    pair.client_events.clear();
+    pair.resume_client(config, session, seed);
     pair.server_events.clear();
 }
 
@@ -106,13 +103,13 @@ fn resumption_survives_lost_flights() {
         let (_, session) = first_session(&mut pair);
         reconnect(&mut pair, client_config(), Some(session), 2);
         // Lose the first abbreviated flight of the server, or the client's CCS+Finished.
-        let (base_s, base_c) = (pair.sent_to_client, pair.sent_to_server);
-        pair.filter = Box::new(move |dir, i, _| {
-            let first = match dir {
-                Dir::ToClient => i == base_s + 1, // after the HelloVerifyRequest
-                Dir::ToServer => i == base_c + 2, // after both ClientHellos
+        let (base_s, base_c) = (pair.sent(Dir::ToClient), pair.sent(Dir::ToServer));
+        pair.filter = Box::new(move |d| {
+            let first = match d.dir {
+                Dir::ToClient => d.index == base_s + 1, // after the HelloVerifyRequest
+                Dir::ToServer => d.index == base_c + 2, // after both ClientHellos
             };
-            if dir == lose && first {
+            if d.dir == lose && first {
                 Fate::Drop
             } else {
                 Fate::Deliver
@@ -211,7 +208,8 @@ fn certificate_sessions_resume_without_certificates() {
 
 #[test]
 fn a_psk_session_stays_as_small_as_before() {
-    // The issue-2 figure: certificate and resumption state live in the boxed handshake state.
+    // Certificate and resumption state live in the boxed handshake state: an established PSK
+    // session stays within its size.
     assert!(std::mem::size_of::<Connection>() <= 224, "{}", std::mem::size_of::<Connection>());
     let mut pair = Pair::new(client_config(), id_server());
     let (_, session) = first_session(&mut pair);
@@ -234,9 +232,9 @@ fn data_that_overtakes_the_clients_finished_is_delivered_after_it() {
     let (_, session) = first_session(&mut pair);
     reconnect(&mut pair, client_config(), Some(session), 2);
     let mut dropped = false;
-    pair.filter = Box::new(move |dir, _, datagram| {
+    pair.filter = Box::new(move |d| {
         // The client's last flight opens with its ChangeCipherSpec record (content type 20).
-        if dir == Dir::ToServer && datagram.first() == Some(&20) && !dropped {
+        if d.dir == Dir::ToServer && d.payload.first() == Some(&20) && !dropped {
             dropped = true;
             return Fate::Drop;
         }

@@ -1,28 +1,21 @@
 //! The server endpoint under pressure: stale cookies, replacement handshakes, half-open floods,
 //! idle sessions and the memory a peer can pin before it authenticates.
-mod common;
-use common::*;
 use fastshake_dtls::{CipherSuite, Error, Event};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{self, Dir, Fate};
 use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-fn exchange_data(pair: &mut Pair, n: usize) {
-    let h = pair.server_handle();
-    let before_c = pair.client_data().len();
-    let before_s = pair.server_data().len();
-    for i in 0..n {
-        pair.client.send(format!("client record {i}").as_bytes()).unwrap();
-        pair.server.send(h, format!("server record {i}").as_bytes()).unwrap();
-    }
-    pair.run_for(Duration::from_secs(1));
-    assert_eq!(pair.server_data().len() - before_s, n, "server received every client record");
-    assert_eq!(pair.client_data().len() - before_c, n, "client received every server record");
-}
-
 /// The second datagram the client sent: its ClientHello with the cookie.
 fn cookie_hello(pair: &Pair) -> Vec<u8> {
-    pair.log.iter().filter(|(d, _)| *d == Dir::ToServer).nth(1).expect("ClientHello with cookie").1.clone()
+    pair.log
+        .iter()
+        .filter(|d| d.dir == Dir::ToServer)
+        .nth(1)
+        .expect("ClientHello with cookie")
+        .payload
+        .clone()
 }
 
 fn superseded(pair: &Pair, h: fastshake_dtls::ConnectionHandle) -> bool {
@@ -36,7 +29,6 @@ fn replayed_cookie_hello_of_an_earlier_session_leaves_the_live_session_alone() {
     let stale_hello = cookie_hello(&pair);
     // The client restarts on the same port: session 2 replaces session 1.
     pair.new_client(client_config(), 9);
-    pair.client_events.clear();
     pair.handshake(MINUTE).expect("session 2");
     pair.run_for(Duration::from_secs(1));
     let live = pair.server_handle();
@@ -49,7 +41,7 @@ fn replayed_cookie_hello_of_an_earlier_session_leaves_the_live_session_alone() {
     assert!(!superseded(&pair, live), "a replayed hello must not end the live session");
     assert_eq!(pair.server.handle_for(ca), Some(live));
     assert!(pair.server.connection(live).unwrap().is_established());
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
 
     // The handshake the replay started never completes; it times out and the session stays.
     pair.run_for(2 * MINUTE);
@@ -57,7 +49,7 @@ fn replayed_cookie_hello_of_an_earlier_session_leaves_the_live_session_alone() {
     assert_eq!(pair.server.stats().connections_open, 1);
     assert_eq!(pair.server.stats().replacements_abandoned, 1);
     assert_eq!(pair.server.stats().connections_replaced, 1);
-    exchange_data(&mut pair, 2);
+    pair.exchange_data(2);
 }
 
 #[test]
@@ -67,7 +59,6 @@ fn cookie_older_than_its_lifetime_is_refused() {
     pair.handshake(MINUTE).expect("session 1");
     let stale_hello = cookie_hello(&pair);
     pair.new_client(client_config(), 9);
-    pair.client_events.clear();
     pair.handshake(MINUTE).expect("session 2");
     let live = pair.server_handle();
     let (sa, ca) = (pair.server_addr, pair.client_addr);
@@ -91,7 +82,7 @@ fn fresh_cookie_is_accepted_for_half_its_lifetime() {
     let mut pair = Pair::new(client_config(), server_config());
     pair.server.set_cookie_lifetime(Duration::from_secs(10));
     // ClientHello out, HelloVerifyRequest back, then the cookie ClientHello is held for 4.9 s.
-    pair.filter = Box::new(|d, i, _| if d == Dir::ToServer && i == 1 { Fate::Drop } else { Fate::Deliver });
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.index == 1);
     pair.run_for(Duration::from_millis(100));
     let held = cookie_hello(&pair);
     pair.now += Duration::from_millis(4_900);
@@ -111,7 +102,6 @@ fn unacceptable_new_hello_on_the_address_of_a_session_keeps_it() {
     let mut cc = client_config();
     cc.suites = vec![CipherSuite::PskWithAes128GcmSha256];
     pair.new_client(cc, 9);
-    pair.client_events.clear();
     assert!(pair.handshake(MINUTE).is_none() || pair.client_summary().is_none());
     assert!(!superseded(&pair, live));
     assert!(pair.server.connection(live).unwrap().is_established());
@@ -273,7 +263,7 @@ fn silent_established_session_expires_after_the_idle_timeout() {
     // Traffic keeps it alive; garbage that fails authentication does not.
     for _ in 0..3 {
         pair.now += Duration::from_secs(20);
-        exchange_data(&mut pair, 1);
+        pair.exchange_data(1);
     }
     assert!(pair.server.connection(h).is_some_and(|c| c.is_established()));
     let (sa, ca) = (pair.server_addr, pair.client_addr);
@@ -443,7 +433,7 @@ fn data_does_not_move_the_idle_timer_until_it_fires() {
     pair.run_for(Duration::from_secs(1));
     let armed = pair.server.poll_timeout().expect("idle timer");
     pair.now += Duration::from_secs(10);
-    exchange_data(&mut pair, 3);
+    pair.exchange_data(3);
     assert_eq!(pair.server.poll_timeout(), Some(armed));
     let active_at = pair.now;
     pair.now = armed;
@@ -464,9 +454,9 @@ fn the_idle_timeout_does_not_end_a_handshake_the_client_has_not_finished() {
     pair.server.set_idle_timeout(Some(Duration::from_millis(1_500)));
     // The server's ChangeCipherSpec + Finished (its only epoch-1 flight) is lost twice.
     let mut dropped = 0;
-    pair.filter = Box::new(move |dir, _, d| {
-        let has_ccs = d.first() == Some(&20) || d.windows(3).any(|w| w == [20, 0xfe, 0xfd]);
-        if dir == Dir::ToClient && has_ccs && dropped < 2 {
+    pair.filter = Box::new(move |d| {
+        let has_ccs = d.payload.first() == Some(&20) || d.payload.windows(3).any(|w| w == [20, 0xfe, 0xfd]);
+        if d.dir == Dir::ToClient && has_ccs && dropped < 2 {
             dropped += 1;
             return Fate::Drop;
         }

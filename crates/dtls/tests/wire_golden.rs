@@ -5,14 +5,13 @@
 //! every fingerprint as it is; a deliberate change of the wire format updates them here, in the
 //! same commit, with the reason.
 
-mod common;
-
-use common::*;
 use fastshake_dtls::Instant;
 use fastshake_dtls::{
-    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Connection, Mobility, ServerConfig,
-    SessionCacheConfig, TicketKeys, TrustAnchors, WallClock,
+    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Mobility, ServerConfig, SessionCacheConfig,
+    TicketKeys, TrustAnchors, WallClock,
 };
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{Dir, Fate};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,10 +27,10 @@ fn data(name: &str) -> Vec<u8> {
 
 fn fingerprint(pair: &Pair) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    for (dir, d) in &pair.log {
-        ctx.update(&[*dir as u8]);
-        ctx.update(&(d.len() as u32).to_be_bytes());
-        ctx.update(d);
+    for d in &pair.log {
+        ctx.update(&[d.dir as u8]);
+        ctx.update(&(d.payload.len() as u32).to_be_bytes());
+        ctx.update(&d.payload);
     }
     ctx.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -91,9 +90,7 @@ fn resumed(c: ClientConfig, s: ServerConfig) -> String {
     let (summary, _) = pair.handshake(MINUTE).expect("full handshake");
     talk(&mut pair);
     pair.client_addr.set_port(pair.client_addr.port() + 1);
-    pair.client =
-        Connection::client_with_session(Arc::new(c), pair.now, pair.server_addr, [8; 32], summary.session);
-    pair.client_events.clear();
+    pair.resume_client(c, summary.session, 8);
     pair.server_events.clear();
     let (c, _) = pair.handshake(MINUTE).expect("abbreviated handshake");
     assert!(c.resumed);
@@ -115,7 +112,7 @@ fn the_wire_bytes_stay_what_they_were() {
                 ClientConfig { mtu: 96, ..psk(CipherSuite::PskWithAes128GcmSha256).0 },
                 ServerConfig { mtu: 96, ..psk(CipherSuite::PskWithAes128GcmSha256).1 },
                 |pair| {
-                    pair.filter = Box::new(|dir, i, _| match (dir, i) {
+                    pair.filter = Box::new(|d| match (d.dir, d.index) {
                         (Dir::ToServer, 2) | (Dir::ToClient, 1) => Fate::Drop,
                         (Dir::ToClient, 3) => Fate::Duplicate,
                         _ => Fate::Deliver,

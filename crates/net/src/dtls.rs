@@ -17,11 +17,12 @@
 //! ([`ClientOptions::app_timeout`]), resending what went unanswered.
 #![forbid(unsafe_code)]
 
-use crate::mobility::{self, SessionSockets};
+use crate::mobility::{self, SessionSockets, SocketAction};
+use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
     ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
-    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WallClock,
+    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::{HashMap, VecDeque};
@@ -47,45 +48,6 @@ pub const DEFAULT_COOKIE_ROTATION: Duration = Duration::from_secs(120);
 /// previous key still open, so a ticket opens for at least one rotation period: this equals the
 /// default ticket lifetime of [`TicketKeys::new`] (2 h), so a ticket lasts as long as its hint says.
 pub const DEFAULT_TICKET_ROTATION: Duration = Duration::from_secs(2 * 3600);
-
-/// Maps the process's monotonic clock onto engine time, counted from the moment of `new`.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    base: std::time::Instant,
-}
-
-impl Default for Clock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Clock {
-    /// A clock whose origin is now.
-    pub fn new() -> Self {
-        Clock { base: std::time::Instant::now() }
-    }
-
-    /// The current engine time.
-    pub fn now(&self) -> Instant {
-        Instant::from_nanos(u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX))
-    }
-
-    /// The std instant matching engine time `t` (for timers); far in the future if unrepresentable.
-    pub fn to_std(&self, t: Instant) -> std::time::Instant {
-        self.base
-            .checked_add(t.since_origin())
-            .unwrap_or_else(|| std::time::Instant::now() + Duration::from_secs(86_400 * 365))
-    }
-
-    /// Pins Unix time (the system clock, now) to engine time, for certificate validity and
-    /// session lifetimes.
-    pub fn wall_clock(&self) -> WallClock {
-        let unix_secs =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        WallClock { at: self.now(), unix_secs }
-    }
-}
 
 /// `config` with the driver's wall clock, unless the caller pinned one.
 fn client_config_with_clock(config: Arc<ClientConfig>, clock: &Clock) -> Arc<ClientConfig> {
@@ -488,14 +450,6 @@ fn is_no_route_yet(error: &io::Error) -> bool {
     )
 }
 
-fn timer(clock: &Clock, deadline: Option<Instant>) -> tokio::time::Sleep {
-    let at = match deadline {
-        Some(t) => clock.to_std(t),
-        None => std::time::Instant::now() + Duration::from_secs(86_400),
-    };
-    tokio::time::sleep_until(tokio::time::Instant::from_std(at))
-}
-
 type HandshakeVerdict = Result<HandshakeSummary, DriverError>;
 
 /// Most records a client keeps for resending after a reconnection; beyond it the oldest go (an
@@ -786,7 +740,7 @@ impl ClientDriver {
                     Err(error) if is_icmp_error(&error) => {}
                     Err(error) => return Err(self.fail(error.into())),
                 },
-                _ = timer(&self.clock, deadline), if deadline.is_some() => self.on_timer(),
+                _ = self.clock.sleep_until(deadline), if deadline.is_some() => self.on_timer(),
                 command = commands.recv(), if commands_open => match command {
                     Some(ClientCommand::Send(data)) => self.send_record(data),
                     Some(ClientCommand::Reconnect { resume }) => self.start_reconnection(resume),
@@ -1056,14 +1010,14 @@ struct ServerDriver {
     trace: Option<DatagramTrace>,
     welcome: UdpSocket,
     welcome_addr: SocketAddr,
-    sockets: SessionSockets,
+    sockets: SessionSockets<ConnectionHandle>,
     events: mpsc::UnboundedSender<ServerEvent>,
     /// Addresses of the engine's connections, so that Closed/Failed can still name the peer after
     /// the engine has let the connection go. Bounded by the engine's connection table: entries
     /// leave on Closed/Failed and at each cookie rotation if the engine no longer knows them.
-    remotes: HashMap<u64, SocketAddr>,
+    remotes: HashMap<ConnectionHandle, SocketAddr>,
     /// Sessions whose sockets close once the datagrams queued before their end are out.
-    ended: Vec<u64>,
+    ended: Vec<ConnectionHandle>,
 }
 
 impl ServerDriver {
@@ -1081,8 +1035,7 @@ impl ServerDriver {
                         let _ = socket.send_to(&transmit.payload, transmit.dst).await;
                     }
                     // TCS: the session sends from its own port, so the client has used it.
-                    if let Some(id) = self.sockets.sent_from(src) {
-                        let handle = ConnectionHandle(id);
+                    if let Some(handle) = self.sockets.sent_from(src) {
                         let _ = self.events.send(ServerEvent::OwnSocket { handle, local: src });
                     }
                 }
@@ -1091,8 +1044,8 @@ impl ServerDriver {
                 }
             }
         }
-        for id in self.ended.drain(..) {
-            self.sockets.close(id);
+        for handle in self.ended.drain(..) {
+            self.sockets.close(handle);
         }
     }
 
@@ -1100,92 +1053,77 @@ impl ServerDriver {
     fn handle_events(&mut self, endpoint: &mut Endpoint) {
         while let Some((handle, event)) = endpoint.poll_event() {
             let known = endpoint.connection(handle).map(|c| c.remote());
+            if let Some(action) = endpoint.connection(handle).and_then(|c| self.mode.socket_action(&event, c))
+            {
+                self.carry_out(endpoint, handle, action);
+            }
             match event {
                 Event::Connected(summary) => {
-                    let remote = known.or_else(|| self.remotes.get(&handle.0).copied());
+                    let remote = known.or_else(|| self.remotes.get(&handle).copied());
                     if let Some(remote) = remote {
-                        self.remotes.insert(handle.0, remote);
-                        if self.mode == MobilityMode::Tcs {
-                            self.move_to_own_socket(endpoint, handle);
-                        }
+                        self.remotes.insert(handle, remote);
                         let _ = self.events.send(ServerEvent::Connected { handle, remote, summary });
                     }
                 }
                 Event::ApplicationData(data) => {
-                    if let Some(remote) = known.or_else(|| self.remotes.get(&handle.0).copied()) {
+                    if let Some(remote) = known.or_else(|| self.remotes.get(&handle).copied()) {
                         let _ = self.events.send(ServerEvent::Data { handle, remote, data });
                     }
                 }
                 Event::Closed => {
-                    let remote = known.or_else(|| self.remotes.remove(&handle.0));
-                    self.remotes.remove(&handle.0);
-                    self.ended.push(handle.0);
+                    let remote = known.or_else(|| self.remotes.remove(&handle));
+                    self.remotes.remove(&handle);
+                    self.ended.push(handle);
                     let _ = self.events.send(ServerEvent::Closed { handle, remote });
                 }
                 Event::Failed(error) => {
-                    let remote = known.or_else(|| self.remotes.remove(&handle.0));
-                    self.remotes.remove(&handle.0);
-                    self.ended.push(handle.0);
+                    let remote = known.or_else(|| self.remotes.remove(&handle));
+                    self.remotes.remove(&handle);
+                    self.ended.push(handle);
                     let _ = self.events.send(ServerEvent::Failed { handle, remote, error });
                 }
-                Event::Accepted => self.give_socket(endpoint, handle, known),
+                Event::Accepted => {}
                 Event::PathChanged(to) => {
-                    let from = self.remotes.insert(handle.0, to);
+                    let from = self.remotes.insert(handle, to);
                     let _ = self.events.send(ServerEvent::PathChanged { handle, from, to });
                 }
             }
         }
     }
 
-    /// A client returned a valid cookie and its first flight is queued: IPC gives the session its
-    /// own socket now, so the ServerHello already comes from there; TCS connects a temporary
-    /// socket to the client on the welcome port for the rest of the handshake.
-    fn give_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, remote: Option<SocketAddr>) {
-        let offered_port_move = endpoint.connection(handle).is_some_and(|c| c.negotiated_mobility().2);
-        match self.mode {
-            // A client that cannot follow the ServerHello to another port (any standard DTLS
-            // client) is served like a standard one.
-            MobilityMode::Ipc if !offered_port_move => {
-                let reason = "the client did not offer port_move".to_owned();
-                let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
-            }
-            MobilityMode::Ipc => match self.sockets.open_own(handle.0) {
-                Ok(local) => {
+    /// Does what the strategy decided for session `handle`'s sockets. A socket that cannot be
+    /// opened leaves the session on the welcome socket, like a standard one.
+    fn carry_out(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, action: SocketAction) {
+        let result = match action {
+            // IPC: the ServerHello already leaves from the session's own socket.
+            SocketAction::OpenOwn => self
+                .sockets
+                .open_own(handle)
+                .map(|local| {
                     endpoint.set_local(handle, local);
                     let _ = self.events.send(ServerEvent::OwnSocket { handle, local });
-                }
-                // The session lives on the welcome socket like a standard one.
-                Err(error) => {
-                    let reason = format!("no socket of its own: {error}");
-                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
-                }
-            },
-            MobilityMode::Tcs => {
-                let opened = match remote {
-                    Some(client) => self.sockets.open_temporary(handle.0, client),
-                    None => Err(io::Error::other("the client's address is unknown")),
-                };
-                if let Err(error) = opened {
-                    // The handshake goes on over the welcome socket.
-                    let reason = format!("no temporary socket: {error}");
-                    let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
-                }
-            }
-            MobilityMode::Standard | MobilityMode::Cid => {}
-        }
-    }
-
-    /// TCS: the established session gets a port of its own, announced to the client by the
-    /// engine; the temporary socket goes once the session sends from the new port.
-    fn move_to_own_socket(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle) {
-        let moved = self.sockets.open_own(handle.0).and_then(|local| {
-            endpoint.move_to(handle, local).map_err(|error| {
-                self.sockets.close_own(handle.0);
-                io::Error::other(error.to_string())
-            })
-        });
-        if let Err(error) = moved {
-            let reason = format!("no move to a port of its own: {error}");
+                })
+                .map_err(|error| format!("no socket of its own: {error}")),
+            // TCS: the rest of the handshake over a socket connected to the client.
+            SocketAction::OpenTemporary { client } => self
+                .sockets
+                .open_temporary(handle, client)
+                .map_err(|error| format!("no temporary socket: {error}")),
+            // TCS: a port of its own, announced by the engine; the temporary socket goes once the
+            // session sends from the new port.
+            SocketAction::MoveToOwn => self
+                .sockets
+                .open_own(handle)
+                .and_then(|local| {
+                    endpoint.move_to(handle, local).map_err(|error| {
+                        self.sockets.close_own(handle);
+                        io::Error::other(error.to_string())
+                    })
+                })
+                .map_err(|error| format!("no move to a port of its own: {error}")),
+            SocketAction::StayOnWelcomePort(reason) => Err(reason.to_owned()),
+        };
+        if let Err(reason) = result {
             let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
         }
     }
@@ -1205,7 +1143,7 @@ impl ServerDriver {
         // Remember the peer of a new connection now, so that a handshake failing before it
         // completes can still be reported with the client's address.
         if let Some(handle) = endpoint.handle_for(remote) {
-            self.remotes.entry(handle.0).or_insert(remote);
+            self.remotes.entry(handle).or_insert(remote);
         }
     }
 }
@@ -1264,18 +1202,18 @@ async fn run_server(
             Some(mut arrived) = incoming.recv() => {
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
-            _ = timer(&driver.clock, deadline), if deadline.is_some() => {
+            _ = driver.clock.sleep_until(deadline), if deadline.is_some() => {
                 endpoint.handle_timeout(driver.clock.now());
             }
             _ = tokio::time::sleep_until(next_sweep), if !driver.sockets.is_empty() => {
-                driver.sockets.retain(|id| endpoint.connection(ConnectionHandle(id)).is_some());
+                driver.sockets.retain(|h| endpoint.connection(h).is_some());
                 next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
             }
             _ = tokio::time::sleep_until(next_rotation) => {
                 endpoint.rotate_cookie_key(os_cookie_key());
                 next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
                 // Forget peers whose connection the engine has dropped without an event.
-                driver.remotes.retain(|&id, _| endpoint.connection(ConnectionHandle(id)).is_some());
+                driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
             }
             _ = tokio::time::sleep_until(next_ticket_rotation), if issues_tickets => {
                 endpoint.rotate_ticket_key(os_ticket_key());
@@ -1290,8 +1228,8 @@ async fn run_server(
                 Some(ServerCommand::Close(handle)) => endpoint.close(handle),
                 Some(ServerCommand::Shutdown) | None => {
                     commands_open = false;
-                    for &id in driver.remotes.keys() {
-                        endpoint.close(ConnectionHandle(id));
+                    for &h in driver.remotes.keys() {
+                        endpoint.close(h);
                     }
                     shutting_down = true;
                 }
@@ -1734,11 +1672,7 @@ mod tests {
     }
 
     #[test]
-    fn clock_maps_engine_time_back_to_std_time() {
-        let clock = Clock::new();
-        let t = clock.now() + Duration::from_millis(250);
-        let std_t = clock.to_std(t);
-        assert_eq!(std_t.duration_since(clock.base), t.since_origin());
+    fn os_seeds_differ() {
         assert_ne!(os_seed(), os_seed());
     }
 }

@@ -1,8 +1,11 @@
-//! Real-socket drivers for the fastshake engines. Sockets and clocks live here, never in an engine.
+//! Real-socket drivers for the fastshake engines: DTLS and SCTP over tokio UDP sockets, with the
+//! server socket strategies of seed 001. Sockets, clocks and OS randomness live here, never in an
+//! engine.
 #![forbid(unsafe_code)]
 
-pub mod delay;
+pub mod clock;
 pub mod dtls;
 pub mod mobility;
 pub mod sctp;
-pub mod testbed;
+
+pub use clock::Clock;

@@ -1,121 +1,17 @@
-//! How a DTLS server gives its sessions sockets so that clients can move (seed 001, Sections
-//! II–IV), and what a client offers for it.
-//!
-//! - [`MobilityMode::Standard`]: one welcome socket; sessions are keyed by the client's address,
-//!   so a client that moves has to set up a new session.
-//! - [`MobilityMode::Ipc`] (Implicit Port Communication, seed 001 §III-A): once a client has
-//!   returned a valid cookie, its session gets a socket of its own on a new port; the ServerHello
-//!   already comes from there, and every later datagram of the session arrives there, whatever
-//!   its source.
-//! - [`MobilityMode::Tcs`] (Temporary Connected Socket, seed 001 §III-B): the handshake runs over
-//!   a socket bound to the welcome port and connected to the client (the kernel hands it that
-//!   client's datagrams); once the session is established the server announces a port of its own
-//!   in a protected record and drops the temporary socket when the client has used the new port.
-//! - [`MobilityMode::Cid`]: one socket for all; records carry a connection ID (RFC 9146).
-//!
-//! `SessionSockets` is the server driver's table of the sockets sessions own, so that each is
-//! closed when its session ends.
+//! The sockets a DTLS server's sessions own under the IPC and TCS strategies of seed 001
+//! (which session gets which socket, and when, is decided by
+//! [`fastshake_dtls::MobilityMode::socket_action`]): a table that opens them, reads them into the
+//! server's queue, and closes each with its session.
 #![forbid(unsafe_code)]
 
-use fastshake_dtls::Mobility;
+pub use fastshake_dtls::{MobilityMode, SocketAction, SERVER_CID_LENGTH};
 use std::collections::HashMap;
-use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::str::FromStr;
 use std::sync::Arc;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-
-/// How a server gives sessions their sockets, and what a client offers so it can move.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum MobilityMode {
-    /// Plain DTLS 1.2: one socket, sessions keyed by the client's address.
-    #[default]
-    Standard,
-    /// Implicit Port Communication: a socket per session from the ServerHello on.
-    Ipc,
-    /// Temporary connected socket for the handshake, then a port of the session's own.
-    Tcs,
-    /// Connection IDs (RFC 9146) on one socket.
-    Cid,
-}
-
-impl MobilityMode {
-    /// Every mode, in the order the documentation lists them.
-    pub const ALL: [MobilityMode; 4] =
-        [MobilityMode::Standard, MobilityMode::Ipc, MobilityMode::Tcs, MobilityMode::Cid];
-
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            MobilityMode::Standard => "standard",
-            MobilityMode::Ipc => "ipc",
-            MobilityMode::Tcs => "tcs",
-            MobilityMode::Cid => "cid",
-        }
-    }
-
-    /// What a server in this mode accepts: a client's new address is checked with return
-    /// routability (RFC 9853) whenever the client offers it; IPC and TCS accept `port_move`
-    /// (TCS needs it to announce the session's port); CID issues [`SERVER_CID_LENGTH`]-byte IDs.
-    pub fn server_mobility(self) -> Mobility {
-        match self {
-            MobilityMode::Standard => Mobility::default(),
-            MobilityMode::Ipc | MobilityMode::Tcs => {
-                Mobility { return_routability_check: true, follow_server_port: true, ..Mobility::default() }
-            }
-            MobilityMode::Cid => Mobility {
-                connection_id: Some(SERVER_CID_LENGTH),
-                return_routability_check: true,
-                ..Mobility::default()
-            },
-        }
-    }
-
-    /// What a client in this mode offers: to follow the server to the session's port (IPC, TCS)
-    /// or a connection ID from the server while sending none itself (CID), each with return
-    /// routability checks. Standard DTLS offers nothing (the handshake is byte for byte as before).
-    pub fn client_mobility(self) -> Mobility {
-        match self {
-            MobilityMode::Standard => Mobility::default(),
-            MobilityMode::Ipc | MobilityMode::Tcs => {
-                Mobility { return_routability_check: true, follow_server_port: true, ..Mobility::default() }
-            }
-            MobilityMode::Cid => {
-                Mobility { connection_id: Some(0), return_routability_check: true, ..Mobility::default() }
-            }
-        }
-    }
-
-    /// Whether a server in this mode gives sessions sockets of their own.
-    pub fn has_session_sockets(self) -> bool {
-        matches!(self, MobilityMode::Ipc | MobilityMode::Tcs)
-    }
-}
-
-impl fmt::Display for MobilityMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for MobilityMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        MobilityMode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
-            let known: Vec<&str> = MobilityMode::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown mobility mode {s:?}; known: {}", known.join(", "))
-        })
-    }
-}
-
-/// Length of the connection IDs a CID server issues. 8 bytes (64 random bits): an off-path
-/// attacker cannot guess a live one, and random IDs do not collide for any session count a server
-/// holds; the cost is 8 bytes in each record the client sends (RFC 9146 allows 0 to 255).
-pub const SERVER_CID_LENGTH: u8 = 8;
 
 /// A datagram that arrived on one of the sessions' sockets.
 pub(crate) struct Incoming {
@@ -154,18 +50,18 @@ struct OwnedSockets {
 }
 
 /// The sockets a server's sessions own (IPC and TCS), by session and by local address.
-pub(crate) struct SessionSockets {
+pub(crate) struct SessionSockets<K> {
     welcome: SocketAddr,
     incoming: mpsc::Sender<Incoming>,
-    sessions: HashMap<u64, OwnedSockets>,
+    sessions: HashMap<K, OwnedSockets>,
     /// Own sockets by local address, for sending from `Transmit.src`.
-    by_local: HashMap<SocketAddr, u64>,
+    by_local: HashMap<SocketAddr, K>,
 }
 
-impl SessionSockets {
+impl<K: Copy + Eq + std::hash::Hash> SessionSockets<K> {
     /// A table for a server whose welcome socket is `welcome`, and the queue of what arrives on
     /// the sessions' sockets.
-    pub fn new(welcome: SocketAddr) -> (SessionSockets, mpsc::Receiver<Incoming>) {
+    pub fn new(welcome: SocketAddr) -> (SessionSockets<K>, mpsc::Receiver<Incoming>) {
         let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
         let table =
             SessionSockets { welcome, incoming: tx, sessions: HashMap::new(), by_local: HashMap::new() };
@@ -173,7 +69,7 @@ impl SessionSockets {
     }
 
     /// Binds a socket of session `id`'s own on a new port of the welcome IP; returns its address.
-    pub fn open_own(&mut self, id: u64) -> io::Result<SocketAddr> {
+    pub fn open_own(&mut self, id: K) -> io::Result<SocketAddr> {
         let std_socket = std::net::UdpSocket::bind(SocketAddr::new(self.welcome.ip(), 0))?;
         std_socket.set_nonblocking(true)?;
         let read = self.start_reading(UdpSocket::from_std(std_socket)?, None)?;
@@ -189,7 +85,7 @@ impl SessionSockets {
     /// TCS: a socket on the welcome port connected to `client`, so the kernel hands it that
     /// client's datagrams during session `id`'s handshake. The welcome socket must have been
     /// bound with [`reusable_udp_socket`].
-    pub fn open_temporary(&mut self, id: u64, client: SocketAddr) -> io::Result<()> {
+    pub fn open_temporary(&mut self, id: K, client: SocketAddr) -> io::Result<()> {
         let socket = reusable_udp_socket(self.welcome)?;
         socket.connect(&client.into())?;
         let read = self.start_reading(UdpSocket::from_std(socket.into())?, Some(self.welcome))?;
@@ -213,14 +109,14 @@ impl SessionSockets {
     /// The engine sends from `src`: if that is a session's own socket while the session still has
     /// a temporary one, the client has used the new port (TCS) and the temporary socket goes.
     /// Returns the session whose temporary socket went.
-    pub fn sent_from(&mut self, src: SocketAddr) -> Option<u64> {
+    pub fn sent_from(&mut self, src: SocketAddr) -> Option<K> {
         let id = *self.by_local.get(&src)?;
         let sockets = self.sessions.get_mut(&id)?;
         sockets.temporary.take().map(|_| id)
     }
 
     /// Closes every socket of session `id`.
-    pub fn close(&mut self, id: u64) {
+    pub fn close(&mut self, id: K) {
         if let Some(sockets) = self.sessions.remove(&id) {
             if let Some(own) = &sockets.own {
                 self.by_local.remove(&own.local);
@@ -229,15 +125,15 @@ impl SessionSockets {
     }
 
     /// Closes the own socket of session `id` (a move that could not be made).
-    pub fn close_own(&mut self, id: u64) {
+    pub fn close_own(&mut self, id: K) {
         if let Some(own) = self.sessions.get_mut(&id).and_then(|s| s.own.take()) {
             self.by_local.remove(&own.local);
         }
     }
 
     /// Closes the sockets of every session `alive` says is gone.
-    pub fn retain(&mut self, mut alive: impl FnMut(u64) -> bool) {
-        let gone: Vec<u64> = self.sessions.keys().copied().filter(|&id| !alive(id)).collect();
+    pub fn retain(&mut self, mut alive: impl FnMut(K) -> bool) {
+        let gone: Vec<K> = self.sessions.keys().copied().filter(|&id| !alive(id)).collect();
         for id in gone {
             self.close(id);
         }
@@ -298,7 +194,7 @@ mod tests {
     #[tokio::test]
     async fn a_closed_session_leaves_no_socket_behind() {
         let welcome = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let (mut table, mut incoming) = SessionSockets::new(welcome.local_addr().unwrap());
+        let (mut table, mut incoming) = SessionSockets::<u64>::new(welcome.local_addr().unwrap());
         let own = table.open_own(7).unwrap();
         assert_ne!(own.port(), welcome.local_addr().unwrap().port());
         assert!(table.socket_for(own).is_some());

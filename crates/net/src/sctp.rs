@@ -12,7 +12,6 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, Endpoint, Error, Event, Instant, Message, Transmit,
@@ -20,48 +19,13 @@ use fastshake_sctp::{
 use rand_core::{OsRng, RngCore};
 use tokio::net::UdpSocket;
 
+use crate::Clock;
+
 pub use fastshake_sctp::UDP_ENCAPSULATION_PORT;
 
 /// Largest UDP payload accepted; anything larger is truncated by the kernel and then rejected by
 /// the engine's checksum.
 const RECEIVE_BUFFER: usize = 65_536;
-
-/// Maps the process's monotonic clock onto the engine's [`Instant`].
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    origin: tokio::time::Instant,
-}
-
-impl Clock {
-    /// A clock whose origin is now.
-    pub fn new() -> Self {
-        Clock { origin: tokio::time::Instant::now() }
-    }
-
-    /// The current time.
-    pub fn now(&self) -> Instant {
-        self.to_engine(tokio::time::Instant::now())
-    }
-
-    /// `t` on the engine's time line.
-    pub fn to_engine(&self, t: tokio::time::Instant) -> Instant {
-        let nanos = t.saturating_duration_since(self.origin).as_nanos();
-        Instant::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
-    }
-
-    /// `t` on tokio's time line.
-    pub fn to_tokio(&self, t: Instant) -> tokio::time::Instant {
-        // A deadline centuries ahead ("never") is capped so tokio's timer does not overflow.
-        let capped = t.since_origin().min(Duration::from_secs(100 * 365 * 24 * 3600));
-        self.origin + capped
-    }
-}
-
-impl Default for Clock {
-    fn default() -> Self {
-        Clock::new()
-    }
-}
 
 /// Datagram counters as the socket saw them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -381,18 +345,10 @@ fn is_transient(e: &io::Error) -> bool {
 mod tests {
     use super::*;
     use fastshake_sctp::HandshakeMode;
+    use std::time::Duration;
 
     fn config(local_port: u16, listen: bool, mode: HandshakeMode) -> Config {
         Config { local_port, listen, mode, ..Config::default() }
-    }
-
-    #[test]
-    fn clock_round_trips_and_caps_never() {
-        let clock = Clock::new();
-        let t = Instant::from_millis(1500);
-        assert_eq!(clock.to_engine(clock.to_tokio(t)), t);
-        // "Never" must not overflow tokio's timer arithmetic.
-        let _ = clock.to_tokio(Instant::MAX);
     }
 
     /// A client and a server driver on loopback exchange one message each way.

@@ -179,6 +179,21 @@ fn not_after_unix(cert: &CertDer) -> Result<u64, PkiError> {
     Ok(cert.tbs_certificate.validity.not_after.to_unix_duration().as_secs())
 }
 
+/// A certificate's subject for display, its attributes in order as `O=..., CN=...` (RFC 4514
+/// notation per attribute); `None` if the certificate cannot be read.
+pub fn subject_text(cert: &[u8]) -> Option<String> {
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(cert).ok()?;
+    let parts: Vec<String> = cert
+        .tbs_certificate
+        .subject
+        .0
+        .iter()
+        .flat_map(|rdn| rdn.0.iter().map(|atv| atv.to_string()))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 fn subject_name_der(cert: &CertDer) -> Result<Vec<u8>, String> {
     use x509_cert::der::{Decode, Encode};
     let cert = x509_cert::Certificate::from_der(cert).map_err(|e| e.to_string())?;

@@ -38,7 +38,9 @@ mod key;
 mod public_key;
 mod scheme;
 
-pub use chain::{verify_client_chain, verify_server_chain, AnchorId, TrustAnchors, VerifiedChain};
+pub use chain::{
+    subject_text, verify_client_chain, verify_server_chain, AnchorId, TrustAnchors, VerifiedChain,
+};
 pub use error::{alert, PkiError};
 pub use key::{certificates_from_pem, CertifiedKey, SigningKey};
 pub use public_key::{verify_signature, PeerPublicKey};

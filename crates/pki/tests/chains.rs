@@ -288,3 +288,11 @@ fn anchors_list_their_subject_names_for_certificate_request() {
     assert_eq!(KeyAlgorithm::EcdsaP256.client_certificate_type(), 64);
     assert_eq!(KeyAlgorithm::Rsa.client_certificate_type(), 1);
 }
+
+#[test]
+fn subjects_read_in_order_for_display() {
+    let chain = p256().server_chain();
+    let subject = fastshake_pki::subject_text(&chain[0]).expect("a subject");
+    assert!(subject.starts_with("O=fastshake test PKI, CN=fastshake test server p256"), "{subject}");
+    assert_eq!(fastshake_pki::subject_text(b"not a certificate"), None);
+}

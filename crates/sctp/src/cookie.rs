@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use fastshake_core::codec::{put_u16, put_u32, put_u64, put_u8, Reader};
 use fastshake_core::{CookieMac, Instant, COOKIE_LEN};
 
 const STATE_COOKIE_LABEL: &[u8] = b"sctp state cookie v1";
@@ -45,29 +46,28 @@ pub(crate) enum CookieError {
 impl StateCookie {
     fn body(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(56 + 17 * self.peer_addresses.len());
-        b.push(STATE_COOKIE_VERSION);
-        b.extend_from_slice(&self.local_tag.to_be_bytes());
-        b.extend_from_slice(&self.peer_tag.to_be_bytes());
-        b.extend_from_slice(&self.local_initial_tsn.to_be_bytes());
-        b.extend_from_slice(&self.peer_initial_tsn.to_be_bytes());
-        b.extend_from_slice(&self.peer_rwnd.to_be_bytes());
-        b.extend_from_slice(&self.streams_out.to_be_bytes());
-        b.extend_from_slice(&self.streams_in.to_be_bytes());
-        b.extend_from_slice(&self.tie_tags.0.to_be_bytes());
-        b.extend_from_slice(&self.tie_tags.1.to_be_bytes());
-        b.extend_from_slice(&self.created.as_nanos().to_be_bytes());
-        let lifetime_ms = u32::try_from(self.lifetime.as_millis()).unwrap_or(u32::MAX);
-        b.extend_from_slice(&lifetime_ms.to_be_bytes());
+        put_u8(&mut b, STATE_COOKIE_VERSION);
+        put_u32(&mut b, self.local_tag);
+        put_u32(&mut b, self.peer_tag);
+        put_u32(&mut b, self.local_initial_tsn);
+        put_u32(&mut b, self.peer_initial_tsn);
+        put_u32(&mut b, self.peer_rwnd);
+        put_u16(&mut b, self.streams_out);
+        put_u16(&mut b, self.streams_in);
+        put_u32(&mut b, self.tie_tags.0);
+        put_u32(&mut b, self.tie_tags.1);
+        put_u64(&mut b, self.created.as_nanos());
+        put_u32(&mut b, u32::try_from(self.lifetime.as_millis()).unwrap_or(u32::MAX));
         let addrs = &self.peer_addresses[..self.peer_addresses.len().min(MAX_COOKIE_ADDRESSES)];
-        b.push(addrs.len() as u8);
+        put_u8(&mut b, addrs.len() as u8);
         for a in addrs {
             match a {
                 IpAddr::V4(v4) => {
-                    b.push(4);
+                    put_u8(&mut b, 4);
                     b.extend_from_slice(&v4.octets());
                 }
                 IpAddr::V6(v6) => {
-                    b.push(6);
+                    put_u8(&mut b, 6);
                     b.extend_from_slice(&v6.octets());
                 }
             }
@@ -99,33 +99,26 @@ impl StateCookie {
     }
 
     fn decode(body: &[u8]) -> Option<StateCookie> {
-        let mut p = Cursor(body);
-        if p.u8()? != STATE_COOKIE_VERSION {
+        let mut r = Reader::new(body);
+        if r.u8().ok()? != STATE_COOKIE_VERSION {
             return None;
         }
-        let local_tag = p.u32()?;
-        let peer_tag = p.u32()?;
-        let local_initial_tsn = p.u32()?;
-        let peer_initial_tsn = p.u32()?;
-        let peer_rwnd = p.u32()?;
-        let streams_out = p.u16()?;
-        let streams_in = p.u16()?;
-        let tie_tags = (p.u32()?, p.u32()?);
-        let created = Instant::from_nanos(p.u64()?);
-        let lifetime = Duration::from_millis(u64::from(p.u32()?));
-        let n = p.u8()?;
+        let local_tag = r.u32().ok()?;
+        let peer_tag = r.u32().ok()?;
+        let local_initial_tsn = r.u32().ok()?;
+        let peer_initial_tsn = r.u32().ok()?;
+        let peer_rwnd = r.u32().ok()?;
+        let streams_out = r.u16().ok()?;
+        let streams_in = r.u16().ok()?;
+        let tie_tags = (r.u32().ok()?, r.u32().ok()?);
+        let created = Instant::from_nanos(r.u64().ok()?);
+        let lifetime = Duration::from_millis(u64::from(r.u32().ok()?));
+        let n = r.u8().ok()?;
         let mut peer_addresses = Vec::new();
         for _ in 0..n {
-            match p.u8()? {
-                4 => {
-                    let b = p.take(4)?;
-                    peer_addresses.push(IpAddr::from([b[0], b[1], b[2], b[3]]));
-                }
-                6 => {
-                    let mut o = [0u8; 16];
-                    o.copy_from_slice(p.take(16)?);
-                    peer_addresses.push(IpAddr::from(o));
-                }
+            match r.u8().ok()? {
+                4 => peer_addresses.push(IpAddr::from(r.array::<4>().ok()?)),
+                6 => peer_addresses.push(IpAddr::from(r.array::<16>().ok()?)),
                 _ => return None,
             }
         }
@@ -142,36 +135,6 @@ impl StateCookie {
             peer_addresses,
             tie_tags,
         })
-    }
-}
-
-struct Cursor<'a>(&'a [u8]);
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (h, t) = self.0.split_at(n);
-        self.0 = t;
-        Some(h)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Option<u16> {
-        let b = self.take(2)?;
-        Some(u16::from_be_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self) -> Option<u32> {
-        let b = self.take(4)?;
-        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Option<u64> {
-        let b = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Some(u64::from_be_bytes(a))
     }
 }
 

@@ -16,7 +16,8 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::association::{
-    regular_init_ack, Association, InitFields, InitOutcome, InitParams, InitVerdict, Shared,
+    nonzero_u32, regular_init_ack, Association, InitFields, InitOutcome, InitParams, InitVerdict, Shared,
+    MAX_ALT_COOKIE,
 };
 use crate::cookie::{alt_cookie, alt_cookie_valid, CookieError, StateCookie};
 use crate::packet::{self, Chunk, ErrorCause, InitChunk, InitView, Packet, Param};
@@ -341,7 +342,7 @@ impl Endpoint {
         if existing.is_none() && verdict == InitVerdict::Regular {
             // The stateless INIT-ACK: everything goes into the cookie, straight from the view.
             let params = InitParams::from_view(view, mode.alt_enabled());
-            let tag = nonzero(&mut self.rng);
+            let tag = nonzero_u32(&mut self.rng);
             let tsn = self.rng.next_u32();
             let fields = InitFields::from(view);
             let p = regular_init_ack(
@@ -349,12 +350,10 @@ impl Endpoint {
                 &self.mac,
                 now,
                 remote,
-                dst_port,
-                src_port,
+                (dst_port, src_port),
                 fields,
                 &params,
-                tag,
-                tsn,
+                (tag, tsn),
                 (0, 0),
             );
             self.stats.init_acks_sent += 1;
@@ -585,7 +584,7 @@ impl Endpoint {
                 Chunk::Error { causes } => {
                     for cause in causes {
                         if let ErrorCause::AltCookieRequired(cookie) = cause {
-                            if !cookie.is_empty() && cookie.len() <= 512 {
+                            if !cookie.is_empty() && cookie.len() <= MAX_ALT_COOKIE {
                                 self.events.push_back((
                                     probe.handle,
                                     Event::AltCookie {
@@ -624,7 +623,7 @@ impl Endpoint {
             self.stats.associations_opened += 1;
         }
         let want_probes = std::mem::take(&mut a.wants_path_cookies);
-        let keys: Vec<(SocketAddr, u16)> = a.paths.iter().map(|p| (p.remote, a.remote_port)).collect();
+        let keys: Vec<(SocketAddr, u16)> = a.peer_addresses().map(|r| (r, a.remote_port)).collect();
         let closed = a.is_closed();
         let my_tag = a.my_tag;
         if closed {
@@ -676,7 +675,7 @@ impl Endpoint {
             if Some(ip) == primary_ip {
                 continue;
             }
-            let tag = nonzero(&mut self.rng);
+            let tag = nonzero_u32(&mut self.rng);
             let init = InitChunk {
                 initiate_tag: tag,
                 a_rwnd: self.config.receive_window,
@@ -830,15 +829,6 @@ impl Endpoint {
             receive_buffered: self.budget.used() as u64,
             receive_buffered_peak: self.budget.peak() as u64,
             ..self.stats
-        }
-    }
-}
-
-fn nonzero(rng: &mut ChaCha20Rng) -> u32 {
-    loop {
-        let v = rng.next_u32();
-        if v != 0 {
-            return v;
         }
     }
 }

@@ -1,8 +1,13 @@
-//! Entry points for the fuzz targets (`fuzz/fuzz_targets/sctp_*.rs`) and for the corpus test.
-//! Not a stable API.
+//! Entry points for the fuzz targets (`fuzz/fuzz_targets/sctp_*.rs`) and for the replay of
+//! their corpora (`tests/robustness.rs`). Not a stable API.
 //!
 //! Each function must never panic on any input except through its own round-trip assertion:
 //! whatever the codec parses, it encodes back to bytes that parse to the same value.
+//!
+//! They reach types private to the engine, so they live here. [`association`] opens its
+//! association in lock step (every packet handed over at once, no loss): a fixture for the
+//! fuzz input, not a test harness; tests that need a network use `fastshake-testkit`'s
+//! `sctp::Pair`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

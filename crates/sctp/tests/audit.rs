@@ -2,21 +2,13 @@
 //! a state cookie fetched from another address, a restart without tie-tags, and a peer that
 //! never completes what it makes the receiver buffer.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use fastshake_sctp::packet::{self, Chunk, InitChunk, Packet};
 use fastshake_sctp::{AssociationState, Config, ConnectOptions, Endpoint, Event, HandshakeMode, Instant};
-
-fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
-    let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, vtag);
-    p.chunks = chunks;
-    p.encode()
-}
+use fastshake_testkit::sctp::*;
 
 fn init_chunk(tag: u32, initial_tsn: u32) -> Chunk {
     Chunk::Init(InitChunk {
@@ -27,16 +19,6 @@ fn init_chunk(tag: u32, initial_tsn: u32) -> Chunk {
         initial_tsn,
         params: Vec::new(),
     })
-}
-
-/// Delivers `packet` to `ep` from `from`; returns every packet `ep` sends back.
-fn exchange(ep: &mut Endpoint, now: Instant, from: SocketAddr, mut packet: Vec<u8>) -> Vec<Packet> {
-    ep.handle_datagram(now, server_addr(), from, &mut packet);
-    let mut out = Vec::new();
-    while let Some(t) = ep.poll_transmit(now) {
-        out.push(Packet::parse(&t.payload).expect("engine sent a malformed packet"));
-    }
-    out
 }
 
 /// The state cookie of an INIT-ACK the server sends to `from` for an INIT with `tag`.
@@ -121,37 +103,6 @@ fn cookie_without_tie_tags_does_not_restart_an_association() {
     assert_eq!(pair.server_messages(), vec![msg(0, b"still here")]);
 }
 
-/// A cookieless server association opened by a crafted INIT; returns the server's tag.
-fn open_crafted(ep: &mut Endpoint, now: Instant, initial_tsn: u32) -> u32 {
-    let init = Chunk::Init(InitChunk {
-        initiate_tag: 0x5151,
-        a_rwnd: 1 << 20,
-        outbound_streams: 2,
-        inbound_streams: 2,
-        initial_tsn,
-        params: vec![packet::Param::AltCookie(Vec::new())],
-    });
-    let answers = exchange(ep, now, client_addr(), crafted(0, vec![init]));
-    let Some(Chunk::InitAck(ack)) = answers.first().and_then(|p| p.chunks.first()) else {
-        panic!("INIT-ACK expected")
-    };
-    ack.initiate_tag
-}
-
-fn fragment(tsn: u32, ssn: u16, beginning: bool, ending: bool, len: usize) -> Chunk {
-    Chunk::Data(packet::DataChunk {
-        tsn,
-        stream: 0,
-        ssn,
-        ppid: 0,
-        unordered: false,
-        beginning,
-        ending,
-        immediate: true,
-        data: vec![0xEE; len],
-    })
-}
-
 /// Feeds `count` DATA chunks made by `make(i)` (TSN 100 + i) in packets of 8; returns the highest
 /// cumulative TSN the server acknowledged.
 fn feed(make: impl Fn(u32) -> Chunk, count: u32) -> u32 {
@@ -159,7 +110,7 @@ fn feed(make: impl Fn(u32) -> Chunk, count: u32) -> u32 {
     let config = Config { cookieless: true, receive_window: window, ..server_config(HandshakeMode::Both) };
     let mut ep = Endpoint::new(Arc::new(config), [4; 32]);
     let now = Instant::from_millis(1);
-    let tag = open_crafted(&mut ep, now, 100);
+    let tag = open_crafted(&mut ep, now, client_addr(), CLIENT_PORT, 100);
     let mut cum = 99u32;
     for first in (0..count).step_by(8) {
         let chunks: Vec<Chunk> = (first..(first + 8).min(count)).map(&make).collect();
@@ -179,7 +130,7 @@ fn feed(make: impl Fn(u32) -> Chunk, count: u32) -> u32 {
 fn a_message_that_never_ends_is_not_buffered_without_bound() {
     // 16 MiB of middle fragments of one message in TSN order.
     let count = 16 * 1024;
-    let cum = feed(|i| fragment(100 + i, 0, i == 0, false, 1024), count);
+    let cum = feed(|i| data_fragment(100 + i, 0, i == 0, false, 1024), count);
     let taken = u64::from(cum.wrapping_sub(99)) * 1024;
     assert!(taken <= 8 * 1024 * 1024, "buffered {taken} bytes of an unfinished message");
     assert!(taken >= 64 * 1024, "the window itself is taken ({taken} bytes)");
@@ -189,7 +140,7 @@ fn a_message_that_never_ends_is_not_buffered_without_bound() {
 fn ordered_messages_behind_a_missing_one_are_not_buffered_without_bound() {
     // Complete messages with stream sequence numbers 1, 2, ...: number 0 never comes.
     let count = 16 * 1024;
-    let cum = feed(|i| fragment(100 + i, (i + 1) as u16, true, true, 1024), count);
+    let cum = feed(|i| data_fragment(100 + i, (i + 1) as u16, true, true, 1024), count);
     let taken = u64::from(cum.wrapping_sub(99)) * 1024;
     assert!(taken <= 8 * 1024 * 1024, "buffered {taken} bytes of undeliverable messages");
 }
@@ -208,18 +159,13 @@ fn a_message_larger_than_the_window_still_arrives() {
     assert_eq!(pair.server_messages(), vec![msg(1, &big)]);
 }
 
-fn cookieless_server() -> Endpoint {
-    let config = Config { cookieless: true, ..server_config(HandshakeMode::Both) };
-    Endpoint::new(Arc::new(config), [4; 32])
-}
-
 #[test]
 fn t_bit_selects_which_tag_an_abort_must_carry() {
     let now = Instant::from_millis(1);
     let abort = |t_bit| Chunk::Abort { t_bit, causes: Vec::new() };
-    let mut ep = cookieless_server();
-    let ours = open_crafted(&mut ep, now, 100);
-    let peers = 0x5151;
+    let mut ep = cookieless_server(server_config(HandshakeMode::Both));
+    let ours = open_crafted(&mut ep, now, client_addr(), CLIENT_PORT, 100);
+    let peers = crafted_peer_tag(CLIENT_PORT);
     // T set: the tag must be the peer's own (its reflected tag); T clear: ours (RFC 9260 §8.5.1).
     for (t_bit, vtag) in [(true, ours), (false, peers), (true, 0), (false, 0)] {
         let answers = exchange(&mut ep, now, client_addr(), crafted(vtag, vec![abort(t_bit)]));
@@ -228,8 +174,8 @@ fn t_bit_selects_which_tag_an_abort_must_carry() {
     }
     exchange(&mut ep, now, client_addr(), crafted(peers, vec![abort(true)]));
     assert!(ep.associations().is_empty(), "ABORT with T bit and the peer's tag ends it");
-    let mut ep = cookieless_server();
-    let ours = open_crafted(&mut ep, now, 100);
+    let mut ep = cookieless_server(server_config(HandshakeMode::Both));
+    let ours = open_crafted(&mut ep, now, client_addr(), CLIENT_PORT, 100);
     exchange(&mut ep, now, client_addr(), crafted(ours, vec![abort(false)]));
     assert!(ep.associations().is_empty(), "ABORT without T bit and our tag ends it");
 }
@@ -237,7 +183,7 @@ fn t_bit_selects_which_tag_an_abort_must_carry() {
 #[test]
 fn init_with_a_zero_tag_or_zero_streams_is_aborted() {
     let now = Instant::from_millis(1);
-    let mut ep = cookieless_server();
+    let mut ep = cookieless_server(server_config(HandshakeMode::Both));
     for (tag, outbound, inbound) in [(0u32, 4u16, 4u16), (0x66, 0, 4), (0x67, 4, 0)] {
         let init = Chunk::Init(InitChunk {
             initiate_tag: tag,
@@ -278,11 +224,11 @@ fn init_with_a_zero_tag_or_zero_streams_is_aborted() {
 #[test]
 fn out_of_the_blue_answers_follow_8_4() {
     let now = Instant::from_millis(1);
-    let mut ep = cookieless_server();
+    let mut ep = cookieless_server(server_config(HandshakeMode::Both));
     let stranger: SocketAddr = "10.4.4.4:9899".parse().unwrap();
     let mut answer = |chunks: Vec<Chunk>| exchange(&mut ep, now, stranger, crafted(0x1234, chunks));
     // DATA (or anything else unclaimed): ABORT with the T bit and the packet's own tag.
-    let got = answer(vec![fragment(5, 0, true, true, 10)]);
+    let got = answer(vec![data_fragment(5, 0, true, true, 10)]);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].verification_tag, 0x1234);
     assert_eq!(got[0].chunks, vec![Chunk::Abort { t_bit: true, causes: Vec::new() }]);
@@ -305,9 +251,9 @@ fn out_of_the_blue_answers_follow_8_4() {
 #[test]
 fn alternative_association_the_client_never_took_up_does_not_live_forever() {
     // A cookieless INIT opens an association at once; the "client" never sends another packet.
-    let mut ep = cookieless_server();
+    let mut ep = cookieless_server(server_config(HandshakeMode::Both));
     let mut now = Instant::from_millis(1);
-    open_crafted(&mut ep, now, 100);
+    open_crafted(&mut ep, now, client_addr(), CLIENT_PORT, 100);
     let h = ep.associations()[0];
     let mut heartbeats_to = Vec::new();
     for _ in 0..200 {
@@ -317,7 +263,7 @@ fn alternative_association_the_client_never_took_up_does_not_live_forever() {
         while let Some(t) = ep.poll_transmit(now) {
             let p = Packet::parse(&t.payload).unwrap();
             if p.chunks.iter().any(|c| matches!(c, Chunk::Heartbeat(_))) {
-                assert_eq!(p.verification_tag, 0x5151);
+                assert_eq!(p.verification_tag, crafted_peer_tag(CLIENT_PORT));
                 heartbeats_to.push(t.dst);
             }
         }
@@ -332,9 +278,9 @@ fn alternative_association_the_client_never_took_up_does_not_live_forever() {
 #[test]
 fn idle_heartbeat_of_an_untaken_association_ends_it_when_the_client_does_not_know_it() {
     // The client's stack answers the HEARTBEAT of an association it never opened with ABORT (T bit).
-    let mut ep = cookieless_server();
+    let mut ep = cookieless_server(server_config(HandshakeMode::Both));
     let now = Instant::from_millis(1);
-    open_crafted(&mut ep, now, 100);
+    open_crafted(&mut ep, now, client_addr(), CLIENT_PORT, 100);
     let t = ep.poll_timeout().expect("an idle HEARTBEAT is scheduled");
     ep.handle_timeout(t);
     let hb = Packet::parse(&ep.poll_transmit(t).expect("HEARTBEAT").payload).unwrap();
@@ -349,7 +295,7 @@ fn idle_heartbeat_of_an_untaken_association_ends_it_when_the_client_does_not_kno
 
 #[test]
 fn zero_rtt_init_repeated_from_a_new_nat_port_is_not_delivered_twice() {
-    let mut ep = cookieless_server();
+    let mut ep = cookieless_server(server_config(HandshakeMode::Both));
     let now = Instant::from_millis(1);
     let init = Chunk::Init(InitChunk {
         initiate_tag: 0x5151,
@@ -359,7 +305,7 @@ fn zero_rtt_init_repeated_from_a_new_nat_port_is_not_delivered_twice() {
         initial_tsn: 100,
         params: vec![
             packet::Param::AltCookie(Vec::new()),
-            packet::Param::AltData(fragment(100, 0, true, true, 5).to_bytes()),
+            packet::Param::AltData(data_fragment(100, 0, true, true, 5).to_bytes()),
         ],
     });
     let first = exchange(&mut ep, now, client_addr(), crafted(0, vec![init.clone()]));

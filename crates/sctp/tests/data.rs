@@ -1,14 +1,13 @@
 //! Data transfer over the in-memory pair: loss, reordering, fragmentation, streams, ordering,
 //! retransmission paths, delayed SACK and graceful shutdown.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
 use fastshake_sctp::packet::{CHUNK_DATA, CHUNK_SACK};
 use fastshake_sctp::{AssociationHandle, ConnectOptions, Event, HandshakeMode, Message};
+use fastshake_testkit::net::{self, Dir, Fate};
+use fastshake_testkit::sctp::*;
 
 fn open_pair() -> (Pair, AssociationHandle) {
     let mut server = server_config(HandshakeMode::Both);
@@ -68,11 +67,15 @@ fn transfer_with_loss_and_reordering_delivers_each_message_once() {
     for seed in 1..=4u64 {
         let (mut pair, h) = open_pair();
         let mut state = seed;
-        pair.loss = Box::new(move |_, _| {
+        let mut jitter = net::jitter(Duration::from_millis(15), seed);
+        pair.filter = Box::new(move |_| {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) % 100 < 12
+            if (state >> 33) % 100 < 12 {
+                Fate::Drop
+            } else {
+                Fate::Late(jitter())
+            }
         });
-        pair.jitter = Some((Duration::from_millis(15), seed));
         pair.echo = true;
         let sent = workload();
         for m in &sent {
@@ -91,8 +94,8 @@ fn single_loss_is_repaired_by_fast_retransmit() {
     let (mut pair, h) = open_pair();
     let start = pair.log.len();
     let mut data_seen = 0;
-    pair.loss = Box::new(move |i, s| {
-        if i < start || !s.to_server || !s.chunk_types().contains(&CHUNK_DATA) {
+    pair.filter = net::drop_if(move |s| {
+        if s.nth < start || s.dir == Dir::ToClient || !s.chunk_types().contains(&CHUNK_DATA) {
             return false;
         }
         data_seen += 1;
@@ -116,8 +119,8 @@ fn tail_loss_is_repaired_by_t3_rtx() {
     let (mut pair, h) = open_pair();
     let start = pair.log.len();
     let mut dropped = false;
-    pair.loss = Box::new(move |i, s| {
-        if i >= start && s.to_server && s.chunk_types().contains(&CHUNK_DATA) && !dropped {
+    pair.filter = net::drop_if(move |s| {
+        if s.nth >= start && s.dir == Dir::ToServer && s.chunk_types().contains(&CHUNK_DATA) && !dropped {
             dropped = true;
             return true;
         }
@@ -158,9 +161,9 @@ fn sack_is_delayed_for_a_single_packet_and_immediate_for_two() {
 #[test]
 fn graceful_shutdown_delivers_everything_then_closes_both() {
     let (mut pair, h) = open_pair();
-    pair.loss = {
+    pair.filter = {
         let mut n = 0u32;
-        Box::new(move |_, _| {
+        net::drop_if(move |_| {
             n += 1;
             n.is_multiple_of(5)
         })
@@ -195,7 +198,7 @@ fn abort_reaches_the_peer() {
 #[test]
 fn dead_peer_fails_after_retransmission_limit() {
     let (mut pair, h) = open_pair();
-    pair.loss = Box::new(|_, s| s.to_server);
+    pair.filter = net::drop_if(|s| s.dir == Dir::ToServer);
     pair.client.send(h, msg(0, b"into the void")).unwrap();
     pair.run_for(Duration::from_secs(3600));
     assert!(pair
@@ -219,7 +222,7 @@ fn send_checks_stream_and_emptiness() {
 #[test]
 fn idle_dead_peer_is_detected_by_heartbeats() {
     let (mut pair, h) = open_pair();
-    pair.loss = Box::new(|_, s| s.to_server);
+    pair.filter = net::drop_if(|s| s.dir == Dir::ToServer);
     pair.run_for(Duration::from_secs(3 * 3600));
     assert!(pair
         .client_events
@@ -238,7 +241,7 @@ fn server_follows_the_clients_new_encapsulation_port() {
     let server_handle = pair.server.associations()[0];
     assert_eq!(pair.server.association(server_handle).unwrap().remote.port(), 40_000);
     assert_eq!(pair.client_messages(), vec![msg(0, b"after rebinding")]);
-    let last_to_client = pair.log.iter().rev().find(|s| !s.to_server).unwrap();
+    let last_to_client = pair.log.iter().rev().find(|s| s.dir == Dir::ToClient).unwrap();
     assert_eq!(last_to_client.dst.port(), 40_000, "answers go where the peer sent from (RFC 6951)");
 }
 
@@ -258,13 +261,11 @@ fn data_fails_over_to_the_peers_other_confirmed_address() {
     let info = pair.server.association(sh).unwrap();
     assert_eq!(info.remote_addresses, vec![client_addr(), client_addr2()]);
     assert!(
-        pair.sent_with(fastshake_sctp::packet::CHUNK_HEARTBEAT_ACK)
-            .iter()
-            .any(|s| s.src == Some(client_addr2())),
+        pair.sent_with(fastshake_sctp::packet::CHUNK_HEARTBEAT_ACK).iter().any(|s| s.src == client_addr2()),
         "second path confirmed, answered from the probed address"
     );
     // The client's first address goes dark.
-    pair.loss = Box::new(|_, s| s.dst == client_addr());
+    pair.filter = net::drop_if(|s| s.dst == client_addr());
     pair.server.send(sh, msg(0, b"after the outage")).unwrap();
     pair.run_for(Duration::from_secs(30));
     assert_eq!(pair.client_messages(), vec![msg(0, b"after the outage")]);

@@ -1,18 +1,18 @@
 //! Every handshake variant on an in-memory pair in virtual time, with each packet lost in turn.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use fastshake_sctp::packet::{
     Chunk, ErrorCause, Packet, Param, CHUNK_ERROR, CHUNK_HEARTBEAT, CHUNK_INIT, CHUNK_INIT_ACK,
 };
-use fastshake_sctp::{AssociationState, ConnectOptions, Event, HandshakeKind, HandshakeMode, Instant};
+use fastshake_sctp::{
+    AssociationHandle, AssociationInfo, AssociationState, ConnectOptions, Event, HandshakeKind,
+    HandshakeMode, Instant, Message,
+};
+use fastshake_testkit::net::{self, Dir};
+use fastshake_testkit::sctp::*;
 
-fn connected_kind(
-    events: &[(fastshake_sctp::AssociationHandle, Event)],
-) -> Option<(HandshakeKind, u32, usize)> {
+fn connected_kind(events: &[(AssociationHandle, Event)]) -> Option<(HandshakeKind, u32, usize)> {
     events.iter().find_map(|(_, e)| match e {
         Event::Connected { handshake, round_trips, zero_rtt_accepted } => {
             Some((*handshake, *round_trips, *zero_rtt_accepted))
@@ -21,7 +21,7 @@ fn connected_kind(
     })
 }
 
-fn alt_cookie_event(events: &[(fastshake_sctp::AssociationHandle, Event)]) -> Option<Vec<u8>> {
+fn alt_cookie_event(events: &[(AssociationHandle, Event)]) -> Option<Vec<u8>> {
     events.iter().find_map(|(_, e)| match e {
         Event::AltCookie { cookie, .. } => Some(cookie.clone()),
         _ => None,
@@ -69,7 +69,7 @@ fn alt_handshake_exchanges_small_cookie() {
     assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
     assert_eq!(connected_kind(&pair.client_events), Some((HandshakeKind::AltCookie, 2, 0)));
     assert_eq!(connected_kind(&pair.server_events).map(|k| k.0), Some(HandshakeKind::AltCookie));
-    let types: Vec<Vec<u8>> = pair.log.iter().map(Sent::chunk_types).collect();
+    let types: Vec<Vec<u8>> = pair.log.iter().map(SctpDatagram::chunk_types).collect();
     assert_eq!(types, vec![vec![CHUNK_INIT], vec![CHUNK_ERROR], vec![CHUNK_INIT], vec![CHUNK_INIT_ACK]]);
     let init_len = pair.log[0].payload.len();
     let error_len = pair.log[1].payload.len();
@@ -100,7 +100,7 @@ fn cached_cookie_opens_in_one_round_trip() {
     }));
     assert_eq!(connected_kind(&pair.client_events[ev_start..]), Some((HandshakeKind::AltCached, 1, 0)));
     assert_eq!(pair.now - t0, pair.rtt(), "one round trip");
-    let types: Vec<Vec<u8>> = pair.log[start..].iter().map(Sent::chunk_types).collect();
+    let types: Vec<Vec<u8>> = pair.log[start..].iter().map(SctpDatagram::chunk_types).collect();
     assert_eq!(types, vec![vec![CHUNK_INIT], vec![CHUNK_INIT_ACK]]);
 }
 
@@ -214,7 +214,7 @@ fn alt_only_server_never_sends_state_cookie() {
     pair.run_for(Duration::from_secs(600));
     assert!(pair.client_connected().is_none());
     assert!(pair.client_events.iter().any(|(_, e)| matches!(e, Event::Failed(_))));
-    for s in pair.log.iter().filter(|s| !s.to_server) {
+    for s in pair.log.iter().filter(|s| s.dir == Dir::ToClient) {
         assert_eq!(s.chunk_types(), vec![CHUNK_ERROR]);
         assert!(s.payload.len() <= 36);
     }
@@ -243,7 +243,7 @@ fn each_packet_lost_in_turn(
         let mut pair = Pair::new(client_config(client_mode), server.clone());
         pair.echo = true;
         if let Some(i) = drop_index {
-            pair.loss = Box::new(move |index, _| index == i);
+            pair.filter = net::drop_if(move |d| d.nth == i);
         }
         let opts = ConnectOptions {
             cached_cookie: cookie.clone(),
@@ -457,41 +457,74 @@ fn invalid_stream_in_alt_data_gets_error() {
     pair.run_for(Duration::from_secs(3));
     assert_eq!(pair.server_messages(), vec![msg(0, b"ok")]);
     let errors: Vec<Packet> =
-        pair.sent_with(CHUNK_ERROR).iter().filter(|s| !s.to_server).map(|s| s.packet()).collect();
+        pair.sent_with(CHUNK_ERROR).iter().filter(|s| s.dir == Dir::ToClient).map(|s| s.packet()).collect();
     assert!(errors.iter().any(|p| p.chunks.iter().any(
         |c| matches!(c, Chunk::Error { causes } if causes == &vec![ErrorCause::InvalidStream { stream: 9 }])
     )));
+}
+
+/// A client that also listens, so that the server's INIT can reach it.
+fn listening_client(mode: HandshakeMode) -> fastshake_sctp::Config {
+    fastshake_sctp::Config { listen: true, ..client_config(mode) }
+}
+
+/// Both sides send an INIT at once (the listening client and the server), each with its
+/// zero-RTT messages; returns the client's and the server's handle.
+fn inits_both_ways(
+    pair: &mut Pair,
+    client_zero_rtt: Vec<Message>,
+    server_zero_rtt: Vec<Message>,
+) -> (AssociationHandle, AssociationHandle) {
+    let hc = pair.connect(ConnectOptions { zero_rtt: client_zero_rtt, ..Default::default() });
+    let hs = pair.server.connect(
+        pair.now,
+        Some(server_addr()),
+        client_addr(),
+        CLIENT_PORT,
+        ConnectOptions { zero_rtt: server_zero_rtt, ..Default::default() },
+    );
+    (hc, hs)
+}
+
+/// [`inits_both_ways`] without zero-RTT data, run for `d`: each side ends up with an
+/// established association whose tags mirror the other's. Returns both handles and what each
+/// side says of its association.
+fn collide(
+    pair: &mut Pair,
+    d: Duration,
+) -> (AssociationHandle, AssociationHandle, AssociationInfo, AssociationInfo) {
+    let (hc, hs) = inits_both_ways(pair, Vec::new(), Vec::new());
+    pair.run_for(d);
+    let (ci, si) = established_mirrored(pair, hc, hs);
+    (hc, hs, ci, si)
+}
+
+/// Both sides' associations are established and each side's tags mirror the other's.
+fn established_mirrored(
+    pair: &Pair,
+    hc: AssociationHandle,
+    hs: AssociationHandle,
+) -> (AssociationInfo, AssociationInfo) {
+    let ci = pair.client.association(hc).expect("client association");
+    let si = pair.server.association(hs).expect("server association");
+    assert_eq!((ci.state, si.state), (AssociationState::Established, AssociationState::Established));
+    assert_eq!((ci.local_tag, ci.peer_tag), (si.peer_tag, si.local_tag));
+    (ci, si)
 }
 
 #[test]
 fn init_collision_alt_merges_into_one_association() {
     let mut a = server_config(HandshakeMode::Both);
     a.cookieless = true;
-    let mut b = client_config(HandshakeMode::Both);
-    b.listen = true;
-    b.cookieless = true;
+    let b = fastshake_sctp::Config { cookieless: true, ..listening_client(HandshakeMode::Both) };
     let mut pair = Pair::new(b, a);
-    let hc = pair.connect(ConnectOptions::default());
-    let hs = pair.server.connect(
-        pair.now,
-        Some(server_addr()),
-        client_addr(),
-        CLIENT_PORT,
-        ConnectOptions::default(),
-    );
-    pair.run_for(Duration::from_secs(3));
-    let ci = pair.client.association(hc).expect("client association");
-    let si = pair.server.association(hs).expect("server association");
-    assert_eq!(ci.state, AssociationState::Established);
-    assert_eq!(si.state, AssociationState::Established);
-    assert_eq!(ci.local_tag, si.peer_tag);
-    assert_eq!(ci.peer_tag, si.local_tag);
+    let (hc, _, ci, si) = collide(&mut pair, Duration::from_secs(3));
     assert_eq!(pair.client.associations().len(), 1);
     assert_eq!(pair.server.associations().len(), 1);
     // The INIT-ACKs repeat each side's own INIT tag.
     for s in pair.sent_with(CHUNK_INIT_ACK) {
         let Chunk::InitAck(ack) = &s.packet().chunks[0] else { panic!() };
-        let own = if s.to_server { ci.local_tag } else { si.local_tag };
+        let own = if s.dir == Dir::ToServer { ci.local_tag } else { si.local_tag };
         assert_eq!(ack.initiate_tag, own);
     }
     pair.client.send(hc, msg(0, b"x")).unwrap();
@@ -501,23 +534,8 @@ fn init_collision_alt_merges_into_one_association() {
 
 #[test]
 fn init_collision_regular_merges_into_one_association() {
-    let mut b = client_config(HandshakeMode::Regular);
-    b.listen = true;
-    let mut pair = Pair::new(b, server_config(HandshakeMode::Regular));
-    let hc = pair.connect(ConnectOptions::default());
-    let hs = pair.server.connect(
-        pair.now,
-        Some(server_addr()),
-        client_addr(),
-        CLIENT_PORT,
-        ConnectOptions::default(),
-    );
-    pair.run_for(Duration::from_secs(3));
-    let ci = pair.client.association(hc).expect("client association");
-    let si = pair.server.association(hs).expect("server association");
-    assert_eq!(ci.state, AssociationState::Established);
-    assert_eq!(si.state, AssociationState::Established);
-    assert_eq!((ci.local_tag, ci.peer_tag), (si.peer_tag, si.local_tag));
+    let mut pair = Pair::new(listening_client(HandshakeMode::Regular), server_config(HandshakeMode::Regular));
+    let (_, hs, _, _) = collide(&mut pair, Duration::from_secs(3));
     pair.server.send(hs, msg(0, b"y")).unwrap();
     pair.run_for(Duration::from_secs(1));
     assert_eq!(pair.client_messages(), vec![msg(0, b"y")]);
@@ -540,9 +558,13 @@ fn multihoming_heartbeats_wait_and_path_cookies_are_fetched() {
     assert_eq!(connected_kind(&pair.client_events).map(|k| k.0), Some(HandshakeKind::AltCached));
     // The server held its HEARTBEATs back until the client spoke on the association.
     let init_ack_at = pair.log.iter().position(|s| s.chunk_types() == vec![CHUNK_INIT_ACK]).unwrap();
-    let first_hb = pair.log.iter().position(|s| !s.to_server && s.chunk_types().contains(&CHUNK_HEARTBEAT));
-    let first_client_after =
-        pair.log.iter().skip(init_ack_at).position(|s| s.to_server && s.packet().verification_tag != 0);
+    let first_hb =
+        pair.log.iter().position(|s| s.dir == Dir::ToClient && s.chunk_types().contains(&CHUNK_HEARTBEAT));
+    let first_client_after = pair
+        .log
+        .iter()
+        .skip(init_ack_at)
+        .position(|s| s.dir == Dir::ToServer && s.packet().verification_tag != 0);
     if let Some(hb) = first_hb {
         let client_pkt =
             first_client_after.expect("client spoke before the server's HEARTBEAT") + init_ack_at;
@@ -560,7 +582,7 @@ fn multihoming_heartbeats_wait_and_path_cookies_are_fetched() {
     assert!(pair
         .log
         .iter()
-        .any(|s| s.to_server && s.src == Some(client_addr2()) && s.chunk_types() == vec![CHUNK_INIT]));
+        .any(|s| s.dir == Dir::ToServer && s.src == client_addr2() && s.chunk_types() == vec![CHUNK_INIT]));
     assert_eq!(pair.server.associations().len(), 1, "the probe INIT opened nothing");
     // That cookie opens an association from the second address in one round trip.
     for h in pair.client.associations() {
@@ -604,7 +626,7 @@ fn server_heartbeat_is_held_until_client_speaks() {
     pair.run_for(Duration::from_secs(2));
     let hbs = pair.sent_with(CHUNK_HEARTBEAT);
     assert!(
-        hbs.iter().any(|s| !s.to_server && s.dst == client_addr2()),
+        hbs.iter().any(|s| s.dir == Dir::ToClient && s.dst == client_addr2()),
         "second path probed once open on both sides"
     );
 }
@@ -620,7 +642,7 @@ fn stale_state_cookie_is_reported_and_the_client_starts_over() {
     let stale_errors = pair
         .log
         .iter()
-        .filter(|s| !s.to_server)
+        .filter(|s| s.dir == Dir::ToClient)
         .filter(|s| s.packet().chunks.iter().any(|c| matches!(c, Chunk::Error { causes } if matches!(causes[..], [ErrorCause::StaleCookie { staleness_us: 5000 }]))))
         .count();
     assert!(stale_errors >= 2, "{stale_errors}");
@@ -713,22 +735,10 @@ fn i_data_in_alt_data_is_ignored_and_not_acknowledged() {
 
 #[test]
 fn init_collision_with_cookie_exchange_on_both_sides() {
-    let mut b = client_config(HandshakeMode::Both);
-    b.listen = true;
-    let mut pair = Pair::new(b, server_config(HandshakeMode::Both));
-    let hc = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"from client")], ..Default::default() });
-    let hs = pair.server.connect(
-        pair.now,
-        Some(server_addr()),
-        client_addr(),
-        CLIENT_PORT,
-        ConnectOptions { zero_rtt: vec![msg(0, b"from server")], ..Default::default() },
-    );
+    let mut pair = Pair::new(listening_client(HandshakeMode::Both), server_config(HandshakeMode::Both));
+    let (hc, hs) = inits_both_ways(&mut pair, vec![msg(0, b"from client")], vec![msg(0, b"from server")]);
     pair.run_for(Duration::from_secs(5));
-    let ci = pair.client.association(hc).expect("client association");
-    let si = pair.server.association(hs).expect("server association");
-    assert_eq!((ci.state, si.state), (AssociationState::Established, AssociationState::Established));
-    assert_eq!((ci.local_tag, ci.peer_tag), (si.peer_tag, si.local_tag));
+    let (ci, _) = established_mirrored(&pair, hc, hs);
     assert_eq!(ci.handshake, Some(HandshakeKind::AltCookie));
     assert_eq!(pair.client.associations().len() + pair.server.associations().len(), 2);
     assert_eq!(pair.server_messages(), vec![msg(0, b"from client")]);
@@ -738,20 +748,11 @@ fn init_collision_with_cookie_exchange_on_both_sides() {
 #[test]
 fn init_collision_survives_each_loss() {
     let run = |drop: Option<usize>| {
-        let mut b = client_config(HandshakeMode::Both);
-        b.listen = true;
-        let mut pair = Pair::new(b, server_config(HandshakeMode::Both));
+        let mut pair = Pair::new(listening_client(HandshakeMode::Both), server_config(HandshakeMode::Both));
         if let Some(i) = drop {
-            pair.loss = Box::new(move |index, _| index == i);
+            pair.filter = net::drop_if(move |d| d.nth == i);
         }
-        let hc = pair.connect(ConnectOptions { zero_rtt: vec![msg(0, b"c")], ..Default::default() });
-        let hs = pair.server.connect(
-            pair.now,
-            Some(server_addr()),
-            client_addr(),
-            CLIENT_PORT,
-            ConnectOptions { zero_rtt: vec![msg(0, b"s")], ..Default::default() },
-        );
+        let (hc, hs) = inits_both_ways(&mut pair, vec![msg(0, b"c")], vec![msg(0, b"s")]);
         pair.run_for(Duration::from_secs(30));
         (pair, hc, hs)
     };

@@ -2,77 +2,20 @@
 //! guard (RFC 9260 §9.2), the receive buffer cap across all associations (§6.2), and the rate
 //! of answers to out-of-the-blue packets (§8.4).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
-use fastshake_sctp::packet::{self, Chunk, DataChunk, InitChunk, Packet};
+use fastshake_sctp::packet::{self, Chunk, InitChunk, Packet};
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, Endpoint, Event, HandshakeMode, Instant, Message, RateLimit,
 };
-
-fn crafted_from(port: u16, vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
-    let mut p = Packet::new(port, SERVER_PORT, vtag);
-    p.chunks = chunks;
-    p.encode()
-}
-
-/// Delivers `packet` to `ep` from `from`; returns every packet `ep` sends back.
-fn exchange(ep: &mut Endpoint, now: Instant, from: SocketAddr, mut packet: Vec<u8>) -> Vec<Packet> {
-    ep.handle_datagram(now, server_addr(), from, &mut packet);
-    drain(ep, now)
-}
-
-fn drain(ep: &mut Endpoint, now: Instant) -> Vec<Packet> {
-    let mut out = Vec::new();
-    while let Some(t) = ep.poll_transmit(now) {
-        out.push(Packet::parse(&t.payload).expect("engine sent a malformed packet"));
-    }
-    out
-}
+use fastshake_testkit::net::{self, Dir, Fate};
+use fastshake_testkit::sctp::*;
 
 fn events(ep: &mut Endpoint) -> Vec<(AssociationHandle, Event)> {
     std::iter::from_fn(|| ep.poll_event()).collect()
-}
-
-fn cookieless_server(config: Config) -> Endpoint {
-    Endpoint::new(Arc::new(Config { cookieless: true, ..config }), [4; 32])
-}
-
-/// Opens a server association by a crafted cookieless INIT from `from` and SCTP port `port`;
-/// returns the server's tag (the verification tag of the crafted peer's packets).
-fn open_crafted(ep: &mut Endpoint, now: Instant, from: SocketAddr, port: u16, initial_tsn: u32) -> u32 {
-    let init = Chunk::Init(InitChunk {
-        initiate_tag: 0x5151_0000 + u32::from(port),
-        a_rwnd: 1 << 20,
-        outbound_streams: 2,
-        inbound_streams: 2,
-        initial_tsn,
-        params: vec![packet::Param::AltCookie(Vec::new())],
-    });
-    let answers = exchange(ep, now, from, crafted_from(port, 0, vec![init]));
-    let Some(Chunk::InitAck(ack)) = answers.first().and_then(|p| p.chunks.first()) else {
-        panic!("INIT-ACK expected, got {answers:?}")
-    };
-    ack.initiate_tag
-}
-
-fn data(tsn: u32, ssn: u16, beginning: bool, ending: bool, len: usize) -> Chunk {
-    Chunk::Data(DataChunk {
-        tsn,
-        stream: 0,
-        ssn,
-        ppid: 0,
-        unordered: false,
-        beginning,
-        ending,
-        immediate: true,
-        data: vec![0xEE; len],
-    })
 }
 
 // ------------------------------------------------------------------------------ T5
@@ -113,7 +56,7 @@ fn shutdown_kept_hanging_by_the_peer_ends_with_abort_by_t5() {
             &mut ep,
             now,
             client_addr(),
-            crafted_from(CLIENT_PORT, tag, vec![data(tsn, (tsn - 100) as u16, true, true, 8)]),
+            crafted_from(CLIENT_PORT, tag, vec![data_fragment(tsn, (tsn - 100) as u16, true, true, 8)]),
         );
         assert!(answers.iter().all(|p| !p.chunks.iter().any(|c| matches!(c, Chunk::Abort { .. }))));
         tsn += 1;
@@ -141,7 +84,7 @@ fn configured_shutdown_guard_ends_a_shutdown_nobody_answers() {
     let h = pair.connect(ConnectOptions::default());
     assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected));
     // From now on the server hears nothing: SHUTDOWN goes unanswered.
-    pair.loss = Box::new(|_, s| s.to_server);
+    pair.filter = net::drop_if(|s| s.dir == Dir::ToServer);
     pair.client.shutdown(h);
     pair.run_for(Duration::from_secs(120));
     let reason = pair.client_events.iter().find_map(|(hh, e)| match e {
@@ -152,7 +95,10 @@ fn configured_shutdown_guard_ends_a_shutdown_nobody_answers() {
     // T2 alone would have gone on resending SHUTDOWN up to Association.Max.Retrans.
     let info = pair.client.ended_association(h).unwrap();
     assert!(info.stats.shutdown_retransmits < u64::from(Config::default().max_retransmits));
-    assert!(pair.log.iter().any(|s| s.to_server && s.chunk_types().contains(&packet::CHUNK_ABORT)));
+    assert!(pair
+        .log
+        .iter()
+        .any(|s| s.dir == Dir::ToServer && s.chunk_types().contains(&packet::CHUNK_ABORT)));
 }
 
 // ------------------------------------------------------------------------------ receive buffer cap
@@ -181,7 +127,7 @@ fn receive_buffer_cap_holds_across_associations() {
         tags.push((port, tag));
         // TSN 100 never comes; 101.. are middle fragments of a message that never ends.
         for first in (101..101 + 128).step_by(8) {
-            let chunks = (first..first + 8).map(|tsn| data(tsn, 0, false, false, 1024)).collect();
+            let chunks = (first..first + 8).map(|tsn| data_fragment(tsn, 0, false, false, 1024)).collect();
             for p in exchange(&mut ep, now, client_addr(), crafted_from(port, tag, chunks)) {
                 for c in p.chunks {
                     if let Chunk::Sack(s) = c {
@@ -216,7 +162,7 @@ fn receive_buffer_cap_holds_across_associations() {
             &mut ep,
             now,
             client_addr2(),
-            crafted_from(CLIENT_PORT, tag, vec![data(500 + u32::from(i), i, true, true, 900)]),
+            crafted_from(CLIENT_PORT, tag, vec![data_fragment(500 + u32::from(i), i, true, true, 900)]),
         );
     }
     let delivered = events(&mut ep).into_iter().filter(|(_, e)| matches!(e, Event::Message(_))).count();
@@ -231,95 +177,6 @@ fn receive_buffer_cap_holds_across_associations() {
     assert_eq!(ep.stats().receive_buffered, 0);
 }
 
-/// Several endpoints on one virtual network, each at its own address.
-struct Net {
-    now: Instant,
-    nodes: Vec<(SocketAddr, Endpoint)>,
-    events: Vec<Vec<(AssociationHandle, Event)>>,
-    in_flight: Vec<(Instant, u64, usize, SocketAddr, Vec<u8>)>,
-    seq: u64,
-    rng: u64,
-    /// Datagrams lost, per thousand.
-    loss_per_mille: u64,
-}
-
-impl Net {
-    fn new(nodes: Vec<(SocketAddr, Endpoint)>) -> Net {
-        let n = nodes.len();
-        Net {
-            now: Instant::from_millis(1_000),
-            nodes,
-            events: vec![Vec::new(); n],
-            in_flight: Vec::new(),
-            seq: 0,
-            rng: 7,
-            loss_per_mille: 0,
-        }
-    }
-
-    fn random(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.rng >> 33
-    }
-
-    fn collect(&mut self) {
-        for i in 0..self.nodes.len() {
-            let now = self.now;
-            while let Some(t) = self.nodes[i].1.poll_transmit(now) {
-                let src = t.src.unwrap_or(self.nodes[i].0);
-                let Some(dst) = self.nodes.iter().position(|(a, _)| *a == t.dst) else { continue };
-                if self.random() % 1000 < self.loss_per_mille {
-                    continue;
-                }
-                // 10 ms one way, up to 10 ms more: datagrams overtake each other.
-                let delay = Duration::from_millis(10 + self.random() % 10);
-                self.seq += 1;
-                self.in_flight.push((now + delay, self.seq, dst, src, t.payload));
-            }
-            while let Some(e) = self.nodes[i].1.poll_event() {
-                self.events[i].push(e);
-            }
-        }
-    }
-
-    fn run_until(&mut self, end: Instant, done: impl Fn(&Net) -> bool) -> bool {
-        loop {
-            self.collect();
-            if done(self) {
-                return true;
-            }
-            let arrival = self.in_flight.iter().map(|f| (f.0, f.1)).min();
-            let timer = self.nodes.iter().filter_map(|(_, e)| e.poll_timeout()).min();
-            let next = [arrival.map(|a| a.0), timer].into_iter().flatten().min();
-            let Some(next) = next.filter(|t| *t <= end) else { return false };
-            self.now = self.now.max(next);
-            if let Some((at, seq)) = arrival.filter(|a| a.0 <= self.now) {
-                let i = self.in_flight.iter().position(|f| f.0 == at && f.1 == seq).unwrap();
-                let (_, _, dst, src, mut payload) = self.in_flight.remove(i);
-                let (local, ep) = &mut self.nodes[dst];
-                ep.handle_datagram(self.now, *local, src, &mut payload);
-                continue;
-            }
-            let now = self.now;
-            for (_, ep) in &mut self.nodes {
-                if ep.poll_timeout().is_some_and(|t| t <= now) {
-                    ep.handle_timeout(now);
-                }
-            }
-        }
-    }
-
-    fn messages(&self, node: usize) -> Vec<(AssociationHandle, Message)> {
-        self.events[node]
-            .iter()
-            .filter_map(|(h, e)| match e {
-                Event::Message(m) => Some((*h, m.clone())),
-                _ => None,
-            })
-            .collect()
-    }
-}
-
 /// Eight clients send fragmented messages over a lossy (10 %), reordering network to one server
 /// whose buffers together may hold less than their windows: what does not fit is dropped (or
 /// reneged) and sent again, and in the end every message arrives exactly once and in order;
@@ -332,21 +189,30 @@ fn lossy_transfer_to_a_capped_server(cap: usize) -> u64 {
         cookieless: true,
         ..server_config(HandshakeMode::Both)
     };
-    let mut nodes = vec![(server_addr(), Endpoint::new(Arc::new(server_config), [9; 32]))];
-    for i in 0..clients {
-        let config = Config { local_port: CLIENT_PORT + i, ..client_config(HandshakeMode::Both) };
-        let addr: SocketAddr = format!("10.0.1.{}:9899", i + 1).parse().unwrap();
-        nodes.push((addr, Endpoint::new(Arc::new(config), [10 + i as u8; 32])));
-    }
-    let mut net = Net::new(nodes);
-    net.loss_per_mille = 100;
+    // The pair's own client stays idle: the eight are clients added at addresses of their own.
+    let mut pair = Pair::new(client_config(HandshakeMode::Both), server_config);
+    let mut state = 7u64;
+    let mut random = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    // 10 ms one way, up to 10 ms more: datagrams overtake each other.
+    pair.filter = Box::new(move |_| {
+        if random() % 1000 < 100 {
+            Fate::Drop
+        } else {
+            Fate::Late(Duration::from_millis(random() % 10))
+        }
+    });
     let mut sent: BTreeMap<u16, Vec<Message>> = BTreeMap::new();
     let mut handles = Vec::new();
     for i in 0..clients {
-        let node = usize::from(i) + 1;
-        let now = net.now;
-        let local = Some(net.nodes[node].0);
-        let h = net.nodes[node].1.connect(now, local, server_addr(), SERVER_PORT, ConnectOptions::default());
+        let config = Config { local_port: CLIENT_PORT + i, ..client_config(HandshakeMode::Both) };
+        let addr: SocketAddr = format!("10.0.2.{}:9899", i + 1).parse().unwrap();
+        let node = pair.add_client(addr, config, 10 + i as u8);
+        let now = pair.now;
+        let client = &mut pair.more_clients[node].endpoint;
+        let h = client.connect(now, Some(addr), server_addr(), SERVER_PORT, ConnectOptions::default());
         handles.push(h);
         let messages: Vec<Message> = (0..40u32)
             .map(|k| {
@@ -356,20 +222,20 @@ fn lossy_transfer_to_a_capped_server(cap: usize) -> u64 {
             })
             .collect();
         for m in &messages {
-            net.nodes[node].1.send(h, m.clone()).unwrap();
+            client.send(h, m.clone()).unwrap();
         }
         sent.insert(i, messages);
     }
     let total: usize = sent.values().map(Vec::len).sum();
-    let all = net.run_until(net.now + Duration::from_secs(900), |n| n.messages(0).len() >= total);
-    let server = &net.nodes[0].1;
-    let peak = server.stats().receive_buffered_peak;
-    assert!(all, "{} of {total} messages after 900 s", net.messages(0).len());
+    let all = pair.run_until(pair.now + Duration::from_secs(900), |p| p.server_messages().len() >= total);
+    let peak = pair.server.stats().receive_buffered_peak;
+    assert!(all, "{} of {total} messages after 900 s", pair.server_messages().len());
     // Per association (one per client), each message once and in order on its stream.
-    let got = net.messages(0);
     let mut by_association: BTreeMap<AssociationHandle, Vec<Message>> = BTreeMap::new();
-    for (h, m) in got {
-        by_association.entry(h).or_default().push(m);
+    for (h, e) in &pair.server_events {
+        if let Event::Message(m) = e {
+            by_association.entry(*h).or_default().push(m.clone());
+        }
     }
     assert_eq!(by_association.len(), usize::from(clients));
     for received in by_association.values() {
@@ -382,9 +248,9 @@ fn lossy_transfer_to_a_capped_server(cap: usize) -> u64 {
             assert!(have == want, "stream {stream}: contents");
         }
     }
-    assert_eq!(server.stats().receive_buffered, 0, "nothing held once all is delivered");
+    assert_eq!(pair.server.stats().receive_buffered, 0, "nothing held once all is delivered");
     for (i, h) in handles.iter().enumerate() {
-        let info = net.nodes[i + 1].1.association(*h).unwrap();
+        let info = pair.more_clients[i].endpoint.association(*h).unwrap();
         assert_eq!(info.stats.messages_out, 40);
     }
     peak
@@ -431,7 +297,7 @@ fn out_of_the_blue_answers_are_rate_limited() {
         let packet = if i % 2 == 0 {
             init_packet(i as u32 + 1, SERVER_PORT)
         } else {
-            crafted_from(40_000, 0xdead, vec![data(i as u32, 0, true, true, 10)])
+            crafted_from(40_000, 0xdead, vec![data_fragment(i as u32, 0, true, true, 10)])
         };
         for p in exchange(&mut ep, now, flooder, packet) {
             assert!(matches!(p.chunks[..], [Chunk::Abort { .. }]), "{p:?}");

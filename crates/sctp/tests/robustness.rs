@@ -1,14 +1,13 @@
 //! Bad input never panics and never disturbs an established association; the fuzz corpus and a
 //! few thousand random and mutated inputs go through the fuzz entry points.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::*;
 use fastshake_sctp::packet::{self, Chunk, Packet};
 use fastshake_sctp::{fuzzing, AssociationState, ConnectOptions, HandshakeMode};
+use fastshake_testkit::net;
+use fastshake_testkit::sctp::*;
 
 struct Rng(u64);
 impl Rng {
@@ -37,7 +36,7 @@ fn captured_session() -> Vec<Vec<u8>> {
         let mut pair = Pair::new(client, server);
         pair.echo = true;
         let mut n = 0u32;
-        pair.loss = Box::new(move |_, _| {
+        pair.filter = net::drop_if(move |_| {
             n += 1;
             n.is_multiple_of(7)
         });
@@ -48,7 +47,7 @@ fn captured_session() -> Vec<Vec<u8>> {
         pair.run_for(Duration::from_secs(40));
         pair.client.shutdown(h);
         pair.run_for(Duration::from_secs(40));
-        out.extend(pair.log.iter().map(|s| s.payload.clone()));
+        out.extend(pair.log.iter().map(|d| d.payload.clone()));
     }
     out
 }
@@ -219,12 +218,6 @@ fn garbage_never_disturbs_an_established_association() {
     assert_eq!(pair.client_messages(), vec![msg(0, b"before"), msg(0, b"after")]);
     assert!(pair.server.stats().malformed > 0);
     let _ = Packet::parse(&captured[0]).unwrap();
-}
-
-fn crafted(vtag: u32, chunks: Vec<Chunk>) -> Vec<u8> {
-    let mut p = Packet::new(CLIENT_PORT, SERVER_PORT, vtag);
-    p.chunks = chunks;
-    p.encode()
 }
 
 fn data_chunk(tsn: u32, text: &[u8]) -> Chunk {

@@ -60,6 +60,36 @@ pub struct AppStats {
     pub completed_at_ns: Option<u64>,
 }
 
+/// The handshakes of a protocol app (a DTLS or SCTP client or server), for the summary. The
+/// simulator knows no protocol: an app names its handshake kinds itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HandshakeStats {
+    /// Handshakes the app means to run, when it knows (a client's plan); `None` for a server.
+    pub planned: Option<u64>,
+    /// Handshakes completed.
+    pub completed: u64,
+    /// Handshakes that ended before completing (timed out, refused, aborted).
+    pub failed: u64,
+    /// Sessions that completed their handshake and failed later (stalled, aborted).
+    pub sessions_failed: u64,
+    /// Completed handshakes by the app's name for their kind (e.g. `full`, `resumed`).
+    pub kinds: std::collections::BTreeMap<String, u64>,
+    /// Duration of each completed handshake the app timed, nanoseconds, in completion order.
+    pub durations_ns: Vec<u64>,
+    /// UDP payload bytes sent and received during the completed handshakes.
+    pub bytes: u64,
+}
+
+impl HandshakeStats {
+    /// Counts one completed handshake of `kind` that took `duration_ns` (if timed) and `bytes`.
+    pub fn complete(&mut self, kind: &str, duration_ns: Option<u64>, bytes: u64) {
+        self.completed += 1;
+        *self.kinds.entry(kind.to_owned()).or_default() += 1;
+        self.durations_ns.extend(duration_ns);
+        self.bytes += bytes;
+    }
+}
+
 /// An application on a simulated host: a [`SansIo`] endpoint that may also hear about its
 /// interfaces. In a [`Transmit::src`], port 0 stands for the app's bound port.
 pub trait App: SansIo {
@@ -76,6 +106,11 @@ pub trait App: SansIo {
 
     /// Figures for the summary table.
     fn stats(&self) -> Option<AppStats> {
+        None
+    }
+
+    /// Its handshakes, if it runs a protocol that has them.
+    fn handshakes(&self) -> Option<HandshakeStats> {
         None
     }
 

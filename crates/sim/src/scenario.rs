@@ -35,9 +35,13 @@
 //!
 //! [[app]]
 //! node = "client"
-//! kind = "ping"                        # or "echo" (optional reply_port)
-//! port = 5000
+//! kind = "ping"                        # or "echo" (optional reply_port); the engine apps
+//! port = 5000                          # (dtls-*, sctp-*) come from fastshake-lab's factory
 //! server = "192.0.2.10:7"              # and count, interval_ms, payload, start_ms, retry_ms
+//!
+//! [[expect]]                           # checked after each run (see `ExpectSpec`)
+//! app = "client:ping"
+//! replies = 10
 //!
 //! [[event]]
 //! at_s = 10                            # every_s / until_s repeat the event
@@ -49,13 +53,14 @@
 //! values = [0.0, 0.05, 0.1]
 //! ```
 
-use crate::apps::{App, AppStats, Echo, EchoConfig, Pinger, PingerConfig};
+use crate::apps::{App, AppStats, Echo, EchoConfig, HandshakeStats, Pinger, PingerConfig};
 use crate::link::{LinkConfig, LinkCounters, LinkKind};
 use crate::mac::MacConfig;
 use crate::nat::{NatConfig, NatCounters};
 use crate::{Action, BuildError, NetCounters, Role, Simulator};
 use fastshake_core::Instant;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
@@ -136,6 +141,9 @@ pub struct Scenario {
     /// Timed changes.
     #[serde(default, rename = "event")]
     pub events: Vec<EventSpec>,
+    /// What every run must show.
+    #[serde(default, rename = "expect")]
+    pub expects: Vec<ExpectSpec>,
     /// The sweep as written; [`ScenarioFile::runs`] applies it.
     #[serde(default)]
     pub sweep: Option<Sweep>,
@@ -221,7 +229,7 @@ pub struct MacSpec {
 pub struct AppSpec {
     /// Host it runs on.
     pub node: String,
-    /// `ping` or `echo`.
+    /// `ping`, `echo`, or a kind an [`AppFactory`] knows.
     pub kind: String,
     /// UDP port it is bound to.
     pub port: u16,
@@ -242,6 +250,26 @@ impl AppSpec {
     pub fn settings_as<T: for<'de> Deserialize<'de>>(&self) -> Result<T, ScenarioError> {
         sub_config(&self.rest, &format!("app on `{}`", self.node))
     }
+}
+
+/// What a run must show for one app (`[[expect]]`); only the figures given are checked.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSpec {
+    /// The app's name in the report (its `name`, or `node:kind`).
+    pub app: String,
+    /// Handshakes completed.
+    #[serde(default)]
+    pub handshakes: Option<u64>,
+    /// Handshakes completed by kind (the kinds named; e.g. `{ resumed = 2 }`).
+    #[serde(default)]
+    pub kinds: BTreeMap<String, u64>,
+    /// Distinct requests answered (a client's records or messages echoed).
+    #[serde(default)]
+    pub replies: Option<u64>,
+    /// Requests answered (a server's echoes).
+    #[serde(default)]
+    pub answered: Option<u64>,
 }
 
 /// Makes apps of kinds the simulator does not know; see [`Scenario::build_with`].
@@ -409,6 +437,10 @@ impl Scenario {
             sim.add_app(node, &name, spec.port, app)?;
             app_kinds.push(spec.kind.clone());
         }
+        let (_, _, app_names) = sim.names();
+        if let Some(e) = self.expects.iter().find(|e| !app_names.contains(&e.app.as_str())) {
+            return Err(ScenarioError::Unknown { kind: "app (in [[expect]])", name: e.app.clone() });
+        }
         let duration = seconds_to_instant(self.duration_s);
         for event in &self.events {
             let target = iface(&sim, &event.iface)?;
@@ -558,6 +590,40 @@ pub struct AppReport {
     pub rtt_p95_ms: Option<f64>,
     /// When every request had been answered, seconds.
     pub completed_at_s: Option<f64>,
+    /// Its handshakes, for an app that runs a protocol with handshakes.
+    pub handshakes: Option<HandshakeReport>,
+}
+
+/// One app's handshakes (see [`HandshakeStats`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct HandshakeReport {
+    /// Handshakes the app meant to run (clients).
+    pub planned: Option<u64>,
+    /// Completed.
+    pub completed: u64,
+    /// Ended before completing.
+    pub failed: u64,
+    /// Completed, then failed (stalled, aborted).
+    pub sessions_failed: u64,
+    /// Completed, by kind.
+    pub kinds: BTreeMap<String, u64>,
+    /// Median duration of the timed ones, milliseconds.
+    pub duration_p50_ms: Option<f64>,
+    /// Longest duration, milliseconds.
+    pub duration_max_ms: Option<f64>,
+    /// UDP payload bytes both ways during the completed handshakes.
+    pub bytes: u64,
+    /// `bytes` per completed handshake.
+    pub bytes_per_handshake: Option<f64>,
+}
+
+/// The `[[expect]]` tables checked against one run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ExpectationsReport {
+    /// Figures checked.
+    pub checked: usize,
+    /// Those that did not match, one line each.
+    pub unmet: Vec<String>,
 }
 
 /// One NAT's figures.
@@ -609,6 +675,9 @@ pub struct Report {
     pub radios: Vec<RadioReport>,
     /// Network-wide drops.
     pub network: NetCounters,
+    /// The scenario's `[[expect]]` tables, checked (absent when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expectations: Option<ExpectationsReport>,
 }
 
 /// What a run leaves behind.
@@ -632,19 +701,34 @@ fn quantile(sorted: &[u64], q: f64) -> Option<f64> {
 }
 
 impl Scenario {
-    /// Builds and runs the scenario for its duration.
+    /// Builds and runs the scenario for its duration, with the built-in apps only.
     pub fn run(
         &self,
         seed: Option<u64>,
         capture: bool,
         label: Option<String>,
     ) -> Result<RunOutput, ScenarioError> {
-        let mut built = self.build(seed)?;
+        self.run_with(seed, capture, label, &mut |_, _| Ok(None))
+    }
+
+    /// Like [`Scenario::run`], with `factory` asked for every app first (see
+    /// [`Scenario::build_with`]); the `[[expect]]` tables are checked into the report.
+    pub fn run_with(
+        &self,
+        seed: Option<u64>,
+        capture: bool,
+        label: Option<String>,
+        factory: &mut AppFactory<'_>,
+    ) -> Result<RunOutput, ScenarioError> {
+        let mut built = self.build_with(seed, factory)?;
         if capture {
             built.sim.enable_capture();
         }
         built.sim.run_until(built.duration);
-        let report = built.report(self.name.clone(), seed.unwrap_or(self.seed), label);
+        let mut report = built.report(self.name.clone(), seed.unwrap_or(self.seed), label);
+        if !self.expects.is_empty() {
+            report.expectations = Some(report.check(&self.expects));
+        }
         let pcap = built.sim.take_capture();
         let frames_pcap = built.sim.take_frame_capture();
         Ok(RunOutput { report, pcap, frames_pcap })
@@ -672,7 +756,10 @@ impl Built {
         let apps = (0..app_names.len())
             .map(|a| {
                 let stats = sim.app_stats(a).unwrap_or_default();
-                app_report(app_names[a], self.app_kinds.get(a).map_or("app", |k| k.as_str()), &stats)
+                let kind = self.app_kinds.get(a).map_or("app", |k| k.as_str());
+                let mut report = app_report(app_names[a], kind, &stats);
+                report.handshakes = sim.app_handshakes(a).as_ref().map(handshake_report);
+                report
             })
             .collect();
         let nats = (0..node_names.len())
@@ -708,7 +795,24 @@ impl Built {
             nats,
             radios,
             network: sim.counters(),
+            expectations: None,
         }
+    }
+}
+
+fn handshake_report(stats: &HandshakeStats) -> HandshakeReport {
+    let mut durations = stats.durations_ns.clone();
+    durations.sort_unstable();
+    HandshakeReport {
+        planned: stats.planned,
+        completed: stats.completed,
+        failed: stats.failed,
+        sessions_failed: stats.sessions_failed,
+        kinds: stats.kinds.clone(),
+        duration_p50_ms: quantile(&durations, 0.5),
+        duration_max_ms: durations.last().map(|&d| d as f64 / 1e6),
+        bytes: stats.bytes,
+        bytes_per_handshake: (stats.completed > 0).then(|| stats.bytes as f64 / stats.completed as f64),
     }
 }
 
@@ -725,6 +829,7 @@ fn app_report(name: &str, kind: &str, stats: &AppStats) -> AppReport {
         rtt_median_ms: quantile(&rtts, 0.5),
         rtt_p95_ms: quantile(&rtts, 0.95),
         completed_at_s: stats.completed_at_ns.map(|t| t as f64 / 1e9),
+        handshakes: None,
     }
 }
 
@@ -733,6 +838,37 @@ fn opt_ms(v: Option<f64>) -> String {
 }
 
 impl Report {
+    /// Checks `expects` against this run: one line per figure that does not match.
+    pub fn check(&self, expects: &[ExpectSpec]) -> ExpectationsReport {
+        let mut out = ExpectationsReport::default();
+        for e in expects {
+            let app = self.apps.iter().find(|a| a.name == e.app);
+            let hs = app.and_then(|a| a.handshakes.as_ref());
+            let mut figures: Vec<(String, Option<u64>, u64)> = Vec::new();
+            if let Some(n) = e.handshakes {
+                figures.push(("handshakes completed".into(), hs.map(|h| h.completed), n));
+            }
+            for (kind, &n) in &e.kinds {
+                let got = hs.map(|h| h.kinds.get(kind).copied().unwrap_or(0));
+                figures.push((format!("{kind} handshakes"), got, n));
+            }
+            if let Some(n) = e.replies {
+                figures.push(("replies".into(), app.map(|a| a.replies), n));
+            }
+            if let Some(n) = e.answered {
+                figures.push(("answered".into(), app.map(|a| a.answered), n));
+            }
+            for (what, got, want) in figures {
+                out.checked += 1;
+                if got != Some(want) {
+                    let got = got.map_or_else(|| "none".to_owned(), |g| g.to_string());
+                    out.unmet.push(format!("{}: {what} {got}, expected {want}", e.app));
+                }
+            }
+        }
+        out
+    }
+
     /// The summary as aligned text tables.
     pub fn to_table(&self) -> String {
         let mut s = String::new();
@@ -782,7 +918,7 @@ impl Report {
         if !self.apps.is_empty() {
             let _ = writeln!(
                 s,
-                "\n{:<20} {:<5} {:>8} {:>7} {:>8} {:>8} {:>12} {:>12} {:>10}",
+                "\n{:<20} {:<11} {:>8} {:>7} {:>8} {:>8} {:>12} {:>12} {:>10}",
                 "app",
                 "kind",
                 "requests",
@@ -796,7 +932,7 @@ impl Report {
             for a in &self.apps {
                 let _ = writeln!(
                     s,
-                    "{:<20} {:<5} {:>8} {:>7} {:>8} {:>8} {:>12} {:>12} {:>10}",
+                    "{:<20} {:<11} {:>8} {:>7} {:>8} {:>8} {:>12} {:>12} {:>10}",
                     a.name,
                     a.kind,
                     a.requests,
@@ -806,6 +942,35 @@ impl Report {
                     opt_ms(a.rtt_median_ms),
                     opt_ms(a.rtt_p95_ms),
                     a.completed_at_s.map_or_else(|| "-".to_owned(), |t| format!("{t:.3}"))
+                );
+            }
+        }
+        let with_handshakes: Vec<_> =
+            self.apps.iter().filter_map(|a| a.handshakes.as_ref().map(|h| (a, h))).collect();
+        if !with_handshakes.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:<20} {:>9} {:>6} {:>6} {:>10} {:>10} {:>9} {:>8}  kinds",
+                "handshakes", "done", "failed", "later", "p50 ms", "max ms", "bytes", "B/hs"
+            );
+            for (a, h) in with_handshakes {
+                let done = match h.planned {
+                    Some(p) => format!("{}/{p}", h.completed),
+                    None => h.completed.to_string(),
+                };
+                let kinds: Vec<String> = h.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                let _ = writeln!(
+                    s,
+                    "{:<20} {:>9} {:>6} {:>6} {:>10} {:>10} {:>9} {:>8}  {}",
+                    a.name,
+                    done,
+                    h.failed,
+                    h.sessions_failed,
+                    opt_ms(h.duration_p50_ms),
+                    opt_ms(h.duration_max_ms),
+                    h.bytes,
+                    h.bytes_per_handshake.map_or_else(|| "-".to_owned(), |b| format!("{b:.0}")),
+                    kinds.join(", ")
                 );
             }
         }
@@ -860,6 +1025,16 @@ impl Report {
             n.dropped_nat,
             n.dropped_bad_address
         );
+        if let Some(e) = &self.expectations {
+            if e.unmet.is_empty() {
+                let _ = writeln!(s, "expectations: {} checked, all met", e.checked);
+            } else {
+                let _ = writeln!(s, "expectations: {} of {} not met", e.unmet.len(), e.checked);
+                for line in &e.unmet {
+                    let _ = writeln!(s, "  not met: {line}");
+                }
+            }
+        }
         if n.address_conflicts > 0 {
             let _ = writeln!(s, "warning: {} address changes refused (address in use)", n.address_conflicts);
         }

@@ -10,7 +10,7 @@
 //! shortest-hop routes computed from the topology. Hosts do not forward. Each address belongs
 //! to exactly one interface of the whole network.
 
-use crate::apps::{App, AppStats, NodeEvent};
+use crate::apps::{App, AppStats, HandshakeStats, NodeEvent};
 use crate::event::EventQueue;
 use crate::link::{Direction, LinkConfig, LinkCounters, LinkKind};
 use crate::mac::MacModel;
@@ -471,6 +471,11 @@ impl Simulator {
         self.apps[app].app.stats()
     }
 
+    /// The handshakes an app reports, if it has any.
+    pub fn app_handshakes(&self, app: AppId) -> Option<HandshakeStats> {
+        self.apps[app].app.handshakes()
+    }
+
     /// The radio ledger of the MAC models (idle time booked up to the last run's end).
     pub fn radio_ledger(&self) -> &RadioLedger {
         &self.ledger
@@ -515,8 +520,22 @@ impl Simulator {
 
     /// Processes every event due up to and including `until`, then sets the clock to `until`.
     pub fn run_until(&mut self, until: Instant) {
-        let until = until.as_nanos();
         self.start();
+        self.dispatch_through(until.as_nanos());
+        self.now = self.now.max(until.as_nanos());
+        self.account_idle();
+    }
+
+    /// Processes events until none is left or `limit` is reached; returns the time reached.
+    pub fn run_to_completion(&mut self, limit: Instant) -> Instant {
+        self.start();
+        self.dispatch_through(limit.as_nanos());
+        self.account_idle();
+        self.now()
+    }
+
+    /// Dispatches queued events in time order while they are due at or before `until` (ns).
+    fn dispatch_through(&mut self, until: u64) {
         while let Some(at) = self.queue.peek_time() {
             if at > until {
                 break;
@@ -527,26 +546,6 @@ impl Simulator {
             self.dispatch(event);
             self.service_pending();
         }
-        self.now = self.now.max(until);
-        self.account_idle();
-    }
-
-    /// Processes events until none is left or `limit` is reached; returns the time reached.
-    pub fn run_to_completion(&mut self, limit: Instant) -> Instant {
-        self.start();
-        let limit = limit.as_nanos();
-        while let Some(at) = self.queue.peek_time() {
-            if at > limit {
-                break;
-            }
-            let Some((at, event)) = self.queue.pop() else { break };
-            self.now = self.now.max(at);
-            self.events += 1;
-            self.dispatch(event);
-            self.service_pending();
-        }
-        self.account_idle();
-        self.now()
     }
 
     fn account_idle(&mut self) {

@@ -24,6 +24,35 @@ fn chain(delay_ms: f64) -> (Simulator, usize, usize, usize) {
     (sim, c, s, c0)
 }
 
+/// A client with two interfaces, wlan0 10.0.0.2 and lte0 10.1.0.2, each on its own link to a
+/// router, and the router's core link to a server 192.0.2.10; every link `wire`.
+struct Multihomed {
+    sim: Simulator,
+    c: usize,
+    s: usize,
+    /// The client's wlan0 interface.
+    wlan: usize,
+    wlan_link: usize,
+    lte_link: usize,
+}
+
+fn multihomed(seed: u64, wire: LinkConfig) -> Multihomed {
+    let mut sim = Simulator::new(seed);
+    let c = sim.add_node("client", Role::Host);
+    let r = sim.add_node("router", Role::Router);
+    let s = sim.add_node("server", Role::Host);
+    let wlan = sim.add_interface(c, "wlan0", "10.0.0.2".parse().unwrap()).unwrap();
+    let lte = sim.add_interface(c, "lte0", "10.1.0.2".parse().unwrap()).unwrap();
+    let r0 = sim.add_interface(r, "wlan", "10.0.0.1".parse().unwrap()).unwrap();
+    let r1 = sim.add_interface(r, "lte", "10.1.0.1".parse().unwrap()).unwrap();
+    let r2 = sim.add_interface(r, "core", "192.0.2.1".parse().unwrap()).unwrap();
+    let s0 = sim.add_interface(s, "eth0", "192.0.2.10".parse().unwrap()).unwrap();
+    let wlan_link = sim.connect("wlan", wlan, r0, wire.clone()).unwrap();
+    let lte_link = sim.connect("lte", lte, r1, wire.clone()).unwrap();
+    sim.connect("core", r2, s0, wire).unwrap();
+    Multihomed { sim, c, s, wlan, wlan_link, lte_link }
+}
+
 fn payloads(log: &SharedLog) -> Vec<Vec<u8>> {
     log.borrow().received.iter().map(|r| r.payload.clone()).collect()
 }
@@ -112,19 +141,7 @@ fn address_change_moves_traffic_to_the_new_address() {
 
 #[test]
 fn explicit_source_picks_the_interface_and_unknown_source_is_refused() {
-    let mut sim = Simulator::new(1);
-    let c = sim.add_node("client", Role::Host);
-    let s = sim.add_node("server", Role::Host);
-    let r = sim.add_node("router", Role::Router);
-    let wlan = sim.add_interface(c, "wlan0", "10.0.0.2".parse().unwrap()).unwrap();
-    let lte = sim.add_interface(c, "lte0", "10.1.0.2".parse().unwrap()).unwrap();
-    let r0 = sim.add_interface(r, "wlan", "10.0.0.1".parse().unwrap()).unwrap();
-    let r1 = sim.add_interface(r, "lte", "10.1.0.1".parse().unwrap()).unwrap();
-    let r2 = sim.add_interface(r, "core", "192.0.2.1".parse().unwrap()).unwrap();
-    let s0 = sim.add_interface(s, "eth0", "192.0.2.10".parse().unwrap()).unwrap();
-    sim.connect("wlan", wlan, r0, LinkConfig::default()).unwrap();
-    sim.connect("lte", lte, r1, LinkConfig::default()).unwrap();
-    sim.connect("core", r2, s0, LinkConfig::default()).unwrap();
+    let Multihomed { mut sim, c, s, .. } = multihomed(1, LinkConfig::default());
     let (app, _) = Scripted::new(vec![
         (0, tx(Some("10.1.0.2:0"), "192.0.2.10:9", b"lte, bound port")),
         (MS, tx(Some("10.0.0.2:4000"), "192.0.2.10:9", b"wlan, port 4000")),
@@ -147,20 +164,8 @@ fn explicit_source_picks_the_interface_and_unknown_source_is_refused() {
 
 #[test]
 fn multihomed_pinger_moves_to_the_interface_that_is_up() {
-    let mut sim = Simulator::new(3);
-    let c = sim.add_node("client", Role::Host);
-    let r = sim.add_node("router", Role::Router);
-    let s = sim.add_node("server", Role::Host);
-    let wlan = sim.add_interface(c, "wlan0", "10.0.0.2".parse().unwrap()).unwrap();
-    let lte = sim.add_interface(c, "lte0", "10.1.0.2".parse().unwrap()).unwrap();
-    let r0 = sim.add_interface(r, "wlan", "10.0.0.1".parse().unwrap()).unwrap();
-    let r1 = sim.add_interface(r, "lte", "10.1.0.1".parse().unwrap()).unwrap();
-    let r2 = sim.add_interface(r, "core", "192.0.2.1".parse().unwrap()).unwrap();
-    let s0 = sim.add_interface(s, "eth0", "192.0.2.10".parse().unwrap()).unwrap();
-    let wire = LinkConfig { delay_ms: 10.0, ..LinkConfig::default() };
-    let wlan_link = sim.connect("wlan", wlan, r0, wire.clone()).unwrap();
-    let lte_link = sim.connect("lte", lte, r1, wire.clone()).unwrap();
-    sim.connect("core", r2, s0, wire).unwrap();
+    let Multihomed { mut sim, c, s, wlan, wlan_link, lte_link } =
+        multihomed(3, LinkConfig { delay_ms: 10.0, ..LinkConfig::default() });
     let pinger = Pinger::new(PingerConfig {
         server: addr("192.0.2.10:7"),
         count: 50,

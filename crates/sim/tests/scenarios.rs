@@ -1,7 +1,9 @@
 //! The example scenarios load, run, and show what their comments say; runs are deterministic.
 
+use fastshake_sim::apps::HandshakeStats;
 use fastshake_sim::scenario::{Report, Scenario, ScenarioFile};
 use pcap_file::pcap::PcapReader;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 fn scenarios_dir() -> PathBuf {
@@ -29,6 +31,13 @@ fn every_example_scenario_loads_and_runs() {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with('#'), "{} starts with a comment describing it", path.display());
         let file = ScenarioFile::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let base = file.base().unwrap();
+        if !base.apps.iter().all(|a| a.kind == "ping" || a.kind == "echo") {
+            // Engine apps come from fastshake-lab, whose tests run these files.
+            let err = base.build(None).unwrap_err().to_string();
+            assert!(err.contains("unknown app kind"), "{}: {err}", path.display());
+            continue;
+        }
         for (label, scenario) in file.runs().unwrap() {
             let out = scenario.run(None, false, label).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert!(out.report.events > 0, "{}", path.display());
@@ -207,4 +216,70 @@ fn address_event_onto_another_interfaces_address_is_refused() {
     );
     let err = Scenario::from_toml(&text).unwrap().build(None).unwrap_err();
     assert!(err.to_string().contains("belongs to `server.eth0`"), "{err}");
+}
+
+/// An app with handshakes, as a protocol app reports them: two of kind `quick` (10 and 30 ms,
+/// 100 bytes each), one of kind `slow` untimed, one failed.
+struct Handshaking;
+
+impl fastshake_core::SansIo for Handshaking {
+    fn handle_datagram(&mut self, _: fastshake_core::Instant, _: SocketAddr, _: SocketAddr, _: &mut [u8]) {}
+    fn poll_transmit(&mut self, _: fastshake_core::Instant) -> Option<fastshake_core::Transmit> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<fastshake_core::Instant> {
+        None
+    }
+    fn handle_timeout(&mut self, _: fastshake_core::Instant) {}
+}
+
+impl fastshake_sim::apps::App for Handshaking {
+    fn handshakes(&self) -> Option<HandshakeStats> {
+        let mut stats = HandshakeStats { planned: Some(4), failed: 1, ..HandshakeStats::default() };
+        stats.complete("quick", Some(30_000_000), 100);
+        stats.complete("quick", Some(10_000_000), 100);
+        stats.complete("slow", None, 400);
+        Some(stats)
+    }
+}
+
+fn with_handshaking_app(expect: &str) -> Result<Report, fastshake_sim::scenario::ScenarioError> {
+    let text = format!("{}\n{expect}", TWO_HOSTS.replace("custom-echo", "handshaking"));
+    let scenario = Scenario::from_toml(&text)?;
+    let out = scenario.run_with(None, false, None, &mut |spec, _sim| {
+        Ok((spec.kind == "handshaking").then(|| Box::new(Handshaking) as Box<dyn fastshake_sim::apps::App>))
+    })?;
+    Ok(out.report)
+}
+
+#[test]
+fn apps_with_handshakes_get_a_section_of_the_report_and_expectations_are_checked() {
+    let expect =
+        "[[expect]]\napp = \"server:handshaking\"\nhandshakes = 3\nkinds = { quick = 2, slow = 1 }\n\n\
+                  [[expect]]\napp = \"client:ping\"\nreplies = 0\n"; // nothing answers the pings
+    let report = with_handshaking_app(expect).unwrap();
+    assert!(report.apps[0].handshakes.is_none(), "ping has none");
+    let hs = report.apps[1].handshakes.as_ref().expect("the section");
+    assert_eq!((hs.planned, hs.completed, hs.failed), (Some(4), 3, 1));
+    assert_eq!((hs.duration_p50_ms, hs.duration_max_ms), (Some(10.0), Some(30.0)), "the timed ones");
+    assert_eq!((hs.bytes, hs.bytes_per_handshake), (600, Some(200.0)));
+    let e = report.expectations.as_ref().expect("checked");
+    assert_eq!((e.checked, e.unmet.len()), (4, 0), "{:?}", e.unmet);
+    let table = report.to_table();
+    let row =
+        table.lines().find(|l| l.starts_with("server:handshaking") && l.contains("3/4")).expect("a row");
+    assert!(row.contains("quick 2, slow 1"), "{row}");
+    assert!(table.contains("expectations: 4 checked, all met"));
+
+    let report = with_handshaking_app(
+        "[[expect]]\napp = \"server:handshaking\"\nkinds = { slow = 2 }\nanswered = 1\n",
+    )
+    .unwrap();
+    let e = report.expectations.unwrap();
+    assert_eq!(
+        e.unmet,
+        ["server:handshaking: slow handshakes 1, expected 2", "server:handshaking: answered 0, expected 1"]
+    );
+    let err = with_handshaking_app("[[expect]]\napp = \"nobody\"\nreplies = 1\n").unwrap_err();
+    assert!(err.to_string().contains("nobody"), "{err}");
 }

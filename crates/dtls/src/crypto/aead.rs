@@ -254,46 +254,18 @@ mod tests {
             buf.resize(n + cipher.tag_len(), 0);
             let (p, t) = buf.split_at_mut(n);
             seal_in_place(cipher, &keys, (1 << 48) | 7, 23, 0xfefd, &[], p, t);
+            // The explicit nonce is the epoch and sequence number, as the record layer sends it.
+            let open = |epoch_seq: u64, record: &mut [u8]| {
+                open_in_place(cipher, &keys, epoch_seq.to_be_bytes(), epoch_seq, 23, 0xfefd, &[], record)
+            };
             let mut copy = buf.clone();
-            assert_eq!(
-                open_in_place(
-                    cipher,
-                    &keys,
-                    ((1u64 << 48) | 7).to_be_bytes(),
-                    (1 << 48) | 7,
-                    23,
-                    0xfefd,
-                    &[],
-                    &mut copy
-                ),
-                Ok(n)
-            );
+            assert_eq!(open((1 << 48) | 7, &mut copy), Ok(n));
             assert_eq!(&copy[..n], b"hello records");
             let mut copy = buf.clone();
-            assert!(open_in_place(
-                cipher,
-                &keys,
-                ((1u64 << 48) | 8).to_be_bytes(),
-                (1 << 48) | 8,
-                23,
-                0xfefd,
-                &[],
-                &mut copy
-            )
-            .is_err());
+            assert!(open((1 << 48) | 8, &mut copy).is_err());
             let mut copy = buf.clone();
             copy[0] ^= 1;
-            assert!(open_in_place(
-                cipher,
-                &keys,
-                ((1u64 << 48) | 7).to_be_bytes(),
-                (1 << 48) | 7,
-                23,
-                0xfefd,
-                &[],
-                &mut copy
-            )
-            .is_err());
+            assert!(open((1 << 48) | 7, &mut copy).is_err());
             assert!(open_in_place(cipher, &keys, [0; 8], 0, 23, 0xfefd, &[], &mut [0u8; 3]).is_err());
         }
     }

@@ -2,7 +2,7 @@
 //! ClientKeyExchange for ECDHE (RFC 8422 §5.4, §5.7), CertificateRequest and CertificateVerify
 //! (RFC 5246 §7.4.4, §7.4.8), NewSessionTicket (RFC 5077 §3.3).
 
-use crate::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
+use fastshake_core::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
 
 /// Named groups (RFC 8422 §5.1.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

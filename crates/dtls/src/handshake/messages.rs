@@ -1,7 +1,7 @@
 //! Bodies of the handshake messages of a PSK handshake, with an extension codec that skips
 //! unknown extensions (so later extensions slot in as new fields).
 
-use crate::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
+use fastshake_core::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
 
 pub const EXT_EXTENDED_MASTER_SECRET: u16 = 0x0017;
 pub const EXT_RENEGOTIATION_INFO: u16 = 0xff01;
@@ -227,6 +227,17 @@ fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
     }
 }
 
+/// The fields both hellos open with: version, random and a session_id of at most 32 bytes.
+fn hello_prefix<'a>(r: &mut Reader<'a>) -> Result<(u16, [u8; 32], &'a [u8]), DecodeError> {
+    let version = r.u16()?;
+    let random = r.array::<32>()?;
+    let session_id = r.vec8()?;
+    if session_id.len() > 32 {
+        return Err(DecodeError::Invalid("session_id too long"));
+    }
+    Ok((version, random, session_id))
+}
+
 /// ClientHello (RFC 6347 §4.2.1), borrowed from the message body.
 #[derive(Clone, Debug)]
 pub struct ClientHello<'a> {
@@ -243,12 +254,7 @@ pub struct ClientHello<'a> {
 impl<'a> ClientHello<'a> {
     pub fn parse(body: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);
-        let version = r.u16()?;
-        let random = r.array::<32>()?;
-        let session_id = r.vec8()?;
-        if session_id.len() > 32 {
-            return Err(DecodeError::Invalid("session_id too long"));
-        }
+        let (version, random, session_id) = hello_prefix(&mut r)?;
         let cookie = r.vec8()?;
         let cipher_suites = r.vec16()?;
         if cipher_suites.is_empty() || cipher_suites.len() % 2 != 0 {
@@ -353,12 +359,7 @@ pub struct ServerHello<'a> {
 impl<'a> ServerHello<'a> {
     pub fn parse(body: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);
-        let version = r.u16()?;
-        let random = r.array::<32>()?;
-        let session_id = r.vec8()?;
-        if session_id.len() > 32 {
-            return Err(DecodeError::Invalid("session_id too long"));
-        }
+        let (version, random, session_id) = hello_prefix(&mut r)?;
         let cipher_suite = r.u16()?;
         let compression_method = r.u8()?;
         let extensions = Extensions::parse(&mut r)?;

@@ -8,7 +8,7 @@ pub(crate) use certificate::*;
 pub(crate) use messages::*;
 pub(crate) use reassembly::{Fragment, Insert, Reassembler};
 
-use crate::codec::{put_u16, put_u24, put_u8, DecodeError, Reader};
+use fastshake_core::codec::{put_u16, put_u24, put_u8, DecodeError, Reader};
 
 /// Bytes of a DTLS handshake header.
 pub const HANDSHAKE_HEADER_LEN: usize = 12;

@@ -1,8 +1,8 @@
 //! Chunks (RFC 9260 §3.3).
 
 use super::param::{encode_causes, encode_params, parse_causes, parse_params, ErrorCause, Param};
-use super::reader::Reader;
-use super::{pad, padded, ParseError};
+use super::{pad, padded, FieldExt, ParseError};
+use fastshake_core::codec::{put_u16, put_u32, Reader};
 
 /// Payload data.
 pub const CHUNK_DATA: u8 = 0;
@@ -113,20 +113,20 @@ pub struct SackChunk {
 
 impl SackChunk {
     fn read(r: &mut Reader<'_>) -> Result<SackChunk, ParseError> {
-        let cumulative_tsn_ack = r.u32("SACK")?;
-        let a_rwnd = r.u32("SACK")?;
-        let gaps = r.u16("SACK")?;
-        let dups = r.u16("SACK")?;
+        let cumulative_tsn_ack = r.u32().field("SACK")?;
+        let a_rwnd = r.u32().field("SACK")?;
+        let gaps = r.u16().field("SACK")?;
+        let dups = r.u16().field("SACK")?;
         if r.remaining() < usize::from(gaps) * 4 + usize::from(dups) * 4 {
             return Err(ParseError::BadLength("SACK"));
         }
         let mut gap_blocks = Vec::with_capacity(gaps.into());
         for _ in 0..gaps {
-            gap_blocks.push((r.u16("SACK")?, r.u16("SACK")?));
+            gap_blocks.push((r.u16().field("SACK")?, r.u16().field("SACK")?));
         }
         let mut duplicate_tsns = Vec::with_capacity(dups.into());
         for _ in 0..dups {
-            duplicate_tsns.push(r.u32("SACK")?);
+            duplicate_tsns.push(r.u32().field("SACK")?);
         }
         Ok(SackChunk { cumulative_tsn_ack, a_rwnd, gap_blocks, duplicate_tsns })
     }
@@ -140,16 +140,16 @@ impl SackChunk {
     pub fn encode_value(&self, out: &mut Vec<u8>) {
         let gaps = self.gap_blocks.len().min(usize::from(u16::MAX));
         let dups = self.duplicate_tsns.len().min(usize::from(u16::MAX));
-        out.extend_from_slice(&self.cumulative_tsn_ack.to_be_bytes());
-        out.extend_from_slice(&self.a_rwnd.to_be_bytes());
-        out.extend_from_slice(&(gaps as u16).to_be_bytes());
-        out.extend_from_slice(&(dups as u16).to_be_bytes());
+        put_u32(out, self.cumulative_tsn_ack);
+        put_u32(out, self.a_rwnd);
+        put_u16(out, gaps as u16);
+        put_u16(out, dups as u16);
         for (s, e) in &self.gap_blocks[..gaps] {
-            out.extend_from_slice(&s.to_be_bytes());
-            out.extend_from_slice(&e.to_be_bytes());
+            put_u16(out, *s);
+            put_u16(out, *e);
         }
         for d in &self.duplicate_tsns[..dups] {
-            out.extend_from_slice(&d.to_be_bytes());
+            put_u32(out, *d);
         }
     }
 }
@@ -273,13 +273,12 @@ impl Chunk {
     }
 
     pub(crate) fn read(r: &mut Reader<'_>) -> Result<Chunk, ParseError> {
-        let chunk_type = r.u8("chunk header")?;
-        let flags = r.u8("chunk header")?;
-        let length = usize::from(r.u16("chunk header")?);
+        let [chunk_type, flags, l0, l1] = r.array().field("chunk header")?;
+        let length = usize::from(u16::from_be_bytes([l0, l1]));
         if length < 4 {
             return Err(ParseError::BadLength("chunk"));
         }
-        let value = r.take(length - 4, "chunk value")?;
+        let value = r.take(length - 4).field("chunk value")?;
         r.skip_padding(padded(length) - length);
         Self::decode(chunk_type, flags, value)
     }
@@ -288,10 +287,10 @@ impl Chunk {
         let mut r = Reader::new(value);
         let chunk = match chunk_type {
             CHUNK_DATA => {
-                let tsn = r.u32("DATA")?;
-                let stream = r.u16("DATA")?;
-                let ssn = r.u16("DATA")?;
-                let ppid = r.u32("DATA")?;
+                let tsn = r.u32().field("DATA")?;
+                let stream = r.u16().field("DATA")?;
+                let ssn = r.u16().field("DATA")?;
+                let ppid = r.u32().field("DATA")?;
                 let data = r.rest();
                 if data.is_empty() {
                     return Err(ParseError::Invalid("DATA without user data"));
@@ -310,11 +309,11 @@ impl Chunk {
             }
             CHUNK_INIT | CHUNK_INIT_ACK => {
                 let init = InitChunk {
-                    initiate_tag: r.u32("INIT")?,
-                    a_rwnd: r.u32("INIT")?,
-                    outbound_streams: r.u16("INIT")?,
-                    inbound_streams: r.u16("INIT")?,
-                    initial_tsn: r.u32("INIT")?,
+                    initiate_tag: r.u32().field("INIT")?,
+                    a_rwnd: r.u32().field("INIT")?,
+                    outbound_streams: r.u16().field("INIT")?,
+                    inbound_streams: r.u16().field("INIT")?,
+                    initial_tsn: r.u32().field("INIT")?,
                     params: parse_params(r.rest())?,
                 };
                 if chunk_type == CHUNK_INIT {
@@ -326,15 +325,15 @@ impl Chunk {
             CHUNK_SACK => Chunk::Sack(SackChunk::read(&mut r)?),
             CHUNK_HEARTBEAT | CHUNK_HEARTBEAT_ACK => {
                 // One Heartbeat Info parameter (type 1).
-                let param_type = r.u16("heartbeat info")?;
-                let length = usize::from(r.u16("heartbeat info")?);
+                let param_type = r.u16().field("heartbeat info")?;
+                let length = usize::from(r.u16().field("heartbeat info")?);
                 if param_type != 1 {
                     return Err(ParseError::Invalid("heartbeat info type"));
                 }
                 if length < 4 {
                     return Err(ParseError::BadLength("heartbeat info"));
                 }
-                let info = r.take(length - 4, "heartbeat info")?.to_vec();
+                let info = r.take(length - 4).field("heartbeat info")?.to_vec();
                 if chunk_type == CHUNK_HEARTBEAT {
                     Chunk::Heartbeat(info)
                 } else {
@@ -342,7 +341,7 @@ impl Chunk {
                 }
             }
             CHUNK_ABORT => Chunk::Abort { t_bit: flags & FLAG_T != 0, causes: parse_causes(r.rest())? },
-            CHUNK_SHUTDOWN => Chunk::Shutdown { cumulative_tsn_ack: r.u32("SHUTDOWN")? },
+            CHUNK_SHUTDOWN => Chunk::Shutdown { cumulative_tsn_ack: r.u32().field("SHUTDOWN")? },
             CHUNK_SHUTDOWN_ACK => Chunk::ShutdownAck,
             CHUNK_ERROR => Chunk::Error { causes: parse_causes(r.rest())? },
             CHUNK_COOKIE_ECHO => Chunk::CookieEcho(r.rest().to_vec()),
@@ -370,30 +369,28 @@ impl Chunk {
     fn encode_value(&self, out: &mut Vec<u8>) {
         match self {
             Chunk::Data(d) => {
-                out.extend_from_slice(&d.tsn.to_be_bytes());
-                out.extend_from_slice(&d.stream.to_be_bytes());
-                out.extend_from_slice(&d.ssn.to_be_bytes());
-                out.extend_from_slice(&d.ppid.to_be_bytes());
+                put_u32(out, d.tsn);
+                put_u16(out, d.stream);
+                put_u16(out, d.ssn);
+                put_u32(out, d.ppid);
                 out.extend_from_slice(&d.data);
             }
             Chunk::Init(i) | Chunk::InitAck(i) => {
-                out.extend_from_slice(&i.initiate_tag.to_be_bytes());
-                out.extend_from_slice(&i.a_rwnd.to_be_bytes());
-                out.extend_from_slice(&i.outbound_streams.to_be_bytes());
-                out.extend_from_slice(&i.inbound_streams.to_be_bytes());
-                out.extend_from_slice(&i.initial_tsn.to_be_bytes());
+                put_u32(out, i.initiate_tag);
+                put_u32(out, i.a_rwnd);
+                put_u16(out, i.outbound_streams);
+                put_u16(out, i.inbound_streams);
+                put_u32(out, i.initial_tsn);
                 encode_params(&i.params, out);
             }
             Chunk::Sack(s) => s.encode_value(out),
             Chunk::Heartbeat(info) | Chunk::HeartbeatAck(info) => {
-                out.extend_from_slice(&1u16.to_be_bytes());
-                out.extend_from_slice(&(clamp_len(info.len() + 4)).to_be_bytes());
+                put_u16(out, 1u16);
+                put_u16(out, clamp_len(info.len() + 4));
                 out.extend_from_slice(info);
             }
             Chunk::Abort { causes, .. } | Chunk::Error { causes } => encode_causes(causes, out),
-            Chunk::Shutdown { cumulative_tsn_ack } => {
-                out.extend_from_slice(&cumulative_tsn_ack.to_be_bytes())
-            }
+            Chunk::Shutdown { cumulative_tsn_ack } => put_u32(out, *cumulative_tsn_ack),
             Chunk::CookieEcho(cookie) => out.extend_from_slice(cookie),
             Chunk::Unknown { value, .. } => out.extend_from_slice(value),
             Chunk::ShutdownAck | Chunk::CookieAck | Chunk::ShutdownComplete { .. } => {}

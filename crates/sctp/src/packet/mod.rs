@@ -6,7 +6,6 @@
 
 mod chunk;
 mod param;
-mod reader;
 mod view;
 
 pub use chunk::{
@@ -25,7 +24,7 @@ pub use param::{
 
 pub use view::{InitView, RawParams};
 
-use reader::Reader;
+use fastshake_core::codec::{put_u16, put_u32, DecodeError, Reader};
 
 /// Bytes of the SCTP common header.
 pub const COMMON_HEADER_LEN: usize = 12;
@@ -45,6 +44,30 @@ pub enum ParseError {
     /// A field holds a value the protocol forbids.
     #[error("invalid {0}")]
     Invalid(&'static str),
+}
+
+impl ParseError {
+    /// The core codec's error, named after the structure (`what`) that was being read.
+    fn in_field(error: DecodeError, what: &'static str) -> ParseError {
+        match error {
+            DecodeError::Truncated => ParseError::Truncated(what),
+            DecodeError::TrailingBytes => ParseError::BadLength(what),
+            DecodeError::Invalid(why) => ParseError::Invalid(why),
+        }
+    }
+}
+
+/// Names the structure a read of the core [`Reader`] belongs to, so that a parse error says
+/// where the packet went wrong ("truncated SACK", "truncated heartbeat info").
+pub(crate) trait FieldExt<T> {
+    /// The result, its error named after `what`.
+    fn field(self, what: &'static str) -> Result<T, ParseError>;
+}
+
+impl<T> FieldExt<T> for Result<T, DecodeError> {
+    fn field(self, what: &'static str) -> Result<T, ParseError> {
+        self.map_err(|e| ParseError::in_field(e, what))
+    }
 }
 
 /// The 12-byte SCTP common header.
@@ -93,10 +116,10 @@ pub fn seal(packet: &mut [u8]) {
 /// The common header of `buf`, checksum not verified.
 pub fn peek_header(buf: &[u8]) -> Result<CommonHeader, ParseError> {
     let mut r = Reader::new(buf);
-    let src_port = r.u16("common header")?;
-    let dst_port = r.u16("common header")?;
-    let verification_tag = r.u32("common header")?;
-    r.u32("common header")?;
+    let src_port = r.u16().field("common header")?;
+    let dst_port = r.u16().field("common header")?;
+    let verification_tag = r.u32().field("common header")?;
+    r.u32().field("common header")?;
     Ok(CommonHeader { src_port, dst_port, verification_tag })
 }
 
@@ -149,9 +172,9 @@ impl Packet {
     /// Encodes the packet with its checksum.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
-        out.extend_from_slice(&self.src_port.to_be_bytes());
-        out.extend_from_slice(&self.dst_port.to_be_bytes());
-        out.extend_from_slice(&self.verification_tag.to_be_bytes());
+        put_u16(&mut out, self.src_port);
+        put_u16(&mut out, self.dst_port);
+        put_u32(&mut out, self.verification_tag);
         out.extend_from_slice(&[0; 4]);
         for chunk in &self.chunks {
             chunk.encode(&mut out);
@@ -162,9 +185,9 @@ impl Packet {
 }
 
 fn header_into(out: &mut Vec<u8>, src_port: u16, dst_port: u16, verification_tag: u32) {
-    out.extend_from_slice(&src_port.to_be_bytes());
-    out.extend_from_slice(&dst_port.to_be_bytes());
-    out.extend_from_slice(&verification_tag.to_be_bytes());
+    put_u16(out, src_port);
+    put_u16(out, dst_port);
+    put_u32(out, verification_tag);
     out.extend_from_slice(&[0; 4]);
 }
 
@@ -181,9 +204,9 @@ pub fn encode_alt_cookie_error(
     header_into(&mut out, src_port, dst_port, verification_tag);
     out.push(CHUNK_ERROR);
     out.push(0);
-    out.extend_from_slice(&u16::try_from(4 + cause_len).unwrap_or(u16::MAX).to_be_bytes());
-    out.extend_from_slice(&CAUSE_ALT_COOKIE_REQUIRED.to_be_bytes());
-    out.extend_from_slice(&u16::try_from(cause_len).unwrap_or(u16::MAX).to_be_bytes());
+    put_u16(&mut out, u16::try_from(4 + cause_len).unwrap_or(u16::MAX));
+    put_u16(&mut out, CAUSE_ALT_COOKIE_REQUIRED);
+    put_u16(&mut out, u16::try_from(cause_len).unwrap_or(u16::MAX));
     out.extend_from_slice(cookie);
     pad(&mut out);
     seal(&mut out);
@@ -228,6 +251,19 @@ mod tests {
             p.chunks.push(Chunk::Abort { t_bit, causes: vec![] });
             assert_eq!(encode_bare_abort(1, 2, 3, t_bit), p.encode());
         }
+    }
+
+    #[test]
+    fn parse_errors_name_the_structure() {
+        // A SACK chunk whose value stops inside its fixed fields.
+        assert_eq!(Chunk::parse(&[3, 0, 0, 8, 0, 0, 0, 1]), Err(ParseError::Truncated("SACK")));
+        // A chunk length past the end of the packet.
+        assert_eq!(Chunk::parse(&[0, 0, 0, 40, 1]), Err(ParseError::Truncated("chunk value")));
+        assert_eq!(Chunk::parse(&[0, 0, 0, 3]), Err(ParseError::BadLength("chunk")));
+        assert_eq!(peek_header(&[0; 11]), Err(ParseError::Truncated("common header")));
+        // The last chunk's padding may be missing; a chunk of 5 bytes ends the packet.
+        let (c, used) = Chunk::parse(&[64, 0, 0, 5, 7]).unwrap();
+        assert_eq!((c, used), (Chunk::Unknown { chunk_type: 64, flags: 0, value: vec![7] }, 5));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::reader::Reader;
-use super::{pad, padded, ParseError};
+use fastshake_core::codec::{put_u16, put_u32, Reader};
+
+use super::{pad, padded, FieldExt, ParseError};
 
 /// IPv4 address parameter.
 pub const PARAM_IPV4: u16 = 5;
@@ -141,11 +142,11 @@ impl Param {
             }
             PARAM_STATE_COOKIE => Param::StateCookie(value.to_vec()),
             PARAM_UNRECOGNIZED => Param::UnrecognizedParameter(value.to_vec()),
-            PARAM_COOKIE_PRESERVATIVE => Param::CookiePreservative(r.u32("cookie preservative")?),
+            PARAM_COOKIE_PRESERVATIVE => Param::CookiePreservative(r.u32().field("cookie preservative")?),
             PARAM_SUPPORTED_ADDRESS_TYPES => {
                 let mut types = Vec::new();
                 while r.remaining() >= 2 {
-                    types.push(r.u16("supported address types")?);
+                    types.push(r.u16().field("supported address types")?);
                 }
                 Param::SupportedAddressTypes(types)
             }
@@ -178,10 +179,10 @@ impl Param {
         match self {
             Param::Ipv4Address(a) => out.extend_from_slice(&a.octets()),
             Param::Ipv6Address(a) => out.extend_from_slice(&a.octets()),
-            Param::CookiePreservative(ms) => out.extend_from_slice(&ms.to_be_bytes()),
+            Param::CookiePreservative(ms) => put_u32(out, *ms),
             Param::SupportedAddressTypes(types) => {
                 for t in types {
-                    out.extend_from_slice(&t.to_be_bytes());
+                    put_u16(out, *t);
                 }
             }
             Param::StateCookie(v)
@@ -197,7 +198,7 @@ impl Param {
     pub fn encode(&self, out: &mut Vec<u8>) {
         pad(out);
         let start = out.len();
-        out.extend_from_slice(&self.param_type().to_be_bytes());
+        put_u16(out, self.param_type());
         out.extend_from_slice(&[0, 0]);
         self.encode_value(out);
         let length = u16::try_from(out.len() - start).unwrap_or(u16::MAX);
@@ -220,13 +221,15 @@ impl Param {
     }
 }
 
-fn read_tlv<'a>(r: &mut Reader<'a>, what: &'static str) -> Result<(u16, &'a [u8]), ParseError> {
-    let kind = r.u16(what)?;
-    let length = usize::from(r.u16(what)?);
+/// One type-length-value (a parameter or an error cause): its type and its value, the padding
+/// after it skipped.
+pub(super) fn read_tlv<'a>(r: &mut Reader<'a>, what: &'static str) -> Result<(u16, &'a [u8]), ParseError> {
+    let [t0, t1, l0, l1] = r.array().field(what)?;
+    let (kind, length) = (u16::from_be_bytes([t0, t1]), usize::from(u16::from_be_bytes([l0, l1])));
     if length < 4 {
         return Err(ParseError::BadLength(what));
     }
-    let value = r.take(length - 4, what)?;
+    let value = r.take(length - 4).field(what)?;
     r.skip_padding(padded(length) - length);
     Ok((kind, value))
 }
@@ -321,11 +324,15 @@ impl ErrorCause {
     fn decode(code: u16, value: &[u8]) -> Result<ErrorCause, ParseError> {
         let mut r = Reader::new(value);
         Ok(match code {
-            CAUSE_INVALID_STREAM => ErrorCause::InvalidStream { stream: r.u16("invalid stream cause")? },
-            CAUSE_STALE_COOKIE => ErrorCause::StaleCookie { staleness_us: r.u32("stale cookie cause")? },
+            CAUSE_INVALID_STREAM => {
+                ErrorCause::InvalidStream { stream: r.u16().field("invalid stream cause")? }
+            }
+            CAUSE_STALE_COOKIE => {
+                ErrorCause::StaleCookie { staleness_us: r.u32().field("stale cookie cause")? }
+            }
             CAUSE_UNRECOGNIZED_CHUNK => ErrorCause::UnrecognizedChunk(value.to_vec()),
             CAUSE_UNRECOGNIZED_PARAMS => ErrorCause::UnrecognizedParameters(value.to_vec()),
-            CAUSE_NO_USER_DATA => ErrorCause::NoUserData { tsn: r.u32("no user data cause")? },
+            CAUSE_NO_USER_DATA => ErrorCause::NoUserData { tsn: r.u32().field("no user data cause")? },
             CAUSE_USER_ABORT => ErrorCause::UserAbort(value.to_vec()),
             CAUSE_PROTOCOL_VIOLATION => ErrorCause::ProtocolViolation(value.to_vec()),
             CAUSE_ALT_COOKIE_REQUIRED => ErrorCause::AltCookieRequired(value.to_vec()),
@@ -336,15 +343,15 @@ impl ErrorCause {
     fn encode(&self, out: &mut Vec<u8>) {
         pad(out);
         let start = out.len();
-        out.extend_from_slice(&self.code().to_be_bytes());
+        put_u16(out, self.code());
         out.extend_from_slice(&[0, 0]);
         match self {
             ErrorCause::InvalidStream { stream } => {
-                out.extend_from_slice(&stream.to_be_bytes());
+                put_u16(out, *stream);
                 out.extend_from_slice(&[0, 0]);
             }
-            ErrorCause::StaleCookie { staleness_us } => out.extend_from_slice(&staleness_us.to_be_bytes()),
-            ErrorCause::NoUserData { tsn } => out.extend_from_slice(&tsn.to_be_bytes()),
+            ErrorCause::StaleCookie { staleness_us } => put_u32(out, *staleness_us),
+            ErrorCause::NoUserData { tsn } => put_u32(out, *tsn),
             ErrorCause::UnrecognizedChunk(v)
             | ErrorCause::UnrecognizedParameters(v)
             | ErrorCause::UserAbort(v)

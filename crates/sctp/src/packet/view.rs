@@ -2,13 +2,15 @@
 //! answers to an INIT flood (ABORT, ERROR with an ALT-COOKIE) are decided from it without
 //! building the owned [`super::Packet`].
 
-use super::param::{UnknownParamAction, PARAM_ALT_COOKIE};
-use super::reader::Reader;
-use super::{checksum_ok, padded, peek_header, CommonHeader, ParseError, CHUNK_INIT, COMMON_HEADER_LEN};
+use super::param::{read_tlv, UnknownParamAction, PARAM_ALT_COOKIE};
+use super::{
+    checksum_ok, padded, peek_header, CommonHeader, FieldExt, ParseError, CHUNK_INIT, COMMON_HEADER_LEN,
+};
 use crate::packet::{
     PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
     PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
 };
+use fastshake_core::codec::Reader;
 
 /// The fixed fields of an INIT and its raw parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,21 +44,21 @@ impl<'a> InitView<'a> {
             return Err(ParseError::BadChecksum);
         }
         let mut r = Reader::new(body);
-        r.u8("chunk header")?;
-        r.u8("chunk header")?;
-        let length = usize::from(r.u16("chunk header")?);
+        r.u8().field("chunk header")?;
+        r.u8().field("chunk header")?;
+        let length = usize::from(r.u16().field("chunk header")?);
         if length < 20 {
             return Err(ParseError::BadLength("INIT"));
         }
-        let value = r.take(length - 4, "INIT")?;
+        let value = r.take(length - 4).field("INIT")?;
         r.skip_padding(padded(length) - length);
         let alone = r.is_empty();
         let mut v = Reader::new(value);
-        let initiate_tag = v.u32("INIT")?;
-        let a_rwnd = v.u32("INIT")?;
-        let outbound_streams = v.u16("INIT")?;
-        let inbound_streams = v.u16("INIT")?;
-        let initial_tsn = v.u32("INIT")?;
+        let initiate_tag = v.u32().field("INIT")?;
+        let a_rwnd = v.u32().field("INIT")?;
+        let outbound_streams = v.u16().field("INIT")?;
+        let inbound_streams = v.u16().field("INIT")?;
+        let initial_tsn = v.u32().field("INIT")?;
         let params = v.rest();
         let view =
             InitView { header, initiate_tag, a_rwnd, outbound_streams, inbound_streams, initial_tsn, params };
@@ -108,16 +110,7 @@ impl<'a> Iterator for RawParams<'a> {
         if self.failed || self.r.is_empty() {
             return None;
         }
-        let item = (|| {
-            let kind = self.r.u16("parameter")?;
-            let length = usize::from(self.r.u16("parameter")?);
-            if length < 4 {
-                return Err(ParseError::BadLength("parameter"));
-            }
-            let value = self.r.take(length - 4, "parameter")?;
-            self.r.skip_padding(padded(length) - length);
-            Ok((kind, value))
-        })();
+        let item = read_tlv(&mut self.r, "parameter");
         self.failed = item.is_err();
         Some(item)
     }

@@ -23,7 +23,7 @@ use super::phy::{
     airtime_ns, ifs_ns, ACK_WAIT_NS, BACKOFF_PERIOD_NS, BASE_SUPERFRAME_NS, CCA_NS, TURNAROUND_NS,
 };
 use super::{
-    below, bernoulli, BeaconConfig, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId,
+    below, bernoulli, book, BeaconConfig, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId,
 };
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
@@ -274,11 +274,8 @@ impl MacModel for BeaconMac {
         }
         let st = self.nodes.entry(from).or_default();
         let (seq, tag) = (st.seq, st.tag);
-        let (psdus, stats) = match frag::fragment(datagram, from, to, seq, tag, true) {
-            Ok(x) => x,
-            Err(_) => {
-                return MacOutcome { delivered_at: None, frames: Vec::new(), fragments: FragStats::default() }
-            }
+        let Ok((psdus, stats)) = frag::fragment(datagram, from, to, seq, tag, true) else {
+            return super::refused(FragStats::default());
         };
         st.seq = seq.wrapping_add(psdus.len() as u8);
         if psdus.len() > 1 {
@@ -404,8 +401,4 @@ impl BeaconMac {
         }
         out
     }
-}
-
-fn book(ledger: &mut RadioLedger, node: NodeId, state: RadioState, start: u64, end: u64) {
-    ledger.book(node, state, Instant::from_nanos(start), Instant::from_nanos(end));
 }

@@ -14,7 +14,7 @@
 //! - [`tsch`]: IEEE 802.15.4e TSCH with dedicated cells (Section III-C, Eq. (1) and (2)).
 //! - [`sequence`]: datagrams one after another along a chain, averaged over seeds.
 
-use crate::radio::RadioLedger;
+use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
 use serde::{Deserialize, Serialize};
 
@@ -328,6 +328,11 @@ pub const HORIZON_NS: u64 = 1 << 62;
 /// The outcome for a datagram a model refuses to carry (past the horizon, too large).
 pub(crate) fn refused(fragments: frag::FragStats) -> MacOutcome {
     MacOutcome { delivered_at: None, frames: Vec::new(), fragments }
+}
+
+/// Books `[start, end)` ns of `node`'s radio in `state`; the models keep times as plain ns.
+pub(crate) fn book(ledger: &mut RadioLedger, node: NodeId, state: RadioState, start: u64, end: u64) {
+    ledger.book(node, state, Instant::from_nanos(start), Instant::from_nanos(end));
 }
 
 /// Durations in a MAC configuration: positive and at most one hour.

@@ -16,7 +16,9 @@
 
 use super::frag::{self, FragStats, ACK_PSDU};
 use super::phy::airtime_ns;
-use super::{below, bernoulli, CellPlacement, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome};
+use super::{
+    below, bernoulli, book, CellPlacement, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome,
+};
 use super::{NodeId, TschConfig};
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
@@ -207,11 +209,8 @@ impl MacModel for TschMac {
             let st = self.node(from);
             (st.seq, st.tag)
         };
-        let (psdus, stats) = match frag::fragment(datagram, from, to, seq, tag, true) {
-            Ok(x) => x,
-            Err(_) => {
-                return MacOutcome { delivered_at: None, frames: Vec::new(), fragments: FragStats::default() }
-            }
+        let Ok((psdus, stats)) = frag::fragment(datagram, from, to, seq, tag, true) else {
+            return super::refused(FragStats::default());
         };
         {
             let st = self.node(from);
@@ -316,8 +315,4 @@ impl MacModel for TschMac {
             }
         }
     }
-}
-
-fn book(ledger: &mut RadioLedger, node: NodeId, state: RadioState, start: u64, end: u64) {
-    ledger.book(node, state, Instant::from_nanos(start), Instant::from_nanos(end));
 }

@@ -19,7 +19,7 @@
 use super::frag::{self, FragStats, STROBE_PSDU};
 use super::phy::{airtime_ns, LIFS_NS, TURNAROUND_NS};
 use super::{
-    below, bernoulli, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId, XMacConfig,
+    below, bernoulli, book, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId, XMacConfig,
 };
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
@@ -122,11 +122,8 @@ impl MacModel for XMac {
             let st = self.node(from, rng);
             (st.seq, st.tag, st.free_at)
         };
-        let (psdus, stats) = match frag::fragment(datagram, from, to, seq, tag, false) {
-            Ok(x) => x,
-            Err(_) => {
-                return MacOutcome { delivered_at: None, frames: Vec::new(), fragments: FragStats::default() }
-            }
+        let Ok((psdus, stats)) = frag::fragment(datagram, from, to, seq, tag, false) else {
+            return super::refused(FragStats::default());
         };
         let strobe_seq = seq.wrapping_add(psdus.len() as u8);
         {
@@ -286,8 +283,4 @@ impl MacModel for XMac {
             });
         }
     }
-}
-
-fn book(ledger: &mut RadioLedger, node: NodeId, state: RadioState, start: u64, end: u64) {
-    ledger.book(node, state, Instant::from_nanos(start), Instant::from_nanos(end));
 }

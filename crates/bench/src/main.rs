@@ -1,0 +1,64 @@
+//! `fastshake-bench`, which `fastshake bench` runs: figures beside their anchors, measured in the
+//! same run (OpenSSL, usrsctp, a bare UDP echo, the papers' tables). Benchmarks print; they never
+//! assert. One module per benchmark. This is the one binary that links OpenSSL and installs a
+//! counting allocator; the `fastshake` binary that users run has neither.
+#![forbid(unsafe_code)]
+
+mod handshake;
+mod sctp;
+mod sim;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "fastshake-bench", version, about = "Benchmarks that print figures beside their anchors")]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// DTLS handshakes per second, record throughput, session memory — beside OpenSSL.
+    Handshake(handshake::Args),
+    /// SCTP INIT flood answers and time to first byte — beside usrsctp.
+    Sctp(sctp::Args),
+    /// Simulator events per second.
+    Sim(sim::Args),
+}
+
+/// The `fastshake` binary the loopback measurements run as their server and client: `$FASTSHAKE`,
+/// or the one beside this binary (both are built into the same target directory).
+pub(crate) fn fastshake_program() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("FASTSHAKE") {
+        return Ok(PathBuf::from(path));
+    }
+    let me = std::env::current_exe().context("the path of fastshake-bench")?;
+    let beside = me.with_file_name(format!("fastshake{}", std::env::consts::EXE_SUFFIX));
+    anyhow::ensure!(
+        beside.exists(),
+        "no fastshake binary beside {} (build both: cargo build --release -p fastshake -p fastshake-bench, \
+         or set FASTSHAKE)",
+        me.display()
+    );
+    Ok(beside)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.bench {
+        Bench::Handshake(a) => handshake::run(a),
+        Bench::Sctp(a) => sctp::run(a),
+        Bench::Sim(a) => sim::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fastshake-bench: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,567 @@
+//! The client's handshake (RFC 6347 §4.2.4 flights 1, 3, 5; RFC 5246 §7.3 for the abbreviated
+//! one): one state per awaited message, each carrying what the next step needs, and the client's
+//! flights, each built in one place.
+
+use super::handshake::{agree, ephemeral, sign, Abort, Handshake, Step, GROUPS, SCHEMES};
+use super::{Connection, Finished};
+use crate::alert::AlertDescription;
+use crate::config::ClientConfig;
+use crate::crypto::MasterSecret;
+use crate::handshake::{
+    encode_certificate, encode_psk_identity, encode_signed, parse_certificate, parse_new_session_ticket,
+    parse_psk_identity, psk_premaster, CertificateRequest, ClientHello, EcdheServerKeyExchange,
+    HandshakeType, HelloVerifyRequest, NamedGroup, OutExtensions, ServerHello, CERT_TYPE_ECDSA_SIGN,
+    CERT_TYPE_RSA_SIGN, MAX_COOKIE_LEN,
+};
+use crate::record::DTLS_1_2;
+use crate::session::{unix_now, ClientSession, Resumption};
+use crate::suite::CipherSuite;
+use fastshake_core::Instant;
+use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, SignatureScheme};
+use rand_core::RngCore;
+
+/// How long a client offers a session resumed by ID (the server decides; this bounds our side).
+const DEFAULT_SESSION_LIFETIME_SECS: u32 = 2 * 3600;
+
+/// The client's handshake steps, each named for the message it awaits (rustls's `Expect*`).
+#[allow(clippy::enum_variant_names)]
+pub(super) enum ClientStep {
+    ExpectServerHello(ExpectServerHello),
+    ExpectCertificate(ExpectCertificate),
+    ExpectServerKeyExchange(ExpectServerKeyExchange),
+    ExpectServerHelloDone(ExpectServerHelloDone),
+    ExpectServerFinished(ExpectServerFinished),
+}
+
+/// Flight 1 or 3 sent; a HelloVerifyRequest (once more with a cookie) or the ServerHello comes.
+pub(super) struct ExpectServerHello {
+    /// The last ClientHello sent and its message_seq: the transcript starts with the one the
+    /// ServerHello answers (RFC 6347 §4.2.6), so it is hashed only then.
+    hello: Vec<u8>,
+    hello_seq: u16,
+    cookie: Vec<u8>,
+    offer: Option<Offer>,
+}
+
+/// A session offered for resumption.
+pub(super) struct Offer {
+    session: ClientSession,
+    /// The session ID sent: the session's, or a random one beside a ticket (RFC 5077 §3.4: it
+    /// tells us when the server accepts the ticket).
+    session_id: Vec<u8>,
+}
+
+/// What the ServerHello of a full handshake said of the session it makes.
+struct NewSession {
+    session_id: Vec<u8>,
+    /// A NewSessionTicket comes before the server's Finished (RFC 5077 §3.3).
+    ticket_expected: bool,
+}
+
+/// The server's validated chain.
+struct ServerChain {
+    key: PeerPublicKey,
+    certificates: usize,
+    leaf: Option<CertDer>,
+}
+
+/// A certificate suite was agreed: the server's Certificate comes.
+pub(super) struct ExpectCertificate {
+    suite: CipherSuite,
+    session: NewSession,
+}
+
+/// The server's chain validated: its signed ServerKeyExchange comes.
+pub(super) struct ExpectServerKeyExchange {
+    suite: CipherSuite,
+    session: NewSession,
+    server: ServerChain,
+}
+
+/// The key exchange as the server's flight 4 set it up.
+enum KeyExchange {
+    Psk,
+    Ecdhe {
+        server: ServerChain,
+        group: NamedGroup,
+        public: Vec<u8>,
+        /// The server asked for our certificate.
+        request: Option<CertificateRequest>,
+    },
+}
+
+/// The rest of flight 4 (CertificateRequest, PSK identity hint) and its ServerHelloDone come.
+pub(super) struct ExpectServerHelloDone {
+    suite: CipherSuite,
+    session: NewSession,
+    kx: KeyExchange,
+}
+
+/// Flight 5 sent (or, resuming, the ServerHello agreed): the server's Finished comes, after a
+/// NewSessionTicket when one was announced.
+pub(super) struct ExpectServerFinished {
+    suite: CipherSuite,
+    master: MasterSecret,
+    resumed: Option<(Resumption, ClientSession)>,
+    /// Full handshake: the new session's ID, and the server's chain for a certificate suite.
+    session_id: Vec<u8>,
+    server: Option<ServerChain>,
+    ticket_expected: bool,
+    /// The ticket received, with its lifetime hint.
+    ticket: Option<(u32, Vec<u8>)>,
+}
+
+impl Connection {
+    /// The handshake state of a new client, before its first ClientHello: the client random,
+    /// then (when resuming by ticket) a random session ID, drawn in that order from the seed.
+    pub(super) fn client_handshake(
+        config: &ClientConfig,
+        now: Instant,
+        rng_seed: [u8; 32],
+        session: Option<ClientSession>,
+    ) -> Box<Handshake> {
+        let mut hs = Handshake::new(
+            now,
+            rng_seed,
+            config.initial_retransmit,
+            config.max_retransmit,
+            config.handshake_timeout,
+        );
+        hs.rng.fill_bytes(&mut hs.client_random);
+        if config.trust_anchors.is_some() && config.certified_key.is_some() {
+            hs.transcript.keep_raw();
+        }
+        let now_unix = unix_now(config.wall_clock, now);
+        // Offer only what can work: a suite still configured, not expired by our clock, made
+        // for the same server name.
+        let usable = session.filter(|s| {
+            config.offered_suites().any(|o| o == s.suite)
+                && (config.wall_clock.is_none() || now_unix < s.expires_unix())
+                && s.server_name == config.server_name
+                && (s.ticket.is_some() || !s.session_id.is_empty())
+        });
+        let offer = usable.map(|session| {
+            let mut session_id = session.session_id.clone();
+            if session_id.is_empty() {
+                let mut id = [0u8; 32];
+                hs.rng.fill_bytes(&mut id);
+                session_id = id.to_vec();
+            }
+            Offer { session, session_id }
+        });
+        hs.step = Some(Step::Client(ClientStep::ExpectServerHello(ExpectServerHello {
+            hello: Vec::new(),
+            hello_seq: 0,
+            cookie: Vec::new(),
+            offer,
+        })));
+        hs
+    }
+
+    /// Flight 1 (or 3, with the cookie): the ClientHello.
+    pub(super) fn send_client_hello(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        state: &mut ExpectServerHello,
+    ) {
+        let Some(config) = self.client_config().cloned() else { return };
+        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| &p.own_cid[..]);
+        let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
+        let certificates = config.trust_anchors.is_some();
+        // RFC 6066 §3: server_name carries DNS names only, never address literals.
+        let server_name = config
+            .server_name
+            .as_deref()
+            .filter(|n| n.parse::<std::net::IpAddr>().is_err())
+            .map(str::as_bytes);
+        let session_ticket = match state.offer.as_ref().and_then(|o| o.session.ticket.as_deref()) {
+            Some(ticket) => Some(ticket),
+            None => config.enable_tickets.then_some(&[][..]),
+        };
+        let ext = OutExtensions {
+            extended_master_secret: true,
+            server_name: if certificates { server_name } else { None },
+            ecc: certificates.then_some((&GROUPS[..], &SCHEMES[..])),
+            session_ticket,
+            connection_id: own_cid,
+            rrc: config.mobility.return_routability_check,
+            port_move: config.mobility.follow_server_port,
+            ..Default::default()
+        };
+        let session_id = state.offer.as_ref().map_or(&[][..], |o| o.session_id.as_slice());
+        let mut body = Vec::with_capacity(160);
+        ClientHello::encode_with(&mut body, &hs.client_random, session_id, &state.cookie, &suites, &ext);
+        hs.flight.clear();
+        state.hello_seq = hs.next_message_seq;
+        state.hello = body.clone();
+        hs.push_message(0, HandshakeType::ClientHello, body, false);
+        // The server mirrors our message_seq in its answer.
+        hs.reassembler.reset(state.hello_seq);
+        self.send_new_flight(now, hs, true);
+    }
+
+    /// A HelloVerifyRequest, handled statelessly (it is not part of the transcript).
+    pub(super) fn client_on_hello_verify(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        let hvr = HelloVerifyRequest::parse(body).map_err(Abort::decode)?;
+        if hvr.cookie.len() > MAX_COOKIE_LEN {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
+        }
+        let Some(Step::Client(ClientStep::ExpectServerHello(mut state))) = hs.step.take() else {
+            return Ok(());
+        };
+        // The server answers each ClientHello with its message_seq (RFC 6347 §4.2.2): a lower
+        // one answers a ClientHello we already replaced. Taking its cookie would restart the
+        // handshake under a ServerHello already on its way, which then looks out of order.
+        if message_seq != state.hello_seq {
+            self.stats.records_dropped += 1;
+        } else if state.cookie != hvr.cookie {
+            state.cookie = hvr.cookie.to_vec();
+            self.send_client_hello(now, hs, &mut state);
+        }
+        // (The same cookie again answers a ClientHello we already resent with it.)
+        hs.step = Some(Step::Client(ClientStep::ExpectServerHello(state)));
+        Ok(())
+    }
+
+    /// One whole handshake message of the server, in order.
+    pub(super) fn client_on_message(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        step: ClientStep,
+        msg_type: HandshakeType,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<Step, Abort> {
+        let config = self.client_config().cloned().ok_or_else(Abort::unexpected)?;
+        let next = match (step, msg_type) {
+            (ClientStep::ExpectServerHello(s), HandshakeType::ServerHello) => {
+                self.client_on_server_hello(hs, &config, s, message_seq, body)?
+            }
+            (ClientStep::ExpectCertificate(s), HandshakeType::Certificate) => {
+                let certs = parse_certificate(body).map_err(Abort::decode)?;
+                let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+                let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
+                let key = fastshake_pki::verify_server_chain(
+                    &chain,
+                    anchors,
+                    config.wall_clock.map_or(0, |w| w.unix_at(now)),
+                    config.server_name.as_deref(),
+                )
+                .map_err(Abort::peer)?
+                .key;
+                if super::handshake::suite_key_algorithm(s.suite) != Some(key.algorithm()) {
+                    return Err(Abort::alert(AlertDescription::UnsupportedCertificate));
+                }
+                hs.transcript.add(msg_type, message_seq, body);
+                let server = ServerChain { key, certificates: chain.len(), leaf: chain.into_iter().next() };
+                ClientStep::ExpectServerKeyExchange(ExpectServerKeyExchange {
+                    suite: s.suite,
+                    session: s.session,
+                    server,
+                })
+            }
+            (ClientStep::ExpectServerKeyExchange(s), HandshakeType::ServerKeyExchange) => {
+                let ske = EcdheServerKeyExchange::parse(body).map_err(Abort::decode)?;
+                let group = NamedGroup::from_code(ske.group)
+                    .filter(|g| GROUPS.contains(&g.code()))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                if ske.public.len() != group.public_len() {
+                    return Err(Abort::alert(AlertDescription::IllegalParameter));
+                }
+                let scheme = SignatureScheme::from_code(ske.scheme)
+                    .filter(|s| SCHEMES.contains(&s.code()))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let mut signed = Vec::with_capacity(64 + ske.params.len());
+                signed.extend_from_slice(&hs.client_random);
+                signed.extend_from_slice(&hs.server_random);
+                signed.extend_from_slice(ske.params);
+                fastshake_pki::verify_signature(&s.server.key, scheme, &signed, ske.signature)
+                    .map_err(Abort::peer)?;
+                let public = ske.public.to_vec();
+                hs.transcript.add(msg_type, message_seq, body);
+                ClientStep::ExpectServerHelloDone(ExpectServerHelloDone {
+                    suite: s.suite,
+                    session: s.session,
+                    kx: KeyExchange::Ecdhe { server: s.server, group, public, request: None },
+                })
+            }
+            (
+                ClientStep::ExpectServerHelloDone(ExpectServerHelloDone {
+                    suite,
+                    session,
+                    kx: KeyExchange::Ecdhe { server, group, public, request: None },
+                }),
+                HandshakeType::CertificateRequest,
+            ) => {
+                let request = CertificateRequest::parse(body).map_err(Abort::decode)?;
+                hs.transcript.add(msg_type, message_seq, body);
+                let kx = KeyExchange::Ecdhe { server, group, public, request: Some(request) };
+                ClientStep::ExpectServerHelloDone(ExpectServerHelloDone { suite, session, kx })
+            }
+            (
+                ClientStep::ExpectServerHelloDone(s @ ExpectServerHelloDone { kx: KeyExchange::Psk, .. }),
+                HandshakeType::ServerKeyExchange,
+            ) => {
+                // The identity hint is informational: the client has one configured key.
+                parse_psk_identity(body).map_err(Abort::decode)?;
+                hs.transcript.add(msg_type, message_seq, body);
+                ClientStep::ExpectServerHelloDone(s)
+            }
+            (ClientStep::ExpectServerHelloDone(s), HandshakeType::ServerHelloDone) => {
+                if !body.is_empty() {
+                    return Err(Abort::alert(AlertDescription::DecodeError));
+                }
+                hs.transcript.add(msg_type, message_seq, body);
+                hs.peer_prev_flight_last = Some(message_seq);
+                self.client_send_key_exchange(now, hs, &config, s)?
+            }
+            (
+                ClientStep::ExpectServerFinished(
+                    mut s @ ExpectServerFinished { ticket_expected: true, ticket: None, .. },
+                ),
+                HandshakeType::NewSessionTicket,
+            ) => {
+                let (hint, ticket) = parse_new_session_ticket(body).map_err(Abort::decode)?;
+                let ticket = ticket.to_vec();
+                hs.transcript.add(msg_type, message_seq, body);
+                // An empty ticket means "none this time" (RFC 5077 §3.3).
+                s.ticket = (!ticket.is_empty()).then_some((hint, ticket));
+                s.ticket_expected = false;
+                ClientStep::ExpectServerFinished(s)
+            }
+            (ClientStep::ExpectServerFinished(s), HandshakeType::Finished) => {
+                hs.check_peer_finished(&s.master, body, false)?;
+                if s.resumed.is_some() {
+                    // Abbreviated handshake: our ChangeCipherSpec and Finished close it.
+                    hs.transcript.add(msg_type, message_seq, body);
+                    hs.peer_prev_flight_last = Some(message_seq);
+                    hs.flight.clear();
+                    hs.push_change_cipher_spec_and_finished(&s.master, true, false);
+                    self.send_new_flight(now, hs, false);
+                }
+                return Ok(self.client_complete(now, hs, &config, s));
+            }
+            _ => return Err(Abort::unexpected()),
+        };
+        Ok(Step::Client(next))
+    }
+
+    fn client_on_server_hello(
+        &mut self,
+        hs: &mut Handshake,
+        config: &ClientConfig,
+        state: ExpectServerHello,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<ClientStep, Abort> {
+        let sh = ServerHello::parse(body).map_err(Abort::decode)?;
+        if sh.version != DTLS_1_2 {
+            return Err(Abort::alert(AlertDescription::ProtocolVersion));
+        }
+        let suite = CipherSuite::from_id(sh.cipher_suite)
+            .filter(|s| config.offered_suites().any(|o| o == *s))
+            .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+        if sh.compression_method != 0 {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
+        }
+        if !sh.extensions.unknown_types.is_empty() {
+            return Err(Abort::alert(AlertDescription::UnsupportedExtension));
+        }
+        // Mobility extensions only as answers to ours (RFC 5246 §7.4.1.4).
+        let offered = &config.mobility;
+        if (sh.extensions.connection_id.is_some() && offered.connection_id.is_none())
+            || (sh.extensions.rrc && !offered.return_routability_check)
+            || (sh.extensions.port_move && !offered.follow_server_port)
+        {
+            return Err(Abort::alert(AlertDescription::UnsupportedExtension));
+        }
+        if let Some(path) = self.path.as_deref_mut() {
+            path.cid_negotiated = sh.extensions.connection_id.is_some();
+            path.peer_cid = sh.extensions.connection_id.unwrap_or_default().into();
+            if !path.cid_negotiated {
+                path.own_cid = Box::default();
+            }
+            path.rrc = sh.extensions.rrc;
+            path.port_move = sh.extensions.port_move;
+        }
+        if sh.extensions.renegotiation_info.is_some_and(|r| !r.is_empty()) {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        if !sh.extensions.extended_master_secret && config.require_extended_master_secret {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        hs.extended_master_secret = sh.extensions.extended_master_secret;
+        hs.server_random = sh.random;
+        hs.transcript.add(HandshakeType::ClientHello, state.hello_seq, &state.hello);
+        hs.transcript.add(HandshakeType::ServerHello, message_seq, body);
+        self.suite = Some(suite);
+        let ticket_expected = sh.extensions.session_ticket.is_some();
+        let resumed =
+            state.offer.filter(|o| !sh.session_id.is_empty() && sh.session_id == o.session_id.as_slice());
+        if let Some(offer) = resumed {
+            // RFC 7627 §5.3: a session made with the extended master secret resumes only with it.
+            if offer.session.suite != suite {
+                return Err(Abort::alert(AlertDescription::IllegalParameter));
+            }
+            if !sh.extensions.extended_master_secret {
+                return Err(Abort::alert(AlertDescription::HandshakeFailure));
+            }
+            let resumption =
+                if offer.session.ticket.is_some() { Resumption::Ticket } else { Resumption::SessionId };
+            if suite.is_psk() {
+                hs.psk_identity = config.psk.as_ref().map(|p| p.identity.clone()).unwrap_or_default();
+            }
+            let master = MasterSecret(offer.session.master_secret);
+            self.record.install(hs.keys(suite, &master, true));
+            return Ok(ClientStep::ExpectServerFinished(ExpectServerFinished {
+                suite,
+                master,
+                resumed: Some((resumption, offer.session)),
+                session_id: sh.session_id.to_vec(),
+                server: None,
+                ticket_expected,
+                ticket: None,
+            }));
+        }
+        let session = NewSession { session_id: sh.session_id.to_vec(), ticket_expected };
+        Ok(if suite.is_psk() {
+            ClientStep::ExpectServerHelloDone(ExpectServerHelloDone { suite, session, kx: KeyExchange::Psk })
+        } else {
+            ClientStep::ExpectCertificate(ExpectCertificate { suite, session })
+        })
+    }
+
+    /// Flight 5: [Certificate], ClientKeyExchange, [CertificateVerify], ChangeCipherSpec, Finished.
+    fn client_send_key_exchange(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        config: &ClientConfig,
+        state: ExpectServerHelloDone,
+    ) -> Result<ClientStep, Abort> {
+        let ExpectServerHelloDone { suite, session, kx } = state;
+        hs.flight.clear();
+        // Certificate suites: our certificate (when asked) goes before ClientKeyExchange, and
+        // CertificateVerify after it; the scheme is the first of our key's the server accepts.
+        let mut verify_with: Option<(SignatureScheme, &fastshake_pki::CertifiedKey)> = None;
+        let (premaster, server) = match kx {
+            KeyExchange::Psk => {
+                let psk = config.psk.as_ref().ok_or_else(Abort::unexpected)?;
+                let mut cke = Vec::with_capacity(2 + psk.identity.len());
+                encode_psk_identity(&mut cke, &psk.identity);
+                hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
+                hs.psk_identity = psk.identity.clone();
+                (psk_premaster(&psk.key), None)
+            }
+            KeyExchange::Ecdhe { server, group, public: peer_public, request } => {
+                if let Some(request) = &request {
+                    verify_with = config.certified_key.as_deref().and_then(|ck| {
+                        let kind = match ck.key.algorithm() {
+                            KeyAlgorithm::EcdsaP256 => CERT_TYPE_ECDSA_SIGN,
+                            KeyAlgorithm::Rsa => CERT_TYPE_RSA_SIGN,
+                        };
+                        if !request.certificate_types.contains(&kind) {
+                            return None;
+                        }
+                        let scheme = ck.key.schemes().iter().find(|s| request.schemes.contains(&s.code()))?;
+                        Some((*scheme, ck))
+                    });
+                    let chain: Vec<&[u8]> = verify_with
+                        .map(|(_, ck)| ck.chain.iter().map(|c| c.as_ref()).collect())
+                        .unwrap_or_default();
+                    let mut body = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
+                    encode_certificate(&mut body, &chain);
+                    hs.push_message(0, HandshakeType::Certificate, body, true);
+                }
+                let (private, public) = ephemeral(group, &mut hs.rng);
+                let mut cke = Vec::with_capacity(1 + public.len());
+                fastshake_core::codec::put_vec8(&mut cke, &public);
+                hs.push_message(0, HandshakeType::ClientKeyExchange, cke, true);
+                (agree(private, group, &peer_public)?, Some(server))
+            }
+        };
+        let master = hs.derive_master(&premaster);
+        if let Some((scheme, ck)) = verify_with {
+            let raw = hs.transcript.take_raw().ok_or_else(Abort::unexpected)?;
+            let signature = sign(&ck.key, scheme, &raw, &mut hs.rng)?;
+            let mut body = Vec::with_capacity(4 + signature.len());
+            encode_signed(&mut body, scheme.code(), &signature);
+            hs.push_message(0, HandshakeType::CertificateVerify, body, true);
+        }
+        self.record.install(hs.keys(suite, &master, true));
+        hs.push_change_cipher_spec_and_finished(&master, true, true);
+        self.send_new_flight(now, hs, true);
+        Ok(ClientStep::ExpectServerFinished(ExpectServerFinished {
+            suite,
+            master,
+            resumed: None,
+            session_id: session.session_id,
+            server,
+            ticket_expected: session.ticket_expected,
+            ticket: None,
+        }))
+    }
+
+    /// The server's Finished verified: the session to keep for resumption, and the summary.
+    fn client_complete(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        config: &ClientConfig,
+        s: ExpectServerFinished,
+    ) -> Step {
+        let created_unix = unix_now(config.wall_clock, now);
+        let session = if !hs.extended_master_secret {
+            None
+        } else if let Some((_, mut offered)) = s.resumed.clone() {
+            if let Some((hint, ticket)) = s.ticket {
+                offered.ticket = Some(ticket);
+                offered.lifetime_secs = hint;
+                offered.created_unix = created_unix;
+            }
+            Some(offered)
+        } else if s.session_id.is_empty() && s.ticket.is_none() {
+            None
+        } else {
+            let (lifetime_secs, ticket) = match s.ticket {
+                Some((hint, ticket)) => (hint, Some(ticket)),
+                None => (DEFAULT_SESSION_LIFETIME_SECS, None),
+            };
+            Some(ClientSession {
+                suite: s.suite,
+                session_id: s.session_id,
+                ticket,
+                master_secret: s.master.0,
+                server_name: config.server_name.clone(),
+                created_unix,
+                lifetime_secs,
+            })
+        };
+        let (peer_certificates, peer_leaf) = s.server.map_or((0, None), |c| (c.certificates, c.leaf));
+        let finished = Finished {
+            suite: s.suite,
+            resumption: s.resumed.map(|(r, _)| r),
+            session,
+            peer_certificates,
+            peer_leaf,
+            cache_entry: None,
+        };
+        self.complete_handshake(now, hs, finished)
+    }
+}
+
+impl ExpectServerHello {
+    /// Whether a client still waits for the ServerHello (a client following the server's port
+    /// takes the port the ServerHello comes from).
+    pub(super) fn is_current(step: &Option<Step>) -> bool {
+        matches!(step, Some(Step::Client(ClientStep::ExpectServerHello(_))))
+    }
+}

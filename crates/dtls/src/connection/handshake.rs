@@ -1,0 +1,372 @@
+//! What both roles' handshakes share: the boxed handshake state (transcript, reassembly, the
+//! flight, timers, randomness), the typed step the handshake is at, the key schedule, the
+//! Finished check, ECDHE and signing helpers, and the fatal-condition type.
+
+use super::client::ClientStep;
+use super::server::ServerStep;
+use crate::alert::AlertDescription;
+use crate::crypto::{prf_sha256, MasterSecret, TrafficKeys};
+use crate::error::Error;
+use crate::flight::{Flight, FlightItem};
+use crate::handshake::{parse_finished, HandshakeHeader, HandshakeType, NamedGroup, Reassembler};
+use crate::record::{Keys, RecordHeader, SplitRecord};
+use crate::session::ServerSession;
+use crate::suite::{CipherSuite, KeyExchange};
+use fastshake_core::codec::DecodeError;
+use fastshake_core::Instant;
+use fastshake_core::{TimerKind, TimerTable};
+use fastshake_pki::{KeyAlgorithm, PkiError, SignatureScheme};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use ring::digest;
+use std::time::Duration;
+
+/// Protected records kept while their keys are not derived yet, and application records that
+/// authenticated before the peer's Finished.
+pub(super) const MAX_EARLY_RECORDS: usize = 4;
+/// Bytes of protected records kept while their keys are not derived yet: nothing has
+/// authenticated them, so this is memory an unauthenticated peer can pin. A Finished, an alert
+/// and a first application record fit.
+pub(super) const MAX_EARLY_RECORD_BYTES: usize = 4096;
+
+/// Signature schemes we offer and accept, in our order of preference.
+pub(super) const SCHEMES: [u16; 3] = [
+    SignatureScheme::EcdsaSecp256r1Sha256.code(),
+    SignatureScheme::RsaPssRsaeSha256.code(),
+    SignatureScheme::RsaPkcs1Sha256.code(),
+];
+/// Groups we offer: x25519 (29), then secp256r1 (23).
+pub(super) const GROUPS: [u16; 2] = [29, 23];
+
+/// The timers of a handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HandshakeTimer {
+    /// The handshake did not complete in time (RFC 6347 leaves the limit to the implementation).
+    GiveUp,
+    /// The last flight was kept long enough: the peer has it or is gone.
+    Retain,
+    /// Resend the current flight (RFC 6347 §4.2.4.1).
+    Retransmit,
+}
+
+impl TimerKind for HandshakeTimer {
+    const ALL: &'static [Self] =
+        &[HandshakeTimer::GiveUp, HandshakeTimer::Retain, HandshakeTimer::Retransmit];
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Where the handshake is: a typed state per awaited message, carrying what the next step needs.
+pub(super) enum Step {
+    Client(ClientStep),
+    Server(ServerStep),
+    /// Completed; the side that sent the last flight keeps it (and this state) until the peer
+    /// shows it arrived.
+    Complete(Complete),
+}
+
+/// A completed handshake whose last flight is kept.
+#[derive(Default)]
+pub(super) struct Complete {
+    /// Server: the session for the endpoint's session-ID cache.
+    pub cache_entry: Option<([u8; 32], ServerSession)>,
+}
+
+/// The transcript of the handshake messages (RFC 5246 §7.4.9), and the messages themselves
+/// when a CertificateVerify will be made or checked (its signature covers them all, and ring
+/// hashes inside the signature).
+pub(super) struct Transcript {
+    hash: digest::Context,
+    raw: Option<Vec<u8>>,
+}
+
+impl Transcript {
+    fn new() -> Self {
+        Transcript { hash: digest::Context::new(&digest::SHA256), raw: None }
+    }
+
+    /// From now on the raw messages are kept too (for a CertificateVerify).
+    pub fn keep_raw(&mut self) {
+        self.raw = Some(Vec::new());
+    }
+
+    /// Adds one message, with its header as if it had come in one fragment.
+    pub fn add(&mut self, msg_type: HandshakeType, message_seq: u16, body: &[u8]) {
+        let header = HandshakeHeader::unfragmented(msg_type, message_seq, body.len() as u32);
+        self.hash.update(&header);
+        self.hash.update(body);
+        if let Some(raw) = self.raw.as_mut() {
+            raw.extend_from_slice(&header);
+            raw.extend_from_slice(body);
+        }
+    }
+
+    pub fn current_hash(&self) -> digest::Digest {
+        self.hash.clone().finish()
+    }
+
+    /// The raw messages so far (for a CertificateVerify), no longer kept after this.
+    pub fn take_raw(&mut self) -> Option<Vec<u8>> {
+        self.raw.take()
+    }
+}
+
+/// A protected handshake record of the peer that did not authenticate before any did.
+#[derive(Clone, Copy)]
+pub(super) struct AuthFailure {
+    pub at: Instant,
+    /// `stats.datagrams_received` when it came, to tell later datagrams from it.
+    pub datagram: u64,
+    /// The peer resent its flight (a handshake message or ChangeCipherSpec again) in a later datagram.
+    pub peer_resent: bool,
+}
+
+/// State that exists only while handshaking (and, for the side that sent the last flight, until
+/// the peer shows it arrived). Boxed in the connection and freed afterwards.
+pub(super) struct Handshake {
+    pub started: Instant,
+    pub rng: ChaCha20Rng,
+    pub client_random: [u8; 32],
+    pub server_random: [u8; 32],
+    pub transcript: Transcript,
+    pub reassembler: Reassembler,
+    /// message_seq of our next handshake message.
+    pub next_message_seq: u16,
+    /// Next record sequence number in epoch 0.
+    pub epoch0_write_seq: u64,
+    pub flight: Flight,
+    pub timers: TimerTable<HandshakeTimer, 3>,
+    /// message_seq of the last message of the peer's previous flight: seeing it again means our
+    /// answer to it was lost.
+    pub peer_prev_flight_last: Option<u16>,
+    /// Datagrams that repeated messages of the peer already received, and the datagram count
+    /// when the last one was counted (so a datagram counts once).
+    pub peer_retransmissions: u32,
+    pub peer_retransmission_seen_at: u64,
+    pub extended_master_secret: bool,
+    pub psk_identity: Vec<u8>,
+    /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
+    pub early_records: Vec<(RecordHeader, Vec<u8>)>,
+    /// A record the peer split across two datagrams, waiting for its rest.
+    pub split_record: Option<SplitRecord>,
+    /// The first protected handshake record of the peer that failed authentication while none
+    /// had authenticated yet: a wrong key, or a forgery.
+    pub auth_failure: Option<AuthFailure>,
+    /// Application records that authenticated before the peer's Finished (sent right behind
+    /// it and reordered ahead): delivered once the handshake completes, not dropped.
+    pub early_data: Vec<Vec<u8>>,
+    /// The typed step; `None` only while a message is being handled.
+    pub step: Option<Step>,
+}
+
+impl Handshake {
+    pub fn new(
+        now: Instant,
+        seed: [u8; 32],
+        initial: Duration,
+        max: Duration,
+        give_up: Duration,
+    ) -> Box<Self> {
+        let mut timers = TimerTable::default();
+        timers.set(HandshakeTimer::GiveUp, now + give_up);
+        Box::new(Handshake {
+            started: now,
+            rng: ChaCha20Rng::from_seed(seed),
+            client_random: [0; 32],
+            server_random: [0; 32],
+            transcript: Transcript::new(),
+            reassembler: Reassembler::new(0),
+            next_message_seq: 0,
+            epoch0_write_seq: 0,
+            flight: Flight::new(initial, max),
+            timers,
+            peer_prev_flight_last: None,
+            peer_retransmissions: 0,
+            peer_retransmission_seen_at: 0,
+            extended_master_secret: false,
+            psk_identity: Vec::new(),
+            early_records: Vec::new(),
+            split_record: None,
+            auth_failure: None,
+            early_data: Vec::new(),
+            step: None,
+        })
+    }
+
+    /// Adds a message of ours to the current flight, and to the transcript when `hash` (the
+    /// last message of a handshake is hashed by nobody).
+    pub fn push_message(&mut self, epoch: u16, msg_type: HandshakeType, body: Vec<u8>, hash: bool) {
+        let message_seq = self.next_message_seq;
+        self.next_message_seq = self.next_message_seq.wrapping_add(1);
+        if hash {
+            self.transcript.add(msg_type, message_seq, &body);
+        }
+        self.flight.push(FlightItem::Handshake { epoch, msg_type, message_seq, body });
+    }
+
+    /// ChangeCipherSpec and our Finished over the transcript so far (RFC 5246 §7.4.9): the
+    /// end of every handshake flight that switches to epoch 1.
+    pub fn push_change_cipher_spec_and_finished(&mut self, master: &MasterSecret, client: bool, hash: bool) {
+        let verify = master.verify_data(client, self.transcript.current_hash().as_ref());
+        self.flight.push(FlightItem::ChangeCipherSpec);
+        self.push_message(1, HandshakeType::Finished, verify.to_vec(), hash);
+    }
+
+    /// Checks the peer's Finished against the transcript so far, in constant time
+    /// (`from_client`: whose Finished it is). A mismatch is decrypt_error (RFC 5246 §7.4.9).
+    pub fn check_peer_finished(
+        &self,
+        master: &MasterSecret,
+        body: &[u8],
+        from_client: bool,
+    ) -> Result<(), Abort> {
+        let verify = parse_finished(body).map_err(Abort::decode)?;
+        let expected = master.verify_data(from_client, self.transcript.current_hash().as_ref());
+        if !bool::from(subtle::ConstantTimeEq::ct_eq(&verify[..], &expected[..])) {
+            return Err(Abort::alert(AlertDescription::DecryptError));
+        }
+        Ok(())
+    }
+
+    /// The master secret (extended when negotiated, RFC 7627 §4) from the premaster secret.
+    pub fn derive_master(&self, premaster: &[u8]) -> MasterSecret {
+        let session_hash = self.transcript.current_hash();
+        MasterSecret::derive(
+            premaster,
+            self.extended_master_secret.then_some(session_hash.as_ref()),
+            &self.client_random,
+            &self.server_random,
+        )
+    }
+
+    /// The epoch-1 keys of `suite` from the master secret and this handshake's randoms
+    /// (RFC 5246 §6.3), oriented for the client or the server.
+    pub fn keys(&self, suite: CipherSuite, master: &MasterSecret, client: bool) -> Keys {
+        let mut block = zeroize::Zeroizing::new([0u8; 40]);
+        prf_sha256(&master.0, b"key expansion", &[&self.server_random, &self.client_random], &mut block[..]);
+        let TrafficKeys { client_write, server_write } = TrafficKeys::from_key_block(&block);
+        let (read, write) = if client { (server_write, client_write) } else { (client_write, server_write) };
+        Keys { cipher: suite.params().cipher, read, write }
+    }
+
+    /// Counts a datagram of the peer that repeated messages we had, once per datagram.
+    pub fn count_peer_retransmission(&mut self, datagram: u64) {
+        if self.peer_retransmission_seen_at != datagram {
+            self.peer_retransmission_seen_at = datagram;
+            self.peer_retransmissions += 1;
+        }
+    }
+}
+
+/// A fatal condition found while handling input: the alert to send (if any) and the error.
+pub(super) struct Abort {
+    pub alert: Option<AlertDescription>,
+    pub error: Error,
+}
+
+impl Abort {
+    pub fn alert(desc: AlertDescription) -> Self {
+        Abort { alert: Some(desc), error: Error::AlertSent(desc) }
+    }
+
+    pub fn decode(_: DecodeError) -> Self {
+        Abort::alert(AlertDescription::DecodeError)
+    }
+
+    /// The peer's certificate or signature was refused.
+    pub fn peer(e: PkiError) -> Self {
+        let alert = AlertDescription::from_code(e.alert_code());
+        Abort { alert: Some(alert), error: Error::PeerAuthentication { alert, reason: e.to_string() } }
+    }
+
+    /// The peer sent a message that has no place here.
+    pub fn unexpected() -> Self {
+        Abort::alert(AlertDescription::UnexpectedMessage)
+    }
+}
+
+/// The key algorithm a certificate suite's server must have.
+pub(super) fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
+    match suite.params().key_exchange {
+        KeyExchange::Psk => None,
+        KeyExchange::EcdheEcdsa => Some(KeyAlgorithm::EcdsaP256),
+        KeyExchange::EcdheRsa => Some(KeyAlgorithm::Rsa),
+    }
+}
+
+/// Our ephemeral ECDH secret, drawn from the seeded RNG (both types zeroize on drop).
+pub(super) enum EcdheSecret {
+    X25519(x25519_dalek::EphemeralSecret),
+    P256(p256::ecdh::EphemeralSecret),
+}
+
+/// A fresh ephemeral key of `group` and its public key as sent (uncompressed point for P-256).
+pub(super) fn ephemeral(group: NamedGroup, rng: &mut ChaCha20Rng) -> (EcdheSecret, Vec<u8>) {
+    match group {
+        NamedGroup::X25519 => {
+            let secret = x25519_dalek::EphemeralSecret::random_from_rng(&mut *rng);
+            let public = x25519_dalek::PublicKey::from(&secret).as_bytes().to_vec();
+            (EcdheSecret::X25519(secret), public)
+        }
+        NamedGroup::Secp256r1 => {
+            use p256::elliptic_curve::sec1::ToEncodedPoint;
+            let secret = p256::ecdh::EphemeralSecret::random(&mut *rng);
+            let public = secret.public_key().to_encoded_point(false).as_bytes().to_vec();
+            (EcdheSecret::P256(secret), public)
+        }
+    }
+}
+
+/// ECDH with the peer's public key; the shared secret is the premaster secret (RFC 8422 §5.10).
+/// A malformed point, a point not on the curve, or a small-order X25519 key is illegal_parameter.
+pub(super) fn agree(
+    secret: EcdheSecret,
+    group: NamedGroup,
+    peer: &[u8],
+) -> Result<zeroize::Zeroizing<Vec<u8>>, Abort> {
+    let illegal = || Abort::alert(AlertDescription::IllegalParameter);
+    if peer.len() != group.public_len() {
+        return Err(illegal());
+    }
+    match secret {
+        EcdheSecret::X25519(secret) => {
+            let bytes: [u8; 32] = peer.try_into().map_err(|_| illegal())?;
+            let shared = secret.diffie_hellman(&x25519_dalek::PublicKey::from(bytes));
+            // RFC 8422 §5.11: an all-zero result means a small-order peer key.
+            if !shared.was_contributory() {
+                return Err(illegal());
+            }
+            Ok(zeroize::Zeroizing::new(shared.as_bytes().to_vec()))
+        }
+        EcdheSecret::P256(secret) => {
+            // Uncompressed points only (RFC 8422 §5.1.2: the only format we offer).
+            if peer.first() != Some(&4) {
+                return Err(illegal());
+            }
+            let public = p256::PublicKey::from_sec1_bytes(peer).map_err(|_| illegal())?;
+            let shared = secret.diffie_hellman(&public);
+            Ok(zeroize::Zeroizing::new(shared.raw_secret_bytes().to_vec()))
+        }
+    }
+}
+
+pub(super) fn sign(
+    key: &fastshake_pki::SigningKey,
+    scheme: SignatureScheme,
+    message: &[u8],
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<u8>, Abort> {
+    key.sign(scheme, message, rng).map_err(|_| Abort::alert(AlertDescription::InternalError))
+}
+
+/// NewSessionTicket's lifetime hint in seconds.
+pub(super) fn lifetime_hint(lifetime: Duration) -> u32 {
+    u32::try_from(lifetime.as_secs()).unwrap_or(u32::MAX)
+}
+
+/// First 4 bytes of a client random: tells a late duplicate ClientHello from a new one (a new
+/// random matching by chance, 1 in 2^32, is taken for a duplicate and gets no new session).
+pub(crate) fn hello_id(random: &[u8; 32]) -> u32 {
+    u32::from_be_bytes([random[0], random[1], random[2], random[3]])
+}

@@ -1,0 +1,1230 @@
+//! One DTLS session, client or server.
+//!
+//! The connection is the record layer of the session, its handshake while it runs, and what it
+//! has for its driver (datagrams, events, deadlines). The handshake lives in a boxed
+//! [`Handshake`] (transcript, reassembly, the flight and its timers, and the typed step the
+//! handshake is at: [`client`] and [`server`] hold one state per awaited message) that is freed
+//! once the handshake is done, so an established session keeps only its record layer, counters
+//! and addresses. Mobility (Connection IDs, address checks, session sockets, port moves) is in
+//! [`path`], boxed and made only for sessions that use it.
+
+mod client;
+mod handshake;
+mod path;
+mod server;
+
+pub(crate) use handshake::hello_id;
+pub(crate) use server::VerifiedHello;
+
+use crate::alert::{AlertDescription, AlertLevel};
+use crate::config::{ClientConfig, ServerConfig, MIN_MTU};
+use crate::error::Error;
+use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
+use crate::mobility::{MobilityStats, PathState};
+use crate::record::{write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN};
+use crate::session::{ClientSession, Resumption, ServerSession};
+use crate::suite::CipherSuite;
+use client::{ClientStep, ExpectServerHello};
+use fastshake_core::{Instant, SansIo, Transmit};
+use fastshake_pki::CertDer;
+use handshake::{
+    Abort, AuthFailure, Complete, Handshake, HandshakeTimer, Step, MAX_EARLY_RECORDS, MAX_EARLY_RECORD_BYTES,
+};
+use rand_core::RngCore;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where decrypted application data goes: queued as events when `None`.
+type DataSink<'a> = Option<&'a mut dyn FnMut(&[u8])>;
+
+/// Which side of the handshake a connection plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Sends the ClientHello.
+    Client,
+    /// Answers it.
+    Server,
+}
+
+/// Something the application should know.
+// Connected carries the whole summary (one per session, so its size costs nothing per record);
+// boxing it would break every `Event::Connected(summary)` user for no gain.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed.
+    Connected(HandshakeSummary),
+    /// One application record arrived.
+    ApplicationData(Vec<u8>),
+    /// The peer closed the session with close_notify.
+    Closed,
+    /// The session failed.
+    Failed(Error),
+    /// Endpoint only: a connection was just created for a client that returned a valid cookie;
+    /// its first flight is queued but not yet handed out. A driver that gives sessions their own
+    /// socket calls [`crate::Endpoint::set_local`] now, before its next `poll_transmit`.
+    Accepted,
+    /// The session now sends to this peer address (server: the client moved and the move was
+    /// accepted; client: it followed the server to another port).
+    PathChanged(SocketAddr),
+}
+
+/// What a completed handshake cost and agreed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HandshakeSummary {
+    /// The suite agreed.
+    pub suite: CipherSuite,
+    /// Whether an earlier session was resumed (abbreviated handshake); `resumption` says how.
+    pub resumed: bool,
+    /// How the session was resumed, if it was.
+    pub resumption: Option<Resumption>,
+    /// Client: the session to resume later (session ID and/or ticket), when the server issued one.
+    pub session: Option<ClientSession>,
+    /// Certificates the peer sent (0 with PSK, or a client that sent none).
+    pub peer_certificates: usize,
+    /// The peer's validated leaf certificate (DER), if it sent one.
+    pub peer_leaf: Option<CertDer>,
+    /// From the first ClientHello sent (client) or the cookie-verified ClientHello (server) to completion.
+    pub duration: Duration,
+    /// Flights sent, first transmissions only.
+    pub flights_sent: u32,
+    /// Flights resent.
+    pub retransmissions: u32,
+    /// Datagrams from the peer that repeated handshake messages already received: the peer
+    /// resent a flight (or the network duplicated one). With [`Self::retransmissions`], 0 on
+    /// both sides means no side waited for a timer.
+    pub peer_retransmissions: u32,
+    /// Whether the master secret is bound to the handshake (RFC 7627).
+    pub extended_master_secret: bool,
+    /// The PSK identity used.
+    pub psk_identity: Vec<u8>,
+    /// Datagrams sent during the handshake.
+    pub datagrams_sent: u64,
+    /// Datagrams received during the handshake.
+    pub datagrams_received: u64,
+    /// Bytes sent during the handshake (UDP payload).
+    pub bytes_sent: u64,
+    /// Bytes received during the handshake (UDP payload).
+    pub bytes_received: u64,
+}
+
+/// Counters of one session.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams handed out by `poll_transmit` or `seal_into`.
+    pub datagrams_sent: u64,
+    /// Datagrams passed in.
+    pub datagrams_received: u64,
+    /// Bytes of those datagrams sent.
+    pub bytes_sent: u64,
+    /// Bytes of those datagrams received.
+    pub bytes_received: u64,
+    /// Handshake flights sent (first transmissions).
+    pub flights_sent: u64,
+    /// Handshake flights resent.
+    pub flights_resent: u64,
+    /// Records dropped: unparsable, failing authentication, replayed or out of place.
+    pub records_dropped: u64,
+    /// Application records sent.
+    pub app_records_sent: u64,
+    /// Application records delivered.
+    pub app_records_received: u64,
+}
+
+#[derive(Clone)]
+enum RoleConfig {
+    Client(Arc<ClientConfig>),
+    Server(Arc<ServerConfig>),
+}
+
+/// Where a connection stands; the handshake's own step is in [`Handshake`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Handshaking,
+    /// Application data flows.
+    Established,
+    /// close_notify sent or received.
+    Closed,
+    /// A fatal alert or a timeout ended the session.
+    Failed,
+}
+
+/// What a completed handshake agreed, for its summary.
+struct Finished {
+    suite: CipherSuite,
+    resumption: Option<Resumption>,
+    /// Client: the session to keep.
+    session: Option<ClientSession>,
+    peer_certificates: usize,
+    peer_leaf: Option<CertDer>,
+    /// Server: the session for the endpoint's session-ID cache.
+    cache_entry: Option<([u8; 32], ServerSession)>,
+}
+
+/// One session, client or server.
+pub struct Connection {
+    config: RoleConfig,
+    remote: SocketAddr,
+    phase: Phase,
+    hs: Option<Box<Handshake>>,
+    record: RecordLayer,
+    suite: Option<CipherSuite>,
+    /// Server: the first 4 bytes of the client random of the ClientHello this session started
+    /// from and its message_seq, so the endpoint can tell a copy of it (late or retransmitted)
+    /// from a new handshake.
+    hello_id: u32,
+    hello_seq: u16,
+    stats: Stats,
+    /// Connection ID, address checks, own socket, port moves: only when in use.
+    path: Option<Box<PathState>>,
+    /// Datagrams and events not yet polled; `None` when both are empty.
+    queued: Option<Box<Queues>>,
+}
+
+/// What a connection has for its driver. Boxed and freed once polled empty, so an idle session
+/// keeps one pointer rather than two empty deques (64 bytes).
+#[derive(Default)]
+struct Queues {
+    events: VecDeque<Event>,
+    outgoing: VecDeque<Vec<u8>>,
+}
+
+/// What the protected records of one datagram showed.
+#[derive(Clone, Copy, Default)]
+struct Authenticated {
+    /// At least one record authenticated.
+    any: bool,
+    /// One of them was newer than every record received before (RFC 9146 §6).
+    newest: bool,
+}
+
+impl Connection {
+    /// A client session towards `remote`; the ClientHello is ready in `poll_transmit`.
+    pub fn client(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+    ) -> Connection {
+        Connection::client_with_session(config, now, remote, rng_seed, None)
+    }
+
+    /// A client session that offers to resume `session` (by ticket when it has one, else by
+    /// session ID); the server may decline and run a full handshake instead.
+    pub fn client_with_session(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+        session: Option<ClientSession>,
+    ) -> Connection {
+        let mut hs = Connection::client_handshake(&config, now, rng_seed, session);
+        let path = config.mobility.any().then(|| {
+            let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
+            hs.rng.fill_bytes(&mut own_cid);
+            Box::new(PathState {
+                own_cid: own_cid.into(),
+                offered_cid: config.mobility.connection_id.is_some(),
+                ..Default::default()
+            })
+        });
+        let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote);
+        conn.path = path;
+        conn.hello_id = hello_id(&hs.client_random);
+        if let Err(error) = config.validate() {
+            conn.hs = Some(hs);
+            conn.fail(Abort { alert: None, error });
+            return conn;
+        }
+        if let Some(Step::Client(ClientStep::ExpectServerHello(mut state))) = hs.step.take() {
+            conn.send_client_hello(now, &mut hs, &mut state);
+            hs.step = Some(Step::Client(ClientStep::ExpectServerHello(state)));
+        }
+        conn.hs = Some(hs);
+        conn
+    }
+
+    fn bare(config: RoleConfig, remote: SocketAddr) -> Connection {
+        Connection {
+            config,
+            remote,
+            phase: Phase::Handshaking,
+            hs: None,
+            record: RecordLayer::default(),
+            suite: None,
+            hello_id: 0,
+            hello_seq: 0,
+            stats: Stats::default(),
+            path: None,
+            queued: None,
+        }
+    }
+
+    fn client_config(&self) -> Option<&Arc<ClientConfig>> {
+        match &self.config {
+            RoleConfig::Client(c) => Some(c),
+            RoleConfig::Server(_) => None,
+        }
+    }
+
+    fn server_config(&self) -> Option<&Arc<ServerConfig>> {
+        match &self.config {
+            RoleConfig::Server(c) => Some(c),
+            RoleConfig::Client(_) => None,
+        }
+    }
+
+    fn mtu(&self) -> usize {
+        match &self.config {
+            RoleConfig::Client(c) => c.mtu,
+            RoleConfig::Server(c) => c.mtu,
+        }
+        .clamp(MIN_MTU, u16::MAX as usize)
+    }
+
+    fn handshake_timeout(&self) -> Duration {
+        match &self.config {
+            RoleConfig::Client(c) => c.handshake_timeout,
+            RoleConfig::Server(c) => c.handshake_timeout,
+        }
+    }
+
+    fn retransmit_bounds(&self) -> (Duration, Duration) {
+        match &self.config {
+            RoleConfig::Client(c) => (c.initial_retransmit, c.max_retransmit),
+            RoleConfig::Server(c) => (c.initial_retransmit, c.max_retransmit),
+        }
+    }
+
+    /// The CID to write into our protected records (empty: none).
+    fn peer_cid(&self) -> &[u8] {
+        self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..])
+    }
+
+    /// Server: the ClientHello this session answers.
+    fn started_from_hello(&mut self, random: &[u8; 32], message_seq: u16) {
+        self.hello_id = hello_id(random);
+        self.hello_seq = message_seq;
+    }
+
+    // ---------------------------------------------------------------- flights
+
+    /// Sends the flight in `hs.flight` for the first time.
+    fn send_new_flight(&mut self, now: Instant, hs: &mut Handshake, timed: bool) {
+        match hs.flight.on_first_transmission(now, timed) {
+            Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
+            None => hs.timers.stop(HandshakeTimer::Retransmit),
+        }
+        self.stats.flights_sent += 1;
+        self.transmit_flight(hs);
+    }
+
+    fn retransmit_flight(&mut self, now: Instant, hs: &mut Handshake) {
+        if hs.flight.is_empty() {
+            return;
+        }
+        match hs.flight.on_retransmission(now) {
+            Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
+            None => hs.timers.stop(HandshakeTimer::Retransmit),
+        }
+        self.stats.flights_resent += 1;
+        self.transmit_flight(hs);
+    }
+
+    /// Packs the current flight into datagrams with fresh record sequence numbers.
+    fn transmit_flight(&mut self, hs: &mut Handshake) {
+        let mtu = self.mtu();
+        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        let datagrams = hs.flight.pack(mtu, &mut hs.epoch0_write_seq, &mut self.record, cid);
+        self.queued.get_or_insert_with(Box::default).outgoing.extend(datagrams);
+    }
+
+    /// The peer resent the flight our current flight answers: ours was lost, resend it, but at
+    /// most once per half timer period so duplicated datagrams do not multiply flights.
+    fn on_peer_retransmission(&mut self, now: Instant, hs: &mut Handshake) {
+        if now < hs.flight.timer.last_sent + hs.flight.timer.current() / 2 {
+            return;
+        }
+        self.retransmit_flight(now, hs);
+    }
+
+    /// The handshake completed: the summary, the early data, and whether its state is kept.
+    /// Whoever sent the last flight keeps it until the peer shows it arrived: the server in a
+    /// full handshake, the client in an abbreviated one.
+    fn complete_handshake(&mut self, now: Instant, hs: &mut Handshake, finished: Finished) -> Step {
+        hs.timers.stop(HandshakeTimer::Retransmit);
+        hs.timers.stop(HandshakeTimer::GiveUp);
+        let early_data = std::mem::take(&mut hs.early_data);
+        let queued = self.queued.iter().flat_map(|q| q.outgoing.iter());
+        let (queued_datagrams, queued_bytes) = queued.fold((0, 0), |(n, b), d| (n + 1, b + d.len() as u64));
+        let summary = HandshakeSummary {
+            suite: finished.suite,
+            resumed: finished.resumption.is_some(),
+            resumption: finished.resumption,
+            session: finished.session,
+            peer_certificates: finished.peer_certificates,
+            peer_leaf: finished.peer_leaf,
+            duration: now.saturating_duration_since(hs.started),
+            flights_sent: hs.flight.sent,
+            retransmissions: hs.flight.resent,
+            peer_retransmissions: hs.peer_retransmissions,
+            extended_master_secret: hs.extended_master_secret,
+            psk_identity: hs.psk_identity.clone(),
+            datagrams_sent: self.stats.datagrams_sent + queued_datagrams,
+            datagrams_received: self.stats.datagrams_received,
+            bytes_sent: self.stats.bytes_sent + queued_bytes,
+            bytes_received: self.stats.bytes_received,
+        };
+        self.phase = Phase::Established;
+        let sent_last_flight = match self.config {
+            RoleConfig::Client(_) => finished.resumption.is_some(),
+            RoleConfig::Server(_) => finished.resumption.is_none(),
+        };
+        if sent_last_flight {
+            hs.timers.set(HandshakeTimer::Retain, now + self.handshake_timeout());
+            hs.reassembler.reset(hs.reassembler.next_seq());
+        }
+        self.push_event(Event::Connected(summary));
+        for data in early_data {
+            self.stats.app_records_received += 1;
+            self.push_event(Event::ApplicationData(data));
+        }
+        Step::Complete(Complete { cache_entry: finished.cache_entry })
+    }
+
+    /// Server: the session the endpoint should cache, once a full handshake completed.
+    pub(crate) fn take_new_cache_entry(&mut self) -> Option<([u8; 32], ServerSession)> {
+        if !self.is_established() {
+            return None;
+        }
+        match self.hs.as_mut()?.step.as_mut()? {
+            Step::Complete(c) => c.cache_entry.take(),
+            _ => None,
+        }
+    }
+
+    fn fail(&mut self, abort: Abort) {
+        if matches!(self.phase, Phase::Failed | Phase::Closed)
+            && self.queued.as_ref().is_some_and(|q| !q.events.is_empty())
+        {
+            return;
+        }
+        if let Some(desc) = abort.alert {
+            self.send_alert(AlertLevel::Fatal, desc);
+        }
+        self.phase = Phase::Failed;
+        self.hs = None;
+        self.record.discard_keys();
+        self.push_event(Event::Failed(abort.error));
+    }
+
+    fn send_alert(&mut self, level: AlertLevel, desc: AlertDescription) {
+        let body = [level.to_u8(), desc.code()];
+        if self.record.write_epoch() == 0 {
+            let seq = match self.hs.as_mut() {
+                Some(hs) => {
+                    hs.epoch0_write_seq += 1;
+                    hs.epoch0_write_seq - 1
+                }
+                None => 0,
+            };
+            let mut out = vec![0u8; HEADER_LEN + 2];
+            write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
+            self.push_datagram(out);
+        } else {
+            let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+            if let Ok(record) = self.record.seal(ContentType::Alert, cid, &[&body]) {
+                self.push_datagram(record);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- input
+
+    /// A datagram from `remote` arrived; it may be decrypted in place.
+    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
+        self.handle_input(now, None, remote, datagram, None);
+    }
+
+    /// Like `handle_datagram`, but application data is decrypted in place and handed to
+    /// `on_data` instead of queued as events. No heap allocation for application records.
+    pub fn open_in_place(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: &mut dyn FnMut(&[u8]),
+    ) {
+        self.handle_input(now, None, remote, datagram, Some(on_data));
+    }
+
+    /// Endpoint: a datagram that arrived at our socket `local`.
+    pub(crate) fn handle_datagram_at(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: DataSink<'_>,
+    ) {
+        self.handle_input(now, Some(local), remote, datagram, on_data);
+    }
+
+    /// Whether a client still waits for its ServerHello.
+    fn waits_for_server_hello(&self) -> bool {
+        self.phase == Phase::Handshaking
+            && self.hs.as_ref().is_some_and(|hs| ExpectServerHello::is_current(&hs.step))
+    }
+
+    /// The records of one datagram, split once and handled in order.
+    fn handle_input(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        mut on_data: DataSink<'_>,
+    ) {
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
+        let waited_server_hello = self.waits_for_server_hello();
+        let mut seen = Authenticated::default();
+        let mut pos = 0;
+        // The rest of a record the peer split across two datagrams (see `SplitRecord`).
+        if let Some(split) = self.hs.as_mut().and_then(|hs| hs.split_record.take()) {
+            if let Some(n) = split.continuation_len(datagram, own_cid_len) {
+                let mut record = split.complete(&datagram[..n]);
+                pos = n;
+                if let Ok(header) =
+                    RecordHeader::parse(&mut fastshake_core::codec::Reader::new(&record), own_cid_len)
+                {
+                    self.handle_record_bytes(now, remote, header, &mut record, &mut on_data, &mut seen);
+                }
+            }
+        }
+        while pos < datagram.len() {
+            if matches!(self.phase, Phase::Failed | Phase::Closed) {
+                return;
+            }
+            let mut r = fastshake_core::codec::Reader::new(&datagram[pos..]);
+            let header = match RecordHeader::parse(&mut r, own_cid_len) {
+                Ok(h) if r.remaining() >= h.length as usize => h,
+                Ok(h) => {
+                    self.stats.records_dropped += 1;
+                    if self.phase == Phase::Handshaking {
+                        if let Some(hs) = self.hs.as_mut() {
+                            hs.split_record = crate::record::SplitRecord::keep(&h, &datagram[pos..]);
+                        }
+                    }
+                    return;
+                }
+                Err(_) => {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+            };
+            let end = pos + header.len() + header.length as usize;
+            self.handle_record_bytes(now, remote, header, &mut datagram[pos..end], &mut on_data, &mut seen);
+            pos = end;
+        }
+        if self.path.is_some() {
+            self.after_datagram(now, local, remote, datagram.len(), seen, waited_server_hello);
+        }
+    }
+
+    /// One whole record (header and body) of a datagram.
+    fn handle_record_bytes(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        header: RecordHeader,
+        record: &mut [u8],
+        on_data: &mut DataSink<'_>,
+        seen: &mut Authenticated,
+    ) {
+        let start = header.len();
+        let cid_matches = header.cid_len == 0
+            || self.path.as_deref().is_some_and(|p| record[11..start - 2] == p.own_cid[..]);
+        if !cid_matches {
+            self.stats.records_dropped += 1;
+            return;
+        }
+        if let Some(newest) = self.handle_record(now, remote, header, &mut record[start..], on_data) {
+            seen.any = true;
+            seen.newest |= newest;
+        }
+        self.replay_early_records(now, on_data);
+    }
+
+    /// Handles buffered protected records once the keys for them exist.
+    fn replay_early_records(&mut self, now: Instant, on_data: &mut DataSink<'_>) {
+        if !self.record.has_keys() {
+            return;
+        }
+        let Some(hs) = self.hs.as_mut() else { return };
+        if hs.early_records.is_empty() {
+            return;
+        }
+        let remote = self.remote;
+        for (header, mut body) in std::mem::take(&mut hs.early_records) {
+            self.handle_record(now, remote, header, &mut body, on_data);
+        }
+    }
+
+    /// Handles one record; for a protected record that authenticated, returns whether it is
+    /// newer than every record received before (RFC 9146 §6).
+    fn handle_record(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        header: RecordHeader,
+        body: &mut [u8],
+        on_data: &mut DataSink<'_>,
+    ) -> Option<bool> {
+        let (content_type, plaintext, authenticated) = match header.epoch {
+            0 => {
+                if matches!(
+                    header.content_type,
+                    ContentType::ApplicationData | ContentType::ReturnRoutabilityCheck
+                ) {
+                    self.stats.records_dropped += 1;
+                    return None;
+                }
+                (header.content_type, 0..body.len(), None)
+            }
+            1 => {
+                let own_cid = self.path.as_deref().map_or(&[][..], |p| &p.own_cid[..]);
+                match self.record.open(&header, own_cid, body) {
+                    Ok(opened) => (opened.content_type, opened.plaintext, Some(opened.newest)),
+                    Err(Unopened::NoKeys) => {
+                        // Keys not derived yet: a Finished reordered ahead of its ClientKeyExchange.
+                        // Keep a few such records (RFC 6347 §4.1 lets us) instead of waiting a timeout.
+                        let kept = self.hs.as_mut().is_some_and(|hs| {
+                            let bytes: usize = hs.early_records.iter().map(|(_, b)| b.len()).sum();
+                            let room = hs.early_records.len() < MAX_EARLY_RECORDS
+                                && bytes + body.len() <= MAX_EARLY_RECORD_BYTES;
+                            if room {
+                                hs.early_records.push((header, body.to_vec()));
+                            }
+                            room
+                        });
+                        if !kept {
+                            self.stats.records_dropped += 1;
+                        }
+                        return None;
+                    }
+                    Err(Unopened::Replayed) => {
+                        self.stats.records_dropped += 1;
+                        return None;
+                    }
+                    Err(Unopened::Unauthenticated) => {
+                        self.stats.records_dropped += 1;
+                        if matches!(header.content_type, ContentType::Handshake | ContentType::Tls12Cid) {
+                            self.on_unauthenticated_handshake_record(now);
+                        }
+                        return None;
+                    }
+                    Err(Unopened::BadInnerType { newest }) => {
+                        self.stats.records_dropped += 1;
+                        return Some(newest);
+                    }
+                }
+            }
+            _ => {
+                self.stats.records_dropped += 1;
+                return None;
+            }
+        };
+        let plaintext = &body[plaintext];
+        match content_type {
+            ContentType::Handshake => {
+                // Handshake bodies are copied out by the reassembler, so the borrow ends here.
+                let copy = plaintext.to_vec();
+                self.handle_handshake_record(now, header.epoch, &copy);
+            }
+            ContentType::ChangeCipherSpec => {
+                // Epoch-1 records are read as soon as the keys exist, so ChangeCipherSpec
+                // carries no information here beyond being well formed.
+                if plaintext != [1] {
+                    self.stats.records_dropped += 1;
+                } else {
+                    self.note_peer_resent();
+                }
+            }
+            ContentType::Alert => {
+                let alert = (plaintext.len() == 2)
+                    .then(|| (AlertLevel::from_u8(plaintext[0]), AlertDescription::from_code(plaintext[1])));
+                match alert {
+                    Some((Some(level), desc)) => self.handle_alert(header.epoch, level, desc),
+                    _ => self.stats.records_dropped += 1,
+                }
+            }
+            ContentType::ApplicationData => {
+                if self.phase != Phase::Established {
+                    match self.hs.as_mut() {
+                        Some(hs) if authenticated.is_some() && hs.early_data.len() < MAX_EARLY_RECORDS => {
+                            hs.early_data.push(plaintext.to_vec());
+                        }
+                        _ => self.stats.records_dropped += 1,
+                    }
+                    return authenticated;
+                }
+                // The peer's first protected record shows it has our last flight.
+                if self.hs.as_ref().is_some_and(|hs| hs.timers.is_set(HandshakeTimer::Retain)) {
+                    self.hs = None;
+                }
+                self.stats.app_records_received += 1;
+                match on_data {
+                    Some(f) => f(plaintext),
+                    None => self.push_event(Event::ApplicationData(plaintext.to_vec())),
+                }
+            }
+            ContentType::ReturnRoutabilityCheck => {
+                let message = plaintext.to_vec();
+                self.handle_rrc(now, remote, &message);
+            }
+            ContentType::Tls12Cid => self.stats.records_dropped += 1,
+        }
+        authenticated
+    }
+
+    /// A protected handshake record failed authentication. Records that fail are dropped
+    /// silently (RFC 6347 §4.1.2.7), so one forged datagram cannot end a handshake. But while no
+    /// record of the peer has authenticated, the peer's own Finished failing means the keys
+    /// differ (a wrong PSK): once the peer has resent its flight in a later datagram and a
+    /// protected handshake record fails again, at least half a retransmission period after the
+    /// first, the handshake fails with decrypt_error (RFC 4279 §2) rather than at its timeout.
+    fn on_unauthenticated_handshake_record(&mut self, now: Instant) {
+        let (initial, _) = self.retransmit_bounds();
+        let datagram = self.stats.datagrams_received;
+        if self.phase != Phase::Handshaking || self.record.read_any() {
+            return;
+        }
+        let Some(hs) = self.hs.as_mut() else { return };
+        match hs.auth_failure {
+            None => hs.auth_failure = Some(AuthFailure { at: now, datagram, peer_resent: false }),
+            Some(first)
+                if first.peer_resent && datagram != first.datagram && now >= first.at + initial / 2 =>
+            {
+                self.fail(Abort::alert(AlertDescription::DecryptError));
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The peer sent again something of its flight (an old handshake message or a
+    /// ChangeCipherSpec): evidence that it resent the flight, for `on_unauthenticated_handshake_record`.
+    fn note_peer_resent(&mut self) {
+        let datagram = self.stats.datagrams_received;
+        if let Some(f) = self.hs.as_mut().and_then(|hs| hs.auth_failure.as_mut()) {
+            f.peer_resent |= datagram != f.datagram;
+        }
+    }
+
+    fn handle_alert(&mut self, epoch: u16, level: AlertLevel, desc: AlertDescription) {
+        if self.phase == Phase::Established && epoch == 0 {
+            // Unauthenticated: cannot end an established session.
+            self.stats.records_dropped += 1;
+            return;
+        }
+        if desc == AlertDescription::CloseNotify {
+            // RFC 5246 §7.2.1: answer with a close_notify of our own.
+            if self.phase == Phase::Established {
+                self.send_alert(AlertLevel::Warning, AlertDescription::CloseNotify);
+            }
+            self.phase = Phase::Closed;
+            self.hs = None;
+            self.push_event(Event::Closed);
+        } else if level == AlertLevel::Fatal {
+            self.phase = Phase::Failed;
+            self.hs = None;
+            self.record.discard_keys();
+            self.push_event(Event::Failed(Error::AlertReceived(desc)));
+        }
+        // Other warnings (no_renegotiation, ...) change nothing.
+    }
+
+    fn handle_handshake_record(&mut self, now: Instant, epoch: u16, body: &[u8]) {
+        for fragment in parse_fragments(body) {
+            let Ok((header, data)) = fragment else {
+                self.stats.records_dropped += 1;
+                return;
+            };
+            if matches!(self.phase, Phase::Failed | Phase::Closed) {
+                return;
+            }
+            let fragment = Fragment { header, data };
+            if let Err(abort) = self.handle_fragment(now, epoch, &fragment) {
+                self.fail(abort);
+                return;
+            }
+        }
+    }
+
+    fn handle_fragment(&mut self, now: Instant, epoch: u16, fragment: &Fragment<'_>) -> Result<(), Abort> {
+        let h = fragment.header;
+        let whole = h.fragment_offset == 0 && h.fragment_length == h.length;
+        if self.phase == Phase::Established {
+            let renegotiation = match self.config {
+                RoleConfig::Client(_) => h.msg_type == HandshakeType::HelloRequest,
+                RoleConfig::Server(_) => h.msg_type == HandshakeType::ClientHello,
+            };
+            if renegotiation && epoch == 1 {
+                // RFC 5746 §4.2/§4.4: refuse renegotiation with a warning; the session goes on.
+                self.send_alert(AlertLevel::Warning, AlertDescription::NoRenegotiation);
+                return Ok(());
+            }
+        }
+        if h.msg_type == HandshakeType::HelloVerifyRequest && self.waits_for_server_hello() {
+            // Not part of the transcript, never fragmented in practice; handled statelessly.
+            if epoch == 0 && whole {
+                if let Some(mut hs) = self.hs.take() {
+                    let result = self.client_on_hello_verify(now, &mut hs, h.message_seq, fragment.data);
+                    self.hs = Some(hs);
+                    return result;
+                }
+            }
+            return Ok(());
+        }
+        // Finished must be protected; every message before it must not be.
+        if (h.msg_type == HandshakeType::Finished) != (epoch == 1) {
+            self.stats.records_dropped += 1;
+            return Ok(());
+        }
+        let datagram = self.stats.datagrams_received;
+        let Some(hs) = self.hs.as_mut() else { return Ok(()) };
+        match hs.reassembler.insert(fragment) {
+            Insert::Old => {
+                let previous_flight = Some(h.message_seq) == hs.peer_prev_flight_last;
+                hs.count_peer_retransmission(datagram);
+                self.note_peer_resent();
+                if previous_flight {
+                    if let Some(mut hs) = self.hs.take() {
+                        self.on_peer_retransmission(now, &mut hs);
+                        self.hs = Some(hs);
+                    }
+                }
+                Ok(())
+            }
+            Insert::Dropped => {
+                self.stats.records_dropped += 1;
+                Ok(())
+            }
+            Insert::Accepted => loop {
+                let Some(hs) = self.hs.as_mut() else { return Ok(()) };
+                let Some((msg_type, seq, body)) = hs.reassembler.pop() else { return Ok(()) };
+                if self.phase != Phase::Handshaking {
+                    return Ok(());
+                }
+                self.on_handshake_message(now, msg_type, seq, &body)?;
+            },
+        }
+    }
+
+    /// One whole handshake message, in order: handed to the step the handshake is at.
+    fn on_handshake_message(
+        &mut self,
+        now: Instant,
+        msg_type: HandshakeType,
+        seq: u16,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        let Some(mut hs) = self.hs.take() else { return Ok(()) };
+        let result = match hs.step.take() {
+            Some(Step::Client(step)) => self.client_on_message(now, &mut hs, step, msg_type, seq, body),
+            Some(Step::Server(step)) => self.server_on_message(now, &mut hs, step, msg_type, seq, body),
+            Some(complete @ Step::Complete(_)) => Ok(complete),
+            None => Err(Abort::unexpected()),
+        };
+        match result {
+            Ok(next) => {
+                let done = matches!(next, Step::Complete(_));
+                hs.step = Some(next);
+                // The side that did not send the last flight frees its handshake state now.
+                if !done || hs.timers.is_set(HandshakeTimer::Retain) {
+                    self.hs = Some(hs);
+                }
+                Ok(())
+            }
+            Err(abort) => {
+                self.hs = Some(hs);
+                Err(abort)
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- output and timers
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
+        if self.path.is_some() {
+            return self.poll_transmit_mobile();
+        }
+        let payload = self.queued.as_mut()?.outgoing.pop_front()?;
+        self.free_empty_queues();
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += payload.len() as u64;
+        Some(Transmit { src: None, dst: self.remote, payload })
+    }
+
+    /// Whether datagrams wait for `poll_transmit`.
+    pub(crate) fn has_output(&self) -> bool {
+        self.queued.as_ref().is_some_and(|q| !q.outgoing.is_empty())
+            || self.path.as_deref().is_some_and(PathState::has_direct)
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let path = self.path.as_deref().and_then(PathState::deadline);
+        let handshake = self.hs.as_ref().and_then(|hs| hs.timers.next());
+        [path, handshake].into_iter().flatten().min()
+    }
+
+    /// The deadline from `poll_timeout` passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.path.as_deref().and_then(PathState::deadline).is_some_and(|d| now >= d) {
+            self.handle_path_timeout(now);
+        }
+        let Some(mut hs) = self.hs.take() else { return };
+        while let Some(timer) = hs.timers.expire(now) {
+            match timer {
+                HandshakeTimer::GiveUp => {
+                    let retransmissions = hs.flight.resent;
+                    self.hs = Some(hs);
+                    self.fail(Abort { alert: None, error: Error::HandshakeTimeout { retransmissions } });
+                    return;
+                }
+                // The last flight was kept long enough.
+                HandshakeTimer::Retain => return,
+                HandshakeTimer::Retransmit => self.retransmit_flight(now, &mut hs),
+            }
+        }
+        self.hs = Some(hs);
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        let e = self.queued.as_mut()?.events.pop_front();
+        self.free_empty_queues();
+        e
+    }
+
+    fn push_event(&mut self, event: Event) {
+        self.queued.get_or_insert_with(Box::default).events.push_back(event);
+    }
+
+    fn push_datagram(&mut self, datagram: Vec<u8>) {
+        self.queued.get_or_insert_with(Box::default).outgoing.push_back(datagram);
+    }
+
+    fn free_empty_queues(&mut self) {
+        if self.queued.as_ref().is_some_and(|q| q.events.is_empty() && q.outgoing.is_empty()) {
+            self.queued = None;
+        }
+    }
+
+    // ---------------------------------------------------------------- application data
+
+    fn max_payload(&self) -> usize {
+        let overhead = self.record.protected_len(self.peer_cid(), 0);
+        self.mtu().saturating_sub(overhead).max(1)
+    }
+
+    fn check_can_send(&self) -> Result<(), Error> {
+        match self.phase {
+            Phase::Established => Ok(()),
+            Phase::Handshaking => Err(Error::NotEstablished),
+            Phase::Closed | Phase::Failed => Err(Error::Closed),
+        }
+    }
+
+    /// Queues `data` as application data, in several records when it exceeds one datagram.
+    pub fn send(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.check_can_send()?;
+        let max = self.max_payload();
+        let mut chunks: Vec<&[u8]> = data.chunks(max).collect();
+        if chunks.is_empty() {
+            chunks.push(&[]);
+        }
+        for chunk in chunks {
+            let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+            let out = self.record.seal(ContentType::ApplicationData, cid, &[chunk])?;
+            self.stats.app_records_sent += 1;
+            self.push_datagram(out);
+        }
+        Ok(())
+    }
+
+    /// Writes one datagram holding one application record with `data` into `out`; returns its
+    /// length. No heap allocation.
+    pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
+        self.check_can_send()?;
+        let len = self.record.protected_len(self.peer_cid(), data.len());
+        if len > self.mtu() {
+            return Err(Error::TooLarge { len: data.len(), mtu: self.mtu() });
+        }
+        if out.len() < len {
+            return Err(Error::BufferTooSmall { needed: len });
+        }
+        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        self.record.seal_into(ContentType::ApplicationData, cid, data, &mut out[..len])?;
+        self.stats.app_records_sent += 1;
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        Ok(len)
+    }
+
+    /// Sends close_notify and closes the session.
+    pub fn close(&mut self) {
+        match self.phase {
+            Phase::Closed | Phase::Failed => {}
+            _ => {
+                self.send_alert(AlertLevel::Warning, AlertDescription::CloseNotify);
+                self.phase = Phase::Closed;
+                self.hs = None;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- accessors
+
+    /// Whether the handshake completed and the session is open.
+    pub fn is_established(&self) -> bool {
+        self.phase == Phase::Established
+    }
+
+    /// Whether the session ended (closed or failed).
+    pub fn is_closed(&self) -> bool {
+        matches!(self.phase, Phase::Closed | Phase::Failed)
+    }
+
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The agreed suite, once known.
+    pub fn suite(&self) -> Option<CipherSuite> {
+        self.suite
+    }
+
+    /// Client or server.
+    pub fn role(&self) -> Role {
+        match self.config {
+            RoleConfig::Client(_) => Role::Client,
+            RoleConfig::Server(_) => Role::Server,
+        }
+    }
+
+    /// Whether handshake state is still held (during the handshake, and for the side that sent
+    /// the last flight until the peer shows it received it).
+    pub fn holds_handshake_state(&self) -> bool {
+        self.hs.is_some()
+    }
+
+    /// Server: whether a ClientHello with this random and message_seq is a copy of the one this
+    /// session started from (or of an earlier one of the same client, answered by a
+    /// HelloVerifyRequest). A higher message_seq is the client starting over.
+    pub(crate) fn started_from(&self, random: &[u8; 32], message_seq: u16) -> bool {
+        self.hello_id == hello_id(random) && message_seq <= self.hello_seq
+    }
+
+    /// Counters of session mobility (all zero without it).
+    pub fn mobility_stats(&self) -> MobilityStats {
+        self.path.as_ref().map(|p| p.stats).unwrap_or_default()
+    }
+
+    /// Server: the session's own socket, once `Endpoint::set_local` (or a confirmed
+    /// `Endpoint::move_to`) gave it one.
+    pub fn local(&self) -> Option<SocketAddr> {
+        self.path.as_ref().and_then(|p| p.local)
+    }
+
+    /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..])
+    }
+
+    /// Whether the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.
+    pub fn negotiated_mobility(&self) -> (bool, bool, bool) {
+        self.path.as_ref().map_or((false, false, false), |p| (p.cid_negotiated, p.rrc, p.port_move))
+    }
+
+    pub(crate) fn fail_superseded(&mut self) {
+        self.phase = Phase::Failed;
+        self.hs = None;
+        self.record.discard_keys();
+        self.push_event(Event::Failed(Error::Superseded));
+    }
+}
+
+impl SansIo for Connection {
+    fn handle_datagram(&mut self, now: Instant, _local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
+        Connection::handle_datagram(self, now, remote, datagram)
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        Connection::poll_transmit(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Connection::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Connection::handle_timeout(self, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzzing::{client_addr, established_pair, server_addr};
+    use crate::handshake::{ClientHello, HandshakeHeader};
+    use crate::record::{record_len, HEADER_LEN};
+
+    /// A protected handshake record with one message, as the peer in `from` would write it.
+    fn protected_message(from: &Connection, msg_type: HandshakeType, body: &[u8], seq: u64) -> Vec<u8> {
+        protected_message_seq(from, msg_type, 9, body, seq)
+    }
+
+    fn protected_message_seq(
+        from: &Connection,
+        msg_type: HandshakeType,
+        message_seq: u16,
+        body: &[u8],
+        seq: u64,
+    ) -> Vec<u8> {
+        let protect = from.record.protect(&[]).unwrap();
+        let mut hdr = Vec::new();
+        HandshakeHeader {
+            msg_type,
+            length: body.len() as u32,
+            message_seq,
+            fragment_offset: 0,
+            fragment_length: body.len() as u32,
+        }
+        .write(&mut hdr);
+        let mut rec = vec![0u8; record_len(Some(protect), hdr.len() + body.len())];
+        write_record(&mut rec, ContentType::Handshake, 1, seq, Some(protect), &[&hdr, body]);
+        rec
+    }
+
+    fn assert_warning_alert(datagram: &[u8]) {
+        // One protected alert record: type 21, epoch 1, 8-byte nonce + 2 bytes + 8-byte CCM tag.
+        assert_eq!(datagram[0], ContentType::Alert as u8);
+        assert_eq!(&datagram[3..5], &[0, 1]);
+        assert_eq!(datagram.len(), HEADER_LEN + 8 + 2 + 8);
+    }
+
+    #[test]
+    fn renegotiation_is_refused_with_a_warning_and_the_session_goes_on() {
+        let (mut client, mut server, _) = established_pair();
+        let now = Instant::from_millis(5);
+        let h = server.handle_for(client_addr()).unwrap();
+
+        // Server asks for renegotiation: the client answers no_renegotiation and stays up.
+        let sconn = server.connection(h).unwrap();
+        // A sequence number ahead of the real ones but inside the replay window.
+        let mut rec =
+            protected_message(sconn, HandshakeType::HelloRequest, &[], sconn.record.peek_write_seq() + 5);
+        client.handle_datagram(now, server_addr(), &mut rec);
+        assert_warning_alert(&client.poll_transmit(now).expect("no_renegotiation alert").payload);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+
+        // Client starts a renegotiating ClientHello: the server refuses the same way.
+        let mut body = Vec::new();
+        ClientHello::encode(&mut body, &[1; 32], &[], &[0xC0A8], true);
+        let mut rec =
+            protected_message(&client, HandshakeType::ClientHello, &body, client.record.peek_write_seq() + 5);
+        let conn = server.connection_mut(h).unwrap();
+        conn.handle_datagram(now, client_addr(), &mut rec);
+        assert_warning_alert(&conn.poll_transmit(now).expect("no_renegotiation alert").payload);
+        assert!(conn.is_established());
+
+        // Data still flows both ways.
+        let mut buf = [0u8; 128];
+        let n = client.seal_into(b"after", &mut buf).unwrap();
+        let mut got = Vec::new();
+        server.open_in_place(now, server_addr(), client_addr(), &mut buf[..n], &mut |_, d| {
+            got.extend_from_slice(d)
+        });
+        assert_eq!(got, b"after");
+    }
+
+    #[test]
+    fn forged_records_do_not_disturb_an_established_session() {
+        let (mut client, _server, _) = established_pair();
+        let now = Instant::from_millis(5);
+        // An unauthenticated fatal alert in epoch 0 and a garbage epoch-1 alert are both dropped.
+        let mut plain = vec![0u8; HEADER_LEN + 2];
+        write_record(&mut plain, ContentType::Alert, 0, 50, None, &[&[2, 40]]);
+        client.handle_datagram(now, server_addr(), &mut plain);
+        let mut forged = plain.clone();
+        forged[3..5].copy_from_slice(&[0, 1]);
+        forged.extend_from_slice(&[0; 20]);
+        forged[11..13].copy_from_slice(&22u16.to_be_bytes());
+        client.handle_datagram(now, server_addr(), &mut forged);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+        assert_eq!(client.stats().records_dropped, 2);
+    }
+
+    #[test]
+    fn bad_finished_fails_with_decrypt_error() {
+        let ccfg = Arc::new(ClientConfig::psk(b"id".to_vec(), b"key".to_vec()));
+        let scfg = Arc::new(ServerConfig::psk(b"id".to_vec(), b"key".to_vec()));
+        let now = Instant::from_millis(1);
+        let mut client = Connection::client(ccfg, now, server_addr(), [1; 32]);
+        let mut server = crate::endpoint::Endpoint::new(scfg, [2; 32]);
+        let mut server_failed = None;
+        for _ in 0..4 {
+            while let Some(t) = client.poll_transmit(now) {
+                let mut d = t.payload;
+                if client.hs.as_ref().is_some_and(|hs| {
+                    matches!(hs.step, Some(Step::Client(ClientStep::ExpectServerFinished(_))))
+                }) {
+                    // Flight 5: keep ClientKeyExchange and ChangeCipherSpec, replace Finished by
+                    // one with wrong verify_data under the right keys.
+                    let mut forged = Vec::new();
+                    for rec in crate::record::Records::new(&d) {
+                        let (h, range) = rec.unwrap();
+                        if h.epoch == 0 {
+                            forged.extend_from_slice(&d[range.start - HEADER_LEN..range.end]);
+                        } else {
+                            let seq = client.record.peek_write_seq() + 1;
+                            // Finished is the client's fourth message (ClientHello twice, ClientKeyExchange).
+                            forged.extend(protected_message_seq(
+                                &client,
+                                HandshakeType::Finished,
+                                3,
+                                &[0x5a; 12],
+                                seq,
+                            ));
+                        }
+                    }
+                    d = forged;
+                }
+                server.handle_datagram(now, server_addr(), client_addr(), &mut d);
+            }
+            while let Some((_, e)) = server.poll_event() {
+                server_failed = Some(e);
+            }
+            while let Some(t) = server.poll_transmit(now) {
+                let mut d = t.payload;
+                client.handle_datagram(now, server_addr(), &mut d);
+            }
+        }
+        assert_eq!(server_failed, Some(Event::Failed(Error::AlertSent(AlertDescription::DecryptError))));
+        assert_eq!(
+            client.poll_event(),
+            Some(Event::Failed(Error::AlertReceived(AlertDescription::DecryptError)))
+        );
+    }
+}

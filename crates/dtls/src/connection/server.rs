@@ -1,0 +1,630 @@
+//! The server's handshake (RFC 6347 §4.2.4 flights 4 and 6; RFC 5246 §7.3 for the abbreviated
+//! one), from the ClientHello whose cookie the endpoint verified: one state per awaited message,
+//! each carrying what the next step needs, and the server's flights, each built in one place.
+
+use super::handshake::{
+    agree, ephemeral, lifetime_hint, sign, suite_key_algorithm, Abort, EcdheSecret, Handshake, Step, SCHEMES,
+};
+use super::{Connection, Finished};
+use crate::alert::AlertDescription;
+use crate::config::ServerConfig;
+use crate::crypto::MasterSecret;
+use crate::handshake::{
+    encode_certificate, encode_ecdhe_params, encode_new_session_ticket, encode_psk_identity, encode_signed,
+    parse_certificate, parse_certificate_verify, parse_ecdhe_client_key_exchange, parse_psk_identity,
+    psk_premaster, u16_list, CertificateRequest, ClientHello, HandshakeType, NamedGroup, OutExtensions,
+    ServerHello, SCSV_EMPTY_RENEGOTIATION_INFO,
+};
+use crate::mobility::PathState;
+use crate::record::{DTLS_1_2, MAX_SEQ};
+use crate::session::{
+    unix_now, ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN,
+};
+use crate::suite::CipherSuite;
+use fastshake_core::Instant;
+use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme};
+use rand_core::RngCore;
+
+/// The ClientHello a server connection starts from, as the endpoint verified it.
+pub(crate) struct VerifiedHello<'a> {
+    /// Record sequence number of the ClientHello (our epoch-0 numbering continues from it, as
+    /// the stateless HelloVerifyRequest reused it).
+    pub record_seq: u64,
+    pub message_seq: u16,
+    /// The whole ClientHello body.
+    pub body: &'a [u8],
+    /// Size of the datagram(s) it came in, for the counters.
+    pub datagram_len: usize,
+    /// The cached session its session ID names, if any is fresh.
+    pub cached: Option<ServerSession>,
+    /// The endpoint's ticket keys now.
+    pub ticket_keys: Option<TicketKeys>,
+    /// The Connection ID the endpoint issues to this session if the client offers
+    /// `connection_id` (unique in the endpoint; empty: none).
+    pub issued_cid: Vec<u8>,
+}
+
+/// The server's handshake steps, each named for the message it awaits (rustls's `Expect*`).
+#[allow(clippy::enum_variant_names)]
+pub(super) enum ServerStep {
+    ExpectClientCertificate(ExpectClientCertificate),
+    ExpectClientKeyExchange(ExpectClientKeyExchange),
+    ExpectCertificateVerify(ExpectCertificateVerify),
+    ExpectClientFinished(ExpectClientFinished),
+}
+
+/// What a full handshake promised the client about the session it makes.
+struct NewSession {
+    /// Our session ID for it (empty: the session is not cached).
+    session_id: Vec<u8>,
+    /// A NewSessionTicket goes before our Finished (RFC 5077 §3.3), sealed under these keys.
+    ticket: Option<TicketKeys>,
+}
+
+/// The client's validated chain.
+struct ClientChain {
+    key: PeerPublicKey,
+    certificates: usize,
+    leaf: Option<CertDer>,
+    verified: ClientCertificate,
+}
+
+/// Flight 4 asked for a certificate: the client's Certificate comes.
+pub(super) struct ExpectClientCertificate {
+    suite: CipherSuite,
+    session: NewSession,
+    group: NamedGroup,
+    secret: EcdheSecret,
+}
+
+/// Our ephemeral key, or a PSK suite.
+enum KeyExchange {
+    Psk,
+    Ecdhe { group: NamedGroup, secret: EcdheSecret },
+}
+
+/// The client's ClientKeyExchange comes.
+pub(super) struct ExpectClientKeyExchange {
+    suite: CipherSuite,
+    session: NewSession,
+    kx: KeyExchange,
+    client: Option<ClientChain>,
+}
+
+/// The client sent a certificate: its CertificateVerify comes.
+pub(super) struct ExpectCertificateVerify {
+    suite: CipherSuite,
+    session: NewSession,
+    master: MasterSecret,
+    client: ClientChain,
+}
+
+/// The client's Finished comes; in a full handshake our flight 6 then answers it.
+pub(super) struct ExpectClientFinished {
+    suite: CipherSuite,
+    master: MasterSecret,
+    mode: Mode,
+}
+
+// One per handshake, in its box: the size of the larger variant costs nothing per record.
+#[allow(clippy::large_enum_variant)]
+enum Mode {
+    Full { session: NewSession, client: Option<ClientChain> },
+    Abbreviated(Resumption),
+}
+
+impl Connection {
+    /// The handshake of a server connection from a ClientHello whose cookie the endpoint verified:
+    /// its flight 4 (or, resuming, its abbreviated flight) is queued.
+    pub(crate) fn server(
+        config: std::sync::Arc<ServerConfig>,
+        now: Instant,
+        remote: std::net::SocketAddr,
+        rng_seed: [u8; 32],
+        mut hello: VerifiedHello<'_>,
+    ) -> Connection {
+        let mut hs = Handshake::new(
+            now,
+            rng_seed,
+            config.initial_retransmit,
+            config.max_retransmit,
+            config.handshake_timeout,
+        );
+        // Mobility state is made only when the server offers some; dropped again once the
+        // ClientHello shows the client negotiated none of it.
+        let issued_cid = std::mem::take(&mut hello.issued_cid);
+        let path = config.mobility.any().then(|| {
+            let mut seed = [0u8; 32];
+            hs.rng.fill_bytes(&mut seed);
+            Box::new(PathState {
+                own_cid: issued_cid.into(),
+                cookie_seed: config.mobility.return_routability_check.then_some(seed),
+                ..Default::default()
+            })
+        });
+        // Continue after the peer's number; a hostile number near the 48-bit limit restarts at 0.
+        hs.epoch0_write_seq = if hello.record_seq < MAX_SEQ / 2 { hello.record_seq + 1 } else { 0 };
+        let mut conn = Connection::bare(super::RoleConfig::Server(config.clone()), remote);
+        conn.path = path;
+        conn.stats.datagrams_received = 1;
+        conn.stats.bytes_received = hello.datagram_len as u64;
+        if let Err(abort) = conn.server_start(now, &mut hs, &config, hello) {
+            conn.hs = Some(hs);
+            conn.fail(abort);
+            return conn;
+        }
+        conn.hs = Some(hs);
+        conn
+    }
+
+    /// Answers the ClientHello: flight 4 of a full handshake, or the abbreviated flight.
+    fn server_start(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        config: &ServerConfig,
+        hello: VerifiedHello<'_>,
+    ) -> Result<(), Abort> {
+        let VerifiedHello { message_seq, body, cached, ticket_keys, .. } = hello;
+        let ch = ClientHello::parse(body).map_err(Abort::decode)?;
+        // DTLS versions count down: 0xFEFD (1.2) is below 0xFEFF (1.0).
+        if ch.version > DTLS_1_2 {
+            return Err(Abort::alert(AlertDescription::ProtocolVersion));
+        }
+        let suite = config
+            .suites
+            .iter()
+            .copied()
+            .filter(|s| config.can_serve(*s))
+            .find(|s| ch.suites().any(|id| id == s.id()))
+            .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?;
+        if !ch.compression_methods.contains(&0) {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        // RFC 5746 §3.6: an initial handshake carries an empty renegotiation_info or the SCSV.
+        if ch.extensions.renegotiation_info.is_some_and(|r| !r.is_empty()) {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        let secure_renegotiation = ch.extensions.renegotiation_info.is_some()
+            || ch.suites().any(|id| id == SCSV_EMPTY_RENEGOTIATION_INFO);
+        let ems = ch.extensions.extended_master_secret;
+        if !ems && config.require_extended_master_secret {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        // Resumption, only with the extended master secret: a ticket first, then the cached
+        // session ID. Anything unknown, forged or expired leads to a full handshake.
+        let now_unix = unix_now(config.wall_clock, now);
+        let issue_ticket = ems && ch.extensions.session_ticket.is_some() && ticket_keys.is_some();
+        if ems {
+            let by_ticket = match (ch.extensions.session_ticket, ticket_keys.as_ref()) {
+                (Some(t), Some(keys)) if !t.is_empty() => ServerSession::open(keys, t, now_unix),
+                _ => None,
+            };
+            let candidate = match by_ticket {
+                Some(s) => Some((Resumption::Ticket, s)),
+                None => cached.map(|s| (Resumption::SessionId, s)),
+            };
+            let usable = candidate.filter(|(_, s)| {
+                config.suites.contains(&s.suite)
+                    && config.can_serve(s.suite)
+                    && ch.suites().any(|id| id == s.suite.id())
+                    && s.satisfies_client_auth(config, now_unix)
+            });
+            if let Some((kind, session)) = usable {
+                let ticket_keys = ticket_keys.filter(|_| issue_ticket);
+                return self.server_resume(
+                    now,
+                    hs,
+                    config,
+                    &ch,
+                    message_seq,
+                    body,
+                    kind,
+                    session,
+                    secure_renegotiation,
+                    ticket_keys,
+                );
+            }
+        }
+        // Certificate suites: the group and signature scheme both sides support.
+        let ecdhe = match (suite_key_algorithm(suite), config.certified_key.as_ref()) {
+            (None, _) => None,
+            (Some(_), None) => return Err(Abort::alert(AlertDescription::InternalError)),
+            (Some(_), Some(ck)) => {
+                let group = match ch.extensions.supported_groups {
+                    Some(list) => NamedGroup::ALL
+                        .into_iter()
+                        .find(|g| u16_list(list).any(|c| c == g.code()))
+                        .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?,
+                    // RFC 8422 §4: without the extension any curve will do.
+                    None => NamedGroup::Secp256r1,
+                };
+                let scheme = match ch.extensions.signature_algorithms {
+                    Some(list) => *ck
+                        .key
+                        .schemes()
+                        .iter()
+                        .find(|s| u16_list(list).any(|c| c == s.code()))
+                        .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?,
+                    // RFC 5246 §7.4.1.4.1 would mean SHA-1, which we do not sign with.
+                    None => *ck.key.schemes().last().ok_or(Abort::alert(AlertDescription::InternalError))?,
+                };
+                Some((ck.clone(), group, scheme))
+            }
+        };
+        self.started_from_hello(&ch.random, message_seq);
+        self.suite = Some(suite);
+        let request_certificate = ecdhe.is_some() && config.client_auth != ClientAuth::None;
+        if request_certificate {
+            hs.transcript.keep_raw();
+        }
+        self.server_hello_common(hs, config, &ch, message_seq, body, ems);
+        // A new session ID when the cache will keep the session (only sessions with the
+        // extended master secret are ever resumed).
+        let mut session_id = Vec::new();
+        if ems && config.session_cache.max_entries > 0 {
+            let mut id = [0u8; 32];
+            hs.rng.fill_bytes(&mut id);
+            session_id = id.to_vec();
+        }
+        let path = self.path.as_deref();
+        let ext = OutExtensions {
+            extended_master_secret: ems,
+            renegotiation_info: secure_renegotiation,
+            point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
+            session_ticket: issue_ticket.then_some(&[][..]),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
+            rrc: path.is_some_and(|p| p.rrc),
+            port_move: path.is_some_and(|p| p.port_move),
+            ..Default::default()
+        };
+        let mut sh = Vec::with_capacity(64);
+        ServerHello::encode_with(&mut sh, &hs.server_random, &session_id, suite.id(), &ext);
+        hs.push_message(0, HandshakeType::ServerHello, sh, true);
+        let session = NewSession { session_id, ticket: ticket_keys.filter(|_| issue_ticket) };
+        let step = match ecdhe {
+            Some((ck, group, scheme)) => {
+                let chain: Vec<&[u8]> = ck.chain.iter().map(|c| c.as_ref()).collect();
+                let mut body = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
+                encode_certificate(&mut body, &chain);
+                hs.push_message(0, HandshakeType::Certificate, body, true);
+                let (secret, public) = ephemeral(group, &mut hs.rng);
+                let mut ske = Vec::with_capacity(80 + ck.key.max_signature_len());
+                encode_ecdhe_params(&mut ske, group, &public);
+                let mut signed = Vec::with_capacity(64 + ske.len());
+                signed.extend_from_slice(&hs.client_random);
+                signed.extend_from_slice(&hs.server_random);
+                signed.extend_from_slice(&ske);
+                let signature = sign(&ck.key, scheme, &signed, &mut hs.rng)?;
+                encode_signed(&mut ske, scheme.code(), &signature);
+                hs.push_message(0, HandshakeType::ServerKeyExchange, ske, true);
+                if request_certificate {
+                    let anchors = config
+                        .client_trust_anchors
+                        .as_ref()
+                        .ok_or(Abort::alert(AlertDescription::InternalError))?;
+                    let mut cr = Vec::with_capacity(256);
+                    CertificateRequest::encode(&mut cr, &SCHEMES, anchors.subject_names());
+                    hs.push_message(0, HandshakeType::CertificateRequest, cr, true);
+                    ServerStep::ExpectClientCertificate(ExpectClientCertificate {
+                        suite,
+                        session,
+                        group,
+                        secret,
+                    })
+                } else {
+                    let kx = KeyExchange::Ecdhe { group, secret };
+                    ServerStep::ExpectClientKeyExchange(ExpectClientKeyExchange {
+                        suite,
+                        session,
+                        kx,
+                        client: None,
+                    })
+                }
+            }
+            None => {
+                if let Some(hint) = &config.psk_identity_hint {
+                    let mut ske = Vec::with_capacity(2 + hint.len());
+                    encode_psk_identity(&mut ske, hint);
+                    hs.push_message(0, HandshakeType::ServerKeyExchange, ske, true);
+                }
+                let kx = KeyExchange::Psk;
+                ServerStep::ExpectClientKeyExchange(ExpectClientKeyExchange {
+                    suite,
+                    session,
+                    kx,
+                    client: None,
+                })
+            }
+        };
+        hs.push_message(0, HandshakeType::ServerHelloDone, Vec::new(), true);
+        self.send_new_flight(now, hs, true);
+        hs.step = Some(Step::Server(step));
+        Ok(())
+    }
+
+    /// What every ServerHello starts from: the randoms, the ClientHello in the transcript,
+    /// our numbering mirroring the client's, and the mobility both sides agree on.
+    fn server_hello_common(
+        &mut self,
+        hs: &mut Handshake,
+        config: &ServerConfig,
+        ch: &ClientHello<'_>,
+        message_seq: u16,
+        body: &[u8],
+        ems: bool,
+    ) {
+        hs.client_random = ch.random;
+        hs.rng.fill_bytes(&mut hs.server_random);
+        hs.extended_master_secret = ems;
+        hs.transcript.add(HandshakeType::ClientHello, message_seq, body);
+        hs.reassembler.reset(message_seq.wrapping_add(1));
+        hs.peer_prev_flight_last = Some(message_seq);
+        // Our numbering mirrors the client's: ServerHello carries the ClientHello's message_seq.
+        hs.next_message_seq = message_seq;
+        negotiate_mobility(&mut self.path, config, ch);
+    }
+
+    /// The abbreviated handshake (RFC 5246 §7.3): ServerHello echoing the session ID, a
+    /// renewed ticket when tickets are in use, then ChangeCipherSpec and Finished at once.
+    #[allow(clippy::too_many_arguments)]
+    fn server_resume(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        config: &ServerConfig,
+        ch: &ClientHello<'_>,
+        message_seq: u16,
+        body: &[u8],
+        kind: Resumption,
+        session: ServerSession,
+        secure_renegotiation: bool,
+        ticket_keys: Option<TicketKeys>,
+    ) -> Result<(), Abort> {
+        self.started_from_hello(&ch.random, message_seq);
+        let suite = session.suite;
+        self.suite = Some(suite);
+        hs.psk_identity = session.psk_identity.clone();
+        self.server_hello_common(hs, config, ch, message_seq, body, true);
+        let path = self.path.as_deref();
+        let ext = OutExtensions {
+            extended_master_secret: true,
+            renegotiation_info: secure_renegotiation,
+            session_ticket: ticket_keys.is_some().then_some(&[][..]),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
+            rrc: path.is_some_and(|p| p.rrc),
+            port_move: path.is_some_and(|p| p.port_move),
+            ..Default::default()
+        };
+        let mut sh = Vec::with_capacity(96);
+        ServerHello::encode_with(&mut sh, &hs.server_random, ch.session_id, suite.id(), &ext);
+        hs.push_message(0, HandshakeType::ServerHello, sh, true);
+        if let Some(keys) = &ticket_keys {
+            // The renewed ticket seals the resumed session itself: its creation time carries over.
+            let mut nonce = [0u8; 12];
+            hs.rng.fill_bytes(&mut nonce);
+            let (ticket, lifetime) =
+                session.seal(&keys.current, nonce).map(|t| (t, keys.lifetime)).unwrap_or_default();
+            let mut nst = Vec::with_capacity(8 + ticket.len());
+            encode_new_session_ticket(&mut nst, lifetime_hint(lifetime), &ticket);
+            hs.push_message(0, HandshakeType::NewSessionTicket, nst, true);
+        }
+        let master = MasterSecret(session.master_secret);
+        self.record.install(hs.keys(suite, &master, false));
+        hs.push_change_cipher_spec_and_finished(&master, false, true);
+        self.send_new_flight(now, hs, true);
+        hs.step = Some(Step::Server(ServerStep::ExpectClientFinished(ExpectClientFinished {
+            suite,
+            master,
+            mode: Mode::Abbreviated(kind),
+        })));
+        Ok(())
+    }
+
+    /// One whole handshake message of the client, in order.
+    pub(super) fn server_on_message(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        step: ServerStep,
+        msg_type: HandshakeType,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<Step, Abort> {
+        let Some(config) = self.server_config().cloned() else { return Err(Abort::unexpected()) };
+        let next = match (step, msg_type) {
+            (ServerStep::ExpectClientCertificate(s), HandshakeType::Certificate) => {
+                let certs = parse_certificate(body).map_err(Abort::decode)?;
+                let client = if certs.is_empty() {
+                    if config.client_auth == ClientAuth::Require {
+                        return Err(Abort::peer(PkiError::NoPeerCertificate));
+                    }
+                    None
+                } else {
+                    let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+                    let anchors = config
+                        .client_trust_anchors
+                        .as_ref()
+                        .ok_or(Abort::alert(AlertDescription::InternalError))?;
+                    let verified = fastshake_pki::verify_client_chain(
+                        &chain,
+                        anchors,
+                        config.wall_clock.map_or(0, |w| w.unix_at(now)),
+                    )
+                    .map_err(Abort::peer)?;
+                    Some(ClientChain {
+                        key: verified.key,
+                        certificates: chain.len(),
+                        leaf: chain.into_iter().next(),
+                        verified: ClientCertificate {
+                            anchor: verified.anchor,
+                            not_after: verified.not_after_unix,
+                        },
+                    })
+                };
+                hs.transcript.add(msg_type, message_seq, body);
+                let kx = KeyExchange::Ecdhe { group: s.group, secret: s.secret };
+                ServerStep::ExpectClientKeyExchange(ExpectClientKeyExchange {
+                    suite: s.suite,
+                    session: s.session,
+                    kx,
+                    client,
+                })
+            }
+            (ServerStep::ExpectClientCertificate(s), HandshakeType::ClientKeyExchange) => {
+                // No Certificate at all (RFC 5246 wants an empty one): the same as an empty one.
+                if config.client_auth == ClientAuth::Require {
+                    return Err(Abort::peer(PkiError::NoPeerCertificate));
+                }
+                let kx = KeyExchange::Ecdhe { group: s.group, secret: s.secret };
+                let state = ExpectClientKeyExchange { suite: s.suite, session: s.session, kx, client: None };
+                self.server_on_key_exchange(hs, &config, state, message_seq, body)?
+            }
+            (ServerStep::ExpectClientKeyExchange(s), HandshakeType::ClientKeyExchange) => {
+                self.server_on_key_exchange(hs, &config, s, message_seq, body)?
+            }
+            (ServerStep::ExpectCertificateVerify(s), HandshakeType::CertificateVerify) => {
+                let (code, signature) = parse_certificate_verify(body).map_err(Abort::decode)?;
+                let scheme = SignatureScheme::from_code(code)
+                    .filter(|s| SCHEMES.contains(&s.code()))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let raw = hs.transcript.take_raw().ok_or(Abort::alert(AlertDescription::InternalError))?;
+                fastshake_pki::verify_signature(&s.client.key, scheme, &raw, signature)
+                    .map_err(Abort::peer)?;
+                hs.transcript.add(msg_type, message_seq, body);
+                ServerStep::ExpectClientFinished(ExpectClientFinished {
+                    suite: s.suite,
+                    master: s.master,
+                    mode: Mode::Full { session: s.session, client: Some(s.client) },
+                })
+            }
+            (ServerStep::ExpectClientFinished(s), HandshakeType::Finished) => {
+                hs.check_peer_finished(&s.master, body, true)?;
+                return Ok(self.server_on_finished(now, hs, &config, s, message_seq, body));
+            }
+            _ => return Err(Abort::unexpected()),
+        };
+        Ok(Step::Server(next))
+    }
+
+    /// The ClientKeyExchange: the premaster secret, the master secret, the epoch-1 keys.
+    fn server_on_key_exchange(
+        &mut self,
+        hs: &mut Handshake,
+        config: &ServerConfig,
+        s: ExpectClientKeyExchange,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Result<ServerStep, Abort> {
+        let premaster = match s.kx {
+            KeyExchange::Ecdhe { group, secret } => {
+                let public = parse_ecdhe_client_key_exchange(body).map_err(Abort::decode)?;
+                agree(secret, group, public)?
+            }
+            KeyExchange::Psk => {
+                let identity = parse_psk_identity(body).map_err(Abort::decode)?;
+                let psk =
+                    config.find_psk(identity).ok_or(Abort::alert(AlertDescription::UnknownPskIdentity))?;
+                hs.psk_identity = identity.to_vec();
+                psk_premaster(&psk.key)
+            }
+        };
+        hs.transcript.add(HandshakeType::ClientKeyExchange, message_seq, body);
+        let master = hs.derive_master(&premaster);
+        self.record.install(hs.keys(s.suite, &master, false));
+        Ok(match s.client {
+            Some(client) => ServerStep::ExpectCertificateVerify(ExpectCertificateVerify {
+                suite: s.suite,
+                session: s.session,
+                master,
+                client,
+            }),
+            None => ServerStep::ExpectClientFinished(ExpectClientFinished {
+                suite: s.suite,
+                master,
+                mode: Mode::Full { session: s.session, client: None },
+            }),
+        })
+    }
+
+    /// The client's Finished verified: an abbreviated handshake is done; a full one answers with
+    /// flight 6 ([NewSessionTicket], ChangeCipherSpec, Finished), the last flight, which is not
+    /// timed: it is resent when the client's retransmitted Finished shows it was lost.
+    fn server_on_finished(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake,
+        config: &ServerConfig,
+        s: ExpectClientFinished,
+        message_seq: u16,
+        body: &[u8],
+    ) -> Step {
+        let (session, client) = match s.mode {
+            Mode::Abbreviated(resumption) => {
+                let finished = Finished {
+                    suite: s.suite,
+                    resumption: Some(resumption),
+                    session: None,
+                    peer_certificates: 0,
+                    peer_leaf: None,
+                    cache_entry: None,
+                };
+                return self.complete_handshake(now, hs, finished);
+            }
+            Mode::Full { session, client } => (session, client),
+        };
+        hs.transcript.add(HandshakeType::Finished, message_seq, body);
+        hs.peer_prev_flight_last = Some(message_seq);
+        hs.flight.clear();
+        let mut nonce = [0u8; 12];
+        hs.rng.fill_bytes(&mut nonce);
+        let resumable = ServerSession {
+            suite: s.suite,
+            master_secret: s.master.0,
+            created: unix_now(config.wall_clock, now),
+            psk_identity: hs.psk_identity.clone(),
+            client_cert: client.as_ref().map(|c| c.verified),
+        };
+        let cache_entry =
+            <[u8; 32]>::try_from(session.session_id.as_slice()).ok().map(|id| (id, resumable.clone()));
+        if let Some(keys) = &session.ticket {
+            let (ticket, lifetime) =
+                resumable.seal(&keys.current, nonce).map(|t| (t, keys.lifetime)).unwrap_or_default();
+            let mut nst = Vec::with_capacity(8 + TICKET_LEN);
+            encode_new_session_ticket(&mut nst, lifetime_hint(lifetime), &ticket);
+            hs.push_message(0, HandshakeType::NewSessionTicket, nst, true);
+        }
+        hs.push_change_cipher_spec_and_finished(&s.master, false, false);
+        self.send_new_flight(now, hs, false);
+        let (peer_certificates, peer_leaf) = client.map_or((0, None), |c| (c.certificates, c.leaf));
+        let finished = Finished {
+            suite: s.suite,
+            resumption: None,
+            session: None,
+            peer_certificates,
+            peer_leaf,
+            cache_entry,
+        };
+        self.complete_handshake(now, hs, finished)
+    }
+}
+
+/// Server: what the client's hello and our configuration agree on; the mobility state goes
+/// when nothing is (a session without mobility keeps only an empty pointer).
+fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, ch: &ClientHello<'_>) {
+    let Some(p) = path.as_deref_mut() else { return };
+    let offered = &ch.extensions;
+    p.cid_negotiated = config.mobility.connection_id.is_some() && offered.connection_id.is_some();
+    p.peer_cid = offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default().into();
+    if !p.cid_negotiated {
+        p.own_cid = Box::default();
+    }
+    p.rrc = config.mobility.return_routability_check && offered.rrc;
+    p.port_move = config.mobility.follow_server_port && offered.port_move;
+    if !p.rrc {
+        p.cookie_seed = None;
+    }
+    if !p.cid_negotiated && !p.rrc && !p.port_move && p.local.is_none() {
+        *path = None;
+    }
+}

@@ -1,0 +1,338 @@
+//! New handshakes at the endpoint: ClientHellos reassembled from fragments (the one state kept
+//! before a cookie, bounded), the stateless cookie exchange (RFC 6347 §4.2.1), and the admission
+//! of a new session against the table's limits.
+
+use super::{ConnectionHandle, Endpoint, Slot};
+use crate::connection::{Connection, Event, VerifiedHello};
+use crate::handshake::{
+    parse_fragments, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
+    HANDSHAKE_HEADER_LEN,
+};
+use crate::record::{write_record, ContentType, Records, HEADER_LEN};
+use fastshake_core::{Instant, Transmit};
+use rand_core::RngCore;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// Partial ClientHellos kept at most (small-MTU clients fragment theirs, and so does any client
+/// whose hello outgrows its MTU: a DTLS 1.3 client offering a post-quantum key share sends
+/// 1.5 kB). The one piece of state kept before a cookie, bounded in count and in bytes.
+const MAX_PARTIAL_HELLOS: usize = 64;
+/// Bytes of all partial ClientHellos together (buffers are sized from the length claimed).
+const MAX_PARTIAL_HELLO_BYTES: usize = 128 * 1024;
+/// Partial ClientHellos kept at most per client address (IP and port): one client's hello, and
+/// the one it starts over with. Many clients behind one NAT share the IP, so the table is shared
+/// fairly by IP instead: when it is full, the IP with the most entries loses its oldest, and a
+/// host flooding first fragments from many ports evicts its own entries, not other hosts'.
+const MAX_PARTIAL_HELLOS_PER_ADDRESS: usize = 2;
+/// A partial ClientHello that gained no fragment for this long is dropped. Generous, since on a
+/// duty-cycled link the fragments of one hello can be a slotframe (1 s or more) apart.
+const PARTIAL_HELLO_MAX_IDLE: Duration = Duration::from_secs(10);
+/// Largest ClientHello reassembled from fragments.
+const MAX_FRAGMENTED_HELLO: u32 = 8 * 1024;
+
+/// A ClientHello taken from a datagram.
+pub(super) struct HelloInfo {
+    pub record_seq: u64,
+    pub message_seq: u16,
+    pub body: Vec<u8>,
+}
+
+/// What a datagram holds as far as new handshakes are concerned.
+pub(super) enum HelloScan {
+    /// No epoch-0 ClientHello.
+    None,
+    /// ClientHello fragments, buffered until the rest arrives.
+    Partial,
+    /// A whole ClientHello.
+    Complete(HelloInfo),
+}
+
+/// A ClientHello whose fragments are still coming.
+pub(super) struct PartialHello {
+    /// When its last fragment came.
+    last: Instant,
+    /// The ClientHello's length as its fragments claim it (what its buffer costs).
+    claimed: u32,
+    from: SocketAddr,
+    record_seq: u64,
+    reassembler: Reassembler,
+}
+
+/// The cookie's input for the client address: IP and port.
+fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
+    let mut out = [0u8; 18];
+    let n = match addr.ip() {
+        IpAddr::V4(ip) => {
+            out[..4].copy_from_slice(&ip.octets());
+            4
+        }
+        IpAddr::V6(ip) => {
+            out[..16].copy_from_slice(&ip.octets());
+            16
+        }
+    };
+    out[n..n + 2].copy_from_slice(&addr.port().to_be_bytes());
+    (out, n + 2)
+}
+
+impl Endpoint {
+    /// The time slot a cookie made at `now` is bound to.
+    fn cookie_slot(&self, now: Instant) -> u64 {
+        let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
+        now.as_nanos() / slot_nanos
+    }
+
+    /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments.
+    pub(super) fn scan_client_hello(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        datagram: &[u8],
+    ) -> HelloScan {
+        let mut scan = HelloScan::None;
+        for rec in Records::new(datagram) {
+            let Ok((rh, range)) = rec else { break };
+            if rh.content_type != ContentType::Handshake || rh.epoch != 0 {
+                continue;
+            }
+            let Some(body) = datagram.get(range) else { break };
+            for frag in parse_fragments(body) {
+                let Ok((hh, data)) = frag else { break };
+                if hh.msg_type != HandshakeType::ClientHello {
+                    continue;
+                }
+                if hh.fragment_offset == 0 && hh.fragment_length == hh.length {
+                    return HelloScan::Complete(HelloInfo {
+                        record_seq: rh.seq,
+                        message_seq: hh.message_seq,
+                        body: data.to_vec(),
+                    });
+                }
+                if hh.length > MAX_FRAGMENTED_HELLO {
+                    continue;
+                }
+                scan = HelloScan::Partial;
+                let pos = match self
+                    .partial_hellos
+                    .iter()
+                    .position(|p| p.from == remote && p.reassembler.next_seq() == hh.message_seq)
+                {
+                    Some(i) => i,
+                    None => {
+                        self.make_room_for_partial_hello(now, remote, hh.length);
+                        self.partial_hellos.push_back(PartialHello {
+                            last: now,
+                            claimed: hh.length,
+                            from: remote,
+                            record_seq: rh.seq,
+                            reassembler: Reassembler::with_budget(
+                                hh.message_seq,
+                                MAX_FRAGMENTED_HELLO as usize,
+                            ),
+                        });
+                        self.partial_hellos.len() - 1
+                    }
+                };
+                let Some(partial) = self.partial_hellos.get_mut(pos) else { break };
+                partial.record_seq = partial.record_seq.max(rh.seq);
+                partial.last = now;
+                partial.reassembler.insert(&Fragment { header: hh, data });
+                if let Some((_, message_seq, body)) = partial.reassembler.pop() {
+                    let record_seq = partial.record_seq;
+                    self.partial_hellos.remove(pos);
+                    return HelloScan::Complete(HelloInfo { record_seq, message_seq, body });
+                }
+            }
+        }
+        scan
+    }
+
+    /// Drops stale partial ClientHellos, then the sender's oldest if it has its quota, then, while
+    /// the table is full in entries or bytes, the oldest entry of the IP address holding most.
+    fn make_room_for_partial_hello(&mut self, now: Instant, from: SocketAddr, claimed: u32) {
+        let before = self.partial_hellos.len();
+        self.partial_hellos.retain(|p| now.saturating_duration_since(p.last) < PARTIAL_HELLO_MAX_IDLE);
+        let mut evicted = before - self.partial_hellos.len();
+        if self.partial_hellos.iter().filter(|p| p.from == from).count() >= MAX_PARTIAL_HELLOS_PER_ADDRESS {
+            if let Some(i) = self.partial_hellos.iter().position(|p| p.from == from) {
+                self.partial_hellos.remove(i);
+                evicted += 1;
+            }
+        }
+        loop {
+            let bytes = self.partial_hellos.iter().map(|p| p.claimed as usize).sum::<usize>();
+            let full = self.partial_hellos.len() >= MAX_PARTIAL_HELLOS
+                || bytes + claimed as usize > MAX_PARTIAL_HELLO_BYTES;
+            if !full || self.partial_hellos.is_empty() {
+                break;
+            }
+            // The IP with the most entries (the oldest such on a tie) gives up its oldest one.
+            let mut counts: BTreeMap<IpAddr, usize> = BTreeMap::new();
+            for p in &self.partial_hellos {
+                *counts.entry(p.from.ip()).or_default() += 1;
+            }
+            let most = counts.values().copied().max().unwrap_or(0);
+            if let Some(i) = self.partial_hellos.iter().position(|p| counts.get(&p.from.ip()) == Some(&most))
+            {
+                self.partial_hellos.remove(i);
+                evicted += 1;
+            }
+        }
+        self.stats.partial_hellos_dropped += evicted as u64;
+    }
+
+    /// A ClientHello that is no copy of a session's: a HelloVerifyRequest unless its cookie is
+    /// fresh, else a new session (replacing a handshake on the same address at once, and an
+    /// established session once the new handshake completes).
+    pub(super) fn handle_new_client_hello(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        hello: &HelloInfo,
+        datagram_len: usize,
+    ) {
+        let Ok(ch) = ClientHello::parse(&hello.body) else {
+            self.stats.datagrams_dropped += 1;
+            return;
+        };
+        let (addr, n) = addr_bytes(&remote);
+        let version = ch.version.to_be_bytes();
+        let slot = self.cookie_slot(now);
+        let [a, b, c, d, e, f] = ch.cookie_inputs(&version, &addr[..n]);
+        let slot_bytes = slot.to_be_bytes();
+        let previous_slot_bytes = slot.wrapping_sub(1).to_be_bytes();
+        let fresh = self.cookie.verify(ch.cookie, &[a, b, c, d, e, f, &slot_bytes])
+            || (slot > 0 && self.cookie.verify(ch.cookie, &[a, b, c, d, e, f, &previous_slot_bytes]));
+        if !fresh {
+            if !ch.cookie.is_empty() {
+                self.stats.cookies_rejected += 1;
+            }
+            let cookie = self.cookie.sign(&[a, b, c, d, e, f, &slot_bytes]);
+            let mut body = Vec::with_capacity(3 + cookie.len());
+            HelloVerifyRequest::encode(&mut body, &cookie);
+            let mut hdr = Vec::with_capacity(HANDSHAKE_HEADER_LEN);
+            HandshakeHeader {
+                msg_type: HandshakeType::HelloVerifyRequest,
+                length: body.len() as u32,
+                message_seq: hello.message_seq,
+                fragment_offset: 0,
+                fragment_length: body.len() as u32,
+            }
+            .write(&mut hdr);
+            // RFC 6347 §4.2.1: the HelloVerifyRequest reuses the ClientHello's record sequence number.
+            let mut out = vec![0u8; HEADER_LEN + hdr.len() + body.len()];
+            write_record(&mut out, ContentType::Handshake, 0, hello.record_seq, None, &[&hdr, &body]);
+            self.push_stateless(Transmit { src: None, dst: remote, payload: out });
+            self.stats.hello_verify_sent += 1;
+            return;
+        }
+        let existing = self.by_addr.get(&remote).copied();
+        let pending = self.pending.get(&remote).copied();
+        // Connections this handshake replaces do not count against the table.
+        let existing_in_handshake =
+            existing.filter(|h| self.connections.get(h).is_some_and(|s| !s.conn.is_established()));
+        let replaced = usize::from(pending.is_some()) + usize::from(existing_in_handshake.is_some());
+        let evictable = self.half_open.len().saturating_sub(replaced);
+        if self.connections.len() >= self.config.max_connections + replaced && evictable == 0 {
+            // Every slot holds an established session: those are never evicted for a handshake.
+            self.stats.connections_refused += 1;
+            return;
+        }
+        let mut seed = [0u8; 32];
+        self.rng.fill_bytes(&mut seed);
+        let verified = VerifiedHello {
+            record_seq: hello.record_seq,
+            message_seq: hello.message_seq,
+            body: &hello.body,
+            datagram_len,
+            cached: self
+                .session_cache
+                .get(ch.session_id, crate::session::unix_now(self.config.wall_clock, now)),
+            ticket_keys: self.ticket_keys.clone(),
+            issued_cid: match self.config.mobility.connection_id {
+                Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),
+                _ => Vec::new(),
+            },
+        };
+        let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
+        let h = ConnectionHandle(self.next_id);
+        self.next_id += 1;
+        self.connections.insert(h, Box::new(Slot { conn, activity: None, deadline: None }));
+        self.half_open.insert(h, remote.ip());
+        *self.half_open_per_ip.entry(remote.ip()).or_default() += 1;
+        self.stats.connections_accepted += 1;
+        self.after(h);
+        if !self.connections.contains_key(&h) {
+            // The new ClientHello was refused (version, suites, keys): whatever lived on this
+            // address goes on.
+            return;
+        }
+        if let Some(cid) = self.connections.get(&h).and_then(|s| s.conn.connection_id()) {
+            if !cid.is_empty() {
+                self.by_cid.insert(cid.into(), h);
+            }
+        }
+        self.events.push_back((h, Event::Accepted));
+        if let Some(old) = pending {
+            self.pending.remove(&remote);
+            self.supersede(old);
+            self.stats.replacements_abandoned += 1;
+        }
+        match existing {
+            Some(old) if existing_in_handshake.is_some() => {
+                self.supersede(old);
+                self.stats.connections_replaced += 1;
+                self.by_addr.insert(remote, h);
+            }
+            Some(_) => {
+                self.pending.insert(remote, h);
+            }
+            None => {
+                self.by_addr.insert(remote, h);
+            }
+        }
+        self.make_room_for(h, remote.ip());
+    }
+
+    /// A random Connection ID of `len` bytes no session of ours has (RFC 9146 §3: the receiver
+    /// tells sessions apart by it).
+    fn fresh_cid(&mut self, len: u8) -> Vec<u8> {
+        let mut cid = vec![0u8; len as usize];
+        for _ in 0..16 {
+            self.rng.fill_bytes(&mut cid);
+            if !self.by_cid.contains_key(&cid[..]) {
+                break;
+            }
+        }
+        cid
+    }
+
+    /// Evicts the oldest half-open handshakes (never `new`, never an established session)
+    /// until the limits hold again.
+    fn make_room_for(&mut self, new: ConnectionHandle, ip: IpAddr) {
+        if let Some(per_ip) = self.max_handshakes_per_ip {
+            while self.half_open_per_ip.get(&ip).copied().unwrap_or(0) > per_ip {
+                let Some(oldest) =
+                    self.half_open.iter().find(|&(&h, &a)| a == ip && h != new).map(|(&h, _)| h)
+                else {
+                    break;
+                };
+                self.evict(oldest);
+            }
+        }
+        while self.half_open.len() > self.max_handshakes
+            || self.connections.len() > self.config.max_connections
+        {
+            let Some(oldest) = self.half_open.keys().copied().find(|&h| h != new) else { break };
+            self.evict(oldest);
+        }
+    }
+
+    fn evict(&mut self, h: ConnectionHandle) {
+        if self.remove_connection(h).is_some() {
+            self.stats.handshakes_evicted += 1;
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! The server side: the routing of each datagram ([`route`]), stateless cookies and new
+//! handshakes ([`hello`], RFC 6347 §4.2.1), and a bounded table of connections found by Connection
+//! ID, own socket or client address. Output stays in each connection until the driver polls it,
+//! so a session given its own socket after it was accepted sends everything from there.
+
+mod hello;
+mod route;
+
+use crate::config::ServerConfig;
+use crate::connection::{Connection, Event};
+use crate::error::Error;
+use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
+use hello::PartialHello;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where decrypted application data goes: queued as events when `None`.
+type EndpointDataSink<'a> = Option<&'a mut dyn FnMut(ConnectionHandle, &[u8])>;
+
+/// Names one connection of an [`Endpoint`]. Handles are never reused; a later one names a
+/// connection created later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle(u64);
+
+impl std::fmt::Display for ConnectionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Counters of an endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// HelloVerifyRequests sent (no state kept).
+    pub hello_verify_sent: u64,
+    /// ClientHellos whose cookie did not verify.
+    pub cookies_rejected: u64,
+    /// Connections in the table now.
+    pub connections_open: u64,
+    /// Connections created since the start.
+    pub connections_accepted: u64,
+    /// ClientHellos ignored because the table was full.
+    pub connections_refused: u64,
+    /// Connections replaced by a new handshake from the same address (RFC 6347 §4.2.8).
+    pub connections_replaced: u64,
+    /// Datagrams dropped before reaching a connection (unparsable, unknown peer, ...).
+    pub datagrams_dropped: u64,
+    /// Replacement handshakes (a new ClientHello on the address of an established session)
+    /// abandoned before they completed; the established session was kept.
+    pub replacements_abandoned: u64,
+    /// Half-open handshakes removed to make room for newer ones (oldest first).
+    pub handshakes_evicted: u64,
+    /// Established sessions closed after `idle_timeout` without an authenticated datagram.
+    pub sessions_expired: u64,
+    /// Partial (fragmented) ClientHellos dropped before completion: stale, or evicted for newer
+    /// ones. A high count means a flood of first fragments.
+    pub partial_hellos_dropped: u64,
+}
+
+/// Half-open handshakes (cookie verified, not yet completed) kept at most unless
+/// [`Endpoint::set_max_handshakes`] says otherwise.
+pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
+/// How long an established session may stay silent unless [`Endpoint::set_idle_timeout`] says otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a HelloVerifyRequest cookie stays valid at least, unless
+/// [`Endpoint::set_cookie_lifetime`] says otherwise: the default is this or twice the
+/// configuration's handshake timeout, whichever is longer, so that a cookie stays good for as
+/// long as a client resends its ClientHello (its backed-off timer reaches 60 s, and on slow links
+/// the handshake timeout is raised to match).
+pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
+
+/// The server side of DTLS.
+pub struct Endpoint {
+    config: Arc<ServerConfig>,
+    cookie: CookieMac,
+    rng: ChaCha20Rng,
+    /// Ordered so that timers and output run in a reproducible order. Boxed, so the tree's
+    /// spare slots cost a pointer rather than a whole connection; the box also holds the
+    /// endpoint's bookkeeping for the connection, so that costs no tree entries of its own.
+    connections: BTreeMap<ConnectionHandle, Box<Slot>>,
+    by_addr: BTreeMap<SocketAddr, ConnectionHandle>,
+    /// A new handshake from the address of an established session. The established session is
+    /// kept until this one completes (RFC 6347 §4.2.8: a replayed ClientHello with a valid
+    /// cookie proves nothing, a completed handshake does).
+    pending: BTreeMap<SocketAddr, ConnectionHandle>,
+    /// Cookies are bound to a time slot of half this length and accepted for the current and
+    /// the previous slot, so a cookie is never accepted once it is older than this.
+    cookie_lifetime: Duration,
+    /// Connections still handshaking, by id (ids grow, so the first is the oldest), with the
+    /// client's IP address.
+    half_open: BTreeMap<ConnectionHandle, IpAddr>,
+    half_open_per_ip: BTreeMap<IpAddr, usize>,
+    max_handshakes: usize,
+    max_handshakes_per_ip: Option<usize>,
+    idle_timeout: Option<Duration>,
+    /// When established sessions are next scanned for idle expiry. One endpoint-wide timer
+    /// rather than an entry per session in `timers`: a session costs no timer memory.
+    idle_sweep: Option<Instant>,
+    /// The latest time the driver gave us (for calls that take no time, e.g. `send`).
+    clock: Instant,
+    next_id: u64,
+    /// Who has datagrams for `poll_transmit`, in the order they became ready: answers sent
+    /// without a connection (HelloVerifyRequests), and connections, which keep their datagrams
+    /// until polled (so a socket given to a session applies to all it has not sent yet).
+    output: VecDeque<Output>,
+    /// Sessions with their own socket (`set_local`, `move_to`), by that socket's address.
+    /// Empty (no allocation) unless sessions have one.
+    by_local: BTreeMap<SocketAddr, ConnectionHandle>,
+    /// Sessions with a Connection ID we issued (RFC 9146), by that CID. Empty unless CIDs are on.
+    by_cid: BTreeMap<Box<[u8]>, ConnectionHandle>,
+    events: VecDeque<(ConnectionHandle, Event)>,
+    partial_hellos: VecDeque<PartialHello>,
+    /// Deadlines of the connections that have one, earliest first, so timers cost O(log n)
+    /// rather than a scan of every session. Each connection's entry is also in its `Slot`.
+    timers: BTreeSet<(Instant, ConnectionHandle)>,
+    stats: EndpointStats,
+    /// Set when the configuration cannot work: every datagram is dropped.
+    config_error: Option<Error>,
+    /// The ticket keys in use (from the configuration, then rotated).
+    ticket_keys: Option<crate::session::TicketKeys>,
+    /// Sessions resumable by ID.
+    session_cache: crate::session::SessionCache,
+}
+
+/// Something `poll_transmit` hands out next.
+enum Output {
+    /// A datagram sent without a connection.
+    Stateless(Transmit),
+    /// A connection with datagrams (it may have none left when its turn comes).
+    Connection(ConnectionHandle),
+}
+
+/// A connection with the endpoint's bookkeeping for it.
+struct Slot {
+    conn: Connection,
+    /// When the session last received a datagram it could authenticate; set once established.
+    activity: Option<Activity>,
+    /// The deadline filed in `Endpoint::timers`, if any.
+    deadline: Option<Instant>,
+}
+
+/// What an established session received, to tell authenticated traffic from dropped garbage.
+/// The counters are the session's own, truncated: only their changes matter.
+#[derive(Clone, Copy, Debug)]
+struct Activity {
+    last: Instant,
+    datagrams_received: u32,
+    records_dropped: u32,
+}
+
+fn config_error_of(config: &ServerConfig) -> Option<Error> {
+    config.validate().err()
+}
+
+impl Endpoint {
+    /// A server with `config`; `rng_seed` seeds the first cookie key and every connection's randomness.
+    pub fn new(config: Arc<ServerConfig>, rng_seed: [u8; 32]) -> Endpoint {
+        let config_clone = config.clone();
+        let mut rng = ChaCha20Rng::from_seed(rng_seed);
+        let mut key = [0u8; 16];
+        rng.fill_bytes(&mut key);
+        Endpoint {
+            config,
+            cookie: CookieMac::new(key),
+            rng,
+            connections: BTreeMap::new(),
+            by_addr: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            cookie_lifetime: DEFAULT_COOKIE_LIFETIME.max(config_clone.handshake_timeout * 2),
+            half_open: BTreeMap::new(),
+            half_open_per_ip: BTreeMap::new(),
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            max_handshakes_per_ip: None,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            idle_sweep: None,
+            clock: Instant::ZERO,
+            next_id: 0,
+            output: VecDeque::new(),
+            by_local: BTreeMap::new(),
+            by_cid: BTreeMap::new(),
+            events: VecDeque::new(),
+            partial_hellos: VecDeque::new(),
+            timers: BTreeSet::new(),
+            stats: EndpointStats::default(),
+            config_error: config_error_of(&config_clone),
+            ticket_keys: config_clone.tickets.clone(),
+            session_cache: crate::session::SessionCache::new(config_clone.session_cache),
+        }
+    }
+
+    /// Makes `key` the current ticket key; the current one stays valid as the previous one.
+    /// Does nothing when the configuration has tickets disabled.
+    pub fn rotate_ticket_key(&mut self, key: crate::session::TicketKey) {
+        if let Some(keys) = self.ticket_keys.as_mut() {
+            keys.rotate(key);
+        }
+    }
+
+    /// Cookies older than `lifetime` are refused (a new HelloVerifyRequest is sent instead);
+    /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`] or
+    /// twice the configured handshake timeout, whichever is longer.
+    pub fn set_cookie_lifetime(&mut self, lifetime: Duration) {
+        self.cookie_lifetime = lifetime.max(Duration::from_millis(2));
+    }
+
+    /// At most `max` half-open handshakes are kept (at least 1); a new one evicts the oldest.
+    /// Established sessions are never evicted for a handshake. The default is
+    /// [`DEFAULT_MAX_HANDSHAKES`].
+    pub fn set_max_handshakes(&mut self, max: usize) {
+        self.max_handshakes = max.max(1);
+    }
+
+    /// At most `max` half-open handshakes from one IP address (`None`: no limit of its own);
+    /// a new one evicts that address's oldest, so one host cannot crowd out the others.
+    pub fn set_max_handshakes_per_ip(&mut self, max: Option<usize>) {
+        self.max_handshakes_per_ip = max.map(|m| m.max(1));
+    }
+
+    /// An established session that receives no authenticated datagram for `idle` is closed
+    /// (close_notify, then `Event::Failed(Error::Closed)`); `None` keeps sessions for ever.
+    /// The default is [`DEFAULT_IDLE_TIMEOUT`]. Sessions are checked by one endpoint-wide scan
+    /// (at most 64 per idle period), so one closes between `idle` and `idle` × 65/64 after its
+    /// last authenticated datagram. A session whose last handshake flight the client has not
+    /// confirmed yet (by a record of its own) is not idle: it is kept until the handshake timeout,
+    /// as the client may still be resending its Finished.
+    pub fn set_idle_timeout(&mut self, idle: Option<Duration>) {
+        self.idle_timeout = idle;
+        // Rescan at the next timeout under the new limit.
+        let established = self.connections.values().any(|s| s.activity.is_some());
+        self.idle_sweep = idle.filter(|_| established).map(|_| self.clock);
+    }
+
+    /// A datagram arrived at `local` from `remote`.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+    ) {
+        self.handle(now, local, remote, datagram, None);
+    }
+
+    /// Like `handle_datagram`, but application data of an established session is decrypted in
+    /// place and handed to `on_data` (no allocation per record).
+    pub fn open_in_place(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: &mut dyn FnMut(ConnectionHandle, &[u8]),
+    ) {
+        self.handle(now, local, remote, datagram, Some(on_data));
+    }
+
+    fn handle(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: EndpointDataSink<'_>,
+    ) {
+        self.clock = self.clock.max(now);
+        let route = self.route(now, local, remote, datagram);
+        self.dispatch(now, local, remote, datagram, route, on_data);
+    }
+
+    /// The length of the Connection IDs we issue (0: none), which `tls12_cid` records to us carry.
+    fn cid_len(&self) -> u8 {
+        self.config.mobility.connection_id.unwrap_or(0)
+    }
+
+    /// Ends connection `h` because a newer handshake from its address replaces it.
+    fn supersede(&mut self, h: ConnectionHandle) {
+        let Some(mut slot) = self.remove_connection(h) else { return };
+        let conn = &mut slot.conn;
+        conn.fail_superseded();
+        while let Some(e) = conn.poll_event() {
+            self.events.push_back((h, e));
+        }
+    }
+
+    /// Takes connection `h` out of every table; what it still had to send goes out without it.
+    fn remove_connection(&mut self, h: ConnectionHandle) -> Option<Box<Slot>> {
+        let mut slot = self.connections.remove(&h)?;
+        while let Some(t) = slot.conn.poll_transmit(self.clock) {
+            self.push_stateless(t);
+        }
+        let remote = slot.conn.remote();
+        if let Some(cid) = slot.conn.connection_id().filter(|c| !c.is_empty()) {
+            if self.by_cid.get(cid) == Some(&h) {
+                self.by_cid.remove(cid);
+            }
+        }
+        if !self.by_local.is_empty() {
+            self.by_local.retain(|_, owner| *owner != h);
+        }
+        if let Some(t) = slot.deadline {
+            self.timers.remove(&(t, h));
+        }
+        self.forget_half_open(h);
+        if self.by_addr.get(&remote) == Some(&h) {
+            self.by_addr.remove(&remote);
+            // The handshake waiting to replace it takes the address over.
+            if let Some(new) = self.pending.remove(&remote) {
+                self.by_addr.insert(remote, new);
+            }
+        }
+        if self.pending.get(&remote) == Some(&h) {
+            self.pending.remove(&remote);
+            self.stats.replacements_abandoned += 1;
+        }
+        Some(slot)
+    }
+
+    fn forget_half_open(&mut self, h: ConnectionHandle) {
+        let Some(ip) = self.half_open.remove(&h) else { return };
+        if let Some(n) = self.half_open_per_ip.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.half_open_per_ip.remove(&ip);
+            }
+        }
+    }
+
+    fn push_stateless(&mut self, t: Transmit) {
+        self.output.push_back(Output::Stateless(t));
+    }
+
+    /// Files connection `h`'s deadline in the endpoint's timer tree.
+    fn set_deadline(&mut self, h: ConnectionHandle, deadline: Option<Instant>) {
+        let Some(slot) = self.connections.get_mut(&h) else { return };
+        let old = std::mem::replace(&mut slot.deadline, deadline);
+        if old == deadline {
+            return;
+        }
+        if let Some(t) = old {
+            self.timers.remove(&(t, h));
+        }
+        if let Some(t) = deadline {
+            self.timers.insert((t, h));
+        }
+    }
+
+    /// After connection `h` handled something: its events, its output's turn, its session for
+    /// the cache, the address index when it moved, its deadline, and its removal once it ended.
+    fn after(&mut self, h: ConnectionHandle) {
+        let now = self.clock;
+        let Some(slot) = self.connections.get_mut(&h) else { return };
+        let slot: &mut Slot = slot;
+        let conn = &mut slot.conn;
+        if conn.has_output() && !matches!(self.output.back(), Some(Output::Connection(last)) if *last == h) {
+            self.output.push_back(Output::Connection(h));
+        }
+        while let Some(e) = conn.poll_event() {
+            self.events.push_back((h, e));
+        }
+        if let Some((session_id, session)) = conn.take_new_cache_entry() {
+            self.session_cache.insert(session_id, session);
+        }
+        let moved = conn.take_address_change();
+        let remote = conn.remote();
+        if let Some((old, new)) = moved {
+            // The session follows its client: so does the address index.
+            if self.by_addr.get(&old) == Some(&h) {
+                self.by_addr.remove(&old);
+            }
+            self.by_addr.entry(new).or_insert(h);
+        }
+        if conn.is_closed() {
+            self.remove_connection(h);
+            return;
+        }
+        let deadline = conn.poll_timeout();
+        if conn.is_established() {
+            let stats = conn.stats();
+            let seen = Activity {
+                last: now,
+                datagrams_received: stats.datagrams_received as u32,
+                records_dropped: stats.records_dropped as u32,
+            };
+            let activity = slot.activity.get_or_insert(seen);
+            // A datagram that arrived and dropped nothing was authenticated: the peer is alive.
+            if seen.datagrams_received != activity.datagrams_received
+                && seen.records_dropped == activity.records_dropped
+            {
+                activity.last = now;
+            }
+            activity.datagrams_received = seen.datagrams_received;
+            activity.records_dropped = seen.records_dropped;
+            if let (None, Some(idle)) = (self.idle_sweep, self.idle_timeout) {
+                self.idle_sweep = Some(now + idle);
+            }
+            self.forget_half_open(h);
+        }
+        self.set_deadline(h, deadline);
+        if self.connections.get(&h).is_some_and(|s| s.conn.is_established())
+            && self.pending.get(&remote) == Some(&h)
+        {
+            // The client completed a new handshake from this address: it is the peer now.
+            self.pending.remove(&remote);
+            if let Some(old) = self.by_addr.insert(remote, h) {
+                self.supersede(old);
+                self.stats.connections_replaced += 1;
+            }
+        }
+    }
+
+    /// The next datagram to send: answers and connections' datagrams in the order they became
+    /// ready, each connection's datagrams together.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        while let Some(next) = self.output.pop_front() {
+            match next {
+                Output::Stateless(t) => return Some(t),
+                Output::Connection(h) => {
+                    let Some(slot) = self.connections.get_mut(&h) else { continue };
+                    let Some(t) = slot.conn.poll_transmit(now) else { continue };
+                    if slot.conn.has_output() {
+                        self.output.push_front(Output::Connection(h));
+                    }
+                    return Some(t);
+                }
+            }
+        }
+        if self.output.capacity() > 64 {
+            self.output = VecDeque::new();
+        }
+        None
+    }
+
+    /// The earliest deadline of any connection.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let timer = self.timers.first().map(|(t, _)| *t);
+        match (timer, self.idle_sweep) {
+            (Some(t), Some(s)) => Some(t.min(s)),
+            (t, s) => t.or(s),
+        }
+    }
+
+    /// Runs the timers that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
+        while let Some(&(t, h)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            // Forget the entry first: after() files the connection's next deadline.
+            self.timers.remove(&(t, h));
+            if let Some(slot) = self.connections.get_mut(&h) {
+                let slot: &mut Slot = slot;
+                slot.deadline = None;
+                slot.conn.handle_timeout(now);
+            }
+            self.after(h);
+        }
+        if self.idle_sweep.is_some_and(|t| now >= t) {
+            self.sweep_idle(now);
+        }
+    }
+
+    /// Closes the established sessions silent for the idle timeout, and files the next scan at
+    /// the earliest expiry left, but at most 64 scans per idle period: a session is closed
+    /// between `idle` and `idle` × (1 + 1/64) after its last authenticated datagram.
+    fn sweep_idle(&mut self, now: Instant) {
+        self.idle_sweep = None;
+        let Some(idle) = self.idle_timeout else { return };
+        let mut expired = Vec::new();
+        let mut next: Option<Instant> = None;
+        for (&h, slot) in &self.connections {
+            // A session that still keeps its last handshake flight has not heard that the client
+            // got it (the client may be waiting out its retransmission timer, whose gaps grow
+            // past any idle limit): it is not idle until the handshake state goes.
+            let idle_counts = slot.conn.is_established() && !slot.conn.holds_handshake_state();
+            let Some(activity) = slot.activity.filter(|_| idle_counts) else { continue };
+            let expiry = activity.last + idle;
+            if now >= expiry {
+                expired.push(h);
+            } else {
+                next = Some(next.map_or(expiry, |t| t.min(expiry)));
+            }
+        }
+        for h in expired {
+            if let Some(slot) = self.connections.get_mut(&h) {
+                slot.conn.close();
+                self.stats.sessions_expired += 1;
+                self.events.push_back((h, Event::Failed(Error::Closed)));
+            }
+            self.after(h);
+        }
+        self.idle_sweep = next.map(|t| t.max(now + idle / 64));
+    }
+
+    /// The next event of any connection.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        self.events.pop_front()
+    }
+
+    /// Queues application data on connection `h`.
+    pub fn send(&mut self, h: ConnectionHandle, data: &[u8]) -> Result<(), Error> {
+        let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
+        let r = slot.conn.send(data);
+        self.after(h);
+        r
+    }
+
+    /// Closes connection `h` with close_notify.
+    pub fn close(&mut self, h: ConnectionHandle) {
+        if let Some(slot) = self.connections.get_mut(&h) {
+            slot.conn.close();
+            self.after(h);
+        }
+    }
+
+    /// Connection `h`, if still in the table.
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.connections.get(&h).map(|s| &s.conn)
+    }
+
+    /// Connection `h`, mutable (for `seal_into` on the data path). Output queued on it directly
+    /// (e.g. by `send`) is picked up by the endpoint's next `poll_transmit` only through
+    /// [`Endpoint::send`]; use `seal_into` here.
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.connections.get_mut(&h).map(|s| &mut s.conn)
+    }
+
+    /// The connection with peer `remote`, if any.
+    pub fn handle_for(&self, remote: SocketAddr) -> Option<ConnectionHandle> {
+        self.by_addr.get(&remote).copied()
+    }
+
+    /// The session that lives on its own socket `local` (`set_local`, `move_to`), if any.
+    pub fn handle_for_local(&self, local: SocketAddr) -> Option<ConnectionHandle> {
+        self.by_local.get(&local).copied()
+    }
+
+    /// IPC: session `h` lives on its own socket `local` from now on. Every datagram of it not
+    /// yet handed out by `poll_transmit` goes out with `Transmit::src = Some(local)`, and any
+    /// datagram arriving at `local` goes to it, whatever its source.
+    /// An unknown handle is ignored.
+    pub fn set_local(&mut self, h: ConnectionHandle, local: SocketAddr) {
+        let Some(slot) = self.connections.get_mut(&h) else { return };
+        if let Some(old) = slot.conn.local() {
+            if self.by_local.get(&old) == Some(&h) {
+                self.by_local.remove(&old);
+            }
+        }
+        slot.conn.set_local(local);
+        self.by_local.insert(local, h);
+    }
+
+    /// TCS: move established session `h` to its own socket `local`. The engine announces
+    /// `local`'s port to the client in a protected record, resent on the retransmission timer
+    /// until a record of the client that authenticates arrives at `local`; until then the
+    /// session keeps sending from where it did. Err if the client did not offer
+    /// `follow_server_port` or the session is not established.
+    pub fn move_to(&mut self, h: ConnectionHandle, local: SocketAddr) -> Result<(), Error> {
+        let now = self.clock;
+        let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
+        slot.conn.move_to(now, local)?;
+        self.by_local.insert(local, h);
+        self.after(h);
+        Ok(())
+    }
+
+    /// Handles of every connection in the table.
+    pub fn handles(&self) -> impl Iterator<Item = ConnectionHandle> + '_ {
+        self.connections.keys().copied()
+    }
+
+    /// Makes `key` the current cookie key; cookies under the previous key still verify.
+    pub fn rotate_cookie_key(&mut self, key: [u8; 16]) {
+        self.cookie.rotate(key);
+    }
+
+    /// Why the endpoint drops everything, if its configuration cannot work.
+    pub fn config_error(&self) -> Option<&Error> {
+        self.config_error.as_ref()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> EndpointStats {
+        EndpointStats { connections_open: self.connections.len() as u64, ..self.stats.clone() }
+    }
+}
+
+impl SansIo for Endpoint {
+    fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
+        Endpoint::handle_datagram(self, now, local, remote, datagram)
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        Endpoint::poll_transmit(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Endpoint::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Endpoint::handle_timeout(self, now)
+    }
+}

@@ -1,0 +1,248 @@
+//! E6, the chaos soak (EXPERIMENTS.md): every handshake completes and every record arrives
+//! exactly once, over links that delay, lose, duplicate, reorder, fragment and duty-cycle — in
+//! the simulator, reproducible from the seed.
+//!
+//! Each cell runs `--handshakes` (1,000; `--quick`: 100) handshakes of one mode over one link
+//! profile: 16 client nodes at once against one server `Endpoint`, each client running its
+//! sessions one after the other from fresh ports. A session: the handshake, then 4 requests
+//! each echoed by the server (32-byte records), then close_notify.
+//!
+//! The application rule: DTLS records are unreliable, so the client sends one request at a
+//! time (CoAP's NSTART = 1) and resends it until its echo arrives (1 s, doubling up to 16 s,
+//! so a live session never falls silent for the server's 300 s idle timeout), and the server
+//! echoes every copy it receives; each request copy and each echo is a distinct record with its
+//! own name (`apps::records`). A name that arrives twice was delivered twice by the engine,
+//! whose replay window must stop it
+//! (RFC 6347 §4.1.2.6): the "twice" column, which must be 0. A session fails if the engine
+//! reports a failure, or stalls: a request unanswered for as long as the cell's handshake
+//! timeout. The target: 0 failed in every cell.
+//!
+//! Modes (`grid::Mode`): PSK (TLS_PSK_WITH_AES_128_CCM_8); ECDHE-ECDSA with mutual
+//! authentication, each side sending a chain of 3 (about 1.6 kB, so the Certificate flights
+//! are fragmented even at 1,472 bytes at a time); resumed (that full handshake, then a
+//! resumption by its ticket from a new port: 1,000 of each per cell); CID (PSK, Connection ID
+//! and return-routability check; once half the requests are echoed, the client's address
+//! changes and the session must carry on without a new handshake).
+//!
+//! Link profiles (`grid::LinkProfile`), on each client's access link (burst loss on the core
+//! link all clients share, beside steady cross traffic; see `cell`). The retransmission timer
+//! keeps RFC 6347's 1 s initial value and doubling everywhere, so that on the slow links flights
+//! are resent before their answer can come:
+//!
+//! | profile     | one-way delay   | loss                 | dup / reorder          | MTU    | timeout |
+//! |-------------|-----------------|----------------------|------------------------|--------|---------|
+//! | clean       | 1 ms            | -                    | -                      | 1472   | 60 s    |
+//! | delay-3s    | 3 s + 0-20 ms   | -                    | (jitter)               | 1472   | 300 s   |
+//! | loss-30     | 30 ms           | 30 % each way        | -                      | 1472   | 1200 s  |
+//! | burst-30    | 30 ms           | 30 %, bursts of 4    | -                      | 1472   | 1200 s  |
+//! | dup-reorder | 30 ms + 0-10 ms | -                    | 30 % / 30 % by 100 ms  | 1472   | 60 s    |
+//! | jumbo       | 30 ms           | -                    | -                      | 8972 † | 60 s    |
+//! | mtu-96      | 30 ms           | -                    | -                      | 96     | 60 s    |
+//! | tsch        | one TSCH hop: L = 101, C = 1, 10 ms slots, PDR 1                 | 1200   | 3600 s  |
+//! | worst-wan   | 3 s + 0-20 ms   | 30 %, bursts of 4    | 10 % / 10 % by 1 s     | 96     | 1800 s  |
+//! | worst-tsch  | TSCH hop as above, PDR 0.7 (3 MAC retries)                       | 1200   | 3600 s  |
+//!
+//! † the client only: it sends whole flights in one datagram, the server keeps 1,200 bytes.
+//!
+//! Why this grid: each stress alone (a failure then names its cause), every mode over every
+//! stress, and two cells that combine the extremes — a long, lossy, duplicating, reordering,
+//! narrow wide-area path behind a port-restricted NAT (where a CID client's move reaches the
+//! server as a NAT rebinding, a new port), and a lossy TSCH hop. The MTU is the largest UDP
+//! payload the path carries (the link drops larger IP packets) and the engines are told it;
+//! over TSCH, 6LoWPAN fragments the datagrams. The handshake timeout is what a user of each
+//! link would set: the default 60 s on ordinary links; where one round trip or one flight
+//! takes seconds, or half the round trips are lost (the RFC timer then needs 20 minutes for
+//! about 24 attempts at a flight), more. 40 cells, 50,000 handshakes (the resumed cells count
+//! a full and a resumed handshake per session pair).
+//!
+//! Figures per cell: handshakes completed/failed, flights resent per handshake (client and
+//! server `HandshakeSummary`), client handshake time p50/p95/p99 (virtual), UDP bytes per
+//! handshake the client sent and received, requests echoed/sent and resent, records delivered
+//! twice, moves, and the failures grouped by error with the first few listed (client, handshake
+//! number, port, times) to re-run them: `--only CELL --seed N --pcap FILE` captures the cell.
+
+mod cell;
+mod grid;
+mod report;
+
+use cell::{run_cell, CellParams};
+use grid::{grid, selected};
+use report::CellReport;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// 100 handshakes per cell instead of 1,000.
+    #[arg(long)]
+    quick: bool,
+    /// Print the figures as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the run: the same seed gives the same figures (wall time aside).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Cells to run: comma-separated patterns matched against `mode/link` (`*` is a wildcard,
+    /// plain text matches a substring), e.g. `psk/*,*/worst-wan`.
+    #[arg(long)]
+    only: Option<String>,
+    /// Handshakes per cell (resumed cells: this many resumptions, each after a full handshake).
+    #[arg(long)]
+    handshakes: Option<u32>,
+    /// Client nodes per cell, running at once against the one server.
+    #[arg(long, default_value_t = 16)]
+    clients: u16,
+    /// Requests (each echoed) per session.
+    #[arg(long, default_value_t = 4)]
+    records: u16,
+    /// Write every datagram of the run to this pcap (one cell only).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// Make a new test PKI instead of the kept one (the run is then not reproducible).
+    #[arg(long)]
+    fresh_pki: bool,
+    /// Exit with an error unless the target (0 failed in every cell) is met.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Serialize)]
+struct Totals {
+    cells: usize,
+    cells_meeting_target: usize,
+    handshakes_started: u64,
+    handshakes_completed: u64,
+    handshakes_failed: u64,
+    sessions_failed_after_handshake: u64,
+    records_lost: u64,
+    records_delivered_twice: u64,
+    wall_s: f64,
+    /// 0 failed in every cell, every record once.
+    target_met: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    experiment: &'static str,
+    seed: u64,
+    handshakes_per_cell: u32,
+    clients: u16,
+    records_per_session: u16,
+    retransmission_timer: &'static str,
+    application_rule: &'static str,
+    cells: &'a [CellReport],
+    totals: Totals,
+}
+
+const TIMER: &str = "1 s initial, doubling to 60 s (RFC 6347) in every cell";
+const APP_RULE: &str = "one request at a time, resent until its echo arrives (1 s doubling to 16 s; unanswered for \
+     the handshake timeout: stalled); the server echoes every copy; each copy and echo is a distinct record, so one that \
+     arrives twice was delivered twice by the engine";
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let cells: Vec<_> =
+        grid().into_iter().filter(|c| args.only.as_deref().is_none_or(|p| selected(&c.name(), p))).collect();
+    anyhow::ensure!(!cells.is_empty(), "no cell matches --only {}", args.only.as_deref().unwrap_or(""));
+    anyhow::ensure!(
+        args.pcap.is_none() || cells.len() == 1,
+        "--pcap captures one cell: narrow --only to one"
+    );
+    let handshakes = args.handshakes.unwrap_or(if args.quick { 100 } else { 1000 });
+    anyhow::ensure!(handshakes > 0, "at least one handshake per cell");
+    let pki = if args.fresh_pki { crate::pki::LabPki::fresh()? } else { crate::pki::LabPki::kept()? };
+    let params = CellParams {
+        seed: args.seed,
+        handshakes,
+        clients: args.clients,
+        records: args.records,
+        capture: args.pcap.is_some(),
+    };
+    if !args.json {
+        println!(
+            "E6 chaos soak: {} cells, {handshakes} handshakes per cell (resumed cells: as many resumptions, each after a full \
+             handshake), {} clients at once against one server, {} requests echoed per session, seed {}",
+            cells.len(),
+            args.clients,
+            args.records,
+            args.seed
+        );
+        println!("DTLS retransmission timer {TIMER}; application: {APP_RULE}.");
+        println!();
+        println!("{}", CellReport::header());
+    }
+    let started = std::time::Instant::now();
+    let mut reports = Vec::new();
+    for cell in &cells {
+        let mut run = run_cell(cell, &params, &pki)?;
+        if let (Some(path), Some(pcap)) = (&args.pcap, run.pcap.take()) {
+            std::fs::write(path, pcap)?;
+        }
+        let report = CellReport::new(cell, &params, &run);
+        if args.json {
+            eprintln!("lab chaos: {} done in {:.1} s", report.cell, report.wall_s);
+        } else {
+            println!("{}", report.row());
+            std::io::stdout().flush()?;
+        }
+        reports.push(report);
+    }
+    let sum = |f: &dyn Fn(&CellReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let totals = Totals {
+        cells: reports.len(),
+        cells_meeting_target: reports.iter().filter(|r| r.target_met).count(),
+        handshakes_started: sum(&|r| u64::from(r.handshakes.started)),
+        handshakes_completed: sum(&|r| u64::from(r.handshakes.completed)),
+        handshakes_failed: sum(&|r| u64::from(r.handshakes.failed)),
+        sessions_failed_after_handshake: sum(&|r| u64::from(r.records.sessions_failed)),
+        records_lost: sum(&|r| r.records.lost),
+        records_delivered_twice: sum(&|r| r.records.delivered_twice),
+        wall_s: started.elapsed().as_secs_f64(),
+        target_met: reports.iter().all(|r| r.target_met),
+    };
+    let target_met = totals.target_met;
+    if args.json {
+        let report = Report {
+            experiment: "E6 chaos soak",
+            seed: args.seed,
+            handshakes_per_cell: handshakes,
+            clients: args.clients,
+            records_per_session: args.records,
+            retransmission_timer: TIMER,
+            application_rule: APP_RULE,
+            cells: &reports,
+            totals,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!();
+        println!("links:");
+        for link in grid::LinkProfile::all() {
+            println!("  {:<12} {}", link.name, link.what);
+        }
+        let missed: Vec<_> = reports.iter().filter(|r| !r.target_met).map(|r| r.cell.as_str()).collect();
+        println!();
+        println!(
+            "total: {} cells, {} handshakes: {} completed, {} failed; {} sessions failed after the handshake, {} records \
+             lost, {} delivered twice; {:.1} s wall",
+            totals.cells,
+            totals.handshakes_started,
+            totals.handshakes_completed,
+            totals.handshakes_failed,
+            totals.sessions_failed_after_handshake,
+            totals.records_lost,
+            totals.records_delivered_twice,
+            totals.wall_s
+        );
+        if totals.target_met {
+            println!("target (0 failed in every cell, every record exactly once): met");
+        } else {
+            println!(
+                "target (0 failed in every cell, every record exactly once): NOT met in {}",
+                missed.join(", ")
+            );
+        }
+    }
+    anyhow::ensure!(!args.check || target_met, "the soak's target is not met");
+    Ok(())
+}

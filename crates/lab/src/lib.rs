@@ -1,0 +1,42 @@
+//! The papers' experiments as a library, our figures beside theirs (`fastshake lab`): one module
+//! per experiment, numbered as in EXPERIMENTS.md, and [`apps`], the applications that run the
+//! DTLS and SCTP engines inside the simulator (the experiments' and any scenario file's).
+#![forbid(unsafe_code)]
+
+pub mod apps;
+mod chaos;
+pub mod chaos_real;
+pub mod e1;
+mod e2_tsch;
+pub mod pki;
+mod runner;
+
+#[derive(clap::Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    experiment: Experiment,
+}
+
+#[derive(clap::Subcommand)]
+enum Experiment {
+    /// E1: handover resilience (seed 001, Fig. 4 / Table I), in the simulator.
+    E1(e1::Args),
+    /// E2, TSCH: seed 002's Tables I and II beside the simulator.
+    #[command(name = "e2-tsch")]
+    E2Tsch(e2_tsch::Args),
+    /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
+    Chaos(chaos::Args),
+    /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
+    /// duplication, reordering, moves); nothing lost or delivered twice, the server's memory flat.
+    #[command(name = "chaos-real")]
+    ChaosReal(chaos_real::Args),
+}
+
+pub fn run(args: LabArgs) -> anyhow::Result<()> {
+    match args.experiment {
+        Experiment::E1(a) => e1::run(a),
+        Experiment::E2Tsch(a) => e2_tsch::run(a),
+        Experiment::Chaos(a) => chaos::run(a),
+        Experiment::ChaosReal(a) => chaos_real::run(a),
+    }
+}

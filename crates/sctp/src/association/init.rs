@@ -1,0 +1,229 @@
+//! What an INIT or INIT-ACK says (its parameters scanned by RFC 9260 §3.2.1) and the
+//! stateless INIT-ACK of the regular handshake, whose state cookie carries everything the
+//! association will need. The endpoint uses these before any association exists.
+
+use std::borrow::Cow;
+use std::net::{IpAddr, SocketAddr};
+
+use fastshake_core::codec::put_u16;
+use fastshake_core::CookieMac;
+
+use super::paths::MAX_PATHS;
+use crate::cookie::StateCookie;
+use crate::packet::{
+    Chunk, InitChunk, InitView, Packet, Param, SackChunk, UnknownParamAction, PARAM_ALT_COOKIE,
+    PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
+    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
+};
+use crate::{Config, HandshakeKind, Instant};
+
+/// How the endpoint judged an INIT's ALT-COOKIE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InitVerdict {
+    /// Opens an association at once, by this kind of alternative handshake.
+    Alt(HandshakeKind),
+    /// Goes the regular way (INIT-ACK with state cookie).
+    Regular,
+}
+
+/// The parameters of an INIT the receiver acts on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct InitParams {
+    pub(crate) alt_cookie: Option<Vec<u8>>,
+    pub(crate) alt_data: Option<Vec<u8>>,
+    pub(crate) alt_sack: Option<Vec<u8>>,
+    pub(crate) state_cookie: Option<Vec<u8>>,
+    pub(crate) addresses: Vec<IpAddr>,
+    /// Parameters to report back as unrecognised (whole TLVs).
+    pub(crate) unrecognized: Vec<Vec<u8>>,
+}
+
+impl InitParams {
+    /// Scans parameters by RFC 9260 §3.2.1; ALT-* are unknown (skipped by their high bits `10`)
+    /// when `alt` is off.
+    pub(crate) fn scan(params: &[Param], alt: bool) -> InitParams {
+        Self::scan_pairs(params.iter().map(|p| (p.param_type(), p.value_bytes())), alt)
+    }
+
+    /// The same scan over the raw parameters of a borrowed INIT.
+    pub(crate) fn from_view(view: &InitView<'_>, alt: bool) -> InitParams {
+        Self::scan_pairs(view.raw_params().map_while(Result::ok).map(|(t, v)| (t, Cow::Borrowed(v))), alt)
+    }
+
+    /// The one implementation of the scan, over (type, value) pairs.
+    fn scan_pairs<'a>(pairs: impl Iterator<Item = (u16, Cow<'a, [u8]>)>, alt: bool) -> InitParams {
+        let mut out = InitParams::default();
+        for (kind, value) in pairs {
+            match kind {
+                PARAM_IPV4 => {
+                    if let Ok(b) = <[u8; 4]>::try_from(&value[..]) {
+                        out.addresses.push(IpAddr::from(b));
+                    }
+                }
+                PARAM_IPV6 => {
+                    if let Ok(b) = <[u8; 16]>::try_from(&value[..]) {
+                        out.addresses.push(IpAddr::from(b));
+                    }
+                }
+                // A repeated parameter counts once: the first one, as everywhere else.
+                PARAM_STATE_COOKIE => {
+                    out.state_cookie.get_or_insert_with(|| value.into_owned());
+                }
+                PARAM_ALT_COOKIE if alt => {
+                    out.alt_cookie.get_or_insert_with(|| value.into_owned());
+                }
+                PARAM_ALT_DATA if alt => {
+                    out.alt_data.get_or_insert_with(|| value.into_owned());
+                }
+                PARAM_ALT_SACK if alt => {
+                    out.alt_sack.get_or_insert_with(|| value.into_owned());
+                }
+                PARAM_COOKIE_PRESERVATIVE | PARAM_SUPPORTED_ADDRESS_TYPES | PARAM_UNRECOGNIZED => {}
+                other => {
+                    let action = UnknownParamAction::of(other);
+                    if action.reports() && out.unrecognized.len() < 8 {
+                        // The TLV as its length field states it, without padding.
+                        let mut tlv = Vec::with_capacity(4 + value.len());
+                        put_u16(&mut tlv, other);
+                        put_u16(&mut tlv, u16::try_from(4 + value.len()).unwrap_or(u16::MAX));
+                        tlv.extend_from_slice(&value);
+                        out.unrecognized.push(tlv);
+                    }
+                    if !action.continues() {
+                        break;
+                    }
+                }
+            }
+        }
+        out.addresses.truncate(MAX_PATHS);
+        out
+    }
+}
+
+/// The fixed fields of a peer's INIT that an INIT-ACK and a state cookie need.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InitFields {
+    pub(crate) initiate_tag: u32,
+    pub(crate) a_rwnd: u32,
+    pub(crate) outbound_streams: u16,
+    pub(crate) inbound_streams: u16,
+    pub(crate) initial_tsn: u32,
+}
+
+impl From<&InitChunk> for InitFields {
+    fn from(i: &InitChunk) -> Self {
+        InitFields {
+            initiate_tag: i.initiate_tag,
+            a_rwnd: i.a_rwnd,
+            outbound_streams: i.outbound_streams,
+            inbound_streams: i.inbound_streams,
+            initial_tsn: i.initial_tsn,
+        }
+    }
+}
+
+impl From<&InitView<'_>> for InitFields {
+    fn from(v: &InitView<'_>) -> Self {
+        InitFields {
+            initiate_tag: v.initiate_tag,
+            a_rwnd: v.a_rwnd,
+            outbound_streams: v.outbound_streams,
+            inbound_streams: v.inbound_streams,
+            initial_tsn: v.initial_tsn,
+        }
+    }
+}
+
+pub(super) fn address_param(ip: IpAddr) -> Param {
+    match ip {
+        IpAddr::V4(v4) => Param::Ipv4Address(v4),
+        IpAddr::V6(v6) => Param::Ipv6Address(v6),
+    }
+}
+
+pub(super) fn parse_alt_sack(raw: &[u8]) -> Option<SackChunk> {
+    match Chunk::parse(raw) {
+        Ok((Chunk::Sack(s), _)) => Some(s),
+        _ => None,
+    }
+}
+
+/// The stateless INIT-ACK of the regular handshake: everything the association needs travels in
+/// the signed state cookie. `ports` are (ours, the peer's), `offer` is the (tag, initial TSN) the
+/// cookie opens the association with, `tie_tags` those of an association that exists already.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn regular_init_ack(
+    config: &Config,
+    mac: &CookieMac,
+    now: Instant,
+    remote: SocketAddr,
+    (local_port, remote_port): (u16, u16),
+    init: InitFields,
+    params: &InitParams,
+    (tag, tsn): (u32, u32),
+    tie_tags: (u32, u32),
+) -> Packet {
+    let streams_out = config.streams_out.min(init.inbound_streams).max(1);
+    let streams_in = config.streams_in.min(init.outbound_streams).max(1);
+    let mut peer_addresses = vec![remote.ip()];
+    peer_addresses.extend(params.addresses.iter().copied().filter(|a| *a != remote.ip()));
+    let cookie = StateCookie {
+        local_tag: tag,
+        peer_tag: init.initiate_tag,
+        local_initial_tsn: tsn,
+        peer_initial_tsn: init.initial_tsn,
+        peer_rwnd: init.a_rwnd,
+        streams_out,
+        streams_in,
+        created: now,
+        lifetime: config.cookie_lifetime,
+        peer_addresses,
+        tie_tags,
+    };
+    let mut ack_params: Vec<Param> =
+        config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
+    ack_params.push(Param::StateCookie(cookie.seal(mac)));
+    for u in &params.unrecognized {
+        ack_params.push(Param::UnrecognizedParameter(u.clone()));
+    }
+    let ack = InitChunk {
+        initiate_tag: tag,
+        a_rwnd: config.receive_window,
+        outbound_streams: streams_out,
+        inbound_streams: config.streams_in,
+        initial_tsn: tsn,
+        params: ack_params,
+    };
+    let mut p = Packet::new(local_port, remote_port, init.initiate_tag);
+    p.chunks.push(Chunk::InitAck(ack));
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unknown(param_type: u16) -> Param {
+        Param::Unknown { param_type, value: vec![1, 2, 3] }
+    }
+
+    #[test]
+    fn unknown_parameters_are_reported_skipped_or_end_the_scan_by_their_high_bits() {
+        let params = vec![
+            unknown(0x8001),
+            unknown(0xC002),
+            Param::AltCookie(vec![9]),
+            Param::Ipv4Address([10, 0, 0, 9].into()),
+            unknown(0x4003),
+            Param::StateCookie(vec![7]),
+        ];
+        let p = InitParams::scan(&params, true);
+        assert_eq!(p.alt_cookie, Some(vec![9]));
+        assert_eq!(p.addresses, vec![IpAddr::from([10, 0, 0, 9])]);
+        assert_eq!(p.state_cookie, None, "01: stop after reporting");
+        assert_eq!(p.unrecognized, vec![vec![0xC0, 0x02, 0, 7, 1, 2, 3], vec![0x40, 0x03, 0, 7, 1, 2, 3]]);
+        let p = InitParams::scan(&params, false);
+        assert_eq!(p.alt_cookie, None, "ALT-* are unknown, skipped silently, when the mode is regular");
+        assert_eq!(p.unrecognized.len(), 2);
+    }
+}

@@ -1,0 +1,151 @@
+//! The pion peers of `interop/`: `pion-peer` (DTLS on pion/dtls, the Connection ID
+//! implementation of RFC 9146 we interoperate with) and `pion-sctp-peer` (pion/sctp over UDP
+//! encapsulation), each built once per test binary with the Go toolchain. Without Go, or when
+//! its modules cannot be downloaded, the tests say why and pass without running, unless
+//! `FASTSHAKE_REQUIRE_PION=1` (`FASTSHAKE_REQUIRE_PION_SCTP=1`), which `.ci/run` sets where both
+//! are there, turns that into a failure.
+
+use super::dtls::{PSK_HEX, PSK_IDENTITY};
+use super::{announced_port, scratch_dir, Peer};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The built `pion-peer` (interop/pion), or None (after saying why) when it cannot be built.
+pub fn dtls_peer() -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    available(BUILT.get_or_init(|| go_build("pion", "pion-peer")), "FASTSHAKE_REQUIRE_PION", "pion-peer")
+}
+
+/// The built `pion-sctp-peer` (interop/pion-sctp), or None (after saying why).
+pub fn sctp_peer() -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| go_build("pion-sctp", "pion-sctp-peer"));
+    available(built, "FASTSHAKE_REQUIRE_PION_SCTP", "pion-sctp-peer")
+}
+
+fn available(built: &Result<PathBuf, String>, required_by: &str, name: &str) -> Option<PathBuf> {
+    match built {
+        Ok(path) => Some(path.clone()),
+        Err(why) => {
+            let required = std::env::var(required_by).is_ok_and(|v| v == "1");
+            assert!(!required, "{required_by}=1 but {name} is not available: {why}");
+            eprintln!("skipped: {name} is not available: {why}");
+            None
+        }
+    }
+}
+
+/// `go` on the PATH, else where the Go tarball installs it.
+fn go_tool() -> Option<PathBuf> {
+    let on_path = Command::new("go").arg("version").output().is_ok_and(|out| out.status.success());
+    if on_path {
+        return Some(PathBuf::from("go"));
+    }
+    let tarball = Path::new("/usr/local/go/bin/go");
+    tarball.exists().then(|| tarball.to_path_buf())
+}
+
+/// Builds `interop/SOURCE` into the scratch directory as `binary`. A module download failure
+/// (no proxy) is a reason to skip; a compile failure is a bug and fails the test.
+fn go_build(source: &str, binary: &str) -> Result<PathBuf, String> {
+    let go = go_tool().ok_or("no `go` on the PATH nor at /usr/local/go/bin/go")?;
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop").join(source);
+    let go_command = || {
+        let mut command = Command::new(&go);
+        // go.sum is committed: modules are checked against it; no VCS stamping (worktrees).
+        command.current_dir(&source).env("GOFLAGS", "-mod=mod -buildvcs=false");
+        command
+    };
+    let download = go_command()
+        .args(["mod", "download"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", go.display()))?;
+    if !download.status.success() {
+        return Err(format!("go mod download failed: {}", String::from_utf8_lossy(&download.stderr)));
+    }
+    let out = scratch_dir().join(binary);
+    let built = go_command()
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(".")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", go.display()))?;
+    assert!(
+        built.status.success(),
+        "go build of {} failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    Ok(out)
+}
+
+/// `pion-peer server --listen 127.0.0.1:0 ARGS` with the shared PSK, ready; returns it and its port.
+pub fn dtls_server(binary: &Path, suite: &str, extra: &[&str]) -> (Peer, u16) {
+    let mut command = Command::new(binary);
+    command
+        .args(["server", "--listen", "127.0.0.1:0", "--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX])
+        .args(["--suite", suite])
+        .args(extra);
+    let peer = Peer::spawn("pion-peer server", command);
+    let port = announced_port(&peer, "listening on 127.0.0.1:");
+    (peer, port)
+}
+
+/// `pion-peer client --connect 127.0.0.1:PORT ARGS` with the shared PSK.
+pub fn dtls_client(binary: &Path, port: u16, suite: &str, extra: &[&str]) -> Peer {
+    let mut command = Command::new(binary);
+    command
+        .args(["client", "--connect", &format!("127.0.0.1:{port}"), "--psk-identity", PSK_IDENTITY])
+        .args(["--psk", PSK_HEX, "--suite", suite])
+        .args(extra);
+    Peer::spawn("pion-peer client", command)
+}
+
+/// The encrypted records the pion client counted on its socket, by kind, from its closing line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordCounts {
+    pub sent_cid: u64,
+    pub sent_plain: u64,
+    pub received_cid: u64,
+    pub received_plain: u64,
+    pub local_port_changes: u64,
+}
+
+/// Reads "encrypted records sent: A tls12_cid, B plain; received: C tls12_cid, D plain; local port
+/// changes: E" from the pion client's stderr.
+pub fn record_counts(client: &Peer) -> RecordCounts {
+    let stderr = client.stderr.text();
+    let line = stderr
+        .lines()
+        .find(|line| line.contains("encrypted records sent:"))
+        .unwrap_or_else(|| panic!("no record counts from the pion client\n{}", client.transcript()));
+    let numbers: Vec<u64> =
+        line.split_whitespace().filter_map(|word| word.trim_end_matches([',', ';']).parse().ok()).collect();
+    let [sent_cid, sent_plain, received_cid, received_plain, local_port_changes] = numbers[..] else {
+        panic!("cannot read the record counts in {line:?}");
+    };
+    RecordCounts { sent_cid, sent_plain, received_cid, received_plain, local_port_changes }
+}
+
+/// The line pion prints when its handshake is done: "... cid out: X; cid in: Y".
+pub fn handshake_line(peer: &Peer) -> String {
+    peer.expect_stderr_line_with(&["handshake done:"])
+}
+
+/// The chunk counts of one direction from pion-sctp-peer's "wire out: INIT 1, ..., DATA resent 0,
+/// ..." (or "wire in: ...") line.
+pub fn sctp_wire(stderr: &str, direction: &str) -> BTreeMap<String, u64> {
+    let prefix = format!("{direction}: ");
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {direction:?} line from pion-sctp-peer in\n{stderr}"));
+    line.split(", ")
+        .filter_map(|part| {
+            let (name, count) = part.rsplit_once(' ')?;
+            Some((name.to_string(), count.parse().ok()?))
+        })
+        .collect()
+}
