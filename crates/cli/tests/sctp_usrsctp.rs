@@ -77,6 +77,11 @@ fn start_usrsctp_echo_server(their_port: u16, peer_port: u16) -> Option<Peer> {
         "echo_server did not bind\n{}",
         server.transcript()
     );
+    // The UDP port is bound inside `usrsctp_init`, a moment before the echo server's SCTP socket
+    // listens; an INIT in between goes unanswered and our client resends it a second later,
+    // which the no-resend assertion would take for our stall. The program prints nothing when
+    // it listens, so give it that moment.
+    thread::sleep(Duration::from_millis(300));
     Some(server)
 }
 
