@@ -16,6 +16,7 @@
 //! the paper's Fig. 2, and our own DTLS 1.2 PSK handshake (real datagrams, real retransmission
 //! timer) over the same MAC models instead of the assumed 10 frames.
 
+use crate::mac_handshake::{self, MacHandshake};
 use fastshake_sim::mac::sequence::{sweep, SequencePlan, SweepStats};
 use fastshake_sim::mac::{BeaconConfig, CellPlacement, MacConfig, TschConfig, XMacConfig};
 use serde::Serialize;
@@ -371,141 +372,23 @@ fn plot(r: &Report, path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Bytes of an uncompressed IPv6 and UDP header in front of each DTLS datagram (6LoWPAN
-/// without IPHC, as `mac::frag` assumes).
-const IPV6_UDP_HEADER: usize = 48;
-
-/// One real DTLS 1.2 PSK handshake (TLS_PSK_WITH_AES_128_CCM_8, tinyDTLS's 2 s initial
-/// retransmission timeout) between the ends of a chain of MAC hops.
-#[derive(Clone, Debug, Default, Serialize)]
-struct RealHandshake {
-    completed: bool,
-    /// Until both ends reported the session established, seconds.
-    duration_s: f64,
-    datagrams: usize,
-    dtls_bytes: usize,
-    /// Data frames put on the air (retries included).
-    data_frames: usize,
-    client_energy_mj: f64,
-}
-
-fn real_handshake(config: &MacConfig, hops: usize, seed: u64) -> anyhow::Result<RealHandshake> {
-    use fastshake_dtls::{CipherSuite, ClientConfig, Connection, Endpoint, Event, Instant, ServerConfig};
-    use fastshake_sim::mac::{build, FrameKind};
-    use fastshake_sim::radio::RadioLedger;
+/// One real DTLS 1.2 PSK handshake (tinyDTLS's settings, [`mac_handshake::tinydtls_psk`])
+/// between the ends of a chain of MAC hops.
+fn real_handshake(config: &MacConfig, hops: usize, seed: u64) -> anyhow::Result<MacHandshake> {
+    use fastshake_dtls::{Connection, Endpoint, Instant};
     use std::sync::Arc;
-    use std::time::Duration;
 
-    let mut rng = fastshake_sim::mac::sequence::seeded_rng(seed);
-    let chain: Vec<usize> = (0..=hops).collect();
-    let links: Vec<(usize, usize)> = chain.windows(2).map(|w| (w[0], w[1])).collect();
-    let mut mac = build(config, &chain, &links, &mut rng)?;
-    let mut ledger = RadioLedger::default();
-    let (psk_id, psk) = (b"Client_identity".as_slice(), [0x11u8; 16]);
-    let mut client_config = ClientConfig::psk(psk_id, psk);
-    client_config.suites = vec![CipherSuite::PskWithAes128Ccm8];
-    client_config.initial_retransmit = Duration::from_secs(2);
-    client_config.handshake_timeout = Duration::from_secs(3600);
-    let mut server_config = ServerConfig::psk(psk_id, psk);
-    server_config.suites = vec![CipherSuite::PskWithAes128Ccm8];
-    server_config.initial_retransmit = Duration::from_secs(2);
-    server_config.handshake_timeout = Duration::from_secs(3600);
-    let client_addr: std::net::SocketAddr = "[2001:db8::2]:5684".parse()?;
-    let server_addr: std::net::SocketAddr = "[2001:db8::1]:5684".parse()?;
-    let start = Instant::from_millis(1);
+    let (client_config, server_config) = mac_handshake::tinydtls_psk();
     let seed_bytes = |salt: u8| {
         let mut s = [salt; 32];
         s[..8].copy_from_slice(&seed.to_le_bytes());
         s
     };
-    let mut client = Connection::client(Arc::new(client_config), start, server_addr, seed_bytes(1));
+    let start = Instant::from_millis(1);
+    let mut client =
+        Connection::client(Arc::new(client_config), start, mac_handshake::server_addr(), seed_bytes(1));
     let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(2));
-    // Datagrams on their way: (arrival, order, towards the server, DTLS bytes).
-    let mut in_flight: Vec<(Instant, usize, bool, Vec<u8>)> = Vec::new();
-    let mut order = 0;
-    let mut now = start;
-    let limit = start + Duration::from_secs(3600);
-    let mut run = RealHandshake::default();
-    let (mut client_done, mut server_done) = (None, None);
-    for _ in 0..100_000 {
-        let mut outgoing = Vec::new();
-        while let Some(t) = client.poll_transmit(now) {
-            outgoing.push((true, t.payload));
-        }
-        while let Some(t) = server.poll_transmit(now) {
-            outgoing.push((false, t.payload));
-        }
-        for (to_server, payload) in outgoing {
-            run.datagrams += 1;
-            run.dtls_bytes += payload.len();
-            let mut datagram = vec![0u8; IPV6_UDP_HEADER];
-            datagram.extend_from_slice(&payload);
-            let hop_list: Vec<(usize, usize)> =
-                if to_server { links.clone() } else { links.iter().rev().map(|&(a, b)| (b, a)).collect() };
-            let mut at = Some(now);
-            for (from, to) in hop_list {
-                let Some(t) = at else { break };
-                let out = mac.send(t, from, to, &datagram, &mut rng, &mut ledger);
-                run.data_frames += out.frames.iter().filter(|f| f.kind == FrameKind::Data).count();
-                at = out.delivered_at;
-            }
-            if let Some(arrival) = at {
-                in_flight.push((arrival, order, to_server, payload));
-                order += 1;
-            }
-        }
-        while let Some(e) = client.poll_event() {
-            match e {
-                Event::Connected(_) => client_done = client_done.or(Some(now)),
-                Event::Failed(err) => anyhow::bail!("client failed: {err}"),
-                _ => {}
-            }
-        }
-        while let Some((_, e)) = server.poll_event() {
-            match e {
-                Event::Connected(_) => server_done = server_done.or(Some(now)),
-                Event::Failed(err) => anyhow::bail!("server failed: {err}"),
-                _ => {}
-            }
-        }
-        if let (Some(c), Some(s)) = (client_done, server_done) {
-            let end: Instant = c.max(s);
-            run.completed = true;
-            run.duration_s = (end - start).as_secs_f64();
-            mac.account_idle(start, end, &mut ledger);
-            run.client_energy_mj = ledger.usage(0, end).energy_mj;
-            return Ok(run);
-        }
-        let next_arrival = in_flight.iter().map(|d| (d.0, d.1)).min();
-        let next = [next_arrival.map(|a| a.0), client.poll_timeout(), server.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        let Some(next) = next else { break };
-        if next > limit {
-            break;
-        }
-        now = now.max(next);
-        if let Some((arrival, id)) = next_arrival.filter(|a| a.0 <= now) {
-            let _ = arrival;
-            if let Some(pos) = in_flight.iter().position(|d| d.1 == id) {
-                let (_, _, to_server, mut bytes) = in_flight.swap_remove(pos);
-                if to_server {
-                    server.handle_datagram(now, server_addr, client_addr, &mut bytes);
-                } else {
-                    client.handle_datagram(now, server_addr, &mut bytes);
-                }
-            }
-            continue;
-        }
-        if client.poll_timeout().is_some_and(|t| t <= now) {
-            client.handle_timeout(now);
-        }
-        if server.poll_timeout().is_some_and(|t| t <= now) {
-            server.handle_timeout(now);
-        }
-    }
-    Ok(run)
+    mac_handshake::run(config, hops, seed, start, &mut client, &mut server)
 }
 
 /// Mean of [`real_handshake`] over `seeds`.

@@ -8,6 +8,7 @@ mod chaos;
 pub mod chaos_real;
 pub mod e1;
 mod e2_tsch;
+pub mod mac_handshake;
 pub mod pki;
 mod runner;
 

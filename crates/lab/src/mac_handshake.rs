@@ -1,0 +1,180 @@
+//! One real DTLS handshake between the ends of a chain of duty-cycled MAC hops (seed 002's
+//! setting): the engines' own datagrams, their own retransmission timers, every datagram carried
+//! hop by hop through a MAC model of the simulator, the client's radio energy booked on the way.
+//!
+//! The caller builds both ends, so the same path serves a full handshake, a resumption against
+//! the same server, or a series of handshakes (experiments E2 and E3).
+
+use fastshake_dtls::{
+    CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig,
+};
+use fastshake_sim::mac::{build, FrameKind, MacConfig};
+use fastshake_sim::radio::RadioLedger;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Bytes of an uncompressed IPv6 and UDP header in front of each DTLS datagram (6LoWPAN
+/// without IPHC, as `mac::frag` assumes).
+pub const IPV6_UDP_HEADER: usize = 48;
+
+/// The client's address, the first node of the chain.
+pub fn client_addr() -> SocketAddr {
+    SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, 2], 5684))
+}
+
+/// The server's address, the last node of the chain.
+pub fn server_addr() -> SocketAddr {
+    SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1], 5684))
+}
+
+/// tinyDTLS's settings in seed 002: TLS_PSK_WITH_AES_128_CCM_8, a 2 s initial retransmission
+/// timeout, and no handshake deadline short enough to cut a slow schedule off.
+pub fn tinydtls_psk() -> (ClientConfig, ServerConfig) {
+    let (identity, key) = (b"Client_identity".as_slice(), [0x11u8; 16]);
+    let mut client = ClientConfig::psk(identity, key);
+    client.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    client.initial_retransmit = Duration::from_secs(2);
+    client.handshake_timeout = Duration::from_secs(3600);
+    let mut server = ServerConfig::psk(identity, key);
+    server.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    server.initial_retransmit = Duration::from_secs(2);
+    server.handshake_timeout = Duration::from_secs(3600);
+    (client, server)
+}
+
+/// What one handshake over the MAC path cost.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MacHandshake {
+    pub completed: bool,
+    /// From `start` until both ends reported the session established, seconds.
+    pub duration_s: f64,
+    /// When both ends were done (or the last instant simulated).
+    #[serde(skip)]
+    pub end: Option<Instant>,
+    pub datagrams: usize,
+    pub dtls_bytes: usize,
+    /// Data frames put on the air (retries included).
+    pub data_frames: usize,
+    /// The client's radio energy (all MAC activity of node 0, idle listening included).
+    pub client_energy_mj: f64,
+    /// Flights the client and the server resent.
+    pub client_retransmissions: u32,
+    pub server_retransmissions: u32,
+    /// The client's summary (its `session` resumes later).
+    #[serde(skip)]
+    pub client_summary: Option<HandshakeSummary>,
+}
+
+/// Runs `client` (created at `start`, addressed to [`server_addr`]) against `server` over `hops`
+/// hops of `mac`, schedules and losses drawn from `seed`, for at most an hour of simulated time.
+/// The server may already hold sessions; only the new one is waited for.
+pub fn run(
+    mac: &MacConfig,
+    hops: usize,
+    seed: u64,
+    start: Instant,
+    client: &mut Connection,
+    server: &mut Endpoint,
+) -> anyhow::Result<MacHandshake> {
+    let mut rng = fastshake_sim::mac::sequence::seeded_rng(seed);
+    let chain: Vec<usize> = (0..=hops).collect();
+    let links: Vec<(usize, usize)> = chain.windows(2).map(|w| (w[0], w[1])).collect();
+    let mut mac = build(mac, &chain, &links, &mut rng)?;
+    let mut ledger = RadioLedger::default();
+    let (client_addr, server_addr) = (client_addr(), server_addr());
+    // Datagrams on their way: (arrival, order, towards the server, DTLS bytes).
+    let mut in_flight: Vec<(Instant, usize, bool, Vec<u8>)> = Vec::new();
+    let mut order = 0;
+    let mut now = start;
+    let limit = start + Duration::from_secs(3600);
+    let mut run = MacHandshake::default();
+    let (mut client_done, mut server_done) = (None, None);
+    for _ in 0..100_000 {
+        let mut outgoing = Vec::new();
+        while let Some(t) = client.poll_transmit(now) {
+            outgoing.push((true, t.payload));
+        }
+        while let Some(t) = server.poll_transmit(now) {
+            outgoing.push((false, t.payload));
+        }
+        for (to_server, payload) in outgoing {
+            run.datagrams += 1;
+            run.dtls_bytes += payload.len();
+            let mut datagram = vec![0u8; IPV6_UDP_HEADER];
+            datagram.extend_from_slice(&payload);
+            let hop_list: Vec<(usize, usize)> =
+                if to_server { links.clone() } else { links.iter().rev().map(|&(a, b)| (b, a)).collect() };
+            let mut at = Some(now);
+            for (from, to) in hop_list {
+                let Some(t) = at else { break };
+                let out = mac.send(t, from, to, &datagram, &mut rng, &mut ledger);
+                run.data_frames += out.frames.iter().filter(|f| f.kind == FrameKind::Data).count();
+                at = out.delivered_at;
+            }
+            if let Some(arrival) = at {
+                in_flight.push((arrival, order, to_server, payload));
+                order += 1;
+            }
+        }
+        while let Some(e) = client.poll_event() {
+            match e {
+                Event::Connected(summary) => {
+                    run.client_retransmissions = summary.retransmissions;
+                    run.client_summary = Some(summary);
+                    client_done = client_done.or(Some(now));
+                }
+                Event::Failed(err) => anyhow::bail!("client failed: {err}"),
+                _ => {}
+            }
+        }
+        while let Some((_, e)) = server.poll_event() {
+            match e {
+                Event::Connected(summary) => {
+                    run.server_retransmissions = summary.retransmissions;
+                    server_done = server_done.or(Some(now));
+                }
+                Event::Failed(err) => anyhow::bail!("server failed: {err}"),
+                _ => {}
+            }
+        }
+        if let (Some(c), Some(s)) = (client_done, server_done) {
+            let end: Instant = c.max(s);
+            run.completed = true;
+            run.duration_s = (end - start).as_secs_f64();
+            run.end = Some(end);
+            mac.account_idle(start, end, &mut ledger);
+            run.client_energy_mj = ledger.usage(0, end).energy_mj;
+            return Ok(run);
+        }
+        let next_arrival = in_flight.iter().map(|d| (d.0, d.1)).min();
+        let next = [next_arrival.map(|a| a.0), client.poll_timeout(), server.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(next) = next else { break };
+        if next > limit {
+            break;
+        }
+        now = now.max(next);
+        if let Some((_, id)) = next_arrival.filter(|a| a.0 <= now) {
+            if let Some(pos) = in_flight.iter().position(|d| d.1 == id) {
+                let (_, _, to_server, mut bytes) = in_flight.swap_remove(pos);
+                if to_server {
+                    server.handle_datagram(now, server_addr, client_addr, &mut bytes);
+                } else {
+                    client.handle_datagram(now, server_addr, &mut bytes);
+                }
+            }
+            continue;
+        }
+        if client.poll_timeout().is_some_and(|t| t <= now) {
+            client.handle_timeout(now);
+        }
+        if server.poll_timeout().is_some_and(|t| t <= now) {
+            server.handle_timeout(now);
+        }
+    }
+    run.end = Some(now);
+    Ok(run)
+}
