@@ -11,8 +11,8 @@
 use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
-    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk, ServerConfig,
-    RetransmitPolicy, TrustAnchors, WhenFull, DEFAULT_MTU, MIN_MTU,
+    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk,
+    RetransmitPolicy, ServerConfig, TrustAnchors, WhenFull, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
@@ -204,7 +204,9 @@ impl CommonArgs {
     fn retransmit(&self) -> RetransmitPolicy {
         match self.retransmit {
             RetransmitArg::Fixed => RetransmitPolicy::Fixed,
-            RetransmitArg::Adaptive => RetransmitPolicy::Adaptive { floor: Duration::from_millis(self.rto_floor) },
+            RetransmitArg::Adaptive => {
+                RetransmitPolicy::Adaptive { floor: Duration::from_millis(self.rto_floor) }
+            }
         }
     }
 }

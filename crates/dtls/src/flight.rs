@@ -2,9 +2,9 @@
 //! is packed afresh with new record sequence numbers (RFC 6347 §4.2.4); the timer starts at the
 //! configured value, doubles on each retransmission and stops at the ceiling.
 
+use crate::config::RetransmitPolicy;
 use crate::handshake::{HandshakeHeader, HandshakeType, HANDSHAKE_HEADER_LEN};
 use crate::record::{record_len, write_record, ContentType, Protect, RecordLayer};
-use crate::config::RetransmitPolicy;
 use crate::rtt::{RttEstimate, RttEstimator};
 use fastshake_core::Instant;
 use std::time::Duration;
@@ -57,7 +57,12 @@ pub(crate) struct RetransmitTimer {
 const MAX_TRANSMISSIONS_KEPT: usize = 8;
 
 impl RetransmitTimer {
-    pub fn new(initial: Duration, max: Duration, policy: RetransmitPolicy, cached: Option<RttEstimate>) -> Self {
+    pub fn new(
+        initial: Duration,
+        max: Duration,
+        policy: RetransmitPolicy,
+        cached: Option<RttEstimate>,
+    ) -> Self {
         let floor = match policy {
             RetransmitPolicy::Fixed => None,
             RetransmitPolicy::Adaptive { floor } => Some(floor.max(Duration::from_millis(1))),
@@ -93,7 +98,13 @@ impl RetransmitTimer {
     /// A new flight of `flight_bytes` was sent (its epoch-0 record numbers `seqs`) after
     /// `received` bytes had come from the peer in all: the previous flight was answered. When
     /// to resend it if nothing comes back.
-    pub fn on_new_flight(&mut self, now: Instant, flight_bytes: u32, seqs: std::ops::Range<u64>, received: u64) -> Instant {
+    pub fn on_new_flight(
+        &mut self,
+        now: Instant,
+        flight_bytes: u32,
+        seqs: std::ops::Range<u64>,
+        received: u64,
+    ) -> Instant {
         self.on_answer(now, received);
         self.flight_bytes = flight_bytes;
         match self.floor {
@@ -138,7 +149,8 @@ impl RetransmitTimer {
             return;
         }
         self.answered = true;
-        self.peer_flight_bytes = received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
+        self.peer_flight_bytes =
+            received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
         if !self.resent {
             self.take_sample(now.saturating_duration_since(self.first_sent));
         }
@@ -154,7 +166,8 @@ impl RetransmitTimer {
             return;
         };
         self.answered = true;
-        self.peer_flight_bytes = received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
+        self.peer_flight_bytes =
+            received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
         self.take_sample(now.saturating_duration_since(sent));
     }
 
@@ -212,13 +225,7 @@ pub(crate) struct Flight {
 
 impl Flight {
     pub fn new(timer: RetransmitTimer) -> Self {
-        Flight {
-            items: Vec::new(),
-            timer,
-            timed: false,
-            sent: 0,
-            resent: 0,
-        }
+        Flight { items: Vec::new(), timer, timed: false, sent: 0, resent: 0 }
     }
 
     /// Forgets the last flight: the next one is being built.
@@ -394,8 +401,12 @@ mod tests {
 
     #[test]
     fn timer_doubles_to_ceiling_and_resets_after_clean_flight() {
-        let mut t =
-            RetransmitTimer::new(Duration::from_secs(1), Duration::from_secs(3), RetransmitPolicy::Fixed, None);
+        let mut t = RetransmitTimer::new(
+            Duration::from_secs(1),
+            Duration::from_secs(3),
+            RetransmitPolicy::Fixed,
+            None,
+        );
         assert_eq!(t.on_new_flight(Instant::ZERO, 100, 0..1, 0), Instant::from_millis(1000));
         assert_eq!(t.on_retransmit(Instant::from_millis(1000), 1..2), Instant::from_millis(3000));
         t.on_retransmit(Instant::from_millis(3000), 2..3);

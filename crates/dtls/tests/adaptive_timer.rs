@@ -79,9 +79,10 @@ fn handshake_noting_timers(pair: &mut Pair, max: Duration) -> (Vec<Duration>, Ve
         if !pair.client.is_established() {
             note(pair.client.poll_timeout(), &mut last_client, &mut client_timers, pair.now);
         }
-        let server_handshaking = pair.server.handles().any(|h| {
-            pair.server.connection(h).is_some_and(|c| !c.is_established() && !c.is_closed())
-        });
+        let server_handshaking = pair
+            .server
+            .handles()
+            .any(|h| pair.server.connection(h).is_some_and(|c| !c.is_established() && !c.is_closed()));
         if server_handshaking {
             note(pair.server.poll_timeout(), &mut last_server, &mut server_timers, pair.now);
         }
@@ -156,7 +157,8 @@ fn the_timer_doubles_on_each_loss_up_to_the_ceiling() {
 /// Client retransmissions that happened before the HelloVerifyRequest arrived: the ClientHellos
 /// sent before it, less the first.
 fn resent_before_cookie(pair: &Pair) -> u32 {
-    let hvr_arrival = pair.log.iter().find(|d| d.dir == Dir::ToClient).expect("a HelloVerifyRequest").at + pair.delay;
+    let hvr_arrival =
+        pair.log.iter().find(|d| d.dir == Dir::ToClient).expect("a HelloVerifyRequest").at + pair.delay;
     let hellos = pair.log.iter().filter(|d| d.dir == Dir::ToServer && d.at < hvr_arrival).count();
     hellos as u32 - 1
 }

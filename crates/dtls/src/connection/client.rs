@@ -6,8 +6,8 @@ use super::handshake::{agree, ephemeral, sign, Abort, Handshake, Step, GROUPS, S
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
 use crate::config::{ClientConfig, RetransmitPolicy};
-use crate::flight::RetransmitTimer;
 use crate::crypto::MasterSecret;
+use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_certificate, encode_psk_identity, encode_signed, parse_certificate, parse_new_session_ticket,
     parse_psk_identity, psk_premaster, CertificateRequest, ClientHello, EcdheServerKeyExchange,

@@ -8,9 +8,8 @@ use super::handshake::{
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
 use crate::config::ServerConfig;
-use crate::flight::RetransmitTimer;
-use crate::rtt::RttEstimate;
 use crate::crypto::MasterSecret;
+use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_certificate, encode_ecdhe_params, encode_new_session_ticket, encode_psk_identity, encode_signed,
     parse_certificate, parse_certificate_verify, parse_ecdhe_client_key_exchange, parse_psk_identity,
@@ -19,14 +18,15 @@ use crate::handshake::{
 };
 use crate::mobility::PathState;
 use crate::record::{DTLS_1_2, MAX_SEQ};
+use crate::rtt::RttEstimate;
 use crate::session::{
     unix_now, ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN,
 };
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
-use std::time::Duration;
 use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme};
 use rand_core::RngCore;
+use std::time::Duration;
 
 /// The ClientHello a server connection starts from, as the endpoint verified it.
 pub(crate) struct VerifiedHello<'a> {
@@ -139,7 +139,11 @@ impl Connection {
         );
         if let Some((rtt, hello_verify_bytes)) = hello.cookie_rtt {
             let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
-            timer.on_outside_sample(rtt, hello_verify_bytes.saturating_add(client_hello_bytes), client_hello_bytes);
+            timer.on_outside_sample(
+                rtt,
+                hello_verify_bytes.saturating_add(client_hello_bytes),
+                client_hello_bytes,
+            );
         }
         let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
         // Mobility state is made only when the server offers some; dropped again once the

@@ -118,12 +118,14 @@ impl Endpoint {
             let issued = u32::from_be_bytes(issued_bytes.try_into().ok()?);
             // Milliseconds wrap every 49 days; a cookie lives far less.
             let age = Duration::from_millis(u64::from(cookie_millis(now).wrapping_sub(issued)));
-            let fresh = age <= self.cookie_lifetime && self.cookie.verify(mac, &[a, b, c, d, e, f, issued_bytes]);
+            let fresh =
+                age <= self.cookie_lifetime && self.cookie.verify(mac, &[a, b, c, d, e, f, issued_bytes]);
             return fresh.then_some(Some(age));
         }
         let slot = self.cookie_slot(now);
         let fresh = self.cookie.verify(cookie, &[a, b, c, d, e, f, &slot.to_be_bytes()])
-            || (slot > 0 && self.cookie.verify(cookie, &[a, b, c, d, e, f, &slot.wrapping_sub(1).to_be_bytes()]));
+            || (slot > 0
+                && self.cookie.verify(cookie, &[a, b, c, d, e, f, &slot.wrapping_sub(1).to_be_bytes()]));
         fresh.then_some(None)
     }
 
@@ -295,7 +297,8 @@ impl Endpoint {
             },
             cached_rtt: self.adaptive().then(|| self.rtt_cache.get(remote.ip())).flatten(),
             // The HelloVerifyRequest: a record header, a handshake header and the cookie.
-            cookie_rtt: cookie_age.map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
+            cookie_rtt: cookie_age
+                .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

@@ -8,9 +8,9 @@ mod route;
 mod slots;
 
 use crate::config::{RetransmitPolicy, ServerConfig};
-use crate::rtt::RttCache;
 use crate::connection::{Connection, Event};
 use crate::error::Error;
+use crate::rtt::RttCache;
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use hello::PartialHello;
 use rand_chacha::ChaCha20Rng;
@@ -377,7 +377,9 @@ impl Endpoint {
             self.output.push_back(Output::Connection(h));
         }
         while let Some(e) = conn.poll_event() {
-            if let (Event::Connected(summary), RetransmitPolicy::Adaptive { .. }) = (&e, self.config.retransmit) {
+            if let (Event::Connected(summary), RetransmitPolicy::Adaptive { .. }) =
+                (&e, self.config.retransmit)
+            {
                 if let Some(rtt) = summary.rtt {
                     self.rtt_cache.insert(conn.remote().ip(), rtt);
                 }
