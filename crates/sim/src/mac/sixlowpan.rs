@@ -50,10 +50,11 @@ pub const DEFAULT_HOP_LIMIT: u8 = 64;
 /// Datagrams a [`Reassembler`] keeps incomplete at once; a new one evicts the oldest.
 pub const MAX_PARTIAL: usize = 8;
 
-const DISPATCH_IPHC: u8 = 0b011_00000;
-const DISPATCH_FRAG1: u8 = 0b11000_000;
-const DISPATCH_FRAGN: u8 = 0b11100_000;
-const NHC_UDP: u8 = 0b11110_000;
+// Dispatch patterns (RFC 4944 §5.1, RFC 6282 §3.1 and §4.3), high bits of the first byte.
+const DISPATCH_IPHC: u8 = 0b0110_0000;
+const DISPATCH_FRAG1: u8 = 0b1100_0000;
+const DISPATCH_FRAGN: u8 = 0b1110_0000;
+const NHC_UDP: u8 = 0b1111_0000;
 const NEXT_HEADER_UDP: u8 = 17;
 
 /// A UDP datagram over IPv6, as the MAC models carry it.
