@@ -157,6 +157,7 @@
 #![forbid(unsafe_code)]
 
 mod alert;
+mod cache;
 mod config;
 mod connection;
 mod crypto;
@@ -176,6 +177,9 @@ mod suite;
 pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
+pub use cache::{
+    CacheStore, CacheUse, CachedServer, ClientCertCacheConfig, MemoryCacheStore, CLIENT_TICKET_LEN,
+};
 pub use config::{ClientConfig, Mobility, Psk, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU};
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};

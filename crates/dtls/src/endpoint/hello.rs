@@ -254,6 +254,7 @@ impl Endpoint {
                 Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),
                 _ => Vec::new(),
             },
+            client_chain: self.take_cached_client_chain(&ch),
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

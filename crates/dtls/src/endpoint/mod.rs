@@ -132,6 +132,8 @@ pub struct Endpoint {
     ticket_keys: Option<crate::session::TicketKeys>,
     /// Sessions resumable by ID.
     session_cache: crate::session::SessionCache,
+    /// Client chains by client-certificate ticket (seed 003).
+    client_cert_cache: crate::cache::ClientCertCache,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -203,7 +205,25 @@ impl Endpoint {
             config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),
             session_cache: crate::session::SessionCache::new(config_clone.session_cache),
+            client_cert_cache: crate::cache::ClientCertCache::new(config_clone.client_cert_cache),
         }
+    }
+
+    /// The client chain a ClientHello's client-certificate ticket names, taken out of the cache:
+    /// a ticket opens its entry once, so a replayed ClientHello finds nothing.
+    fn take_cached_client_chain(
+        &mut self,
+        ch: &crate::handshake::ClientHello<'_>,
+    ) -> Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)> {
+        let data = ch.extensions.client_cert_cache?;
+        let ticket = crate::handshake::parse_client_cert_offer(data).ok()??;
+        let ticket: [u8; crate::cache::CLIENT_TICKET_LEN] = ticket.try_into().ok()?;
+        self.client_cert_cache.take(&ticket).map(|entry| (ticket, entry))
+    }
+
+    /// Client chains held for client-certificate caching, and their bytes.
+    pub fn client_cert_cache_size(&self) -> (usize, usize) {
+        (self.client_cert_cache.len(), self.client_cert_cache.bytes())
     }
 
     /// Makes `key` the current ticket key; the current one stays valid as the previous one.
@@ -377,6 +397,9 @@ impl Endpoint {
         }
         if let Some((session_id, session)) = conn.take_new_cache_entry() {
             self.session_cache.insert(session_id, session);
+        }
+        if let Some((ticket, chain)) = conn.take_new_client_chain_entry() {
+            self.client_cert_cache.insert(ticket, chain);
         }
         let moved = conn.take_address_change();
         let remote = conn.remote();
