@@ -5,7 +5,9 @@
 //!
 //! `cargo run --release -p fastshake-dtls --example caching_bytes`
 
-use fastshake_dtls::{CachedServer, ClientAuth, ClientConfig, Instant, ServerConfig, TrustAnchors, WallClock};
+use fastshake_dtls::{
+    CachedServer, ClientAuth, ClientConfig, Instant, ServerConfig, TrustAnchors, WallClock,
+};
 use fastshake_pki::generate::{generate, KeyKind};
 use fastshake_testkit::dtls::Pair;
 use std::sync::Arc;
@@ -45,7 +47,12 @@ fn main() {
     let (first, _) = pair.handshake(Duration::from_secs(60)).expect("first handshake");
     let entry: CachedServer = first.cache_update.clone().expect("cache entry");
     let mut rows = Vec::new();
-    rows.push(("first (caching offered, nothing cached)", first.bytes_sent, first.bytes_received, first.from_cache));
+    rows.push((
+        "first (caching offered, nothing cached)",
+        first.bytes_sent,
+        first.bytes_received,
+        first.from_cache,
+    ));
     let configs = [
         ("vanilla", client(false, false), None),
         ("RFC 7924", client(true, false), Some(entry.clone())),
