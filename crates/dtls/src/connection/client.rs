@@ -718,7 +718,7 @@ fn agreed_caching(
     if let Some(data) = sh.extensions.client_cert_cache {
         caching.client_cert_supported = true;
         caching.ticket_selected = parse_client_cert_answer(data).map_err(Abort::decode)?;
-        if caching.ticket_selected && !offered.is_some_and(|c| c.client_ticket.is_some()) {
+        if caching.ticket_selected && offered.is_none_or(|c| c.client_ticket.is_none()) {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
     }

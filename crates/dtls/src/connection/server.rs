@@ -175,7 +175,6 @@ impl Connection {
     }
 
     /// Answers the ClientHello: flight 4 of a full handshake, or the abbreviated flight.
-    #[allow(clippy::too_many_lines)]
     fn server_start(
         &mut self,
         now: Instant,
