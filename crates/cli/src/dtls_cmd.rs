@@ -11,9 +11,11 @@
 use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
-    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk,
-    RetransmitPolicy, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull, DEFAULT_MTU, MIN_MTU,
+    CacheStore, CertifiedKey, CipherSuite, ClientAuth, ClientCertCacheConfig, ClientConfig, ClientSession,
+    HandshakeSummary, Psk, RetransmitPolicy, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull,
+    DEFAULT_MTU, MIN_MTU,
 };
+use fastshake_net::cache_file::FileCacheStore;
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
     DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
@@ -125,6 +127,11 @@ pub struct ServerArgs {
     /// and cid check a client's new address with return routability (RFC 9853) when it offers it.
     #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
     mobility: MobilityMode,
+    /// Client-certificate caching (seed 003): keep the chains of at most N clients that offered
+    /// it, least recently used out first, so that they can send an empty Certificate next time
+    /// (their CertificateVerify still proves the key). 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = ClientCertCacheConfig::default().max_entries)]
+    client_cache: usize,
     /// Close a session that received nothing for this many seconds (close_notify; its socket,
     /// if it has one, closes with it). Default: 300.
     #[arg(long, value_name = "SECS")]
@@ -155,6 +162,11 @@ pub struct ClientArgs {
     /// written with mode 0600.
     #[arg(long, value_name = "FILE")]
     session_file: Option<PathBuf>,
+    /// Handshake caching (seed 003): keep the server's Certificate and CertificateRequest
+    /// (RFC 7924) and our client-certificate ticket in FILE, per server, and offer them next
+    /// time. Written with mode 0600; a corrupt file is ignored with a warning.
+    #[arg(long, value_name = "FILE")]
+    cache_file: Option<PathBuf>,
     /// What the client offers so its session survives a move: standard (nothing; see
     /// --app-timeout), ipc or tcs (follow the server to the session's own port, and return
     /// routability checks), cid (a connection ID from the server, and return routability checks).
@@ -398,6 +410,10 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         max_sessions: args.max_sessions.map(|r| r as usize),
         when_full: args.when_full.into(),
         mobility: args.mobility.server_mobility(),
+        client_cert_cache: ClientCertCacheConfig {
+            max_entries: args.client_cache,
+            ..ClientCertCacheConfig::default()
+        },
         ..ServerConfig::default()
     };
     let idle_timeout = match args.idle_timeout {
@@ -532,6 +548,8 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         retransmit: common.retransmit(),
         handshake_timeout: common.handshake_timeout()?,
         mobility: args.mobility.client_mobility(),
+        cached_info: args.cache_file.is_some(),
+        client_certificate_caching: args.cache_file.is_some(),
         ..ClientConfig::default()
     };
     let wall_clock = Some(Clock::new().wall_clock());
@@ -540,6 +558,16 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         Some(path) => load_session(path)?,
         None => None,
     };
+    // Entries are per server: its name and the address as given, so nothing crosses servers.
+    let cache_key = format!("{}@{}", config.server_name.as_deref().unwrap_or(""), args.connect);
+    let cache = args.cache_file.as_ref().map(|path| {
+        let (store, warning) = FileCacheStore::open(path);
+        if let Some(warning) = warning {
+            say!("fastshake client: {warning}");
+        }
+        store
+    });
+    let cached = cache.as_ref().and_then(|c| c.load(&cache_key));
     let standard = args.mobility == MobilityMode::Standard;
     let options = ClientOptions {
         bind: args.bind,
@@ -547,10 +575,12 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         session,
         app_timeout: (standard && args.app_timeout > 0).then(|| Duration::from_millis(args.app_timeout)),
         reconnect: args.reconnect.into(),
+        cached,
     };
     let settings = ClientRun {
         linger: Duration::from_millis(args.linger),
         session_file: args.session_file.as_deref(),
+        cache: cache.map(|store| (store, cache_key)),
         rebind_after: args.rebind_after,
         rebind_to: args.rebind_to,
     };
@@ -583,6 +613,18 @@ fn load_session(path: &Path) -> anyhow::Result<Option<ClientSession>> {
             Ok(None)
         }
     }
+}
+
+/// Keeps what a handshake says to cache for this server in `--cache-file`.
+fn keep_cache_entry(
+    cache: &mut Option<(FileCacheStore, String)>,
+    summary: &HandshakeSummary,
+) -> anyhow::Result<()> {
+    if let (Some((store, key)), Some(entry)) = (cache.as_mut(), &summary.cache_update) {
+        store.store(key, entry.clone());
+        store.save().with_context(|| format!("cannot write the cache file {}", store.path().display()))?;
+    }
+    Ok(())
 }
 
 /// Writes the session a handshake yielded to `path`, readable by the owner only.
@@ -621,6 +663,8 @@ fn peer_text(summary: &HandshakeSummary) -> String {
 struct ClientRun<'a> {
     linger: Duration,
     session_file: Option<&'a Path>,
+    /// `--cache-file`, and this server's key in it.
+    cache: Option<(FileCacheStore, String)>,
     rebind_after: Option<u64>,
     rebind_to: Option<SocketAddr>,
 }
@@ -631,7 +675,7 @@ async fn run_client(
     options: ClientOptions,
     settings: ClientRun<'_>,
 ) -> anyhow::Result<()> {
-    let ClientRun { linger, session_file, rebind_after, rebind_to } = settings;
+    let ClientRun { linger, session_file, mut cache, rebind_after, rebind_to } = settings;
     let mut records_received = 0u64;
     let remote = tokio::net::lookup_host(connect)
         .await
@@ -645,6 +689,7 @@ async fn run_client(
     if let (Some(path), Some(session)) = (session_file, &client.summary().session) {
         store_session(path, session)?;
     }
+    keep_cache_entry(&mut cache, client.summary())?;
 
     let mut terminate = terminate_signal()?;
     let mut input = spawn_stdin_reader();
@@ -694,6 +739,7 @@ async fn run_client(
                     if let (Some(path), Some(session)) = (session_file, &summary.session) {
                         store_session(path, session)?;
                     }
+                    keep_cache_entry(&mut cache, &summary)?;
                 }
                 Some(ClientEvent::SendFailed(error)) => {
                     return Err(anyhow::Error::new(error).context("cannot send a record"));

@@ -1,5 +1,6 @@
 //! Client and server configuration.
 
+use crate::cache::ClientCertCacheConfig;
 use crate::error::Error;
 use crate::rtt::RttCache;
 use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
@@ -166,6 +167,12 @@ pub struct ClientConfig {
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, following the server's port.
     pub mobility: Mobility,
+    /// Offer RFC 7924 `cached_info` with the server objects of the [`crate::CachedServer`]
+    /// given to the connection, and report this handshake's objects for the next one.
+    pub cached_info: bool,
+    /// Offer client-certificate caching (seed 003): the ticket of the [`crate::CachedServer`]
+    /// given to the connection, or an empty extension (support) without one.
+    pub client_certificate_caching: bool,
 }
 
 impl Default for ClientConfig {
@@ -187,6 +194,8 @@ impl Default for ClientConfig {
             enable_tickets: true,
             wall_clock: None,
             mobility: Mobility::default(),
+            cached_info: false,
+            client_certificate_caching: false,
         }
     }
 }
@@ -361,6 +370,12 @@ pub struct ServerConfig {
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, port moves (`Endpoint::move_to`).
     pub mobility: Mobility,
+    /// Answer RFC 7924 `cached_info`: send the fingerprint of our Certificate and
+    /// CertificateRequest to a client that has them cached.
+    pub cached_info: bool,
+    /// The cache of client chains for client-certificate caching (seed 003); `max_entries`
+    /// 0 turns it off.
+    pub client_cert_cache: ClientCertCacheConfig,
 }
 
 impl Default for ServerConfig {
@@ -387,6 +402,8 @@ impl Default for ServerConfig {
             tickets: None,
             wall_clock: None,
             mobility: Mobility::default(),
+            cached_info: true,
+            client_cert_cache: ClientCertCacheConfig::default(),
         }
     }
 }

@@ -159,6 +159,7 @@
 #![forbid(unsafe_code)]
 
 mod alert;
+mod cache;
 mod config;
 mod connection;
 mod crypto;
@@ -179,6 +180,9 @@ mod suite;
 pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
+pub use cache::{
+    CacheStore, CacheUse, CachedServer, ClientCertCacheConfig, MemoryCacheStore, CLIENT_TICKET_LEN,
+};
 pub use config::{
     ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU,
 };

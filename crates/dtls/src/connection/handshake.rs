@@ -71,6 +71,8 @@ pub(super) enum Step {
 pub(super) struct Complete {
     /// Server: the session for the endpoint's session-ID cache.
     pub cache_entry: Option<([u8; 32], ServerSession)>,
+    /// Server: the client's chain for the endpoint's client-certificate cache.
+    pub client_chain_entry: Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)>,
 }
 
 /// The transcript of the handshake messages (RFC 5246 §7.4.9), and the messages themselves

@@ -17,6 +17,7 @@ pub(crate) use handshake::hello_id;
 pub(crate) use server::VerifiedHello;
 
 use crate::alert::{AlertDescription, AlertLevel};
+use crate::cache::{CacheUse, CachedClientChain, CachedServer, CLIENT_TICKET_LEN};
 use crate::config::{ClientConfig, ServerConfig, WhenFull, MIN_MTU};
 use crate::error::Error;
 use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
@@ -133,6 +134,12 @@ pub struct HandshakeSummary {
     pub bytes_sent: u64,
     /// Bytes received during the handshake (UDP payload).
     pub bytes_received: u64,
+    /// What this handshake took from a cache (RFC 7924, client-certificate caching).
+    pub from_cache: CacheUse,
+    /// Client, full certificate handshake with caching offered: the entry to keep for this
+    /// server (its objects and our next ticket), for the next handshake's
+    /// [`Connection::client_with_cache`]. `None`: keep what was kept.
+    pub cache_update: Option<CachedServer>,
 }
 
 /// Counters of one session.
@@ -186,6 +193,11 @@ struct Finished {
     peer_leaf: Option<CertDer>,
     /// Server: the session for the endpoint's session-ID cache.
     cache_entry: Option<([u8; 32], ServerSession)>,
+    from_cache: CacheUse,
+    /// Client: the entry to keep for this server.
+    cache_update: Option<CachedServer>,
+    /// Server: the client's chain for the endpoint's client-certificate cache, under its ticket.
+    client_chain_entry: Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)>,
 }
 
 /// One session, client or server.
@@ -236,6 +248,21 @@ impl Connection {
         Connection::client_with_session(config, now, remote, rng_seed, None)
     }
 
+    /// A client session that offers to resume `session` (as [`Connection::client_with_session`])
+    /// and offers what `cached` holds for this server (RFC 7924 objects, client-certificate
+    /// ticket) when the configuration enables it. An entry made for another server name is
+    /// not offered.
+    pub fn client_with_cache(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+        session: Option<ClientSession>,
+        cached: Option<CachedServer>,
+    ) -> Connection {
+        Connection::client_inner(config, now, remote, rng_seed, session, cached)
+    }
+
     /// A client session that offers to resume `session` (by ticket when it has one, else by
     /// session ID); the server may decline and run a full handshake instead.
     pub fn client_with_session(
@@ -245,7 +272,18 @@ impl Connection {
         rng_seed: [u8; 32],
         session: Option<ClientSession>,
     ) -> Connection {
-        let mut hs = Connection::client_handshake(&config, now, remote, rng_seed, session);
+        Connection::client_inner(config, now, remote, rng_seed, session, None)
+    }
+
+    fn client_inner(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+        session: Option<ClientSession>,
+        cached: Option<CachedServer>,
+    ) -> Connection {
+        let mut hs = Connection::client_handshake(&config, now, remote, rng_seed, session, cached);
         let path = config.mobility.any().then(|| {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
             hs.rng.fill_bytes(&mut own_cid);
@@ -416,6 +454,8 @@ impl Connection {
             datagrams_received: self.stats.datagrams_received,
             bytes_sent: self.stats.bytes_sent + queued_bytes,
             bytes_received: self.stats.bytes_received,
+            from_cache: finished.from_cache,
+            cache_update: finished.cache_update,
         };
         self.phase = Phase::Established;
         let sent_last_flight = match self.config {
@@ -431,7 +471,30 @@ impl Connection {
             self.stats.app_records_received += 1;
             self.push_event(Event::ApplicationData(data));
         }
-        Step::Complete(Complete { cache_entry: finished.cache_entry })
+        Step::Complete(Complete {
+            cache_entry: finished.cache_entry,
+            client_chain_entry: finished.client_chain_entry,
+        })
+    }
+
+    /// Server: the client chain the endpoint should cache under its new ticket, once a full
+    /// handshake completed (or the entry taken for a handshake that resumed instead).
+    pub(crate) fn take_new_client_chain_entry(
+        &mut self,
+    ) -> Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)> {
+        if !self.is_established() {
+            return None;
+        }
+        let hs = self.hs.as_mut()?;
+        let entry = match hs.step.as_mut()? {
+            Step::Complete(c) => c.client_chain_entry.take(),
+            _ => None,
+        };
+        if entry.is_some() && !hs.timers.is_set(HandshakeTimer::Retain) {
+            // Kept only for this entry (see `on_handshake_message`).
+            self.hs = None;
+        }
+        entry
     }
 
     /// Server: the session the endpoint should cache, once a full handshake completed.
@@ -894,9 +957,11 @@ impl Connection {
         match result {
             Ok(next) => {
                 let done = matches!(next, Step::Complete(_));
+                // A client chain for the endpoint's cache waits for `take_new_client_chain_entry`.
+                let holds_entry = matches!(&next, Step::Complete(c) if c.client_chain_entry.is_some());
                 hs.step = Some(next);
                 // The side that did not send the last flight frees its handshake state now.
-                if !done || hs.timers.is_set(HandshakeTimer::Retain) {
+                if !done || holds_entry || hs.timers.is_set(HandshakeTimer::Retain) {
                     self.hs = Some(hs);
                 }
                 Ok(())

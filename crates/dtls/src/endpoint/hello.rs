@@ -299,6 +299,7 @@ impl Endpoint {
             // The HelloVerifyRequest: a record header, a handshake header and the cookie.
             cookie_rtt: cookie_age
                 .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
+            client_chain: self.take_cached_client_chain(&ch),
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

@@ -135,6 +135,8 @@ pub struct Endpoint {
     session_cache: crate::session::SessionCache,
     /// Round trips to clients (adaptive retransmission policy).
     rtt_cache: RttCache,
+    /// Client chains by client-certificate ticket (seed 003).
+    client_cert_cache: crate::cache::ClientCertCache,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -207,7 +209,25 @@ impl Endpoint {
             ticket_keys: config_clone.tickets.clone(),
             session_cache: crate::session::SessionCache::new(config_clone.session_cache),
             rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
+            client_cert_cache: crate::cache::ClientCertCache::new(config_clone.client_cert_cache),
         }
+    }
+
+    /// The client chain a ClientHello's client-certificate ticket names, taken out of the cache:
+    /// a ticket opens its entry once, so a replayed ClientHello finds nothing.
+    fn take_cached_client_chain(
+        &mut self,
+        ch: &crate::handshake::ClientHello<'_>,
+    ) -> Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)> {
+        let data = ch.extensions.client_cert_cache?;
+        let ticket = crate::handshake::parse_client_cert_offer(data).ok()??;
+        let ticket: [u8; crate::cache::CLIENT_TICKET_LEN] = ticket.try_into().ok()?;
+        self.client_cert_cache.take(&ticket).map(|entry| (ticket, entry))
+    }
+
+    /// Client chains held for client-certificate caching, and their bytes.
+    pub fn client_cert_cache_size(&self) -> (usize, usize) {
+        (self.client_cert_cache.len(), self.client_cert_cache.bytes())
     }
 
     /// Makes `key` the current ticket key; the current one stays valid as the previous one.
@@ -388,6 +408,9 @@ impl Endpoint {
         }
         if let Some((session_id, session)) = conn.take_new_cache_entry() {
             self.session_cache.insert(session_id, session);
+        }
+        if let Some((ticket, chain)) = conn.take_new_client_chain_entry() {
+            self.client_cert_cache.insert(ticket, chain);
         }
         let moved = conn.take_address_change();
         let remote = conn.remote();
