@@ -127,6 +127,11 @@ pub struct ClientConfig {
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, following the server's port.
     pub mobility: Mobility,
+    /// A cookie this server gave in an earlier exchange ([`crate::HandshakeSummary::cookie`]),
+    /// sent in the first ClientHello: a server that still accepts it
+    /// ([`ServerConfig::reusable_cookies`]) skips the HelloVerifyRequest round trip; one that
+    /// does not answers with a fresh cookie as usual.
+    pub cookie: Option<Vec<u8>>,
 }
 
 impl Default for ClientConfig {
@@ -145,6 +150,7 @@ impl Default for ClientConfig {
             enable_tickets: true,
             wall_clock: None,
             mobility: Mobility::default(),
+            cookie: None,
         }
     }
 }
@@ -192,6 +198,9 @@ impl ClientConfig {
         }
         if self.trust_anchors.is_some() && self.wall_clock.is_none() {
             return Err(Error::Config("certificate suites need a wall clock (ClientConfig::wall_clock)"));
+        }
+        if self.cookie.as_ref().is_some_and(|c| c.len() > crate::handshake::MAX_COOKIE_LEN) {
+            return Err(Error::Config("cookie longer than a ClientHello can carry"));
         }
         if self.offered_suites().next().is_none() {
             return Err(Error::Config("no configured suite fits the PSK or trust anchors given"));
@@ -309,6 +318,12 @@ pub struct ServerConfig {
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, port moves (`Endpoint::move_to`).
     pub mobility: Mobility,
+    /// Issue cookies bound to the client's address (IP and port) and their time slot only, not
+    /// to one ClientHello's parameters, so a client may send the same cookie in the first
+    /// ClientHello of later handshakes ([`ClientConfig::cookie`]) while it is fresh and skip
+    /// the HelloVerifyRequest round trip. The cookie still proves the client receives at that
+    /// address (RFC 6347 §4.2.1); it no longer ties the cookie to one ClientHello.
+    pub reusable_cookies: bool,
 }
 
 impl Default for ServerConfig {
@@ -332,6 +347,7 @@ impl Default for ServerConfig {
             tickets: None,
             wall_clock: None,
             mobility: Mobility::default(),
+            reusable_cookies: false,
         }
     }
 }

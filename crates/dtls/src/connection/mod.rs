@@ -124,6 +124,9 @@ pub struct HandshakeSummary {
     pub bytes_sent: u64,
     /// Bytes received during the handshake (UDP payload).
     pub bytes_received: u64,
+    /// Client: the cookie that admitted this handshake, to send again in the first ClientHello
+    /// of a later one ([`crate::ClientConfig::cookie`]); `None` if the server asked for none.
+    pub cookie: Option<Vec<u8>>,
 }
 
 /// Counters of one session.
@@ -392,6 +395,7 @@ impl Connection {
             datagrams_received: self.stats.datagrams_received,
             bytes_sent: self.stats.bytes_sent + queued_bytes,
             bytes_received: self.stats.bytes_received,
+            cookie: (!hs.cookie.is_empty()).then(|| hs.cookie.clone()),
         };
         self.phase = Phase::Established;
         let sent_last_flight = match self.config {

@@ -60,6 +60,9 @@ pub(super) struct PartialHello {
     reassembler: Reassembler,
 }
 
+/// Marks the inputs of a cookie bound to the client's address only (`reusable_cookies`).
+const REUSABLE_COOKIE_LABEL: &[u8] = b"fastshake reusable cookie";
+
 /// The cookie's input for the client address: IP and port.
 fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
     let mut out = [0u8; 18];
@@ -200,7 +203,13 @@ impl Endpoint {
         let (addr, n) = addr_bytes(&remote);
         let version = ch.version.to_be_bytes();
         let slot = self.cookie_slot(now);
-        let [a, b, c, d, e, f] = ch.cookie_inputs(&version, &addr[..n]);
+        // A reusable cookie covers the address alone (and a label keeping the two kinds apart),
+        // so it verifies in the ClientHellos of later handshakes too.
+        let [a, b, c, d, e, f] = if self.config.reusable_cookies {
+            [&addr[..n], &version[..], REUSABLE_COOKIE_LABEL, &[], &[], &[]]
+        } else {
+            ch.cookie_inputs(&version, &addr[..n])
+        };
         let slot_bytes = slot.to_be_bytes();
         let previous_slot_bytes = slot.wrapping_sub(1).to_be_bytes();
         let fresh = self.cookie.verify(ch.cookie, &[a, b, c, d, e, f, &slot_bytes])

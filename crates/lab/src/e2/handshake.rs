@@ -110,6 +110,7 @@ pub fn configs(variant: Variant, timer: Timer, pki: &LabPki) -> (ClientConfig, S
     server.handshake_timeout = Duration::from_secs(3600);
     match variant {
         Variant::Resumption => server.tickets = Some(TicketKeys::new(1, [0x7c; 16])),
+        Variant::CachedCookie => server.reusable_cookies = true,
         Variant::Cid => {
             client.mobility = Mobility { connection_id: Some(0), ..Mobility::default() };
             server.mobility = Mobility { connection_id: Some(4), ..Mobility::default() };
@@ -167,13 +168,14 @@ pub fn measure(
     mac_handshake::run(mac, hops, seed, start, &mut client, &mut server)
 }
 
-/// The cookie the server gave in an earlier exchange. (Seam: filled in once the engine reports
-/// it.)
-fn cached_cookie(_summary: Option<&fastshake_dtls::HandshakeSummary>) -> Option<Vec<u8>> {
-    None
+/// The cookie the server gave in an earlier exchange.
+fn cached_cookie(summary: Option<&fastshake_dtls::HandshakeSummary>) -> Option<Vec<u8>> {
+    summary.and_then(|s| s.cookie.clone())
 }
 
-fn apply_cookie(_config: &mut ClientConfig, _cookie: Option<Vec<u8>>) {}
+fn apply_cookie(config: &mut ClientConfig, cookie: Option<Vec<u8>>) {
+    config.cookie = cookie;
+}
 
 /// Means of [`measure`] over seeds.
 #[derive(Clone, Debug, Default, Serialize)]
