@@ -14,7 +14,11 @@ fn reusable_server() -> ServerConfig {
 
 /// A full handshake from a fresh client at the same address with `config`; returns the client's
 /// summary and the HelloVerifyRequests the server sent for it.
-fn next_handshake(pair: &mut Pair, config: ClientConfig, seed: u8) -> (fastshake_dtls::HandshakeSummary, u64) {
+fn next_handshake(
+    pair: &mut Pair,
+    config: ClientConfig,
+    seed: u8,
+) -> (fastshake_dtls::HandshakeSummary, u64) {
     let before = pair.server.stats().hello_verify_sent;
     pair.new_client(config, seed);
     pair.server_events.clear();

@@ -26,7 +26,12 @@ pub struct Claim {
 }
 
 impl Claim {
-    pub fn new(paper: impl Into<String>, ours: impl Into<String>, agrees: bool, why: impl Into<String>) -> Self {
+    pub fn new(
+        paper: impl Into<String>,
+        ours: impl Into<String>,
+        agrees: bool,
+        why: impl Into<String>,
+    ) -> Self {
         Claim {
             paper: paper.into(),
             ours: ours.into(),

@@ -34,7 +34,7 @@ pub struct Args {
     json: bool,
     /// Seeds (MAC phases, cell placements, losses, DTLS randoms) per real-handshake configuration;
     /// the 10-frame TSCH tables use ten times as many.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 100)]
     seeds: u64,
     /// Longest chain, in hops (the paper: 4).
     #[arg(long, default_value_t = 4)]
@@ -81,7 +81,8 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     let pki = LabPki::kept()?;
     let available = handshake::Timer::ADAPTIVE.available();
     Ok(Report {
-        paper: "seed 002: M. Vucinic et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section III",
+        paper:
+            "seed 002: M. Vucinic et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section III",
         timer: if available { handshake::Timer::ADAPTIVE } else { handshake::Timer::Fixed2s }.name(),
         adaptive_timer_available: available,
         xmac: xmac::run(options, &pki)?,

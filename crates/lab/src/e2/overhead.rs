@@ -110,7 +110,18 @@ pub fn print(s: &Section) {
     println!("measured on the application records our engine emits after a real handshake:");
     println!(
         "{:<12} {:<28} {:>7} {:>8} {:>6} {:>4} {:>6} {:>5} {:>4} {:>9} {:>8} {:>9}",
-        "variant", "suite", "payload", "datagram", "header", "CID", "nonce", "inner", "tag", "overhead", "% frame", "nonce=seq"
+        "variant",
+        "suite",
+        "payload",
+        "datagram",
+        "header",
+        "CID",
+        "nonce",
+        "inner",
+        "tag",
+        "overhead",
+        "% frame",
+        "nonce=seq"
     );
     for r in &s.rows {
         println!(

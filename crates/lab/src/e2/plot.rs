@@ -35,7 +35,11 @@ fn xmac_figure(r: &Report, path: &Path, y_desc: &str, y: impl Fn(&xmac::Row) -> 
         .y_label_area_size(60)
         .build_cartesian_2d((100.0f64..5000.0).log_scale(), (ymin..ymax).log_scale())?;
     chart.configure_mesh().x_desc("check interval, ms").y_desc(y_desc).draw()?;
-    let (lo, hi, anchor) = if y_desc.contains("energy") { (10.0, 200.0, Some(xmac::PAPER_MJ_AT_500)) } else { (1.0, 50.0, None) };
+    let (lo, hi, anchor) = if y_desc.contains("energy") {
+        (10.0, 200.0, Some(xmac::PAPER_MJ_AT_500))
+    } else {
+        (1.0, 50.0, None)
+    };
     for bound in [lo, hi] {
         chart
             .draw_series(DashedLineSeries::new(vec![(100.0, bound), (5000.0, bound)], 6, 4, BLACK.into()))?
@@ -83,7 +87,9 @@ fn beacon_figure(r: &Report, path: &Path) -> anyhow::Result<()> {
         .y_label_area_size(60)
         .build_cartesian_2d((200.0f64..5000.0).log_scale(), 0.0..ymax)?;
     chart.configure_mesh().x_desc("beacon interval, ms").y_desc("handshake duration, s").draw()?;
-    for (bound, label) in [(1.88, "paper 1.88 s"), (16.6, "paper 16.6 s"), (35.0, "paper 35 s at BI about 4 s")] {
+    for (bound, label) in
+        [(1.88, "paper 1.88 s"), (16.6, "paper 16.6 s"), (35.0, "paper 35 s at BI about 4 s")]
+    {
         chart
             .draw_series(DashedLineSeries::new(vec![(200.0, bound), (5000.0, bound)], 6, 4, BLACK.into()))?
             .label(label)

@@ -62,7 +62,10 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
 
 pub fn print(s: &Section) {
     let timer = s.rows.first().map_or("-".to_string(), |r| r.handshake.main_timer().name());
-    println!("== Variants the paper did not run, on its links (PDR 100 %), mean over {} seeds, {timer}", s.seeds);
+    println!(
+        "== Variants the paper did not run, on its links (PDR 100 %), mean over {} seeds, {timer}",
+        s.seeds
+    );
     println!(
         "ECDHE-ECDSA: both sides send a 3-certificate P-256 chain (leaf + 2 intermediates). Resumption: abbreviated\n\
          handshake with the ticket of an earlier one. CID: the server issues a 4-byte Connection ID. Cached cookie:\n\
@@ -70,7 +73,19 @@ pub fn print(s: &Section) {
     );
     println!(
         "{:<17} {:>2} {:<21} | {:>8} {:>7} {:>6} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>6} {:>8}",
-        "link", "H", "variant", "s", "vs PSK", "spur.", "datagr", "DTLS B", "frames", "radio mJ", "MCU mJ", "done", "fixed s"
+        "link",
+        "H",
+        "variant",
+        "s",
+        "vs PSK",
+        "spur.",
+        "datagr",
+        "DTLS B",
+        "frames",
+        "radio mJ",
+        "MCU mJ",
+        "done",
+        "fixed s"
     );
     for r in &s.rows {
         let m = r.handshake.main();
