@@ -12,7 +12,7 @@ use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
     CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk, ServerConfig,
-    TrustAnchors, WhenFull, DEFAULT_MTU, MIN_MTU,
+    TrustAnchors, ValidatedKeyCache, WhenFull, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
@@ -49,6 +49,13 @@ pub struct CommonArgs {
     /// Server: issue no session tickets. Client: do not ask for one (RFC 5077).
     #[arg(long)]
     no_tickets: bool,
+    /// Keep the peer keys of up to N validated chains (seed 003 §IV-C): a chain seen again
+    /// skips validation but for its validity times and trust anchor; least recently used out
+    /// first; 0 turns it off. Server: clients' chains, shared by every session. Client: the
+    /// server's chain, for --app-timeout reconnections. The default, 256, is more peers than a
+    /// constrained deployment has and costs at most about 100 kB (RSA-2048 leaves).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    key_cache: usize,
     /// Cipher suite by IANA name; repeat to allow several (default: every suite the given
     /// credentials allow, PSK first). Known: TLS_PSK_WITH_AES_128_CCM_8,
     /// TLS_PSK_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8,
@@ -272,6 +279,11 @@ impl CommonArgs {
         Ok(Some(Arc::new(certified)))
     }
 
+    /// The validated-key cache of `--key-cache`, if not 0.
+    fn key_cache(&self) -> Option<Arc<ValidatedKeyCache>> {
+        (self.key_cache > 0).then(|| Arc::new(ValidatedKeyCache::new(self.key_cache)))
+    }
+
     fn trust_anchors(&self) -> anyhow::Result<Option<Arc<TrustAnchors>>> {
         let Some(ca) = &self.ca else {
             return Ok(None);
@@ -348,6 +360,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         certified_key,
         client_auth,
         client_trust_anchors,
+        key_cache: common.key_cache(),
         tickets: if common.no_tickets { None } else { Some(os_ticket_keys()) },
         suites: common.suites(),
         mtu: common.mtu,
@@ -483,6 +496,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         certified_key: common.certified_key()?,
         trust_anchors,
         server_name,
+        key_cache: common.key_cache(),
         enable_tickets: !common.no_tickets,
         suites: common.suites(),
         mtu: common.mtu,
@@ -556,16 +570,21 @@ fn store_session(path: &Path, session: &ClientSession) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write the session file {}", path.display()))
 }
 
-/// What the summary line adds about the peer's certificates: how many, and the validated
-/// leaf's subject.
+/// What the summary line adds about the peer's certificates: how many, the validated leaf's
+/// subject, and whether the validated-key cache stood in for validating them.
 fn peer_text(summary: &HandshakeSummary) -> String {
     let count = match summary.peer_certificates {
         0 => return String::new(),
         n => format!("; peer sent {n} certificate(s)"),
     };
-    match summary.peer_leaf.as_deref().and_then(fastshake_pki::subject_text) {
+    let text = match summary.peer_leaf.as_deref().and_then(fastshake_pki::subject_text) {
         Some(subject) => format!("{count}, subject \"{subject}\""),
         None => count,
+    };
+    if summary.chain_validation_skipped {
+        format!("{text}, chain validation skipped (key cache)")
+    } else {
+        text
     }
 }
 
@@ -639,8 +658,9 @@ async fn run_client(
                 }
                 Some(ClientEvent::Reconnected(summary)) => {
                     say!(
-                        "fastshake client: no answer for the app timeout, reconnected: {}",
-                        summary_line(&summary)
+                        "fastshake client: no answer for the app timeout, reconnected: {}{}",
+                        summary_line(&summary),
+                        peer_text(&summary)
                     );
                     if let (Some(path), Some(session)) = (session_file, &summary.session) {
                         store_session(path, session)?;

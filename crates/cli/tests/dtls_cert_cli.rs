@@ -67,6 +67,35 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
 }
 
 #[test]
+fn a_returning_client_chain_skips_validation_on_the_server_unless_the_key_cache_is_off() {
+    const SKIPPED: &str = "chain validation skipped (key cache)";
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let client_args = pki.fastshake_mutual_client_args();
+    for (cache, skipped_the_second_time) in [(None, true), (Some("0"), false)] {
+        let mut server_args = pki.fastshake_mutual_server_args("require");
+        server_args.push("--echo".into());
+        server_args.extend(cache.map(|n| vec!["--key-cache".to_owned(), n.to_owned()]).unwrap_or_default());
+        let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+        for run in 0..2 {
+            FASTSHAKE.echo_run(port, &strs(&client_args), "again");
+            let wait = std::time::Duration::from_secs(10);
+            let printed = server.stderr.wait_until(wait, |text| text.matches("handshake done").count() > run);
+            assert!(printed, "no summary of handshake {run}\n{}", server.transcript());
+        }
+        let stderr = server.stderr.text();
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("handshake done")).collect();
+        assert_eq!(lines.len(), 2, "{stderr}");
+        assert!(!lines[0].contains(SKIPPED), "the first handshake validates: {}", lines[0]);
+        assert_eq!(
+            lines[1].contains(SKIPPED),
+            skipped_the_second_time,
+            "--key-cache {cache:?}: {}",
+            lines[1]
+        );
+    }
+}
+
+#[test]
 fn optional_client_authentication_accepts_a_client_without_a_certificate() {
     let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_mutual_server_args("optional");

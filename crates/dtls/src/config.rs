@@ -4,7 +4,7 @@ use crate::error::Error;
 use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
 use crate::suite::{CipherSuite, KeyExchange};
 use fastshake_core::Instant;
-use fastshake_pki::{CertifiedKey, KeyAlgorithm, TrustAnchors};
+use fastshake_pki::{CertifiedKey, KeyAlgorithm, TrustAnchors, ValidatedKeyCache};
 use std::sync::Arc;
 use std::time::Duration;
 use zeroize::Zeroize;
@@ -121,6 +121,9 @@ pub struct ClientConfig {
     pub trust_anchors: Option<Arc<TrustAnchors>>,
     /// Sent in `server_name` (RFC 6066) and checked against the server's leaf certificate.
     pub server_name: Option<String>,
+    /// Validated server keys (seed 003 §IV-C), shareable by many clients: a server chain seen
+    /// before for the same name skips validation but for its time window and trust anchor.
+    pub key_cache: Option<Arc<ValidatedKeyCache>>,
     /// Offer the `session_ticket` extension (RFC 5077).
     pub enable_tickets: bool,
     /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
@@ -147,6 +150,7 @@ impl Default for ClientConfig {
             certified_key: None,
             trust_anchors: None,
             server_name: None,
+            key_cache: None,
             enable_tickets: true,
             wall_clock: None,
             mobility: Mobility::default(),
@@ -310,6 +314,9 @@ pub struct ServerConfig {
     /// Anchors a client's chain must lead to (needed unless `client_auth` is `None`); their
     /// subject names are the CertificateRequest's certificate_authorities.
     pub client_trust_anchors: Option<Arc<TrustAnchors>>,
+    /// Validated client keys (seed 003 §IV-C): a client chain seen before skips validation but
+    /// for its time window and trust anchor.
+    pub key_cache: Option<Arc<ValidatedKeyCache>>,
     /// The session-ID cache (resumption by ID).
     pub session_cache: SessionCacheConfig,
     /// Ticket keys (RFC 5077); `None` disables tickets. `Endpoint::rotate_ticket_key` rotates.
@@ -343,6 +350,7 @@ impl Default for ServerConfig {
             certified_key: None,
             client_auth: ClientAuth::None,
             client_trust_anchors: None,
+            key_cache: None,
             session_cache: SessionCacheConfig::default(),
             tickets: None,
             wall_clock: None,

@@ -181,7 +181,7 @@ pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
 pub use error::Error;
 pub use fastshake_core::{Instant, Transmit};
-pub use fastshake_pki::{CertifiedKey, TrustAnchors};
+pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
 pub use mobility::MobilityStats;
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
 pub use strategy::{MobilityMode, SocketAction, SERVER_CID_LENGTH};

@@ -17,7 +17,7 @@ use crate::record::DTLS_1_2;
 use crate::session::{unix_now, ClientSession, Resumption};
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
-use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, SignatureScheme};
+use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, SignatureScheme, Validation};
 use rand_core::RngCore;
 
 /// How long a client offers a session resumed by ID (the server decides; this bounds our side).
@@ -251,14 +251,16 @@ impl Connection {
                 let certs = parse_certificate(body).map_err(Abort::decode)?;
                 let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
                 let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-                let key = fastshake_pki::verify_server_chain(
+                let (verified, validation) = fastshake_pki::verify_server_chain_cached(
+                    config.key_cache.as_deref(),
                     &chain,
                     anchors,
                     config.wall_clock.map_or(0, |w| w.unix_at(now)),
                     config.server_name.as_deref(),
                 )
-                .map_err(Abort::peer)?
-                .key;
+                .map_err(Abort::peer)?;
+                hs.chain_validation_skipped = validation == Validation::Cached;
+                let key = verified.key;
                 if super::handshake::suite_key_algorithm(s.suite) != Some(key.algorithm()) {
                     return Err(Abort::alert(AlertDescription::UnsupportedCertificate));
                 }

@@ -146,6 +146,8 @@ pub(super) struct Handshake {
     pub peer_retransmission_seen_at: u64,
     pub extended_master_secret: bool,
     pub psk_identity: Vec<u8>,
+    /// The peer's chain was taken from the validated-key cache, not validated again.
+    pub chain_validation_skipped: bool,
     /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
     pub early_records: Vec<(RecordHeader, Vec<u8>)>,
     /// A record the peer split across two datagrams, waiting for its rest.
@@ -188,6 +190,7 @@ impl Handshake {
             peer_retransmission_seen_at: 0,
             extended_master_secret: false,
             psk_identity: Vec::new(),
+            chain_validation_skipped: false,
             early_records: Vec::new(),
             split_record: None,
             auth_failure: None,

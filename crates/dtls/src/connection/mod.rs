@@ -116,6 +116,9 @@ pub struct HandshakeSummary {
     pub extended_master_secret: bool,
     /// The PSK identity used.
     pub psk_identity: Vec<u8>,
+    /// The peer's chain was found in the validated-key cache (`key_cache` in the config): path
+    /// building and the certificates' signatures were skipped; times and anchor were re-checked.
+    pub chain_validation_skipped: bool,
     /// Datagrams sent during the handshake.
     pub datagrams_sent: u64,
     /// Datagrams received during the handshake.
@@ -391,6 +394,7 @@ impl Connection {
             peer_retransmissions: hs.peer_retransmissions,
             extended_master_secret: hs.extended_master_secret,
             psk_identity: hs.psk_identity.clone(),
+            chain_validation_skipped: hs.chain_validation_skipped,
             datagrams_sent: self.stats.datagrams_sent + queued_datagrams,
             datagrams_received: self.stats.datagrams_received,
             bytes_sent: self.stats.bytes_sent + queued_bytes,

@@ -22,7 +22,7 @@ use crate::session::{
 };
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
-use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme};
+use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme, Validation};
 use rand_core::RngCore;
 
 /// The ClientHello a server connection starts from, as the endpoint verified it.
@@ -446,12 +446,14 @@ impl Connection {
                         .client_trust_anchors
                         .as_ref()
                         .ok_or(Abort::alert(AlertDescription::InternalError))?;
-                    let verified = fastshake_pki::verify_client_chain(
+                    let (verified, validation) = fastshake_pki::verify_client_chain_cached(
+                        config.key_cache.as_deref(),
                         &chain,
                         anchors,
                         config.wall_clock.map_or(0, |w| w.unix_at(now)),
                     )
                     .map_err(Abort::peer)?;
+                    hs.chain_validation_skipped = validation == Validation::Cached;
                     Some(ClientChain {
                         key: verified.key,
                         certificates: chain.len(),
