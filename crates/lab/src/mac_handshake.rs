@@ -47,6 +47,8 @@ pub fn tinydtls_psk() -> (ClientConfig, ServerConfig) {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MacHandshake {
     pub completed: bool,
+    /// Why the handshake failed, if an end gave up (e.g. its retransmission limit).
+    pub failure: Option<String>,
     /// From `start` until both ends reported the session established, seconds.
     pub duration_s: f64,
     /// When both ends were done (or the last instant simulated).
@@ -154,7 +156,11 @@ pub fn run(
                     run.client_summary = Some(summary);
                     client_done = client_done.or(Some(now));
                 }
-                Event::Failed(err) => anyhow::bail!("client failed: {err}"),
+                Event::Failed(err) => {
+                    run.failure = Some(format!("client failed: {err}"));
+                    run.end = Some(now);
+                    return Ok(run);
+                }
                 _ => {}
             }
         }
@@ -172,7 +178,11 @@ pub fn run(
                     run.server_retransmissions = summary.retransmissions;
                     server_done = server_done.or(Some(now));
                 }
-                Event::Failed(err) => anyhow::bail!("server failed: {err}"),
+                Event::Failed(err) => {
+                    run.failure = Some(format!("server failed: {err}"));
+                    run.end = Some(now);
+                    return Ok(run);
+                }
                 _ => {}
             }
         }

@@ -221,6 +221,8 @@ pub fn print(s: &Section) {
             f.datagrams,
         );
     }
+    let incomplete: u64 = s.rows.iter().map(|r| r.handshake.fixed.seeds - r.handshake.fixed.completed).sum();
+    println!("handshakes that failed (an end gave up) or did not complete within an hour: {incomplete}");
     println!();
     claims::print("Beacon-enabled", &s.claims);
     println!();

@@ -333,6 +333,8 @@ pub fn print(s: &Section) {
             m.radio_mj,
         );
     }
+    let incomplete: u64 = s.real.iter().map(|r| r.handshake.fixed.seeds - r.handshake.fixed.completed).sum();
+    println!("handshakes that failed (an end gave up) or did not complete within an hour: {incomplete}");
     for r in r_with_why(&s.real) {
         println!("  L={} C={} H={}: {}", r.l, r.c, r.h, r.why);
     }

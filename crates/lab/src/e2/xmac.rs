@@ -295,7 +295,7 @@ pub fn print(s: &Section) {
         );
     }
     let incomplete: u64 = s.rows.iter().map(|r| r.handshake.fixed.seeds - r.handshake.fixed.completed).sum();
-    println!("handshakes that did not complete within an hour: {incomplete}");
+    println!("handshakes that failed (an end gave up) or did not complete within an hour: {incomplete}");
     println!();
     claims::print("X-MAC", &s.claims);
     println!();
