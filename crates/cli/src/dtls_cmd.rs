@@ -11,8 +11,8 @@
 use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
-    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk, ServerConfig,
-    TrustAnchors, ValidatedKeyCache, WhenFull, DEFAULT_MTU, MIN_MTU,
+    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk,
+    RetransmitPolicy, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
@@ -68,6 +68,14 @@ pub struct CommonArgs {
     /// First retransmission timeout in milliseconds (RFC 6347: 1000; doubles up to 60 s).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     initial_retransmit_ms: u64,
+    /// How flights are timed: fixed (--initial-retransmit-ms, doubling) or adaptive (from the
+    /// round trip measured to the peer, RFC 6298 style: the cookie exchange, each flight, and
+    /// earlier handshakes with the same host; never below --rto-floor).
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = RetransmitArg::Fixed)]
+    retransmit: RetransmitArg,
+    /// With --retransmit adaptive: the shortest retransmission timeout, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    rto_floor: u64,
     /// Give up on a handshake not complete after this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     handshake_timeout: f64,
@@ -187,6 +195,25 @@ impl From<ReconnectArg> for Reconnect {
         match arg {
             ReconnectArg::Full => Reconnect::Full,
             ReconnectArg::Resumed => Reconnect::Resumed,
+        }
+    }
+}
+
+/// `--retransmit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RetransmitArg {
+    Fixed,
+    Adaptive,
+}
+
+impl CommonArgs {
+    /// The retransmission policy of `--retransmit` and `--rto-floor`.
+    fn retransmit(&self) -> RetransmitPolicy {
+        match self.retransmit {
+            RetransmitArg::Fixed => RetransmitPolicy::Fixed,
+            RetransmitArg::Adaptive => {
+                RetransmitPolicy::Adaptive { floor: Duration::from_millis(self.rto_floor) }
+            }
         }
     }
 }
@@ -365,6 +392,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
+        retransmit: common.retransmit(),
         handshake_timeout: common.handshake_timeout()?,
         max_connections: args.max_connections,
         max_sessions: args.max_sessions.map(|r| r as usize),
@@ -501,6 +529,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
+        retransmit: common.retransmit(),
         handshake_timeout: common.handshake_timeout()?,
         mobility: args.mobility.client_mobility(),
         ..ClientConfig::default()

@@ -1,6 +1,7 @@
 //! Client and server configuration.
 
 use crate::error::Error;
+use crate::rtt::RttCache;
 use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
 use crate::suite::{CipherSuite, KeyExchange};
 use fastshake_core::Instant;
@@ -98,6 +99,35 @@ impl WallClock {
     }
 }
 
+/// How handshake flights are timed (RFC 6347 §4.2.4.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RetransmitPolicy {
+    /// Every flight waits `initial_retransmit` first, doubling on each retransmission up to
+    /// `max_retransmit` (RFC 6347's timer, with its 1 s default).
+    #[default]
+    Fixed,
+    /// Each flight waits what the round trip to the peer predicts: at first the estimate cached
+    /// by an earlier handshake with it (`initial_retransmit` when there is none), then the round
+    /// trips of this handshake (the cookie exchange, then each flight), RFC 6298 style
+    /// (see [`crate::RttEstimate::timeout_for`]), never below `floor` nor above
+    /// `max_retransmit`; doubling on each retransmission. Suits links whose round trip is far
+    /// from 1 s: duty-cycled radios (seconds) and LANs (milliseconds).
+    Adaptive {
+        /// The shortest timer armed.
+        floor: Duration,
+    },
+}
+
+impl RetransmitPolicy {
+    /// `"fixed"` or `"adaptive"`, as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RetransmitPolicy::Fixed => "fixed",
+            RetransmitPolicy::Adaptive { .. } => "adaptive",
+        }
+    }
+}
+
 /// How a client sets up sessions.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -111,6 +141,12 @@ pub struct ClientConfig {
     pub initial_retransmit: Duration,
     /// Ceiling of the doubling retransmission timeout (RFC 6347: 60 s).
     pub max_retransmit: Duration,
+    /// How flights are timed: fixed (the default) or adapted to the measured round trip.
+    pub retransmit: RetransmitPolicy,
+    /// Round trips to servers, by IP address: read when a handshake starts, written when one
+    /// completes, under [`RetransmitPolicy::Adaptive`]. Clones of this configuration share it;
+    /// give several configurations the same `Arc` to share it between them.
+    pub rtt_cache: Arc<RttCache>,
     /// The handshake fails if not complete this long after it started.
     pub handshake_timeout: Duration,
     /// Refuse servers that do not support the extended master secret (RFC 7627).
@@ -145,6 +181,8 @@ impl Default for ClientConfig {
             mtu: DEFAULT_MTU,
             initial_retransmit: Duration::from_secs(1),
             max_retransmit: Duration::from_secs(60),
+            retransmit: RetransmitPolicy::Fixed,
+            rtt_cache: Arc::new(RttCache::default()),
             handshake_timeout: Duration::from_secs(60),
             require_extended_master_secret: false,
             certified_key: None,
@@ -290,6 +328,13 @@ pub struct ServerConfig {
     pub initial_retransmit: Duration,
     /// Ceiling of the doubling retransmission timeout (RFC 6347: 60 s).
     pub max_retransmit: Duration,
+    /// How flights are timed: fixed (the default) or adapted to the measured round trip. The
+    /// adaptive policy also dates HelloVerifyRequest cookies, so the server learns the round
+    /// trip of the cookie exchange without keeping state.
+    pub retransmit: RetransmitPolicy,
+    /// Clients whose round trip the endpoint remembers at most (by IP address, least recently
+    /// used first out), under [`RetransmitPolicy::Adaptive`].
+    pub rtt_cache_entries: usize,
     /// A handshake is dropped if not complete this long after it started.
     pub handshake_timeout: Duration,
     /// Most sessions (in handshake or established) held at once; new clients beyond it are ignored.
@@ -342,6 +387,8 @@ impl Default for ServerConfig {
             mtu: DEFAULT_MTU,
             initial_retransmit: Duration::from_secs(1),
             max_retransmit: Duration::from_secs(60),
+            retransmit: RetransmitPolicy::Fixed,
+            rtt_cache_entries: crate::rtt::DEFAULT_RTT_CACHE_ENTRIES,
             handshake_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             max_sessions: None,

@@ -155,15 +155,15 @@ fn every_claim_has_a_verdict_and_every_difference_a_reason() {
 }
 
 #[test]
-fn the_adaptive_timer_when_present_fires_no_spurious_retransmission_on_clean_links() {
+fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() {
     let r = report();
-    if !Timer::ADAPTIVE.available() {
-        assert!(!r.adaptive_timer_available);
-        assert!(r.tsch.real.iter().all(|row| row.handshake.adaptive.is_none()));
-        return;
-    }
-    for row in r.tsch.real.iter().filter(|row| row.h == 1) {
-        let adaptive = row.handshake.adaptive.as_ref().unwrap();
-        assert_eq!(adaptive.spurious_retransmissions, 0.0, "TSCH L {} C {}", row.l, row.c);
+    assert!(r.adaptive_timer_available && Timer::ADAPTIVE.available());
+    // L = 101, C = 1: a hop takes about half a second per frame, so tinyDTLS's 2 s timer fires
+    // mid-schedule; the measured round trip keeps the adaptive one from doing so as often.
+    for row in r.tsch.real.iter().filter(|row| row.l == 101 && row.c == 1) {
+        let adaptive = row.handshake.adaptive.as_ref().expect("measured with both timers");
+        let fixed = &row.handshake.fixed;
+        assert!(fixed.spurious_retransmissions > 0.0, "H {}", row.h);
+        assert!(adaptive.spurious_retransmissions < fixed.spurious_retransmissions, "H {}", row.h);
     }
 }

@@ -142,8 +142,17 @@ pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
 
 /// The one-line handshake summary both `fastshake server` and `fastshake client` print.
 pub fn summary_line(summary: &HandshakeSummary) -> String {
+    // The smoothed round trip, when an exchange of flights (or a cached estimate) gave one.
+    let rtt = summary.rtt.map_or(String::new(), |r| {
+        format!(
+            "; RTT {:.2} ms (±{:.2} ms, {} sample(s))",
+            r.smoothed.as_secs_f64() * 1e3,
+            r.variation.as_secs_f64() * 1e3,
+            r.samples
+        )
+    });
     format!(
-        "handshake done: {}, {}, {}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B",
+        "handshake done: {}, {}, {}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
         summary.suite.iana_name(),
         resumption_text(summary),
         if summary.extended_master_secret {

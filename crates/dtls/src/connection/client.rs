@@ -5,8 +5,9 @@
 use super::handshake::{agree, ephemeral, sign, Abort, Handshake, Step, GROUPS, SCHEMES};
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
-use crate::config::ClientConfig;
+use crate::config::{ClientConfig, RetransmitPolicy};
 use crate::crypto::MasterSecret;
+use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_certificate, encode_psk_identity, encode_signed, parse_certificate, parse_new_session_ticket,
     parse_psk_identity, psk_premaster, CertificateRequest, ClientHello, EcdheServerKeyExchange,
@@ -117,16 +118,18 @@ impl Connection {
     pub(super) fn client_handshake(
         config: &ClientConfig,
         now: Instant,
+        remote: std::net::SocketAddr,
         rng_seed: [u8; 32],
         session: Option<ClientSession>,
     ) -> Box<Handshake> {
-        let mut hs = Handshake::new(
-            now,
-            rng_seed,
-            config.initial_retransmit,
-            config.max_retransmit,
-            config.handshake_timeout,
-        );
+        // The round trip last measured to this server starts the adaptive timer.
+        let cached = match config.retransmit {
+            RetransmitPolicy::Adaptive { .. } => config.rtt_cache.get(remote.ip()),
+            RetransmitPolicy::Fixed => None,
+        };
+        let timer =
+            RetransmitTimer::new(config.initial_retransmit, config.max_retransmit, config.retransmit, cached);
+        let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
         hs.rng.fill_bytes(&mut hs.client_random);
         if config.trust_anchors.is_some() && config.certified_key.is_some() {
             hs.transcript.keep_raw();
@@ -218,6 +221,11 @@ impl Connection {
         let Some(Step::Client(ClientStep::ExpectServerHello(mut state))) = hs.step.take() else {
             return Ok(());
         };
+        if message_seq == state.hello_seq {
+            // It echoes the record number of the ClientHello it answers (RFC 6347 §4.2.1): a
+            // round trip even when that ClientHello was resent.
+            hs.flight.timer.on_echoed_answer(now, hs.record_seq_in, self.stats.bytes_received);
+        }
         // The server answers each ClientHello with its message_seq (RFC 6347 §4.2.2): a lower
         // one answers a ClientHello we already replaced. Taking its cookie would restart the
         // handshake under a ServerHello already on its way, which then looks out of order.

@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
 use crate::mobility::{MobilityStats, PathState};
 use crate::record::{write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN};
+use crate::rtt::RttEstimate;
 use crate::session::{ClientSession, Resumption, ServerSession};
 use crate::suite::CipherSuite;
 use client::{ClientStep, ExpectServerHello};
@@ -112,6 +113,11 @@ pub struct HandshakeSummary {
     /// resent a flight (or the network duplicated one). With [`Self::retransmissions`], 0 on
     /// both sides means no side waited for a timer.
     pub peer_retransmissions: u32,
+    /// The round trip to the peer as measured in this handshake (each exchange of flights, and
+    /// on a server under the adaptive policy the cookie exchange), RFC 6298-smoothed, starting
+    /// from the estimate cached by an earlier handshake when the adaptive policy had one. `None`
+    /// when no exchange gave a clean sample (every flight resent) and nothing was cached.
+    pub rtt: Option<RttEstimate>,
     /// Whether the master secret is bound to the handshake (RFC 7627).
     pub extended_master_secret: bool,
     /// The PSK identity used.
@@ -242,7 +248,7 @@ impl Connection {
         rng_seed: [u8; 32],
         session: Option<ClientSession>,
     ) -> Connection {
-        let mut hs = Connection::client_handshake(&config, now, rng_seed, session);
+        let mut hs = Connection::client_handshake(&config, now, remote, rng_seed, session);
         let path = config.mobility.any().then(|| {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
             hs.rng.fill_bytes(&mut own_cid);
@@ -335,32 +341,37 @@ impl Connection {
 
     /// Sends the flight in `hs.flight` for the first time.
     fn send_new_flight(&mut self, now: Instant, hs: &mut Handshake, timed: bool) {
-        match hs.flight.on_first_transmission(now, timed) {
+        let (bytes, seqs) = self.transmit_flight(hs);
+        let received = self.stats.bytes_received;
+        match hs.flight.on_first_transmission(now, timed, bytes, seqs, received) {
             Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
             None => hs.timers.stop(HandshakeTimer::Retransmit),
         }
         self.stats.flights_sent += 1;
-        self.transmit_flight(hs);
     }
 
     fn retransmit_flight(&mut self, now: Instant, hs: &mut Handshake) {
         if hs.flight.is_empty() {
             return;
         }
-        match hs.flight.on_retransmission(now) {
+        let (_, seqs) = self.transmit_flight(hs);
+        match hs.flight.on_retransmission(now, seqs) {
             Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
             None => hs.timers.stop(HandshakeTimer::Retransmit),
         }
         self.stats.flights_resent += 1;
-        self.transmit_flight(hs);
     }
 
-    /// Packs the current flight into datagrams with fresh record sequence numbers.
-    fn transmit_flight(&mut self, hs: &mut Handshake) {
+    /// Packs the current flight into datagrams with fresh record sequence numbers; returns its
+    /// bytes and the epoch-0 record numbers it used.
+    fn transmit_flight(&mut self, hs: &mut Handshake) -> (u32, std::ops::Range<u64>) {
         let mtu = self.mtu();
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        let first_seq = hs.epoch0_write_seq;
         let datagrams = hs.flight.pack(mtu, &mut hs.epoch0_write_seq, &mut self.record, cid);
+        let bytes = datagrams.iter().map(Vec::len).sum::<usize>().min(u32::MAX as usize) as u32;
         self.queued.get_or_insert_with(Box::default).outgoing.extend(datagrams);
+        (bytes, first_seq..hs.epoch0_write_seq)
     }
 
     /// The peer resent the flight our current flight answers: ours was lost, resend it, but at
@@ -376,6 +387,14 @@ impl Connection {
     /// Whoever sent the last flight keeps it until the peer shows it arrived: the server in a
     /// full handshake, the client in an abbreviated one.
     fn complete_handshake(&mut self, now: Instant, hs: &mut Handshake, finished: Finished) -> Step {
+        // The peer's last flight answered ours (unless ours is the last and awaits nothing).
+        hs.flight.timer.on_answer(now, self.stats.bytes_received);
+        let rtt = hs.flight.timer.estimate();
+        if let (Some(estimate), RoleConfig::Client(config)) = (rtt, &self.config) {
+            if hs.flight.timer.adaptive() {
+                config.rtt_cache.insert(self.remote.ip(), estimate);
+            }
+        }
         hs.timers.stop(HandshakeTimer::Retransmit);
         hs.timers.stop(HandshakeTimer::GiveUp);
         let early_data = std::mem::take(&mut hs.early_data);
@@ -392,6 +411,7 @@ impl Connection {
             flights_sent: hs.flight.sent,
             retransmissions: hs.flight.resent,
             peer_retransmissions: hs.peer_retransmissions,
+            rtt,
             extended_master_secret: hs.extended_master_secret,
             psk_identity: hs.psk_identity.clone(),
             chain_validation_skipped: hs.chain_validation_skipped,
@@ -663,6 +683,11 @@ impl Connection {
             }
         };
         let plaintext = &body[plaintext];
+        if header.epoch == 0 {
+            if let Some(hs) = self.hs.as_mut() {
+                hs.record_seq_in = header.seq;
+            }
+        }
         match content_type {
             ContentType::Handshake => {
                 // Handshake bodies are copied out by the reassembler, so the borrow ends here.

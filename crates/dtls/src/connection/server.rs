@@ -9,6 +9,7 @@ use super::{Connection, Finished};
 use crate::alert::AlertDescription;
 use crate::config::ServerConfig;
 use crate::crypto::MasterSecret;
+use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_certificate, encode_ecdhe_params, encode_new_session_ticket, encode_psk_identity, encode_signed,
     parse_certificate, parse_certificate_verify, parse_ecdhe_client_key_exchange, parse_psk_identity,
@@ -17,6 +18,7 @@ use crate::handshake::{
 };
 use crate::mobility::PathState;
 use crate::record::{DTLS_1_2, MAX_SEQ};
+use crate::rtt::RttEstimate;
 use crate::session::{
     unix_now, ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN,
 };
@@ -24,6 +26,7 @@ use crate::suite::CipherSuite;
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme, Validation};
 use rand_core::RngCore;
+use std::time::Duration;
 
 /// The ClientHello a server connection starts from, as the endpoint verified it.
 pub(crate) struct VerifiedHello<'a> {
@@ -42,6 +45,11 @@ pub(crate) struct VerifiedHello<'a> {
     /// The Connection ID the endpoint issues to this session if the client offers
     /// `connection_id` (unique in the endpoint; empty: none).
     pub issued_cid: Vec<u8>,
+    /// Adaptive policy: the round trip the endpoint last measured to this client.
+    pub cached_rtt: Option<RttEstimate>,
+    /// Adaptive policy: the cookie exchange's round trip (the cookie's age) and the bytes of
+    /// the HelloVerifyRequest it came in.
+    pub cookie_rtt: Option<(Duration, u32)>,
 }
 
 /// The server's handshake steps, each named for the message it awaits (rustls's `Expect*`).
@@ -123,13 +131,21 @@ impl Connection {
         rng_seed: [u8; 32],
         mut hello: VerifiedHello<'_>,
     ) -> Connection {
-        let mut hs = Handshake::new(
-            now,
-            rng_seed,
+        let mut timer = RetransmitTimer::new(
             config.initial_retransmit,
             config.max_retransmit,
-            config.handshake_timeout,
+            config.retransmit,
+            hello.cached_rtt,
         );
+        if let Some((rtt, hello_verify_bytes)) = hello.cookie_rtt {
+            let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
+            timer.on_outside_sample(
+                rtt,
+                hello_verify_bytes.saturating_add(client_hello_bytes),
+                client_hello_bytes,
+            );
+        }
+        let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
         // Mobility state is made only when the server offers some; dropped again once the
         // ClientHello shows the client negotiated none of it.
         let issued_cid = std::mem::take(&mut hello.issued_cid);

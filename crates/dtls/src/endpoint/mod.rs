@@ -7,9 +7,10 @@ mod hello;
 mod route;
 mod slots;
 
-use crate::config::ServerConfig;
+use crate::config::{RetransmitPolicy, ServerConfig};
 use crate::connection::{Connection, Event};
 use crate::error::Error;
+use crate::rtt::RttCache;
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use hello::PartialHello;
 use rand_chacha::ChaCha20Rng;
@@ -132,6 +133,8 @@ pub struct Endpoint {
     ticket_keys: Option<crate::session::TicketKeys>,
     /// Sessions resumable by ID.
     session_cache: crate::session::SessionCache,
+    /// Round trips to clients (adaptive retransmission policy).
+    rtt_cache: RttCache,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -203,6 +206,7 @@ impl Endpoint {
             config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),
             session_cache: crate::session::SessionCache::new(config_clone.session_cache),
+            rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
         }
     }
 
@@ -373,6 +377,13 @@ impl Endpoint {
             self.output.push_back(Output::Connection(h));
         }
         while let Some(e) = conn.poll_event() {
+            if let (Event::Connected(summary), RetransmitPolicy::Adaptive { .. }) =
+                (&e, self.config.retransmit)
+            {
+                if let Some(rtt) = summary.rtt {
+                    self.rtt_cache.insert(conn.remote().ip(), rtt);
+                }
+            }
             self.events.push_back((h, e));
         }
         if let Some((session_id, session)) = conn.take_new_cache_entry() {
@@ -599,6 +610,17 @@ impl Endpoint {
     /// Why the endpoint drops everything, if its configuration cannot work.
     pub fn config_error(&self) -> Option<&Error> {
         self.config_error.as_ref()
+    }
+
+    /// The round trips remembered per client IP address (filled under
+    /// [`RetransmitPolicy::Adaptive`] as handshakes complete).
+    pub fn rtt_cache(&self) -> &RttCache {
+        &self.rtt_cache
+    }
+
+    /// Whether flights are timed by the measured round trip.
+    fn adaptive(&self) -> bool {
+        matches!(self.config.retransmit, RetransmitPolicy::Adaptive { .. })
     }
 
     /// Counters.

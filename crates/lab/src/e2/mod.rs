@@ -108,8 +108,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "Our DTLS 1.2 handshake (TLS_PSK_WITH_AES_128_CCM_8 unless said otherwise) through the simulator's MAC models,"
     );
     println!(
-        "every datagram behind {} bytes of uncompressed IPv6/UDP, fragmented into 127-byte frames (RFC 4944).",
-        crate::mac_handshake::IPV6_UDP_HEADER
+        "every datagram in UDP/IPv6 behind 6LoWPAN IPHC + UDP NHC ({} bytes over one hop, {} beyond), in 127-byte frames (RFC 4944).",
+        crate::mac_handshake::lowpan_header_len(1),
+        crate::mac_handshake::lowpan_header_len(2)
     );
     if !report.adaptive_timer_available {
         println!("This build's DTLS engine has no adaptive retransmission timer yet: every figure uses the fixed 2 s timer.");

@@ -43,8 +43,8 @@ pub struct Row {
 #[derive(Clone, Debug, Serialize)]
 pub struct Section {
     pub rows: Vec<Row>,
-    /// Application bytes one 127-byte frame can carry behind the MAC header, FCS, 6LoWPAN
-    /// dispatch, the IPv6/UDP header the simulator sends, and the CCM-8 record.
+    /// Application bytes one 127-byte frame can carry behind the MAC header, FCS, the 6LoWPAN
+    /// compressed IPv6/UDP header (one hop), and the CCM-8 record.
     pub app_bytes_per_frame: usize,
     pub ip_udp_header: usize,
 }
@@ -99,9 +99,9 @@ pub fn run(pki: &LabPki) -> anyhow::Result<Section> {
             rows.push(dissect(variant, suite.clone(), payload, &datagram.payload, peer_cid)?);
         }
     }
-    let ip_udp_header = mac_handshake::IPV6_UDP_HEADER;
+    let ip_udp_header = mac_handshake::lowpan_header_len(1);
     let app_bytes_per_frame =
-        (MAX_PSDU - DATA_MAC_HEADER - FCS_LEN - 1 - ip_udp_header).saturating_sub(PAPER_BYTES);
+        (MAX_PSDU - DATA_MAC_HEADER - FCS_LEN - ip_udp_header).saturating_sub(PAPER_BYTES);
     Ok(Section { rows, app_bytes_per_frame, ip_udp_header })
 }
 
@@ -141,7 +141,7 @@ pub fn print(s: &Section) {
         );
     }
     println!(
-        "A 127-byte frame keeps {} application bytes behind MAC header ({DATA_MAC_HEADER}) + FCS ({FCS_LEN}) + 6LoWPAN dispatch (1) + IPv6/UDP ({}) + record ({PAPER_BYTES}).",
+        "A 127-byte frame keeps {} application bytes behind MAC header ({DATA_MAC_HEADER}) + FCS ({FCS_LEN}) + 6LoWPAN IPHC/UDP NHC, one hop ({}) + record ({PAPER_BYTES}).",
         s.app_bytes_per_frame, s.ip_udp_header
     );
     println!();

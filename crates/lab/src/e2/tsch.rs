@@ -193,12 +193,12 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
         } else {
             let mut why = format!(
                 "a clean handshake of ours is {:.0} frames ({:.0} datagrams, {:.0} DTLS bytes, each behind {} bytes of \
-                 uncompressed IPv6/UDP), not 10: Eq. (2) with {:.0} frames gives {formula_with_our_frames_s:.2} s; \
+                 6LoWPAN IPHC), not 10: Eq. (2) with {:.0} frames gives {formula_with_our_frames_s:.2} s; \
                  we put {frames_per_hop:.1} frames per hop on the air",
                 clean.data_frames,
                 clean.datagrams,
                 clean.dtls_bytes,
-                crate::mac_handshake::IPV6_UDP_HEADER,
+                crate::mac_handshake::lowpan_header_len(1),
                 clean.data_frames
             );
             if m.spurious_retransmissions > 0.0 {
