@@ -173,6 +173,11 @@ pub struct ClientConfig {
     /// Offer client-certificate caching (seed 003): the ticket of the [`crate::CachedServer`]
     /// given to the connection, or an empty extension (support) without one.
     pub client_certificate_caching: bool,
+    /// A cookie this server gave in an earlier exchange ([`crate::HandshakeSummary::cookie`]),
+    /// sent in the first ClientHello: a server that still accepts it
+    /// ([`ServerConfig::reusable_cookies`]) skips the HelloVerifyRequest round trip; one that
+    /// does not answers with a fresh cookie as usual.
+    pub cookie: Option<Vec<u8>>,
 }
 
 impl Default for ClientConfig {
@@ -196,6 +201,7 @@ impl Default for ClientConfig {
             mobility: Mobility::default(),
             cached_info: false,
             client_certificate_caching: false,
+            cookie: None,
         }
     }
 }
@@ -243,6 +249,9 @@ impl ClientConfig {
         }
         if self.trust_anchors.is_some() && self.wall_clock.is_none() {
             return Err(Error::Config("certificate suites need a wall clock (ClientConfig::wall_clock)"));
+        }
+        if self.cookie.as_ref().is_some_and(|c| c.len() > crate::handshake::MAX_COOKIE_LEN) {
+            return Err(Error::Config("cookie longer than a ClientHello can carry"));
         }
         if self.offered_suites().next().is_none() {
             return Err(Error::Config("no configured suite fits the PSK or trust anchors given"));
@@ -376,6 +385,12 @@ pub struct ServerConfig {
     /// The cache of client chains for client-certificate caching (seed 003); `max_entries`
     /// 0 turns it off.
     pub client_cert_cache: ClientCertCacheConfig,
+    /// Issue cookies bound to the client's address (IP and port) and their time slot only, not
+    /// to one ClientHello's parameters, so a client may send the same cookie in the first
+    /// ClientHello of later handshakes ([`ClientConfig::cookie`]) while it is fresh and skip
+    /// the HelloVerifyRequest round trip. The cookie still proves the client receives at that
+    /// address (RFC 6347 §4.2.1); it no longer ties the cookie to one ClientHello.
+    pub reusable_cookies: bool,
 }
 
 impl Default for ServerConfig {
@@ -404,6 +419,7 @@ impl Default for ServerConfig {
             mobility: Mobility::default(),
             cached_info: true,
             client_cert_cache: ClientCertCacheConfig::default(),
+            reusable_cookies: false,
         }
     }
 }

@@ -15,6 +15,14 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// Bytes of 6LoWPAN header (IPHC with UDP next-header compression) in front of a DTLS datagram
+/// between the chain's ends over `hops` hops: what the frames carry instead of 48 bytes of
+/// IPv6 and UDP.
+pub fn lowpan_header_len(hops: usize) -> usize {
+    let datagram = UdpDatagram::between(0, hops, hops, server_addr().port(), Vec::new());
+    fastshake_sim::mac::sixlowpan::compressed_header_len(&datagram, 0, 1)
+}
+
 /// The client's address, the first node of the chain.
 pub fn client_addr() -> SocketAddr {
     SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, 2], 5684))
@@ -44,6 +52,8 @@ pub fn tinydtls_psk() -> (ClientConfig, ServerConfig) {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MacHandshake {
     pub completed: bool,
+    /// Why the handshake failed, if an end gave up (e.g. its retransmission limit).
+    pub failure: Option<String>,
     /// From `start` until both ends reported the session established, seconds.
     pub duration_s: f64,
     /// When both ends were done (or the last instant simulated).
@@ -58,6 +68,14 @@ pub struct MacHandshake {
     /// Flights the client and the server resent.
     pub client_retransmissions: u32,
     pub server_retransmissions: u32,
+    /// Flights resent because a retransmission timer fired although nothing (in either
+    /// direction) had been lost since that side last sent: the timer fired while the flight or
+    /// its answer was still crossing the schedule.
+    pub spurious_retransmissions: u32,
+    /// Datagrams the MAC lost for good on some hop (the DTLS timer has to recover them).
+    pub lost_datagrams: usize,
+    /// Seconds the client's radio was on (transmitting, receiving or listening).
+    pub client_radio_on_s: f64,
     /// The client's summary (its `session` resumes later).
     #[serde(skip)]
     pub client_summary: Option<HandshakeSummary>,
@@ -83,10 +101,17 @@ pub fn run(
     // Datagrams on their way: (arrival, order, towards the server, DTLS bytes).
     let mut in_flight: Vec<(Instant, usize, bool, Vec<u8>)> = Vec::new();
     let mut order = 0;
+    // Which side's timer just fired, when each side last sent (client, server) and when
+    // datagrams were lost: a timer retransmission with no loss since that side last sent is
+    // spurious.
+    let mut timer_fired: [bool; 2] = [false, false];
+    let mut last_sent: [Instant; 2] = [start, start];
+    let mut losses: Vec<Instant> = Vec::new();
     let mut now = start;
     let limit = start + Duration::from_secs(3600);
     let mut run = MacHandshake::default();
     let (mut client_done, mut server_done) = (None, None);
+    let mut new_session = None;
     for _ in 0..100_000 {
         let mut outgoing = Vec::new();
         while let Some(t) = client.poll_transmit(now) {
@@ -95,6 +120,16 @@ pub fn run(
         while let Some(t) = server.poll_transmit(now) {
             outgoing.push((false, t.payload));
         }
+        for side in 0..2 {
+            let sent = outgoing.iter().any(|(to_server, _)| *to_server == (side == 0));
+            if sent && timer_fired[side] && !losses.iter().any(|&t| t > last_sent[side] && t <= now) {
+                run.spurious_retransmissions += 1;
+            }
+            if sent {
+                last_sent[side] = now;
+            }
+        }
+        timer_fired = [false, false];
         for (to_server, payload) in outgoing {
             run.datagrams += 1;
             run.dtls_bytes += payload.len();
@@ -110,10 +145,15 @@ pub fn run(
                 let out = mac.send(t, from, to, &datagram, &mut rng, &mut ledger);
                 run.data_frames += out.frames.iter().filter(|f| f.kind == FrameKind::Data).count();
                 at = out.delivered_at;
+                if at.is_none() {
+                    losses.push(out.frames.iter().map(|f| f.end).max().unwrap_or(t));
+                }
             }
             if let Some(arrival) = at {
                 in_flight.push((arrival, order, to_server, payload));
                 order += 1;
+            } else {
+                run.lost_datagrams += 1;
             }
         }
         while let Some(e) = client.poll_event() {
@@ -123,17 +163,33 @@ pub fn run(
                     run.client_summary = Some(summary);
                     client_done = client_done.or(Some(now));
                 }
-                Event::Failed(err) => anyhow::bail!("client failed: {err}"),
+                Event::Failed(err) => {
+                    run.failure = Some(format!("client failed: {err}"));
+                    run.end = Some(now);
+                    return Ok(run);
+                }
                 _ => {}
             }
         }
-        while let Some((_, e)) = server.poll_event() {
+        while let Some((handle, e)) = server.poll_event() {
+            // Only the connection this client's handshake made counts: an earlier session from
+            // the same address is replaced (and ends) when the new one completes.
+            if matches!(e, Event::Accepted) && new_session.is_none() {
+                new_session = Some(handle);
+            }
+            if new_session != Some(handle) {
+                continue;
+            }
             match e {
                 Event::Connected(summary) => {
                     run.server_retransmissions = summary.retransmissions;
                     server_done = server_done.or(Some(now));
                 }
-                Event::Failed(err) => anyhow::bail!("server failed: {err}"),
+                Event::Failed(err) => {
+                    run.failure = Some(format!("server failed: {err}"));
+                    run.end = Some(now);
+                    return Ok(run);
+                }
                 _ => {}
             }
         }
@@ -143,7 +199,9 @@ pub fn run(
             run.duration_s = (end - start).as_secs_f64();
             run.end = Some(end);
             mac.account_idle(start, end, &mut ledger);
-            run.client_energy_mj = ledger.usage(0, end).energy_mj;
+            let usage = ledger.usage(0, end);
+            run.client_energy_mj = usage.energy_mj;
+            run.client_radio_on_s = (usage.tx + usage.rx + usage.listen).as_secs_f64();
             return Ok(run);
         }
         let next_arrival = in_flight.iter().map(|d| (d.0, d.1)).min();
@@ -169,9 +227,11 @@ pub fn run(
         }
         if client.poll_timeout().is_some_and(|t| t <= now) {
             client.handle_timeout(now);
+            timer_fired[0] = true;
         }
         if server.poll_timeout().is_some_and(|t| t <= now) {
             server.handle_timeout(now);
+            timer_fired[1] = true;
         }
     }
     run.end = Some(now);

@@ -190,7 +190,8 @@ impl Connection {
         hs.step = Some(Step::Client(ClientStep::ExpectServerHello(ExpectServerHello {
             hello: Vec::new(),
             hello_seq: 0,
-            cookie: Vec::new(),
+            // A cookie from an earlier exchange saves the HelloVerifyRequest round trip.
+            cookie: config.cookie.clone().unwrap_or_default(),
             offer,
             cached,
         })));
@@ -234,6 +235,7 @@ impl Connection {
         let session_id = state.offer.as_ref().map_or(&[][..], |o| o.session_id.as_slice());
         let mut body = Vec::with_capacity(160);
         ClientHello::encode_with(&mut body, &hs.client_random, session_id, &state.cookie, &suites, &ext);
+        hs.cookie.clone_from(&state.cookie);
         hs.flight.clear();
         state.hello_seq = hs.next_message_seq;
         state.hello = body.clone();

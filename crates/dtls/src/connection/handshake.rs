@@ -163,6 +163,8 @@ pub(super) struct Handshake {
     /// Application records that authenticated before the peer's Finished (sent right behind
     /// it and reordered ahead): delivered once the handshake completes, not dropped.
     pub early_data: Vec<Vec<u8>>,
+    /// Client: the cookie its latest ClientHello carried (empty if none).
+    pub cookie: Vec<u8>,
     /// The typed step; `None` only while a message is being handled.
     pub step: Option<Step>,
 }
@@ -193,6 +195,7 @@ impl Handshake {
             split_record: None,
             auth_failure: None,
             early_data: Vec::new(),
+            cookie: Vec::new(),
             step: None,
         })
     }

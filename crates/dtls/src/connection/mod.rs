@@ -140,6 +140,9 @@ pub struct HandshakeSummary {
     /// server (its objects and our next ticket), for the next handshake's
     /// [`Connection::client_with_cache`]. `None`: keep what was kept.
     pub cache_update: Option<CachedServer>,
+    /// Client: the cookie that admitted this handshake, to send again in the first ClientHello
+    /// of a later one ([`crate::ClientConfig::cookie`]); `None` if the server asked for none.
+    pub cookie: Option<Vec<u8>>,
 }
 
 /// Counters of one session.
@@ -456,6 +459,7 @@ impl Connection {
             bytes_received: self.stats.bytes_received,
             from_cache: finished.from_cache,
             cache_update: finished.cache_update,
+            cookie: (!hs.cookie.is_empty()).then(|| hs.cookie.clone()),
         };
         self.phase = Phase::Established;
         let sent_last_flight = match self.config {

@@ -60,6 +60,9 @@ pub(super) struct PartialHello {
     reassembler: Reassembler,
 }
 
+/// Marks the inputs of a cookie bound to the client's address only (`reusable_cookies`).
+const REUSABLE_COOKIE_LABEL: &[u8] = b"fastshake reusable cookie";
+
 /// Bytes a dated cookie (adaptive policy) carries beyond the MAC: its issue time.
 const DATED_COOKIE_EXTRA: usize = 4;
 
@@ -244,7 +247,13 @@ impl Endpoint {
         };
         let (addr, n) = addr_bytes(&remote);
         let version = ch.version.to_be_bytes();
-        let inputs = ch.cookie_inputs(&version, &addr[..n]);
+        // A reusable cookie covers the address alone (and a label keeping the two kinds apart),
+        // so it verifies in the ClientHellos of later handshakes too.
+        let inputs: [&[u8]; 6] = if self.config.reusable_cookies {
+            [&addr[..n], &version[..], REUSABLE_COOKIE_LABEL, &[], &[], &[]]
+        } else {
+            ch.cookie_inputs(&version, &addr[..n])
+        };
         let verified = self.verify_cookie(now, ch.cookie, &inputs);
         let Some(cookie_age) = verified else {
             if !ch.cookie.is_empty() {
@@ -296,8 +305,10 @@ impl Endpoint {
                 _ => Vec::new(),
             },
             cached_rtt: self.adaptive().then(|| self.rtt_cache.get(remote.ip())).flatten(),
-            // The HelloVerifyRequest: a record header, a handshake header and the cookie.
+            // The HelloVerifyRequest: a record header, a handshake header and the cookie. A
+            // reusable cookie may come from an earlier handshake: its age is no round trip.
             cookie_rtt: cookie_age
+                .filter(|_| !self.config.reusable_cookies)
                 .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
             client_chain: self.take_cached_client_chain(&ch),
         };

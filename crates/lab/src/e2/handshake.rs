@@ -1,0 +1,292 @@
+//! Our real DTLS 1.2 handshake over a chain of MAC hops, in the variants E2 compares, with the
+//! retransmission timer as one parameter; means over seeds.
+
+use crate::mac_handshake::{self, MacHandshake};
+use crate::pki::{LabPki, WALL_CLOCK};
+use fastshake_dtls::{
+    CipherSuite, ClientAuth, ClientConfig, Connection, Endpoint, Instant, Mobility, RetransmitPolicy,
+    ServerConfig, TicketKeys,
+};
+use fastshake_sim::mac::MacConfig;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What is measured: one handshake, after whatever the variant needs first (an earlier
+/// handshake to resume, or to learn a cookie from), which is not measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Variant {
+    /// TLS_PSK_WITH_AES_128_CCM_8, tinyDTLS's settings (seed 002's runs).
+    Psk,
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8, both sides authenticated by a chain of three P-256
+    /// certificates (leaf and two intermediates sent), the lab's kept PKI.
+    EcdheEcdsa,
+    /// PSK, abbreviated handshake resuming the session of an earlier one by its RFC 5077 ticket.
+    Resumption,
+    /// PSK with a Connection ID (RFC 9146): the server issues a 4-byte CID.
+    Cid,
+    /// PSK, full handshake, the client sending the cookie an earlier exchange gave it in its
+    /// first ClientHello, so the HelloVerifyRequest round trip is skipped.
+    CachedCookie,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 5] =
+        [Variant::Psk, Variant::EcdheEcdsa, Variant::Resumption, Variant::Cid, Variant::CachedCookie];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Psk => "PSK",
+            Variant::EcdheEcdsa => "ECDHE-ECDSA",
+            Variant::Resumption => "PSK resumed (ticket)",
+            Variant::Cid => "PSK + CID",
+            Variant::CachedCookie => "PSK, cached cookie",
+        }
+    }
+}
+
+/// The DTLS retransmission timer of both ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Timer {
+    /// tinyDTLS's: 2 s, doubling on each timeout (seed 002).
+    Fixed2s,
+    /// From the measured round trip, never below `floor_ms`, doubling on loss.
+    Adaptive { floor_ms: u64 },
+}
+
+impl Timer {
+    /// The adaptive timer `lab e2` uses by default.
+    pub const ADAPTIVE: Timer = Timer::Adaptive { floor_ms: 100 };
+
+    pub fn name(self) -> String {
+        match self {
+            Timer::Fixed2s => "fixed 2 s".to_string(),
+            Timer::Adaptive { floor_ms } => format!("adaptive, floor {floor_ms} ms"),
+        }
+    }
+
+    /// Whether the DTLS engine of this build has the timer.
+    pub fn available(self) -> bool {
+        match self {
+            Timer::Fixed2s => true,
+            Timer::Adaptive { .. } => adaptive_timer_available(),
+        }
+    }
+}
+
+/// Whether the engine has `RetransmitPolicy::Adaptive` (it has since the adaptive timer landed;
+/// kept as a function so the experiment reads the same either way).
+fn adaptive_timer_available() -> bool {
+    true
+}
+
+/// Both ends start from tinyDTLS's 2 s; the adaptive policy then follows the measured round trip.
+fn apply_timer(timer: Timer, client: &mut ClientConfig, server: &mut ServerConfig) {
+    client.initial_retransmit = Duration::from_secs(2);
+    server.initial_retransmit = Duration::from_secs(2);
+    let policy = match timer {
+        Timer::Fixed2s => RetransmitPolicy::Fixed,
+        Timer::Adaptive { floor_ms } => RetransmitPolicy::Adaptive { floor: Duration::from_millis(floor_ms) },
+    };
+    client.retransmit = policy;
+    server.retransmit = policy;
+}
+
+/// The two ends' configurations for `variant`.
+pub fn configs(variant: Variant, timer: Timer, pki: &LabPki) -> (ClientConfig, ServerConfig) {
+    let (mut client, mut server) = match variant {
+        Variant::EcdheEcdsa => {
+            let mut client = ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()));
+            client.certified_key = Some(pki.client.clone());
+            client.wall_clock = Some(WALL_CLOCK);
+            client.suites = vec![CipherSuite::EcdheEcdsaWithAes128Ccm8];
+            let mut server = ServerConfig::certificate(pki.server.clone());
+            server.client_auth = ClientAuth::Require;
+            server.client_trust_anchors = Some(pki.anchors.clone());
+            server.wall_clock = Some(WALL_CLOCK);
+            server.suites = vec![CipherSuite::EcdheEcdsaWithAes128Ccm8];
+            (client, server)
+        }
+        _ => mac_handshake::tinydtls_psk(),
+    };
+    client.handshake_timeout = Duration::from_secs(3600);
+    server.handshake_timeout = Duration::from_secs(3600);
+    match variant {
+        Variant::Resumption => server.tickets = Some(TicketKeys::new(1, [0x7c; 16])),
+        Variant::CachedCookie => server.reusable_cookies = true,
+        Variant::Cid => {
+            client.mobility = Mobility { connection_id: Some(0), ..Mobility::default() };
+            server.mobility = Mobility { connection_id: Some(4), ..Mobility::default() };
+        }
+        _ => {}
+    }
+    apply_timer(timer, &mut client, &mut server);
+    (client, server)
+}
+
+fn seed_bytes(seed: u64, salt: u8) -> [u8; 32] {
+    let mut s = [salt; 32];
+    s[..8].copy_from_slice(&seed.to_le_bytes());
+    s
+}
+
+/// One measured handshake of `variant` over `hops` hops of `mac`.
+pub fn measure(
+    mac: &MacConfig,
+    hops: usize,
+    variant: Variant,
+    timer: Timer,
+    seed: u64,
+    pki: &LabPki,
+) -> anyhow::Result<MacHandshake> {
+    let (client_config, server_config) = configs(variant, timer, pki);
+    let client_config = Arc::new(client_config);
+    let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2));
+    let start = Instant::from_millis(1);
+    let server_addr = mac_handshake::server_addr();
+    if !matches!(variant, Variant::Resumption | Variant::CachedCookie) {
+        let mut client = Connection::client(client_config, start, server_addr, seed_bytes(seed, 1));
+        return mac_handshake::run(mac, hops, seed, start, &mut client, &mut server);
+    }
+    // A first handshake, not measured, gives the session (and the cookie) to reuse.
+    let mut first = Connection::client(client_config.clone(), start, server_addr, seed_bytes(seed, 1));
+    let earlier = mac_handshake::run(mac, hops, seed ^ 0x5eed, start, &mut first, &mut server)?;
+    anyhow::ensure!(earlier.completed, "the handshake before the measured one did not complete");
+    let summary = earlier.client_summary.clone();
+    // The measured one starts a second after the first ended, on the same server.
+    let start = earlier.end.unwrap_or(start) + Duration::from_secs(1);
+    let mut client = match variant {
+        Variant::Resumption => {
+            let session = summary.and_then(|s| s.session);
+            anyhow::ensure!(session.is_some(), "the server issued no session to resume");
+            Connection::client_with_session(client_config, start, server_addr, seed_bytes(seed, 3), session)
+        }
+        _ => {
+            let cookie = cached_cookie(summary.as_ref());
+            let mut config = (*client_config).clone();
+            apply_cookie(&mut config, cookie);
+            Connection::client(Arc::new(config), start, server_addr, seed_bytes(seed, 3))
+        }
+    };
+    mac_handshake::run(mac, hops, seed, start, &mut client, &mut server)
+}
+
+/// The cookie the server gave in an earlier exchange.
+fn cached_cookie(summary: Option<&fastshake_dtls::HandshakeSummary>) -> Option<Vec<u8>> {
+    summary.and_then(|s| s.cookie.clone())
+}
+
+fn apply_cookie(config: &mut ClientConfig, cookie: Option<Vec<u8>>) {
+    config.cookie = cookie;
+}
+
+/// Means of [`measure`] over seeds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Mean {
+    pub seeds: u64,
+    pub completed: u64,
+    pub duration_s: f64,
+    /// Half-width of the 95 % confidence interval of the mean duration.
+    pub duration_ci95_s: f64,
+    pub datagrams: f64,
+    pub dtls_bytes: f64,
+    pub data_frames: f64,
+    pub lost_datagrams: f64,
+    /// Flights resent by either side, and of those the spurious ones.
+    pub retransmissions: f64,
+    pub spurious_retransmissions: f64,
+    /// The client's radio energy (CC2520 at 2.8 V), mJ.
+    pub radio_mj: f64,
+    /// Seconds the client's radio was on.
+    pub radio_on_s: f64,
+}
+
+impl Mean {
+    pub fn over(runs: &[MacHandshake]) -> Mean {
+        let done: Vec<&MacHandshake> = runs.iter().filter(|r| r.completed).collect();
+        let n = done.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&MacHandshake) -> f64| done.iter().map(|r| f(r)).sum::<f64>() / n;
+        let duration_s = mean(&|r| r.duration_s);
+        let var = if done.len() > 1 {
+            done.iter().map(|r| (r.duration_s - duration_s).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        Mean {
+            seeds: runs.len() as u64,
+            completed: done.len() as u64,
+            duration_s,
+            duration_ci95_s: 1.96 * (var / n).sqrt(),
+            datagrams: mean(&|r| r.datagrams as f64),
+            dtls_bytes: mean(&|r| r.dtls_bytes as f64),
+            data_frames: mean(&|r| r.data_frames as f64),
+            lost_datagrams: mean(&|r| r.lost_datagrams as f64),
+            retransmissions: mean(&|r| f64::from(r.client_retransmissions + r.server_retransmissions)),
+            spurious_retransmissions: mean(&|r| f64::from(r.spurious_retransmissions)),
+            radio_mj: mean(&|r| r.client_energy_mj),
+            radio_on_s: mean(&|r| r.client_radio_on_s),
+        }
+    }
+
+    /// Whether every seed completed.
+    pub fn all_completed(&self) -> bool {
+        self.completed == self.seeds
+    }
+}
+
+/// [`measure`] over `seeds`, averaged.
+pub fn mean(
+    mac: &MacConfig,
+    hops: usize,
+    variant: Variant,
+    timer: Timer,
+    seeds: u64,
+    pki: &LabPki,
+) -> anyhow::Result<Mean> {
+    let runs = (0..seeds)
+        .map(|seed| measure(mac, hops, variant, timer, seed, pki))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Mean::over(&runs))
+}
+
+/// The same configuration with both timers: the default (adaptive when the engine has it) and
+/// the fixed 2 s of tinyDTLS.
+#[derive(Clone, Debug, Serialize)]
+pub struct BothTimers {
+    /// The timer of `adaptive`'s rows (fixed when this build has no adaptive timer).
+    pub adaptive_timer: Timer,
+    pub adaptive: Option<Mean>,
+    pub fixed: Mean,
+}
+
+impl BothTimers {
+    /// The row's headline figure: adaptive if measured, else fixed.
+    pub fn main(&self) -> &Mean {
+        self.adaptive.as_ref().unwrap_or(&self.fixed)
+    }
+
+    /// The timer of [`Self::main`].
+    pub fn main_timer(&self) -> Timer {
+        if self.adaptive.is_some() {
+            self.adaptive_timer
+        } else {
+            Timer::Fixed2s
+        }
+    }
+}
+
+pub fn both_timers(
+    mac: &MacConfig,
+    hops: usize,
+    variant: Variant,
+    seeds: u64,
+    pki: &LabPki,
+) -> anyhow::Result<BothTimers> {
+    let fixed = mean(mac, hops, variant, Timer::Fixed2s, seeds, pki)?;
+    let adaptive = if Timer::ADAPTIVE.available() {
+        Some(mean(mac, hops, variant, Timer::ADAPTIVE, seeds, pki)?)
+    } else {
+        None
+    };
+    Ok(BothTimers { adaptive_timer: Timer::ADAPTIVE, adaptive, fixed })
+}

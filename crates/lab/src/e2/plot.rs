@@ -1,0 +1,170 @@
+//! SVG figures beside the paper's: X-MAC duration and energy against CI (Fig. 2), beacon-mode
+//! duration against BI (Fig. 3), TSCH paper against simulated (Tables I/II).
+
+use super::{tsch, xmac, Report};
+use plotters::prelude::*;
+use std::path::Path;
+
+const COLORS: [RGBColor; 4] = [BLUE, RED, GREEN, MAGENTA];
+
+pub fn all(r: &Report, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    xmac_figure(r, &dir.join("e2-xmac-duration.svg"), "handshake duration, s", |row| {
+        row.handshake.fixed.duration_s
+    })?;
+    xmac_figure(r, &dir.join("e2-xmac-energy.svg"), "client energy (radio + MCU), mJ", |row| {
+        row.energy_fixed.total_mj()
+    })?;
+    beacon_figure(r, &dir.join("e2-beacon-duration.svg"))?;
+    tsch_figure(&r.tsch, &dir.join("e2-tsch.svg"))?;
+    Ok(())
+}
+
+/// A line per (PDR, hops) against CI, log-log, with the paper's ranges as dashed bounds.
+fn xmac_figure(r: &Report, path: &Path, y_desc: &str, y: impl Fn(&xmac::Row) -> f64) -> anyhow::Result<()> {
+    let rows = &r.xmac.rows;
+    let ys: Vec<f64> = rows.iter().map(&y).collect();
+    let ymax = ys.iter().copied().fold(1.0, f64::max) * 1.5;
+    let ymin = ys.iter().copied().fold(f64::INFINITY, f64::min).min(1.0) * 0.7;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("X-MAC, our PSK handshake, fixed 2 s timer: {y_desc}"), ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(50)
+        .y_label_area_size(60)
+        .build_cartesian_2d((100.0f64..5000.0).log_scale(), (ymin..ymax).log_scale())?;
+    chart.configure_mesh().x_desc("check interval, ms").y_desc(y_desc).draw()?;
+    let (lo, hi, anchor) = if y_desc.contains("energy") {
+        (10.0, 200.0, Some(xmac::PAPER_MJ_AT_500))
+    } else {
+        (1.0, 50.0, None)
+    };
+    for bound in [lo, hi] {
+        chart
+            .draw_series(DashedLineSeries::new(vec![(100.0, bound), (5000.0, bound)], 6, 4, BLACK.into()))?
+            .label(format!("paper's range {lo}-{hi}"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    }
+    if let Some(a) = anchor {
+        chart
+            .draw_series([Cross::new((500.0, a), 8, BLACK.stroke_width(2))])?
+            .label(format!("paper: {a} mJ at CI 500 ms"))
+            .legend(|(x, y)| Cross::new((x + 10, y), 5, BLACK.stroke_width(2)));
+    }
+    for (pi, &pdr) in xmac::PDRS.iter().enumerate() {
+        for (hi_, &hops) in xmac::HOPS.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|row| row.pdr == pdr && row.hops == hops)
+                .map(|row| (row.check_interval_ms, y(row)))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let color = COLORS[hi_ % COLORS.len()];
+            let style = if pi == 0 { color.stroke_width(2) } else { color.stroke_width(1) };
+            chart
+                .draw_series(LineSeries::new(pts, style))?
+                .label(format!("PDR {:.0} %, {hops} hop(s)", pdr * 100.0))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        }
+    }
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn beacon_figure(r: &Report, path: &Path) -> anyhow::Result<()> {
+    let rows = &r.beacon.rows;
+    let ymax = rows.iter().map(|row| row.handshake.fixed.duration_s).fold(40.0, f64::max) * 1.1;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Beacon-enabled 802.15.4, our PSK handshake, fixed 2 s timer", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(50)
+        .y_label_area_size(60)
+        .build_cartesian_2d((200.0f64..5000.0).log_scale(), 0.0..ymax)?;
+    chart.configure_mesh().x_desc("beacon interval, ms").y_desc("handshake duration, s").draw()?;
+    for (bound, label) in
+        [(1.88, "paper 1.88 s"), (16.6, "paper 16.6 s"), (35.0, "paper 35 s at BI about 4 s")]
+    {
+        chart
+            .draw_series(DashedLineSeries::new(vec![(200.0, bound), (5000.0, bound)], 6, 4, BLACK.into()))?
+            .label(label)
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    }
+    for (si, &so) in super::beacon::SUPERFRAME_ORDERS.iter().enumerate() {
+        for &hops in &[1usize, 4] {
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|row| row.superframe_order == so && row.hops == hops)
+                .map(|row| (row.bi_ms, row.handshake.fixed.duration_s))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let color = COLORS[si % COLORS.len()];
+            let style = if hops == 1 { color.stroke_width(2) } else { color.stroke_width(1) };
+            chart
+                .draw_series(LineSeries::new(pts, style))?
+                .label(format!("CAP {:.1} ms, {hops} hop(s)", super::beacon::order_ms(so)))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        }
+    }
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn tsch_figure(s: &tsch::Section, path: &Path) -> anyhow::Result<()> {
+    let rows: Vec<&tsch::TableRow> = s.rows.iter().filter(|row| row.paper_is_table).collect();
+    let n = rows.len();
+    let root = SVGBackend::new(path, (1100, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("TSCH handshake duration: paper (Tables I, II) vs simulated", ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(70)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (1.0f64..500.0f64).log_scale())?;
+    let labels: Vec<String> = rows.iter().map(|row| format!("L{} C{} H{}", row.l, row.c, row.h)).collect();
+    chart
+        .configure_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("handshake duration, s")
+        .draw()?;
+    let at = |l: u32, c: u32, h: usize| rows.iter().position(|row| row.l == l && row.c == c && row.h == h);
+    let paper: Vec<(f64, f64)> = rows.iter().enumerate().map(|(i, row)| (i as f64, row.paper_s)).collect();
+    let sim: Vec<(f64, f64)> =
+        rows.iter().enumerate().map(|(i, row)| (i as f64, row.simulated.mean_latency_s)).collect();
+    let real: Vec<(f64, f64)> = s
+        .real
+        .iter()
+        .filter_map(|r| at(r.l, r.c, r.h).map(|i| (i as f64, r.handshake.main().duration_s)))
+        .collect();
+    chart
+        .draw_series(paper.iter().map(|&p| Cross::new(p, 7, BLUE.stroke_width(2))))?
+        .label("paper (Tables I, II)")
+        .legend(|(x, y)| Cross::new((x + 10, y), 5, BLUE.stroke_width(2)));
+    chart
+        .draw_series(sim.iter().map(|&p| Circle::new(p, 5, RED.stroke_width(2))))?
+        .label(format!("simulated, 10 frames, mean of {} seeds", s.table_seeds))
+        .legend(|(x, y)| Circle::new((x + 10, y), 4, RED.stroke_width(2)));
+    chart
+        .draw_series(real.iter().map(|&p| TriangleMarker::new(p, 6, GREEN.stroke_width(2))))?
+        .label(format!("our real handshake, mean of {} seeds", s.real_seeds))
+        .legend(|(x, y)| TriangleMarker::new((x + 10, y), 5, GREEN.stroke_width(2)));
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(())
+}

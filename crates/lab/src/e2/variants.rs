@@ -1,0 +1,111 @@
+//! Variants seed 002 did not run, on its links: ECDHE-ECDSA beside PSK, resumption by ticket,
+//! a Connection ID, and a cached cookie.
+
+use super::energy::ClientEnergy;
+use super::handshake::{self, BothTimers, Variant};
+use super::{beacon, tsch, xmac, Options};
+use crate::pki::LabPki;
+use fastshake_sim::mac::MacConfig;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub link: String,
+    pub hops: usize,
+    pub variant: &'static str,
+    pub handshake: BothTimers,
+    /// The headline timer's client energy (radio + MCU as in [`super::energy`]).
+    pub energy: ClientEnergy,
+    /// Duration against PSK on the same link and timer, percent.
+    pub duration_vs_psk_percent: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Section {
+    pub seeds: u64,
+    pub rows: Vec<Row>,
+}
+
+pub fn links() -> Vec<(String, MacConfig, usize)> {
+    vec![
+        ("X-MAC CI 500 ms".to_string(), xmac::config(500.0, 1.0, true), 1),
+        ("X-MAC CI 500 ms".to_string(), xmac::config(500.0, 1.0, true), 3),
+        ("beacon BO 6 SO 2".to_string(), beacon::config(6, 2), 1),
+        ("TSCH L 101 C 1".to_string(), tsch::config(101, 1, 1.0), 1),
+        ("TSCH L 101 C 1".to_string(), tsch::config(101, 1, 1.0), 3),
+    ]
+}
+
+pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
+    let mut rows = Vec::new();
+    for (link, mac, hops) in links() {
+        if options.hops(&[hops]).is_empty() {
+            continue;
+        }
+        let mut psk_duration = None;
+        for variant in Variant::ALL {
+            let hs = handshake::both_timers(&mac, hops, variant, options.seeds, pki)?;
+            let m = hs.main();
+            let base = *psk_duration.get_or_insert(m.duration_s);
+            rows.push(Row {
+                link: link.clone(),
+                hops,
+                variant: variant.name(),
+                energy: ClientEnergy::new(m.radio_mj, m.radio_on_s, m.duration_s),
+                duration_vs_psk_percent: (m.duration_s / base - 1.0) * 100.0,
+                handshake: hs,
+            });
+        }
+    }
+    Ok(Section { seeds: options.seeds, rows })
+}
+
+pub fn print(s: &Section) {
+    let timer = s.rows.first().map_or("-".to_string(), |r| r.handshake.main_timer().name());
+    println!(
+        "== Variants the paper did not run, on its links (PDR 100 %), mean over {} seeds, {timer}",
+        s.seeds
+    );
+    println!(
+        "ECDHE-ECDSA: both sides send a 3-certificate P-256 chain (leaf + 2 intermediates). Resumption: abbreviated\n\
+         handshake with the ticket of an earlier one. CID: the server issues a 4-byte Connection ID. Cached cookie:\n\
+         the client sends the cookie of an earlier exchange in its first ClientHello (no HelloVerifyRequest)."
+    );
+    println!(
+        "{:<17} {:>2} {:<21} | {:>8} {:>7} {:>6} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>6} {:>8}",
+        "link",
+        "H",
+        "variant",
+        "s",
+        "vs PSK",
+        "spur.",
+        "datagr",
+        "DTLS B",
+        "frames",
+        "radio mJ",
+        "MCU mJ",
+        "done",
+        "fixed s"
+    );
+    for r in &s.rows {
+        let m = r.handshake.main();
+        println!(
+            "{:<17} {:>2} {:<21} | {:>8.3} {:>+6.0}% {:>6.2} {:>7.1} {:>7.0} {:>7.1} | {:>8.2} {:>7.2} {:>3}/{:<3} {:>8.3}",
+            r.link,
+            r.hops,
+            r.variant,
+            m.duration_s,
+            r.duration_vs_psk_percent,
+            m.spurious_retransmissions,
+            m.datagrams,
+            m.dtls_bytes,
+            m.data_frames,
+            r.energy.radio_mj,
+            r.energy.mcu_mj,
+            m.completed,
+            m.seeds,
+            r.handshake.fixed.duration_s,
+        );
+    }
+    println!();
+}

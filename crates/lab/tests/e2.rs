@@ -1,0 +1,169 @@
+//! Experiment E2 through its library entry, with few seeds and hops: the behaviour that must
+//! hold whatever the exact figures (durations grow with CI, BI and hops; losses slow the
+//! handshake; every handshake completes; 29 bytes per CCM-8 record), never the paper's times.
+
+use fastshake_lab::e2::{self, handshake::Timer, Options, Report};
+use std::sync::OnceLock;
+
+fn report() -> &'static Report {
+    static REPORT: OnceLock<Report> = OnceLock::new();
+    REPORT.get_or_init(|| {
+        e2::experiment(&Options { seeds: 4, max_hops: 2, quick: true }).expect("the experiment runs")
+    })
+}
+
+#[test]
+fn every_handshake_completes() {
+    let r = report();
+    let means = r
+        .xmac
+        .rows
+        .iter()
+        .map(|row| &row.handshake)
+        .chain(r.beacon.rows.iter().map(|row| &row.handshake))
+        .chain(r.tsch.real.iter().map(|row| &row.handshake))
+        .chain(r.tsch.beacon_equivalents.iter().map(|row| &row.real))
+        .chain(r.variants.rows.iter().map(|row| &row.handshake))
+        .flat_map(|both| std::iter::once(&both.fixed).chain(both.adaptive.as_ref()));
+    let mut n = 0;
+    for m in means {
+        assert!(m.seeds == 4 && m.all_completed(), "{m:?}");
+        assert!(m.duration_s > 0.0 && m.datagrams >= 4.0);
+        n += 1;
+    }
+    // X-MAC 6 CI x 2 PDR x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH L 101 at C 1-3 and C 1 over
+    // 2 hops, the 3 beacon equivalents, 5 variants on the 3 links of at most 2 hops; both timers
+    // when the engine has the adaptive one.
+    let timers = if Timer::ADAPTIVE.available() { 2 } else { 1 };
+    assert_eq!(n, (24 + 30 + 4 + 3 + 15) * timers);
+}
+
+#[test]
+fn xmac_duration_grows_with_check_interval_and_hops_and_losses() {
+    let rows = &report().xmac.rows;
+    let at = |ci: f64, pdr: f64, hops: usize| {
+        rows.iter()
+            .find(|r| r.check_interval_ms == ci && r.pdr == pdr && r.hops == hops)
+            .unwrap_or_else(|| panic!("row CI {ci} PDR {pdr} H {hops}"))
+    };
+    for pair in e2::xmac::CHECK_INTERVALS_MS.windows(2) {
+        for hops in [1, 2] {
+            let (a, b) = (at(pair[0], 1.0, hops), at(pair[1], 1.0, hops));
+            assert!(b.handshake.fixed.duration_s > a.handshake.fixed.duration_s, "CI {pair:?}, {hops} hops");
+        }
+    }
+    let (mut lossy, mut clean) = (0.0, 0.0);
+    for &ci in &e2::xmac::CHECK_INTERVALS_MS {
+        assert!(at(ci, 1.0, 2).handshake.fixed.duration_s > at(ci, 1.0, 1).handshake.fixed.duration_s);
+        assert_eq!(at(ci, 1.0, 1).handshake.fixed.lost_datagrams, 0.0, "PDR 100 % loses nothing");
+        lossy += at(ci, 0.9, 1).handshake.fixed.duration_s;
+        clean += at(ci, 1.0, 1).handshake.fixed.duration_s;
+        assert!(at(ci, 0.9, 1).handshake.fixed.lost_datagrams > 0.0);
+    }
+    assert!(lossy > clean, "PDR 90 % is slower: {lossy} vs {clean}");
+    // The energy split: the MCU's share is there, and smaller than the radio's.
+    let e = at(500.0, 1.0, 1).energy_fixed;
+    assert!(e.mcu_mj > 0.0 && e.mcu_mj < e.radio_mj);
+    // The encounter optimization saves the client's radio energy.
+    assert!(at(500.0, 1.0, 1).radio_mj_unlocked.unwrap() > e.radio_mj);
+}
+
+#[test]
+fn beacon_duration_grows_with_beacon_interval_and_hops() {
+    let rows = &report().beacon.rows;
+    let at = |bo: u8, so: u8, hops: usize| {
+        rows.iter()
+            .find(|r| r.beacon_order == bo && r.superframe_order == so && r.hops == hops)
+            .unwrap_or_else(|| panic!("row BO {bo} SO {so} H {hops}"))
+            .handshake
+            .fixed
+            .duration_s
+    };
+    for &so in &e2::beacon::SUPERFRAME_ORDERS {
+        assert!(at(8, so, 1) > at(4, so, 1), "SO {so}");
+        for &bo in &e2::beacon::BEACON_ORDERS {
+            assert!(at(bo, so, 2) > at(bo, so, 1), "BO {bo} SO {so}");
+        }
+    }
+}
+
+#[test]
+fn tsch_more_cells_shorten_the_handshake() {
+    let s = &report().tsch;
+    let table =
+        |c: u32| s.rows.iter().find(|r| r.l == 101 && r.c == c && r.h == 1 && r.paper_is_table).unwrap();
+    assert!(table(3).simulated.mean_latency_s < table(1).simulated.mean_latency_s);
+    let real = |c: u32| s.real.iter().find(|r| r.l == 101 && r.c == c && r.h == 1).unwrap();
+    assert!(real(3).handshake.fixed.duration_s < real(1).handshake.fixed.duration_s);
+    // quick: no L = 1001 rows of our handshake; none beyond max_hops.
+    assert!(s.real.iter().all(|r| r.l == 101 && r.h <= 2));
+}
+
+#[test]
+fn ccm8_records_cost_29_bytes() {
+    let rows = &report().overhead.rows;
+    assert!(rows.len() >= 6);
+    for r in rows {
+        assert!(r.nonce_is_sequence, "{r:?}");
+        assert_eq!((r.header, r.explicit_nonce, r.tag), (13, 8, 8), "{r:?}");
+        assert_eq!(r.datagram, r.payload + r.overhead);
+        if r.cid == 0 {
+            assert_eq!(r.overhead, 29, "{r:?}");
+        } else {
+            // RFC 9146: the CID in the header and the inner content type.
+            assert_eq!(r.overhead, 29 + r.cid + 1, "{r:?}");
+        }
+    }
+}
+
+#[test]
+fn variants_differ_as_their_messages_do() {
+    let rows = &report().variants.rows;
+    let on = |link: &str, hops: usize, variant: &str| {
+        &rows
+            .iter()
+            .find(|r| r.link == link && r.hops == hops && r.variant == variant)
+            .unwrap()
+            .handshake
+            .fixed
+    };
+    // One X-MAC hop at PDR 100 %: no timer fires, so the datagrams are the flights' own.
+    let link = "X-MAC CI 500 ms";
+    let psk = on(link, 1, "PSK");
+    assert_eq!((psk.datagrams, psk.retransmissions), (6.0, 0.0));
+    assert_eq!(on(link, 1, "PSK, cached cookie").datagrams, 4.0, "no HelloVerifyRequest round trip");
+    assert!(on(link, 1, "PSK, cached cookie").duration_s < psk.duration_s);
+    assert_eq!(on(link, 1, "PSK resumed (ticket)").datagrams, 5.0, "abbreviated handshake");
+    assert!(on(link, 1, "ECDHE-ECDSA").dtls_bytes > 5.0 * psk.dtls_bytes);
+    assert!(on(link, 1, "PSK + CID").dtls_bytes > psk.dtls_bytes);
+}
+
+#[test]
+fn every_claim_has_a_verdict_and_every_difference_a_reason() {
+    let r = report();
+    for claims in [&r.xmac.claims, &r.beacon.claims] {
+        assert!(claims.len() >= 4);
+        for c in claims.iter() {
+            assert!(!c.paper.is_empty() && !c.ours.is_empty());
+            let differs = c.verdict == e2::claims::Verdict::Differs;
+            assert_eq!(differs, !c.why.is_empty(), "{c:?}");
+        }
+    }
+    for row in &r.tsch.real {
+        assert_eq!(row.diff_percent.abs() > 25.0, !row.why.is_empty(), "{row:?}");
+    }
+}
+
+#[test]
+fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() {
+    let r = report();
+    assert!(r.adaptive_timer_available && Timer::ADAPTIVE.available());
+    // L = 101, C = 1: a hop takes about half a second per frame, so tinyDTLS's 2 s timer fires
+    // mid-schedule; the measured round trip keeps the adaptive one from doing so as often.
+    for row in r.tsch.real.iter().filter(|row| row.l == 101 && row.c == 1) {
+        let adaptive = row.handshake.adaptive.as_ref().expect("measured with both timers");
+        let fixed = &row.handshake.fixed;
+        assert!(fixed.spurious_retransmissions > 0.0, "H {}", row.h);
+        assert!(adaptive.spurious_retransmissions < fixed.spurious_retransmissions, "H {}", row.h);
+    }
+}
