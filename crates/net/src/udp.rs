@@ -118,6 +118,11 @@ impl DatagramSocket {
         self.io.readable().await
     }
 
+    /// [`DatagramSocket::readable`] as a poll, to wait on several sockets at once.
+    pub fn poll_readable(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        self.io.poll_recv_ready(cx)
+    }
+
     /// Reads what is waiting without blocking (one batch, or up to a few single datagrams) and
     /// hands each datagram to `each` with its source. Returns how many there were (0: none).
     pub fn try_recv(&mut self, mut each: impl FnMut(SocketAddr, &mut [u8])) -> io::Result<usize> {
@@ -165,12 +170,18 @@ impl DatagramSocket {
 
     /// Sends one datagram to `dst`.
     pub async fn send_to(&self, payload: &[u8], dst: SocketAddr) -> io::Result<()> {
-        self.send_segments(payload, payload.len().max(1), dst).await
+        loop {
+            match self.try_send_segments(payload, payload.len().max(1), dst) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.io.writable().await?,
+                other => return other,
+            }
+        }
     }
 
     /// Sends `payload`, the datagrams of `segment` bytes each (the last may be shorter) laid end
-    /// to end, to `dst`: one system call with GSO, else one per datagram.
-    pub async fn send_segments(&self, payload: &[u8], segment: usize, dst: SocketAddr) -> io::Result<()> {
+    /// to end, to `dst` without blocking: one system call with GSO, else one per datagram.
+    /// `WouldBlock` means nothing was sent.
+    fn try_send_segments(&self, payload: &[u8], segment: usize, dst: SocketAddr) -> io::Result<()> {
         match &self.batch {
             Some(state) if payload.len() <= segment || state.max_gso_segments() > 1 => {
                 let transmit = quinn_udp::Transmit {
@@ -180,11 +191,18 @@ impl DatagramSocket {
                     segment_size: (payload.len() > segment).then_some(segment),
                     src_ip: None,
                 };
-                self.io.async_io(Interest::WRITABLE, || state.try_send((&self.io).into(), &transmit)).await
+                self.io.try_io(Interest::WRITABLE, || state.try_send((&self.io).into(), &transmit))
             }
             _ => {
-                for datagram in payload.chunks(segment.max(1)) {
-                    self.io.send_to(datagram, dst).await?;
+                // A run longer than a datagram forms only with GSO (`SendQueue::push`); should the
+                // kernel have refused GSO since, its datagrams go one by one, and a full buffer
+                // past the first loses the rest, as on any UDP path.
+                let mut datagrams = payload.chunks(segment.max(1));
+                if let Some(first) = datagrams.next() {
+                    self.io.try_send_to(first, dst)?;
+                }
+                for datagram in datagrams {
+                    let _ = self.io.try_send_to(datagram, dst);
                 }
                 Ok(())
             }
@@ -202,7 +220,7 @@ pub(crate) fn is_icmp_error(error: &io::Error) -> bool {
 /// become one GSO send.
 #[derive(Default)]
 pub struct SendQueue {
-    runs: Vec<Run>,
+    runs: std::collections::VecDeque<Run>,
 }
 
 struct Run {
@@ -217,7 +235,7 @@ impl SendQueue {
     /// Queues one datagram, joining the previous run when GSO could carry both together.
     pub fn push(&mut self, socket: &DatagramSocket, dst: SocketAddr, payload: &[u8]) {
         let max_segments = socket.max_send_segments();
-        if let Some(run) = self.runs.last_mut() {
+        if let Some(run) = self.runs.back_mut() {
             let joins = max_segments > 1
                 && !run.closed
                 && run.dst == dst
@@ -230,19 +248,35 @@ impl SendQueue {
                 return;
             }
         }
-        self.runs.push(Run { dst, segment: payload.len().max(1), bytes: payload.to_vec(), closed: false });
+        self.runs.push_back(Run {
+            dst,
+            segment: payload.len().max(1),
+            bytes: payload.to_vec(),
+            closed: false,
+        });
     }
 
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }
 
-    /// Sends everything queued. A datagram that cannot be sent is a lost datagram (the engines'
-    /// timers cope), so errors are dropped, as on any UDP path.
-    pub async fn flush(&mut self, socket: &DatagramSocket) {
-        for run in self.runs.drain(..) {
-            let _ = socket.send_segments(&run.bytes, run.segment, run.dst).await;
+    /// Sends everything queued; returns how many datagrams the kernel refused. A datagram that
+    /// cannot be sent is a lost datagram (the engines' timers cope), as on any UDP path.
+    /// Cancel-safe: a run leaves the queue only once sent (or refused).
+    pub async fn flush(&mut self, socket: &DatagramSocket) -> io::Result<u64> {
+        let mut refused = 0;
+        while let Some(run) = self.runs.front() {
+            match socket.try_send_segments(&run.bytes, run.segment, run.dst) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    socket.io.writable().await?;
+                    continue;
+                }
+                Ok(()) => {}
+                Err(_) => refused += run.bytes.len().div_ceil(run.segment) as u64,
+            }
+            self.runs.pop_front();
         }
+        Ok(refused)
     }
 }
 
@@ -284,7 +318,7 @@ mod tests {
             } else {
                 assert_eq!(runs, datagrams.len());
             }
-            queue.flush(&client).await;
+            assert_eq!(queue.flush(&client).await.unwrap(), 0);
             let got = receive_all(&mut server, datagrams.len()).await;
             let from = client.local_addr().unwrap();
             assert!(got.iter().all(|(src, _)| *src == from));
@@ -294,7 +328,8 @@ mod tests {
 
     #[tokio::test]
     async fn shared_sockets_listen_on_one_port() {
-        let first = DatagramSocket::bind_shared(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), BatchIo::On).unwrap();
+        let first =
+            DatagramSocket::bind_shared(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), BatchIo::On).unwrap();
         let addr = first.local_addr().unwrap();
         let second = DatagramSocket::bind_shared(addr, BatchIo::Off).unwrap();
         assert_eq!(second.local_addr().unwrap(), addr);
