@@ -975,6 +975,7 @@ impl fmt::Display for SessionHandle {
 enum ServerCommand {
     Send(ConnectionHandle, Vec<u8>),
     Close(ConnectionHandle),
+    Stats(oneshot::Sender<WorkerStats>),
     Shutdown,
 }
 
@@ -1151,6 +1152,17 @@ impl ServerController {
     /// Closes connection `handle` with close_notify.
     pub fn close(&self, handle: SessionHandle) -> Result<(), DriverError> {
         self.to_worker(handle, ServerCommand::Close(handle.connection))
+    }
+
+    /// Every worker's counters now.
+    pub async fn stats(&self) -> Result<ServerStats, DriverError> {
+        let mut stats = ServerStats::default();
+        for worker in self.commands.iter() {
+            let (tx, rx) = oneshot::channel();
+            worker.send(ServerCommand::Stats(tx)).map_err(|_| DriverError::TaskStopped)?;
+            stats.workers.push(rx.await.map_err(|_| DriverError::TaskStopped)?);
+        }
+        Ok(stats)
     }
 }
 
@@ -1475,6 +1487,9 @@ async fn run_server(
                     let _ = endpoint.send(handle, &data);
                 }
                 Some(ServerCommand::Close(handle)) => endpoint.close(handle),
+                Some(ServerCommand::Stats(reply)) => {
+                    let _ = reply.send(WorkerStats { endpoint: endpoint.stats(), ..driver.stats.clone() });
+                }
                 Some(ServerCommand::Shutdown) | None => {
                     commands_open = false;
                     for &h in driver.remotes.keys() {
