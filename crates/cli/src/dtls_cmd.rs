@@ -127,8 +127,10 @@ pub struct ServerArgs {
     /// reaches the wrong worker (the client moved) is passed to the right one. Limits
     /// (--max-connections, --max-sessions) and the session-ID cache are per worker: a client
     /// resuming by session ID from a new port may meet another worker and get a full handshake
-    /// (tickets work on every worker). Default: the number of cores, or 1 with --max-sessions.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=255))]
+    /// (tickets work on every worker, until their keys rotate: each worker rotates its own).
+    /// Default 1 while session IDs and key rotation are per worker; `--workers 0` takes one
+    /// worker per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
     workers: Option<u16>,
     /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
     /// system call.
@@ -397,10 +399,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         None => None,
     };
     let workers = match args.workers {
+        Some(0) => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
         Some(n) => usize::from(n),
-        // A slot limit is one table: keep it whole unless asked otherwise.
-        None if args.max_sessions.is_some() => 1,
-        None => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
+        None => 1,
     };
     let options = ServerOptions {
         trace: common.trace("server"),

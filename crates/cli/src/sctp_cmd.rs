@@ -91,8 +91,8 @@ pub struct ServerArgs {
     /// Serve with N workers, each a thread with its own socket on --listen (SO_REUSEPORT: the
     /// kernel spreads peers by address and port) and its own associations. A multihomed peer's
     /// second path may reach another worker, which does not know the association: use 1 worker
-    /// for multihomed peers. Default: the number of cores.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=255))]
+    /// for multihomed peers. Default 1; `--workers 0` takes one worker per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
     workers: Option<u16>,
     /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
     /// system call.
@@ -212,7 +212,11 @@ fn write_stdout(data: &[u8]) -> anyhow::Result<()> {
 }
 
 fn server_workers(args: &ServerArgs) -> usize {
-    args.workers.map_or_else(crate::dtls_cmd::default_workers, usize::from).clamp(1, 255)
+    match args.workers {
+        Some(0) => crate::dtls_cmd::default_workers().clamp(1, 255),
+        Some(n) => usize::from(n),
+        None => 1,
+    }
 }
 
 async fn server(args: ServerArgs) -> anyhow::Result<()> {
