@@ -20,6 +20,7 @@ use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
     DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
 };
+use fastshake_net::udp::BatchIo;
 use fastshake_net::Clock;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
@@ -136,8 +137,27 @@ pub struct ServerArgs {
     /// if it has one, closes with it). Default: 300.
     #[arg(long, value_name = "SECS")]
     idle_timeout: Option<f64>,
+    /// Serve with N workers, each a thread with its own socket on --listen (SO_REUSEPORT: the
+    /// kernel spreads clients by address and port) and its own sessions; a CID record that
+    /// reaches the wrong worker (the client moved) is passed to the right one. Limits
+    /// (--max-connections, --max-sessions) and the session-ID cache are per worker: a client
+    /// resuming by session ID from a new port may meet another worker and get a full handshake
+    /// (tickets work on every worker, until their keys rotate: each worker rotates its own).
+    /// Default 1 while session IDs and key rotation are per worker; `--workers 0` takes one
+    /// worker per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
+    workers: Option<u16>,
+    /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
+    /// system call.
+    #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
+    batch: BatchIo,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// The number of cores this process may use (1 if unknown).
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 #[derive(clap::Args, Debug)]
@@ -422,16 +442,32 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let workers = match args.workers {
+        Some(0) => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
+        Some(n) => usize::from(n),
+        None => 1,
+    };
     let options = ServerOptions {
         trace: common.trace("server"),
         mobility: args.mobility,
         idle_timeout,
+        workers,
+        batch: args.batch,
         ..ServerOptions::default()
     };
     // The driver pins the wall clock when it starts; validate as it will run.
     let wall_clock = Some(Clock::new().wall_clock());
     ServerConfig { wall_clock, ..config.clone() }.validate().context("unusable server configuration")?;
-    runtime()?.block_on(serve(args.listen, Arc::new(config), options, args.echo, banner))
+    let runtime = if workers > 1 {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?
+    } else {
+        runtime()?
+    };
+    runtime.block_on(serve(args.listen, Arc::new(config), options, args.echo, banner))
 }
 
 async fn serve(
@@ -446,8 +482,11 @@ async fn serve(
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     // The banner of a standard server stays as it always was.
-    let mobility_text =
+    let mut mobility_text =
         if mobility == MobilityMode::Standard { String::new() } else { format!(", mobility {mobility}") };
+    if server.workers() > 1 {
+        mobility_text.push_str(&format!(", {} workers", server.workers()));
+    }
     say!("fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})", server.local_addr());
     let controller = server.controller();
     let mut terminate = terminate_signal()?;
@@ -501,7 +540,8 @@ async fn serve(
         }
     }
     say!("fastshake server: shutting down, closing every session");
-    server.shutdown().await.context("the server stopped with an error")?;
+    let stats = server.shutdown().await.context("the server stopped with an error")?;
+    say!("fastshake server: {}", stats.summary_line());
     Ok(())
 }
 

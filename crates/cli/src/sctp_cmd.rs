@@ -17,7 +17,8 @@
 
 use crate::say::say;
 use anyhow::{bail, Context};
-use fastshake_net::sctp::{SctpDriver, UDP_ENCAPSULATION_PORT};
+use fastshake_net::sctp::{DriverStats, SctpDriver, UDP_ENCAPSULATION_PORT};
+use fastshake_net::udp::BatchIo;
 use fastshake_sctp::{
     AssociationHandle, AssociationStats, Config, ConnectOptions, Event, HandshakeKind, HandshakeMode, Message,
 };
@@ -25,9 +26,12 @@ use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 #[derive(clap::Args)]
 pub struct SctpArgs {
@@ -81,9 +85,19 @@ pub struct ServerArgs {
     /// Send every message back on the stream it came on.
     #[arg(long)]
     echo: bool,
-    /// Exit after this many associations have ended.
+    /// Exit after this many associations have ended (over every worker).
     #[arg(long)]
     exit_after: Option<u64>,
+    /// Serve with N workers, each a thread with its own socket on --listen (SO_REUSEPORT: the
+    /// kernel spreads peers by address and port) and its own associations. A multihomed peer's
+    /// second path may reach another worker, which does not know the association: use 1 worker
+    /// for multihomed peers. Default 1; `--workers 0` takes one worker per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
+    workers: Option<u16>,
+    /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
+    /// system call.
+    #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
+    batch: BatchIo,
 }
 
 #[derive(clap::Args)]
@@ -135,7 +149,13 @@ pub struct ClientArgs {
 }
 
 pub fn run(args: SctpArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = match &args.role {
+        Role::Server(a) if server_workers(a) > 1 => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(server_workers(a))
+            .enable_all()
+            .build()?,
+        _ => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+    };
     match args.role {
         Role::Server(a) => runtime.block_on(server(a)),
         Role::Client(a) => runtime.block_on(client(a)),
@@ -191,19 +211,92 @@ fn write_stdout(data: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn server_workers(args: &ServerArgs) -> usize {
+    match args.workers {
+        Some(0) => crate::dtls_cmd::default_workers().clamp(1, 255),
+        Some(n) => usize::from(n),
+        None => 1,
+    }
+}
+
 async fn server(args: ServerArgs) -> anyhow::Result<()> {
-    let config = Config {
+    let config = Arc::new(Config {
         local_port: args.port,
         mode: args.mode.into(),
         cookieless: args.cookieless,
         listen: true,
         ..Config::default()
+    });
+    let workers = server_workers(&args);
+    let bind = |addr| SctpDriver::bind_worker(addr, Arc::clone(&config), args.batch);
+    let first = bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
+    let local = first.local_addr();
+    let mut drivers = vec![first];
+    for _ in 1..workers {
+        drivers.push(bind(local).with_context(|| format!("binding worker sockets on {local}"))?);
+    }
+    say!("sctp server: listening on {} port {}", local, args.port);
+    let batched = drivers.iter().filter(|d| d.is_batched()).count();
+    let (stop_tx, stop) = watch::channel(false);
+    let ended = Arc::new(AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, driver) in drivers.into_iter().enumerate() {
+        let label = move |h: AssociationHandle| {
+            if workers > 1 {
+                format!("{index}.{}", h.0)
+            } else {
+                h.0.to_string()
+            }
+        };
+        let worker =
+            serve_worker(driver, label, args.echo, args.exit_after, Arc::clone(&ended), stop.clone());
+        tasks.spawn(worker);
+    }
+    let mut totals = DriverStats::default();
+    let mut outcome = Ok(());
+    let mut note = |joined: Result<anyhow::Result<DriverStats>, tokio::task::JoinError>| match joined {
+        Ok(Ok(stats)) => {
+            totals.datagrams_in += stats.datagrams_in;
+            totals.datagrams_out += stats.datagrams_out;
+            totals.bytes_in += stats.bytes_in;
+            totals.bytes_out += stats.bytes_out;
+            totals.send_errors += stats.send_errors;
+        }
+        Ok(Err(e)) => outcome = Err(e),
+        Err(e) => outcome = Err(anyhow::anyhow!("a worker stopped: {e}")),
     };
-    let mut driver =
-        SctpDriver::bind(args.listen, config).await.with_context(|| format!("binding {}", args.listen))?;
-    say!("sctp server: listening on {} port {}", driver.local_addr(), args.port);
+    // The first worker to end (--exit-after reached, or an error) ends them all.
+    tokio::select! {
+        Some(joined) = tasks.join_next() => note(joined),
+        _ = tokio::signal::ctrl_c() => say!("sctp server: interrupted"),
+    }
+    let _ = stop_tx.send(true);
+    while let Some(joined) = tasks.join_next().await {
+        note(joined);
+    }
+    say!(
+        "sctp server: {workers} worker(s) ({batched} with batched I/O): {} ended association(s); sent {} datagrams / {} B, received {} datagrams / {} B, {} send error(s)",
+        ended.load(Ordering::Relaxed),
+        totals.datagrams_out,
+        totals.bytes_out,
+        totals.datagrams_in,
+        totals.bytes_in,
+        totals.send_errors
+    );
+    outcome
+}
+
+/// One worker of `fastshake sctp server`: its own endpoint and socket, until `stop` turns true
+/// or every worker together has seen `exit_after` associations end.
+async fn serve_worker(
+    mut driver: SctpDriver,
+    label: impl Fn(AssociationHandle) -> String,
+    echo: bool,
+    exit_after: Option<u64>,
+    ended: Arc<AtomicU64>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<DriverStats> {
     let mut tallies: HashMap<AssociationHandle, Tally> = HashMap::new();
-    let mut ended = 0u64;
     loop {
         // Echoes the engine could not take yet, in order, per association.
         for (&h, tally) in tallies.iter_mut() {
@@ -217,7 +310,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                     }
                     Err(fastshake_sctp::Error::SendBufferFull) => break,
                     Err(e) => {
-                        say!("sctp server: association {}: echo failed: {e}", h.0);
+                        say!("sctp server: association {}: echo failed: {e}", label(h));
                         tally.echo_queue.clear();
                     }
                 }
@@ -228,10 +321,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             ev = driver.next_event() => ev?,
             // The engine has no "room again" event: try the full send buffers again shortly.
             _ = tokio::time::sleep(OUTBOX_RETRY), if echo_waiting => continue,
-            _ = tokio::signal::ctrl_c() => {
-                say!("sctp server: interrupted");
-                return Ok(());
-            }
+            _ = stop.changed() => return Ok(driver.stats()),
         };
         let tally = tallies.entry(handle).or_default();
         match event {
@@ -240,7 +330,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 tally.handshake = Some((handshake, round_trips, zero_rtt_accepted));
                 say!(
                     "sctp server: association {} from {} opened by the {} handshake ({} round trip(s) on our side, {} zero-RTT message(s))",
-                    handle.0,
+                    label(handle),
                     tally.peer.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
                     handshake_name(handshake),
                     round_trips,
@@ -251,7 +341,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 tally.messages_in += 1;
                 tally.bytes_in += message.data.len() as u64;
                 write_stdout(&message.data)?;
-                if args.echo {
+                if echo {
                     // Sent at the top of the loop, behind earlier echoes still waiting.
                     tally.echo_queue.push_back(message);
                 }
@@ -266,16 +356,16 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 let tally = tallies.remove(&handle).unwrap_or_default();
                 say!(
                     "sctp server: association {} {how}; {} byte(s) in {} message(s) received, {} byte(s) in {} message(s) sent",
-                    handle.0, tally.bytes_in, tally.messages_in, tally.bytes_out, tally.messages_out
+                    label(handle), tally.bytes_in, tally.messages_in, tally.bytes_out, tally.messages_out
                 );
                 if let Some(stats) = association_stats(&driver, handle) {
-                    say!("sctp server: association {} {}", handle.0, resent_summary(&stats));
+                    say!("sctp server: association {} {}", label(handle), resent_summary(&stats));
                 }
-                ended += 1;
-                if args.exit_after.is_some_and(|n| ended >= n) {
+                let ended_so_far = ended.fetch_add(1, Ordering::Relaxed) + 1;
+                if exit_after.is_some_and(|n| ended_so_far >= n) {
                     // Let the last SHUTDOWN-COMPLETE or ABORT leave the socket.
                     driver.flush().await?;
-                    return Ok(());
+                    return Ok(driver.stats());
                 }
             }
         }

@@ -19,7 +19,7 @@ fn line(i: usize) -> String {
 
 /// Runs one client through a move; returns the server and the client, both done.
 fn move_mid_session(mode: &str, rebind_to: Option<&str>, extra_client: &[&str]) -> (Peer, Peer) {
-    let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", mode]);
+    let (server, port) = FASTSHAKE.server(&["--echo", "--mobility", mode, "--workers", "2"]);
     let after = BEFORE_MOVE.to_string();
     let mut client_args = vec!["--mobility", mode, "--rebind-after", &after];
     if let Some(to) = rebind_to {

@@ -138,7 +138,8 @@ fn cached_cookie_works_from_an_ephemeral_port() {
 /// over that path after the handshake; a later client on that address opens in one round trip.
 #[test]
 fn multihomed_client_caches_a_cookie_for_its_second_address() {
-    let server = start_server(&["--mode", "both"]);
+    // A second path is another 4-tuple: only one worker makes sure it reaches the association.
+    let server = start_server(&["--mode", "both", "--workers", "1"]);
     let cache = CookieCache::new("mh");
     let cache_arg = cache.arg();
     // No --expect-bytes: the client lingers, time for the second path's answer.
@@ -240,4 +241,30 @@ fn lossy_path_delivers_everything_once() {
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
     let stderr = echo_exchange(&server, &["--message-bytes", "3000", "--rto-initial-ms", "200"], &payload);
     assert!(stderr.contains("received 300000 byte(s)"), "{stderr}");
+}
+
+/// Two workers (one SO_REUSEPORT socket and one endpoint each), batching on and off: clients on
+/// fresh ports land on either worker, and every association opens and echoes; the summary line
+/// adds up over the workers.
+#[test]
+fn two_workers_serve_every_association() {
+    const CLIENTS: usize = 8;
+    for batch in ["on", "off"] {
+        let exit_after = CLIENTS.to_string();
+        let server = start_server(&["--workers", "2", "--batch", batch, "--exit-after", &exit_after]);
+        for i in 0..CLIENTS {
+            let mode = if i % 2 == 0 { "regular" } else { "alt" };
+            echo_exchange(&server, &["--mode", mode], format!("client {i}\n").as_bytes());
+        }
+        let summary = format!(
+            "2 worker(s) ({} with batched I/O): {CLIENTS} ended association(s)",
+            if batch == "on" { 2 } else { 0 }
+        );
+        assert!(
+            server.proc.stderr.wait_for(&summary, Duration::from_secs(10)),
+            "{}",
+            server.proc.transcript()
+        );
+        println!("batch {batch}: {}", server.proc.stderr.text().lines().last().unwrap_or_default());
+    }
 }

@@ -585,3 +585,21 @@ fn the_socket_strategy_decides_per_mode_and_client() {
         }
     }
 }
+
+#[test]
+fn issued_connection_ids_start_with_the_endpoint_prefix() {
+    for prefix in [&[0xa7u8][..], &[1, 2]] {
+        let mut pair = Pair::new(
+            with_client(mobility(Some(0), false, false)),
+            with_server(mobility(Some(8), false, false)),
+        );
+        pair.server.set_cid_prefix(prefix);
+        let h = connect(&mut pair);
+        let cid = server_conn(&pair, h).connection_id().expect("negotiated").to_vec();
+        assert_eq!(cid.len(), 8);
+        assert_eq!(&cid[..prefix.len()], prefix);
+        // The prefix routes, the random rest still tells sessions apart: the session works.
+        exchange(&mut pair, h, "a", 2);
+        assert_eq!(pair.server_data(), expected("c", &["a"], 2));
+    }
+}

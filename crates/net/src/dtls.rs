@@ -17,12 +17,14 @@
 //! ([`ClientOptions::app_timeout`]), resending what went unanswered.
 #![forbid(unsafe_code)]
 
-use crate::mobility::{self, SessionSockets, SocketAction};
+use crate::mobility::{Incoming, SessionSockets, SocketAction};
+use crate::udp::{BatchIo, DatagramSocket, SendQueue};
 use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
-    CachedServer, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError,
-    Event, HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WhenFull,
+    CachedServer, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, EndpointStats,
+    Error as DtlsError, Event, HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
+    WhenFull,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::{HashMap, VecDeque};
@@ -867,7 +869,20 @@ pub struct ServerOptions {
     /// close_notify; it is reported as failed with `Error::Closed`); `None`: the engine's default
     /// (5 minutes).
     pub idle_timeout: Option<Duration>,
+    /// Workers, each an [`Endpoint`] of its own on a socket of its own bound to the listen
+    /// address with SO_REUSEPORT (the kernel spreads clients over them by 4-tuple); at most
+    /// [`MAX_WORKERS`]. Session limits of the configuration apply per worker.
+    pub workers: usize,
+    /// Whether the listening sockets read and write in batches (see [`crate::udp`]).
+    pub batch: BatchIo,
 }
+
+/// Most workers of one server: a worker is named by the first byte of the CIDs it issues.
+pub const MAX_WORKERS: usize = 255;
+
+/// Most CID records waiting to be passed to the worker that holds their session; beyond it they
+/// are dropped, as a full socket buffer would.
+const FORWARD_QUEUE: usize = 1024;
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -877,6 +892,8 @@ impl Default for ServerOptions {
             ticket_rotation: DEFAULT_TICKET_ROTATION,
             mobility: MobilityMode::Standard,
             idle_timeout: None,
+            workers: 1,
+            batch: BatchIo::On,
         }
     }
 }
@@ -889,6 +906,8 @@ impl fmt::Debug for ServerOptions {
             .field("ticket_rotation", &self.ticket_rotation)
             .field("mobility", &self.mobility)
             .field("idle_timeout", &self.idle_timeout)
+            .field("workers", &self.workers)
+            .field("batch", &self.batch)
             .finish()
     }
 }
@@ -902,7 +921,7 @@ pub enum ServerEvent {
     /// A handshake completed.
     Connected {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// The client's address.
         remote: SocketAddr,
         /// How the handshake went.
@@ -911,7 +930,7 @@ pub enum ServerEvent {
     /// One application record from a client.
     Data {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// The client's address.
         remote: SocketAddr,
         /// The record's content.
@@ -920,14 +939,14 @@ pub enum ServerEvent {
     /// A client closed its session with close_notify.
     Closed {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// The client's address, if still known.
         remote: Option<SocketAddr>,
     },
     /// A connection failed (fatal alert, handshake timeout, idle expiry).
     Failed {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// The client's address, if still known.
         remote: Option<SocketAddr>,
         /// Why.
@@ -937,7 +956,7 @@ pub enum ServerEvent {
     /// close_notify to make room for `newcomer`, chosen by `policy`.
     Evicted {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// The client's address, if still known.
         remote: Option<SocketAddr>,
         /// The policy that chose it.
@@ -955,7 +974,7 @@ pub enum ServerEvent {
     /// server recognise it, and with `rrc` the new address answered a path_challenge).
     PathChanged {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// The client's previous address, if known.
         from: Option<SocketAddr>,
         /// Its address now.
@@ -965,7 +984,7 @@ pub enum ServerEvent {
     /// TCS: once the client has used the port the server announced).
     OwnSocket {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// The session's socket.
         local: SocketAddr,
     },
@@ -974,25 +993,107 @@ pub enum ServerEvent {
     /// session could not move and stays on its temporary socket.
     StaysOnWelcomePort {
         /// The connection.
-        handle: ConnectionHandle,
+        handle: SessionHandle,
         /// Why.
         reason: String,
     },
 }
 
+/// Names one session of a [`DtlsServer`]: the worker that holds it and its handle there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionHandle {
+    worker: u8,
+    connection: ConnectionHandle,
+}
+
+impl SessionHandle {
+    /// The worker that holds the session (0 with one worker).
+    pub fn worker(&self) -> usize {
+        usize::from(self.worker)
+    }
+
+    /// The session's handle in its worker's [`Endpoint`].
+    pub fn connection(&self) -> ConnectionHandle {
+        self.connection
+    }
+}
+
+impl fmt::Display for SessionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.worker, self.connection)
+    }
+}
+
 enum ServerCommand {
     Send(ConnectionHandle, Vec<u8>),
     Close(ConnectionHandle),
+    Stats(oneshot::Sender<WorkerStats>),
     Shutdown,
 }
 
-/// A DTLS server: one welcome UDP socket (and, in the IPC and TCS modes, a socket per session),
-/// one [`Endpoint`], many clients, driven by a tokio task.
+/// What one worker counted, handed back by [`DtlsServer::shutdown`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// The worker's endpoint counters.
+    pub endpoint: EndpointStats,
+    /// Datagrams read from the worker's listening socket.
+    pub datagrams_received: u64,
+    /// CID records that arrived here for a session of another worker and were passed on.
+    pub passed_on: u64,
+    /// CID records another worker passed here.
+    pub taken_over: u64,
+    /// Whether the socket read and wrote in batches (false: batching off, or not available).
+    pub batched: bool,
+}
+
+/// Every worker's counters, in worker order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// One entry per worker.
+    pub workers: Vec<WorkerStats>,
+}
+
+impl ServerStats {
+    /// Handshakes accepted by every worker.
+    pub fn connections_accepted(&self) -> u64 {
+        self.workers.iter().map(|w| w.endpoint.connections_accepted).sum()
+    }
+
+    /// HelloVerifyRequests sent by every worker.
+    pub fn hello_verify_sent(&self) -> u64 {
+        self.workers.iter().map(|w| w.endpoint.hello_verify_sent).sum()
+    }
+
+    /// CID records passed from the worker the kernel chose to the worker holding their session.
+    pub fn passed_on(&self) -> u64 {
+        self.workers.iter().map(|w| w.passed_on).sum()
+    }
+
+    /// One line over every worker, with each worker's share of the handshakes.
+    pub fn summary_line(&self) -> String {
+        let received: u64 = self.workers.iter().map(|w| w.datagrams_received).sum();
+        let dropped: u64 = self.workers.iter().map(|w| w.endpoint.datagrams_dropped).sum();
+        let shares: Vec<String> =
+            self.workers.iter().map(|w| w.endpoint.connections_accepted.to_string()).collect();
+        let batched = self.workers.iter().filter(|w| w.batched).count();
+        format!(
+            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {} CID record(s) passed between workers",
+            self.workers.len(),
+            self.connections_accepted(),
+            shares.join("/"),
+            self.hello_verify_sent(),
+            self.passed_on(),
+        )
+    }
+}
+
+/// A DTLS server: a listening UDP socket per worker (and, in the IPC and TCS modes, a socket per
+/// session), an [`Endpoint`] per worker, many clients, each worker driven by a tokio task.
 pub struct DtlsServer {
     local_addr: SocketAddr,
-    commands: mpsc::UnboundedSender<ServerCommand>,
+    commands: Arc<[mpsc::UnboundedSender<ServerCommand>]>,
     events: mpsc::UnboundedReceiver<ServerEvent>,
-    task: JoinHandle<Result<(), DriverError>>,
+    tasks: Vec<JoinHandle<Result<WorkerStats, DriverError>>>,
 }
 
 impl DtlsServer {
@@ -1002,17 +1103,38 @@ impl DtlsServer {
         config: Arc<ServerConfig>,
         options: ServerOptions,
     ) -> Result<DtlsServer, DriverError> {
-        let socket = if options.mobility == MobilityMode::Tcs {
-            // Temporary sockets share the welcome port.
-            UdpSocket::from_std(mobility::reusable_udp_socket(listen)?.into())?
+        let workers = options.workers.clamp(1, MAX_WORKERS);
+        // Workers share the listen port, and so do TCS temporary sockets.
+        let first = if workers > 1 || options.mobility == MobilityMode::Tcs {
+            DatagramSocket::bind_shared(listen, options.batch)?
         } else {
-            UdpSocket::bind(listen).await?
+            DatagramSocket::bind(listen, options.batch).await?
         };
-        let local_addr = socket.local_addr()?;
-        let (command_tx, command_rx) = mpsc::unbounded_channel();
+        let local_addr = first.local_addr()?;
+        let mut sockets = vec![first];
+        for _ in 1..workers {
+            sockets.push(DatagramSocket::bind_shared(local_addr, options.batch)?);
+        }
+        let (forward_to, forwarded): (Vec<_>, Vec<_>) =
+            (0..workers).map(|_| mpsc::channel::<Incoming>(FORWARD_QUEUE)).unzip();
+        let forward_to: Arc<[mpsc::Sender<Incoming>]> = forward_to.into();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run_server(socket, config, options, command_rx, event_tx));
-        Ok(DtlsServer { local_addr, commands: command_tx, events: event_rx, task })
+        let mut commands = Vec::with_capacity(workers);
+        let mut tasks = Vec::with_capacity(workers);
+        for (index, (socket, forwarded)) in sockets.into_iter().zip(forwarded).enumerate() {
+            let (command_tx, command_rx) = mpsc::unbounded_channel();
+            commands.push(command_tx);
+            let peers = Peers { index: index as u8, forward_to: Arc::clone(&forward_to), forwarded };
+            let run =
+                run_server(socket, peers, Arc::clone(&config), options.clone(), command_rx, event_tx.clone());
+            tasks.push(tokio::spawn(run));
+        }
+        Ok(DtlsServer { local_addr, commands: commands.into(), events: event_rx, tasks })
+    }
+
+    /// How many workers serve.
+    pub fn workers(&self) -> usize {
+        self.tasks.len()
     }
 
     /// The bound address (with the real port if `listen` had port 0).
@@ -1022,16 +1144,16 @@ impl DtlsServer {
 
     /// A handle that can send and close from another task while this one waits for events.
     pub fn controller(&self) -> ServerController {
-        ServerController { commands: self.commands.clone() }
+        ServerController { commands: Arc::clone(&self.commands) }
     }
 
     /// Queues `data` as one application record to connection `handle`.
-    pub fn send(&self, handle: ConnectionHandle, data: Vec<u8>) -> Result<(), DriverError> {
+    pub fn send(&self, handle: SessionHandle, data: Vec<u8>) -> Result<(), DriverError> {
         self.controller().send(handle, data)
     }
 
     /// Closes connection `handle` with close_notify.
-    pub fn close(&self, handle: ConnectionHandle) -> Result<(), DriverError> {
+    pub fn close(&self, handle: SessionHandle) -> Result<(), DriverError> {
         self.controller().close(handle)
     }
 
@@ -1040,32 +1162,85 @@ impl DtlsServer {
         self.events.recv().await
     }
 
-    /// Closes every connection with close_notify and stops.
-    pub async fn shutdown(self) -> Result<(), DriverError> {
-        let _ = self.commands.send(ServerCommand::Shutdown);
-        match self.task.await {
-            Ok(result) => result,
-            Err(_) => Err(DriverError::TaskStopped),
+    /// Closes every connection with close_notify, stops every worker and returns their counters.
+    pub async fn shutdown(self) -> Result<ServerStats, DriverError> {
+        for worker in self.commands.iter() {
+            let _ = worker.send(ServerCommand::Shutdown);
         }
+        let mut stats = ServerStats::default();
+        let mut first_error = None;
+        for task in self.tasks {
+            match task.await {
+                Ok(Ok(worker)) => stats.workers.push(worker),
+                Ok(Err(error)) => {
+                    first_error.get_or_insert(error);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(DriverError::TaskStopped);
+                }
+            }
+        }
+        first_error.map_or(Ok(stats), Err)
     }
 }
 
 /// Sends to and closes connections of a running [`DtlsServer`].
 #[derive(Clone)]
 pub struct ServerController {
-    commands: mpsc::UnboundedSender<ServerCommand>,
+    commands: Arc<[mpsc::UnboundedSender<ServerCommand>]>,
 }
 
 impl ServerController {
+    fn to_worker(&self, handle: SessionHandle, command: ServerCommand) -> Result<(), DriverError> {
+        let worker = self.commands.get(handle.worker()).ok_or(DriverError::TaskStopped)?;
+        worker.send(command).map_err(|_| DriverError::TaskStopped)
+    }
+
     /// Queues `data` as one application record to connection `handle`.
-    pub fn send(&self, handle: ConnectionHandle, data: Vec<u8>) -> Result<(), DriverError> {
-        self.commands.send(ServerCommand::Send(handle, data)).map_err(|_| DriverError::TaskStopped)
+    pub fn send(&self, handle: SessionHandle, data: Vec<u8>) -> Result<(), DriverError> {
+        self.to_worker(handle, ServerCommand::Send(handle.connection, data))
     }
 
     /// Closes connection `handle` with close_notify.
-    pub fn close(&self, handle: ConnectionHandle) -> Result<(), DriverError> {
-        self.commands.send(ServerCommand::Close(handle)).map_err(|_| DriverError::TaskStopped)
+    pub fn close(&self, handle: SessionHandle) -> Result<(), DriverError> {
+        self.to_worker(handle, ServerCommand::Close(handle.connection))
     }
+
+    /// Every worker's counters now.
+    pub async fn stats(&self) -> Result<ServerStats, DriverError> {
+        let mut stats = ServerStats::default();
+        for worker in self.commands.iter() {
+            let (tx, rx) = oneshot::channel();
+            worker.send(ServerCommand::Stats(tx)).map_err(|_| DriverError::TaskStopped)?;
+            stats.workers.push(rx.await.map_err(|_| DriverError::TaskStopped)?);
+        }
+        Ok(stats)
+    }
+}
+
+/// How a worker reaches the others: the CID records it receives for their sessions go to
+/// `forward_to[owner]`, and theirs for its sessions arrive on `forwarded`.
+struct Peers {
+    index: u8,
+    forward_to: Arc<[mpsc::Sender<Incoming>]>,
+    forwarded: mpsc::Receiver<Incoming>,
+}
+
+/// The worker holding the session of a `tls12_cid` record, when that is not `me`: the first byte
+/// of the CID (RFC 9146 §4: after type, version, epoch and sequence number), which each worker
+/// sets to its index (`Endpoint::set_cid_prefix`).
+fn cid_owner(datagram: &[u8], cid_len: usize, me: u8, workers: usize) -> Option<usize> {
+    const TLS12_CID: u8 = 25;
+    const CID_OFFSET: usize = 11;
+    if cid_len == 0
+        || workers < 2
+        || datagram.first() != Some(&TLS12_CID)
+        || datagram.len() < CID_OFFSET + cid_len
+    {
+        return None;
+    }
+    let owner = datagram[CID_OFFSET];
+    (owner != me && usize::from(owner) < workers).then_some(usize::from(owner))
 }
 
 /// How often a server with session sockets checks for sessions the engine let go without an
@@ -1077,8 +1252,12 @@ struct ServerDriver {
     clock: Clock,
     mode: MobilityMode,
     trace: Option<DatagramTrace>,
-    welcome: UdpSocket,
+    /// This worker's index, the first byte of its CIDs with several workers.
+    worker: u8,
     welcome_addr: SocketAddr,
+    /// What leaves from the listening socket, batched per peer.
+    outgoing: SendQueue,
+    stats: WorkerStats,
     sockets: SessionSockets<ConnectionHandle>,
     events: mpsc::UnboundedSender<ServerEvent>,
     /// Addresses of the engine's connections, so that Closed/Failed can still name the peer after
@@ -1091,7 +1270,7 @@ struct ServerDriver {
 
 impl ServerDriver {
     /// Sends every datagram the engine has queued, each from the socket its `src` names.
-    async fn flush(&mut self, endpoint: &mut Endpoint) {
+    async fn flush(&mut self, endpoint: &mut Endpoint, welcome: &DatagramSocket) {
         let now = self.clock.now();
         while let Some(transmit) = endpoint.poll_transmit(now) {
             if let Some(trace) = &self.trace {
@@ -1105,14 +1284,16 @@ impl ServerDriver {
                     }
                     // TCS: the session sends from its own port, so the client has used it.
                     if let Some(handle) = self.sockets.sent_from(src) {
-                        let _ = self.events.send(ServerEvent::OwnSocket { handle, local: src });
+                        let _ = self
+                            .events
+                            .send(ServerEvent::OwnSocket { handle: self.session(handle), local: src });
                     }
                 }
-                _ => {
-                    let _ = self.welcome.send_to(&transmit.payload, transmit.dst).await;
-                }
+                _ => self.outgoing.push(welcome, transmit.dst, &transmit.payload),
             }
         }
+        // Refused datagrams are lost datagrams: the engine's timers cope.
+        let _ = self.outgoing.flush(welcome).await;
         for handle in self.ended.drain(..) {
             self.sockets.close(handle);
         }
@@ -1131,31 +1312,45 @@ impl ServerDriver {
                     let remote = known.or_else(|| self.remotes.get(&handle).copied());
                     if let Some(remote) = remote {
                         self.remotes.insert(handle, remote);
-                        let _ = self.events.send(ServerEvent::Connected { handle, remote, summary });
+                        let _ = self.events.send(ServerEvent::Connected {
+                            handle: self.session(handle),
+                            remote,
+                            summary,
+                        });
                     }
                 }
                 Event::ApplicationData(data) => {
                     if let Some(remote) = known.or_else(|| self.remotes.get(&handle).copied()) {
-                        let _ = self.events.send(ServerEvent::Data { handle, remote, data });
+                        let _ = self.events.send(ServerEvent::Data {
+                            handle: self.session(handle),
+                            remote,
+                            data,
+                        });
                     }
                 }
                 Event::Closed => {
                     let remote = known.or_else(|| self.remotes.remove(&handle));
                     self.remotes.remove(&handle);
                     self.ended.push(handle);
-                    let _ = self.events.send(ServerEvent::Closed { handle, remote });
+                    let _ = self.events.send(ServerEvent::Closed { handle: self.session(handle), remote });
                 }
                 Event::Failed(error) => {
                     let remote = known.or_else(|| self.remotes.remove(&handle));
                     self.remotes.remove(&handle);
                     self.ended.push(handle);
-                    let _ = self.events.send(ServerEvent::Failed { handle, remote, error });
+                    let _ =
+                        self.events.send(ServerEvent::Failed { handle: self.session(handle), remote, error });
                 }
                 Event::Evicted { policy, newcomer } => {
                     let remote = known.or_else(|| self.remotes.remove(&handle));
                     self.remotes.remove(&handle);
                     self.ended.push(handle);
-                    let _ = self.events.send(ServerEvent::Evicted { handle, remote, policy, newcomer });
+                    let _ = self.events.send(ServerEvent::Evicted {
+                        handle: self.session(handle),
+                        remote,
+                        policy,
+                        newcomer,
+                    });
                 }
                 Event::Refused { remote } => {
                     let _ = self.events.send(ServerEvent::Refused { remote });
@@ -1163,7 +1358,8 @@ impl ServerDriver {
                 Event::Accepted => {}
                 Event::PathChanged(to) => {
                     let from = self.remotes.insert(handle, to);
-                    let _ = self.events.send(ServerEvent::PathChanged { handle, from, to });
+                    let _ =
+                        self.events.send(ServerEvent::PathChanged { handle: self.session(handle), from, to });
                 }
             }
         }
@@ -1179,7 +1375,7 @@ impl ServerDriver {
                 .open_own(handle)
                 .map(|local| {
                     endpoint.set_local(handle, local);
-                    let _ = self.events.send(ServerEvent::OwnSocket { handle, local });
+                    let _ = self.events.send(ServerEvent::OwnSocket { handle: self.session(handle), local });
                 })
                 .map_err(|error| format!("no socket of its own: {error}")),
             // TCS: the rest of the handshake over a socket connected to the client.
@@ -1202,8 +1398,13 @@ impl ServerDriver {
             SocketAction::StayOnWelcomePort(reason) => Err(reason.to_owned()),
         };
         if let Err(reason) = result {
-            let _ = self.events.send(ServerEvent::StaysOnWelcomePort { handle, reason });
+            let _ =
+                self.events.send(ServerEvent::StaysOnWelcomePort { handle: self.session(handle), reason });
         }
+    }
+
+    fn session(&self, connection: ConnectionHandle) -> SessionHandle {
+        SessionHandle { worker: self.worker, connection }
     }
 
     /// A datagram arrived at `local` from `remote`.
@@ -1227,18 +1428,24 @@ impl ServerDriver {
 }
 
 async fn run_server(
-    welcome: UdpSocket,
+    mut welcome: DatagramSocket,
+    mut peers: Peers,
     config: Arc<ServerConfig>,
     options: ServerOptions,
     mut commands: mpsc::UnboundedReceiver<ServerCommand>,
     events: mpsc::UnboundedSender<ServerEvent>,
-) -> Result<(), DriverError> {
+) -> Result<WorkerStats, DriverError> {
     let clock = Clock::new();
     let welcome_addr = welcome.local_addr()?;
     let config = server_config_with_clock(config, &clock);
     let issues_tickets = config.tickets.is_some();
+    let cid_len = usize::from(config.mobility.connection_id.unwrap_or(0));
+    let workers = peers.forward_to.len();
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());
+    if workers > 1 {
+        endpoint.set_cid_prefix(&[peers.index]);
+    }
     if let Some(idle) = options.idle_timeout {
         endpoint.set_idle_timeout(Some(idle));
     }
@@ -1250,33 +1457,58 @@ async fn run_server(
         clock,
         mode: options.mobility,
         trace: options.trace.clone(),
-        welcome,
+        worker: peers.index,
         welcome_addr,
+        outgoing: SendQueue::default(),
+        stats: WorkerStats { batched: welcome.is_batched(), ..WorkerStats::default() },
         sockets,
         events,
         remotes: HashMap::new(),
         ended: Vec::new(),
     };
-    let mut buffer = vec![0u8; RECEIVE_BUFFER];
     let mut shutting_down = false;
     let mut commands_open = true;
 
     loop {
         // Events first: a session accepted just now gets its socket before its first flight goes.
         driver.handle_events(&mut endpoint);
-        driver.flush(&mut endpoint).await;
+        driver.flush(&mut endpoint, &welcome).await;
 
         if shutting_down {
-            return Ok(());
+            driver.stats.endpoint = endpoint.stats();
+            return Ok(driver.stats);
         }
 
         let deadline = endpoint.poll_timeout();
         tokio::select! {
-            received = driver.welcome.recv_from(&mut buffer) => match received {
-                Ok((len, remote)) => driver.receive(&mut endpoint, welcome_addr, remote, &mut buffer[..len]),
-                Err(error) if is_icmp_error(&error) => {}
-                Err(error) => return Err(error.into()),
-            },
+            ready = welcome.readable() => {
+                ready?;
+                let me = peers.index;
+                let forward_to = &peers.forward_to;
+                let received = welcome.try_recv(|remote, datagram| {
+                    driver.stats.datagrams_received += 1;
+                    match cid_owner(datagram, cid_len, me, workers) {
+                        // The kernel chose by 4-tuple and the client has moved: its session lives
+                        // with another worker. A full queue drops it, as a full socket would.
+                        Some(owner) => {
+                            let passed = Incoming { local: welcome_addr, remote, datagram: datagram.to_vec() };
+                            if forward_to[owner].try_send(passed).is_ok() {
+                                driver.stats.passed_on += 1;
+                            }
+                        }
+                        None => driver.receive(&mut endpoint, welcome_addr, remote, datagram),
+                    }
+                });
+                match received {
+                    Ok(_) => {}
+                    Err(error) if is_icmp_error(&error) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            Some(mut arrived) = peers.forwarded.recv() => {
+                driver.stats.taken_over += 1;
+                driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
+            }
             Some(mut arrived) = incoming.recv() => {
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
@@ -1307,6 +1539,9 @@ async fn run_server(
                     let _ = endpoint.send(handle, &data);
                 }
                 Some(ServerCommand::Close(handle)) => endpoint.close(handle),
+                Some(ServerCommand::Stats(reply)) => {
+                    let _ = reply.send(WorkerStats { endpoint: endpoint.stats(), ..driver.stats.clone() });
+                }
                 Some(ServerCommand::Shutdown) | None => {
                     commands_open = false;
                     for &h in driver.remotes.keys() {

@@ -8,5 +8,6 @@ pub mod clock;
 pub mod dtls;
 pub mod mobility;
 pub mod sctp;
+pub mod udp;
 
 pub use clock::Clock;

@@ -19,13 +19,10 @@ use fastshake_sctp::{
 use rand_core::{OsRng, RngCore};
 use tokio::net::UdpSocket;
 
+use crate::udp::{BatchIo, DatagramSocket, SendQueue};
 use crate::Clock;
 
 pub use fastshake_sctp::UDP_ENCAPSULATION_PORT;
-
-/// Largest UDP payload accepted; anything larger is truncated by the kernel and then rejected by
-/// the engine's checksum.
-const RECEIVE_BUFFER: usize = 65_536;
 
 /// Datagram counters as the socket saw them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,15 +42,14 @@ pub struct DriverStats {
 /// One SCTP endpoint on one tokio UDP socket per local address.
 pub struct SctpDriver {
     /// The primary socket first; each with the address it is bound to.
-    sockets: Vec<(SocketAddr, UdpSocket)>,
+    sockets: Vec<(SocketAddr, DatagramSocket)>,
+    /// Datagrams taken from the engine but not yet accepted by their socket (one queue per
+    /// socket); kept here so that cancelling [`SctpDriver::next_event`] never loses them.
+    outgoing: Vec<SendQueue>,
     /// Where the next receive starts looking (round robin over the sockets).
     first_socket: usize,
     endpoint: Endpoint,
     clock: Clock,
-    receive_buffer: Vec<u8>,
-    /// A datagram taken from the engine but not yet accepted by the socket; kept here so that
-    /// cancelling [`SctpDriver::next_event`] never loses it.
-    pending: Option<Transmit>,
     stats: DriverStats,
 }
 
@@ -91,9 +87,29 @@ impl SctpDriver {
         SctpDriver::with_sockets(vec![socket], config, seed)
     }
 
+    /// One worker of a server on `addr` (port 0: any free port): its socket binds with
+    /// SO_REUSEPORT, so further workers bind the address this one got and the kernel spreads
+    /// peers over them by 4-tuple. Each worker is an endpoint of its own; the associations of
+    /// one peer address stay with one worker.
+    pub fn bind_worker(addr: SocketAddr, config: Arc<Config>, batch: BatchIo) -> io::Result<SctpDriver> {
+        let socket = DatagramSocket::bind_shared(addr, batch)?;
+        let mut seed = [0u8; 32];
+        OsRng.fill_bytes(&mut seed);
+        SctpDriver::with_datagram_sockets(vec![socket], config, seed)
+    }
+
     /// Drives an endpoint on already bound sockets (the primary first) with an explicit seed.
     pub fn with_sockets(
         sockets: Vec<UdpSocket>,
+        config: Arc<Config>,
+        seed: [u8; 32],
+    ) -> io::Result<SctpDriver> {
+        let sockets = sockets.into_iter().map(|s| DatagramSocket::new(s, BatchIo::On)).collect();
+        SctpDriver::with_datagram_sockets(sockets, config, seed)
+    }
+
+    fn with_datagram_sockets(
+        sockets: Vec<DatagramSocket>,
         config: Arc<Config>,
         seed: [u8; 32],
     ) -> io::Result<SctpDriver> {
@@ -103,14 +119,18 @@ impl SctpDriver {
         let sockets =
             sockets.into_iter().map(|s| Ok((s.local_addr()?, s))).collect::<io::Result<Vec<_>>>()?;
         Ok(SctpDriver {
+            outgoing: sockets.iter().map(|_| SendQueue::default()).collect(),
             sockets,
             first_socket: 0,
             endpoint: Endpoint::new(config, seed),
             clock: Clock::new(),
-            receive_buffer: vec![0u8; RECEIVE_BUFFER],
-            pending: None,
             stats: DriverStats::default(),
         })
+    }
+
+    /// Whether the primary socket reads and writes in batches.
+    pub fn is_batched(&self) -> bool {
+        self.sockets[0].1.is_batched()
     }
 
     /// The UDP address the primary socket is bound to.
@@ -125,14 +145,14 @@ impl SctpDriver {
 
     /// The socket a datagram from `src` leaves by: the one bound to `src`, else one on its IP,
     /// else the primary.
-    fn socket_for(&self, src: Option<SocketAddr>) -> &UdpSocket {
+    fn socket_for(&self, src: Option<SocketAddr>) -> usize {
         let found = src.and_then(|src| {
             self.sockets
                 .iter()
-                .find(|(a, _)| *a == src)
-                .or_else(|| self.sockets.iter().find(|(a, _)| a.ip() == src.ip()))
+                .position(|(a, _)| *a == src)
+                .or_else(|| self.sockets.iter().position(|(a, _)| a.ip() == src.ip()))
         });
-        &found.unwrap_or(&self.sockets[0]).1
+        found.unwrap_or(0)
     }
 
     /// The current time on the engine's time line.
@@ -185,27 +205,21 @@ impl SctpDriver {
 
     /// Sends every datagram the engine has queued. Cancel-safe.
     pub async fn flush(&mut self) -> io::Result<()> {
-        loop {
-            if self.pending.is_none() {
-                self.pending = self.endpoint.poll_transmit(self.clock.now());
-            }
-            let Some(transmit) = &self.pending else { return Ok(()) };
-            let socket = self.socket_for(transmit.src);
-            match socket.try_send_to(&transmit.payload, transmit.dst) {
-                Ok(_) => {
-                    self.stats.datagrams_out += 1;
-                    self.stats.bytes_out += transmit.payload.len() as u64;
-                    self.pending = None;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => socket.writable().await?,
-                Err(e) if is_transient(&e) => {
-                    // The datagram is lost, as on a lossy path; retransmission timers recover.
-                    self.stats.send_errors += 1;
-                    self.pending = None;
-                }
-                Err(e) => return Err(e),
-            }
+        let now = self.clock.now();
+        while let Some(transmit) = self.endpoint.poll_transmit(now) {
+            let Transmit { src, dst, payload, .. } = transmit;
+            let i = self.socket_for(src);
+            self.outgoing[i].push(&self.sockets[i].1, dst, &payload);
+            self.stats.datagrams_out += 1;
+            self.stats.bytes_out += payload.len() as u64;
         }
+        for (queue, (_, socket)) in self.outgoing.iter_mut().zip(&self.sockets) {
+            // A refused datagram is lost, as on a lossy path; retransmission timers recover.
+            let refused = queue.flush(socket).await?;
+            self.stats.send_errors += refused;
+            self.stats.datagrams_out -= refused;
+        }
+        Ok(())
     }
 
     /// Runs the endpoint (socket, timers) until it has an event. Cancel-safe: use it inside
@@ -252,32 +266,27 @@ impl SctpDriver {
             }
         };
         let sockets = &self.sockets;
-        let buffer = &mut self.receive_buffer;
-        // Whichever socket has a datagram first, starting one further each turn so a busy socket
+        // Whichever socket has datagrams first, starting one further each turn so a busy socket
         // cannot starve the others; every socket registers for wake-up.
         self.first_socket = (self.first_socket + 1) % sockets.len();
         let first = self.first_socket;
-        let receive = std::future::poll_fn(|cx| {
-            for (local, socket) in sockets.iter().cycle().skip(first).take(sockets.len()) {
-                let mut read = tokio::io::ReadBuf::new(buffer.as_mut_slice());
-                if let Poll::Ready(result) = socket.poll_recv_from(cx, &mut read) {
-                    return Poll::Ready(result.map(|remote| (*local, read.filled().len(), remote)));
+        let ready = std::future::poll_fn(|cx| {
+            for i in (0..sockets.len()).cycle().skip(first).take(sockets.len()) {
+                if let Poll::Ready(result) = sockets[i].1.poll_readable(cx) {
+                    return Poll::Ready(result.map(|()| i));
                 }
             }
             Poll::Pending
         });
         tokio::select! {
-            received = receive => {
-                match received {
-                    Ok((local, len, remote)) => {
-                        let now = self.clock.now();
-                        self.deliver(now, local, len, remote);
-                        // Whatever else is already queued goes in without another trip through
-                        // the reactor (a burst of INITs, a window of DATA).
-                        self.drain_ready(now)?;
-                    }
-                    Err(e) if is_transient(&e) => {}
-                    Err(e) => return Err(e),
+            ready = ready => {
+                let i = ready?;
+                let now = self.clock.now();
+                // One batch from the socket that woke us, then whatever the others have ready
+                // (a burst of INITs, a window of DATA), without another trip through the reactor.
+                self.receive_from(now, i)?;
+                for other in (0..self.sockets.len()).filter(|&o| o != i) {
+                    self.receive_from(now, other)?;
                 }
             }
             _ = sleep => {
@@ -289,35 +298,22 @@ impl SctpDriver {
 }
 
 impl SctpDriver {
-    /// Hands the first `len` bytes of the receive buffer to the engine.
-    fn deliver(&mut self, now: Instant, local: SocketAddr, len: usize, remote: SocketAddr) {
-        self.stats.datagrams_in += 1;
-        self.stats.bytes_in += len as u64;
-        let datagram = &mut self.receive_buffer[..len];
-        self.endpoint.handle_datagram(now, local, remote, datagram);
-    }
-
-    /// Takes up to `BATCH` more datagrams that are ready now, from every socket.
-    fn drain_ready(&mut self, now: Instant) -> io::Result<()> {
-        const BATCH: usize = 32;
-        for _ in 0..BATCH {
-            let mut got = None;
-            for (local, socket) in &self.sockets {
-                match socket.try_recv_from(&mut self.receive_buffer) {
-                    Ok((len, remote)) => {
-                        got = Some((*local, len, remote));
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock || is_transient(&e) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            match got {
-                Some((local, len, remote)) => self.deliver(now, local, len, remote),
-                None => return Ok(()),
-            }
+    /// Hands what socket `i` has ready now (one batch) to the engine.
+    fn receive_from(&mut self, now: Instant, i: usize) -> io::Result<()> {
+        let (local, socket) = &mut self.sockets[i];
+        let local = *local;
+        let endpoint = &mut self.endpoint;
+        let stats = &mut self.stats;
+        let received = socket.try_recv(|remote, datagram| {
+            stats.datagrams_in += 1;
+            stats.bytes_in += datagram.len() as u64;
+            endpoint.handle_datagram(now, local, remote, datagram);
+        });
+        match received {
+            Ok(_) => Ok(()),
+            Err(e) if is_transient(&e) => Ok(()),
+            Err(e) => Err(e),
         }
-        Ok(())
     }
 }
 

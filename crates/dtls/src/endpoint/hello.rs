@@ -372,8 +372,10 @@ impl Endpoint {
     /// tells sessions apart by it).
     fn fresh_cid(&mut self, len: u8) -> Vec<u8> {
         let mut cid = vec![0u8; len as usize];
+        let fixed = self.cid_prefix.len().min(cid.len());
+        cid[..fixed].copy_from_slice(&self.cid_prefix[..fixed]);
         for _ in 0..16 {
-            self.rng.fill_bytes(&mut cid);
+            self.rng.fill_bytes(&mut cid[fixed..]);
             if !self.by_cid.contains_key(&cid[..]) {
                 break;
             }

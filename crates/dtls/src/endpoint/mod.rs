@@ -121,6 +121,8 @@ pub struct Endpoint {
     by_local: BTreeMap<SocketAddr, ConnectionHandle>,
     /// Sessions with a Connection ID we issued (RFC 9146), by that CID. Empty unless CIDs are on.
     by_cid: BTreeMap<Box<[u8]>, ConnectionHandle>,
+    /// Leading bytes of every CID we issue (see [`Endpoint::set_cid_prefix`]); the rest is random.
+    cid_prefix: Box<[u8]>,
     events: VecDeque<(ConnectionHandle, Event)>,
     partial_hellos: VecDeque<PartialHello>,
     /// Deadlines of the connections that have one, earliest first, so timers cost O(log n)
@@ -201,6 +203,7 @@ impl Endpoint {
             output: VecDeque::new(),
             by_local: BTreeMap::new(),
             by_cid: BTreeMap::new(),
+            cid_prefix: Box::default(),
             events: VecDeque::new(),
             partial_hellos: VecDeque::new(),
             timers: BTreeSet::new(),
@@ -270,6 +273,15 @@ impl Endpoint {
         // Rescan at the next timeout under the new limit.
         let established = self.connections.values().any(|s| s.activity.is_some());
         self.idle_sweep = idle.filter(|_| established).map(|_| self.clock);
+    }
+
+    /// Every Connection ID this endpoint issues from now on starts with `prefix` (cut to the
+    /// configured CID length), then random bytes. A driver running several endpoints on one
+    /// address gives each its own prefix, so the first bytes of a `tls12_cid` record name the
+    /// endpoint that holds the session wherever the datagram arrives (RFC 9146 leaves the CID's
+    /// content to its issuer). The random part must stay long enough to be unguessable.
+    pub fn set_cid_prefix(&mut self, prefix: &[u8]) {
+        self.cid_prefix = prefix.into();
     }
 
     /// A datagram arrived at `local` from `remote`.

@@ -1,0 +1,345 @@
+//! The one datagram socket of the drivers' listening side: a tokio UDP socket that reads and
+//! writes in batches through quinn-udp (recvmmsg, UDP GRO on receive; UDP GSO on send: one
+//! system call for several equal-sized datagrams to one peer) where the kernel has them, and one
+//! datagram per system call otherwise or when batching is off.
+//!
+//! Several of them can listen on one address ([`DatagramSocket::bind_shared`], SO_REUSEPORT):
+//! the kernel then spreads datagrams over them by a hash of the 4-tuple, one socket per worker.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::str::FromStr;
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+
+/// Whether a socket reads and writes datagrams in batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BatchIo {
+    /// recvmmsg / GRO / GSO where the kernel has them (quinn-udp), else one datagram per call.
+    #[default]
+    On,
+    /// One datagram per system call (`recvfrom` / `sendto`), for comparison.
+    Off,
+}
+
+impl fmt::Display for BatchIo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BatchIo::On => "on",
+            BatchIo::Off => "off",
+        })
+    }
+}
+
+impl FromStr for BatchIo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "on" => Ok(BatchIo::On),
+            "off" => Ok(BatchIo::Off),
+            other => Err(format!("unknown batching '{other}' (known: on, off)")),
+        }
+    }
+}
+
+/// Largest UDP payload (a GRO buffer holds several datagrams of one peer up to this).
+const SLOT_BYTES: usize = 65_536;
+
+/// Most datagrams one receive call hands over in single-datagram mode, so a busy socket still
+/// lets its worker flush and run timers.
+const SINGLE_READS_PER_WAKE: usize = 32;
+
+/// A listening UDP socket with batched I/O where available.
+pub struct DatagramSocket {
+    io: UdpSocket,
+    /// quinn-udp's per-socket state (offload support found when it was set up); `None`: one
+    /// datagram per system call.
+    batch: Option<quinn_udp::UdpSocketState>,
+    slots: Vec<Vec<u8>>,
+    meta: Vec<quinn_udp::RecvMeta>,
+}
+
+impl fmt::Debug for DatagramSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatagramSocket")
+            .field("local", &self.io.local_addr().ok())
+            .field("batched", &self.is_batched())
+            .finish()
+    }
+}
+
+impl DatagramSocket {
+    /// Wraps a bound tokio socket. With [`BatchIo::On`], a socket quinn-udp cannot set up falls
+    /// back to single-datagram I/O.
+    pub fn new(io: UdpSocket, mode: BatchIo) -> DatagramSocket {
+        let batch = match mode {
+            BatchIo::On => quinn_udp::UdpSocketState::new((&io).into()).ok(),
+            BatchIo::Off => None,
+        };
+        let slot_count = if batch.is_some() { quinn_udp::BATCH_SIZE } else { 1 };
+        DatagramSocket {
+            io,
+            batch,
+            slots: vec![vec![0u8; SLOT_BYTES]; slot_count],
+            meta: vec![quinn_udp::RecvMeta::default(); slot_count],
+        }
+    }
+
+    /// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT, so that other sockets of this process
+    /// can bind the same address (workers, TCS temporary sockets). Needs a tokio runtime.
+    pub fn bind_shared(addr: SocketAddr, mode: BatchIo) -> io::Result<DatagramSocket> {
+        let socket = crate::mobility::reusable_udp_socket(addr)?;
+        Ok(DatagramSocket::new(UdpSocket::from_std(socket.into())?, mode))
+    }
+
+    /// Binds `addr` alone. Needs a tokio runtime.
+    pub async fn bind(addr: SocketAddr, mode: BatchIo) -> io::Result<DatagramSocket> {
+        Ok(DatagramSocket::new(UdpSocket::bind(addr).await?, mode))
+    }
+
+    /// Whether reads and writes go through quinn-udp's batched path.
+    pub fn is_batched(&self) -> bool {
+        self.batch.is_some()
+    }
+
+    /// How many equal-sized datagrams one send can carry (1 without GSO).
+    pub fn max_send_segments(&self) -> usize {
+        self.batch.as_ref().map_or(1, |state| state.max_gso_segments())
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
+    }
+
+    /// Resolves once datagrams may be waiting. Cancel-safe: nothing is read.
+    pub async fn readable(&self) -> io::Result<()> {
+        self.io.readable().await
+    }
+
+    /// [`DatagramSocket::readable`] as a poll, to wait on several sockets at once.
+    pub fn poll_readable(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        self.io.poll_recv_ready(cx)
+    }
+
+    /// Reads what is waiting without blocking (one batch, or up to a few single datagrams) and
+    /// hands each datagram to `each` with its source. Returns how many there were (0: none).
+    pub fn try_recv(&mut self, mut each: impl FnMut(SocketAddr, &mut [u8])) -> io::Result<usize> {
+        let DatagramSocket { io, batch, slots, meta } = self;
+        let io: &UdpSocket = io;
+        match batch {
+            Some(state) => {
+                let filled = {
+                    let mut bufs: Vec<IoSliceMut<'_>> =
+                        slots.iter_mut().map(|slot| IoSliceMut::new(slot)).collect();
+                    match io.try_io(Interest::READABLE, || state.recv(io.into(), &mut bufs, meta)) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                        Err(e) => return Err(e),
+                    }
+                };
+                let mut count = 0;
+                for (slot, m) in slots.iter_mut().zip(meta.iter()).take(filled) {
+                    // With GRO one buffer holds several datagrams of one peer, `stride` apart.
+                    let stride = m.stride.max(1);
+                    for datagram in slot[..m.len].chunks_mut(stride) {
+                        each(m.addr, datagram);
+                        count += 1;
+                    }
+                }
+                Ok(count)
+            }
+            None => {
+                let mut count = 0;
+                while count < SINGLE_READS_PER_WAKE {
+                    match io.try_recv_from(&mut slots[0]) {
+                        Ok((len, from)) => {
+                            each(from, &mut slots[0][..len]);
+                            count += 1;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if count > 0 && is_icmp_error(&e) => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(count)
+            }
+        }
+    }
+
+    /// Sends one datagram to `dst`.
+    pub async fn send_to(&self, payload: &[u8], dst: SocketAddr) -> io::Result<()> {
+        loop {
+            match self.try_send_segments(payload, payload.len().max(1), dst) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.io.writable().await?,
+                other => return other,
+            }
+        }
+    }
+
+    /// Sends `payload`, the datagrams of `segment` bytes each (the last may be shorter) laid end
+    /// to end, to `dst` without blocking: one system call with GSO, else one per datagram.
+    /// `WouldBlock` means nothing was sent.
+    fn try_send_segments(&self, payload: &[u8], segment: usize, dst: SocketAddr) -> io::Result<()> {
+        match &self.batch {
+            Some(state) if payload.len() <= segment || state.max_gso_segments() > 1 => {
+                let transmit = quinn_udp::Transmit {
+                    destination: dst,
+                    ecn: None,
+                    contents: payload,
+                    segment_size: (payload.len() > segment).then_some(segment),
+                    src_ip: None,
+                };
+                self.io.try_io(Interest::WRITABLE, || state.try_send((&self.io).into(), &transmit))
+            }
+            _ => {
+                // A run longer than a datagram forms only with GSO (`SendQueue::push`); should the
+                // kernel have refused GSO since, its datagrams go one by one, and a full buffer
+                // past the first loses the rest, as on any UDP path.
+                let mut datagrams = payload.chunks(segment.max(1));
+                if let Some(first) = datagrams.next() {
+                    self.io.try_send_to(first, dst)?;
+                }
+                for datagram in datagrams {
+                    let _ = self.io.try_send_to(datagram, dst);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An ICMP error of an earlier send that surfaces on a later receive: nothing to act on.
+pub(crate) fn is_icmp_error(error: &io::Error) -> bool {
+    matches!(error.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset)
+}
+
+/// Datagrams waiting to go out from one socket, sent with as few system calls as the socket
+/// allows: consecutive datagrams to one peer of one size (the last of a run may be shorter)
+/// become one GSO send.
+#[derive(Default)]
+pub struct SendQueue {
+    runs: std::collections::VecDeque<Run>,
+}
+
+struct Run {
+    dst: SocketAddr,
+    segment: usize,
+    bytes: Vec<u8>,
+    /// The last datagram was shorter than `segment`: nothing more can join.
+    closed: bool,
+}
+
+impl SendQueue {
+    /// Queues one datagram, joining the previous run when GSO could carry both together.
+    pub fn push(&mut self, socket: &DatagramSocket, dst: SocketAddr, payload: &[u8]) {
+        let max_segments = socket.max_send_segments();
+        if let Some(run) = self.runs.back_mut() {
+            let joins = max_segments > 1
+                && !run.closed
+                && run.dst == dst
+                && payload.len() <= run.segment
+                && run.bytes.len() / run.segment < max_segments
+                && run.bytes.len() + payload.len() <= SLOT_BYTES;
+            if joins {
+                run.bytes.extend_from_slice(payload);
+                run.closed = payload.len() < run.segment;
+                return;
+            }
+        }
+        self.runs.push_back(Run {
+            dst,
+            segment: payload.len().max(1),
+            bytes: payload.to_vec(),
+            closed: false,
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Sends everything queued; returns how many datagrams the kernel refused. A datagram that
+    /// cannot be sent is a lost datagram (the engines' timers cope), as on any UDP path.
+    /// Cancel-safe: a run leaves the queue only once sent (or refused).
+    pub async fn flush(&mut self, socket: &DatagramSocket) -> io::Result<u64> {
+        let mut refused = 0;
+        while let Some(run) = self.runs.front() {
+            match socket.try_send_segments(&run.bytes, run.segment, run.dst) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    socket.io.writable().await?;
+                    continue;
+                }
+                Ok(()) => {}
+                Err(_) => refused += run.bytes.len().div_ceil(run.segment) as u64,
+            }
+            self.runs.pop_front();
+        }
+        Ok(refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    async fn receive_all(socket: &mut DatagramSocket, want: usize) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut got = Vec::new();
+        while got.len() < want {
+            tokio::time::timeout(std::time::Duration::from_secs(10), socket.readable())
+                .await
+                .expect("datagrams arrive")
+                .unwrap();
+            socket.try_recv(|from, d| got.push((from, d.to_vec()))).unwrap();
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn both_modes_carry_every_datagram_in_order_with_its_source() {
+        for mode in [BatchIo::On, BatchIo::Off] {
+            let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+            let mut server = DatagramSocket::bind(loopback, mode).await.unwrap();
+            assert_eq!(server.is_batched(), mode == BatchIo::On, "quinn-udp sets up on Linux loopback");
+            let client = DatagramSocket::bind(loopback, mode).await.unwrap();
+            let to = server.local_addr().unwrap();
+            // Three of one size then a shorter one: one GSO run where the kernel has GSO.
+            let mut queue = SendQueue::default();
+            let datagrams: Vec<Vec<u8>> =
+                vec![vec![1; 300], vec![2; 300], vec![3; 300], vec![4; 120], vec![5; 300]];
+            for d in &datagrams {
+                queue.push(&client, to, d);
+            }
+            let runs = queue.runs.len();
+            if client.max_send_segments() > 1 {
+                assert_eq!(runs, 2, "the short datagram ends the first run");
+            } else {
+                assert_eq!(runs, datagrams.len());
+            }
+            assert_eq!(queue.flush(&client).await.unwrap(), 0);
+            let got = receive_all(&mut server, datagrams.len()).await;
+            let from = client.local_addr().unwrap();
+            assert!(got.iter().all(|(src, _)| *src == from));
+            assert_eq!(got.into_iter().map(|(_, d)| d).collect::<Vec<_>>(), datagrams, "{mode}");
+        }
+    }
+
+    #[tokio::test]
+    async fn shared_sockets_listen_on_one_port() {
+        let first =
+            DatagramSocket::bind_shared(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), BatchIo::On).unwrap();
+        let addr = first.local_addr().unwrap();
+        let second = DatagramSocket::bind_shared(addr, BatchIo::Off).unwrap();
+        assert_eq!(second.local_addr().unwrap(), addr);
+    }
+
+    #[test]
+    fn modes_parse_from_their_names() {
+        for mode in [BatchIo::On, BatchIo::Off] {
+            assert_eq!(mode.to_string().parse::<BatchIo>(), Ok(mode));
+        }
+        assert!("maybe".parse::<BatchIo>().is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! A DTLS server on several workers (one SO_REUSEPORT socket and one endpoint each), with batched
+//! and single-datagram I/O, on loopback: many clients at once all complete and echo, and a CID
+//! client whose datagrams start arriving at another worker keeps its session.
+
+use fastshake_dtls::{ClientConfig, ServerConfig};
+use fastshake_net::dtls::{
+    ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerController, ServerEvent,
+    ServerOptions,
+};
+use fastshake_net::udp::BatchIo;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const KEY: [u8; 16] = [0x5a; 16];
+
+/// How long any one expected thing may take before the test fails.
+const STEP: Duration = Duration::from_secs(20);
+
+async fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(STEP, f).await.unwrap_or_else(|_| panic!("{what} did not happen within {STEP:?}"))
+}
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+/// What the echo server saw, in order.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Connected,
+    Data(Vec<u8>),
+    Moved,
+}
+
+/// An echo server with `workers` workers in `mode`; what it sees goes to the returned channel.
+async fn echo_server(
+    mode: MobilityMode,
+    workers: usize,
+    batch: BatchIo,
+) -> (SocketAddr, ServerController, mpsc::UnboundedReceiver<Seen>, tokio::task::JoinHandle<DtlsServer>) {
+    let config = Arc::new(ServerConfig { mobility: mode.server_mobility(), ..ServerConfig::psk("id", KEY) });
+    let options = ServerOptions { mobility: mode, workers, batch, ..ServerOptions::default() };
+    let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
+    assert_eq!(server.workers(), workers);
+    let (addr, controller) = (server.local_addr(), server.controller());
+    let (seen_tx, seen) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        while let Some(event) = server.next_event().await {
+            match event {
+                ServerEvent::Connected { .. } => {
+                    let _ = seen_tx.send(Seen::Connected);
+                }
+                ServerEvent::Data { handle, data, .. } => {
+                    server.send(handle, data.clone()).unwrap();
+                    let _ = seen_tx.send(Seen::Data(data));
+                }
+                ServerEvent::PathChanged { .. } => {
+                    let _ = seen_tx.send(Seen::Moved);
+                }
+                ServerEvent::Failed { error, .. } => panic!("a session failed: {error}"),
+                _ => {}
+            }
+            if seen_tx.is_closed() {
+                break;
+            }
+        }
+        server
+    });
+    (addr, controller, seen, task)
+}
+
+async fn expect_echo(client: &mut DtlsClient, message: &[u8]) {
+    loop {
+        match step("echo", client.recv()).await {
+            Some(ClientEvent::Data(data)) => {
+                assert_eq!(data, message);
+                return;
+            }
+            Some(ClientEvent::PathChanged(_)) => {}
+            other => panic!("expected the echo of {message:?}, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_at_once_all_complete_and_echo_on_two_workers() {
+    const CLIENTS: usize = 64;
+    for batch in [BatchIo::On, BatchIo::Off] {
+        let (addr, controller, mut seen, _server) = echo_server(MobilityMode::Standard, 2, batch).await;
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|i| {
+                tokio::spawn(async move {
+                    let config = Arc::new(ClientConfig::psk("id", KEY));
+                    let mut client =
+                        DtlsClient::connect(addr, config, ClientOptions::default()).await.unwrap();
+                    let message = format!("client {i}").into_bytes();
+                    client.send(message.clone()).unwrap();
+                    expect_echo(&mut client, &message).await;
+                    client.close().await.unwrap();
+                })
+            })
+            .collect();
+        for client in clients {
+            step("a client's handshake and echo", client).await.expect("a client task panicked");
+        }
+        let mut connected = 0;
+        while let Ok(event) = seen.try_recv() {
+            connected += usize::from(event == Seen::Connected);
+        }
+        assert_eq!(connected, CLIENTS, "batch {batch}");
+        let stats = step("stats", controller.stats()).await.unwrap();
+        println!("batch {batch}: {}", stats.summary_line());
+        assert_eq!(stats.connections_accepted(), CLIENTS as u64, "{stats:?}");
+        // 64 source ports over 2 sockets by the kernel's 4-tuple hash: both get some (all on
+        // one has odds of 2^-63).
+        assert!(stats.workers.iter().all(|w| w.endpoint.connections_accepted > 0), "{stats:?}");
+        assert!(stats.workers.iter().all(|w| w.batched == (batch == BatchIo::On)), "{stats:?}");
+        assert_eq!(stats.passed_on(), 0, "standard sessions stay on their 4-tuple's worker");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cid_client_that_moves_to_another_workers_socket_keeps_its_session() {
+    /// Moves at most; each lands on the other worker with odds 1/2.
+    const MOVES: usize = 40;
+    for batch in [BatchIo::On, BatchIo::Off] {
+        let (addr, controller, mut seen, _server) = echo_server(MobilityMode::Cid, 2, batch).await;
+        let config = Arc::new(ClientConfig {
+            mobility: MobilityMode::Cid.client_mobility(),
+            ..ClientConfig::psk("id", KEY)
+        });
+        let mut client =
+            step("handshake", DtlsClient::connect(addr, config, ClientOptions::default())).await.unwrap();
+        let mut sent = vec![b"before".to_vec()];
+        client.send(sent[0].clone()).unwrap();
+        expect_echo(&mut client, &sent[0]).await;
+        let mut moves = 0;
+        let mut crossed_at = None;
+        while moves < MOVES && crossed_at.is_none_or(|at| moves < at + 2) {
+            step("rebind", client.rebind(loopback())).await.unwrap();
+            moves += 1;
+            // Several records after each move, each echoed before the next.
+            for r in 0..3 {
+                let message = format!("after move {moves}, record {r}").into_bytes();
+                client.send(message.clone()).unwrap();
+                expect_echo(&mut client, &message).await;
+                sent.push(message);
+            }
+            let stats = step("stats", controller.stats()).await.unwrap();
+            if crossed_at.is_none() && stats.passed_on() > 0 {
+                crossed_at = Some(moves);
+            }
+        }
+        let stats = step("stats", controller.stats()).await.unwrap();
+        println!("batch {batch}: {moves} moves: {}", stats.summary_line());
+        assert!(
+            stats.passed_on() > 0,
+            "in {MOVES} moves the client never reached the other worker: {stats:?}"
+        );
+        assert_eq!(stats.connections_accepted(), 1, "no new handshake: {stats:?}");
+        assert_eq!(client.reconnections(), 0);
+        step("close", client.close()).await.unwrap();
+        // The server saw one handshake, then every record once and in order, and each move.
+        let mut data = Vec::new();
+        let (mut connected, mut moved) = (0, 0);
+        while let Some(event) = step("server events", seen.recv()).await {
+            match event {
+                Seen::Connected => connected += 1,
+                Seen::Data(d) => data.push(d),
+                Seen::Moved => moved += 1,
+            }
+            if data.len() == sent.len() && moved == moves {
+                break;
+            }
+        }
+        assert_eq!(connected, 1);
+        assert_eq!(moved, moves, "one path change per move");
+        assert_eq!(data, sent, "every record once, in order (batch {batch})");
+    }
+}
