@@ -21,6 +21,8 @@ pub struct HandshakeCost {
     pub duration_s: f64,
     pub dtls_bytes: f64,
     pub datagrams: f64,
+    /// 802.15.4 data frames (datagrams behind uncompressed IPv6/UDP, fragmented).
+    pub data_frames: f64,
     pub client_energy_mj: f64,
 }
 
@@ -33,6 +35,7 @@ impl HandshakeCost {
             self.duration_s += run.duration_s;
             self.dtls_bytes += run.dtls_bytes as f64;
             self.datagrams += run.datagrams as f64;
+            self.data_frames += run.data_frames as f64;
             self.client_energy_mj += run.client_energy_mj;
         }
     }
@@ -42,6 +45,7 @@ impl HandshakeCost {
         self.duration_s /= n;
         self.dtls_bytes /= n;
         self.datagrams /= n;
+        self.data_frames /= n;
         self.client_energy_mj /= n;
     }
 }
@@ -50,6 +54,8 @@ impl HandshakeCost {
 pub struct TschCosts {
     pub slotframe: u32,
     pub cells: u32,
+    /// The first retransmission timeout of both ends.
+    pub initial_retransmit_s: f64,
     pub full: HandshakeCost,
     pub abbreviated: HandshakeCost,
 }
@@ -67,12 +73,18 @@ pub fn tsch() -> MacConfig {
     })
 }
 
-/// A full handshake and its resumption, per seed, over one hop; means over `seeds`.
-pub fn measure(seeds: &[u64]) -> anyhow::Result<TschCosts> {
+/// A full handshake and its resumption, per seed, over one hop; means over `seeds`. Both ends
+/// have tinyDTLS's settings, with `initial_retransmit` in place of its 2 s when given.
+pub fn measure(seeds: &[u64], initial_retransmit: Option<Duration>) -> anyhow::Result<TschCosts> {
     let mac = tsch();
     let mut costs = TschCosts { slotframe: SLOTFRAME, cells: CELLS, ..TschCosts::default() };
     for &seed in seeds {
-        let (client_config, mut server_config) = mac_handshake::tinydtls_psk();
+        let (mut client_config, mut server_config) = mac_handshake::tinydtls_psk();
+        if let Some(timeout) = initial_retransmit {
+            client_config.initial_retransmit = timeout;
+            server_config.initial_retransmit = timeout;
+        }
+        costs.initial_retransmit_s = client_config.initial_retransmit.as_secs_f64();
         server_config.tickets = Some(TicketKeys::new(1, [0x5a; 16]));
         server_config.wall_clock = Some(WallClock { at: Instant::ZERO, unix_secs: 1_800_000_000 });
         let client_config = Arc::new(client_config);
@@ -89,8 +101,15 @@ pub fn measure(seeds: &[u64]) -> anyhow::Result<TschCosts> {
         costs.full.add(&full, false);
         let session = full.client_summary.as_ref().and_then(|s| s.session.clone());
         anyhow::ensure!(session.is_some(), "the server issued no ticket");
-        // Evicted, the client comes back a minute later with the ticket.
+        // Evicted: the server closes the session (its close_notify is not carried, the
+        // client is gone), and the client comes back a minute later with its ticket.
         drop(client);
+        if let Some(h) = server.handle_for(mac_handshake::client_addr()) {
+            server.close(h);
+        }
+        let closed_at = full.end.unwrap_or(start);
+        while server.poll_transmit(closed_at).is_some() {}
+        while server.poll_event().is_some() {}
         let again = full.end.unwrap_or(start) + Duration::from_secs(60);
         let mut resumed_client = Connection::client_with_session(
             client_config,
