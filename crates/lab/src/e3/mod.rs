@@ -5,7 +5,9 @@
 //! confidence intervals) beside the formulas. Part 2 runs the same workload under `refuse`,
 //! `lru` and `idlest` and prices what an eviction costs the evicted client: the handshakes,
 //! bytes, and, over one TSCH hop, seconds and radio energy, with a full handshake or a ticket.
-//! The event loop and its accounting are in [`workload`]; the TSCH prices in [`tsch`].
+//! The clients and the server run in a deterministic event loop of its own over simulated time,
+//! not the simulator's world (see [`workload`] for why, and how a slot is counted); the TSCH
+//! prices come from the shared handshake-over-MAC path ([`tsch`]).
 
 pub mod engset;
 pub mod tsch;
@@ -85,7 +87,7 @@ pub struct GridRow {
     pub engset_call: f64,
     pub call: Estimate,
     pub call_verdict: Verdict,
-    /// Requests refused while an established session held a slot, sessions failed otherwise.
+    /// Sessions that failed other than by refusal (none expected on a lossless link).
     pub other_failures: u64,
     pub max_open: usize,
 }
