@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod handshake;
+mod key_cache;
 mod sctp;
 mod sim;
 
@@ -24,6 +25,8 @@ struct Cli {
 enum Bench {
     /// DTLS handshakes per second, record throughput, session memory — beside OpenSSL.
     Handshake(handshake::Args),
+    /// Chain validation, full vs validated-key cache hit (seed 003), and the memory of an entry.
+    KeyCache(key_cache::Args),
     /// SCTP INIT flood answers and time to first byte — beside usrsctp.
     Sctp(sctp::Args),
     /// Simulator events per second.
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.bench {
         Bench::Handshake(a) => handshake::run(a),
+        Bench::KeyCache(a) => key_cache::run(a),
         Bench::Sctp(a) => sctp::run(a),
         Bench::Sim(a) => sim::run(a),
     };

@@ -11,9 +11,11 @@
 use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
-    CertifiedKey, CipherSuite, ClientAuth, ClientConfig, ClientSession, HandshakeSummary, Psk, ServerConfig,
-    TrustAnchors, WhenFull, DEFAULT_MTU, MIN_MTU,
+    CacheStore, CertifiedKey, CipherSuite, ClientAuth, ClientCertCacheConfig, ClientConfig, ClientSession,
+    HandshakeSummary, Psk, RetransmitPolicy, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull,
+    DEFAULT_MTU, MIN_MTU,
 };
+use fastshake_net::cache_file::FileCacheStore;
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
     DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
@@ -49,6 +51,13 @@ pub struct CommonArgs {
     /// Server: issue no session tickets. Client: do not ask for one (RFC 5077).
     #[arg(long)]
     no_tickets: bool,
+    /// Keep the peer keys of up to N validated chains (seed 003 §IV-C): a chain seen again
+    /// skips validation but for its validity times and trust anchor; least recently used out
+    /// first; 0 turns it off. Server: clients' chains, shared by every session. Client: the
+    /// server's chain, for --app-timeout reconnections. The default, 256, is more peers than a
+    /// constrained deployment has and costs at most about 100 kB (RSA-2048 leaves).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    key_cache: usize,
     /// Cipher suite by IANA name; repeat to allow several (default: every suite the given
     /// credentials allow, PSK first). Known: TLS_PSK_WITH_AES_128_CCM_8,
     /// TLS_PSK_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8,
@@ -61,6 +70,14 @@ pub struct CommonArgs {
     /// First retransmission timeout in milliseconds (RFC 6347: 1000; doubles up to 60 s).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     initial_retransmit_ms: u64,
+    /// How flights are timed: fixed (--initial-retransmit-ms, doubling) or adaptive (from the
+    /// round trip measured to the peer, RFC 6298 style: the cookie exchange, each flight, and
+    /// earlier handshakes with the same host; never below --rto-floor).
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = RetransmitArg::Fixed)]
+    retransmit: RetransmitArg,
+    /// With --retransmit adaptive: the shortest retransmission timeout, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    rto_floor: u64,
     /// Give up on a handshake not complete after this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     handshake_timeout: f64,
@@ -110,6 +127,11 @@ pub struct ServerArgs {
     /// and cid check a client's new address with return routability (RFC 9853) when it offers it.
     #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
     mobility: MobilityMode,
+    /// Client-certificate caching (seed 003): keep the chains of at most N clients that offered
+    /// it, least recently used out first, so that they can send an empty Certificate next time
+    /// (their CertificateVerify still proves the key). 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = ClientCertCacheConfig::default().max_entries)]
+    client_cache: usize,
     /// Close a session that received nothing for this many seconds (close_notify; its socket,
     /// if it has one, closes with it). Default: 300.
     #[arg(long, value_name = "SECS")]
@@ -140,6 +162,11 @@ pub struct ClientArgs {
     /// written with mode 0600.
     #[arg(long, value_name = "FILE")]
     session_file: Option<PathBuf>,
+    /// Handshake caching (seed 003): keep the server's Certificate and CertificateRequest
+    /// (RFC 7924) and our client-certificate ticket in FILE, per server, and offer them next
+    /// time. Written with mode 0600; a corrupt file is ignored with a warning.
+    #[arg(long, value_name = "FILE")]
+    cache_file: Option<PathBuf>,
     /// What the client offers so its session survives a move: standard (nothing; see
     /// --app-timeout), ipc or tcs (follow the server to the session's own port, and return
     /// routability checks), cid (a connection ID from the server, and return routability checks).
@@ -180,6 +207,25 @@ impl From<ReconnectArg> for Reconnect {
         match arg {
             ReconnectArg::Full => Reconnect::Full,
             ReconnectArg::Resumed => Reconnect::Resumed,
+        }
+    }
+}
+
+/// `--retransmit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RetransmitArg {
+    Fixed,
+    Adaptive,
+}
+
+impl CommonArgs {
+    /// The retransmission policy of `--retransmit` and `--rto-floor`.
+    fn retransmit(&self) -> RetransmitPolicy {
+        match self.retransmit {
+            RetransmitArg::Fixed => RetransmitPolicy::Fixed,
+            RetransmitArg::Adaptive => {
+                RetransmitPolicy::Adaptive { floor: Duration::from_millis(self.rto_floor) }
+            }
         }
     }
 }
@@ -272,6 +318,11 @@ impl CommonArgs {
         Ok(Some(Arc::new(certified)))
     }
 
+    /// The validated-key cache of `--key-cache`, if not 0.
+    fn key_cache(&self) -> Option<Arc<ValidatedKeyCache>> {
+        (self.key_cache > 0).then(|| Arc::new(ValidatedKeyCache::new(self.key_cache)))
+    }
+
     fn trust_anchors(&self) -> anyhow::Result<Option<Arc<TrustAnchors>>> {
         let Some(ca) = &self.ca else {
             return Ok(None);
@@ -348,15 +399,21 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         certified_key,
         client_auth,
         client_trust_anchors,
+        key_cache: common.key_cache(),
         tickets: if common.no_tickets { None } else { Some(os_ticket_keys()) },
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
+        retransmit: common.retransmit(),
         handshake_timeout: common.handshake_timeout()?,
         max_connections: args.max_connections,
         max_sessions: args.max_sessions.map(|r| r as usize),
         when_full: args.when_full.into(),
         mobility: args.mobility.server_mobility(),
+        client_cert_cache: ClientCertCacheConfig {
+            max_entries: args.client_cache,
+            ..ClientCertCacheConfig::default()
+        },
         ..ServerConfig::default()
     };
     let idle_timeout = match args.idle_timeout {
@@ -483,12 +540,16 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         certified_key: common.certified_key()?,
         trust_anchors,
         server_name,
+        key_cache: common.key_cache(),
         enable_tickets: !common.no_tickets,
         suites: common.suites(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
+        retransmit: common.retransmit(),
         handshake_timeout: common.handshake_timeout()?,
         mobility: args.mobility.client_mobility(),
+        cached_info: args.cache_file.is_some(),
+        client_certificate_caching: args.cache_file.is_some(),
         ..ClientConfig::default()
     };
     let wall_clock = Some(Clock::new().wall_clock());
@@ -497,6 +558,16 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         Some(path) => load_session(path)?,
         None => None,
     };
+    // Entries are per server: its name and the address as given, so nothing crosses servers.
+    let cache_key = format!("{}@{}", config.server_name.as_deref().unwrap_or(""), args.connect);
+    let cache = args.cache_file.as_ref().map(|path| {
+        let (store, warning) = FileCacheStore::open(path);
+        if let Some(warning) = warning {
+            say!("fastshake client: {warning}");
+        }
+        store
+    });
+    let cached = cache.as_ref().and_then(|c| c.load(&cache_key));
     let standard = args.mobility == MobilityMode::Standard;
     let options = ClientOptions {
         bind: args.bind,
@@ -504,10 +575,12 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         session,
         app_timeout: (standard && args.app_timeout > 0).then(|| Duration::from_millis(args.app_timeout)),
         reconnect: args.reconnect.into(),
+        cached,
     };
     let settings = ClientRun {
         linger: Duration::from_millis(args.linger),
         session_file: args.session_file.as_deref(),
+        cache: cache.map(|store| (store, cache_key)),
         rebind_after: args.rebind_after,
         rebind_to: args.rebind_to,
     };
@@ -542,6 +615,18 @@ fn load_session(path: &Path) -> anyhow::Result<Option<ClientSession>> {
     }
 }
 
+/// Keeps what a handshake says to cache for this server in `--cache-file`.
+fn keep_cache_entry(
+    cache: &mut Option<(FileCacheStore, String)>,
+    summary: &HandshakeSummary,
+) -> anyhow::Result<()> {
+    if let (Some((store, key)), Some(entry)) = (cache.as_mut(), &summary.cache_update) {
+        store.store(key, entry.clone());
+        store.save().with_context(|| format!("cannot write the cache file {}", store.path().display()))?;
+    }
+    Ok(())
+}
+
 /// Writes the session a handshake yielded to `path`, readable by the owner only.
 fn store_session(path: &Path, session: &ClientSession) -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -556,16 +641,21 @@ fn store_session(path: &Path, session: &ClientSession) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write the session file {}", path.display()))
 }
 
-/// What the summary line adds about the peer's certificates: how many, and the validated
-/// leaf's subject.
+/// What the summary line adds about the peer's certificates: how many, the validated leaf's
+/// subject, and whether the validated-key cache stood in for validating them.
 fn peer_text(summary: &HandshakeSummary) -> String {
     let count = match summary.peer_certificates {
         0 => return String::new(),
         n => format!("; peer sent {n} certificate(s)"),
     };
-    match summary.peer_leaf.as_deref().and_then(fastshake_pki::subject_text) {
+    let text = match summary.peer_leaf.as_deref().and_then(fastshake_pki::subject_text) {
         Some(subject) => format!("{count}, subject \"{subject}\""),
         None => count,
+    };
+    if summary.chain_validation_skipped {
+        format!("{text}, chain validation skipped (key cache)")
+    } else {
+        text
     }
 }
 
@@ -573,6 +663,8 @@ fn peer_text(summary: &HandshakeSummary) -> String {
 struct ClientRun<'a> {
     linger: Duration,
     session_file: Option<&'a Path>,
+    /// `--cache-file`, and this server's key in it.
+    cache: Option<(FileCacheStore, String)>,
     rebind_after: Option<u64>,
     rebind_to: Option<SocketAddr>,
 }
@@ -583,7 +675,7 @@ async fn run_client(
     options: ClientOptions,
     settings: ClientRun<'_>,
 ) -> anyhow::Result<()> {
-    let ClientRun { linger, session_file, rebind_after, rebind_to } = settings;
+    let ClientRun { linger, session_file, mut cache, rebind_after, rebind_to } = settings;
     let mut records_received = 0u64;
     let remote = tokio::net::lookup_host(connect)
         .await
@@ -597,6 +689,7 @@ async fn run_client(
     if let (Some(path), Some(session)) = (session_file, &client.summary().session) {
         store_session(path, session)?;
     }
+    keep_cache_entry(&mut cache, client.summary())?;
 
     let mut terminate = terminate_signal()?;
     let mut input = spawn_stdin_reader();
@@ -639,12 +732,14 @@ async fn run_client(
                 }
                 Some(ClientEvent::Reconnected(summary)) => {
                     say!(
-                        "fastshake client: no answer for the app timeout, reconnected: {}",
-                        summary_line(&summary)
+                        "fastshake client: no answer for the app timeout, reconnected: {}{}",
+                        summary_line(&summary),
+                        peer_text(&summary)
                     );
                     if let (Some(path), Some(session)) = (session_file, &summary.session) {
                         store_session(path, session)?;
                     }
+                    keep_cache_entry(&mut cache, &summary)?;
                 }
                 Some(ClientEvent::SendFailed(error)) => {
                     return Err(anyhow::Error::new(error).context("cannot send a record"));

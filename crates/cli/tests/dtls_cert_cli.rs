@@ -67,6 +67,35 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
 }
 
 #[test]
+fn a_returning_client_chain_skips_validation_on_the_server_unless_the_key_cache_is_off() {
+    const SKIPPED: &str = "chain validation skipped (key cache)";
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let client_args = pki.fastshake_mutual_client_args();
+    for (cache, skipped_the_second_time) in [(None, true), (Some("0"), false)] {
+        let mut server_args = pki.fastshake_mutual_server_args("require");
+        server_args.push("--echo".into());
+        server_args.extend(cache.map(|n| vec!["--key-cache".to_owned(), n.to_owned()]).unwrap_or_default());
+        let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+        for run in 0..2 {
+            FASTSHAKE.echo_run(port, &strs(&client_args), "again");
+            let wait = std::time::Duration::from_secs(10);
+            let printed = server.stderr.wait_until(wait, |text| text.matches("handshake done").count() > run);
+            assert!(printed, "no summary of handshake {run}\n{}", server.transcript());
+        }
+        let stderr = server.stderr.text();
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("handshake done")).collect();
+        assert_eq!(lines.len(), 2, "{stderr}");
+        assert!(!lines[0].contains(SKIPPED), "the first handshake validates: {}", lines[0]);
+        assert_eq!(
+            lines[1].contains(SKIPPED),
+            skipped_the_second_time,
+            "--key-cache {cache:?}: {}",
+            lines[1]
+        );
+    }
+}
+
+#[test]
 fn optional_client_authentication_accepts_a_client_without_a_certificate() {
     let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_mutual_server_args("optional");
@@ -143,4 +172,36 @@ fn missing_credentials_are_refused_up_front() {
     let mut server = Peer::spawn("fastshake server", command);
     assert!(!server.expect_exit().success());
     assert!(server.stderr.text().contains("needs --ca"), "{}", server.transcript());
+}
+
+#[test]
+fn a_cache_file_leaves_both_chains_out_of_the_next_handshake() {
+    use std::os::unix::fs::PermissionsExt;
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let mut server_args = pki.fastshake_mutual_server_args("require");
+    server_args.extend(["--echo".into(), "--client-cache".into(), "16".into()]);
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let cache = pki.scratch("handshake.cache");
+    let _ = std::fs::remove_file(&cache);
+    let mut args = pki.fastshake_mutual_client_args();
+    args.extend(["--cache-file".into(), cache.clone()]);
+
+    let first = FASTSHAKE.echo_run(port, &strs(&args), "first, nothing cached");
+    assert!(first.contains("full (not resumed)") && !first.contains("from cache"), "{first}");
+    let mode = std::fs::metadata(&cache).expect("the cache file was written").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let second = FASTSHAKE.echo_run(port, &strs(&args), "second, from the cache");
+    for part in ["server certificate from cache (RFC 7924)", "client certificate from cache (ticket)"] {
+        assert!(second.contains(part), "{part}: {second}");
+    }
+    server.expect_handshake_without_resend(&[
+        "client certificate from cache (ticket)",
+        "peer sent 3 certificate(s)",
+    ]);
+
+    // A corrupt cache file costs a warning and a full handshake, nothing else.
+    std::fs::write(&cache, b"FSHC\x01garbage").unwrap();
+    let third = FASTSHAKE.echo_run(port, &strs(&args), "third, corrupt cache");
+    assert!(third.contains("ignoring the cache") && !third.contains("from cache ("), "{third}");
 }

@@ -183,3 +183,87 @@ fn openssl_s_client_sending_a_4_kb_rsa_flight_completes_without_a_resend() {
         eprintln!("note: this OpenSSL did not split its flight at 4096 bytes\n{line}");
     }
 }
+
+/// Handshake caching is negotiated: a peer that knows neither extension ignores both. The
+/// fastshake client offers client-certificate caching (empty) in its first handshake and, with
+/// the server's objects in its cache file, RFC 7924 fingerprints in the second; OpenSSL answers
+/// neither and runs two ordinary full handshakes.
+#[test]
+fn fastshake_client_offering_caching_to_openssl_s_server_gets_ordinary_handshakes() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let (server, port) = openssl_mutual_s_server(&pki, &[]);
+    let cache = pki.scratch("openssl.cache");
+    let _ = std::fs::remove_file(&cache);
+    let mut args = pki.fastshake_mutual_client_args();
+    args.extend(["--cache-file".into(), cache.clone()]);
+    for round in ["first", "second"] {
+        let mut client = FASTSHAKE.client_with(port, &strs(&args));
+        let line = client.expect_handshake_without_resend(&["full (not resumed)", "peer sent"]);
+        assert!(!line.contains("from cache"), "{round}: {line}");
+        client.write_line(&format!("{round} from fastshake"));
+        server.expect_stdout(&format!("{round} from fastshake"));
+        client.finish(&[]);
+        assert!(std::fs::metadata(&cache).is_ok(), "the server's objects were kept");
+    }
+}
+
+/// The same with GnuTLS's server.
+#[test]
+fn fastshake_client_offering_caching_to_gnutls_serv_gets_ordinary_handshakes() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let (_server, port) = gnutls_serv_echo(&[
+        "--require-client-cert",
+        "--verify-client-cert",
+        "--x509certfile",
+        &pki.server_cert(),
+        "--x509keyfile",
+        &pki.server_key(),
+        "--x509cafile",
+        &pki.ca(),
+        &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
+    ]);
+    let cache = pki.scratch("gnutls.cache");
+    let _ = std::fs::remove_file(&cache);
+    let mut args = pki.fastshake_mutual_client_args();
+    args.extend(["--cache-file".into(), cache]);
+    for round in ["first", "second"] {
+        let mut client = FASTSHAKE.client_with(port, &strs(&args));
+        let line =
+            client.expect_handshake_without_resend(&["full (not resumed)", "peer sent 3 certificate(s)"]);
+        assert!(!line.contains("from cache"), "{round}: {line}");
+        client.write_line("ping from fastshake");
+        client.expect_stdout("ping from fastshake");
+        client.finish(&[]);
+    }
+}
+
+/// The other direction: a fastshake server with client-certificate caching on answers
+/// OpenSSL's and GnuTLS's ClientHellos (which offer neither extension) with ordinary handshakes.
+#[test]
+fn openssl_and_gnutls_clients_with_a_caching_fastshake_server() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let mut server_args = pki.fastshake_mutual_server_args("require");
+    server_args.extend(["--echo".into(), "--client-cache".into(), "16".into()]);
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let mut client =
+        openssl_s_client(port, &strs(&pki.openssl_mutual_client_args(&pki.client_intermediates())));
+    let line = server.expect_handshake_without_resend(&["full (not resumed)", "peer sent 3 certificate(s)"]);
+    assert!(!line.contains("from cache"), "{line}");
+    client.echo_and_close("ping from openssl s_client");
+    server.expect_stderr("closed by the peer (close_notify)");
+    let mut client = gnutls_cli(
+        port,
+        &[
+            "--x509cafile",
+            &pki.ca(),
+            "--x509certfile",
+            &pki.client_cert(),
+            "--x509keyfile",
+            &pki.client_key(),
+            &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
+        ],
+    );
+    client.echo_and_close("ping from gnutls-cli");
+    server.assert_no_resend_in_any_handshake();
+    assert!(!server.stderr.text().contains("from cache"));
+}

@@ -1,10 +1,12 @@
 //! Client and server configuration.
 
+use crate::cache::ClientCertCacheConfig;
 use crate::error::Error;
+use crate::rtt::RttCache;
 use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
 use crate::suite::{CipherSuite, KeyExchange};
 use fastshake_core::Instant;
-use fastshake_pki::{CertifiedKey, KeyAlgorithm, TrustAnchors};
+use fastshake_pki::{CertifiedKey, KeyAlgorithm, TrustAnchors, ValidatedKeyCache};
 use std::sync::Arc;
 use std::time::Duration;
 use zeroize::Zeroize;
@@ -98,6 +100,35 @@ impl WallClock {
     }
 }
 
+/// How handshake flights are timed (RFC 6347 §4.2.4.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RetransmitPolicy {
+    /// Every flight waits `initial_retransmit` first, doubling on each retransmission up to
+    /// `max_retransmit` (RFC 6347's timer, with its 1 s default).
+    #[default]
+    Fixed,
+    /// Each flight waits what the round trip to the peer predicts: at first the estimate cached
+    /// by an earlier handshake with it (`initial_retransmit` when there is none), then the round
+    /// trips of this handshake (the cookie exchange, then each flight), RFC 6298 style
+    /// (see [`crate::RttEstimate::timeout_for`]), never below `floor` nor above
+    /// `max_retransmit`; doubling on each retransmission. Suits links whose round trip is far
+    /// from 1 s: duty-cycled radios (seconds) and LANs (milliseconds).
+    Adaptive {
+        /// The shortest timer armed.
+        floor: Duration,
+    },
+}
+
+impl RetransmitPolicy {
+    /// `"fixed"` or `"adaptive"`, as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RetransmitPolicy::Fixed => "fixed",
+            RetransmitPolicy::Adaptive { .. } => "adaptive",
+        }
+    }
+}
+
 /// How a client sets up sessions.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -111,6 +142,12 @@ pub struct ClientConfig {
     pub initial_retransmit: Duration,
     /// Ceiling of the doubling retransmission timeout (RFC 6347: 60 s).
     pub max_retransmit: Duration,
+    /// How flights are timed: fixed (the default) or adapted to the measured round trip.
+    pub retransmit: RetransmitPolicy,
+    /// Round trips to servers, by IP address: read when a handshake starts, written when one
+    /// completes, under [`RetransmitPolicy::Adaptive`]. Clones of this configuration share it;
+    /// give several configurations the same `Arc` to share it between them.
+    pub rtt_cache: Arc<RttCache>,
     /// The handshake fails if not complete this long after it started.
     pub handshake_timeout: Duration,
     /// Refuse servers that do not support the extended master secret (RFC 7627).
@@ -121,12 +158,21 @@ pub struct ClientConfig {
     pub trust_anchors: Option<Arc<TrustAnchors>>,
     /// Sent in `server_name` (RFC 6066) and checked against the server's leaf certificate.
     pub server_name: Option<String>,
+    /// Validated server keys (seed 003 §IV-C), shareable by many clients: a server chain seen
+    /// before for the same name skips validation but for its time window and trust anchor.
+    pub key_cache: Option<Arc<ValidatedKeyCache>>,
     /// Offer the `session_ticket` extension (RFC 5077).
     pub enable_tickets: bool,
     /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, following the server's port.
     pub mobility: Mobility,
+    /// Offer RFC 7924 `cached_info` with the server objects of the [`crate::CachedServer`]
+    /// given to the connection, and report this handshake's objects for the next one.
+    pub cached_info: bool,
+    /// Offer client-certificate caching (seed 003): the ticket of the [`crate::CachedServer`]
+    /// given to the connection, or an empty extension (support) without one.
+    pub client_certificate_caching: bool,
 }
 
 impl Default for ClientConfig {
@@ -137,14 +183,19 @@ impl Default for ClientConfig {
             mtu: DEFAULT_MTU,
             initial_retransmit: Duration::from_secs(1),
             max_retransmit: Duration::from_secs(60),
+            retransmit: RetransmitPolicy::Fixed,
+            rtt_cache: Arc::new(RttCache::default()),
             handshake_timeout: Duration::from_secs(60),
             require_extended_master_secret: false,
             certified_key: None,
             trust_anchors: None,
             server_name: None,
+            key_cache: None,
             enable_tickets: true,
             wall_clock: None,
             mobility: Mobility::default(),
+            cached_info: false,
+            client_certificate_caching: false,
         }
     }
 }
@@ -277,6 +328,13 @@ pub struct ServerConfig {
     pub initial_retransmit: Duration,
     /// Ceiling of the doubling retransmission timeout (RFC 6347: 60 s).
     pub max_retransmit: Duration,
+    /// How flights are timed: fixed (the default) or adapted to the measured round trip. The
+    /// adaptive policy also dates HelloVerifyRequest cookies, so the server learns the round
+    /// trip of the cookie exchange without keeping state.
+    pub retransmit: RetransmitPolicy,
+    /// Clients whose round trip the endpoint remembers at most (by IP address, least recently
+    /// used first out), under [`RetransmitPolicy::Adaptive`].
+    pub rtt_cache_entries: usize,
     /// A handshake is dropped if not complete this long after it started.
     pub handshake_timeout: Duration,
     /// Most sessions (in handshake or established) held at once; new clients beyond it are ignored.
@@ -301,6 +359,9 @@ pub struct ServerConfig {
     /// Anchors a client's chain must lead to (needed unless `client_auth` is `None`); their
     /// subject names are the CertificateRequest's certificate_authorities.
     pub client_trust_anchors: Option<Arc<TrustAnchors>>,
+    /// Validated client keys (seed 003 §IV-C): a client chain seen before skips validation but
+    /// for its time window and trust anchor.
+    pub key_cache: Option<Arc<ValidatedKeyCache>>,
     /// The session-ID cache (resumption by ID).
     pub session_cache: SessionCacheConfig,
     /// Ticket keys (RFC 5077); `None` disables tickets. `Endpoint::rotate_ticket_key` rotates.
@@ -309,6 +370,12 @@ pub struct ServerConfig {
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, port moves (`Endpoint::move_to`).
     pub mobility: Mobility,
+    /// Answer RFC 7924 `cached_info`: send the fingerprint of our Certificate and
+    /// CertificateRequest to a client that has them cached.
+    pub cached_info: bool,
+    /// The cache of client chains for client-certificate caching (seed 003); `max_entries`
+    /// 0 turns it off.
+    pub client_cert_cache: ClientCertCacheConfig,
 }
 
 impl Default for ServerConfig {
@@ -320,6 +387,8 @@ impl Default for ServerConfig {
             mtu: DEFAULT_MTU,
             initial_retransmit: Duration::from_secs(1),
             max_retransmit: Duration::from_secs(60),
+            retransmit: RetransmitPolicy::Fixed,
+            rtt_cache_entries: crate::rtt::DEFAULT_RTT_CACHE_ENTRIES,
             handshake_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             max_sessions: None,
@@ -328,10 +397,13 @@ impl Default for ServerConfig {
             certified_key: None,
             client_auth: ClientAuth::None,
             client_trust_anchors: None,
+            key_cache: None,
             session_cache: SessionCacheConfig::default(),
             tickets: None,
             wall_clock: None,
             mobility: Mobility::default(),
+            cached_info: true,
+            client_cert_cache: ClientCertCacheConfig::default(),
         }
     }
 }

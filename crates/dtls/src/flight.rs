@@ -2,8 +2,10 @@
 //! is packed afresh with new record sequence numbers (RFC 6347 §4.2.4); the timer starts at the
 //! configured value, doubles on each retransmission and stops at the ceiling.
 
+use crate::config::RetransmitPolicy;
 use crate::handshake::{HandshakeHeader, HandshakeType, HANDSHAKE_HEADER_LEN};
 use crate::record::{record_len, write_record, ContentType, Protect, RecordLayer};
+use crate::rtt::{RttEstimate, RttEstimator};
 use fastshake_core::Instant;
 use std::time::Duration;
 
@@ -17,49 +19,193 @@ pub(crate) enum FlightItem {
 /// The retransmission timer of RFC 6347 §4.2.4.1: how long to wait before resending, doubling
 /// on each retransmission up to a ceiling. The deadline itself lives in the connection's timer
 /// table.
+///
+/// With [`RetransmitPolicy::Fixed`] every flight starts at the configured initial value (a
+/// backed-off value is kept for one more flight after a lossy one). With
+/// [`RetransmitPolicy::Adaptive`] the timer also measures each exchange (our flight until the
+/// peer's answering flight is complete) and starts each flight at the estimate
+/// ([`RttEstimate::timeout_for`] the expected exchange size), between the floor and the
+/// ceiling. Karn's algorithm: a flight we resent gives no sample, unless the answer names the
+/// transmission it answers (a HelloVerifyRequest echoes its ClientHello's record number,
+/// RFC 6347 §4.2.1); and after a loss the backed-off value stays until a clean sample comes
+/// (RFC 6298 §5.7).
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
     initial: Duration,
     max: Duration,
     current: Duration,
+    /// `Some(floor)` under the adaptive policy.
+    floor: Option<Duration>,
     /// Whether the flight in flight needed a retransmission (then the next keeps the backed-off value).
     backed_off: bool,
     pub last_sent: Instant,
+    rtt: RttEstimator,
+    /// The flight in flight: its first transmission, whether it was resent, whether its answer
+    /// came (or none is awaited), its bytes, and the peer's bytes received before it.
+    first_sent: Instant,
+    resent: bool,
+    answered: bool,
+    flight_bytes: u32,
+    received_at_send: u64,
+    /// Bytes of the peer's last flight: the guess for the size of its next one.
+    peer_flight_bytes: u32,
+    /// Epoch-0 record numbers of the flight's last transmissions, for an answer that names one.
+    transmissions: Vec<(Instant, std::ops::Range<u64>)>,
 }
 
+/// Transmissions of one flight remembered for answers that name their record number.
+const MAX_TRANSMISSIONS_KEPT: usize = 8;
+
 impl RetransmitTimer {
-    pub fn new(initial: Duration, max: Duration) -> Self {
-        let initial = initial.max(Duration::from_millis(1));
+    pub fn new(
+        initial: Duration,
+        max: Duration,
+        policy: RetransmitPolicy,
+        cached: Option<RttEstimate>,
+    ) -> Self {
+        let floor = match policy {
+            RetransmitPolicy::Fixed => None,
+            RetransmitPolicy::Adaptive { floor } => Some(floor.max(Duration::from_millis(1))),
+        };
+        let initial = initial.max(floor.unwrap_or_default()).max(Duration::from_millis(1));
         RetransmitTimer {
             initial,
             max: max.max(initial),
             current: initial,
+            floor,
             backed_off: false,
             last_sent: Instant::ZERO,
+            rtt: RttEstimator::seeded(cached.filter(|_| floor.is_some())),
+            first_sent: Instant::ZERO,
+            resent: false,
+            answered: true,
+            flight_bytes: 0,
+            received_at_send: 0,
+            peer_flight_bytes: 0,
+            transmissions: Vec::new(),
         }
     }
 
-    /// A new flight was sent: when to resend it if nothing comes back.
-    pub fn on_new_flight(&mut self, now: Instant) -> Instant {
-        // Keep a backed-off value until a flight goes through without loss.
-        if !self.backed_off {
-            self.current = self.initial;
+    /// What a new flight waits first: the initial value, or the adaptive estimate.
+    fn fresh_timeout(&self) -> Duration {
+        let (Some(floor), Some(estimate)) = (self.floor, self.rtt.estimate()) else {
+            return self.initial;
+        };
+        let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
+        estimate.timeout_for(exchange).clamp(floor, self.max)
+    }
+
+    /// A new flight of `flight_bytes` was sent (its epoch-0 record numbers `seqs`) after
+    /// `received` bytes had come from the peer in all: the previous flight was answered. When
+    /// to resend it if nothing comes back.
+    pub fn on_new_flight(
+        &mut self,
+        now: Instant,
+        flight_bytes: u32,
+        seqs: std::ops::Range<u64>,
+        received: u64,
+    ) -> Instant {
+        self.on_answer(now, received);
+        self.flight_bytes = flight_bytes;
+        match self.floor {
+            // Keep a backed-off value until a flight goes through without loss.
+            None if !self.backed_off => self.current = self.initial,
+            None => {}
+            // Keep it until a clean sample (RFC 6298 §5.7).
+            Some(_) if !self.backed_off => self.current = self.fresh_timeout(),
+            Some(_) => {}
         }
-        self.backed_off = false;
+        if self.floor.is_none() {
+            self.backed_off = false;
+        }
+        self.first_sent = now;
+        self.resent = false;
+        self.answered = false;
+        self.received_at_send = received;
+        self.transmissions.clear();
+        self.transmissions.push((now, seqs));
         self.last_sent = now;
         now + self.current
     }
 
-    /// The flight was resent (timer or peer retransmission): when to resend it again.
-    pub fn on_retransmit(&mut self, now: Instant) -> Instant {
+    /// The flight was resent (timer or peer retransmission; its epoch-0 record numbers
+    /// `seqs`): when to resend it again.
+    pub fn on_retransmit(&mut self, now: Instant, seqs: std::ops::Range<u64>) -> Instant {
         self.current = (self.current * 2).min(self.max);
         self.backed_off = true;
+        self.resent = true;
+        if self.transmissions.len() >= MAX_TRANSMISSIONS_KEPT {
+            self.transmissions.remove(0);
+        }
+        self.transmissions.push((now, seqs));
         self.last_sent = now;
         now + self.current
+    }
+
+    /// The peer's flight answering ours is complete (`received`: the peer's bytes so far):
+    /// one sample, unless ours was resent (Karn) or was not waiting for an answer.
+    pub fn on_answer(&mut self, now: Instant, received: u64) {
+        if self.answered {
+            return;
+        }
+        self.answered = true;
+        self.peer_flight_bytes =
+            received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
+        if !self.resent {
+            self.take_sample(now.saturating_duration_since(self.first_sent));
+        }
+    }
+
+    /// An answer that names the transmission it answers by one of its epoch-0 record numbers
+    /// (a HelloVerifyRequest): a sample even when the flight was resent.
+    pub fn on_echoed_answer(&mut self, now: Instant, record_seq: u64, received: u64) {
+        if self.answered {
+            return;
+        }
+        let Some(&(sent, _)) = self.transmissions.iter().find(|(_, seqs)| seqs.contains(&record_seq)) else {
+            return;
+        };
+        self.answered = true;
+        self.peer_flight_bytes =
+            received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
+        self.take_sample(now.saturating_duration_since(sent));
+    }
+
+    /// A round trip measured outside the flights (the server's cookie exchange), of an exchange
+    /// of `exchange_bytes`, of which the peer sent `peer_bytes`.
+    pub fn on_outside_sample(&mut self, rtt: Duration, exchange_bytes: u32, peer_bytes: u32) {
+        self.peer_flight_bytes = peer_bytes;
+        self.rtt.sample(rtt, exchange_bytes);
+        if self.floor.is_some() {
+            self.backed_off = false;
+        }
+    }
+
+    fn take_sample(&mut self, rtt: Duration) {
+        let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
+        self.rtt.sample(rtt, exchange);
+        if self.floor.is_some() {
+            self.backed_off = false;
+        }
+    }
+
+    /// This flight is the handshake's last of ours: no answer is awaited.
+    pub fn expect_no_answer(&mut self) {
+        self.answered = true;
     }
 
     pub fn current(&self) -> Duration {
         self.current
+    }
+
+    /// The round trip measured so far (with the cached estimate it started from).
+    pub fn estimate(&self) -> Option<RttEstimate> {
+        self.rtt.estimate()
+    }
+
+    /// Whether the adaptive policy is on.
+    pub fn adaptive(&self) -> bool {
+        self.floor.is_some()
     }
 }
 
@@ -78,14 +224,8 @@ pub(crate) struct Flight {
 }
 
 impl Flight {
-    pub fn new(initial: Duration, max: Duration) -> Self {
-        Flight {
-            items: Vec::new(),
-            timer: RetransmitTimer::new(initial, max),
-            timed: false,
-            sent: 0,
-            resent: 0,
-        }
+    pub fn new(timer: RetransmitTimer) -> Self {
+        Flight { items: Vec::new(), timer, timed: false, sent: 0, resent: 0 }
     }
 
     /// Forgets the last flight: the next one is being built.
@@ -101,20 +241,31 @@ impl Flight {
         self.items.push(item);
     }
 
-    /// The flight was built and goes out for the first time; `timed` when our timer resends it.
+    /// The flight went out for the first time (`bytes` in datagrams, epoch-0 record numbers
+    /// `seqs`, after `received` bytes from the peer in all); `timed` when our timer resends it.
     /// Returns when it is due again, if timed.
-    pub fn on_first_transmission(&mut self, now: Instant, timed: bool) -> Option<Instant> {
+    pub fn on_first_transmission(
+        &mut self,
+        now: Instant,
+        timed: bool,
+        bytes: u32,
+        seqs: std::ops::Range<u64>,
+        received: u64,
+    ) -> Option<Instant> {
         self.sent += 1;
         self.timed = timed;
-        let due = self.timer.on_new_flight(now);
+        let due = self.timer.on_new_flight(now, bytes, seqs, received);
+        if !timed {
+            self.timer.expect_no_answer();
+        }
         timed.then_some(due)
     }
 
-    /// The flight goes out again (our timer, or the peer's retransmission showed it was lost).
+    /// The flight went out again (our timer, or the peer's retransmission showed it was lost).
     /// Returns when it is due again, if timed.
-    pub fn on_retransmission(&mut self, now: Instant) -> Option<Instant> {
+    pub fn on_retransmission(&mut self, now: Instant, seqs: std::ops::Range<u64>) -> Option<Instant> {
         self.resent += 1;
-        let due = self.timer.on_retransmit(now);
+        let due = self.timer.on_retransmit(now, seqs);
         self.timed.then_some(due)
     }
 
@@ -250,16 +401,59 @@ mod tests {
 
     #[test]
     fn timer_doubles_to_ceiling_and_resets_after_clean_flight() {
-        let mut t = RetransmitTimer::new(Duration::from_secs(1), Duration::from_secs(3));
-        assert_eq!(t.on_new_flight(Instant::ZERO), Instant::from_millis(1000));
-        assert_eq!(t.on_retransmit(Instant::from_millis(1000)), Instant::from_millis(3000));
-        t.on_retransmit(Instant::from_millis(3000));
+        let mut t = RetransmitTimer::new(
+            Duration::from_secs(1),
+            Duration::from_secs(3),
+            RetransmitPolicy::Fixed,
+            None,
+        );
+        assert_eq!(t.on_new_flight(Instant::ZERO, 100, 0..1, 0), Instant::from_millis(1000));
+        assert_eq!(t.on_retransmit(Instant::from_millis(1000), 1..2), Instant::from_millis(3000));
+        t.on_retransmit(Instant::from_millis(3000), 2..3);
         assert_eq!(t.current(), Duration::from_secs(3), "capped");
-        t.on_new_flight(Instant::from_millis(4000));
+        t.on_new_flight(Instant::from_millis(4000), 100, 3..4, 0);
         assert_eq!(t.current(), Duration::from_secs(3), "backed-off value kept after a lossy flight");
-        t.on_new_flight(Instant::from_millis(5000));
-        t.on_new_flight(Instant::from_millis(6000));
+        t.on_new_flight(Instant::from_millis(5000), 100, 4..5, 0);
+        t.on_new_flight(Instant::from_millis(6000), 100, 5..6, 0);
         assert_eq!(t.current(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn adaptive_timer_follows_clean_samples_and_skips_resent_flights() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        // No estimate yet: the initial value.
+        assert_eq!(t.on_new_flight(Instant::ZERO, 100, 0..1, 0), Instant::from_millis(1000));
+        // Answered (100 bytes) after 200 ms: SRTT 200, RTTVAR 100, the next flight waits 600 ms.
+        let at = t.on_new_flight(Instant::from_millis(200), 100, 1..2, 100);
+        assert_eq!(at, Instant::from_millis(800));
+        // Lost once: doubled, and the late answer gives no sample (Karn).
+        assert_eq!(t.on_retransmit(Instant::from_millis(800), 2..3), Instant::from_millis(2000));
+        t.on_new_flight(Instant::from_millis(1000), 100, 3..4, 200);
+        assert_eq!(t.estimate().unwrap().samples, 1);
+        assert_eq!(t.current(), ms(1200), "backed-off value kept until a clean sample");
+        // A clean exchange of 200 ms brings it back to the estimate.
+        t.on_new_flight(Instant::from_millis(1200), 100, 4..5, 300);
+        assert_eq!(t.estimate().unwrap().samples, 2);
+        assert_eq!(t.current(), ms(500));
+    }
+
+    #[test]
+    fn echoed_answer_measures_the_transmission_it_names() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        t.on_retransmit(Instant::from_millis(1000), 1..2);
+        // The answer names record 0, sent at 0: a 3 s round trip, not 2 s.
+        t.on_echoed_answer(Instant::from_millis(3000), 0, 40);
+        assert_eq!(t.estimate().unwrap().smoothed, ms(3000));
+        // A record number never sent gives nothing.
+        let mut u = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        u.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        u.on_echoed_answer(Instant::from_millis(3000), 7, 40);
+        assert!(u.estimate().is_none());
     }
 
     #[test]

@@ -41,10 +41,21 @@ fn parse_message(msg_type: HandshakeType, body: &[u8]) {
         HandshakeType::ClientHello => {
             if let Ok(ch) = ClientHello::parse(body) {
                 let _ = ch.suites().count();
+                ch.extensions
+                    .cached_info
+                    .into_iter()
+                    .chain(ch.extensions.client_cert_cache)
+                    .for_each(caching);
             }
         }
         HandshakeType::ServerHello => {
-            let _ = ServerHello::parse(body);
+            if let Ok(sh) = ServerHello::parse(body) {
+                sh.extensions
+                    .cached_info
+                    .into_iter()
+                    .chain(sh.extensions.client_cert_cache)
+                    .for_each(caching);
+            }
         }
         HandshakeType::HelloVerifyRequest => {
             let _ = HelloVerifyRequest::parse(body);
@@ -223,4 +234,23 @@ pub fn client_datagram(data: &[u8]) {
     client.handle_datagram(now, server_addr(), &mut d);
     while client.poll_transmit(now).is_some() {}
     while client.poll_event().is_some() {}
+}
+
+/// Handshake caching: the extension bodies of both roles (RFC 7924 `cached_info`,
+/// client-certificate caching), the fingerprint message, and a client cache store read back
+/// (a corrupt cache file must only mean an empty cache). What parses must round-trip.
+pub fn caching(data: &[u8]) {
+    use crate::handshake::{
+        parse_cached_info_offer, parse_cached_info_selection, parse_client_cert_answer,
+        parse_client_cert_offer, parse_fingerprint_message,
+    };
+    let _ = parse_cached_info_offer(data);
+    let _ = parse_cached_info_selection(data);
+    let _ = parse_fingerprint_message(data);
+    let _ = parse_client_cert_offer(data);
+    let _ = parse_client_cert_answer(data);
+    if let Ok(store) = crate::cache::MemoryCacheStore::from_bytes(data) {
+        let again = crate::cache::MemoryCacheStore::from_bytes(&store.to_bytes());
+        assert_eq!(again.as_ref(), Ok(&store), "a store read back writes the same store");
+    }
 }

@@ -69,7 +69,9 @@
 //!   path MTU is large) is kept, at most 8 KiB of it, and completed by the start of the peer's
 //!   next datagram when that reads as whole records only once the rest is taken off.
 //! - Retransmission: whole flights are resent, packed afresh with new record sequence numbers,
-//!   on a timer that starts at `initial_retransmit`, doubles, and stops at `max_retransmit`; the
+//!   on a timer that starts at `initial_retransmit` (or, under `RetransmitPolicy::Adaptive`, at
+//!   what the round trips measured to the peer predict, RFC 6298 style, never below a floor:
+//!   [`RttEstimate`], [`RttCache`]), doubles, and stops at `max_retransmit`; the
 //!   handshake fails after `handshake_timeout`. The server's last flight is not timed: it is
 //!   resent when the client's retransmitted Finished shows it was lost, and kept until the
 //!   client's first protected record (or the handshake timeout) proves it arrived.
@@ -157,6 +159,7 @@
 #![forbid(unsafe_code)]
 
 mod alert;
+mod cache;
 mod config;
 mod connection;
 mod crypto;
@@ -168,6 +171,7 @@ mod handshake;
 #[allow(dead_code)]
 mod mobility;
 mod record;
+mod rtt;
 mod session;
 mod strategy;
 mod suite;
@@ -176,13 +180,19 @@ mod suite;
 pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
-pub use config::{ClientConfig, Mobility, Psk, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU};
+pub use cache::{
+    CacheStore, CacheUse, CachedServer, ClientCertCacheConfig, MemoryCacheStore, CLIENT_TICKET_LEN,
+};
+pub use config::{
+    ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU,
+};
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
 pub use error::Error;
 pub use fastshake_core::{Instant, Transmit};
-pub use fastshake_pki::{CertifiedKey, TrustAnchors};
+pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
 pub use mobility::MobilityStats;
+pub use rtt::{RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
 pub use strategy::{MobilityMode, SocketAction, SERVER_CID_LENGTH};
 pub use suite::CipherSuite;

@@ -11,6 +11,7 @@ const TARGETS: &[(&str, Target)] = &[
     ("dtls_handshake", handshake_target),
     ("dtls_endpoint", fuzzing::endpoint_datagram),
     ("dtls_session", fuzzing::established_session),
+    ("dtls_caching", fuzzing::caching),
 ];
 
 fn handshake_target(data: &[u8]) {

@@ -8,15 +8,12 @@
 use fastshake_dtls::{
     CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig,
 };
+use fastshake_sim::mac::sixlowpan::UdpDatagram;
 use fastshake_sim::mac::{build, FrameKind, MacConfig};
 use fastshake_sim::radio::RadioLedger;
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// Bytes of an uncompressed IPv6 and UDP header in front of each DTLS datagram (6LoWPAN
-/// without IPHC, as `mac::frag` assumes).
-pub const IPV6_UDP_HEADER: usize = 48;
 
 /// The client's address, the first node of the chain.
 pub fn client_addr() -> SocketAddr {
@@ -101,8 +98,10 @@ pub fn run(
         for (to_server, payload) in outgoing {
             run.datagrams += 1;
             run.dtls_bytes += payload.len();
-            let mut datagram = vec![0u8; IPV6_UDP_HEADER];
-            datagram.extend_from_slice(&payload);
+            // On the radio the DTLS datagram travels in UDP over IPv6 between the chain's ends,
+            // its headers compressed by 6LoWPAN (link-local over one hop, mesh addresses beyond).
+            let (src, dst) = if to_server { (0, hops) } else { (hops, 0) };
+            let datagram = UdpDatagram::between(src, dst, hops, server_addr.port(), payload.clone());
             let hop_list: Vec<(usize, usize)> =
                 if to_server { links.clone() } else { links.iter().rev().map(|&(a, b)| (b, a)).collect() };
             let mut at = Some(now);

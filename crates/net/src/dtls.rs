@@ -21,8 +21,8 @@ use crate::mobility::{self, SessionSockets, SocketAction};
 use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
-    ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError, Event,
-    HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WhenFull,
+    CachedServer, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error as DtlsError,
+    Event, HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys, WhenFull,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::{HashMap, VecDeque};
@@ -140,10 +140,37 @@ pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
     }
 }
 
+/// What a handshake took from a cache, as the summary line says it ("" when nothing).
+pub fn cache_text(summary: &HandshakeSummary) -> String {
+    let used = &summary.from_cache;
+    let parts: Vec<&str> = [
+        (used.server_certificate, "server certificate from cache (RFC 7924)"),
+        (used.certificate_request, "certificate request from cache (RFC 7924)"),
+        (used.client_certificate, "client certificate from cache (ticket)"),
+    ]
+    .into_iter()
+    .filter_map(|(on, text)| on.then_some(text))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", parts.join(", "))
+    }
+}
+
 /// The one-line handshake summary both `fastshake server` and `fastshake client` print.
 pub fn summary_line(summary: &HandshakeSummary) -> String {
+    // The smoothed round trip, when an exchange of flights (or a cached estimate) gave one.
+    let rtt = summary.rtt.map_or(String::new(), |r| {
+        format!(
+            "; RTT {:.2} ms (±{:.2} ms, {} sample(s))",
+            r.smoothed.as_secs_f64() * 1e3,
+            r.variation.as_secs_f64() * 1e3,
+            r.samples
+        )
+    });
     format!(
-        "handshake done: {}, {}, {}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B",
+        "handshake done: {}, {}, {}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
         summary.suite.iana_name(),
         resumption_text(summary),
         if summary.extended_master_secret {
@@ -151,6 +178,7 @@ pub fn summary_line(summary: &HandshakeSummary) -> String {
         } else {
             "without extended master secret"
         },
+        cache_text(summary),
         summary.duration.as_secs_f64() * 1e3,
         summary.flights_sent,
         summary.retransmissions,
@@ -242,6 +270,10 @@ pub struct ClientOptions {
     /// reconnection handshake that gets no answer within the configuration's handshake timeout
     /// is started again; the session fails only on a fatal alert (or when closed).
     pub reconnect: Reconnect,
+    /// What the client's cache holds for this server (RFC 7924 objects, client-certificate
+    /// ticket), offered as `ClientConfig::cached_info` and `client_certificate_caching` allow.
+    /// The handshake summary's `cache_update` says what to keep for next time.
+    pub cached: Option<CachedServer>,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -252,6 +284,7 @@ impl fmt::Debug for ClientOptions {
             .field("session", &self.session)
             .field("app_timeout", &self.app_timeout)
             .field("reconnect", &self.reconnect)
+            .field("cached", &self.cached)
             .finish()
     }
 }
@@ -488,6 +521,8 @@ struct ClientDriver {
     unanswered_since: Option<Instant>,
     /// The session to resume on a reconnection.
     last_session: Option<ClientSession>,
+    /// The cache entry for this server, updated by each handshake (reconnections offer it).
+    last_cached: Option<CachedServer>,
     /// Traffic of the sessions replaced by reconnections.
     earlier_traffic: Traffic,
     /// Datagrams that found no route, and when to try them again.
@@ -507,9 +542,15 @@ impl ClientDriver {
         let clock = Clock::new();
         let started = clock.now();
         let config = client_config_with_clock(config, &clock);
-        let ClientOptions { trace, session, app_timeout, reconnect, .. } = options;
-        let connection =
-            Connection::client_with_session(Arc::clone(&config), started, server, os_seed(), session.clone());
+        let ClientOptions { trace, session, app_timeout, reconnect, cached, .. } = options;
+        let connection = Connection::client_with_cache(
+            Arc::clone(&config),
+            started,
+            server,
+            os_seed(),
+            session.clone(),
+            cached.clone(),
+        );
         ClientDriver {
             clock,
             config,
@@ -527,6 +568,7 @@ impl ClientDriver {
             unanswered: VecDeque::new(),
             unanswered_since: None,
             last_session: session,
+            last_cached: cached,
             earlier_traffic: Traffic::default(),
             held: VecDeque::new(),
             retry_at: None,
@@ -612,8 +654,14 @@ impl ClientDriver {
         let now = self.clock.now();
         self.earlier_traffic = self.traffic();
         let session = if resume { self.last_session.clone() } else { None };
-        self.connection =
-            Connection::client_with_session(Arc::clone(&self.config), now, self.server, os_seed(), session);
+        self.connection = Connection::client_with_cache(
+            Arc::clone(&self.config),
+            now,
+            self.server,
+            os_seed(),
+            session,
+            self.last_cached.clone(),
+        );
         self.started = now;
         self.reconnecting = true;
         self.resuming = resume;
@@ -654,6 +702,9 @@ impl ClientDriver {
                 Event::Connected(summary) => {
                     if summary.session.is_some() {
                         self.last_session = summary.session.clone();
+                    }
+                    if summary.cache_update.is_some() {
+                        self.last_cached = summary.cache_update.clone();
                     }
                     if let Some(tx) = self.handshake.take() {
                         let _ = tx.send(Ok(summary));

@@ -3,6 +3,7 @@
 //! engine.
 #![forbid(unsafe_code)]
 
+pub mod cache_file;
 pub mod clock;
 pub mod dtls;
 pub mod mobility;

@@ -173,10 +173,24 @@ fn verify_chain<'a>(
 
 /// A certificate's notAfter in Unix seconds.
 fn not_after_unix(cert: &CertDer) -> Result<u64, PkiError> {
+    validity_unix(cert).map(|(_, not_after)| not_after)
+}
+
+/// A certificate's notBefore and notAfter in Unix seconds.
+fn validity_unix(cert: &CertDer) -> Result<(u64, u64), PkiError> {
     use x509_cert::der::Decode;
     let cert =
         x509_cert::Certificate::from_der(cert).map_err(|e| PkiError::MalformedCertificate(e.to_string()))?;
-    Ok(cert.tbs_certificate.validity.not_after.to_unix_duration().as_secs())
+    let validity = cert.tbs_certificate.validity;
+    Ok((validity.not_before.to_unix_duration().as_secs(), validity.not_after.to_unix_duration().as_secs()))
+}
+
+/// The tightest window over every certificate sent (the latest notBefore, the earliest
+/// notAfter): a chain that validated once stays valid at any time inside it, as far as times go.
+pub(crate) fn validity_window(chain: &[CertDer]) -> Result<(u64, u64), PkiError> {
+    chain.iter().map(validity_unix).try_fold((0, u64::MAX), |(latest_start, earliest_end), window| {
+        window.map(|(start, end)| (latest_start.max(start), earliest_end.min(end)))
+    })
 }
 
 /// A certificate's subject for display, its attributes in order as `O=..., CN=...` (RFC 4514

@@ -8,6 +8,8 @@
 //! - [`TrustAnchors`], [`verify_server_chain`], [`verify_client_chain`] for the peer's
 //!   Certificate message, returning the leaf's [`PeerPublicKey`] in a [`VerifiedChain`] with
 //!   the anchor it led to and how long it is valid;
+//! - [`ValidatedKeyCache`] (seed 003 §IV-C) in front of those two, so a chain seen before skips
+//!   validation but for its time window and anchor;
 //! - [`verify_signature`] for the peer's handshake signatures;
 //! - [`PkiError::alert_code`] for the fatal alert to send when any of these refuse.
 //!
@@ -35,6 +37,7 @@ pub mod error;
 #[cfg(feature = "generate")]
 pub mod generate;
 mod key;
+mod key_cache;
 mod public_key;
 mod scheme;
 
@@ -43,6 +46,10 @@ pub use chain::{
 };
 pub use error::{alert, PkiError};
 pub use key::{certificates_from_pem, CertifiedKey, SigningKey};
+pub use key_cache::{
+    verify_client_chain_cached, verify_server_chain_cached, ChainDigest, ChainUsage, KeyCacheStats,
+    ValidatedKey, ValidatedKeyCache, Validation,
+};
 pub use public_key::{verify_signature, PeerPublicKey};
 pub use scheme::{KeyAlgorithm, SignatureScheme};
 

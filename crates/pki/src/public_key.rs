@@ -62,6 +62,24 @@ impl PeerPublicKey {
         Ok(PeerPublicKey { algorithm, key: key.to_vec(), spki_der: spki_der.to_vec() })
     }
 
+    /// Rebuilds a key from its algorithm and subjectPublicKey bits (what the validated-key cache
+    /// keeps): the SubjectPublicKeyInfo is re-encoded in DER with the parameters RFC 5480 (named
+    /// curve) and RFC 3279 (NULL for rsaEncryption) prescribe, then parsed as any other.
+    pub(crate) fn from_key_bits(algorithm: KeyAlgorithm, key_bits: &[u8]) -> Result<Self, PkiError> {
+        use spki::der::asn1::{AnyRef, BitStringRef};
+        use spki::der::Encode;
+        let (oid, parameters) = match algorithm {
+            KeyAlgorithm::EcdsaP256 => (OID_EC_PUBLIC_KEY, AnyRef::from(&OID_SECP256R1)),
+            KeyAlgorithm::Rsa => (OID_RSA_ENCRYPTION, AnyRef::NULL),
+        };
+        let malformed = |e: spki::der::Error| PkiError::MalformedCertificate(format!("cached key: {e}"));
+        let info = spki::SubjectPublicKeyInfoRef {
+            algorithm: spki::AlgorithmIdentifierRef { oid, parameters: Some(parameters) },
+            subject_public_key: BitStringRef::from_bytes(key_bits).map_err(malformed)?,
+        };
+        Self::from_spki_der(&info.to_der().map_err(malformed)?)
+    }
+
     /// The public key of a certificate, without validating the certificate.
     pub fn from_certificate(cert: &CertDer) -> Result<Self, PkiError> {
         let parsed = webpki::EndEntityCert::try_from(cert)

@@ -47,6 +47,7 @@
 pub mod apps;
 pub mod dist;
 mod event;
+pub mod fuzzing;
 pub mod link;
 pub mod mac;
 pub mod nat;

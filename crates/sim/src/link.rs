@@ -142,6 +142,8 @@ pub struct LinkCounters {
     pub dropped_mtu: u64,
     /// Datagrams that arrived at an interface that was down.
     pub dropped_down: u64,
+    /// Datagrams a MAC delivered whose frames did not rebuild them (6LoWPAN decoding failed).
+    pub dropped_undecodable: u64,
     /// Extra copies made by duplication.
     pub duplicated: u64,
     /// Datagrams held back for reordering.
@@ -162,13 +164,18 @@ impl LinkCounters {
         self.dropped_queue += other.dropped_queue;
         self.dropped_mtu += other.dropped_mtu;
         self.dropped_down += other.dropped_down;
+        self.dropped_undecodable += other.dropped_undecodable;
         self.duplicated += other.duplicated;
         self.reordered += other.reordered;
     }
 
     /// All drops together.
     pub fn dropped(&self) -> u64 {
-        self.dropped_loss + self.dropped_queue + self.dropped_mtu + self.dropped_down
+        self.dropped_loss
+            + self.dropped_queue
+            + self.dropped_mtu
+            + self.dropped_down
+            + self.dropped_undecodable
     }
 }
 

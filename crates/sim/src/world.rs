@@ -13,7 +13,8 @@
 use crate::apps::{App, AppStats, HandshakeStats, NodeEvent};
 use crate::event::EventQueue;
 use crate::link::{Direction, LinkConfig, LinkCounters, LinkKind};
-use crate::mac::MacModel;
+use crate::mac::sixlowpan::{node_address, Reassembler, Scope, UdpDatagram};
+use crate::mac::{FrameKind, MacModel};
 use crate::nat::{Nat, NatConfig, NatCounters};
 use crate::packet::{Packet, DEFAULT_TTL};
 use crate::pcap::PcapSink;
@@ -23,7 +24,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Index of a node.
 pub type NodeId = usize;
@@ -772,6 +773,41 @@ impl Simulator {
         }
     }
 
+    /// What `packet` is on an IEEE 802.15.4 hop from `from` to `to`: a UDP datagram over IPv6
+    /// (the simulator's IPv4 addresses stay its identity everywhere else). An IPv4 address that
+    /// belongs to an interface of node `n` becomes `n`'s link-local address `fe80::IID(n)` when
+    /// the datagram goes from one end of this hop to the other, and `n`'s mesh address
+    /// `fd00::IID(n)` when it crosses more hops (IID from `n`'s EUI-64, `mac::sixlowpan`). An
+    /// address no node owns is embedded in the RFC 6052 well-known prefix, `64:ff9b::a.b.c.d`.
+    fn lowpan_datagram(&self, packet: &Packet, from: NodeId, to: NodeId) -> UdpDatagram {
+        let owner = |ip: &Ipv4Addr| self.addr_owner.get(ip).map(|&i| self.ifaces[i].node);
+        let (src_node, dst_node) = (owner(packet.src.ip()), owner(packet.dst.ip()));
+        let scope =
+            if src_node == Some(from) && dst_node == Some(to) { Scope::LinkLocal } else { Scope::Mesh };
+        let address = |ip: &Ipv4Addr, node: Option<NodeId>| match node {
+            Some(n) => node_address(n, scope),
+            None => {
+                let [a, b, c, d] = ip.octets();
+                Ipv6Addr::new(
+                    0x64,
+                    0xff9b,
+                    0,
+                    0,
+                    0,
+                    0,
+                    u16::from_be_bytes([a, b]),
+                    u16::from_be_bytes([c, d]),
+                )
+            }
+        };
+        UdpDatagram {
+            src: SocketAddrV6::new(address(packet.src.ip(), src_node), packet.src.port(), 0, 0),
+            dst: SocketAddrV6::new(address(packet.dst.ip(), dst_node), packet.dst.port(), 0, 0),
+            hop_limit: packet.ttl,
+            payload: packet.payload.clone(),
+        }
+    }
+
     fn transmit_mac(
         &mut self,
         mac: MacId,
@@ -779,34 +815,47 @@ impl Simulator {
         side: usize,
         from: NodeId,
         to: NodeId,
-        packet: Packet,
+        mut packet: Packet,
     ) {
-        let bytes = packet.encode_ipv4();
+        let datagram = self.lowpan_datagram(&packet, from, to);
         let now = self.now();
-        let outcome = self.macs[mac].model.send(now, from, to, &bytes, &mut self.rng, &mut self.ledger);
+        let outcome = self.macs[mac].model.send(now, from, to, &datagram, &mut self.rng, &mut self.ledger);
         let counters = &mut self.links[link_id].dirs[side].counters;
         counters.datagrams_offered += 1;
         counters.datagrams_sent += 1;
         counters.payload_bytes += packet.payload.len() as u64;
-        counters.ip_bytes += bytes.len() as u64;
+        counters.ip_bytes += packet.ip_len() as u64;
         for frame in &outcome.frames {
             counters.frames += 1;
             counters.frame_bytes += frame.bytes.len() as u64;
         }
         if let Some(capture) = &mut self.capture {
-            capture.record(self.now, &bytes);
+            capture.record(self.now, &packet.encode_ipv4());
         }
         if let Some(capture) = &mut self.frame_capture {
             for frame in &outcome.frames {
                 capture.record(frame.start.as_nanos(), &frame.bytes);
             }
         }
-        match outcome.delivered_at {
-            Some(at) => {
+        let Some(at) = outcome.delivered_at else {
+            self.links[link_id].dirs[side].counters.dropped_loss += 1;
+            return;
+        };
+        // The receiver gets what its 6LoWPAN layer rebuilds from the data frames it received
+        // (retries included), so the datagram delivered is the one the frames carry.
+        let mut reassembler = Reassembler::new();
+        let rebuilt = outcome
+            .frames
+            .iter()
+            .filter(|f| f.kind == FrameKind::Data && f.received && f.to == to)
+            .find_map(|f| reassembler.push(&f.bytes).ok().flatten());
+        match rebuilt {
+            Some(r) if r.datagram == datagram => {
+                packet.payload = r.datagram.payload;
                 let at = at.as_nanos().max(self.now);
                 self.queue.push(at, Event::Arrive { link: link_id, to_side: 1 - side, packet });
             }
-            None => self.links[link_id].dirs[side].counters.dropped_loss += 1,
+            _ => self.links[link_id].dirs[side].counters.dropped_undecodable += 1,
         }
     }
 

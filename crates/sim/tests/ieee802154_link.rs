@@ -66,7 +66,8 @@ fn tsch_chain_carries_ping_and_echo_with_frames_and_energy() {
     assert!(ping.rtt_median_ms.unwrap() >= 40.0);
     let hop1_up = &report.links[0].b_to_a; // sensor → relay
     assert_eq!(hop1_up.datagrams_sent, 5);
-    // 150 + 28 IP bytes do not fit one 127-byte frame: every datagram is fragmented.
+    // 150 payload bytes and 17 bytes of 6LoWPAN headers (mesh addresses, one IID inline) do
+    // not fit one frame's 104 bytes: every datagram is fragmented, FRAG1 and FRAGN.
     assert!(hop1_up.frames >= 2 * hop1_up.datagrams_sent, "{hop1_up:?}");
     assert_eq!(report.radios.len(), 3);
     for radio in &report.radios {

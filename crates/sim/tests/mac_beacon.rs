@@ -31,7 +31,8 @@ fn every_frame_is_on_the_air_inside_a_cap() {
         let mut ledger = RadioLedger::default();
         let mut t = Instant::from_nanos(rng.next_u64() % 1_000_000_000);
         for (from, to) in [(2, 1), (1, 0), (0, 1), (1, 2)] {
-            let out = mac.send(t, from, to, &[7u8; 1000], &mut rng, &mut ledger);
+            let out = mac.send(t, from, to, &udp(from, to, vec![7u8; 1000]), &mut rng, &mut ledger);
+            // FRAG1 (88 payload bytes behind 9 of headers), 9 FRAGNs of 96, one of 48.
             assert_eq!(out.fragments.frames, 11);
             let coord = mac.coordinator_of(from, to).unwrap();
             assert_eq!(coord, from.min(to), "the first of each listed pair coordinates");
@@ -64,7 +65,8 @@ fn lost_frames_are_retried_after_the_ack_timeout() {
     for seed in 0..runs {
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let mut mac = BeaconMac::new(&config(6, 2, 0.6), &[0, 1], &[(0, 1)], &mut rng).unwrap();
-        let out = mac.send(Instant::ZERO, 1, 0, &[1u8; 50], &mut rng, &mut RadioLedger::default());
+        let out =
+            mac.send(Instant::ZERO, 1, 0, &udp(1, 0, vec![1u8; 50]), &mut rng, &mut RadioLedger::default());
         let data: Vec<_> = out.frames.iter().filter(|f| f.kind == FrameKind::Data).collect();
         attempts += data.len();
         assert!(data.len() <= 4, "first try and at most macMaxFrameRetries = 3 retries");
@@ -93,8 +95,8 @@ fn clear_channel_assessment_defers_to_frames_already_on_the_air() {
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let mut mac = BeaconMac::new(&config(5, 3, 1.0), &[0, 1, 2], &[(0, 1), (0, 2)], &mut rng).unwrap();
         let mut ledger = RadioLedger::default();
-        let a = mac.send(Instant::ZERO, 1, 0, &[1u8; 300], &mut rng, &mut ledger);
-        let b = mac.send(Instant::ZERO, 2, 0, &[2u8; 300], &mut rng, &mut ledger);
+        let a = mac.send(Instant::ZERO, 1, 0, &udp(1, 0, vec![1u8; 300]), &mut rng, &mut ledger);
+        let b = mac.send(Instant::ZERO, 2, 0, &udp(2, 0, vec![2u8; 300]), &mut rng, &mut ledger);
         assert!(a.delivered_at.is_some());
         for fa in &a.frames {
             for fb in b.frames.iter().filter(|f| f.kind == FrameKind::Data) {
@@ -110,4 +112,9 @@ fn invalid_orders_are_rejected() {
     assert!(BeaconMac::new(&config(3, 4, 1.0), &[0], &[], &mut rng).is_err());
     assert!(BeaconMac::new(&config(15, 4, 1.0), &[0], &[], &mut rng).is_err());
     assert!(BeaconMac::new(&config(6, 2, 1.5), &[0], &[], &mut rng).is_err());
+}
+
+/// A UDP datagram between neighbours `from` and `to` (link-local, port 5684) with `payload`.
+fn udp(from: usize, to: usize, payload: Vec<u8>) -> fastshake_sim::mac::sixlowpan::UdpDatagram {
+    fastshake_sim::mac::sixlowpan::UdpDatagram::between(from, to, 1, 5684, payload)
 }

@@ -64,7 +64,7 @@ fn run(config: &MacConfig, seed: u64) -> (Vec<FrameOnAir>, RadioLedger, Instant)
         let _ = to;
         let len = if i % 3 == 0 { 250 } else { 90 };
         for (a, b) in hops {
-            let out = mac.send(t, a, b, &vec![i as u8; len], &mut rng, &mut ledger);
+            let out = mac.send(t, a, b, &udp(a, b, vec![i as u8; len]), &mut rng, &mut ledger);
             t = out.frames.iter().map(|f| f.end).max().unwrap_or(t).max(out.delivered_at.unwrap_or(t));
             frames.extend(out.frames);
             if out.delivered_at.is_none() {
@@ -221,4 +221,9 @@ fn idle_accounting_in_chunks_equals_one_call() {
             assert!(whole.usage(n, end).listen > Duration::ZERO);
         }
     }
+}
+
+/// A UDP datagram between neighbours `from` and `to` (link-local, port 5684) with `payload`.
+fn udp(from: usize, to: usize, payload: Vec<u8>) -> fastshake_sim::mac::sixlowpan::UdpDatagram {
+    fastshake_sim::mac::sixlowpan::UdpDatagram::between(from, to, 1, 5684, payload)
 }

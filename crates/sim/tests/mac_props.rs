@@ -63,8 +63,10 @@ proptest! {
         for (gap, from, to, len) in sends {
             now += gap;
             let t = Instant::from_nanos(now);
-            let out = mac.send(t, from, to, &vec![0xAB; len], &mut rng, &mut ledger);
-            if len > 2047 {
+            let out = mac.send(t, from, to, &udp(from, to, vec![0xAB; len]), &mut rng, &mut ledger);
+            // 6LoWPAN's 11-bit datagram_size counts the uncompressed IPv6 datagram: 48 header
+            // bytes and at most 1999 of payload.
+            if len > fastshake_sim::mac::sixlowpan::MAX_PAYLOAD {
                 prop_assert!(out.delivered_at.is_none() && out.frames.is_empty());
             }
             if let Some(d) = out.delivered_at {
@@ -82,7 +84,7 @@ proptest! {
             prop_assert_eq!(ledger.usage(n, end).total(), end - Instant::ZERO);
         }
         // Past the horizon nothing is carried, and nothing panics.
-        let out = mac.send(Instant::from_nanos(HORIZON_NS), 0, 1, &[1; 10], &mut rng, &mut ledger);
+        let out = mac.send(Instant::from_nanos(HORIZON_NS), 0, 1, &udp(0, 1, vec![1; 10]), &mut rng, &mut ledger);
         prop_assert!(out.delivered_at.is_none());
     }
 }
@@ -141,15 +143,41 @@ proptest! {
     fn reassembly_of_arbitrary_frames_never_panics(
         frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..140), 0..5),
     ) {
-        let _ = fastshake_sim::mac::frag::reassemble(&frames);
+        let mut reassembler = fastshake_sim::mac::sixlowpan::Reassembler::new();
+        for f in &frames {
+            let _ = reassembler.push(f);
+        }
+        prop_assert!(reassembler.pending() <= fastshake_sim::mac::sixlowpan::MAX_PARTIAL);
     }
 
     #[test]
-    fn fragments_round_trip(len in 0usize..=2047, from in 0usize..1000, to in 0usize..1000, tag in any::<u16>()) {
-        let d: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+    fn fragments_round_trip(
+        len in 0usize..=fastshake_sim::mac::sixlowpan::MAX_PAYLOAD,
+        from in 0usize..1000,
+        to in 0usize..1000,
+        hops in 1usize..4,
+        ports in any::<(u16, u16)>(),
+        hop_limit in any::<u8>(),
+        tag in any::<u16>(),
+    ) {
+        use fastshake_sim::mac::sixlowpan::{Reassembler, UdpDatagram};
+        let mut d = UdpDatagram::between(from, to, hops, ports.0, (0..len).map(|i| (i * 7) as u8).collect());
+        d.dst.set_port(ports.1);
+        d.hop_limit = hop_limit;
         let (frames, stats) = fastshake_sim::mac::frag::fragment(&d, from, to, 0, tag, false).unwrap();
         prop_assert!(frames.iter().all(|f| f.len() <= MAX_PSDU));
-        prop_assert_eq!(stats.psdu_bytes, stats.datagram_bytes + stats.lowpan_header_bytes + stats.mac_overhead_bytes);
-        prop_assert_eq!(fastshake_sim::mac::frag::reassemble(&frames).unwrap(), d);
+        prop_assert_eq!(stats.frames, frames.len());
+        prop_assert_eq!(stats.psdu_bytes, stats.payload_bytes + stats.lowpan_header_bytes + stats.mac_overhead_bytes);
+        let mut reassembler = Reassembler::new();
+        let mut got = None;
+        for f in &frames {
+            got = reassembler.push(f).unwrap();
+        }
+        prop_assert_eq!(got.map(|r| r.datagram), Some(d));
     }
+}
+
+/// A UDP datagram between neighbours `from` and `to` (link-local, port 5684) with `payload`.
+fn udp(from: usize, to: usize, payload: Vec<u8>) -> fastshake_sim::mac::sixlowpan::UdpDatagram {
+    fastshake_sim::mac::sixlowpan::UdpDatagram::between(from, to, 1, 5684, payload)
 }

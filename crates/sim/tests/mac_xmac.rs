@@ -24,7 +24,7 @@ fn one_hop(ci_ms: f64, pdr: f64, len: usize, runs: u64) -> (f64, f64, u64) {
         let mut mac = XMac::new(&config(ci_ms, pdr), &[0, 1], &mut rng).unwrap();
         let now = Instant::from_nanos(10_000_000_000 + rng.next_u64() % 1_000_000_000);
         let mut ledger = RadioLedger::default();
-        let out = mac.send(now, 0, 1, &vec![0u8; len], &mut rng, &mut ledger);
+        let out = mac.send(now, 0, 1, &udp(0, 1, vec![0u8; len]), &mut rng, &mut ledger);
         data_frames = out.fragments.frames as u64;
         match out.delivered_at {
             Some(t) => sum += (t - now).as_secs_f64(),
@@ -84,7 +84,7 @@ fn strobes_carry_the_receiver_and_data_gets_no_ack() {
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let mut mac = XMac::new(&config(125.0, 1.0), &[4, 9], &mut rng).unwrap();
     let mut ledger = RadioLedger::default();
-    let out = mac.send(Instant::from_millis(1000), 4, 9, &[0u8; 400], &mut rng, &mut ledger);
+    let out = mac.send(Instant::from_millis(1000), 4, 9, &udp(4, 9, vec![0u8; 400]), &mut rng, &mut ledger);
     assert!(out.delivered_at.is_some());
     let mut receiver = eui64(9);
     receiver.reverse();
@@ -96,6 +96,7 @@ fn strobes_carry_the_receiver_and_data_gets_no_ack() {
     assert_eq!(out.frames[first_data - 1].kind, FrameKind::Ack, "early ack right before the data");
     assert!(out.frames[first_data..].iter().all(|f| f.kind == FrameKind::Data), "no ACK for data frames");
     assert_eq!(out.frames.len() - first_data, out.fragments.frames);
+    // 400 payload bytes: FRAG1 with 88, three FRAGNs of 96, one of 24.
     assert_eq!(out.fragments.frames, 5);
 }
 
@@ -122,7 +123,7 @@ fn a_receiver_that_never_hears_makes_the_sender_give_up() {
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let mut mac = XMac::new(&config(100.0, 0.0), &[0, 1], &mut rng).unwrap();
     let mut ledger = RadioLedger::default();
-    let out = mac.send(Instant::ZERO, 0, 1, &[0u8; 10], &mut rng, &mut ledger);
+    let out = mac.send(Instant::ZERO, 0, 1, &udp(0, 1, vec![0u8; 10]), &mut rng, &mut ledger);
     assert_eq!(out.delivered_at, None);
     assert!(out.frames.iter().all(|f| f.kind == FrameKind::Strobe && !f.received));
     let span = out.frames.last().unwrap().end - out.frames[0].start;
@@ -141,10 +142,10 @@ fn phase_lock_shortens_strobe_trains_but_not_the_wait() {
             let mut mac = XMac::new(&cfg, &[0, 1], &mut rng).unwrap();
             let mut ledger = RadioLedger::default();
             // The first exchange teaches node 0 when node 1 wakes.
-            let first = mac.send(Instant::ZERO, 0, 1, &[0u8; 40], &mut rng, &mut ledger);
+            let first = mac.send(Instant::ZERO, 0, 1, &udp(0, 1, vec![0u8; 40]), &mut rng, &mut ledger);
             let t =
                 first.delivered_at.unwrap() + std::time::Duration::from_nanos(rng.next_u64() % 500_000_000);
-            let second = mac.send(t, 0, 1, &[0u8; 40], &mut rng, &mut ledger);
+            let second = mac.send(t, 0, 1, &udp(0, 1, vec![0u8; 40]), &mut rng, &mut ledger);
             let strobes = second.frames.iter().filter(|f| f.kind == FrameKind::Strobe).count();
             let wait = (second.delivered_at.unwrap() - t).as_secs_f64();
             if lock {
@@ -185,4 +186,9 @@ fn lost_datagrams_are_resent_after_the_timeout() {
     // About one datagram in five is lost per try (data frame, or strobing gives up).
     let per_datagram = resent as f64 / 2000.0;
     assert!((0.2..0.35).contains(&per_datagram), "resent per datagram {per_datagram}");
+}
+
+/// A UDP datagram between neighbours `from` and `to` (link-local, port 5684) with `payload`.
+fn udp(from: usize, to: usize, payload: Vec<u8>) -> fastshake_sim::mac::sixlowpan::UdpDatagram {
+    fastshake_sim::mac::sixlowpan::UdpDatagram::between(from, to, 1, 5684, payload)
 }

@@ -24,8 +24,8 @@
 
 use crate::net::{self, Counter, Datagram, Dir, Filter, InFlight};
 use fastshake_dtls::{
-    ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error, Event, HandshakeSummary,
-    Instant, ServerConfig,
+    CachedServer, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error, Event,
+    HandshakeSummary, Instant, ServerConfig,
 };
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -129,6 +129,26 @@ impl Pair {
             self.server_addr,
             [seed; 32],
             session,
+        );
+        self.client_events.clear();
+    }
+
+    /// A new client connection offering `session` for resumption and `cached` (RFC 7924
+    /// objects, client-certificate ticket) as its configuration allows, its events cleared.
+    pub fn cached_client(
+        &mut self,
+        config: ClientConfig,
+        session: Option<ClientSession>,
+        cached: Option<CachedServer>,
+        seed: u8,
+    ) {
+        self.client = Connection::client_with_cache(
+            Arc::new(config),
+            self.now,
+            self.server_addr,
+            [seed; 32],
+            session,
+            cached,
         );
         self.client_events.clear();
     }

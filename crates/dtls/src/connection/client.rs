@@ -5,19 +5,23 @@
 use super::handshake::{agree, ephemeral, sign, Abort, Handshake, Step, GROUPS, SCHEMES};
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
-use crate::config::ClientConfig;
+use crate::cache::{derive_client_ticket, CacheUse, CachedServer};
+use crate::config::{ClientConfig, RetransmitPolicy};
 use crate::crypto::MasterSecret;
+use crate::flight::RetransmitTimer;
 use crate::handshake::{
-    encode_certificate, encode_psk_identity, encode_signed, parse_certificate, parse_new_session_ticket,
-    parse_psk_identity, psk_premaster, CertificateRequest, ClientHello, EcdheServerKeyExchange,
-    HandshakeType, HelloVerifyRequest, NamedGroup, OutExtensions, ServerHello, CERT_TYPE_ECDSA_SIGN,
-    CERT_TYPE_RSA_SIGN, MAX_COOKIE_LEN,
+    encode_cached_info_offer, encode_certificate, encode_client_cert_offer, encode_psk_identity,
+    encode_signed, fingerprint, fingerprints_equal, parse_cached_info_selection, parse_certificate,
+    parse_client_cert_answer, parse_fingerprint_message, parse_new_session_ticket, parse_psk_identity,
+    psk_premaster, CachedObjectType, CertificateRequest, ClientHello, EcdheServerKeyExchange, HandshakeType,
+    HelloVerifyRequest, NamedGroup, OutExtensions, ServerHello, CERT_TYPE_ECDSA_SIGN, CERT_TYPE_RSA_SIGN,
+    MAX_COOKIE_LEN,
 };
 use crate::record::DTLS_1_2;
 use crate::session::{unix_now, ClientSession, Resumption};
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
-use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, SignatureScheme};
+use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, SignatureScheme, Validation};
 use rand_core::RngCore;
 
 /// How long a client offers a session resumed by ID (the server decides; this bounds our side).
@@ -41,6 +45,8 @@ pub(super) struct ExpectServerHello {
     hello_seq: u16,
     cookie: Vec<u8>,
     offer: Option<Offer>,
+    /// What the cache holds for this server, offered when the configuration says so.
+    cached: Option<CachedServer>,
 }
 
 /// A session offered for resumption.
@@ -56,6 +62,26 @@ struct NewSession {
     session_id: Vec<u8>,
     /// A NewSessionTicket comes before the server's Finished (RFC 5077 §3.3).
     ticket_expected: bool,
+    caching: Caching,
+}
+
+/// Handshake caching as the ServerHello agreed it, and what this handshake learnt to cache.
+#[derive(Default)]
+struct Caching {
+    /// The entry the offer came from.
+    offered: Option<CachedServer>,
+    /// The server replaces its Certificate / CertificateRequest by a fingerprint (RFC 7924).
+    certificate_selected: bool,
+    certificate_request_selected: bool,
+    /// The server answered client-certificate caching; `ticket_selected`: it has our chain.
+    client_cert_supported: bool,
+    ticket_selected: bool,
+    /// This handshake's server objects (bodies), kept for the next one.
+    certificate: Option<Vec<u8>>,
+    certificate_request: Option<Vec<u8>>,
+    /// We authenticated with our chain (sent or cached): a new ticket names it.
+    sent_chain: bool,
+    used: CacheUse,
 }
 
 /// The server's validated chain.
@@ -109,6 +135,7 @@ pub(super) struct ExpectServerFinished {
     ticket_expected: bool,
     /// The ticket received, with its lifetime hint.
     ticket: Option<(u32, Vec<u8>)>,
+    caching: Caching,
 }
 
 impl Connection {
@@ -117,16 +144,23 @@ impl Connection {
     pub(super) fn client_handshake(
         config: &ClientConfig,
         now: Instant,
+        remote: std::net::SocketAddr,
         rng_seed: [u8; 32],
         session: Option<ClientSession>,
+        cached: Option<CachedServer>,
     ) -> Box<Handshake> {
-        let mut hs = Handshake::new(
-            now,
-            rng_seed,
+        // The round trip last measured to this server starts the adaptive timer.
+        let last_rtt = match config.retransmit {
+            RetransmitPolicy::Adaptive { .. } => config.rtt_cache.get(remote.ip()),
+            RetransmitPolicy::Fixed => None,
+        };
+        let timer = RetransmitTimer::new(
             config.initial_retransmit,
             config.max_retransmit,
-            config.handshake_timeout,
+            config.retransmit,
+            last_rtt,
         );
+        let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
         hs.rng.fill_bytes(&mut hs.client_random);
         if config.trust_anchors.is_some() && config.certified_key.is_some() {
             hs.transcript.keep_raw();
@@ -149,11 +183,16 @@ impl Connection {
             }
             Offer { session, session_id }
         });
+        // Scoped per server: an entry made under another name is never offered (tracking).
+        let cached = cached.filter(|c| {
+            (config.cached_info || config.client_certificate_caching) && c.server_name == config.server_name
+        });
         hs.step = Some(Step::Client(ClientStep::ExpectServerHello(ExpectServerHello {
             hello: Vec::new(),
             hello_seq: 0,
             cookie: Vec::new(),
             offer,
+            cached,
         })));
         hs
     }
@@ -179,6 +218,7 @@ impl Connection {
             Some(ticket) => Some(ticket),
             None => config.enable_tickets.then_some(&[][..]),
         };
+        let (cached_info, client_cert_cache) = caching_offer(&config, state.cached.as_ref());
         let ext = OutExtensions {
             extended_master_secret: true,
             server_name: if certificates { server_name } else { None },
@@ -187,6 +227,8 @@ impl Connection {
             connection_id: own_cid,
             rrc: config.mobility.return_routability_check,
             port_move: config.mobility.follow_server_port,
+            cached_info: cached_info.as_deref(),
+            client_cert_cache: client_cert_cache.as_deref(),
             ..Default::default()
         };
         let session_id = state.offer.as_ref().map_or(&[][..], |o| o.session_id.as_slice());
@@ -216,6 +258,11 @@ impl Connection {
         let Some(Step::Client(ClientStep::ExpectServerHello(mut state))) = hs.step.take() else {
             return Ok(());
         };
+        if message_seq == state.hello_seq {
+            // It echoes the record number of the ClientHello it answers (RFC 6347 §4.2.1): a
+            // round trip even when that ClientHello was resent.
+            hs.flight.timer.on_echoed_answer(now, hs.record_seq_in, self.stats.bytes_received);
+        }
         // The server answers each ClientHello with its message_seq (RFC 6347 §4.2.2): a lower
         // one answers a ClientHello we already replaced. Taking its cookie would restart the
         // handshake under a ServerHello already on its way, which then looks out of order.
@@ -245,21 +292,40 @@ impl Connection {
             (ClientStep::ExpectServerHello(s), HandshakeType::ServerHello) => {
                 self.client_on_server_hello(hs, &config, s, message_seq, body)?
             }
-            (ClientStep::ExpectCertificate(s), HandshakeType::Certificate) => {
-                let certs = parse_certificate(body).map_err(Abort::decode)?;
+            (ClientStep::ExpectCertificate(mut s), HandshakeType::Certificate) => {
+                // RFC 7924 §4.1: a selected Certificate comes as the fingerprint we offered.
+                let cached = match (s.session.caching.certificate_selected, &s.session.caching.offered) {
+                    (true, Some(CachedServer { certificate: Some(cached), .. })) => {
+                        let hash = parse_fingerprint_message(body).map_err(Abort::decode)?;
+                        if !fingerprints_equal(hash, &fingerprint(cached)) {
+                            return Err(Abort::alert(AlertDescription::IllegalParameter));
+                        }
+                        s.session.caching.used.server_certificate = true;
+                        Some(cached.clone())
+                    }
+                    _ => None,
+                };
+                let chain_body = cached.as_deref().unwrap_or(body);
+                let certs = parse_certificate(chain_body).map_err(Abort::decode)?;
                 let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
                 let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-                let key = fastshake_pki::verify_server_chain(
+                let (verified, validation) = fastshake_pki::verify_server_chain_cached(
+                    config.key_cache.as_deref(),
                     &chain,
                     anchors,
                     config.wall_clock.map_or(0, |w| w.unix_at(now)),
                     config.server_name.as_deref(),
                 )
-                .map_err(Abort::peer)?
-                .key;
+                .map_err(Abort::peer)?;
+                hs.chain_validation_skipped = validation == Validation::Cached;
+                let key = verified.key;
                 if super::handshake::suite_key_algorithm(s.suite) != Some(key.algorithm()) {
                     return Err(Abort::alert(AlertDescription::UnsupportedCertificate));
                 }
+                if config.cached_info {
+                    s.session.caching.certificate = Some(chain_body.to_vec());
+                }
+                // The transcript hashes the message as it was on the wire (RFC 7924 §4).
                 hs.transcript.add(msg_type, message_seq, body);
                 let server = ServerChain { key, certificates: chain.len(), leaf: chain.into_iter().next() };
                 ClientStep::ExpectServerKeyExchange(ExpectServerKeyExchange {
@@ -296,12 +362,28 @@ impl Connection {
             (
                 ClientStep::ExpectServerHelloDone(ExpectServerHelloDone {
                     suite,
-                    session,
+                    mut session,
                     kx: KeyExchange::Ecdhe { server, group, public, request: None },
                 }),
                 HandshakeType::CertificateRequest,
             ) => {
-                let request = CertificateRequest::parse(body).map_err(Abort::decode)?;
+                let caching = &mut session.caching;
+                let cached = match (caching.certificate_request_selected, &caching.offered) {
+                    (true, Some(CachedServer { certificate_request: Some(cached), .. })) => {
+                        let hash = parse_fingerprint_message(body).map_err(Abort::decode)?;
+                        if !fingerprints_equal(hash, &fingerprint(cached)) {
+                            return Err(Abort::alert(AlertDescription::IllegalParameter));
+                        }
+                        caching.used.certificate_request = true;
+                        Some(cached.clone())
+                    }
+                    _ => None,
+                };
+                let request_body = cached.as_deref().unwrap_or(body);
+                let request = CertificateRequest::parse(request_body).map_err(Abort::decode)?;
+                if config.cached_info {
+                    caching.certificate_request = Some(request_body.to_vec());
+                }
                 hs.transcript.add(msg_type, message_seq, body);
                 let kx = KeyExchange::Ecdhe { server, group, public, request: Some(request) };
                 ClientStep::ExpectServerHelloDone(ExpectServerHelloDone { suite, session, kx })
@@ -375,6 +457,13 @@ impl Connection {
         if !sh.extensions.unknown_types.is_empty() {
             return Err(Abort::alert(AlertDescription::UnsupportedExtension));
         }
+        // Caching extensions only as answers to ours (RFC 5246 §7.4.1.4).
+        let (offered_info, offered_cert) = caching_offer(config, state.cached.as_ref());
+        if (sh.extensions.cached_info.is_some() && offered_info.is_none())
+            || (sh.extensions.client_cert_cache.is_some() && offered_cert.is_none())
+        {
+            return Err(Abort::alert(AlertDescription::UnsupportedExtension));
+        }
         // Mobility extensions only as answers to ours (RFC 5246 §7.4.1.4).
         let offered = &config.mobility;
         if (sh.extensions.connection_id.is_some() && offered.connection_id.is_none())
@@ -429,9 +518,11 @@ impl Connection {
                 server: None,
                 ticket_expected,
                 ticket: None,
+                caching: Caching::default(),
             }));
         }
-        let session = NewSession { session_id: sh.session_id.to_vec(), ticket_expected };
+        let caching = agreed_caching(config, state.cached, &sh)?;
+        let session = NewSession { session_id: sh.session_id.to_vec(), ticket_expected, caching };
         Ok(if suite.is_psk() {
             ClientStep::ExpectServerHelloDone(ExpectServerHelloDone { suite, session, kx: KeyExchange::Psk })
         } else {
@@ -447,7 +538,7 @@ impl Connection {
         config: &ClientConfig,
         state: ExpectServerHelloDone,
     ) -> Result<ClientStep, Abort> {
-        let ExpectServerHelloDone { suite, session, kx } = state;
+        let ExpectServerHelloDone { suite, mut session, kx } = state;
         hs.flight.clear();
         // Certificate suites: our certificate (when asked) goes before ClientKeyExchange, and
         // CertificateVerify after it; the scheme is the first of our key's the server accepts.
@@ -477,8 +568,16 @@ impl Connection {
                     let chain: Vec<&[u8]> = verify_with
                         .map(|(_, ck)| ck.chain.iter().map(|c| c.as_ref()).collect())
                         .unwrap_or_default();
+                    let caching = &mut session.caching;
+                    caching.sent_chain = verify_with.is_some();
                     let mut body = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
-                    encode_certificate(&mut body, &chain);
+                    if caching.ticket_selected && caching.sent_chain {
+                        // The server has our chain: an empty body (seed 003 §IV-B); the
+                        // CertificateVerify below still proves we hold its key.
+                        caching.used.client_certificate = true;
+                    } else {
+                        encode_certificate(&mut body, &chain);
+                    }
                     hs.push_message(0, HandshakeType::Certificate, body, true);
                 }
                 let (private, public) = ephemeral(group, &mut hs.rng);
@@ -507,6 +606,7 @@ impl Connection {
             server,
             ticket_expected: session.ticket_expected,
             ticket: None,
+            caching: session.caching,
         }))
     }
 
@@ -545,6 +645,9 @@ impl Connection {
                 lifetime_secs,
             })
         };
+        let cache_update = (s.resumed.is_none() && s.server.is_some())
+            .then(|| cache_update(config, hs, &s.master, &s.caching))
+            .flatten();
         let (peer_certificates, peer_leaf) = s.server.map_or((0, None), |c| (c.certificates, c.leaf));
         let finished = Finished {
             suite: s.suite,
@@ -553,6 +656,9 @@ impl Connection {
             peer_certificates,
             peer_leaf,
             cache_entry: None,
+            from_cache: s.caching.used,
+            cache_update,
+            client_chain_entry: None,
         };
         self.complete_handshake(now, hs, finished)
     }
@@ -564,4 +670,95 @@ impl ExpectServerHello {
     pub(super) fn is_current(step: &Option<Step>) -> bool {
         matches!(step, Some(Step::Client(ClientStep::ExpectServerHello(_))))
     }
+}
+
+/// The bodies of our caching extensions, when offered: `cached_info` with the fingerprints of
+/// the server objects cached (RFC 7924 needs at least one), and client-certificate caching
+/// with our ticket or empty, when we have a certificate to send.
+fn caching_offer(config: &ClientConfig, cached: Option<&CachedServer>) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let certificates = config.trust_anchors.is_some();
+    let info = cached.filter(|_| config.cached_info && certificates).and_then(|c| {
+        let mut objects = Vec::with_capacity(2);
+        let hashes: Vec<(CachedObjectType, [u8; 32])> = [
+            (CachedObjectType::Certificate, &c.certificate),
+            (CachedObjectType::CertificateRequest, &c.certificate_request),
+        ]
+        .into_iter()
+        .filter_map(|(ty, body)| body.as_deref().map(|b| (ty, fingerprint(b))))
+        .collect();
+        objects.extend(hashes.iter().map(|(ty, h)| (*ty, &h[..])));
+        (!objects.is_empty()).then(|| {
+            let mut body = Vec::with_capacity(2 + 34 * objects.len());
+            encode_cached_info_offer(&mut body, &objects);
+            body
+        })
+    });
+    let cert =
+        (config.client_certificate_caching && certificates && config.certified_key.is_some()).then(|| {
+            let mut body = Vec::new();
+            encode_client_cert_offer(&mut body, cached.and_then(|c| c.client_ticket.as_deref()));
+            body
+        });
+    (info, cert)
+}
+
+/// What the ServerHello of a full handshake selected of our caching offer. A selection of
+/// something never offered is illegal_parameter; a malformed answer decode_error.
+fn agreed_caching(
+    config: &ClientConfig,
+    cached: Option<CachedServer>,
+    sh: &ServerHello<'_>,
+) -> Result<Caching, Abort> {
+    let mut caching = Caching::default();
+    let offered = cached.as_ref();
+    if let Some(data) = sh.extensions.cached_info {
+        for ty in parse_cached_info_selection(data).map_err(Abort::decode)? {
+            let was_offered = match ty {
+                Some(CachedObjectType::Certificate) => offered.is_some_and(|c| c.certificate.is_some()),
+                Some(CachedObjectType::CertificateRequest) => {
+                    offered.is_some_and(|c| c.certificate_request.is_some())
+                }
+                None => false,
+            };
+            if !was_offered {
+                return Err(Abort::alert(AlertDescription::IllegalParameter));
+            }
+            match ty {
+                Some(CachedObjectType::Certificate) => caching.certificate_selected = true,
+                _ => caching.certificate_request_selected = true,
+            }
+        }
+    }
+    if let Some(data) = sh.extensions.client_cert_cache {
+        caching.client_cert_supported = true;
+        caching.ticket_selected = parse_client_cert_answer(data).map_err(Abort::decode)?;
+        if caching.ticket_selected && offered.is_none_or(|c| c.client_ticket.is_none()) {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
+        }
+    }
+    caching.offered = cached.filter(|_| config.cached_info || config.client_certificate_caching);
+    Ok(caching)
+}
+
+/// The entry to keep for this server after a full certificate handshake: the server objects
+/// (received or reused) and, when the server supports client-certificate caching and we
+/// authenticated with our chain, the ticket both sides now derive.
+fn cache_update(
+    config: &ClientConfig,
+    hs: &Handshake,
+    master: &MasterSecret,
+    caching: &Caching,
+) -> Option<CachedServer> {
+    if !config.cached_info && !config.client_certificate_caching {
+        return None;
+    }
+    let client_ticket =
+        (config.client_certificate_caching && caching.client_cert_supported && caching.sent_chain)
+            .then(|| derive_client_ticket(&master.0, &hs.client_random, &hs.server_random).to_vec());
+    Some(CachedServer {
+        server_name: config.server_name.clone(),
+        certificate: caching.certificate.clone(),
+        certificate_request: caching.certificate_request.clone(),
+        client_ticket,
+    })
 }

@@ -7,7 +7,7 @@ use super::server::ServerStep;
 use crate::alert::AlertDescription;
 use crate::crypto::{prf_sha256, MasterSecret, TrafficKeys};
 use crate::error::Error;
-use crate::flight::{Flight, FlightItem};
+use crate::flight::{Flight, FlightItem, RetransmitTimer};
 use crate::handshake::{parse_finished, HandshakeHeader, HandshakeType, NamedGroup, Reassembler};
 use crate::record::{Keys, RecordHeader, SplitRecord};
 use crate::session::ServerSession;
@@ -71,6 +71,8 @@ pub(super) enum Step {
 pub(super) struct Complete {
     /// Server: the session for the endpoint's session-ID cache.
     pub cache_entry: Option<([u8; 32], ServerSession)>,
+    /// Server: the client's chain for the endpoint's client-certificate cache.
+    pub client_chain_entry: Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)>,
 }
 
 /// The transcript of the handshake messages (RFC 5246 §7.4.9), and the messages themselves
@@ -146,6 +148,11 @@ pub(super) struct Handshake {
     pub peer_retransmission_seen_at: u64,
     pub extended_master_secret: bool,
     pub psk_identity: Vec<u8>,
+    /// The peer's chain was taken from the validated-key cache, not validated again.
+    pub chain_validation_skipped: bool,
+    /// The record number of the epoch-0 record being handled (a HelloVerifyRequest echoes the
+    /// one of the ClientHello it answers).
+    pub record_seq_in: u64,
     /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
     pub early_records: Vec<(RecordHeader, Vec<u8>)>,
     /// A record the peer split across two datagrams, waiting for its rest.
@@ -161,13 +168,7 @@ pub(super) struct Handshake {
 }
 
 impl Handshake {
-    pub fn new(
-        now: Instant,
-        seed: [u8; 32],
-        initial: Duration,
-        max: Duration,
-        give_up: Duration,
-    ) -> Box<Self> {
+    pub fn new(now: Instant, seed: [u8; 32], timer: RetransmitTimer, give_up: Duration) -> Box<Self> {
         let mut timers = TimerTable::default();
         timers.set(HandshakeTimer::GiveUp, now + give_up);
         Box::new(Handshake {
@@ -179,13 +180,15 @@ impl Handshake {
             reassembler: Reassembler::new(0),
             next_message_seq: 0,
             epoch0_write_seq: 0,
-            flight: Flight::new(initial, max),
+            flight: Flight::new(timer),
             timers,
             peer_prev_flight_last: None,
             peer_retransmissions: 0,
             peer_retransmission_seen_at: 0,
             extended_master_secret: false,
             psk_identity: Vec::new(),
+            chain_validation_skipped: false,
+            record_seq_in: 0,
             early_records: Vec::new(),
             split_record: None,
             auth_failure: None,

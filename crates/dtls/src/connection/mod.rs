@@ -17,11 +17,13 @@ pub(crate) use handshake::hello_id;
 pub(crate) use server::VerifiedHello;
 
 use crate::alert::{AlertDescription, AlertLevel};
+use crate::cache::{CacheUse, CachedClientChain, CachedServer, CLIENT_TICKET_LEN};
 use crate::config::{ClientConfig, ServerConfig, WhenFull, MIN_MTU};
 use crate::error::Error;
 use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
 use crate::mobility::{MobilityStats, PathState};
 use crate::record::{write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN};
+use crate::rtt::RttEstimate;
 use crate::session::{ClientSession, Resumption, ServerSession};
 use crate::suite::CipherSuite;
 use client::{ClientStep, ExpectServerHello};
@@ -112,10 +114,18 @@ pub struct HandshakeSummary {
     /// resent a flight (or the network duplicated one). With [`Self::retransmissions`], 0 on
     /// both sides means no side waited for a timer.
     pub peer_retransmissions: u32,
+    /// The round trip to the peer as measured in this handshake (each exchange of flights, and
+    /// on a server under the adaptive policy the cookie exchange), RFC 6298-smoothed, starting
+    /// from the estimate cached by an earlier handshake when the adaptive policy had one. `None`
+    /// when no exchange gave a clean sample (every flight resent) and nothing was cached.
+    pub rtt: Option<RttEstimate>,
     /// Whether the master secret is bound to the handshake (RFC 7627).
     pub extended_master_secret: bool,
     /// The PSK identity used.
     pub psk_identity: Vec<u8>,
+    /// The peer's chain was found in the validated-key cache (`key_cache` in the config): path
+    /// building and the certificates' signatures were skipped; times and anchor were re-checked.
+    pub chain_validation_skipped: bool,
     /// Datagrams sent during the handshake.
     pub datagrams_sent: u64,
     /// Datagrams received during the handshake.
@@ -124,6 +134,12 @@ pub struct HandshakeSummary {
     pub bytes_sent: u64,
     /// Bytes received during the handshake (UDP payload).
     pub bytes_received: u64,
+    /// What this handshake took from a cache (RFC 7924, client-certificate caching).
+    pub from_cache: CacheUse,
+    /// Client, full certificate handshake with caching offered: the entry to keep for this
+    /// server (its objects and our next ticket), for the next handshake's
+    /// [`Connection::client_with_cache`]. `None`: keep what was kept.
+    pub cache_update: Option<CachedServer>,
 }
 
 /// Counters of one session.
@@ -177,6 +193,11 @@ struct Finished {
     peer_leaf: Option<CertDer>,
     /// Server: the session for the endpoint's session-ID cache.
     cache_entry: Option<([u8; 32], ServerSession)>,
+    from_cache: CacheUse,
+    /// Client: the entry to keep for this server.
+    cache_update: Option<CachedServer>,
+    /// Server: the client's chain for the endpoint's client-certificate cache, under its ticket.
+    client_chain_entry: Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)>,
 }
 
 /// One session, client or server.
@@ -227,6 +248,21 @@ impl Connection {
         Connection::client_with_session(config, now, remote, rng_seed, None)
     }
 
+    /// A client session that offers to resume `session` (as [`Connection::client_with_session`])
+    /// and offers what `cached` holds for this server (RFC 7924 objects, client-certificate
+    /// ticket) when the configuration enables it. An entry made for another server name is
+    /// not offered.
+    pub fn client_with_cache(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+        session: Option<ClientSession>,
+        cached: Option<CachedServer>,
+    ) -> Connection {
+        Connection::client_inner(config, now, remote, rng_seed, session, cached)
+    }
+
     /// A client session that offers to resume `session` (by ticket when it has one, else by
     /// session ID); the server may decline and run a full handshake instead.
     pub fn client_with_session(
@@ -236,7 +272,18 @@ impl Connection {
         rng_seed: [u8; 32],
         session: Option<ClientSession>,
     ) -> Connection {
-        let mut hs = Connection::client_handshake(&config, now, rng_seed, session);
+        Connection::client_inner(config, now, remote, rng_seed, session, None)
+    }
+
+    fn client_inner(
+        config: Arc<ClientConfig>,
+        now: Instant,
+        remote: SocketAddr,
+        rng_seed: [u8; 32],
+        session: Option<ClientSession>,
+        cached: Option<CachedServer>,
+    ) -> Connection {
+        let mut hs = Connection::client_handshake(&config, now, remote, rng_seed, session, cached);
         let path = config.mobility.any().then(|| {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
             hs.rng.fill_bytes(&mut own_cid);
@@ -329,32 +376,37 @@ impl Connection {
 
     /// Sends the flight in `hs.flight` for the first time.
     fn send_new_flight(&mut self, now: Instant, hs: &mut Handshake, timed: bool) {
-        match hs.flight.on_first_transmission(now, timed) {
+        let (bytes, seqs) = self.transmit_flight(hs);
+        let received = self.stats.bytes_received;
+        match hs.flight.on_first_transmission(now, timed, bytes, seqs, received) {
             Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
             None => hs.timers.stop(HandshakeTimer::Retransmit),
         }
         self.stats.flights_sent += 1;
-        self.transmit_flight(hs);
     }
 
     fn retransmit_flight(&mut self, now: Instant, hs: &mut Handshake) {
         if hs.flight.is_empty() {
             return;
         }
-        match hs.flight.on_retransmission(now) {
+        let (_, seqs) = self.transmit_flight(hs);
+        match hs.flight.on_retransmission(now, seqs) {
             Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
             None => hs.timers.stop(HandshakeTimer::Retransmit),
         }
         self.stats.flights_resent += 1;
-        self.transmit_flight(hs);
     }
 
-    /// Packs the current flight into datagrams with fresh record sequence numbers.
-    fn transmit_flight(&mut self, hs: &mut Handshake) {
+    /// Packs the current flight into datagrams with fresh record sequence numbers; returns its
+    /// bytes and the epoch-0 record numbers it used.
+    fn transmit_flight(&mut self, hs: &mut Handshake) -> (u32, std::ops::Range<u64>) {
         let mtu = self.mtu();
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        let first_seq = hs.epoch0_write_seq;
         let datagrams = hs.flight.pack(mtu, &mut hs.epoch0_write_seq, &mut self.record, cid);
+        let bytes = datagrams.iter().map(Vec::len).sum::<usize>().min(u32::MAX as usize) as u32;
         self.queued.get_or_insert_with(Box::default).outgoing.extend(datagrams);
+        (bytes, first_seq..hs.epoch0_write_seq)
     }
 
     /// The peer resent the flight our current flight answers: ours was lost, resend it, but at
@@ -370,6 +422,14 @@ impl Connection {
     /// Whoever sent the last flight keeps it until the peer shows it arrived: the server in a
     /// full handshake, the client in an abbreviated one.
     fn complete_handshake(&mut self, now: Instant, hs: &mut Handshake, finished: Finished) -> Step {
+        // The peer's last flight answered ours (unless ours is the last and awaits nothing).
+        hs.flight.timer.on_answer(now, self.stats.bytes_received);
+        let rtt = hs.flight.timer.estimate();
+        if let (Some(estimate), RoleConfig::Client(config)) = (rtt, &self.config) {
+            if hs.flight.timer.adaptive() {
+                config.rtt_cache.insert(self.remote.ip(), estimate);
+            }
+        }
         hs.timers.stop(HandshakeTimer::Retransmit);
         hs.timers.stop(HandshakeTimer::GiveUp);
         let early_data = std::mem::take(&mut hs.early_data);
@@ -386,12 +446,16 @@ impl Connection {
             flights_sent: hs.flight.sent,
             retransmissions: hs.flight.resent,
             peer_retransmissions: hs.peer_retransmissions,
+            rtt,
             extended_master_secret: hs.extended_master_secret,
             psk_identity: hs.psk_identity.clone(),
+            chain_validation_skipped: hs.chain_validation_skipped,
             datagrams_sent: self.stats.datagrams_sent + queued_datagrams,
             datagrams_received: self.stats.datagrams_received,
             bytes_sent: self.stats.bytes_sent + queued_bytes,
             bytes_received: self.stats.bytes_received,
+            from_cache: finished.from_cache,
+            cache_update: finished.cache_update,
         };
         self.phase = Phase::Established;
         let sent_last_flight = match self.config {
@@ -407,7 +471,30 @@ impl Connection {
             self.stats.app_records_received += 1;
             self.push_event(Event::ApplicationData(data));
         }
-        Step::Complete(Complete { cache_entry: finished.cache_entry })
+        Step::Complete(Complete {
+            cache_entry: finished.cache_entry,
+            client_chain_entry: finished.client_chain_entry,
+        })
+    }
+
+    /// Server: the client chain the endpoint should cache under its new ticket, once a full
+    /// handshake completed (or the entry taken for a handshake that resumed instead).
+    pub(crate) fn take_new_client_chain_entry(
+        &mut self,
+    ) -> Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)> {
+        if !self.is_established() {
+            return None;
+        }
+        let hs = self.hs.as_mut()?;
+        let entry = match hs.step.as_mut()? {
+            Step::Complete(c) => c.client_chain_entry.take(),
+            _ => None,
+        };
+        if entry.is_some() && !hs.timers.is_set(HandshakeTimer::Retain) {
+            // Kept only for this entry (see `on_handshake_message`).
+            self.hs = None;
+        }
+        entry
     }
 
     /// Server: the session the endpoint should cache, once a full handshake completed.
@@ -655,6 +742,11 @@ impl Connection {
             }
         };
         let plaintext = &body[plaintext];
+        if header.epoch == 0 {
+            if let Some(hs) = self.hs.as_mut() {
+                hs.record_seq_in = header.seq;
+            }
+        }
         match content_type {
             ContentType::Handshake => {
                 // Handshake bodies are copied out by the reassembler, so the borrow ends here.
@@ -865,9 +957,11 @@ impl Connection {
         match result {
             Ok(next) => {
                 let done = matches!(next, Step::Complete(_));
+                // A client chain for the endpoint's cache waits for `take_new_client_chain_entry`.
+                let holds_entry = matches!(&next, Step::Complete(c) if c.client_chain_entry.is_some());
                 hs.step = Some(next);
                 // The side that did not send the last flight frees its handshake state now.
-                if !done || hs.timers.is_set(HandshakeTimer::Retain) {
+                if !done || holds_entry || hs.timers.is_set(HandshakeTimer::Retain) {
                     self.hs = Some(hs);
                 }
                 Ok(())

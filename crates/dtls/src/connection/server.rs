@@ -7,23 +7,29 @@ use super::handshake::{
 };
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
+use crate::cache::{derive_client_ticket, CacheUse, CachedClientChain, CLIENT_TICKET_LEN};
 use crate::config::ServerConfig;
 use crate::crypto::MasterSecret;
+use crate::flight::RetransmitTimer;
 use crate::handshake::{
-    encode_certificate, encode_ecdhe_params, encode_new_session_ticket, encode_psk_identity, encode_signed,
-    parse_certificate, parse_certificate_verify, parse_ecdhe_client_key_exchange, parse_psk_identity,
-    psk_premaster, u16_list, CertificateRequest, ClientHello, HandshakeType, NamedGroup, OutExtensions,
-    ServerHello, SCSV_EMPTY_RENEGOTIATION_INFO,
+    encode_cached_info_selection, encode_certificate, encode_client_cert_answer, encode_ecdhe_params,
+    encode_fingerprint_message, encode_new_session_ticket, encode_psk_identity, encode_signed, fingerprint,
+    fingerprints_equal, parse_cached_info_offer, parse_certificate, parse_certificate_verify,
+    parse_client_cert_offer, parse_ecdhe_client_key_exchange, parse_psk_identity, psk_premaster, u16_list,
+    CachedObjectType, CertificateRequest, ClientHello, HandshakeType, NamedGroup, OutExtensions, ServerHello,
+    SCSV_EMPTY_RENEGOTIATION_INFO,
 };
 use crate::mobility::PathState;
 use crate::record::{DTLS_1_2, MAX_SEQ};
+use crate::rtt::RttEstimate;
 use crate::session::{
     unix_now, ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN,
 };
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
-use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme};
+use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme, Validation};
 use rand_core::RngCore;
+use std::time::Duration;
 
 /// The ClientHello a server connection starts from, as the endpoint verified it.
 pub(crate) struct VerifiedHello<'a> {
@@ -42,6 +48,14 @@ pub(crate) struct VerifiedHello<'a> {
     /// The Connection ID the endpoint issues to this session if the client offers
     /// `connection_id` (unique in the endpoint; empty: none).
     pub issued_cid: Vec<u8>,
+    /// Adaptive policy: the round trip the endpoint last measured to this client.
+    pub cached_rtt: Option<RttEstimate>,
+    /// Adaptive policy: the cookie exchange's round trip (the cookie's age) and the bytes of
+    /// the HelloVerifyRequest it came in.
+    pub cookie_rtt: Option<(Duration, u32)>,
+    /// The client chain its client-certificate ticket names, taken out of the endpoint's cache
+    /// (a ticket opens its entry once), with the ticket.
+    pub client_chain: Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)>,
 }
 
 /// The server's handshake steps, each named for the message it awaits (rustls's `Expect*`).
@@ -59,6 +73,11 @@ struct NewSession {
     session_id: Vec<u8>,
     /// A NewSessionTicket goes before our Finished (RFC 5077 §3.3), sealed under these keys.
     ticket: Option<TicketKeys>,
+    /// The client offered client-certificate caching and we cache chains.
+    client_cert_caching: bool,
+    /// The cached chain we selected: an empty Certificate stands for it.
+    cached_chain: Option<CachedClientChain>,
+    used: CacheUse,
 }
 
 /// The client's validated chain.
@@ -67,6 +86,8 @@ struct ClientChain {
     certificates: usize,
     leaf: Option<CertDer>,
     verified: ClientCertificate,
+    /// The whole chain, kept only for client-certificate caching.
+    chain: Vec<CertDer>,
 }
 
 /// Flight 4 asked for a certificate: the client's Certificate comes.
@@ -109,8 +130,12 @@ pub(super) struct ExpectClientFinished {
 // One per handshake, in its box: the size of the larger variant costs nothing per record.
 #[allow(clippy::large_enum_variant)]
 enum Mode {
-    Full { session: NewSession, client: Option<ClientChain> },
-    Abbreviated(Resumption),
+    Full {
+        session: NewSession,
+        client: Option<ClientChain>,
+    },
+    /// Resumed; a client chain taken from the cache goes back under its ticket.
+    Abbreviated(Resumption, Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)>),
 }
 
 impl Connection {
@@ -123,13 +148,21 @@ impl Connection {
         rng_seed: [u8; 32],
         mut hello: VerifiedHello<'_>,
     ) -> Connection {
-        let mut hs = Handshake::new(
-            now,
-            rng_seed,
+        let mut timer = RetransmitTimer::new(
             config.initial_retransmit,
             config.max_retransmit,
-            config.handshake_timeout,
+            config.retransmit,
+            hello.cached_rtt,
         );
+        if let Some((rtt, hello_verify_bytes)) = hello.cookie_rtt {
+            let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
+            timer.on_outside_sample(
+                rtt,
+                hello_verify_bytes.saturating_add(client_hello_bytes),
+                client_hello_bytes,
+            );
+        }
+        let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
         // Mobility state is made only when the server offers some; dropped again once the
         // ClientHello shows the client negotiated none of it.
         let issued_cid = std::mem::take(&mut hello.issued_cid);
@@ -165,7 +198,7 @@ impl Connection {
         config: &ServerConfig,
         hello: VerifiedHello<'_>,
     ) -> Result<(), Abort> {
-        let VerifiedHello { message_seq, body, cached, ticket_keys, .. } = hello;
+        let VerifiedHello { message_seq, body, cached, ticket_keys, client_chain, .. } = hello;
         let ch = ClientHello::parse(body).map_err(Abort::decode)?;
         // DTLS versions count down: 0xFEFD (1.2) is below 0xFEFF (1.0).
         if ch.version > DTLS_1_2 {
@@ -217,10 +250,8 @@ impl Connection {
                     hs,
                     config,
                     &ch,
-                    message_seq,
-                    body,
-                    kind,
-                    session,
+                    (message_seq, body),
+                    (kind, session, client_chain),
                     secure_renegotiation,
                     ticket_keys,
                 );
@@ -267,6 +298,53 @@ impl Connection {
             hs.rng.fill_bytes(&mut id);
             session_id = id.to_vec();
         }
+        // Caching (certificate suites only): RFC 7924's objects the client has, and the
+        // client's chain its ticket names.
+        let mut certificate = Vec::new();
+        let mut certificate_request = Vec::new();
+        if let Some((ck, _, _)) = &ecdhe {
+            let chain: Vec<&[u8]> = ck.chain.iter().map(|c| c.as_ref()).collect();
+            certificate.reserve(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
+            encode_certificate(&mut certificate, &chain);
+            if request_certificate {
+                let anchors = config
+                    .client_trust_anchors
+                    .as_ref()
+                    .ok_or(Abort::alert(AlertDescription::InternalError))?;
+                CertificateRequest::encode(&mut certificate_request, &SCHEMES, anchors.subject_names());
+            }
+        }
+        let selected = match (ecdhe.is_some() && config.cached_info, ch.extensions.cached_info) {
+            (true, Some(data)) => select_cached(data, &certificate, &certificate_request)?,
+            _ => Vec::new(),
+        };
+        let mut cached_info = Vec::new();
+        if !selected.is_empty() {
+            encode_cached_info_selection(&mut cached_info, &selected);
+        }
+        let client_cert_caching = request_certificate
+            && config.client_cert_cache.max_entries > 0
+            && ch.extensions.client_cert_cache.is_some();
+        let cached_chain = match ch.extensions.client_cert_cache {
+            Some(data) if client_cert_caching => {
+                let offered = parse_client_cert_offer(data).map_err(Abort::decode)?;
+                // The endpoint looked the ticket up; a stale entry (expired, or its anchor no
+                // longer trusted) means an ordinary full handshake.
+                client_chain
+                    .filter(|(ticket, _)| offered.is_some_and(|t| fingerprints_equal(t, ticket)))
+                    .map(|(_, entry)| entry)
+                    .filter(|entry| {
+                        now_unix < entry.verified.not_after
+                            && config
+                                .client_trust_anchors
+                                .as_ref()
+                                .is_some_and(|a| a.contains(&entry.verified.anchor))
+                    })
+            }
+            _ => None,
+        };
+        let mut client_cert_answer = Vec::new();
+        encode_client_cert_answer(&mut client_cert_answer, cached_chain.is_some());
         let path = self.path.as_deref();
         let ext = OutExtensions {
             extended_master_secret: ems,
@@ -276,18 +354,39 @@ impl Connection {
             connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
+            cached_info: (!selected.is_empty()).then_some(&cached_info[..]),
+            client_cert_cache: client_cert_caching.then_some(&client_cert_answer[..]),
             ..Default::default()
         };
         let mut sh = Vec::with_capacity(64);
         ServerHello::encode_with(&mut sh, &hs.server_random, &session_id, suite.id(), &ext);
         hs.push_message(0, HandshakeType::ServerHello, sh, true);
-        let session = NewSession { session_id, ticket: ticket_keys.filter(|_| issue_ticket) };
+        let mut used = CacheUse::default();
+        // RFC 7924 §4: a selected message is replaced by its fingerprint, and the transcript
+        // hashes the replacement as sent.
+        let replace = |ty: CachedObjectType, body: Vec<u8>, used: &mut bool| {
+            if selected.contains(&ty) {
+                *used = true;
+                let mut m = Vec::with_capacity(33);
+                encode_fingerprint_message(&mut m, &fingerprint(&body));
+                m
+            } else {
+                body
+            }
+        };
+        let certificate = replace(CachedObjectType::Certificate, certificate, &mut used.server_certificate);
+        let certificate_request =
+            replace(CachedObjectType::CertificateRequest, certificate_request, &mut used.certificate_request);
+        let session = NewSession {
+            session_id,
+            ticket: ticket_keys.filter(|_| issue_ticket),
+            client_cert_caching,
+            cached_chain,
+            used,
+        };
         let step = match ecdhe {
             Some((ck, group, scheme)) => {
-                let chain: Vec<&[u8]> = ck.chain.iter().map(|c| c.as_ref()).collect();
-                let mut body = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
-                encode_certificate(&mut body, &chain);
-                hs.push_message(0, HandshakeType::Certificate, body, true);
+                hs.push_message(0, HandshakeType::Certificate, certificate, true);
                 let (secret, public) = ephemeral(group, &mut hs.rng);
                 let mut ske = Vec::with_capacity(80 + ck.key.max_signature_len());
                 encode_ecdhe_params(&mut ske, group, &public);
@@ -299,13 +398,7 @@ impl Connection {
                 encode_signed(&mut ske, scheme.code(), &signature);
                 hs.push_message(0, HandshakeType::ServerKeyExchange, ske, true);
                 if request_certificate {
-                    let anchors = config
-                        .client_trust_anchors
-                        .as_ref()
-                        .ok_or(Abort::alert(AlertDescription::InternalError))?;
-                    let mut cr = Vec::with_capacity(256);
-                    CertificateRequest::encode(&mut cr, &SCHEMES, anchors.subject_names());
-                    hs.push_message(0, HandshakeType::CertificateRequest, cr, true);
+                    hs.push_message(0, HandshakeType::CertificateRequest, certificate_request, true);
                     ServerStep::ExpectClientCertificate(ExpectClientCertificate {
                         suite,
                         session,
@@ -374,10 +467,12 @@ impl Connection {
         hs: &mut Handshake,
         config: &ServerConfig,
         ch: &ClientHello<'_>,
-        message_seq: u16,
-        body: &[u8],
-        kind: Resumption,
-        session: ServerSession,
+        (message_seq, body): (u16, &[u8]),
+        (kind, session, client_chain): (
+            Resumption,
+            ServerSession,
+            Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)>,
+        ),
         secure_renegotiation: bool,
         ticket_keys: Option<TicketKeys>,
     ) -> Result<(), Abort> {
@@ -416,7 +511,7 @@ impl Connection {
         hs.step = Some(Step::Server(ServerStep::ExpectClientFinished(ExpectClientFinished {
             suite,
             master,
-            mode: Mode::Abbreviated(kind),
+            mode: Mode::Abbreviated(kind, client_chain),
         })));
         Ok(())
     }
@@ -433,8 +528,17 @@ impl Connection {
     ) -> Result<Step, Abort> {
         let Some(config) = self.server_config().cloned() else { return Err(Abort::unexpected()) };
         let next = match (step, msg_type) {
-            (ServerStep::ExpectClientCertificate(s), HandshakeType::Certificate) => {
-                let certs = parse_certificate(body).map_err(Abort::decode)?;
+            (ServerStep::ExpectClientCertificate(mut s), HandshakeType::Certificate) => {
+                // Seed 003 §IV-B: an empty body stands for the chain its ticket selected.
+                let reused = match s.session.cached_chain.take() {
+                    Some(entry) if body.is_empty() => Some(entry.chain),
+                    _ => None,
+                };
+                s.session.used.client_certificate = reused.is_some();
+                let certs: Vec<&[u8]> = match &reused {
+                    Some(chain) => chain.iter().map(|c| c.as_ref()).collect(),
+                    None => parse_certificate(body).map_err(Abort::decode)?,
+                };
                 let client = if certs.is_empty() {
                     if config.client_auth == ClientAuth::Require {
                         return Err(Abort::peer(PkiError::NoPeerCertificate));
@@ -446,12 +550,15 @@ impl Connection {
                         .client_trust_anchors
                         .as_ref()
                         .ok_or(Abort::alert(AlertDescription::InternalError))?;
-                    let verified = fastshake_pki::verify_client_chain(
+                    let (verified, validation) = fastshake_pki::verify_client_chain_cached(
+                        config.key_cache.as_deref(),
                         &chain,
                         anchors,
                         config.wall_clock.map_or(0, |w| w.unix_at(now)),
                     )
                     .map_err(Abort::peer)?;
+                    hs.chain_validation_skipped = validation == Validation::Cached;
+                    let kept = if s.session.client_cert_caching { chain.clone() } else { Vec::new() };
                     Some(ClientChain {
                         key: verified.key,
                         certificates: chain.len(),
@@ -460,6 +567,7 @@ impl Connection {
                             anchor: verified.anchor,
                             not_after: verified.not_after_unix,
                         },
+                        chain: kept,
                     })
                 };
                 hs.transcript.add(msg_type, message_seq, body);
@@ -560,7 +668,7 @@ impl Connection {
         body: &[u8],
     ) -> Step {
         let (session, client) = match s.mode {
-            Mode::Abbreviated(resumption) => {
+            Mode::Abbreviated(resumption, client_chain_entry) => {
                 let finished = Finished {
                     suite: s.suite,
                     resumption: Some(resumption),
@@ -568,6 +676,9 @@ impl Connection {
                     peer_certificates: 0,
                     peer_leaf: None,
                     cache_entry: None,
+                    from_cache: CacheUse::default(),
+                    cache_update: None,
+                    client_chain_entry,
                 };
                 return self.complete_handshake(now, hs, finished);
             }
@@ -596,6 +707,12 @@ impl Connection {
         }
         hs.push_change_cipher_spec_and_finished(&s.master, false, false);
         self.send_new_flight(now, hs, false);
+        // The chain the client authenticated with, under the ticket both sides now derive.
+        let client_chain_entry =
+            client.as_ref().filter(|c| session.client_cert_caching && !c.chain.is_empty()).map(|c| {
+                let ticket = derive_client_ticket(&s.master.0, &hs.client_random, &hs.server_random);
+                (ticket, CachedClientChain { chain: c.chain.clone(), verified: c.verified })
+            });
         let (peer_certificates, peer_leaf) = client.map_or((0, None), |c| (c.certificates, c.leaf));
         let finished = Finished {
             suite: s.suite,
@@ -604,6 +721,9 @@ impl Connection {
             peer_certificates,
             peer_leaf,
             cache_entry,
+            from_cache: session.used,
+            cache_update: None,
+            client_chain_entry,
         };
         self.complete_handshake(now, hs, finished)
     }
@@ -627,4 +747,28 @@ fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, 
     if !p.cid_negotiated && !p.rrc && !p.port_move && p.local.is_none() {
         *path = None;
     }
+}
+
+/// RFC 7924 §4: the objects of the client's `cached_info` whose fingerprint matches ours
+/// (compared in constant time); types we do not know, and other hash lengths, are passed over.
+fn select_cached(
+    data: &[u8],
+    certificate: &[u8],
+    certificate_request: &[u8],
+) -> Result<Vec<CachedObjectType>, Abort> {
+    let offered = parse_cached_info_offer(data).map_err(Abort::decode)?;
+    let mut selected = Vec::with_capacity(2);
+    for (ty, body) in [
+        (CachedObjectType::Certificate, certificate),
+        (CachedObjectType::CertificateRequest, certificate_request),
+    ] {
+        if body.is_empty() || !offered.iter().any(|(t, _)| *t == ty as u8) {
+            continue;
+        }
+        let ours = fingerprint(body);
+        if offered.iter().any(|(t, hash)| *t == ty as u8 && fingerprints_equal(hash, &ours)) {
+            selected.push(ty);
+        }
+    }
+    Ok(selected)
 }

@@ -9,7 +9,7 @@ use crate::handshake::{
     HANDSHAKE_HEADER_LEN,
 };
 use crate::record::{write_record, ContentType, Records, HEADER_LEN};
-use fastshake_core::{Instant, Transmit};
+use fastshake_core::{Instant, Transmit, COOKIE_LEN};
 use rand_core::RngCore;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -60,6 +60,14 @@ pub(super) struct PartialHello {
     reassembler: Reassembler,
 }
 
+/// Bytes a dated cookie (adaptive policy) carries beyond the MAC: its issue time.
+const DATED_COOKIE_EXTRA: usize = 4;
+
+/// Engine time in milliseconds, truncated to 32 bits, as a dated cookie carries it.
+fn cookie_millis(now: Instant) -> u32 {
+    (now.as_nanos() / 1_000_000) as u32
+}
+
 /// The cookie's input for the client address: IP and port.
 fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
     let mut out = [0u8; 18];
@@ -82,6 +90,43 @@ impl Endpoint {
     fn cookie_slot(&self, now: Instant) -> u64 {
         let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
         now.as_nanos() / slot_nanos
+    }
+
+    /// A HelloVerifyRequest cookie over the ClientHello's `inputs` (RFC 6347 §4.2.1). Under the
+    /// fixed policy it is bound to the current time slot (16 bytes). Under the adaptive one it
+    /// carries the millisecond it was issued, under the MAC, after the tag (20 bytes): the
+    /// ClientHello that returns it tells the stateless server the round trip of the cookie
+    /// exchange. That age can only be too long (a client that resent its ClientHello returns
+    /// the same cookie later), which errs on the side of a longer timer.
+    fn sign_cookie(&self, now: Instant, inputs: &[&[u8]; 6]) -> Vec<u8> {
+        let [a, b, c, d, e, f] = *inputs;
+        if self.adaptive() {
+            let issued = cookie_millis(now).to_be_bytes();
+            let mut cookie = self.cookie.sign(&[a, b, c, d, e, f, &issued]).to_vec();
+            cookie.extend_from_slice(&issued);
+            return cookie;
+        }
+        self.cookie.sign(&[a, b, c, d, e, f, &self.cookie_slot(now).to_be_bytes()]).to_vec()
+    }
+
+    /// Whether `cookie` is ours for these `inputs` and fresh: `None` if not, else its age when
+    /// it carries its issue time.
+    fn verify_cookie(&self, now: Instant, cookie: &[u8], inputs: &[&[u8]; 6]) -> Option<Option<Duration>> {
+        let [a, b, c, d, e, f] = *inputs;
+        if cookie.len() == COOKIE_LEN + DATED_COOKIE_EXTRA {
+            let (mac, issued_bytes) = cookie.split_at(COOKIE_LEN);
+            let issued = u32::from_be_bytes(issued_bytes.try_into().ok()?);
+            // Milliseconds wrap every 49 days; a cookie lives far less.
+            let age = Duration::from_millis(u64::from(cookie_millis(now).wrapping_sub(issued)));
+            let fresh =
+                age <= self.cookie_lifetime && self.cookie.verify(mac, &[a, b, c, d, e, f, issued_bytes]);
+            return fresh.then_some(Some(age));
+        }
+        let slot = self.cookie_slot(now);
+        let fresh = self.cookie.verify(cookie, &[a, b, c, d, e, f, &slot.to_be_bytes()])
+            || (slot > 0
+                && self.cookie.verify(cookie, &[a, b, c, d, e, f, &slot.wrapping_sub(1).to_be_bytes()]));
+        fresh.then_some(None)
     }
 
     /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments.
@@ -199,17 +244,13 @@ impl Endpoint {
         };
         let (addr, n) = addr_bytes(&remote);
         let version = ch.version.to_be_bytes();
-        let slot = self.cookie_slot(now);
-        let [a, b, c, d, e, f] = ch.cookie_inputs(&version, &addr[..n]);
-        let slot_bytes = slot.to_be_bytes();
-        let previous_slot_bytes = slot.wrapping_sub(1).to_be_bytes();
-        let fresh = self.cookie.verify(ch.cookie, &[a, b, c, d, e, f, &slot_bytes])
-            || (slot > 0 && self.cookie.verify(ch.cookie, &[a, b, c, d, e, f, &previous_slot_bytes]));
-        if !fresh {
+        let inputs = ch.cookie_inputs(&version, &addr[..n]);
+        let verified = self.verify_cookie(now, ch.cookie, &inputs);
+        let Some(cookie_age) = verified else {
             if !ch.cookie.is_empty() {
                 self.stats.cookies_rejected += 1;
             }
-            let cookie = self.cookie.sign(&[a, b, c, d, e, f, &slot_bytes]);
+            let cookie = self.sign_cookie(now, &inputs);
             let mut body = Vec::with_capacity(3 + cookie.len());
             HelloVerifyRequest::encode(&mut body, &cookie);
             let mut hdr = Vec::with_capacity(HANDSHAKE_HEADER_LEN);
@@ -227,7 +268,7 @@ impl Endpoint {
             self.push_stateless(Transmit { src: None, dst: remote, payload: out });
             self.stats.hello_verify_sent += 1;
             return;
-        }
+        };
         if !self.admit(remote, hello.record_seq, self.replaced_at(remote).3) {
             return;
         }
@@ -254,6 +295,11 @@ impl Endpoint {
                 Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),
                 _ => Vec::new(),
             },
+            cached_rtt: self.adaptive().then(|| self.rtt_cache.get(remote.ip())).flatten(),
+            // The HelloVerifyRequest: a record header, a handshake header and the cookie.
+            cookie_rtt: cookie_age
+                .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
+            client_chain: self.take_cached_client_chain(&ch),
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

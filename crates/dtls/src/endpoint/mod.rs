@@ -7,9 +7,10 @@ mod hello;
 mod route;
 mod slots;
 
-use crate::config::ServerConfig;
+use crate::config::{RetransmitPolicy, ServerConfig};
 use crate::connection::{Connection, Event};
 use crate::error::Error;
+use crate::rtt::RttCache;
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
 use hello::PartialHello;
 use rand_chacha::ChaCha20Rng;
@@ -132,6 +133,10 @@ pub struct Endpoint {
     ticket_keys: Option<crate::session::TicketKeys>,
     /// Sessions resumable by ID.
     session_cache: crate::session::SessionCache,
+    /// Round trips to clients (adaptive retransmission policy).
+    rtt_cache: RttCache,
+    /// Client chains by client-certificate ticket (seed 003).
+    client_cert_cache: crate::cache::ClientCertCache,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -203,7 +208,26 @@ impl Endpoint {
             config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),
             session_cache: crate::session::SessionCache::new(config_clone.session_cache),
+            rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
+            client_cert_cache: crate::cache::ClientCertCache::new(config_clone.client_cert_cache),
         }
+    }
+
+    /// The client chain a ClientHello's client-certificate ticket names, taken out of the cache:
+    /// a ticket opens its entry once, so a replayed ClientHello finds nothing.
+    fn take_cached_client_chain(
+        &mut self,
+        ch: &crate::handshake::ClientHello<'_>,
+    ) -> Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)> {
+        let data = ch.extensions.client_cert_cache?;
+        let ticket = crate::handshake::parse_client_cert_offer(data).ok()??;
+        let ticket: [u8; crate::cache::CLIENT_TICKET_LEN] = ticket.try_into().ok()?;
+        self.client_cert_cache.take(&ticket).map(|entry| (ticket, entry))
+    }
+
+    /// Client chains held for client-certificate caching, and their bytes.
+    pub fn client_cert_cache_size(&self) -> (usize, usize) {
+        (self.client_cert_cache.len(), self.client_cert_cache.bytes())
     }
 
     /// Makes `key` the current ticket key; the current one stays valid as the previous one.
@@ -373,10 +397,20 @@ impl Endpoint {
             self.output.push_back(Output::Connection(h));
         }
         while let Some(e) = conn.poll_event() {
+            if let (Event::Connected(summary), RetransmitPolicy::Adaptive { .. }) =
+                (&e, self.config.retransmit)
+            {
+                if let Some(rtt) = summary.rtt {
+                    self.rtt_cache.insert(conn.remote().ip(), rtt);
+                }
+            }
             self.events.push_back((h, e));
         }
         if let Some((session_id, session)) = conn.take_new_cache_entry() {
             self.session_cache.insert(session_id, session);
+        }
+        if let Some((ticket, chain)) = conn.take_new_client_chain_entry() {
+            self.client_cert_cache.insert(ticket, chain);
         }
         let moved = conn.take_address_change();
         let remote = conn.remote();
@@ -599,6 +633,17 @@ impl Endpoint {
     /// Why the endpoint drops everything, if its configuration cannot work.
     pub fn config_error(&self) -> Option<&Error> {
         self.config_error.as_ref()
+    }
+
+    /// The round trips remembered per client IP address (filled under
+    /// [`RetransmitPolicy::Adaptive`] as handshakes complete).
+    pub fn rtt_cache(&self) -> &RttCache {
+        &self.rtt_cache
+    }
+
+    /// Whether flights are timed by the measured round trip.
+    fn adaptive(&self) -> bool {
+        matches!(self.config.retransmit, RetransmitPolicy::Adaptive { .. })
     }
 
     /// Counters.

@@ -39,6 +39,10 @@ pub struct Extensions<'a> {
     pub rrc: bool,
     /// port_move (fastshake, private use), always empty.
     pub port_move: bool,
+    /// cached_info (RFC 7924): the raw body, read by the role that knows its form.
+    pub cached_info: Option<&'a [u8]>,
+    /// Client-certificate caching (seed 003): the raw body.
+    pub client_cert_cache: Option<&'a [u8]>,
     /// Types of extensions present, in order (for "did the server send something we never offered").
     pub unknown_types: Vec<u16>,
 }
@@ -116,6 +120,8 @@ impl<'a> Extensions<'a> {
                         ext.port_move = true;
                     }
                 }
+                super::EXT_CACHED_INFO => ext.cached_info = Some(data),
+                super::EXT_CLIENT_CERT_CACHE => ext.client_cert_cache = Some(data),
                 other => ext.unknown_types.push(other),
             }
         }
@@ -162,6 +168,10 @@ pub struct OutExtensions<'a> {
     pub connection_id: Option<&'a [u8]>,
     pub rrc: bool,
     pub port_move: bool,
+    /// cached_info with this (encoded) body.
+    pub cached_info: Option<&'a [u8]>,
+    /// Client-certificate caching with this (encoded, possibly empty) body.
+    pub client_cert_cache: Option<&'a [u8]>,
 }
 
 fn put_u16_list(out: &mut Vec<u8>, list: &[u16]) {
@@ -221,6 +231,14 @@ fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
     if e.port_move {
         put_u16(&mut block, crate::mobility::EXT_PORT_MOVE);
         put_u16(&mut block, 0);
+    }
+    if let Some(body) = e.cached_info {
+        put_u16(&mut block, super::EXT_CACHED_INFO);
+        put_vec16(&mut block, body);
+    }
+    if let Some(body) = e.client_cert_cache {
+        put_u16(&mut block, super::EXT_CLIENT_CERT_CACHE);
+        put_vec16(&mut block, body);
     }
     if !block.is_empty() {
         put_vec16(out, &block);

@@ -1,9 +1,11 @@
 //! Handshake messages (RFC 5246 §7.4, RFC 6347 §4.3.2) and their fragmentation.
 
+mod cached;
 mod certificate;
 mod messages;
 mod reassembly;
 
+pub(crate) use cached::*;
 pub(crate) use certificate::*;
 pub(crate) use messages::*;
 pub(crate) use reassembly::{Fragment, Insert, Reassembler};

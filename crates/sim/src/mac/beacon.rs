@@ -255,7 +255,7 @@ impl MacModel for BeaconMac {
         now: Instant,
         from: NodeId,
         to: NodeId,
-        datagram: &[u8],
+        datagram: &super::sixlowpan::UdpDatagram,
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {

@@ -1,25 +1,18 @@
-//! 6LoWPAN-like fragmentation of datagrams into IEEE 802.15.4 frames (RFC 4944 framing).
+//! IEEE 802.15.4 frames: the data frames that carry 6LoWPAN ([`super::sixlowpan`]), X-MAC
+//! strobes, acknowledgements and beacons, as the MAC models put them on the air.
 //!
 //! Frame format (stated, fixed):
 //! - MAC header, 21 bytes: frame control (2), sequence number (1), destination PAN (2),
 //!   destination and source EUI-64 addresses (8 + 8), PAN ID compression on, no security.
-//!   Node `n` has the EUI-64 `02:00:00:00:nn:nn:nn:nn` (its id, big-endian, in the low 4 bytes).
+//!   Node `n` has the EUI-64 [`eui64`]`(n)`.
 //! - FCS, 2 bytes (CRC-16/KERMIT as IEEE 802.15.4 §7.2.10 specifies).
 //!
-//! So 23 bytes of MAC overhead, and at most 104 bytes of MAC payload per 127-byte frame.
-//! The datagram travels verbatim behind the 6LoWPAN header: no IPHC header compression is
-//! assumed, so the figures are an upper bound on what a compressing stack sends. The dispatch
-//! always says IPv6 (6LoWPAN has none for IPv4), so Wireshark flags the simulator's IPv4
-//! datagrams as "bogus IPv6 version" inside otherwise well-formed frames; sizes are unaffected.
-//! - A datagram of up to 103 bytes goes in one frame, behind the 1-byte uncompressed IPv6
-//!   dispatch (0x41).
-//! - A larger one is split: FRAG1 header (4 bytes: `11000`, datagram_size, datagram_tag), the
-//!   dispatch byte, then 96 bytes; each FRAGN (5 bytes: `11100`, size, tag, datagram_offset in
-//!   8-byte units) carries 96 bytes, the last one the rest (up to 99). Offsets and
-//!   `datagram_size` count datagram bytes, as in RFC 4944 §5.3.
-//! - datagram_size is 11 bits: datagrams over 2047 bytes cannot be sent.
+//! So 23 bytes of MAC overhead, and at most 104 bytes of MAC payload per 127-byte frame, which
+//! [`fragment`] fills with the RFC 6282 compressed IPv6/UDP headers and the payload, cut into
+//! RFC 4944 fragments when one frame is not enough.
 
 use super::phy::MAX_PSDU;
+use super::sixlowpan::{self, UdpDatagram};
 use super::NodeId;
 use serde::Serialize;
 
@@ -29,18 +22,7 @@ pub const DATA_MAC_HEADER: usize = 21;
 pub const FCS_LEN: usize = 2;
 /// MAC payload room in one frame.
 pub const MAX_MAC_PAYLOAD: usize = MAX_PSDU - DATA_MAC_HEADER - FCS_LEN;
-/// Uncompressed IPv6 dispatch (RFC 4944 §5.1).
-pub const DISPATCH_IPV6: u8 = 0x41;
-/// FRAG1 header length.
-pub const FRAG1_HEADER: usize = 4;
-/// FRAGN header length.
-pub const FRAGN_HEADER: usize = 5;
-/// Largest datagram the 11-bit datagram_size can describe.
-pub const MAX_DATAGRAM: usize = 2047;
-/// Largest datagram sent unfragmented.
-pub const MAX_UNFRAGMENTED: usize = MAX_MAC_PAYLOAD - 1;
-/// Datagram bytes per FRAG1 and per non-final FRAGN (a multiple of 8).
-pub const FRAGMENT_CHUNK: usize = (MAX_MAC_PAYLOAD - FRAGN_HEADER) / 8 * 8;
+pub use super::sixlowpan::{eui64, FRAG1_HEADER, FRAGN_HEADER, MAX_DATAGRAM};
 
 /// PSDU of an X-MAC strobe or early acknowledgement: a data-type MAC header with both EUI-64
 /// addresses (the receiver's is what a sampling node checks), no payload, FCS.
@@ -58,9 +40,11 @@ const PAN_ID: u16 = 0xFA57;
 pub struct FragStats {
     /// Frames the datagram needs.
     pub frames: usize,
-    /// Datagram (network-layer) bytes.
+    /// Bytes of the uncompressed IPv6 datagram (RFC 4944's datagram_size).
     pub datagram_bytes: usize,
-    /// 6LoWPAN dispatch and fragment header bytes.
+    /// UDP payload bytes.
+    pub payload_bytes: usize,
+    /// 6LoWPAN bytes: compressed IPv6 and UDP headers (RFC 6282) and fragment headers.
     pub lowpan_header_bytes: usize,
     /// MAC header and FCS bytes.
     pub mac_overhead_bytes: usize,
@@ -73,6 +57,7 @@ impl FragStats {
     pub fn add(&mut self, other: &FragStats) {
         self.frames += other.frames;
         self.datagram_bytes += other.datagram_bytes;
+        self.payload_bytes += other.payload_bytes;
         self.lowpan_header_bytes += other.lowpan_header_bytes;
         self.mac_overhead_bytes += other.mac_overhead_bytes;
         self.psdu_bytes += other.psdu_bytes;
@@ -82,8 +67,8 @@ impl FragStats {
 /// Why a datagram cannot be fragmented or a frame cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FragError {
-    /// The datagram is larger than the 11-bit datagram_size allows.
-    #[error("datagram of {0} bytes exceeds the 6LoWPAN limit of 2047")]
+    /// The uncompressed datagram is larger than the 11-bit datagram_size allows.
+    #[error("IPv6 datagram of {0} bytes exceeds the 6LoWPAN limit of 2047")]
     TooLarge(usize),
     /// The frame is shorter than its headers.
     #[error("frame truncated")]
@@ -94,17 +79,15 @@ pub enum FragError {
     /// The MAC payload starts with a dispatch this code does not produce.
     #[error("unknown 6LoWPAN dispatch 0x{0:02x}")]
     UnknownDispatch(u8),
-    /// Fragments disagree with each other or overlap.
+    /// Fragments disagree with each other or overlap, or headers disagree with the length.
     #[error("inconsistent fragments")]
     Inconsistent,
-}
-
-/// The EUI-64 of a node.
-pub fn eui64(node: NodeId) -> [u8; 8] {
-    let low = (node as u64 & 0xFFFF_FFFF) as u32;
-    let mut a = [0x02, 0, 0, 0, 0, 0, 0, 0];
-    a[4..].copy_from_slice(&low.to_be_bytes());
-    a
+    /// A MAC header or 6LoWPAN encoding this code does not produce.
+    #[error("unsupported encoding: {0}")]
+    Unsupported(&'static str),
+    /// The UDP checksum of the reassembled datagram does not verify.
+    #[error("bad UDP checksum")]
+    BadChecksum,
 }
 
 /// CRC-16/KERMIT (the IEEE 802.15.4 FCS): polynomial x^16 + x^12 + x^5 + 1, reflected, zero init.
@@ -125,97 +108,102 @@ fn push_fcs(frame: &mut Vec<u8>) {
 }
 
 /// Little-endian EUI-64 as it goes on the air.
-fn push_addr(frame: &mut Vec<u8>, node: NodeId) {
-    let mut a = eui64(node);
+fn push_addr(frame: &mut Vec<u8>, eui: &[u8; 8]) {
+    let mut a = *eui;
     a.reverse();
     frame.extend_from_slice(&a);
 }
 
+/// Frame control of a data frame: type 001, ack request bit 5, PAN ID compression bit 6,
+/// destination mode 11, version 0, source mode 11.
+fn data_frame_control(ack_request: bool) -> u16 {
+    0b001 | (u16::from(ack_request) << 5) | (1 << 6) | (0b11 << 10) | (0b11 << 14)
+}
+
 /// MAC header of a data frame (also strobes): type data, PAN ID compression, extended addresses.
-fn data_header(frame: &mut Vec<u8>, seq: u8, from: NodeId, to: NodeId, ack_request: bool) {
-    // frame type 001, ack request bit 5, PAN ID compression bit 6, dst mode 11, version 0, src mode 11
-    let mut fc: u16 = 0b001 | (1 << 6) | (0b11 << 10) | (0b11 << 14);
-    if ack_request {
-        fc |= 1 << 5;
-    }
+fn data_header(frame: &mut Vec<u8>, seq: u8, src: &[u8; 8], dst: &[u8; 8], ack_request: bool) {
+    let fc = data_frame_control(ack_request);
     frame.extend_from_slice(&fc.to_le_bytes());
     frame.push(seq);
     frame.extend_from_slice(&PAN_ID.to_le_bytes());
-    push_addr(frame, to);
-    push_addr(frame, from);
+    push_addr(frame, dst);
+    push_addr(frame, src);
+}
+
+/// The PSDU of a data frame from MAC address `src` to `dst` carrying `payload` (6LoWPAN bytes).
+pub fn data_frame(seq: u8, src: &[u8; 8], dst: &[u8; 8], ack_request: bool, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(DATA_MAC_HEADER + payload.len() + FCS_LEN);
+    data_header(&mut f, seq, src, dst, ack_request);
+    f.extend_from_slice(payload);
+    push_fcs(&mut f);
+    f
 }
 
 /// The PSDUs of `datagram` from `from` to `to`, with MAC sequence numbers from `seq` on and the
 /// 6LoWPAN `tag` if it needs fragments.
 pub fn fragment(
-    datagram: &[u8],
+    datagram: &UdpDatagram,
     from: NodeId,
     to: NodeId,
     seq: u8,
     tag: u16,
     ack_request: bool,
 ) -> Result<(Vec<Vec<u8>>, FragStats), FragError> {
-    let len = datagram.len();
-    if len > MAX_DATAGRAM {
-        return Err(FragError::TooLarge(len));
-    }
-    let mut frames = Vec::new();
-    let mut stats = FragStats { datagram_bytes: len, ..FragStats::default() };
-    let mut seq = seq;
-    let new_frame = |seq: &mut u8| {
-        let mut f = Vec::with_capacity(MAX_PSDU);
-        data_header(&mut f, *seq, from, to, ack_request);
-        *seq = seq.wrapping_add(1);
-        f
+    let (payloads, lowpan_header_bytes) =
+        sixlowpan::encode(datagram, &eui64(from), &eui64(to), tag, MAX_MAC_PAYLOAD)?;
+    let mut stats = FragStats {
+        frames: payloads.len(),
+        datagram_bytes: datagram.ipv6_len(),
+        payload_bytes: datagram.payload.len(),
+        lowpan_header_bytes,
+        ..FragStats::default()
     };
-    if len <= MAX_UNFRAGMENTED {
-        let mut f = new_frame(&mut seq);
-        f.push(DISPATCH_IPV6);
-        f.extend_from_slice(datagram);
-        stats.lowpan_header_bytes += 1;
-        frames.push(f);
-    } else {
-        let size = len as u16; // <= 2047
-        let mut offset = 0usize;
-        while offset < len {
-            let mut f = new_frame(&mut seq);
-            let chunk = if offset == 0 {
-                f.extend_from_slice(&(0xC000 | size).to_be_bytes());
-                f.extend_from_slice(&tag.to_be_bytes());
-                f.push(DISPATCH_IPV6);
-                stats.lowpan_header_bytes += FRAG1_HEADER + 1;
-                FRAGMENT_CHUNK
-            } else {
-                f.extend_from_slice(&(0xE000 | size).to_be_bytes());
-                f.extend_from_slice(&tag.to_be_bytes());
-                f.push((offset / 8) as u8); // offset <= 2047 so offset/8 < 256
-                stats.lowpan_header_bytes += FRAGN_HEADER;
-                let room = MAX_MAC_PAYLOAD - FRAGN_HEADER;
-                if len - offset <= room {
-                    room
-                } else {
-                    FRAGMENT_CHUNK
-                }
-            };
-            let end = (offset + chunk).min(len);
-            f.extend_from_slice(&datagram[offset..end]);
-            offset = end;
-            frames.push(f);
-        }
-    }
-    for f in &mut frames {
-        push_fcs(f);
+    let mut frames = Vec::with_capacity(payloads.len());
+    for (i, payload) in payloads.iter().enumerate() {
+        let f = data_frame(seq.wrapping_add(i as u8), &eui64(from), &eui64(to), ack_request, payload);
         stats.mac_overhead_bytes += DATA_MAC_HEADER + FCS_LEN;
         stats.psdu_bytes += f.len();
+        frames.push(f);
     }
-    stats.frames = frames.len();
     Ok((frames, stats))
+}
+
+/// A data frame's addresses and MAC payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataFrame<'a> {
+    /// The transmitter's EUI-64.
+    pub src: [u8; 8],
+    /// The receiver's EUI-64.
+    pub dst: [u8; 8],
+    /// The MAC payload (the 6LoWPAN bytes).
+    pub payload: &'a [u8],
+}
+
+/// Reads a data frame as [`fragment`] builds them (FCS checked); any other frame is refused.
+pub fn parse_data_frame(psdu: &[u8]) -> Result<DataFrame<'_>, FragError> {
+    let body_len = psdu.len().checked_sub(FCS_LEN).ok_or(FragError::Truncated)?;
+    let (body, fcs_bytes) = psdu.split_at(body_len);
+    if fcs(body).to_le_bytes() != [fcs_bytes[0], fcs_bytes[1]] {
+        return Err(FragError::BadFcs);
+    }
+    let header = body.get(..DATA_MAC_HEADER).ok_or(FragError::Truncated)?;
+    let fc = u16::from_le_bytes([header[0], header[1]]) & !(1 << 5); // any ack request
+    if fc != data_frame_control(false) {
+        return Err(FragError::Unsupported("MAC frame other than a data frame with EUI-64 addresses"));
+    }
+    let address = |at: usize| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&header[at..at + 8]);
+        a.reverse();
+        a
+    };
+    Ok(DataFrame { dst: address(5), src: address(13), payload: &body[DATA_MAC_HEADER..] })
 }
 
 /// An X-MAC strobe (or, from the receiver, early acknowledgement).
 pub fn strobe_frame(seq: u8, from: NodeId, to: NodeId) -> Vec<u8> {
     let mut f = Vec::with_capacity(STROBE_PSDU);
-    data_header(&mut f, seq, from, to, false);
+    data_header(&mut f, seq, &eui64(from), &eui64(to), false);
     push_fcs(&mut f);
     f
 }
@@ -235,7 +223,7 @@ pub fn beacon_frame(seq: u8, from: NodeId, bo: u8, so: u8) -> Vec<u8> {
     f.extend_from_slice(&fc.to_le_bytes());
     f.push(seq);
     f.extend_from_slice(&PAN_ID.to_le_bytes());
-    push_addr(&mut f, from);
+    push_addr(&mut f, &eui64(from));
     // superframe spec: BO, SO, final CAP slot 15, PAN coordinator, association permit
     let spec: u16 = u16::from(bo & 0xF) | (u16::from(so & 0xF) << 4) | (0xF << 8) | (1 << 15);
     f.extend_from_slice(&spec.to_le_bytes());
@@ -245,73 +233,26 @@ pub fn beacon_frame(seq: u8, from: NodeId, bo: u8, so: u8) -> Vec<u8> {
     f
 }
 
-/// Rebuilds a datagram from the PSDUs `fragment` produced (checks FCS and headers). Used to
-/// check the framing; the models count frames, they do not reassemble.
-pub fn reassemble(frames: &[Vec<u8>]) -> Result<Vec<u8>, FragError> {
-    let mut out: Vec<u8> = Vec::new();
-    let mut expected_size: Option<usize> = None;
-    for frame in frames {
-        let body_len = frame.len().checked_sub(FCS_LEN).ok_or(FragError::Truncated)?;
-        let (body, fcs_bytes) = frame.split_at(body_len);
-        if fcs(body).to_le_bytes() != [fcs_bytes[0], fcs_bytes[1]] {
-            return Err(FragError::BadFcs);
-        }
-        let payload = body.get(DATA_MAC_HEADER..).ok_or(FragError::Truncated)?;
-        let first = *payload.first().ok_or(FragError::Truncated)?;
-        match first {
-            DISPATCH_IPV6 if frames.len() == 1 => return Ok(payload[1..].to_vec()),
-            b if b & 0xF8 == 0xC0 => {
-                let h = payload.get(..FRAG1_HEADER + 1).ok_or(FragError::Truncated)?;
-                if h[4] != DISPATCH_IPV6 || !out.is_empty() {
-                    return Err(FragError::Inconsistent);
-                }
-                expected_size = Some(usize::from(u16::from_be_bytes([h[0], h[1]]) & 0x07FF));
-                out.extend_from_slice(&payload[FRAG1_HEADER + 1..]);
-            }
-            b if b & 0xF8 == 0xE0 => {
-                let h = payload.get(..FRAGN_HEADER).ok_or(FragError::Truncated)?;
-                let size = usize::from(u16::from_be_bytes([h[0], h[1]]) & 0x07FF);
-                if Some(size) != expected_size || usize::from(h[4]) * 8 != out.len() {
-                    return Err(FragError::Inconsistent);
-                }
-                out.extend_from_slice(&payload[FRAGN_HEADER..]);
-            }
-            other => return Err(FragError::UnknownDispatch(other)),
-        }
-    }
-    match expected_size {
-        Some(size) if size == out.len() => Ok(out),
-        _ => Err(FragError::Inconsistent),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mac::sixlowpan::Reassembler;
 
     #[test]
-    fn small_datagram_is_one_frame() {
-        let d = vec![7u8; MAX_UNFRAGMENTED];
+    fn a_datagram_that_fits_fills_one_frame() {
+        // 104 bytes of MAC payload: 9 bytes of IPHC and UDP NHC between neighbours, 95 of payload.
+        let d = UdpDatagram::between(1, 2, 1, 5684, vec![7u8; MAX_MAC_PAYLOAD - 9]);
         let (frames, st) = fragment(&d, 1, 2, 9, 0, false).unwrap();
         assert_eq!(frames.len(), 1);
         assert_eq!(frames[0].len(), MAX_PSDU);
         assert_eq!(st.psdu_bytes, MAX_PSDU);
-        assert_eq!(st.lowpan_header_bytes, 1);
-        assert_eq!(reassemble(&frames).unwrap(), d);
-    }
-
-    #[test]
-    fn large_datagram_round_trips_through_frag1_and_fragn() {
-        for len in [MAX_UNFRAGMENTED + 1, 200, 291, 292, 1280, MAX_DATAGRAM] {
-            let d: Vec<u8> = (0..len).map(|i| i as u8).collect();
-            let (frames, st) = fragment(&d, 3, 4, 250, 0xBEEF, true).unwrap();
-            assert!(frames.iter().all(|f| f.len() <= MAX_PSDU), "len {len}");
-            assert_eq!(st.frames, frames.len());
-            assert_eq!(st.psdu_bytes, frames.iter().map(Vec::len).sum::<usize>());
-            assert_eq!(st.psdu_bytes, st.datagram_bytes + st.lowpan_header_bytes + st.mac_overhead_bytes);
-            assert_eq!(reassemble(&frames).unwrap(), d, "len {len}");
-        }
-        assert_eq!(fragment(&[0; 2048], 1, 2, 0, 0, false), Err(FragError::TooLarge(2048)));
+        assert_eq!(st.lowpan_header_bytes, 9);
+        assert_eq!(st.datagram_bytes, 48 + 95);
+        let one_more = UdpDatagram::between(1, 2, 1, 5684, vec![7u8; MAX_MAC_PAYLOAD - 8]);
+        assert_eq!(fragment(&one_more, 1, 2, 9, 0, false).unwrap().1.frames, 2);
+        let frame = parse_data_frame(&frames[0]).unwrap();
+        assert_eq!((frame.src, frame.dst), (eui64(1), eui64(2)));
+        assert_eq!(Reassembler::new().push(&frames[0]).unwrap().unwrap().datagram, d);
     }
 
     #[test]
@@ -322,7 +263,15 @@ mod tests {
         assert_eq!(f.len(), STROBE_PSDU);
         assert_eq!(ack_frame(3).len(), ACK_PSDU);
         assert_eq!(beacon_frame(0, 1, 6, 2).len(), BEACON_PSDU);
+        assert_eq!(parse_data_frame(&ack_frame(3)), Err(FragError::Truncated));
+        assert_eq!(parse_data_frame(&f).unwrap().payload, b"", "a strobe is an empty data frame");
+        let mut beacon_sized = beacon_frame(0, 1, 6, 2);
+        beacon_sized.splice(3..3, [0u8; 8]);
+        let body = beacon_sized.len() - 2;
+        let c = fcs(&beacon_sized[..body]).to_le_bytes();
+        beacon_sized[body..].copy_from_slice(&c);
+        assert!(matches!(parse_data_frame(&beacon_sized), Err(FragError::Unsupported(_))));
         f[3] ^= 1;
-        assert_eq!(reassemble(&[f]), Err(FragError::BadFcs));
+        assert_eq!(parse_data_frame(&f), Err(FragError::BadFcs));
     }
 }

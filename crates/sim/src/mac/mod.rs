@@ -1,8 +1,8 @@
 //! Duty-cycled MAC models on IEEE 802.15.4 frames: X-MAC preamble sampling, the beacon-enabled
 //! mode with slotted CSMA-CA, and TSCH.
 //!
-//! A [`MacModel`] carries one datagram over one hop. It splits the datagram into 127-byte frames
-//! ([`frag`]), places every frame on the air by its channel-access rules and books the radio time
+//! A [`MacModel`] carries one UDP datagram over one hop. It compresses and splits the datagram
+//! into 127-byte frames ([`sixlowpan`], [`frag`]), places every frame on the air by its channel-access rules and books the radio time
 //! of both ends into a [`RadioLedger`]. Outcomes are computed eagerly, when the datagram is handed
 //! over: the model keeps per-node "radio busy until" state, so a second datagram queues behind the
 //! first. That is exact for the sequential flights of a handshake; simultaneous senders on the
@@ -22,6 +22,7 @@ pub mod beacon;
 pub mod frag;
 pub mod phy;
 pub mod sequence;
+pub mod sixlowpan;
 pub mod tsch;
 pub mod xmac;
 
@@ -30,8 +31,8 @@ pub type NodeId = usize;
 
 /// One duty-cycled MAC shared by a set of nodes.
 pub trait MacModel {
-    /// A datagram (whole IP packet bytes) leaves `from` toward neighbour `to` over this MAC hop at
-    /// `now`. Fragments it into 127-byte frames, schedules them by the channel access rules,
+    /// A UDP datagram leaves `from` toward neighbour `to` over this MAC hop at `now`. Compresses
+    /// and fragments it into 127-byte frames (6LoWPAN), schedules them by the channel access rules,
     /// returns when the datagram is complete at `to` (None if any frame is lost for good) and
     /// every frame put on the air; books radio time.
     fn send(
@@ -39,7 +40,7 @@ pub trait MacModel {
         now: Instant,
         from: NodeId,
         to: NodeId,
-        datagram: &[u8],
+        datagram: &sixlowpan::UdpDatagram,
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome;

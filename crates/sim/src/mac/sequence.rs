@@ -1,6 +1,7 @@
 //! Datagrams sent one after another along a chain of MAC hops: the flights of a handshake as
 //! seed 002's analysis sees them, driven straight through a [`MacModel`].
 
+use super::sixlowpan::UdpDatagram;
 use super::{below, MacModel, NodeId};
 use crate::radio::RadioLedger;
 use fastshake_core::Instant;
@@ -13,7 +14,9 @@ pub struct SequencePlan {
     pub chain: Vec<NodeId>,
     /// How many datagrams.
     pub datagrams: usize,
-    /// Bytes of each datagram.
+    /// Bytes of each datagram: the UDP payload (a DTLS datagram, say), to which 6LoWPAN adds
+    /// its compressed IPv6 and UDP headers between the chain's ends
+    /// ([`UdpDatagram::between`], port [`SEQUENCE_PORT`]).
     pub datagram_len: usize,
     /// Each datagram is handed to the first hop a uniformly random time in [0, this) after the
     /// previous one arrived (seed 002: the instant a frame is selected for transmission is
@@ -25,6 +28,9 @@ pub struct SequencePlan {
     /// a DTLS retransmission timer does (tinyDTLS: 2 s), up to [`MAX_ATTEMPTS`] times in all.
     pub retransmit_timeout_ns: Option<u64>,
 }
+
+/// The UDP port at both ends of a sequence (CoAPS, RFC 7252).
+pub const SEQUENCE_PORT: u16 = 5684;
 
 /// Attempts per datagram when retransmitting.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -57,7 +63,14 @@ pub fn send_sequence(
     ledger: &mut RadioLedger,
 ) -> SequenceReport {
     let mut report = SequenceReport::default();
-    let datagram = vec![0x60u8; plan.datagram_len];
+    let (first, last) = match (plan.chain.first(), plan.chain.last()) {
+        (Some(&a), Some(&b)) => (a, b),
+        _ => return report,
+    };
+    let hop_count = plan.chain.len() - 1;
+    let payload = vec![0x17u8; plan.datagram_len];
+    let there = UdpDatagram::between(first, last, hop_count, SEQUENCE_PORT, payload.clone());
+    let back = UdpDatagram::between(last, first, hop_count, SEQUENCE_PORT, payload);
     let mut t = start;
     let mut first_handover = None;
     for i in 0..plan.datagrams {
@@ -75,7 +88,8 @@ pub fn send_sequence(
             let mut at = handover;
             let mut arrived = true;
             for &(from, to) in &hops {
-                let outcome = mac.send(at, from, to, &datagram, rng, ledger);
+                let datagram = if forward { &there } else { &back };
+                let outcome = mac.send(at, from, to, datagram, rng, ledger);
                 report.frames_on_air += outcome.frames.len();
                 report.data_frames_on_air +=
                     outcome.frames.iter().filter(|f| f.kind == super::FrameKind::Data).count();

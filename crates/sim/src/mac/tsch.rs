@@ -191,7 +191,7 @@ impl MacModel for TschMac {
         now: Instant,
         from: NodeId,
         to: NodeId,
-        datagram: &[u8],
+        datagram: &super::sixlowpan::UdpDatagram,
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {

@@ -109,7 +109,7 @@ impl MacModel for XMac {
         now: Instant,
         from: NodeId,
         to: NodeId,
-        datagram: &[u8],
+        datagram: &super::sixlowpan::UdpDatagram,
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {

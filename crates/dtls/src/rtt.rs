@@ -1,0 +1,203 @@
+//! Round trips to a peer, for the adaptive handshake timer
+//! ([`crate::RetransmitPolicy::Adaptive`]): the estimator (RFC 6298 §2, with a margin for
+//! steady links and an allowance for flight size) and the bounded per-peer cache that carries
+//! an estimate from one handshake to the next, like TCP's metrics cache.
+//!
+//! A round trip here is an *exchange*: from the first transmission of one of our flights until
+//! the peer's answering flight is complete. On a duty-cycled link that time grows with the
+//! frames both flights take, so each sample is kept with the bytes of the exchange it measured
+//! (our flight and the peer's answer), and an estimate is stretched for a larger exchange,
+//! never shrunk for a smaller one: on a link where size does not matter (the Internet) a larger
+//! timer only costs loss recovery time, while a shrunk one would fire spuriously.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What is known of the round trip to a peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttEstimate {
+    /// SRTT of RFC 6298.
+    pub smoothed: Duration,
+    /// RTTVAR of RFC 6298.
+    pub variation: Duration,
+    /// Smoothed bytes of the exchanges measured (our flight and the peer's answer): the size the
+    /// estimate stands for.
+    pub exchange_bytes: u32,
+    /// Samples behind the estimate (in this handshake, plus those of the cached estimate it
+    /// started from).
+    pub samples: u32,
+}
+
+impl RttEstimate {
+    /// The retransmission timeout for an exchange of `exchange_bytes`: SRTT + 4·RTTVAR
+    /// (RFC 6298 §2.3), with at least a quarter of SRTT as margin (in place of the clock
+    /// granularity G: on a link of steady delay RTTVAR decays towards zero, and a timer armed at
+    /// exactly the round trip races the answer), stretched by how much larger the exchange is
+    /// than those measured. Not clamped: the timer applies its floor and ceiling.
+    pub fn timeout_for(&self, exchange_bytes: u32) -> Duration {
+        let margin = (self.variation.saturating_mul(4)).max(self.smoothed / 4);
+        let base = self.smoothed.saturating_add(margin);
+        if exchange_bytes > self.exchange_bytes && self.exchange_bytes > 0 {
+            base.mul_f64(f64::from(exchange_bytes) / f64::from(self.exchange_bytes))
+        } else {
+            base
+        }
+    }
+}
+
+/// RFC 6298 §2 smoothing of round-trip samples.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RttEstimator {
+    estimate: Option<RttEstimate>,
+}
+
+impl RttEstimator {
+    /// Starts from an estimate cached by an earlier handshake with the same peer.
+    pub fn seeded(estimate: Option<RttEstimate>) -> Self {
+        RttEstimator { estimate }
+    }
+
+    /// One measured exchange of `exchange_bytes` that took `rtt` (RFC 6298 §2.2 and §2.3,
+    /// α = 1/8, β = 1/4; the exchange size smoothed like SRTT).
+    pub fn sample(&mut self, rtt: Duration, exchange_bytes: u32) {
+        self.estimate = Some(match self.estimate {
+            None => RttEstimate { smoothed: rtt, variation: rtt / 2, exchange_bytes, samples: 1 },
+            Some(e) => RttEstimate {
+                variation: e.variation * 3 / 4 + e.smoothed.abs_diff(rtt) / 4,
+                smoothed: e.smoothed * 7 / 8 + rtt / 8,
+                exchange_bytes: ((u64::from(e.exchange_bytes) * 7 + u64::from(exchange_bytes)) / 8) as u32,
+                samples: e.samples.saturating_add(1),
+            },
+        });
+    }
+
+    pub fn estimate(&self) -> Option<RttEstimate> {
+        self.estimate
+    }
+}
+
+/// Peers remembered at most by default.
+pub const DEFAULT_RTT_CACHE_ENTRIES: usize = 256;
+
+/// The round trips last measured to peers, by IP address (the path's delay belongs to the host,
+/// not the port, as in TCP's metrics cache), bounded in entries; when full, the entry used least
+/// recently goes. Shared between connections (a client keeps one behind an `Arc` in its
+/// [`crate::ClientConfig`]; an [`crate::Endpoint`] keeps one for its clients), so it locks.
+pub struct RttCache {
+    capacity: usize,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    /// Each entry with the tick of its last use.
+    entries: BTreeMap<IpAddr, (RttEstimate, u64)>,
+    tick: u64,
+}
+
+impl RttCache {
+    /// A cache of at most `capacity` peers (at least 1).
+    pub fn new(capacity: usize) -> Self {
+        RttCache { capacity: capacity.max(1), inner: Mutex::new(CacheInner::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        // A panic elsewhere while holding the lock leaves a consistent map: keep using it.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The estimate last stored for `peer`, marking it used.
+    pub fn get(&self, peer: IpAddr) -> Option<RttEstimate> {
+        let mut inner = self.lock();
+        inner.tick += 1;
+        let tick = inner.tick;
+        let (estimate, used) = inner.entries.get_mut(&peer)?;
+        *used = tick;
+        Some(*estimate)
+    }
+
+    /// Stores `estimate` for `peer`, replacing what was there; evicts the least recently used
+    /// entry when full.
+    pub fn insert(&self, peer: IpAddr, estimate: RttEstimate) {
+        let mut inner = self.lock();
+        inner.tick += 1;
+        let tick = inner.tick;
+        if !inner.entries.contains_key(&peer) && inner.entries.len() >= self.capacity {
+            let oldest = inner.entries.iter().min_by_key(|(_, (_, used))| *used).map(|(ip, _)| *ip);
+            if let Some(ip) = oldest {
+                inner.entries.remove(&ip);
+            }
+        }
+        inner.entries.insert(peer, (estimate, tick));
+    }
+
+    /// Peers remembered now.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether no peer is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Most peers remembered.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+impl Default for RttCache {
+    fn default() -> Self {
+        RttCache::new(DEFAULT_RTT_CACHE_ENTRIES)
+    }
+}
+
+impl std::fmt::Debug for RttCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RttCache").field("entries", &self.len()).field("capacity", &self.capacity).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn follows_rfc_6298_and_stretches_for_larger_exchanges_only() {
+        let mut e = RttEstimator::default();
+        e.sample(MS(200), 100);
+        let est = e.estimate().unwrap();
+        // SRTT = 200, RTTVAR = 100: 200 + 400.
+        assert_eq!(est.timeout_for(100), MS(600));
+        assert_eq!(est.timeout_for(50), MS(600), "never shrunk for a smaller exchange");
+        assert_eq!(est.timeout_for(300), MS(1800), "three times the bytes, three times the time");
+        e.sample(MS(200), 100);
+        // RTTVAR = 75, SRTT = 200.
+        assert_eq!(e.estimate().unwrap().timeout_for(100), MS(500));
+        for _ in 0..40 {
+            e.sample(MS(200), 100);
+        }
+        // RTTVAR decays towards 0; the margin stays a quarter of SRTT.
+        assert_eq!(e.estimate().unwrap().timeout_for(100), MS(250));
+    }
+
+    #[test]
+    fn cache_is_bounded_and_evicts_least_recently_used() {
+        let cache = RttCache::new(2);
+        let est = |ms| RttEstimate { smoothed: MS(ms), variation: MS(1), exchange_bytes: 1, samples: 1 };
+        let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
+        cache.insert(ip(1), est(1));
+        cache.insert(ip(2), est(2));
+        assert_eq!(cache.get(ip(1)).unwrap().smoothed, MS(1));
+        cache.insert(ip(3), est(3));
+        assert_eq!(cache.len(), 2);
+        assert!(cache.get(ip(2)).is_none(), "least recently used went");
+        assert_eq!(cache.get(ip(1)).unwrap().smoothed, MS(1));
+        assert_eq!(cache.get(ip(3)).unwrap().smoothed, MS(3));
+    }
+}
