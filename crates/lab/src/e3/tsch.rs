@@ -21,7 +21,7 @@ pub struct HandshakeCost {
     pub duration_s: f64,
     pub dtls_bytes: f64,
     pub datagrams: f64,
-    /// 802.15.4 data frames (datagrams behind uncompressed IPv6/UDP, fragmented).
+    /// 802.15.4 data frames on the air (6LoWPAN frames and fragments, retries included).
     pub data_frames: f64,
     pub client_energy_mj: f64,
 }
