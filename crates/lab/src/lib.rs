@@ -8,6 +8,7 @@ mod chaos;
 pub mod chaos_real;
 pub mod e1;
 pub mod e2;
+pub mod e3;
 pub mod mac_handshake;
 pub mod pki;
 mod runner;
@@ -25,6 +26,9 @@ enum Experiment {
     /// E2: seed 002 Section III (X-MAC, beacon-enabled 802.15.4, TSCH, CCM-8 overhead) with our
     /// real handshake, each figure beside the paper's; variants the paper did not run.
     E2(e2::Args),
+    /// E3: session slots on a constrained server (seed 002, Section IV): the Engset formulas
+    /// against the real engine, and what eviction (lru, idlest) costs the evicted.
+    E3(e3::Args),
     /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
     Chaos(chaos::Args),
     /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
@@ -37,6 +41,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.experiment {
         Experiment::E1(a) => e1::run(a),
         Experiment::E2(a) => e2::run(a),
+        Experiment::E3(a) => e3::run(a),
         Experiment::Chaos(a) => chaos::run(a),
         Experiment::ChaosReal(a) => chaos_real::run(a),
     }
