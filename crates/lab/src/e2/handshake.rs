@@ -173,7 +173,8 @@ pub fn measure_contact(
         if contact == Contact::Returning {
             // The earlier handshake fills both round-trip caches; its session is replaced. One
             // that gave up (lossy links) still leaves what it measured.
-            let mut first = Connection::client(client_config.clone(), start, server_addr, seed_bytes(seed, 4));
+            let mut first =
+                Connection::client(client_config.clone(), start, server_addr, seed_bytes(seed, 4));
             let earlier = mac_handshake::run(mac, hops, seed ^ 0x5eed, start, &mut first, &mut server)?;
             start = earlier.end.unwrap_or(start) + Duration::from_secs(1);
         }
