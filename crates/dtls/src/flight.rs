@@ -56,6 +56,9 @@ pub(crate) struct RetransmitTimer {
 /// Transmissions of one flight remembered for answers that name their record number.
 const MAX_TRANSMISSIONS_KEPT: usize = 8;
 
+/// An exchange this many times larger than the estimate's is one of a size not measured.
+const UNMEASURED_SIZE_FACTOR: u32 = 2;
+
 impl RetransmitTimer {
     pub fn new(
         initial: Duration,
@@ -92,7 +95,15 @@ impl RetransmitTimer {
             return self.initial;
         };
         let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
-        estimate.timeout_for(exchange).clamp(floor, self.max)
+        let mut timeout = estimate.timeout_for(exchange);
+        // An exchange far larger than any measured (a certificate flight after the cookie
+        // exchange): on a duty-cycled link its time follows the frames and the periods they
+        // wait for, which a small exchange inside one period does not show. Never tighter than
+        // the configured initial value there.
+        if exchange > estimate.exchange_bytes.saturating_mul(UNMEASURED_SIZE_FACTOR) {
+            timeout = timeout.max(self.initial);
+        }
+        timeout.clamp(floor, self.max)
     }
 
     /// A new flight of `flight_bytes` was sent (its epoch-0 record numbers `seqs`) after
@@ -111,9 +122,12 @@ impl RetransmitTimer {
             // Keep a backed-off value until a flight goes through without loss.
             None if !self.backed_off => self.current = self.initial,
             None => {}
-            // Keep it until a clean sample (RFC 6298 §5.7).
             Some(_) if !self.backed_off => self.current = self.fresh_timeout(),
-            Some(_) => {}
+            // Keep it until a clean sample (RFC 6298 §5.7, RFC 6347 §4.2.4.1), but backed off
+            // once, not by every doubling of the lossy flight: the answer that came shows the
+            // path works, and on a lossy link (random loss, not congestion) the compounded
+            // value would make the next loss wait far longer than the fixed timer would.
+            Some(_) => self.current = self.current.min(self.fresh_timeout().saturating_mul(2)).min(self.max),
         }
         if self.floor.is_none() {
             self.backed_off = false;
@@ -437,6 +451,42 @@ mod tests {
         t.on_new_flight(Instant::from_millis(1200), 100, 4..5, 300);
         assert_eq!(t.estimate().unwrap().samples, 2);
         assert_eq!(t.current(), ms(500));
+    }
+
+    #[test]
+    fn after_a_lossy_flight_the_next_keeps_one_doubling_not_all() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        // 200 ms round trip: the estimate gives 600 ms.
+        t.on_new_flight(Instant::from_millis(200), 100, 1..2, 100);
+        assert_eq!(t.current(), ms(600));
+        // Lost three times: 1.2, 2.4, 4.8 s, each doubling (RFC 6347 §4.2.4.1).
+        for (i, at) in [800, 2000, 4400].into_iter().enumerate() {
+            t.on_retransmit(Instant::from_millis(at), 2 + i as u64..3 + i as u64);
+        }
+        assert_eq!(t.current(), ms(4800));
+        // Answered at last: the next flight stays backed off, but once (1.2 s), not 4.8 s,
+        // so its loss is recovered about as fast as a loss on the first flight would be.
+        t.on_new_flight(Instant::from_millis(9000), 100, 5..6, 200);
+        assert_eq!(t.estimate().unwrap().samples, 1, "Karn: no sample from the resent flight");
+        assert_eq!(t.current(), ms(1200));
+    }
+
+    #[test]
+    fn an_exchange_far_larger_than_measured_waits_at_least_the_initial_value() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let cached = RttEstimate { smoothed: ms(20), variation: ms(5), exchange_bytes: 200, samples: 1 };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        // A 150-byte flight (with the peer's answer guessed at 0 bytes): the measured size, the estimate.
+        t.on_new_flight(Instant::ZERO, 150, 0..1, 0);
+        assert_eq!(t.current(), ms(50), "floor: 20 + 20 ms");
+        // A 2 kB certificate flight after a 100-byte answer: ten times the bytes measured, a
+        // stretched 250 ms would fire while its frames still wait for their periods.
+        t.on_new_flight(Instant::from_millis(20), 2000, 1..2, 100);
+        assert_eq!(t.current(), ms(2000));
     }
 
     #[test]

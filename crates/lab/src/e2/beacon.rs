@@ -183,9 +183,10 @@ pub fn print(s: &Section) {
             "'fixed' = tinyDTLS's 2 s timer (the paper's), 'adapt' = {}.",
             r.handshake.adaptive_timer.name()
         );
+        println!("{}", handshake::ADAPTIVE_LEGEND);
     }
     println!(
-        "{:>2} {:>2} {:>7} {:>6} {:>2} | {:>8} {:>6} {:>6} {:>7} | {:>8} {:>6} {:>7} | {:>7}",
+        "{:>2} {:>2} {:>7} {:>6} {:>2} | {:>8} {:>6} {:>6} {:>7} | {:>8} {:>6} {:>7} {:>11} | {:>7}",
         "BO",
         "SO",
         "BI ms",
@@ -198,6 +199,7 @@ pub fn print(s: &Section) {
         "adapt s",
         "spur.",
         "adapt mJ",
+        "1st s/sp",
         "datagr."
     );
     for r in &s.rows {
@@ -205,7 +207,7 @@ pub fn print(s: &Section) {
         let a = r.handshake.adaptive.as_ref();
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         println!(
-            "{:>2} {:>2} {:>7.1} {:>6.1} {:>2} | {:>8.2} {:>6.2} {:>6.2} {:>7.2} | {:>8} {:>6} {:>7} | {:>7.1}",
+            "{:>2} {:>2} {:>7.1} {:>6.1} {:>2} | {:>8.2} {:>6.2} {:>6.2} {:>7.2} | {:>8} {:>6} {:>7} {:>11} | {:>7.1}",
             r.beacon_order,
             r.superframe_order,
             r.bi_ms,
@@ -218,6 +220,7 @@ pub fn print(s: &Section) {
             opt(a.map(|a| a.duration_s)),
             opt(a.map(|a| a.spurious_retransmissions)),
             opt(a.map(|a| a.radio_mj)),
+            r.handshake.first_contact_cell(),
             f.datagrams,
         );
     }

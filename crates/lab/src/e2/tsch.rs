@@ -294,8 +294,9 @@ pub fn print(s: &Section) {
         s.real_seeds,
         s.real.first().map_or("-".to_string(), |r| r.handshake.main_timer().name())
     );
+    println!("{}", handshake::ADAPTIVE_LEGEND);
     println!(
-        "{:>5} {:>2} {:>2} | {:>8} {:>8} {:>7} | {:>8} {:>6} {:>8} {:>6} | {:>7} {:>8} {:>9} {:>8}",
+        "{:>5} {:>2} {:>2} | {:>8} {:>8} {:>7} | {:>8} {:>6} {:>8} {:>6} {:>11} | {:>7} {:>8} {:>9} {:>8}",
         "L",
         "C",
         "H",
@@ -306,6 +307,7 @@ pub fn print(s: &Section) {
         "spur.",
         "adapt s",
         "spur.",
+        "1st s/sp",
         "datagr.",
         "frames/H",
         "Eq2 ours",
@@ -316,7 +318,7 @@ pub fn print(s: &Section) {
         let a = r.handshake.adaptive.as_ref();
         let m = r.handshake.main();
         println!(
-            "{:>5} {:>2} {:>2} | {:>8.3} {:>8.3} {:>+7.1} | {:>8.3} {:>6.2} {:>8} {:>6} | {:>7.1} {:>8.1} {:>9.2} {:>8.2}",
+            "{:>5} {:>2} {:>2} | {:>8.3} {:>8.3} {:>+7.1} | {:>8.3} {:>6.2} {:>8} {:>6} {:>11} | {:>7.1} {:>8.1} {:>9.2} {:>8.2}",
             r.l,
             r.c,
             r.h,
@@ -327,6 +329,7 @@ pub fn print(s: &Section) {
             f.spurious_retransmissions,
             a.map_or("-".to_string(), |a| format!("{:.3}", a.duration_s)),
             a.map_or("-".to_string(), |a| format!("{:.2}", a.spurious_retransmissions)),
+            r.handshake.first_contact_cell(),
             m.datagrams,
             m.data_frames / r.h as f64,
             r.formula_with_our_frames_s,

@@ -248,11 +248,12 @@ pub fn print(s: &Section) {
     let has_adaptive = s.rows.iter().any(|r| r.handshake.adaptive.is_some());
     if has_adaptive {
         println!("'fixed' = tinyDTLS's 2 s timer (the paper's), 'adapt' = {}.", adaptive.name());
+        println!("{}", handshake::ADAPTIVE_LEGEND);
     } else {
         println!("fixed 2 s timer only: this build's DTLS engine has no adaptive timer yet.");
     }
     println!(
-        "{:>6} {:>4} {:>2} | {:>8} {:>8} {:>6} {:>6} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>7} | {:>9} {:>9}",
+        "{:>6} {:>4} {:>2} | {:>8} {:>8} {:>6} {:>6} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>7} {:>11} | {:>9} {:>9}",
         "CI ms",
         "PDR",
         "H",
@@ -267,6 +268,7 @@ pub fn print(s: &Section) {
         "datagr.",
         "lost",
         "adapt sp",
+        "1st s/sp",
         "unlock mJ",
         "10fr mJ"
     );
@@ -275,7 +277,7 @@ pub fn print(s: &Section) {
         let a = r.handshake.adaptive.as_ref();
         let opt = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
         println!(
-            "{:>6.0} {:>4.2} {:>2} | {:>8.2} {:>8} {:>6.2} {:>6.2} | {:>7.2} {:>7.2} {:>7.2} {:>8} | {:>8.1} {:>7.2} {:>7} | {:>9} {:>9}",
+            "{:>6.0} {:>4.2} {:>2} | {:>8.2} {:>8} {:>6.2} {:>6.2} | {:>7.2} {:>7.2} {:>7.2} {:>8} | {:>8.1} {:>7.2} {:>7} {:>11} | {:>9} {:>9}",
             r.check_interval_ms,
             r.pdr,
             r.hops,
@@ -290,6 +292,7 @@ pub fn print(s: &Section) {
             f.datagrams,
             f.lost_datagrams,
             opt(a.map(|a| a.spurious_retransmissions), 2),
+            r.handshake.first_contact_cell(),
             opt(r.radio_mj_unlocked, 2),
             opt(r.ten_frames.as_ref().map(|t| t.client_energy_mj), 2),
         );
