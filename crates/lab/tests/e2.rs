@@ -140,7 +140,8 @@ fn variants_differ_as_their_messages_do() {
     // the ECDHE-ECDSA handshake it replaces, and the server took the client's chain from its
     // cache every time.
     for link in ["X-MAC CI 500 ms", "TSCH L 101 C 1"] {
-        let (ecdhe, bithac) = (on(link, 1, "ECDHE-ECDSA"), on(link, 1, "cached info + client-cert cache (BiTHaC)"));
+        let (ecdhe, bithac) =
+            (on(link, 1, "ECDHE-ECDSA"), on(link, 1, "cached info + client-cert cache (BiTHaC)"));
         assert!(bithac.dtls_bytes < ecdhe.dtls_bytes && bithac.data_frames < ecdhe.data_frames, "{link}");
         assert_eq!(bithac.client_chain_from_cache, bithac.completed, "{link}");
         assert_eq!(bithac.server_chain_from_cache, bithac.completed, "{link}");

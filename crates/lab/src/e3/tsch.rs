@@ -190,7 +190,10 @@ impl CertCosts {
 /// measured, then the eviction and the measured return a minute later. Each way back gets a
 /// server of its own (a client-certificate ticket opens its entry once). The timer is the PSK
 /// rows': tinyDTLS's fixed one, starting at 2 s or at `initial_retransmit`.
-pub fn measure_certificates(seeds: &[u64], initial_retransmit: Option<Duration>) -> anyhow::Result<CertCosts> {
+pub fn measure_certificates(
+    seeds: &[u64],
+    initial_retransmit: Option<Duration>,
+) -> anyhow::Result<CertCosts> {
     use crate::e2::handshake::{configs, Timer, Variant};
     use fastshake_pki::ValidatedKeyCache;
     let mac = tsch();
@@ -225,9 +228,14 @@ pub fn measure_certificates(seeds: &[u64], initial_retransmit: Option<Duration>)
             let mut server = Endpoint::new(Arc::new(server_config), engine_seed(2));
             let start = Instant::from_millis(1);
             let first_config = Arc::new(client_config.clone());
-            let mut client = Connection::client(first_config, start, mac_handshake::server_addr(), engine_seed(1));
+            let mut client =
+                Connection::client(first_config, start, mac_handshake::server_addr(), engine_seed(1));
             let first = mac_handshake::run(&mac, 1, seed, start, &mut client, &mut server)?;
-            anyhow::ensure!(first.completed, "the first ECDHE-ECDSA handshake did not complete: {:?}", first.failure);
+            anyhow::ensure!(
+                first.completed,
+                "the first ECDHE-ECDSA handshake did not complete: {:?}",
+                first.failure
+            );
             let summary = first.client_summary.clone();
             let session = summary.as_ref().and_then(|s| s.session.clone());
             let entry = summary.and_then(|s| s.cache_update);
@@ -265,7 +273,8 @@ pub fn measure_certificates(seeds: &[u64], initial_retransmit: Option<Duration>)
             );
             let run = mac_handshake::run(&mac, 1, seed.wrapping_add(1 << 32), again, &mut back, &mut server)?;
             let (client, server) = (run.client_summary.as_ref(), run.server_summary.as_ref());
-            let count = |f: &dyn Fn(&fastshake_dtls::HandshakeSummary) -> bool, s: Option<&fastshake_dtls::HandshakeSummary>| {
+            let count = |f: &dyn Fn(&fastshake_dtls::HandshakeSummary) -> bool,
+                         s: Option<&fastshake_dtls::HandshakeSummary>| {
                 usize::from(run.completed && s.is_some_and(f))
             };
             row.client_chain_from_cache += count(&|s| s.from_cache.client_certificate, server);
