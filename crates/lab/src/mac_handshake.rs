@@ -79,6 +79,9 @@ pub struct MacHandshake {
     /// The client's summary (its `session` resumes later).
     #[serde(skip)]
     pub client_summary: Option<HandshakeSummary>,
+    /// The server's summary of the new session (what it took from its caches).
+    #[serde(skip)]
+    pub server_summary: Option<HandshakeSummary>,
 }
 
 /// Runs `client` (created at `start`, addressed to [`server_addr`]) against `server` over `hops`
@@ -183,6 +186,7 @@ pub fn run(
             match e {
                 Event::Connected(summary) => {
                     run.server_retransmissions = summary.retransmissions;
+                    run.server_summary = Some(summary);
                     server_done = server_done.or(Some(now));
                 }
                 Event::Failed(err) => {

@@ -32,10 +32,10 @@ fn every_handshake_completes() {
         n += 1;
     }
     // X-MAC 6 CI x 2 PDR x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH L 101 at C 1-3 and C 1 over
-    // 2 hops, the 3 beacon equivalents, 5 variants on the 3 links of at most 2 hops; both timers
-    // when the engine has the adaptive one.
+    // 2 hops, the 3 beacon equivalents, 5 variants on the 3 links of at most 2 hops and BiTHaC
+    // on X-MAC's and TSCH's; both timers when the engine has the adaptive one.
     let timers = if Timer::ADAPTIVE.available() { 2 } else { 1 };
-    assert_eq!(n, (24 + 30 + 4 + 3 + 15) * timers);
+    assert_eq!(n, (24 + 30 + 4 + 3 + 15 + 2) * timers);
 }
 
 #[test]
@@ -136,6 +136,17 @@ fn variants_differ_as_their_messages_do() {
     assert_eq!(on(link, 1, "PSK resumed (ticket)").datagrams, 5.0, "abbreviated handshake");
     assert!(on(link, 1, "ECDHE-ECDSA").dtls_bytes > 5.0 * psk.dtls_bytes);
     assert!(on(link, 1, "PSK + CID").dtls_bytes > psk.dtls_bytes);
+    // BiTHaC: fingerprints and a ticket stand for both chains, so fewer bytes and frames than
+    // the ECDHE-ECDSA handshake it replaces, and the server took the client's chain from its
+    // cache every time.
+    for link in ["X-MAC CI 500 ms", "TSCH L 101 C 1"] {
+        let (ecdhe, bithac) =
+            (on(link, 1, "ECDHE-ECDSA"), on(link, 1, "cached info + client-cert cache (BiTHaC)"));
+        assert!(bithac.dtls_bytes < ecdhe.dtls_bytes && bithac.data_frames < ecdhe.data_frames, "{link}");
+        assert_eq!(bithac.client_chain_from_cache, bithac.completed, "{link}");
+        assert_eq!(bithac.server_chain_from_cache, bithac.completed, "{link}");
+        assert_eq!(ecdhe.client_chain_from_cache + ecdhe.server_chain_from_cache, 0, "{link}");
+    }
 }
 
 #[test]

@@ -116,3 +116,34 @@ fn deterministic_per_seed() {
     let b = replicate(&w, &[7], 1);
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
+
+#[test]
+fn an_evicted_certificate_client_gets_back_what_its_ticket_and_caches_spare() {
+    use fastshake_lab::e3::tsch::{measure_certificates, CertReturn};
+    let seeds = [0, 1];
+    let costs = measure_certificates(&seeds, None).expect("the certificate prices run");
+    assert_eq!(costs.chain_len, 3);
+    let row = |kind| costs.row(kind).unwrap();
+    let (full, ticket, bithac, keys) = (
+        row(CertReturn::Full),
+        row(CertReturn::Ticket),
+        row(CertReturn::Bithac),
+        row(CertReturn::BithacKeyCache),
+    );
+    for r in &costs.rows {
+        assert_eq!(r.cost.completed, seeds.len(), "{:?}", r.kind);
+    }
+    // The full handshake takes nothing from any cache and resumes nothing.
+    assert_eq!(full.cost.resumed + full.client_chain_from_cache + full.server_chain_from_cache, 0);
+    // The ticket resumes: no certificate either way, fewer bytes and frames than the full one.
+    assert_eq!(ticket.cost.resumed, seeds.len());
+    assert!(ticket.cost.dtls_bytes < full.cost.dtls_bytes && ticket.cost.data_frames < full.cost.data_frames);
+    // BiTHaC: a full handshake in which both chains came from cache, so fewer bytes and frames.
+    assert_eq!(bithac.cost.resumed, 0);
+    assert_eq!((bithac.client_chain_from_cache, bithac.server_chain_from_cache), (seeds.len(), seeds.len()));
+    assert!(bithac.cost.dtls_bytes < full.cost.dtls_bytes && bithac.cost.data_frames < full.cost.data_frames);
+    // The key cache lets both ends skip validation, which nothing else does.
+    assert_eq!((keys.client_skipped_validation, keys.server_skipped_validation), (seeds.len(), seeds.len()));
+    assert_eq!(bithac.client_skipped_validation + bithac.server_skipped_validation, 0);
+    assert_eq!(keys.client_chain_from_cache, seeds.len());
+}

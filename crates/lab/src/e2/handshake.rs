@@ -28,11 +28,22 @@ pub enum Variant {
     /// PSK, full handshake, the client sending the cookie an earlier exchange gave it in its
     /// first ClientHello, so the HelloVerifyRequest round trip is skipped.
     CachedCookie,
+    /// ECDHE-ECDSA as above, full handshake, after an earlier one whose objects the client
+    /// cached: the server sends the RFC 7924 fingerprints of its Certificate and
+    /// CertificateRequest, the client an empty Certificate under its client-certificate ticket
+    /// (seed 003's BiTHaC).
+    Bithac,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 5] =
-        [Variant::Psk, Variant::EcdheEcdsa, Variant::Resumption, Variant::Cid, Variant::CachedCookie];
+    pub const ALL: [Variant; 6] = [
+        Variant::Psk,
+        Variant::EcdheEcdsa,
+        Variant::Bithac,
+        Variant::Resumption,
+        Variant::Cid,
+        Variant::CachedCookie,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,6 +52,7 @@ impl Variant {
             Variant::Resumption => "PSK resumed (ticket)",
             Variant::Cid => "PSK + CID",
             Variant::CachedCookie => "PSK, cached cookie",
+            Variant::Bithac => "cached info + client-cert cache (BiTHaC)",
         }
     }
 }
@@ -95,7 +107,7 @@ fn apply_timer(timer: Timer, client: &mut ClientConfig, server: &mut ServerConfi
 /// The two ends' configurations for `variant`.
 pub fn configs(variant: Variant, timer: Timer, pki: &LabPki) -> (ClientConfig, ServerConfig) {
     let (mut client, mut server) = match variant {
-        Variant::EcdheEcdsa => {
+        Variant::EcdheEcdsa | Variant::Bithac => {
             let mut client = ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()));
             client.certified_key = Some(pki.client.clone());
             client.wall_clock = Some(WALL_CLOCK);
@@ -114,6 +126,10 @@ pub fn configs(variant: Variant, timer: Timer, pki: &LabPki) -> (ClientConfig, S
     match variant {
         Variant::Resumption => server.tickets = Some(TicketKeys::new(1, [0x7c; 16])),
         Variant::CachedCookie => server.reusable_cookies = true,
+        Variant::Bithac => {
+            client.cached_info = true;
+            client.client_certificate_caching = true;
+        }
         Variant::Cid => {
             client.mobility = Mobility { connection_id: Some(0), ..Mobility::default() };
             server.mobility = Mobility { connection_id: Some(4), ..Mobility::default() };
@@ -169,7 +185,7 @@ pub fn measure_contact(
     let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2));
     let mut start = Instant::from_millis(1);
     let server_addr = mac_handshake::server_addr();
-    if !matches!(variant, Variant::Resumption | Variant::CachedCookie) {
+    if !matches!(variant, Variant::Resumption | Variant::CachedCookie | Variant::Bithac) {
         if contact == Contact::Returning {
             // The earlier handshake fills both round-trip caches; its session is replaced. One
             // that gave up (lossy links) still leaves what it measured.
@@ -181,7 +197,7 @@ pub fn measure_contact(
         let mut client = Connection::client(client_config, start, server_addr, seed_bytes(seed, 1));
         return mac_handshake::run(mac, hops, seed, start, &mut client, &mut server);
     }
-    // A first handshake, not measured, gives the session (and the cookie) to reuse.
+    // A first handshake, not measured, gives the session (the cookie, the cache entry) to reuse.
     let mut first = Connection::client(client_config.clone(), start, server_addr, seed_bytes(seed, 1));
     let earlier = mac_handshake::run(mac, hops, seed ^ 0x5eed, start, &mut first, &mut server)?;
     anyhow::ensure!(earlier.completed, "the handshake before the measured one did not complete");
@@ -193,6 +209,11 @@ pub fn measure_contact(
             let session = summary.and_then(|s| s.session);
             anyhow::ensure!(session.is_some(), "the server issued no session to resume");
             Connection::client_with_session(client_config, start, server_addr, seed_bytes(seed, 3), session)
+        }
+        Variant::Bithac => {
+            let entry = summary.and_then(|s| s.cache_update);
+            anyhow::ensure!(entry.is_some(), "the first handshake left nothing to cache");
+            Connection::client_with_cache(client_config, start, server_addr, seed_bytes(seed, 3), None, entry)
         }
         _ => {
             let cookie = cached_cookie(summary.as_ref());
@@ -232,6 +253,11 @@ pub struct Mean {
     pub radio_mj: f64,
     /// Seconds the client's radio was on.
     pub radio_on_s: f64,
+    /// Completed handshakes in which the server took the client's chain from its cache (seed
+    /// 003's ticket), and in which the client took the server's Certificate from its RFC 7924
+    /// cache.
+    pub client_chain_from_cache: u64,
+    pub server_chain_from_cache: u64,
 }
 
 impl Mean {
@@ -258,6 +284,14 @@ impl Mean {
             spurious_retransmissions: mean(&|r| f64::from(r.spurious_retransmissions)),
             radio_mj: mean(&|r| r.client_energy_mj),
             radio_on_s: mean(&|r| r.client_radio_on_s),
+            client_chain_from_cache: done
+                .iter()
+                .filter(|r| r.server_summary.as_ref().is_some_and(|s| s.from_cache.client_certificate))
+                .count() as u64,
+            server_chain_from_cache: done
+                .iter()
+                .filter(|r| r.client_summary.as_ref().is_some_and(|s| s.from_cache.server_certificate))
+                .count() as u64,
         }
     }
 
