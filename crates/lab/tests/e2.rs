@@ -200,3 +200,16 @@ fn xmac_adaptive_timer_of_a_returning_client_resends_almost_nothing_spuriously_o
     }
     assert!(adaptive_spurious * 4.0 < fixed_spurious, "adaptive {adaptive_spurious}, fixed {fixed_spurious}");
 }
+
+/// The paper's model sends each of its 10 messages as one frame per hop; the simulated stand-in
+/// must too on every table row, relays included (where 6LoWPAN carries both addresses).
+#[test]
+fn tsch_table_rows_send_one_frame_per_datagram_and_hop() {
+    let report =
+        e2::experiment(&Options { seeds: 2, max_hops: 4, quick: true }).expect("the experiment runs");
+    let rows: Vec<_> = report.tsch.rows.iter().filter(|r| r.paper_is_table).collect();
+    assert!(rows.iter().any(|r| r.h >= 3), "the tables include relayed rows");
+    for row in rows {
+        assert_eq!(row.simulated.data_frames_per_datagram_hop, 1.0, "{row:?}");
+    }
+}
