@@ -2,6 +2,7 @@
 //! the same entry points as `fuzz/fuzz_targets/dtls_*.rs`, so `cargo test` exercises each target.
 
 use fastshake_dtls::fuzzing;
+use fastshake_testkit::mutation::Mutator;
 use std::path::PathBuf;
 
 type Target = fn(&[u8]);
@@ -29,52 +30,9 @@ fn corpus(target: &str) -> Vec<Vec<u8>> {
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
-    let mut d = seed.to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(5) {
-            0 if !d.is_empty() => {
-                let i = rng.below(d.len());
-                d[i] ^= 1 << rng.below(8);
-            }
-            1 if !d.is_empty() => {
-                let i = rng.below(d.len());
-                d[i] = rng.next() as u8;
-            }
-            2 => d.truncate(rng.below(d.len() + 1)),
-            3 => {
-                let i = rng.below(d.len() + 1);
-                d.insert(i, rng.next() as u8);
-            }
-            _ if d.len() > 2 => {
-                // Length fields are the interesting bytes: set one to an extreme.
-                let i = rng.below(d.len() - 1);
-                d[i] = 0xff;
-                d[i + 1] = 0xff;
-            }
-            _ => {}
-        }
-    }
-    d
-}
-
 #[test]
 fn every_target_runs_its_corpus_and_mutations() {
-    let mut rng = Rng(0x5eed_f00d);
+    let mut rng = Mutator::new(0x5eed_f00d);
     for (name, target) in TARGETS {
         let seeds = corpus(name);
         assert!(!seeds.is_empty(), "{name} has a seed corpus");
@@ -85,10 +43,10 @@ fn every_target_runs_its_corpus_and_mutations() {
         let rounds = if *name == "dtls_session" || *name == "dtls_endpoint" { 300 } else { 3000 };
         for i in 0..rounds {
             let input = if i % 4 == 0 {
-                (0..rng.below(200)).map(|_| rng.next() as u8).collect()
+                (0..rng.below(200)).map(|_| rng.next_u64() as u8).collect()
             } else {
                 let s = &seeds[rng.below(seeds.len())];
-                mutate(&mut rng, s)
+                rng.mutate(s)
             };
             target(&input);
         }

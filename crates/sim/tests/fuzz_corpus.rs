@@ -4,6 +4,7 @@
 use fastshake_sim::fuzzing;
 use fastshake_sim::mac::frag;
 use fastshake_sim::mac::sixlowpan::UdpDatagram;
+use fastshake_testkit::mutation::Mutator;
 use std::path::PathBuf;
 
 fn corpus() -> Vec<Vec<u8>> {
@@ -27,42 +28,6 @@ fn input_of(datagram: &UdpDatagram, from: usize, to: usize) -> Vec<u8> {
         input.extend_from_slice(body);
     }
     input
-}
-
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
-    let mut d = seed.to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(4) {
-            0 if !d.is_empty() => {
-                let i = rng.below(d.len());
-                d[i] ^= 1 << rng.below(8);
-            }
-            1 if !d.is_empty() => {
-                let i = rng.below(d.len());
-                d[i] = rng.next() as u8;
-            }
-            2 => d.truncate(rng.below(d.len() + 1)),
-            _ => {
-                let i = rng.below(d.len() + 1);
-                d.insert(i, rng.next() as u8);
-            }
-        }
-    }
-    d
 }
 
 #[test]
@@ -90,13 +55,13 @@ fn the_target_runs_its_corpus_and_mutations() {
     for s in &seeds {
         fuzzing::lowpan_frames(s);
     }
-    let mut rng = Rng(0x6c6f_7770_616e);
+    let mut rng = Mutator::new(0x6c6f_7770_616e);
     for i in 0..5000 {
         let input = if i % 4 == 0 {
-            (0..rng.below(400)).map(|_| rng.next() as u8).collect()
+            (0..rng.below(400)).map(|_| rng.next_u64() as u8).collect()
         } else {
             let seed = &seeds[rng.below(seeds.len())];
-            mutate(&mut rng, seed)
+            rng.mutate(seed)
         };
         fuzzing::lowpan_frames(&input);
     }

@@ -5,6 +5,8 @@
 //!   network on virtual time, and [`sctp::Pair`], the same for two SCTP endpoints. Both speak
 //!   the vocabulary of [`net`]: every datagram passes a [`net::Filter`] that decides its
 //!   [`net::Fate`] (delivered, lost, copied, late) and lands in a log.
+//! - [`mutation`]: deterministic mutations of a fuzz target's seeds, for replaying corpora in
+//!   `cargo test`.
 //! - [`peers`]: real processes (`fastshake` itself, OpenSSL, GnuTLS, usrsctp, pion) for the
 //!   command-line interop tests, each killed and reaped when its guard drops, every wait bounded.
 //!
@@ -14,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dtls;
+pub mod mutation;
 pub mod net;
 pub mod peers;
 pub mod sctp;
