@@ -584,6 +584,8 @@ struct Row {
     failures: BTreeMap<String, u64>,
     cpu_per_handshake: Option<f64>,
     generator_share: f64,
+    /// The server's CPU time over the run's wall time (1.0 = one core busy).
+    server_share: f64,
     retransmissions: u64,
     note: String,
 }
@@ -605,6 +607,8 @@ fn compare(args: &Args) -> anyhow::Result<()> {
     let fastshake = crate::fastshake_program()?;
     let pion = pion_peer();
 
+    // Counted before this process pins itself to one of them.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     // The generator on CPU 1, one-worker servers on CPU 0: each has a core. Two workers take
     // both cores and share CPU 1 with the generator.
     let pinned = Command::new("taskset")
@@ -612,7 +616,6 @@ fn compare(args: &Args) -> anyhow::Result<()> {
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     println!(
         "fastshake bench load --compare{} — DTLS 1.2 handshakes over loopback UDP, one generator, every server, beside {}",
@@ -665,12 +668,20 @@ fn compare(args: &Args) -> anyhow::Result<()> {
     }
     print_table(&rows);
     print_targets(&rows);
+    println!("Load average after the rows: {}", load_average());
 
     let flood_server = start_fastshake(&fastshake, 1, Kind::Psk, &material)?;
     memory(&runtime, &fastshake, &material, quick)?;
     flood(&runtime, flood_server, kind_config(Kind::Psk, &material.anchors), quick, concurrency)?;
     drop(material.files);
     Ok(())
+}
+
+/// /proc/loadavg's 1, 5 and 15 minute figures.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
 }
 
 fn unix_now() -> u64 {
@@ -823,6 +834,7 @@ fn compare_row(
         attempt_timeout: Duration::from_secs(5),
     };
     let (mut rates, mut p50s, mut p99s, mut cpus, mut shares) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut server_shares = vec![];
     let (mut failures, mut retransmissions) = (BTreeMap::new(), 0);
     for _ in 0..runs {
         let report = runtime.block_on(load(server.addr, &config, &plan, Some(server.pid())))?;
@@ -833,6 +845,9 @@ fn compare_row(
             cpus.push(micros(cpu));
         }
         shares.push(report.generator_share());
+        if let Some(cpu) = report.server_cpu {
+            server_shares.push(cpu.as_secs_f64() / report.elapsed.as_secs_f64());
+        }
         retransmissions += report.retransmissions;
         for (reason, count) in report.failures {
             *failures.entry(reason).or_insert(0) += count;
@@ -851,6 +866,7 @@ fn compare_row(
         failures,
         cpu_per_handshake: (!cpus.is_empty()).then(|| median(cpus)),
         generator_share: median(shares),
+        server_share: median(server_shares),
         retransmissions,
         note,
     })
@@ -863,7 +879,7 @@ fn openssl_row(rows: &[Row], kind: Kind) -> Option<&Row> {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:<24} {:>7} {:<24} {:>6} {:>9} {:>8} {:>8} {:>7} {:>10} {:>9} {:>9} {:>6}",
+        "{:<24} {:>7} {:<24} {:>6} {:>9} {:>8} {:>8} {:>7} {:>10} {:>9} {:>8} {:>8} {:>6}",
         "server",
         "workers",
         "handshake",
@@ -874,6 +890,7 @@ fn print_table(rows: &[Row]) {
         "failed",
         "CPU µs/hs",
         "CPU ratio",
+        "srv CPU",
         "gen CPU",
         "resent"
     );
@@ -884,7 +901,7 @@ fn print_table(rows: &[Row]) {
                 _ => "-".to_owned(),
             };
         println!(
-            "{:<24} {:>7} {:<24} {:>6} {:>9.0} {:>8.2} {:>8.2} {:>7} {:>10} {:>9} {:>8.0}% {:>6}",
+            "{:<24} {:>7} {:<24} {:>6} {:>9.0} {:>8.2} {:>8.2} {:>7} {:>10} {:>9} {:>7.0}% {:>7.0}% {:>6}",
             row.peer.label(),
             row.peer.workers(),
             row.kind.label(),
@@ -895,12 +912,18 @@ fn print_table(rows: &[Row]) {
             row.failed,
             row.cpu_per_handshake.map_or("-".to_owned(), |c| format!("{c:.1}")),
             ratio,
+            100.0 * row.server_share,
             100.0 * row.generator_share,
             row.retransmissions,
         );
     }
     println!("(CPU ratio: the server's CPU per handshake over openssl s_server's for the same handshake;");
-    println!(" gen CPU: the generator's CPU time over the run's wall time, 100 % = one core saturated;");
+    println!(
+        " srv CPU, gen CPU: the server's and the generator's CPU time over the run's wall time, 100 % = one"
+    );
+    println!(
+        " core busy: a row where neither is near its cores' worth was held back by the machine's other load;"
+    );
     println!(" resent: flights the clients resent, all runs)");
     for row in rows.iter().filter(|r| r.failed > 0) {
         println!("failures, {} {}: {:?}", row.peer.label(), row.kind.label(), row.failures);
@@ -940,6 +963,9 @@ fn print_targets(rows: &[Row]) {
                 verdict(ratio >= TARGET_TWO_WORKERS_OVER_ONE),
                 if one.generator_share > 0.9 {
                     " — the generator saturates its core already against 1 worker, so more server cores cannot show"
+                } else if ratio > 2.0 {
+                    " — above 2, more than a second core can give: the 1-worker server, pinned to CPU 0, \
+                     was held back there by other processes (see its server CPU % below one core)"
                 } else {
                     ""
                 }
