@@ -638,6 +638,11 @@ fn compare(args: &Args) -> anyhow::Result<()> {
     println!(
         "Server CPU: utime+stime from /proc/PID/stat over the run, per completed handshake (10 ms ticks)."
     );
+    println!(
+        "Load average before the run: {} (other processes share these cores: handshakes/s and latency move with \
+         them, CPU per handshake much less)",
+        load_average()
+    );
 
     let pki = generate(1, KeyKind::P256, &[], unix_now(), 1)?;
     let files = ScratchFiles::new()?;
