@@ -31,7 +31,7 @@ enum Bench {
     /// A load generator: many clients, many handshakes in flight, against one server or, with
     /// --compare, against fastshake (1 and 2 workers), openssl s_server and pion; memory and a
     /// valid-cookie flood.
-    Load(load::Args),
+    Load(Box<load::Args>),
     /// SCTP INIT flood answers and time to first byte — beside usrsctp.
     Sctp(sctp::Args),
     /// Simulator events per second.
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     let result = match cli.bench {
         Bench::Handshake(a) => handshake::run(a),
         Bench::KeyCache(a) => key_cache::run(a),
-        Bench::Load(a) => load::run(a),
+        Bench::Load(a) => load::run(*a),
         Bench::Sctp(a) => sctp::run(a),
         Bench::Sim(a) => sim::run(a),
     };
