@@ -1,10 +1,15 @@
-// Command pion-peer is a DTLS 1.2 PSK peer built on pion/dtls, the independent implementation that
-// fastshake's Connection ID (RFC 9146) interop tests run against.
+// Command pion-peer is a DTLS 1.2 peer (PSK or certificates) built on pion/dtls, the independent
+// implementation that fastshake's Connection ID (RFC 9146) and caching interop tests run against.
 //
 //	pion-peer server --listen 127.0.0.1:0 --psk-identity ID --psk HEX [--suite NAME] [--cid] [--sessions N]
-//	pion-peer server-concurrent --listen 127.0.0.1:0 --psk-identity ID --psk HEX [--suite NAME]
+//	pion-peer server ... --cert CHAIN.pem --key KEY.pem [--ca CA.pem --mutual]
+//	pion-peer server-concurrent --listen 127.0.0.1:0 (--psk-identity ID --psk HEX [--suite NAME] | --cert ... --key ...)
 //	pion-peer client --connect HOST:PORT --psk-identity ID --psk HEX [--suite NAME] [--cid]
 //	                 [--receive-cid-len N] [--move-after N]
+//	pion-peer client ... --ca CA.pem [--server-name NAME] [--cert CHAIN.pem --key KEY.pem]
+//
+// With --cert or --ca the peer uses the certificate suites (ECDHE-ECDSA with P-256, ECDHE-RSA,
+// AES-128-GCM) instead of a PSK; --mutual makes the server require a client certificate.
 //
 // The server echoes what it receives (and prints it); the client sends each line of its standard input
 // and prints the replies. Both print one line on stderr when the handshake is done, naming the CID that
@@ -127,6 +132,9 @@ func describeCID(cid []byte) string {
 
 // handshakeLine is the one line each role prints once the handshake is done.
 func handshakeLine(role string, conn *dtls.Conn, suite string) (connectionIDs, error) {
+	if suite == "" {
+		suite = negotiatedSuite(conn)
+	}
 	ids, err := negotiatedCIDs(conn)
 	if err != nil {
 		return ids, err
@@ -162,19 +170,22 @@ func runServer(args []string) error {
 	set := flag.NewFlagSet("server", flag.ExitOnError)
 	var common commonFlags
 	common.register(set)
+	var certs certificateFlags
+	certs.register(set)
 	listen := set.String("listen", "127.0.0.1:0", "address to listen on")
 	sessions := set.Int("sessions", 1, "exit after this many sessions have ended")
 	_ = set.Parse(args)
 	exitAfter("server", common.timeLimit)
 
-	options, err := common.options(true)
+	options, authOptions, err := credentials(&common, &certs, true)
 	if err != nil {
 		return err
 	}
-	serverOptions := make([]dtls.ServerOption, 0, len(options)+1)
+	serverOptions := make([]dtls.ServerOption, 0, len(options)+len(authOptions)+1)
 	for _, option := range options {
 		serverOptions = append(serverOptions, option)
 	}
+	serverOptions = append(serverOptions, authOptions...)
 	if common.cid {
 		// pion's listener routes tls12_cid records to their session by this CID, whatever their source.
 		serverOptions = append(serverOptions, dtls.WithConnectionIDGenerator(dtls.RandomCIDGenerator(serverCIDLength)))
@@ -237,6 +248,8 @@ func runClient(args []string) error {
 	set := flag.NewFlagSet("client", flag.ExitOnError)
 	var common commonFlags
 	common.register(set)
+	var certs certificateFlags
+	certs.register(set)
 	connect := set.String("connect", "", "server address")
 	receiveCIDLength := set.Int("receive-cid-len", 0,
 		"with --cid: ask the server for records carrying a CID of this many bytes (0: send CIDs only)")
@@ -246,7 +259,7 @@ func runClient(args []string) error {
 	_ = set.Parse(args)
 	exitAfter("client", common.timeLimit)
 
-	options, err := common.options(false)
+	options, _, err := credentials(&common, &certs, false)
 	if err != nil {
 		return err
 	}
@@ -516,18 +529,21 @@ func runConcurrentServer(args []string) error {
 	set := flag.NewFlagSet("server-concurrent", flag.ExitOnError)
 	var common commonFlags
 	common.register(set)
+	var certs certificateFlags
+	certs.register(set)
 	listen := set.String("listen", "127.0.0.1:0", "address to listen on")
 	_ = set.Parse(args)
 	exitAfter("server-concurrent", common.timeLimit)
 
-	options, err := common.options(true)
+	options, authOptions, err := credentials(&common, &certs, true)
 	if err != nil {
 		return err
 	}
-	serverOptions := make([]dtls.ServerOption, 0, len(options))
+	serverOptions := make([]dtls.ServerOption, 0, len(options)+len(authOptions))
 	for _, option := range options {
 		serverOptions = append(serverOptions, option)
 	}
+	serverOptions = append(serverOptions, authOptions...)
 	address, err := net.ResolveUDPAddr("udp", *listen)
 	if err != nil {
 		return err
