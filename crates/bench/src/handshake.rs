@@ -153,7 +153,7 @@ impl Plan {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => f64::NAN,
@@ -162,7 +162,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn verdict(met: bool) -> &'static str {
+pub(crate) fn verdict(met: bool) -> &'static str {
     if met {
         "met"
     } else {
@@ -832,7 +832,7 @@ fn count_allocations(f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<u
 // Loopback UDP: our client load against `fastshake server` and against `openssl s_server`.
 
 /// Kills and reaps a child process on every path.
-struct ChildGuard(Child);
+pub(crate) struct ChildGuard(pub(crate) Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
@@ -841,7 +841,7 @@ impl Drop for ChildGuard {
     }
 }
 
-fn free_udp_port() -> anyhow::Result<u16> {
+pub(crate) fn free_udp_port() -> anyhow::Result<u16> {
     let socket = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(socket.local_addr()?.port())
 }
@@ -1296,18 +1296,18 @@ async fn loopback_session(server: SocketAddr, config: &Arc<ClientConfig>) -> any
 }
 
 /// Writes `contents` to a fresh file in a scratch directory (for the servers' PEM arguments).
-struct ScratchFiles {
+pub(crate) struct ScratchFiles {
     dir: std::path::PathBuf,
 }
 
 impl ScratchFiles {
-    fn new() -> anyhow::Result<Self> {
+    pub(crate) fn new() -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(format!("fastshake-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         Ok(ScratchFiles { dir })
     }
 
-    fn write(&self, name: &str, contents: &str) -> anyhow::Result<String> {
+    pub(crate) fn write(&self, name: &str, contents: &str) -> anyhow::Result<String> {
         let path = self.dir.join(name);
         std::fs::write(&path, contents)?;
         Ok(path.to_string_lossy().into_owned())

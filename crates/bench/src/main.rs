@@ -6,6 +6,7 @@
 
 mod handshake;
 mod key_cache;
+mod load;
 mod sctp;
 mod sim;
 
@@ -27,6 +28,10 @@ enum Bench {
     Handshake(handshake::Args),
     /// Chain validation, full vs validated-key cache hit (seed 003), and the memory of an entry.
     KeyCache(key_cache::Args),
+    /// A load generator: many clients, many handshakes in flight, against one server or, with
+    /// --compare, against fastshake (1 and 2 workers), openssl s_server and pion; memory and a
+    /// valid-cookie flood.
+    Load(Box<load::Args>),
     /// SCTP INIT flood answers and time to first byte — beside usrsctp.
     Sctp(sctp::Args),
     /// Simulator events per second.
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
     let result = match cli.bench {
         Bench::Handshake(a) => handshake::run(a),
         Bench::KeyCache(a) => key_cache::run(a),
+        Bench::Load(a) => load::run(*a),
         Bench::Sctp(a) => sctp::run(a),
         Bench::Sim(a) => sim::run(a),
     };

@@ -1076,8 +1076,9 @@ impl ServerStats {
         let shares: Vec<String> =
             self.workers.iter().map(|w| w.endpoint.connections_accepted.to_string()).collect();
         let batched = self.workers.iter().filter(|w| w.batched).count();
+        let evicted: u64 = self.workers.iter().map(|w| w.endpoint.handshakes_evicted).sum();
         format!(
-            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {} CID record(s) passed between workers",
+            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {evicted} half-open handshake(s) evicted, {} CID record(s) passed between workers",
             self.workers.len(),
             self.connections_accepted(),
             shares.join("/"),
