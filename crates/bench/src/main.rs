@@ -4,8 +4,10 @@
 //! counting allocator; the `fastshake` binary that users run has neither.
 #![forbid(unsafe_code)]
 
+mod caching;
 mod handshake;
 mod key_cache;
+mod openssl_anchor;
 mod sctp;
 mod sim;
 
@@ -25,6 +27,9 @@ struct Cli {
 enum Bench {
     /// DTLS handshakes per second, record throughput, session memory — beside OpenSSL.
     Handshake(handshake::Args),
+    /// Handshakes per second with handshake caching (seed 003): vanilla, BiTHaC, BiTHaC + key
+    /// cache, per chain type, and CPU per role — beside OpenSSL's full handshake of the same chains.
+    Caching(caching::Args),
     /// Chain validation, full vs validated-key cache hit (seed 003), and the memory of an entry.
     KeyCache(key_cache::Args),
     /// SCTP INIT flood answers and time to first byte — beside usrsctp.
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.bench {
         Bench::Handshake(a) => handshake::run(a),
+        Bench::Caching(a) => caching::run(a),
         Bench::KeyCache(a) => key_cache::run(a),
         Bench::Sctp(a) => sctp::run(a),
         Bench::Sim(a) => sim::run(a),
