@@ -17,12 +17,9 @@ use fastshake_net::dtls::{ClientOptions, DtlsClient};
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
-use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 

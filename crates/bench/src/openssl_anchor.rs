@@ -33,7 +33,7 @@ pub(crate) struct DatagramPipe {
     inbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
     outbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
     /// Datagrams written so far.
-    written: u32,
+    pub(crate) written: u32,
 }
 
 impl Read for DatagramPipe {

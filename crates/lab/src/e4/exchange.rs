@@ -227,6 +227,9 @@ impl Path<'_> {
     }
 }
 
+/// What one handshake gave: its datagrams, those after it, both summaries, each role's CPU time.
+type Handshaken = (Vec<Datagram>, Vec<Datagram>, HandshakeSummary, HandshakeSummary, [Duration; 2]);
+
 /// One handshake from `port`, then (if `exchange`) a message each way and the client's close.
 fn handshake(
     server: &mut Endpoint,
@@ -236,7 +239,7 @@ fn handshake(
     session: Option<ClientSession>,
     cached: Option<CachedServer>,
     exchange: bool,
-) -> anyhow::Result<(Vec<Datagram>, Vec<Datagram>, HandshakeSummary, HandshakeSummary, [Duration; 2])> {
+) -> anyhow::Result<Handshaken> {
     let now = Instant::from_millis(1);
     let client = Connection::client_with_cache(
         Arc::new(client_config),
