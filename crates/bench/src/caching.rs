@@ -108,6 +108,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "OpenSSL: the same chains, full handshake, verify peer + host name, cookie exchange, no tickets."
     );
     println!(
+        "hs/s is wall-clock (both stacks alike, interleaved): on a shared machine it understates; the CPU columns do not."
+    );
+    println!(
         "  {:<40} {:<20} {:>10} {:>11} {:>11} {:>12} {:>10}",
         "chains", "configuration", "hs/s", "client µs", "server µs", "OpenSSL hs/s", "ours/OSSL"
     );
