@@ -787,11 +787,10 @@ fn print(r: &Report) {
     if !r.cpu.is_empty() {
         println!();
         println!(
-            "CPU time of the handshake per role (thread CPU time in the engine calls, cookie exchange included), MEASURED:\n  medians of {} runs,",
-            r.cpu[0].runs
+            "CPU time of the handshake per role (thread CPU time in the engine calls, cookie exchange included), MEASURED:"
         );
-        println!("this machine, varies from run to run. Paper: whole handshakes 3.3-4.9 % (RSA), 5.5-8.6 % (ECC) faster");
-        println!("with the cache, end to end on a 1 GHz Raspberry Pi Zero W.");
+        println!("medians of {} runs on this machine, varying from run to run. Paper: whole handshakes 3.3-4.9 % (RSA),", r.cpu[0].runs);
+        println!("5.5-8.6 % (ECC) faster with the cache, end to end on a 1 GHz Raspberry Pi Zero W.");
         println!(
             "  {:<40} {:<20} {:>11} {:>11} {:>16}",
             "chains", "configuration", "client µs", "server µs", "validation skipped"
