@@ -4,9 +4,11 @@
 //! counting allocator; the `fastshake` binary that users run has neither.
 #![forbid(unsafe_code)]
 
+mod caching;
 mod handshake;
 mod key_cache;
 mod load;
+mod openssl_anchor;
 mod sctp;
 mod sim;
 
@@ -26,6 +28,9 @@ struct Cli {
 enum Bench {
     /// DTLS handshakes per second, record throughput, session memory — beside OpenSSL.
     Handshake(handshake::Args),
+    /// Handshakes per second with handshake caching (seed 003): vanilla, BiTHaC, BiTHaC + key
+    /// cache, per chain type, and CPU per role — beside OpenSSL's full handshake of the same chains.
+    Caching(caching::Args),
     /// Chain validation, full vs validated-key cache hit (seed 003), and the memory of an entry.
     KeyCache(key_cache::Args),
     /// A load generator: many clients, many handshakes in flight, against one server or, with
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.bench {
         Bench::Handshake(a) => handshake::run(a),
+        Bench::Caching(a) => caching::run(a),
         Bench::KeyCache(a) => key_cache::run(a),
         Bench::Load(a) => load::run(*a),
         Bench::Sctp(a) => sctp::run(a),
