@@ -4,6 +4,7 @@
 //! counting allocator; the `fastshake` binary that users run has neither.
 #![forbid(unsafe_code)]
 
+mod flood;
 mod handshake;
 mod key_cache;
 mod sctp;
@@ -23,6 +24,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Floods of first packets answered statelessly: ClientHellos (HelloVerifyRequest) and SCTP
+    /// INITs (ALT-COOKIE), beside a bare UDP echo, OpenSSL's DTLSv1_listen and usrsctp.
+    Flood(flood::Args),
     /// DTLS handshakes per second, record throughput, session memory — beside OpenSSL.
     Handshake(handshake::Args),
     /// Chain validation, full vs validated-key cache hit (seed 003), and the memory of an entry.
@@ -53,6 +57,7 @@ pub(crate) fn fastshake_program() -> anyhow::Result<PathBuf> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.bench {
+        Bench::Flood(a) => flood::run(a),
         Bench::Handshake(a) => handshake::run(a),
         Bench::KeyCache(a) => key_cache::run(a),
         Bench::Sctp(a) => sctp::run(a),
