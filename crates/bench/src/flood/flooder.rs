@@ -3,7 +3,7 @@
 //! port at a time (nix's safe wrapper), answers come in with `recvmmsg` on a tokio thread, so
 //! that the flooder spends far less per datagram than the servers it measures.
 
-use super::servers::CpuAccount;
+use super::servers::{pin_flooder_thread, udp_drops, CpuAccount};
 use anyhow::Context;
 use nix::sys::socket::{recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrIn, SockaddrStorage};
 use std::io::{self, IoSlice, IoSliceMut};
@@ -42,6 +42,10 @@ pub(crate) struct FloodResult {
     pub server_cpu: Option<Duration>,
     /// CPU time of the flooder's sending and counting threads.
     pub flooder_cpu: Option<Duration>,
+    /// Flood datagrams the kernel dropped at the server's full socket buffer.
+    pub dropped_at_server: Option<u64>,
+    /// Answers the kernel dropped at the flooder's full socket buffers.
+    pub dropped_at_flooder: Option<u64>,
 }
 
 impl FloodResult {
@@ -117,6 +121,9 @@ pub(crate) fn loopback_sources(count: usize) -> anyhow::Result<Vec<UdpSocket>> {
 pub(crate) fn flood(sources: Vec<UdpSocket>, plan: FloodPlan<'_>) -> anyhow::Result<FloodResult> {
     let SocketAddr::V4(target) = plan.target else { anyhow::bail!("the flood goes to an IPv4 address") };
     anyhow::ensure!(!sources.is_empty(), "no source socket");
+    let source_ports: Vec<u16> =
+        sources.iter().map(|s| s.local_addr().map(|a| a.port())).collect::<io::Result<_>>()?;
+    let drops_before = (udp_drops(&[target.port()]), udp_drops(&source_ports));
     let mut receivers = Vec::with_capacity(sources.len());
     for socket in &sources {
         // Shared by both clones: a full send buffer must not stop the sender.
@@ -131,6 +138,7 @@ pub(crate) fn flood(sources: Vec<UdpSocket>, plan: FloodPlan<'_>) -> anyhow::Res
             .spawn(move || count_answers(receivers, &sending))
             .context("starting the answer counter")?
     };
+    pin_flooder_thread();
     let sender_cpu = CpuAccount::this_thread();
     let cpu_before = sender_cpu.as_ref().and_then(CpuAccount::read);
 
@@ -176,6 +184,8 @@ pub(crate) fn flood(sources: Vec<UdpSocket>, plan: FloodPlan<'_>) -> anyhow::Res
     sending.store(false, Ordering::Relaxed);
     let answers = counter.join().map_err(|_| anyhow::anyhow!("the answer counter panicked"))??;
     let sender_cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));
+    let drops_after = (udp_drops(&[target.port()]), udp_drops(&source_ports));
+    let growth = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| b.saturating_sub(a));
     Ok(FloodResult {
         sent,
         sent_bytes: sent * plan.packet.len() as u64,
@@ -187,6 +197,8 @@ pub(crate) fn flood(sources: Vec<UdpSocket>, plan: FloodPlan<'_>) -> anyhow::Res
         answer_kind: answers.first.as_deref().map(plan.describe),
         server_cpu: None,
         flooder_cpu: sender_cpu.zip(answers.cpu).map(|(a, b)| a + b),
+        dropped_at_server: growth(drops_before.0, drops_after.0),
+        dropped_at_flooder: growth(drops_before.1, drops_after.1),
     })
 }
 
@@ -231,6 +243,7 @@ const RECEIVE_BATCH: usize = 32;
 const ANSWER_SLOT: usize = 2048;
 
 fn count_answers(sockets: Vec<UdpSocket>, sending: &AtomicBool) -> anyhow::Result<Answers> {
+    pin_flooder_thread();
     let account = CpuAccount::this_thread();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // The receive state (mmsghdr arrays) is not Send: the tasks stay on this thread.

@@ -18,7 +18,6 @@ use fastshake_dtls::{CipherSuite, ClientConfig, Connection, Instant};
 use fastshake_net::udp::BatchIo;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +44,17 @@ pub struct Args {
     /// Datagrams sent from one source port in a row (one sendmmsg) before the next port.
     #[arg(long, value_name = "N", default_value_t = 8)]
     per_source: usize,
+    /// Let the scheduler place the servers and the flooder (default: the servers on one core,
+    /// the flooder on another).
+    #[arg(long)]
+    no_pinning: bool,
+    /// Flood only this server (already running) with ClientHellos, or INITs with --sctp: for
+    /// profiling a server under flood.
+    #[arg(long, value_name = "ADDR")]
+    connect: Option<SocketAddr>,
+    /// With --connect: an SCTP INIT flood.
+    #[arg(long, requires = "connect")]
+    sctp: bool,
     /// usrsctp's echo server (Debian `libusrsctp-examples`); skipped if absent.
     #[arg(long, default_value = "/usr/lib/usrsctp/echo_server")]
     usrsctp_echo_server: PathBuf,
@@ -222,8 +232,9 @@ fn limited_by(row: &Row, settings: &Settings) -> String {
 
 fn print_rows(rows: &[Row], settings: &Settings) {
     println!(
-        "{:<52} {:>10} {:>10} {:>17} {:>8} {:>8} {:>6} {:>8} {:>12}",
-        "server [answer]", "offered/s", "answers/s", "(min-max)", "srv us/a", "fld us/d", "ans B", "out/in", "lost"
+        "{:<52} {:>10} {:>10} {:>17} {:>8} {:>8} {:>6} {:>8} {:>14}  {}",
+        "server [answer]", "offered/s", "answers/s", "(min-max)", "srv us/a", "fld us/d", "ans B", "out/in", "lost",
+        "dropped at srv/fld"
     );
     for row in rows {
         if let Some(e) = &row.error {
@@ -236,8 +247,11 @@ fn print_rows(rows: &[Row], settings: &Settings) {
         let sent: u64 = row.rounds.iter().map(|r| r.sent).sum();
         let lost: u64 = row.rounds.iter().map(FloodResult::lost).sum();
         let flooder_us = row.median_of(|r| r.flooder_cpu_per_datagram().map(|d| d.as_secs_f64() * 1e6));
+        let dropped = |f: fn(&FloodResult) -> Option<u64>| {
+            row.rounds.iter().map(f).sum::<Option<u64>>().map_or("?".into(), |d| d.to_string())
+        };
         println!(
-            "{:<52} {:>10.0} {:>10.0} {:>17} {:>8} {:>8} {:>6} {:>8.2} {:>12}",
+            "{:<52} {:>10.0} {:>10.0} {:>17} {:>8} {:>8} {:>6} {:>8.2} {:>14}  {} / {}",
             format!("{} [{}]", row.label, row.kind()),
             median(row.rounds.iter().map(FloodResult::offered_per_second).collect()),
             row.median_rate(),
@@ -247,6 +261,8 @@ fn print_rows(rows: &[Row], settings: &Settings) {
             row.answer_size(),
             row.bytes_out_per_byte_in(),
             format!("{lost} ({:.1}%)", if sent > 0 { 100.0 * lost as f64 / sent as f64 } else { 0.0 }),
+            dropped(|r| r.dropped_at_server),
+            dropped(|r| r.dropped_at_flooder),
         );
         println!("{:<52}   limited by {}", "", limited_by(row, settings));
     }
@@ -259,7 +275,8 @@ fn print_legend(settings: &Settings) {
     );
     println!("  per answer (schedstat, all its threads); fld us/d: the flooder's CPU per datagram sent (its");
     println!("  sending and counting threads); out/in: answer bytes over flood bytes, dropped ones included;");
-    println!("  lost: sent - answered over all floods (dropped in a full socket buffer or ignored).");
+    println!("  lost: sent - answered over all floods; dropped at srv/fld: of them, how many the kernel dropped at");
+    println!("  the server's full socket buffer and, of the answers, at the flooder's (/proc/net/udp).");
 }
 
 /// `a` over `b` with a verdict against `target`.
@@ -300,7 +317,7 @@ pub(crate) fn describe_dtls(answer: &[u8]) -> String {
 /// `fastshake server` on a free port, 1 worker, batching as given.
 fn our_dtls_server(batch: BatchIo) -> anyhow::Result<(u16, anyhow::Result<ChildGuard>)> {
     let port = free_udp_port()?;
-    let mut command = Command::new(crate::fastshake_program()?);
+    let mut command = servers::server_command(&crate::fastshake_program()?);
     command
         .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--psk-identity", PSK_IDENTITY])
         .args(["--psk", &hex::encode(PSK_KEY), "--workers", "1", "--batch", &batch.to_string()]);
@@ -426,7 +443,7 @@ pub(crate) const SCTP_USRSCTP: usize = 4;
 /// `fastshake sctp server --mode alt` on a free port, 1 worker, batching as given.
 fn our_sctp_server(batch: BatchIo) -> anyhow::Result<(u16, anyhow::Result<ChildGuard>)> {
     let port = free_udp_port()?;
-    let mut command = Command::new(crate::fastshake_program()?);
+    let mut command = servers::server_command(&crate::fastshake_program()?);
     command
         .args(["sctp", "server", "--listen", &format!("127.0.0.1:{port}"), "--port"])
         .arg(crate::sctp::FLOOD_DST_SCTP_PORT.to_string())
@@ -521,11 +538,37 @@ pub(crate) fn sctp_verdicts(rows: &[Row], init_len: usize) {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.settings()?;
+    if let Some(addr) = args.connect {
+        return flood_one(addr, args.sctp, &settings);
+    }
     let scratch = ScratchDir::new("flood")?;
-    println!("{} cores on this machine; the flooder and each server share them.", available_cores());
+    let pinning = if args.no_pinning { None } else { servers::pin_to_separate_cores() };
+    match pinning {
+        Some(p) => println!(
+            "{} cores here: every server runs on core {}, the flooder (sending and counting threads) on core {};\n\
+             other processes on the machine still take their share of both.",
+            available_cores(),
+            p.server,
+            p.flooder
+        ),
+        None => println!("{} cores here, shared by the flooder and each server as the scheduler sees fit.", available_cores()),
+    }
     dtls_flood(&settings, &scratch)?;
     println!();
     sctp_flood(&settings, &args.usrsctp_echo_server)
+}
+
+/// Floods a server started elsewhere (no CPU account of it here).
+fn flood_one(addr: SocketAddr, sctp: bool, settings: &Settings) -> anyhow::Result<()> {
+    let (packet, describe): (Vec<u8>, fn(&[u8]) -> String) = if sctp {
+        (crate::sctp::flood_init(crate::sctp::FLOOD_DST_SCTP_PORT), crate::sctp::describe_answer)
+    } else {
+        (client_hello()?, describe_dtls)
+    };
+    let mut rows = vec![Row::new(addr.to_string(), addr, None, Box::new(()))];
+    measure(&mut rows, &packet, describe, settings);
+    print_rows(&rows, settings);
+    Ok(())
 }
 
 fn available_cores() -> usize {

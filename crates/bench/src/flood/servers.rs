@@ -8,9 +8,66 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// Which core the servers and which the flooder run on, once chosen (`None`: wherever the
+/// scheduler puts them).
+static PINNING: OnceLock<Option<Pinning>> = OnceLock::new();
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pinning {
+    pub server: usize,
+    pub flooder: usize,
+}
+
+/// Gives the servers one core and the flooder another, when this process may use two: each
+/// side then has a core of its own and neither waits for the other's time slice.
+pub(crate) fn pin_to_separate_cores() -> Option<Pinning> {
+    *PINNING.get_or_init(|| {
+        let allowed = sched_getaffinity(Pid::from_raw(0)).ok()?;
+        let mut cores = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false));
+        let (flooder, server) = (cores.next()?, cores.next()?);
+        Some(Pinning { server, flooder })
+    })
+}
+
+fn pin_this_thread(core: usize) {
+    let mut set = CpuSet::new();
+    if set.set(core).is_ok() {
+        // Unpinned if refused: the figures stay valid, only noisier.
+        let _ = sched_setaffinity(Pid::from_raw(0), &set);
+    }
+}
+
+/// Puts the calling thread on the flooder's core, if cores were assigned.
+pub(crate) fn pin_flooder_thread() {
+    if let Some(Some(p)) = PINNING.get() {
+        pin_this_thread(p.flooder);
+    }
+}
+
+fn pin_server_thread() {
+    if let Some(Some(p)) = PINNING.get() {
+        pin_this_thread(p.server);
+    }
+}
+
+/// `program` as a server process: under `taskset` on the servers' core if cores were assigned
+/// (every thread the program starts stays there).
+pub(crate) fn server_command(program: &Path) -> Command {
+    match PINNING.get() {
+        Some(Some(p)) => {
+            let mut command = Command::new("taskset");
+            command.args(["-c", &p.server.to_string()]).arg(program);
+            command
+        }
+        _ => Command::new(program),
+    }
+}
 
 /// Where the kernel accounts a server's CPU time.
 #[derive(Clone, Debug)]
@@ -63,6 +120,27 @@ pub(crate) fn parse_stat_cpu(text: &str) -> Option<Duration> {
     Some(Duration::from_millis((user + system) * 10))
 }
 
+/// Datagrams the kernel dropped at the full receive buffers of the IPv4 UDP sockets bound to
+/// `ports` (the last column of `/proc/net/udp`).
+pub(crate) fn udp_drops(ports: &[u16]) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    Some(parse_udp_drops(&table, ports))
+}
+
+pub(crate) fn parse_udp_drops(table: &str, ports: &[u16]) -> u64 {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (_, port) = fields.get(1)?.split_once(':')?;
+            let port = u16::from_str_radix(port, 16).ok()?;
+            let drops: u64 = fields.last()?.parse().ok()?;
+            ports.contains(&port).then_some(drops)
+        })
+        .sum()
+}
+
 /// A UDP server on its own thread that stops when dropped.
 pub(crate) struct ServerThread {
     pub addr: SocketAddr,
@@ -102,6 +180,7 @@ impl ServerThread {
         let handle = {
             let stop = stop.clone();
             thread::spawn(move || {
+                pin_server_thread();
                 let _ = account_tx.send(CpuAccount::this_thread());
                 body(&stop);
             })
@@ -209,7 +288,7 @@ pub(crate) fn start_bound_process(mut command: Command, what: &str, port: u16) -
 /// usrsctp's echo server on `encaps_port`, listening on SCTP port 7, answering to
 /// `peer_encaps_port`.
 pub(crate) fn start_usrsctp_echo(binary: &Path, encaps_port: u16, peer_encaps_port: u16) -> anyhow::Result<ChildGuard> {
-    let mut command = Command::new(binary);
+    let mut command = server_command(binary);
     command.arg(encaps_port.to_string()).arg(peer_encaps_port.to_string());
     let guard = start_bound_process(command, &binary.display().to_string(), encaps_port)?;
     // usrsctp binds its UDP socket inside usrsctp_init, before its SCTP socket listens.
@@ -261,7 +340,7 @@ pub(crate) fn build_dtls_listen(dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// The compiled `DTLSv1_listen` loop on 127.0.0.1:`port`.
 pub(crate) fn start_dtls_listen(program: &Path, port: u16) -> anyhow::Result<ChildGuard> {
-    let mut command = Command::new(program);
+    let mut command = server_command(program);
     command.arg(port.to_string());
     start_bound_process(command, "the OpenSSL DTLSv1_listen loop", port)
 }
@@ -279,6 +358,19 @@ mod tests {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 10 0 0";
         assert_eq!(parse_stat_cpu(stat), Some(Duration::from_millis(120)));
         assert_eq!(parse_stat_cpu("42 (short) S 1"), None);
+    }
+
+    #[test]
+    fn drops_are_summed_over_the_sockets_of_the_ports_asked_for() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+  1: 0100007F:1F90 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 1 2 0000000000000000 17
+  2: 0100007F:1F90 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 2 2 0000000000000000 3
+  3: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 3 2 0000000000000000 99
+  garbage line
+";
+        assert_eq!(parse_udp_drops(table, &[8080]), 20);
+        assert_eq!(parse_udp_drops(table, &[8080, 53]), 119);
+        assert_eq!(parse_udp_drops(table, &[1]), 0);
     }
 
     #[test]
