@@ -236,7 +236,9 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
         "  INITs included. CPU us/ans: the server's CPU time per answer from /proc (schedstat; usrsctp: all"
     );
     println!("  its threads); it does not depend on what else runs on the machine.");
-    println!("  (`fastshake bench flood` floods from many source ports, beside OpenSSL's DTLSv1_listen too.)");
+    println!(
+        "  (`fastshake bench flood` floods from many source ports, beside OpenSSL's DTLSv1_listen too.)"
+    );
 }
 
 fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: f64) -> anyhow::Result<()> {
@@ -283,13 +285,18 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: 
         let started = (|| {
             let socket = UdpSocket::bind("127.0.0.1:0")?;
             let their_port = free_udp_port()?;
-            let guard = start_usrsctp_echo(&args.usrsctp_echo_server, their_port, socket.local_addr()?.port())?;
+            let guard =
+                start_usrsctp_echo(&args.usrsctp_echo_server, their_port, socket.local_addr()?.port())?;
             anyhow::Ok((socket, their_port, guard))
         })();
         match started {
             Ok((socket, port, guard)) => {
-                let mut row =
-                    Row::new(USRSCTP, SocketAddr::from(([127, 0, 0, 1], port)), Some(guard.cpu()), Box::new(guard));
+                let mut row = Row::new(
+                    USRSCTP,
+                    SocketAddr::from(([127, 0, 0, 1], port)),
+                    Some(guard.cpu()),
+                    Box::new(guard),
+                );
                 row.fixed_source = Some(socket);
                 row
             }
@@ -298,7 +305,10 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: 
     } else {
         Row::failed(
             USRSCTP,
-            anyhow::anyhow!("{} not found (apt-get install libusrsctp-examples)", args.usrsctp_echo_server.display()),
+            anyhow::anyhow!(
+                "{} not found (apt-get install libusrsctp-examples)",
+                args.usrsctp_echo_server.display()
+            ),
         )
     };
     targets.push(FloodTarget { row: usrsctp_row, paper: "INIT-ACK 13-18 kpps (kernel stacks)" });
@@ -316,7 +326,10 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: 
 
     // As before: one source port, bursts of 64 (usrsctp answers to one port only).
     let settings = Settings { limits, rounds, sources: 1, per_source: 64 };
-    let mut rows: Vec<Row> = targets.iter_mut().map(|t| std::mem::replace(&mut t.row, Row::failed("", anyhow::anyhow!("")))).collect();
+    let mut rows: Vec<Row> = targets
+        .iter_mut()
+        .map(|t| std::mem::replace(&mut t.row, Row::failed("", anyhow::anyhow!(""))))
+        .collect();
     crate::flood::measure(&mut rows, &init, describe_answer, &settings);
     for (t, row) in targets.iter_mut().zip(rows) {
         t.row = row;

@@ -5,7 +5,9 @@
 
 use super::servers::{pin_flooder_thread, udp_drops, CpuAccount};
 use anyhow::Context;
-use nix::sys::socket::{recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrIn, SockaddrStorage};
+use nix::sys::socket::{
+    recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrIn, SockaddrStorage,
+};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -307,7 +309,9 @@ async fn count_on(socket: tokio::net::UdpSocket, stopped: Arc<AtomicBool>) -> io
             Ok(count) => count,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             // An ICMP error (port unreachable) of an earlier datagram.
-            Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset) => {
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset) =>
+            {
                 continue
             }
             Err(e) => return Err(e),

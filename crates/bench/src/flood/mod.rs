@@ -158,7 +158,8 @@ impl Row {
         self.rounds.iter().map(|r| r.answers).sum()
     }
     pub fn bytes_out_per_byte_in(&self) -> f64 {
-        let (out, offered) = self.rounds.iter().fold((0, 0), |(o, i), r| (o + r.answer_bytes, i + r.sent_bytes));
+        let (out, offered) =
+            self.rounds.iter().fold((0, 0), |(o, i), r| (o + r.answer_bytes, i + r.sent_bytes));
         if offered > 0 {
             out as f64 / offered as f64
         } else {
@@ -233,7 +234,15 @@ fn limited_by(row: &Row, settings: &Settings) -> String {
 fn print_rows(rows: &[Row], settings: &Settings) {
     println!(
         "{:<52} {:>10} {:>10} {:>17} {:>8} {:>8} {:>6} {:>8} {:>14}  {}",
-        "server [answer]", "offered/s", "answers/s", "(min-max)", "srv us/a", "fld us/d", "ans B", "out/in", "lost",
+        "server [answer]",
+        "offered/s",
+        "answers/s",
+        "(min-max)",
+        "srv us/a",
+        "fld us/d",
+        "ans B",
+        "out/in",
+        "lost",
         "dropped at srv/fld"
     );
     for row in rows {
@@ -274,7 +283,9 @@ fn print_legend(settings: &Settings) {
         settings.rounds
     );
     println!("  per answer (schedstat, all its threads); fld us/d: the flooder's CPU per datagram sent (its");
-    println!("  sending and counting threads); out/in: answer bytes over flood bytes, dropped ones included;");
+    println!(
+        "  sending and counting threads); out/in: answer bytes over flood bytes, dropped ones included;"
+    );
     println!("  lost: sent - answered over all floods; dropped at srv/fld: of them, how many the kernel dropped at");
     println!("  the server's full socket buffer and, of the answers, at the flooder's (/proc/net/udp).");
 }
@@ -372,8 +383,8 @@ fn dtls_flood(settings: &Settings, scratch: &ScratchDir) -> anyhow::Result<()> {
         settings.limits.max_time.as_secs_f64()
     );
     println!(
-        "   offered up to {} /s from {} source ports on 127.0.0.1, {} datagrams per port in a row (sendmmsg) ==",
-        settings.limits.rate_pps, settings.sources, settings.per_source
+        "   offered up to {} /s from {} source ports on 127.0.0.1, {} datagrams per port in a row ({}) ==",
+        settings.limits.rate_pps, settings.sources, settings.per_source, "sendmmsg: separate datagrams"
     );
     let ours = [BatchIo::Off, BatchIo::On].map(|batch| {
         let label = format!("fastshake server --batch {batch} --workers 1");
@@ -494,12 +505,13 @@ fn sctp_flood(settings: &Settings, usrsctp: &std::path::Path) -> anyhow::Result<
         settings.rounds
     );
     println!(
-        "   {} datagrams or {:.1} s, offered up to {} /s from {} source ports, {} per port in a row (sendmmsg) ==",
+        "   {} datagrams or {:.1} s, offered up to {} /s from {} source ports, {} per port in a row ({}) ==",
         settings.limits.max_packets,
         settings.limits.max_time.as_secs_f64(),
         settings.limits.rate_pps,
         settings.sources,
-        settings.per_source
+        settings.per_source,
+        "sendmmsg: separate datagrams"
     );
     let ours = [BatchIo::Off, BatchIo::On].map(|batch| {
         let label = format!("fastshake sctp server --batch {batch} --workers 1");
@@ -525,8 +537,24 @@ pub(crate) fn sctp_verdicts(rows: &[Row], init_len: usize) {
             row.bytes_out_per_byte_in()
         );
     }
-    println!("{}", ratio_line("ALT-COOKIE answers/s, single-datagram I/O, over the single-datagram bare echo", rate(SCTP_OURS_SINGLE), rate(SCTP_FLOOR), 0.9));
-    println!("{}", ratio_line("ALT-COOKIE answers/s, batched I/O, over the single-datagram bare echo", rate(SCTP_OURS_BATCHED), rate(SCTP_FLOOR), 2.0));
+    println!(
+        "{}",
+        ratio_line(
+            "ALT-COOKIE answers/s, single-datagram I/O, over the single-datagram bare echo",
+            rate(SCTP_OURS_SINGLE),
+            rate(SCTP_FLOOR),
+            0.9
+        )
+    );
+    println!(
+        "{}",
+        ratio_line(
+            "ALT-COOKIE answers/s, batched I/O, over the single-datagram bare echo",
+            rate(SCTP_OURS_BATCHED),
+            rate(SCTP_FLOOR),
+            2.0
+        )
+    );
     if rows.get(SCTP_USRSCTP).is_some_and(|r| r.error.is_none()) {
         println!(
             "   beside usrsctp's INIT-ACK (its flood from one source port): single {:.2}x, batched {:.2}x its answers/s",
@@ -573,4 +601,185 @@ fn flood_one(addr: SocketAddr, sctp: bool, settings: &Settings) -> anyhow::Resul
 
 fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastshake_dtls::ServerConfig;
+    use fastshake_net::dtls::{DtlsServer, ServerOptions};
+    use fastshake_net::sctp::SctpDriver;
+    use fastshake_sctp::{Config, HandshakeMode};
+
+    /// Tiny floods: enough for every server to answer, far too few to load anything.
+    fn tiny() -> Settings {
+        Settings {
+            limits: FloodLimits { max_packets: 300, max_time: Duration::from_secs(2), rate_pps: 20_000 },
+            rounds: 1,
+            sources: 4,
+            per_source: 4,
+        }
+    }
+
+    /// Our driver (the one the commands run) on a thread of its own until the row is dropped.
+    struct InProcess {
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Drop for InProcess {
+        fn drop(&mut self) {
+            if let Some(stop) = self.stop.take() {
+                let _ = stop.send(());
+            }
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+
+    fn in_process<F, Fut>(label: String, serve: F) -> Row
+    where
+        F: FnOnce(std::sync::mpsc::Sender<SocketAddr>, tokio::sync::oneshot::Receiver<()>) -> Fut
+            + Send
+            + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (account_tx, account_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        let thread = std::thread::spawn(move || {
+            let _ = account_tx.send(CpuAccount::this_thread());
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(serve(addr_tx, stop_rx));
+        });
+        let running = InProcess { stop: Some(stop_tx), thread: Some(thread) };
+        let addr = addr_rx.recv_timeout(Duration::from_secs(10)).expect("the server binds");
+        let cpu = account_rx.recv_timeout(Duration::from_secs(1)).ok().flatten();
+        Row::new(label, addr, cpu, Box::new(running))
+    }
+
+    fn our_dtls_in_process(batch: BatchIo) -> Row {
+        in_process(format!("fastshake server driver, batch {batch}"), move |addr_tx, stop| async move {
+            let config = Arc::new(ServerConfig::psk(PSK_IDENTITY.as_bytes(), PSK_KEY));
+            let options = ServerOptions { workers: 1, batch, ..ServerOptions::default() };
+            let server = DtlsServer::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config, options)
+                .await
+                .expect("binds");
+            addr_tx.send(server.local_addr()).unwrap();
+            let _ = stop.await;
+            let _ = server.shutdown().await;
+        })
+    }
+
+    fn our_sctp_in_process(batch: BatchIo) -> Row {
+        in_process(
+            format!("fastshake sctp server driver, batch {batch}"),
+            move |addr_tx, mut stop| async move {
+                let config = Config {
+                    local_port: crate::sctp::FLOOD_DST_SCTP_PORT,
+                    listen: true,
+                    mode: HandshakeMode::AltOnly,
+                    ..Config::default()
+                };
+                let mut driver =
+                    SctpDriver::bind_worker(SocketAddr::from(([127, 0, 0, 1], 0)), Arc::new(config), batch)
+                        .expect("binds");
+                addr_tx.send(driver.local_addr()).unwrap();
+                loop {
+                    tokio::select! {
+                        _ = &mut stop => break,
+                        event = driver.next_event() => if event.is_err() { break },
+                    }
+                }
+            },
+        )
+    }
+
+    #[test]
+    fn every_dtls_server_answers_with_hello_verify_requests_no_larger_than_the_client_hello() {
+        let scratch = ScratchDir::new("flood-test").unwrap();
+        let ours = [BatchIo::Off, BatchIo::On].map(our_dtls_in_process);
+        let mut rows = dtls_rows(&scratch, ours);
+        let hello = client_hello().unwrap();
+        measure(&mut rows, &hello, describe_dtls, &tiny());
+        for row in &rows {
+            assert_eq!(row.error, None, "{}", row.label);
+            assert!(row.answers() > 0, "{} answered nothing", row.label);
+        }
+        for i in [DTLS_OURS_SINGLE, DTLS_OURS_BATCHED, DTLS_OPENSSL] {
+            let row = &rows[i];
+            assert!(row.kind().starts_with("HelloVerifyRequest"), "{}: {}", row.label, row.kind());
+            assert!(row.answer_size() <= hello.len(), "{}: {} B", row.label, row.answer_size());
+            assert!(row.bytes_out_per_byte_in() <= 1.0);
+            let line = amplification_line(row, hello.len());
+            assert!(line.ends_with(": met"), "{line}");
+        }
+        // The echoes send the ClientHello back: a bigger answer than ours fails the check.
+        assert!(amplification_line(&rows[DTLS_FLOOR], hello.len() - 1).ends_with("NOT met"));
+    }
+
+    #[test]
+    fn every_sctp_server_answers_the_init_flood() {
+        let usrsctp = std::path::Path::new("/usr/lib/usrsctp/echo_server");
+        let ours = [BatchIo::Off, BatchIo::On].map(our_sctp_in_process);
+        let mut rows = sctp_rows(usrsctp, ours);
+        let init = crate::sctp::flood_init(crate::sctp::FLOOD_DST_SCTP_PORT);
+        measure(&mut rows, &init, crate::sctp::describe_answer, &tiny());
+        for (i, row) in rows.iter().enumerate() {
+            if i == SCTP_USRSCTP && !usrsctp.exists() {
+                eprintln!("skipped: {} (no libusrsctp-examples)", row.label);
+                continue;
+            }
+            assert_eq!(row.error, None, "{}", row.label);
+            assert!(row.answers() > 0, "{} answered nothing", row.label);
+        }
+        for i in [SCTP_OURS_SINGLE, SCTP_OURS_BATCHED] {
+            assert!(rows[i].kind().contains("ALT-COOKIE"), "{}", rows[i].kind());
+            assert!(rows[i].answer_size() < init.len());
+        }
+    }
+
+    #[test]
+    fn the_flood_stops_at_its_count_and_every_answer_is_counted() {
+        let echo = bare_echo_server().unwrap();
+        let settings = tiny();
+        let plan = FloodPlan {
+            target: echo.addr,
+            packet: b"ping",
+            limits: settings.limits,
+            per_source: 3,
+            describe: |a| String::from_utf8_lossy(a).into_owned(),
+        };
+        let result = flood(loopback_sources(5).unwrap(), plan).unwrap();
+        assert_eq!(result.sent, 300);
+        assert_eq!(result.sent_bytes, 1200);
+        // Loopback at 20k/s into an idle echo: nothing is lost.
+        assert_eq!(result.answers, 300);
+        assert_eq!(result.answer_kind.as_deref(), Some("ping"));
+        assert_eq!(result.lost(), 0);
+    }
+
+    #[test]
+    fn settings_follow_the_options_and_stay_bounded() {
+        let args = |extra: &[&str]| {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                flood: Args,
+            }
+            let argv = std::iter::once("flood").chain(extra.iter().copied());
+            <Cli as clap::Parser>::try_parse_from(argv).map(|c| c.flood)
+        };
+        let quick = args(&["--quick"]).unwrap().settings().unwrap();
+        assert_eq!((quick.limits.max_packets, quick.rounds), (30_000, 3));
+        let chosen =
+            args(&["--count", "7", "--duration", "0.25", "--rate", "1000"]).unwrap().settings().unwrap();
+        assert_eq!(chosen.limits.max_packets, 7);
+        assert_eq!(chosen.limits.max_time, Duration::from_millis(250));
+        assert_eq!(chosen.limits.rate_pps, 1000);
+        assert!(args(&["--duration", "0"]).unwrap().settings().is_err());
+        assert!(args(&["--duration", "3600"]).unwrap().settings().is_err());
+        assert!(args(&["--sctp"]).is_err(), "--sctp needs --connect");
+    }
 }

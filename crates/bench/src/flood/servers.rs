@@ -4,12 +4,12 @@
 
 use anyhow::Context;
 use fastshake_net::udp::{BatchIo, DatagramSocket, SendQueue};
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-use nix::unistd::Pid;
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -174,7 +174,10 @@ impl ServerThread {
         })
     }
 
-    fn start(addr: SocketAddr, body: impl FnOnce(&AtomicBool) + Send + 'static) -> anyhow::Result<ServerThread> {
+    fn start(
+        addr: SocketAddr,
+        body: impl FnOnce(&AtomicBool) + Send + 'static,
+    ) -> anyhow::Result<ServerThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let (account_tx, account_rx) = std::sync::mpsc::channel();
         let handle = {
@@ -287,7 +290,11 @@ pub(crate) fn start_bound_process(mut command: Command, what: &str, port: u16) -
 
 /// usrsctp's echo server on `encaps_port`, listening on SCTP port 7, answering to
 /// `peer_encaps_port`.
-pub(crate) fn start_usrsctp_echo(binary: &Path, encaps_port: u16, peer_encaps_port: u16) -> anyhow::Result<ChildGuard> {
+pub(crate) fn start_usrsctp_echo(
+    binary: &Path,
+    encaps_port: u16,
+    peer_encaps_port: u16,
+) -> anyhow::Result<ChildGuard> {
     let mut command = server_command(binary);
     command.arg(encaps_port.to_string()).arg(peer_encaps_port.to_string());
     let guard = start_bound_process(command, &binary.display().to_string(), encaps_port)?;
