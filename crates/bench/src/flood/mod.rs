@@ -233,7 +233,7 @@ fn limited_by(row: &Row, settings: &Settings) -> String {
 
 fn print_rows(rows: &[Row], settings: &Settings) {
     println!(
-        "{:<52} {:>10} {:>10} {:>17} {:>8} {:>8} {:>6} {:>8} {:>14}  {}",
+        "{:<52} {:>10} {:>10} {:>17} {:>8} {:>8} {:>6} {:>8} {:>14}  dropped at srv/fld",
         "server [answer]",
         "offered/s",
         "answers/s",
@@ -243,7 +243,6 @@ fn print_rows(rows: &[Row], settings: &Settings) {
         "ans B",
         "out/in",
         "lost",
-        "dropped at srv/fld"
     );
     for row in rows {
         if let Some(e) = &row.error {
@@ -383,8 +382,8 @@ fn dtls_flood(settings: &Settings, scratch: &ScratchDir) -> anyhow::Result<()> {
         settings.limits.max_time.as_secs_f64()
     );
     println!(
-        "   offered up to {} /s from {} source ports on 127.0.0.1, {} datagrams per port in a row ({}) ==",
-        settings.limits.rate_pps, settings.sources, settings.per_source, "sendmmsg: separate datagrams"
+        "   offered up to {} /s from {} source ports on 127.0.0.1, {} datagrams per port in a row (sendmmsg: separate datagrams) ==",
+        settings.limits.rate_pps, settings.sources, settings.per_source
     );
     let ours = [BatchIo::Off, BatchIo::On].map(|batch| {
         let label = format!("fastshake server --batch {batch} --workers 1");
@@ -528,13 +527,12 @@ fn sctp_flood(settings: &Settings, usrsctp: &std::path::Path) -> anyhow::Result<
         settings.rounds
     );
     println!(
-        "   {} datagrams or {:.1} s, offered up to {} /s from {} source ports, {} per port in a row ({}) ==",
+        "   {} datagrams or {:.1} s, offered up to {} /s from {} source ports, {} per port in a row (sendmmsg: separate datagrams) ==",
         settings.limits.max_packets,
         settings.limits.max_time.as_secs_f64(),
         settings.limits.rate_pps,
         settings.sources,
-        settings.per_source,
-        "sendmmsg: separate datagrams"
+        settings.per_source
     );
     let ours = [BatchIo::Off, BatchIo::On].map(|batch| {
         let label = format!("fastshake sctp server --batch {batch} --workers 1");
@@ -612,11 +610,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Floods a server started elsewhere (no CPU account of it here).
 fn flood_one(addr: SocketAddr, sctp: bool, settings: &Settings) -> anyhow::Result<()> {
-    let (packet, describe): (Vec<u8>, fn(&[u8]) -> String) = if sctp {
-        (crate::sctp::flood_init(crate::sctp::FLOOD_DST_SCTP_PORT), crate::sctp::describe_answer)
-    } else {
-        (client_hello()?, describe_dtls)
-    };
+    let describe: fn(&[u8]) -> String = if sctp { crate::sctp::describe_answer } else { describe_dtls };
+    let packet =
+        if sctp { crate::sctp::flood_init(crate::sctp::FLOOD_DST_SCTP_PORT) } else { client_hello()? };
     let mut rows = vec![Row::new(addr.to_string(), addr, None, Box::new(()))];
     measure(&mut rows, &packet, describe, settings);
     print_rows(&rows, settings);
