@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod caching;
+mod flood;
 mod handshake;
 mod key_cache;
 mod load;
@@ -26,6 +27,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Floods of first packets answered statelessly: ClientHellos (HelloVerifyRequest) and SCTP
+    /// INITs (ALT-COOKIE), beside a bare UDP echo, OpenSSL's DTLSv1_listen and usrsctp.
+    Flood(flood::Args),
     /// DTLS handshakes per second, record throughput, session memory — beside OpenSSL.
     Handshake(handshake::Args),
     /// Handshakes per second with handshake caching (seed 003): vanilla, BiTHaC, BiTHaC + key
@@ -63,6 +67,7 @@ pub(crate) fn fastshake_program() -> anyhow::Result<PathBuf> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.bench {
+        Bench::Flood(a) => flood::run(a),
         Bench::Handshake(a) => handshake::run(a),
         Bench::Caching(a) => caching::run(a),
         Bench::KeyCache(a) => key_cache::run(a),

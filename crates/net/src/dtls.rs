@@ -1290,7 +1290,7 @@ impl ServerDriver {
                             .send(ServerEvent::OwnSocket { handle: self.session(handle), local: src });
                     }
                 }
-                _ => self.outgoing.push(welcome, transmit.dst, &transmit.payload),
+                _ => self.outgoing.push_owned(welcome, transmit.dst, transmit.payload),
             }
         }
         // Refused datagrams are lost datagrams: the engine's timers cope.
@@ -1469,6 +1469,11 @@ async fn run_server(
     };
     let mut shutting_down = false;
     let mut commands_open = true;
+    // One timer for every deadline of the loop (the engine's, the key rotations, the socket
+    // sweep), moved only when the earliest moves: a timer made afresh on every pass would be
+    // registered in and removed from tokio's wheel on every pass, which a flood pays per batch.
+    let timer = tokio::time::sleep_until(next_rotation);
+    tokio::pin!(timer);
 
     loop {
         // Events first: a session accepted just now gets its socket before its first flight goes.
@@ -1480,7 +1485,14 @@ async fn run_server(
             return Ok(driver.stats);
         }
 
-        let deadline = endpoint.poll_timeout();
+        let engine_at = endpoint.poll_timeout().map(|t| driver.clock.to_tokio(t));
+        let sweep_at = (!driver.sockets.is_empty()).then_some(next_sweep);
+        let ticket_at = issues_tickets.then_some(next_ticket_rotation);
+        let wake_at =
+            [engine_at, sweep_at, ticket_at].into_iter().flatten().fold(next_rotation, std::cmp::min);
+        if timer.deadline() != wake_at {
+            timer.as_mut().reset(wake_at);
+        }
         tokio::select! {
             ready = welcome.readable() => {
                 ready?;
@@ -1513,22 +1525,25 @@ async fn run_server(
             Some(mut arrived) = incoming.recv() => {
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
-            _ = driver.clock.sleep_until(deadline), if deadline.is_some() => {
-                endpoint.handle_timeout(driver.clock.now());
-            }
-            _ = tokio::time::sleep_until(next_sweep), if !driver.sockets.is_empty() => {
-                driver.sockets.retain(|h| endpoint.connection(h).is_some());
-                next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
-            }
-            _ = tokio::time::sleep_until(next_rotation) => {
-                endpoint.rotate_cookie_key(os_cookie_key());
-                next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
-                // Forget peers whose connection the engine has dropped without an event.
-                driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
-            }
-            _ = tokio::time::sleep_until(next_ticket_rotation), if issues_tickets => {
-                endpoint.rotate_ticket_key(os_ticket_key());
-                next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
+            () = &mut timer => {
+                let now = tokio::time::Instant::now();
+                if engine_at.is_some_and(|at| at <= now) {
+                    endpoint.handle_timeout(driver.clock.now());
+                }
+                if sweep_at.is_some_and(|at| at <= now) {
+                    driver.sockets.retain(|h| endpoint.connection(h).is_some());
+                    next_sweep = now + SOCKET_SWEEP;
+                }
+                if next_rotation <= now {
+                    endpoint.rotate_cookie_key(os_cookie_key());
+                    next_rotation = now + options.cookie_rotation;
+                    // Forget peers whose connection the engine has dropped without an event.
+                    driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
+                }
+                if ticket_at.is_some_and(|at| at <= now) {
+                    endpoint.rotate_ticket_key(os_ticket_key());
+                    next_ticket_rotation = now + options.ticket_rotation;
+                }
             }
             command = commands.recv(), if commands_open => match command {
                 Some(ServerCommand::Send(handle, data)) => {
