@@ -44,6 +44,9 @@ pub(crate) struct RetransmitTimer {
     /// came (or none is awaited), its bytes, and the peer's bytes received before it.
     first_sent: Instant,
     resent: bool,
+    /// The peer's answer showed skipped record numbers: it came only after the peer's own
+    /// loss recovery, so its time is the peer's timer, not the path's (Karn's rule, peer side).
+    peer_recovered: bool,
     answered: bool,
     flight_bytes: u32,
     received_at_send: u64,
@@ -81,6 +84,7 @@ impl RetransmitTimer {
             rtt: RttEstimator::seeded(cached.filter(|_| floor.is_some())),
             first_sent: Instant::ZERO,
             resent: false,
+            peer_recovered: false,
             answered: true,
             flight_bytes: 0,
             received_at_send: 0,
@@ -134,6 +138,7 @@ impl RetransmitTimer {
         }
         self.first_sent = now;
         self.resent = false;
+        self.peer_recovered = false;
         self.answered = false;
         self.received_at_send = received;
         self.transmissions.clear();
@@ -165,8 +170,16 @@ impl RetransmitTimer {
         self.answered = true;
         self.peer_flight_bytes =
             received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
-        if !self.resent {
+        if !self.resent && !self.peer_recovered {
             self.take_sample(now.saturating_duration_since(self.first_sent));
+        }
+    }
+
+    /// Records of the peer went missing (its record numbers skipped some): if that happened
+    /// while its answer to our flight was coming, the answer gives no sample.
+    pub fn on_peer_records_skipped(&mut self) {
+        if !self.answered {
+            self.peer_recovered = true;
         }
     }
 
@@ -487,6 +500,22 @@ mod tests {
         // stretched 250 ms would fire while its frames still wait for their periods.
         t.on_new_flight(Instant::from_millis(20), 2000, 1..2, 100);
         assert_eq!(t.current(), ms(2000));
+    }
+
+    #[test]
+    fn an_answer_that_needed_the_peers_loss_recovery_gives_no_sample() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        // The peer's answer skipped record numbers: part of it was lost and resent on the
+        // peer's timer, so the 2.2 s are that timer, not the path.
+        t.on_peer_records_skipped();
+        t.on_new_flight(Instant::from_millis(2200), 100, 1..2, 100);
+        assert!(t.estimate().is_none(), "no sample from the peer's recovery");
+        // A gap noticed before our next flight went out says nothing about its answer.
+        t.on_new_flight(Instant::from_millis(2400), 100, 2..3, 200);
+        assert_eq!(t.estimate().unwrap().smoothed, ms(200));
     }
 
     #[test]
