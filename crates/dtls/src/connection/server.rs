@@ -156,9 +156,9 @@ impl Connection {
         );
         // A ClientHello numbered past its message_seq comes after records the client resent
         // (RFC 6347 §4.2.2): if it is itself a resent copy, the cookie's age includes the
-        // client's timer. Such an age is still better than nothing, not than a cached estimate.
-        let clean = hello.record_seq == u64::from(hello.message_seq);
-        let cookie_rtt = hello.cookie_rtt.filter(|_| clean || hello.cached_rtt.is_none());
+        // client's timer, not the path (Karn's rule on the client's side).
+        let first_transmission = hello.record_seq == u64::from(hello.message_seq);
+        let cookie_rtt = hello.cookie_rtt.filter(|_| first_transmission);
         if let Some((rtt, hello_verify_bytes)) = cookie_rtt {
             let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
             timer.on_outside_sample(
