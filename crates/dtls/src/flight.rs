@@ -44,6 +44,9 @@ pub(crate) struct RetransmitTimer {
     /// came (or none is awaited), its bytes, and the peer's bytes received before it.
     first_sent: Instant,
     resent: bool,
+    /// The peer's answer showed skipped record numbers: it came only after the peer's own
+    /// loss recovery, so its time is the peer's timer, not the path's (Karn's rule, peer side).
+    peer_recovered: bool,
     answered: bool,
     flight_bytes: u32,
     received_at_send: u64,
@@ -56,8 +59,9 @@ pub(crate) struct RetransmitTimer {
 /// Transmissions of one flight remembered for answers that name their record number.
 const MAX_TRANSMISSIONS_KEPT: usize = 8;
 
-/// An exchange this many times larger than the estimate's is one of a size not measured.
-const UNMEASURED_SIZE_FACTOR: u32 = 2;
+/// An exchange larger than the largest measured by more than this share (a quarter) is one of a
+/// size not measured.
+const UNMEASURED_SIZE_SHARE: u32 = 4;
 
 impl RetransmitTimer {
     pub fn new(
@@ -81,6 +85,7 @@ impl RetransmitTimer {
             rtt: RttEstimator::seeded(cached.filter(|_| floor.is_some())),
             first_sent: Instant::ZERO,
             resent: false,
+            peer_recovered: false,
             answered: true,
             flight_bytes: 0,
             received_at_send: 0,
@@ -96,11 +101,12 @@ impl RetransmitTimer {
         };
         let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
         let mut timeout = estimate.timeout_for(exchange);
-        // An exchange far larger than any measured (a certificate flight after the cookie
-        // exchange): on a duty-cycled link its time follows the frames and the periods they
-        // wait for, which a small exchange inside one period does not show. Never tighter than
-        // the configured initial value there.
-        if exchange > estimate.exchange_bytes.saturating_mul(UNMEASURED_SIZE_FACTOR) {
+        // An exchange clearly larger than any measured (the server's flight after the cookie
+        // exchange, a certificate flight): on a duty-cycled link its time follows the frames
+        // and the periods they wait for, which a small exchange inside one period (a beacon
+        // network's CAP) does not show. Never tighter than the configured initial value there.
+        let largest = estimate.largest_exchange;
+        if exchange > largest.saturating_add(largest / UNMEASURED_SIZE_SHARE) {
             timeout = timeout.max(self.initial);
         }
         timeout.clamp(floor, self.max)
@@ -134,6 +140,7 @@ impl RetransmitTimer {
         }
         self.first_sent = now;
         self.resent = false;
+        self.peer_recovered = false;
         self.answered = false;
         self.received_at_send = received;
         self.transmissions.clear();
@@ -165,8 +172,16 @@ impl RetransmitTimer {
         self.answered = true;
         self.peer_flight_bytes =
             received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
-        if !self.resent {
+        if !self.resent && !self.peer_recovered {
             self.take_sample(now.saturating_duration_since(self.first_sent));
+        }
+    }
+
+    /// Records of the peer went missing (its record numbers skipped some): if that happened
+    /// while its answer to our flight was coming, the answer gives no sample.
+    pub fn on_peer_records_skipped(&mut self) {
+        if !self.answered {
+            self.peer_recovered = true;
         }
     }
 
@@ -478,7 +493,13 @@ mod tests {
     fn an_exchange_far_larger_than_measured_waits_at_least_the_initial_value() {
         let ms = Duration::from_millis;
         let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
-        let cached = RttEstimate { smoothed: ms(20), variation: ms(5), exchange_bytes: 200, samples: 1 };
+        let cached = RttEstimate {
+            smoothed: ms(20),
+            variation: ms(5),
+            exchange_bytes: 200,
+            samples: 1,
+            largest_exchange: 200,
+        };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // A 150-byte flight (with the peer's answer guessed at 0 bytes): the measured size, the estimate.
         t.on_new_flight(Instant::ZERO, 150, 0..1, 0);
@@ -487,6 +508,41 @@ mod tests {
         // stretched 250 ms would fire while its frames still wait for their periods.
         t.on_new_flight(Instant::from_millis(20), 2000, 1..2, 100);
         assert_eq!(t.current(), ms(2000));
+    }
+
+    #[test]
+    fn an_exchange_larger_than_the_largest_measured_waits_the_initial_value_until_measured() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, None);
+        // A beacon network's server: its 150-byte cookie exchange fit in one active period
+        // (14 ms), its 230-byte flight 4 exchange waits for the next one.
+        t.on_outside_sample(ms(14), 150, 100);
+        t.on_new_flight(Instant::ZERO, 130, 0..1, 0);
+        assert_eq!(t.current(), ms(2000), "230 bytes: more than a quarter above 150");
+        // Measured (1 s, clean): the next such exchange follows the estimate, not 2 s.
+        t.on_new_flight(Instant::from_millis(1000), 130, 1..2, 100);
+        assert_eq!(t.estimate().unwrap().largest_exchange, 230);
+        assert!(t.current() < ms(2000) && t.current() > ms(1000), "{:?}", t.current());
+        // The smoothed size alone (7/8 of it still the cookie exchange's) would have called
+        // it unmeasured again.
+        assert!(t.estimate().unwrap().exchange_bytes < 200);
+    }
+
+    #[test]
+    fn an_answer_that_needed_the_peers_loss_recovery_gives_no_sample() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        // The peer's answer skipped record numbers: part of it was lost and resent on the
+        // peer's timer, so the 2.2 s are that timer, not the path.
+        t.on_peer_records_skipped();
+        t.on_new_flight(Instant::from_millis(2200), 100, 1..2, 100);
+        assert!(t.estimate().is_none(), "no sample from the peer's recovery");
+        // A gap noticed before our next flight went out says nothing about its answer.
+        t.on_new_flight(Instant::from_millis(2400), 100, 2..3, 200);
+        assert_eq!(t.estimate().unwrap().smoothed, ms(200));
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct RttEstimate {
     /// Samples behind the estimate (in this handshake, plus those of the cached estimate it
     /// started from).
     pub samples: u32,
+    /// Bytes of the largest exchange measured: beyond it the estimate is a guess.
+    pub largest_exchange: u32,
 }
 
 impl RttEstimate {
@@ -63,12 +65,19 @@ impl RttEstimator {
     /// α = 1/8, β = 1/4; the exchange size smoothed like SRTT).
     pub fn sample(&mut self, rtt: Duration, exchange_bytes: u32) {
         self.estimate = Some(match self.estimate {
-            None => RttEstimate { smoothed: rtt, variation: rtt / 2, exchange_bytes, samples: 1 },
+            None => RttEstimate {
+                smoothed: rtt,
+                variation: rtt / 2,
+                exchange_bytes,
+                samples: 1,
+                largest_exchange: exchange_bytes,
+            },
             Some(e) => RttEstimate {
                 variation: e.variation * 3 / 4 + e.smoothed.abs_diff(rtt) / 4,
                 smoothed: e.smoothed * 7 / 8 + rtt / 8,
                 exchange_bytes: ((u64::from(e.exchange_bytes) * 7 + u64::from(exchange_bytes)) / 8) as u32,
                 samples: e.samples.saturating_add(1),
+                largest_exchange: e.largest_exchange.max(exchange_bytes),
             },
         });
     }
@@ -189,7 +198,13 @@ mod tests {
     #[test]
     fn cache_is_bounded_and_evicts_least_recently_used() {
         let cache = RttCache::new(2);
-        let est = |ms| RttEstimate { smoothed: MS(ms), variation: MS(1), exchange_bytes: 1, samples: 1 };
+        let est = |ms| RttEstimate {
+            smoothed: MS(ms),
+            variation: MS(1),
+            exchange_bytes: 1,
+            samples: 1,
+            largest_exchange: 1,
+        };
         let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
         cache.insert(ip(1), est(1));
         cache.insert(ip(2), est(2));

@@ -191,14 +191,19 @@ fn a_slow_link_is_learned_from_the_cookie_exchange_and_cached_for_the_next_hands
         let early = resent_before_cookie(&pair);
         assert!(early >= 1, "{kind:?}: the 1 s initial timer should fire on a 3 s round trip");
         assert_eq!(c.retransmissions, early, "{kind:?}: client resent after the cookie exchange");
-        assert_eq!(s.retransmissions, 0, "{kind:?}: server resent a flight");
         assert_eq!(c.rtt.unwrap().smoothed, ms(3_000), "{kind:?}");
-        assert_eq!(s.rtt.unwrap().smoothed, ms(3_000), "{kind:?}");
+        // The ClientHello with the cookie came after resent ones, so the server cannot tell
+        // whether it is itself a resent copy (its age then the client's timer): no sample
+        // from it, flight 4 waits the initial 1 s and is resent; its answer is not sampled
+        // either (Karn). Nothing is cached on the server.
+        assert!(s.retransmissions >= 1, "{kind:?}: the server had no round trip for flight 4");
         let server_ip = pair.server_addr.ip();
         assert_eq!(client.rtt_cache.get(server_ip).unwrap().smoothed, ms(3_000));
-        assert_eq!(pair.server.rtt_cache().get(pair.client_addr.ip()).unwrap().smoothed, ms(3_000));
-        // With the cache primed on both sides, the next handshake resends nothing at all.
+        // The client's cache primed, its first ClientHello waits the round trip: the cookie
+        // comes back in a first transmission, the server learns the 3 s from it, and the next
+        // handshake resends nothing at all.
         assert_eq!(second_handshake(&mut pair, client), (0, 0), "{kind:?}: second handshake");
+        assert_eq!(pair.server.rtt_cache().get(pair.client_addr.ip()).unwrap().smoothed, ms(3_000));
     }
 }
 

@@ -175,7 +175,43 @@ fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() 
         let adaptive = row.handshake.adaptive.as_ref().expect("measured with both timers");
         let fixed = &row.handshake.fixed;
         assert!(fixed.spurious_retransmissions > 0.0, "H {}", row.h);
-        assert!(adaptive.spurious_retransmissions < fixed.spurious_retransmissions, "H {}", row.h);
+        assert_eq!(adaptive.spurious_retransmissions, 0.0, "H {}: {adaptive:?}", row.h);
+    }
+}
+
+/// Beacon-enabled links at PDR 100 %, a returning client: no spurious resend over these four
+/// seeds at two hops, nor at SO 3 on one hop. (Not yet everywhere, nor over more seeds: on one
+/// hop a server's cookie exchange can fit in one CAP while a later exchange of about the same
+/// size waits for the next; over 30 seeds SO 3 on one hop still shows 0.2-0.5 per handshake.)
+#[test]
+fn beacon_adaptive_timer_of_a_returning_client_resends_nothing_spuriously_where_measured() {
+    let rows = &report().beacon.rows;
+    let mut checked = 0;
+    for r in rows.iter().filter(|r| r.hops == 2 || r.superframe_order == 3) {
+        let a = r.handshake.adaptive.as_ref().expect("adaptive rows");
+        assert_eq!(
+            a.spurious_retransmissions, 0.0,
+            "BO {} SO {} H {}: {a:?}",
+            r.beacon_order, r.superframe_order, r.hops
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 5 * 3 + 5, "every BO at two hops, and SO 3 at one");
+}
+
+/// At PDR 90 % on X-MAC with short check intervals the adaptive timer (returning client) is
+/// no slower on average than tinyDTLS's fixed 2 s: its samples leave out the exchanges that
+/// needed either side's loss recovery, so its timers stay near the path's round trip.
+#[test]
+fn xmac_adaptive_timer_is_no_slower_than_the_fixed_one_at_pdr_90_with_short_check_intervals() {
+    let rows = &report().xmac.rows;
+    for (ci, hops) in [(125.0, 1), (125.0, 2), (250.0, 2)] {
+        let r = rows
+            .iter()
+            .find(|r| r.check_interval_ms == ci && r.pdr == 0.9 && r.hops == hops)
+            .unwrap_or_else(|| panic!("row CI {ci} H {hops}"));
+        let (a, f) = (r.handshake.adaptive.as_ref().expect("adaptive rows"), &r.handshake.fixed);
+        assert!(a.duration_s <= f.duration_s, "CI {ci} H {hops}: adaptive {a:?}, fixed {f:?}");
     }
 }
 

@@ -260,6 +260,9 @@ impl Connection {
         let Some(Step::Client(ClientStep::ExpectServerHello(mut state))) = hs.step.take() else {
             return Ok(());
         };
+        // Its record number echoes ours, not the server's count: the count starts afresh with
+        // the server's next flight.
+        hs.peer_next_seq[0] = None;
         if message_seq == state.hello_seq {
             // It echoes the record number of the ClientHello it answers (RFC 6347 §4.2.1): a
             // round trip even when that ClientHello was resent.

@@ -153,6 +153,9 @@ pub(super) struct Handshake {
     /// The record number of the epoch-0 record being handled (a HelloVerifyRequest echoes the
     /// one of the ClientHello it answers).
     pub record_seq_in: u64,
+    /// The next record number expected from the peer in epochs 0 and 1: a jump shows records
+    /// it sent that never arrived, so its flight got through only by its loss recovery.
+    pub peer_next_seq: [Option<u64>; 2],
     /// Protected records that arrived before their keys (reordered ahead of ClientKeyExchange).
     pub early_records: Vec<(RecordHeader, Vec<u8>)>,
     /// A record the peer split across two datagrams, waiting for its rest.
@@ -191,6 +194,7 @@ impl Handshake {
             psk_identity: Vec::new(),
             chain_validation_skipped: false,
             record_seq_in: 0,
+            peer_next_seq: [None; 2],
             early_records: Vec::new(),
             split_record: None,
             auth_failure: None,
@@ -254,6 +258,17 @@ impl Handshake {
         let TrafficKeys { client_write, server_write } = TrafficKeys::from_key_block(&block);
         let (read, write) = if client { (server_write, client_write) } else { (client_write, server_write) };
         Keys { cipher: suite.params().cipher, read, write }
+    }
+
+    /// A record of the peer in `epoch` numbered `seq` was opened: whether numbers were skipped
+    /// since the last one (records lost, or resent under new numbers, RFC 6347 §4.2.4).
+    pub fn note_peer_record(&mut self, epoch: u16, seq: u64) -> bool {
+        let Some(next) = self.peer_next_seq.get_mut(usize::from(epoch)) else { return false };
+        let skipped = next.is_some_and(|n| seq > n);
+        if next.is_none_or(|n| seq >= n) {
+            *next = Some(seq.saturating_add(1));
+        }
+        skipped
     }
 
     /// Counts a datagram of the peer that repeated messages we had, once per datagram.

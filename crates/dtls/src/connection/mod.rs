@@ -746,9 +746,12 @@ impl Connection {
             }
         };
         let plaintext = &body[plaintext];
-        if header.epoch == 0 {
-            if let Some(hs) = self.hs.as_mut() {
+        if let Some(hs) = self.hs.as_mut() {
+            if header.epoch == 0 {
                 hs.record_seq_in = header.seq;
+            }
+            if hs.note_peer_record(header.epoch, header.seq) {
+                hs.flight.timer.on_peer_records_skipped();
             }
         }
         match content_type {

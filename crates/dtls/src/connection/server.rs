@@ -154,7 +154,12 @@ impl Connection {
             config.retransmit,
             hello.cached_rtt,
         );
-        if let Some((rtt, hello_verify_bytes)) = hello.cookie_rtt {
+        // A ClientHello numbered past its message_seq comes after records the client resent
+        // (RFC 6347 §4.2.2): if it is itself a resent copy, the cookie's age includes the
+        // client's timer, not the path (Karn's rule on the client's side).
+        let first_transmission = hello.record_seq == u64::from(hello.message_seq);
+        let cookie_rtt = hello.cookie_rtt.filter(|_| first_transmission);
+        if let Some((rtt, hello_verify_bytes)) = cookie_rtt {
             let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
             timer.on_outside_sample(
                 rtt,
@@ -177,6 +182,7 @@ impl Connection {
         });
         // Continue after the peer's number; a hostile number near the 48-bit limit restarts at 0.
         hs.epoch0_write_seq = if hello.record_seq < MAX_SEQ / 2 { hello.record_seq + 1 } else { 0 };
+        hs.peer_next_seq[0] = Some(hello.record_seq.saturating_add(1));
         let mut conn = Connection::bare(super::RoleConfig::Server(config.clone()), remote);
         conn.path = path;
         conn.stats.datagrams_received = 1;
