@@ -6,8 +6,10 @@
 pub mod cache_file;
 pub mod clock;
 pub mod dtls;
+pub mod fleet;
 pub mod mobility;
 pub mod sctp;
+pub mod session_store;
 pub mod udp;
 
 pub use clock::Clock;
