@@ -382,7 +382,7 @@ fn a_shared_session_resumes_at_another_endpoint_through_the_drivers_store() {
 
     for (keys, resumes) in [(TicketKeys::new(1, [7; 16]), true), (TicketKeys::new(1, [8; 16]), false)] {
         pair.server = fastshake_dtls::Endpoint::new(Arc::new(config()), [9; 32]);
-        pair.server.set_ticket_keys(keys);
+        pair.server.set_ticket_keys(keys.clone());
         pair.server.share_sessions();
         reconnect(&mut pair, client_config_without_tickets(), Some(session.clone()), 3);
         pair.run_for(Duration::from_millis(200));
