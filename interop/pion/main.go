@@ -1,9 +1,15 @@
-// Command pion-peer is a DTLS 1.2 PSK peer built on pion/dtls, the independent implementation that
-// fastshake's Connection ID (RFC 9146) interop tests run against.
+// Command pion-peer is a DTLS 1.2 peer (PSK or certificates) built on pion/dtls, the independent
+// implementation that fastshake's Connection ID (RFC 9146) and caching interop tests run against.
 //
 //	pion-peer server --listen 127.0.0.1:0 --psk-identity ID --psk HEX [--suite NAME] [--cid] [--sessions N]
+//	pion-peer server ... --cert CHAIN.pem --key KEY.pem [--ca CA.pem --mutual]
+//	pion-peer server-concurrent --listen 127.0.0.1:0 (--psk-identity ID --psk HEX [--suite NAME] | --cert ... --key ...)
 //	pion-peer client --connect HOST:PORT --psk-identity ID --psk HEX [--suite NAME] [--cid]
 //	                 [--receive-cid-len N] [--move-after N]
+//	pion-peer client ... --ca CA.pem [--server-name NAME] [--cert CHAIN.pem --key KEY.pem]
+//
+// With --cert or --ca the peer uses the certificate suites (ECDHE-ECDSA with P-256, ECDHE-RSA,
+// AES-128-GCM) instead of a PSK; --mutual makes the server require a client certificate.
 //
 // The server echoes what it receives (and prints it); the client sends each line of its standard input
 // and prints the replies. Both print one line on stderr when the handshake is done, naming the CID that
@@ -126,6 +132,9 @@ func describeCID(cid []byte) string {
 
 // handshakeLine is the one line each role prints once the handshake is done.
 func handshakeLine(role string, conn *dtls.Conn, suite string) (connectionIDs, error) {
+	if suite == "" {
+		suite = negotiatedSuite(conn)
+	}
 	ids, err := negotiatedCIDs(conn)
 	if err != nil {
 		return ids, err
@@ -144,10 +153,12 @@ func main() {
 	switch os.Args[1] {
 	case "server":
 		err = runServer(os.Args[2:])
+	case "server-concurrent":
+		err = runConcurrentServer(os.Args[2:])
 	case "client":
 		err = runClient(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: server or client", os.Args[1])
+		err = fmt.Errorf("unknown command %q: server, server-concurrent or client", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pion-peer %s: %v\n", os.Args[1], err)
@@ -159,19 +170,22 @@ func runServer(args []string) error {
 	set := flag.NewFlagSet("server", flag.ExitOnError)
 	var common commonFlags
 	common.register(set)
+	var certs certificateFlags
+	certs.register(set)
 	listen := set.String("listen", "127.0.0.1:0", "address to listen on")
 	sessions := set.Int("sessions", 1, "exit after this many sessions have ended")
 	_ = set.Parse(args)
 	exitAfter("server", common.timeLimit)
 
-	options, err := common.options(true)
+	options, authOptions, err := credentials(&common, &certs, true)
 	if err != nil {
 		return err
 	}
-	serverOptions := make([]dtls.ServerOption, 0, len(options)+1)
+	serverOptions := make([]dtls.ServerOption, 0, len(options)+len(authOptions)+1)
 	for _, option := range options {
 		serverOptions = append(serverOptions, option)
 	}
+	serverOptions = append(serverOptions, authOptions...)
 	if common.cid {
 		// pion's listener routes tls12_cid records to their session by this CID, whatever their source.
 		serverOptions = append(serverOptions, dtls.WithConnectionIDGenerator(dtls.RandomCIDGenerator(serverCIDLength)))
@@ -234,6 +248,8 @@ func runClient(args []string) error {
 	set := flag.NewFlagSet("client", flag.ExitOnError)
 	var common commonFlags
 	common.register(set)
+	var certs certificateFlags
+	certs.register(set)
 	connect := set.String("connect", "", "server address")
 	receiveCIDLength := set.Int("receive-cid-len", 0,
 		"with --cid: ask the server for records carrying a CID of this many bytes (0: send CIDs only)")
@@ -243,7 +259,7 @@ func runClient(args []string) error {
 	_ = set.Parse(args)
 	exitAfter("client", common.timeLimit)
 
-	options, err := common.options(false)
+	options, _, err := credentials(&common, &certs, false)
 	if err != nil {
 		return err
 	}
@@ -505,3 +521,84 @@ func (m *movableSocket) counts() string {
 
 var _ net.PacketConn = (*movableSocket)(nil)
 var _ io.Closer = (*movableSocket)(nil)
+
+// runConcurrentServer serves many clients at once, as a load generator needs: an accept loop and a
+// goroutine per connection that completes the handshake and echoes every record, quietly (one
+// line per failed handshake, counts on exit). It runs until --time-limit or until killed.
+func runConcurrentServer(args []string) error {
+	set := flag.NewFlagSet("server-concurrent", flag.ExitOnError)
+	var common commonFlags
+	common.register(set)
+	var certs certificateFlags
+	certs.register(set)
+	listen := set.String("listen", "127.0.0.1:0", "address to listen on")
+	_ = set.Parse(args)
+	exitAfter("server-concurrent", common.timeLimit)
+
+	options, authOptions, err := credentials(&common, &certs, true)
+	if err != nil {
+		return err
+	}
+	serverOptions := make([]dtls.ServerOption, 0, len(options)+len(authOptions))
+	for _, option := range options {
+		serverOptions = append(serverOptions, option)
+	}
+	serverOptions = append(serverOptions, authOptions...)
+	address, err := net.ResolveUDPAddr("udp", *listen)
+	if err != nil {
+		return err
+	}
+	listener, err := dtls.ListenWithOptions("udp", address, serverOptions...)
+	if err != nil {
+		return err
+	}
+	defer listener.Close()
+	fmt.Fprintf(os.Stderr, "pion-peer server-concurrent: listening on %s\n", listener.Addr())
+
+	var completed, failed atomic.Int64
+	for {
+		accepted, err := listener.Accept()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pion-peer server-concurrent: %d handshake(s) completed, %d failed\n",
+				completed.Load(), failed.Load())
+			return err
+		}
+		conn, ok := accepted.(*dtls.Conn)
+		if !ok {
+			accepted.Close()
+			continue
+		}
+		go func() {
+			if err := echoConcurrentSession(conn); err != nil {
+				failed.Add(1)
+				fmt.Fprintf(os.Stderr, "pion-peer server-concurrent: %s: %v\n", conn.RemoteAddr(), err)
+				return
+			}
+			if n := completed.Add(1); n%1000 == 0 {
+				fmt.Fprintf(os.Stderr, "pion-peer server-concurrent: %d handshake(s) completed\n", n)
+			}
+		}()
+	}
+}
+
+// echoConcurrentSession completes one handshake and echoes records until the client closes.
+func echoConcurrentSession(conn *dtls.Conn) error {
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	buffer := make([]byte, 1<<14)
+	for {
+		// An idle client is dropped: a load run must not pile up sessions.
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := conn.Read(buffer)
+		if err != nil {
+			return nil
+		}
+		if _, err := conn.Write(buffer[:n]); err != nil {
+			return nil
+		}
+	}
+}

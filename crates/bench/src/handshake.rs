@@ -7,6 +7,7 @@
 //! wraps the system allocator for the whole `fastshake` binary; it costs a few atomic additions
 //! per allocation. OpenSSL allocates through libc directly, so only our side pays that.
 
+use crate::openssl_anchor::{OpensslPair, MTU, PSK_IDENTITY, PSK_KEY};
 use anyhow::{bail, Context};
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event,
@@ -14,20 +15,11 @@ use fastshake_dtls::{
 };
 use fastshake_net::dtls::{ClientOptions, DtlsClient};
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
-use openssl::pkey::PKey;
-use openssl::ssl::{
-    ErrorCode, Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslSessionCacheMode, SslStream,
-    SslVerifyMode, SslVersion,
-};
-use openssl::x509::X509;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
-use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,9 +38,6 @@ const TARGET_ALLOCATIONS_PER_RECORD: f64 = 0.0;
 
 /// The pre-shared-key suites; the certificate suites have their own sections.
 const PSK_SUITES: &[CipherSuite] = &[CipherSuite::PskWithAes128Ccm8, CipherSuite::PskWithAes128GcmSha256];
-const PSK_IDENTITY: &[u8] = b"bench";
-const PSK_KEY: [u8; 16] = *b"fastshake-bench!";
-const MTU: usize = 1200;
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 4433);
 /// Handshakes per server Endpoint before a fresh one (keeps the connection table bounded).
 const HANDSHAKES_PER_ENDPOINT: u16 = 1000;
@@ -153,7 +142,7 @@ impl Plan {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => f64::NAN,
@@ -162,7 +151,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn verdict(met: bool) -> &'static str {
+pub(crate) fn verdict(met: bool) -> &'static str {
     if met {
         "met"
     } else {
@@ -282,227 +271,6 @@ fn engine_rate(suite: CipherSuite, slice: Duration) -> anyhow::Result<f64> {
         }
     }
     Ok(count as f64 / start.elapsed().as_secs_f64())
-}
-
-// ---------------------------------------------------------------------------------------------
-// OpenSSL's DTLS, both sides in memory: the anchor.
-
-/// One direction of an in-memory datagram link: each write is one datagram, each read returns
-/// one whole datagram, an empty queue reads as WouldBlock (as a non-blocking UDP socket does).
-struct DatagramPipe {
-    inbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
-    outbox: Rc<RefCell<VecDeque<Vec<u8>>>>,
-    /// Datagrams written so far.
-    written: u32,
-}
-
-impl Read for DatagramPipe {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self.inbox.borrow_mut().pop_front() {
-            Some(datagram) => {
-                let len = datagram.len().min(buf.len());
-                buf[..len].copy_from_slice(&datagram[..len]);
-                Ok(len)
-            }
-            None => Err(io::ErrorKind::WouldBlock.into()),
-        }
-    }
-}
-
-impl Write for DatagramPipe {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.outbox.borrow_mut().push_back(buf.to_vec());
-        self.written += 1;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// OpenSSL contexts configured like our engine: DTLS 1.2 only, one PSK suite, stateful cookie
-/// exchange (HelloVerifyRequest), no session tickets, extended master secret (OpenSSL's
-/// default), MTU 1200.
-struct OpensslPair {
-    client: SslContext,
-    server: SslContext,
-}
-
-/// The anchor's cookie: a hash over a secret and the (fixed, in-memory) peer, like the keyed MAC
-/// over the client's address that `openssl s_server` and our endpoint compute.
-fn anchor_cookie() -> [u8; 16] {
-    let digest = openssl::sha::sha256(b"cookie-secret|127.0.0.2:1024");
-    let mut cookie = [0u8; 16];
-    cookie.copy_from_slice(&digest[..16]);
-    cookie
-}
-
-impl OpensslPair {
-    fn new(cipher: &str) -> anyhow::Result<Self> {
-        let mut client = SslContextBuilder::new(SslMethod::dtls())?;
-        let mut server = SslContextBuilder::new(SslMethod::dtls())?;
-        for ctx in [&mut client, &mut server] {
-            ctx.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_max_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_cipher_list(cipher).with_context(|| format!("OpenSSL does not know {cipher}"))?;
-            ctx.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
-        }
-        client.set_psk_client_callback(|_ssl, _hint, identity, psk| {
-            identity[..PSK_IDENTITY.len()].copy_from_slice(PSK_IDENTITY);
-            identity[PSK_IDENTITY.len()] = 0; // a C string
-            psk[..PSK_KEY.len()].copy_from_slice(&PSK_KEY);
-            Ok(PSK_KEY.len())
-        });
-        server.set_psk_server_callback(|_ssl, identity, psk| {
-            if identity != Some(PSK_IDENTITY) {
-                return Ok(0);
-            }
-            psk[..PSK_KEY.len()].copy_from_slice(&PSK_KEY);
-            Ok(PSK_KEY.len())
-        });
-        add_anchor_cookies(&mut server);
-        Ok(OpensslPair { client: client.build(), server: server.build() })
-    }
-
-    /// OpenSSL contexts for a certificate suite: the server sends `pki`'s server chain, the client
-    /// validates it against the root and checks the name `localhost` (as our client does);
-    /// with `mutual`, the server requires and validates the client's chain too. No tickets, no
-    /// session cache: every handshake is a full one.
-    fn with_certificates(cipher: &str, pki: &TestPki, mutual: bool) -> anyhow::Result<Self> {
-        let mut client = SslContextBuilder::new(SslMethod::dtls())?;
-        let mut server = SslContextBuilder::new(SslMethod::dtls())?;
-        let root = X509::from_pem(pki.ca_pem().as_bytes())?;
-        for ctx in [&mut client, &mut server] {
-            ctx.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_max_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_cipher_list(cipher).with_context(|| format!("OpenSSL does not know {cipher}"))?;
-            ctx.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
-            ctx.set_session_cache_mode(SslSessionCacheMode::OFF);
-            ctx.cert_store_mut().add_cert(root.clone())?;
-        }
-        load_chain(&mut server, &pki.server_chain_pem(), pki.server.key_pem.as_bytes())?;
-        client.set_verify(SslVerifyMode::PEER);
-        client.verify_param_mut().set_host("localhost")?;
-        if mutual {
-            load_chain(&mut client, &pki.client_chain_pem(), pki.client.key_pem.as_bytes())?;
-            server.set_verify(SslVerifyMode::PEER | SslVerifyMode::FAIL_IF_NO_PEER_CERT);
-        }
-        add_anchor_cookies(&mut server);
-        Ok(OpensslPair { client: client.build(), server: server.build() })
-    }
-
-    fn handshake(&self) -> anyhow::Result<OpensslSession> {
-        let to_server = Rc::new(RefCell::new(VecDeque::new()));
-        let to_client = Rc::new(RefCell::new(VecDeque::new()));
-        let mut client_ssl = Ssl::new(&self.client)?;
-        client_ssl.set_connect_state();
-        client_ssl.set_mtu(MTU as u32)?;
-        let mut server_ssl = Ssl::new(&self.server)?;
-        server_ssl.set_accept_state();
-        server_ssl.set_mtu(MTU as u32)?;
-        let mut client = SslStream::new(
-            client_ssl,
-            DatagramPipe { inbox: Rc::clone(&to_client), outbox: Rc::clone(&to_server), written: 0 },
-        )?;
-        let mut server = SslStream::new(
-            server_ssl,
-            DatagramPipe { inbox: Rc::clone(&to_server), outbox: to_client, written: 0 },
-        )?;
-        let (mut client_done, mut server_done) = (false, false);
-        for _ in 0..16 {
-            if !client_done {
-                client_done = step(client.do_handshake(), "client")?;
-            }
-            if !server_done {
-                server_done = step(server.do_handshake(), "server")?;
-            }
-            if client_done && server_done {
-                return Ok(OpensslSession { client, server, to_server });
-            }
-        }
-        bail!("the OpenSSL in-memory handshake stalled")
-    }
-
-    fn rate(&self, slice: Duration) -> anyhow::Result<f64> {
-        let start = std::time::Instant::now();
-        let mut count: u64 = 0;
-        while start.elapsed() < slice {
-            for _ in 0..64 {
-                self.handshake()?;
-                count += 1;
-            }
-        }
-        Ok(count as f64 / start.elapsed().as_secs_f64())
-    }
-}
-
-/// The stateless-looking cookie exchange (HelloVerifyRequest) of our endpoint, on an OpenSSL server.
-fn add_anchor_cookies(server: &mut SslContextBuilder) {
-    server.set_options(SslOptions::COOKIE_EXCHANGE);
-    server.set_cookie_generate_cb(|_ssl, out| {
-        let cookie = anchor_cookie();
-        out[..cookie.len()].copy_from_slice(&cookie);
-        Ok(cookie.len())
-    });
-    server.set_cookie_verify_cb(|_ssl, cookie| openssl::memcmp::eq(cookie, &anchor_cookie()));
-}
-
-/// Our certificate (leaf first, then intermediates) and its PKCS#8 key into an OpenSSL context.
-fn load_chain(ctx: &mut SslContextBuilder, chain_pem: &str, key_pem: &[u8]) -> anyhow::Result<()> {
-    let mut chain = X509::stack_from_pem(chain_pem.as_bytes())?.into_iter();
-    let leaf = chain.next().context("an empty certificate chain")?;
-    ctx.set_certificate(&leaf)?;
-    for intermediate in chain {
-        ctx.add_extra_chain_cert(intermediate)?;
-    }
-    let key = PKey::private_key_from_pem(key_pem)?;
-    ctx.set_private_key(&key)?;
-    ctx.check_private_key()?;
-    Ok(())
-}
-
-/// An established OpenSSL DTLS pair in memory.
-struct OpensslSession {
-    client: SslStream<DatagramPipe>,
-    server: SslStream<DatagramPipe>,
-    /// Datagrams on their way to the server.
-    to_server: Rc<RefCell<VecDeque<Vec<u8>>>>,
-}
-
-impl OpensslSession {
-    /// SSL_write for `count` records, then SSL_read them; returns (write MB/s, read MB/s).
-    fn throughput(&mut self, size: usize, count: usize) -> anyhow::Result<(f64, f64)> {
-        let data = vec![0x42u8; size];
-        let start = std::time::Instant::now();
-        for _ in 0..count {
-            self.client.ssl_write(&data)?;
-        }
-        let write_secs = start.elapsed().as_secs_f64();
-        if self.to_server.borrow().len() != count {
-            bail!("OpenSSL wrote {} datagrams for {count} records", self.to_server.borrow().len());
-        }
-        let mut buf = vec![0u8; size + 64];
-        let mut read = 0usize;
-        let start = std::time::Instant::now();
-        for _ in 0..count {
-            read += self.server.ssl_read(&mut buf)?;
-        }
-        let read_secs = start.elapsed().as_secs_f64();
-        if read != size * count {
-            bail!("OpenSSL read {read} bytes of {}", size * count);
-        }
-        let megabytes = (size * count) as f64 / 1e6;
-        Ok((megabytes / write_secs, megabytes / read_secs))
-    }
-}
-
-/// Whether a handshake step finished; waiting for the peer is not an error.
-fn step(result: Result<(), openssl::ssl::Error>, side: &str) -> anyhow::Result<bool> {
-    match result {
-        Ok(()) => Ok(true),
-        Err(e) if e.code() == ErrorCode::WANT_READ || e.code() == ErrorCode::WANT_WRITE => Ok(false),
-        Err(e) => bail!("OpenSSL {side} handshake failed: {e}"),
-    }
 }
 
 fn engine_handshakes(plan: &Plan) -> anyhow::Result<()> {
@@ -832,7 +600,7 @@ fn count_allocations(f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<u
 // Loopback UDP: our client load against `fastshake server` and against `openssl s_server`.
 
 /// Kills and reaps a child process on every path.
-struct ChildGuard(Child);
+pub(crate) struct ChildGuard(pub(crate) Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
@@ -841,7 +609,7 @@ impl Drop for ChildGuard {
     }
 }
 
-fn free_udp_port() -> anyhow::Result<u16> {
+pub(crate) fn free_udp_port() -> anyhow::Result<u16> {
     let socket = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(socket.local_addr()?.port())
 }
@@ -1296,18 +1064,18 @@ async fn loopback_session(server: SocketAddr, config: &Arc<ClientConfig>) -> any
 }
 
 /// Writes `contents` to a fresh file in a scratch directory (for the servers' PEM arguments).
-struct ScratchFiles {
+pub(crate) struct ScratchFiles {
     dir: std::path::PathBuf,
 }
 
 impl ScratchFiles {
-    fn new() -> anyhow::Result<Self> {
+    pub(crate) fn new() -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(format!("fastshake-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         Ok(ScratchFiles { dir })
     }
 
-    fn write(&self, name: &str, contents: &str) -> anyhow::Result<String> {
+    pub(crate) fn write(&self, name: &str, contents: &str) -> anyhow::Result<String> {
         let path = self.dir.join(name);
         std::fs::write(&path, contents)?;
         Ok(path.to_string_lossy().into_owned())

@@ -4,8 +4,12 @@
 //! counting allocator; the `fastshake` binary that users run has neither.
 #![forbid(unsafe_code)]
 
+mod caching;
+mod flood;
 mod handshake;
 mod key_cache;
+mod load;
+mod openssl_anchor;
 mod sctp;
 mod sim;
 
@@ -23,10 +27,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Floods of first packets answered statelessly: ClientHellos (HelloVerifyRequest) and SCTP
+    /// INITs (ALT-COOKIE), beside a bare UDP echo, OpenSSL's DTLSv1_listen and usrsctp.
+    Flood(flood::Args),
     /// DTLS handshakes per second, record throughput, session memory — beside OpenSSL.
     Handshake(handshake::Args),
+    /// Handshakes per second with handshake caching (seed 003): vanilla, BiTHaC, BiTHaC + key
+    /// cache, per chain type, and CPU per role — beside OpenSSL's full handshake of the same chains.
+    Caching(caching::Args),
     /// Chain validation, full vs validated-key cache hit (seed 003), and the memory of an entry.
     KeyCache(key_cache::Args),
+    /// A load generator: many clients, many handshakes in flight, against one server or, with
+    /// --compare, against fastshake (1 and 2 workers), openssl s_server and pion; memory and a
+    /// valid-cookie flood.
+    Load(Box<load::Args>),
     /// SCTP INIT flood answers and time to first byte — beside usrsctp.
     Sctp(sctp::Args),
     /// Simulator events per second.
@@ -53,8 +67,11 @@ pub(crate) fn fastshake_program() -> anyhow::Result<PathBuf> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.bench {
+        Bench::Flood(a) => flood::run(a),
         Bench::Handshake(a) => handshake::run(a),
+        Bench::Caching(a) => caching::run(a),
         Bench::KeyCache(a) => key_cache::run(a),
+        Bench::Load(a) => load::run(*a),
         Bench::Sctp(a) => sctp::run(a),
         Bench::Sim(a) => sim::run(a),
     };

@@ -1,15 +1,16 @@
 //! `fastshake bench sctp`: INIT-flood answers and time to first byte, beside usrsctp and the
 //! bare UDP echo floor. Prints figures; asserts nothing.
 
-use anyhow::Context;
+use crate::flood::servers::{
+    bare_echo_server, free_udp_port, start_bound_process, start_usrsctp_echo, ChildGuard, ServerThread,
+};
+use crate::flood::{median, FloodLimits, FloodResult, Row, Settings};
 use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet, Param, PARAM_IPV4, PARAM_IPV6};
 use fastshake_sctp::{Config, Endpoint, HandshakeMode, Instant};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant as StdInstant};
 
 #[derive(clap::Args)]
@@ -28,301 +29,22 @@ pub struct Args {
     rate: u64,
 }
 
-/// Bounds of one flood: whichever comes first.
-#[derive(Clone, Copy)]
-struct FloodLimits {
-    max_packets: u64,
-    max_time: Duration,
-    rate_pps: u64,
-}
-
-/// What a flood sender saw.
-#[derive(Default, Clone)]
-struct FloodResult {
-    sent: u64,
-    sent_bytes: u64,
-    answers: u64,
-    answer_bytes: u64,
-    /// From the first send to the last send.
-    send_window: Duration,
-    /// From the first answer to the last: the server answers at its own pace, draining its
-    /// socket buffer after the sender stopped.
-    answer_window: Duration,
-    /// The size of the last answer seen (answers to identical INITs are identical in size).
-    answer_size: usize,
-    /// What the last answer was.
-    answer_kind: Option<String>,
-    /// CPU time the server spent during the round, where measurable.
-    server_cpu: Option<Duration>,
-}
-
-impl FloodResult {
-    fn answers_per_second(&self) -> f64 {
-        let secs = self.answer_window.as_secs_f64();
-        if secs > 0.0 && self.answers > 1 {
-            (self.answers - 1) as f64 / secs
-        } else {
-            0.0
-        }
-    }
-    fn offered_per_second(&self) -> f64 {
-        let secs = self.send_window.as_secs_f64();
-        if secs > 0.0 {
-            self.sent as f64 / secs
-        } else {
-            0.0
-        }
-    }
-    /// Server CPU per answer: the cost of an answer whatever else runs on the machine.
-    fn cpu_per_answer(&self) -> Option<Duration> {
-        let cpu = self.server_cpu?;
-        (self.answers > 0 && !cpu.is_zero()).then(|| cpu / u32::try_from(self.answers).unwrap_or(u32::MAX))
-    }
-    fn bytes_out_per_byte_in(&self) -> f64 {
-        if self.sent_bytes > 0 {
-            self.answer_bytes as f64 / self.sent_bytes as f64
-        } else {
-            0.0
-        }
-    }
-}
-
-/// Sends `packet` to `target` at a paced rate within `limits` and counts what comes back.
-fn flood(target: SocketAddr, packet: &[u8], limits: FloodLimits) -> anyhow::Result<FloodResult> {
-    let socket = UdpSocket::bind(loopback_any(target)).context("binding the flood socket")?;
-    flood_from(socket, target, packet, limits)
-}
-
-fn flood_from(
-    socket: UdpSocket,
-    target: SocketAddr,
-    packet: &[u8],
-    limits: FloodLimits,
-) -> anyhow::Result<FloodResult> {
-    let receiver = socket.try_clone()?;
-    receiver.set_read_timeout(Some(Duration::from_millis(20)))?;
-    let sending = Arc::new(AtomicBool::new(true));
-    let counter = {
-        let sending = sending.clone();
-        thread::spawn(move || {
-            let mut buf = [0u8; 2048];
-            let (mut answers, mut bytes) = (0u64, 0u64);
-            let mut last = Vec::new();
-            let mut first_at: Option<StdInstant> = None;
-            let mut last_at: Option<StdInstant> = None;
-            let mut quiet_since: Option<StdInstant> = None;
-            loop {
-                match receiver.recv_from(&mut buf) {
-                    Ok((n, _)) => {
-                        answers += 1;
-                        let at = StdInstant::now();
-                        first_at.get_or_insert(at);
-                        last_at = Some(at);
-                        bytes += n as u64;
-                        if last.len() != n {
-                            last = buf[..n].to_vec();
-                        }
-                        quiet_since = None;
-                    }
-                    Err(_) => {
-                        if !sending.load(Ordering::Relaxed) {
-                            // Late answers still in flight get 200 ms after the sender stops.
-                            let since = *quiet_since.get_or_insert_with(StdInstant::now);
-                            if since.elapsed() > Duration::from_millis(200) {
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            let window = match (first_at, last_at) {
-                (Some(a), Some(b)) => b - a,
-                _ => Duration::ZERO,
-            };
-            (answers, bytes, last, window)
-        })
-    };
-
-    let start = StdInstant::now();
-    let mut sent = 0u64;
-    while sent < limits.max_packets {
-        let elapsed = start.elapsed();
-        if elapsed >= limits.max_time {
-            break;
-        }
-        // Pacing: send what is due by now, in bursts of at most 64, then yield briefly.
-        let due = ((elapsed.as_secs_f64() * limits.rate_pps as f64) as u64).min(limits.max_packets);
-        if due <= sent {
-            thread::sleep(Duration::from_micros(200));
-            continue;
-        }
-        for _ in 0..(due - sent).min(64) {
-            // A full socket buffer drops the packet on loopback, like a congested link would.
-            let _ = socket.send_to(packet, target);
-            sent += 1;
-        }
-    }
-    let send_window = start.elapsed();
-    sending.store(false, Ordering::Relaxed);
-    let (answers, answer_bytes, last, answer_window) =
-        counter.join().map_err(|_| anyhow::anyhow!("counter thread"))?;
-    Ok(FloodResult {
-        sent,
-        sent_bytes: sent * packet.len() as u64,
-        answers,
-        answer_bytes,
-        send_window,
-        answer_window,
-        answer_size: last.len(),
-        answer_kind: (!last.is_empty()).then(|| describe_answer(&last)),
-        server_cpu: None,
-    })
-}
-
-fn loopback_any(target: SocketAddr) -> SocketAddr {
-    if target.is_ipv6() {
-        "[::1]:0".parse().expect("literal")
-    } else {
-        "127.0.0.1:0".parse().expect("literal")
-    }
-}
-
-/// A UDP server on its own thread that stops when dropped.
-struct ServerThread {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    handle: Option<thread::JoinHandle<()>>,
-    /// Where the kernel accounts the thread's CPU time (`/proc/self/task/TID/stat`), if known.
-    cpu_stat: Option<PathBuf>,
-}
-
-impl ServerThread {
-    /// Runs `answer(datagram, reply)` for every datagram; `reply` collects the answers to send back.
-    fn spawn<F>(mut answer: F) -> anyhow::Result<ServerThread>
-    where
-        F: FnMut(SocketAddr, SocketAddr, &mut [u8], &mut Vec<(SocketAddr, Vec<u8>)>) + Send + 'static,
-    {
-        let socket = UdpSocket::bind("127.0.0.1:0")?;
-        socket.set_read_timeout(Some(Duration::from_millis(20)))?;
-        let addr = socket.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let handle = {
-            let stop = stop.clone();
-            thread::spawn(move || {
-                // "/proc/thread-self" links to "PID/task/TID": the thread's own CPU account.
-                let _ = tid_tx.send(std::fs::read_link("/proc/thread-self").ok());
-                let mut buf = vec![0u8; 65536];
-                let mut out = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    if let Ok((n, from)) = socket.recv_from(&mut buf) {
-                        answer(addr, from, &mut buf[..n], &mut out);
-                        for (dst, payload) in out.drain(..) {
-                            let _ = socket.send_to(&payload, dst);
-                        }
-                    }
-                }
-            })
-        };
-        let cpu_stat = tid_rx
-            .recv_timeout(Duration::from_secs(1))
-            .ok()
-            .flatten()
-            .map(|p| Path::new("/proc").join(p).join("stat"));
-        Ok(ServerThread { addr, stop, handle: Some(handle), cpu_stat })
-    }
-}
-
-impl Drop for ServerThread {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-/// The syscall floor: every datagram sent straight back, no parsing.
-fn bare_echo_server() -> anyhow::Result<ServerThread> {
-    ServerThread::spawn(|_local, from, datagram, out| out.push((from, datagram.to_vec())))
-}
-
-/// A child process killed and reaped on every path.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// CPU time (user + system) the kernel accounts in a `/proc/.../stat` file, or `None` where
-/// there is no such file. `/proc` counts in USER_HZ ticks, 100 per second on Linux.
-fn cpu_time(stat: &Path) -> Option<Duration> {
-    let text = std::fs::read_to_string(stat).ok()?;
-    // The command name in parentheses may hold spaces; the fields after it are fixed.
-    let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
-    let user: u64 = fields.get(11)?.parse().ok()?;
-    let system: u64 = fields.get(12)?.parse().ok()?;
-    Some(Duration::from_millis((user + system) * 10))
-}
-
-/// A UDP port free on loopback at the time of the call.
-fn free_udp_port() -> anyhow::Result<u16> {
-    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// usrsctp's echo server on `encaps_port`, listening on SCTP port 7, answering to
-/// `peer_encaps_port`.
-fn start_usrsctp_echo(
-    binary: &PathBuf,
-    encaps_port: u16,
-    peer_encaps_port: u16,
-) -> anyhow::Result<ChildGuard> {
-    let child = Command::new(binary)
-        .arg(encaps_port.to_string())
-        .arg(peer_encaps_port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?;
-    let guard = ChildGuard(child);
-    // usrsctp binds its UDP socket inside usrsctp_init; give it a moment.
-    thread::sleep(Duration::from_millis(300));
-    Ok(guard)
-}
-
 /// `fastshake sctp server --mode alt` (this very binary) on a free loopback port.
 fn start_own_server() -> anyhow::Result<(ChildGuard, u16)> {
     let port = free_udp_port()?;
-    let child = Command::new(crate::fastshake_program()?)
+    let mut command = Command::new(crate::fastshake_program()?);
+    command
         .args(["sctp", "server", "--listen", &format!("127.0.0.1:{port}"), "--port"])
         .arg(FLOOD_DST_SCTP_PORT.to_string())
-        .args(["--mode", "alt"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting fastshake sctp server")?;
-    let guard = ChildGuard(child);
-    // Wait until the port is taken (bound by the child).
-    let deadline = StdInstant::now() + Duration::from_secs(5);
-    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-        if StdInstant::now() > deadline {
-            anyhow::bail!("fastshake sctp server did not bind 127.0.0.1:{port}");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok((guard, port))
+        .args(["--mode", "alt"]);
+    Ok((start_bound_process(command, "fastshake sctp server", port)?, port))
 }
 
 /// The flood's INIT: 112 bytes (common header and one INIT chunk) announcing the extensions
 /// seed 004's flood announced — Forward-TSN, the Supported Extensions list (ASCONF, ASCONF-ACK,
 /// RE-CONFIG, FORWARD-TSN, AUTH, I-DATA, PKTDROP), AUTH's RANDOM, CHUNKS and HMAC-ALGO — plus an
 /// empty ALT-COOKIE.
-fn flood_init(dst_port: u16) -> Vec<u8> {
+pub(crate) fn flood_init(dst_port: u16) -> Vec<u8> {
     let params = vec![
         Param::SupportedAddressTypes(vec![PARAM_IPV4, PARAM_IPV6]),
         Param::Unknown { param_type: 0xC000, value: Vec::new() },
@@ -345,10 +67,10 @@ fn flood_init(dst_port: u16) -> Vec<u8> {
 }
 
 const FLOOD_SRC_SCTP_PORT: u16 = 5001;
-const FLOOD_DST_SCTP_PORT: u16 = 7;
+pub(crate) const FLOOD_DST_SCTP_PORT: u16 = 7;
 
 /// What kind of packet an answer is: the type of its first chunk and, for ERROR, its first cause.
-fn describe_answer(answer: &[u8]) -> String {
+pub(crate) fn describe_answer(answer: &[u8]) -> String {
     match Packet::parse(answer) {
         Ok(p) => match p.chunks.first() {
             Some(Chunk::Abort { .. }) => "ABORT".into(),
@@ -453,48 +175,16 @@ fn engine_only(count: u32) -> f64 {
     alt_cost
 }
 
-/// One server under flood and what each round measured.
+/// A row of the INIT flood and the paper's figure beside it.
 struct FloodTarget {
-    label: &'static str,
+    row: Row,
     paper: &'static str,
-    addr: SocketAddr,
-    /// The socket to flood from, when the server was told our port in advance (usrsctp).
-    from: Option<UdpSocket>,
-    rounds: Vec<FloodResult>,
-    error: Option<String>,
-    /// The server's CPU account in `/proc`.
-    cpu_stat: Option<PathBuf>,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    match values.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 impl FloodTarget {
-    fn median_rate(&self) -> f64 {
-        median(self.rounds.iter().map(FloodResult::answers_per_second).collect())
-    }
     /// The best round: load from elsewhere on the machine only ever lowers a rate.
     fn best_rate(&self) -> f64 {
-        self.rounds.iter().map(FloodResult::answers_per_second).fold(0.0, f64::max)
-    }
-    /// Median server CPU per answer, microseconds.
-    fn median_cpu_us(&self) -> Option<f64> {
-        let values: Vec<f64> = self
-            .rounds
-            .iter()
-            .filter_map(FloodResult::cpu_per_answer)
-            .map(|d| d.as_secs_f64() * 1e6)
-            .collect();
-        (!values.is_empty()).then(|| median(values))
-    }
-    fn answer_size(&self) -> usize {
-        self.rounds.iter().map(|r| r.answer_size).max().unwrap_or(0)
+        self.row.rounds.iter().map(FloodResult::answers_per_second).fold(0.0, f64::max)
     }
 }
 
@@ -511,27 +201,27 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
         "answered",
     );
     for t in targets {
-        if let Some(e) = &t.error {
-            println!("{:<68} not run: {e}  {}", t.label, t.paper);
+        let row = &t.row;
+        if let Some(e) = &row.error {
+            println!("{:<68} not run: {e}  {}", row.label, t.paper);
             continue;
         }
-        let rates: Vec<f64> = t.rounds.iter().map(FloodResult::answers_per_second).collect();
+        let rates: Vec<f64> = row.rounds.iter().map(FloodResult::answers_per_second).collect();
         let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
         let max = rates.iter().copied().fold(0.0, f64::max);
         let kind =
-            t.rounds.iter().rev().find_map(|r| r.answer_kind.clone()).unwrap_or_else(|| "no answer".into());
-        let sent: u64 = t.rounds.iter().map(|r| r.sent).sum();
-        let answers: u64 = t.rounds.iter().map(|r| r.answers).sum();
+            row.rounds.iter().rev().find_map(|r| r.answer_kind.clone()).unwrap_or_else(|| "no answer".into());
+        let sent: u64 = row.rounds.iter().map(|r| r.sent).sum();
         println!(
             "{:<68} {:>10.0} {:>10.0} {:>17} {:>9} {:>8} {:>10.2} {:>8.1}%  {}",
-            format!("{} [{}]", t.label, kind),
-            median(t.rounds.iter().map(FloodResult::offered_per_second).collect()),
-            t.median_rate(),
+            format!("{} [{}]", row.label, kind),
+            median(row.rounds.iter().map(FloodResult::offered_per_second).collect()),
+            row.median_rate(),
             format!("({min:.0}-{max:.0})"),
-            t.median_cpu_us().map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
-            t.answer_size(),
-            median(t.rounds.iter().map(FloodResult::bytes_out_per_byte_in).collect()),
-            if sent > 0 { 100.0 * answers as f64 / sent as f64 } else { 0.0 },
+            row.cpu_us().map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
+            row.answer_size(),
+            median(row.rounds.iter().map(FloodResult::bytes_out_per_byte_in).collect()),
+            if sent > 0 { 100.0 * row.answers() as f64 / sent as f64 } else { 0.0 },
             t.paper
         );
     }
@@ -543,124 +233,111 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
         "  buffer after the sender stops). B out/B in: answer bytes over all flood bytes offered, dropped"
     );
     println!(
-        "  INITs included. CPU us/ans: the server's user+system CPU time per answer from /proc (10 ms ticks;"
+        "  INITs included. CPU us/ans: the server's CPU time per answer from /proc (schedstat; usrsctp: all"
     );
-    println!("  usrsctp: all its threads); it does not depend on what else runs on the machine.");
+    println!("  its threads); it does not depend on what else runs on the machine.");
+    println!(
+        "  (`fastshake bench flood` floods from many source ports, beside OpenSSL's DTLSv1_listen too.)"
+    );
 }
 
 fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: f64) -> anyhow::Result<()> {
     println!(
-        "== INIT flood: {rounds} rounds, each at most {} packets or {:.1} s per server, offered {} pps, loopback ==",
+        "== INIT flood: {rounds} rounds, each at most {} packets or {:.1} s per server, offered {} pps from one port, loopback ==",
         limits.max_packets,
         limits.max_time.as_secs_f64(),
         limits.rate_pps
     );
     let init = flood_init(FLOOD_DST_SCTP_PORT);
-    let target = |label, paper, server: Option<&ServerThread>, from| FloodTarget {
-        label,
+    let target = |label: &str, paper, server: anyhow::Result<ServerThread>| FloodTarget {
+        row: match server {
+            Ok(s) => Row::new(label, s.addr, s.cpu.clone(), Box::new(s)),
+            Err(e) => Row::failed(label, e),
+        },
         paper,
-        addr: server.map(|s| s.addr).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
-        from,
-        rounds: Vec::new(),
-        error: None,
-        cpu_stat: server.and_then(|s| s.cpu_stat.clone()),
     };
 
     // Every server stays up for all rounds; the rounds interleave the servers so that a burst
     // of load from elsewhere on the machine does not fall on one of them only.
-    let floor = bare_echo_server()?;
     // The INIT is for SCTP port 7; this endpoint listens on another port.
     let no_listener =
-        engine_server(Config { local_port: 9, listen: true, ootb_answers: None, ..Config::default() })?;
+        engine_server(Config { local_port: 9, listen: true, ootb_answers: None, ..Config::default() });
     let regular = engine_server(Config {
         local_port: FLOOD_DST_SCTP_PORT,
         listen: true,
         mode: HandshakeMode::Regular,
         ..Config::default()
-    })?;
+    });
     let alternative = engine_server(Config {
         local_port: FLOOD_DST_SCTP_PORT,
         listen: true,
         mode: HandshakeMode::AltOnly,
         ..Config::default()
-    })?;
+    });
     let mut targets = vec![
-        target("bare UDP echo (syscall floor)", "-", Some(&floor), None),
-        target(
-            "fastshake, no listener",
-            "ABORT 74 kpps FreeBSD / 32 kpps Linux, 16 B",
-            Some(&no_listener),
-            None,
-        ),
-        target("fastshake, regular", "INIT-ACK 13-18 kpps, 416 B", Some(&regular), None),
-        target("fastshake, alternative", "ERROR+ALT-COOKIE ~52 kpps, 40 B", Some(&alternative), None),
+        target("bare UDP echo (syscall floor)", "-", bare_echo_server()),
+        target("fastshake, no listener", "ABORT 74 kpps FreeBSD / 32 kpps Linux, 16 B", no_listener),
+        target("fastshake, regular", "INIT-ACK 13-18 kpps, 416 B", regular),
+        target("fastshake, alternative", "ERROR+ALT-COOKIE ~52 kpps, 40 B", alternative),
     ];
-    let mut usrsctp_target = target("usrsctp echo_server", "INIT-ACK 13-18 kpps (kernel stacks)", None, None);
-    let _usrsctp_guard = if args.usrsctp_echo_server.exists() {
-        let socket = UdpSocket::bind("127.0.0.1:0")?;
-        let our_port = socket.local_addr()?.port();
-        let their_port = free_udp_port()?;
-        match start_usrsctp_echo(&args.usrsctp_echo_server, their_port, our_port) {
-            Ok(guard) => {
-                usrsctp_target.addr = SocketAddr::from(([127, 0, 0, 1], their_port));
-                usrsctp_target.from = Some(socket);
-                usrsctp_target.cpu_stat = Some(PathBuf::from(format!("/proc/{}/stat", guard.0.id())));
-                Some(guard)
+    const USRSCTP: &str = "usrsctp echo_server";
+    let usrsctp_row = if args.usrsctp_echo_server.exists() {
+        let started = (|| {
+            let socket = UdpSocket::bind("127.0.0.1:0")?;
+            let their_port = free_udp_port()?;
+            let guard =
+                start_usrsctp_echo(&args.usrsctp_echo_server, their_port, socket.local_addr()?.port())?;
+            anyhow::Ok((socket, their_port, guard))
+        })();
+        match started {
+            Ok((socket, port, guard)) => {
+                let mut row = Row::new(
+                    USRSCTP,
+                    SocketAddr::from(([127, 0, 0, 1], port)),
+                    Some(guard.cpu()),
+                    Box::new(guard),
+                );
+                row.fixed_source = Some(socket);
+                row
             }
-            Err(e) => {
-                usrsctp_target.error = Some(format!("{e:#}"));
-                None
-            }
+            Err(e) => Row::failed(USRSCTP, e),
         }
     } else {
-        usrsctp_target.error = Some(format!(
-            "{} not found (apt-get install libusrsctp-examples)",
-            args.usrsctp_echo_server.display()
-        ));
-        None
+        Row::failed(
+            USRSCTP,
+            anyhow::anyhow!(
+                "{} not found (apt-get install libusrsctp-examples)",
+                args.usrsctp_echo_server.display()
+            ),
+        )
     };
-    targets.push(usrsctp_target);
+    targets.push(FloodTarget { row: usrsctp_row, paper: "INIT-ACK 13-18 kpps (kernel stacks)" });
 
-    // The real server command (tokio driver, one current-thread runtime) in alternative-only
-    // mode, to see what the driver adds to the bare engine loop.
-    let mut process_target = target("server command (tokio), alternative", "-", None, None);
-    let _process_guard = match start_own_server() {
+    // The real server command (tokio driver) in alternative-only mode, to see what the driver
+    // adds to the bare engine loop.
+    const COMMAND: &str = "server command (tokio), alternative";
+    let process_row = match start_own_server() {
         Ok((guard, port)) => {
-            process_target.addr = SocketAddr::from(([127, 0, 0, 1], port));
-            process_target.cpu_stat = Some(PathBuf::from(format!("/proc/{}/stat", guard.0.id())));
-            Some(guard)
+            Row::new(COMMAND, SocketAddr::from(([127, 0, 0, 1], port)), Some(guard.cpu()), Box::new(guard))
         }
-        Err(e) => {
-            process_target.error = Some(format!("{e:#}"));
-            None
-        }
+        Err(e) => Row::failed(COMMAND, e),
     };
-    targets.push(process_target);
+    targets.push(FloodTarget { row: process_row, paper: "-" });
 
-    for _ in 0..rounds {
-        for t in targets.iter_mut().filter(|t| t.error.is_none()) {
-            let cpu_before = t.cpu_stat.as_deref().and_then(cpu_time);
-            let outcome = match &t.from {
-                Some(socket) => socket
-                    .try_clone()
-                    .map_err(anyhow::Error::from)
-                    .and_then(|s| flood_from(s, t.addr, &init, limits)),
-                None => flood(t.addr, &init, limits),
-            };
-            match outcome {
-                Ok(mut r) => {
-                    let cpu_after = t.cpu_stat.as_deref().and_then(cpu_time);
-                    r.server_cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));
-                    t.rounds.push(r)
-                }
-                Err(e) => t.error = Some(format!("{e:#}")),
-            }
-        }
+    // As before: one source port, bursts of 64 (usrsctp answers to one port only).
+    let settings = Settings { limits, rounds, sources: 1, per_source: 64 };
+    let mut rows: Vec<Row> = targets
+        .iter_mut()
+        .map(|t| std::mem::replace(&mut t.row, Row::failed("", anyhow::anyhow!(""))))
+        .collect();
+    crate::flood::measure(&mut rows, &init, describe_answer, &settings);
+    for (t, row) in targets.iter_mut().zip(rows) {
+        t.row = row;
     }
     print_flood(&targets, init.len());
 
-    let rate = |i: usize| targets.get(i).map(FloodTarget::median_rate).unwrap_or(0.0);
-    let size = |i: usize| targets.get(i).map(FloodTarget::answer_size).unwrap_or(0);
+    let rate = |i: usize| targets.get(i).map(|t| t.row.median_rate()).unwrap_or(0.0);
+    let size = |i: usize| targets.get(i).map(|t| t.row.answer_size()).unwrap_or(0);
     let (floor_rate, regular_rate, alt_rate, usrsctp_rate) = (rate(0), rate(2), rate(3), rate(4));
     let ratio = |answer: usize| answer as f64 / init.len() as f64;
     println!(
@@ -682,7 +359,7 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: 
             best(3) / best(4)
         );
     }
-    let cpu = |i: usize| targets.get(i).and_then(FloodTarget::median_cpu_us);
+    let cpu = |i: usize| targets.get(i).and_then(|t| t.row.cpu_us());
     if let (Some(alt_cpu), Some(usrsctp_cpu)) = (cpu(3), cpu(4)) {
         println!(
             "By server CPU per answer: ALT-COOKIE {:.2}x usrsctp's INIT-ACK rate per CPU-second (target >= 3x)",

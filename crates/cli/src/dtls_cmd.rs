@@ -13,9 +13,10 @@ use anyhow::{bail, Context};
 use fastshake_dtls::{
     CacheStore, CertifiedKey, CipherSuite, ClientAuth, ClientCertCacheConfig, ClientConfig, ClientSession,
     HandshakeSummary, Psk, RetransmitPolicy, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull,
-    DEFAULT_MTU, MIN_MTU,
+    DEFAULT_MTU,
 };
 use fastshake_net::cache_file::FileCacheStore;
+use fastshake_net::credentials::{host_of, parse_mtu, CredentialArgs};
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
     DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
@@ -32,23 +33,8 @@ use tokio::sync::mpsc;
 /// Settings both roles share.
 #[derive(clap::Args, Debug)]
 pub struct CommonArgs {
-    /// PSK identity (RFC 4279), sent in the clear; needs --psk.
-    #[arg(long, value_name = "ID", requires = "psk")]
-    psk_identity: Option<String>,
-    /// Pre-shared key in hex (e.g. 00112233445566778899aabbccddeeff); needs --psk-identity.
-    #[arg(long, value_name = "HEX", value_parser = parse_hex_key, requires = "psk_identity")]
-    psk: Option<HexKey>,
-    /// Our certificate chain, PEM: the leaf first, then its intermediates (never the root).
-    /// Server: enables the ECDHE certificate suites. Client: sent when the server asks.
-    #[arg(long, value_name = "FILE", requires = "key")]
-    cert: Option<PathBuf>,
-    /// The private key of --cert, PKCS#8 PEM.
-    #[arg(long, value_name = "FILE", requires = "cert")]
-    key: Option<PathBuf>,
-    /// Trust anchors (root certificates), PEM. Client: the server's chain must lead to one
-    /// (enables the certificate suites). Server: the clients' chains must (with --client-auth).
-    #[arg(long, value_name = "FILE")]
-    ca: Option<PathBuf>,
+    #[command(flatten)]
+    credentials: CredentialArgs,
     /// Server: issue no session tickets. Client: do not ask for one (RFC 5077).
     #[arg(long)]
     no_tickets: bool,
@@ -59,12 +45,6 @@ pub struct CommonArgs {
     /// constrained deployment has and costs at most about 100 kB (RSA-2048 leaves).
     #[arg(long, value_name = "N", default_value_t = 256)]
     key_cache: usize,
-    /// Cipher suite by IANA name; repeat to allow several (default: every suite the given
-    /// credentials allow, PSK first). Known: TLS_PSK_WITH_AES_128_CCM_8,
-    /// TLS_PSK_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8,
-    /// TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256.
-    #[arg(long = "suite", value_name = "IANA_NAME", value_parser = parse_suite)]
-    suites: Vec<CipherSuite>,
     /// Largest datagram to send, in bytes of UDP payload.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     mtu: usize,
@@ -101,6 +81,11 @@ pub struct ServerArgs {
     /// Send every application record back to its sender instead of printing it.
     #[arg(long)]
     echo: bool,
+    /// No line per completed handshake or close on standard error (failures, evictions and the
+    /// closing counters are still reported): under load those lines cost more than a PSK
+    /// handshake's cryptography.
+    #[arg(long)]
+    quiet: bool,
     /// PSK identity hint sent in ServerKeyExchange (RFC 4279 §2); none by default.
     #[arg(long, value_name = "HINT")]
     hint: Option<String>,
@@ -301,88 +286,26 @@ impl From<ClientAuthArg> for ClientAuth {
     }
 }
 
-/// A key given in hex on the command line (a newtype so clap takes it as one value, not many).
-#[derive(Clone, Debug)]
-struct HexKey(Vec<u8>);
-
-fn parse_hex_key(s: &str) -> Result<HexKey, String> {
-    let key = hex::decode(s.trim_start_matches("0x")).map_err(|e| format!("not a hex key: {e}"))?;
-    if key.is_empty() {
-        return Err("the key is empty".to_owned());
-    }
-    Ok(HexKey(key))
-}
-
-fn parse_suite(s: &str) -> Result<CipherSuite, String> {
-    CipherSuite::from_iana_name(s).ok_or_else(|| {
-        let known: Vec<&str> = CipherSuite::ALL.iter().map(|c| c.iana_name()).collect();
-        format!("unknown cipher suite; known: {}", known.join(", "))
-    })
-}
-
-fn parse_mtu(s: &str) -> Result<usize, String> {
-    let mtu: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if !(MIN_MTU..=65_507).contains(&mtu) {
-        return Err(format!("the MTU must be between {MIN_MTU} and 65507 bytes"));
-    }
-    Ok(mtu)
-}
-
-fn read_file(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read the {what} {}", path.display()))
-}
-
 impl CommonArgs {
     fn psk(&self) -> Option<Psk> {
-        match (&self.psk_identity, &self.psk) {
-            (Some(identity), Some(key)) => Some(Psk::new(identity.as_bytes(), key.0.clone())),
-            _ => None,
-        }
+        self.credentials.psk()
     }
 
-    /// `--cert` and `--key`, read and checked to belong together.
     fn certified_key(&self) -> anyhow::Result<Option<Arc<CertifiedKey>>> {
-        let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
-            return Ok(None);
-        };
-        let chain_pem = read_file(cert, "certificate chain")?;
-        let key_pem = read_file(key, "private key")?;
-        let certified = CertifiedKey::from_pem(&chain_pem, &key_pem).with_context(|| {
-            format!("cannot use the certificate {} with the key {}", cert.display(), key.display())
-        })?;
-        Ok(Some(Arc::new(certified)))
+        self.credentials.certified_key()
+    }
+
+    fn trust_anchors(&self) -> anyhow::Result<Option<Arc<TrustAnchors>>> {
+        self.credentials.trust_anchors()
+    }
+
+    fn suites(&self) -> Vec<CipherSuite> {
+        self.credentials.suites()
     }
 
     /// The validated-key cache of `--key-cache`, if not 0.
     fn key_cache(&self) -> Option<Arc<ValidatedKeyCache>> {
         (self.key_cache > 0).then(|| Arc::new(ValidatedKeyCache::new(self.key_cache)))
-    }
-
-    fn trust_anchors(&self) -> anyhow::Result<Option<Arc<TrustAnchors>>> {
-        let Some(ca) = &self.ca else {
-            return Ok(None);
-        };
-        let pem = read_file(ca, "trust anchors")?;
-        let anchors = TrustAnchors::from_pem(&pem)
-            .with_context(|| format!("no usable root certificate in {}", ca.display()))?;
-        Ok(Some(Arc::new(anchors)))
-    }
-
-    /// What the banner says the side authenticates with.
-    fn credentials(&self, certificate: bool) -> &'static str {
-        match (self.psk.is_some(), certificate) {
-            (true, true) => "PSK and certificates",
-            (true, false) => "PSK",
-            (false, _) => "certificates",
-        }
-    }
-
-    fn suites(&self) -> Vec<CipherSuite> {
-        if self.suites.is_empty() {
-            CipherSuite::ALL.to_vec()
-        } else {
-            self.suites.clone()
-        }
     }
 
     fn handshake_timeout(&self) -> anyhow::Result<Duration> {
@@ -427,7 +350,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     if client_auth != ClientAuth::None && client_trust_anchors.is_none() {
         bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
     }
-    let banner = common.credentials(certified_key.is_some());
+    let banner = common.credentials.credentials(certified_key.is_some());
     let config = ServerConfig {
         psk_identity_hint: args.hint.as_ref().map(|h| h.as_bytes().to_vec()),
         psks: psk.into_iter().collect(),
@@ -500,16 +423,29 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     } else {
         runtime()?
     };
-    runtime.block_on(serve(args.listen, Arc::new(config), options, args.echo, banner))
+    runtime.block_on(serve(
+        args.listen,
+        Arc::new(config),
+        options,
+        Output { echo: args.echo, quiet: args.quiet },
+        banner,
+    ))
+}
+
+/// What the server does with records and how much it says.
+struct Output {
+    echo: bool,
+    quiet: bool,
 }
 
 async fn serve(
     listen: SocketAddr,
     config: Arc<ServerConfig>,
     options: ServerOptions,
-    echo: bool,
+    output: Output,
     credentials: &str,
 ) -> anyhow::Result<()> {
+    let Output { echo, quiet } = output;
     let mobility = options.mobility;
     let mut server = DtlsServer::bind(listen, config, options)
         .await
@@ -538,6 +474,7 @@ async fn serve(
             break;
         };
         match event {
+            ServerEvent::Connected { .. } | ServerEvent::Closed { .. } if quiet => {}
             ServerEvent::Connected { remote, summary, .. } => {
                 say!("fastshake server: {remote}: {}{}", summary_line(&summary), peer_text(&summary));
             }
@@ -674,15 +611,6 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         rebind_to: args.rebind_to,
     };
     runtime()?.block_on(run_client(&args.connect, Arc::new(config), options, settings))
-}
-
-/// The host part of `host:port` or `[v6]:port`, as the name the server certificate must carry.
-fn host_of(connect: &str) -> Option<String> {
-    let host = match connect.strip_prefix('[') {
-        Some(rest) => rest.split(']').next()?,
-        None => connect.rsplit_once(':').map_or(connect, |(host, _)| host),
-    };
-    (!host.is_empty()).then(|| host.to_owned())
 }
 
 /// The session kept in `path`; none if the file does not exist. An unreadable or stale file
@@ -888,14 +816,6 @@ fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<std::io::Result<Vec<u8>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_default_server_name_is_the_host_of_connect() {
-        assert_eq!(host_of("localhost:4433").as_deref(), Some("localhost"));
-        assert_eq!(host_of("127.0.0.1:4433").as_deref(), Some("127.0.0.1"));
-        assert_eq!(host_of("[::1]:4433").as_deref(), Some("::1"));
-        assert_eq!(host_of(":4433"), None);
-    }
 
     #[test]
     fn a_session_file_that_does_not_exist_means_a_full_handshake() {

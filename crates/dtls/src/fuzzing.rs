@@ -91,6 +91,7 @@ fn parse_message(msg_type: HandshakeType, body: &[u8]) {
 /// Record layer: split a datagram into records, run the replay window, and parse every
 /// handshake record's fragments and messages.
 pub fn record_layer(data: &[u8]) {
+    let _ = crate::wire::records(data);
     // The same bytes as records of a receiver issuing 4-byte Connection IDs (RFC 9146).
     for rec in Records::with_cid(data, 4) {
         let Ok((header, range)) = rec else { break };

@@ -175,6 +175,7 @@ mod rtt;
 mod session;
 mod strategy;
 mod suite;
+pub mod wire;
 
 #[doc(hidden)]
 pub mod fuzzing;

@@ -9,6 +9,7 @@ pub mod chaos_real;
 pub mod e1;
 pub mod e2;
 pub mod e3;
+pub mod e4;
 pub mod mac_handshake;
 pub mod pki;
 mod runner;
@@ -29,6 +30,9 @@ enum Experiment {
     /// E3: session slots on a constrained server (seed 002, Section IV): the Engset formulas
     /// against the real engine, and what eviction (lru, idlest) costs the evicted.
     E3(e3::Args),
+    /// E4: handshake caching (seed 003, BiTHaC) over DTLS 1.2: bytes per layer and message,
+    /// TLS-framed totals, CPU per role, cache entry sizes, and TSCH / X-MAC, beside the paper.
+    E4(e4::Args),
     /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
     Chaos(chaos::Args),
     /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
@@ -42,6 +46,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         Experiment::E1(a) => e1::run(a),
         Experiment::E2(a) => e2::run(a),
         Experiment::E3(a) => e3::run(a),
+        Experiment::E4(a) => e4::run(a),
         Experiment::Chaos(a) => chaos::run(a),
         Experiment::ChaosReal(a) => chaos_real::run(a),
     }

@@ -28,13 +28,8 @@ pub struct LabPki {
 impl LabPki {
     /// The kept PKI.
     pub fn kept() -> anyhow::Result<LabPki> {
-        Self::from_pem(
-            include_str!("pki/ca.pem"),
-            include_str!("pki/server.pem"),
-            include_str!("pki/server.key"),
-            include_str!("pki/client.pem"),
-            include_str!("pki/client.key"),
-        )
+        let (ca, server, client) = kept_pem();
+        Self::from_pem(ca, server.0, server.1, client.0, client.1)
     }
 
     /// A new PKI of the same shape, valid at [`WALL_CLOCK`].
@@ -68,6 +63,15 @@ impl LabPki {
             anchors: Arc::new(TrustAnchors::from_pem(ca.as_bytes())?),
         })
     }
+}
+
+/// The kept PKI as PEM: the root, the server's chain and key, the client's chain and key.
+pub fn kept_pem() -> (&'static str, (&'static str, &'static str), (&'static str, &'static str)) {
+    (
+        include_str!("pki/ca.pem"),
+        (include_str!("pki/server.pem"), include_str!("pki/server.key")),
+        (include_str!("pki/client.pem"), include_str!("pki/client.key")),
+    )
 }
 
 #[cfg(test)]

@@ -1135,8 +1135,9 @@ impl ServerStats {
         let shares: Vec<String> =
             self.workers.iter().map(|w| w.endpoint.connections_accepted.to_string()).collect();
         let batched = self.workers.iter().filter(|w| w.batched).count();
+        let evicted: u64 = self.workers.iter().map(|w| w.endpoint.handshakes_evicted).sum();
         format!(
-            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {} CID record(s) passed between workers",
+            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {evicted} half-open handshake(s) evicted, {} CID record(s) passed between workers",
             self.workers.len(),
             self.connections_accepted(),
             shares.join("/"),
@@ -1559,7 +1560,7 @@ impl ServerDriver {
                             self.stats.answers_through_nodes += 1;
                         }
                     }
-                    _ => self.outgoing.push(welcome, transmit.dst, &transmit.payload),
+                    _ => self.outgoing.push_owned(welcome, transmit.dst, transmit.payload),
                 },
             }
         }
@@ -1793,6 +1794,11 @@ async fn run_server(
     };
     let mut shutting_down = false;
     let mut commands_open = true;
+    // One timer for every deadline of the loop (the engine's, the key rotations, the socket
+    // sweep), moved only when the earliest moves: a timer made afresh on every pass would be
+    // registered in and removed from tokio's wheel on every pass, which a flood pays per batch.
+    let timer = tokio::time::sleep_until(next_rotation);
+    tokio::pin!(timer);
 
     loop {
         // Events first: a session accepted just now gets its socket before its first flight goes.
@@ -1804,7 +1810,14 @@ async fn run_server(
             return Ok(driver.stats);
         }
 
-        let deadline = endpoint.poll_timeout();
+        let engine_at = endpoint.poll_timeout().map(|t| driver.clock.to_tokio(t));
+        let sweep_at = (!driver.sockets.is_empty()).then_some(next_sweep);
+        let ticket_at = (issues_tickets && !keys_from_file).then_some(next_ticket_rotation);
+        let wake_at =
+            [engine_at, sweep_at, ticket_at].into_iter().flatten().fold(next_rotation, std::cmp::min);
+        if timer.deadline() != wake_at {
+            timer.as_mut().reset(wake_at);
+        }
         tokio::select! {
             ready = welcome.readable() => {
                 ready?;
@@ -1879,24 +1892,27 @@ async fn run_server(
             Some(mut arrived) = incoming.recv() => {
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
-            _ = driver.clock.sleep_until(deadline), if deadline.is_some() => {
-                endpoint.handle_timeout(driver.clock.now());
-            }
-            _ = tokio::time::sleep_until(next_sweep), if !driver.sockets.is_empty() => {
-                driver.sockets.retain(|h| endpoint.connection(h).is_some());
-                next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
-            }
-            _ = tokio::time::sleep_until(next_rotation) => {
-                endpoint.rotate_cookie_key(os_cookie_key());
-                next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
-                // Forget peers whose connection the engine has dropped without an event.
-                driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
-                let known: std::collections::HashSet<SocketAddr> = driver.remotes.values().copied().collect();
-                driver.return_paths.retain(|remote, _| known.contains(remote));
-            }
-            _ = tokio::time::sleep_until(next_ticket_rotation), if issues_tickets && !keys_from_file => {
-                endpoint.rotate_ticket_key(os_ticket_key());
-                next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
+            () = &mut timer => {
+                let now = tokio::time::Instant::now();
+                if engine_at.is_some_and(|at| at <= now) {
+                    endpoint.handle_timeout(driver.clock.now());
+                }
+                if sweep_at.is_some_and(|at| at <= now) {
+                    driver.sockets.retain(|h| endpoint.connection(h).is_some());
+                    next_sweep = now + SOCKET_SWEEP;
+                }
+                if next_rotation <= now {
+                    endpoint.rotate_cookie_key(os_cookie_key());
+                    next_rotation = now + options.cookie_rotation;
+                    // Forget peers whose connection the engine has dropped without an event.
+                    driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
+                    let known: std::collections::HashSet<SocketAddr> = driver.remotes.values().copied().collect();
+                    driver.return_paths.retain(|remote, _| known.contains(remote));
+                }
+                if ticket_at.is_some_and(|at| at <= now) {
+                    endpoint.rotate_ticket_key(os_ticket_key());
+                    next_ticket_rotation = now + options.ticket_rotation;
+                }
             }
             command = commands.recv(), if commands_open => match command {
                 Some(ServerCommand::SetTicketKeys(keys)) => endpoint.set_ticket_keys(keys),

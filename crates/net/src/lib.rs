@@ -5,6 +5,8 @@
 
 pub mod cache_file;
 pub mod clock;
+#[cfg(feature = "cli")]
+pub mod credentials;
 pub mod dtls;
 pub mod fleet;
 pub mod mobility;

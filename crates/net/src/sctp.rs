@@ -209,9 +209,9 @@ impl SctpDriver {
         while let Some(transmit) = self.endpoint.poll_transmit(now) {
             let Transmit { src, dst, payload, .. } = transmit;
             let i = self.socket_for(src);
-            self.outgoing[i].push(&self.sockets[i].1, dst, &payload);
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += payload.len() as u64;
+            self.outgoing[i].push_owned(&self.sockets[i].1, dst, payload);
         }
         for (queue, (_, socket)) in self.outgoing.iter_mut().zip(&self.sockets) {
             // A refused datagram is lost, as on a lossy path; retransmission timers recover.

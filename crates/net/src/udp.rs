@@ -234,26 +234,38 @@ struct Run {
 impl SendQueue {
     /// Queues one datagram, joining the previous run when GSO could carry both together.
     pub fn push(&mut self, socket: &DatagramSocket, dst: SocketAddr, payload: &[u8]) {
-        let max_segments = socket.max_send_segments();
-        if let Some(run) = self.runs.back_mut() {
-            let joins = max_segments > 1
-                && !run.closed
-                && run.dst == dst
-                && payload.len() <= run.segment
-                && run.bytes.len() / run.segment < max_segments
-                && run.bytes.len() + payload.len() <= SLOT_BYTES;
-            if joins {
-                run.bytes.extend_from_slice(payload);
-                run.closed = payload.len() < run.segment;
-                return;
-            }
+        if !self.join(socket, dst, payload) {
+            self.start_run(dst, payload.to_vec());
         }
-        self.runs.push_back(Run {
-            dst,
-            segment: payload.len().max(1),
-            bytes: payload.to_vec(),
-            closed: false,
-        });
+    }
+
+    /// [`SendQueue::push`] for a datagram the caller owns: a datagram that starts a run
+    /// becomes that run's buffer, without a copy.
+    pub fn push_owned(&mut self, socket: &DatagramSocket, dst: SocketAddr, payload: Vec<u8>) {
+        if !self.join(socket, dst, &payload) {
+            self.start_run(dst, payload);
+        }
+    }
+
+    /// Appends `payload` to the last run if GSO can carry both together.
+    fn join(&mut self, socket: &DatagramSocket, dst: SocketAddr, payload: &[u8]) -> bool {
+        let max_segments = socket.max_send_segments();
+        let Some(run) = self.runs.back_mut() else { return false };
+        let joins = max_segments > 1
+            && !run.closed
+            && run.dst == dst
+            && payload.len() <= run.segment
+            && run.bytes.len() / run.segment < max_segments
+            && run.bytes.len() + payload.len() <= SLOT_BYTES;
+        if joins {
+            run.bytes.extend_from_slice(payload);
+            run.closed = payload.len() < run.segment;
+        }
+        joins
+    }
+
+    fn start_run(&mut self, dst: SocketAddr, bytes: Vec<u8>) {
+        self.runs.push_back(Run { dst, segment: bytes.len().max(1), bytes, closed: false });
     }
 
     pub fn is_empty(&self) -> bool {

@@ -39,7 +39,7 @@ impl KeyKind {
         }
     }
 
-    fn new_key_pair(self) -> Result<KeyPair, PkiError> {
+    fn new_key_pair(self, rng: &mut dyn rand_core::CryptoRngCore) -> Result<KeyPair, PkiError> {
         let rsa_bits = match self {
             KeyKind::P256 => {
                 return KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(generate_error)
@@ -48,7 +48,7 @@ impl KeyKind {
             KeyKind::Rsa4096 => 4096,
         };
         use rsa::pkcs8::EncodePrivateKey;
-        let private = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, rsa_bits)
+        let private = rsa::RsaPrivateKey::new(rng, rsa_bits)
             .map_err(|e| PkiError::Generate(format!("RSA-{rsa_bits} key: {e}")))?;
         let pkcs8 =
             private.to_pkcs8_der().map_err(|e| PkiError::Generate(format!("RSA-{rsa_bits} PKCS#8: {e}")))?;
@@ -181,7 +181,7 @@ pub struct GeneratedKey {
 
 /// Generates one private key of `kind` (RSA-4096 takes seconds).
 pub fn generate_key(kind: KeyKind) -> Result<GeneratedKey, PkiError> {
-    let key = kind.new_key_pair()?;
+    let key = kind.new_key_pair(&mut rand_core::OsRng)?;
     Ok(GeneratedKey { pkcs8_pem: Zeroizing::new(key.serialize_pem()), spki_der: key.public_key_der() })
 }
 
@@ -199,6 +199,20 @@ pub fn generate(
     server_names: &[String],
     now_unix_secs: u64,
     validity_days: u32,
+) -> Result<TestPki, PkiError> {
+    generate_with_rng(chain_len, key_kind, server_names, now_unix_secs, validity_days, &mut rand_core::OsRng)
+}
+
+/// [`generate`] with RSA keys drawn from `rng`: a seeded `rng` gives the same RSA PKI, byte for
+/// byte, every time (RSA PKCS#1 v1.5 signatures and the serials, hashed from the keys, are
+/// deterministic). P-256 keys and ECDSA signatures still come from ring's own randomness.
+pub fn generate_with_rng(
+    chain_len: usize,
+    key_kind: KeyKind,
+    server_names: &[String],
+    now_unix_secs: u64,
+    validity_days: u32,
+    rng: &mut dyn rand_core::CryptoRngCore,
 ) -> Result<TestPki, PkiError> {
     if chain_len == 0 || chain_len > 16 {
         return Err(PkiError::Generate(format!("chain length {chain_len}: need 1 to 16")));
@@ -238,7 +252,7 @@ pub fn generate(
         params
     };
 
-    let root_key = key_kind.new_key_pair()?;
+    let root_key = key_kind.new_key_pair(rng)?;
     // Names unique to this PKI, so two generated PKIs never share an issuer name.
     let pki_id: String = ring::digest::digest(&ring::digest::SHA256, root_key.public_key_raw())
         .as_ref()
@@ -254,7 +268,7 @@ pub fn generate(
     let mut issuer = (root_cert, root_key);
     for level in 1..chain_len {
         let name = format!("fastshake test intermediate {level} {key_kind} {pki_id}");
-        let key = key_kind.new_key_pair()?;
+        let key = key_kind.new_key_pair(rng)?;
         let cert = ca_params(&name, chain_len - 1 - level)
             .signed_by(&key, &issuer.0, &issuer.1)
             .map_err(generate_error)?;
@@ -262,7 +276,7 @@ pub fn generate(
         issuer = (cert, key);
     }
 
-    let leaf = |cn: &str, sans: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+    let mut leaf = |cn: &str, sans: Vec<String>, usage: ExtendedKeyUsagePurpose| {
         let params =
             CertificateParams::new(sans).map_err(|e| PkiError::Generate(format!("server name: {e}")))?;
         let mut params = window(params, cn);
@@ -270,7 +284,7 @@ pub fn generate(
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![usage];
         params.use_authority_key_identifier_extension = true;
-        let key = key_kind.new_key_pair()?;
+        let key = key_kind.new_key_pair(rng)?;
         let cert = params.signed_by(&key, &issuer.0, &issuer.1).map_err(generate_error)?;
         Ok::<_, PkiError>(GeneratedLeaf {
             cert: generated(cn, &cert),

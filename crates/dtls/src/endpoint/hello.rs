@@ -8,7 +8,7 @@ use crate::handshake::{
     parse_fragments, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
     HANDSHAKE_HEADER_LEN,
 };
-use crate::record::{write_record, ContentType, Records, HEADER_LEN};
+use crate::record::{ContentType, RecordHeader, Records, DTLS_1_2, HEADER_LEN};
 use fastshake_core::{Instant, Transmit, COOKIE_LEN};
 use rand_core::RngCore;
 use std::collections::BTreeMap;
@@ -66,6 +66,18 @@ const REUSABLE_COOKIE_LABEL: &[u8] = b"fastshake reusable cookie";
 /// Bytes a dated cookie (adaptive policy) carries beyond the MAC: its issue time.
 const DATED_COOKIE_EXTRA: usize = 4;
 
+/// A HelloVerifyRequest cookie on the stack: the MAC, and under the adaptive policy its issue time.
+struct Cookie {
+    bytes: [u8; COOKIE_LEN + DATED_COOKIE_EXTRA],
+    len: usize,
+}
+
+impl Cookie {
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// Engine time in milliseconds, truncated to 32 bits, as a dated cookie carries it.
 fn cookie_millis(now: Instant) -> u32 {
     (now.as_nanos() / 1_000_000) as u32
@@ -101,15 +113,19 @@ impl Endpoint {
     /// ClientHello that returns it tells the stateless server the round trip of the cookie
     /// exchange. That age can only be too long (a client that resent its ClientHello returns
     /// the same cookie later), which errs on the side of a longer timer.
-    fn sign_cookie(&self, now: Instant, inputs: &[&[u8]; 6]) -> Vec<u8> {
+    fn sign_cookie(&self, now: Instant, inputs: &[&[u8]; 6]) -> Cookie {
         let [a, b, c, d, e, f] = *inputs;
+        let mut cookie = Cookie { bytes: [0; COOKIE_LEN + DATED_COOKIE_EXTRA], len: COOKIE_LEN };
         if self.adaptive() {
             let issued = cookie_millis(now).to_be_bytes();
-            let mut cookie = self.cookie.sign(&[a, b, c, d, e, f, &issued]).to_vec();
-            cookie.extend_from_slice(&issued);
+            cookie.bytes[..COOKIE_LEN].copy_from_slice(&self.cookie.sign(&[a, b, c, d, e, f, &issued]));
+            cookie.bytes[COOKIE_LEN..].copy_from_slice(&issued);
+            cookie.len = COOKIE_LEN + DATED_COOKIE_EXTRA;
             return cookie;
         }
-        self.cookie.sign(&[a, b, c, d, e, f, &self.cookie_slot(now).to_be_bytes()]).to_vec()
+        let tag = self.cookie.sign(&[a, b, c, d, e, f, &self.cookie_slot(now).to_be_bytes()]);
+        cookie.bytes[..COOKIE_LEN].copy_from_slice(&tag);
+        cookie
     }
 
     /// Whether `cookie` is ours for these `inputs` and fresh: `None` if not, else its age when
@@ -260,20 +276,30 @@ impl Endpoint {
                 self.stats.cookies_rejected += 1;
             }
             let cookie = self.sign_cookie(now, &inputs);
-            let mut body = Vec::with_capacity(3 + cookie.len());
-            HelloVerifyRequest::encode(&mut body, &cookie);
-            let mut hdr = Vec::with_capacity(HANDSHAKE_HEADER_LEN);
+            let cookie = cookie.as_slice();
+            // The answer to a flood: one buffer, written front to back, the record header last.
+            let body_len = 3 + cookie.len();
+            let mut out = Vec::with_capacity(HEADER_LEN + HANDSHAKE_HEADER_LEN + body_len);
+            out.resize(HEADER_LEN, 0);
             HandshakeHeader {
                 msg_type: HandshakeType::HelloVerifyRequest,
-                length: body.len() as u32,
+                length: body_len as u32,
                 message_seq: hello.message_seq,
                 fragment_offset: 0,
-                fragment_length: body.len() as u32,
+                fragment_length: body_len as u32,
             }
-            .write(&mut hdr);
+            .write(&mut out);
+            HelloVerifyRequest::encode(&mut out, cookie);
             // RFC 6347 §4.2.1: the HelloVerifyRequest reuses the ClientHello's record sequence number.
-            let mut out = vec![0u8; HEADER_LEN + hdr.len() + body.len()];
-            write_record(&mut out, ContentType::Handshake, 0, hello.record_seq, None, &[&hdr, &body]);
+            RecordHeader {
+                content_type: ContentType::Handshake,
+                version: DTLS_1_2,
+                epoch: 0,
+                seq: hello.record_seq,
+                length: (out.len() - HEADER_LEN) as u16,
+                cid_len: 0,
+            }
+            .write(&mut out[..HEADER_LEN], &[]);
             self.push_stateless(Transmit { src: None, dst: remote, payload: out });
             self.stats.hello_verify_sent += 1;
             return;

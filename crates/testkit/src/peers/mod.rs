@@ -184,6 +184,11 @@ impl Peer {
         Peer::spawn(&program.display().to_string(), command)
     }
 
+    /// The process id (to read its CPU time and memory from /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Both outputs so far, for failure messages.
     pub fn transcript(&self) -> String {
         let name = &self.name;

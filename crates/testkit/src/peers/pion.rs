@@ -5,7 +5,7 @@
 //! `FASTSHAKE_REQUIRE_PION=1` (`FASTSHAKE_REQUIRE_PION_SCTP=1`), which `.ci/run` sets where both
 //! are there, turns that into a failure.
 
-use super::dtls::{PSK_HEX, PSK_IDENTITY};
+use super::dtls::{Pki, PSK_HEX, PSK_IDENTITY};
 use super::{announced_port, scratch_dir, Peer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -100,6 +100,26 @@ pub fn dtls_client(binary: &Path, port: u16, suite: &str, extra: &[&str]) -> Pee
         .args(["client", "--connect", &format!("127.0.0.1:{port}"), "--psk-identity", PSK_IDENTITY])
         .args(["--psk", PSK_HEX, "--suite", suite])
         .args(extra);
+    Peer::spawn("pion-peer client", command)
+}
+
+/// `pion-peer server --listen 127.0.0.1:0 --cert CHAIN --key KEY ARGS`: the certificate suites,
+/// ready; returns it and its port.
+pub fn dtls_cert_server(binary: &Path, pki: &Pki, extra: &[&str]) -> (Peer, u16) {
+    let mut command = Command::new(binary);
+    command
+        .args(["server", "--listen", "127.0.0.1:0", "--cert", &pki.server_cert(), "--key", &pki.server_key()])
+        .args(extra);
+    let peer = Peer::spawn("pion-peer server", command);
+    let port = announced_port(&peer, "listening on 127.0.0.1:");
+    (peer, port)
+}
+
+/// `pion-peer client --connect 127.0.0.1:PORT --ca ROOT ARGS`: the certificate suites, the
+/// server's chain checked against the test root.
+pub fn dtls_cert_client(binary: &Path, port: u16, pki: &Pki, extra: &[&str]) -> Peer {
+    let mut command = Command::new(binary);
+    command.args(["client", "--connect", &format!("127.0.0.1:{port}"), "--ca", &pki.ca()]).args(extra);
     Peer::spawn("pion-peer client", command)
 }
 
