@@ -209,7 +209,10 @@ async fn echo_server(
             | ServerEvent::Refused { .. }
             | ServerEvent::PathChanged { .. }
             | ServerEvent::OwnSocket { .. }
-            | ServerEvent::StaysOnWelcomePort { .. } => {}
+            | ServerEvent::StaysOnWelcomePort { .. }
+            | ServerEvent::TicketKeysReloaded { .. }
+            | ServerEvent::TicketKeysUnreadable { .. }
+            | ServerEvent::SessionStoreUnavailable { .. } => {}
         }
     }
     server.shutdown().await?;

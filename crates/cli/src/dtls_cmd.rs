@@ -136,6 +136,21 @@ pub struct ServerArgs {
     /// system call.
     #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
     batch: BatchIo,
+    /// Ticket keys shared by a fleet: current and previous key from FILE (made by `fastshake keys
+    /// ticket`, rotated by `fastshake keys rotate`), read again when it changes or on SIGHUP.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_tickets")]
+    ticket_keys: Option<PathBuf>,
+    /// Keep the session-ID cache in Redis too (redis://HOST:PORT), sealed under the ticket keys,
+    /// so that every node resumes every node's sessions. Needs --ticket-keys.
+    #[arg(long, value_name = "URL", requires = "ticket_keys")]
+    session_store: Option<String>,
+    /// This server's node id in --fleet: its CIDs carry it, and CID records of other nodes'
+    /// sessions are forwarded to them. Needs --mobility cid.
+    #[arg(long, value_name = "N", requires = "fleet")]
+    node_id: Option<u8>,
+    /// The fleet file (TOML): every node's id and forwarding address, and the forwarding key.
+    #[arg(long, value_name = "FILE", requires = "node_id")]
+    fleet: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -370,12 +385,30 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         Some(n) => usize::from(n),
         None => 1,
     };
+    let fleet = match (&args.fleet, args.node_id) {
+        (Some(path), Some(node)) => {
+            if args.mobility != MobilityMode::Cid {
+                bail!("--fleet needs --mobility cid: only CID records can be forwarded to their node");
+            }
+            Some(fastshake_net::fleet::Fleet::load(path, node).context("cannot read the fleet file")?)
+        }
+        _ => None,
+    };
+    let session_store = match &args.session_store {
+        Some(url) => Some(std::sync::Arc::new(
+            fastshake_net::session_store::RedisStore::new(url).context("bad --session-store")?,
+        ) as std::sync::Arc<dyn fastshake_net::session_store::SessionStore>),
+        None => None,
+    };
     let options = ServerOptions {
         trace: common.trace("server"),
         mobility: args.mobility,
         idle_timeout,
         workers,
         batch: args.batch,
+        ticket_keys_file: args.ticket_keys.clone(),
+        session_store,
+        fleet,
         ..ServerOptions::default()
     };
     // The driver pins the wall clock when it starts; validate as it will run.
@@ -426,10 +459,16 @@ async fn serve(
     say!("fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})", server.local_addr());
     let controller = server.controller();
     let mut terminate = terminate_signal()?;
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot watch SIGHUP")?;
     loop {
         let event = tokio::select! {
             event = server.next_event() => event,
             _ = terminate.recv() => break,
+            _ = hangup.recv() => {
+                server.reload_ticket_keys();
+                continue;
+            }
         };
         let Some(event) = event else {
             break;
@@ -473,6 +512,16 @@ async fn serve(
             }
             ServerEvent::StaysOnWelcomePort { handle, reason } => {
                 say!("fastshake server: client {} stays on the welcome port ({reason})", handle);
+            }
+            ServerEvent::TicketKeysReloaded { current, with_previous } => {
+                let previous = if with_previous { " and a previous key" } else { "" };
+                say!("fastshake server: ticket keys reloaded (current key {current:08x}{previous})");
+            }
+            ServerEvent::TicketKeysUnreadable { error } => {
+                say!("fastshake server: ticket keys not reloaded, keeping the keys in use: {error}");
+            }
+            ServerEvent::SessionStoreUnavailable { error } => {
+                say!("fastshake server: session store unavailable ({error}): serving full handshakes meanwhile");
             }
         }
     }

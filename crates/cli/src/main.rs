@@ -6,6 +6,7 @@
 mod bench;
 mod demo;
 mod dtls_cmd;
+mod keys_cmd;
 
 mod netlab_cmd;
 mod pki_cmd;
@@ -35,6 +36,8 @@ enum Command {
     Client(dtls_cmd::ClientArgs),
     /// SCTP over UDP encapsulation, with the alternative handshake.
     Sctp(sctp_cmd::SctpArgs),
+    /// Ticket keys shared by a fleet of servers: create a key file, rotate it.
+    Keys(keys_cmd::KeysArgs),
     /// Write a test PKI: a root, intermediates, and server and client leaves with their keys.
     Pki(pki_cmd::PkiArgs),
     /// Run a simulator scenario (TOML) in virtual time.
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Server(args) => dtls_cmd::server(args),
         Command::Client(args) => dtls_cmd::client(args),
         Command::Sctp(args) => sctp_cmd::run(args),
+        Command::Keys(args) => keys_cmd::run(args),
         Command::Pki(args) => pki_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Lab(args) => fastshake_lab::run(args),

@@ -68,6 +68,11 @@ impl TicketKey {
         TicketKey { id, key }
     }
 
+    /// The AES key, for a driver that writes keys shared by a fleet to a file.
+    pub fn secret(&self) -> &[u8; 16] {
+        &self.key
+    }
+
     #[allow(dead_code)] // used by ticket sealing
     pub(crate) fn key(&self) -> &[u8; 16] {
         &self.key
@@ -460,6 +465,11 @@ impl SessionCache {
         self.tick += 1;
         self.by_use.insert(self.tick, id);
         self.entries.insert(id, (session, self.tick));
+    }
+
+    /// Whether a session named `id` is held (fresh or not).
+    pub fn contains(&self, id: &[u8]) -> bool {
+        <[u8; 32]>::try_from(id).is_ok_and(|id| self.entries.contains_key(&id))
     }
 
     fn remove(&mut self, id: &[u8; 32]) {

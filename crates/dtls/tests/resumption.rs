@@ -366,3 +366,37 @@ fn resumption_rechecks_a_client_auth_policy_tightened_since_the_session_was_made
     );
     assert_eq!(relaxed.expect("resumed").resumption, Some(Resumption::Ticket));
 }
+
+/// Node A's session, sealed for the fleet's store, resumes by session ID at node B (a fresh
+/// endpoint with the same ticket keys); sealed under another key it is a miss and a full
+/// handshake.
+#[test]
+fn a_shared_session_resumes_at_another_endpoint_through_the_drivers_store() {
+    let config = || ServerConfig { tickets: Some(TicketKeys::new(1, [7; 16])), ..id_server() };
+    let mut pair = Pair::new(client_config_without_tickets(), config());
+    pair.server.share_sessions();
+    let (_, session) = first_session(&mut pair);
+    let (id, sealed) = pair.server.poll_shared_session().expect("the new session is offered to the store");
+    assert_eq!(&id[..], session.session_id());
+    assert!(pair.server.poll_shared_session().is_none());
+
+    for (keys, resumes) in [(TicketKeys::new(1, [7; 16]), true), (TicketKeys::new(1, [8; 16]), false)] {
+        pair.server = fastshake_dtls::Endpoint::new(Arc::new(config()), [9; 32]);
+        pair.server.set_ticket_keys(keys.clone());
+        pair.server.share_sessions();
+        reconnect(&mut pair, client_config_without_tickets(), Some(session.clone()), 3);
+        pair.run_for(Duration::from_millis(200));
+        let asked = pair.server.poll_session_lookup().expect("a lookup for the unknown session ID");
+        assert_eq!(asked, id);
+        assert!(pair.server_events.is_empty(), "the ClientHello waits for the store");
+        pair.server.answer_session_lookup(asked, Some(&sealed));
+        let (c, s) = pair.handshake(MINUTE).expect("a handshake after the answer");
+        assert_eq!(s.resumption.is_some(), resumes, "{keys:?}");
+        assert_eq!(c.resumption, s.resumption);
+        assert!(pair.server.poll_session_lookup().is_none(), "one lookup per ID");
+    }
+}
+
+fn client_config_without_tickets() -> ClientConfig {
+    ClientConfig { enable_tickets: false, ..client_config() }
+}

@@ -17,7 +17,9 @@
 //! ([`ClientOptions::app_timeout`]), resending what went unanswered.
 #![forbid(unsafe_code)]
 
+use crate::fleet::{CidOwner, Fleet, FrameKind, ReplayWindows};
 use crate::mobility::{Incoming, SessionSockets, SocketAction};
+use crate::session_store::SessionStore;
 use crate::udp::{BatchIo, DatagramSocket, SendQueue};
 use crate::Clock;
 use fastshake_core::{Instant, Transmit};
@@ -31,6 +33,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UdpSocket;
@@ -875,7 +878,28 @@ pub struct ServerOptions {
     pub workers: usize,
     /// Whether the listening sockets read and write in batches (see [`crate::udp`]).
     pub batch: BatchIo,
+    /// Ticket keys shared by a fleet: read from this file (see [`crate::fleet`]) at the start,
+    /// again when its modification time or length changes (polled) and on
+    /// [`DtlsServer::reload_ticket_keys`]; the server then never rotates keys itself.
+    pub ticket_keys_file: Option<PathBuf>,
+    /// The session-ID cache shared by a fleet (needs the same ticket keys on every node: they
+    /// seal what is stored). A store that does not answer in [`STORE_TIMEOUT`] is a miss.
+    pub session_store: Option<Arc<dyn SessionStore>>,
+    /// This server as a node of a fleet: its CIDs carry the node id, and CID records of other
+    /// nodes' sessions are forwarded to them (see [`crate::fleet`]).
+    pub fleet: Option<Fleet>,
 }
+
+/// How long a session-store lookup may take before the handshake goes on without it.
+pub const STORE_TIMEOUT: Duration = Duration::from_millis(300);
+/// After a store error, lookups are skipped (full handshakes) for this long.
+const STORE_BACKOFF: Duration = Duration::from_secs(5);
+/// Store lookups and writes under way at most per worker; beyond it a lookup is a miss.
+const STORE_IN_FLIGHT: usize = 256;
+/// How often the ticket-key file's modification time is checked.
+const TICKET_FILE_POLL: Duration = Duration::from_millis(250);
+/// Clients whose answers go back through another node, at most per worker.
+const MAX_RETURN_PATHS: usize = 65_536;
 
 /// Most workers of one server: a worker is named by the first byte of the CIDs it issues.
 pub const MAX_WORKERS: usize = 255;
@@ -894,6 +918,9 @@ impl Default for ServerOptions {
             idle_timeout: None,
             workers: 1,
             batch: BatchIo::On,
+            ticket_keys_file: None,
+            session_store: None,
+            fleet: None,
         }
     }
 }
@@ -908,6 +935,9 @@ impl fmt::Debug for ServerOptions {
             .field("idle_timeout", &self.idle_timeout)
             .field("workers", &self.workers)
             .field("batch", &self.batch)
+            .field("ticket_keys_file", &self.ticket_keys_file)
+            .field("session_store", &self.session_store.as_ref().map(|s| s.name()))
+            .field("fleet", &self.fleet)
             .finish()
     }
 }
@@ -997,6 +1027,24 @@ pub enum ServerEvent {
         /// Why.
         reason: String,
     },
+    /// The ticket keys were read again from `ServerOptions::ticket_keys_file`.
+    TicketKeysReloaded {
+        /// The current key's id.
+        current: u32,
+        /// Whether a previous key came with it.
+        with_previous: bool,
+    },
+    /// The ticket-key file could not be read; the keys in use stay.
+    TicketKeysUnreadable {
+        /// Why.
+        error: String,
+    },
+    /// The session store failed (reported once per worker until it answers again): lookups
+    /// are misses meanwhile, so clients get full handshakes.
+    SessionStoreUnavailable {
+        /// Why.
+        error: String,
+    },
 }
 
 /// Names one session of a [`DtlsServer`]: the worker that holds it and its handle there.
@@ -1025,6 +1073,7 @@ impl fmt::Display for SessionHandle {
 }
 
 enum ServerCommand {
+    SetTicketKeys(TicketKeys),
     Send(ConnectionHandle, Vec<u8>),
     Close(ConnectionHandle),
     Stats(oneshot::Sender<WorkerStats>),
@@ -1044,6 +1093,16 @@ pub struct WorkerStats {
     pub taken_over: u64,
     /// Whether the socket read and wrote in batches (false: batching off, or not available).
     pub batched: bool,
+    /// CID records of another node's sessions forwarded to it.
+    pub forwarded_to_nodes: u64,
+    /// CID records another node forwarded here.
+    pub forwarded_from_nodes: u64,
+    /// Answers sent back through the node the client sent to.
+    pub answers_through_nodes: u64,
+    /// Session-store lookups, and how many found a session.
+    pub store_lookups: u64,
+    /// Session-store lookups that found a session.
+    pub store_hits: u64,
 }
 
 /// Every worker's counters, in worker order.
@@ -1092,6 +1151,7 @@ impl ServerStats {
 /// session), an [`Endpoint`] per worker, many clients, each worker driven by a tokio task.
 pub struct DtlsServer {
     local_addr: SocketAddr,
+    reload: Arc<tokio::sync::Notify>,
     commands: Arc<[mpsc::UnboundedSender<ServerCommand>]>,
     events: mpsc::UnboundedReceiver<ServerEvent>,
     tasks: Vec<JoinHandle<Result<WorkerStats, DriverError>>>,
@@ -1117,20 +1177,61 @@ impl DtlsServer {
             sockets.push(DatagramSocket::bind_shared(local_addr, options.batch)?);
         }
         let (forward_to, forwarded): (Vec<_>, Vec<_>) =
-            (0..workers).map(|_| mpsc::channel::<Incoming>(FORWARD_QUEUE)).unzip();
-        let forward_to: Arc<[mpsc::Sender<Incoming>]> = forward_to.into();
+            (0..workers).map(|_| mpsc::channel::<Passed>(FORWARD_QUEUE)).unzip();
+        let forward_to: Arc<[mpsc::Sender<Passed>]> = forward_to.into();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
+        // A node of a fleet: one socket for frames from and to the other nodes.
+        let mut fleet_out = None;
+        let mut answers = None;
+        if let Some(fleet) = options.fleet.clone() {
+            let socket = UdpSocket::bind(fleet.own_address()).await?;
+            let (out_tx, out_rx) = mpsc::channel(FORWARD_QUEUE);
+            let (answer_tx, answer_rx) = mpsc::channel(FORWARD_QUEUE);
+            fleet_out = Some(out_tx);
+            answers = Some(answer_rx);
+            let cid_len = usize::from(config.mobility.connection_id.unwrap_or(0));
+            tokio::spawn(run_fleet(
+                socket,
+                fleet,
+                out_rx,
+                Arc::clone(&forward_to),
+                answer_tx,
+                local_addr,
+                cid_len,
+            ));
+        }
+        let mut config = config;
+        if let Some(path) = &options.ticket_keys_file {
+            let keys = crate::fleet::load_ticket_keys(path)?;
+            config = Arc::new(ServerConfig { tickets: Some(keys), ..(*config).clone() });
+        }
         let mut commands = Vec::with_capacity(workers);
         let mut tasks = Vec::with_capacity(workers);
         for (index, (socket, forwarded)) in sockets.into_iter().zip(forwarded).enumerate() {
             let (command_tx, command_rx) = mpsc::unbounded_channel();
             commands.push(command_tx);
-            let peers = Peers { index: index as u8, forward_to: Arc::clone(&forward_to), forwarded };
+            let peers = Peers {
+                index: index as u8,
+                forward_to: Arc::clone(&forward_to),
+                forwarded,
+                fleet_out: fleet_out.clone(),
+                answers: if index == 0 { answers.take() } else { None },
+            };
             let run =
                 run_server(socket, peers, Arc::clone(&config), options.clone(), command_rx, event_tx.clone());
             tasks.push(tokio::spawn(run));
         }
-        Ok(DtlsServer { local_addr, commands: commands.into(), events: event_rx, tasks })
+        let commands: Arc<[mpsc::UnboundedSender<ServerCommand>]> = commands.into();
+        let reload = Arc::new(tokio::sync::Notify::new());
+        if let Some(path) = options.ticket_keys_file.clone() {
+            tokio::spawn(watch_ticket_keys(path, Arc::clone(&reload), Arc::clone(&commands), event_tx));
+        }
+        Ok(DtlsServer { local_addr, reload, commands, events: event_rx, tasks })
+    }
+
+    /// Reads the ticket-key file again now (SIGHUP), whether or not it looks changed.
+    pub fn reload_ticket_keys(&self) {
+        self.reload.notify_one();
     }
 
     /// How many workers serve.
@@ -1223,25 +1324,178 @@ impl ServerController {
 /// `forward_to[owner]`, and theirs for its sessions arrive on `forwarded`.
 struct Peers {
     index: u8,
-    forward_to: Arc<[mpsc::Sender<Incoming>]>,
-    forwarded: mpsc::Receiver<Incoming>,
+    forward_to: Arc<[mpsc::Sender<Passed>]>,
+    forwarded: mpsc::Receiver<Passed>,
+    /// Frames for other nodes (a fleet only).
+    fleet_out: Option<mpsc::Sender<FleetOut>>,
+    /// Answers other nodes' sessions send to clients that reached them through this node
+    /// (worker 0 of a fleet node only).
+    answers: Option<mpsc::Receiver<(SocketAddr, Vec<u8>)>>,
 }
 
-/// The worker holding the session of a `tls12_cid` record, when that is not `me`: the first byte
-/// of the CID (RFC 9146 §4: after type, version, epoch and sequence number), which each worker
-/// sets to its index (`Endpoint::set_cid_prefix`).
-fn cid_owner(datagram: &[u8], cid_len: usize, me: u8, workers: usize) -> Option<usize> {
-    const TLS12_CID: u8 = 25;
-    const CID_OFFSET: usize = 11;
-    if cid_len == 0
-        || workers < 2
-        || datagram.first() != Some(&TLS12_CID)
-        || datagram.len() < CID_OFFSET + cid_len
-    {
-        return None;
+/// A datagram handed to the worker holding its session, and the node it came through (when
+/// another node received it from the client).
+struct Passed {
+    incoming: Incoming,
+    via: Option<u8>,
+}
+
+/// What a worker hands the fleet task.
+enum FleetOut {
+    /// A client's CID record for the node holding its session.
+    Forward { node: u8, remote: SocketAddr, datagram: Vec<u8> },
+    /// An answer to a client that reached us through `node`.
+    Answer { node: u8, remote: SocketAddr, datagram: Vec<u8> },
+}
+
+/// Sends and receives the frames between this node and the others.
+async fn run_fleet(
+    socket: UdpSocket,
+    fleet: Fleet,
+    mut outbound: mpsc::Receiver<FleetOut>,
+    forward_to: Arc<[mpsc::Sender<Passed>]>,
+    answers: mpsc::Sender<(SocketAddr, Vec<u8>)>,
+    welcome_addr: SocketAddr,
+    cid_len: usize,
+) {
+    let mut sequence = crate::fleet::first_sequence();
+    let mut replay = ReplayWindows::default();
+    let mut buffer = vec![0u8; RECEIVE_BUFFER];
+    loop {
+        tokio::select! {
+            out = outbound.recv() => {
+                let Some(out) = out else { return };
+                let (kind, node, remote, datagram) = match out {
+                    FleetOut::Forward { node, remote, datagram } => (FrameKind::Forward, node, remote, datagram),
+                    FleetOut::Answer { node, remote, datagram } => (FrameKind::Answer, node, remote, datagram),
+                };
+                // A node not in the fleet file: nobody can hold the session, drop it.
+                let Some(&to) = fleet.nodes.get(&node) else { continue };
+                sequence += 1;
+                let frame = crate::fleet::seal_frame(&fleet, kind, sequence, remote, &datagram);
+                let _ = socket.send_to(&frame, to).await;
+            }
+            received = socket.recv_from(&mut buffer) => {
+                let Ok((n, _)) = received else { continue };
+                let Ok(frame) = crate::fleet::open_frame(&fleet, &buffer[..n]) else { continue };
+                if frame.sender == fleet.node || replay.check_and_mark(frame.sender, frame.sequence).is_err() {
+                    continue;
+                }
+                match frame.kind {
+                    FrameKind::Forward => {
+                        // The worker byte of our CID; a record for no worker of ours is dropped.
+                        let worker = match crate::fleet::cid_owner(frame.datagram, cid_len, Some(fleet.node), u8::MAX, forward_to.len()) {
+                            Some(CidOwner::Worker(w)) => w,
+                            _ => continue,
+                        };
+                        let incoming = Incoming { local: welcome_addr, remote: frame.address, datagram: frame.datagram.to_vec() };
+                        let _ = forward_to[worker].try_send(Passed { incoming, via: Some(frame.sender) });
+                    }
+                    FrameKind::Answer => {
+                        let _ = answers.try_send((frame.address, frame.datagram.to_vec()));
+                    }
+                }
+            }
+        }
     }
-    let owner = datagram[CID_OFFSET];
-    (owner != me && usize::from(owner) < workers).then_some(usize::from(owner))
+}
+
+/// Reads the ticket-key file when it changes or when asked, and hands the keys to every worker.
+async fn watch_ticket_keys(
+    path: PathBuf,
+    reload: Arc<tokio::sync::Notify>,
+    workers: Arc<[mpsc::UnboundedSender<ServerCommand>]>,
+    events: mpsc::UnboundedSender<ServerEvent>,
+) {
+    let mut stamp = crate::fleet::file_stamp(&path);
+    let mut poll = tokio::time::interval(TICKET_FILE_POLL);
+    loop {
+        let asked = tokio::select! {
+            _ = poll.tick() => false,
+            _ = reload.notified() => true,
+        };
+        let now = crate::fleet::file_stamp(&path);
+        if !asked && now == stamp {
+            continue;
+        }
+        stamp = now;
+        let event = match crate::fleet::load_ticket_keys(&path) {
+            Ok(keys) => {
+                let event = ServerEvent::TicketKeysReloaded {
+                    current: keys.current.id,
+                    with_previous: keys.previous.is_some(),
+                };
+                for worker in workers.iter() {
+                    if worker.send(ServerCommand::SetTicketKeys(keys.clone())).is_err() {
+                        return;
+                    }
+                }
+                event
+            }
+            Err(error) => ServerEvent::TicketKeysUnreadable { error: error.to_string() },
+        };
+        if events.send(event).is_err() {
+            return;
+        }
+    }
+}
+
+/// A session-store lookup that came back, with the ClientHello that waited for it.
+struct LookupDone {
+    id: [u8; 32],
+    answer: io::Result<Option<Vec<u8>>>,
+    hello: Incoming,
+}
+
+/// A worker's link to the session store.
+struct StoreLink {
+    store: Arc<dyn SessionStore>,
+    done: mpsc::Sender<LookupDone>,
+    failures: mpsc::Sender<String>,
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    ttl: Duration,
+    /// Lookups are skipped until then after an error.
+    down_until: Option<tokio::time::Instant>,
+}
+
+impl StoreLink {
+    fn busy(&self) -> bool {
+        self.in_flight.load(std::sync::atomic::Ordering::Relaxed) >= STORE_IN_FLIGHT
+            || self.down_until.is_some_and(|t| tokio::time::Instant::now() < t)
+    }
+
+    fn look_up(&self, id: [u8; 32], hello: Incoming) {
+        let (store, done, in_flight) =
+            (Arc::clone(&self.store), self.done.clone(), Arc::clone(&self.in_flight));
+        in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::spawn(async move {
+            let answer = match tokio::time::timeout(STORE_TIMEOUT, store.get(id)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")),
+            };
+            in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = done.send(LookupDone { id, answer, hello }).await;
+        });
+    }
+
+    fn put(&self, id: [u8; 32], sealed: Vec<u8>) {
+        if self.in_flight.load(std::sync::atomic::Ordering::Relaxed) >= STORE_IN_FLIGHT {
+            return;
+        }
+        let (store, failures, in_flight, ttl) =
+            (Arc::clone(&self.store), self.failures.clone(), Arc::clone(&self.in_flight), self.ttl);
+        in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::spawn(async move {
+            let result = match tokio::time::timeout(STORE_TIMEOUT, store.put(id, sealed, ttl)).await {
+                Ok(result) => result,
+                Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")),
+            };
+            in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            if let Err(error) = result {
+                let _ = failures.try_send(error.to_string());
+            }
+        });
+    }
 }
 
 /// How often a server with session sockets checks for sessions the engine let go without an
@@ -1267,6 +1521,14 @@ struct ServerDriver {
     remotes: HashMap<ConnectionHandle, SocketAddr>,
     /// Sessions whose sockets close once the datagrams queued before their end are out.
     ended: Vec<ConnectionHandle>,
+    /// Clients that reached us through another node of the fleet: our answers go back through
+    /// it, as a client (behind a NAT, or a load balancer) takes answers only from the address it
+    /// sent to.
+    return_paths: HashMap<SocketAddr, u8>,
+    fleet_out: Option<mpsc::Sender<FleetOut>>,
+    store: Option<StoreLink>,
+    /// Whether the store's failure has been reported since it last answered.
+    store_down_reported: bool,
 }
 
 impl ServerDriver {
@@ -1290,7 +1552,21 @@ impl ServerDriver {
                             .send(ServerEvent::OwnSocket { handle: self.session(handle), local: src });
                     }
                 }
-                _ => self.outgoing.push_owned(welcome, transmit.dst, transmit.payload),
+                _ => match (self.return_paths.get(&transmit.dst), &self.fleet_out) {
+                    (Some(&node), Some(out)) => {
+                        let answer =
+                            FleetOut::Answer { node, remote: transmit.dst, datagram: transmit.payload };
+                        if out.try_send(answer).is_ok() {
+                            self.stats.answers_through_nodes += 1;
+                        }
+                    }
+                    _ => self.outgoing.push_owned(welcome, transmit.dst, transmit.payload),
+                },
+            }
+        }
+        if let Some(store) = &self.store {
+            while let Some((id, sealed)) = endpoint.poll_shared_session() {
+                store.put(id, sealed);
             }
         }
         // Refused datagrams are lost datagrams: the engine's timers cope.
@@ -1404,6 +1680,17 @@ impl ServerDriver {
         }
     }
 
+    /// The store failed: full handshakes for a while, and one event until it answers again.
+    fn store_failed(&mut self, error: String) {
+        if let Some(store) = &mut self.store {
+            store.down_until = Some(tokio::time::Instant::now() + STORE_BACKOFF);
+        }
+        if !self.store_down_reported {
+            self.store_down_reported = true;
+            let _ = self.events.send(ServerEvent::SessionStoreUnavailable { error });
+        }
+    }
+
     fn session(&self, connection: ConnectionHandle) -> SessionHandle {
         SessionHandle { worker: self.worker, connection }
     }
@@ -1419,7 +1706,22 @@ impl ServerDriver {
         if let Some(trace) = &self.trace {
             trace(Direction::Received, remote, datagram);
         }
+        let copy = self.store.is_some().then(|| datagram.to_vec());
         endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
+        // A ClientHello naming a session another node made: it waits for the store.
+        while let Some(id) = endpoint.poll_session_lookup() {
+            match (&mut self.store, &copy) {
+                (Some(store), Some(hello)) if !store.busy() => {
+                    self.stats.store_lookups += 1;
+                    store.look_up(id, Incoming { local, remote, datagram: hello.clone() });
+                }
+                (_, Some(hello)) => {
+                    endpoint.answer_session_lookup(id, None);
+                    endpoint.handle_datagram(self.clock.now(), local, remote, &mut hello.clone());
+                }
+                _ => endpoint.answer_session_lookup(id, None),
+            }
+        }
         // Remember the peer of a new connection now, so that a handshake failing before it
         // completes can still be reported with the client's address.
         if let Some(handle) = endpoint.handle_for(remote) {
@@ -1442,11 +1744,30 @@ async fn run_server(
     let issues_tickets = config.tickets.is_some();
     let cid_len = usize::from(config.mobility.connection_id.unwrap_or(0));
     let workers = peers.forward_to.len();
+    let session_lifetime = config.session_cache.lifetime;
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(os_cookie_key());
-    if workers > 1 {
-        endpoint.set_cid_prefix(&[peers.index]);
+    let node = options.fleet.as_ref().map(|f| f.node);
+    match node {
+        Some(node) => endpoint.set_cid_prefix(&crate::fleet::cid_prefix(cid_len as u8, node, peers.index)),
+        None if workers > 1 => endpoint.set_cid_prefix(&[peers.index]),
+        None => {}
     }
+    let (lookup_tx, mut lookups_done) = mpsc::channel::<LookupDone>(STORE_IN_FLIGHT);
+    let (failure_tx, mut store_failures) = mpsc::channel::<String>(16);
+    let store = options.session_store.clone().map(|store| {
+        endpoint.share_sessions();
+        StoreLink {
+            store,
+            done: lookup_tx,
+            failures: failure_tx,
+            in_flight: Arc::default(),
+            ttl: session_lifetime,
+            down_until: None,
+        }
+    });
+    let keys_from_file = options.ticket_keys_file.is_some();
+    let mut answers = peers.answers.take();
     if let Some(idle) = options.idle_timeout {
         endpoint.set_idle_timeout(Some(idle));
     }
@@ -1466,6 +1787,10 @@ async fn run_server(
         events,
         remotes: HashMap::new(),
         ended: Vec::new(),
+        return_paths: HashMap::new(),
+        fleet_out: peers.fleet_out.clone(),
+        store,
+        store_down_reported: false,
     };
     let mut shutting_down = false;
     let mut commands_open = true;
@@ -1487,7 +1812,7 @@ async fn run_server(
 
         let engine_at = endpoint.poll_timeout().map(|t| driver.clock.to_tokio(t));
         let sweep_at = (!driver.sockets.is_empty()).then_some(next_sweep);
-        let ticket_at = issues_tickets.then_some(next_ticket_rotation);
+        let ticket_at = (issues_tickets && !keys_from_file).then_some(next_ticket_rotation);
         let wake_at =
             [engine_at, sweep_at, ticket_at].into_iter().flatten().fold(next_rotation, std::cmp::min);
         if timer.deadline() != wake_at {
@@ -1500,16 +1825,29 @@ async fn run_server(
                 let forward_to = &peers.forward_to;
                 let received = welcome.try_recv(|remote, datagram| {
                     driver.stats.datagrams_received += 1;
-                    match cid_owner(datagram, cid_len, me, workers) {
+                    match crate::fleet::cid_owner(datagram, cid_len, node, me, workers) {
                         // The kernel chose by 4-tuple and the client has moved: its session lives
                         // with another worker. A full queue drops it, as a full socket would.
-                        Some(owner) => {
-                            let passed = Incoming { local: welcome_addr, remote, datagram: datagram.to_vec() };
-                            if forward_to[owner].try_send(passed).is_ok() {
+                        Some(CidOwner::Worker(owner)) => {
+                            let incoming = Incoming { local: welcome_addr, remote, datagram: datagram.to_vec() };
+                            if forward_to[owner].try_send(Passed { incoming, via: None }).is_ok() {
                                 driver.stats.passed_on += 1;
                             }
                         }
-                        None => driver.receive(&mut endpoint, welcome_addr, remote, datagram),
+                        // A load balancer or a NAT sent the client here: its session is another
+                        // node's.
+                        Some(CidOwner::Node(owner)) => {
+                            let out = FleetOut::Forward { node: owner, remote, datagram: datagram.to_vec() };
+                            if driver.fleet_out.as_ref().is_some_and(|o| o.try_send(out).is_ok()) {
+                                driver.stats.forwarded_to_nodes += 1;
+                            }
+                        }
+                        None => {
+                            if !driver.return_paths.is_empty() {
+                                driver.return_paths.remove(&remote);
+                            }
+                            driver.receive(&mut endpoint, welcome_addr, remote, datagram)
+                        }
                     }
                 });
                 match received {
@@ -1518,10 +1856,39 @@ async fn run_server(
                     Err(error) => return Err(error.into()),
                 }
             }
-            Some(mut arrived) = peers.forwarded.recv() => {
-                driver.stats.taken_over += 1;
+            Some(Passed { incoming: mut arrived, via }) = peers.forwarded.recv() => {
+                match via {
+                    Some(node) => {
+                        driver.stats.forwarded_from_nodes += 1;
+                        if driver.return_paths.len() < MAX_RETURN_PATHS || driver.return_paths.contains_key(&arrived.remote) {
+                            driver.return_paths.insert(arrived.remote, node);
+                        }
+                    }
+                    None => driver.stats.taken_over += 1,
+                }
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
+            Some((remote, datagram)) = async { answers.as_mut()?.recv().await }, if answers.is_some() => {
+                driver.outgoing.push(&welcome, remote, &datagram);
+            }
+            Some(LookupDone { id, answer, mut hello }) = lookups_done.recv() => {
+                let found = match answer {
+                    Ok(found) => {
+                        driver.store_down_reported = false;
+                        found
+                    }
+                    Err(error) => {
+                        driver.store_failed(error.to_string());
+                        None
+                    }
+                };
+                if found.is_some() {
+                    driver.stats.store_hits += 1;
+                }
+                endpoint.answer_session_lookup(id, found.as_deref());
+                driver.receive(&mut endpoint, hello.local, hello.remote, &mut hello.datagram);
+            }
+            Some(error) = store_failures.recv() => driver.store_failed(error),
             Some(mut arrived) = incoming.recv() => {
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
@@ -1539,6 +1906,8 @@ async fn run_server(
                     next_rotation = now + options.cookie_rotation;
                     // Forget peers whose connection the engine has dropped without an event.
                     driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
+                    let known: std::collections::HashSet<SocketAddr> = driver.remotes.values().copied().collect();
+                    driver.return_paths.retain(|remote, _| known.contains(remote));
                 }
                 if ticket_at.is_some_and(|at| at <= now) {
                     endpoint.rotate_ticket_key(os_ticket_key());
@@ -1546,6 +1915,7 @@ async fn run_server(
                 }
             }
             command = commands.recv(), if commands_open => match command {
+                Some(ServerCommand::SetTicketKeys(keys)) => endpoint.set_ticket_keys(keys),
                 Some(ServerCommand::Send(handle, data)) => {
                     // The engine dates a send by the latest time it was given (session slots
                     // evict the least recently used): give it the time now.

@@ -8,8 +8,10 @@ pub mod clock;
 #[cfg(feature = "cli")]
 pub mod credentials;
 pub mod dtls;
+pub mod fleet;
 pub mod mobility;
 pub mod sctp;
+pub mod session_store;
 pub mod udp;
 
 pub use clock::Clock;

@@ -49,7 +49,10 @@ async fn echo_server(mode: MobilityMode) -> (SocketAddr, tokio::task::JoinHandle
                 ServerEvent::Failed { .. }
                 | ServerEvent::StaysOnWelcomePort { .. }
                 | ServerEvent::Evicted { .. }
-                | ServerEvent::Refused { .. } => {}
+                | ServerEvent::Refused { .. }
+                | ServerEvent::TicketKeysReloaded { .. }
+                | ServerEvent::TicketKeysUnreadable { .. }
+                | ServerEvent::SessionStoreUnavailable { .. } => {}
             }
         }
         step("server shutdown", server.shutdown()).await.unwrap();

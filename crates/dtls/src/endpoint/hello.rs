@@ -304,6 +304,12 @@ impl Endpoint {
             self.stats.hello_verify_sent += 1;
             return;
         };
+        // A session ID of another node's session: the driver fetches it from the fleet's store
+        // and hands this ClientHello in again.
+        let cached = self.session_cache.contains(ch.session_id);
+        if self.shared.must_look_up(ch.session_id, now, cached) {
+            return;
+        }
         if !self.admit(remote, hello.record_seq, self.replaced_at(remote).3) {
             return;
         }

@@ -5,6 +5,7 @@
 
 mod hello;
 mod route;
+mod shared;
 mod slots;
 
 use crate::config::{RetransmitPolicy, ServerConfig};
@@ -139,6 +140,8 @@ pub struct Endpoint {
     rtt_cache: RttCache,
     /// Client chains by client-certificate ticket (seed 003).
     client_cert_cache: crate::cache::ClientCertCache,
+    /// The session-ID cache a fleet shares through the driver's store (off unless asked).
+    shared: shared::SharedSessions,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -213,6 +216,7 @@ impl Endpoint {
             session_cache: crate::session::SessionCache::new(config_clone.session_cache),
             rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
             client_cert_cache: crate::cache::ClientCertCache::new(config_clone.client_cert_cache),
+            shared: shared::SharedSessions::default(),
         }
     }
 
@@ -419,6 +423,7 @@ impl Endpoint {
             self.events.push_back((h, e));
         }
         if let Some((session_id, session)) = conn.take_new_cache_entry() {
+            self.shared.offer(self.ticket_keys.as_ref(), &mut self.rng, session_id, &session);
             self.session_cache.insert(session_id, session);
         }
         if let Some((ticket, chain)) = conn.take_new_client_chain_entry() {
