@@ -11,6 +11,7 @@ pub mod e2;
 pub mod e3;
 pub mod mac_handshake;
 pub mod pki;
+pub mod report;
 mod runner;
 
 #[derive(clap::Args)]
@@ -29,6 +30,9 @@ enum Experiment {
     /// E3: session slots on a constrained server (seed 002, Section IV): the Engset formulas
     /// against the real engine, and what eviction (lru, idlest) costs the evicted.
     E3(e3::Args),
+    /// Every experiment into one report: DIR/index.html (self-contained), DIR/*.svg,
+    /// DIR/results.json (docs/results.schema.json) and a pcap per experiment.
+    All(report::Args),
     /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
     Chaos(chaos::Args),
     /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
@@ -39,6 +43,7 @@ enum Experiment {
 
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.experiment {
+        Experiment::All(a) => report::run(a),
         Experiment::E1(a) => e1::run(a),
         Experiment::E2(a) => e2::run(a),
         Experiment::E3(a) => e3::run(a),
