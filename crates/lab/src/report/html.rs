@@ -9,7 +9,7 @@ const STYLE: &str = "
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; line-height: 1.45; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; }
 h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2em; margin-top: 2.2em; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; display: block; overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; vertical-align: top; }
 th { background: #f2f2f2; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }

@@ -54,7 +54,7 @@ impl Experiment for Benchmarks {
         "benchmarks' headline figures beside their anchors"
     }
     fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 30 } else { 120 })
+        Duration::from_secs(if quick { 15 } else { 90 })
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {

@@ -23,12 +23,12 @@ impl Experiment for E1 {
         "handover resilience (seed 001, Fig. 4 and Table I)"
     }
     fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 60 } else { 240 })
+        Duration::from_secs(if quick { 2 } else { 5 })
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
         let params = Params { messages: 600, outage_ms: 1000, app_timeout_ms: 1000, jitter_us: 0 };
-        let seeds = super::seeds_from(ctx, if ctx.quick { 1 } else { 3 });
+        let seeds = super::seeds_from(ctx, if ctx.quick { 3 } else { 10 });
         let reports = e1::experiment(&params, &DELAYS_MS, &[None], &seeds, |cell| {
             step.running(format!(
                 "{} ms, {}",

@@ -17,7 +17,7 @@ impl Experiment for E2 {
         "DTLS handshake on duty-cycled links (seed 002, Section III)"
     }
     fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 90 } else { 1800 })
+        Duration::from_secs(if quick { 10 } else { 60 })
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {

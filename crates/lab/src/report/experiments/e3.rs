@@ -22,7 +22,7 @@ impl Experiment for E3 {
         "session slots on a constrained server (seed 002, Section IV)"
     }
     fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 40 } else { 900 })
+        Duration::from_secs(if quick { 30 } else { 360 })
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
