@@ -25,7 +25,12 @@ fn lab_all(dir: &Path, seed: u64) -> Value {
     let seed = seed.to_string();
     command.args(["lab", "all", "--quick", "--only", "E3", "--seed", &seed, "--out"]).arg(dir);
     let done = run("fastshake lab all", command, RUN_LIMIT);
-    assert!(done.status.success(), "lab all failed:\n{}\n{}", String::from_utf8_lossy(&done.stdout), done.stderr);
+    assert!(
+        done.status.success(),
+        "lab all failed:\n{}\n{}",
+        String::from_utf8_lossy(&done.stdout),
+        done.stderr
+    );
     let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
     serde_json::from_str(&text).expect("results.json is JSON")
 }
@@ -58,11 +63,18 @@ fn chromium() -> Option<PathBuf> {
 
 fn headless(browser: &Path, profile: &Path) -> Command {
     let mut c = Command::new(browser);
-    c.args(["--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--enable-logging=stderr", "--v=0"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        // Nothing on the page may come from the network: keep the browser off it.
-        .arg("--proxy-server=127.0.0.1:9")
-        .arg("--proxy-bypass-list=<-loopback>");
+    c.args([
+        "--headless",
+        "--disable-gpu",
+        "--no-sandbox",
+        "--no-first-run",
+        "--enable-logging=stderr",
+        "--v=0",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    // Nothing on the page may come from the network: keep the browser off it.
+    .arg("--proxy-server=127.0.0.1:9")
+    .arg("--proxy-bypass-list=<-loopback>");
     c
 }
 
@@ -93,7 +105,15 @@ fn the_report_renders_in_chromium_with_every_plot_and_table() {
     let url = format!("file://{}", page.canonicalize().expect("index.html").display());
     let profile = artefacts().join("chromium-profile");
 
-    let dom = run("chromium --dump-dom", { let mut c = headless(&browser, &profile); c.arg("--dump-dom").arg(&url); c }, Duration::from_secs(120));
+    let dom = run(
+        "chromium --dump-dom",
+        {
+            let mut c = headless(&browser, &profile);
+            c.arg("--dump-dom").arg(&url);
+            c
+        },
+        Duration::from_secs(120),
+    );
     assert!(dom.status.success(), "chromium --dump-dom failed: {}", dom.stderr);
     let rendered = String::from_utf8_lossy(&dom.stdout).into_owned();
     assert!(console_errors(&dom.stderr).is_empty(), "console errors: {:?}", console_errors(&dom.stderr));
@@ -106,10 +126,15 @@ fn the_report_renders_in_chromium_with_every_plot_and_table() {
         for plot in s["plots"].as_array().expect("plots") {
             let file = plot["file"].as_str().expect("file");
             assert!(dir.join(file).exists(), "{file} written");
-            let at = rendered.find(&format!("data-plot=\"{file}\"")).unwrap_or_else(|| panic!("{file} in the DOM"));
+            let at = rendered
+                .find(&format!("data-plot=\"{file}\""))
+                .unwrap_or_else(|| panic!("{file} in the DOM"));
             // The SVG itself is inline, drawn with axes and text.
             let figure = &rendered[at..rendered[at..].find("</figure>").map_or(rendered.len(), |e| at + e)];
-            assert!(figure.contains("<svg") && figure.contains("<text"), "{file} is an inline SVG with labels");
+            assert!(
+                figure.contains("<svg") && figure.contains("<text"),
+                "{file} is an inline SVG with labels"
+            );
             plots += 1;
         }
         let tables = s["tables"].as_array().expect("tables").len();
@@ -117,7 +142,10 @@ fn the_report_renders_in_chromium_with_every_plot_and_table() {
             assert!(rendered.contains(&format!("data-table=\"{id}-{i}\"")), "{id} table {i} rendered");
         }
         if !s["figures"].as_array().expect("figures").is_empty() {
-            assert!(rendered.contains(&format!("data-table=\"{id}-figures\"")), "{id}'s figures beside the paper's");
+            assert!(
+                rendered.contains(&format!("data-table=\"{id}-figures\"")),
+                "{id}'s figures beside the paper's"
+            );
         }
         if let Some(file) = s["capture"]["file"].as_str() {
             assert!(dir.join(file).metadata().expect("capture written").len() > 24, "{file} holds packets");
@@ -152,9 +180,11 @@ fn the_report_renders_in_chromium_with_every_plot_and_table() {
 fn results_json_validates_against_its_schema() {
     let (_, results) = report();
     let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results.schema.json");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(schema_path).expect("schema")).expect("JSON");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).expect("schema")).expect("JSON");
     let validator = jsonschema::validator_for(&schema).expect("a valid schema");
-    let errors: Vec<String> = validator.iter_errors(results).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+    let errors: Vec<String> =
+        validator.iter_errors(results).map(|e| format!("{} at {}", e, e.instance_path())).collect();
     assert!(errors.is_empty(), "results.json against the schema: {errors:#?}");
     // The schema is not vacuous: a figure without its anchor fails it.
     let mut broken = results.clone();

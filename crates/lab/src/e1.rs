@@ -53,6 +53,7 @@
 //! message from a new address waits for the check. Without `rrc` they match the oracle.
 
 use crate::apps::session_ports::SessionPorts;
+use crate::report::results::{print_figures, Figure};
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_dtls::{
     CipherSuite, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event, Mobility,
@@ -63,7 +64,6 @@ use fastshake_sim::dist::Jitter;
 use fastshake_sim::link::LinkConfig;
 use fastshake_sim::nat::{NatConfig, NatPreset};
 use fastshake_sim::{Action, AppId, IfaceId, NodeId, Role, Simulator};
-use crate::report::results::{print_figures, Figure};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};

@@ -97,7 +97,8 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
 /// The headline figures beside the paper's (the claims and tables hold the rest).
 pub fn figures(r: &Report) -> Vec<Figure> {
     let mut figures = Vec::new();
-    let one_hop_500 = r.xmac.rows.iter().find(|row| row.check_interval_ms == 500.0 && row.pdr == 1.0 && row.hops == 1);
+    let one_hop_500 =
+        r.xmac.rows.iter().find(|row| row.check_interval_ms == 500.0 && row.pdr == 1.0 && row.hops == 1);
     if let Some(row) = one_hop_500 {
         figures.push(
             Figure::simulated("X-MAC client energy, CI 500 ms, PDR 100 %, 1 hop, fixed 2 s timer", "mJ", row.energy_fixed.total_mj())
@@ -109,7 +110,9 @@ pub fn figures(r: &Report) -> Vec<Figure> {
                 )),
         );
     }
-    if let Some(row) = r.tsch.rows.iter().find(|row| row.paper_is_table && row.l == 101 && row.c == 1 && row.h == 1) {
+    if let Some(row) =
+        r.tsch.rows.iter().find(|row| row.paper_is_table && row.l == 101 && row.c == 1 && row.h == 1)
+    {
         figures.push(
             Figure::simulated("TSCH, 10 frames as the paper assumed, L = 101, C = 1, 1 hop", "s", row.simulated.mean_latency_s)
                 .against(row.paper_s, "seed 002 Table I")
@@ -121,7 +124,10 @@ pub fn figures(r: &Report) -> Vec<Figure> {
         let m = row.handshake.main();
         figures.push(
             Figure::simulated(
-                format!("TSCH, our PSK handshake, L = 101, C = 1, 1 hop ({})", row.handshake.main_timer().name()),
+                format!(
+                    "TSCH, our PSK handshake, L = 101, C = 1, 1 hop ({})",
+                    row.handshake.main_timer().name()
+                ),
                 "s",
                 m.duration_s,
             )

@@ -308,7 +308,8 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     let prices = tsch::measure(tsch_seeds, None)?;
     let patient = tsch::measure(tsch_seeds, Some(std::time::Duration::from_secs(60)))?;
     let certificates = tsch::measure_certificates(tsch_seeds, None)?;
-    let certificates_patient = tsch::measure_certificates(tsch_seeds, Some(std::time::Duration::from_secs(60)))?;
+    let certificates_patient =
+        tsch::measure_certificates(tsch_seeds, Some(std::time::Duration::from_secs(60)))?;
     let mut eviction = Vec::new();
     for &(slots, clients, rho) in &options.eviction_points {
         let base = Workload::eviction(clients, slots, rho, options.requests, WhenFull::Refuse);

@@ -130,7 +130,8 @@ fn table(out: &mut String, id: &str, index: usize, t: &Table) {
     for row in &t.rows {
         out.push_str("<tr>");
         for cell in row {
-            let numeric = cell.trim_start_matches(['-', '+']).chars().next().is_some_and(|c| c.is_ascii_digit());
+            let numeric =
+                cell.trim_start_matches(['-', '+']).chars().next().is_some_and(|c| c.is_ascii_digit());
             let _ = write!(out, "<td{}>{}</td>", if numeric { " class=\"num\"" } else { "" }, escape(cell));
         }
         out.push_str("</tr>\n");

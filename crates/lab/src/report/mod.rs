@@ -66,8 +66,10 @@ fn select(only: &[String]) -> anyhow::Result<Vec<Box<dyn Experiment>>> {
         );
     }
     let known = known.join(",");
-    let chosen: Vec<_> =
-        all.into_iter().filter(|e| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(e.id()))).collect();
+    let chosen: Vec<_> = all
+        .into_iter()
+        .filter(|e| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(e.id())))
+        .collect();
     anyhow::ensure!(!chosen.is_empty(), "no experiment chosen (known: {known})");
     Ok(chosen)
 }

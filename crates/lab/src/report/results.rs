@@ -51,9 +51,13 @@ pub struct Section {
 pub enum Status {
     Ran,
     /// Not run, and why (a missing binary or anchor, not root).
-    Skipped { reason: String },
+    Skipped {
+        reason: String,
+    },
     /// Started and failed: the error.
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 /// Where a figure comes from: the page tells simulated (reproducible from the seed) from
@@ -112,7 +116,12 @@ impl Figure {
     }
 
     /// The median of `runs` timed runs.
-    pub fn measured(name: impl Into<String>, unit: impl Into<String>, median: Option<f64>, runs: u32) -> Figure {
+    pub fn measured(
+        name: impl Into<String>,
+        unit: impl Into<String>,
+        median: Option<f64>,
+        runs: u32,
+    ) -> Figure {
         Figure::new(name, unit, median, Origin::Measured { runs })
     }
 
@@ -164,7 +173,11 @@ pub struct Table {
 
 impl Table {
     pub fn new(title: impl Into<String>, columns: &[&str]) -> Table {
-        Table { title: title.into(), columns: columns.iter().map(|c| c.to_string()).collect(), rows: Vec::new() }
+        Table {
+            title: title.into(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn row(&mut self, cells: impl IntoIterator<Item = String>) {

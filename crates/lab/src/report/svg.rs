@@ -115,7 +115,10 @@ impl Chart {
         Ok(())
     }
 
-    fn fill<'a, 'b: 'a, X, Y>(&self, mut chart: ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>) -> anyhow::Result<()>
+    fn fill<'a, 'b: 'a, X, Y>(
+        &self,
+        mut chart: ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    ) -> anyhow::Result<()>
     where
         X: Ranged<ValueType = f64> + ValueFormatter<f64>,
         Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
@@ -151,7 +154,8 @@ impl Chart {
                 }
                 Reference::Curve { points, label } => {
                     // Two curves side by side must not look alike: long dashes, then grey dots.
-                    let (dash, color) = if curves % 2 == 0 { (8, BLACK) } else { (2, RGBColor(120, 120, 120)) };
+                    let (dash, color) =
+                        if curves % 2 == 0 { (8, BLACK) } else { (2, RGBColor(120, 120, 120)) };
                     curves += 1;
                     let style = color.stroke_width(2);
                     chart
@@ -165,7 +169,10 @@ impl Chart {
             let color = PALETTE[i % PALETTE.len()];
             let style = color.stroke_width(if series.dashed { 1 } else { 2 });
             for (&(px, py), &half) in series.points.iter().zip(&series.errors) {
-                chart.draw_series([PathElement::new(vec![(px, py - half), (px, py + half)], color.stroke_width(1))])?;
+                chart.draw_series([PathElement::new(
+                    vec![(px, py - half), (px, py + half)],
+                    color.stroke_width(1),
+                )])?;
             }
             let markers = series.points.iter().map(move |&p| Circle::new(p, 4, style.filled()));
             let drawn = if series.markers_only {
@@ -179,7 +186,9 @@ impl Chart {
                 }
             };
             drawn.label(series.label.clone()).legend(move |(x, y)| {
-                EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (20, 0)], style) + Circle::new((10, 0), 3, style.filled())
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (20, 0)], style)
+                    + Circle::new((10, 0), 3, style.filled())
             });
         }
         chart
@@ -191,7 +200,6 @@ impl Chart {
         Ok(())
     }
 }
-
 
 /// A tick label with at most three significant digits and no float noise (0.30000000000000004).
 fn tick(v: f64) -> String {

@@ -59,13 +59,16 @@ impl Experiment for Benchmarks {
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
         let mut section = super::super::blank(self);
-        section.source = "anchors measured in the same run on this machine (OpenSSL through the openssl crate)".into();
-        section.paper_method = "No paper: each benchmark names an anchor — another implementation doing the same \
+        section.source =
+            "anchors measured in the same run on this machine (OpenSSL through the openssl crate)".into();
+        section.paper_method =
+            "No paper: each benchmark names an anchor — another implementation doing the same \
             work on the same machine in the same run — and a target."
-            .into();
-        section.our_setup = "fastshake-bench, run as a subprocess (it links OpenSSL and a counting allocator, the \
+                .into();
+        section.our_setup =
+            "fastshake-bench, run as a subprocess (it links OpenSSL and a counting allocator, the \
             fastshake binary neither); its full tables are in the bench-*.txt files beside this page."
-            .into();
+                .into();
         if ctx.bench.is_none() {
             section.status = Status::Skipped {
                 reason: "no fastshake-bench beside fastshake (cargo build --release -p fastshake -p fastshake-bench)"
@@ -79,12 +82,17 @@ impl Experiment for Benchmarks {
             step.running(format!("fastshake-bench {}", args.join(" ")));
             let json = super::run_bench(ctx, bench.name, args)?;
             section.figures.extend((bench.figures)(&json));
-            logs.row([bench.name.to_string(), format!("fastshake-bench {}", args.join(" ")), format!("bench-{}.txt", bench.name)]);
+            logs.row([
+                bench.name.to_string(),
+                format!("fastshake-bench {}", args.join(" ")),
+                format!("bench-{}.txt", bench.name),
+            ]);
         }
         section.tables.push(logs);
-        section.meaning = "Timed figures vary with the machine's other load; the anchor ran interleaved with ours, \
+        section.meaning =
+            "Timed figures vary with the machine's other load; the anchor ran interleaved with ours, \
             so the ratio is the steadier figure."
-            .into();
+                .into();
         Ok(section)
     }
 }

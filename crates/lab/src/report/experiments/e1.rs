@@ -38,7 +38,9 @@ impl Experiment for E1 {
         })?;
         step.running("plots and capture");
         let mut section = super::super::blank(self);
-        section.source = "seed 001: DTLS handover with fast resumption and socket strategies (IPC, TCS), Section IV".into();
+        section.source =
+            "seed 001: DTLS handover with fast resumption and socket strategies (IPC, TCS), Section IV"
+                .into();
         section.paper_method = "A client sends 600 messages, the server acknowledges each; the figure is the wall-clock \
             time until all 600 acknowledgements are in (WCT). 5, 30 and 100 ms of delay on every packet of the client; \
             every 10 s its interface goes down and comes back (multihomed: two interfaces, interleaved by 5 s). \
@@ -57,8 +59,14 @@ impl Experiment for E1 {
         wct_plot(&reports, ctx)?;
         gain_plot(&reports, ctx)?;
         section.plots = vec![
-            Plot { file: "e1-wct.svg".into(), title: "WCT per strategy and delay, single- and multihomed, with the ideal bound".into() },
-            Plot { file: "e1-gain.svg".into(), title: "Gain of DTLS-TCS over standard DTLS beside seed 001 Table I".into() },
+            Plot {
+                file: "e1-wct.svg".into(),
+                title: "WCT per strategy and delay, single- and multihomed, with the ideal bound".into(),
+            },
+            Plot {
+                file: "e1-gain.svg".into(),
+                title: "Gain of DTLS-TCS over standard DTLS beside seed 001 Table I".into(),
+            },
         ];
         let cell = Cell { delay_ms: 30, multihomed: false, nat: None };
         let (_, pcap) = e1::run_one_captured(Strategy::Tcs, &cell, &params, seeds[0])?;
@@ -79,7 +87,16 @@ impl Experiment for E1 {
 fn table(reports: &[CellReport]) -> Table {
     let mut t = Table::new(
         "WCT per cell and strategy (mean over seeds)",
-        &["delay ms", "homed", "strategy", "WCT s", "gain vs 1-homed std %", "above ideal %", "handshakes", "ideal s"],
+        &[
+            "delay ms",
+            "homed",
+            "strategy",
+            "WCT s",
+            "gain vs 1-homed std %",
+            "above ideal %",
+            "handshakes",
+            "ideal s",
+        ],
     );
     let cell = |v: Option<f64>, p: usize| v.map_or("—".to_string(), |v| format!("{v:.p$}"));
     for r in reports {
@@ -112,7 +129,10 @@ fn wct_plot(reports: &[CellReport], ctx: &Context) -> anyhow::Result<()> {
             if points.is_empty() {
                 continue;
             }
-            let mut s = Series::line(format!("{}{}", row.label, if multihomed { ", multihomed" } else { "" }), points);
+            let mut s = Series::line(
+                format!("{}{}", row.label, if multihomed { ", multihomed" } else { "" }),
+                points,
+            );
             s.dashed = multihomed;
             series.push(s);
         }

@@ -51,9 +51,15 @@ impl Experiment for E2 {
         section.figures = e2::figures(&report);
         section.tables = tables(&report);
         for (file, title) in [
-            ("e2-xmac-duration.svg", "X-MAC: handshake duration against the check interval, per PDR and hop count"),
+            (
+                "e2-xmac-duration.svg",
+                "X-MAC: handshake duration against the check interval, per PDR and hop count",
+            ),
             ("e2-xmac-energy.svg", "X-MAC: client energy against the check interval, per PDR and hop count"),
-            ("e2-beacon-duration.svg", "Beacon-enabled 802.15.4: duration against the beacon interval, per CAP"),
+            (
+                "e2-beacon-duration.svg",
+                "Beacon-enabled 802.15.4: duration against the beacon interval, per CAP",
+            ),
             ("e2-tsch.svg", "TSCH: Tables I and II, the 10-frame model and our handshake"),
         ] {
             section.plots.push(Plot { file: file.into(), title: title.into() });
@@ -64,8 +70,7 @@ impl Experiment for E2 {
             "e2-xmac-handshakes.pcap",
             "scenarios/dtls-xmac.toml: PSK handshakes over X-MAC hops",
         )?);
-        let all: Vec<&claims::Claim> =
-            report.xmac.claims.iter().chain(&report.beacon.claims).collect();
+        let all: Vec<&claims::Claim> = report.xmac.claims.iter().chain(&report.beacon.claims).collect();
         let agree = all.iter().filter(|c| c.verdict == claims::Verdict::Agrees).count();
         section.meaning = format!(
             "{agree} of {} of the paper's statements hold with our handshake. Where they do not, the reason is in \

@@ -46,7 +46,9 @@ impl Experiment for E3 {
         let report = e3::experiment(&options)?;
         step.running("plot and capture");
         let mut section = super::super::blank(self);
-        section.source = "seed 002: M. Vučinić et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section IV".into();
+        section.source =
+            "seed 002: M. Vučinić et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section IV"
+                .into();
         section.paper_method = "tinyDTLS needs about 400 B of RAM per PSK session, so a 16 kB WiSMote holds 3 session slots. \
             With R slots and N clients, each asking at rate λ and holding a session for a mean 1/µ (ρ = λ/µ), the server \
             is an M/M/R/R/N loss system: the paper gives the Engset blocking, about 17 % at R = 3, N = 5, ρ = 0.5 \
@@ -91,7 +93,18 @@ impl Experiment for E3 {
 fn tables(r: &Report) -> Vec<Table> {
     let mut grid = Table::new(
         "Engset against the real Endpoint (refuse when full)",
-        &["R", "N", "ρ", "requests", "Engset time", "ours time ± 95 %", "", "Engset call", "ours call ± 95 %", ""],
+        &[
+            "R",
+            "N",
+            "ρ",
+            "requests",
+            "Engset time",
+            "ours time ± 95 %",
+            "",
+            "Engset call",
+            "ours call ± 95 %",
+            "",
+        ],
     );
     for g in &r.grid {
         grid.row([
@@ -126,7 +139,19 @@ fn tables(r: &Report) -> Vec<Table> {
     }
     let mut eviction = Table::new(
         "What eviction costs the evicted (per evicted session)",
-        &["R", "N", "ρ", "policy", "reconnect", "call ± 95 %", "evictions /100 req", "extra handshakes", "bytes", "TSCH s", "TSCH mJ"],
+        &[
+            "R",
+            "N",
+            "ρ",
+            "policy",
+            "reconnect",
+            "call ± 95 %",
+            "evictions /100 req",
+            "extra handshakes",
+            "bytes",
+            "TSCH s",
+            "TSCH mJ",
+        ],
     );
     for part in &r.eviction {
         for row in &part.rows {
@@ -151,7 +176,8 @@ fn tables(r: &Report) -> Vec<Table> {
 fn blocking_plot(r: &Report, ctx: &Context) -> anyhow::Result<()> {
     let (slots, clients, paper_rho) = PAPER_POINT;
     let at_paper_point: Vec<_> = r.grid.iter().filter(|g| g.slots == slots && g.clients == clients).collect();
-    let (lo, hi) = at_paper_point.iter().fold((paper_rho, paper_rho), |(lo, hi), g| (lo.min(g.rho), hi.max(g.rho)));
+    let (lo, hi) =
+        at_paper_point.iter().fold((paper_rho, paper_rho), |(lo, hi), g| (lo.min(g.rho), hi.max(g.rho)));
     let curve = |f: fn(usize, usize, f64) -> f64| -> Vec<(f64, f64)> {
         (0..=60)
             .map(|i| lo * (hi / lo).powf(f64::from(i) / 60.0))
@@ -159,7 +185,8 @@ fn blocking_plot(r: &Report, ctx: &Context) -> anyhow::Result<()> {
             .collect()
     };
     let simulated = |pick: fn(&e3::GridRow) -> engset::Estimate| {
-        let mut s = Series::markers(String::new(), at_paper_point.iter().map(|g| (g.rho, pick(g).mean)).collect());
+        let mut s =
+            Series::markers(String::new(), at_paper_point.iter().map(|g| (g.rho, pick(g).mean)).collect());
         s.errors = at_paper_point.iter().map(|g| pick(g).half_width).collect();
         s
     };
@@ -175,8 +202,14 @@ fn blocking_plot(r: &Report, ctx: &Context) -> anyhow::Result<()> {
         log_y: false,
         series: vec![time, call],
         references: vec![
-            Reference::Curve { points: curve(engset::time_congestion), label: "Engset time congestion".into() },
-            Reference::Curve { points: curve(engset::call_congestion), label: "Engset call congestion (N−1)".into() },
+            Reference::Curve {
+                points: curve(engset::time_congestion),
+                label: "Engset time congestion".into(),
+            },
+            Reference::Curve {
+                points: curve(engset::call_congestion),
+                label: "Engset call congestion (N−1)".into(),
+            },
             Reference::Points {
                 points: vec![(paper_rho, e3::PAPER_TIME)],
                 label: "paper: about 17 % at ρ = 0.5".into(),

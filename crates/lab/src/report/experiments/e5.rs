@@ -27,7 +27,9 @@ fn targets(v: &Value) -> Vec<Value> {
 }
 
 fn target<'a>(all: &'a [Value], label: &str) -> Option<&'a Value> {
-    all.iter().find(|t| t.get("label").and_then(Value::as_str) == Some(label) && t.get("error").is_some_and(Value::is_null))
+    all.iter().find(|t| {
+        t.get("label").and_then(Value::as_str) == Some(label) && t.get("error").is_some_and(Value::is_null)
+    })
 }
 
 fn ttfb_rows(v: &Value) -> Vec<Value> {
@@ -56,7 +58,8 @@ impl Experiment for E5 {
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
         let mut section = super::super::blank(self);
-        section.source = "seed 004: an alternative SCTP handshake (ALT-COOKIE, cookieless, zero-RTT data)".into();
+        section.source =
+            "seed 004: an alternative SCTP handshake (ALT-COOKIE, cookieless, zero-RTT data)".into();
         section.paper_method = "An INIT flood of 112-byte packets announcing every extension against FreeBSD and Linux: \
             responses per second — ABORT with no listener 74 kpps FreeBSD / 32 kpps Linux, INIT-ACK 13–18 kpps \
             (416 B), ERROR with ALT-COOKIE about 52 kpps (40 B). Time to first byte over a 2 Mbit/s link with the \
@@ -99,10 +102,15 @@ impl Experiment for E5 {
         );
         match (rate(alt), rate(usrsctp)) {
             (Some(ours), Some(theirs)) => section.figures.push(
-                Figure::measured("ALT-COOKIE answers/s over usrsctp's INIT-ACK answers/s", "ratio", Some(ours / theirs), rounds)
-                    .against(PAPER_ALT_PPS / 15_500.0, "seed 004: 52 kpps / 13–18 kpps")
-                    .met_if(ours / theirs >= 3.0, "at least 3×, as in the paper")
-                    .note(format!("{ours:.0}/s against {theirs:.0}/s, same flood, same machine")),
+                Figure::measured(
+                    "ALT-COOKIE answers/s over usrsctp's INIT-ACK answers/s",
+                    "ratio",
+                    Some(ours / theirs),
+                    rounds,
+                )
+                .against(PAPER_ALT_PPS / 15_500.0, "seed 004: 52 kpps / 13–18 kpps")
+                .met_if(ours / theirs >= 3.0, "at least 3×, as in the paper")
+                .note(format!("{ours:.0}/s against {theirs:.0}/s, same flood, same machine")),
             ),
             _ => section.figures.push(
                 Figure::measured("ALT-COOKIE answers/s", "1/s", rate(alt), rounds)
@@ -123,37 +131,68 @@ impl Experiment for E5 {
         }
         let rows = ttfb_rows(&v);
         let delays: Vec<u64> = {
-            let mut d: Vec<u64> = rows.iter().filter_map(|r| r.get("delay_ms").and_then(Value::as_u64)).collect();
+            let mut d: Vec<u64> =
+                rows.iter().filter_map(|r| r.get("delay_ms").and_then(Value::as_u64)).collect();
             d.dedup();
             d
         };
         if let Some(&delay) = delays.last() {
-            if let (Some(reg), Some(alt), Some(cached)) =
-                (ttfb(&rows, "regular", delay), ttfb(&rows, "alternative (", delay), ttfb(&rows, "cached", delay))
-            {
+            if let (Some(reg), Some(alt), Some(cached)) = (
+                ttfb(&rows, "regular", delay),
+                ttfb(&rows, "alternative (", delay),
+                ttfb(&rows, "cached", delay),
+            ) {
                 section.figures.push(
-                    Figure::simulated(format!("TTFB alternative / regular, {delay} ms delay"), "ratio", alt / reg)
-                        .against(1.0, "seed 004 Fig. 16: about equal")
-                        .within(0.25)
-                        .note(format!("{alt:.1} ms against {reg:.1} ms; our alternative INIT already carries the request")),
+                    Figure::simulated(
+                        format!("TTFB alternative / regular, {delay} ms delay"),
+                        "ratio",
+                        alt / reg,
+                    )
+                    .against(1.0, "seed 004 Fig. 16: about equal")
+                    .within(0.25)
+                    .note(format!(
+                        "{alt:.1} ms against {reg:.1} ms; our alternative INIT already carries the request"
+                    )),
                 );
                 section.figures.push(
-                    Figure::simulated(format!("TTFB cached ALT-COOKIE + zero-RTT / regular, {delay} ms delay"), "ratio", cached / reg)
-                        .against(0.5, "seed 004 Fig. 16: halves")
-                        .within(0.25)
-                        .note(format!("{cached:.1} ms against {reg:.1} ms")),
+                    Figure::simulated(
+                        format!("TTFB cached ALT-COOKIE + zero-RTT / regular, {delay} ms delay"),
+                        "ratio",
+                        cached / reg,
+                    )
+                    .against(0.5, "seed 004 Fig. 16: halves")
+                    .within(0.25)
+                    .note(format!("{cached:.1} ms against {reg:.1} ms")),
                 );
             }
         }
         let mut flood = Table::new(
             "INIT flood on loopback (medians of the rounds)",
-            &["server", "answer", "answer B", "answers/s", "min–max", "CPU µs/answer", "B out / B in", "paper"],
+            &[
+                "server",
+                "answer",
+                "answer B",
+                "answers/s",
+                "min–max",
+                "CPU µs/answer",
+                "B out / B in",
+                "paper",
+            ],
         );
         for t in &all {
             let s = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
             let n = |k: &str, p: usize| number(t, k).map_or("—".into(), |v| format!("{v:.p$}"));
             if let Some(e) = t.get("error").and_then(Value::as_str) {
-                flood.row([s("label"), format!("not run: {e}"), String::new(), String::new(), String::new(), String::new(), String::new(), s("paper")]);
+                flood.row([
+                    s("label"),
+                    format!("not run: {e}"),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    s("paper"),
+                ]);
                 continue;
             }
             flood.row([
@@ -167,7 +206,10 @@ impl Experiment for E5 {
                 s("paper"),
             ]);
         }
-        let mut times = Table::new("Time to first byte (simulated, 2 Mbit/s)", &["setup", "delay ms", "TTFB ms", "round trips"]);
+        let mut times = Table::new(
+            "Time to first byte (simulated, 2 Mbit/s)",
+            &["setup", "delay ms", "TTFB ms", "round trips"],
+        );
         for r in &rows {
             let n = |k: &str| number(r, k).map_or("—".into(), |v| format!("{v:.2}"));
             times.row([
@@ -181,8 +223,14 @@ impl Experiment for E5 {
         answers_plot(&all, ctx)?;
         ttfb_plot(&rows, &delays, ctx)?;
         section.plots = vec![
-            Plot { file: "e5-answers.svg".into(), title: "INIT-flood answers per second per server, beside seed 004's rates".into() },
-            Plot { file: "e5-ttfb.svg".into(), title: "Time to first byte against the link delay, per setup".into() },
+            Plot {
+                file: "e5-answers.svg".into(),
+                title: "INIT-flood answers per second per server, beside seed 004's rates".into(),
+            },
+            Plot {
+                file: "e5-ttfb.svg".into(),
+                title: "Time to first byte against the link delay, per setup".into(),
+            },
         ];
         step.running("capture");
         section.capture = Some(super::capture_scenario(
@@ -218,7 +266,10 @@ fn answers_plot(all: &[Value], ctx: &Context) -> anyhow::Result<()> {
         log_y: true,
         series,
         references: vec![
-            Reference::Level { y: PAPER_ALT_PPS, label: "paper: ERROR + ALT-COOKIE 52 kpps (FreeBSD)".into() },
+            Reference::Level {
+                y: PAPER_ALT_PPS,
+                label: "paper: ERROR + ALT-COOKIE 52 kpps (FreeBSD)".into(),
+            },
             Reference::Level { y: 15_500.0, label: "paper: INIT-ACK 13–18 kpps (middle)".into() },
             Reference::Level { y: 74_000.0, label: "paper: ABORT 74 kpps (FreeBSD)".into() },
         ],
@@ -251,7 +302,10 @@ fn ttfb_plot(rows: &[Value], delays: &[u64], ctx: &Context) -> anyhow::Result<()
         log_x: true,
         log_y: true,
         series,
-        references: vec![Reference::Curve { points: half, label: "paper: a cached cookie halves regular's time".into() }],
+        references: vec![Reference::Curve {
+            points: half,
+            label: "paper: a cached cookie halves regular's time".into(),
+        }],
     };
     chart.draw(&ctx.path("e5-ttfb.svg"))
 }

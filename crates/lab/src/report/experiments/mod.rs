@@ -47,7 +47,12 @@ pub fn run_bench(ctx: &Context, name: &str, args: &[&str]) -> anyhow::Result<ser
         .stdout(out.try_clone()?)
         .stderr(out)
         .status()?;
-    anyhow::ensure!(status.success(), "fastshake-bench {} ended with {status} (see {})", args.join(" "), log.display());
+    anyhow::ensure!(
+        status.success(),
+        "fastshake-bench {} ended with {status} (see {})",
+        args.join(" "),
+        log.display()
+    );
     Ok(serde_json::from_slice(&std::fs::read(&json)?)?)
 }
 
