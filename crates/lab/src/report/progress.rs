@@ -42,7 +42,7 @@ impl Progress {
     pub fn step(&self, id: &str, estimate: Duration) -> Step {
         let len = estimate.as_secs().max(1);
         let bar = self.bars.add(ProgressBar::new(len));
-        bar.set_style(style("{prefix:5} [{bar:30}] {elapsed:>4}, about {eta} left  {wide_msg}"));
+        bar.set_style(style("{prefix:5} [{bar:30}] {elapsed:>4} of about {len}s  {wide_msg}"));
         bar.set_prefix(id.to_string());
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = (!bar.is_hidden()).then(|| {

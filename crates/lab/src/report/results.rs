@@ -204,7 +204,7 @@ pub struct Capture {
 pub fn format_value(v: Option<f64>) -> String {
     match v {
         None => "—".into(),
-        Some(v) if v == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
         Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
         Some(v) if v.abs() >= 0.1 => format!("{v:.3}"),
