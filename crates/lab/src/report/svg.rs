@@ -78,12 +78,14 @@ impl Chart {
         if !lo.is_finite() || !hi.is_finite() {
             return if log { 0.1..10.0 } else { 0.0..1.0 };
         }
+        // The legend sits in the upper left: room above the data keeps it off the points.
+        let headroom = if axis((0.0, 1.0)) == 1.0 { 1.0 } else { 0.0 };
         if log {
-            (lo / 1.6)..(hi * 1.6)
+            (lo / 1.6)..(hi * 1.6 * 10f64.powf(headroom * (hi / lo).log10().max(1.0) * 0.6))
         } else {
             let span = (hi - lo).max(hi.abs() * 0.1).max(1e-9);
             let lo = if lo >= 0.0 && lo - 0.08 * span <= 0.0 { 0.0 } else { lo - 0.08 * span };
-            lo..(hi + 0.12 * span)
+            lo..(hi + (0.12 + 0.6 * headroom) * span)
         }
     }
 
@@ -132,19 +134,23 @@ impl Chart {
             .light_line_style(WHITE.mix(0.0))
             .draw()?;
         let x_range = chart.x_range();
-        let mut curves = 0;
+        let (mut curves, mut levels) = (0, 0);
         for reference in &self.references {
             match reference {
                 Reference::Level { y, label } => {
+                    // Several levels on one plot must not look alike: dash length and grey differ.
+                    let (dash, grey) = [(10, 0), (3, 90), (6, 160)][levels % 3];
+                    levels += 1;
+                    let style = RGBColor(grey, grey, grey).stroke_width(2);
                     chart
                         .draw_series(DashedLineSeries::new(
                             vec![(x_range.start, *y), (x_range.end, *y)],
-                            6,
+                            dash,
                             4,
-                            BLACK.stroke_width(1),
+                            style,
                         ))?
                         .label(label.clone())
-                        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
                 }
                 Reference::Points { points, label } => {
                     chart
