@@ -57,6 +57,10 @@ pub struct Args {
     /// The openssl command for the loopback anchor.
     #[arg(long, value_name = "PATH", default_value = "openssl")]
     openssl: String,
+    /// Also write the headline figures (handshakes per second beside OpenSSL) as JSON to this
+    /// file (what `fastshake lab all` reads).
+    #[arg(long, value_name = "FILE")]
+    json: Option<std::path::PathBuf>,
 }
 
 /// How long and how often each measurement runs.
@@ -107,7 +111,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         plan.loopback_slice.as_millis()
     );
 
-    engine_handshakes(&plan)?;
+    let headline = engine_handshakes(&plan)?;
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "handshake",
+            "quick": args.quick,
+            "runs": plan.runs,
+            "anchor": openssl::version::version(),
+            "target_handshakes_per_s": TARGET_HANDSHAKES_PER_SECOND,
+            "engine_handshakes": headline,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+    }
     record_throughput(&plan)?;
     session_memory()?;
     allocations_per_record()?;
@@ -273,7 +288,9 @@ fn engine_rate(suite: CipherSuite, slice: Duration) -> anyhow::Result<f64> {
     Ok(count as f64 / start.elapsed().as_secs_f64())
 }
 
-fn engine_handshakes(plan: &Plan) -> anyhow::Result<()> {
+/// Prints the table and returns its rows for `--json`.
+fn engine_handshakes(plan: &Plan) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut rows = Vec::new();
     println!("1. Full PSK handshakes per second, engine only: client and server in memory, one core");
     println!("   (each: ClientHello, HelloVerifyRequest, ClientHello+cookie, ServerHello..Done, CKE+CCS+Finished, CCS+Finished)");
     println!(
@@ -298,8 +315,13 @@ fn engine_handshakes(plan: &Plan) -> anyhow::Result<()> {
             ours / theirs,
             verdict(ours >= TARGET_HANDSHAKES_PER_SECOND)
         );
+        rows.push(serde_json::json!({
+            "suite": suite.iana_name(),
+            "ours_per_s": ours,
+            "openssl_per_s": theirs,
+        }));
     }
-    Ok(())
+    Ok(rows)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ use crate::flood::servers::{
     bare_echo_server, free_udp_port, start_bound_process, start_usrsctp_echo, ChildGuard, ServerThread,
 };
 use crate::flood::{median, FloodLimits, FloodResult, Row, Settings};
+use anyhow::Context;
 use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet, Param, PARAM_IPV4, PARAM_IPV6};
 use fastshake_sctp::{Config, Endpoint, HandshakeMode, Instant};
 use std::net::{SocketAddr, UdpSocket};
@@ -27,6 +28,9 @@ pub struct Args {
     /// Offered INIT rate of the flood, packets per second.
     #[arg(long, default_value_t = 400_000)]
     rate: u64,
+    /// Also write the figures as JSON to this file (what `fastshake lab all` reads).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 /// `fastshake sctp server --mode alt` (this very binary) on a free loopback port.
@@ -241,7 +245,31 @@ fn print_flood(targets: &[FloodTarget], init_len: usize) {
     );
 }
 
-fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: f64) -> anyhow::Result<()> {
+/// One flood target's figures for `--json`.
+fn flood_json(t: &FloodTarget) -> serde_json::Value {
+    let row = &t.row;
+    let rates: Vec<f64> = row.rounds.iter().map(FloodResult::answers_per_second).collect();
+    serde_json::json!({
+        "label": row.label,
+        "paper": t.paper,
+        "error": row.error,
+        "rounds": row.rounds.len(),
+        "answer_kind": row.rounds.iter().rev().find_map(|r| r.answer_kind.clone()),
+        "answer_bytes": row.answer_size(),
+        "median_answers_per_s": row.median_rate(),
+        "min_answers_per_s": rates.iter().copied().fold(f64::INFINITY, f64::min).min(f64::MAX),
+        "max_answers_per_s": rates.iter().copied().fold(0.0, f64::max),
+        "median_cpu_us_per_answer": row.cpu_us(),
+        "median_bytes_out_per_byte_in": row.bytes_out_per_byte_in(),
+    })
+}
+
+fn run_floods(
+    args: &Args,
+    limits: FloodLimits,
+    rounds: usize,
+    engine_alt_cost: f64,
+) -> anyhow::Result<serde_json::Value> {
     println!(
         "== INIT flood: {rounds} rounds, each at most {} packets or {:.1} s per server, offered {} pps from one port, loopback ==",
         limits.max_packets,
@@ -335,6 +363,12 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: 
         t.row = row;
     }
     print_flood(&targets, init.len());
+    let json = serde_json::json!({
+        "init_bytes": init.len(),
+        "rounds": rounds,
+        "offered_pps": limits.rate_pps,
+        "targets": targets.iter().map(flood_json).collect::<Vec<_>>(),
+    });
 
     let rate = |i: usize| targets.get(i).map(|t| t.row.median_rate()).unwrap_or(0.0);
     let size = |i: usize| targets.get(i).map(|t| t.row.answer_size()).unwrap_or(0);
@@ -405,7 +439,7 @@ fn run_floods(args: &Args, limits: FloodLimits, rounds: usize, engine_alt_cost: 
             100.0 * floor_cpu / (floor_cpu + engine_us)
         );
     }
-    Ok(())
+    Ok(json)
 }
 
 /// Time to first byte over a modelled path: the client opens an association and sends a
@@ -846,7 +880,8 @@ mod ttfb {
         }
     }
 
-    pub fn run(delays_ms: &[u64]) -> anyhow::Result<()> {
+    pub fn run(delays_ms: &[u64]) -> anyhow::Result<serde_json::Value> {
+        let mut rows = Vec::new();
         println!(
             "== Time to first byte: request {} B, response {} B as zero-RTT/first data, {} Mbit/s each way, IPv4+UDP headers counted ==",
             REQUEST.len(),
@@ -868,7 +903,16 @@ mod ttfb {
                     Ok(o) => format!("{:.2}", o.ttfb.as_secs_f64() * 1e3),
                     Err(e) => format!("failed: {e:#}"),
                 };
-                match simulated::measure(variant, delay, RATE_BPS) {
+                let simulated = simulated::measure(variant, delay, RATE_BPS);
+                let sim_ttfb = simulated.as_ref().ok().and_then(|r| r.last()).and_then(|r| r.ttfb);
+                rows.push(serde_json::json!({
+                    "variant": variant.label(),
+                    "delay_ms": delay_ms,
+                    "sim_ttfb_ms": sim_ttfb.map(|t| t.as_secs_f64() * 1e3),
+                    "round_trips": sim_ttfb.map(|t| t.as_secs_f64() / rtt),
+                    "pair_ttfb_ms": pair,
+                }));
+                match simulated {
                     Ok(rounds) => match rounds.last() {
                         Some(simulated::Round { ttfb: Some(t), handshake }) => println!(
                             "{:<40} {:>8} {:>11.2} {:>8.2} {:>12}  {}",
@@ -895,7 +939,7 @@ mod ttfb {
         println!("RTTs = TTFB / (2 x delay); serialisation of each packet at 2 Mbit/s adds the rest.");
         println!("Target: cached ALT-COOKIE + zero-RTT data = 1 RTT.");
         println!("Paper (seed 004, Fig. 16): regular and alternative about equal; a cached cookie halves the time.");
-        Ok(())
+        Ok(serde_json::json!({ "rate_bps": RATE_BPS, "rows": rows }))
     }
 }
 
@@ -911,7 +955,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let engine_alt_cost = engine_only(if args.quick { 20_000 } else { 200_000 });
     println!();
-    run_floods(&args, limits, if args.quick { 3 } else { 5 }, engine_alt_cost)?;
+    let flood = run_floods(&args, limits, if args.quick { 3 } else { 5 }, engine_alt_cost)?;
     println!();
-    ttfb::run(if args.quick { &[5, 50] } else { &[5, 20, 50, 100] })
+    let ttfb = ttfb::run(if args.quick { &[5, 50] } else { &[5, 20, 50, 100] })?;
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "sctp",
+            "quick": args.quick,
+            "engine_alt_cookie_us": engine_alt_cost * 1e6,
+            "flood": flood,
+            "ttfb": ttfb,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }

@@ -12,6 +12,7 @@ pub mod e3;
 pub mod e4;
 pub mod mac_handshake;
 pub mod pki;
+pub mod report;
 mod runner;
 
 #[derive(clap::Args)]
@@ -33,6 +34,9 @@ enum Experiment {
     /// E4: handshake caching (seed 003, BiTHaC) over DTLS 1.2: bytes per layer and message,
     /// TLS-framed totals, CPU per role, cache entry sizes, and TSCH / X-MAC, beside the paper.
     E4(e4::Args),
+    /// Every experiment into one report: DIR/index.html (self-contained), DIR/*.svg,
+    /// DIR/results.json (docs/results.schema.json) and a pcap per experiment.
+    All(report::Args),
     /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
     Chaos(chaos::Args),
     /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
@@ -43,6 +47,7 @@ enum Experiment {
 
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.experiment {
+        Experiment::All(a) => report::run(a),
         Experiment::E1(a) => e1::run(a),
         Experiment::E2(a) => e2::run(a),
         Experiment::E3(a) => e3::run(a),

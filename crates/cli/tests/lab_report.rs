@@ -1,0 +1,218 @@
+//! `fastshake lab all`: the report of a quick E3 run, rendered in a real browser (headless
+//! Chromium, Debian's `chromium`) with every plot and table in the rendered DOM and no console
+//! error; results.json valid against docs/results.schema.json; the same seed giving the same
+//! simulated figures. The screenshot stays under target/tmp/lab-report/ as an artefact.
+
+use fastshake_testkit::peers::{run, Fastshake};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
+/// A bound on one run, not a measurement.
+const RUN_LIMIT: Duration = Duration::from_secs(900);
+
+fn artefacts() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-report")
+}
+
+/// `fastshake lab all --quick --only E3 --seed SEED --out DIR`; returns results.json.
+fn lab_all(dir: &Path, seed: u64) -> Value {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut command = FASTSHAKE.command();
+    let seed = seed.to_string();
+    command.args(["lab", "all", "--quick", "--only", "E3", "--seed", &seed, "--out"]).arg(dir);
+    let done = run("fastshake lab all", command, RUN_LIMIT);
+    assert!(
+        done.status.success(),
+        "lab all failed:\n{}\n{}",
+        String::from_utf8_lossy(&done.stdout),
+        done.stderr
+    );
+    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
+    serde_json::from_str(&text).expect("results.json is JSON")
+}
+
+/// One report shared by the tests that only read it.
+fn report() -> &'static (PathBuf, Value) {
+    static REPORT: OnceLock<(PathBuf, Value)> = OnceLock::new();
+    REPORT.get_or_init(|| {
+        let dir = artefacts().join("seed-7");
+        let results = lab_all(&dir, 7);
+        (dir, results)
+    })
+}
+
+fn sections(results: &Value) -> &Vec<Value> {
+    results["experiments"].as_array().expect("experiments")
+}
+
+/// The browser: $CHROMIUM, or Debian's `chromium` on the PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+            .find(|p| p.exists())
+    })
+}
+
+fn headless(browser: &Path, profile: &Path) -> Command {
+    let mut c = Command::new(browser);
+    c.args([
+        "--headless",
+        "--disable-gpu",
+        "--no-sandbox",
+        "--no-first-run",
+        "--enable-logging=stderr",
+        "--v=0",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    // Nothing on the page may come from the network: keep the browser off it.
+    .arg("--proxy-server=127.0.0.1:9")
+    .arg("--proxy-bypass-list=<-loopback>");
+    c
+}
+
+/// Console errors and failed loads in Chromium's log.
+fn console_errors(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| {
+            l.contains("Uncaught")
+                || l.contains("ERROR:CONSOLE")
+                || (l.contains("CONSOLE") && (l.contains("Error") || l.contains("Failed to load")))
+        })
+        .collect()
+}
+
+#[test]
+fn the_report_renders_in_chromium_with_every_plot_and_table() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("FASTSHAKE_REQUIRE_CHROMIUM").is_none(),
+            "FASTSHAKE_REQUIRE_CHROMIUM is set but no chromium is on the PATH"
+        );
+        eprintln!("no chromium on the PATH (apt-get install chromium): the browser test is skipped");
+        return;
+    };
+    let (dir, results) = report();
+    let page = dir.join("index.html");
+    let url = format!("file://{}", page.canonicalize().expect("index.html").display());
+    let profile = artefacts().join("chromium-profile");
+
+    let dom = run(
+        "chromium --dump-dom",
+        {
+            let mut c = headless(&browser, &profile);
+            c.arg("--dump-dom").arg(&url);
+            c
+        },
+        Duration::from_secs(120),
+    );
+    assert!(dom.status.success(), "chromium --dump-dom failed: {}", dom.stderr);
+    let rendered = String::from_utf8_lossy(&dom.stdout).into_owned();
+    assert!(console_errors(&dom.stderr).is_empty(), "console errors: {:?}", console_errors(&dom.stderr));
+
+    assert!(rendered.contains("data-table=\"summary\""), "the summary table is rendered");
+    let mut plots = 0;
+    for s in sections(results) {
+        let id = s["id"].as_str().expect("id");
+        assert!(rendered.contains(&format!("data-experiment=\"{id}\"")), "section {id} rendered");
+        for plot in s["plots"].as_array().expect("plots") {
+            let file = plot["file"].as_str().expect("file");
+            assert!(dir.join(file).exists(), "{file} written");
+            let at = rendered
+                .find(&format!("data-plot=\"{file}\""))
+                .unwrap_or_else(|| panic!("{file} in the DOM"));
+            // The SVG itself is inline, drawn with axes and text.
+            let figure = &rendered[at..rendered[at..].find("</figure>").map_or(rendered.len(), |e| at + e)];
+            assert!(
+                figure.contains("<svg") && figure.contains("<text"),
+                "{file} is an inline SVG with labels"
+            );
+            plots += 1;
+        }
+        let tables = s["tables"].as_array().expect("tables").len();
+        for i in 0..tables {
+            assert!(rendered.contains(&format!("data-table=\"{id}-{i}\"")), "{id} table {i} rendered");
+        }
+        if !s["figures"].as_array().expect("figures").is_empty() {
+            assert!(
+                rendered.contains(&format!("data-table=\"{id}-figures\"")),
+                "{id}'s figures beside the paper's"
+            );
+        }
+        if let Some(file) = s["capture"]["file"].as_str() {
+            assert!(dir.join(file).metadata().expect("capture written").len() > 24, "{file} holds packets");
+            assert!(rendered.contains(&format!("data-capture=\"{file}\"")), "{file} linked from the page");
+        }
+    }
+    assert!(plots > 0, "the page has plots");
+    // Self-contained: nothing the page names lives elsewhere.
+    let html = std::fs::read_to_string(&page).expect("page");
+    for fetch in ["<script", "<link", "<img", "<iframe", "src=", "href=\"http", "url("] {
+        assert!(!html.contains(fetch), "the page fetches nothing: {fetch} found");
+    }
+
+    let screenshot = artefacts().join("report.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let shot = run(
+        "chromium --screenshot",
+        {
+            let mut c = headless(&browser, &profile);
+            c.arg(format!("--screenshot={}", screenshot.display())).arg("--window-size=1280,2200").arg(&url);
+            c
+        },
+        Duration::from_secs(120),
+    );
+    assert!(shot.status.success(), "chromium --screenshot failed: {}", shot.stderr);
+    let png = std::fs::read(&screenshot).expect("screenshot written");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot: {} bytes", png.len());
+    eprintln!("screenshot: {}", screenshot.display());
+}
+
+#[test]
+fn results_json_validates_against_its_schema() {
+    let (_, results) = report();
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).expect("schema")).expect("JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> =
+        validator.iter_errors(results).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "results.json against the schema: {errors:#?}");
+    // The schema is not vacuous: a figure without its anchor fails it.
+    let mut broken = results.clone();
+    broken["experiments"][0]["figures"][0].as_object_mut().expect("a figure").remove("anchor");
+    assert!(!validator.is_valid(&broken), "a figure without `anchor` is rejected");
+}
+
+/// Simulated figures and tables, keyed by experiment and name.
+fn simulated(results: &Value) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    for s in sections(results) {
+        let id = s["id"].as_str().unwrap_or_default().to_string();
+        for f in s["figures"].as_array().expect("figures") {
+            if f["origin"]["kind"] != "measured" {
+                out.push((id.clone(), f["name"].as_str().unwrap_or_default().into(), f["ours"].clone()));
+            }
+        }
+        out.push((id.clone(), "tables".into(), s["tables"].clone()));
+    }
+    out
+}
+
+#[test]
+fn the_same_seed_gives_the_same_simulated_figures() {
+    let (_, first) = report();
+    let again = lab_all(&artefacts().join("seed-7-again"), 7);
+    let (a, b) = (simulated(first), simulated(&again));
+    assert!(a.iter().any(|(_, name, v)| name != "tables" && v.is_number()), "there are simulated figures");
+    assert_eq!(a, b, "seed 7 twice: the same simulated figures");
+    let _ = std::fs::remove_dir_all(artefacts().join("seed-7-again"));
+}

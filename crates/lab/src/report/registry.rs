@@ -1,0 +1,57 @@
+//! The experiments `lab all` runs: one [`Experiment`] per module in [`super::experiments`],
+//! listed once in [`all`]. Adding an experiment is writing its module and one line here.
+
+use super::experiments;
+use super::progress::Step;
+use super::results::Section;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What every experiment gets from the command line.
+#[derive(Clone, Debug)]
+pub struct Context {
+    pub quick: bool,
+    /// The seed every simulated figure derives from.
+    pub seed: u64,
+    /// The output directory (plots and captures go here).
+    pub out: PathBuf,
+    /// `fastshake-bench`, when found (the benchmarks and E5's floods need it).
+    pub bench: Option<PathBuf>,
+    /// Threads for replications that run side by side.
+    pub threads: usize,
+}
+
+impl Context {
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.out.join(file)
+    }
+
+    pub fn out(&self) -> &Path {
+        &self.out
+    }
+}
+
+pub trait Experiment {
+    /// "E1", "E2", ...: what `--only` takes.
+    fn id(&self) -> &'static str;
+    fn title(&self) -> &'static str;
+    /// Wall time of a run on a loaded 2-core machine, release build (for the estimate printed
+    /// at the start and the progress bars).
+    fn estimate(&self, quick: bool) -> Duration;
+    /// Runs and reports; plots and captures are written into `ctx.out`. A part that cannot run
+    /// here (no binary, not root) is skipped inside the section with its reason, not an error.
+    fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section>;
+}
+
+/// Every experiment, in the page's order.
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(experiments::e1::E1),
+        Box::new(experiments::e2::E2),
+        Box::new(experiments::e3::E3),
+        // E4 (handshake caching, seed 003) lands as experiments::e4 over crate::e4, one line here.
+        Box::new(experiments::e5::E5),
+        // The chaos soak (E6) fits the same way once it reports figures rather than a pass/fail grid.
+        Box::new(experiments::bench::Benchmarks),
+    ]
+}
