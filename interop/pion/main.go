@@ -177,29 +177,11 @@ func runServer(args []string) error {
 	_ = set.Parse(args)
 	exitAfter("server", common.timeLimit)
 
-	options, authOptions, err := credentials(&common, &certs, true)
-	if err != nil {
-		return err
-	}
-	serverOptions := make([]dtls.ServerOption, 0, len(options)+len(authOptions)+1)
-	for _, option := range options {
-		serverOptions = append(serverOptions, option)
-	}
-	serverOptions = append(serverOptions, authOptions...)
-	if common.cid {
-		// pion's listener routes tls12_cid records to their session by this CID, whatever their source.
-		serverOptions = append(serverOptions, dtls.WithConnectionIDGenerator(dtls.RandomCIDGenerator(serverCIDLength)))
-	}
-	address, err := net.ResolveUDPAddr("udp", *listen)
-	if err != nil {
-		return err
-	}
-	listener, err := dtls.ListenWithOptions("udp", address, serverOptions...)
+	listener, err := listenDTLS("server", &common, &certs, *listen)
 	if err != nil {
 		return err
 	}
 	defer listener.Close()
-	fmt.Fprintf(os.Stderr, "pion-peer server: listening on %s\n", listener.Addr())
 
 	for served := 0; served < *sessions; served++ {
 		accepted, err := listener.Accept()
@@ -535,25 +517,11 @@ func runConcurrentServer(args []string) error {
 	_ = set.Parse(args)
 	exitAfter("server-concurrent", common.timeLimit)
 
-	options, authOptions, err := credentials(&common, &certs, true)
-	if err != nil {
-		return err
-	}
-	serverOptions := make([]dtls.ServerOption, 0, len(options)+len(authOptions))
-	for _, option := range options {
-		serverOptions = append(serverOptions, option)
-	}
-	serverOptions = append(serverOptions, authOptions...)
-	address, err := net.ResolveUDPAddr("udp", *listen)
-	if err != nil {
-		return err
-	}
-	listener, err := dtls.ListenWithOptions("udp", address, serverOptions...)
+	listener, err := listenDTLS("server-concurrent", &common, &certs, *listen)
 	if err != nil {
 		return err
 	}
 	defer listener.Close()
-	fmt.Fprintf(os.Stderr, "pion-peer server-concurrent: listening on %s\n", listener.Addr())
 
 	var completed, failed atomic.Int64
 	for {
@@ -601,4 +569,32 @@ func echoConcurrentSession(conn *dtls.Conn) error {
 			return nil
 		}
 	}
+}
+
+// listenDTLS opens the DTLS listener both server modes share (credentials, CIDs when asked) and
+// says where it listens, which the tests wait for.
+func listenDTLS(mode string, common *commonFlags, certs *certificateFlags, listen string) (net.Listener, error) {
+	options, authOptions, err := credentials(common, certs, true)
+	if err != nil {
+		return nil, err
+	}
+	serverOptions := make([]dtls.ServerOption, 0, len(options)+len(authOptions)+1)
+	for _, option := range options {
+		serverOptions = append(serverOptions, option)
+	}
+	serverOptions = append(serverOptions, authOptions...)
+	if common.cid {
+		// pion's listener routes tls12_cid records to their session by this CID, whatever their source.
+		serverOptions = append(serverOptions, dtls.WithConnectionIDGenerator(dtls.RandomCIDGenerator(serverCIDLength)))
+	}
+	address, err := net.ResolveUDPAddr("udp", listen)
+	if err != nil {
+		return nil, err
+	}
+	listener, err := dtls.ListenWithOptions("udp", address, serverOptions...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "pion-peer %s: listening on %s\n", mode, listener.Addr())
+	return listener, nil
 }
