@@ -20,10 +20,15 @@ fn artefacts() -> PathBuf {
 
 /// `fastshake lab all --quick --only E3 --seed SEED --out DIR`; returns results.json.
 fn lab_all(dir: &Path, seed: u64) -> Value {
+    lab_all_only(dir, seed, "E3")
+}
+
+/// `fastshake lab all --quick --only ONLY --seed SEED --out DIR`; returns results.json.
+fn lab_all_only(dir: &Path, seed: u64, only: &str) -> Value {
     let _ = std::fs::remove_dir_all(dir);
     let mut command = FASTSHAKE.command();
     let seed = seed.to_string();
-    command.args(["lab", "all", "--quick", "--only", "E3", "--seed", &seed, "--out"]).arg(dir);
+    command.args(["lab", "all", "--quick", "--only", only, "--seed", &seed, "--out"]).arg(dir);
     let done = run("fastshake lab all", command, RUN_LIMIT);
     assert!(
         done.status.success(),
@@ -176,15 +181,20 @@ fn the_report_renders_in_chromium_with_every_plot_and_table() {
     eprintln!("screenshot: {}", screenshot.display());
 }
 
-#[test]
-fn results_json_validates_against_its_schema() {
-    let (_, results) = report();
+fn schema_errors(results: &Value) -> (jsonschema::Validator, Vec<String>) {
     let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results.schema.json");
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(schema_path).expect("schema")).expect("JSON");
     let validator = jsonschema::validator_for(&schema).expect("a valid schema");
     let errors: Vec<String> =
         validator.iter_errors(results).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    (validator, errors)
+}
+
+#[test]
+fn results_json_validates_against_its_schema() {
+    let (_, results) = report();
+    let (validator, errors) = schema_errors(results);
     assert!(errors.is_empty(), "results.json against the schema: {errors:#?}");
     // The schema is not vacuous: a figure without its anchor fails it.
     let mut broken = results.clone();
@@ -215,4 +225,46 @@ fn the_same_seed_gives_the_same_simulated_figures() {
     assert!(a.iter().any(|(_, name, v)| name != "tables" && v.is_number()), "there are simulated figures");
     assert_eq!(a, b, "seed 7 twice: the same simulated figures");
     let _ = std::fs::remove_dir_all(artefacts().join("seed-7-again"));
+}
+
+#[test]
+fn e4_renders_its_section_plot_and_capture() {
+    let dir = artefacts().join("e4-seed-7");
+    let results = lab_all_only(&dir, 7, "E4");
+    let (_, errors) = schema_errors(&results);
+    assert!(errors.is_empty(), "results.json against the schema: {errors:#?}");
+    let e4 = sections(&results).iter().find(|s| s["id"] == "E4").expect("an E4 section");
+    assert_eq!(e4["status"]["state"], "ran", "E4 ran: {}", e4["status"]);
+
+    let figures = e4["figures"].as_array().expect("figures");
+    let share = figures
+        .iter()
+        .find(|f| f["name"].as_str().is_some_and(|n| n.starts_with("BiTHaC share of vanilla, DTLS")))
+        .expect("the BiTHaC share");
+    assert_eq!(share["anchor"], 38.86, "beside the paper's share");
+    let ours = share["ours"].as_f64().expect("a share");
+    assert!(ours > 0.0 && ours < 100.0, "BiTHaC sends less than vanilla: {ours} %");
+    assert_eq!(share["met"], ours <= 35.0, "the verdict follows the 35 % target");
+    let cached_client_certificate = figures
+        .iter()
+        .find(|f| f["name"] == "client Certificate, cached (TLS form)")
+        .expect("the cached client Certificate");
+    assert_eq!(cached_client_certificate["anchor"], 9.0);
+
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("page");
+    assert!(html.contains("data-experiment=\"E4\""), "the E4 section is on the page");
+    let plots = e4["plots"].as_array().expect("plots");
+    assert!(!plots.is_empty(), "E4 has a plot");
+    for plot in plots {
+        let file = plot["file"].as_str().expect("file");
+        let svg = std::fs::read_to_string(dir.join(file)).expect("plot written");
+        assert!(svg.contains("<rect") && svg.contains("DTLS"), "{file}: stacked bars with a legend");
+        assert!(html.contains(&format!("data-plot=\"{file}\"")), "{file} on the page");
+    }
+    let capture = e4["capture"]["file"].as_str().expect("a capture");
+    let pcap = std::fs::read(dir.join(capture)).expect("capture written");
+    // The global header, then one record (16-byte header, IPv4 packet) per datagram.
+    assert!(pcap.len() > 24 + 16 + 28, "{capture} holds packets");
+    assert!(html.contains(&format!("data-capture=\"{capture}\"")), "{capture} linked from the page");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -49,7 +49,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(experiments::e1::E1),
         Box::new(experiments::e2::E2),
         Box::new(experiments::e3::E3),
-        // E4 (handshake caching, seed 003) lands as experiments::e4 over crate::e4, one line here.
+        Box::new(experiments::e4::E4),
         Box::new(experiments::e5::E5),
         // The chaos soak (E6) fits the same way once it reports figures rather than a pass/fail grid.
         Box::new(experiments::bench::Benchmarks),

@@ -224,3 +224,85 @@ fn tick(v: f64) -> String {
         text
     }
 }
+
+/// Bars made of stacked layers (bytes per protocol layer, say), one bar per category.
+#[derive(Clone, Debug, Default)]
+pub struct StackedBars {
+    pub title: String,
+    pub y_desc: String,
+    /// The layers, bottom first.
+    pub layers: Vec<String>,
+    /// One bar per category: its label under the axis and one value per layer.
+    pub bars: Vec<(String, Vec<f64>)>,
+    /// The paper's levels, drawn as dashed lines across the plot.
+    pub levels: Vec<(f64, String)>,
+}
+
+impl StackedBars {
+    pub fn draw(&self, path: &Path) -> anyhow::Result<()> {
+        let width = (140 + 46 * self.bars.len()).max(860) as u32;
+        let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let top = self
+            .bars
+            .iter()
+            .map(|(_, v)| v.iter().sum::<f64>())
+            .chain(self.levels.iter().map(|l| l.0))
+            .fold(1.0, f64::max);
+        let n = self.bars.len();
+        let labels: Vec<String> = self.bars.iter().map(|b| b.0.clone()).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, ("sans-serif", 18))
+            .margin(14)
+            .x_label_area_size(120)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top * 1.35)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n.max(2) * 2 + 1)
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() > 1e-6 || i < 0.0 {
+                    return String::new();
+                }
+                labels.get(i as usize).cloned().unwrap_or_default()
+            })
+            .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
+            .y_desc(&self.y_desc)
+            .y_label_formatter(&|v| tick(*v))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()?;
+        for (layer, name) in self.layers.iter().enumerate() {
+            let color = PALETTE[layer % PALETTE.len()];
+            let rects = self.bars.iter().enumerate().map(move |(i, (_, values))| {
+                let below: f64 = values.iter().take(layer).sum();
+                let x = i as f64;
+                Rectangle::new(
+                    [(x - 0.38, below), (x + 0.38, below + values.get(layer).copied().unwrap_or(0.0))],
+                    color.filled(),
+                )
+            });
+            chart
+                .draw_series(rects)?
+                .label(name.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+        }
+        for (i, (y, label)) in self.levels.iter().enumerate() {
+            let (dash, grey) = [(10, 0), (3, 90), (6, 160)][i % 3];
+            let style = RGBColor(grey, grey, grey).stroke_width(2);
+            chart
+                .draw_series(DashedLineSeries::new(vec![(-0.5, *y), (n as f64 - 0.5, *y)], dash, 4, style))?
+                .label(label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    }
+}

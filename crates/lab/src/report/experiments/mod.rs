@@ -5,6 +5,7 @@ pub mod bench;
 pub mod e1;
 pub mod e2;
 pub mod e3;
+pub mod e4;
 pub mod e5;
 
 use super::registry::Context;
