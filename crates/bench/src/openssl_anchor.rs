@@ -77,16 +77,23 @@ fn anchor_cookie() -> [u8; 16] {
     cookie
 }
 
+/// A client and a server context as our engine is configured: DTLS 1.2 only, one suite, no
+/// tickets, our MTU rather than the path's.
+fn dtls12_contexts(cipher: &str) -> anyhow::Result<(SslContextBuilder, SslContextBuilder)> {
+    let mut client = SslContextBuilder::new(SslMethod::dtls())?;
+    let mut server = SslContextBuilder::new(SslMethod::dtls())?;
+    for ctx in [&mut client, &mut server] {
+        ctx.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
+        ctx.set_max_proto_version(Some(SslVersion::DTLS1_2))?;
+        ctx.set_cipher_list(cipher).with_context(|| format!("OpenSSL does not know {cipher}"))?;
+        ctx.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
+    }
+    Ok((client, server))
+}
+
 impl OpensslPair {
     pub(crate) fn new(cipher: &str) -> anyhow::Result<Self> {
-        let mut client = SslContextBuilder::new(SslMethod::dtls())?;
-        let mut server = SslContextBuilder::new(SslMethod::dtls())?;
-        for ctx in [&mut client, &mut server] {
-            ctx.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_max_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_cipher_list(cipher).with_context(|| format!("OpenSSL does not know {cipher}"))?;
-            ctx.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
-        }
+        let (mut client, mut server) = dtls12_contexts(cipher)?;
         client.set_psk_client_callback(|_ssl, _hint, identity, psk| {
             identity[..PSK_IDENTITY.len()].copy_from_slice(PSK_IDENTITY);
             identity[PSK_IDENTITY.len()] = 0; // a C string
@@ -127,13 +134,8 @@ impl OpensslPair {
         server_chain: &PemChain<'_>,
         client_chain: Option<&PemChain<'_>>,
     ) -> anyhow::Result<Self> {
-        let mut client = SslContextBuilder::new(SslMethod::dtls())?;
-        let mut server = SslContextBuilder::new(SslMethod::dtls())?;
+        let (mut client, mut server) = dtls12_contexts(cipher)?;
         for ctx in [&mut client, &mut server] {
-            ctx.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_max_proto_version(Some(SslVersion::DTLS1_2))?;
-            ctx.set_cipher_list(cipher).with_context(|| format!("OpenSSL does not know {cipher}"))?;
-            ctx.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
             ctx.set_session_cache_mode(SslSessionCacheMode::OFF);
         }
         client.cert_store_mut().add_cert(X509::from_pem(server_chain.root.as_bytes())?)?;

@@ -515,6 +515,18 @@ fn comparisons(rows: &[ByteRow], cpu: &[CpuRow], memory: &[MemoryRow]) -> Vec<Co
     out
 }
 
+/// What the report says of one chain type: its name, suite and the DER bytes each side sends.
+fn chain_info(chains: Chains) -> anyhow::Result<ChainInfo> {
+    let (server_chain_der, client_chain_der) = chain_set(chains)?.der_bytes();
+    Ok(ChainInfo {
+        chains,
+        name: chains.name(),
+        suite: chains.suite().to_string(),
+        server_chain_der,
+        client_chain_der,
+    })
+}
+
 /// The whole experiment.
 pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     let mut infos = Vec::new();
@@ -522,15 +534,7 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     let mut cpu = Vec::new();
     let mut memory = Vec::new();
     for &chains in &options.chains {
-        let set = chain_set(chains)?;
-        let (server_chain_der, client_chain_der) = set.der_bytes();
-        infos.push(ChainInfo {
-            chains,
-            name: chains.name(),
-            suite: chains.suite().to_string(),
-            server_chain_der,
-            client_chain_der,
-        });
+        infos.push(chain_info(chains)?);
         for &mtu in &options.mtus {
             rows.extend(byte_rows(chains, mtu)?);
         }
@@ -540,15 +544,7 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
         memory.push(memory_row(chains)?);
     }
     for &chains in &options.byte_only_chains {
-        let set = chain_set(chains)?;
-        let (server_chain_der, client_chain_der) = set.der_bytes();
-        infos.push(ChainInfo {
-            chains,
-            name: chains.name(),
-            suite: chains.suite().to_string(),
-            server_chain_der,
-            client_chain_der,
-        });
+        infos.push(chain_info(chains)?);
         for &mtu in &options.mtus {
             rows.extend(byte_rows(chains, mtu)?);
         }
