@@ -25,8 +25,8 @@ use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
     CachedServer, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, EndpointStats,
-    Error as DtlsError, Event, HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
-    WhenFull,
+    Error as DtlsError, Event, HandshakeSummary, Resumption, ServerConfig, SharedClientCertCache, Stats,
+    TicketKey, TicketKeys, WhenFull,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::{HashMap, VecDeque};
@@ -875,9 +875,9 @@ pub struct ServerOptions {
     /// Workers, each an [`Endpoint`] of its own on a socket of its own bound to the listen
     /// address with SO_REUSEPORT (the kernel spreads clients over them by 4-tuple); at most
     /// [`MAX_WORKERS`]. Session limits of the configuration apply per worker; the cookie key,
-    /// the ticket keys (rotated once for all) and the session-ID cache (`session_store`, else a
-    /// [`MemoryStore`] as large as one worker's cache) are shared, so a client resumes at any
-    /// worker.
+    /// the ticket keys (rotated once for all), the session-ID cache (`session_store`, else a
+    /// [`MemoryStore`] as large as one worker's cache) and the cache of client chains are shared,
+    /// so a client resumes at any worker.
     pub workers: usize,
     /// Whether the listening sockets read and write in batches (see [`crate::udp`]).
     pub batch: BatchIo,
@@ -1042,8 +1042,8 @@ pub enum ServerEvent {
         /// Why.
         error: String,
     },
-    /// The session store failed (reported once per worker until it answers again): lookups
-    /// are misses meanwhile, so clients get full handshakes.
+    /// The session store failed (reported once, by whichever worker saw it first, until it
+    /// answers again): lookups are misses meanwhile, so clients get full handshakes.
     SessionStoreUnavailable {
         /// Why.
         error: String,
@@ -1227,6 +1227,9 @@ impl DtlsServer {
             }
         }
         let cookie_key = os_cookie_key();
+        let store_down_reported = Arc::default();
+        // And one cache of client chains (client-certificate caching, seed 003).
+        let client_chains = (workers > 1).then(|| SharedClientCertCache::new(config.client_cert_cache));
         let mut commands = Vec::with_capacity(workers);
         let mut tasks = Vec::with_capacity(workers);
         for (index, (socket, forwarded)) in sockets.into_iter().zip(forwarded).enumerate() {
@@ -1240,6 +1243,8 @@ impl DtlsServer {
                 answers: if index == 0 { answers.take() } else { None },
                 cookie_key,
                 seal_keys: seal_keys.clone(),
+                store_down_reported: Arc::clone(&store_down_reported),
+                client_chains: client_chains.clone(),
             };
             let run =
                 run_server(socket, peers, Arc::clone(&config), options.clone(), command_rx, event_tx.clone());
@@ -1376,6 +1381,10 @@ struct Peers {
     cookie_key: [u8; 16],
     /// What seals the sessions workers share when the configuration issues no tickets.
     seal_keys: Option<TicketKeys>,
+    /// Whether a store failure has been reported (once for all workers).
+    store_down_reported: Arc<std::sync::atomic::AtomicBool>,
+    /// The client chains every worker keeps (several workers only).
+    client_chains: Option<SharedClientCertCache>,
 }
 
 /// The keys every worker of one server uses, rotated here once for all, so that a cookie or a
@@ -1661,8 +1670,8 @@ struct ServerDriver {
     return_paths: HashMap<SocketAddr, u8>,
     fleet_out: Option<mpsc::Sender<FleetOut>>,
     store: Option<StoreLink>,
-    /// Whether the store's failure has been reported since it last answered.
-    store_down_reported: bool,
+    /// Whether the store's failure has been reported since it last answered (by any worker).
+    store_down_reported: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ServerDriver {
@@ -1819,8 +1828,7 @@ impl ServerDriver {
         if let Some(store) = &mut self.store {
             store.down_until = Some(tokio::time::Instant::now() + STORE_BACKOFF);
         }
-        if !self.store_down_reported {
-            self.store_down_reported = true;
+        if !self.store_down_reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
             let _ = self.events.send(ServerEvent::SessionStoreUnavailable { error });
         }
     }
@@ -1889,6 +1897,9 @@ async fn run_server(
     let session_lifetime = config.session_cache.lifetime;
     let mut endpoint = Endpoint::new(config, os_seed());
     endpoint.rotate_cookie_key(peers.cookie_key);
+    if let Some(cache) = peers.client_chains.take() {
+        endpoint.share_client_cert_cache(cache);
+    }
     let node = options.fleet.as_ref().map(|f| f.node);
     match node {
         Some(node) => endpoint.set_cid_prefix(&crate::fleet::cid_prefix(cid_len as u8, node, peers.index)),
@@ -1933,7 +1944,7 @@ async fn run_server(
         return_paths: HashMap::new(),
         fleet_out: peers.fleet_out.clone(),
         store,
-        store_down_reported: false,
+        store_down_reported: peers.store_down_reported.clone(),
     };
     let mut shutting_down = false;
     let mut commands_open = true;
@@ -2015,7 +2026,7 @@ async fn run_server(
             Some(LookupDone { id, answer, mut hello }) = lookups_done.recv() => {
                 let found = match answer {
                     Ok(found) => {
-                        driver.store_down_reported = false;
+                        driver.store_down_reported.store(false, std::sync::atomic::Ordering::Relaxed);
                         found
                     }
                     Err(error) => {
