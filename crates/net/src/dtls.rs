@@ -1400,7 +1400,12 @@ impl SharedKeys {
     /// Hands `command` to every worker; false once they have all stopped.
     fn to_every_worker(&self, command: impl Fn() -> ServerCommand) -> bool {
         let Some(workers) = self.workers.upgrade() else { return false };
-        workers.iter().fold(false, |any, worker| worker.send(command()).is_ok() || any)
+        // Every worker gets it: no stopping at the first that has stopped.
+        let mut delivered = false;
+        for worker in workers.iter() {
+            delivered |= worker.send(command()).is_ok();
+        }
+        delivered
     }
 
     fn rotate_ticket_key(&self) -> bool {
