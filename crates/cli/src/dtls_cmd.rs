@@ -125,10 +125,8 @@ pub struct ServerArgs {
     /// Serve with N workers, each a thread with its own socket on --listen (SO_REUSEPORT: the
     /// kernel spreads clients by address and port) and its own sessions; a CID record that
     /// reaches the wrong worker (the client moved) is passed to the right one. Limits
-    /// (--max-connections, --max-sessions) and the session-ID cache are per worker: a client
-    /// resuming by session ID from a new port may meet another worker and get a full handshake
-    /// (tickets work on every worker, until their keys rotate: each worker rotates its own).
-    /// Default 1 while session IDs and key rotation are per worker; `--workers 0` takes one
+    /// (--max-connections, --max-sessions) are per worker; the session-ID cache, the ticket keys
+    /// and the cookie key are shared, so a client resumes at any worker. Default (or 0): one
     /// worker per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
     workers: Option<u16>,
@@ -140,8 +138,9 @@ pub struct ServerArgs {
     /// ticket`, rotated by `fastshake keys rotate`), read again when it changes or on SIGHUP.
     #[arg(long, value_name = "FILE", conflicts_with = "no_tickets")]
     ticket_keys: Option<PathBuf>,
-    /// Keep the session-ID cache in Redis too (redis://HOST:PORT), sealed under the ticket keys,
-    /// so that every node resumes every node's sessions. Needs --ticket-keys.
+    /// Keep the session-ID cache in Redis (redis://HOST:PORT) instead of this process, sealed
+    /// under the ticket keys, so that every node resumes every node's sessions. Needs
+    /// --ticket-keys.
     #[arg(long, value_name = "URL", requires = "ticket_keys")]
     session_store: Option<String>,
     /// This server's node id in --fleet: its CIDs carry it, and CID records of other nodes'
@@ -381,9 +380,8 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         None => None,
     };
     let workers = match args.workers {
-        Some(0) => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
+        Some(0) | None => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
         Some(n) => usize::from(n),
-        None => 1,
     };
     let fleet = match (&args.fleet, args.node_id) {
         (Some(path), Some(node)) => {

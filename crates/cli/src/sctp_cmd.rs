@@ -89,9 +89,10 @@ pub struct ServerArgs {
     #[arg(long)]
     exit_after: Option<u64>,
     /// Serve with N workers, each a thread with its own socket on --listen (SO_REUSEPORT: the
-    /// kernel spreads peers by address and port) and its own associations. A multihomed peer's
-    /// second path may reach another worker, which does not know the association: use 1 worker
-    /// for multihomed peers. Default 1; `--workers 0` takes one worker per core.
+    /// kernel spreads peers by address and port) and its own associations. A packet that reaches
+    /// a worker other than its association's (a multihomed peer's other path) is passed to the
+    /// owner by its verification tag; the cookie key is shared, so an ALT-COOKIE opens at every
+    /// worker. Default (or 0): one worker per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
     workers: Option<u16>,
     /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
@@ -213,9 +214,8 @@ fn write_stdout(data: &[u8]) -> anyhow::Result<()> {
 
 fn server_workers(args: &ServerArgs) -> usize {
     match args.workers {
-        Some(0) => crate::dtls_cmd::default_workers().clamp(1, 255),
+        Some(0) | None => crate::dtls_cmd::default_workers().clamp(1, 255),
         Some(n) => usize::from(n),
-        None => 1,
     }
 }
 
@@ -228,13 +228,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         ..Config::default()
     });
     let workers = server_workers(&args);
-    let bind = |addr| SctpDriver::bind_worker(addr, Arc::clone(&config), args.batch);
-    let first = bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
-    let local = first.local_addr();
-    let mut drivers = vec![first];
-    for _ in 1..workers {
-        drivers.push(bind(local).with_context(|| format!("binding worker sockets on {local}"))?);
-    }
+    let drivers = SctpDriver::bind_workers(args.listen, config, args.batch, workers)
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = drivers[0].local_addr();
     say!("sctp server: listening on {} port {}", local, args.port);
     let batched = drivers.iter().filter(|d| d.is_batched()).count();
     let (stop_tx, stop) = watch::channel(false);
@@ -261,6 +257,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             totals.bytes_in += stats.bytes_in;
             totals.bytes_out += stats.bytes_out;
             totals.send_errors += stats.send_errors;
+            totals.passed_on += stats.passed_on;
         }
         Ok(Err(e)) => outcome = Err(e),
         Err(e) => outcome = Err(anyhow::anyhow!("a worker stopped: {e}")),
@@ -275,13 +272,14 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         note(joined);
     }
     say!(
-        "sctp server: {workers} worker(s) ({batched} with batched I/O): {} ended association(s); sent {} datagrams / {} B, received {} datagrams / {} B, {} send error(s)",
+        "sctp server: {workers} worker(s) ({batched} with batched I/O): {} ended association(s); sent {} datagrams / {} B, received {} datagrams / {} B, {} send error(s), {} packet(s) passed between workers",
         ended.load(Ordering::Relaxed),
         totals.datagrams_out,
         totals.bytes_out,
         totals.datagrams_in,
         totals.bytes_in,
-        totals.send_errors
+        totals.send_errors,
+        totals.passed_on
     );
     outcome
 }

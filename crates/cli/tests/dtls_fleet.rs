@@ -106,6 +106,60 @@ fn a_ticket_from_node_a_resumes_at_node_b_across_one_rotation_but_not_two() {
     drop(a);
 }
 
+/// SIGHUP reads the ticket-key file again even when the poll sees nothing new: the file is
+/// replaced by one rotated twice with the old modification time and length. The server then
+/// says so (once, with the new current key), a ticket under a key now two rotations old no
+/// longer resumes, and one under the new key does.
+#[test]
+fn sighup_reloads_ticket_keys_the_poll_did_not_notice() {
+    let dir = Scratch::new("sighup");
+    let key_file = dir.path("ticket.keys");
+    keys(&["ticket", "--out", &key_file]);
+    // With a previous key already, the file keeps its length through further rotations.
+    keys(&["rotate", &key_file]);
+    let (server, port) = FASTSHAKE.server(&["--echo", "--ticket-keys", &key_file]);
+    let old_session = dir.path("old.session");
+    let full = FASTSHAKE.echo_run(port, &strs(&psk_client_args(&["--session-file", &old_session])), "first");
+    assert!(full.contains("full (not resumed)"), "{full}");
+
+    let before = std::fs::metadata(&key_file).unwrap();
+    let next = dir.path("next.keys");
+    std::fs::copy(&key_file, &next).unwrap();
+    keys(&["rotate", &next]);
+    let said = keys(&["rotate", &next]);
+    let current = said.split("current key ").nth(1).and_then(|rest| rest.get(..8)).unwrap().to_owned();
+    std::fs::File::options()
+        .write(true)
+        .open(&next)
+        .unwrap()
+        .set_modified(before.modified().unwrap())
+        .unwrap();
+    assert_eq!(std::fs::metadata(&next).unwrap().len(), before.len(), "a rotated file keeps its length");
+    std::fs::rename(&next, &key_file).unwrap();
+
+    let pid = nix::unistd::Pid::from_raw(server.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    wait_count(&server, &format!("ticket keys reloaded (current key {current} and a previous key)"), 1);
+
+    let run_with = |session: &str, label: &str| {
+        FASTSHAKE.echo_run(port, &strs(&psk_client_args(&["--session-file", session])), label)
+    };
+    let run_session = dir.path("run.session");
+    std::fs::copy(&old_session, &run_session).unwrap();
+    run_with(&run_session, "old ticket");
+    // The server's word: the client cannot tell a ticket from the session ID it also offers
+    // (which the worker that made the session still holds).
+    wait_count(&server, "handshake done", 2);
+    let by_ticket = server.stderr.text().matches("resumed by ticket").count();
+    assert_eq!(by_ticket, 0, "the old ticket's key is gone\n{}", server.transcript());
+    // That run wrote a ticket sealed under the new key.
+    let new = run_with(&run_session, "new ticket");
+    assert!(new.contains("resumed by ticket"), "{new}");
+    wait_count(&server, "resumed by ticket", 1);
+    let reloads = server.stderr.text().matches("ticket keys reloaded").count();
+    assert_eq!(reloads, 1, "only SIGHUP reloaded the keys\n{}", server.transcript());
+}
+
 #[test]
 fn a_session_id_from_node_a_resumes_at_node_b_through_redis() {
     let (_redis, redis_port) = redis();

@@ -12,10 +12,6 @@ fn two_runs_resume(server_extra: &[&str], client_extra: &[&str], by: &str) {
     let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
-    // Each worker has its own session-ID cache, and a second run comes from a new port.
-    if by == "session ID" {
-        server_args.extend(["--workers".into(), "1".into()]);
-    }
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("client.session");
@@ -87,10 +83,6 @@ fn openssl_s_client_resumes_against_server(server_extra: &[&str], client_extra: 
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    // Each worker has its own session-ID cache, and a second connection comes from a new port.
-    if by == "session ID" {
-        server_args.extend(["--workers".into(), "1".into()]);
-    }
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let session_file = pki.scratch("openssl.session");
 
@@ -160,10 +152,6 @@ fn gnutls_cli_resumes_against_server(server_extra: &[&str], by: &str) {
     let mut server_args = pki.fastshake_server_args();
     server_args.push("--echo".into());
     server_args.extend(server_extra.iter().map(|s| s.to_string()));
-    // Each worker has its own session-ID cache, and a second connection comes from a new port.
-    if by == "session ID" {
-        server_args.extend(["--workers".into(), "1".into()]);
-    }
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
     let mut client =
         gnutls_cli(port, &["-r", "--x509cafile", &pki.ca(), "--priority=NORMAL:-VERS-ALL:+VERS-DTLS1.2"]);

@@ -138,8 +138,9 @@ fn cached_cookie_works_from_an_ephemeral_port() {
 /// over that path after the handshake; a later client on that address opens in one round trip.
 #[test]
 fn multihomed_client_caches_a_cookie_for_its_second_address() {
-    // A second path is another 4-tuple: only one worker makes sure it reaches the association.
-    let server = start_server(&["--mode", "both", "--workers", "1"]);
+    // Default workers: a second path is another 4-tuple, passed to the association's worker,
+    // and the cookie it fetches opens at every worker.
+    let server = start_server(&["--mode", "both"]);
     let cache = CookieCache::new("mh");
     let cache_arg = cache.arg();
     // No --expect-bytes: the client lingers, time for the second path's answer.

@@ -328,6 +328,31 @@ impl ClientCertCache {
     }
 }
 
+/// The client-certificate cache of an endpoint, which other endpoints may share
+/// ([`crate::Endpoint::share_client_cert_cache`]): the workers of one server share one, so a
+/// client's ticket opens at whichever worker it meets, as it would at a single one.
+#[derive(Clone)]
+pub struct SharedClientCertCache(std::sync::Arc<std::sync::Mutex<ClientCertCache>>);
+
+impl SharedClientCertCache {
+    /// An empty cache within `config`'s bounds.
+    pub fn new(config: ClientCertCacheConfig) -> Self {
+        SharedClientCertCache(std::sync::Arc::new(std::sync::Mutex::new(ClientCertCache::new(config))))
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, ClientCertCache> {
+        // An endpoint that panicked holding the lock left whole entries behind: keep using them.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl std::fmt::Debug for SharedClientCertCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cache = self.lock();
+        write!(f, "SharedClientCertCache({} chain(s), {} B)", cache.len(), cache.bytes())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

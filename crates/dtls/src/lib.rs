@@ -182,7 +182,8 @@ pub mod fuzzing;
 
 pub use alert::{AlertDescription, AlertLevel};
 pub use cache::{
-    CacheStore, CacheUse, CachedServer, ClientCertCacheConfig, MemoryCacheStore, CLIENT_TICKET_LEN,
+    CacheStore, CacheUse, CachedServer, ClientCertCacheConfig, MemoryCacheStore, SharedClientCertCache,
+    CLIENT_TICKET_LEN,
 };
 pub use config::{
     ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU,

@@ -397,6 +397,30 @@ fn a_shared_session_resumes_at_another_endpoint_through_the_drivers_store() {
     }
 }
 
+/// Workers of one server that issues no tickets share sessions sealed under a key of their own:
+/// worker A's session resumes by ID at worker B, and never with another sealing key.
+#[test]
+fn without_tickets_shared_sessions_are_sealed_by_the_workers_key() {
+    let config = || ServerConfig { tickets: None, ..id_server() };
+    let mut pair = Pair::new(client_config_without_tickets(), config());
+    pair.server.share_sessions_sealed_by(TicketKeys::new(3, [4; 16]));
+    let (_, session) = first_session(&mut pair);
+    let (id, sealed) = pair.server.poll_shared_session().expect("the new session is offered to the store");
+    assert_eq!(&id[..], session.session_id());
+
+    for (keys, resumes) in [(TicketKeys::new(3, [4; 16]), true), (TicketKeys::new(3, [5; 16]), false)] {
+        pair.server = fastshake_dtls::Endpoint::new(Arc::new(config()), [9; 32]);
+        pair.server.share_sessions_sealed_by(keys.clone());
+        reconnect(&mut pair, client_config_without_tickets(), Some(session.clone()), 3);
+        pair.run_for(Duration::from_millis(200));
+        let asked = pair.server.poll_session_lookup().expect("a lookup for the unknown session ID");
+        pair.server.answer_session_lookup(asked, Some(&sealed));
+        let (c, s) = pair.handshake(MINUTE).expect("a handshake after the answer");
+        assert_eq!(s.resumption, resumes.then_some(Resumption::SessionId), "{keys:?}");
+        assert_eq!(c.resumption, s.resumption);
+    }
+}
+
 fn client_config_without_tickets() -> ClientConfig {
     ClientConfig { enable_tickets: false, ..client_config() }
 }

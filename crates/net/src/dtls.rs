@@ -19,14 +19,14 @@
 
 use crate::fleet::{CidOwner, Fleet, FrameKind, ReplayWindows};
 use crate::mobility::{Incoming, SessionSockets, SocketAction};
-use crate::session_store::SessionStore;
+use crate::session_store::{MemoryStore, SessionStore};
 use crate::udp::{BatchIo, DatagramSocket, SendQueue};
 use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
     CachedServer, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, EndpointStats,
-    Error as DtlsError, Event, HandshakeSummary, Resumption, ServerConfig, Stats, TicketKey, TicketKeys,
-    WhenFull,
+    Error as DtlsError, Event, HandshakeSummary, Resumption, ServerConfig, SharedClientCertCache, Stats,
+    TicketKey, TicketKeys, WhenFull,
 };
 use rand_core::{OsRng, RngCore};
 use std::collections::{HashMap, VecDeque};
@@ -874,7 +874,10 @@ pub struct ServerOptions {
     pub idle_timeout: Option<Duration>,
     /// Workers, each an [`Endpoint`] of its own on a socket of its own bound to the listen
     /// address with SO_REUSEPORT (the kernel spreads clients over them by 4-tuple); at most
-    /// [`MAX_WORKERS`]. Session limits of the configuration apply per worker.
+    /// [`MAX_WORKERS`]. Session limits of the configuration apply per worker; the cookie key,
+    /// the ticket keys (rotated once for all), the session-ID cache (`session_store`, else a
+    /// [`MemoryStore`] as large as one worker's cache) and the cache of client chains are shared,
+    /// so a client resumes at any worker.
     pub workers: usize,
     /// Whether the listening sockets read and write in batches (see [`crate::udp`]).
     pub batch: BatchIo,
@@ -1039,8 +1042,8 @@ pub enum ServerEvent {
         /// Why.
         error: String,
     },
-    /// The session store failed (reported once per worker until it answers again): lookups
-    /// are misses meanwhile, so clients get full handshakes.
+    /// The session store failed (reported once, by whichever worker saw it first, until it
+    /// answers again): lookups are misses meanwhile, so clients get full handshakes.
     SessionStoreUnavailable {
         /// Why.
         error: String,
@@ -1074,6 +1077,7 @@ impl fmt::Display for SessionHandle {
 
 enum ServerCommand {
     SetTicketKeys(TicketKeys),
+    SetCookieKey([u8; 16]),
     Send(ConnectionHandle, Vec<u8>),
     Close(ConnectionHandle),
     Stats(oneshot::Sender<WorkerStats>),
@@ -1136,13 +1140,19 @@ impl ServerStats {
             self.workers.iter().map(|w| w.endpoint.connections_accepted.to_string()).collect();
         let batched = self.workers.iter().filter(|w| w.batched).count();
         let evicted: u64 = self.workers.iter().map(|w| w.endpoint.handshakes_evicted).sum();
+        let sum = |field: fn(&WorkerStats) -> u64| self.workers.iter().map(field).sum::<u64>();
         format!(
-            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {evicted} half-open handshake(s) evicted, {} CID record(s) passed between workers",
+            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {evicted} half-open handshake(s) evicted, {} CID record(s) passed between workers; fleet: {} CID record(s) forwarded to other nodes, {} from them, {} answer(s) sent back through them; session store: {} lookup(s), {} found",
             self.workers.len(),
             self.connections_accepted(),
             shares.join("/"),
             self.hello_verify_sent(),
             self.passed_on(),
+            sum(|w| w.forwarded_to_nodes),
+            sum(|w| w.forwarded_from_nodes),
+            sum(|w| w.answers_through_nodes),
+            sum(|w| w.store_lookups),
+            sum(|w| w.store_hits),
         )
     }
 }
@@ -1152,6 +1162,7 @@ impl ServerStats {
 pub struct DtlsServer {
     local_addr: SocketAddr,
     reload: Arc<tokio::sync::Notify>,
+    keys: Arc<SharedKeys>,
     commands: Arc<[mpsc::UnboundedSender<ServerCommand>]>,
     events: mpsc::UnboundedReceiver<ServerEvent>,
     tasks: Vec<JoinHandle<Result<WorkerStats, DriverError>>>,
@@ -1205,6 +1216,20 @@ impl DtlsServer {
             let keys = crate::fleet::load_ticket_keys(path)?;
             config = Arc::new(ServerConfig { tickets: Some(keys), ..(*config).clone() });
         }
+        // Workers share one session-ID cache: the fleet's store, else one in this process,
+        // sealed under the ticket keys or, without tickets, a key that never leaves the process.
+        let mut options = options;
+        let mut seal_keys = None;
+        if workers > 1 && options.session_store.is_none() && config.session_cache.max_entries > 0 {
+            options.session_store = Some(Arc::new(MemoryStore::new(config.session_cache.max_entries)));
+            if config.tickets.is_none() {
+                seal_keys = Some(os_ticket_keys());
+            }
+        }
+        let cookie_key = os_cookie_key();
+        let store_down_reported = Arc::default();
+        // And one cache of client chains (client-certificate caching, seed 003).
+        let client_chains = (workers > 1).then(|| SharedClientCertCache::new(config.client_cert_cache));
         let mut commands = Vec::with_capacity(workers);
         let mut tasks = Vec::with_capacity(workers);
         for (index, (socket, forwarded)) in sockets.into_iter().zip(forwarded).enumerate() {
@@ -1216,6 +1241,10 @@ impl DtlsServer {
                 forwarded,
                 fleet_out: fleet_out.clone(),
                 answers: if index == 0 { answers.take() } else { None },
+                cookie_key,
+                seal_keys: seal_keys.clone(),
+                store_down_reported: Arc::clone(&store_down_reported),
+                client_chains: client_chains.clone(),
             };
             let run =
                 run_server(socket, peers, Arc::clone(&config), options.clone(), command_rx, event_tx.clone());
@@ -1223,15 +1252,32 @@ impl DtlsServer {
         }
         let commands: Arc<[mpsc::UnboundedSender<ServerCommand>]> = commands.into();
         let reload = Arc::new(tokio::sync::Notify::new());
+        // Keys from a file are rotated by the file; else by this server, once for every worker.
+        let own_tickets = config.tickets.clone().filter(|_| options.ticket_keys_file.is_none());
+        let rotates_tickets = own_tickets.is_some();
+        let keys = Arc::new(SharedKeys {
+            tickets: std::sync::Mutex::new(own_tickets),
+            workers: Arc::downgrade(&commands),
+        });
+        let ticket_rotation = rotates_tickets.then_some(options.ticket_rotation);
+        tokio::spawn(rotate_keys(Arc::clone(&keys), options.cookie_rotation, ticket_rotation));
         if let Some(path) = options.ticket_keys_file.clone() {
             tokio::spawn(watch_ticket_keys(path, Arc::clone(&reload), Arc::clone(&commands), event_tx));
         }
-        Ok(DtlsServer { local_addr, reload, commands, events: event_rx, tasks })
+        Ok(DtlsServer { local_addr, reload, keys, commands, events: event_rx, tasks })
     }
 
     /// Reads the ticket-key file again now (SIGHUP), whether or not it looks changed.
     pub fn reload_ticket_keys(&self) {
         self.reload.notify_one();
+    }
+
+    /// Rotates the ticket keys of every worker now, as `ServerOptions::ticket_rotation` does:
+    /// a fresh key becomes current, the current one previous. Commands sent after it reach
+    /// each worker after the new keys. Does nothing without tickets or with keys from a file
+    /// (rotate the file then).
+    pub fn rotate_ticket_key(&self) {
+        self.keys.rotate_ticket_key();
     }
 
     /// How many workers serve.
@@ -1331,6 +1377,80 @@ struct Peers {
     /// Answers other nodes' sessions send to clients that reached them through this node
     /// (worker 0 of a fleet node only).
     answers: Option<mpsc::Receiver<(SocketAddr, Vec<u8>)>>,
+    /// The cookie key every worker starts with (later ones come as commands).
+    cookie_key: [u8; 16],
+    /// What seals the sessions workers share when the configuration issues no tickets.
+    seal_keys: Option<TicketKeys>,
+    /// Whether a store failure has been reported (once for all workers).
+    store_down_reported: Arc<std::sync::atomic::AtomicBool>,
+    /// The client chains every worker keeps (several workers only).
+    client_chains: Option<SharedClientCertCache>,
+}
+
+/// The keys every worker of one server uses, rotated here once for all, so that a cookie or a
+/// ticket one worker made opens at every other.
+struct SharedKeys {
+    /// The ticket keys, when this server rotates them (not with keys from a file).
+    tickets: std::sync::Mutex<Option<TicketKeys>>,
+    /// Weak, so that dropping the server and its controllers still stops the workers.
+    workers: std::sync::Weak<[mpsc::UnboundedSender<ServerCommand>]>,
+}
+
+impl SharedKeys {
+    /// Hands `command` to every worker; false once they have all stopped.
+    fn to_every_worker(&self, command: impl Fn() -> ServerCommand) -> bool {
+        let Some(workers) = self.workers.upgrade() else { return false };
+        // Every worker gets it: no stopping at the first that has stopped.
+        let mut delivered = false;
+        for worker in workers.iter() {
+            delivered |= worker.send(command()).is_ok();
+        }
+        delivered
+    }
+
+    fn rotate_ticket_key(&self) -> bool {
+        let mut tickets = self.tickets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(keys) = tickets.as_mut() else { return true };
+        keys.rotate(os_ticket_key());
+        let keys = keys.clone();
+        self.to_every_worker(|| ServerCommand::SetTicketKeys(keys.clone()))
+    }
+
+    fn rotate_cookie_key(&self) -> bool {
+        let key = os_cookie_key();
+        self.to_every_worker(|| ServerCommand::SetCookieKey(key))
+    }
+}
+
+/// Rotates the cookie key, and the ticket key when `tickets` says how often, until every worker
+/// has stopped.
+async fn rotate_keys(keys: Arc<SharedKeys>, cookies: Duration, tickets: Option<Duration>) {
+    let timer = |every: Duration| {
+        let every = every.max(Duration::from_millis(1));
+        let first = tokio::time::Instant::now().checked_add(every)?;
+        let mut timer = tokio::time::interval_at(first, every);
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Some(timer)
+    };
+    let mut cookie_timer = timer(cookies);
+    let mut ticket_timer = tickets.and_then(timer);
+    async fn tick(timer: &mut Option<tokio::time::Interval>) {
+        match timer {
+            Some(timer) => {
+                timer.tick().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    loop {
+        let running = tokio::select! {
+            () = tick(&mut cookie_timer) => keys.rotate_cookie_key(),
+            () = tick(&mut ticket_timer) => keys.rotate_ticket_key(),
+        };
+        if !running {
+            return;
+        }
+    }
 }
 
 /// A datagram handed to the worker holding its session, and the node it came through (when
@@ -1464,29 +1584,42 @@ impl StoreLink {
             || self.down_until.is_some_and(|t| tokio::time::Instant::now() < t)
     }
 
-    fn look_up(&self, id: [u8; 32], hello: Incoming) {
-        let (store, done, in_flight) =
-            (Arc::clone(&self.store), self.done.clone(), Arc::clone(&self.in_flight));
+    /// Asks the store for `id`: its answer when it has one at once (the workers' store in this
+    /// process), else `None` and the answer comes back as a [`LookupDone`].
+    fn look_up(&self, id: [u8; 32], hello: impl FnOnce() -> Incoming) -> Option<io::Result<Option<Vec<u8>>>> {
+        let mut lookup = self.store.get(id);
+        if let Some(answer) = ready_now(&mut lookup) {
+            return Some(answer);
+        }
+        let hello = hello();
+        let (done, in_flight) = (self.done.clone(), Arc::clone(&self.in_flight));
         in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(async move {
-            let answer = match tokio::time::timeout(STORE_TIMEOUT, store.get(id)).await {
+            let answer = match tokio::time::timeout(STORE_TIMEOUT, lookup).await {
                 Ok(answer) => answer,
                 Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")),
             };
             in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             let _ = done.send(LookupDone { id, answer, hello }).await;
         });
+        None
     }
 
     fn put(&self, id: [u8; 32], sealed: Vec<u8>) {
         if self.in_flight.load(std::sync::atomic::Ordering::Relaxed) >= STORE_IN_FLIGHT {
             return;
         }
-        let (store, failures, in_flight, ttl) =
-            (Arc::clone(&self.store), self.failures.clone(), Arc::clone(&self.in_flight), self.ttl);
+        let mut put = self.store.put(id, sealed, self.ttl);
+        if let Some(result) = ready_now(&mut put) {
+            if let Err(error) = result {
+                let _ = self.failures.try_send(error.to_string());
+            }
+            return;
+        }
+        let (failures, in_flight) = (self.failures.clone(), Arc::clone(&self.in_flight));
         in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(async move {
-            let result = match tokio::time::timeout(STORE_TIMEOUT, store.put(id, sealed, ttl)).await {
+            let result = match tokio::time::timeout(STORE_TIMEOUT, put).await {
                 Ok(result) => result,
                 Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")),
             };
@@ -1496,6 +1629,21 @@ impl StoreLink {
             }
         });
     }
+}
+
+/// Polls a store's future once: a store in this process answers without a task of its own.
+fn ready_now<T>(future: &mut crate::session_store::StoreFuture<T>) -> Option<io::Result<T>> {
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(result) => Some(result),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// Whether a datagram starts with a plaintext handshake record (epoch 0), as a ClientHello does:
+/// only those can name a session the store must be asked for.
+fn starts_with_plain_handshake(datagram: &[u8]) -> bool {
+    datagram.first() == Some(&22) && datagram.get(3..5) == Some(&[0, 0])
 }
 
 /// How often a server with session sockets checks for sessions the engine let go without an
@@ -1527,8 +1675,8 @@ struct ServerDriver {
     return_paths: HashMap<SocketAddr, u8>,
     fleet_out: Option<mpsc::Sender<FleetOut>>,
     store: Option<StoreLink>,
-    /// Whether the store's failure has been reported since it last answered.
-    store_down_reported: bool,
+    /// Whether the store's failure has been reported since it last answered (by any worker).
+    store_down_reported: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ServerDriver {
@@ -1685,8 +1833,7 @@ impl ServerDriver {
         if let Some(store) = &mut self.store {
             store.down_until = Some(tokio::time::Instant::now() + STORE_BACKOFF);
         }
-        if !self.store_down_reported {
-            self.store_down_reported = true;
+        if !self.store_down_reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
             let _ = self.events.send(ServerEvent::SessionStoreUnavailable { error });
         }
     }
@@ -1706,20 +1853,29 @@ impl ServerDriver {
         if let Some(trace) = &self.trace {
             trace(Direction::Received, remote, datagram);
         }
-        let copy = self.store.is_some().then(|| datagram.to_vec());
+        // The engine may decrypt in place: keep what a lookup would hand in again.
+        let copy = (self.store.is_some() && starts_with_plain_handshake(datagram)).then(|| datagram.to_vec());
         endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
-        // A ClientHello naming a session another node made: it waits for the store.
+        // A ClientHello naming a session another worker or node made: it waits for the store.
         while let Some(id) = endpoint.poll_session_lookup() {
-            match (&mut self.store, &copy) {
+            let asked = match (&self.store, &copy) {
                 (Some(store), Some(hello)) if !store.busy() => {
                     self.stats.store_lookups += 1;
-                    store.look_up(id, Incoming { local, remote, datagram: hello.clone() });
+                    store.look_up(id, || Incoming { local, remote, datagram: hello.clone() })
                 }
-                (_, Some(hello)) => {
-                    endpoint.answer_session_lookup(id, None);
-                    endpoint.handle_datagram(self.clock.now(), local, remote, &mut hello.clone());
-                }
-                _ => endpoint.answer_session_lookup(id, None),
+                // A store busy or down, or nothing to hand in again: a miss.
+                _ => Some(Ok(None)),
+            };
+            // Without an answer now, it comes back as a `LookupDone`.
+            let Some(answer) = asked else { continue };
+            let found = answer.unwrap_or_else(|error| {
+                self.store_failed(error.to_string());
+                None
+            });
+            self.stats.store_hits += u64::from(found.is_some());
+            endpoint.answer_session_lookup(id, found.as_deref());
+            if let Some(hello) = &copy {
+                endpoint.handle_datagram(self.clock.now(), local, remote, &mut hello.clone());
             }
         }
         // Remember the peer of a new connection now, so that a handshake failing before it
@@ -1741,12 +1897,14 @@ async fn run_server(
     let clock = Clock::new();
     let welcome_addr = welcome.local_addr()?;
     let config = server_config_with_clock(config, &clock);
-    let issues_tickets = config.tickets.is_some();
     let cid_len = usize::from(config.mobility.connection_id.unwrap_or(0));
     let workers = peers.forward_to.len();
     let session_lifetime = config.session_cache.lifetime;
     let mut endpoint = Endpoint::new(config, os_seed());
-    endpoint.rotate_cookie_key(os_cookie_key());
+    endpoint.rotate_cookie_key(peers.cookie_key);
+    if let Some(cache) = peers.client_chains.take() {
+        endpoint.share_client_cert_cache(cache);
+    }
     let node = options.fleet.as_ref().map(|f| f.node);
     match node {
         Some(node) => endpoint.set_cid_prefix(&crate::fleet::cid_prefix(cid_len as u8, node, peers.index)),
@@ -1755,8 +1913,12 @@ async fn run_server(
     }
     let (lookup_tx, mut lookups_done) = mpsc::channel::<LookupDone>(STORE_IN_FLIGHT);
     let (failure_tx, mut store_failures) = mpsc::channel::<String>(16);
+    let seal_keys = peers.seal_keys.take();
     let store = options.session_store.clone().map(|store| {
-        endpoint.share_sessions();
+        match seal_keys {
+            Some(keys) => endpoint.share_sessions_sealed_by(keys),
+            None => endpoint.share_sessions(),
+        }
         StoreLink {
             store,
             done: lookup_tx,
@@ -1766,13 +1928,10 @@ async fn run_server(
             down_until: None,
         }
     });
-    let keys_from_file = options.ticket_keys_file.is_some();
     let mut answers = peers.answers.take();
     if let Some(idle) = options.idle_timeout {
         endpoint.set_idle_timeout(Some(idle));
     }
-    let mut next_rotation = tokio::time::Instant::now() + options.cookie_rotation;
-    let mut next_ticket_rotation = tokio::time::Instant::now() + options.ticket_rotation;
     let mut next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
     let (sockets, mut incoming) = SessionSockets::new(welcome_addr);
     let mut driver = ServerDriver {
@@ -1790,14 +1949,14 @@ async fn run_server(
         return_paths: HashMap::new(),
         fleet_out: peers.fleet_out.clone(),
         store,
-        store_down_reported: false,
+        store_down_reported: peers.store_down_reported.clone(),
     };
     let mut shutting_down = false;
     let mut commands_open = true;
-    // One timer for every deadline of the loop (the engine's, the key rotations, the socket
-    // sweep), moved only when the earliest moves: a timer made afresh on every pass would be
-    // registered in and removed from tokio's wheel on every pass, which a flood pays per batch.
-    let timer = tokio::time::sleep_until(next_rotation);
+    // One timer for every deadline of the loop (the engine's, the socket sweep), moved only when
+    // the earliest moves: a timer made afresh on every pass would be registered in and removed
+    // from tokio's wheel on every pass, which a flood pays per batch. Keys rotate by command.
+    let timer = tokio::time::sleep_until(tokio::time::Instant::now());
     tokio::pin!(timer);
 
     loop {
@@ -1812,11 +1971,9 @@ async fn run_server(
 
         let engine_at = endpoint.poll_timeout().map(|t| driver.clock.to_tokio(t));
         let sweep_at = (!driver.sockets.is_empty()).then_some(next_sweep);
-        let ticket_at = (issues_tickets && !keys_from_file).then_some(next_ticket_rotation);
-        let wake_at =
-            [engine_at, sweep_at, ticket_at].into_iter().flatten().fold(next_rotation, std::cmp::min);
-        if timer.deadline() != wake_at {
-            timer.as_mut().reset(wake_at);
+        let wake_at = [engine_at, sweep_at].into_iter().flatten().min();
+        if let Some(at) = wake_at.filter(|&at| at != timer.deadline()) {
+            timer.as_mut().reset(at);
         }
         tokio::select! {
             ready = welcome.readable() => {
@@ -1874,7 +2031,7 @@ async fn run_server(
             Some(LookupDone { id, answer, mut hello }) = lookups_done.recv() => {
                 let found = match answer {
                     Ok(found) => {
-                        driver.store_down_reported = false;
+                        driver.store_down_reported.store(false, std::sync::atomic::Ordering::Relaxed);
                         found
                     }
                     Err(error) => {
@@ -1892,7 +2049,7 @@ async fn run_server(
             Some(mut arrived) = incoming.recv() => {
                 driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
             }
-            () = &mut timer => {
+            () = &mut timer, if wake_at.is_some() => {
                 let now = tokio::time::Instant::now();
                 if engine_at.is_some_and(|at| at <= now) {
                     endpoint.handle_timeout(driver.clock.now());
@@ -1901,21 +2058,16 @@ async fn run_server(
                     driver.sockets.retain(|h| endpoint.connection(h).is_some());
                     next_sweep = now + SOCKET_SWEEP;
                 }
-                if next_rotation <= now {
-                    endpoint.rotate_cookie_key(os_cookie_key());
-                    next_rotation = now + options.cookie_rotation;
+            }
+            command = commands.recv(), if commands_open => match command {
+                Some(ServerCommand::SetTicketKeys(keys)) => endpoint.set_ticket_keys(keys),
+                Some(ServerCommand::SetCookieKey(key)) => {
+                    endpoint.rotate_cookie_key(key);
                     // Forget peers whose connection the engine has dropped without an event.
                     driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
                     let known: std::collections::HashSet<SocketAddr> = driver.remotes.values().copied().collect();
                     driver.return_paths.retain(|remote, _| known.contains(remote));
                 }
-                if ticket_at.is_some_and(|at| at <= now) {
-                    endpoint.rotate_ticket_key(os_ticket_key());
-                    next_ticket_rotation = now + options.ticket_rotation;
-                }
-            }
-            command = commands.recv(), if commands_open => match command {
-                Some(ServerCommand::SetTicketKeys(keys)) => endpoint.set_ticket_keys(keys),
                 Some(ServerCommand::Send(handle, data)) => {
                     // The engine dates a send by the latest time it was given (session slots
                     // evict the least recently used): give it the time now.

@@ -7,7 +7,14 @@
 //! per local address, all on the same UDP port; a datagram goes out of the socket its
 //! [`Transmit::src`] names. The monotonic clock and the OS randomness that seeds the engine live
 //! here, never in the engine.
+//!
+//! A server can run several workers on one port ([`SctpDriver::bind_workers`]), each an endpoint
+//! of its own: the kernel spreads packets by 4-tuple, so a multihomed peer's other path may reach
+//! a worker that does not hold its association. Workers share a map from our verification tag to
+//! the worker holding the association; a worker that does not know a packet's tag passes it to
+//! that worker.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -18,6 +25,7 @@ use fastshake_sctp::{
 };
 use rand_core::{OsRng, RngCore};
 use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
 
 use crate::udp::{BatchIo, DatagramSocket, SendQueue};
 use crate::Clock;
@@ -37,6 +45,79 @@ pub struct DriverStats {
     pub bytes_out: u64,
     /// Datagrams the kernel refused to send (dropped, as a lossy link would).
     pub send_errors: u64,
+    /// Packets that arrived here for an association of another worker and were passed on.
+    pub passed_on: u64,
+    /// Packets another worker passed here.
+    pub taken_over: u64,
+}
+
+/// Packets waiting to be passed to the worker holding their association at most; beyond it they
+/// are dropped, as a full socket buffer would.
+const FORWARD_QUEUE: usize = 1024;
+
+/// A packet handed to the worker holding its association.
+struct Passed {
+    local: SocketAddr,
+    remote: SocketAddr,
+    datagram: Vec<u8>,
+}
+
+/// How one worker of a server reaches the others.
+struct WorkerLink {
+    index: usize,
+    /// Our verification tag of every association of every worker, and the worker holding it.
+    owners: Arc<std::sync::RwLock<HashMap<u32, usize>>>,
+    forward_to: Arc<[mpsc::Sender<Passed>]>,
+    forwarded: mpsc::Receiver<Passed>,
+    /// The tags this worker put in `owners`, by association.
+    registered: HashMap<AssociationHandle, u32>,
+}
+
+impl WorkerLink {
+    /// The worker a packet belongs to when it is not this one: its tag is none of ours here
+    /// but another worker's (an INIT's zero tag is everyone's).
+    fn owner_elsewhere(&self, endpoint: &Endpoint, datagram: &[u8]) -> Option<usize> {
+        let tag = u32::from_be_bytes(datagram.get(4..8)?.try_into().ok()?);
+        if tag == 0 || endpoint.knows_tag(tag) {
+            return None;
+        }
+        let owners = self.owners.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        owners.get(&tag).copied().filter(|&owner| owner != self.index)
+    }
+
+    /// Keeps `owners` in step with the associations this worker holds.
+    fn note(&mut self, endpoint: &Endpoint, handle: AssociationHandle, event: &Event) {
+        let owners = || self.owners.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match event {
+            Event::Connected { .. } => {
+                let Some(tag) = endpoint.association(handle).map(|a| a.local_tag) else { return };
+                // Tags are random: two workers' associations share one with odds 2^-32, and
+                // then the first keeps it.
+                owners().entry(tag).or_insert(self.index);
+                self.registered.insert(handle, tag);
+            }
+            Event::Closed | Event::Aborted { .. } | Event::Failed(_) => {
+                if let Some(tag) = self.registered.remove(&handle) {
+                    let mut owners = owners();
+                    if owners.get(&tag) == Some(&self.index) {
+                        owners.remove(&tag);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Drop for WorkerLink {
+    fn drop(&mut self) {
+        let mut owners = self.owners.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for tag in self.registered.values() {
+            if owners.get(tag) == Some(&self.index) {
+                owners.remove(tag);
+            }
+        }
+    }
 }
 
 /// One SCTP endpoint on one tokio UDP socket per local address.
@@ -51,6 +132,8 @@ pub struct SctpDriver {
     endpoint: Endpoint,
     clock: Clock,
     stats: DriverStats,
+    /// The other workers of a server with several (see [`SctpDriver::bind_workers`]).
+    link: Option<WorkerLink>,
 }
 
 impl SctpDriver {
@@ -90,12 +173,49 @@ impl SctpDriver {
     /// One worker of a server on `addr` (port 0: any free port): its socket binds with
     /// SO_REUSEPORT, so further workers bind the address this one got and the kernel spreads
     /// peers over them by 4-tuple. Each worker is an endpoint of its own; the associations of
-    /// one peer address stay with one worker.
+    /// one peer address stay with one worker. [`SctpDriver::bind_workers`] binds them all and
+    /// links them.
     pub fn bind_worker(addr: SocketAddr, config: Arc<Config>, batch: BatchIo) -> io::Result<SctpDriver> {
         let socket = DatagramSocket::bind_shared(addr, batch)?;
         let mut seed = [0u8; 32];
         OsRng.fill_bytes(&mut seed);
         SctpDriver::with_datagram_sockets(vec![socket], config, seed)
+    }
+
+    /// `workers` workers of one server on `addr` (see [`SctpDriver::bind_worker`]), each to be
+    /// run by a task of its own. They share one cookie key, so a cookie one made opens at every
+    /// other, and pass each other the packets of associations they do not hold (a multihomed
+    /// peer's other path), found by our verification tag.
+    pub fn bind_workers(
+        addr: SocketAddr,
+        config: Arc<Config>,
+        batch: BatchIo,
+        workers: usize,
+    ) -> io::Result<Vec<SctpDriver>> {
+        let first = SctpDriver::bind_worker(addr, Arc::clone(&config), batch)?;
+        let local = first.local_addr();
+        let mut drivers = vec![first];
+        for _ in 1..workers.max(1) {
+            drivers.push(SctpDriver::bind_worker(local, Arc::clone(&config), batch)?);
+        }
+        let mut cookie_key = [0u8; 16];
+        OsRng.fill_bytes(&mut cookie_key);
+        let owners = Arc::default();
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            drivers.iter().map(|_| mpsc::channel(FORWARD_QUEUE)).unzip();
+        let forward_to: Arc<[mpsc::Sender<Passed>]> = senders.into();
+        let linked = drivers.len() > 1;
+        for (index, (driver, forwarded)) in drivers.iter_mut().zip(receivers).enumerate() {
+            driver.endpoint.rotate_cookie_key(cookie_key);
+            driver.link = linked.then(|| WorkerLink {
+                index,
+                owners: Arc::clone(&owners),
+                forward_to: Arc::clone(&forward_to),
+                forwarded,
+                registered: HashMap::new(),
+            });
+        }
+        Ok(drivers)
     }
 
     /// Drives an endpoint on already bound sockets (the primary first) with an explicit seed.
@@ -125,6 +245,7 @@ impl SctpDriver {
             endpoint: Endpoint::new(config, seed),
             clock: Clock::new(),
             stats: DriverStats::default(),
+            link: None,
         })
     }
 
@@ -226,18 +347,27 @@ impl SctpDriver {
     /// `tokio::select!` beside other sources (standard input, a deadline).
     pub async fn next_event(&mut self) -> io::Result<(AssociationHandle, Event)> {
         loop {
-            if let Some(event) = self.endpoint.poll_event() {
+            if let Some(event) = self.poll_event() {
                 // What the event's arrival made the engine queue (an ACK, an answer) goes out
                 // first, so the caller's processing time does not delay the peer.
                 self.flush().await?;
                 return Ok(event);
             }
             self.flush().await?;
-            if let Some(event) = self.endpoint.poll_event() {
+            if let Some(event) = self.poll_event() {
                 return Ok(event);
             }
             self.turn().await?;
         }
+    }
+
+    /// The engine's next event, noted in the workers' tag map first.
+    fn poll_event(&mut self) -> Option<(AssociationHandle, Event)> {
+        let (handle, event) = self.endpoint.poll_event()?;
+        if let Some(link) = &mut self.link {
+            link.note(&self.endpoint, handle, &event);
+        }
+        Some((handle, event))
     }
 
     /// Runs the endpoint until `deadline`, discarding nothing: events stay queued for
@@ -278,7 +408,18 @@ impl SctpDriver {
             }
             Poll::Pending
         });
+        let link = self.link.as_mut();
+        let passed = async move {
+            match link {
+                Some(link) => link.forwarded.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            Some(Passed { local, remote, mut datagram }) = passed => {
+                self.stats.taken_over += 1;
+                self.endpoint.handle_datagram(self.clock.now(), local, remote, &mut datagram);
+            }
             ready = ready => {
                 let i = ready?;
                 let now = self.clock.now();
@@ -304,9 +445,20 @@ impl SctpDriver {
         let local = *local;
         let endpoint = &mut self.endpoint;
         let stats = &mut self.stats;
+        let link = &self.link;
         let received = socket.try_recv(|remote, datagram| {
             stats.datagrams_in += 1;
             stats.bytes_in += datagram.len() as u64;
+            if let Some(link) = link {
+                if let Some(owner) = link.owner_elsewhere(endpoint, datagram) {
+                    // A full queue drops it, as a full socket would.
+                    let passed = Passed { local, remote, datagram: datagram.to_vec() };
+                    if link.forward_to[owner].try_send(passed).is_ok() {
+                        stats.passed_on += 1;
+                    }
+                    return;
+                }
+            }
             endpoint.handle_datagram(now, local, remote, datagram);
         });
         match received {

@@ -1,7 +1,9 @@
 //! Where a fleet keeps its session-ID cache: the engine asks for a session by ID and offers the
 //! sessions it makes, sealed under the ticket key (`Endpoint::poll_session_lookup`,
-//! `Endpoint::poll_shared_session`); the driver does the I/O through a [`SessionStore`].
+//! `Endpoint::poll_shared_session`); the driver does the I/O through a [`SessionStore`]: Redis
+//! for the nodes of a fleet, [`MemoryStore`] for the workers of one server.
 
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -20,6 +22,84 @@ pub trait SessionStore: Send + Sync {
     fn put(&self, id: [u8; 32], sealed: Vec<u8>, ttl: Duration) -> StoreFuture<()>;
     /// Names the store in messages.
     fn name(&self) -> String;
+}
+
+/// Sessions in this process, shared by the workers of one server: bounded in entries (the oldest
+/// goes first), each kept for its TTL as Redis keeps it. Its futures are ready at once.
+pub struct MemoryStore {
+    max_entries: usize,
+    entries: std::sync::Mutex<MemoryEntries>,
+}
+
+#[derive(Default)]
+struct MemoryEntries {
+    by_id: HashMap<[u8; 32], (Vec<u8>, std::time::Instant)>,
+    /// Every ID of `by_id` once, oldest first; with one TTL for all, also earliest expiry first.
+    order: VecDeque<[u8; 32]>,
+}
+
+impl MemoryStore {
+    /// A store holding at most `max_entries` sessions (at least one).
+    pub fn new(max_entries: usize) -> MemoryStore {
+        MemoryStore { max_entries: max_entries.max(1), entries: std::sync::Mutex::default() }
+    }
+
+    /// Sessions held now, expired ones not yet pushed out included.
+    pub fn len(&self) -> usize {
+        self.lock().by_id.len()
+    }
+
+    /// Whether the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryEntries> {
+        // A worker that panicked holding the lock left whole entries behind: keep using them.
+        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn get_now(&self, id: &[u8; 32]) -> Option<Vec<u8>> {
+        let entries = self.lock();
+        let (sealed, expires) = entries.by_id.get(id)?;
+        (std::time::Instant::now() < *expires).then(|| sealed.clone())
+    }
+
+    fn put_now(&self, id: [u8; 32], sealed: Vec<u8>, ttl: Duration) {
+        let now = std::time::Instant::now();
+        let mut entries = self.lock();
+        let MemoryEntries { by_id, order } = &mut *entries;
+        if let Some(entry) = by_id.get_mut(&id) {
+            *entry = (sealed, now + ttl);
+            return;
+        }
+        while let Some(oldest) = order.front() {
+            let expired = by_id.get(oldest).is_none_or(|(_, expires)| *expires <= now);
+            if !expired && by_id.len() < self.max_entries {
+                break;
+            }
+            by_id.remove(oldest);
+            order.pop_front();
+        }
+        by_id.insert(id, (sealed, now + ttl));
+        order.push_back(id);
+    }
+}
+
+impl SessionStore for MemoryStore {
+    fn get(&self, id: [u8; 32]) -> StoreFuture<Option<Vec<u8>>> {
+        let found = self.get_now(&id);
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn put(&self, id: [u8; 32], sealed: Vec<u8>, ttl: Duration) -> StoreFuture<()> {
+        self.put_now(id, sealed, ttl);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn name(&self) -> String {
+        "the workers' shared memory".to_owned()
+    }
 }
 
 /// Sessions in Redis: `SET fastshake:session:<hex id> <sealed> EX <ttl>`, `GET` to look up.
@@ -97,5 +177,28 @@ impl SessionStore for RedisStore {
 
     fn name(&self) -> String {
         self.url.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_store_keeps_its_bound_and_its_ttl() {
+        let store = MemoryStore::new(2);
+        let long = Duration::from_secs(3600);
+        store.put_now([1; 32], vec![1], long);
+        store.put_now([2; 32], vec![2], long);
+        store.put_now([3; 32], vec![3], long);
+        assert_eq!(store.len(), 2, "the oldest went");
+        assert_eq!(store.get_now(&[1; 32]), None);
+        assert_eq!(store.get_now(&[3; 32]), Some(vec![3]));
+        // An entry past its TTL is no longer handed out, and is the first to go.
+        store.put_now([4; 32], vec![4], Duration::ZERO);
+        assert_eq!(store.get_now(&[4; 32]), None);
+        store.put_now([5; 32], vec![5], long);
+        assert_eq!(store.len(), 1, "the oldest and the expired one went");
+        assert_eq!(store.get_now(&[5; 32]), Some(vec![5]));
     }
 }

@@ -1,11 +1,12 @@
 //! A DTLS server on several workers (one SO_REUSEPORT socket and one endpoint each), with batched
-//! and single-datagram I/O, on loopback: many clients at once all complete and echo, and a CID
-//! client whose datagrams start arriving at another worker keeps its session.
+//! and single-datagram I/O, on loopback: many clients at once all complete and echo, a CID
+//! client whose datagrams start arriving at another worker keeps its session, and a session one
+//! worker made resumes at another, by session ID and by a ticket from before a key rotation.
 
-use fastshake_dtls::{ClientConfig, ServerConfig};
+use fastshake_dtls::{ClientConfig, Resumption, ServerConfig};
 use fastshake_net::dtls::{
-    ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerController, ServerEvent,
-    ServerOptions,
+    os_ticket_keys, ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerController,
+    ServerEvent, ServerOptions,
 };
 use fastshake_net::udp::BatchIo;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -178,5 +179,92 @@ async fn a_cid_client_that_moves_to_another_workers_socket_keeps_its_session() {
         assert_eq!(connected, 1);
         assert_eq!(moved, moves, "one path change per move");
         assert_eq!(data, sent, "every record once, in order (batch {batch})");
+    }
+}
+
+/// The worker and the resumption of the server's next completed handshake.
+async fn next_handshake(server: &mut DtlsServer) -> (usize, Option<Resumption>) {
+    loop {
+        match step("a handshake at the server", server.next_event()).await {
+            Some(ServerEvent::Connected { handle, summary, .. }) => {
+                return (handle.worker(), summary.resumption)
+            }
+            Some(ServerEvent::Failed { error, .. }) => panic!("a session failed: {error}"),
+            Some(_) => {}
+            None => panic!("the server stopped"),
+        }
+    }
+}
+
+/// The workers share one session-ID cache and one set of ticket keys: a client offering the
+/// session of its first handshake from new source ports (the kernel spreads them over both
+/// workers) resumes at whichever worker it meets, by session ID, and by a ticket issued before
+/// the ticket key rotated. Two rotations later the ticket is refused everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumes_at_another_worker_by_id_and_by_ticket_across_a_rotation() {
+    /// Resumptions at most; each meets the other worker with odds 1/2.
+    const ATTEMPTS: usize = 40;
+    for tickets in [false, true] {
+        let config =
+            Arc::new(ServerConfig { tickets: tickets.then(os_ticket_keys), ..ServerConfig::psk("id", KEY) });
+        let options = ServerOptions { workers: 2, ..ServerOptions::default() };
+        let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
+        let (addr, controller) = (server.local_addr(), server.controller());
+        let client_config =
+            Arc::new(ClientConfig { enable_tickets: tickets, ..ClientConfig::psk("id", KEY) });
+        let connect = |session| {
+            let options = ClientOptions { session, ..ClientOptions::default() };
+            DtlsClient::connect(addr, Arc::clone(&client_config), options)
+        };
+        let first = step("full handshake", connect(None)).await.unwrap();
+        let (first_worker, resumption) = next_handshake(&mut server).await;
+        assert_eq!(resumption, None);
+        let session = first.summary().session.clone().expect("the server issued a session");
+        assert_eq!(session.has_ticket(), tickets);
+        step("first close", first.close()).await.unwrap();
+        if tickets {
+            server.rotate_ticket_key();
+            // Each worker takes the new keys before the answer to this.
+            step("stats", controller.stats()).await.unwrap();
+        }
+
+        let expected = if tickets { Resumption::Ticket } else { Resumption::SessionId };
+        let mut elsewhere = 0;
+        for _ in 0..ATTEMPTS {
+            let client = step("resumed handshake", connect(Some(session.clone()))).await.unwrap();
+            assert_eq!(client.summary().resumption, Some(expected), "tickets {tickets}");
+            let (worker, resumption) = next_handshake(&mut server).await;
+            assert_eq!(resumption, Some(expected));
+            step("close", client.close()).await.unwrap();
+            if worker != first_worker {
+                elsewhere += 1;
+                if elsewhere == 3 {
+                    break;
+                }
+            }
+        }
+        let stats = step("stats", controller.stats()).await.unwrap();
+        println!("tickets {tickets}: {}", stats.summary_line());
+        assert!(elsewhere > 0, "in {ATTEMPTS} resumptions none met the other worker: {stats:?}");
+        // The server's own counts: both workers served handshakes.
+        assert!(stats.workers.iter().all(|w| w.endpoint.connections_accepted > 0), "{stats:?}");
+        if !tickets {
+            let hits: u64 = stats.workers.iter().map(|w| w.store_hits).sum();
+            assert!(hits > 0, "the other worker found the session in the shared cache: {stats:?}");
+        } else {
+            // Two rotations after it was issued, the ticket's key is gone at every worker.
+            server.rotate_ticket_key();
+            server.rotate_ticket_key();
+            step("stats", controller.stats()).await.unwrap();
+            for _ in 0..4 {
+                let client = step("full handshake", connect(Some(session.clone()))).await.unwrap();
+                // The server refuses the ticket (the session ID it also carries may still resume
+                // where it is cached; the client cannot tell the two apart).
+                let (_, resumption) = next_handshake(&mut server).await;
+                assert_ne!(resumption, Some(Resumption::Ticket), "a ticket two rotations old");
+                step("close", client.close()).await.unwrap();
+            }
+        }
+        step("shutdown", server.shutdown()).await.unwrap();
     }
 }

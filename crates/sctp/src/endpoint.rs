@@ -817,6 +817,12 @@ impl Endpoint {
         self.associations.keys().map(|h| AssociationHandle(*h)).collect()
     }
 
+    /// Whether `tag` is our verification tag of an association here: a driver running several
+    /// endpoints on one port passes packets with a tag none of its own knows to the one that has it.
+    pub fn knows_tag(&self, tag: u32) -> bool {
+        self.by_tag.contains_key(&tag)
+    }
+
     /// Makes `key` the current cookie key (state cookies and ALT-COOKIEs); cookies signed under
     /// the previous key still verify, older ones do not. This is the ALT-COOKIE's lifetime.
     pub fn rotate_cookie_key(&mut self, key: [u8; 16]) {

@@ -139,7 +139,7 @@ pub struct Endpoint {
     /// Round trips to clients (adaptive retransmission policy).
     rtt_cache: RttCache,
     /// Client chains by client-certificate ticket (seed 003).
-    client_cert_cache: crate::cache::ClientCertCache,
+    client_cert_cache: crate::cache::SharedClientCertCache,
     /// The session-ID cache a fleet shares through the driver's store (off unless asked).
     shared: shared::SharedSessions,
 }
@@ -215,7 +215,7 @@ impl Endpoint {
             ticket_keys: config_clone.tickets.clone(),
             session_cache: crate::session::SessionCache::new(config_clone.session_cache),
             rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
-            client_cert_cache: crate::cache::ClientCertCache::new(config_clone.client_cert_cache),
+            client_cert_cache: crate::cache::SharedClientCertCache::new(config_clone.client_cert_cache),
             shared: shared::SharedSessions::default(),
         }
     }
@@ -229,12 +229,19 @@ impl Endpoint {
         let data = ch.extensions.client_cert_cache?;
         let ticket = crate::handshake::parse_client_cert_offer(data).ok()??;
         let ticket: [u8; crate::cache::CLIENT_TICKET_LEN] = ticket.try_into().ok()?;
-        self.client_cert_cache.take(&ticket).map(|entry| (ticket, entry))
+        self.client_cert_cache.lock().take(&ticket).map(|entry| (ticket, entry))
     }
 
     /// Client chains held for client-certificate caching, and their bytes.
     pub fn client_cert_cache_size(&self) -> (usize, usize) {
-        (self.client_cert_cache.len(), self.client_cert_cache.bytes())
+        let cache = self.client_cert_cache.lock();
+        (cache.len(), cache.bytes())
+    }
+
+    /// Keeps client chains in `cache`, which other endpoints (the workers of one server) share,
+    /// instead of a cache of this endpoint's own.
+    pub fn share_client_cert_cache(&mut self, cache: crate::cache::SharedClientCertCache) {
+        self.client_cert_cache = cache;
     }
 
     /// Makes `key` the current ticket key; the current one stays valid as the previous one.
@@ -427,7 +434,7 @@ impl Endpoint {
             self.session_cache.insert(session_id, session);
         }
         if let Some((ticket, chain)) = conn.take_new_client_chain_entry() {
-            self.client_cert_cache.insert(ticket, chain);
+            self.client_cert_cache.lock().insert(ticket, chain);
         }
         let moved = conn.take_address_change();
         let remote = conn.remote();

@@ -27,6 +27,8 @@ pub(super) struct SharedSessions {
     lookups: VecDeque<[u8; 32]>,
     misses: BTreeMap<[u8; 32], Instant>,
     exports: VecDeque<([u8; 32], Vec<u8>)>,
+    /// What seals and opens shared sessions when the configuration issues no tickets.
+    seal_keys: Option<TicketKeys>,
 }
 
 impl SharedSessions {
@@ -62,15 +64,16 @@ impl SharedSessions {
         self.misses.insert(id, now);
     }
 
-    /// Seals a session a full handshake made for the store (nothing without ticket keys).
+    /// Seals a session a full handshake made for the store, under the ticket keys or else the
+    /// sealing keys (nothing without either).
     pub(super) fn offer(
         &mut self,
-        keys: Option<&TicketKeys>,
+        ticket_keys: Option<&TicketKeys>,
         rng: &mut impl RngCore,
         id: [u8; 32],
         session: &ServerSession,
     ) {
-        let Some(keys) = keys.filter(|_| self.enabled) else { return };
+        let Some(keys) = ticket_keys.or(self.seal_keys.as_ref()).filter(|_| self.enabled) else { return };
         let mut nonce = [0u8; 12];
         rng.fill_bytes(&mut nonce);
         let Some(sealed) = session.seal(&keys.current, nonce) else { return };
@@ -89,6 +92,19 @@ impl Endpoint {
         self.shared.enabled = true;
     }
 
+    /// Shares the session-ID cache as [`Endpoint::share_sessions`] does, sealing under `keys`
+    /// while the configuration issues no tickets (the workers of one server: the key never
+    /// leaves the process).
+    pub fn share_sessions_sealed_by(&mut self, keys: TicketKeys) {
+        self.shared.enabled = true;
+        self.shared.seal_keys = Some(keys);
+    }
+
+    /// The keys that seal and open shared sessions: the ticket keys, else the sealing keys.
+    fn shared_keys(&self) -> Option<&TicketKeys> {
+        self.ticket_keys.as_ref().or(self.shared.seal_keys.as_ref())
+    }
+
     /// A session ID the driver should fetch from the store: the ClientHello that named it was
     /// not processed; hand it in again after [`Endpoint::answer_session_lookup`].
     pub fn poll_session_lookup(&mut self) -> Option<[u8; 32]> {
@@ -99,7 +115,7 @@ impl Endpoint {
     /// sealed session that does not open under our ticket keys, or has expired, is a miss.
     pub fn answer_session_lookup(&mut self, id: [u8; 32], sealed: Option<&[u8]>) {
         let now = self.clock;
-        let opened = match (sealed, self.ticket_keys.as_ref()) {
+        let opened = match (sealed, self.shared_keys()) {
             (Some(sealed), Some(keys)) => {
                 ServerSession::open(keys, sealed, unix_now(self.config.wall_clock, now)).filter(|s| {
                     s.fresh(unix_now(self.config.wall_clock, now), self.config.session_cache.lifetime)
