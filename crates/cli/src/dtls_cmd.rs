@@ -93,7 +93,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     max_connections: usize,
     /// At most R sessions at once, handshakes in progress included (a slot each, as on a
-    /// memory-constrained server); see --when-full. Default: no limit.
+    /// memory-constrained server); see --when-full. Slots belong to a worker: with this option
+    /// the server runs one worker unless --workers says otherwise (then R per worker).
+    /// Default: no limit.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: Option<u32>,
     /// With every --max-sessions slot taken, a new client is: refuse (sent a fatal internal_error
@@ -127,7 +129,7 @@ pub struct ServerArgs {
     /// reaches the wrong worker (the client moved) is passed to the right one. Limits
     /// (--max-connections, --max-sessions) are per worker; the session-ID cache, the ticket keys
     /// and the cookie key are shared, so a client resumes at any worker. Default (or 0): one
-    /// worker per core.
+    /// worker per core; 1 with --max-sessions.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
     workers: Option<u16>,
     /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
@@ -380,9 +382,14 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         None => None,
     };
     let workers = match args.workers {
+        // R slots stand for one constrained server's memory: one worker holds them all.
+        None if args.max_sessions.is_some() => 1,
         Some(0) | None => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
         Some(n) => usize::from(n),
     };
+    if let (Some(r), true) = (args.max_sessions, workers > 1) {
+        eprintln!("fastshake server: {r} session slot(s) per worker, {} in all", r as usize * workers);
+    }
     let fleet = match (&args.fleet, args.node_id) {
         (Some(path), Some(node)) => {
             if args.mobility != MobilityMode::Cid {

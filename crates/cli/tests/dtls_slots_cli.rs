@@ -6,12 +6,11 @@ use fastshake_testkit::peers::*;
 
 const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 
-// Slots are per worker: one worker, so that R is the server's limit.
+// Slots are per worker; --max-sessions without --workers runs one, so that R is the server's limit.
 
 #[test]
 fn full_server_refuses_a_second_client_which_names_the_reason() {
-    let (server, port) =
-        FASTSHAKE.server(&["--echo", "--max-sessions", "1", "--when-full", "refuse", "--workers", "1"]);
+    let (server, port) = FASTSHAKE.server(&["--echo", "--max-sessions", "1", "--when-full", "refuse"]);
     let mut first = FASTSHAKE.client(port, PSK_HEX, &[]);
     first.expect_handshake_without_resend(&[]);
 
@@ -31,8 +30,7 @@ fn full_server_refuses_a_second_client_which_names_the_reason() {
 
 #[test]
 fn lru_server_closes_the_first_session_to_make_room_for_the_second() {
-    let (server, port) =
-        FASTSHAKE.server(&["--echo", "--max-sessions", "1", "--when-full", "lru", "--workers", "1"]);
+    let (server, port) = FASTSHAKE.server(&["--echo", "--max-sessions", "1", "--when-full", "lru"]);
     let mut first = FASTSHAKE.client(port, PSK_HEX, &[]);
     first.expect_handshake_without_resend(&[]);
 
