@@ -109,7 +109,7 @@ impl Chart {
                     ChartBuilder::on(&root)
                         .caption(&self.title, ("sans-serif", 18))
                         .margin(14)
-                        .x_label_area_size(if self.x_labels.is_empty() { 46 } else { 110 })
+                        .x_label_area_size(46)
                         .y_label_area_size(70)
                         .build_cartesian_2d($x, $y)?,
                 )?
@@ -151,9 +151,8 @@ impl Chart {
             .y_label_formatter(&|v| tick(*v))
             .light_line_style(WHITE.mix(0.0));
         if !labels.is_empty() {
-            mesh.disable_x_mesh()
-                .x_labels(labels.len().max(2) * 2 + 1)
-                .x_label_style(("sans-serif", 12).into_font().transform(FontTransform::Rotate90));
+            // Short names, level: a rotated label would sit across the axis.
+            mesh.disable_x_mesh().x_labels(labels.len().max(2) * 2 + 1).x_label_style(("sans-serif", 11));
         }
         mesh.draw()?;
         let x_range = chart.x_range();

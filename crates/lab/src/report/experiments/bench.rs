@@ -198,7 +198,7 @@ fn caching_figures(v: &Value) -> Vec<Figure> {
                 )
                 .against(vanilla.unwrap_or(f64::NAN), "our vanilla handshake, same run")
                 .at_least(1.0)
-                .note("seed 003 Fig. 6: 3.3–8.6 % faster with the cache on a Raspberry Pi Zero W; here the chain                        validations skipped weigh more on a fast CPU"),
+                .note("seed 003 Fig. 6: 3.3–8.6 % faster with the cache on a Raspberry Pi Zero W; here the skipped chain validations weigh more on a fast CPU"),
             );
         }
     }

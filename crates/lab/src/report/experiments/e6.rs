@@ -29,7 +29,7 @@ impl Experiment for E6 {
         "chaos soak: every handshake completes, every record once (ours)"
     }
     fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 15 } else { 120 })
+        Duration::from_secs(if quick { 10 } else { 100 })
     }
 
     fn estimate_real(&self, quick: bool) -> Duration {
