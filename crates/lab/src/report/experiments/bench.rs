@@ -179,8 +179,7 @@ fn caching_figures(v: &Value) -> Vec<Figure> {
         let cached = all
             .iter()
             .filter(|r| text(r, "chains") == chain)
-            .filter(|r| text(r, "configuration") != "vanilla")
-            .last();
+            .rfind(|r| text(r, "configuration") != "vanilla");
         figures.push(
             Figure::measured(format!("full mutual handshakes/s, vanilla, {chain}"), "1/s", vanilla, runs)
                 .against(openssl.unwrap_or(f64::NAN), "OpenSSL full handshake, same chains and run")
