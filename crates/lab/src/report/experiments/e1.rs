@@ -27,7 +27,7 @@ impl Experiment for E1 {
     }
 
     fn estimate_real(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 180 } else { 720 })
+        Duration::from_secs(if quick { 100 } else { 720 })
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {

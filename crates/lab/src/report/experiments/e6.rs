@@ -376,18 +376,28 @@ fn real_soak(ctx: &Context, step: &Step) -> Result<(Vec<Figure>, Table), super::
         plan("loss") * 100.0,
         plan("duplicate") * 100.0
     );
-    let real = |name: &str, key: &str, note: &str| {
+    let real = |name: &str, unit: &str, key: &str, note: &str| {
         let ours = count(key);
-        Figure::measured(format!("real sockets: {name}"), "", Some(ours as f64), 1)
+        Figure::measured(format!("real sockets: {name}"), unit, Some(ours as f64), 1)
             .against(0.0, "the soak's target")
             .met_if(ours == 0, "0")
             .note(format!("{path}; {note}"))
     };
     let mut figures = vec![
-        real("handshakes failed", "failed_handshakes", &format!("{} completed", sum("handshakes_ok"))),
-        real("records lost", "lost", &format!("{} records echoed", sum("echoed"))),
-        real("records delivered twice", "duplicates", "echoes of an answered attempt seen again"),
-        real("moved clients that lost their session", "moved_without_session", "one client in four moves"),
+        real(
+            "handshakes failed",
+            "handshakes",
+            "failed_handshakes",
+            &format!("{} completed", sum("handshakes_ok")),
+        ),
+        real("records lost", "records", "lost", &format!("{} records echoed", sum("echoed"))),
+        real("records delivered twice", "records", "duplicates", "echoes of an answered attempt seen again"),
+        real(
+            "moved clients that lost their session",
+            "clients",
+            "moved_without_session",
+            "one client in four moves",
+        ),
     ];
     let memory = &v["memory"];
     figures.push(
