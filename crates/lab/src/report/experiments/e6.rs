@@ -368,7 +368,7 @@ fn real_soak(ctx: &Context, step: &Step) -> Result<(Vec<Figure>, Table), super::
     let sum = |key: &str| rows.iter().filter_map(|r| r.get(key).and_then(Value::as_u64)).sum::<u64>();
     let plan = |key: &str| v.pointer(&format!("/params/{key}")).and_then(Value::as_f64).unwrap_or(0.0);
     let path = format!(
-        "real sockets, {} clients at once for {:.0} s through the relay ({:.0} ms each way, {:.0} % loss, {:.0} % \
+        "{} clients at once for {:.0} s through the relay ({:.0} ms each way, {:.0} % loss, {:.0} % \
          duplicated)",
         plan("clients"),
         plan("duration_s"),
@@ -381,7 +381,7 @@ fn real_soak(ctx: &Context, step: &Step) -> Result<(Vec<Figure>, Table), super::
         Figure::measured(format!("real sockets: {name}"), unit, Some(ours as f64), 1)
             .against(0.0, "the soak's target")
             .met_if(ours == 0, "0")
-            .note(format!("{path}; {note}"))
+            .note(format!("real sockets, {path}; {note}"))
     };
     let mut figures = vec![
         real(
