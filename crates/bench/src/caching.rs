@@ -24,6 +24,10 @@ pub struct Args {
     /// Repetitions of each timed measurement; the median is printed.
     #[arg(long, value_name = "N")]
     runs: Option<usize>,
+    /// Also write every row (handshakes/s, CPU per role, OpenSSL's rate) as JSON to this file
+    /// (what `fastshake lab all` reads).
+    #[arg(long, value_name = "FILE")]
+    json: Option<std::path::PathBuf>,
 }
 
 fn openssl_cipher(chains: Chains) -> &'static str {
@@ -114,6 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "  {:<40} {:<20} {:>10} {:>11} {:>11} {:>12} {:>10}",
         "chains", "configuration", "hs/s", "client µs", "server µs", "OpenSSL hs/s", "ours/OSSL"
     );
+    let mut rows = Vec::new();
     for chains in Chains::ALL {
         let set = chain_set(chains)?;
         let pem = pems(chains)?;
@@ -139,13 +144,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let theirs = median(theirs);
         for (config, [rate, client_us, server_us]) in configs.iter().zip(ours) {
             let rate = median(rate);
+            let (client_us, server_us) = (median(client_us), median(server_us));
+            rows.push(serde_json::json!({
+                "chains": chains.name(),
+                "configuration": config.name(),
+                "handshakes_per_s": rate,
+                "client_cpu_us": client_us,
+                "server_cpu_us": server_us,
+                "openssl_handshakes_per_s": theirs,
+            }));
             println!(
                 "  {:<40} {:<20} {:>10.0} {:>11.0} {:>11.0} {:>12.0} {:>10.2}",
                 chains.name(),
                 config.name(),
                 rate,
-                median(client_us),
-                median(server_us),
+                client_us,
+                server_us,
                 theirs,
                 rate / theirs
             );
@@ -156,5 +170,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("  ticket cache; '+ key cache' also skips both chain validations. OpenSSL has neither: its row is the");
     println!("  vanilla anchor. Anchor (paper, seed 003 Fig. 6): 3.3-4.9 % (RSA) and 5.5-8.6 % (ECC) faster");
     println!("  handshakes with the cache, end to end on a 1 GHz Raspberry Pi Zero W.");
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "caching",
+            "quick": args.quick,
+            "runs": runs,
+            "anchor": openssl::version::version(),
+            "rows": rows,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+    }
     Ok(())
 }

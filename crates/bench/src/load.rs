@@ -97,6 +97,10 @@ pub struct Args {
     /// With --compare: the openssl command.
     #[arg(long, value_name = "PATH", default_value = "openssl")]
     openssl: String,
+    /// With --compare: also write the rows' figures (handshakes/s, latency, server CPU per
+    /// handshake) as JSON to this file (what `fastshake lab all` reads).
+    #[arg(long, value_name = "FILE", requires = "compare")]
+    json: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -675,6 +679,31 @@ fn compare(args: &Args) -> anyhow::Result<()> {
     print_table(&rows);
     print_targets(&rows);
     println!("Load average after the rows: {}", load_average());
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "load",
+            "quick": quick,
+            "runs": runs,
+            "slice_s": slice.as_secs_f64(),
+            "anchor": openssl::version::version(),
+            "target_psk_cpu_over_openssl": TARGET_PSK_CPU_OVER_OPENSSL,
+            "target_ecdsa_cpu_over_openssl": TARGET_ECDSA_CPU_OVER_OPENSSL,
+            "target_two_workers_over_one": TARGET_TWO_WORKERS_OVER_ONE,
+            "rows": rows.iter().map(|r| serde_json::json!({
+                "server": r.peer.label(),
+                "fastshake": matches!(r.peer, Peer::Fastshake { .. }),
+                "workers": r.peer.workers(),
+                "kind": r.kind.label(),
+                "concurrency": r.concurrency,
+                "handshakes_per_s": r.rate,
+                "p50_ms": millis(r.p50),
+                "p99_ms": millis(r.p99),
+                "failed": r.failed,
+                "server_cpu_us_per_handshake": r.cpu_per_handshake,
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+    }
 
     let flood_server = start_fastshake(&fastshake, 1, Kind::Psk, &material)?;
     memory(&runtime, &fastshake, &material, quick)?;

@@ -1,7 +1,8 @@
-//! `fastshake lab all`: the report of a quick E3 run, rendered in a real browser (headless
+//! `fastshake lab all`: the report of a quick E2 and E3 run, rendered in a real browser (headless
 //! Chromium, Debian's `chromium`) with every plot and table in the rendered DOM and no console
 //! error; results.json valid against docs/results.schema.json; the same seed giving the same
-//! simulated figures. The screenshot stays under target/tmp/lab-report/ as an artefact.
+//! simulated figures and another seed others; E4's and E6's sections. The screenshot stays under
+//! target/tmp/lab-report/ as an artefact.
 
 use fastshake_testkit::peers::{run, Fastshake};
 use serde_json::Value;
@@ -18,9 +19,12 @@ fn artefacts() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-report")
 }
 
-/// `fastshake lab all --quick --only E3 --seed SEED --out DIR`; returns results.json.
+/// The experiments of the shared report: E2 (whose seeds follow `--seed`) and E3.
+const SHARED: &str = "E2,E3";
+
+/// `fastshake lab all --quick --only E2,E3 --seed SEED --out DIR`; returns results.json.
 fn lab_all(dir: &Path, seed: u64) -> Value {
-    lab_all_only(dir, seed, "E3")
+    lab_all_only(dir, seed, SHARED)
 }
 
 /// `fastshake lab all --quick --only ONLY --seed SEED --out DIR`; returns results.json.
@@ -218,13 +222,26 @@ fn simulated(results: &Value) -> Vec<(String, String, Value)> {
 }
 
 #[test]
-fn the_same_seed_gives_the_same_simulated_figures() {
+fn the_same_seed_gives_the_same_simulated_figures_and_another_seed_others() {
     let (_, first) = report();
     let again = lab_all(&artefacts().join("seed-7-again"), 7);
     let (a, b) = (simulated(first), simulated(&again));
     assert!(a.iter().any(|(_, name, v)| name != "tables" && v.is_number()), "there are simulated figures");
+    for id in ["E2", "E3"] {
+        assert!(a.iter().any(|(e, name, _)| e == id && name != "tables"), "{id} has simulated figures");
+    }
     assert_eq!(a, b, "seed 7 twice: the same simulated figures");
     let _ = std::fs::remove_dir_all(artefacts().join("seed-7-again"));
+
+    // E2's replications derive from the seed: seed 8 draws other MAC phases and DTLS randoms.
+    let other = lab_all_only(&artefacts().join("seed-8"), 8, "E2");
+    let e2 = |all: &[(String, String, Value)]| -> Vec<(String, String, Value)> {
+        all.iter().filter(|(id, _, _)| id == "E2").cloned().collect()
+    };
+    let (seven, eight) = (e2(&a), e2(&simulated(&other)));
+    assert_eq!(seven.len(), eight.len(), "the same figures and tables");
+    assert_ne!(seven, eight, "seed 8's E2 figures differ from seed 7's");
+    let _ = std::fs::remove_dir_all(artefacts().join("seed-8"));
 }
 
 #[test]
@@ -264,6 +281,64 @@ fn e4_renders_its_section_plot_and_capture() {
     let capture = e4["capture"]["file"].as_str().expect("a capture");
     let pcap = std::fs::read(dir.join(capture)).expect("capture written");
     // The global header, then one record (16-byte header, IPv4 packet) per datagram.
+    assert!(pcap.len() > 24 + 16 + 28, "{capture} holds packets");
+    assert!(html.contains(&format!("data-capture=\"{capture}\"")), "{capture} linked from the page");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn e6_renders_its_section_and_a_quick_soak_fails_no_handshake() {
+    let dir = artefacts().join("e6-seed-7");
+    let results = lab_all_only(&dir, 7, "E6");
+    let (_, errors) = schema_errors(&results);
+    assert!(errors.is_empty(), "results.json against the schema: {errors:#?}");
+    let e6 = sections(&results).iter().find(|s| s["id"] == "E6").expect("an E6 section");
+    assert_eq!(e6["status"]["state"], "ran", "E6 ran: {}", e6["status"]);
+
+    let figures = e6["figures"].as_array().expect("figures");
+    let figure = |name: &str| {
+        figures.iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("the figure {name:?}"))
+    };
+    for name in ["handshakes failed, all cells", "records lost", "records delivered twice"] {
+        let f = figure(name);
+        assert_eq!(f["ours"], 0.0, "{name}: {f}");
+        assert_eq!(f["met"], true, "{name} meets its target of 0");
+        assert_eq!(f["origin"]["kind"], "simulated");
+    }
+    let cells = figure("cells meeting the target");
+    assert_eq!(cells["anchor"], 40.0, "4 modes x 10 links");
+    assert_eq!(cells["ours"], cells["anchor"], "every cell meets the target");
+
+    let tables = e6["tables"].as_array().expect("tables");
+    let per_cell = &tables[0]["rows"];
+    assert_eq!(per_cell.as_array().expect("rows").len(), 40, "a row per cell");
+    assert!(
+        per_cell.as_array().expect("rows").iter().all(|r| r[3] == "0" && r[2].as_str() != Some("0")),
+        "every cell completed handshakes and failed none"
+    );
+    // Not asked for --real: the real-socket part says it was skipped and why.
+    let real = tables.iter().find(|t| t["title"].as_str().is_some_and(|t| t.starts_with("On real sockets")));
+    let real = real.expect("the real-socket part");
+    assert_eq!(real["rows"][0][0], "skipped", "{real}");
+
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("page");
+    assert!(html.contains("data-experiment=\"E6\""), "the E6 section is on the page");
+    for i in 0..tables.len() {
+        assert!(html.contains(&format!("data-table=\"E6-{i}\"")), "E6 table {i} on the page");
+    }
+    let plots = e6["plots"].as_array().expect("plots");
+    assert!(!plots.is_empty(), "E6 has plots");
+    for plot in plots {
+        let file = plot["file"].as_str().expect("file");
+        let svg = std::fs::read_to_string(dir.join(file)).expect("plot written");
+        assert!(
+            svg.contains("<text") && svg.contains("worst-tsch") && svg.contains("psk"),
+            "{file}: cells and modes labelled"
+        );
+        assert!(html.contains(&format!("data-plot=\"{file}\"")), "{file} on the page");
+    }
+    let capture = e6["capture"]["file"].as_str().expect("a capture");
+    let pcap = std::fs::read(dir.join(capture)).expect("capture written");
     assert!(pcap.len() > 24 + 16 + 28, "{capture} holds packets");
     assert!(html.contains(&format!("data-capture=\"{capture}\"")), "{capture} linked from the page");
     let _ = std::fs::remove_dir_all(&dir);

@@ -58,6 +58,10 @@ pub struct Args {
     /// usrsctp's echo server (Debian `libusrsctp-examples`); skipped if absent.
     #[arg(long, default_value = "/usr/lib/usrsctp/echo_server")]
     usrsctp_echo_server: PathBuf,
+    /// Also write every row's figures (answers/s, CPU per answer, bytes) as JSON to this file
+    /// (what `fastshake lab all` reads).
+    #[arg(long, value_name = "FILE", conflicts_with = "connect")]
+    json: Option<PathBuf>,
 }
 
 /// How every flood of a run is sent.
@@ -168,6 +172,19 @@ impl Row {
     }
     fn kind(&self) -> String {
         self.rounds.iter().find_map(|r| r.answer_kind.clone()).unwrap_or_else(|| "no answer".into())
+    }
+    /// The row's figures for `--json`.
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "label": self.label,
+            "error": self.error,
+            "rounds": self.rounds.len(),
+            "answer": self.kind(),
+            "median_answers_per_s": (self.error.is_none() && !self.rounds.is_empty()).then(|| self.median_rate()),
+            "median_cpu_us_per_answer": self.cpu_us(),
+            "answer_bytes": self.answer_size(),
+            "bytes_out_per_byte_in": self.bytes_out_per_byte_in(),
+        })
     }
 }
 
@@ -372,7 +389,7 @@ pub(crate) fn amplification_line(row: &Row, hello_len: usize) -> String {
     )
 }
 
-fn dtls_flood(settings: &Settings, scratch: &ScratchDir) -> anyhow::Result<()> {
+fn dtls_flood(settings: &Settings, scratch: &ScratchDir) -> anyhow::Result<Vec<serde_json::Value>> {
     let hello = client_hello()?;
     println!(
         "== DTLS ClientHello flood: {} B ClientHello (no cookie), {} floods per server, each at most {} datagrams or {:.1} s,",
@@ -397,7 +414,7 @@ fn dtls_flood(settings: &Settings, scratch: &ScratchDir) -> anyhow::Result<()> {
     print_rows(&rows, settings);
     print_legend(settings);
     dtls_verdicts(&rows, hello.len());
-    Ok(())
+    Ok(rows.iter().map(Row::json).collect())
 }
 
 pub(crate) fn dtls_verdicts(rows: &[Row], hello_len: usize) {
@@ -519,7 +536,7 @@ pub(crate) fn sctp_rows(usrsctp: &std::path::Path, ours: [Row; 2]) -> Vec<Row> {
     ]
 }
 
-fn sctp_flood(settings: &Settings, usrsctp: &std::path::Path) -> anyhow::Result<()> {
+fn sctp_flood(settings: &Settings, usrsctp: &std::path::Path) -> anyhow::Result<Vec<serde_json::Value>> {
     let init = crate::sctp::flood_init(crate::sctp::FLOOD_DST_SCTP_PORT);
     println!(
         "== SCTP INIT flood: {} B INIT with an empty ALT-COOKIE (UDP encapsulation), {} floods per server, each at most",
@@ -546,7 +563,7 @@ fn sctp_flood(settings: &Settings, usrsctp: &std::path::Path) -> anyhow::Result<
     print_rows(&rows, settings);
     print_legend(settings);
     sctp_verdicts(&rows, init.len());
-    Ok(())
+    Ok(rows.iter().map(Row::json).collect())
 }
 
 pub(crate) fn sctp_verdicts(rows: &[Row], init_len: usize) {
@@ -603,9 +620,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
         None => println!("{} cores here, shared by the flooder and each server as the scheduler sees fit.", available_cores()),
     }
-    dtls_flood(&settings, &scratch)?;
+    let dtls = dtls_flood(&settings, &scratch)?;
     println!();
-    sctp_flood(&settings, &args.usrsctp_echo_server)
+    let sctp = sctp_flood(&settings, &args.usrsctp_echo_server)?;
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "flood",
+            "quick": args.quick,
+            "rounds": settings.rounds,
+            // The rows' order: the floors (single, batched echo), ours (single, batched), the anchor.
+            "dtls": dtls,
+            "sctp": sctp,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+    }
+    Ok(())
 }
 
 /// Floods a server started elsewhere (no CPU account of it here).

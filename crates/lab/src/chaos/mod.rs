@@ -62,12 +62,13 @@
 //! number, port, times) to re-run them: `--only CELL --seed N --pcap FILE` captures the cell.
 
 mod cell;
-mod grid;
-mod report;
+pub mod grid;
+pub mod report;
 
+use crate::pki::LabPki;
 use cell::{run_cell, CellParams};
 use grid::{grid, selected};
-use report::CellReport;
+pub use report::CellReport;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -107,19 +108,85 @@ pub struct Args {
     check: bool,
 }
 
-#[derive(Serialize)]
-struct Totals {
-    cells: usize,
-    cells_meeting_target: usize,
-    handshakes_started: u64,
-    handshakes_completed: u64,
-    handshakes_failed: u64,
-    sessions_failed_after_handshake: u64,
-    records_lost: u64,
-    records_delivered_twice: u64,
-    wall_s: f64,
+#[derive(Clone, Debug, Serialize)]
+pub struct Totals {
+    pub cells: usize,
+    pub cells_meeting_target: usize,
+    pub handshakes_started: u64,
+    pub handshakes_completed: u64,
+    pub handshakes_failed: u64,
+    pub sessions_failed_after_handshake: u64,
+    pub records_lost: u64,
+    pub records_delivered_twice: u64,
+    pub wall_s: f64,
     /// 0 failed in every cell, every record once.
-    target_met: bool,
+    pub target_met: bool,
+}
+
+impl Totals {
+    pub fn of(reports: &[CellReport], wall_s: f64) -> Totals {
+        let sum = |f: &dyn Fn(&CellReport) -> u64| reports.iter().map(f).sum::<u64>();
+        Totals {
+            cells: reports.len(),
+            cells_meeting_target: reports.iter().filter(|r| r.target_met).count(),
+            handshakes_started: sum(&|r| u64::from(r.handshakes.started)),
+            handshakes_completed: sum(&|r| u64::from(r.handshakes.completed)),
+            handshakes_failed: sum(&|r| u64::from(r.handshakes.failed)),
+            sessions_failed_after_handshake: sum(&|r| u64::from(r.records.sessions_failed)),
+            records_lost: sum(&|r| r.records.lost),
+            records_delivered_twice: sum(&|r| r.records.delivered_twice),
+            wall_s,
+            target_met: reports.iter().all(|r| r.target_met),
+        }
+    }
+}
+
+/// A soak as the library runs it (`lab chaos` and `lab all` alike).
+#[derive(Clone, Debug)]
+pub struct Soak {
+    pub seed: u64,
+    /// Per cell (resumed cells: this many resumptions, each after a full handshake).
+    pub handshakes: u32,
+    pub clients: u16,
+    pub records: u16,
+    /// Patterns of cells to run (see [`grid::selected`]); none: every cell.
+    pub only: Option<String>,
+    /// Capture every datagram of each cell.
+    pub capture: bool,
+}
+
+impl Soak {
+    /// The cells this soak runs, in the grid's order.
+    pub fn cells(&self) -> Vec<grid::Cell> {
+        grid().into_iter().filter(|c| self.only.as_deref().is_none_or(|p| selected(&c.name(), p))).collect()
+    }
+
+    /// Runs the cells one after the other; `each` gets every cell's report (and its capture,
+    /// when asked) as it ends.
+    pub fn run(
+        &self,
+        pki: &LabPki,
+        mut each: impl FnMut(&CellReport, Option<Vec<u8>>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Vec<CellReport>> {
+        let cells = self.cells();
+        anyhow::ensure!(!cells.is_empty(), "no cell matches --only {}", self.only.as_deref().unwrap_or(""));
+        anyhow::ensure!(self.handshakes > 0, "at least one handshake per cell");
+        let params = CellParams {
+            seed: self.seed,
+            handshakes: self.handshakes,
+            clients: self.clients,
+            records: self.records,
+            capture: self.capture,
+        };
+        let mut reports = Vec::new();
+        for cell in &cells {
+            let mut run = run_cell(cell, &params, pki)?;
+            let report = CellReport::new(cell, &params, &run);
+            each(&report, run.pcap.take())?;
+            reports.push(report);
+        }
+        Ok(reports)
+    }
 }
 
 #[derive(Serialize)]
@@ -135,29 +202,30 @@ struct Report<'a> {
     totals: Totals,
 }
 
-const TIMER: &str = "1 s initial, doubling to 60 s (RFC 6347) in every cell";
-const APP_RULE: &str = "one request at a time, resent until its echo arrives (1 s doubling to 16 s; unanswered for \
+/// The DTLS retransmission timer of every cell, in words.
+pub const TIMER: &str = "1 s initial, doubling to 60 s (RFC 6347) in every cell";
+/// The application's rule, in words.
+pub const APP_RULE: &str = "one request at a time, resent until its echo arrives (1 s doubling to 16 s; unanswered for \
      the handshake timeout: stalled); the server echoes every copy; each copy and echo is a distinct record, so one that \
      arrives twice was delivered twice by the engine";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let cells: Vec<_> =
-        grid().into_iter().filter(|c| args.only.as_deref().is_none_or(|p| selected(&c.name(), p))).collect();
+    let soak = Soak {
+        seed: args.seed,
+        handshakes: args.handshakes.unwrap_or(if args.quick { 100 } else { 1000 }),
+        clients: args.clients,
+        records: args.records,
+        only: args.only.clone(),
+        capture: args.pcap.is_some(),
+    };
+    let cells = soak.cells();
     anyhow::ensure!(!cells.is_empty(), "no cell matches --only {}", args.only.as_deref().unwrap_or(""));
     anyhow::ensure!(
         args.pcap.is_none() || cells.len() == 1,
         "--pcap captures one cell: narrow --only to one"
     );
-    let handshakes = args.handshakes.unwrap_or(if args.quick { 100 } else { 1000 });
-    anyhow::ensure!(handshakes > 0, "at least one handshake per cell");
+    let handshakes = soak.handshakes;
     let pki = if args.fresh_pki { crate::pki::LabPki::fresh()? } else { crate::pki::LabPki::kept()? };
-    let params = CellParams {
-        seed: args.seed,
-        handshakes,
-        clients: args.clients,
-        records: args.records,
-        capture: args.pcap.is_some(),
-    };
     if !args.json {
         println!(
             "E6 chaos soak: {} cells, {handshakes} handshakes per cell (resumed cells: as many resumptions, each after a full \
@@ -172,34 +240,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", CellReport::header());
     }
     let started = std::time::Instant::now();
-    let mut reports = Vec::new();
-    for cell in &cells {
-        let mut run = run_cell(cell, &params, &pki)?;
-        if let (Some(path), Some(pcap)) = (&args.pcap, run.pcap.take()) {
+    let reports = soak.run(&pki, |report, pcap| {
+        if let (Some(path), Some(pcap)) = (&args.pcap, pcap) {
             std::fs::write(path, pcap)?;
         }
-        let report = CellReport::new(cell, &params, &run);
         if args.json {
             eprintln!("lab chaos: {} done in {:.1} s", report.cell, report.wall_s);
         } else {
             println!("{}", report.row());
             std::io::stdout().flush()?;
         }
-        reports.push(report);
-    }
-    let sum = |f: &dyn Fn(&CellReport) -> u64| reports.iter().map(f).sum::<u64>();
-    let totals = Totals {
-        cells: reports.len(),
-        cells_meeting_target: reports.iter().filter(|r| r.target_met).count(),
-        handshakes_started: sum(&|r| u64::from(r.handshakes.started)),
-        handshakes_completed: sum(&|r| u64::from(r.handshakes.completed)),
-        handshakes_failed: sum(&|r| u64::from(r.handshakes.failed)),
-        sessions_failed_after_handshake: sum(&|r| u64::from(r.records.sessions_failed)),
-        records_lost: sum(&|r| r.records.lost),
-        records_delivered_twice: sum(&|r| r.records.delivered_twice),
-        wall_s: started.elapsed().as_secs_f64(),
-        target_met: reports.iter().all(|r| r.target_met),
-    };
+        Ok(())
+    })?;
+    let totals = Totals::of(&reports, started.elapsed().as_secs_f64());
     let target_met = totals.target_met;
     if args.json {
         let report = Report {

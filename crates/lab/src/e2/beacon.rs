@@ -55,7 +55,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
         for &so in &SUPERFRAME_ORDERS {
             for &hops in options.hops(&HOPS) {
                 let handshake =
-                    handshake::both_timers(&config(bo, so), hops, Variant::Psk, options.seeds, pki)?;
+                    handshake::both_timers(&config(bo, so), hops, Variant::Psk, options.seed_range(), pki)?;
                 rows.push(Row {
                     beacon_order: bo,
                     superframe_order: so,

@@ -9,6 +9,7 @@ use fastshake_dtls::{
 };
 use fastshake_sim::mac::MacConfig;
 use serde::Serialize;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -307,7 +308,7 @@ pub fn mean(
     hops: usize,
     variant: Variant,
     timer: Timer,
-    seeds: u64,
+    seeds: Range<u64>,
     pki: &LabPki,
 ) -> anyhow::Result<Mean> {
     mean_contact(mac, hops, variant, timer, Contact::First, seeds, pki)
@@ -320,10 +321,10 @@ pub fn mean_contact(
     variant: Variant,
     timer: Timer,
     contact: Contact,
-    seeds: u64,
+    seeds: Range<u64>,
     pki: &LabPki,
 ) -> anyhow::Result<Mean> {
-    let runs = (0..seeds)
+    let runs = seeds
         .map(|seed| measure_contact(mac, hops, variant, timer, contact, seed, pki))
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Mean::over(&runs))
@@ -377,12 +378,13 @@ pub fn both_timers(
     mac: &MacConfig,
     hops: usize,
     variant: Variant,
-    seeds: u64,
+    seeds: Range<u64>,
     pki: &LabPki,
 ) -> anyhow::Result<BothTimers> {
-    let fixed = mean(mac, hops, variant, Timer::Fixed2s, seeds, pki)?;
+    let fixed = mean(mac, hops, variant, Timer::Fixed2s, seeds.clone(), pki)?;
     let (adaptive, adaptive_first_contact) = if Timer::ADAPTIVE.available() {
-        let returning = mean_contact(mac, hops, variant, Timer::ADAPTIVE, Contact::Returning, seeds, pki)?;
+        let returning =
+            mean_contact(mac, hops, variant, Timer::ADAPTIVE, Contact::Returning, seeds.clone(), pki)?;
         let first = mean_contact(mac, hops, variant, Timer::ADAPTIVE, Contact::First, seeds, pki)?;
         (Some(returning), Some(first))
     } else {

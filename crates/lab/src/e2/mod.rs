@@ -49,6 +49,9 @@ pub struct Args {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub seeds: u64,
+    /// The first seed: each real-handshake configuration runs `first_seed..first_seed + seeds`
+    /// (the 10-frame TSCH tables ten times as many from the same start).
+    pub first_seed: u64,
     pub max_hops: usize,
     /// Leave out the slowest rows (our handshake on L = 1001).
     pub quick: bool,
@@ -59,6 +62,16 @@ impl Options {
     pub fn hops<'a>(&self, all: &'a [usize]) -> &'a [usize] {
         let n = all.iter().take_while(|&&h| h <= self.max_hops).count();
         &all[..n]
+    }
+
+    /// The seeds of one real-handshake configuration.
+    pub fn seed_range(&self) -> std::ops::Range<u64> {
+        self.first_seed..self.first_seed.saturating_add(self.seeds)
+    }
+
+    /// `count` seeds from the first (the TSCH tables and sweeps run more than the handshakes).
+    pub fn seeds_from_first(&self, count: u64) -> std::ops::Range<u64> {
+        self.first_seed..self.first_seed.saturating_add(count)
     }
 }
 
@@ -155,7 +168,7 @@ pub fn figures(r: &Report) -> Vec<Figure> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let options = Options { seeds: args.seeds, max_hops: args.max_hops, quick: false };
+    let options = Options { seeds: args.seeds, first_seed: 0, max_hops: args.max_hops, quick: false };
     let report = experiment(&options)?;
     if let Some(dir) = &args.plot {
         plot::all(&report, dir)?;

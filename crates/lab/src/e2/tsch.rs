@@ -139,10 +139,10 @@ fn table_row(
     h: usize,
     pdr: f64,
     paper: Option<f64>,
-    seeds: u64,
+    seeds: std::ops::Range<u64>,
 ) -> anyhow::Result<TableRow> {
     let spread = (f64::from(l) * TIMESLOT_MS * 1e6) as u64;
-    let simulated = sweep(&config(l, c, pdr), &plan(h, spread), 0..seeds)?;
+    let simulated = sweep(&config(l, c, pdr), &plan(h, spread), seeds)?;
     let paper_s = paper.unwrap_or_else(|| formula_s(FRAMES as f64, l, c, h, pdr));
     let diff_percent = claims::diff(simulated.mean_latency_s, paper_s) * 100.0;
     Ok(TableRow { table, l, c, h, pdr, paper_s, paper_is_table: paper.is_some(), simulated, diff_percent })
@@ -150,22 +150,23 @@ fn table_row(
 
 pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
     let table_seeds = options.seeds * 10;
+    let table_range = options.seeds_from_first(table_seeds);
     let mut rows = Vec::new();
     for (table, l, c, h, seconds) in PAPER {
         if options.hops(&[h]).is_empty() {
             continue;
         }
-        rows.push(table_row(table, l, c, h, 1.0, Some(seconds), table_seeds)?);
+        rows.push(table_row(table, l, c, h, 1.0, Some(seconds), table_range.clone())?);
     }
     // Beyond the tables: Eq. (1) with P < 1.
     for pdr in [0.9, 0.7] {
-        rows.push(table_row("Eq.1", 101, 1, 1, pdr, None, table_seeds)?);
+        rows.push(table_row("Eq.1", 101, 1, 1, pdr, None, table_range.clone())?);
     }
     let mut beacon_equivalents = Vec::new();
     for (c, bo, so) in BEACON_EQUIVALENTS {
         let mac = beacon::config(bo, so);
         let bi_ns = (beacon::order_ms(bo) * 1e6) as u64;
-        let seeds = 0..table_seeds.min(500);
+        let seeds = options.seeds_from_first(table_seeds.min(500));
         beacon_equivalents.push(BeaconRow {
             tsch_c: c,
             beacon_order: bo,
@@ -175,17 +176,25 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
             tsch_paper_s: formula_s(FRAMES as f64, 101, c, 1, 1.0),
             simulated_random_arrival: sweep(&mac, &plan(1, bi_ns), seeds.clone())?,
             simulated_back_to_back: sweep(&mac, &plan(1, 0), seeds)?,
-            real: handshake::both_timers(&mac, 1, Variant::Psk, options.seeds, pki)?,
+            real: handshake::both_timers(&mac, 1, Variant::Psk, options.seed_range(), pki)?,
         });
     }
     // Frames per hop of a clean handshake: one on a schedule fast enough that no timer fires.
-    let clean = handshake::mean(&config(11, 3, 1.0), 1, Variant::Psk, handshake::Timer::Fixed2s, 1, pki)?;
+    let clean = handshake::mean(
+        &config(11, 3, 1.0),
+        1,
+        Variant::Psk,
+        handshake::Timer::Fixed2s,
+        options.seeds_from_first(1),
+        pki,
+    )?;
     let mut real = Vec::new();
     for (_, l, c, h, paper_s) in PAPER {
         if options.hops(&[h]).is_empty() || (l > 101 && options.quick) {
             continue;
         }
-        let handshake = handshake::both_timers(&config(l, c, 1.0), h, Variant::Psk, options.seeds, pki)?;
+        let handshake =
+            handshake::both_timers(&config(l, c, 1.0), h, Variant::Psk, options.seed_range(), pki)?;
         let m = handshake.main();
         let frames_per_hop = m.data_frames / h as f64;
         let formula_with_our_frames_s = formula_s(clean.data_frames, l, c, h, 1.0);

@@ -49,7 +49,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
             if variant == Variant::Bithac && (hops != 1 || link.starts_with("beacon")) {
                 continue;
             }
-            let hs = handshake::both_timers(&mac, hops, variant, options.seeds, pki)?;
+            let hs = handshake::both_timers(&mac, hops, variant, options.seed_range(), pki)?;
             let m = hs.main();
             let base = *psk_duration.get_or_insert(m.duration_s);
             rows.push(Row {

@@ -56,14 +56,14 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
         for &pdr in &PDRS {
             for &hops in options.hops(&HOPS) {
                 let mac = config(ci, pdr, true);
-                let hs = handshake::both_timers(&mac, hops, Variant::Psk, options.seeds, pki)?;
+                let hs = handshake::both_timers(&mac, hops, Variant::Psk, options.seed_range(), pki)?;
                 let (radio_mj_unlocked, ten_frames) = if hops == 1 {
                     let unlocked = handshake::mean(
                         &config(ci, pdr, false),
                         1,
                         Variant::Psk,
                         Timer::Fixed2s,
-                        options.seeds,
+                        options.seed_range(),
                         pki,
                     )?;
                     let plan = SequencePlan {
@@ -74,7 +74,10 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
                         alternate: true,
                         retransmit_timeout_ns: Some(2_000_000_000),
                     };
-                    (Some(unlocked.radio_mj), Some(sweep(&config(ci, pdr, false), &plan, 0..options.seeds)?))
+                    (
+                        Some(unlocked.radio_mj),
+                        Some(sweep(&config(ci, pdr, false), &plan, options.seed_range())?),
+                    )
                 } else {
                     (None, None)
                 };

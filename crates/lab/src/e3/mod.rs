@@ -293,6 +293,17 @@ pub struct Options {
 
 /// Runs both parts: every figure `lab e3` prints, as data.
 pub fn experiment(options: &Options) -> anyhow::Result<Report> {
+    experiment_stepwise(options, |_| {})
+}
+
+/// The steps [`experiment_stepwise`] reports: each grid point, the four TSCH measurements, each
+/// eviction row.
+pub fn steps(options: &Options) -> u64 {
+    (options.grid.len() + 4 + options.eviction_points.len() * 5) as u64
+}
+
+/// [`experiment`], calling `step` as each of its [`steps`] begins.
+pub fn experiment_stepwise(options: &Options, mut step: impl FnMut(String)) -> anyhow::Result<Report> {
     anyhow::ensure!(options.seeds.len() >= 2, "at least 2 seeds for a confidence interval");
     anyhow::ensure!(
         options.requests > 0 && !options.tsch_seeds.is_empty(),
@@ -302,12 +313,19 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     let grid: Vec<GridRow> = options
         .grid
         .iter()
-        .map(|&(r, n, rho)| grid_row(r, n, rho, options.requests, seeds, threads))
+        .map(|&(r, n, rho)| {
+            step(format!("Engset grid: R = {r}, N = {n}, ρ = {rho}"));
+            grid_row(r, n, rho, options.requests, seeds, threads)
+        })
         .collect();
     let tsch_seeds = &options.tsch_seeds;
+    step("TSCH price of a PSK handshake".into());
     let prices = tsch::measure(tsch_seeds, None)?;
+    step("TSCH price, patient timer".into());
     let patient = tsch::measure(tsch_seeds, Some(std::time::Duration::from_secs(60)))?;
+    step("TSCH price of a certificate handshake".into());
     let certificates = tsch::measure_certificates(tsch_seeds, None)?;
+    step("TSCH price of a certificate handshake, patient timer".into());
     let certificates_patient =
         tsch::measure_certificates(tsch_seeds, Some(std::time::Duration::from_secs(60)))?;
     let mut eviction = Vec::new();
@@ -319,6 +337,7 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
                 if policy == WhenFull::Refuse && reconnect == Reconnect::Ticket {
                     continue; // nobody is evicted
                 }
+                step(format!("eviction at R = {slots}, N = {clients}: {policy:?}, {reconnect:?}"));
                 rows.push(eviction_row(&base, policy, reconnect, &prices, seeds, threads));
             }
         }

@@ -529,11 +529,22 @@ fn chain_info(chains: Chains) -> anyhow::Result<ChainInfo> {
 
 /// The whole experiment.
 pub fn experiment(options: &Options) -> anyhow::Result<Report> {
+    experiment_stepwise(options, |_| {})
+}
+
+/// The steps [`experiment_stepwise`] reports: each chain set, and the MAC part if asked.
+pub fn steps(options: &Options) -> u64 {
+    (options.chains.len() + options.byte_only_chains.len() + usize::from(options.mac_seeds > 0)) as u64
+}
+
+/// [`experiment`], calling `step` as each of its [`steps`] begins.
+pub fn experiment_stepwise(options: &Options, mut step: impl FnMut(String)) -> anyhow::Result<Report> {
     let mut infos = Vec::new();
     let mut rows = Vec::new();
     let mut cpu = Vec::new();
     let mut memory = Vec::new();
     for &chains in &options.chains {
+        step(format!("{}: bytes per MTU, CPU, cache entries", chains.name()));
         infos.push(chain_info(chains)?);
         for &mtu in &options.mtus {
             rows.extend(byte_rows(chains, mtu)?);
@@ -544,12 +555,18 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
         memory.push(memory_row(chains)?);
     }
     for &chains in &options.byte_only_chains {
+        step(format!("{}: bytes per MTU", chains.name()));
         infos.push(chain_info(chains)?);
         for &mtu in &options.mtus {
             rows.extend(byte_rows(chains, mtu)?);
         }
     }
-    let mac = if options.mac_seeds > 0 { Some(mac::run(&options.chains, options.mac_seeds)?) } else { None };
+    let mac = if options.mac_seeds > 0 {
+        step("over TSCH and X-MAC".into());
+        Some(mac::run(&options.chains, options.mac_seeds)?)
+    } else {
+        None
+    };
     let comparisons = comparisons(&rows, &cpu, &memory);
     let bithac_share = row(&rows, Chains::Rsa2048, Config::Bithac, 1500).map(|r| r.ip_pct);
     Ok(Report {

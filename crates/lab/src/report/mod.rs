@@ -36,6 +36,10 @@ pub struct Args {
     /// The seed every simulated figure derives from: the same seed gives the same figures.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also the real-socket parts: E1 and E6 in network namespaces through the delay relay
+    /// (root only; skipped with the reason otherwise).
+    #[arg(long)]
+    real: bool,
     /// `fastshake-bench` (default: beside this binary, else $FASTSHAKE_BENCH).
     #[arg(long)]
     bench: Option<PathBuf>,
@@ -83,14 +87,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out: args.out.clone(),
         bench: find_bench(args.bench.clone()),
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        real: args.real,
     };
-    let estimate: Duration = chosen.iter().map(|e| e.estimate(args.quick)).sum();
+    let estimate_of = |e: &dyn Experiment| {
+        e.estimate(args.quick) + if args.real { e.estimate_real(args.quick) } else { Duration::ZERO }
+    };
+    let estimate: Duration = chosen.iter().map(|e| estimate_of(e.as_ref())).sum();
     let full: Duration = registry::all().iter().map(|e| e.estimate(false)).sum();
     let ids: Vec<&str> = chosen.iter().map(|e| e.id()).collect();
     println!(
-        "lab all: {} ({} run, seed {}) into {}: about {} here; the full run of everything takes about {}",
+        "lab all: {} ({} run{}, seed {}) into {}: about {} here; the full run of everything takes about {}",
         ids.join(", "),
         if args.quick { "quick" } else { "full" },
+        if args.real { " with the real-socket parts" } else { "" },
         args.seed,
         args.out.display(),
         minutes(estimate),
@@ -108,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut sections = Vec::new();
     let mut estimate_done = Duration::ZERO;
     for experiment in &chosen {
-        let step = progress.step(experiment.id(), experiment.estimate(args.quick));
+        let step = progress.step(experiment.id(), estimate_of(experiment.as_ref()));
         step.running(experiment.title());
         let began = Instant::now();
         let mut section = experiment.run(&ctx, &step).unwrap_or_else(|e| {
@@ -127,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Status::Failed { reason } => format!("FAILED: {reason}"),
         };
         step.finish(verdict.clone());
-        estimate_done += experiment.estimate(args.quick);
+        estimate_done += estimate_of(experiment.as_ref());
         progress.done(estimate_done, format!("{} {verdict}", experiment.id()));
         sections.push(section);
     }

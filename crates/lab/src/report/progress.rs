@@ -1,11 +1,12 @@
-//! Progress on the terminal: one bar per experiment under an overall bar. An experiment's bar
-//! fills with its elapsed time against its estimate (the experiments run as one call each, so
-//! time is the measure of progress we have), shows what runs now, and stops short of full until
-//! the experiment is done. Hidden when stderr is not a terminal.
+//! Progress on the terminal: one bar per experiment under an overall bar. An experiment says how
+//! many steps it has (cells, grid points, benchmarks, phases: [`Step::steps`]) and marks each as
+//! it begins or ends; its bar then shows steps done of the total and an ETA from the pace so far.
+//! Until it says, the bar fills with elapsed time against the estimate, stopping short of full.
+//! Hidden when stderr is not a terminal.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,9 @@ pub struct Progress {
 pub struct Step {
     bar: ProgressBar,
     stop: Arc<AtomicBool>,
-    ticker: Option<JoinHandle<()>>,
+    ticker: Mutex<Option<JoinHandle<()>>>,
+    /// Steps begun with [`Step::begin`].
+    begun: AtomicU64,
 }
 
 fn style(template: &str) -> ProgressStyle {
@@ -56,7 +59,7 @@ impl Progress {
                 }
             })
         });
-        Step { bar, stop, ticker }
+        Step { bar, stop, ticker: Mutex::new(ticker), begun: AtomicU64::new(0) }
     }
 
     /// The overall bar after an experiment: seconds of estimate done, and the last verdict.
@@ -76,11 +79,42 @@ impl Step {
         self.bar.set_message(what.into());
     }
 
-    pub fn finish(mut self, summary: impl Into<String>) {
+    /// From now on the bar counts `total` steps (and their ETA) instead of time.
+    pub fn steps(&self, total: u64) {
+        self.stop_ticker();
+        self.bar.set_style(style(
+            "{prefix:5} [{bar:30}] {pos:>3}/{len:<3} {elapsed:>4}, ETA {eta:<4} {wide_msg}",
+        ));
+        self.bar.set_length(total.max(1));
+        self.bar.set_position(0);
+        self.bar.reset_eta();
+        self.begun.store(0, Ordering::Relaxed);
+    }
+
+    /// A step begins: the one begun before is done.
+    pub fn begin(&self, what: impl Into<String>) {
+        if self.begun.fetch_add(1, Ordering::Relaxed) > 0 {
+            self.bar.inc(1);
+        }
+        self.bar.set_message(what.into());
+    }
+
+    /// A step ended (for callers told of a step when it is over).
+    pub fn did(&self, what: impl Into<String>) {
+        self.bar.inc(1);
+        self.bar.set_message(what.into());
+    }
+
+    fn stop_ticker(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.ticker.take() {
+        let ticker = self.ticker.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = ticker {
             let _ = t.join();
         }
+    }
+
+    pub fn finish(self, summary: impl Into<String>) {
+        self.stop_ticker();
         self.bar.set_position(self.bar.length().unwrap_or(1));
         self.bar.finish_with_message(summary.into());
     }

@@ -19,6 +19,8 @@ pub struct Context {
     pub bench: Option<PathBuf>,
     /// Threads for replications that run side by side.
     pub threads: usize,
+    /// Run the real-socket parts too (E1 and E6 in network namespaces; root only).
+    pub real: bool,
 }
 
 impl Context {
@@ -38,6 +40,10 @@ pub trait Experiment {
     /// Wall time of a run on a loaded 2-core machine, release build (for the estimate printed
     /// at the start and the progress bars).
     fn estimate(&self, quick: bool) -> Duration;
+    /// What the real-socket part adds with `--real` (as root).
+    fn estimate_real(&self, _quick: bool) -> Duration {
+        Duration::ZERO
+    }
     /// Runs and reports; plots and captures are written into `ctx.out`. A part that cannot run
     /// here (no binary, not root) is skipped inside the section with its reason, not an error.
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section>;
@@ -51,7 +57,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(experiments::e3::E3),
         Box::new(experiments::e4::E4),
         Box::new(experiments::e5::E5),
-        // The chaos soak (E6) fits the same way once it reports figures rather than a pass/fail grid.
+        Box::new(experiments::e6::E6),
         Box::new(experiments::bench::Benchmarks),
     ]
 }

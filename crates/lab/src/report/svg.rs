@@ -26,6 +26,8 @@ pub struct Chart {
     pub log_y: bool,
     pub series: Vec<Series>,
     pub references: Vec<Reference>,
+    /// Names for the x positions 0, 1, 2 ... (a categorical axis); empty: numbers.
+    pub x_labels: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -38,6 +40,8 @@ pub struct Series {
     pub markers_only: bool,
     /// A thin dashed line (a second family beside a solid one, e.g. multihomed).
     pub dashed: bool,
+    /// The palette's colour to use (series of one family share one); default: the series' index.
+    pub palette: Option<usize>,
 }
 
 impl Series {
@@ -93,7 +97,11 @@ impl Chart {
     pub fn draw(&self, path: &Path) -> anyhow::Result<()> {
         let root = SVGBackend::new(path, (860, 500)).into_drawing_area();
         root.fill(&WHITE)?;
-        let x = self.range(|p| p.0, self.log_x);
+        let x = if self.x_labels.is_empty() {
+            self.range(|p| p.0, self.log_x)
+        } else {
+            -0.5..(self.x_labels.len() as f64 - 0.5)
+        };
         let y = self.range(|p| p.1, self.log_y);
         macro_rules! on {
             ($x:expr, $y:expr) => {
@@ -125,14 +133,28 @@ impl Chart {
         X: Ranged<ValueType = f64> + ValueFormatter<f64>,
         Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
     {
-        chart
-            .configure_mesh()
-            .x_desc(&self.x_desc)
+        let labels = &self.x_labels;
+        let x_label = |v: &f64| {
+            if labels.is_empty() {
+                return tick(*v);
+            }
+            let i = v.round();
+            if (v - i).abs() > 1e-6 || i < 0.0 {
+                return String::new();
+            }
+            labels.get(i as usize).cloned().unwrap_or_default()
+        };
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(&self.x_desc)
             .y_desc(&self.y_desc)
-            .x_label_formatter(&|v| tick(*v))
+            .x_label_formatter(&x_label)
             .y_label_formatter(&|v| tick(*v))
-            .light_line_style(WHITE.mix(0.0))
-            .draw()?;
+            .light_line_style(WHITE.mix(0.0));
+        if !labels.is_empty() {
+            // Short names, level: a rotated label would sit across the axis.
+            mesh.disable_x_mesh().x_labels(labels.len().max(2) * 2 + 1).x_label_style(("sans-serif", 11));
+        }
+        mesh.draw()?;
         let x_range = chart.x_range();
         let (mut curves, mut levels) = (0, 0);
         for reference in &self.references {
@@ -172,7 +194,7 @@ impl Chart {
             }
         }
         for (i, series) in self.series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
+            let color = PALETTE[series.palette.unwrap_or(i) % PALETTE.len()];
             let style = color.stroke_width(if series.dashed { 1 } else { 2 });
             for (&(px, py), &half) in series.points.iter().zip(&series.errors) {
                 chart.draw_series([PathElement::new(

@@ -1,10 +1,10 @@
 //! E1 in the report: `lab e1`'s cells (single- and multihomed, 5/30/100 ms, every strategy) as a
-//! section, with WCT per strategy beside the ideal bound and the TCS gain beside Table I. The
-//! real-socket run needs root and network namespaces: `fastshake lab e1 --real` runs it alone.
+//! section, with WCT per strategy beside the ideal bound and the TCS gain beside Table I; with
+//! `--real` as root, the same cells on real sockets in network namespaces (`netlab e1`) beside them.
 
 use super::super::progress::Step;
 use super::super::registry::{Context, Experiment};
-use super::super::results::{Capture, Plot, Section, Table};
+use super::super::results::{Capture, Figure, Plot, Section, Table};
 use super::super::svg::{Chart, Reference, Series};
 use crate::e1::{self, Cell, CellReport, Params, Strategy};
 use std::time::Duration;
@@ -26,17 +26,23 @@ impl Experiment for E1 {
         Duration::from_secs(if quick { 2 } else { 5 })
     }
 
+    fn estimate_real(&self, quick: bool) -> Duration {
+        Duration::from_secs(if quick { 100 } else { 720 })
+    }
+
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
         let params = Params { messages: 600, outage_ms: 1000, app_timeout_ms: 1000, jitter_us: 0 };
         let seeds = super::seeds_from(ctx, if ctx.quick { 3 } else { 10 });
+        // Cells, then plots and capture, then the real-socket part.
+        step.steps(DELAYS_MS.len() as u64 * 2 + 2);
         let reports = e1::experiment(&params, &DELAYS_MS, &[None], &seeds, |cell| {
-            step.running(format!(
+            step.begin(format!(
                 "{} ms, {}",
                 cell.delay_ms,
                 if cell.multihomed { "multihomed" } else { "single-homed" }
             ))
         })?;
-        step.running("plots and capture");
+        step.begin("plots and capture");
         let mut section = super::super::blank(self);
         section.source =
             "seed 001: DTLS handover with fast resumption and socket strategies (IPC, TCS), Section IV"
@@ -75,6 +81,18 @@ impl Experiment for E1 {
             file: "e1-tcs-30ms.pcap".into(),
             what: format!("DTLS-TCS, 30 ms, single-homed, seed {}: every datagram on every link", seeds[0]),
         });
+        step.begin("real sockets");
+        let real_delays = if ctx.quick { REAL_DELAYS_QUICK } else { REAL_DELAYS_FULL };
+        match super::run_real(ctx, "e1-real", "e1", &["--delays", real_delays], step) {
+            Ok(v) => {
+                let (figures, table) = real(&v, &reports);
+                section.figures.extend(figures);
+                section.tables.push(table);
+            }
+            Err(not_run) => section.tables.push(not_run.table(&format!(
+                "On real sockets (fastshake netlab e1 --delays {real_delays}: network namespaces, the delay relay)"
+            ))),
+        }
         section.meaning = "The gain of keeping the session is bounded by the oracle's: what a reconnection costs against \
             what the outage costs anyway. Our gains differ from Table I where our outage and timeouts differ from the \
             paper's unstated ones; the ordering of the strategies and the distance to the ideal bound are the \
@@ -82,6 +100,78 @@ impl Experiment for E1 {
             .into();
         Ok(section)
     }
+}
+
+/// Delays of the real-socket part: each cell takes its own time (600 round trips and the
+/// outages, every strategy, single- and multihomed).
+const REAL_DELAYS_QUICK: &str = "5";
+const REAL_DELAYS_FULL: &str = "5,30";
+
+/// `netlab e1 --json`'s cells beside the simulated ones, and DTLS-TCS's gain on real sockets
+/// beside Table I.
+fn real(v: &serde_json::Value, simulated: &[CellReport]) -> (Vec<Figure>, Table) {
+    use serde_json::Value;
+    let mut t = Table::new(
+        "On real sockets (one run per cell, wall clock) beside the simulator (mean over seeds)",
+        &[
+            "delay ms",
+            "homed",
+            "strategy",
+            "WCT s, real",
+            "WCT s, simulated",
+            "real / simulated",
+            "handshakes",
+            "ideal s, real",
+        ],
+    );
+    let mut figures = Vec::new();
+    let f = |x: Option<f64>, p: usize| x.map_or("—".to_string(), |x| format!("{x:.p$}"));
+    for cell in v["cells"].as_array().into_iter().flatten() {
+        let delay = cell.pointer("/cell/delay_ms").and_then(Value::as_u64).unwrap_or(0);
+        let multihomed = cell.pointer("/cell/multihomed").and_then(Value::as_bool).unwrap_or(false);
+        let sim = simulated.iter().find(|r| r.cell.delay_ms == delay && r.cell.multihomed == multihomed);
+        for row in cell["rows"].as_array().into_iter().flatten() {
+            let strategy = row["strategy"].as_str().unwrap_or("?");
+            let real_wct = row["mean_wct_s"].as_f64();
+            let sim_wct = sim.and_then(|s| {
+                s.rows.iter().find(|r| {
+                    serde_json::to_value(r.strategy).ok().as_ref().and_then(Value::as_str) == Some(strategy)
+                })
+            });
+            let sim_wct = sim_wct.and_then(|r| r.mean_wct_s);
+            t.row([
+                delay.to_string(),
+                if multihomed { "multi" } else { "single" }.to_string(),
+                row["label"].as_str().unwrap_or(strategy).to_string(),
+                row["status"].as_str().map_or_else(|| f(real_wct, 3), str::to_string),
+                f(sim_wct, 3),
+                f(real_wct.zip(sim_wct).map(|(a, b)| a / b), 2),
+                f(row["mean_handshakes"].as_f64(), 1),
+                f(cell["ideal_s"].as_f64(), 3),
+            ]);
+            if strategy == "tcs" {
+                let paper =
+                    PAPER_GAINS.iter().find(|p| p.0 == delay).map(|p| if multihomed { p.2 } else { p.1 });
+                let gain = row["gain_over_single_homed_standard_full_pct"].as_f64();
+                if let Some(paper) = paper {
+                    figures.push(
+                        Figure::measured(
+                            format!(
+                                "real sockets: DTLS-TCS{} gain over standard DTLS, {delay} ms",
+                                if multihomed { "-multi" } else { "" }
+                            ),
+                            "%",
+                            gain,
+                            1,
+                        )
+                        .against(paper, "seed 001 Table I")
+                        .note("one run through the delay relay in network namespaces, the simulator's applications on UDP sockets"),
+                    );
+                }
+            }
+        }
+    }
+    (figures, t)
 }
 
 fn table(reports: &[CellReport]) -> Table {
@@ -146,6 +236,7 @@ fn wct_plot(reports: &[CellReport], ctx: &Context) -> anyhow::Result<()> {
         log_x: true,
         log_y: true,
         series,
+        x_labels: Vec::new(),
         references: vec![Reference::Curve { points: ideal, label: "ideal bound (single-homed)".into() }],
     };
     chart.draw(&ctx.path("e1-wct.svg"))
@@ -175,6 +266,7 @@ fn gain_plot(reports: &[CellReport], ctx: &Context) -> anyhow::Result<()> {
             Series::line("ours: DTLS-TCS-multi", gains(true, Strategy::Tcs)),
             oracle,
         ],
+        x_labels: Vec::new(),
         references: vec![
             Reference::Points {
                 points: PAPER_GAINS.iter().map(|&(d, single, _)| (d as f64, single)).collect(),

@@ -42,9 +42,10 @@ impl Experiment for E3 {
             grid,
             eviction_points: if ctx.quick { vec![PAPER_POINT] } else { vec![PAPER_POINT, (3, 10, 1.0)] },
         };
-        step.running("Engset grid against the real Endpoint, TSCH prices, eviction");
-        let report = e3::experiment(&options)?;
-        step.running("plot and capture");
+        // Each grid point, TSCH measurement and eviction row, then the plot and capture.
+        step.steps(e3::steps(&options) + 1);
+        let report = e3::experiment_stepwise(&options, |what| step.begin(what))?;
+        step.begin("plot and capture");
         let mut section = super::super::blank(self);
         section.source =
             "seed 002: M. Vučinić et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section IV"
@@ -201,6 +202,7 @@ fn blocking_plot(r: &Report, ctx: &Context) -> anyhow::Result<()> {
         log_x: true,
         log_y: false,
         series: vec![time, call],
+        x_labels: Vec::new(),
         references: vec![
             Reference::Curve {
                 points: curve(engset::time_congestion),

@@ -39,9 +39,10 @@ impl Experiment for E4 {
         } else {
             e4::Options::default()
         };
-        step.running("handshakes per configuration, chain and MTU; CPU; cache entries");
-        let report = e4::experiment(&options)?;
-        step.running("plots and capture");
+        // Each chain set (and the MAC part), then the plots and capture.
+        step.steps(e4::steps(&options) + 1);
+        let report = e4::experiment_stepwise(&options, |what| step.begin(what))?;
+        step.begin("plots and capture");
         let mut section = super::super::blank(self);
         section.source =
             "seed 003: BiTHaC, bidirectional TLS handshake caching (TLS 1.2, wolfSSL, Raspberry Pi Zero W)"

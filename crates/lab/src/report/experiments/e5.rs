@@ -78,7 +78,8 @@ impl Experiment for E5 {
             };
             return Ok(section);
         }
-        step.running("fastshake-bench sctp: flood and time to first byte");
+        step.steps(2);
+        step.begin("fastshake-bench sctp: flood and time to first byte");
         let args: &[&str] = if ctx.quick { &["sctp", "--quick"] } else { &["sctp"] };
         let v = super::run_bench(ctx, "sctp", args)?;
         let all = targets(&v);
@@ -232,7 +233,7 @@ impl Experiment for E5 {
                 title: "Time to first byte against the link delay, per setup".into(),
             },
         ];
-        step.running("capture");
+        step.begin("capture");
         section.capture = Some(super::capture_scenario(
             ctx,
             include_str!("../../../../../scenarios/sctp-zero-rtt.toml"),
@@ -265,6 +266,7 @@ fn answers_plot(all: &[Value], ctx: &Context) -> anyhow::Result<()> {
         log_x: false,
         log_y: true,
         series,
+        x_labels: Vec::new(),
         references: vec![
             Reference::Level {
                 y: PAPER_ALT_PPS,
@@ -302,6 +304,7 @@ fn ttfb_plot(rows: &[Value], delays: &[u64], ctx: &Context) -> anyhow::Result<()
         log_x: true,
         log_y: true,
         series,
+        x_labels: Vec::new(),
         references: vec![Reference::Curve {
             points: half,
             label: "paper: a cached cookie halves regular's time".into(),

@@ -7,7 +7,9 @@ pub mod e2;
 pub mod e3;
 pub mod e4;
 pub mod e5;
+pub mod e6;
 
+use super::progress::Step;
 use super::registry::Context;
 use super::results::Capture;
 use fastshake_sim::scenario::ScenarioFile;
@@ -60,4 +62,71 @@ pub fn run_bench(ctx: &Context, name: &str, args: &[&str]) -> anyhow::Result<ser
 /// A number out of a benchmark's JSON.
 pub fn number(v: &serde_json::Value, key: &str) -> Option<f64> {
     v.get(key).and_then(serde_json::Value::as_f64)
+}
+
+/// Why a real-socket part did not give figures: not asked or not possible here (skipped), or it
+/// ran and failed.
+pub enum NotRun {
+    Skipped(String),
+    Failed(String),
+}
+
+impl NotRun {
+    /// A one-row table saying so, in the section of the part.
+    pub fn table(&self, title: &str) -> super::results::Table {
+        let (state, why) = match self {
+            NotRun::Skipped(why) => ("skipped", why),
+            NotRun::Failed(why) => ("failed", why),
+        };
+        let mut t = super::results::Table::new(title, &["state", "why"]);
+        t.row([state.to_string(), why.clone()]);
+        t
+    }
+}
+
+/// Runs `fastshake netlab COMMAND --json ARGS` (a real-socket run in network namespaces) when
+/// `--real` asked for it and we are root, with its standard error in DIR/NAME.txt; returns its
+/// JSON. The child is this very binary, so the namespaces' peers are the product's code.
+pub fn run_real(
+    ctx: &Context,
+    name: &str,
+    command: &str,
+    args: &[&str],
+    step: &Step,
+) -> Result<serde_json::Value, NotRun> {
+    if !ctx.real {
+        return Err(NotRun::Skipped("not asked: `fastshake lab all --real` (as root) runs it".into()));
+    }
+    match fastshake_netlab::testbed::require_root() {
+        Ok(()) => {}
+        Err(fastshake_netlab::testbed::TestbedError::NotRoot) => {
+            return Err(NotRun::Skipped(
+                "needs root (it builds network namespaces, veth and a TUN relay)".into(),
+            ))
+        }
+        Err(e) => return Err(NotRun::Skipped(format!("no testbed here: {e}"))),
+    }
+    let failed = |e: String| NotRun::Failed(e);
+    let me = std::env::current_exe().map_err(|e| failed(format!("the path of this binary: {e}")))?;
+    let log = ctx.path(&format!("{name}.txt"));
+    step.running(format!("real sockets: fastshake netlab {command} {}", args.join(" ")));
+    let err = std::fs::File::create(&log).map_err(|e| failed(format!("{}: {e}", log.display())))?;
+    let out = std::process::Command::new(me)
+        .args(["netlab", command, "--json"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(err)
+        .output()
+        .map_err(|e| failed(format!("starting fastshake netlab {command}: {e}")))?;
+    if !out.status.success() {
+        return Err(failed(format!(
+            "fastshake netlab {command} {} ended with {} (see {})",
+            args.join(" "),
+            out.status,
+            log.display()
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json = text.find('{').map_or("", |at| &text[at..]);
+    serde_json::from_str(json).map_err(|e| failed(format!("fastshake netlab {command}'s JSON: {e}")))
 }
