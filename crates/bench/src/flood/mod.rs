@@ -805,19 +805,23 @@ mod tests {
         }
     }
 
+    /// A tiny flood of "ping" from 5 ports, 3 datagrams per port in a row.
+    fn ping_flood(target: SocketAddr, coalesce: bool) -> FloodResult {
+        let plan = FloodPlan {
+            target,
+            packet: b"ping",
+            limits: tiny().limits,
+            per_source: 3,
+            coalesce,
+            describe: |a| String::from_utf8_lossy(a).into_owned(),
+        };
+        flood(loopback_sources(5).unwrap(), plan).unwrap()
+    }
+
     #[test]
     fn the_flood_stops_at_its_count_and_every_answer_is_counted() {
         let echo = bare_echo_server().unwrap();
-        let settings = tiny();
-        let plan = FloodPlan {
-            target: echo.addr,
-            packet: b"ping",
-            limits: settings.limits,
-            per_source: 3,
-            coalesce: false,
-            describe: |a| String::from_utf8_lossy(a).into_owned(),
-        };
-        let result = flood(loopback_sources(5).unwrap(), plan).unwrap();
+        let result = ping_flood(echo.addr, false);
         assert_eq!(result.sent, 300);
         assert_eq!(result.sent_bytes, 1200);
         // Loopback at 20k/s into an idle echo: nothing is lost.
@@ -831,16 +835,7 @@ mod tests {
         // The batched echo receives each port's three datagrams as one (GRO) and answers them
         // as one GSO send, which the flooder reads as one datagram and counts as three.
         let echo = batched_echo_server().unwrap();
-        let settings = tiny();
-        let plan = FloodPlan {
-            target: echo.addr,
-            packet: b"ping",
-            limits: settings.limits,
-            per_source: 3,
-            coalesce: true,
-            describe: |a| String::from_utf8_lossy(a).into_owned(),
-        };
-        let result = flood(loopback_sources(5).unwrap(), plan).unwrap();
+        let result = ping_flood(echo.addr, true);
         assert_eq!(result.sent, 300);
         assert_eq!(result.answers, 300);
         assert_eq!(result.answer_bytes, 1200);
