@@ -12,7 +12,7 @@
 use crate::handshake::{free_udp_port, median, verdict, ChildGuard, ScratchFiles};
 use anyhow::{bail, Context};
 use fastshake_dtls::{
-    CipherSuite, ClientConfig, ClientSession, Connection, Instant as EngineInstant, TrustAnchors,
+    CipherSuite, ClientConfig, ClientSession, Connection, Instant as EngineInstant, NamedGroup, TrustAnchors,
     ValidatedKeyCache,
 };
 use fastshake_net::credentials::{host_of, CredentialArgs};
@@ -529,7 +529,10 @@ fn wait_udp_bound(port: u16) -> anyhow::Result<()> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Psk,
+    /// The client offers x25519 first, then secp256r1: every server here picks x25519.
     Ecdsa,
+    /// The client offers secp256r1 alone: every server must use P-256 for ECDHE too.
+    EcdsaP256,
     Resumed,
 }
 
@@ -537,7 +540,8 @@ impl Kind {
     fn label(self) -> &'static str {
         match self {
             Kind::Psk => "PSK AES-128-CCM-8",
-            Kind::Ecdsa => "ECDHE-ECDSA P-256 GCM",
+            Kind::Ecdsa => "ECDSA, ECDHE x25519 GCM",
+            Kind::EcdsaP256 => "ECDSA, ECDHE P-256 GCM",
             Kind::Resumed => "resumed (ticket), ECDSA",
         }
     }
@@ -644,6 +648,10 @@ fn compare(args: &Args) -> anyhow::Result<()> {
         "Server CPU: utime+stime from /proc/PID/stat over the run, per completed handshake (10 ms ticks)."
     );
     println!(
+        "ECDSA rows: a P-256 certificate; the client's offer sets the ECDHE group every server uses: x25519 \
+         first (each server here picks it, as OpenSSL and pion do by default), or secp256r1 alone."
+    );
+    println!(
         "Load average before the run: {} (other processes share these cores: handshakes/s and latency move with \
          them, CPU per handshake much less)",
         load_average()
@@ -661,7 +669,7 @@ fn compare(args: &Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let peers = [Peer::Fastshake { workers: 1 }, Peer::Fastshake { workers: 2 }, Peer::Openssl, Peer::Pion];
     let mut rows = Vec::new();
-    for kind in [Kind::Psk, Kind::Ecdsa, Kind::Resumed] {
+    for kind in [Kind::Psk, Kind::Ecdsa, Kind::EcdsaP256, Kind::Resumed] {
         for peer in peers {
             if peer == Peer::Pion && kind == Kind::Resumed {
                 // pion/dtls issues no session tickets.
@@ -750,7 +758,7 @@ fn start_fastshake(
             ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX, "--suite", PSK_SUITE.iana_name()]
                 .map(str::to_owned),
         ),
-        Kind::Ecdsa | Kind::Resumed => args.extend(
+        Kind::Ecdsa | Kind::EcdsaP256 | Kind::Resumed => args.extend(
             ["--cert", &material.chain, "--key", &material.key, "--suite", ECDSA_SUITE.iana_name()]
                 .map(str::to_owned),
         ),
@@ -780,7 +788,7 @@ fn start_server(
                     ["-nocert", "-psk", PSK_HEX, "-psk_identity", PSK_IDENTITY, "-cipher", "PSK-AES128-CCM8"]
                         .map(str::to_owned),
                 ),
-                Kind::Ecdsa | Kind::Resumed => args.extend(
+                Kind::Ecdsa | Kind::EcdsaP256 | Kind::Resumed => args.extend(
                     [
                         "-cert",
                         &material.chain,
@@ -807,7 +815,7 @@ fn start_server(
                     ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX, "--suite", PSK_SUITE.iana_name()]
                         .map(str::to_owned),
                 ),
-                Kind::Ecdsa | Kind::Resumed => {
+                Kind::Ecdsa | Kind::EcdsaP256 | Kind::Resumed => {
                     args.extend(["--cert", &material.chain, "--key", &material.key].map(str::to_owned))
                 }
             }
@@ -832,11 +840,16 @@ fn kind_config(kind: Kind, anchors: &Arc<TrustAnchors>) -> Arc<ClientConfig> {
     let psk = ClientConfig::psk(PSK_IDENTITY.as_bytes(), hex::decode(PSK_HEX).unwrap_or_default());
     let base = match kind {
         Kind::Psk => ClientConfig { suites: vec![PSK_SUITE], ..psk },
-        Kind::Ecdsa | Kind::Resumed => ClientConfig {
+        Kind::Ecdsa | Kind::EcdsaP256 | Kind::Resumed => ClientConfig {
             suites: vec![ECDSA_SUITE],
             trust_anchors: Some(Arc::clone(anchors)),
             server_name: Some("localhost".to_owned()),
             enable_tickets: kind == Kind::Resumed,
+            groups: if kind == Kind::EcdsaP256 {
+                vec![NamedGroup::Secp256r1]
+            } else {
+                NamedGroup::ALL.to_vec()
+            },
             ..ClientConfig::default()
         },
     };
@@ -980,7 +993,8 @@ fn print_targets(rows: &[Row]) {
     };
     for (kind, target, what) in [
         (Kind::Psk, TARGET_PSK_CPU_OVER_OPENSSL, "full PSK"),
-        (Kind::Ecdsa, TARGET_ECDSA_CPU_OVER_OPENSSL, "full ECDHE-ECDSA"),
+        (Kind::Ecdsa, TARGET_ECDSA_CPU_OVER_OPENSSL, "full ECDHE-ECDSA (x25519)"),
+        (Kind::EcdsaP256, TARGET_ECDSA_CPU_OVER_OPENSSL, "full ECDHE-ECDSA (P-256)"),
     ] {
         let ratio = ours(1, kind)
             .and_then(|r| r.cpu_per_handshake)
@@ -994,7 +1008,7 @@ fn print_targets(rows: &[Row]) {
             None => println!("  server CPU per {what} handshake: not measured"),
         }
     }
-    for kind in [Kind::Psk, Kind::Ecdsa, Kind::Resumed] {
+    for kind in [Kind::Psk, Kind::Ecdsa, Kind::EcdsaP256, Kind::Resumed] {
         if let (Some(one), Some(two)) = (ours(1, kind), ours(2, kind)) {
             let ratio = two.rate / one.rate;
             println!(

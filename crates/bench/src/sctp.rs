@@ -353,7 +353,7 @@ fn run_floods(
     targets.push(FloodTarget { row: process_row, paper: "-" });
 
     // As before: one source port, bursts of 64 (usrsctp answers to one port only).
-    let settings = Settings { limits, rounds, sources: 1, per_source: 64 };
+    let settings = Settings { limits, rounds, sources: 1, per_source: 64, coalesce: false };
     let mut rows: Vec<Row> = targets
         .iter_mut()
         .map(|t| std::mem::replace(&mut t.row, Row::failed("", anyhow::anyhow!(""))))

@@ -2,6 +2,7 @@
 
 use crate::cache::ClientCertCacheConfig;
 use crate::error::Error;
+use crate::handshake::NamedGroup;
 use crate::rtt::RttCache;
 use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
 use crate::suite::{CipherSuite, KeyExchange};
@@ -173,6 +174,9 @@ pub struct ClientConfig {
     /// Offer client-certificate caching (seed 003): the ticket of the [`crate::CachedServer`]
     /// given to the connection, or an empty extension (support) without one.
     pub client_certificate_caching: bool,
+    /// Key-exchange groups offered with certificate suites, most preferred first (RFC 8422
+    /// §5.1.1): x25519, then secp256r1.
+    pub groups: Vec<NamedGroup>,
     /// A cookie this server gave in an earlier exchange ([`crate::HandshakeSummary::cookie`]),
     /// sent in the first ClientHello: a server that still accepts it
     /// ([`ServerConfig::reusable_cookies`]) skips the HelloVerifyRequest round trip; one that
@@ -201,6 +205,7 @@ impl Default for ClientConfig {
             mobility: Mobility::default(),
             cached_info: false,
             client_certificate_caching: false,
+            groups: NamedGroup::ALL.to_vec(),
             cookie: None,
         }
     }
@@ -249,6 +254,9 @@ impl ClientConfig {
         }
         if self.trust_anchors.is_some() && self.wall_clock.is_none() {
             return Err(Error::Config("certificate suites need a wall clock (ClientConfig::wall_clock)"));
+        }
+        if self.trust_anchors.is_some() && self.groups.is_empty() {
+            return Err(Error::Config("certificate suites need a key-exchange group (ClientConfig::groups)"));
         }
         if self.cookie.as_ref().is_some_and(|c| c.len() > crate::handshake::MAX_COOKIE_LEN) {
             return Err(Error::Config("cookie longer than a ClientHello can carry"));

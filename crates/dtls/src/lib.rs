@@ -193,6 +193,7 @@ pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
 pub use error::Error;
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
+pub use handshake::NamedGroup;
 pub use mobility::MobilityStats;
 pub use rtt::{RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};

@@ -2,12 +2,12 @@
 //! refusal with the alert RFC 5246 names.
 
 use fastshake_dtls::{
-    AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Event, Instant,
+    AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Event, Instant, NamedGroup,
     ServerConfig, TrustAnchors, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
-use fastshake_testkit::net::{self, Fate};
+use fastshake_testkit::net::{self, Dir, Fate};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -79,6 +79,52 @@ fn every_certificate_suite_completes_and_carries_data() {
         assert_eq!(s.peer_certificates, 0);
         pair.exchange_data(3);
     }
+}
+
+/// The named curve of every ServerKeyExchange the server sent (RFC 8422 §5.4: curve_type 3,
+/// then the group), read from plaintext epoch-0 records.
+fn server_key_exchange_groups(pair: &Pair) -> Vec<u16> {
+    let mut groups = Vec::new();
+    for d in pair.log.iter().filter(|d| d.dir == Dir::ToClient) {
+        let mut rest = &d.payload[..];
+        while rest.len() >= 13 {
+            let len = usize::from(u16::from_be_bytes([rest[11], rest[12]]));
+            let Some(body) = rest.get(13..13 + len) else { break };
+            // Handshake record of epoch 0, a ServerKeyExchange fragment from offset 0.
+            if rest[0] == 22
+                && rest[3..5] == [0, 0]
+                && body.len() >= 15
+                && body[0] == 12
+                && body[6..9] == [0; 3]
+            {
+                assert_eq!(body[12], 3, "named_curve");
+                groups.push(u16::from_be_bytes([body[13], body[14]]));
+            }
+            rest = &rest[13 + len..];
+        }
+    }
+    groups
+}
+
+#[test]
+fn the_client_offer_decides_the_ecdhe_group() {
+    let cases: [(&[NamedGroup], u16); 3] = [
+        (&NamedGroup::ALL, 29),
+        (&[NamedGroup::Secp256r1], 23),
+        (&[NamedGroup::Secp256r1, NamedGroup::X25519], 29),
+    ];
+    for (offer, expected) in cases {
+        let mut cc = cert_client(p256_pki());
+        cc.groups = offer.to_vec();
+        let mut pair = Pair::new(cc, cert_server(p256_pki()));
+        pair.handshake(MINUTE).unwrap_or_else(|| panic!("{offer:?}: {:?}", pair.client_events));
+        assert_eq!(server_key_exchange_groups(&pair), vec![expected], "{offer:?}");
+        pair.exchange_data(2);
+    }
+    // A certificate client must offer some group.
+    let mut cc = cert_client(p256_pki());
+    cc.groups.clear();
+    assert!(matches!(cc.validate(), Err(Error::Config(_))));
 }
 
 #[test]

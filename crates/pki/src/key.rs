@@ -1,5 +1,6 @@
 //! Our own certified key: the chain we send and the private key that signs for it.
 
+use p256::ecdsa::signature::rand_core::{TryCryptoRng, TryRng};
 use p256::ecdsa::signature::RandomizedSigner;
 use p256::pkcs8::DecodePrivateKey;
 use rand_core::{CryptoRng, RngCore};
@@ -14,7 +15,8 @@ use crate::{CertDer, KeyAlgorithm, PeerPublicKey, PkiError, SignatureScheme};
 /// A private key that signs handshakes. The PKCS#8 bytes it was read from are zeroized once parsed.
 ///
 /// P-256 keys sign with RustCrypto's `p256` (RFC 6979 nonces hedged with the caller's RNG), so a
-/// seeded run reproduces its signatures; RSA keys sign with ring, whose constant-time private-key
+/// seeded run reproduces its signatures; its precomputed table of multiples of the generator
+/// (built once per process) makes `k·G`, most of a signature's cost, a few times cheaper; RSA keys sign with ring, whose constant-time private-key
 /// code we prefer over the alternatives (see [`SigningKey::sign`]).
 pub struct SigningKey {
     inner: KeyInner,
@@ -47,7 +49,7 @@ impl SigningKey {
     pub fn from_pkcs8_der(der: &[u8]) -> Result<Self, PkiError> {
         let ec_error = match p256::ecdsa::SigningKey::from_pkcs8_der(der) {
             Ok(key) => {
-                let public = key.verifying_key().to_encoded_point(false).as_bytes().to_vec();
+                let public = key.verifying_key().to_sec1_point(false).as_bytes().to_vec();
                 return Ok(SigningKey { inner: KeyInner::EcdsaP256 { key, public } });
             }
             Err(e) => e,
@@ -110,8 +112,9 @@ impl SigningKey {
         }
         match &self.inner {
             KeyInner::EcdsaP256 { key, .. } => {
-                let sig: p256::ecdsa::Signature =
-                    key.try_sign_with_rng(rng, message).map_err(|_| PkiError::SigningFailed)?;
+                let sig: p256::ecdsa::Signature = key
+                    .try_sign_with_rng(&mut RngCompat(rng), message)
+                    .map_err(|_| PkiError::SigningFailed)?;
                 Ok(sig.to_der().as_bytes().to_vec())
             }
             KeyInner::Rsa(key) => {
@@ -135,6 +138,29 @@ impl SigningKey {
         }
     }
 }
+
+/// A caller's RNG of rand_core 0.6 (the engines' seeded ChaCha) in the rand_core 0.10 traits that
+/// `p256` 0.14 asks for: the same bytes, drawn in the same order.
+pub struct RngCompat<'a, R>(pub &'a mut R);
+
+impl<R: RngCore> TryRng for RngCompat<'_, R> {
+    type Error = core::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok(self.0.next_u32())
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        Ok(self.0.next_u64())
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        self.0.fill_bytes(dst);
+        Ok(())
+    }
+}
+
+impl<R: RngCore + CryptoRng> TryCryptoRng for RngCompat<'_, R> {}
 
 impl std::fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -45,7 +45,7 @@ pub use chain::{
     subject_text, verify_client_chain, verify_server_chain, AnchorId, TrustAnchors, VerifiedChain,
 };
 pub use error::{alert, PkiError};
-pub use key::{certificates_from_pem, CertifiedKey, SigningKey};
+pub use key::{certificates_from_pem, CertifiedKey, RngCompat, SigningKey};
 pub use key_cache::{
     verify_client_chain_cached, verify_server_chain_cached, ChainDigest, ChainUsage, KeyCacheStats,
     ValidatedKey, ValidatedKeyCache, Validation,

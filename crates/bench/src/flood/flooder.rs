@@ -6,7 +6,8 @@
 use super::servers::{pin_flooder_thread, udp_drops, CpuAccount};
 use anyhow::Context;
 use nix::sys::socket::{
-    recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrIn, SockaddrStorage,
+    recvmmsg, sendmmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags,
+    MultiHeaders, SockaddrIn, SockaddrStorage,
 };
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
@@ -108,6 +109,10 @@ pub(crate) struct FloodPlan<'a> {
     pub limits: FloodLimits,
     /// Datagrams sent from one source port in a row (one `sendmmsg`), before the next port.
     pub per_source: usize,
+    /// Send each port's datagrams in a row as one UDP GSO send (loopback hands the
+    /// super-datagram unsplit to a UDP_GRO socket, and segments it for any other), and count
+    /// the answers through UDP_GRO on the source sockets.
+    pub coalesce: bool,
     /// Names an answer for the report.
     pub describe: fn(&[u8]) -> String,
 }
@@ -130,14 +135,18 @@ pub(crate) fn flood(sources: Vec<UdpSocket>, plan: FloodPlan<'_>) -> anyhow::Res
     for socket in &sources {
         // Shared by both clones: a full send buffer must not stop the sender.
         socket.set_nonblocking(true)?;
+        if plan.coalesce {
+            setsockopt(socket, sockopt::UdpGroSegment, &true).context("UDP_GRO on a flood source")?;
+        }
         receivers.push(socket.try_clone()?);
     }
     let sending = Arc::new(AtomicBool::new(true));
+    let coalesce = plan.coalesce;
     let counter = {
         let sending = sending.clone();
         thread::Builder::new()
             .name("flood-counter".into())
-            .spawn(move || count_answers(receivers, &sending))
+            .spawn(move || count_answers(receivers, &sending, coalesce))
             .context("starting the answer counter")?
     };
     pin_flooder_thread();
@@ -150,6 +159,9 @@ pub(crate) fn flood(sources: Vec<UdpSocket>, plan: FloodPlan<'_>) -> anyhow::Res
     let destinations: Vec<Option<SockaddrIn>> = vec![Some(destination); per_source];
     let mut headers = MultiHeaders::<SockaddrIn>::preallocate(per_source, None);
     let no_control: [ControlMessage<'_>; 0] = [];
+    let burst = plan.packet.repeat(if plan.coalesce { per_source } else { 0 });
+    let segment = u16::try_from(plan.packet.len()).context("a flood datagram longer than 64 kB")?;
+    let gso = [ControlMessage::UdpGsoSegments(&segment)];
     let limits = plan.limits;
     let start = Instant::now();
     let (mut sent, mut turn) = (0u64, 0usize);
@@ -166,6 +178,22 @@ pub(crate) fn flood(sources: Vec<UdpSocket>, plan: FloodPlan<'_>) -> anyhow::Res
         let count = usize::try_from(due - sent).unwrap_or(per_source).min(per_source);
         let socket = &sources[turn % sources.len()];
         turn += 1;
+        if plan.coalesce {
+            let bytes = &burst[..count * plan.packet.len()];
+            let control = if count > 1 { &gso[..] } else { &no_control[..] };
+            match sendmsg(
+                socket.as_raw_fd(),
+                &[IoSlice::new(bytes)],
+                control,
+                MsgFlags::empty(),
+                Some(&destination),
+            ) {
+                Ok(_) => sent += count as u64,
+                Err(nix::errno::Errno::EAGAIN) => thread::yield_now(),
+                Err(_) => {}
+            }
+            continue;
+        }
         match sendmmsg(
             socket.as_raw_fd(),
             &mut headers,
@@ -244,7 +272,7 @@ const RECEIVE_BATCH: usize = 32;
 /// the size the kernel reports).
 const ANSWER_SLOT: usize = 2048;
 
-fn count_answers(sockets: Vec<UdpSocket>, sending: &AtomicBool) -> anyhow::Result<Answers> {
+fn count_answers(sockets: Vec<UdpSocket>, sending: &AtomicBool, coalesced: bool) -> anyhow::Result<Answers> {
     pin_flooder_thread();
     let account = CpuAccount::this_thread();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -254,7 +282,7 @@ fn count_answers(sockets: Vec<UdpSocket>, sending: &AtomicBool) -> anyhow::Resul
         let stopped = Arc::new(AtomicBool::new(false));
         let mut tasks = tokio::task::JoinSet::new();
         for socket in sockets {
-            tasks.spawn_local(count_on(tokio::net::UdpSocket::from_std(socket)?, stopped.clone()));
+            tasks.spawn_local(count_on(tokio::net::UdpSocket::from_std(socket)?, stopped.clone(), coalesced));
         }
         while sending.load(Ordering::Relaxed) {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -271,11 +299,17 @@ fn count_answers(sockets: Vec<UdpSocket>, sending: &AtomicBool) -> anyhow::Resul
 }
 
 /// Counts the answers reaching one source socket until the flood has stopped and the socket
-/// has been quiet for [`LATE_ANSWERS`].
-async fn count_on(socket: tokio::net::UdpSocket, stopped: Arc<AtomicBool>) -> io::Result<Answers> {
+/// has been quiet for [`LATE_ANSWERS`]. With `coalesced` (UDP_GRO on the socket) one read may
+/// hold several answers of one size, which the kernel's segment size tells apart.
+async fn count_on(
+    socket: tokio::net::UdpSocket,
+    stopped: Arc<AtomicBool>,
+    coalesced: bool,
+) -> io::Result<Answers> {
     let fd = socket.as_raw_fd();
     let mut slots = vec![[0u8; ANSWER_SLOT]; RECEIVE_BATCH];
-    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RECEIVE_BATCH, None);
+    let control = coalesced.then(|| nix::cmsg_space!(i32));
+    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RECEIVE_BATCH, control.clone());
     let mut answers = Answers::default();
     let mut quiet_since: Option<Instant> = None;
     loop {
@@ -291,7 +325,14 @@ async fn count_on(socket: tokio::net::UdpSocket, stopped: Arc<AtomicBool>) -> io
                 continue;
             }
         }
+        if coalesced {
+            // recvmmsg leaves each header's control length where the kernel set it (0 after a
+            // datagram that came alone): room for the segment size again before every read.
+            headers = MultiHeaders::<SockaddrStorage>::preallocate(RECEIVE_BATCH, control.clone());
+        }
         let mut sizes = [0usize; RECEIVE_BATCH];
+        let mut segments = [1u64; RECEIVE_BATCH];
+        let mut totals = [0usize; RECEIVE_BATCH];
         let received = socket.try_io(tokio::io::Interest::READABLE, || {
             let mut iovs: Vec<[IoSliceMut<'_>; 1]> =
                 slots.iter_mut().map(|slot| [IoSliceMut::new(slot)]).collect();
@@ -299,8 +340,19 @@ async fn count_on(socket: tokio::net::UdpSocket, stopped: Arc<AtomicBool>) -> io
             let results = recvmmsg(fd, &mut headers, iovs.iter_mut(), MsgFlags::MSG_TRUNC, None)
                 .map_err(io::Error::from)?;
             let mut count = 0;
-            for (size, message) in sizes.iter_mut().zip(results) {
+            for (((size, n), total), message) in
+                sizes.iter_mut().zip(segments.iter_mut()).zip(totals.iter_mut()).zip(results)
+            {
                 *size = message.bytes;
+                *total = message.bytes;
+                *n = 1;
+                for cmsg in message.cmsgs().into_iter().flatten() {
+                    if let ControlMessageOwned::UdpGroSegments(stride) = cmsg {
+                        let stride = usize::try_from(stride).unwrap_or(0).max(1);
+                        *n = message.bytes.div_ceil(stride) as u64;
+                        *size = stride;
+                    }
+                }
                 count += 1;
             }
             Ok(count)
@@ -318,9 +370,10 @@ async fn count_on(socket: tokio::net::UdpSocket, stopped: Arc<AtomicBool>) -> io
         };
         let now = Instant::now();
         quiet_since = None;
-        for (slot, &size) in slots.iter().zip(&sizes).take(count) {
-            answers.count += 1;
-            answers.bytes += size as u64;
+        for (((slot, &size), &n), &total) in slots.iter().zip(&sizes).zip(&segments).zip(&totals).take(count)
+        {
+            answers.count += n;
+            answers.bytes += total as u64;
             answers.largest = answers.largest.max(size);
             if answers.first.is_none() {
                 answers.first = Some(slot[..size.min(ANSWER_SLOT)].to_vec());

@@ -2,7 +2,7 @@
 //! one): one state per awaited message, each carrying what the next step needs, and the client's
 //! flights, each built in one place.
 
-use super::handshake::{agree, ephemeral, sign, Abort, Handshake, Step, GROUPS, SCHEMES};
+use super::handshake::{agree, ephemeral, sign, Abort, Handshake, Step, SCHEMES};
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
 use crate::cache::{derive_client_ticket, CacheUse, CachedServer};
@@ -209,6 +209,7 @@ impl Connection {
         let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| &p.own_cid[..]);
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
         let certificates = config.trust_anchors.is_some();
+        let groups: Vec<u16> = config.groups.iter().map(|g| g.code()).collect();
         // RFC 6066 §3: server_name carries DNS names only, never address literals.
         let server_name = config
             .server_name
@@ -223,7 +224,7 @@ impl Connection {
         let ext = OutExtensions {
             extended_master_secret: true,
             server_name: if certificates { server_name } else { None },
-            ecc: certificates.then_some((&GROUPS[..], &SCHEMES[..])),
+            ecc: certificates.then_some((&groups[..], &SCHEMES[..])),
             session_ticket,
             connection_id: own_cid,
             rrc: config.mobility.return_routability_check,
@@ -342,7 +343,7 @@ impl Connection {
             (ClientStep::ExpectServerKeyExchange(s), HandshakeType::ServerKeyExchange) => {
                 let ske = EcdheServerKeyExchange::parse(body).map_err(Abort::decode)?;
                 let group = NamedGroup::from_code(ske.group)
-                    .filter(|g| GROUPS.contains(&g.code()))
+                    .filter(|g| config.groups.contains(g))
                     .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
                 if ske.public.len() != group.public_len() {
                     return Err(Abort::alert(AlertDescription::IllegalParameter));

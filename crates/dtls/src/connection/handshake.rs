@@ -35,8 +35,6 @@ pub(super) const SCHEMES: [u16; 3] = [
     SignatureScheme::RsaPssRsaeSha256.code(),
     SignatureScheme::RsaPkcs1Sha256.code(),
 ];
-/// Groups we offer: x25519 (29), then secp256r1 (23).
-pub(super) const GROUPS: [u16; 2] = [29, 23];
 
 /// The timers of a handshake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -331,9 +329,10 @@ pub(super) fn ephemeral(group: NamedGroup, rng: &mut ChaCha20Rng) -> (EcdheSecre
             (EcdheSecret::X25519(secret), public)
         }
         NamedGroup::Secp256r1 => {
-            use p256::elliptic_curve::sec1::ToEncodedPoint;
-            let secret = p256::ecdh::EphemeralSecret::random(&mut *rng);
-            let public = secret.public_key().to_encoded_point(false).as_bytes().to_vec();
+            use p256::elliptic_curve::sec1::ToSec1Point;
+            use p256::elliptic_curve::Generate;
+            let secret = p256::ecdh::EphemeralSecret::generate_from_rng(&mut fastshake_pki::RngCompat(rng));
+            let public = secret.public_key().to_sec1_point(false).as_bytes().to_vec();
             (EcdheSecret::P256(secret), public)
         }
     }

@@ -36,7 +36,25 @@ const MAX_FRAGMENTED_HELLO: u32 = 8 * 1024;
 pub(super) struct HelloInfo {
     pub record_seq: u64,
     pub message_seq: u16,
-    pub body: Vec<u8>,
+    pub body: HelloBody,
+}
+
+/// Where a ClientHello's body is.
+pub(super) enum HelloBody {
+    /// In one fragment of the datagram, at this range: not copied, as a flood's hellos all are.
+    InDatagram(std::ops::Range<usize>),
+    /// Reassembled from fragments.
+    Reassembled(Vec<u8>),
+}
+
+impl HelloInfo {
+    /// The ClientHello's body; `datagram` is the one it was found in.
+    pub fn body<'a>(&'a self, datagram: &'a [u8]) -> &'a [u8] {
+        match &self.body {
+            HelloBody::InDatagram(range) => datagram.get(range.clone()).unwrap_or_default(),
+            HelloBody::Reassembled(body) => body,
+        }
+    }
 }
 
 /// What a datagram holds as far as new handshakes are concerned.
@@ -168,10 +186,12 @@ impl Endpoint {
                     continue;
                 }
                 if hh.fragment_offset == 0 && hh.fragment_length == hh.length {
+                    // `data` lies within `datagram`: its offset there, from the two addresses.
+                    let start = data.as_ptr() as usize - datagram.as_ptr() as usize;
                     return HelloScan::Complete(HelloInfo {
                         record_seq: rh.seq,
                         message_seq: hh.message_seq,
-                        body: data.to_vec(),
+                        body: HelloBody::InDatagram(start..start + data.len()),
                     });
                 }
                 if hh.length > MAX_FRAGMENTED_HELLO {
@@ -206,7 +226,11 @@ impl Endpoint {
                 if let Some((_, message_seq, body)) = partial.reassembler.pop() {
                     let record_seq = partial.record_seq;
                     self.partial_hellos.remove(pos);
-                    return HelloScan::Complete(HelloInfo { record_seq, message_seq, body });
+                    return HelloScan::Complete(HelloInfo {
+                        record_seq,
+                        message_seq,
+                        body: HelloBody::Reassembled(body),
+                    });
                 }
             }
         }
@@ -255,9 +279,11 @@ impl Endpoint {
         now: Instant,
         remote: SocketAddr,
         hello: &HelloInfo,
-        datagram_len: usize,
+        datagram: &[u8],
     ) {
-        let Ok(ch) = ClientHello::parse(&hello.body) else {
+        let datagram_len = datagram.len();
+        let body = hello.body(datagram);
+        let Ok(ch) = ClientHello::parse(body) else {
             self.stats.datagrams_dropped += 1;
             return;
         };
@@ -326,7 +352,7 @@ impl Endpoint {
         let verified = VerifiedHello {
             record_seq: hello.record_seq,
             message_seq: hello.message_seq,
-            body: &hello.body,
+            body,
             datagram_len,
             cached: self
                 .session_cache

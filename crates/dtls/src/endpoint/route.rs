@@ -65,7 +65,7 @@ impl Endpoint {
                     let copy_of = [pending, existing].into_iter().flatten().find(|h| {
                         self.connections
                             .get(h)
-                            .zip(hello.random())
+                            .zip(hello.random(datagram))
                             .is_some_and(|(s, random)| s.conn.started_from(&random, hello.message_seq))
                     });
                     return match copy_of {
@@ -97,7 +97,7 @@ impl Endpoint {
             Route::ConnectionId(h) | Route::SessionSocket(h) | Route::HelloCopy(h) => {
                 self.deliver(now, local, remote, h, datagram, on_data)
             }
-            Route::ClientHello(hello) => self.handle_new_client_hello(now, remote, &hello, datagram.len()),
+            Route::ClientHello(hello) => self.handle_new_client_hello(now, remote, &hello, datagram),
             Route::PartialHello => {}
             Route::Address { session, replacement: None } => {
                 self.deliver(now, local, remote, session, datagram, on_data)
@@ -148,7 +148,7 @@ impl Endpoint {
 
 impl HelloInfo {
     /// The client random of the ClientHello, if its body parses.
-    fn random(&self) -> Option<[u8; 32]> {
-        crate::handshake::ClientHello::parse(&self.body).ok().map(|ch| ch.random)
+    fn random(&self, datagram: &[u8]) -> Option<[u8; 32]> {
+        crate::handshake::ClientHello::parse(self.body(datagram)).ok().map(|ch| ch.random)
     }
 }

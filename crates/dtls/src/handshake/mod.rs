@@ -6,6 +6,7 @@ mod messages;
 mod reassembly;
 
 pub(crate) use cached::*;
+pub use certificate::NamedGroup;
 pub(crate) use certificate::*;
 pub(crate) use messages::*;
 pub(crate) use reassembly::{Fragment, Insert, Reassembler};
