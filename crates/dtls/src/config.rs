@@ -112,7 +112,9 @@ pub enum RetransmitPolicy {
     /// by an earlier handshake with it (`initial_retransmit` when there is none), then the round
     /// trips of this handshake (the cookie exchange, then each flight), RFC 6298 style
     /// (see [`crate::RttEstimate::timeout_for`]), never below `floor` nor above
-    /// `max_retransmit`; doubling on each retransmission. Suits links whose round trip is far
+    /// `max_retransmit`; doubling on each retransmission. Once the path has shown a loss (an
+    /// answer named a later transmission than the first), never above `initial_retransmit`
+    /// either, in this handshake and in those that start from its cached estimate. Suits links whose round trip is far
     /// from 1 s: duty-cycled radios (seconds) and LANs (milliseconds).
     Adaptive {
         /// The shortest timer armed.

@@ -28,7 +28,8 @@ pub(crate) enum FlightItem {
 /// ceiling. Karn's algorithm: a flight we resent gives no sample, unless the answer names the
 /// transmission it answers (a HelloVerifyRequest echoes its ClientHello's record number,
 /// RFC 6347 §4.2.1); and after a loss the backed-off value stays until a clean sample comes
-/// (RFC 6298 §5.7).
+/// (RFC 6298 §5.7). Once an answer shows a loss (it names a later transmission than the first),
+/// no flight waits longer than the initial value: losses cost less than the estimate's margin.
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
     initial: Duration,
@@ -108,6 +109,13 @@ impl RetransmitTimer {
         let largest = estimate.largest_exchange;
         if exchange > largest.saturating_add(largest / UNMEASURED_SIZE_SHARE) {
             timeout = timeout.max(self.initial);
+        }
+        // A path that has lost a datagram: never wait longer than the initial value. Where
+        // the round trip varies by whole periods (a missed wake-up on a duty-cycled link),
+        // SRTT + 4·RTTVAR lies far above most exchanges, and each loss would then cost that
+        // long; a copy sent early costs a duplicate at most.
+        if self.rtt.loss_seen() {
+            timeout = timeout.min(self.initial);
         }
         timeout.clamp(floor, self.max)
     }
@@ -194,6 +202,11 @@ impl RetransmitTimer {
         let Some(&(sent, _)) = self.transmissions.iter().find(|(_, seqs)| seqs.contains(&record_seq)) else {
             return;
         };
+        // The first answer to come names a later transmission: the first, or its answer, was
+        // lost (answers come in the order of what they answer).
+        if sent > self.first_sent {
+            self.rtt.on_loss();
+        }
         self.answered = true;
         self.peer_flight_bytes =
             received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
@@ -499,6 +512,7 @@ mod tests {
             exchange_bytes: 200,
             samples: 1,
             largest_exchange: 200,
+            loss_seen: false,
         };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // A 150-byte flight (with the peer's answer guessed at 0 bytes): the measured size, the estimate.
@@ -543,6 +557,46 @@ mod tests {
         // A gap noticed before our next flight went out says nothing about its answer.
         t.on_new_flight(Instant::from_millis(2400), 100, 2..3, 200);
         assert_eq!(t.estimate().unwrap().smoothed, ms(200));
+    }
+
+    #[test]
+    fn after_a_loss_no_flight_waits_longer_than_the_initial_value() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, None);
+        // A slow path: 1.5 s per exchange, measured clean, gives a 4.5 s timer (1.5 + 4 · 0.75).
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        t.on_new_flight(Instant::from_millis(1500), 100, 1..2, 100);
+        assert_eq!(t.current(), ms(4500));
+        assert!(!t.estimate().unwrap().loss_seen);
+        // The next answer names the resent copy: the first transmission or its answer was lost.
+        t.on_retransmit(Instant::from_millis(6000), 2..3);
+        t.on_echoed_answer(Instant::from_millis(7500), 2, 200);
+        assert!(t.estimate().unwrap().loss_seen);
+        // From now on each flight waits the initial 2 s at most, and still doubles on loss.
+        t.on_new_flight(Instant::from_millis(7500), 100, 3..4, 200);
+        assert_eq!(t.current(), ms(2000));
+        assert_eq!(t.on_retransmit(Instant::from_millis(9500), 4..5), Instant::from_millis(13_500));
+        // The loss travels with the estimate into the next handshake's timer.
+        let cached = t.estimate();
+        let mut next = RetransmitTimer::new(ms(2000), ms(60_000), policy, cached);
+        next.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert_eq!(next.current(), ms(2000));
+        // The fixed policy ignores it.
+        let mut fixed = RetransmitTimer::new(ms(1000), ms(60_000), RetransmitPolicy::Fixed, cached);
+        fixed.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert_eq!(fixed.current(), ms(1000));
+    }
+
+    #[test]
+    fn an_answer_to_the_first_transmission_shows_no_loss() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        t.on_retransmit(Instant::from_millis(1000), 1..2);
+        t.on_echoed_answer(Instant::from_millis(1500), 0, 40);
+        assert!(!t.estimate().unwrap().loss_seen, "a spurious resend is no loss");
     }
 
     #[test]

@@ -70,7 +70,8 @@
 //!   next datagram when that reads as whole records only once the rest is taken off.
 //! - Retransmission: whole flights are resent, packed afresh with new record sequence numbers,
 //!   on a timer that starts at `initial_retransmit` (or, under `RetransmitPolicy::Adaptive`, at
-//!   what the round trips measured to the peer predict, RFC 6298 style, never below a floor:
+//!   what the round trips measured to the peer predict, RFC 6298 style, never below a floor,
+//!   and, once the path has shown a loss, never above `initial_retransmit`:
 //!   [`RttEstimate`], [`RttCache`]), doubles, and stops at `max_retransmit`; the
 //!   handshake fails after `handshake_timeout`. The server's last flight is not timed: it is
 //!   resent when the client's retransmitted Finished shows it was lost, and kept until the

@@ -30,6 +30,9 @@ pub struct RttEstimate {
     pub samples: u32,
     /// Bytes of the largest exchange measured: beyond it the estimate is a guess.
     pub largest_exchange: u32,
+    /// Whether the path has lost a datagram (an answer named a later transmission than our
+    /// first): then no flight waits longer than the initial value before it is sent again.
+    pub loss_seen: bool,
 }
 
 impl RttEstimate {
@@ -53,12 +56,26 @@ impl RttEstimate {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct RttEstimator {
     estimate: Option<RttEstimate>,
+    /// A loss was seen (kept apart so one seen before the first sample is not forgotten).
+    loss_seen: bool,
 }
 
 impl RttEstimator {
     /// Starts from an estimate cached by an earlier handshake with the same peer.
     pub fn seeded(estimate: Option<RttEstimate>) -> Self {
-        RttEstimator { estimate }
+        RttEstimator { estimate, loss_seen: estimate.is_some_and(|e| e.loss_seen) }
+    }
+
+    /// The path lost a datagram.
+    pub fn on_loss(&mut self) {
+        self.loss_seen = true;
+        if let Some(e) = self.estimate.as_mut() {
+            e.loss_seen = true;
+        }
+    }
+
+    pub fn loss_seen(&self) -> bool {
+        self.loss_seen
     }
 
     /// One measured exchange of `exchange_bytes` that took `rtt` (RFC 6298 §2.2 and §2.3,
@@ -71,6 +88,7 @@ impl RttEstimator {
                 exchange_bytes,
                 samples: 1,
                 largest_exchange: exchange_bytes,
+                loss_seen: self.loss_seen,
             },
             Some(e) => RttEstimate {
                 variation: e.variation * 3 / 4 + e.smoothed.abs_diff(rtt) / 4,
@@ -78,6 +96,7 @@ impl RttEstimator {
                 exchange_bytes: ((u64::from(e.exchange_bytes) * 7 + u64::from(exchange_bytes)) / 8) as u32,
                 samples: e.samples.saturating_add(1),
                 largest_exchange: e.largest_exchange.max(exchange_bytes),
+                loss_seen: self.loss_seen,
             },
         });
     }
@@ -204,6 +223,7 @@ mod tests {
             exchange_bytes: 1,
             samples: 1,
             largest_exchange: 1,
+            loss_seen: false,
         };
         let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
         cache.insert(ip(1), est(1));

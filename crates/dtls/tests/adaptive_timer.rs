@@ -289,3 +289,31 @@ fn the_fixed_policy_keeps_no_cache_and_undated_cookies() {
     let hvr = &pair.log.iter().find(|d| d.dir == Dir::ToClient).unwrap().payload;
     assert_eq!(hvr.len(), 13 + 12 + 3 + 20);
 }
+
+/// Client retransmission timers armed in one handshake over a 600 ms round trip (the estimate
+/// then says 1.8 s, above the 1 s initial value), the first ClientHello dropped or not.
+fn client_timers_on_a_600_ms_link(drop_first_hello: bool) -> Vec<Duration> {
+    let (mut client, server) = configs(Kind::Psk, adaptive(ms(50)));
+    client.initial_retransmit = Duration::from_secs(1);
+    let mut pair = Pair::new(client, server);
+    pair.delay = ms(300);
+    if drop_first_hello {
+        pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.index == 0);
+    }
+    let (client_timers, _) = handshake_noting_timers(&mut pair, MINUTE);
+    client_timers.into_iter().filter(|t| *t < ms(30_000)).collect()
+}
+
+#[test]
+fn after_a_loss_the_timer_waits_no_longer_than_the_initial_value() {
+    // Clean: after the cookie exchange the client's flights wait SRTT + 4 RTTVAR, over 1 s.
+    let clean = client_timers_on_a_600_ms_link(false);
+    assert!(clean[1..].iter().all(|t| *t > Duration::from_secs(1)), "{clean:?}");
+    // The first ClientHello lost: the HelloVerifyRequest names the resent one, so the path
+    // loses, and no later flight waits longer than the initial 1 s.
+    let lossy = client_timers_on_a_600_ms_link(true);
+    assert!(lossy.len() > clean.len(), "the lost ClientHello was resent: {lossy:?}");
+    let after_cookie = &lossy[lossy.len() - (clean.len() - 1)..];
+    assert!(after_cookie.iter().all(|t| *t <= Duration::from_secs(1)), "{lossy:?}");
+    assert!(after_cookie.iter().all(|t| *t >= ms(50)), "never below the floor: {lossy:?}");
+}
