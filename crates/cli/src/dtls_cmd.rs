@@ -56,7 +56,10 @@ pub struct CommonArgs {
     /// earlier handshakes with the same host; never below --rto-floor).
     #[arg(long, value_name = "POLICY", value_enum, default_value_t = RetransmitArg::Fixed)]
     retransmit: RetransmitArg,
-    /// With --retransmit adaptive: the shortest retransmission timeout, in milliseconds.
+    /// With --retransmit adaptive: the shortest retransmission timeout, in milliseconds. On a
+    /// duty-cycled link, set it to the MAC's wake-up period and a quarter (check interval, beacon
+    /// interval or slotframe): whether an answer catches the current wake-up or the next is
+    /// decided by the schedule, not by any round trip measured before.
     #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     rto_floor: u64,
     /// Give up on a handshake not complete after this many seconds.

@@ -28,8 +28,13 @@ pub(crate) enum FlightItem {
 /// ceiling. Karn's algorithm: a flight we resent gives no sample, unless the answer names the
 /// transmission it answers (a HelloVerifyRequest echoes its ClientHello's record number,
 /// RFC 6347 §4.2.1); and after a loss the backed-off value stays until a clean sample comes
-/// (RFC 6298 §5.7). Once an answer shows a loss (it names a later transmission than the first),
-/// no flight waits longer than the initial value: losses cost less than the estimate's margin.
+/// (RFC 6298 §5.7). Each flight's exchange is also kept by its place in the handshake (a resent
+/// one as an upper bound while no loss is seen), and the same flight of the next handshake with
+/// the peer waits that long and a floor more: on a duty-cycled link an exchange takes about as
+/// long each time, give or take a wake-up period. Once the path shows a loss (an answer names a
+/// later transmission than the first, or the peer's record numbers skip some of this
+/// exchange), no flight waits longer than the initial value: losses cost less than the
+/// estimate's margin. The ceiling rises to twice the longest exchange measured.
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
     initial: Duration,
@@ -55,6 +60,8 @@ pub(crate) struct RetransmitTimer {
     peer_flight_bytes: u32,
     /// Epoch-0 record numbers of the flight's last transmissions, for an answer that names one.
     transmissions: Vec<(Instant, std::ops::Range<u64>)>,
+    /// The flight's place among ours in this handshake (0 for the first).
+    place: usize,
 }
 
 /// Transmissions of one flight remembered for answers that name their record number.
@@ -92,6 +99,7 @@ impl RetransmitTimer {
             received_at_send: 0,
             peer_flight_bytes: 0,
             transmissions: Vec::new(),
+            place: usize::MAX,
         }
     }
 
@@ -110,14 +118,33 @@ impl RetransmitTimer {
         if exchange > largest.saturating_add(largest / UNMEASURED_SIZE_SHARE) {
             timeout = timeout.max(self.initial);
         }
+        // The exchange this flight starts took this long when last measured (this flight's
+        // place in an earlier handshake with the peer): on a link whose schedule repeats, the
+        // same exchange takes about as long again, give or take a wake-up period, which the
+        // floor stands for. It replaces SRTT + 4·RTTVAR, whose variance on such a link comes
+        // from exchanges of other sizes, not from this one.
+        if let Some(last) = self.rtt.profiled(self.place, self.flight_bytes) {
+            let base = last.max(estimate.smoothed_for(exchange));
+            timeout = base.saturating_add((base / 4).max(floor));
+        }
         // A path that has lost a datagram: never wait longer than the initial value. Where
         // the round trip varies by whole periods (a missed wake-up on a duty-cycled link),
-        // SRTT + 4·RTTVAR lies far above most exchanges, and each loss would then cost that
+        // the estimate lies far above most exchanges, and each loss would then cost that
         // long; a copy sent early costs a duplicate at most.
         if self.rtt.loss_seen() {
             timeout = timeout.min(self.initial);
         }
-        timeout.clamp(floor, self.max)
+        timeout.clamp(floor, self.ceiling())
+    }
+
+    /// The most a flight waits: the configured ceiling, or twice the longest exchange measured
+    /// if that is longer (RFC 6347 §4.2.4.1 sets no upper bound on the ceiling; one below the
+    /// path's round trip would resend every flight before its answer could come).
+    fn ceiling(&self) -> Duration {
+        match (self.floor, self.rtt.longest()) {
+            (Some(_), Some(longest)) => self.max.max(longest.saturating_mul(2)),
+            _ => self.max,
+        }
     }
 
     /// A new flight of `flight_bytes` was sent (its epoch-0 record numbers `seqs`) after
@@ -131,6 +158,7 @@ impl RetransmitTimer {
         received: u64,
     ) -> Instant {
         self.on_answer(now, received);
+        self.place = self.place.wrapping_add(1);
         self.flight_bytes = flight_bytes;
         match self.floor {
             // Keep a backed-off value until a flight goes through without loss.
@@ -141,7 +169,9 @@ impl RetransmitTimer {
             // once, not by every doubling of the lossy flight: the answer that came shows the
             // path works, and on a lossy link (random loss, not congestion) the compounded
             // value would make the next loss wait far longer than the fixed timer would.
-            Some(_) => self.current = self.current.min(self.fresh_timeout().saturating_mul(2)).min(self.max),
+            Some(_) => {
+                self.current = self.current.min(self.fresh_timeout().saturating_mul(2)).min(self.ceiling())
+            }
         }
         if self.floor.is_none() {
             self.backed_off = false;
@@ -160,7 +190,7 @@ impl RetransmitTimer {
     /// The flight was resent (timer or peer retransmission; its epoch-0 record numbers
     /// `seqs`): when to resend it again.
     pub fn on_retransmit(&mut self, now: Instant, seqs: std::ops::Range<u64>) -> Instant {
-        self.current = (self.current * 2).min(self.max);
+        self.current = (self.current * 2).min(self.ceiling());
         self.backed_off = true;
         self.resent = true;
         if self.transmissions.len() >= MAX_TRANSMISSIONS_KEPT {
@@ -180,14 +210,27 @@ impl RetransmitTimer {
         self.answered = true;
         self.peer_flight_bytes =
             received.saturating_sub(self.received_at_send).min(u64::from(u32::MAX)) as u32;
+        let since_first = now.saturating_duration_since(self.first_sent);
         if !self.resent && !self.peer_recovered {
-            self.take_sample(now.saturating_duration_since(self.first_sent));
+            self.take_sample(since_first);
+        } else if !self.rtt.loss_seen() {
+            // Karn: a resent flight gives no sample. But while no loss has been seen, the
+            // answer most likely answers our first transmission, and the time since it is an
+            // upper bound of the exchange: kept for this flight's place only, so the next
+            // handshake does not resend it early again, and SRTT stays clean.
+            self.rtt.profile(self.place, self.flight_bytes, since_first);
         }
     }
 
     /// Records of the peer went missing (its record numbers skipped some): if that happened
-    /// while its answer to our flight was coming, the answer gives no sample.
-    pub fn on_peer_records_skipped(&mut self) {
+    /// while its answer to our flight was coming, the answer gives no sample. It shows a loss
+    /// if it touches this exchange: ours was resent, or part of the answer had come
+    /// (`answer_begun`). Otherwise the missing records may be copies of the peer's previous
+    /// flight, which we had.
+    pub fn on_peer_records_skipped(&mut self, answer_begun: bool) {
+        if self.resent || answer_begun {
+            self.rtt.on_loss();
+        }
         if !self.answered {
             self.peer_recovered = true;
         }
@@ -226,6 +269,7 @@ impl RetransmitTimer {
     fn take_sample(&mut self, rtt: Duration) {
         let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
         self.rtt.sample(rtt, exchange);
+        self.rtt.profile(self.place, self.flight_bytes, rtt);
         if self.floor.is_some() {
             self.backed_off = false;
         }
@@ -236,8 +280,22 @@ impl RetransmitTimer {
         self.answered = true;
     }
 
+    #[cfg(test)]
     pub fn current(&self) -> Duration {
         self.current
+    }
+
+    /// How long after a transmission of ours a retransmission of the peer's flight says nothing
+    /// of it: half the initial value (or of the current one, if shorter), so duplicated
+    /// datagrams do not multiply flights; and under the adaptive policy, the measured round
+    /// trip, since a copy that arrives sooner was sent before ours could reach the peer. Never
+    /// longer than our own timer, which resends by then anyway.
+    pub fn answer_window(&self) -> Duration {
+        let half = self.current.min(self.initial) / 2;
+        match (self.floor, self.rtt.estimate()) {
+            (Some(_), Some(e)) => half.max(e.smoothed).min(self.current),
+            _ => half,
+        }
     }
 
     /// The round trip measured so far (with the cached estimate it started from).
@@ -440,6 +498,7 @@ impl DatagramBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rtt::ProfiledExchange;
 
     #[test]
     fn timer_doubles_to_ceiling_and_resets_after_clean_flight() {
@@ -513,6 +572,7 @@ mod tests {
             samples: 1,
             largest_exchange: 200,
             loss_seen: false,
+            flights: Default::default(),
         };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // A 150-byte flight (with the peer's answer guessed at 0 bytes): the measured size, the estimate.
@@ -551,9 +611,10 @@ mod tests {
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         // The peer's answer skipped record numbers: part of it was lost and resent on the
         // peer's timer, so the 2.2 s are that timer, not the path.
-        t.on_peer_records_skipped();
+        t.on_peer_records_skipped(true);
         t.on_new_flight(Instant::from_millis(2200), 100, 1..2, 100);
         assert!(t.estimate().is_none(), "no sample from the peer's recovery");
+        assert!(t.rtt.loss_seen(), "part of the answer had come: the rest was lost");
         // A gap noticed before our next flight went out says nothing about its answer.
         t.on_new_flight(Instant::from_millis(2400), 100, 2..3, 200);
         assert_eq!(t.estimate().unwrap().smoothed, ms(200));
@@ -577,11 +638,12 @@ mod tests {
         t.on_new_flight(Instant::from_millis(7500), 100, 3..4, 200);
         assert_eq!(t.current(), ms(2000));
         assert_eq!(t.on_retransmit(Instant::from_millis(9500), 4..5), Instant::from_millis(13_500));
-        // The loss travels with the estimate into the next handshake's timer.
+        // The loss travels with the estimate into the next handshake's timer: its first flight
+        // would wait what its exchange took (1.5 s and a quarter), and no more than 2 s.
         let cached = t.estimate();
         let mut next = RetransmitTimer::new(ms(2000), ms(60_000), policy, cached);
         next.on_new_flight(Instant::ZERO, 100, 0..1, 0);
-        assert_eq!(next.current(), ms(2000));
+        assert_eq!(next.current(), ms(1875));
         // The fixed policy ignores it.
         let mut fixed = RetransmitTimer::new(ms(1000), ms(60_000), RetransmitPolicy::Fixed, cached);
         fixed.on_new_flight(Instant::ZERO, 100, 0..1, 0);
@@ -614,6 +676,115 @@ mod tests {
         u.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         u.on_echoed_answer(Instant::from_millis(3000), 7, 40);
         assert!(u.estimate().is_none());
+    }
+
+    #[test]
+    fn records_skipped_before_the_answer_began_show_no_loss_unless_we_resent() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        // Copies of the peer's previous flight, which we had, may be what went missing.
+        t.on_peer_records_skipped(false);
+        assert!(!t.rtt.loss_seen());
+        // Once our flight was resent, the answer itself may have been lost.
+        t.on_retransmit(Instant::from_millis(1000), 1..2);
+        t.on_peer_records_skipped(false);
+        assert!(t.rtt.loss_seen());
+    }
+
+    #[test]
+    fn a_flight_waits_what_its_exchange_took_last_time_plus_a_period() {
+        let ms = Duration::from_millis;
+        // The floor is the link's wake-up period and a quarter (1.25 s).
+        let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
+        let mut flights = crate::rtt::FlightProfile::default();
+        flights[1] = ProfiledExchange { took: ms(8000), flight_bytes: 100 };
+        let cached = RttEstimate {
+            smoothed: ms(2000),
+            variation: ms(3000),
+            exchange_bytes: 200,
+            samples: 3,
+            largest_exchange: 300,
+            loss_seen: false,
+            flights,
+        };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        // The first flight was not profiled: SRTT + 4·RTTVAR.
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert_eq!(t.current(), ms(14_000));
+        // The second took 8 s last time: 8 s and a quarter, not 2 + 12 s.
+        t.on_new_flight(Instant::from_millis(2000), 100, 1..2, 100);
+        assert_eq!(t.current(), ms(10_000));
+        // Where a quarter of the exchange is less than the floor, the floor is the margin.
+        let mut flights = crate::rtt::FlightProfile::default();
+        flights[0] = ProfiledExchange { took: ms(2000), flight_bytes: 100 };
+        let cached = RttEstimate { smoothed: ms(1000), flights, ..cached };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert_eq!(t.current(), ms(3250));
+    }
+
+    #[test]
+    fn a_resent_flight_leaves_its_exchange_as_an_upper_bound_but_no_sample() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        t.on_new_flight(Instant::from_millis(500), 100, 1..2, 100);
+        // The second flight is resent at 1.5 s; its answer comes at 4.5 s, 4 s after it went.
+        t.on_retransmit(Instant::from_millis(1500), 2..3);
+        t.on_new_flight(Instant::from_millis(4500), 100, 3..4, 200);
+        let estimate = t.estimate().unwrap();
+        assert_eq!(estimate.samples, 1, "Karn: SRTT has the clean exchange only");
+        assert_eq!(estimate.smoothed, ms(500));
+        assert_eq!(estimate.flights[1].took, ms(4000), "the next handshake waits for it");
+        // After a loss was seen, a resent flight's time may hold the loss: nothing is kept.
+        t.rtt.on_loss();
+        t.on_retransmit(Instant::from_millis(5000), 4..5);
+        t.on_new_flight(Instant::from_millis(9000), 100, 5..6, 300);
+        assert!(t.estimate().unwrap().flights[2].took.is_zero());
+    }
+
+    #[test]
+    fn the_ceiling_rises_to_twice_the_longest_exchange() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(100) };
+        let mut flights = crate::rtt::FlightProfile::default();
+        // A four-hop TSCH path with 10 s slotframes: 100 s per exchange.
+        flights[0] = ProfiledExchange { took: ms(100_000), flight_bytes: 100 };
+        let cached = RttEstimate {
+            smoothed: ms(100_000),
+            variation: ms(1000),
+            exchange_bytes: 200,
+            samples: 4,
+            largest_exchange: 200,
+            loss_seen: false,
+            flights,
+        };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert_eq!(t.current(), ms(125_000), "not clamped to 60 s");
+        t.on_retransmit(Instant::from_millis(125_000), 1..2);
+        assert_eq!(t.current(), ms(200_000), "doubled up to 2 · 100 s");
+        // Without an estimate the configured ceiling holds.
+        let mut t = RetransmitTimer::new(ms(40_000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        t.on_retransmit(Instant::from_millis(40_000), 1..2);
+        assert_eq!(t.current(), ms(60_000));
+    }
+
+    #[test]
+    fn a_long_timer_still_answers_the_peers_resent_flight_soon() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, None);
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        for at in [2000, 6000, 14_000] {
+            t.on_retransmit(Instant::from_millis(at), 0..1);
+        }
+        assert_eq!(t.current(), ms(16_000));
+        assert_eq!(t.answer_window(), ms(1000), "half the initial value, not 8 s");
     }
 
     #[test]

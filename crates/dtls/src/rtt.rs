@@ -8,7 +8,10 @@
 //! frames both flights take, so each sample is kept with the bytes of the exchange it measured
 //! (our flight and the peer's answer), and an estimate is stretched for a larger exchange,
 //! never shrunk for a smaller one: on a link where size does not matter (the Internet) a larger
-//! timer only costs loss recovery time, while a shrunk one would fire spuriously.
+//! timer only costs loss recovery time, while a shrunk one would fire spuriously. Beside the
+//! smoothed estimate, each of our flights' exchanges is kept by its place in the handshake and
+//! the size of our flight (the [`FlightProfile`]): the next handshake's same flight takes
+//! about as long again on a link whose schedule repeats.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -33,6 +36,34 @@ pub struct RttEstimate {
     /// Whether the path has lost a datagram (an answer named a later transmission than our
     /// first): then no flight waits longer than the initial value before it is sent again.
     pub loss_seen: bool,
+    /// The exchange each of our flights started, by its place in the handshake, took when last
+    /// measured (zero: not measured).
+    pub flights: FlightProfile,
+}
+
+/// Flights of ours remembered by their place in a handshake.
+pub const PROFILE_FLIGHTS: usize = 4;
+
+/// What each of our flights' exchanges took, by the flight's place in the handshake.
+pub type FlightProfile = [ProfiledExchange; PROFILE_FLIGHTS];
+
+/// One exchange of a [`FlightProfile`]: what it took (zero: not measured) and the bytes of our
+/// flight that started it, so that a flight of another handshake at the same place (a
+/// resumption's ClientHello with its ticket, or one with a cached cookie, after a full
+/// handshake's) does not take its time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProfiledExchange {
+    pub took: Duration,
+    pub flight_bytes: u32,
+}
+
+impl ProfiledExchange {
+    /// Whether a flight of `flight_bytes` is the one measured: within a sixteenth of its size
+    /// (a cookie or a ticket more is another flight).
+    fn matches(&self, flight_bytes: u32) -> bool {
+        let (a, b) = (self.flight_bytes, flight_bytes);
+        !self.took.is_zero() && a.abs_diff(b) <= a.max(b) / 16
+    }
 }
 
 impl RttEstimate {
@@ -43,7 +74,15 @@ impl RttEstimate {
     /// than those measured. Not clamped: the timer applies its floor and ceiling.
     pub fn timeout_for(&self, exchange_bytes: u32) -> Duration {
         let margin = (self.variation.saturating_mul(4)).max(self.smoothed / 4);
-        let base = self.smoothed.saturating_add(margin);
+        self.stretched(self.smoothed.saturating_add(margin), exchange_bytes)
+    }
+
+    /// SRTT stretched like [`Self::timeout_for`] for an exchange of `exchange_bytes`.
+    pub fn smoothed_for(&self, exchange_bytes: u32) -> Duration {
+        self.stretched(self.smoothed, exchange_bytes)
+    }
+
+    fn stretched(&self, base: Duration, exchange_bytes: u32) -> Duration {
         if exchange_bytes > self.exchange_bytes && self.exchange_bytes > 0 {
             base.mul_f64(f64::from(exchange_bytes) / f64::from(self.exchange_bytes))
         } else {
@@ -58,12 +97,17 @@ pub(crate) struct RttEstimator {
     estimate: Option<RttEstimate>,
     /// A loss was seen (kept apart so one seen before the first sample is not forgotten).
     loss_seen: bool,
+    profile: FlightProfile,
 }
 
 impl RttEstimator {
     /// Starts from an estimate cached by an earlier handshake with the same peer.
     pub fn seeded(estimate: Option<RttEstimate>) -> Self {
-        RttEstimator { estimate, loss_seen: estimate.is_some_and(|e| e.loss_seen) }
+        RttEstimator {
+            estimate,
+            loss_seen: estimate.is_some_and(|e| e.loss_seen),
+            profile: estimate.map(|e| e.flights).unwrap_or_default(),
+        }
     }
 
     /// The path lost a datagram.
@@ -78,6 +122,33 @@ impl RttEstimator {
         self.loss_seen
     }
 
+    /// The longest exchange measured: SRTT, or an exchange of the profile if longer.
+    pub fn longest(&self) -> Option<Duration> {
+        let profiled = self.profile.iter().map(|p| p.took).max().filter(|d| !d.is_zero());
+        match (self.estimate.map(|e| e.smoothed), profiled) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// What the exchange of our flight at `place`, of `flight_bytes`, took when last measured:
+    /// at that place, or else at another (a ClientHello with a cached cookie is the one that
+    /// came second after a cookie exchange).
+    pub fn profiled(&self, place: usize, flight_bytes: u32) -> Option<Duration> {
+        let same_place = self.profile.get(place).filter(|p| p.matches(flight_bytes));
+        same_place.or_else(|| self.profile.iter().find(|p| p.matches(flight_bytes))).map(|p| p.took)
+    }
+
+    /// The exchange of our flight at `place`, of `flight_bytes`, took `rtt`.
+    pub fn profile(&mut self, place: usize, flight_bytes: u32, rtt: Duration) {
+        if let Some(slot) = self.profile.get_mut(place) {
+            *slot = ProfiledExchange { took: rtt.max(Duration::from_micros(1)), flight_bytes };
+        }
+        if let Some(e) = self.estimate.as_mut() {
+            e.flights = self.profile;
+        }
+    }
+
     /// One measured exchange of `exchange_bytes` that took `rtt` (RFC 6298 §2.2 and §2.3,
     /// α = 1/8, β = 1/4; the exchange size smoothed like SRTT).
     pub fn sample(&mut self, rtt: Duration, exchange_bytes: u32) {
@@ -89,6 +160,7 @@ impl RttEstimator {
                 samples: 1,
                 largest_exchange: exchange_bytes,
                 loss_seen: self.loss_seen,
+                flights: self.profile,
             },
             Some(e) => RttEstimate {
                 variation: e.variation * 3 / 4 + e.smoothed.abs_diff(rtt) / 4,
@@ -97,6 +169,7 @@ impl RttEstimator {
                 samples: e.samples.saturating_add(1),
                 largest_exchange: e.largest_exchange.max(exchange_bytes),
                 loss_seen: self.loss_seen,
+                flights: self.profile,
             },
         });
     }
@@ -224,6 +297,7 @@ mod tests {
             samples: 1,
             largest_exchange: 1,
             loss_seen: false,
+            flights: FlightProfile::default(),
         };
         let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
         cache.insert(ip(1), est(1));

@@ -317,3 +317,24 @@ fn after_a_loss_the_timer_waits_no_longer_than_the_initial_value() {
     assert!(after_cookie.iter().all(|t| *t <= Duration::from_secs(1)), "{lossy:?}");
     assert!(after_cookie.iter().all(|t| *t >= ms(50)), "never below the floor: {lossy:?}");
 }
+
+/// Whether the client's estimate after one handshake over a 600 ms round trip shows a loss,
+/// the server's datagrams picked by `lost` dropped.
+fn client_saw_loss(lost: impl FnMut(&net::Datagram) -> bool + 'static) -> bool {
+    let (mut client, server) = configs(Kind::Psk, adaptive(ms(50)));
+    client.initial_retransmit = Duration::from_secs(1);
+    let mut pair = Pair::new(client, server);
+    pair.delay = ms(300);
+    pair.filter = net::drop_if(lost);
+    let (c, _) = pair.handshake(MINUTE).expect("handshake");
+    c.rtt.expect("measured").loss_seen
+}
+
+#[test]
+fn a_lost_first_server_flight_shows_a_loss_to_the_client() {
+    assert!(!client_saw_loss(|_| false), "nothing lost, no loss");
+    // The server's first flight after the cookie exchange: the client resends its ClientHello,
+    // and the server's second transmission comes under later record numbers than the one the
+    // server's count starts with (one past the ClientHello it answers).
+    assert!(client_saw_loss(|d| d.dir == Dir::ToClient && d.index == 1), "flight 4 lost");
+}

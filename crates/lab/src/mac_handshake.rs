@@ -84,6 +84,21 @@ pub struct MacHandshake {
     pub server_summary: Option<HandshakeSummary>,
 }
 
+/// What a run's randomness is drawn from: the network (wake-up phases, cell placements) and the
+/// traffic on it (losses, contention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunSeeds {
+    pub network: u64,
+    pub traffic: u64,
+}
+
+impl RunSeeds {
+    /// Network and traffic from one seed.
+    pub fn one(seed: u64) -> Self {
+        RunSeeds { network: seed, traffic: seed }
+    }
+}
+
 /// Runs `client` (created at `start`, addressed to [`server_addr`]) against `server` over `hops`
 /// hops of `mac`, schedules and losses drawn from `seed`, for at most an hour of simulated time.
 /// The server may already hold sessions; only the new one is waited for.
@@ -95,10 +110,26 @@ pub fn run(
     client: &mut Connection,
     server: &mut Endpoint,
 ) -> anyhow::Result<MacHandshake> {
-    let mut rng = fastshake_sim::mac::sequence::seeded_rng(seed);
+    run_seeded(mac, hops, RunSeeds::one(seed), start, client, server)
+}
+
+/// [`run`] with the network and its traffic drawn from separate seeds: a later handshake of the
+/// same client crosses the same network (its phases and cells stay) with other losses.
+pub fn run_seeded(
+    mac: &MacConfig,
+    hops: usize,
+    seeds: RunSeeds,
+    start: Instant,
+    client: &mut Connection,
+    server: &mut Endpoint,
+) -> anyhow::Result<MacHandshake> {
+    let mut rng = fastshake_sim::mac::sequence::seeded_rng(seeds.network);
     let chain: Vec<usize> = (0..=hops).collect();
     let links: Vec<(usize, usize)> = chain.windows(2).map(|w| (w[0], w[1])).collect();
     let mut mac = build(mac, &chain, &links, &mut rng)?;
+    if seeds.traffic != seeds.network {
+        rng = fastshake_sim::mac::sequence::seeded_rng(seeds.traffic);
+    }
     let mut ledger = RadioLedger::default();
     let (client_addr, server_addr) = (client_addr(), server_addr());
     // Datagrams on their way: (arrival, order, towards the server, DTLS bytes).

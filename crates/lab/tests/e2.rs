@@ -2,7 +2,7 @@
 //! hold whatever the exact figures (durations grow with CI, BI and hops; losses slow the
 //! handshake; every handshake completes; 29 bytes per CCM-8 record), never the paper's times.
 
-use fastshake_lab::e2::{self, handshake::Timer, Options, Report};
+use fastshake_lab::e2::{self, handshake, Options, Report};
 use std::sync::OnceLock;
 
 fn report() -> &'static Report {
@@ -35,7 +35,7 @@ fn every_handshake_completes() {
     // X-MAC 6 CI x 2 PDR x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH L 101 at C 1-3 and C 1 over
     // 2 hops, the 3 beacon equivalents, 5 variants on the 3 links of at most 2 hops and BiTHaC
     // on X-MAC's and TSCH's; both timers when the engine has the adaptive one.
-    let timers = if Timer::ADAPTIVE.available() { 2 } else { 1 };
+    let timers = if handshake::adaptive_timer_available() { 2 } else { 1 };
     assert_eq!(n, (24 + 30 + 4 + 3 + 15 + 2) * timers);
 }
 
@@ -169,7 +169,7 @@ fn every_claim_has_a_verdict_and_every_difference_a_reason() {
 #[test]
 fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() {
     let r = report();
-    assert!(r.adaptive_timer_available && Timer::ADAPTIVE.available());
+    assert!(r.adaptive_timer_available && handshake::adaptive_timer_available());
     // L = 101, C = 1: a hop takes about half a second per frame, so tinyDTLS's 2 s timer fires
     // mid-schedule; the measured round trip keeps the adaptive one from doing so as often.
     for row in r.tsch.real.iter().filter(|row| row.l == 101 && row.c == 1) {
@@ -180,33 +180,50 @@ fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() 
     }
 }
 
-/// Beacon-enabled links at PDR 100 %, a returning client: no spurious resend over these four
-/// seeds at two hops, nor at SO 3 on one hop. (Not yet everywhere, nor over more seeds: on one
-/// hop a server's cookie exchange can fit in one CAP while a later exchange of about the same
-/// size waits for the next; over 30 seeds SO 3 on one hop still shows 0.2-0.5 per handshake.)
+/// At PDR 100 % a returning client's adaptive timer (floor: a wake-up period and a quarter)
+/// resends nothing spuriously, on any MAC of the grid, at one hop and two; tinyDTLS's fixed 2 s
+/// timer does, from X-MAC's CI 1 s, the longer beacon intervals and TSCH's L 101 on.
 #[test]
-fn beacon_adaptive_timer_of_a_returning_client_resends_nothing_spuriously_where_measured() {
-    let rows = &report().beacon.rows;
-    let mut checked = 0;
-    for r in rows.iter().filter(|r| r.hops == 2 || r.superframe_order == 3) {
-        let a = r.handshake.adaptive.as_ref().expect("adaptive rows");
-        assert_eq!(
-            a.spurious_retransmissions, 0.0,
-            "BO {} SO {} H {}: {a:?}",
-            r.beacon_order, r.superframe_order, r.hops
+fn a_returning_clients_adaptive_timer_resends_nothing_spuriously_on_a_clean_link() {
+    let r = report();
+    let rows = r
+        .xmac
+        .rows
+        .iter()
+        .filter(|row| row.pdr == 1.0)
+        .map(|row| (format!("X-MAC CI {} H {}", row.check_interval_ms, row.hops), &row.handshake))
+        .chain(r.beacon.rows.iter().map(|row| {
+            (
+                format!("beacon BO {} SO {} H {}", row.beacon_order, row.superframe_order, row.hops),
+                &row.handshake,
+            )
+        }))
+        .chain(
+            r.tsch
+                .real
+                .iter()
+                .map(|row| (format!("TSCH L {} C {} H {}", row.l, row.c, row.h), &row.handshake)),
         );
+    let (mut checked, mut fixed_spurious) = (0, 0.0);
+    for (at, both) in rows {
+        let a = both.adaptive.as_ref().expect("adaptive rows");
+        assert!(both.adaptive_first_contact.is_some(), "the first-contact figure is kept");
+        assert_eq!(a.spurious_retransmissions, 0.0, "{at}: {a:?}");
+        fixed_spurious += both.fixed.spurious_retransmissions;
         checked += 1;
     }
-    assert_eq!(checked, 5 * 3 + 5, "every BO at two hops, and SO 3 at one");
+    assert_eq!(checked, 12 + 30 + 4, "X-MAC 6 CI x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH 4 rows");
+    assert!(fixed_spurious > 1.0, "the fixed timer resends spuriously somewhere: {fixed_spurious}");
 }
 
-/// At PDR 90 % on X-MAC with short check intervals the adaptive timer (returning client) is
-/// no slower on average than tinyDTLS's fixed 2 s: its samples leave out the exchanges that
-/// needed either side's loss recovery, so its timers stay near the path's round trip.
+/// At PDR 90 % on X-MAC the adaptive timer (returning client) is no slower on average than
+/// tinyDTLS's fixed 2 s where these four seeds measure it apart from noise: the loss seen by the
+/// earlier handshake caps it at the initial value, and a copy the peer resent is answered at
+/// once.
 #[test]
-fn xmac_adaptive_timer_is_no_slower_than_the_fixed_one_at_pdr_90_with_short_check_intervals() {
+fn xmac_adaptive_timer_is_no_slower_than_the_fixed_one_at_pdr_90() {
     let rows = &report().xmac.rows;
-    for (ci, hops) in [(125.0, 1), (125.0, 2), (250.0, 2)] {
+    for (ci, hops) in [(125.0, 1), (125.0, 2), (250.0, 2), (1000.0, 2), (2000.0, 2), (4000.0, 2)] {
         let r = rows
             .iter()
             .find(|r| r.check_interval_ms == ci && r.pdr == 0.9 && r.hops == hops)
@@ -214,28 +231,6 @@ fn xmac_adaptive_timer_is_no_slower_than_the_fixed_one_at_pdr_90_with_short_chec
         let (a, f) = (r.handshake.adaptive.as_ref().expect("adaptive rows"), &r.handshake.fixed);
         assert!(a.duration_s <= f.duration_s, "CI {ci} H {hops}: adaptive {a:?}, fixed {f:?}");
     }
-}
-
-/// The adaptive timer on X-MAC with the round-trip cache primed by an earlier handshake, at
-/// PDR 100 %: the fixed 2 s timer resends mid-schedule from CI 1 s on; the adaptive one does
-/// not there, and elsewhere at most on one seed of four (not yet zero everywhere: a single
-/// X-MAC exchange can take longer than the estimate's margin when a wake-up is missed).
-#[test]
-fn xmac_adaptive_timer_of_a_returning_client_resends_almost_nothing_spuriously_on_a_clean_link() {
-    let rows = &report().xmac.rows;
-    let (mut fixed_spurious, mut adaptive_spurious) = (0.0, 0.0);
-    for r in rows.iter().filter(|r| r.pdr == 1.0) {
-        let a = r.handshake.adaptive.as_ref().expect("adaptive rows");
-        assert!(r.handshake.adaptive_first_contact.is_some(), "the first-contact figure is kept");
-        let at = format!("CI {} H {}: {a:?}", r.check_interval_ms, r.hops);
-        assert!(a.spurious_retransmissions <= 0.25, "{at}");
-        if r.check_interval_ms >= 1000.0 {
-            assert_eq!(a.spurious_retransmissions, 0.0, "{at}");
-        }
-        fixed_spurious += r.handshake.fixed.spurious_retransmissions;
-        adaptive_spurious += a.spurious_retransmissions;
-    }
-    assert!(adaptive_spurious * 4.0 < fixed_spurious, "adaptive {adaptive_spurious}, fixed {fixed_spurious}");
 }
 
 /// The paper's model sends each of its 10 messages as one frame per hop; the simulated stand-in

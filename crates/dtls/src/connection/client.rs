@@ -261,9 +261,6 @@ impl Connection {
         let Some(Step::Client(ClientStep::ExpectServerHello(mut state))) = hs.step.take() else {
             return Ok(());
         };
-        // Its record number echoes ours, not the server's count: the count starts afresh with
-        // the server's next flight.
-        hs.peer_next_seq[0] = None;
         if message_seq == state.hello_seq {
             // It echoes the record number of the ClientHello it answers (RFC 6347 §4.2.1): a
             // round trip even when that ClientHello was resent.
@@ -277,6 +274,10 @@ impl Connection {
         } else if state.cookie != hvr.cookie {
             state.cookie = hvr.cookie.to_vec();
             self.send_client_hello(now, hs, &mut state);
+            // The HelloVerifyRequest's record number echoed ours (RFC 6347 §4.2.1), so the
+            // server's own count starts with its next flight, at most one past the ClientHello
+            // it answers: a first record numbered beyond that follows records that went missing.
+            hs.peer_next_seq[0] = Some(hs.epoch0_write_seq);
         }
         // (The same cookie again answers a ClientHello we already resent with it.)
         hs.step = Some(Step::Client(ClientStep::ExpectServerHello(state)));

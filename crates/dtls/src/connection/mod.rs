@@ -412,10 +412,12 @@ impl Connection {
         (bytes, first_seq..hs.epoch0_write_seq)
     }
 
-    /// The peer resent the flight our current flight answers: ours was lost, resend it, but at
-    /// most once per half timer period so duplicated datagrams do not multiply flights.
+    /// The peer resent the flight our current flight answers: ours was lost, resend it, but not
+    /// again within half the initial timer value, so duplicated datagrams do not multiply
+    /// flights. The window does not follow our backed-off or adaptive timer: a long timer would
+    /// leave the peer's recovery unanswered for half of it.
     fn on_peer_retransmission(&mut self, now: Instant, hs: &mut Handshake) {
-        if now < hs.flight.timer.last_sent + hs.flight.timer.current() / 2 {
+        if now < hs.flight.timer.last_sent + hs.flight.timer.answer_window() {
             return;
         }
         self.retransmit_flight(now, hs);
@@ -751,7 +753,11 @@ impl Connection {
                 hs.record_seq_in = header.seq;
             }
             if hs.note_peer_record(header.epoch, header.seq) {
-                hs.flight.timer.on_peer_records_skipped();
+                let answer_begun = hs.reassembler.holds_fragments()
+                    || hs
+                        .peer_prev_flight_last
+                        .is_some_and(|last| hs.reassembler.next_seq() > last.wrapping_add(1));
+                hs.flight.timer.on_peer_records_skipped(answer_begun);
             }
         }
         match content_type {

@@ -101,6 +101,11 @@ impl Reassembler {
         self.next_seq
     }
 
+    /// Whether fragments of messages not yet complete are held.
+    pub fn holds_fragments(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
     /// Forgets everything and expects `next_seq` next.
     pub fn reset(&mut self, next_seq: u16) {
         self.next_seq = next_seq;

@@ -1,7 +1,7 @@
 //! Our real DTLS 1.2 handshake over a chain of MAC hops, in the variants E2 compares, with the
 //! retransmission timer as one parameter; means over seeds.
 
-use crate::mac_handshake::{self, MacHandshake};
+use crate::mac_handshake::{self, MacHandshake, RunSeeds};
 use crate::pki::{LabPki, WALL_CLOCK};
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, Connection, Endpoint, Instant, Mobility, RetransmitPolicy,
@@ -67,14 +67,24 @@ pub enum Timer {
     Adaptive { floor_ms: u64 },
 }
 
+/// The adaptive timer's floor over the link's wake-up period: a quarter more than one period.
+pub const FLOOR_PERIODS: f64 = 1.25;
+
 impl Timer {
-    /// The adaptive timer `lab e2` uses by default.
-    pub const ADAPTIVE: Timer = Timer::Adaptive { floor_ms: 100 };
+    /// The adaptive timer `lab e2` uses on `mac`: never below [`FLOOR_PERIODS`] of its wake-up
+    /// period. The MAC knows that period (its check interval, beacon interval or slotframe) and
+    /// hands it to DTLS as configuration: whether an answer comes within the current wake-up
+    /// or the next is decided by the schedule, which no round trip measured earlier shows.
+    pub fn adaptive_for(mac: &MacConfig) -> Timer {
+        Timer::Adaptive {
+            floor_ms: (wake_up_period(mac).as_secs_f64() * 1000.0 * FLOOR_PERIODS).round() as u64,
+        }
+    }
 
     pub fn name(self) -> String {
         match self {
             Timer::Fixed2s => "fixed 2 s".to_string(),
-            Timer::Adaptive { floor_ms } => format!("adaptive, floor {floor_ms} ms"),
+            Timer::Adaptive { .. } => format!("adaptive, floor {FLOOR_PERIODS} wake-up periods"),
         }
     }
 
@@ -89,8 +99,19 @@ impl Timer {
 
 /// Whether the engine has `RetransmitPolicy::Adaptive` (it has since the adaptive timer landed;
 /// kept as a function so the experiment reads the same either way).
-fn adaptive_timer_available() -> bool {
+pub fn adaptive_timer_available() -> bool {
     true
+}
+
+/// How long a frame may wait for the receiver on `mac`: X-MAC's check interval, the beacon
+/// interval, one slotframe.
+pub fn wake_up_period(mac: &MacConfig) -> Duration {
+    let ms = match mac {
+        MacConfig::XMac(x) => x.check_interval_ms,
+        MacConfig::Beacon(b) => super::beacon::order_ms(b.beacon_order),
+        MacConfig::Tsch(t) => f64::from(t.slotframe) * t.timeslot_ms,
+    };
+    Duration::from_secs_f64(ms / 1000.0)
 }
 
 /// Both ends start from tinyDTLS's 2 s; the adaptive policy then follows the measured round trip.
@@ -189,18 +210,22 @@ pub fn measure_contact(
     if !matches!(variant, Variant::Resumption | Variant::CachedCookie | Variant::Bithac) {
         if contact == Contact::Returning {
             // The earlier handshake fills both round-trip caches; its session is replaced. One
-            // that gave up (lossy links) still leaves what it measured.
+            // that gave up (lossy links) still leaves what it measured. It crosses the same
+            // network (phases, cells) with its own losses.
             let mut first =
                 Connection::client(client_config.clone(), start, server_addr, seed_bytes(seed, 4));
-            let earlier = mac_handshake::run(mac, hops, seed ^ 0x5eed, start, &mut first, &mut server)?;
+            let seeds = RunSeeds { network: seed, traffic: seed ^ 0x5eed };
+            let earlier = mac_handshake::run_seeded(mac, hops, seeds, start, &mut first, &mut server)?;
             start = earlier.end.unwrap_or(start) + Duration::from_secs(1);
         }
         let mut client = Connection::client(client_config, start, server_addr, seed_bytes(seed, 1));
         return mac_handshake::run(mac, hops, seed, start, &mut client, &mut server);
     }
-    // A first handshake, not measured, gives the session (the cookie, the cache entry) to reuse.
+    // A first handshake, not measured, on the same network, gives the session (the cookie, the
+    // cache entry) to reuse.
     let mut first = Connection::client(client_config.clone(), start, server_addr, seed_bytes(seed, 1));
-    let earlier = mac_handshake::run(mac, hops, seed ^ 0x5eed, start, &mut first, &mut server)?;
+    let seeds = RunSeeds { network: seed, traffic: seed ^ 0x5eed };
+    let earlier = mac_handshake::run_seeded(mac, hops, seeds, start, &mut first, &mut server)?;
     anyhow::ensure!(earlier.completed, "the handshake before the measured one did not complete");
     let summary = earlier.client_summary.clone();
     // The measured one starts a second after the first ended, on the same server.
@@ -369,10 +394,11 @@ impl BothTimers {
 }
 
 /// What the adaptive columns of the tables are.
-pub const ADAPTIVE_LEGEND: &str = "'adapt' = a returning client: an earlier handshake (not measured) filled both \
-ends' round-trip caches, so the first flight's timer comes from the path's last measured round trip (like TCP's \
-metrics cache); '1st s/sp' = the same adaptive timer at first contact (nothing cached, the first flight waits \
-2 s): seconds / spurious resends. 'fixed' is always first contact (it keeps nothing).";
+pub const ADAPTIVE_LEGEND: &str = "'adapt' = a returning client: an earlier handshake (not measured) over the same \
+network filled both ends' round-trip caches, so each flight waits what its exchange took then (like TCP's metrics \
+cache), never less than the floor: the MAC's wake-up period (check interval, beacon interval, slotframe) and a \
+quarter; '1st s/sp' = the same adaptive timer at first contact (nothing cached, the first flight waits 2 s or the \
+floor if longer): seconds / spurious resends. 'fixed' is always first contact (it keeps nothing).";
 
 pub fn both_timers(
     mac: &MacConfig,
@@ -382,13 +408,14 @@ pub fn both_timers(
     pki: &LabPki,
 ) -> anyhow::Result<BothTimers> {
     let fixed = mean(mac, hops, variant, Timer::Fixed2s, seeds.clone(), pki)?;
-    let (adaptive, adaptive_first_contact) = if Timer::ADAPTIVE.available() {
+    let adaptive_timer = Timer::adaptive_for(mac);
+    let (adaptive, adaptive_first_contact) = if adaptive_timer.available() {
         let returning =
-            mean_contact(mac, hops, variant, Timer::ADAPTIVE, Contact::Returning, seeds.clone(), pki)?;
-        let first = mean_contact(mac, hops, variant, Timer::ADAPTIVE, Contact::First, seeds, pki)?;
+            mean_contact(mac, hops, variant, adaptive_timer, Contact::Returning, seeds.clone(), pki)?;
+        let first = mean_contact(mac, hops, variant, adaptive_timer, Contact::First, seeds, pki)?;
         (Some(returning), Some(first))
     } else {
         (None, None)
     };
-    Ok(BothTimers { adaptive_timer: Timer::ADAPTIVE, adaptive, adaptive_first_contact, fixed })
+    Ok(BothTimers { adaptive_timer, adaptive, adaptive_first_contact, fixed })
 }

@@ -93,11 +93,12 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     anyhow::ensure!(options.seeds > 0, "at least one seed");
     anyhow::ensure!(options.max_hops > 0, "at least one hop");
     let pki = LabPki::kept()?;
-    let available = handshake::Timer::ADAPTIVE.available();
+    let available = handshake::adaptive_timer_available();
     Ok(Report {
         paper:
             "seed 002: M. Vucinic et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section III",
-        timer: if available { handshake::Timer::ADAPTIVE } else { handshake::Timer::Fixed2s }.name(),
+        timer: if available { handshake::Timer::Adaptive { floor_ms: 0 } } else { handshake::Timer::Fixed2s }
+            .name(),
         adaptive_timer_available: available,
         xmac: xmac::run(options, &pki)?,
         beacon: beacon::run(options, &pki)?,
