@@ -16,6 +16,9 @@ use zeroize::Zeroize;
 
 /// Bytes of the MAC tag inside a cookie.
 pub const COOKIE_TAG_LEN: usize = 15;
+/// Bytes of the shortest tag a cookie may carry, when it gives room to other fields (a dated
+/// DTLS cookie's issue time): 96 bits, still out of reach of forgery for a key's lifetime.
+pub const MIN_COOKIE_TAG_LEN: usize = 12;
 /// Bytes of a whole cookie: the key epoch and the tag.
 pub const COOKIE_LEN: usize = 1 + COOKIE_TAG_LEN;
 
@@ -76,15 +79,31 @@ impl CookieMac {
     /// A cookie over `inputs` under the current key.
     pub fn sign(&self, inputs: &[&[u8]]) -> [u8; COOKIE_LEN] {
         let mut cookie = [0u8; COOKIE_LEN];
-        cookie[0] = self.current.epoch;
-        cookie[1..].copy_from_slice(&self.current.tag(inputs));
+        self.sign_into(inputs, &mut cookie);
         cookie
+    }
+
+    /// Writes a cookie over `inputs` under the current key into `out`: the key epoch, then the
+    /// tag truncated to the rest of `out` ([`MIN_COOKIE_TAG_LEN`] to [`COOKIE_TAG_LEN`] bytes).
+    ///
+    /// # Panics
+    /// If `out` does not have room for such a tag: a caller's fixed layout, never input.
+    pub fn sign_into(&self, inputs: &[&[u8]], out: &mut [u8]) {
+        let tag_len = out.len() - 1;
+        assert!((MIN_COOKIE_TAG_LEN..=COOKIE_TAG_LEN).contains(&tag_len), "cookie tag of {tag_len} bytes");
+        out[0] = self.current.epoch;
+        out[1..].copy_from_slice(&self.current.tag(inputs)[..tag_len]);
     }
 
     /// Whether `cookie` was signed over `inputs` by the current or the previous key.
     /// The tag comparison is constant-time.
     pub fn verify(&self, cookie: &[u8], inputs: &[&[u8]]) -> bool {
-        if cookie.len() != COOKIE_LEN {
+        cookie.len() == COOKIE_LEN && self.verify_truncated(cookie, inputs)
+    }
+
+    /// [`Self::verify`] for a cookie written by [`Self::sign_into`], whose tag may be shorter.
+    pub fn verify_truncated(&self, cookie: &[u8], inputs: &[&[u8]]) -> bool {
+        if !(1 + MIN_COOKIE_TAG_LEN..=COOKIE_LEN).contains(&cookie.len()) {
             return false;
         }
         let key = if cookie[0] == self.current.epoch {
@@ -95,7 +114,7 @@ impl CookieMac {
                 _ => return false,
             }
         };
-        key.tag(inputs).ct_eq(&cookie[1..]).into()
+        key.tag(inputs)[..cookie.len() - 1].ct_eq(&cookie[1..]).into()
     }
 }
 
@@ -116,6 +135,18 @@ mod tests {
         assert!(!mac.verify(&bad, &[b"10.0.0.1:5684", b"hello"]));
         assert!(!mac.verify(&c[..COOKIE_LEN - 1], &[b"10.0.0.1:5684", b"hello"]));
         assert!(!CookieMac::new([8; 16]).verify(&c, &[b"10.0.0.1:5684", b"hello"]));
+    }
+
+    #[test]
+    fn a_truncated_tag_verifies_only_at_its_length() {
+        let mac = CookieMac::new([7; 16]);
+        let mut short = [0u8; 1 + MIN_COOKIE_TAG_LEN];
+        mac.sign_into(&[b"x"], &mut short);
+        assert!(mac.verify_truncated(&short, &[b"x"]));
+        assert!(!mac.verify_truncated(&short, &[b"y"]));
+        assert!(!mac.verify(&short, &[b"x"]), "a full cookie is 16 bytes");
+        assert!(!mac.verify_truncated(&short[..short.len() - 1], &[b"x"]), "below the shortest tag");
+        assert_eq!(&mac.sign(&[b"x"])[..short.len()], &short[..], "the same tag, cut");
     }
 
     #[test]

@@ -699,7 +699,7 @@ mod tests {
         // The floor is the link's wake-up period and a quarter (1.25 s).
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
         let mut flights = crate::rtt::FlightProfile::default();
-        flights[1] = ProfiledExchange { took: ms(8000), flight_bytes: 100 };
+        flights[1] = ProfiledExchange { took: ms(8000), flight_bytes: 300 };
         let cached = RttEstimate {
             smoothed: ms(2000),
             variation: ms(3000),
@@ -714,7 +714,7 @@ mod tests {
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(14_000));
         // The second took 8 s last time: 8 s and a quarter, not 2 + 12 s.
-        t.on_new_flight(Instant::from_millis(2000), 100, 1..2, 100);
+        t.on_new_flight(Instant::from_millis(2000), 300, 1..2, 100);
         assert_eq!(t.current(), ms(10_000));
         // Where a quarter of the exchange is less than the floor, the floor is the margin.
         let mut flights = crate::rtt::FlightProfile::default();

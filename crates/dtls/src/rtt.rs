@@ -132,11 +132,11 @@ impl RttEstimator {
     }
 
     /// What the exchange of our flight at `place`, of `flight_bytes`, took when last measured:
-    /// at that place, or else at another (a ClientHello with a cached cookie is the one that
-    /// came second after a cookie exchange).
+    /// at that place, or else at a later one, as an earlier handshake measured it (a
+    /// ClientHello with a cached cookie is the one that came second after a cookie exchange).
     pub fn profiled(&self, place: usize, flight_bytes: u32) -> Option<Duration> {
-        let same_place = self.profile.get(place).filter(|p| p.matches(flight_bytes));
-        same_place.or_else(|| self.profile.iter().find(|p| p.matches(flight_bytes))).map(|p| p.took)
+        let mut candidates = self.profile.iter().skip(place);
+        candidates.find(|p| p.matches(flight_bytes)).map(|p| p.took)
     }
 
     /// The exchange of our flight at `place`, of `flight_bytes`, took `rtt`.

@@ -81,24 +81,19 @@ pub(super) struct PartialHello {
 /// Marks the inputs of a cookie bound to the client's address only (`reusable_cookies`).
 const REUSABLE_COOKIE_LABEL: &[u8] = b"fastshake reusable cookie";
 
-/// Bytes a dated cookie (adaptive policy) carries beyond the MAC: its issue time.
-const DATED_COOKIE_EXTRA: usize = 4;
+/// Bytes of a dated cookie's (adaptive policy) issue time, in milliseconds modulo 2^24 (4.7
+/// hours): it takes them from the tag, so the cookie stays 16 bytes and the ClientHello that
+/// returns it no larger than under the fixed policy (on an 802.15.4 hop a few bytes more can
+/// cost a frame).
+const DATED_COOKIE_TIME_LEN: usize = 3;
+const DATED_COOKIE_TIME_MASK: u64 = (1 << (8 * DATED_COOKIE_TIME_LEN)) - 1;
 
-/// A HelloVerifyRequest cookie on the stack: the MAC, and under the adaptive policy its issue time.
-struct Cookie {
-    bytes: [u8; COOKIE_LEN + DATED_COOKIE_EXTRA],
-    len: usize,
-}
+/// A HelloVerifyRequest cookie on the stack.
+type Cookie = [u8; COOKIE_LEN];
 
-impl Cookie {
-    fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
-
-/// Engine time in milliseconds, truncated to 32 bits, as a dated cookie carries it.
-fn cookie_millis(now: Instant) -> u32 {
-    (now.as_nanos() / 1_000_000) as u32
+/// Engine time in milliseconds.
+fn cookie_millis(now: Instant) -> u64 {
+    now.as_nanos() / 1_000_000
 }
 
 /// The cookie's input for the client address: IP and port.
@@ -125,24 +120,23 @@ impl Endpoint {
         now.as_nanos() / slot_nanos
     }
 
-    /// A HelloVerifyRequest cookie over the ClientHello's `inputs` (RFC 6347 §4.2.1). Under the
-    /// fixed policy it is bound to the current time slot (16 bytes). Under the adaptive one it
-    /// carries the millisecond it was issued, under the MAC, after the tag (20 bytes): the
-    /// ClientHello that returns it tells the stateless server the round trip of the cookie
-    /// exchange. That age can only be too long (a client that resent its ClientHello returns
-    /// the same cookie later), which errs on the side of a longer timer.
+    /// A HelloVerifyRequest cookie over the ClientHello's `inputs` (RFC 6347 §4.2.1), 16 bytes.
+    /// Under the fixed policy it is bound to the current time slot. Under the adaptive one it
+    /// carries the millisecond it was issued (the low 24 bits after a 12-byte tag, the tag over
+    /// the whole of it): the ClientHello that returns it tells the stateless server the round
+    /// trip of the cookie exchange. That age can only be too long (a client that resent its
+    /// ClientHello returns the same cookie later), which errs on the side of a longer timer.
     fn sign_cookie(&self, now: Instant, inputs: &[&[u8]; 6]) -> Cookie {
         let [a, b, c, d, e, f] = *inputs;
-        let mut cookie = Cookie { bytes: [0; COOKIE_LEN + DATED_COOKIE_EXTRA], len: COOKIE_LEN };
+        let mut cookie = [0; COOKIE_LEN];
         if self.adaptive() {
-            let issued = cookie_millis(now).to_be_bytes();
-            cookie.bytes[..COOKIE_LEN].copy_from_slice(&self.cookie.sign(&[a, b, c, d, e, f, &issued]));
-            cookie.bytes[COOKIE_LEN..].copy_from_slice(&issued);
-            cookie.len = COOKIE_LEN + DATED_COOKIE_EXTRA;
+            let issued = cookie_millis(now);
+            let (tagged, time) = cookie.split_at_mut(COOKIE_LEN - DATED_COOKIE_TIME_LEN);
+            self.cookie.sign_into(&[a, b, c, d, e, f, &issued.to_be_bytes()], tagged);
+            time.copy_from_slice(&issued.to_be_bytes()[8 - DATED_COOKIE_TIME_LEN..]);
             return cookie;
         }
-        let tag = self.cookie.sign(&[a, b, c, d, e, f, &self.cookie_slot(now).to_be_bytes()]);
-        cookie.bytes[..COOKIE_LEN].copy_from_slice(&tag);
+        self.cookie.sign_into(&[a, b, c, d, e, f, &self.cookie_slot(now).to_be_bytes()], &mut cookie);
         cookie
     }
 
@@ -150,13 +144,20 @@ impl Endpoint {
     /// it carries its issue time.
     fn verify_cookie(&self, now: Instant, cookie: &[u8], inputs: &[&[u8]; 6]) -> Option<Option<Duration>> {
         let [a, b, c, d, e, f] = *inputs;
-        if cookie.len() == COOKIE_LEN + DATED_COOKIE_EXTRA {
-            let (mac, issued_bytes) = cookie.split_at(COOKIE_LEN);
-            let issued = u32::from_be_bytes(issued_bytes.try_into().ok()?);
-            // Milliseconds wrap every 49 days; a cookie lives far less.
-            let age = Duration::from_millis(u64::from(cookie_millis(now).wrapping_sub(issued)));
-            let fresh =
-                age <= self.cookie_lifetime && self.cookie.verify(mac, &[a, b, c, d, e, f, issued_bytes]);
+        if cookie.len() != COOKIE_LEN {
+            return None;
+        }
+        if self.adaptive() {
+            let (tagged, time) = cookie.split_at(COOKIE_LEN - DATED_COOKIE_TIME_LEN);
+            let low = time.iter().fold(0u64, |v, &b| v << 8 | u64::from(b));
+            // The latest millisecond with these low bits: a cookie older than the wrap comes
+            // out younger than it is, and its tag, over the true time, no longer verifies.
+            let now_ms = cookie_millis(now);
+            let age = now_ms.wrapping_sub(low) & DATED_COOKIE_TIME_MASK;
+            let issued = now_ms.checked_sub(age)?;
+            let age = Duration::from_millis(age);
+            let fresh = age <= self.cookie_lifetime
+                && self.cookie.verify_truncated(tagged, &[a, b, c, d, e, f, &issued.to_be_bytes()]);
             return fresh.then_some(Some(age));
         }
         let slot = self.cookie_slot(now);
