@@ -109,7 +109,8 @@ impl RetransmitTimer {
             return self.initial;
         };
         let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
-        let mut timeout = estimate.timeout_for(exchange);
+        // No round trip sampled yet (only exchanges kept by their place): the initial value.
+        let mut timeout = if estimate.samples == 0 { self.initial } else { estimate.timeout_for(exchange) };
         // An exchange clearly larger than any measured (the server's flight after the cookie
         // exchange, a certificate flight): on a duty-cycled link its time follows the frames
         // and the periods they wait for, which a small exchange inside one period (a beacon

@@ -104,7 +104,7 @@ impl RttEstimator {
     /// Starts from an estimate cached by an earlier handshake with the same peer.
     pub fn seeded(estimate: Option<RttEstimate>) -> Self {
         RttEstimator {
-            estimate,
+            estimate: estimate.filter(|e| e.samples > 0),
             loss_seen: estimate.is_some_and(|e| e.loss_seen),
             profile: estimate.map(|e| e.flights).unwrap_or_default(),
         }
@@ -174,8 +174,21 @@ impl RttEstimator {
         });
     }
 
+    /// The estimate, or when no round trip was sampled but exchanges were kept by their place
+    /// (every flight resent), one of no samples that carries them to the next handshake.
     pub fn estimate(&self) -> Option<RttEstimate> {
-        self.estimate
+        let profiled = self.profile.iter().any(|p| !p.took.is_zero());
+        self.estimate.or_else(|| {
+            profiled.then_some(RttEstimate {
+                smoothed: Duration::ZERO,
+                variation: Duration::ZERO,
+                exchange_bytes: 0,
+                samples: 0,
+                largest_exchange: 0,
+                loss_seen: self.loss_seen,
+                flights: self.profile,
+            })
+        })
     }
 }
 

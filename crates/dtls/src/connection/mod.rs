@@ -117,7 +117,8 @@ pub struct HandshakeSummary {
     /// The round trip to the peer as measured in this handshake (each exchange of flights, and
     /// on a server under the adaptive policy the cookie exchange), RFC 6298-smoothed, starting
     /// from the estimate cached by an earlier handshake when the adaptive policy had one. `None`
-    /// when no exchange gave a clean sample (every flight resent) and nothing was cached.
+    /// when no exchange was measured and nothing was cached; with `samples` 0 when every flight
+    /// was resent and only the exchanges' upper bounds (`flights`) were kept.
     pub rtt: Option<RttEstimate>,
     /// Whether the master secret is bound to the handshake (RFC 7627).
     pub extended_master_secret: bool,
