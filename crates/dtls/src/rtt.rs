@@ -34,7 +34,8 @@ pub struct RttEstimate {
     /// Bytes of the largest exchange measured: beyond it the estimate is a guess.
     pub largest_exchange: u32,
     /// Whether the path has lost a datagram (an answer named a later transmission than our
-    /// first): then no flight waits longer than the initial value before it is sent again.
+    /// first, or the peer's record numbers skipped records of an exchange): then no flight waits
+    /// longer than the initial value before it is sent again.
     pub loss_seen: bool,
     /// The exchange each of our flights started, by its place in the handshake, took when last
     /// measured (zero: not measured).

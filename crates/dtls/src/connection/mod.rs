@@ -413,10 +413,10 @@ impl Connection {
         (bytes, first_seq..hs.epoch0_write_seq)
     }
 
-    /// The peer resent the flight our current flight answers: ours was lost, resend it, but not
-    /// again within half the initial timer value, so duplicated datagrams do not multiply
-    /// flights. The window does not follow our backed-off or adaptive timer: a long timer would
-    /// leave the peer's recovery unanswered for half of it.
+    /// The peer resent the flight our current flight answers: ours was lost, resend it, unless
+    /// the copy came within the timer's answer window of our last transmission (a duplicated
+    /// datagram, or a copy that crossed ours). The window does not grow with a backed-off timer:
+    /// a long timer would leave the peer's recovery unanswered for half of it.
     fn on_peer_retransmission(&mut self, now: Instant, hs: &mut Handshake) {
         if now < hs.flight.timer.last_sent + hs.flight.timer.answer_window() {
             return;
