@@ -114,9 +114,6 @@ impl RttEstimator {
     /// The path lost a datagram.
     pub fn on_loss(&mut self) {
         self.loss_seen = true;
-        if let Some(e) = self.estimate.as_mut() {
-            e.loss_seen = true;
-        }
     }
 
     pub fn loss_seen(&self) -> bool {
@@ -144,9 +141,6 @@ impl RttEstimator {
     pub fn profile(&mut self, place: usize, flight_bytes: u32, rtt: Duration) {
         if let Some(slot) = self.profile.get_mut(place) {
             *slot = ProfiledExchange { took: rtt.max(Duration::from_micros(1)), flight_bytes };
-        }
-        if let Some(e) = self.estimate.as_mut() {
-            e.flights = self.profile;
         }
     }
 
@@ -178,17 +172,19 @@ impl RttEstimator {
     /// The estimate, or when no round trip was sampled but exchanges were kept by their place
     /// (every flight resent), one of no samples that carries them to the next handshake.
     pub fn estimate(&self) -> Option<RttEstimate> {
+        let (loss_seen, flights) = (self.loss_seen, self.profile);
+        if let Some(e) = self.estimate {
+            return Some(RttEstimate { loss_seen, flights, ..e });
+        }
         let profiled = self.profile.iter().any(|p| !p.took.is_zero());
-        self.estimate.or_else(|| {
-            profiled.then_some(RttEstimate {
-                smoothed: Duration::ZERO,
-                variation: Duration::ZERO,
-                exchange_bytes: 0,
-                samples: 0,
-                largest_exchange: 0,
-                loss_seen: self.loss_seen,
-                flights: self.profile,
-            })
+        profiled.then_some(RttEstimate {
+            smoothed: Duration::ZERO,
+            variation: Duration::ZERO,
+            exchange_bytes: 0,
+            samples: 0,
+            largest_exchange: 0,
+            loss_seen,
+            flights,
         })
     }
 }

@@ -84,7 +84,7 @@ impl Timer {
     pub fn name(self) -> String {
         match self {
             Timer::Fixed2s => "fixed 2 s".to_string(),
-            Timer::Adaptive { .. } => format!("adaptive, floor {FLOOR_PERIODS} wake-up periods"),
+            Timer::Adaptive { .. } => adaptive_timer_name(),
         }
     }
 
@@ -95,6 +95,11 @@ impl Timer {
             Timer::Adaptive { .. } => adaptive_timer_available(),
         }
     }
+}
+
+/// The adaptive timer of `lab e2` as the tables name it (its floor differs by MAC).
+pub fn adaptive_timer_name() -> String {
+    format!("adaptive, floor {FLOOR_PERIODS} wake-up periods")
 }
 
 /// Whether the engine has `RetransmitPolicy::Adaptive` (it has since the adaptive timer landed;

@@ -97,8 +97,7 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     Ok(Report {
         paper:
             "seed 002: M. Vucinic et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section III",
-        timer: if available { handshake::Timer::Adaptive { floor_ms: 0 } } else { handshake::Timer::Fixed2s }
-            .name(),
+        timer: if available { handshake::adaptive_timer_name() } else { handshake::Timer::Fixed2s.name() },
         adaptive_timer_available: available,
         xmac: xmac::run(options, &pki)?,
         beacon: beacon::run(options, &pki)?,

@@ -247,10 +247,12 @@ pub fn print(s: &Section) {
         "Senders learn the receiver's wake-up phase (Contiki's encounter optimization). Energy: the client's \
          CC2520 radio (simulated) + MSP430 (active while the radio is on; crypto time not modelled)."
     );
-    let adaptive = s.rows.first().map_or(Timer::Adaptive { floor_ms: 0 }, |r| r.handshake.adaptive_timer);
     let has_adaptive = s.rows.iter().any(|r| r.handshake.adaptive.is_some());
     if has_adaptive {
-        println!("'fixed' = tinyDTLS's 2 s timer (the paper's), 'adapt' = {}.", adaptive.name());
+        println!(
+            "'fixed' = tinyDTLS's 2 s timer (the paper's), 'adapt' = {}.",
+            handshake::adaptive_timer_name()
+        );
         println!("{}", handshake::ADAPTIVE_LEGEND);
     } else {
         println!("fixed 2 s timer only: this build's DTLS engine has no adaptive timer yet.");
