@@ -33,8 +33,9 @@ pub(crate) enum FlightItem {
 /// the peer waits that long and a floor more: on a duty-cycled link an exchange takes about as
 /// long each time, give or take a wake-up period. Once the path shows a loss (an answer names a
 /// later transmission than the first, or the peer's record numbers skip some of this
-/// exchange), no flight waits longer than the initial value: losses cost less than the
-/// estimate's margin. The ceiling rises to twice the longest exchange measured.
+/// exchange), no flight of this handshake or the next with the peer waits longer than the
+/// initial value: losses cost less than the estimate's margin; a clean handshake lifts the cap.
+/// The ceiling rises to twice the longest exchange measured.
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
     initial: Duration,
@@ -692,6 +693,32 @@ mod tests {
         t.on_retransmit(Instant::from_millis(1000), 1..2);
         t.on_peer_records_skipped(false);
         assert!(t.rtt.loss_seen());
+    }
+
+    #[test]
+    fn a_clean_handshake_clears_the_loss_it_started_with() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let lossy = RttEstimate {
+            smoothed: ms(3000),
+            variation: ms(100),
+            exchange_bytes: 200,
+            samples: 4,
+            largest_exchange: 200,
+            loss_seen: true,
+            flights: Default::default(),
+        };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(lossy));
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert_eq!(t.current(), ms(2000), "the last handshake lost: capped at the initial value");
+        t.on_new_flight(Instant::from_millis(3000), 100, 1..2, 100);
+        assert_eq!(t.current(), ms(2000));
+        // Nothing lost in this one: the next starts from the estimate again.
+        let cached = t.estimate();
+        assert!(!cached.unwrap().loss_seen);
+        let mut next = RetransmitTimer::new(ms(2000), ms(60_000), policy, cached);
+        next.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert!(next.current() > ms(3000), "{:?}", next.current());
     }
 
     #[test]

@@ -33,9 +33,10 @@ pub struct RttEstimate {
     pub samples: u32,
     /// Bytes of the largest exchange measured: beyond it the estimate is a guess.
     pub largest_exchange: u32,
-    /// Whether the path has lost a datagram (an answer named a later transmission than our
-    /// first, or the peer's record numbers skipped records of an exchange): then no flight waits
-    /// longer than the initial value before it is sent again.
+    /// Whether the handshake lost a datagram (an answer named a later transmission than our
+    /// first, or the peer's record numbers skipped records of an exchange): then no flight of
+    /// it from then on, nor of the next handshake with the peer, waits longer than the initial
+    /// value before it is sent again. A clean handshake clears it.
     pub loss_seen: bool,
     /// The exchange each of our flights started, by its place in the handshake, took when last
     /// measured (zero: not measured).
@@ -96,8 +97,11 @@ impl RttEstimate {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct RttEstimator {
     estimate: Option<RttEstimate>,
-    /// A loss was seen (kept apart so one seen before the first sample is not forgotten).
+    /// A loss was seen in this handshake or the one before with the peer (kept apart so one
+    /// seen before the first sample is not forgotten): it caps the timer.
     loss_seen: bool,
+    /// A loss seen in this handshake, carried to the next one with the peer.
+    loss_kept: bool,
     profile: FlightProfile,
 }
 
@@ -107,13 +111,16 @@ impl RttEstimator {
         RttEstimator {
             estimate: estimate.filter(|e| e.samples > 0),
             loss_seen: estimate.is_some_and(|e| e.loss_seen),
+            loss_kept: false,
             profile: estimate.map(|e| e.flights).unwrap_or_default(),
         }
     }
 
-    /// The path lost a datagram.
+    /// The path lost a datagram: the timer is capped from now on, and in the next handshake
+    /// with the peer.
     pub fn on_loss(&mut self) {
         self.loss_seen = true;
+        self.loss_kept = true;
     }
 
     pub fn loss_seen(&self) -> bool {
@@ -170,9 +177,10 @@ impl RttEstimator {
     }
 
     /// The estimate, or when no round trip was sampled but exchanges were kept by their place
-    /// (every flight resent), one of no samples that carries them to the next handshake.
+    /// (every flight resent), one of no samples that carries them to the next handshake. Its
+    /// loss flag is the one carried to the next handshake.
     pub fn estimate(&self) -> Option<RttEstimate> {
-        let (loss_seen, flights) = (self.loss_seen, self.profile);
+        let (loss_seen, flights) = (self.loss_kept, self.profile);
         if let Some(e) = self.estimate {
             return Some(RttEstimate { loss_seen, flights, ..e });
         }
