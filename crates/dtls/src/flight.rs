@@ -34,8 +34,10 @@ pub(crate) enum FlightItem {
 /// long each time, give or take a wake-up period. Once the path shows a loss (an answer names a
 /// later transmission than the first, or the peer's record numbers skip some of this
 /// exchange), no flight of this handshake or the next with the peer waits longer than the
-/// initial value: losses cost less than the estimate's margin; a clean handshake lifts the cap.
-/// The ceiling rises to twice the longest exchange measured.
+/// initial value: losses cost less than the estimate's margin; a clean handshake lifts the cap,
+/// and a loss right after a needless copy of ours caps this handshake only (on a contention MAC
+/// the copy, or the answer to it, may have caused it). The ceiling rises to twice the longest
+/// exchange measured.
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
     initial: Duration,
@@ -160,6 +162,7 @@ impl RetransmitTimer {
         received: u64,
     ) -> Instant {
         self.on_answer(now, received);
+        self.rtt.on_new_exchange();
         self.place = self.place.wrapping_add(1);
         self.flight_bytes = flight_bytes;
         match self.floor {
@@ -251,6 +254,8 @@ impl RetransmitTimer {
         // lost (answers come in the order of what they answer).
         if sent > self.first_sent {
             self.rtt.on_loss();
+        } else if self.resent {
+            self.rtt.on_needless_copy();
         }
         self.answered = true;
         self.peer_flight_bytes =
@@ -693,6 +698,26 @@ mod tests {
         t.on_retransmit(Instant::from_millis(1000), 1..2);
         t.on_peer_records_skipped(false);
         assert!(t.rtt.loss_seen());
+    }
+
+    #[test]
+    fn a_loss_right_after_a_needless_copy_caps_this_handshake_only() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, None);
+        // The ClientHello went out twice, and the answer names the first: the copy was needless.
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        t.on_retransmit(Instant::from_millis(2000), 1..2);
+        t.on_echoed_answer(Instant::from_millis(2900), 0, 40);
+        // The next exchange loses a datagram, which may have met the answer to that copy.
+        t.on_new_flight(Instant::from_millis(2900), 100, 2..3, 40);
+        t.on_peer_records_skipped(true);
+        assert!(t.rtt.loss_seen(), "this handshake is capped from now on");
+        assert!(!t.estimate().unwrap().loss_seen, "but the next one does not inherit it");
+        // A loss one exchange later owes nothing to the copy: it is kept.
+        t.on_new_flight(Instant::from_millis(9000), 100, 3..4, 200);
+        t.on_peer_records_skipped(true);
+        assert!(t.estimate().unwrap().loss_seen);
     }
 
     #[test]

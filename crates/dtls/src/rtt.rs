@@ -102,6 +102,10 @@ pub(crate) struct RttEstimator {
     loss_seen: bool,
     /// A loss seen in this handshake, carried to the next one with the peer.
     loss_kept: bool,
+    /// Exchanges (this one and the next) in which a loss may be our own doing: a copy of ours
+    /// went out that the peer did not need, and on a contention MAC it, or the peer's answer to
+    /// it, competes for the channel with the flight that follows.
+    after_needless_copy: u8,
     profile: FlightProfile,
 }
 
@@ -112,15 +116,30 @@ impl RttEstimator {
             estimate: estimate.filter(|e| e.samples > 0),
             loss_seen: estimate.is_some_and(|e| e.loss_seen),
             loss_kept: false,
+            after_needless_copy: 0,
             profile: estimate.map(|e| e.flights).unwrap_or_default(),
         }
     }
 
     /// The path lost a datagram: the timer is capped from now on, and in the next handshake
-    /// with the peer.
+    /// with the peer, unless the loss came right after a needless copy of ours (then it shows
+    /// what our copy did to the path more than what the path does).
     pub fn on_loss(&mut self) {
         self.loss_seen = true;
-        self.loss_kept = true;
+        if self.after_needless_copy == 0 {
+            self.loss_kept = true;
+        }
+    }
+
+    /// The peer answered the first transmission of a flight we had resent: the copy was not
+    /// needed. A loss in this exchange or the next may be its doing.
+    pub fn on_needless_copy(&mut self) {
+        self.after_needless_copy = 2;
+    }
+
+    /// Our next flight begins a new exchange.
+    pub fn on_new_exchange(&mut self) {
+        self.after_needless_copy = self.after_needless_copy.saturating_sub(1);
     }
 
     pub fn loss_seen(&self) -> bool {
