@@ -130,6 +130,13 @@ impl RetransmitTimer {
         if let Some(last) = self.rtt.profiled(self.place, self.flight_bytes) {
             let base = last.max(estimate.smoothed_for(exchange));
             timeout = base.saturating_add((base / 4).max(floor));
+        } else if let Some(smaller) = self.rtt.longest_for_flights_up_to(self.place, self.flight_bytes) {
+            // A flight of a size not measured at its place (a resumption's ClientHello with its
+            // ticket): on a duty-cycled link a larger flight takes no less than a smaller one,
+            // so it waits at least what the longest exchange of a flight no larger, at its
+            // place or later, took.
+            let base = smaller.max(estimate.smoothed_for(exchange));
+            timeout = timeout.max(base.saturating_add((base / 4).max(floor)));
         }
         // A path that has lost a datagram: never wait longer than the initial value. Where
         // the round trip varies by whole periods (a missed wake-up on a duty-cycled link),
@@ -776,6 +783,35 @@ mod tests {
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(3250));
+    }
+
+    #[test]
+    fn a_flight_of_a_size_not_measured_waits_what_a_smaller_ones_exchange_took() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
+        // A full handshake's flights: a 79-byte ClientHello answered in 0.4 s (it caught the
+        // cells), a 109-byte flight whose exchange took 5 s.
+        let mut flights = crate::rtt::FlightProfile::default();
+        flights[0] = ProfiledExchange { took: ms(400), flight_bytes: 79 };
+        flights[2] = ProfiledExchange { took: ms(5000), flight_bytes: 109 };
+        let cached = RttEstimate {
+            smoothed: ms(1500),
+            variation: ms(100),
+            exchange_bytes: 250,
+            samples: 3,
+            largest_exchange: 320,
+            loss_seen: false,
+            flights,
+        };
+        // A resumption's 220-byte ClientHello (its ticket) matches neither: it waits the 5 s
+        // and the floor, not SRTT and its margin (1.9 s).
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        t.on_new_flight(Instant::ZERO, 220, 0..1, 0);
+        assert_eq!(t.current(), ms(6250));
+        // A flight smaller than every one kept has no such bound.
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        t.on_new_flight(Instant::ZERO, 60, 0..1, 0);
+        assert_eq!(t.current(), ms(1900));
     }
 
     #[test]

@@ -163,6 +163,14 @@ impl RttEstimator {
         candidates.find(|p| p.matches(flight_bytes)).map(|p| p.took)
     }
 
+    /// The longest exchange kept for a flight of ours of at most `flight_bytes`, at `place` or
+    /// later.
+    pub fn longest_for_flights_up_to(&self, place: usize, flight_bytes: u32) -> Option<Duration> {
+        let later = self.profile.iter().skip(place);
+        let kept = later.filter(|p| !p.took.is_zero() && p.flight_bytes <= flight_bytes);
+        kept.map(|p| p.took).max()
+    }
+
     /// The exchange of our flight at `place`, of `flight_bytes`, took `rtt`.
     pub fn profile(&mut self, place: usize, flight_bytes: u32, rtt: Duration) {
         if let Some(slot) = self.profile.get_mut(place) {
