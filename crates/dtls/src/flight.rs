@@ -126,9 +126,10 @@ impl RetransmitTimer {
         // place in an earlier handshake with the peer): on a link whose schedule repeats, the
         // same exchange takes about as long again, give or take a wake-up period, which the
         // floor stands for. It replaces SRTT + 4·RTTVAR, whose variance on such a link comes
-        // from exchanges of other sizes, not from this one.
+        // from exchanges of other sizes, not from this one. One shorter than the floor caught
+        // its wake-ups by luck, and counts as the floor.
         if let Some(last) = self.rtt.profiled(self.place, self.flight_bytes) {
-            let base = last.max(estimate.smoothed_for(exchange));
+            let base = last.max(estimate.smoothed_for(exchange)).max(floor);
             timeout = base.saturating_add((base / 4).max(floor));
         } else if let Some(smaller) = self.rtt.longest_for_flights_up_to(self.place, self.flight_bytes) {
             // A flight of a size not measured at its place (a resumption's ClientHello with its
@@ -783,6 +784,13 @@ mod tests {
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(3250));
+        // An exchange shorter than the floor caught a wake-up by luck; the next may wait a whole
+        // period more each way: it counts as the floor.
+        flights[0] = ProfiledExchange { took: ms(100), flight_bytes: 100 };
+        let cached = RttEstimate { smoothed: ms(100), variation: ms(10), flights, ..cached };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        assert_eq!(t.current(), ms(2500));
     }
 
     #[test]
