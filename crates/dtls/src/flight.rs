@@ -67,6 +67,15 @@ pub(crate) struct RetransmitTimer {
     place: usize,
 }
 
+/// Why a flight went out again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// Our retransmission timer fired.
+    Timer,
+    /// The peer resent the flight ours answers: it did not get ours (RFC 6347 §4.2.4).
+    PeerRetransmission,
+}
+
 /// Transmissions of one flight remembered for answers that name their record number.
 const MAX_TRANSMISSIONS_KEPT: usize = 8;
 
@@ -200,10 +209,15 @@ impl RetransmitTimer {
         now + self.current
     }
 
-    /// The flight was resent (timer or peer retransmission; its epoch-0 record numbers
-    /// `seqs`): when to resend it again.
-    pub fn on_retransmit(&mut self, now: Instant, seqs: std::ops::Range<u64>) -> Instant {
+    /// The flight was resent (its epoch-0 record numbers `seqs`) for `cause`: when to resend it
+    /// again. Under the adaptive policy a copy sent because the peer resent its flight waits no
+    /// longer than the initial value: the peer's copy shows that ours, or the answer to it, was
+    /// lost, and the estimate's margin is then what each further loss would cost.
+    pub fn on_retransmit(&mut self, now: Instant, seqs: std::ops::Range<u64>, cause: Resend) -> Instant {
         self.current = (self.current * 2).min(self.ceiling());
+        if cause == Resend::PeerRetransmission && self.floor.is_some() {
+            self.current = self.current.min(self.initial);
+        }
         self.backed_off = true;
         self.resent = true;
         if self.transmissions.len() >= MAX_TRANSMISSIONS_KEPT {
@@ -376,11 +390,15 @@ impl Flight {
         timed.then_some(due)
     }
 
-    /// The flight went out again (our timer, or the peer's retransmission showed it was lost).
-    /// Returns when it is due again, if timed.
-    pub fn on_retransmission(&mut self, now: Instant, seqs: std::ops::Range<u64>) -> Option<Instant> {
+    /// The flight went out again, for `cause`. Returns when it is due again, if timed.
+    pub fn on_retransmission(
+        &mut self,
+        now: Instant,
+        seqs: std::ops::Range<u64>,
+        cause: Resend,
+    ) -> Option<Instant> {
         self.resent += 1;
-        let due = self.timer.on_retransmit(now, seqs);
+        let due = self.timer.on_retransmit(now, seqs, cause);
         self.timed.then_some(due)
     }
 
@@ -524,8 +542,11 @@ mod tests {
             None,
         );
         assert_eq!(t.on_new_flight(Instant::ZERO, 100, 0..1, 0), Instant::from_millis(1000));
-        assert_eq!(t.on_retransmit(Instant::from_millis(1000), 1..2), Instant::from_millis(3000));
-        t.on_retransmit(Instant::from_millis(3000), 2..3);
+        assert_eq!(
+            t.on_retransmit(Instant::from_millis(1000), 1..2, Resend::Timer),
+            Instant::from_millis(3000)
+        );
+        t.on_retransmit(Instant::from_millis(3000), 2..3, Resend::Timer);
         assert_eq!(t.current(), Duration::from_secs(3), "capped");
         t.on_new_flight(Instant::from_millis(4000), 100, 3..4, 0);
         assert_eq!(t.current(), Duration::from_secs(3), "backed-off value kept after a lossy flight");
@@ -545,7 +566,10 @@ mod tests {
         let at = t.on_new_flight(Instant::from_millis(200), 100, 1..2, 100);
         assert_eq!(at, Instant::from_millis(800));
         // Lost once: doubled, and the late answer gives no sample (Karn).
-        assert_eq!(t.on_retransmit(Instant::from_millis(800), 2..3), Instant::from_millis(2000));
+        assert_eq!(
+            t.on_retransmit(Instant::from_millis(800), 2..3, Resend::Timer),
+            Instant::from_millis(2000)
+        );
         t.on_new_flight(Instant::from_millis(1000), 100, 3..4, 200);
         assert_eq!(t.estimate().unwrap().samples, 1);
         assert_eq!(t.current(), ms(1200), "backed-off value kept until a clean sample");
@@ -566,7 +590,7 @@ mod tests {
         assert_eq!(t.current(), ms(600));
         // Lost three times: 1.2, 2.4, 4.8 s, each doubling (RFC 6347 §4.2.4.1).
         for (i, at) in [800, 2000, 4400].into_iter().enumerate() {
-            t.on_retransmit(Instant::from_millis(at), 2 + i as u64..3 + i as u64);
+            t.on_retransmit(Instant::from_millis(at), 2 + i as u64..3 + i as u64, Resend::Timer);
         }
         assert_eq!(t.current(), ms(4800));
         // Answered at last: the next flight stays backed off, but once (1.2 s), not 4.8 s,
@@ -646,13 +670,16 @@ mod tests {
         assert_eq!(t.current(), ms(4500));
         assert!(!t.estimate().unwrap().loss_seen);
         // The next answer names the resent copy: the first transmission or its answer was lost.
-        t.on_retransmit(Instant::from_millis(6000), 2..3);
+        t.on_retransmit(Instant::from_millis(6000), 2..3, Resend::Timer);
         t.on_echoed_answer(Instant::from_millis(7500), 2, 200);
         assert!(t.estimate().unwrap().loss_seen);
         // From now on each flight waits the initial 2 s at most, and still doubles on loss.
         t.on_new_flight(Instant::from_millis(7500), 100, 3..4, 200);
         assert_eq!(t.current(), ms(2000));
-        assert_eq!(t.on_retransmit(Instant::from_millis(9500), 4..5), Instant::from_millis(13_500));
+        assert_eq!(
+            t.on_retransmit(Instant::from_millis(9500), 4..5, Resend::Timer),
+            Instant::from_millis(13_500)
+        );
         // The loss travels with the estimate into the next handshake's timer: its first flight
         // would wait what its exchange took (1.5 s and a quarter), and no more than 2 s.
         let cached = t.estimate();
@@ -671,7 +698,7 @@ mod tests {
         let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
         let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
-        t.on_retransmit(Instant::from_millis(1000), 1..2);
+        t.on_retransmit(Instant::from_millis(1000), 1..2, Resend::Timer);
         t.on_echoed_answer(Instant::from_millis(1500), 0, 40);
         assert!(!t.estimate().unwrap().loss_seen, "a spurious resend is no loss");
     }
@@ -682,7 +709,7 @@ mod tests {
         let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
         let mut t = RetransmitTimer::new(ms(1000), ms(60_000), policy, None);
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
-        t.on_retransmit(Instant::from_millis(1000), 1..2);
+        t.on_retransmit(Instant::from_millis(1000), 1..2, Resend::Timer);
         // The answer names record 0, sent at 0: a 3 s round trip, not 2 s.
         t.on_echoed_answer(Instant::from_millis(3000), 0, 40);
         assert_eq!(t.estimate().unwrap().smoothed, ms(3000));
@@ -703,7 +730,7 @@ mod tests {
         t.on_peer_records_skipped(false);
         assert!(!t.rtt.loss_seen());
         // Once our flight was resent, the answer itself may have been lost.
-        t.on_retransmit(Instant::from_millis(1000), 1..2);
+        t.on_retransmit(Instant::from_millis(1000), 1..2, Resend::Timer);
         t.on_peer_records_skipped(false);
         assert!(t.rtt.loss_seen());
     }
@@ -715,7 +742,7 @@ mod tests {
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, None);
         // The ClientHello went out twice, and the answer names the first: the copy was needless.
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
-        t.on_retransmit(Instant::from_millis(2000), 1..2);
+        t.on_retransmit(Instant::from_millis(2000), 1..2, Resend::Timer);
         t.on_echoed_answer(Instant::from_millis(2900), 0, 40);
         // The next exchange loses a datagram, which may have met the answer to that copy.
         t.on_new_flight(Instant::from_millis(2900), 100, 2..3, 40);
@@ -726,6 +753,36 @@ mod tests {
         t.on_new_flight(Instant::from_millis(9000), 100, 3..4, 200);
         t.on_peer_records_skipped(true);
         assert!(t.estimate().unwrap().loss_seen);
+    }
+
+    #[test]
+    fn a_copy_sent_for_the_peers_retransmission_waits_no_longer_than_the_initial_value() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
+        let mut flights = crate::rtt::FlightProfile::default();
+        flights[0] = ProfiledExchange { took: ms(6000), flight_bytes: 100 };
+        let cached = RttEstimate {
+            smoothed: ms(1000),
+            variation: ms(100),
+            exchange_bytes: 200,
+            samples: 3,
+            largest_exchange: 200,
+            loss_seen: false,
+            flights,
+        };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        // The exchange took 6 s last time: 7.5 s.
+        assert_eq!(t.on_new_flight(Instant::ZERO, 100, 0..1, 0), Instant::from_millis(7500));
+        // The peer resent its flight at 2 s: ours or its answer was lost. Not 15 s, but 2.
+        let due = t.on_retransmit(Instant::from_millis(2000), 1..2, Resend::PeerRetransmission);
+        assert_eq!(due, Instant::from_millis(4000));
+        // Our timer then doubles as ever.
+        assert_eq!(t.on_retransmit(due, 2..3, Resend::Timer), Instant::from_millis(8000));
+        // The fixed policy doubles on either cause (tinyDTLS).
+        let mut fixed = RetransmitTimer::new(ms(2000), ms(60_000), RetransmitPolicy::Fixed, None);
+        fixed.on_new_flight(Instant::ZERO, 100, 0..1, 0);
+        let due = fixed.on_retransmit(Instant::from_millis(1500), 1..2, Resend::PeerRetransmission);
+        assert_eq!(due, Instant::from_millis(5500));
     }
 
     #[test]
@@ -830,7 +887,7 @@ mod tests {
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         t.on_new_flight(Instant::from_millis(500), 100, 1..2, 100);
         // The second flight is resent at 1.5 s; its answer comes at 4.5 s, 4 s after it went.
-        t.on_retransmit(Instant::from_millis(1500), 2..3);
+        t.on_retransmit(Instant::from_millis(1500), 2..3, Resend::Timer);
         t.on_new_flight(Instant::from_millis(4500), 100, 3..4, 200);
         let estimate = t.estimate().unwrap();
         assert_eq!(estimate.samples, 1, "Karn: SRTT has the clean exchange only");
@@ -838,7 +895,7 @@ mod tests {
         assert_eq!(estimate.flights[1].took, ms(4000), "the next handshake waits for it");
         // After a loss was seen, a resent flight's time may hold the loss: nothing is kept.
         t.rtt.on_loss();
-        t.on_retransmit(Instant::from_millis(5000), 4..5);
+        t.on_retransmit(Instant::from_millis(5000), 4..5, Resend::Timer);
         t.on_new_flight(Instant::from_millis(9000), 100, 5..6, 300);
         assert!(t.estimate().unwrap().flights[2].took.is_zero());
     }
@@ -862,12 +919,12 @@ mod tests {
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(125_000), "not clamped to 60 s");
-        t.on_retransmit(Instant::from_millis(125_000), 1..2);
+        t.on_retransmit(Instant::from_millis(125_000), 1..2, Resend::Timer);
         assert_eq!(t.current(), ms(200_000), "doubled up to 2 · 100 s");
         // Without an estimate the configured ceiling holds.
         let mut t = RetransmitTimer::new(ms(40_000), ms(60_000), policy, None);
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
-        t.on_retransmit(Instant::from_millis(40_000), 1..2);
+        t.on_retransmit(Instant::from_millis(40_000), 1..2, Resend::Timer);
         assert_eq!(t.current(), ms(60_000));
     }
 
@@ -878,7 +935,7 @@ mod tests {
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, None);
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         for at in [2000, 6000, 14_000] {
-            t.on_retransmit(Instant::from_millis(at), 0..1);
+            t.on_retransmit(Instant::from_millis(at), 0..1, Resend::Timer);
         }
         assert_eq!(t.current(), ms(16_000));
         assert_eq!(t.answer_window(), ms(1000), "half the initial value, not 8 s");

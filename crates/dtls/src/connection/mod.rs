@@ -20,6 +20,7 @@ use crate::alert::{AlertDescription, AlertLevel};
 use crate::cache::{CacheUse, CachedClientChain, CachedServer, CLIENT_TICKET_LEN};
 use crate::config::{ClientConfig, ServerConfig, WhenFull, MIN_MTU};
 use crate::error::Error;
+use crate::flight::Resend;
 use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
 use crate::mobility::{MobilityStats, PathState};
 use crate::record::{write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN};
@@ -389,12 +390,12 @@ impl Connection {
         self.stats.flights_sent += 1;
     }
 
-    fn retransmit_flight(&mut self, now: Instant, hs: &mut Handshake) {
+    fn retransmit_flight(&mut self, now: Instant, hs: &mut Handshake, cause: Resend) {
         if hs.flight.is_empty() {
             return;
         }
         let (_, seqs) = self.transmit_flight(hs);
-        match hs.flight.on_retransmission(now, seqs) {
+        match hs.flight.on_retransmission(now, seqs, cause) {
             Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
             None => hs.timers.stop(HandshakeTimer::Retransmit),
         }
@@ -421,7 +422,7 @@ impl Connection {
         if now < hs.flight.timer.last_sent + hs.flight.timer.answer_window() {
             return;
         }
-        self.retransmit_flight(now, hs);
+        self.retransmit_flight(now, hs, Resend::PeerRetransmission);
     }
 
     /// The handshake completed: the summary, the early data, and whether its state is kept.
@@ -1030,7 +1031,7 @@ impl Connection {
                 }
                 // The last flight was kept long enough.
                 HandshakeTimer::Retain => return,
-                HandshakeTimer::Retransmit => self.retransmit_flight(now, &mut hs),
+                HandshakeTimer::Retransmit => self.retransmit_flight(now, &mut hs, Resend::Timer),
             }
         }
         self.hs = Some(hs);
