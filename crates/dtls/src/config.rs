@@ -111,11 +111,13 @@ pub enum RetransmitPolicy {
     /// Each flight waits what the round trip to the peer predicts: at first the estimate cached
     /// by an earlier handshake with it (`initial_retransmit` when there is none), then the round
     /// trips of this handshake (the cookie exchange, then each flight), RFC 6298 style
-    /// (see [`crate::RttEstimate::timeout_for`]), never below `floor` nor above
-    /// `max_retransmit`; doubling on each retransmission. Once the path has shown a loss (an
-    /// answer named a later transmission than the first), never above `initial_retransmit`
-    /// either, in this handshake and in those that start from its cached estimate. Suits links whose round trip is far
-    /// from 1 s: duty-cycled radios (seconds) and LANs (milliseconds).
+    /// (see [`crate::RttEstimate::timeout_for`]); a flight whose exchange an earlier handshake
+    /// measured waits that long and a margin of at least `floor`. Never below `floor`; the
+    /// ceiling is `max_retransmit` or twice the longest exchange measured; doubling on each
+    /// retransmission. No longer than `initial_retransmit` once this handshake or the last one
+    /// with the peer lost a datagram, nor for a copy sent because the peer resent its flight.
+    /// Suits links whose round trip is far from 1 s: duty-cycled radios (seconds) and LANs
+    /// (milliseconds).
     Adaptive {
         /// The shortest timer armed.
         floor: Duration,
