@@ -76,6 +76,12 @@ pub(crate) enum Resend {
     PeerRetransmission,
 }
 
+/// What a flight waits whose exchange takes about `base`: that and a margin, a quarter of it or
+/// the floor (a wake-up period and a quarter) if longer.
+fn with_margin(base: Duration, floor: Duration) -> Duration {
+    base.saturating_add((base / 4).max(floor))
+}
+
 /// Transmissions of one flight remembered for answers that name their record number.
 const MAX_TRANSMISSIONS_KEPT: usize = 8;
 
@@ -138,15 +144,13 @@ impl RetransmitTimer {
         // from exchanges of other sizes, not from this one. One shorter than the floor caught
         // its wake-ups by luck, and counts as the floor.
         if let Some(last) = self.rtt.profiled(self.place, self.flight_bytes) {
-            let base = last.max(estimate.smoothed_for(exchange)).max(floor);
-            timeout = base.saturating_add((base / 4).max(floor));
+            timeout = with_margin(last.max(estimate.smoothed_for(exchange)).max(floor), floor);
         } else if let Some(smaller) = self.rtt.longest_for_flights_up_to(self.place, self.flight_bytes) {
             // A flight of a size not measured at its place (a resumption's ClientHello with its
             // ticket): on a duty-cycled link a larger flight takes no less than a smaller one,
             // so it waits at least what the longest exchange of a flight no larger, at its
             // place or later, took.
-            let base = smaller.max(estimate.smoothed_for(exchange));
-            timeout = timeout.max(base.saturating_add((base / 4).max(floor)));
+            timeout = timeout.max(with_margin(smaller.max(estimate.smoothed_for(exchange)), floor));
         }
         // A path that has lost a datagram: never wait longer than the initial value. Where
         // the round trip varies by whole periods (a missed wake-up on a duty-cycled link),
@@ -531,7 +535,21 @@ impl DatagramBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rtt::ProfiledExchange;
+    use crate::rtt::{FlightProfile, ProfiledExchange};
+
+    /// An estimate an earlier handshake left: SRTT `smoothed` and RTTVAR `variation` over
+    /// 200-byte exchanges, no loss, and the exchanges of `flights`.
+    fn earlier(smoothed: Duration, variation: Duration, flights: FlightProfile) -> RttEstimate {
+        RttEstimate {
+            smoothed,
+            variation,
+            exchange_bytes: 200,
+            samples: 3,
+            largest_exchange: 200,
+            loss_seen: false,
+            flights,
+        }
+    }
 
     #[test]
     fn timer_doubles_to_ceiling_and_resets_after_clean_flight() {
@@ -604,15 +622,7 @@ mod tests {
     fn an_exchange_far_larger_than_measured_waits_at_least_the_initial_value() {
         let ms = Duration::from_millis;
         let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
-        let cached = RttEstimate {
-            smoothed: ms(20),
-            variation: ms(5),
-            exchange_bytes: 200,
-            samples: 1,
-            largest_exchange: 200,
-            loss_seen: false,
-            flights: Default::default(),
-        };
+        let cached = earlier(ms(20), ms(5), Default::default());
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // A 150-byte flight (with the peer's answer guessed at 0 bytes): the measured size, the estimate.
         t.on_new_flight(Instant::ZERO, 150, 0..1, 0);
@@ -759,17 +769,9 @@ mod tests {
     fn a_copy_sent_for_the_peers_retransmission_waits_no_longer_than_the_initial_value() {
         let ms = Duration::from_millis;
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
-        let mut flights = crate::rtt::FlightProfile::default();
+        let mut flights = FlightProfile::default();
         flights[0] = ProfiledExchange { took: ms(6000), flight_bytes: 100 };
-        let cached = RttEstimate {
-            smoothed: ms(1000),
-            variation: ms(100),
-            exchange_bytes: 200,
-            samples: 3,
-            largest_exchange: 200,
-            loss_seen: false,
-            flights,
-        };
+        let cached = earlier(ms(1000), ms(100), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // The exchange took 6 s last time: 7.5 s.
         assert_eq!(t.on_new_flight(Instant::ZERO, 100, 0..1, 0), Instant::from_millis(7500));
@@ -789,15 +791,7 @@ mod tests {
     fn a_clean_handshake_clears_the_loss_it_started_with() {
         let ms = Duration::from_millis;
         let policy = RetransmitPolicy::Adaptive { floor: ms(50) };
-        let lossy = RttEstimate {
-            smoothed: ms(3000),
-            variation: ms(100),
-            exchange_bytes: 200,
-            samples: 4,
-            largest_exchange: 200,
-            loss_seen: true,
-            flights: Default::default(),
-        };
+        let lossy = RttEstimate { loss_seen: true, ..earlier(ms(3000), ms(100), Default::default()) };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(lossy));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(2000), "the last handshake lost: capped at the initial value");
@@ -816,17 +810,9 @@ mod tests {
         let ms = Duration::from_millis;
         // The floor is the link's wake-up period and a quarter (1.25 s).
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
-        let mut flights = crate::rtt::FlightProfile::default();
+        let mut flights = FlightProfile::default();
         flights[1] = ProfiledExchange { took: ms(8000), flight_bytes: 300 };
-        let cached = RttEstimate {
-            smoothed: ms(2000),
-            variation: ms(3000),
-            exchange_bytes: 200,
-            samples: 3,
-            largest_exchange: 300,
-            loss_seen: false,
-            flights,
-        };
+        let cached = RttEstimate { largest_exchange: 300, ..earlier(ms(2000), ms(3000), flights) };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // The first flight was not profiled: SRTT + 4·RTTVAR.
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
@@ -835,7 +821,7 @@ mod tests {
         t.on_new_flight(Instant::from_millis(2000), 300, 1..2, 100);
         assert_eq!(t.current(), ms(10_000));
         // Where a quarter of the exchange is less than the floor, the floor is the margin.
-        let mut flights = crate::rtt::FlightProfile::default();
+        let mut flights = FlightProfile::default();
         flights[0] = ProfiledExchange { took: ms(2000), flight_bytes: 100 };
         let cached = RttEstimate { smoothed: ms(1000), flights, ..cached };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
@@ -856,18 +842,11 @@ mod tests {
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
         // A full handshake's flights: a 79-byte ClientHello answered in 0.4 s (it caught the
         // cells), a 109-byte flight whose exchange took 5 s.
-        let mut flights = crate::rtt::FlightProfile::default();
+        let mut flights = FlightProfile::default();
         flights[0] = ProfiledExchange { took: ms(400), flight_bytes: 79 };
         flights[2] = ProfiledExchange { took: ms(5000), flight_bytes: 109 };
-        let cached = RttEstimate {
-            smoothed: ms(1500),
-            variation: ms(100),
-            exchange_bytes: 250,
-            samples: 3,
-            largest_exchange: 320,
-            loss_seen: false,
-            flights,
-        };
+        let cached =
+            RttEstimate { exchange_bytes: 250, largest_exchange: 320, ..earlier(ms(1500), ms(100), flights) };
         // A resumption's 220-byte ClientHello (its ticket) matches neither: it waits the 5 s
         // and the floor, not SRTT and its margin (1.9 s).
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
@@ -904,18 +883,10 @@ mod tests {
     fn the_ceiling_rises_to_twice_the_longest_exchange() {
         let ms = Duration::from_millis;
         let policy = RetransmitPolicy::Adaptive { floor: ms(100) };
-        let mut flights = crate::rtt::FlightProfile::default();
+        let mut flights = FlightProfile::default();
         // A four-hop TSCH path with 10 s slotframes: 100 s per exchange.
         flights[0] = ProfiledExchange { took: ms(100_000), flight_bytes: 100 };
-        let cached = RttEstimate {
-            smoothed: ms(100_000),
-            variation: ms(1000),
-            exchange_bytes: 200,
-            samples: 4,
-            largest_exchange: 200,
-            loss_seen: false,
-            flights,
-        };
+        let cached = earlier(ms(100_000), ms(1000), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(125_000), "not clamped to 60 s");
