@@ -112,7 +112,8 @@ pub enum RetransmitPolicy {
     /// by an earlier handshake with it (`initial_retransmit` when there is none), then the round
     /// trips of this handshake (the cookie exchange, then each flight), RFC 6298 style
     /// (see [`crate::RttEstimate::timeout_for`]); a flight whose exchange an earlier handshake
-    /// measured waits that long and a margin of at least `floor`. Never below `floor`; the
+    /// measured waits that long and a margin of at least `floor` (more where the path's
+    /// exchanges vary more, as over several hops). Never below `floor`; the
     /// ceiling is `max_retransmit` or twice the longest exchange measured; doubling on each
     /// retransmission. No longer than `initial_retransmit` once this handshake or the last one
     /// with the peer lost a datagram, nor for a copy sent because the peer resent its flight.
