@@ -116,8 +116,9 @@ pub enum RetransmitPolicy {
     /// exchanges vary more, as over several hops). Never below `floor`; the
     /// ceiling is `max_retransmit` or twice the longest exchange measured; doubling on each
     /// retransmission. No longer than `initial_retransmit` once this handshake or the last one
-    /// with the peer lost a datagram, nor for a copy sent because the peer resent its flight.
-    /// Suits links whose round trip is far from 1 s: duty-cycled radios (seconds) and LANs
+    /// with the peer lost a datagram, nor for a copy sent because the peer resent its flight;
+    /// but never less than the path takes to carry the exchange's bytes at the pace the peer's
+    /// datagrams came at. Suits links whose round trip is far from 1 s: duty-cycled radios (seconds) and LANs
     /// (milliseconds).
     Adaptive {
         /// The shortest timer armed.

@@ -36,7 +36,9 @@ pub(crate) enum FlightItem {
 /// exchange), no flight of this handshake or the next with the peer waits longer than the
 /// initial value: losses cost less than the estimate's margin; a clean handshake lifts the cap,
 /// and a loss right after a needless copy of ours caps this handshake only (on a contention MAC
-/// the copy, or the answer to it, may have caused it). The ceiling rises to twice the longest
+/// the copy, or the answer to it, may have caused it). No flight waits less than the path
+/// takes to carry its exchange at the pace the peer's flights came at (a copy sent sooner takes
+/// the channel from the flight on a slow link). The ceiling rises to twice the longest
 /// exchange measured.
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
@@ -65,6 +67,13 @@ pub(crate) struct RetransmitTimer {
     transmissions: Vec<(Instant, std::ops::Range<u64>)>,
     /// The flight's place among ours in this handshake (0 for the first).
     place: usize,
+    /// Datagrams from the peer so far, and the last one's arrival and size until it is known
+    /// to carry part of the peer's flight.
+    datagrams: u64,
+    arriving: Option<(Instant, usize)>,
+    /// The last datagram that carried part of the peer's flight: when it came, its number
+    /// among the peer's datagrams, and the place of our flight it answered.
+    answer_datagram: Option<(Instant, u64, usize)>,
 }
 
 /// Why a flight went out again.
@@ -124,6 +133,9 @@ impl RetransmitTimer {
             peer_flight_bytes: 0,
             transmissions: Vec::new(),
             place: usize::MAX,
+            datagrams: 0,
+            arriving: None,
+            answer_datagram: None,
         }
     }
 
@@ -170,7 +182,48 @@ impl RetransmitTimer {
         if self.rtt.loss_seen() {
             timeout = timeout.min(self.initial);
         }
-        timeout.clamp(floor, self.ceiling())
+        timeout.max(self.carrying()).clamp(floor, self.ceiling())
+    }
+
+    /// The least a flight waits under the adaptive policy, loss or not: the time the path
+    /// takes to carry its exchange's bytes at the peer's measured pace, and the floor. A copy
+    /// sent sooner goes out while the flight, or its answer, is still on its way, and on a
+    /// slow link takes the channel from them.
+    fn carrying(&self) -> Duration {
+        let (Some(floor), Some(estimate)) = (self.floor, self.rtt.estimate()) else {
+            return Duration::ZERO;
+        };
+        // The peer's answer is as large as the one to this flight last time, or as its last
+        // flight.
+        let answer = self.rtt.answer_bytes(self.place, self.flight_bytes).unwrap_or(0);
+        let exchange = self.flight_bytes.saturating_add(answer.max(self.peer_flight_bytes));
+        match estimate.carrying(exchange) {
+            d if d.is_zero() => d,
+            d => d.saturating_add(floor),
+        }
+    }
+
+    /// A datagram of `bytes` came from the peer.
+    pub fn on_datagram(&mut self, now: Instant, bytes: usize) {
+        self.datagrams = self.datagrams.wrapping_add(1);
+        self.arriving = Some((now, bytes));
+    }
+
+    /// The datagram that came last carries part of the peer's flight (not a copy of what we
+    /// had). If the one before it did too, while the same flight of ours waited for its answer,
+    /// both are of one flight of the peer's: the second followed the first as fast as the path
+    /// carried it, or slower.
+    pub fn on_answer_datagram(&mut self) {
+        let Some((now, bytes)) = self.arriving.take() else { return };
+        if self.floor.is_none() {
+            return;
+        }
+        if let Some((at, datagram, place)) = self.answer_datagram {
+            if datagram.wrapping_add(1) == self.datagrams && place == self.place {
+                self.rtt.on_paced_datagram(now.saturating_duration_since(at), bytes);
+            }
+        }
+        self.answer_datagram = Some((now, self.datagrams, self.place));
     }
 
     /// The most a flight waits: the configured ceiling, or twice the longest exchange measured
@@ -231,7 +284,7 @@ impl RetransmitTimer {
     pub fn on_retransmit(&mut self, now: Instant, seqs: std::ops::Range<u64>, cause: Resend) -> Instant {
         self.current = (self.current * 2).min(self.ceiling());
         if cause == Resend::PeerRetransmission && self.floor.is_some() {
-            self.current = self.current.min(self.initial);
+            self.current = self.current.min(self.initial).max(self.carrying());
         }
         self.backed_off = true;
         self.resent = true;
@@ -260,7 +313,9 @@ impl RetransmitTimer {
             // answer most likely answers our first transmission, and the time since it is an
             // upper bound of the exchange: kept for this flight's place only, so the next
             // handshake does not resend it early again, and SRTT stays clean.
-            self.rtt.profile(self.place, self.flight_bytes, since_first);
+            self.rtt.profile(self.place, self.flight_bytes, self.peer_flight_bytes, since_first);
+        } else {
+            self.rtt.profile_answer(self.place, self.flight_bytes, self.peer_flight_bytes);
         }
     }
 
@@ -313,7 +368,7 @@ impl RetransmitTimer {
     fn take_sample(&mut self, rtt: Duration) {
         let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
         self.rtt.sample(rtt, exchange);
-        self.rtt.profile(self.place, self.flight_bytes, rtt);
+        self.rtt.profile(self.place, self.flight_bytes, self.peer_flight_bytes, rtt);
         if self.floor.is_some() {
             self.backed_off = false;
         }
@@ -559,6 +614,7 @@ mod tests {
             largest_exchange: 200,
             loss_seen: false,
             flights,
+            pace: Duration::ZERO,
         }
     }
 
@@ -782,7 +838,7 @@ mod tests {
         let ms = Duration::from_millis;
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(6000), flight_bytes: 100 };
+        flights[0] = ProfiledExchange { took: ms(6000), flight_bytes: 100, answer_bytes: 0 };
         let cached = earlier(ms(1000), ms(100), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // The exchange took 6 s last time: 7.5 s.
@@ -823,7 +879,7 @@ mod tests {
         // The floor is the link's wake-up period and a quarter (1.25 s).
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
         let mut flights = FlightProfile::default();
-        flights[1] = ProfiledExchange { took: ms(8000), flight_bytes: 300 };
+        flights[1] = ProfiledExchange { took: ms(8000), flight_bytes: 300, answer_bytes: 0 };
         let cached = RttEstimate { largest_exchange: 300, ..earlier(ms(2000), ms(3000), flights) };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // The first flight was not profiled: SRTT + 4·RTTVAR.
@@ -835,18 +891,66 @@ mod tests {
         assert_eq!(t.current(), ms(11_375));
         // Where a quarter of the exchange is less than the floor, the floor is the margin.
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(2000), flight_bytes: 100 };
+        flights[0] = ProfiledExchange { took: ms(2000), flight_bytes: 100, answer_bytes: 0 };
         let cached = RttEstimate { smoothed: ms(1000), variation: ms(100), flights, ..cached };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(3250));
         // An exchange shorter than the floor caught a wake-up by luck; the next may wait a whole
         // period more each way: it counts as the floor.
-        flights[0] = ProfiledExchange { took: ms(100), flight_bytes: 100 };
+        flights[0] = ProfiledExchange { took: ms(100), flight_bytes: 100, answer_bytes: 0 };
         let cached = RttEstimate { smoothed: ms(100), variation: ms(10), flights, ..cached };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(2500));
+    }
+
+    #[test]
+    fn a_flight_waits_at_least_what_the_path_takes_to_carry_its_exchange() {
+        let ms = Duration::from_millis;
+        let at = Instant::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(1000) };
+        // The last handshake with the peer lost a datagram: no flight waits longer than 2 s.
+        let cached = RttEstimate { loss_seen: true, ..earlier(ms(500), ms(100), FlightProfile::default()) };
+        let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
+        t.on_new_flight(Instant::ZERO, 150, 0..1, 0);
+        assert_eq!(t.current(), ms(1000));
+        // The answer comes in two 1000-byte datagrams a second apart: the path carries a
+        // kilobyte a second at best.
+        t.on_datagram(at(600), 1000);
+        t.on_answer_datagram();
+        t.on_datagram(at(1600), 1000);
+        t.on_answer_datagram();
+        assert_eq!(t.estimate().unwrap().pace, ms(1000));
+        // A 2000-byte flight, answered with about as much: 4 s to carry, and the floor, past the
+        // 2 s the loss allows.
+        t.on_new_flight(at(1600), 2000, 1..3, 2000);
+        assert_eq!(t.current(), ms(5000));
+        // So does a copy sent because the peer resent its flight.
+        assert_eq!(t.on_retransmit(at(3000), 3..5, Resend::PeerRetransmission), at(8000));
+        // A faster pair lowers the pace; a slower one does not raise it.
+        t.on_datagram(at(8100), 500);
+        t.on_answer_datagram();
+        t.on_datagram(at(8350), 500);
+        t.on_answer_datagram();
+        t.on_datagram(at(9350), 100);
+        t.on_answer_datagram();
+        assert_eq!(t.estimate().unwrap().pace, ms(500));
+        // Datagrams not in a row (a copy of what we had came between), or of two flights of the
+        // peer's (ours went out between), give no sample.
+        t.on_datagram(at(9380), 1000);
+        t.on_datagram(at(9400), 1000);
+        t.on_answer_datagram();
+        t.on_datagram(at(9401), 1000);
+        t.on_datagram(at(9402), 1000);
+        t.on_answer_datagram();
+        t.on_new_flight(at(9402), 200, 5..6, 4000);
+        t.on_datagram(at(9403), 1000);
+        t.on_answer_datagram();
+        assert_eq!(t.estimate().unwrap().pace, ms(500));
+        // The pace goes to the next handshake with the peer.
+        let next = RetransmitTimer::new(ms(2000), ms(60_000), policy, t.estimate());
+        assert_eq!(next.estimate().unwrap().pace, ms(500));
     }
 
     #[test]
@@ -856,7 +960,7 @@ mod tests {
         // rendezvous (104 ms), later exchanges took 629 and 621 ms.
         let policy = RetransmitPolicy::Adaptive { floor: ms(156) };
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(104), flight_bytes: 79 };
+        flights[0] = ProfiledExchange { took: ms(104), flight_bytes: 79, answer_bytes: 0 };
         let cached = earlier(ms(450), ms(240), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 79, 0..1, 0);
@@ -871,8 +975,8 @@ mod tests {
         // A full handshake's flights: a 79-byte ClientHello answered in 0.4 s (it caught the
         // cells), a 109-byte flight whose exchange took 5 s.
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(400), flight_bytes: 79 };
-        flights[2] = ProfiledExchange { took: ms(5000), flight_bytes: 109 };
+        flights[0] = ProfiledExchange { took: ms(400), flight_bytes: 79, answer_bytes: 0 };
+        flights[2] = ProfiledExchange { took: ms(5000), flight_bytes: 109, answer_bytes: 0 };
         let cached =
             RttEstimate { exchange_bytes: 250, largest_exchange: 320, ..earlier(ms(1500), ms(100), flights) };
         // A resumption's 220-byte ClientHello (its ticket) matches neither: it waits the 5 s
@@ -913,7 +1017,7 @@ mod tests {
         let policy = RetransmitPolicy::Adaptive { floor: ms(100) };
         let mut flights = FlightProfile::default();
         // A four-hop TSCH path with 10 s slotframes: 100 s per exchange.
-        flights[0] = ProfiledExchange { took: ms(100_000), flight_bytes: 100 };
+        flights[0] = ProfiledExchange { took: ms(100_000), flight_bytes: 100, answer_bytes: 0 };
         let cached = earlier(ms(100_000), ms(1000), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);

@@ -41,6 +41,10 @@ pub struct RttEstimate {
     /// The exchange each of our flights started, by its place in the handshake, took when last
     /// measured (zero: not measured).
     pub flights: FlightProfile,
+    /// The least time a kilobyte of the peer's flights took to follow the datagram before it
+    /// (zero: never seen): a lower bound on how long the path takes to carry a flight, which
+    /// no timer goes below.
+    pub pace: Duration,
 }
 
 /// Flights of ours remembered by their place in a handshake.
@@ -57,14 +61,21 @@ pub type FlightProfile = [ProfiledExchange; PROFILE_FLIGHTS];
 pub struct ProfiledExchange {
     pub took: Duration,
     pub flight_bytes: u32,
+    /// Bytes of the peer's answering flight (zero: not seen), kept even when the exchange's
+    /// time was not.
+    pub answer_bytes: u32,
 }
 
 impl ProfiledExchange {
     /// Whether a flight of `flight_bytes` is the one measured: within a sixteenth of its size
     /// (a cookie or a ticket more is another flight).
     fn matches(&self, flight_bytes: u32) -> bool {
+        !self.took.is_zero() && self.same_flight(flight_bytes)
+    }
+
+    fn same_flight(&self, flight_bytes: u32) -> bool {
         let (a, b) = (self.flight_bytes, flight_bytes);
-        !self.took.is_zero() && a.abs_diff(b) <= a.max(b) / 16
+        a.abs_diff(b) <= a.max(b) / 16
     }
 }
 
@@ -77,6 +88,12 @@ impl RttEstimate {
     pub fn timeout_for(&self, exchange_bytes: u32) -> Duration {
         let margin = (self.variation.saturating_mul(4)).max(self.smoothed / 4);
         self.stretched(self.smoothed.saturating_add(margin), exchange_bytes)
+    }
+
+    /// The least time the path takes to carry `bytes`, from the pace of the peer's flights
+    /// (zero: no pace measured).
+    pub fn carrying(&self, bytes: u32) -> Duration {
+        self.pace.mul_f64(f64::from(bytes) / 1000.0)
     }
 
     /// SRTT stretched like [`Self::timeout_for`] for an exchange of `exchange_bytes`.
@@ -107,6 +124,9 @@ pub(crate) struct RttEstimator {
     /// it, competes for the channel with the flight that follows.
     after_needless_copy: u8,
     profile: FlightProfile,
+    /// The pace carried from the last handshake, and the least measured in this one.
+    pace_carried: Duration,
+    pace: Option<Duration>,
 }
 
 impl RttEstimator {
@@ -118,7 +138,26 @@ impl RttEstimator {
             loss_kept: false,
             after_needless_copy: 0,
             profile: estimate.map(|e| e.flights).unwrap_or_default(),
+            pace_carried: estimate.map(|e| e.pace).unwrap_or_default(),
+            pace: None,
         }
+    }
+
+    /// A datagram of `bytes` of the peer's flight came `gap` after the one before it of the
+    /// same flight: the path carried it in no more than that. The least such time per byte is
+    /// kept (a gap also holds the peer's pauses and the link's waits, never less than the
+    /// carrying), so one long gap does not raise it.
+    pub fn on_paced_datagram(&mut self, gap: Duration, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let per_kb = gap.mul_f64(1000.0 / bytes as f64);
+        self.pace = Some(self.pace.map_or(per_kb, |p| p.min(per_kb)));
+    }
+
+    /// The pace of this handshake, or the one carried from the last.
+    pub fn pace(&self) -> Duration {
+        self.pace.unwrap_or(self.pace_carried)
     }
 
     /// The path lost a datagram: the timer is capped from now on, and in the next handshake
@@ -171,11 +210,30 @@ impl RttEstimator {
         kept.map(|p| p.took).max()
     }
 
-    /// The exchange of our flight at `place`, of `flight_bytes`, took `rtt`.
-    pub fn profile(&mut self, place: usize, flight_bytes: u32, rtt: Duration) {
+    /// The exchange of our flight at `place`, of `flight_bytes`, took `rtt`; the peer answered
+    /// with `answer_bytes`.
+    pub fn profile(&mut self, place: usize, flight_bytes: u32, answer_bytes: u32, rtt: Duration) {
         if let Some(slot) = self.profile.get_mut(place) {
-            *slot = ProfiledExchange { took: rtt.max(Duration::from_micros(1)), flight_bytes };
+            let took = rtt.max(Duration::from_micros(1));
+            *slot = ProfiledExchange { took, flight_bytes, answer_bytes };
         }
+    }
+
+    /// The peer answered our flight at `place`, of `flight_bytes`, with `answer_bytes`, in a
+    /// time not measured (the flight was resent, or the answer recovered from a loss).
+    pub fn profile_answer(&mut self, place: usize, flight_bytes: u32, answer_bytes: u32) {
+        if let Some(slot) = self.profile.get_mut(place) {
+            if !slot.same_flight(flight_bytes) {
+                *slot = ProfiledExchange { flight_bytes, ..ProfiledExchange::default() };
+            }
+            slot.answer_bytes = answer_bytes;
+        }
+    }
+
+    /// The bytes with which the peer last answered our flight at `place`, of `flight_bytes`.
+    pub fn answer_bytes(&self, place: usize, flight_bytes: u32) -> Option<u32> {
+        let slot = self.profile.get(place)?;
+        (slot.same_flight(flight_bytes) && slot.answer_bytes > 0).then_some(slot.answer_bytes)
     }
 
     /// One measured exchange of `exchange_bytes` that took `rtt` (RFC 6298 §2.2 and §2.3,
@@ -190,6 +248,7 @@ impl RttEstimator {
                 largest_exchange: exchange_bytes,
                 loss_seen: self.loss_seen,
                 flights: self.profile,
+                pace: self.pace(),
             },
             Some(e) => RttEstimate {
                 variation: e.variation * 3 / 4 + e.smoothed.abs_diff(rtt) / 4,
@@ -199,6 +258,7 @@ impl RttEstimator {
                 largest_exchange: e.largest_exchange.max(exchange_bytes),
                 loss_seen: self.loss_seen,
                 flights: self.profile,
+                pace: self.pace(),
             },
         });
     }
@@ -207,9 +267,9 @@ impl RttEstimator {
     /// (every flight resent), one of no samples that carries them to the next handshake. Its
     /// loss flag is the one carried to the next handshake.
     pub fn estimate(&self) -> Option<RttEstimate> {
-        let (loss_seen, flights) = (self.loss_kept, self.profile);
+        let (loss_seen, flights, pace) = (self.loss_kept, self.profile, self.pace());
         if let Some(e) = self.estimate {
-            return Some(RttEstimate { loss_seen, flights, ..e });
+            return Some(RttEstimate { loss_seen, flights, pace, ..e });
         }
         let profiled = self.profile.iter().any(|p| !p.took.is_zero());
         profiled.then_some(RttEstimate {
@@ -220,6 +280,7 @@ impl RttEstimator {
             largest_exchange: 0,
             loss_seen,
             flights,
+            pace,
         })
     }
 }
@@ -343,6 +404,7 @@ mod tests {
             largest_exchange: 1,
             loss_seen: false,
             flights: FlightProfile::default(),
+            pace: Duration::ZERO,
         };
         let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
         cache.insert(ip(1), est(1));

@@ -247,6 +247,25 @@ fn xmac_adaptive_timer_is_no_slower_than_the_fixed_one_at_pdr_90() {
     assert!(adaptive_total < fixed_total, "adaptive {adaptive_total:.1} s against fixed {fixed_total:.1} s");
 }
 
+/// A certificate handshake on a beacon network of short CAPs (BO 6, SO 2, one hop): its
+/// 1200-byte datagrams take about a second each, so a flight and its answer take longer to
+/// carry than the initial 2 s. The returning client's adaptive timer waits at least what the
+/// path takes to carry the exchange at the pace measured from the peer's flights, even after
+/// the earlier handshake's losses: it resends spuriously less than the fixed timer, and the
+/// handshake ends sooner.
+#[test]
+fn a_certificate_handshake_on_short_caps_waits_for_its_flights_to_cross() {
+    let pki = LabPki::kept().expect("the lab's PKI");
+    let mac = e2::beacon::config(6, 2);
+    let both = handshake::both_timers(&mac, 1, handshake::Variant::EcdheEcdsa, 0..20, &pki)
+        .expect("the handshakes run");
+    let (a, f) = (both.adaptive.expect("adaptive rows"), both.fixed);
+    assert!(a.all_completed() && f.all_completed());
+    assert!(f.spurious_retransmissions >= 1.0, "the fixed timer resends mid-flight: {f:?}");
+    assert!(a.spurious_retransmissions < 0.5, "adaptive {a:?}");
+    assert!(a.duration_s < f.duration_s, "adaptive {:.2} s, fixed {:.2} s", a.duration_s, f.duration_s);
+}
+
 /// Seeds per row of the PDR 90 % comparison: enough that a mean differs from another by its
 /// timer rather than by which handshakes happened to lose.
 const PDR_90_SEEDS: u64 = 100;

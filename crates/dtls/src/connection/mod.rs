@@ -600,6 +600,9 @@ impl Connection {
     ) {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
+        if let Some(hs) = self.hs.as_mut() {
+            hs.flight.timer.on_datagram(now, datagram.len());
+        }
         let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
         let waited_server_hello = self.waits_for_server_hello();
         let mut seen = Authenticated::default();
@@ -943,14 +946,17 @@ impl Connection {
                 self.stats.records_dropped += 1;
                 Ok(())
             }
-            Insert::Accepted => loop {
-                let Some(hs) = self.hs.as_mut() else { return Ok(()) };
-                let Some((msg_type, seq, body)) = hs.reassembler.pop() else { return Ok(()) };
-                if self.phase != Phase::Handshaking {
-                    return Ok(());
+            Insert::Accepted => {
+                hs.flight.timer.on_answer_datagram();
+                loop {
+                    let Some(hs) = self.hs.as_mut() else { return Ok(()) };
+                    let Some((msg_type, seq, body)) = hs.reassembler.pop() else { return Ok(()) };
+                    if self.phase != Phase::Handshaking {
+                        return Ok(());
+                    }
+                    self.on_handshake_message(now, msg_type, seq, &body)?;
                 }
-                self.on_handshake_message(now, msg_type, seq, &body)?;
-            },
+            }
         }
     }
 
