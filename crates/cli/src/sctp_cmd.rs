@@ -17,7 +17,7 @@
 
 use crate::say::say;
 use anyhow::{bail, Context};
-use fastshake_net::sctp::{DriverStats, SctpDriver, UDP_ENCAPSULATION_PORT};
+use fastshake_net::sctp::{DriverStats, SctpDriver, DEFAULT_COOKIE_ROTATION, UDP_ENCAPSULATION_PORT};
 use fastshake_net::udp::BatchIo;
 use fastshake_sctp::{
     AssociationHandle, AssociationStats, Config, ConnectOptions, Event, HandshakeKind, HandshakeMode, Message,
@@ -82,6 +82,11 @@ pub struct ServerArgs {
     /// Open associations on an INIT with an empty ALT-COOKIE (protected environments only).
     #[arg(long)]
     cookieless: bool,
+    /// Change the cookie key every SECONDS (every worker at once). A cookie opens under the
+    /// current and the previous key, so a client's cached ALT-COOKIE lasts one to two periods.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_COOKIE_ROTATION.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    cookie_rotation: u64,
     /// Send every message back on the stream it came on.
     #[arg(long)]
     echo: bool,
@@ -228,8 +233,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         ..Config::default()
     });
     let workers = server_workers(&args);
-    let drivers = SctpDriver::bind_workers(args.listen, config, args.batch, workers)
+    let mut drivers = SctpDriver::bind_workers(args.listen, config, args.batch, workers)
         .with_context(|| format!("binding {}", args.listen))?;
+    SctpDriver::rotate_cookie_keys(&mut drivers, Duration::from_secs(args.cookie_rotation));
     let local = drivers[0].local_addr();
     say!("sctp server: listening on {} port {}", local, args.port);
     let batched = drivers.iter().filter(|d| d.is_batched()).count();

@@ -13,12 +13,16 @@
 //! a worker that does not hold its association. Workers share a map from our verification tag to
 //! the worker holding the association; a worker that does not know a packet's tag passes it to
 //! that worker.
+//!
+//! A server's drivers change their cookie key every [`DEFAULT_COOKIE_ROTATION`] (or as
+//! [`SctpDriver::rotate_cookie_keys`] says), all through the same keys in the same order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
+use std::time::Duration;
 
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, Endpoint, Error, Event, Instant, Message, Transmit,
@@ -26,6 +30,7 @@ use fastshake_sctp::{
 use rand_core::{OsRng, RngCore};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
+use zeroize::Zeroize;
 
 use crate::udp::{BatchIo, DatagramSocket, SendQueue};
 use crate::Clock;
@@ -120,6 +125,80 @@ impl Drop for WorkerLink {
     }
 }
 
+/// How often a server's drivers change their cookie key unless told otherwise. The engine keeps
+/// the previous key too, so a cookie opens for one to two periods: that is the lifetime of a
+/// cached ALT-COOKIE (the seed's alternative handshake limits it by changing the key; RFC 4960
+/// §5.1.3 asks for a key changed "reasonably frequently"). A state cookie carries its own,
+/// shorter lifetime.
+pub const DEFAULT_COOKIE_ROTATION: Duration = Duration::from_secs(3600);
+
+/// Keys a schedule remembers: a driver further behind than this (stalled for so many periods)
+/// skips the keys it missed.
+const ROTATION_KEYS_KEPT: usize = 8;
+
+/// The cookie keys of one server's drivers: one per period since the schedule began, drawn from
+/// the operating system's randomness when first due and shared, so every driver goes through the
+/// same keys in the same order and the engines' key epochs stay equal (a cookie one worker made
+/// opens at every other).
+struct CookieSchedule {
+    every: Duration,
+    start: tokio::time::Instant,
+    /// The rotation number of the oldest key kept, and the keys from it on.
+    keys: Mutex<(u64, VecDeque<[u8; 16]>)>,
+}
+
+impl CookieSchedule {
+    fn new(every: Duration) -> Self {
+        let every = every.max(Duration::from_millis(1));
+        CookieSchedule { every, start: tokio::time::Instant::now(), keys: Mutex::new((1, VecDeque::new())) }
+    }
+
+    /// When rotation `n` (from 1) falls due.
+    fn due_at(&self, n: u64) -> tokio::time::Instant {
+        let periods = u32::try_from(n).unwrap_or(u32::MAX);
+        self.start + self.every.saturating_mul(periods)
+    }
+
+    /// Rotations due by now.
+    fn due(&self) -> u64 {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.start);
+        (elapsed.as_nanos() / self.every.as_nanos()) as u64
+    }
+
+    /// The key of rotation `n`, unless it is older than the keys kept.
+    fn key(&self, n: u64) -> Option<[u8; 16]> {
+        let mut keys = self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (first, kept) = &mut *keys;
+        while *first + kept.len() as u64 <= n {
+            let mut key = [0u8; 16];
+            OsRng.fill_bytes(&mut key);
+            kept.push_back(key);
+            if kept.len() > ROTATION_KEYS_KEPT {
+                if let Some(mut old) = kept.pop_front() {
+                    old.zeroize();
+                }
+                *first += 1;
+            }
+        }
+        let index = n.checked_sub(*first)?;
+        kept.get(index as usize).copied()
+    }
+}
+
+impl Drop for CookieSchedule {
+    fn drop(&mut self) {
+        let keys = self.keys.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        keys.1.iter_mut().for_each(|key| key.zeroize());
+    }
+}
+
+/// A driver's place in its server's cookie schedule.
+struct CookieRotation {
+    schedule: Arc<CookieSchedule>,
+    /// Rotations applied to this driver's engine.
+    applied: u64,
+}
+
 /// One SCTP endpoint on one tokio UDP socket per local address.
 pub struct SctpDriver {
     /// The primary socket first; each with the address it is bound to.
@@ -134,6 +213,8 @@ pub struct SctpDriver {
     stats: DriverStats,
     /// The other workers of a server with several (see [`SctpDriver::bind_workers`]).
     link: Option<WorkerLink>,
+    /// When and to what the cookie key changes (servers; see [`SctpDriver::rotate_cookie_keys`]).
+    rotation: Option<CookieRotation>,
 }
 
 impl SctpDriver {
@@ -183,9 +264,10 @@ impl SctpDriver {
     }
 
     /// `workers` workers of one server on `addr` (see [`SctpDriver::bind_worker`]), each to be
-    /// run by a task of its own. They share one cookie key, so a cookie one made opens at every
-    /// other, and pass each other the packets of associations they do not hold (a multihomed
-    /// peer's other path), found by our verification tag.
+    /// run by a task of its own. They share one cookie key, rotated every
+    /// [`DEFAULT_COOKIE_ROTATION`], so a cookie one made opens at every other, and pass each
+    /// other the packets of associations they do not hold (a multihomed peer's other path),
+    /// found by our verification tag.
     pub fn bind_workers(
         addr: SocketAddr,
         config: Arc<Config>,
@@ -215,7 +297,30 @@ impl SctpDriver {
                 registered: HashMap::new(),
             });
         }
+        SctpDriver::rotate_cookie_keys(&mut drivers, DEFAULT_COOKIE_ROTATION);
         Ok(drivers)
+    }
+
+    /// Changes the cookie key of `drivers` (one server's) every `every`, from now on, all to the
+    /// same fresh key at the same time. Replaces any schedule they had.
+    pub fn rotate_cookie_keys(drivers: &mut [SctpDriver], every: Duration) {
+        let schedule = Arc::new(CookieSchedule::new(every));
+        for driver in drivers {
+            driver.rotation = Some(CookieRotation { schedule: Arc::clone(&schedule), applied: 0 });
+        }
+    }
+
+    /// Applies the cookie keys that have fallen due, in order (before the engine sees the next
+    /// packet, so a cookie another worker made under a new key opens here too).
+    fn rotate_due_cookie_keys(&mut self) {
+        let Some(rotation) = self.rotation.as_mut() else { return };
+        let due = rotation.schedule.due();
+        while rotation.applied < due {
+            rotation.applied += 1;
+            if let Some(key) = rotation.schedule.key(rotation.applied) {
+                self.endpoint.rotate_cookie_key(key);
+            }
+        }
     }
 
     /// Drives an endpoint on already bound sockets (the primary first) with an explicit seed.
@@ -246,6 +351,7 @@ impl SctpDriver {
             clock: Clock::new(),
             stats: DriverStats::default(),
             link: None,
+            rotation: None,
         })
     }
 
@@ -388,7 +494,10 @@ impl SctpDriver {
 
     /// Waits for one datagram or the engine's next deadline, and hands it to the engine.
     async fn turn(&mut self) -> io::Result<()> {
-        let timer = self.endpoint.poll_timeout().map(|t| self.clock.to_tokio(t));
+        self.rotate_due_cookie_keys();
+        let engine = self.endpoint.poll_timeout().map(|t| self.clock.to_tokio(t));
+        let rotation = self.rotation.as_ref().map(|r| r.schedule.due_at(r.applied + 1));
+        let timer = [engine, rotation].into_iter().flatten().min();
         let sleep = async {
             match timer {
                 Some(t) => tokio::time::sleep_until(t).await,
@@ -418,10 +527,12 @@ impl SctpDriver {
         tokio::select! {
             Some(Passed { local, remote, mut datagram }) = passed => {
                 self.stats.taken_over += 1;
+                self.rotate_due_cookie_keys();
                 self.endpoint.handle_datagram(self.clock.now(), local, remote, &mut datagram);
             }
             ready = ready => {
                 let i = ready?;
+                self.rotate_due_cookie_keys();
                 let now = self.clock.now();
                 // One batch from the socket that woke us, then whatever the others have ready
                 // (a burst of INITs, a window of DATA), without another trip through the reactor.
@@ -431,6 +542,7 @@ impl SctpDriver {
                 }
             }
             _ = sleep => {
+                self.rotate_due_cookie_keys();
                 self.endpoint.handle_timeout(self.clock.now());
             }
         }

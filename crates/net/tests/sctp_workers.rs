@@ -27,6 +27,7 @@ async fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
 struct Snapshot {
     driver: DriverStats,
     endpoint: EndpointStats,
+    cookie_key_epoch: u8,
 }
 
 /// The server: its workers run as echo tasks and answer snapshot requests.
@@ -37,9 +38,17 @@ struct Server {
 
 impl Server {
     fn start(workers: usize, mode: HandshakeMode) -> Server {
+        Server::start_rotating(workers, mode, None)
+    }
+
+    /// A server whose cookie key changes every `rotation` (the default when `None`).
+    fn start_rotating(workers: usize, mode: HandshakeMode, rotation: Option<Duration>) -> Server {
         let config = Arc::new(Config { local_port: SCTP_PORT, listen: true, mode, ..Config::default() });
-        let drivers =
+        let mut drivers =
             SctpDriver::bind_workers("127.0.0.1:0".parse().unwrap(), config, BatchIo::On, workers).unwrap();
+        if let Some(every) = rotation {
+            SctpDriver::rotate_cookie_keys(&mut drivers, every);
+        }
         assert_eq!(drivers.len(), workers);
         let addr = drivers[0].local_addr();
         let workers = drivers.into_iter().map(|driver| {
@@ -79,7 +88,11 @@ async fn echo_worker(
             }
             request = requests.recv() => {
                 let Some(reply) = request else { return };
-                let _ = reply.send(Snapshot { driver: driver.stats(), endpoint: driver.endpoint().stats() });
+                let _ = reply.send(Snapshot {
+                    driver: driver.stats(),
+                    endpoint: driver.endpoint().stats(),
+                    cookie_key_epoch: driver.endpoint().cookie_key_epoch(),
+                });
             }
         }
     }
@@ -150,6 +163,88 @@ async fn a_multihomed_peers_second_path_reaches_the_worker_holding_its_associati
         snapshots.iter().all(|s| s.endpoint.aborts_sent == 0),
         "no worker took a packet for out of the blue: {snapshots:?}"
     );
+}
+
+/// Fetches an ALT-COOKIE from `server` with a client of its own.
+async fn fetch_alt_cookie(server: &Server) -> Vec<u8> {
+    let config = Config { local_port: 5000, ..Config::default() };
+    let mut client = SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config).await.unwrap();
+    let handle = client.connect(server.addr, SCTP_PORT, ConnectOptions::default());
+    let cookie = loop {
+        let (h, event) = step("an ALT-COOKIE", client.next_event()).await.unwrap();
+        assert_eq!(h, handle);
+        if let Event::AltCookie { cookie, .. } = event {
+            break cookie;
+        }
+    };
+    client.abort(handle);
+    client.flush().await.unwrap();
+    cookie
+}
+
+/// Opens associations to `server` from `clients` clients (spread over its workers by their
+/// source ports) with `cookie` cached; the handshake each took.
+async fn open_with_cached_cookie(
+    server: &Server,
+    cookie: &[u8],
+    clients: usize,
+) -> Vec<(HandshakeKind, u32)> {
+    let mut taken = Vec::new();
+    for i in 0..clients {
+        let config = Config { local_port: 5000, ..Config::default() };
+        let mut client = SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config).await.unwrap();
+        let options = ConnectOptions { cached_cookie: Some(cookie.to_vec()), ..ConnectOptions::default() };
+        let handle = client.connect(server.addr, SCTP_PORT, options);
+        match client_event(&mut client, handle).await {
+            Event::Connected { handshake, round_trips, .. } => taken.push((handshake, round_trips)),
+            other => panic!("client {i}: expected Connected, got {other:?}"),
+        }
+        client.abort(handle);
+        client.flush().await.unwrap();
+    }
+    taken
+}
+
+/// RFC 4960 §5.1.3 and seed 004 §III-B: the server changes its cookie key on a schedule, which
+/// is the ALT-COOKIE's lifetime. Every worker changes to the same key at once: a cookie made
+/// after rotations opens at every worker in one round trip, and a cookie from two rotations
+/// before opens at none (each of its clients gets a fresh cookie and opens in two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_worker_rotates_to_the_same_cookie_key_and_old_cookies_expire() {
+    const CLIENTS: usize = 8;
+    // Long enough that the fresh cookie's eight handshakes end well within one period.
+    let server = Server::start_rotating(2, HandshakeMode::Both, Some(Duration::from_secs(2)));
+    let old = fetch_alt_cookie(&server).await;
+    let epoch_then = server.snapshots().await.iter().map(|s| s.cookie_key_epoch).max().unwrap();
+    // Wait until every worker is two rotations further (a cookie verifies under the current and
+    // the previous key).
+    step("two rotations at every worker", async {
+        loop {
+            let snapshots = server.snapshots().await;
+            if snapshots.iter().all(|s| s.cookie_key_epoch.wrapping_sub(epoch_then) >= 2) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let fresh = fetch_alt_cookie(&server).await;
+    for (i, taken) in open_with_cached_cookie(&server, &fresh, CLIENTS).await.into_iter().enumerate() {
+        assert_eq!(taken, (HandshakeKind::AltCached, 1), "client {i} with the fresh cookie");
+    }
+    for (i, (kind, round_trips)) in
+        open_with_cached_cookie(&server, &old, CLIENTS).await.into_iter().enumerate()
+    {
+        assert_ne!(kind, HandshakeKind::AltCached, "client {i} with the expired cookie");
+        assert_eq!(round_trips, 2, "client {i} with the expired cookie: {kind:?}");
+    }
+    let snapshots = server.snapshots().await;
+    assert!(
+        snapshots.iter().all(|s| s.driver.datagrams_in > 0),
+        "both workers served clients: {snapshots:?}"
+    );
+    let bad: u64 = snapshots.iter().map(|s| s.endpoint.bad_cookies).sum();
+    assert!(bad >= CLIENTS as u64, "every expired cookie was refused: {snapshots:?}");
 }
 
 /// Seed 004 §III-F: an ALT-COOKIE opens an association in one round trip. The workers share one

@@ -829,6 +829,12 @@ impl Endpoint {
         self.mac.rotate(key);
     }
 
+    /// How many times the cookie key was rotated (modulo 256: the epoch byte every cookie
+    /// carries).
+    pub fn cookie_key_epoch(&self) -> u8 {
+        self.mac.epoch()
+    }
+
     /// Endpoint counters.
     pub fn stats(&self) -> EndpointStats {
         EndpointStats {
