@@ -78,7 +78,7 @@ output; one summary line per handshake, close and failure goes to standard error
 Example: fastshake server --listen 127.0.0.1:4433 --psk-identity me --psk 00112233 --echo"
 )]
 pub struct ServerArgs {
-    /// Address to listen on, e.g. 127.0.0.1:4433 or [::1]:4433.
+    /// Address to listen on, e.g. 127.0.0.1:4433 or `[::1]:4433`.
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
     /// Send every application record back to its sender instead of printing it.

@@ -17,7 +17,7 @@ mod cookie;
 mod time;
 mod timer;
 
-pub use cookie::{CookieMac, COOKIE_LEN, COOKIE_TAG_LEN};
+pub use cookie::{CookieMac, COOKIE_LEN, COOKIE_TAG_LEN, MIN_COOKIE_TAG_LEN};
 pub use time::Instant;
 pub use timer::{TimerKind, TimerTable};
 

@@ -190,7 +190,10 @@ pub use config::{
     ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU,
 };
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
-pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
+pub use endpoint::{
+    ConnectionHandle, Endpoint, EndpointStats, DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_HANDSHAKES,
+};
 pub use error::Error;
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};

@@ -11,7 +11,7 @@
 //!   PSK and an ECDSA chain of three from `fastshake pki` on one port, so PSK (CCM_8, GCM) and
 //!   ECDHE-ECDSA (CCM_8, GCM) clients share it, and a short `--idle-timeout` so that sessions
 //!   whose close_notify the relay lost end soon;
-//! - in the client namespace one load process, `fastshake netlab chaos-peer` (see [`peer`]): many
+//! - in the client namespace one load process, `fastshake netlab chaos-peer` (see its `peer` module): many
 //!   concurrent clients on the real-socket DTLS driver, each handshaking (some resuming the
 //!   session of the one before, by ticket or by session ID), sending numbered records and
 //!   checking their echoes, some moving to another address mid-session, then closing.

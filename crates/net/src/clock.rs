@@ -39,7 +39,7 @@ impl Clock {
         Instant::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 
-    /// Engine time `t` on tokio's time line, at most [`FURTHEST_TIMER`] from now so tokio's
+    /// Engine time `t` on tokio's time line, at most `FURTHEST_TIMER` from now so tokio's
     /// timer wheel never overflows.
     pub fn to_tokio(&self, t: Instant) -> tokio::time::Instant {
         let latest = tokio::time::Instant::now() + FURTHEST_TIMER;

@@ -1,5 +1,5 @@
 //! The benchmarks' headline figures beside their anchors, measured in the same run by
-//! `fastshake-bench` (a subprocess: see [`super::run_bench`]). One row of [`BENCHES`] per
+//! `fastshake-bench` (a subprocess: see [`super::run_bench`]). One row of `BENCHES` per
 //! benchmark: `handshake` (OpenSSL in memory), `flood` (the bare UDP echo and OpenSSL's
 //! `DTLSv1_listen`), `load --compare` (openssl s_server, pion when built) and `caching`
 //! (OpenSSL's full handshake of the same chains); E5 runs `sctp` itself.
