@@ -17,7 +17,7 @@
 //!   checking their echoes, some moving to another address mid-session, then closing.
 //!
 //! The load comes in waves, each followed by a pause longer than the idle timeout (10 s by
-//! default: shorter ones meet an engine defect, see `--idle-timeout-s`); the server's
+//! default); the server's
 //! resident memory (VmRSS, /proc/PID/status) is sampled during each wave and read after each
 //! pause. The first wave warms the server up (allocator arenas, buffers, the first entries of its
 //! session cache); what it holds after that pause is the baseline, and the end is compared with it.
@@ -144,10 +144,9 @@ pub struct Knobs {
     /// How long after the original the relay's copy leaves, ms (0: right behind it).
     #[arg(long, default_value_t = 0)]
     duplicate_delay_ms: u64,
-    /// The server's --idle-timeout, s. Sessions whose close_notify was lost end then. A client's
-    /// handshake retransmissions come 1, 2, 4, 8 s ... apart; once a gap is longer than this, the
-    /// engine's idle sweep ends a full handshake the client has not finished (a defect the soak
-    /// found), so a few seconds make handshakes fail under loss.
+    /// The server's --idle-timeout, s. Sessions whose close_notify was lost end then; a
+    /// handshake in progress, or one whose last flight the client has not confirmed, is not idle
+    /// and stays until the handshake timeout, however short this is.
     #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_S)]
     idle_timeout_s: f64,
     /// Pause after each wave before the server's memory is read, s; default: the idle timeout + 2 s.
