@@ -5,7 +5,7 @@
 use super::{ConnectionHandle, Endpoint, Slot};
 use crate::connection::{Connection, Event, VerifiedHello};
 use crate::handshake::{
-    parse_fragments, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
+    fragment_ranges, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
     HANDSHAKE_HEADER_LEN,
 };
 use crate::record::{ContentType, RecordHeader, Records, DTLS_1_2, HEADER_LEN};
@@ -180,21 +180,21 @@ impl Endpoint {
             if rh.content_type != ContentType::Handshake || rh.epoch != 0 {
                 continue;
             }
-            let Some(body) = datagram.get(range) else { break };
-            for frag in parse_fragments(body) {
-                let Ok((hh, data)) = frag else { break };
+            let Some(body) = datagram.get(range.clone()) else { break };
+            for frag in fragment_ranges(body) {
+                let Ok((hh, in_body)) = frag else { break };
                 if hh.msg_type != HandshakeType::ClientHello {
                     continue;
                 }
+                let in_datagram = range.start + in_body.start..range.start + in_body.end;
                 if hh.fragment_offset == 0 && hh.fragment_length == hh.length {
-                    // `data` lies within `datagram`: its offset there, from the two addresses.
-                    let start = data.as_ptr() as usize - datagram.as_ptr() as usize;
                     return HelloScan::Complete(HelloInfo {
                         record_seq: rh.seq,
                         message_seq: hh.message_seq,
-                        body: HelloBody::InDatagram(start..start + data.len()),
+                        body: HelloBody::InDatagram(in_datagram),
                     });
                 }
+                let Some(data) = datagram.get(in_datagram) else { break };
                 if hh.length > MAX_FRAGMENTED_HELLO {
                     continue;
                 }

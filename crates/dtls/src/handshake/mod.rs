@@ -123,13 +123,24 @@ impl HandshakeHeader {
 
 /// Splits one handshake record body into fragments.
 pub fn parse_fragments(body: &[u8]) -> impl Iterator<Item = Result<(HandshakeHeader, &[u8]), DecodeError>> {
+    fragment_ranges(body).map(|item| item.map(|(h, range)| (h, &body[range])))
+}
+
+/// Splits one handshake record body into fragments, each with the range of its data in `body`.
+pub fn fragment_ranges(
+    body: &[u8],
+) -> impl Iterator<Item = Result<(HandshakeHeader, std::ops::Range<usize>), DecodeError>> + '_ {
     let mut r = Reader::new(body);
     let mut failed = false;
     std::iter::from_fn(move || {
         if failed || r.is_empty() {
             return None;
         }
-        let item = HandshakeHeader::parse(&mut r).and_then(|h| Ok((h, r.take(h.fragment_length as usize)?)));
+        let item = HandshakeHeader::parse(&mut r).and_then(|h| {
+            let start = body.len() - r.remaining();
+            r.take(h.fragment_length as usize)?;
+            Ok((h, start..start + h.fragment_length as usize))
+        });
         failed = item.is_err();
         Some(item)
     })
