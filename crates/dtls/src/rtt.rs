@@ -93,7 +93,7 @@ impl RttEstimate {
     /// The least time the path takes to carry `bytes`, from the pace of the peer's flights
     /// (zero: no pace measured).
     pub fn carrying(&self, bytes: u32) -> Duration {
-        self.pace.mul_f64(f64::from(bytes) / 1000.0)
+        scaled(self.pace, f64::from(bytes) / 1000.0)
     }
 
     /// SRTT stretched like [`Self::timeout_for`] for an exchange of `exchange_bytes`.
@@ -103,11 +103,16 @@ impl RttEstimate {
 
     fn stretched(&self, base: Duration, exchange_bytes: u32) -> Duration {
         if exchange_bytes > self.exchange_bytes && self.exchange_bytes > 0 {
-            base.mul_f64(f64::from(exchange_bytes) / f64::from(self.exchange_bytes))
+            scaled(base, f64::from(exchange_bytes) / f64::from(self.exchange_bytes))
         } else {
             base
         }
     }
+}
+
+/// `d` times `factor`, saturating (`Duration::mul_f64` panics past its range).
+fn scaled(d: Duration, factor: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
 
 /// RFC 6298 §2 smoothing of round-trip samples.
@@ -151,7 +156,7 @@ impl RttEstimator {
         if bytes == 0 {
             return;
         }
-        let per_kb = gap.mul_f64(1000.0 / bytes as f64);
+        let per_kb = scaled(gap, 1000.0 / bytes as f64);
         self.pace = Some(self.pace.map_or(per_kb, |p| p.min(per_kb)));
     }
 
