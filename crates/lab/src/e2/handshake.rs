@@ -400,9 +400,10 @@ impl BothTimers {
 
 /// What the adaptive columns of the tables are.
 pub const ADAPTIVE_LEGEND: &str = "'adapt' = a returning client: an earlier handshake (not measured) over the same \
-network filled both ends' round-trip caches, so each flight waits what its exchange took then (like TCP's metrics \
-cache), never less than the floor: the MAC's wake-up period (check interval, beacon interval, slotframe) and a \
-quarter; '1st s/sp' = the same adaptive timer at first contact (nothing cached, the first flight waits 2 s or the \
+network filled both ends' round-trip caches, so each flight waits what its exchange took then and a margin (like \
+TCP's metrics cache), never less than the floor: the MAC's wake-up period (check interval, beacon interval, \
+slotframe) and a quarter, nor than the link takes to carry the exchange at the pace the peer's datagrams came; \
+'1st s/sp' = the same adaptive timer at first contact (nothing cached, the first flight waits 2 s or the \
 floor if longer): seconds / spurious resends. 'fixed' is always first contact (it keeps nothing).";
 
 pub fn both_timers(
