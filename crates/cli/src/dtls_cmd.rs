@@ -19,7 +19,7 @@ use fastshake_net::cache_file::FileCacheStore;
 use fastshake_net::credentials::{host_of, parse_mtu, CredentialArgs};
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
-    DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions,
+    DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions, DEFAULT_COOKIE_ROTATION,
 };
 use fastshake_net::udp::BatchIo;
 use fastshake_net::Clock;
@@ -127,6 +127,12 @@ pub struct ServerArgs {
     /// if it has one, closes with it). Default: 300.
     #[arg(long, value_name = "SECS")]
     idle_timeout: Option<f64>,
+    /// Change the HelloVerifyRequest cookie key every SECONDS (every worker at once). A cookie
+    /// opens under the current and the previous key, so one a client cached lasts one to two
+    /// periods.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_COOKIE_ROTATION.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    cookie_rotation: u64,
     /// Serve with N workers, each a thread with its own socket on --listen (SO_REUSEPORT: the
     /// kernel spreads clients by address and port) and its own sessions; a CID record that
     /// reaches the wrong worker (the client moved) is passed to the right one. Limits
@@ -412,6 +418,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         trace: common.trace("server"),
         mobility: args.mobility,
         idle_timeout,
+        cookie_rotation: std::time::Duration::from_secs(args.cookie_rotation),
         workers,
         batch: args.batch,
         ticket_keys_file: args.ticket_keys.clone(),

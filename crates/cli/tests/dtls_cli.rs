@@ -202,3 +202,15 @@ fn server_stopped_by_sigterm_closes_its_sessions_with_close_notify() {
     assert!(server.expect_exit().success(), "{}", server.transcript());
     server.expect_stderr("shutting down, closing every session");
 }
+
+#[test]
+fn a_server_rotating_its_cookie_key_every_second_still_admits_clients() {
+    let (_server, port) = FASTSHAKE.server(&["--echo", "--cookie-rotation", "1"]);
+    // Two rotations: a cookie key made after the server started, at every worker.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let mut client = FASTSHAKE.client(port, PSK_HEX, &[]);
+    client.expect_handshake_without_resend(&["full (not resumed)"]);
+    client.write_line("after two rotations");
+    client.expect_stdout("after two rotations\n");
+    client.finish(&[]);
+}
