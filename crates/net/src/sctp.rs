@@ -153,10 +153,10 @@ impl CookieSchedule {
         CookieSchedule { every, start: tokio::time::Instant::now(), keys: Mutex::new((1, VecDeque::new())) }
     }
 
-    /// When rotation `n` (from 1) falls due.
-    fn due_at(&self, n: u64) -> tokio::time::Instant {
+    /// When rotation `n` (from 1) falls due (none: beyond any clock).
+    fn due_at(&self, n: u64) -> Option<tokio::time::Instant> {
         let periods = u32::try_from(n).unwrap_or(u32::MAX);
-        self.start + self.every.saturating_mul(periods)
+        self.start.checked_add(self.every.saturating_mul(periods))
     }
 
     /// Rotations due by now.
@@ -496,7 +496,7 @@ impl SctpDriver {
     async fn turn(&mut self) -> io::Result<()> {
         self.rotate_due_cookie_keys();
         let engine = self.endpoint.poll_timeout().map(|t| self.clock.to_tokio(t));
-        let rotation = self.rotation.as_ref().map(|r| r.schedule.due_at(r.applied + 1));
+        let rotation = self.rotation.as_ref().and_then(|r| r.schedule.due_at(r.applied + 1));
         let timer = [engine, rotation].into_iter().flatten().min();
         let sleep = async {
             match timer {
