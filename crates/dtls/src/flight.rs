@@ -618,6 +618,11 @@ mod tests {
         }
     }
 
+    /// An exchange of a flight of `flight_bytes` kept from an earlier handshake.
+    fn kept(took: Duration, flight_bytes: u32) -> ProfiledExchange {
+        ProfiledExchange { took, flight_bytes, answer_bytes: 0 }
+    }
+
     #[test]
     fn timer_doubles_to_ceiling_and_resets_after_clean_flight() {
         let mut t = RetransmitTimer::new(
@@ -838,7 +843,7 @@ mod tests {
         let ms = Duration::from_millis;
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(6000), flight_bytes: 100, answer_bytes: 0 };
+        flights[0] = kept(ms(6000), 100);
         let cached = earlier(ms(1000), ms(100), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // The exchange took 6 s last time: 7.5 s.
@@ -879,7 +884,7 @@ mod tests {
         // The floor is the link's wake-up period and a quarter (1.25 s).
         let policy = RetransmitPolicy::Adaptive { floor: ms(1250) };
         let mut flights = FlightProfile::default();
-        flights[1] = ProfiledExchange { took: ms(8000), flight_bytes: 300, answer_bytes: 0 };
+        flights[1] = kept(ms(8000), 300);
         let cached = RttEstimate { largest_exchange: 300, ..earlier(ms(2000), ms(3000), flights) };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         // The first flight was not profiled: SRTT + 4·RTTVAR.
@@ -891,14 +896,14 @@ mod tests {
         assert_eq!(t.current(), ms(11_375));
         // Where a quarter of the exchange is less than the floor, the floor is the margin.
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(2000), flight_bytes: 100, answer_bytes: 0 };
+        flights[0] = kept(ms(2000), 100);
         let cached = RttEstimate { smoothed: ms(1000), variation: ms(100), flights, ..cached };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
         assert_eq!(t.current(), ms(3250));
         // An exchange shorter than the floor caught a wake-up by luck; the next may wait a whole
         // period more each way: it counts as the floor.
-        flights[0] = ProfiledExchange { took: ms(100), flight_bytes: 100, answer_bytes: 0 };
+        flights[0] = kept(ms(100), 100);
         let cached = RttEstimate { smoothed: ms(100), variation: ms(10), flights, ..cached };
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);
@@ -960,7 +965,7 @@ mod tests {
         // rendezvous (104 ms), later exchanges took 629 and 621 ms.
         let policy = RetransmitPolicy::Adaptive { floor: ms(156) };
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(104), flight_bytes: 79, answer_bytes: 0 };
+        flights[0] = kept(ms(104), 79);
         let cached = earlier(ms(450), ms(240), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 79, 0..1, 0);
@@ -975,8 +980,8 @@ mod tests {
         // A full handshake's flights: a 79-byte ClientHello answered in 0.4 s (it caught the
         // cells), a 109-byte flight whose exchange took 5 s.
         let mut flights = FlightProfile::default();
-        flights[0] = ProfiledExchange { took: ms(400), flight_bytes: 79, answer_bytes: 0 };
-        flights[2] = ProfiledExchange { took: ms(5000), flight_bytes: 109, answer_bytes: 0 };
+        flights[0] = kept(ms(400), 79);
+        flights[2] = kept(ms(5000), 109);
         let cached =
             RttEstimate { exchange_bytes: 250, largest_exchange: 320, ..earlier(ms(1500), ms(100), flights) };
         // A resumption's 220-byte ClientHello (its ticket) matches neither: it waits the 5 s
@@ -1017,7 +1022,7 @@ mod tests {
         let policy = RetransmitPolicy::Adaptive { floor: ms(100) };
         let mut flights = FlightProfile::default();
         // A four-hop TSCH path with 10 s slotframes: 100 s per exchange.
-        flights[0] = ProfiledExchange { took: ms(100_000), flight_bytes: 100, answer_bytes: 0 };
+        flights[0] = kept(ms(100_000), 100);
         let cached = earlier(ms(100_000), ms(1000), flights);
         let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, Some(cached));
         t.on_new_flight(Instant::ZERO, 100, 0..1, 0);

@@ -254,28 +254,9 @@ async fn every_worker_rotates_to_the_same_cookie_key_and_old_cookies_expire() {
 async fn an_alt_cookie_from_one_worker_opens_at_every_worker() {
     const CLIENTS: usize = 16;
     let server = Server::start(2, HandshakeMode::Both);
-    let config = || Config { local_port: 5000, ..Config::default() };
-    let mut first = SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config()).await.unwrap();
-    let handle = first.connect(server.addr, SCTP_PORT, ConnectOptions::default());
-    let cookie = loop {
-        let (h, event) = step("the first client's ALT-COOKIE", first.next_event()).await.unwrap();
-        assert_eq!(h, handle);
-        if let Event::AltCookie { cookie, .. } = event {
-            break cookie;
-        }
-    };
-    for i in 0..CLIENTS {
-        let mut client = SctpDriver::bind("127.0.0.1:0".parse().unwrap(), config()).await.unwrap();
-        let options = ConnectOptions { cached_cookie: Some(cookie.clone()), ..ConnectOptions::default() };
-        let handle = client.connect(server.addr, SCTP_PORT, options);
-        match client_event(&mut client, handle).await {
-            Event::Connected { handshake, round_trips, .. } => {
-                assert_eq!((handshake, round_trips), (HandshakeKind::AltCached, 1), "client {i}")
-            }
-            other => panic!("client {i}: expected Connected, got {other:?}"),
-        }
-        client.abort(handle);
-        client.flush().await.unwrap();
+    let cookie = fetch_alt_cookie(&server).await;
+    for (i, taken) in open_with_cached_cookie(&server, &cookie, CLIENTS).await.into_iter().enumerate() {
+        assert_eq!(taken, (HandshakeKind::AltCached, 1), "client {i}");
     }
     let snapshots = server.snapshots().await;
     assert!(
