@@ -67,10 +67,9 @@ pub(crate) struct RetransmitTimer {
     transmissions: Vec<(Instant, std::ops::Range<u64>)>,
     /// The flight's place among ours in this handshake (0 for the first).
     place: usize,
-    /// Datagrams from the peer so far, and the last one's arrival and size until it is known
-    /// to carry part of the peer's flight.
-    datagrams: u64,
-    arriving: Option<(Instant, usize)>,
+    /// The last datagram from the peer (its number among them, arrival and size) until it is
+    /// known to carry part of the peer's flight.
+    arriving: Option<(u64, Instant, usize)>,
     /// The last datagram that carried part of the peer's flight: when it came, its number
     /// among the peer's datagrams, and the place of our flight it answered.
     answer_datagram: Option<(Instant, u64, usize)>,
@@ -133,7 +132,6 @@ impl RetransmitTimer {
             peer_flight_bytes: 0,
             transmissions: Vec::new(),
             place: usize::MAX,
-            datagrams: 0,
             arriving: None,
             answer_datagram: None,
         }
@@ -203,10 +201,9 @@ impl RetransmitTimer {
         }
     }
 
-    /// A datagram of `bytes` came from the peer.
-    pub fn on_datagram(&mut self, now: Instant, bytes: usize) {
-        self.datagrams = self.datagrams.wrapping_add(1);
-        self.arriving = Some((now, bytes));
+    /// The peer's datagram number `number` (counted by the connection), of `bytes`, came.
+    pub fn on_datagram(&mut self, number: u64, now: Instant, bytes: usize) {
+        self.arriving = Some((number, now, bytes));
     }
 
     /// The datagram that came last carries part of the peer's flight (not a copy of what we
@@ -214,16 +211,16 @@ impl RetransmitTimer {
     /// both are of one flight of the peer's: the second followed the first as fast as the path
     /// carried it, or slower.
     pub fn on_answer_datagram(&mut self) {
-        let Some((now, bytes)) = self.arriving.take() else { return };
+        let Some((number, now, bytes)) = self.arriving.take() else { return };
         if self.floor.is_none() {
             return;
         }
         if let Some((at, datagram, place)) = self.answer_datagram {
-            if datagram.wrapping_add(1) == self.datagrams && place == self.place {
+            if datagram.wrapping_add(1) == number && place == self.place {
                 self.rtt.on_paced_datagram(now.saturating_duration_since(at), bytes);
             }
         }
-        self.answer_datagram = Some((now, self.datagrams, self.place));
+        self.answer_datagram = Some((now, number, self.place));
     }
 
     /// The most a flight waits: the configured ceiling, or twice the longest exchange measured
@@ -922,9 +919,9 @@ mod tests {
         assert_eq!(t.current(), ms(1000));
         // The answer comes in two 1000-byte datagrams a second apart: the path carries a
         // kilobyte a second at best.
-        t.on_datagram(at(600), 1000);
+        t.on_datagram(1, at(600), 1000);
         t.on_answer_datagram();
-        t.on_datagram(at(1600), 1000);
+        t.on_datagram(2, at(1600), 1000);
         t.on_answer_datagram();
         assert_eq!(t.estimate().unwrap().pace, ms(1000));
         // A 2000-byte flight, answered with about as much: 4 s to carry, and the floor, past the
@@ -934,23 +931,23 @@ mod tests {
         // So does a copy sent because the peer resent its flight.
         assert_eq!(t.on_retransmit(at(3000), 3..5, Resend::PeerRetransmission), at(8000));
         // A faster pair lowers the pace; a slower one does not raise it.
-        t.on_datagram(at(8100), 500);
+        t.on_datagram(3, at(8100), 500);
         t.on_answer_datagram();
-        t.on_datagram(at(8350), 500);
+        t.on_datagram(4, at(8350), 500);
         t.on_answer_datagram();
-        t.on_datagram(at(9350), 100);
+        t.on_datagram(5, at(9350), 100);
         t.on_answer_datagram();
         assert_eq!(t.estimate().unwrap().pace, ms(500));
         // Datagrams not in a row (a copy of what we had came between), or of two flights of the
         // peer's (ours went out between), give no sample.
-        t.on_datagram(at(9380), 1000);
-        t.on_datagram(at(9400), 1000);
+        t.on_datagram(6, at(9380), 1000);
+        t.on_datagram(7, at(9400), 1000);
         t.on_answer_datagram();
-        t.on_datagram(at(9401), 1000);
-        t.on_datagram(at(9402), 1000);
+        t.on_datagram(8, at(9401), 1000);
+        t.on_datagram(9, at(9402), 1000);
         t.on_answer_datagram();
         t.on_new_flight(at(9402), 200, 5..6, 4000);
-        t.on_datagram(at(9403), 1000);
+        t.on_datagram(10, at(9403), 1000);
         t.on_answer_datagram();
         assert_eq!(t.estimate().unwrap().pace, ms(500));
         // The pace goes to the next handshake with the peer.

@@ -601,7 +601,7 @@ impl Connection {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
         if let Some(hs) = self.hs.as_mut() {
-            hs.flight.timer.on_datagram(now, datagram.len());
+            hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
         let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
         let waited_server_hello = self.waits_for_server_hello();
