@@ -2,6 +2,7 @@
 //! hold whatever the exact figures (durations grow with CI, BI and hops; losses slow the
 //! handshake; every handshake completes; 29 bytes per CCM-8 record), never the paper's times.
 
+use fastshake_lab::e2::timer_targets::Outcome;
 use fastshake_lab::e2::{self, handshake, Options, Report};
 use fastshake_lab::pki::LabPki;
 use std::sync::OnceLock;
@@ -183,38 +184,26 @@ fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() 
 
 /// At PDR 100 % a returning client's adaptive timer (floor: a wake-up period and a quarter)
 /// resends nothing spuriously, on any MAC of the grid, at one hop and two; tinyDTLS's fixed 2 s
-/// timer does, from X-MAC's CI 1 s, the longer beacon intervals and TSCH's L 101 on.
+/// timer does, from X-MAC's CI 1 s, the longer beacon intervals and TSCH's L 101 on. Read from
+/// the report's own check of the target, which classifies every row.
 #[test]
 fn a_returning_clients_adaptive_timer_resends_nothing_spuriously_on_a_clean_link() {
     let r = report();
-    let rows = r
-        .xmac
-        .rows
-        .iter()
-        .filter(|row| row.pdr == 1.0)
-        .map(|row| (format!("X-MAC CI {} H {}", row.check_interval_ms, row.hops), &row.handshake))
-        .chain(r.beacon.rows.iter().map(|row| {
-            (
-                format!("beacon BO {} SO {} H {}", row.beacon_order, row.superframe_order, row.hops),
-                &row.handshake,
-            )
-        }))
-        .chain(
-            r.tsch
-                .real
-                .iter()
-                .map(|row| (format!("TSCH L {} C {} H {}", row.l, row.c, row.h), &row.handshake)),
-        );
-    let (mut checked, mut fixed_spurious) = (0, 0.0);
-    for (at, both) in rows {
-        let a = both.adaptive.as_ref().expect("adaptive rows");
-        assert!(both.adaptive_first_contact.is_some(), "the first-contact figure is kept");
-        assert_eq!(a.spurious_retransmissions, 0.0, "{at}: {a:?}");
-        fixed_spurious += both.fixed.spurious_retransmissions;
-        checked += 1;
+    let groups = &r.timer_targets.clean;
+    let names: Vec<&str> = groups.iter().map(|g| g.group).collect();
+    assert_eq!(names, ["X-MAC", "beacon", "TSCH", "variants"]);
+    let rows: Vec<usize> = groups.iter().map(|g| g.rows).collect();
+    assert_eq!(rows, [12, 30, 4, 17], "X-MAC 6 CI x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH 4 rows");
+    for g in &groups[..3] {
+        assert!(g.spurious.is_empty(), "{}: {:?}", g.group, g.spurious);
+        assert_eq!(g.outcome, Outcome::Met);
     }
-    assert_eq!(checked, 12 + 30 + 4, "X-MAC 6 CI x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH 4 rows");
+    let fixed_spurious: f64 = groups[..3].iter().map(|g| g.fixed_spurious_sum).sum();
     assert!(fixed_spurious > 1.0, "the fixed timer resends spuriously somewhere: {fixed_spurious}");
+    let lossy = &r.timer_targets.lossy;
+    assert_eq!(lossy.rows, 12, "X-MAC 6 CI x 2 hops at PDR 90 %");
+    let classified = lossy.faster + lossy.slower_within_noise.len() + lossy.slower.len();
+    assert_eq!(classified, lossy.rows);
 }
 
 /// At PDR 90 % on X-MAC the adaptive timer (returning client) is no slower than tinyDTLS's fixed

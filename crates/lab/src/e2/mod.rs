@@ -6,7 +6,8 @@
 //! - [`beacon`]: beacon-enabled IEEE 802.15.4 (III-B, Fig. 3), a BI x CAP grid, 1-4 hops;
 //! - [`tsch`]: TSCH (III-C), Eq. (1)/(2) and Tables I/II, the beacon equivalents, our handshake;
 //! - [`overhead`]: the AES-CCM-8 record overhead, from our records;
-//! - [`variants`]: ECDHE-ECDSA, resumption, CID and a cached cookie on the same links.
+//! - [`variants`]: ECDHE-ECDSA, resumption, CID and a cached cookie on the same links;
+//! - [`timer_targets`]: the adaptive timer's two targets, checked over all of the above.
 //!
 //! Every real-handshake figure is measured with two retransmission timers ([`handshake::Timer`]):
 //! tinyDTLS's fixed 2 s (the paper's) and an adaptive one (when the engine has it), with the
@@ -19,6 +20,7 @@ pub mod energy;
 pub mod handshake;
 pub mod overhead;
 pub(crate) mod plot;
+pub mod timer_targets;
 pub mod tsch;
 pub mod variants;
 pub mod xmac;
@@ -86,6 +88,7 @@ pub struct Report {
     pub tsch: tsch::Section,
     pub overhead: overhead::Section,
     pub variants: variants::Section,
+    pub timer_targets: timer_targets::Section,
 }
 
 /// Runs the whole experiment.
@@ -94,16 +97,20 @@ pub fn experiment(options: &Options) -> anyhow::Result<Report> {
     anyhow::ensure!(options.max_hops > 0, "at least one hop");
     let pki = LabPki::kept()?;
     let available = handshake::adaptive_timer_available();
+    let (xmac, beacon, tsch) =
+        (xmac::run(options, &pki)?, beacon::run(options, &pki)?, tsch::run(options, &pki)?);
+    let variants = variants::run(options, &pki)?;
     Ok(Report {
         paper:
             "seed 002: M. Vucinic et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section III",
         timer: if available { handshake::adaptive_timer_name() } else { handshake::Timer::Fixed2s.name() },
         adaptive_timer_available: available,
-        xmac: xmac::run(options, &pki)?,
-        beacon: beacon::run(options, &pki)?,
-        tsch: tsch::run(options, &pki)?,
+        timer_targets: timer_targets::check(&xmac, &beacon, &tsch, &variants),
+        xmac,
+        beacon,
+        tsch,
         overhead: overhead::run(&pki)?,
-        variants: variants::run(options, &pki)?,
+        variants,
     })
 }
 
@@ -195,7 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     tsch::print(&report.tsch);
     overhead::print(&report.overhead);
     variants::print(&report.variants);
-    println!();
+    timer_targets::print(&report.timer_targets);
     print_figures("E2 against seed 002", &figures(&report));
     if let Some(dir) = &args.plot {
         println!("plots written to {}", dir.display());
