@@ -1640,12 +1640,6 @@ fn ready_now<T>(future: &mut crate::session_store::StoreFuture<T>) -> Option<io:
     }
 }
 
-/// Whether a datagram starts with a plaintext handshake record (epoch 0), as a ClientHello does:
-/// only those can name a session the store must be asked for.
-fn starts_with_plain_handshake(datagram: &[u8]) -> bool {
-    datagram.first() == Some(&22) && datagram.get(3..5) == Some(&[0, 0])
-}
-
 /// How often a server with session sockets checks for sessions the engine let go without an
 /// event, to close their sockets.
 const SOCKET_SWEEP: Duration = Duration::from_secs(1);
@@ -1853,8 +1847,10 @@ impl ServerDriver {
         if let Some(trace) = &self.trace {
             trace(Direction::Received, remote, datagram);
         }
-        // The engine may decrypt in place: keep what a lookup would hand in again.
-        let copy = (self.store.is_some() && starts_with_plain_handshake(datagram)).then(|| datagram.to_vec());
+        // The engine may decrypt in place: keep what a lookup would hand in again (only a
+        // ClientHello can ask for one).
+        let copy = (self.store.is_some() && fastshake_dtls::wire::starts_with_client_hello(datagram))
+            .then(|| datagram.to_vec());
         endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
         // A ClientHello naming a session another worker or node made: it waits for the store.
         while let Some(id) = endpoint.poll_session_lookup() {
