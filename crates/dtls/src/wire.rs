@@ -2,7 +2,7 @@
 //! that count bytes per message and per header (`fastshake lab e4`). Reads only what is in the
 //! clear: a protected record is one opaque body.
 
-use crate::handshake::{parse_fragments, ClientHello, HandshakeType, HANDSHAKE_HEADER_LEN};
+use crate::handshake::{parse_fragments, ClientHello, HANDSHAKE_HEADER_LEN};
 use crate::record::{ContentType, Records, HEADER_LEN};
 use fastshake_core::codec::DecodeError;
 
@@ -34,15 +34,6 @@ pub struct FragmentView {
     pub len: u32,
     /// A ClientHello's cookie length, read from the first fragment when it holds the field.
     pub cookie_len: Option<usize>,
-}
-
-/// Whether `datagram` opens with a ClientHello in the clear: a handshake record of epoch 0 whose
-/// first fragment is a client_hello (RFC 6347 §4.1, §4.2.2). Only such a datagram can name a
-/// session a server must fetch before it answers; reads three bytes, parses nothing else.
-pub fn starts_with_client_hello(datagram: &[u8]) -> bool {
-    datagram.first() == Some(&(ContentType::Handshake as u8))
-        && datagram.get(3..5) == Some(&[0, 0])
-        && datagram.get(RECORD_HEADER_LEN) == Some(&(HandshakeType::ClientHello as u8))
 }
 
 /// The records of `datagram` (no Connection IDs), or the first decoding error.

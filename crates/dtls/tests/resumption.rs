@@ -389,11 +389,13 @@ fn a_shared_session_resumes_at_another_endpoint_through_the_drivers_store() {
         let asked = pair.server.poll_session_lookup().expect("a lookup for the unknown session ID");
         assert_eq!(asked, id);
         assert!(pair.server_events.is_empty(), "the ClientHello waits for the store");
-        pair.server.answer_session_lookup(asked, Some(&sealed));
+        pair.server.answer_session_lookup(pair.now, asked, Some(&sealed));
         let (c, s) = pair.handshake(MINUTE).expect("a handshake after the answer");
         assert_eq!(s.resumption.is_some(), resumes, "{keys:?}");
         assert_eq!(c.resumption, s.resumption);
         assert!(pair.server.poll_session_lookup().is_none(), "one lookup per ID");
+        // The waiting ClientHello went on at the answer: the client sent it once.
+        assert_eq!(pair.client.stats().flights_resent, 0, "{keys:?}");
     }
 }
 
@@ -414,7 +416,7 @@ fn without_tickets_shared_sessions_are_sealed_by_the_workers_key() {
         reconnect(&mut pair, client_config_without_tickets(), Some(session.clone()), 3);
         pair.run_for(Duration::from_millis(200));
         let asked = pair.server.poll_session_lookup().expect("a lookup for the unknown session ID");
-        pair.server.answer_session_lookup(asked, Some(&sealed));
+        pair.server.answer_session_lookup(pair.now, asked, Some(&sealed));
         let (c, s) = pair.handshake(MINUTE).expect("a handshake after the answer");
         assert_eq!(s.resumption, resumes.then_some(Resumption::SessionId), "{keys:?}");
         assert_eq!(c.resumption, s.resumption);

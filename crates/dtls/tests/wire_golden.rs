@@ -189,38 +189,3 @@ fn the_wire_bytes_stay_what_they_were() {
     }
     assert!(changed.is_empty(), "the wire bytes changed for {changed:?}");
 }
-
-/// `wire::starts_with_client_hello` (the three bytes a server driver reads to decide whether a
-/// datagram may ask for a shared session) agrees with the full parser on every datagram of a
-/// certificate handshake with a Connection ID, its data and close, and a resumption: true for
-/// the ClientHellos alone.
-#[test]
-fn only_a_client_hello_starts_with_a_client_hello() {
-    let (mut c, mut s) = ecdsa(CipherSuite::EcdheEcdsaWithAes128GcmSha256);
-    let cid = Mobility { connection_id: Some(4), return_routability_check: false, follow_server_port: false };
-    (c.mobility, s.mobility) = (cid.clone(), cid);
-    let mut pair = Pair::with_seed(c, s, 7);
-    pair.handshake(MINUTE).expect("handshake");
-    talk(&mut pair);
-    let (mut hellos, mut others) = (0, 0);
-    for d in &pair.log {
-        let parsed = fastshake_dtls::wire::records(&d.payload).ok();
-        let first = parsed.as_ref().and_then(|records| records.first());
-        let hello = first.is_some_and(|r| {
-            r.content_type == 22 && r.epoch == 0 && r.fragments.first().is_some_and(|f| f.msg_type == 1)
-        });
-        assert_eq!(fastshake_dtls::wire::starts_with_client_hello(&d.payload), hello, "{:?}", d.dir);
-        assert!(!hello || matches!(d.dir, Dir::ToServer));
-        if hello {
-            hellos += 1;
-        } else {
-            others += 1;
-        }
-    }
-    assert_eq!(hellos, 2, "the ClientHello and its copy with the cookie");
-    assert!(others > 6, "the rest of the handshake, the data and the close: {others}");
-    for short in [&[][..], &[22], &[22, 0xfe, 0xfd, 0, 0], &[22, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1]]
-    {
-        assert!(!fastshake_dtls::wire::starts_with_client_hello(short), "{short:?}");
-    }
-}

@@ -1560,11 +1560,10 @@ async fn watch_ticket_keys(
     }
 }
 
-/// A session-store lookup that came back, with the ClientHello that waited for it.
+/// A session-store lookup that came back (its ClientHello waits in the engine).
 struct LookupDone {
     id: [u8; 32],
     answer: io::Result<Option<Vec<u8>>>,
-    hello: Incoming,
 }
 
 /// A worker's link to the session store.
@@ -1586,12 +1585,11 @@ impl StoreLink {
 
     /// Asks the store for `id`: its answer when it has one at once (the workers' store in this
     /// process), else `None` and the answer comes back as a [`LookupDone`].
-    fn look_up(&self, id: [u8; 32], hello: impl FnOnce() -> Incoming) -> Option<io::Result<Option<Vec<u8>>>> {
+    fn look_up(&self, id: [u8; 32]) -> Option<io::Result<Option<Vec<u8>>>> {
         let mut lookup = self.store.get(id);
         if let Some(answer) = ready_now(&mut lookup) {
             return Some(answer);
         }
-        let hello = hello();
         let (done, in_flight) = (self.done.clone(), Arc::clone(&self.in_flight));
         in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(async move {
@@ -1600,7 +1598,7 @@ impl StoreLink {
                 Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")),
             };
             in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            let _ = done.send(LookupDone { id, answer, hello }).await;
+            let _ = done.send(LookupDone { id, answer }).await;
         });
         None
     }
@@ -1774,7 +1772,13 @@ impl ServerDriver {
                 Event::Refused { remote } => {
                     let _ = self.events.send(ServerEvent::Refused { remote });
                 }
-                Event::Accepted => {}
+                // Remember the peer of a new connection now, so that a handshake failing before
+                // it completes can still be reported with the client's address.
+                Event::Accepted => {
+                    if let Some(remote) = known {
+                        self.remotes.entry(handle).or_insert(remote);
+                    }
+                }
                 Event::PathChanged(to) => {
                     let from = self.remotes.insert(handle, to);
                     let _ =
@@ -1847,19 +1851,16 @@ impl ServerDriver {
         if let Some(trace) = &self.trace {
             trace(Direction::Received, remote, datagram);
         }
-        // The engine may decrypt in place: keep what a lookup would hand in again (only a
-        // ClientHello can ask for one).
-        let copy = (self.store.is_some() && fastshake_dtls::wire::starts_with_client_hello(datagram))
-            .then(|| datagram.to_vec());
         endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
-        // A ClientHello naming a session another worker or node made: it waits for the store.
+        // A ClientHello naming a session another worker or node made: it waits in the engine
+        // for the store's answer.
         while let Some(id) = endpoint.poll_session_lookup() {
-            let asked = match (&self.store, &copy) {
-                (Some(store), Some(hello)) if !store.busy() => {
+            let asked = match &self.store {
+                Some(store) if !store.busy() => {
                     self.stats.store_lookups += 1;
-                    store.look_up(id, || Incoming { local, remote, datagram: hello.clone() })
+                    store.look_up(id)
                 }
-                // A store busy or down, or nothing to hand in again: a miss.
+                // A store busy or down: a miss.
                 _ => Some(Ok(None)),
             };
             // Without an answer now, it comes back as a `LookupDone`.
@@ -1869,15 +1870,7 @@ impl ServerDriver {
                 None
             });
             self.stats.store_hits += u64::from(found.is_some());
-            endpoint.answer_session_lookup(id, found.as_deref());
-            if let Some(hello) = &copy {
-                endpoint.handle_datagram(self.clock.now(), local, remote, &mut hello.clone());
-            }
-        }
-        // Remember the peer of a new connection now, so that a handshake failing before it
-        // completes can still be reported with the client's address.
-        if let Some(handle) = endpoint.handle_for(remote) {
-            self.remotes.entry(handle).or_insert(remote);
+            endpoint.answer_session_lookup(self.clock.now(), id, found.as_deref());
         }
     }
 }
@@ -2024,7 +2017,7 @@ async fn run_server(
             Some((remote, datagram)) = async { answers.as_mut()?.recv().await }, if answers.is_some() => {
                 driver.outgoing.push(&welcome, remote, &datagram);
             }
-            Some(LookupDone { id, answer, mut hello }) = lookups_done.recv() => {
+            Some(LookupDone { id, answer }) = lookups_done.recv() => {
                 let found = match answer {
                     Ok(found) => {
                         driver.store_down_reported.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -2038,8 +2031,7 @@ async fn run_server(
                 if found.is_some() {
                     driver.stats.store_hits += 1;
                 }
-                endpoint.answer_session_lookup(id, found.as_deref());
-                driver.receive(&mut endpoint, hello.local, hello.remote, &mut hello.datagram);
+                endpoint.answer_session_lookup(driver.clock.now(), id, found.as_deref());
             }
             Some(error) = store_failures.recv() => driver.store_failed(error),
             Some(mut arrived) = incoming.recv() => {

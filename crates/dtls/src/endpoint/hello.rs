@@ -2,6 +2,7 @@
 //! before a cookie, bounded), the stateless cookie exchange (RFC 6347 §4.2.1), and the admission
 //! of a new session against the table's limits.
 
+use super::shared::WaitingHello;
 use super::{ConnectionHandle, Endpoint, Slot};
 use crate::connection::{Connection, Event, VerifiedHello};
 use crate::handshake::{
@@ -53,6 +54,20 @@ impl HelloInfo {
         match &self.body {
             HelloBody::InDatagram(range) => datagram.get(range.clone()).unwrap_or_default(),
             HelloBody::Reassembled(body) => body,
+        }
+    }
+
+    /// The same ClientHello with its body copied out of `datagram`, to keep.
+    fn kept(&self, datagram: &[u8]) -> HelloInfo {
+        let body = HelloBody::Reassembled(self.body(datagram).to_vec());
+        HelloInfo { record_seq: self.record_seq, message_seq: self.message_seq, body }
+    }
+
+    /// Bytes of a kept body (none for one still in its datagram).
+    pub fn body_len(&self) -> usize {
+        match &self.body {
+            HelloBody::InDatagram(_) => 0,
+            HelloBody::Reassembled(body) => body.len(),
         }
     }
 }
@@ -281,8 +296,8 @@ impl Endpoint {
         remote: SocketAddr,
         hello: &HelloInfo,
         datagram: &[u8],
+        datagram_len: usize,
     ) {
-        let datagram_len = datagram.len();
         let body = hello.body(datagram);
         let Ok(ch) = ClientHello::parse(body) else {
             self.stats.datagrams_dropped += 1;
@@ -331,10 +346,14 @@ impl Endpoint {
             self.stats.hello_verify_sent += 1;
             return;
         };
-        // A session ID of another node's session: the driver fetches it from the fleet's store
-        // and hands this ClientHello in again.
+        // A session ID of another node's session: the driver fetches it from the fleet's store,
+        // and this ClientHello waits for the answer.
         let cached = self.session_cache.contains(ch.session_id);
         if self.shared.must_look_up(ch.session_id, now, cached) {
+            if let Ok(id) = <[u8; 32]>::try_from(ch.session_id) {
+                let hello = hello.kept(datagram);
+                self.shared.wait(WaitingHello { id, from: remote, hello, datagram_len });
+            }
             return;
         }
         if !self.admit(remote, hello.record_seq, self.replaced_at(remote).3) {

@@ -97,7 +97,9 @@ impl Endpoint {
             Route::ConnectionId(h) | Route::SessionSocket(h) | Route::HelloCopy(h) => {
                 self.deliver(now, local, remote, h, datagram, on_data)
             }
-            Route::ClientHello(hello) => self.handle_new_client_hello(now, remote, &hello, datagram),
+            Route::ClientHello(hello) => {
+                self.handle_new_client_hello(now, remote, &hello, datagram, datagram.len())
+            }
             Route::PartialHello => {}
             Route::Address { session, replacement: None } => {
                 self.deliver(now, local, remote, session, datagram, on_data)

@@ -1,30 +1,48 @@
 //! Sessions shared by a fleet of servers through a store the driver reaches (a session-ID cache
 //! in Redis, say). The engine does no I/O: a ClientHello with a fresh cookie and a session ID
-//! the local cache lacks becomes a lookup the driver polls; the driver fetches, answers with
-//! [`Endpoint::answer_session_lookup`] and hands the same datagram in again. Every session a full
-//! handshake makes is offered to the driver sealed under the current ticket key (AES-128-GCM, as
-//! a ticket), so the store never holds a master secret in the clear.
+//! the local cache lacks becomes a lookup the driver polls, and waits in the engine; the driver
+//! fetches and answers with [`Endpoint::answer_session_lookup`], and the ClientHello goes on
+//! with what the store had. Every session a full handshake makes is offered to the driver sealed
+//! under the current ticket key (AES-128-GCM, as a ticket), so the store never holds a master
+//! secret in the clear.
 
+use super::hello::HelloInfo;
 use super::Endpoint;
 use crate::session::{unix_now, ServerSession, TicketKeys};
 use fastshake_core::Instant;
 use rand_core::RngCore;
 use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Lookups and exports waiting for the driver at most; beyond it the oldest goes (a lookup
 /// dropped is a full handshake, an export dropped a session only this node can resume).
 const MAX_WAITING: usize = 1024;
-/// Session IDs the store did not have, remembered at most, so that the ClientHello handed in
-/// again goes to a full handshake instead of another lookup.
+/// Session IDs the store did not have, remembered at most, so that the waiting ClientHello, and
+/// the copies its client resends, go to a full handshake instead of another lookup.
 const MAX_MISSES: usize = 4096;
 /// How long a miss stands: a client retrying later gets a fresh lookup.
 const MISS_LIFETIME: Duration = Duration::from_secs(10);
+/// Bytes of the ClientHellos waiting for the store, all together; beyond it the oldest goes (its
+/// client's retransmission finds the session the answer brought).
+const MAX_WAITING_HELLO_BYTES: usize = 256 * 1024;
+
+/// A ClientHello (its cookie verified) waiting for the store's answer on the session it names.
+pub(super) struct WaitingHello {
+    pub id: [u8; 32],
+    pub from: SocketAddr,
+    pub hello: HelloInfo,
+    /// The datagram it came in (what the anti-amplification budget counts).
+    pub datagram_len: usize,
+}
 
 #[derive(Default)]
 pub(super) struct SharedSessions {
     enabled: bool,
     lookups: VecDeque<[u8; 32]>,
+    /// The latest ClientHello for each lookup, oldest first.
+    waiting: VecDeque<WaitingHello>,
+    waiting_bytes: usize,
     misses: BTreeMap<[u8; 32], Instant>,
     exports: VecDeque<([u8; 32], Vec<u8>)>,
     /// What seals and opens shared sessions when the configuration issues no tickets.
@@ -52,6 +70,32 @@ impl SharedSessions {
             self.lookups.push_back(id);
         }
         true
+    }
+
+    /// Keeps `hello` until the store answers for its session (replacing an earlier copy from
+    /// the same client), within [`MAX_WAITING`] hellos and [`MAX_WAITING_HELLO_BYTES`].
+    pub(super) fn wait(&mut self, hello: WaitingHello) {
+        self.waiting.retain(|w| {
+            let same = w.id == hello.id && w.from == hello.from;
+            if same {
+                self.waiting_bytes -= w.hello.body_len();
+            }
+            !same
+        });
+        self.waiting_bytes += hello.hello.body_len();
+        self.waiting.push_back(hello);
+        while self.waiting.len() > MAX_WAITING || self.waiting_bytes > MAX_WAITING_HELLO_BYTES {
+            let Some(old) = self.waiting.pop_front() else { break };
+            self.waiting_bytes -= old.hello.body_len();
+        }
+    }
+
+    /// The ClientHellos waiting for the answer on `id`.
+    fn take_waiting(&mut self, id: [u8; 32]) -> VecDeque<WaitingHello> {
+        let (taken, kept) = std::mem::take(&mut self.waiting).into_iter().partition(|w| w.id == id);
+        self.waiting = kept;
+        self.waiting_bytes = self.waiting.iter().map(|w| w.hello.body_len()).sum();
+        taken
     }
 
     fn miss(&mut self, id: [u8; 32], now: Instant) {
@@ -105,15 +149,17 @@ impl Endpoint {
         self.ticket_keys.as_ref().or(self.shared.seal_keys.as_ref())
     }
 
-    /// A session ID the driver should fetch from the store: the ClientHello that named it was
-    /// not processed; hand it in again after [`Endpoint::answer_session_lookup`].
+    /// A session ID the driver should fetch from the store: the ClientHello that named it waits
+    /// in the engine until [`Endpoint::answer_session_lookup`].
     pub fn poll_session_lookup(&mut self) -> Option<[u8; 32]> {
         self.shared.lookups.pop_front()
     }
 
     /// The store's answer for `id`: the sealed session, or `None` (absent, unreachable). A
-    /// sealed session that does not open under our ticket keys, or has expired, is a miss.
-    pub fn answer_session_lookup(&mut self, id: [u8; 32], sealed: Option<&[u8]>) {
+    /// sealed session that does not open under our ticket keys, or has expired, is a miss. The
+    /// ClientHellos that waited for it go on now: resumed with the session, or a full handshake.
+    pub fn answer_session_lookup(&mut self, now: Instant, id: [u8; 32], sealed: Option<&[u8]>) {
+        self.clock = self.clock.max(now);
         let now = self.clock;
         let opened = match (sealed, self.shared_keys()) {
             (Some(sealed), Some(keys)) => {
@@ -129,6 +175,9 @@ impl Endpoint {
             }
             _ => self.shared.miss(id, now),
         }
+        for waiting in self.shared.take_waiting(id) {
+            self.handle_new_client_hello(now, waiting.from, &waiting.hello, &[], waiting.datagram_len);
+        }
     }
 
     /// A session a full handshake made, sealed under the current ticket key, for the store.
@@ -142,5 +191,42 @@ impl Endpoint {
         if let Some(current) = self.ticket_keys.as_mut() {
             *current = keys;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::hello::HelloBody;
+
+    fn waiting(id: u8, port: u16, len: usize) -> WaitingHello {
+        let body = HelloBody::Reassembled(vec![id; len]);
+        let hello = HelloInfo { record_seq: 1, message_seq: 1, body };
+        WaitingHello {
+            id: [id; 32],
+            from: SocketAddr::from(([192, 0, 2, 1], port)),
+            hello,
+            datagram_len: len,
+        }
+    }
+
+    #[test]
+    fn waiting_hellos_are_bounded_and_one_per_client_and_session() {
+        let mut shared = SharedSessions::default();
+        shared.wait(waiting(1, 1000, 300));
+        shared.wait(waiting(1, 1000, 200));
+        shared.wait(waiting(1, 1001, 100));
+        assert_eq!(shared.waiting.len(), 2, "a client's resent hello replaces its first");
+        assert_eq!(shared.waiting_bytes, 300);
+        // Hellos of 8 kB from many clients: the oldest go once their bytes pass the bound.
+        for port in 0..100 {
+            shared.wait(waiting(2, port, 8 * 1024));
+        }
+        assert!(shared.waiting_bytes <= MAX_WAITING_HELLO_BYTES, "{}", shared.waiting_bytes);
+        assert_eq!(shared.waiting.len(), MAX_WAITING_HELLO_BYTES / (8 * 1024));
+        assert!(shared.take_waiting([1; 32]).is_empty(), "the oldest went first");
+        let taken = shared.take_waiting([2; 32]);
+        assert_eq!(taken.len(), MAX_WAITING_HELLO_BYTES / (8 * 1024));
+        assert_eq!((shared.waiting.len(), shared.waiting_bytes), (0, 0));
     }
 }
