@@ -27,7 +27,7 @@ fn every_handshake_completes() {
         .chain(r.tsch.real.iter().map(|row| &row.handshake))
         .chain(r.tsch.beacon_equivalents.iter().map(|row| &row.real))
         .chain(r.variants.rows.iter().map(|row| &row.handshake))
-        .flat_map(|both| std::iter::once(&both.fixed).chain(both.adaptive.as_ref()));
+        .flat_map(|both| [&both.fixed, &both.adaptive, &both.adaptive_first_contact]);
     let mut n = 0;
     for m in means {
         assert!(m.seeds == 4 && m.all_completed(), "{m:?}");
@@ -36,9 +36,9 @@ fn every_handshake_completes() {
     }
     // X-MAC 6 CI x 2 PDR x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH L 101 at C 1-3 and C 1 over
     // 2 hops, the 3 beacon equivalents, 5 variants on the 3 links of at most 2 hops and BiTHaC
-    // on X-MAC's and TSCH's; both timers when the engine has the adaptive one.
-    let timers = if handshake::adaptive_timer_available() { 2 } else { 1 };
-    assert_eq!(n, (24 + 30 + 4 + 3 + 15 + 2) * timers);
+    // on X-MAC's and TSCH's; the fixed timer, and the adaptive one for a returning client and at
+    // first contact.
+    assert_eq!(n, (24 + 30 + 4 + 3 + 15 + 2) * 3);
 }
 
 #[test]
@@ -171,11 +171,10 @@ fn every_claim_has_a_verdict_and_every_difference_a_reason() {
 #[test]
 fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() {
     let r = report();
-    assert!(r.adaptive_timer_available && handshake::adaptive_timer_available());
     // L = 101, C = 1: a hop takes about half a second per frame, so tinyDTLS's 2 s timer fires
     // mid-schedule; the measured round trip keeps the adaptive one from doing so as often.
     for row in r.tsch.real.iter().filter(|row| row.l == 101 && row.c == 1) {
-        let adaptive = row.handshake.adaptive.as_ref().expect("measured with both timers");
+        let adaptive = &row.handshake.adaptive;
         let fixed = &row.handshake.fixed;
         assert!(fixed.spurious_retransmissions > 0.0, "H {}", row.h);
         assert_eq!(adaptive.spurious_retransmissions, 0.0, "H {}: {adaptive:?}", row.h);
@@ -220,7 +219,7 @@ fn xmac_adaptive_timer_is_no_slower_than_the_fixed_one_at_pdr_90() {
             let mac = e2::xmac::config(ci, 0.9, true);
             let both = handshake::both_timers(&mac, hops, handshake::Variant::Psk, 0..PDR_90_SEEDS, &pki)
                 .expect("the handshakes run");
-            let (a, f) = (both.adaptive.expect("adaptive rows"), both.fixed);
+            let (a, f) = (both.adaptive, both.fixed);
             assert!(a.all_completed() && f.all_completed(), "CI {ci} H {hops}");
             let margin = a.duration_ci95_s.hypot(f.duration_ci95_s);
             assert!(
@@ -248,7 +247,7 @@ fn a_certificate_handshake_on_short_caps_waits_for_its_flights_to_cross() {
     let mac = e2::beacon::config(6, 2);
     let both = handshake::both_timers(&mac, 1, handshake::Variant::EcdheEcdsa, 0..20, &pki)
         .expect("the handshakes run");
-    let (a, f) = (both.adaptive.expect("adaptive rows"), both.fixed);
+    let (a, f) = (both.adaptive, both.fixed);
     assert!(a.all_completed() && f.all_completed());
     assert!(f.spurious_retransmissions >= 1.0, "the fixed timer resends mid-flight: {f:?}");
     assert!(a.spurious_retransmissions < 0.5, "adaptive {a:?}");

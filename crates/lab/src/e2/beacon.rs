@@ -175,10 +175,7 @@ pub fn print(s: &Section) {
         s.seeds
     );
     println!("Client radio energy (CC2520 profile; the paper's board is an ST GreenNet, so energies are not compared).");
-    let has_adaptive = s.rows.iter().any(|r| r.handshake.adaptive.is_some());
-    if !has_adaptive {
-        println!("fixed 2 s timer only: this build's DTLS engine has no adaptive timer yet.");
-    } else if let Some(r) = s.rows.first() {
+    if let Some(r) = s.rows.first() {
         println!(
             "'fixed' = tinyDTLS's 2 s timer (the paper's), 'adapt' = {}.",
             r.handshake.adaptive_timer.name()
@@ -204,10 +201,9 @@ pub fn print(s: &Section) {
     );
     for r in &s.rows {
         let f = &r.handshake.fixed;
-        let a = r.handshake.adaptive.as_ref();
-        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let a = &r.handshake.adaptive;
         println!(
-            "{:>2} {:>2} {:>7.1} {:>6.1} {:>2} | {:>8.2} {:>6.2} {:>6.2} {:>7.2} | {:>8} {:>6} {:>7} {:>11} | {:>7.1}",
+            "{:>2} {:>2} {:>7.1} {:>6.1} {:>2} | {:>8.2} {:>6.2} {:>6.2} {:>7.2} | {:>8.2} {:>6.2} {:>7.2} {:>11} | {:>7.1}",
             r.beacon_order,
             r.superframe_order,
             r.bi_ms,
@@ -217,9 +213,9 @@ pub fn print(s: &Section) {
             f.duration_ci95_s,
             f.spurious_retransmissions,
             f.radio_mj,
-            opt(a.map(|a| a.duration_s)),
-            opt(a.map(|a| a.spurious_retransmissions)),
-            opt(a.map(|a| a.radio_mj)),
+            a.duration_s,
+            a.spurious_retransmissions,
+            a.radio_mj,
             r.handshake.first_contact_cell(),
             f.datagrams,
         );

@@ -87,25 +87,11 @@ impl Timer {
             Timer::Adaptive { .. } => adaptive_timer_name(),
         }
     }
-
-    /// Whether the DTLS engine of this build has the timer.
-    pub fn available(self) -> bool {
-        match self {
-            Timer::Fixed2s => true,
-            Timer::Adaptive { .. } => adaptive_timer_available(),
-        }
-    }
 }
 
 /// The adaptive timer of `lab e2` as the tables name it (its floor differs by MAC).
 pub fn adaptive_timer_name() -> String {
     format!("adaptive, floor {FLOOR_PERIODS} wake-up periods")
-}
-
-/// Whether the engine has `RetransmitPolicy::Adaptive` (it has since the adaptive timer landed;
-/// kept as a function so the experiment reads the same either way).
-pub fn adaptive_timer_available() -> bool {
-    true
 }
 
 /// How long a frame may wait for the receiver on `mac`: X-MAC's check interval, the beacon
@@ -360,41 +346,36 @@ pub fn mean_contact(
     Ok(Mean::over(&runs))
 }
 
-/// The same configuration with both timers: the default (adaptive when the engine has it) and
-/// the fixed 2 s of tinyDTLS.
+/// The same configuration with both timers: the adaptive one (the headline) and the fixed 2 s
+/// of tinyDTLS.
 #[derive(Clone, Debug, Serialize)]
 pub struct BothTimers {
-    /// The timer of `adaptive`'s rows (fixed when this build has no adaptive timer).
+    /// The adaptive timer of the row (its floor follows the MAC).
     pub adaptive_timer: Timer,
     /// Adaptive, a returning client ([`Contact::Returning`]): the first flight's timer from the
     /// round trip cached by the earlier handshake.
-    pub adaptive: Option<Mean>,
+    pub adaptive: Mean,
     /// Adaptive, first contact ([`Contact::First`]): nothing cached, the first flight waits 2 s.
-    pub adaptive_first_contact: Option<Mean>,
+    pub adaptive_first_contact: Mean,
     /// The fixed 2 s timer, first contact (it keeps nothing from an earlier handshake).
     pub fixed: Mean,
 }
 
 impl BothTimers {
-    /// The row's headline figure: adaptive if measured, else fixed.
+    /// The row's headline figure: the adaptive timer's, a returning client.
     pub fn main(&self) -> &Mean {
-        self.adaptive.as_ref().unwrap_or(&self.fixed)
+        &self.adaptive
     }
 
     /// The adaptive timer at first contact, "seconds/spurious resends", for a table cell.
     pub fn first_contact_cell(&self) -> String {
-        self.adaptive_first_contact
-            .as_ref()
-            .map_or("-".to_string(), |m| format!("{:.2}/{:.2}", m.duration_s, m.spurious_retransmissions))
+        let m = &self.adaptive_first_contact;
+        format!("{:.2}/{:.2}", m.duration_s, m.spurious_retransmissions)
     }
 
     /// The timer of [`Self::main`].
     pub fn main_timer(&self) -> Timer {
-        if self.adaptive.is_some() {
-            self.adaptive_timer
-        } else {
-            Timer::Fixed2s
-        }
+        self.adaptive_timer
     }
 }
 
@@ -415,13 +396,8 @@ pub fn both_timers(
 ) -> anyhow::Result<BothTimers> {
     let fixed = mean(mac, hops, variant, Timer::Fixed2s, seeds.clone(), pki)?;
     let adaptive_timer = Timer::adaptive_for(mac);
-    let (adaptive, adaptive_first_contact) = if adaptive_timer.available() {
-        let returning =
-            mean_contact(mac, hops, variant, adaptive_timer, Contact::Returning, seeds.clone(), pki)?;
-        let first = mean_contact(mac, hops, variant, adaptive_timer, Contact::First, seeds, pki)?;
-        (Some(returning), Some(first))
-    } else {
-        (None, None)
-    };
+    let adaptive = mean_contact(mac, hops, variant, adaptive_timer, Contact::Returning, seeds.clone(), pki)?;
+    let adaptive_first_contact =
+        mean_contact(mac, hops, variant, adaptive_timer, Contact::First, seeds, pki)?;
     Ok(BothTimers { adaptive_timer, adaptive, adaptive_first_contact, fixed })
 }

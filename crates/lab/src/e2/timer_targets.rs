@@ -85,7 +85,7 @@ fn compare(row: String, a: &Mean, f: &Mean) -> Option<(SlowerRow, bool)> {
 fn clean_links<'a>(group: &'static str, rows: impl Iterator<Item = (String, &'a BothTimers)>) -> CleanLinks {
     let (mut count, mut spurious, mut fixed_spurious_sum) = (0, Vec::new(), 0.0);
     for (row, both) in rows {
-        let Some(a) = &both.adaptive else { continue };
+        let a = &both.adaptive;
         count += 1;
         fixed_spurious_sum += both.fixed.spurious_retransmissions;
         if a.spurious_retransmissions > 0.0 {
@@ -142,12 +142,11 @@ pub fn check(
         outcome: Outcome::Met,
     };
     for row in xmac.rows.iter().filter(|row| row.pdr < 1.0) {
-        let (Some(a), Some(energy)) = (&row.handshake.adaptive, &row.energy_adaptive) else { continue };
-        let f = &row.handshake.fixed;
+        let (a, f) = (&row.handshake.adaptive, &row.handshake.fixed);
         lossy.rows += 1;
         lossy.adaptive_s += a.duration_s;
         lossy.fixed_s += f.duration_s;
-        lossy.adaptive_mj += energy.total_mj();
+        lossy.adaptive_mj += row.energy_adaptive.total_mj();
         lossy.fixed_mj += row.energy_fixed.total_mj();
         match compare(format!("CI {} ms H {}", row.check_interval_ms, row.hops), a, f) {
             None => lossy.faster += 1,

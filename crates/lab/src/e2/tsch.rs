@@ -286,7 +286,7 @@ pub fn print(s: &Section) {
     );
     for b in &s.beacon_equivalents {
         println!(
-            "{:>6} {:>3} {:>3} {:>7.1} {:>7.1} {:>11.3} {:>9.3} {:>7.3} {:>8.3} {:>8}",
+            "{:>6} {:>3} {:>3} {:>7.1} {:>7.1} {:>11.3} {:>9.3} {:>7.3} {:>8.3} {:>8.3}",
             b.tsch_c,
             b.beacon_order,
             b.superframe_order,
@@ -296,7 +296,7 @@ pub fn print(s: &Section) {
             b.simulated_random_arrival.mean_latency_s,
             b.simulated_back_to_back.mean_latency_s,
             b.real.fixed.duration_s,
-            b.real.adaptive.as_ref().map_or("-".to_string(), |a| format!("{:.3}", a.duration_s)),
+            b.real.adaptive.duration_s,
         );
     }
     println!();
@@ -326,10 +326,10 @@ pub fn print(s: &Section) {
     );
     for r in &s.real {
         let f = &r.handshake.fixed;
-        let a = r.handshake.adaptive.as_ref();
+        let a = &r.handshake.adaptive;
         let m = r.handshake.main();
         println!(
-            "{:>5} {:>2} {:>2} | {:>8.3} {:>8.3} {:>+7.1} | {:>8.3} {:>6.2} {:>8} {:>6} {:>11} | {:>7.1} {:>8.1} {:>9.2} {:>8.2}",
+            "{:>5} {:>2} {:>2} | {:>8.3} {:>8.3} {:>+7.1} | {:>8.3} {:>6.2} {:>8.3} {:>6.2} {:>11} | {:>7.1} {:>8.1} {:>9.2} {:>8.2}",
             r.l,
             r.c,
             r.h,
@@ -338,8 +338,8 @@ pub fn print(s: &Section) {
             r.diff_percent,
             f.duration_s,
             f.spurious_retransmissions,
-            a.map_or("-".to_string(), |a| format!("{:.3}", a.duration_s)),
-            a.map_or("-".to_string(), |a| format!("{:.2}", a.spurious_retransmissions)),
+            a.duration_s,
+            a.spurious_retransmissions,
             r.handshake.first_contact_cell(),
             m.datagrams,
             m.data_frames / r.h as f64,

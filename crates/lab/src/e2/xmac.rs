@@ -28,10 +28,10 @@ pub struct Row {
     pub pdr: f64,
     pub hops: usize,
     pub handshake: BothTimers,
-    /// The client's energy with the fixed 2 s timer (the paper's setting) and, if measured,
-    /// with the adaptive one.
+    /// The client's energy with the fixed 2 s timer (the paper's setting) and with the adaptive
+    /// one (a returning client).
     pub energy_fixed: ClientEnergy,
-    pub energy_adaptive: Option<ClientEnergy>,
+    pub energy_adaptive: ClientEnergy,
     /// One hop, fixed timer: the client's radio energy without the encounter optimization
     /// (every strobe train a whole check interval).
     pub radio_mj_unlocked: Option<f64>,
@@ -86,7 +86,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
                     pdr,
                     hops,
                     energy_fixed: energy_of(&hs.fixed),
-                    energy_adaptive: hs.adaptive.as_ref().map(energy_of),
+                    energy_adaptive: energy_of(&hs.adaptive),
                     handshake: hs,
                     radio_mj_unlocked,
                     ten_frames,
@@ -247,16 +247,8 @@ pub fn print(s: &Section) {
         "Senders learn the receiver's wake-up phase (Contiki's encounter optimization). Energy: the client's \
          CC2520 radio (simulated) + MSP430 (active while the radio is on; crypto time not modelled)."
     );
-    let has_adaptive = s.rows.iter().any(|r| r.handshake.adaptive.is_some());
-    if has_adaptive {
-        println!(
-            "'fixed' = tinyDTLS's 2 s timer (the paper's), 'adapt' = {}.",
-            handshake::adaptive_timer_name()
-        );
-        println!("{}", handshake::ADAPTIVE_LEGEND);
-    } else {
-        println!("fixed 2 s timer only: this build's DTLS engine has no adaptive timer yet.");
-    }
+    println!("'fixed' = tinyDTLS's 2 s timer (the paper's), 'adapt' = {}.", handshake::adaptive_timer_name());
+    println!("{}", handshake::ADAPTIVE_LEGEND);
     println!(
         "{:>6} {:>4} {:>2} | {:>8} {:>8} {:>6} {:>6} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>7} {:>11} | {:>9} {:>9}",
         "CI ms",
@@ -279,24 +271,24 @@ pub fn print(s: &Section) {
     );
     for r in &s.rows {
         let f = &r.handshake.fixed;
-        let a = r.handshake.adaptive.as_ref();
+        let a = &r.handshake.adaptive;
         let opt = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
         println!(
-            "{:>6.0} {:>4.2} {:>2} | {:>8.2} {:>8} {:>6.2} {:>6.2} | {:>7.2} {:>7.2} {:>7.2} {:>8} | {:>8.1} {:>7.2} {:>7} {:>11} | {:>9} {:>9}",
+            "{:>6.0} {:>4.2} {:>2} | {:>8.2} {:>8.2} {:>6.2} {:>6.2} | {:>7.2} {:>7.2} {:>7.2} {:>8.2} | {:>8.1} {:>7.2} {:>7.2} {:>11} | {:>9} {:>9}",
             r.check_interval_ms,
             r.pdr,
             r.hops,
             f.duration_s,
-            opt(a.map(|a| a.duration_s), 2),
+            a.duration_s,
             f.retransmissions,
             f.spurious_retransmissions,
             r.energy_fixed.radio_mj,
             r.energy_fixed.mcu_mj,
             r.energy_fixed.total_mj(),
-            opt(r.energy_adaptive.map(|e| e.total_mj()), 2),
+            r.energy_adaptive.total_mj(),
             f.datagrams,
             f.lost_datagrams,
-            opt(a.map(|a| a.spurious_retransmissions), 2),
+            a.spurious_retransmissions,
             r.handshake.first_contact_cell(),
             opt(r.radio_mj_unlocked, 2),
             opt(r.ten_frames.as_ref().map(|t| t.client_energy_mj), 2),
