@@ -65,7 +65,10 @@ impl SharedSessions {
         }
         if !self.lookups.contains(&id) {
             if self.lookups.len() >= MAX_WAITING {
-                self.lookups.pop_front();
+                // No answer will come for a lookup never polled: its hellos go with it.
+                if let Some(dropped) = self.lookups.pop_front() {
+                    self.take_waiting(dropped);
+                }
             }
             self.lookups.push_back(id);
         }
@@ -228,5 +231,22 @@ mod tests {
         let taken = shared.take_waiting([2; 32]);
         assert_eq!(taken.len(), MAX_WAITING_HELLO_BYTES / (8 * 1024));
         assert_eq!((shared.waiting.len(), shared.waiting_bytes), (0, 0));
+    }
+
+    #[test]
+    fn a_lookup_dropped_before_the_driver_polled_it_takes_its_hello_along() {
+        let mut shared = SharedSessions { enabled: true, ..SharedSessions::default() };
+        let id = |n: usize| {
+            let mut id = [0u8; 32];
+            id[..8].copy_from_slice(&(n as u64).to_be_bytes());
+            id
+        };
+        assert!(shared.must_look_up(&id(0), Instant::ZERO, false));
+        shared.wait(WaitingHello { id: id(0), ..waiting(0, 1000, 100) });
+        for n in 1..=MAX_WAITING {
+            assert!(shared.must_look_up(&id(n), Instant::ZERO, false));
+        }
+        assert!(!shared.lookups.contains(&id(0)), "the oldest lookup went");
+        assert!(shared.waiting.is_empty() && shared.waiting_bytes == 0, "and its hello with it");
     }
 }
