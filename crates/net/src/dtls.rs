@@ -17,6 +17,7 @@
 //! ([`ClientOptions::app_timeout`]), resending what went unanswered.
 #![forbid(unsafe_code)]
 
+use crate::cookie_schedule::{CookieRotation, CookieSchedule};
 use crate::fleet::{CidOwner, Fleet, FrameKind, ReplayWindows};
 use crate::mobility::{Incoming, SessionSockets, SocketAction};
 use crate::session_store::{MemoryStore, SessionStore};
@@ -1077,7 +1078,6 @@ impl fmt::Display for SessionHandle {
 
 enum ServerCommand {
     SetTicketKeys(TicketKeys),
-    SetCookieKey([u8; 16]),
     Send(ConnectionHandle, Vec<u8>),
     Close(ConnectionHandle),
     Stats(oneshot::Sender<WorkerStats>),
@@ -1227,6 +1227,7 @@ impl DtlsServer {
             }
         }
         let cookie_key = os_cookie_key();
+        let cookie_schedule = CookieSchedule::starting_now(options.cookie_rotation);
         let store_down_reported = Arc::default();
         // And one cache of client chains (client-certificate caching, seed 003).
         let client_chains = (workers > 1).then(|| SharedClientCertCache::new(config.client_cert_cache));
@@ -1242,6 +1243,7 @@ impl DtlsServer {
                 fleet_out: fleet_out.clone(),
                 answers: if index == 0 { answers.take() } else { None },
                 cookie_key,
+                cookie_rotation: CookieRotation::following(&cookie_schedule),
                 seal_keys: seal_keys.clone(),
                 store_down_reported: Arc::clone(&store_down_reported),
                 client_chains: client_chains.clone(),
@@ -1259,8 +1261,9 @@ impl DtlsServer {
             tickets: std::sync::Mutex::new(own_tickets),
             workers: Arc::downgrade(&commands),
         });
-        let ticket_rotation = rotates_tickets.then_some(options.ticket_rotation);
-        tokio::spawn(rotate_keys(Arc::clone(&keys), options.cookie_rotation, ticket_rotation));
+        if rotates_tickets {
+            tokio::spawn(rotate_ticket_keys(Arc::clone(&keys), options.ticket_rotation));
+        }
         if let Some(path) = options.ticket_keys_file.clone() {
             tokio::spawn(watch_ticket_keys(path, Arc::clone(&reload), Arc::clone(&commands), event_tx));
         }
@@ -1377,8 +1380,9 @@ struct Peers {
     /// Answers other nodes' sessions send to clients that reached them through this node
     /// (worker 0 of a fleet node only).
     answers: Option<mpsc::Receiver<(SocketAddr, Vec<u8>)>>,
-    /// The cookie key every worker starts with (later ones come as commands).
+    /// The cookie key every worker starts with, and the server's schedule of later ones.
     cookie_key: [u8; 16],
+    cookie_rotation: CookieRotation,
     /// What seals the sessions workers share when the configuration issues no tickets.
     seal_keys: Option<TicketKeys>,
     /// Whether a store failure has been reported (once for all workers).
@@ -1387,8 +1391,8 @@ struct Peers {
     client_chains: Option<SharedClientCertCache>,
 }
 
-/// The keys every worker of one server uses, rotated here once for all, so that a cookie or a
-/// ticket one worker made opens at every other.
+/// The ticket keys every worker of one server uses, rotated here once for all, so that a ticket
+/// one worker made opens at every other.
 struct SharedKeys {
     /// The ticket keys, when this server rotates them (not with keys from a file).
     tickets: std::sync::Mutex<Option<TicketKeys>>,
@@ -1415,39 +1419,18 @@ impl SharedKeys {
         let keys = keys.clone();
         self.to_every_worker(|| ServerCommand::SetTicketKeys(keys.clone()))
     }
-
-    fn rotate_cookie_key(&self) -> bool {
-        let key = os_cookie_key();
-        self.to_every_worker(|| ServerCommand::SetCookieKey(key))
-    }
 }
 
-/// Rotates the cookie key, and the ticket key when `tickets` says how often, until every worker
-/// has stopped.
-async fn rotate_keys(keys: Arc<SharedKeys>, cookies: Duration, tickets: Option<Duration>) {
-    let timer = |every: Duration| {
-        let every = every.max(Duration::from_millis(1));
-        let first = tokio::time::Instant::now().checked_add(every)?;
-        let mut timer = tokio::time::interval_at(first, every);
-        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        Some(timer)
-    };
-    let mut cookie_timer = timer(cookies);
-    let mut ticket_timer = tickets.and_then(timer);
-    async fn tick(timer: &mut Option<tokio::time::Interval>) {
-        match timer {
-            Some(timer) => {
-                timer.tick().await;
-            }
-            None => std::future::pending().await,
-        }
-    }
+/// Rotates the ticket key every `every`, until every worker has stopped. (Cookie keys follow
+/// the server's `CookieSchedule`, which each worker reads on its own.)
+async fn rotate_ticket_keys(keys: Arc<SharedKeys>, every: Duration) {
+    let every = every.max(Duration::from_millis(1));
+    let Some(first) = tokio::time::Instant::now().checked_add(every) else { return };
+    let mut timer = tokio::time::interval_at(first, every);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let running = tokio::select! {
-            () = tick(&mut cookie_timer) => keys.rotate_cookie_key(),
-            () = tick(&mut ticket_timer) => keys.rotate_ticket_key(),
-        };
-        if !running {
+        timer.tick().await;
+        if !keys.rotate_ticket_key() {
             return;
         }
     }
@@ -1669,6 +1652,8 @@ struct ServerDriver {
     store: Option<StoreLink>,
     /// Whether the store's failure has been reported since it last answered (by any worker).
     store_down_reported: Arc<std::sync::atomic::AtomicBool>,
+    /// This worker's place in the server's cookie-key schedule.
+    cookie_rotation: CookieRotation,
 }
 
 impl ServerDriver {
@@ -1840,6 +1825,17 @@ impl ServerDriver {
         SessionHandle { worker: self.worker, connection }
     }
 
+    /// Applies the cookie keys of the server's schedule that fell due, in order.
+    fn rotate_due_cookie_keys(&mut self, endpoint: &mut Endpoint) {
+        if !self.cookie_rotation.apply_due(|key| endpoint.rotate_cookie_key(key)) {
+            return;
+        }
+        // Forget peers whose connection the engine has dropped without an event.
+        self.remotes.retain(|&h, _| endpoint.connection(h).is_some());
+        let known: std::collections::HashSet<SocketAddr> = self.remotes.values().copied().collect();
+        self.return_paths.retain(|remote, _| known.contains(remote));
+    }
+
     /// A datagram arrived at `local` from `remote`.
     fn receive(
         &mut self,
@@ -1851,6 +1847,8 @@ impl ServerDriver {
         if let Some(trace) = &self.trace {
             trace(Direction::Received, remote, datagram);
         }
+        // A cookie another worker made under a key that fell due opens here too.
+        self.rotate_due_cookie_keys(endpoint);
         endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
         // A ClientHello naming a session another worker or node made: it waits in the engine
         // for the store's answer.
@@ -1939,12 +1937,14 @@ async fn run_server(
         fleet_out: peers.fleet_out.clone(),
         store,
         store_down_reported: peers.store_down_reported.clone(),
+        cookie_rotation: peers.cookie_rotation,
     };
     let mut shutting_down = false;
     let mut commands_open = true;
-    // One timer for every deadline of the loop (the engine's, the socket sweep), moved only when
-    // the earliest moves: a timer made afresh on every pass would be registered in and removed
-    // from tokio's wheel on every pass, which a flood pays per batch. Keys rotate by command.
+    // One timer for every deadline of the loop (the engine's, the socket sweep, the next cookie
+    // key), moved only when the earliest moves: a timer made afresh on every pass would be
+    // registered in and removed from tokio's wheel on every pass, which a flood pays per batch.
+    // Ticket keys come by command.
     let timer = tokio::time::sleep_until(tokio::time::Instant::now());
     tokio::pin!(timer);
 
@@ -1960,7 +1960,8 @@ async fn run_server(
 
         let engine_at = endpoint.poll_timeout().map(|t| driver.clock.to_tokio(t));
         let sweep_at = (!driver.sockets.is_empty()).then_some(next_sweep);
-        let wake_at = [engine_at, sweep_at].into_iter().flatten().min();
+        let rotation_at = driver.cookie_rotation.next_due();
+        let wake_at = [engine_at, sweep_at, rotation_at].into_iter().flatten().min();
         if let Some(at) = wake_at.filter(|&at| at != timer.deadline()) {
             timer.as_mut().reset(at);
         }
@@ -2046,16 +2047,10 @@ async fn run_server(
                     driver.sockets.retain(|h| endpoint.connection(h).is_some());
                     next_sweep = now + SOCKET_SWEEP;
                 }
+                driver.rotate_due_cookie_keys(&mut endpoint);
             }
             command = commands.recv(), if commands_open => match command {
                 Some(ServerCommand::SetTicketKeys(keys)) => endpoint.set_ticket_keys(keys),
-                Some(ServerCommand::SetCookieKey(key)) => {
-                    endpoint.rotate_cookie_key(key);
-                    // Forget peers whose connection the engine has dropped without an event.
-                    driver.remotes.retain(|&h, _| endpoint.connection(h).is_some());
-                    let known: std::collections::HashSet<SocketAddr> = driver.remotes.values().copied().collect();
-                    driver.return_paths.retain(|remote, _| known.contains(remote));
-                }
                 Some(ServerCommand::Send(handle, data)) => {
                     // The engine dates a send by the latest time it was given (session slots
                     // evict the least recently used): give it the time now.

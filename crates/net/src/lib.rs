@@ -5,6 +5,7 @@
 
 pub mod cache_file;
 pub mod clock;
+mod cookie_schedule;
 #[cfg(feature = "cli")]
 pub mod credentials;
 pub mod dtls;

@@ -17,20 +17,20 @@
 //! A server's drivers change their cookie key every [`DEFAULT_COOKIE_ROTATION`] (or as
 //! [`SctpDriver::rotate_cookie_keys`] says), all through the same keys in the same order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::cookie_schedule::{CookieRotation, CookieSchedule};
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, Endpoint, Error, Event, Instant, Message, Transmit,
 };
 use rand_core::{OsRng, RngCore};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
-use zeroize::Zeroize;
 
 use crate::udp::{BatchIo, DatagramSocket, SendQueue};
 use crate::Clock;
@@ -131,73 +131,6 @@ impl Drop for WorkerLink {
 /// §5.1.3 asks for a key changed "reasonably frequently"). A state cookie carries its own,
 /// shorter lifetime.
 pub const DEFAULT_COOKIE_ROTATION: Duration = Duration::from_secs(3600);
-
-/// Keys a schedule remembers: a driver further behind than this (stalled for so many periods)
-/// skips the keys it missed.
-const ROTATION_KEYS_KEPT: usize = 8;
-
-/// The cookie keys of one server's drivers: one per period since the schedule began, drawn from
-/// the operating system's randomness when first due and shared, so every driver goes through the
-/// same keys in the same order and the engines' key epochs stay equal (a cookie one worker made
-/// opens at every other).
-struct CookieSchedule {
-    every: Duration,
-    start: tokio::time::Instant,
-    /// The rotation number of the oldest key kept, and the keys from it on.
-    keys: Mutex<(u64, VecDeque<[u8; 16]>)>,
-}
-
-impl CookieSchedule {
-    fn new(every: Duration) -> Self {
-        let every = every.max(Duration::from_millis(1));
-        CookieSchedule { every, start: tokio::time::Instant::now(), keys: Mutex::new((1, VecDeque::new())) }
-    }
-
-    /// When rotation `n` (from 1) falls due (none: beyond any clock).
-    fn due_at(&self, n: u64) -> Option<tokio::time::Instant> {
-        let periods = u32::try_from(n).unwrap_or(u32::MAX);
-        self.start.checked_add(self.every.saturating_mul(periods))
-    }
-
-    /// Rotations due by now.
-    fn due(&self) -> u64 {
-        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.start);
-        (elapsed.as_nanos() / self.every.as_nanos()) as u64
-    }
-
-    /// The key of rotation `n`, unless it is older than the keys kept.
-    fn key(&self, n: u64) -> Option<[u8; 16]> {
-        let mut keys = self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (first, kept) = &mut *keys;
-        while *first + kept.len() as u64 <= n {
-            let mut key = [0u8; 16];
-            OsRng.fill_bytes(&mut key);
-            kept.push_back(key);
-            if kept.len() > ROTATION_KEYS_KEPT {
-                if let Some(mut old) = kept.pop_front() {
-                    old.zeroize();
-                }
-                *first += 1;
-            }
-        }
-        let index = n.checked_sub(*first)?;
-        kept.get(index as usize).copied()
-    }
-}
-
-impl Drop for CookieSchedule {
-    fn drop(&mut self) {
-        let keys = self.keys.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        keys.1.iter_mut().for_each(|key| key.zeroize());
-    }
-}
-
-/// A driver's place in its server's cookie schedule.
-struct CookieRotation {
-    schedule: Arc<CookieSchedule>,
-    /// Rotations applied to this driver's engine.
-    applied: u64,
-}
 
 /// One SCTP endpoint on one tokio UDP socket per local address.
 pub struct SctpDriver {
@@ -304,9 +237,9 @@ impl SctpDriver {
     /// Changes the cookie key of `drivers` (one server's) every `every`, from now on, all to the
     /// same fresh key at the same time. Replaces any schedule they had.
     pub fn rotate_cookie_keys(drivers: &mut [SctpDriver], every: Duration) {
-        let schedule = Arc::new(CookieSchedule::new(every));
+        let schedule = CookieSchedule::starting_now(every);
         for driver in drivers {
-            driver.rotation = Some(CookieRotation { schedule: Arc::clone(&schedule), applied: 0 });
+            driver.rotation = Some(CookieRotation::following(&schedule));
         }
     }
 
@@ -314,13 +247,7 @@ impl SctpDriver {
     /// packet, so a cookie another worker made under a new key opens here too).
     fn rotate_due_cookie_keys(&mut self) {
         let Some(rotation) = self.rotation.as_mut() else { return };
-        let due = rotation.schedule.due();
-        while rotation.applied < due {
-            rotation.applied += 1;
-            if let Some(key) = rotation.schedule.key(rotation.applied) {
-                self.endpoint.rotate_cookie_key(key);
-            }
-        }
+        rotation.apply_due(|key| self.endpoint.rotate_cookie_key(key));
     }
 
     /// Drives an endpoint on already bound sockets (the primary first) with an explicit seed.
@@ -496,7 +423,7 @@ impl SctpDriver {
     async fn turn(&mut self) -> io::Result<()> {
         self.rotate_due_cookie_keys();
         let engine = self.endpoint.poll_timeout().map(|t| self.clock.to_tokio(t));
-        let rotation = self.rotation.as_ref().and_then(|r| r.schedule.due_at(r.applied + 1));
+        let rotation = self.rotation.as_ref().and_then(CookieRotation::next_due);
         let timer = [engine, rotation].into_iter().flatten().min();
         let sleep = async {
             match timer {

@@ -1,7 +1,8 @@
 //! A DTLS server on several workers (one SO_REUSEPORT socket and one endpoint each), with batched
 //! and single-datagram I/O, on loopback: many clients at once all complete and echo, a CID
-//! client whose datagrams start arriving at another worker keeps its session, and a session one
-//! worker made resumes at another, by session ID and by a ticket from before a key rotation.
+//! client whose datagrams start arriving at another worker keeps its session, a session one
+//! worker made resumes at another, by session ID and by a ticket from before a key rotation, and
+//! the workers' cookie keys change on the server's schedule.
 
 use fastshake_dtls::{ClientConfig, Resumption, ServerConfig};
 use fastshake_net::dtls::{
@@ -267,4 +268,51 @@ async fn a_session_resumes_at_another_worker_by_id_and_by_ticket_across_a_rotati
         }
         step("shutdown", server.shutdown()).await.unwrap();
     }
+}
+
+/// Every worker replaces its cookie key on the server's schedule: a ClientHello that returns a
+/// cookie at once is answered with the ServerHello, one that returns it after two rotations is
+/// asked for a new cookie (a HelloVerifyRequest).
+#[tokio::test]
+async fn a_cookie_from_before_two_key_rotations_is_asked_for_again() {
+    const SERVER_HELLO: u8 = 2;
+    const HELLO_VERIFY_REQUEST: u8 = 3;
+    // Long enough that the first ClientHello's two sends never straddle two rotations.
+    let rotation = Duration::from_secs(1);
+    let config = Arc::new(ServerConfig::psk("id", KEY));
+    let options = ServerOptions { workers: 2, cookie_rotation: rotation, ..ServerOptions::default() };
+    let server = DtlsServer::bind(loopback(), config, options).await.unwrap();
+    for (wait, answer) in
+        [(Duration::ZERO, SERVER_HELLO), (rotation * 2 + rotation / 2, HELLO_VERIFY_REQUEST)]
+    {
+        let (client, with_cookie) = hello_with_cookie(server.local_addr()).await;
+        tokio::time::sleep(wait).await;
+        assert_eq!(answer_to(&client, &with_cookie).await, answer, "after {wait:?}");
+    }
+}
+
+/// A socket and the ClientHello (from a client engine) that returns the cookie the server at
+/// `server` gave it.
+async fn hello_with_cookie(server: SocketAddr) -> (tokio::net::UdpSocket, Vec<u8>) {
+    use fastshake_dtls::{Connection, Instant};
+    let socket = tokio::net::UdpSocket::bind(loopback()).await.unwrap();
+    socket.connect(server).await.unwrap();
+    let config = Arc::new(ClientConfig::psk("id", KEY));
+    let mut client = Connection::client(config, Instant::ZERO, server, [1; 32]);
+    let hello = client.poll_transmit(Instant::ZERO).expect("a ClientHello").payload;
+    socket.send(&hello).await.unwrap();
+    let mut verify = vec![0u8; 2048];
+    let n = step("the HelloVerifyRequest", socket.recv(&mut verify)).await.unwrap();
+    client.handle_datagram(Instant::ZERO, server, &mut verify[..n]);
+    let with_cookie = client.poll_transmit(Instant::ZERO).expect("the ClientHello with the cookie").payload;
+    (socket, with_cookie)
+}
+
+/// The type of the first handshake message the server answers `datagram` with.
+async fn answer_to(socket: &tokio::net::UdpSocket, datagram: &[u8]) -> u8 {
+    socket.send(datagram).await.unwrap();
+    let mut answer = vec![0u8; 2048];
+    let n = step("an answer", socket.recv(&mut answer)).await.unwrap();
+    assert!(n > 13, "a handshake record");
+    answer[13]
 }
