@@ -1847,8 +1847,6 @@ impl ServerDriver {
         if let Some(trace) = &self.trace {
             trace(Direction::Received, remote, datagram);
         }
-        // A cookie another worker made under a key that fell due opens here too.
-        self.rotate_due_cookie_keys(endpoint);
         endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
         // A ClientHello naming a session another worker or node made: it waits in the engine
         // for the store's answer.
@@ -1958,6 +1956,9 @@ async fn run_server(
             return Ok(driver.stats);
         }
 
+        // Once per pass (a batch of datagrams), not per datagram: the keys that fell due, so a
+        // cookie another worker made under a new key opens here too.
+        driver.rotate_due_cookie_keys(&mut endpoint);
         let engine_at = endpoint.poll_timeout().map(|t| driver.clock.to_tokio(t));
         let sweep_at = (!driver.sockets.is_empty()).then_some(next_sweep);
         let rotation_at = driver.cookie_rotation.next_due();
@@ -2047,7 +2048,6 @@ async fn run_server(
                     driver.sockets.retain(|h| endpoint.connection(h).is_some());
                     next_sweep = now + SOCKET_SWEEP;
                 }
-                driver.rotate_due_cookie_keys(&mut endpoint);
             }
             command = commands.recv(), if commands_open => match command {
                 Some(ServerCommand::SetTicketKeys(keys)) => endpoint.set_ticket_keys(keys),
