@@ -36,7 +36,8 @@ pub(crate) enum FlightItem {
 /// exchange), no flight of this handshake or the next with the peer waits longer than the
 /// initial value: losses cost less than the estimate's margin; a clean handshake lifts the cap,
 /// and a loss right after a needless copy of ours caps this handshake only (on a contention MAC
-/// the copy, or the answer to it, may have caused it). No flight waits less than the path
+/// the copy, or the answer to it, may have caused it); one in an exchange we resent on a guess
+/// (an exchange several times larger than any measured) caps nothing. No flight waits less than the path
 /// takes to carry its exchange at the pace the peer's flights came at (a copy sent sooner takes
 /// the channel from the flight on a slow link). The ceiling rises to twice the longest
 /// exchange measured.
@@ -73,6 +74,8 @@ pub(crate) struct RetransmitTimer {
     /// The last datagram that carried part of the peer's flight: when it came, its number
     /// among the peer's datagrams, and the place of our flight it answered.
     answer_datagram: Option<(Instant, u64, usize)>,
+    /// The flight in flight waits a guess ([`Self::waits_a_guess`]).
+    guessed: bool,
 }
 
 /// Why a flight went out again.
@@ -102,6 +105,11 @@ const MAX_TRANSMISSIONS_KEPT: usize = 8;
 /// An exchange larger than the largest measured by more than this share (a quarter) is one of a
 /// size not measured.
 const UNMEASURED_SIZE_SHARE: u32 = 4;
+
+/// An exchange more than this many times larger than the largest measured: its timer can only
+/// guess. A PSK handshake's exchanges stay within twice one another; a certificate flight
+/// after a cookie exchange is ten to twenty times larger.
+const GUESSED_SIZE_FACTOR: u32 = 4;
 
 impl RetransmitTimer {
     pub fn new(
@@ -134,6 +142,31 @@ impl RetransmitTimer {
             place: usize::MAX,
             arriving: None,
             answer_datagram: None,
+            guessed: false,
+        }
+    }
+
+    /// Whether the flight's timer can only guess: its exchange is several times larger than
+    /// any measured (a certificate flight after a cookie exchange), and none was kept at its
+    /// place. On a duty-cycled link such an exchange may take many periods more than the
+    /// guess.
+    fn waits_a_guess(&self) -> bool {
+        let Some(estimate) = self.rtt.estimate().filter(|_| self.floor.is_some()) else { return false };
+        let exchange = self.flight_bytes.saturating_add(self.peer_flight_bytes);
+        let largest = estimate.largest_exchange;
+        largest > 0
+            && exchange / GUESSED_SIZE_FACTOR > largest
+            && self.rtt.profiled(self.place, self.flight_bytes).is_none()
+    }
+
+    /// This exchange lost a datagram. Unless a copy of ours went out on a guess: that guess
+    /// may lie far below what the path takes to carry the exchange, and on a contention MAC
+    /// the copy, or the peer's answer to it, takes the channel from the answer. The loss then
+    /// shows our copy more than the path, so it caps nothing, and the answer's time since our
+    /// first transmission is kept as the exchange's upper bound for the next handshake.
+    fn on_loss(&mut self) {
+        if !(self.resent && self.guessed) {
+            self.rtt.on_loss();
         }
     }
 
@@ -247,6 +280,7 @@ impl RetransmitTimer {
         self.rtt.on_new_exchange();
         self.place = self.place.wrapping_add(1);
         self.flight_bytes = flight_bytes;
+        self.guessed = self.waits_a_guess();
         match self.floor {
             // Keep a backed-off value until a flight goes through without loss.
             None if !self.backed_off => self.current = self.initial,
@@ -323,7 +357,7 @@ impl RetransmitTimer {
     /// flight, which we had.
     pub fn on_peer_records_skipped(&mut self, answer_begun: bool) {
         if self.resent || answer_begun {
-            self.rtt.on_loss();
+            self.on_loss();
         }
         if !self.answered {
             self.peer_recovered = true;
@@ -342,7 +376,7 @@ impl RetransmitTimer {
         // The first answer to come names a later transmission: the first, or its answer, was
         // lost (answers come in the order of what they answer).
         if sent > self.first_sent {
-            self.rtt.on_loss();
+            self.on_loss();
         } else if self.resent {
             self.rtt.on_needless_copy();
         }
@@ -833,6 +867,41 @@ mod tests {
         t.on_new_flight(Instant::from_millis(9000), 100, 3..4, 200);
         t.on_peer_records_skipped(true);
         assert!(t.estimate().unwrap().loss_seen);
+    }
+
+    #[test]
+    fn a_loss_after_a_copy_sent_on_a_guess_caps_nothing() {
+        let ms = Duration::from_millis;
+        let policy = RetransmitPolicy::Adaptive { floor: ms(1000) };
+        // A beacon network's server: its cookie exchange (44 + 141 bytes) fit in one active
+        // period, then its 2 kB certificate flight takes seconds to carry.
+        let first_handshake = |flight_bytes: u32, cached: Option<RttEstimate>| {
+            let mut t = RetransmitTimer::new(ms(2000), ms(60_000), policy, cached);
+            t.on_outside_sample(ms(18), 185, 141);
+            t.on_new_flight(Instant::ZERO, flight_bytes, 0..2, 141);
+            t
+        };
+        let mut t = first_handshake(2074, None);
+        assert!(t.guessed, "ten times the largest exchange measured");
+        assert_eq!(t.current(), ms(2000));
+        // The guess fires while the flight is still on its way; the copy takes the channel
+        // from the client's answer, which comes again later, its first records missing.
+        t.on_retransmit(Instant::from_millis(2000), 2..4, Resend::Timer);
+        t.on_peer_records_skipped(false);
+        assert!(!t.rtt.loss_seen(), "the loss shows our copy, not the path");
+        t.on_new_flight(Instant::from_millis(7900), 67, 4..5, 141 + 1880);
+        let cached = t.estimate();
+        assert!(!cached.unwrap().loss_seen);
+        // The next handshake's flight waits at least what the answer took: no copy at 2 s.
+        let next = first_handshake(2074, cached);
+        assert!(!next.guessed);
+        assert!(next.current() >= ms(7900), "{:?}", next.current());
+        // A flight of a size measured is no guess: the same loss caps the timer.
+        let mut small = first_handshake(200, None);
+        assert!(!small.guessed);
+        small.on_retransmit(Instant::from_millis(2000), 2..3, Resend::Timer);
+        small.on_peer_records_skipped(false);
+        assert!(small.rtt.loss_seen());
     }
 
     #[test]

@@ -182,9 +182,9 @@ fn the_adaptive_timer_resends_less_spuriously_than_the_fixed_one_on_slow_tsch() 
 }
 
 /// At PDR 100 % a returning client's adaptive timer (floor: a wake-up period and a quarter)
-/// resends nothing spuriously, on any MAC of the grid, at one hop and two; tinyDTLS's fixed 2 s
-/// timer does, from X-MAC's CI 1 s, the longer beacon intervals and TSCH's L 101 on. Read from
-/// the report's own check of the target, which classifies every row.
+/// resends nothing spuriously, on any MAC of the grid at one hop and two, nor in any variant;
+/// tinyDTLS's fixed 2 s timer does, from X-MAC's CI 1 s, the longer beacon intervals and TSCH's
+/// L 101 on. Read from the report's own check of the target, which classifies every row.
 #[test]
 fn a_returning_clients_adaptive_timer_resends_nothing_spuriously_on_a_clean_link() {
     let r = report();
@@ -193,7 +193,7 @@ fn a_returning_clients_adaptive_timer_resends_nothing_spuriously_on_a_clean_link
     assert_eq!(names, ["X-MAC", "beacon", "TSCH", "variants"]);
     let rows: Vec<usize> = groups.iter().map(|g| g.rows).collect();
     assert_eq!(rows, [12, 30, 4, 17], "X-MAC 6 CI x 2 hops, beacon 5 BO x 3 SO x 2 hops, TSCH 4 rows");
-    for g in &groups[..3] {
+    for g in groups {
         assert!(g.spurious.is_empty(), "{}: {:?}", g.group, g.spurious);
         assert_eq!(g.outcome, Outcome::Met);
     }
@@ -238,19 +238,21 @@ fn xmac_adaptive_timer_is_no_slower_than_the_fixed_one_at_pdr_90() {
 /// A certificate handshake on a beacon network of short CAPs (BO 6, SO 2, one hop): its
 /// 1200-byte datagrams take about a second each, so a flight and its answer take longer to
 /// carry than the initial 2 s. The returning client's adaptive timer waits at least what the
-/// path takes to carry the exchange at the pace measured from the peer's flights, even after
-/// the earlier handshake's losses: it resends spuriously less than the fixed timer, and the
-/// handshake ends sooner.
+/// path takes to carry the exchange at the pace measured from the peer's flights, and what the
+/// exchange took in the earlier handshake, even when that handshake's copies (sent on a guess)
+/// lost datagrams: it resends nothing spuriously, the fixed timer about once a handshake, and
+/// the handshake ends sooner. The seeds are those of `lab e2`, where the earlier handshake of
+/// some (28 among them) loses the client's answer to the server's guessed copy.
 #[test]
 fn a_certificate_handshake_on_short_caps_waits_for_its_flights_to_cross() {
     let pki = LabPki::kept().expect("the lab's PKI");
     let mac = e2::beacon::config(6, 2);
-    let both = handshake::both_timers(&mac, 1, handshake::Variant::EcdheEcdsa, 0..20, &pki)
+    let both = handshake::both_timers(&mac, 1, handshake::Variant::EcdheEcdsa, 0..100, &pki)
         .expect("the handshakes run");
     let (a, f) = (both.adaptive, both.fixed);
     assert!(a.all_completed() && f.all_completed());
     assert!(f.spurious_retransmissions >= 1.0, "the fixed timer resends mid-flight: {f:?}");
-    assert!(a.spurious_retransmissions < 0.5, "adaptive {a:?}");
+    assert_eq!(a.spurious_retransmissions, 0.0, "adaptive {a:?}");
     assert!(a.duration_s < f.duration_s, "adaptive {:.2} s, fixed {:.2} s", a.duration_s, f.duration_s);
 }
 
