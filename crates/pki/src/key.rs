@@ -97,10 +97,11 @@ impl SigningKey {
     /// ECDSA derives its nonce by RFC 6979 from the key and message, hedged with bytes from `rng`:
     /// the engine passes its seeded RNG, so a seeded run signs identically every time.
     ///
-    /// RSA is the exception: ring's private-key operation blinds, and PSS salts, with ring's own
-    /// OS randomness (ring accepts no other source, and the RustCrypto `rsa` crate's private-key
-    /// code is not constant-time, RUSTSEC-2023-0071). PKCS#1 v1.5 signatures are deterministic
-    /// anyway; PSS signatures differ between seeded runs in their bytes, never in their length.
+    /// RSA-PSS is the exception: its salt comes from ring's own OS randomness (ring accepts no
+    /// other source, and the RustCrypto `rsa` crate's private-key code is not constant-time,
+    /// RUSTSEC-2023-0071), so PSS signatures differ between seeded runs in their bytes, never in
+    /// their length. PKCS#1 v1.5 takes no randomness: ring's private-key operation is
+    /// constant-time without blinding, and its padding is fixed.
     pub fn sign<R: RngCore + CryptoRng>(
         &self,
         scheme: SignatureScheme,

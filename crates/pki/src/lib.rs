@@ -27,8 +27,8 @@
 //!
 //! Signing randomness: ECDSA signs with RFC 6979 nonces hedged by the caller's (seeded) RNG, so
 //! seeded runs reproduce their signatures; an ECDSA signature's DER length varies (at most 72
-//! bytes). RSA signs with ring, whose blinding and PSS salts come from the OS (see
-//! [`SigningKey::sign`]); PKCS#1 v1.5 signatures are deterministic all the same.
+//! bytes). RSA signs with ring, whose PSS salts come from the OS (see [`SigningKey::sign`]);
+//! PKCS#1 v1.5 signatures take no randomness.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -220,3 +220,20 @@ fn ecdsa_signatures_are_reproducible_from_the_seed() {
     assert_eq!(sign_with(1), sign_with(1), "same seed, same signature");
     assert_ne!(sign_with(1), sign_with(2), "the RNG hedges the RFC 6979 nonce");
 }
+
+/// RSA takes no randomness from the caller: PKCS#1 v1.5 takes none at all (ring's private-key
+/// operation is constant-time without blinding), so seeded runs reproduce it; a PSS salt comes
+/// from ring's own OS randomness, so two PSS signatures differ whatever the seed.
+#[test]
+fn rsa_pkcs1_signatures_are_reproducible_and_pss_ones_are_salted() {
+    let (rsa, public) = key_pair(KeyKind::Rsa2048);
+    let sign_with = |scheme, seed| rsa.sign(scheme, MESSAGE, &mut ChaCha20Rng::seed_from_u64(seed)).unwrap();
+    let pkcs1 = SignatureScheme::RsaPkcs1Sha256;
+    assert_eq!(sign_with(pkcs1, 1), sign_with(pkcs1, 2), "no randomness at all");
+    let pss = SignatureScheme::RsaPssRsaeSha256;
+    let (a, b) = (sign_with(pss, 1), sign_with(pss, 1));
+    assert_ne!(a, b, "a fresh salt each time");
+    for signature in [a, b] {
+        verify_signature(&public, pss, MESSAGE, &signature).unwrap();
+    }
+}
