@@ -8,6 +8,8 @@ use fastshake_dtls::{
     ServerConfig, TicketKeys,
 };
 use fastshake_sim::mac::MacConfig;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 use std::ops::Range;
 use std::sync::Arc;
@@ -196,7 +198,7 @@ pub fn measure_contact(
     let (client_config, server_config) = configs(variant, timer, pki);
     let client_config = Arc::new(client_config);
     let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2));
-    let mut start = Instant::from_millis(1);
+    let mut start = Instant::ZERO + NETWORK_RUNNING_AT;
     let server_addr = mac_handshake::server_addr();
     if !matches!(variant, Variant::Resumption | Variant::CachedCookie | Variant::Bithac) {
         if contact == Contact::Returning {
@@ -207,7 +209,7 @@ pub fn measure_contact(
                 Connection::client(client_config.clone(), start, server_addr, seed_bytes(seed, 4));
             let seeds = RunSeeds { network: seed, traffic: seed ^ 0x5eed };
             let earlier = mac_handshake::run_seeded(mac, hops, seeds, start, &mut first, &mut server)?;
-            start = earlier.end.unwrap_or(start) + Duration::from_secs(1);
+            start = later_start(earlier.end.unwrap_or(start), seed);
         }
         let mut client = Connection::client(client_config, start, server_addr, seed_bytes(seed, 1));
         return mac_handshake::run(mac, hops, seed, start, &mut client, &mut server);
@@ -219,8 +221,8 @@ pub fn measure_contact(
     let earlier = mac_handshake::run_seeded(mac, hops, seeds, start, &mut first, &mut server)?;
     anyhow::ensure!(earlier.completed, "the handshake before the measured one did not complete");
     let summary = earlier.client_summary.clone();
-    // The measured one starts a second after the first ended, on the same server.
-    let start = earlier.end.unwrap_or(start) + Duration::from_secs(1);
+    // The measured one starts after the first ended, on the same server.
+    let start = later_start(earlier.end.unwrap_or(start), seed);
     let mut client = match variant {
         Variant::Resumption => {
             let session = summary.and_then(|s| s.session);
@@ -241,6 +243,27 @@ pub fn measure_contact(
     };
     mac_handshake::run(mac, hops, seed, start, &mut client, &mut server)
 }
+
+/// When a client's first handshake starts: a minute into the simulated time, once every
+/// schedule of the grid has run for several periods. The MAC models start each schedule at time
+/// zero; a beacon network's first beacon comes at its drawn phase, and a handshake started before
+/// it would wait for it, where a network already running would offer the CAP it is in.
+const NETWORK_RUNNING_AT: Duration = Duration::from_secs(60);
+
+/// When the measured handshake starts after an earlier one of the same client that ended at
+/// `earlier_end`: a second later and a pause drawn from `seed`, up to a minute, so that it meets
+/// the MAC's schedule at any phase, as a first contact does. A fixed second would start it at
+/// the phase where the earlier one ended: on a beacon network of BI ≈ 1 s inside the CAP that
+/// just carried the earlier handshake's last frame.
+fn later_start(earlier_end: Instant, seed: u64) -> Instant {
+    let mut rng = ChaCha20Rng::from_seed(seed_bytes(seed, 5));
+    let pause = Duration::from_micros(rng.next_u64() % MAX_PAUSE_BETWEEN_HANDSHAKES.as_micros() as u64);
+    earlier_end + Duration::from_secs(1) + pause
+}
+
+/// The longest pause [`later_start`] draws: longer than any period of the grid (X-MAC's 4 s
+/// check interval, BO 8's 3.9 s beacon interval, a 1001-slot TSCH slotframe's 10 s).
+const MAX_PAUSE_BETWEEN_HANDSHAKES: Duration = Duration::from_secs(60);
 
 /// The cookie the server gave in an earlier exchange.
 fn cached_cookie(summary: Option<&fastshake_dtls::HandshakeSummary>) -> Option<Vec<u8>> {
