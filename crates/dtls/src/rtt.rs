@@ -33,10 +33,11 @@ pub struct RttEstimate {
     pub samples: u32,
     /// Bytes of the largest exchange measured: beyond it the estimate is a guess.
     pub largest_exchange: u32,
-    /// Whether the handshake lost a datagram (an answer named a later transmission than our
+    /// Whether the handshake lost datagrams (an answer named a later transmission than our
     /// first, or the peer's record numbers skipped records of an exchange): then no flight of
-    /// it from then on, nor of the next handshake with the peer, waits longer than the initial
-    /// value before it is sent again. A clean handshake clears it.
+    /// the next handshake with the peer waits longer than the initial value before it is sent
+    /// again (within a handshake, its first loss caps it at once). Set when it lost two: one
+    /// may be a copy's collision on a contention MAC. A clean handshake clears it.
     pub loss_seen: bool,
     /// The exchange each of our flights started, by its place in the handshake, took when last
     /// measured (zero: not measured).
@@ -115,6 +116,14 @@ fn scaled(d: Duration, factor: f64) -> Duration {
     Duration::try_from_secs_f64(d.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
 
+/// Losses a handshake must see before the next one with the peer starts capped at the initial
+/// value. On a contention MAC one lost datagram may be a copy's collision, or the peer's answer
+/// meeting it on a busy channel (at PDR 100 % collisions are the only losses), and capping
+/// the next handshake then makes every flight whose exchange takes longer than the initial
+/// value resend needlessly; two show a lossy path. A loss in the handshake itself caps it at
+/// once.
+pub(crate) const LOSSES_CARRIED: u32 = 2;
+
 /// RFC 6298 §2 smoothing of round-trip samples.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct RttEstimator {
@@ -122,8 +131,9 @@ pub(crate) struct RttEstimator {
     /// A loss was seen in this handshake or the one before with the peer (kept apart so one
     /// seen before the first sample is not forgotten): it caps the timer.
     loss_seen: bool,
-    /// A loss seen in this handshake, carried to the next one with the peer.
-    loss_kept: bool,
+    /// Losses seen in this handshake that the next one with the peer hears of (from
+    /// [`LOSSES_CARRIED`] on, it starts capped).
+    losses_kept: u32,
     /// Exchanges (this one and the next) in which a loss may be our own doing: a copy of ours
     /// went out that the peer did not need, and on a contention MAC it, or the peer's answer to
     /// it, competes for the channel with the flight that follows.
@@ -140,7 +150,7 @@ impl RttEstimator {
         RttEstimator {
             estimate: estimate.filter(|e| e.samples > 0),
             loss_seen: estimate.is_some_and(|e| e.loss_seen),
-            loss_kept: false,
+            losses_kept: 0,
             after_needless_copy: 0,
             profile: estimate.map(|e| e.flights).unwrap_or_default(),
             pace_carried: estimate.map(|e| e.pace).unwrap_or_default(),
@@ -166,12 +176,13 @@ impl RttEstimator {
     }
 
     /// The path lost a datagram: the timer is capped from now on, and in the next handshake
-    /// with the peer, unless the loss came right after a needless copy of ours (then it shows
-    /// what our copy did to the path more than what the path does).
+    /// with the peer once this one has lost [`LOSSES_CARRIED`], unless the loss came right
+    /// after a needless copy of ours (then it shows what our copy did to the path more than
+    /// what the path does).
     pub fn on_loss(&mut self) {
         self.loss_seen = true;
         if self.after_needless_copy == 0 {
-            self.loss_kept = true;
+            self.losses_kept = self.losses_kept.saturating_add(1);
         }
     }
 
@@ -272,7 +283,8 @@ impl RttEstimator {
     /// (every flight resent), one of no samples that carries them to the next handshake. Its
     /// loss flag is the one carried to the next handshake.
     pub fn estimate(&self) -> Option<RttEstimate> {
-        let (loss_seen, flights, pace) = (self.loss_kept, self.profile, self.pace());
+        let loss_seen = self.losses_kept >= LOSSES_CARRIED;
+        let (flights, pace) = (self.profile, self.pace());
         if let Some(e) = self.estimate {
             return Some(RttEstimate { loss_seen, flights, pace, ..e });
         }
