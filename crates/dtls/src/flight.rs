@@ -28,20 +28,24 @@ pub(crate) enum FlightItem {
 /// ceiling. Karn's algorithm: a flight we resent gives no sample, unless the answer names the
 /// transmission it answers (a HelloVerifyRequest echoes its ClientHello's record number,
 /// RFC 6347 §4.2.1); and after a loss the backed-off value stays until a clean sample comes
-/// (RFC 6298 §5.7). Each flight's exchange is also kept by its place in the handshake (a resent
-/// one as an upper bound while no loss is seen), and the same flight of the next handshake with
-/// the peer waits that long and a margin, a floor at least: on a duty-cycled link an exchange
-/// takes about as long each time, give or take a wake-up period at each rendezvous. Once the path shows a loss (an answer names a
-/// later transmission than the first, or the peer's record numbers skip some of this
-/// exchange), no flight of this handshake, nor of the next with the peer once two were lost,
-/// waits longer than the initial value: losses cost less than the estimate's margin; a clean
-/// handshake lifts the cap,
-/// and a loss right after a needless copy of ours caps this handshake only (on a contention MAC
-/// the copy, or the answer to it, may have caused it); one in an exchange we resent on a guess
-/// (an exchange several times larger than any measured) caps nothing. No flight waits less than the path
-/// takes to carry its exchange at the pace the peer's flights came at (a copy sent sooner takes
-/// the channel from the flight on a slow link). The ceiling rises to twice the longest
-/// exchange measured.
+/// (RFC 6298 §5.7).
+///
+/// Each flight's exchange is also kept by its place in the handshake (a resent one as an upper
+/// bound while no loss is seen), and the same flight of the next handshake with the peer waits
+/// that long and a margin, a floor at least: on a duty-cycled link an exchange takes about as
+/// long each time, give or take a wake-up period at each rendezvous.
+///
+/// Once the path shows a loss (an answer names a later transmission than the first, or the
+/// peer's record numbers skip some of this exchange), no flight of this handshake, nor of the
+/// next with the peer once two were lost, waits longer than the initial value: losses cost less
+/// than the estimate's margin. A clean handshake lifts the cap. A loss right after a needless
+/// copy of ours caps this handshake only (on a contention MAC the copy, or the answer to it,
+/// may have caused it), and one in an exchange we resent on a guess (several times larger than
+/// any measured) caps nothing.
+///
+/// No flight waits less than the path takes to carry its exchange at the pace the peer's
+/// flights came at (a copy sent sooner takes the channel from the flight on a slow link). The
+/// ceiling rises to twice the longest exchange measured.
 #[derive(Clone, Debug)]
 pub(crate) struct RetransmitTimer {
     initial: Duration,
