@@ -17,12 +17,13 @@ use fastshake_dtls::{
 };
 use fastshake_net::credentials::{host_of, CredentialArgs};
 use fastshake_net::dtls::{os_seed, ClientEvent, ClientOptions, DriverError, DtlsClient};
+use fastshake_net::icmp::RefusalHook;
 use fastshake_pki::generate::{generate, KeyKind};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -317,13 +318,16 @@ async fn load(
     server_pid: Option<u32>,
 ) -> anyhow::Result<LoadReport> {
     let session = if plan.resume {
-        let first = one_handshake(remote, config, None, plan).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let first = one_handshake(remote, config, None, plan, &Refusals::default())
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let session = first.session.context("the server issued no session to resume")?;
         Some(session)
     } else {
         None
     };
     let started = Arc::new(AtomicU64::new(0));
+    let refusals = Refusals::default();
     let report = Arc::new(Mutex::new(LoadReport::default()));
     let cpu_before = server_pid.map(process_cpu).transpose()?;
     let own_cpu_before = process_cpu(std::process::id())?;
@@ -331,18 +335,27 @@ async fn load(
     let deadline = tokio::time::Instant::now() + plan.duration;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..plan.concurrency {
-        let (started, report, config, plan, session) =
-            (Arc::clone(&started), Arc::clone(&report), Arc::clone(config), plan.clone(), session.clone());
+        let (started, report, config, plan, session, refusals) = (
+            Arc::clone(&started),
+            Arc::clone(&report),
+            Arc::clone(config),
+            plan.clone(),
+            session.clone(),
+            refusals.clone(),
+        );
         tasks.spawn(async move {
             loop {
-                if tokio::time::Instant::now() >= deadline {
+                // Nothing listens at the address: starting more handshakes would only wait longer.
+                if tokio::time::Instant::now() >= deadline
+                    || refusals.ended_a_handshake.load(Ordering::Relaxed)
+                {
                     return;
                 }
                 let n = started.fetch_add(1, Ordering::Relaxed);
                 if plan.handshakes.is_some_and(|max| n >= max) {
                     return;
                 }
-                let outcome = one_handshake(remote, &config, session.as_ref(), &plan).await;
+                let outcome = one_handshake(remote, &config, session.as_ref(), &plan, &refusals).await;
                 let mut report = report.lock().unwrap_or_else(|e| e.into_inner());
                 match outcome {
                     Ok(done) => {
@@ -378,6 +391,25 @@ struct Handshake {
     session: Option<ClientSession>,
 }
 
+/// ICMP port unreachables the clients of one run met: the first is told at once, and a
+/// handshake they ended stops the run from starting more.
+#[derive(Clone, Default)]
+struct Refusals {
+    told: Arc<AtomicBool>,
+    ended_a_handshake: Arc<AtomicBool>,
+}
+
+impl Refusals {
+    fn hook(&self) -> RefusalHook {
+        let told = Arc::clone(&self.told);
+        Arc::new(move |refusal, _| {
+            if !told.swap(true, Ordering::Relaxed) {
+                eprintln!("fastshake bench load: {refusal}");
+            }
+        })
+    }
+}
+
 /// One handshake on a fresh socket, `plan.records` records echoed, close_notify. An error is
 /// the reason, in words that group alike failures.
 async fn one_handshake(
@@ -385,12 +417,21 @@ async fn one_handshake(
     config: &Arc<ClientConfig>,
     session: Option<&ClientSession>,
     plan: &LoadPlan,
+    refusals: &Refusals,
 ) -> Result<Handshake, String> {
     let start = Instant::now();
-    let options = ClientOptions { session: session.cloned(), ..ClientOptions::default() };
+    let options = ClientOptions {
+        session: session.cloned(),
+        on_refused: Some(refusals.hook()),
+        ..ClientOptions::default()
+    };
     let connect = DtlsClient::connect(remote, Arc::clone(config), options);
     let mut client = match tokio::time::timeout(plan.attempt_timeout, connect).await {
         Ok(Ok(client)) => client,
+        Ok(Err(error @ DriverError::Refused { .. })) => {
+            refusals.ended_a_handshake.store(true, Ordering::Relaxed);
+            return Err(failure_reason(&error));
+        }
         Ok(Err(error)) => return Err(failure_reason(&error)),
         Err(_) => return Err("no handshake within the timeout".to_owned()),
     };
@@ -421,6 +462,7 @@ async fn one_handshake(
 fn failure_reason(error: &DriverError) -> String {
     match error {
         DriverError::NoAnswer { .. } => "no answer after the retransmissions".to_owned(),
+        DriverError::Refused { refusal, .. } => refusal.to_string(),
         DriverError::Io(e) => format!("socket error: {:?}", e.kind()),
         other => other.to_string(),
     }

@@ -21,7 +21,7 @@ use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
     DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions, DEFAULT_COOKIE_ROTATION,
 };
-use fastshake_net::udp::BatchIo;
+use fastshake_net::udp::{BatchIo, PortSharing};
 use fastshake_net::Clock;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
@@ -137,10 +137,16 @@ pub struct ServerArgs {
     /// kernel spreads clients by address and port) and its own sessions; a CID record that
     /// reaches the wrong worker (the client moved) is passed to the right one. Limits
     /// (--max-connections, --max-sessions) are per worker; the session-ID cache, the ticket keys
-    /// and the cookie key are shared, so a client resumes at any worker. Default (or 0): one
-    /// worker per core; 1 with --max-sessions.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
+    /// and the cookie key are shared, so a client resumes at any worker. Default: one worker
+    /// per core; 1 with --max-sessions.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=255))]
     workers: Option<u16>,
+    /// Let other processes listen on --listen too, each started with --reuse-port: the kernel
+    /// then spreads new clients over all of them by address and port, so every one must serve
+    /// the same keys (and, to resume each other's sessions, the same --ticket-keys). Without it,
+    /// an address another process holds is refused ("address already in use").
+    #[arg(long)]
+    reuse_port: bool,
     /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
     /// system call.
     #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
@@ -163,6 +169,15 @@ pub struct ServerArgs {
     fleet: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// What `--reuse-port` asks for.
+pub fn port_sharing(reuse_port: bool) -> PortSharing {
+    if reuse_port {
+        PortSharing::WithOtherProcesses
+    } else {
+        PortSharing::Exclusive
+    }
 }
 
 /// The number of cores this process may use (1 if unknown).
@@ -350,6 +365,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     let common = &args.common;
+    if let Some(warning) = common.credentials.weak_psk_warning() {
+        say!("fastshake server: {warning}");
+    }
     let psk = common.psk();
     let certified_key = common.certified_key()?;
     if psk.is_none() && certified_key.is_none() {
@@ -393,7 +411,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     let workers = match args.workers {
         // R slots stand for one constrained server's memory: one worker holds them all.
         None if args.max_sessions.is_some() => 1,
-        Some(0) | None => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
+        None => default_workers().min(fastshake_net::dtls::MAX_WORKERS),
         Some(n) => usize::from(n),
     };
     if let (Some(r), true) = (args.max_sessions, workers > 1) {
@@ -421,6 +439,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         cookie_rotation: std::time::Duration::from_secs(args.cookie_rotation),
         workers,
         batch: args.batch,
+        port_sharing: port_sharing(args.reuse_port),
         ticket_keys_file: args.ticket_keys.clone(),
         session_store,
         fleet,
@@ -568,6 +587,9 @@ fn terminate_signal() -> anyhow::Result<mpsc::UnboundedReceiver<()>> {
 
 pub fn client(args: ClientArgs) -> anyhow::Result<()> {
     let common = &args.common;
+    if let Some(warning) = common.credentials.weak_psk_warning() {
+        say!("fastshake client: {warning}");
+    }
     let psk = common.psk();
     let trust_anchors = common.trust_anchors()?;
     if psk.is_none() && trust_anchors.is_none() {
@@ -617,6 +639,12 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         app_timeout: (standard && args.app_timeout > 0).then(|| Duration::from_millis(args.app_timeout)),
         reconnect: args.reconnect.into(),
         cached,
+        on_refused: Some(Arc::new(|refusal, in_a_row| {
+            let last = fastshake_net::icmp::REFUSALS_TO_GIVE_UP;
+            if in_a_row < last {
+                say!("fastshake client: {refusal} ({in_a_row} of {last} in a row before giving up)");
+            }
+        })),
     };
     let settings = ClientRun {
         linger: Duration::from_millis(args.linger),

@@ -97,9 +97,14 @@ pub struct ServerArgs {
     /// kernel spreads peers by address and port) and its own associations. A packet that reaches
     /// a worker other than its association's (a multihomed peer's other path) is passed to the
     /// owner by its verification tag; the cookie key is shared, so an ALT-COOKIE opens at every
-    /// worker. Default (or 0): one worker per core.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=255))]
+    /// worker. Default: one worker per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=255))]
     workers: Option<u16>,
+    /// Let other processes listen on --listen too, each started with --reuse-port: the kernel
+    /// then spreads new peers over all of them by address and port. Without it, an address
+    /// another process holds is refused ("address already in use").
+    #[arg(long)]
+    reuse_port: bool,
     /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
     /// system call.
     #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
@@ -219,7 +224,7 @@ fn write_stdout(data: &[u8]) -> anyhow::Result<()> {
 
 fn server_workers(args: &ServerArgs) -> usize {
     match args.workers {
-        Some(0) | None => crate::dtls_cmd::default_workers().clamp(1, 255),
+        None => crate::dtls_cmd::default_workers().clamp(1, 255),
         Some(n) => usize::from(n),
     }
 }
@@ -233,8 +238,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         ..Config::default()
     });
     let workers = server_workers(&args);
-    let mut drivers = SctpDriver::bind_workers(args.listen, config, args.batch, workers)
-        .with_context(|| format!("binding {}", args.listen))?;
+    let sharing = crate::dtls_cmd::port_sharing(args.reuse_port);
+    let mut drivers = SctpDriver::bind_workers(args.listen, config, args.batch, workers, sharing)
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
     SctpDriver::rotate_cookie_keys(&mut drivers, Duration::from_secs(args.cookie_rotation));
     let local = drivers[0].local_addr();
     say!("sctp server: listening on {} port {}", local, args.port);
@@ -534,6 +540,12 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
     let deadline = started + Duration::from_secs(args.timeout_s);
     let handle = driver.connect(args.connect, args.port, options);
+    driver.on_refused(Arc::new(|refusal, in_a_row| {
+        let last = fastshake_net::icmp::REFUSALS_TO_GIVE_UP;
+        if in_a_row < last {
+            say!("sctp client: {refusal} ({in_a_row} of {last} in a row before giving up)");
+        }
+    }));
     let mut connected_at = None;
     let mut first_byte_at = None;
     // Messages read but not yet taken by the engine: before the association opened, or while its
@@ -564,7 +576,12 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                 shutting_down = true;
             }
         }
-        let mut wake = quiet_deadline.filter(|_| !shutting_down).unwrap_or(deadline).min(deadline);
+        // The quiet time counts only once the association is open (else, with standard input
+        // ended early, a past deadline would wake this loop without end).
+        let mut wake = quiet_deadline
+            .filter(|_| !shutting_down && connected_at.is_some())
+            .unwrap_or(deadline)
+            .min(deadline);
         if connected_at.is_some() && !outbox.is_empty() {
             // The engine has no "room again" event: try the send buffer again shortly.
             wake = wake.min(tokio::time::Instant::now() + OUTBOX_RETRY);

@@ -200,8 +200,9 @@ fn abort_from_a_port_without_listener_fails_clearly() {
 
 #[test]
 fn no_answer_fails_after_init_retransmissions() {
-    // Nothing listens on this UDP port.
-    let silent = format!("127.0.0.1:{}", free_udp_port());
+    // A socket that takes every packet and answers none (a closed port would refuse them).
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent = socket.local_addr().unwrap().to_string();
     let mut client = FASTSHAKE.spawn(&[
         "sctp".into(),
         "client".into(),

@@ -1,6 +1,9 @@
 //! Errors a user of the engine sees.
 
 use crate::alert::AlertDescription;
+use crate::handshake::NamedGroup;
+use crate::suite::CipherSuite;
+use std::fmt;
 
 /// Why a session failed or an operation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -75,6 +78,129 @@ pub enum Error {
     /// Serialized session bytes could not be read.
     #[error("bad session bytes: {0}")]
     BadSession(&'static str),
+    /// This side refused the handshake because the peer's offer and our configuration share
+    /// nothing of one kind; `alert` (the one the RFC names) was sent.
+    #[error("handshake refused ({alert} sent): {mismatch}")]
+    NoMatch {
+        /// The fatal alert sent.
+        alert: AlertDescription,
+        /// What did not match.
+        mismatch: Mismatch,
+    },
+    /// Client: the server answered our ClientHello with a fatal alert before any ServerHello:
+    /// it found nothing it accepts in what we offered (its own log says what).
+    #[error(
+        "the server refused our ClientHello with alert {alert} (we offered {})",
+        code_list(offered_suites, suite_name)
+    )]
+    HelloRefused {
+        /// The alert received.
+        alert: AlertDescription,
+        /// The cipher suites we offered.
+        offered_suites: Vec<u16>,
+    },
+}
+
+/// What a peer's offer and our configuration did not share (see [`Error::NoMatch`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// No cipher suite of the client's is one this server serves with its credentials.
+    CipherSuite {
+        /// The suites the client offered (code points).
+        offered: Vec<u16>,
+        /// The suites this server serves.
+        served: Vec<CipherSuite>,
+    },
+    /// No elliptic-curve group of the client's is one we support (RFC 8422 §5.1.1).
+    Group {
+        /// The groups the client offered (code points).
+        offered: Vec<u16>,
+    },
+    /// No signature scheme of the client's is one our certificate's key makes.
+    SignatureScheme {
+        /// The schemes the client offered (code points).
+        offered: Vec<u16>,
+        /// The schemes our key makes.
+        ours: Vec<u16>,
+    },
+    /// The client offers only a protocol version below ours.
+    Version {
+        /// The version the client offered.
+        offered: u16,
+    },
+    /// The client offered no null compression (RFC 5246 §7.4.1.2 requires it).
+    Compression,
+    /// Our configuration requires the extended master secret (RFC 7627) and the peer did not
+    /// offer it.
+    ExtendedMasterSecret,
+    /// An initial handshake carried a non-empty renegotiation_info (RFC 5746 §3.6).
+    Renegotiation,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mismatch::CipherSuite { offered, served } => {
+                let served: Vec<u16> = served.iter().map(|s| s.id()).collect();
+                write!(
+                    f,
+                    "no common cipher suite: the client offered {}; this server serves {}",
+                    code_list(offered, suite_name),
+                    code_list(&served, suite_name)
+                )
+            }
+            Mismatch::Group { offered } => write!(
+                f,
+                "no common group: the client offered {}; we support {}",
+                code_list(offered, group_name),
+                code_list(&NamedGroup::ALL.map(NamedGroup::code), group_name)
+            ),
+            Mismatch::SignatureScheme { offered, ours } => write!(
+                f,
+                "no common signature scheme: the client offered {}; our key signs with {}",
+                code_list(offered, scheme_name),
+                code_list(ours, scheme_name)
+            ),
+            Mismatch::Version { offered } => write!(
+                f,
+                "no common version: the client offers DTLS up to 0x{offered:04x}; we speak DTLS 1.2 (0x{:04x})",
+                crate::record::DTLS_1_2
+            ),
+            Mismatch::Compression => f.write_str("the client offered no null compression method"),
+            Mismatch::ExtendedMasterSecret => {
+                f.write_str("the peer did not offer the extended master secret (RFC 7627), which we require")
+            }
+            Mismatch::Renegotiation => {
+                f.write_str("a non-empty renegotiation_info in an initial handshake (RFC 5746 §3.6)")
+            }
+        }
+    }
+}
+
+/// Names each code point by `name`, or in hex where it has none, comma-separated.
+fn code_list(codes: &[u16], name: fn(u16) -> Option<&'static str>) -> String {
+    if codes.is_empty() {
+        return "nothing".to_owned();
+    }
+    let names: Vec<String> =
+        codes.iter().map(|&c| name(c).map_or_else(|| format!("0x{c:04x}"), str::to_owned)).collect();
+    names.join(", ")
+}
+
+fn suite_name(id: u16) -> Option<&'static str> {
+    match id {
+        crate::handshake::SCSV_EMPTY_RENEGOTIATION_INFO => Some("TLS_EMPTY_RENEGOTIATION_INFO_SCSV"),
+        _ => CipherSuite::from_id(id).map(CipherSuite::iana_name),
+    }
+}
+
+fn group_name(code: u16) -> Option<&'static str> {
+    NamedGroup::from_code(code).map(NamedGroup::name)
+}
+
+fn scheme_name(code: u16) -> Option<&'static str> {
+    fastshake_pki::SignatureScheme::from_code(code).map(fastshake_pki::SignatureScheme::name)
 }
 
 impl Error {
@@ -82,7 +208,10 @@ impl Error {
     pub fn alert(&self) -> Option<AlertDescription> {
         match self {
             Error::AlertReceived(a) | Error::AlertSent(a) => Some(*a),
-            Error::PeerAuthentication { alert, .. } | Error::NoSessionSlot { alert } => Some(*alert),
+            Error::PeerAuthentication { alert, .. }
+            | Error::NoSessionSlot { alert }
+            | Error::NoMatch { alert, .. }
+            | Error::HelloRefused { alert, .. } => Some(*alert),
             _ => None,
         }
     }

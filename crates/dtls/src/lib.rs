@@ -194,7 +194,7 @@ pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointStats, DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_HANDSHAKES,
 };
-pub use error::Error;
+pub use error::{Error, Mismatch};
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
 pub use handshake::NamedGroup;

@@ -1,7 +1,7 @@
 //! In-memory handshakes on virtual time: loss, reordering, duplication, small MTU, wrong keys,
 //! cookie rotation, a new handshake on an existing 4-tuple, and application data both ways.
 
-use fastshake_dtls::{AlertDescription, CipherSuite, Error, Event};
+use fastshake_dtls::{AlertDescription, CipherSuite, Error, Event, Mismatch};
 use fastshake_testkit::dtls::*;
 use fastshake_testkit::net::{self, Dir, Fate};
 use std::time::Duration;
@@ -208,7 +208,30 @@ fn no_common_suite_fails_with_handshake_failure() {
     sc.suites = vec![CipherSuite::PskWithAes128GcmSha256];
     let mut pair = Pair::new(cc, sc);
     assert!(pair.handshake(MINUTE).is_none());
-    assert_eq!(pair.client_failure(), Some(Error::AlertReceived(AlertDescription::HandshakeFailure)));
+    // The server, which decided, names both sides' suites; the alert on the wire is the RFC's.
+    let server = pair.server_failure().expect("the server refused");
+    assert_eq!(server.alert(), Some(AlertDescription::HandshakeFailure));
+    assert!(
+        matches!(&server, Error::NoMatch { mismatch: Mismatch::CipherSuite { offered, served }, .. }
+            if offered.contains(&CipherSuite::PskWithAes128Ccm8.id())
+                && served == &[CipherSuite::PskWithAes128GcmSha256]),
+        "{server:?}"
+    );
+    assert!(
+        server.to_string().contains(
+            "no common cipher suite: the client offered TLS_PSK_WITH_AES_128_CCM_8, \
+             TLS_EMPTY_RENEGOTIATION_INFO_SCSV; this server serves TLS_PSK_WITH_AES_128_GCM_SHA256"
+        ),
+        "{server}"
+    );
+    // The client learns the alert before any ServerHello, and says what it offered.
+    assert_eq!(
+        pair.client_failure(),
+        Some(Error::HelloRefused {
+            alert: AlertDescription::HandshakeFailure,
+            offered_suites: vec![CipherSuite::PskWithAes128Ccm8.id()],
+        })
+    );
 }
 
 #[test]

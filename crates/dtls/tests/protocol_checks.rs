@@ -1,7 +1,7 @@
 //! Protocol details checked on the wire: ServerKeyExchange only with a hint, the
-//! HelloVerifyRequest's version, the extended master secret, RFC 5746 checks, and a
-//! non-default initial retransmission timer.
-use fastshake_dtls::{AlertDescription, Connection, Error, Instant};
+//! HelloVerifyRequest's version, the extended master secret, RFC 5746 checks, refusals that name
+//! what did not match, and a non-default initial retransmission timer.
+use fastshake_dtls::{AlertDescription, Connection, Error, Instant, Mismatch};
 use fastshake_testkit::dtls::*;
 use fastshake_testkit::net::{self, Dir};
 use std::sync::Arc;
@@ -12,6 +12,8 @@ const SERVER_KEY_EXCHANGE: u8 = 12;
 const HELLO_VERIFY_REQUEST: u8 = 3;
 const EXT_EXTENDED_MASTER_SECRET: [u8; 2] = [0x00, 0x17];
 const EXT_RENEGOTIATION_INFO: [u8; 2] = [0xff, 0x01];
+const EXT_SUPPORTED_GROUPS: [u8; 2] = [0x00, 0x0a];
+const EXT_SIGNATURE_ALGORITHMS: [u8; 2] = [0x00, 0x0d];
 
 /// (epoch, handshake message type, message body when the fragment is whole) of every
 /// plaintext handshake fragment in a datagram.
@@ -137,13 +139,22 @@ fn server_answer_to_edited_hello(
     server_config: fastshake_dtls::ServerConfig,
     edit: impl FnOnce(&mut Vec<([u8; 2], Vec<u8>)>),
 ) -> Pair {
-    let mut pair = Pair::new(client_config(), server_config);
+    answer_to_edited_hello(client_config(), server_config, |datagram| edit_client_hello(datagram, edit))
+}
+
+/// [`server_answer_to_edited_hello`] for any client, with any edit of the whole datagram.
+fn answer_to_edited_hello(
+    client_config: fastshake_dtls::ClientConfig,
+    server_config: fastshake_dtls::ServerConfig,
+    edit: impl FnOnce(&[u8]) -> Vec<u8>,
+) -> Pair {
+    let mut pair = Pair::new(client_config, server_config);
     pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.index == 1);
     pair.run_for(Duration::from_millis(100));
     let cookie_hello =
         pair.log.iter().filter(|d| d.dir == Dir::ToServer).nth(1).expect("cookie hello").payload.clone();
     assert_eq!(pair.server.stats().connections_open, 0);
-    let mut edited = edit_client_hello(&cookie_hello, edit);
+    let mut edited = edit(&cookie_hello);
     let (sa, ca) = (pair.server_addr, pair.client_addr);
     pair.server.handle_datagram(pair.now, sa, ca, &mut edited);
     while let Some((h, e)) = pair.server.poll_event() {
@@ -156,7 +167,10 @@ fn server_answer_to_edited_hello(
 fn server_refuses_a_non_empty_renegotiation_info_in_an_initial_hello() {
     let pair =
         server_answer_to_edited_hello(server_config(), |ext| ext.push((EXT_RENEGOTIATION_INFO, vec![1, 5])));
-    assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::HandshakeFailure)));
+    assert_eq!(
+        pair.server_failure(),
+        Some(Error::NoMatch { alert: AlertDescription::HandshakeFailure, mismatch: Mismatch::Renegotiation })
+    );
     // Control: the same edit path with an empty renegotiation_info is accepted.
     let pair =
         server_answer_to_edited_hello(server_config(), |ext| ext.push((EXT_RENEGOTIATION_INFO, vec![0])));
@@ -170,7 +184,15 @@ fn server_requiring_the_extended_master_secret_refuses_a_hello_without_it() {
     config.require_extended_master_secret = true;
     let pair =
         server_answer_to_edited_hello(config, |ext| ext.retain(|(t, _)| *t != EXT_EXTENDED_MASTER_SECRET));
-    assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::HandshakeFailure)));
+    let refused = pair.server_failure().expect("refused");
+    assert_eq!(
+        refused,
+        Error::NoMatch {
+            alert: AlertDescription::HandshakeFailure,
+            mismatch: Mismatch::ExtendedMasterSecret
+        }
+    );
+    assert!(refused.to_string().contains("extended master secret"), "{refused}");
     let mut config = server_config();
     config.require_extended_master_secret = true;
     let pair = server_answer_to_edited_hello(config, |_| {});
@@ -202,4 +224,103 @@ fn non_default_initial_retransmit_timer_is_used_and_doubles() {
     assert_eq!(pair.sent(Dir::ToClient), 2);
     assert_eq!(pair.server.poll_timeout(), Some(flight4_sent + Duration::from_secs(2)));
     pair.handshake(MINUTE).expect("completes after the resend");
+}
+
+/// A server with a P-256 certificate and a client that trusts it (certificate suites only).
+fn certificate_pair_configs() -> (fastshake_dtls::ClientConfig, fastshake_dtls::ServerConfig) {
+    use fastshake_pki::generate::{generate, KeyKind};
+    const PKI_TIME: u64 = 1_800_000_000;
+    let pki = generate(1, KeyKind::P256, &[], PKI_TIME, 2).unwrap();
+    let wall_clock = Some(fastshake_dtls::WallClock { at: Instant::ZERO, unix_secs: PKI_TIME + 60 });
+    let anchors = Arc::new(fastshake_dtls::TrustAnchors::from_pem(pki.ca_pem().as_bytes()).unwrap());
+    let client = fastshake_dtls::ClientConfig {
+        trust_anchors: Some(anchors),
+        server_name: Some("localhost".into()),
+        wall_clock,
+        ..Default::default()
+    };
+    let server = fastshake_dtls::ServerConfig {
+        certified_key: Some(Arc::new(pki.server_certified_key().unwrap())),
+        wall_clock,
+        ..Default::default()
+    };
+    (client, server)
+}
+
+/// The list extension `ext` replaced by one holding only `code`.
+fn offer_only(ext: &mut [([u8; 2], Vec<u8>)], kind: [u8; 2], code: u16) {
+    let entry = ext.iter_mut().find(|(t, _)| *t == kind).expect("the client offers the extension");
+    entry.1 = [2u16.to_be_bytes(), code.to_be_bytes()].concat();
+}
+
+fn assert_refused_for(pair: &Pair, expected: Mismatch, words: &str) {
+    let refused = pair.server_failure().expect("the server refused");
+    assert_eq!(refused, Error::NoMatch { alert: AlertDescription::HandshakeFailure, mismatch: expected });
+    assert!(refused.to_string().contains(words), "{refused}");
+}
+
+#[test]
+fn a_server_names_the_group_it_found_no_match_for() {
+    let (client, server) = certificate_pair_configs();
+    // secp384r1 (24) only: a group we do not implement.
+    let pair = answer_to_edited_hello(client, server, |hello| {
+        edit_client_hello(hello, |ext| offer_only(ext, EXT_SUPPORTED_GROUPS, 24))
+    });
+    assert_refused_for(
+        &pair,
+        Mismatch::Group { offered: vec![24] },
+        "no common group: the client offered 0x0018; we support x25519, secp256r1",
+    );
+}
+
+#[test]
+fn a_server_names_the_signature_schemes_it_found_no_match_for() {
+    let (client, server) = certificate_pair_configs();
+    // rsa_pss_rsae_sha512 only, which a P-256 key cannot make.
+    let pair = answer_to_edited_hello(client, server, |hello| {
+        edit_client_hello(hello, |ext| offer_only(ext, EXT_SIGNATURE_ALGORITHMS, 0x0806))
+    });
+    assert_refused_for(
+        &pair,
+        Mismatch::SignatureScheme { offered: vec![0x0806], ours: vec![0x0403] },
+        "no common signature scheme: the client offered 0x0806; our key signs with ecdsa_secp256r1_sha256",
+    );
+}
+
+#[test]
+fn a_server_names_the_version_it_found_no_match_for() {
+    // Every ClientHello says client_version DTLS 1.0 (0xFEFF), after the record and handshake
+    // headers; the cookie covers the version, so both hellos must say it.
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.filter = Box::new(|d| {
+        if d.dir == Dir::ToServer && d.payload.get(13) == Some(&1) {
+            d.payload[13 + 12..13 + 14].copy_from_slice(&[0xfe, 0xff]);
+        }
+        net::Fate::Deliver
+    });
+    assert!(pair.handshake(MINUTE).is_none());
+    let refused = pair.server_failure().expect("the server refused");
+    assert_eq!(
+        refused,
+        Error::NoMatch {
+            alert: AlertDescription::ProtocolVersion,
+            mismatch: Mismatch::Version { offered: 0xfeff },
+        }
+    );
+    assert!(refused.to_string().contains("no common version"), "{refused}");
+}
+
+#[test]
+fn a_certificate_client_against_a_psk_server_is_told_what_it_offered() {
+    let (client, _) = certificate_pair_configs();
+    let mut pair = Pair::new(client, server_config());
+    assert!(pair.handshake(MINUTE).is_none());
+    let server = pair.server_failure().expect("the server refused").to_string();
+    assert!(server.contains("no common cipher suite: the client offered TLS_ECDHE_ECDSA_"), "{server}");
+    assert!(server.contains("this server serves TLS_PSK_WITH_AES_128_CCM_8"), "{server}");
+    let client = pair.client_failure().expect("the client failed");
+    assert_eq!(client.alert(), Some(AlertDescription::HandshakeFailure));
+    let client = client.to_string();
+    assert!(client.contains("the server refused our ClientHello with alert handshake_failure"), "{client}");
+    assert!(client.contains("we offered TLS_ECDHE_ECDSA_"), "{client}");
 }

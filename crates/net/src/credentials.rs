@@ -34,6 +34,9 @@ pub struct CredentialArgs {
     pub suites: Vec<CipherSuite>,
 }
 
+/// The shortest PSK taken without a warning: 128 bits (RFC 9257 §6).
+pub const MIN_PSK_BYTES: usize = 16;
+
 /// A key given in hex on the command line (a newtype so clap takes it as one value, not many).
 #[derive(Clone, Debug)]
 pub struct HexKey(pub Vec<u8>);
@@ -73,6 +76,21 @@ impl CredentialArgs {
             (Some(identity), Some(key)) => Some(Psk::new(identity.as_bytes(), key.0.clone())),
             _ => None,
         }
+    }
+
+    /// A warning for a `--psk` shorter than 16 bytes: RFC 9257 §6 wants an external PSK of at
+    /// least 128 bits, drawn from as much entropy, and a shorter one can be guessed off-line
+    /// from one recorded handshake.
+    pub fn weak_psk_warning(&self) -> Option<String> {
+        let key = self.psk.as_ref()?;
+        (key.0.len() < MIN_PSK_BYTES).then(|| {
+            format!(
+                "warning: the --psk is {} byte(s) ({} bits); RFC 9257 wants at least {MIN_PSK_BYTES} random \
+                 bytes (128 bits), and a shorter key can be guessed from one recorded handshake",
+                key.0.len(),
+                key.0.len() * 8
+            )
+        })
     }
 
     /// `--cert` and `--key`, read and checked to belong together.

@@ -19,9 +19,10 @@
 
 use crate::cookie_schedule::{CookieRotation, CookieSchedule};
 use crate::fleet::{CidOwner, Fleet, FrameKind, ReplayWindows};
+use crate::icmp::{Refusal, RefusalHook, RefusalsInARow};
 use crate::mobility::{Incoming, SessionSockets, SocketAction};
 use crate::session_store::{MemoryStore, SessionStore};
-use crate::udp::{BatchIo, DatagramSocket, SendQueue};
+use crate::udp::{BatchIo, DatagramSocket, PortSharing, SendQueue};
 use crate::Clock;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{
@@ -37,6 +38,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -212,9 +214,20 @@ pub type DatagramTrace = Arc<dyn Fn(Direction, SocketAddr, &[u8]) + Send + Sync>
 /// What can go wrong in a driver.
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
-    /// The socket failed.
-    #[error("socket error: {0}")]
+    /// The socket failed (its error says how).
+    #[error(transparent)]
     Io(#[from] io::Error),
+    /// Nothing listens at the server's address: the kernel reported an ICMP port unreachable
+    /// for each of `in_a_row` flights of the handshake, with no answer between them.
+    #[error("{refusal}, {in_a_row} times in a row ({:.1} s)", elapsed.as_secs_f64())]
+    Refused {
+        /// The last refusal.
+        refusal: Refusal,
+        /// Flights refused in a row.
+        in_a_row: u32,
+        /// Time from the first ClientHello to giving up.
+        elapsed: Duration,
+    },
     /// The handshake got no answer: the engine gave up after its retransmissions.
     #[error("no answer after {retransmissions} retransmissions ({:.1} s)", elapsed.as_secs_f64())]
     NoAnswer {
@@ -280,6 +293,10 @@ pub struct ClientOptions {
     /// ticket), offered as `ClientConfig::cached_info` and `client_certificate_caching` allow.
     /// The handshake summary's `cache_update` says what to keep for next time.
     pub cached: Option<CachedServer>,
+    /// Told at once when the first handshake's flight is refused (ICMP port unreachable: nothing
+    /// listens at the server's address), before [`crate::icmp::REFUSALS_TO_GIVE_UP`] refusals in
+    /// a row end it with [`DriverError::Refused`].
+    pub on_refused: Option<RefusalHook>,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -291,6 +308,7 @@ impl fmt::Debug for ClientOptions {
             .field("app_timeout", &self.app_timeout)
             .field("reconnect", &self.reconnect)
             .field("cached", &self.cached)
+            .field("on_refused", &self.on_refused.is_some())
             .finish()
     }
 }
@@ -350,6 +368,7 @@ impl DtlsClient {
     ) -> Result<DtlsClient, DriverError> {
         let bind = options.bind.unwrap_or_else(|| default_bind(remote));
         let socket = UdpSocket::bind(bind).await?;
+        crate::icmp::report_refusals(&socket, remote)?;
         let local_addr = socket.local_addr()?;
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
@@ -534,6 +553,9 @@ struct ClientDriver {
     /// Datagrams that found no route, and when to try them again.
     held: VecDeque<Transmit>,
     retry_at: Option<Instant>,
+    /// ICMP port unreachables for the first handshake's flights.
+    refusals: RefusalsInARow,
+    on_refused: Option<RefusalHook>,
 }
 
 impl ClientDriver {
@@ -548,7 +570,7 @@ impl ClientDriver {
         let clock = Clock::new();
         let started = clock.now();
         let config = client_config_with_clock(config, &clock);
-        let ClientOptions { trace, session, app_timeout, reconnect, cached, .. } = options;
+        let ClientOptions { trace, session, app_timeout, reconnect, cached, on_refused, .. } = options;
         let connection = Connection::client_with_cache(
             Arc::clone(&config),
             started,
@@ -578,6 +600,8 @@ impl ClientDriver {
             earlier_traffic: Traffic::default(),
             held: VecDeque::new(),
             retry_at: None,
+            refusals: RefusalsInARow::default(),
+            on_refused,
         }
     }
 
@@ -604,7 +628,10 @@ impl ClientDriver {
             trace(Direction::Sent, transmit.dst, &transmit.payload);
         }
         match self.socket.send_to(&transmit.payload, transmit.dst).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.refusals.sent();
+                Ok(())
+            }
             Err(error) if is_icmp_error(&error) => Ok(()),
             Err(error) if is_no_route_yet(&error) => {
                 if self.held.len() == MAX_HELD_DATAGRAMS {
@@ -784,19 +811,17 @@ impl ClientDriver {
 
             let deadline = self.deadline();
             tokio::select! {
-                received = self.socket.recv_from(&mut buffer) => match received {
-                    Ok((len, from)) => {
-                        if self.accepts_datagram_from(from) {
-                            let datagram = &mut buffer[..len];
-                            if let Some(trace) = &self.trace {
-                                trace(Direction::Received, from, datagram);
-                            }
-                            self.connection.handle_datagram(self.clock.now(), from, datagram);
+                ready = self.socket.ready(Interest::READABLE | Interest::ERROR) => {
+                    let received = ready.map_err(DriverError::from).and_then(|ready| {
+                        if ready.is_error() {
+                            self.take_refusals()?;
                         }
+                        self.receive(&mut buffer)
+                    });
+                    if let Err(error) = received {
+                        return Err(self.fail(error));
                     }
-                    Err(error) if is_icmp_error(&error) => {}
-                    Err(error) => return Err(self.fail(error.into())),
-                },
+                }
                 _ = self.clock.sleep_until(deadline), if deadline.is_some() => self.on_timer(),
                 command = commands.recv(), if commands_open => match command {
                     Some(ClientCommand::Send(data)) => self.send_record(data),
@@ -815,9 +840,56 @@ impl ClientDriver {
         }
     }
 
+    /// Hands the engine the next datagram from the server, if the socket holds one.
+    fn receive(&mut self, buffer: &mut [u8]) -> Result<(), DriverError> {
+        loop {
+            match self.socket.try_recv_from(buffer) {
+                Ok((len, from)) => {
+                    if !self.accepts_datagram_from(from) {
+                        continue;
+                    }
+                    self.refusals.answered();
+                    let datagram = &mut buffer[..len];
+                    if let Some(trace) = &self.trace {
+                        trace(Direction::Received, from, datagram);
+                    }
+                    self.connection.handle_datagram(self.clock.now(), from, datagram);
+                    return Ok(());
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                // A refusal queued after the error queue was read: read it next time round.
+                Err(error) if is_icmp_error(&error) => return self.take_refusals(),
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
+    /// Reads the refusals queued on the socket. During the first handshake, each one for the
+    /// server's address is told at once, and the handshake ends after enough in a row; later a
+    /// refusal only says the server went away, which the session's own timers handle.
+    fn take_refusals(&mut self) -> Result<(), DriverError> {
+        let mut refused = Vec::new();
+        crate::icmp::take_refusals(&self.socket, |refusal| refused.push(refusal))?;
+        for refusal in refused {
+            if self.handshake.is_none() || refusal.destination != self.connection.remote() {
+                continue;
+            }
+            let Some(in_a_row) = self.refusals.refused() else { continue };
+            if let Some(hook) = &self.on_refused {
+                hook(refusal, in_a_row);
+            }
+            if in_a_row >= crate::icmp::REFUSALS_TO_GIVE_UP {
+                let elapsed = self.clock.now() - self.started;
+                return Err(DriverError::Refused { refusal, in_a_row, elapsed });
+            }
+        }
+        Ok(())
+    }
+
     /// Swaps the socket for a new one bound to `local`.
     async fn rebind(&mut self, local: SocketAddr) -> io::Result<SocketAddr> {
         let socket = UdpSocket::bind(local).await?;
+        crate::icmp::report_refusals(&socket, self.server)?;
         let bound = socket.local_addr()?;
         self.socket = socket;
         Ok(bound)
@@ -841,6 +913,9 @@ fn fail_client(
         DriverError::Io(e) => DriverError::Io(io::Error::new(e.kind(), e.to_string())),
         DriverError::NoAnswer { retransmissions, elapsed } => {
             DriverError::NoAnswer { retransmissions: *retransmissions, elapsed: *elapsed }
+        }
+        DriverError::Refused { refusal, in_a_row, elapsed } => {
+            DriverError::Refused { refusal: *refusal, in_a_row: *in_a_row, elapsed: *elapsed }
         }
         DriverError::Dtls(e) => DriverError::Dtls(e.clone()),
         DriverError::TaskStopped => DriverError::TaskStopped,
@@ -882,6 +957,9 @@ pub struct ServerOptions {
     pub workers: usize,
     /// Whether the listening sockets read and write in batches (see [`crate::udp`]).
     pub batch: BatchIo,
+    /// Whether other processes may listen on the same address (by default, binding fails with
+    /// "address in use" when one does).
+    pub port_sharing: PortSharing,
     /// Ticket keys shared by a fleet: read from this file (see [`crate::fleet`]) at the start,
     /// again when its modification time or length changes (polled) and on
     /// [`DtlsServer::reload_ticket_keys`]; the server then never rotates keys itself.
@@ -922,6 +1000,7 @@ impl Default for ServerOptions {
             idle_timeout: None,
             workers: 1,
             batch: BatchIo::On,
+            port_sharing: PortSharing::Exclusive,
             ticket_keys_file: None,
             session_store: None,
             fleet: None,
@@ -939,6 +1018,7 @@ impl fmt::Debug for ServerOptions {
             .field("idle_timeout", &self.idle_timeout)
             .field("workers", &self.workers)
             .field("batch", &self.batch)
+            .field("port_sharing", &self.port_sharing)
             .field("ticket_keys_file", &self.ticket_keys_file)
             .field("session_store", &self.session_store.as_ref().map(|s| s.name()))
             .field("fleet", &self.fleet)
@@ -1176,17 +1256,10 @@ impl DtlsServer {
         options: ServerOptions,
     ) -> Result<DtlsServer, DriverError> {
         let workers = options.workers.clamp(1, MAX_WORKERS);
-        // Workers share the listen port, and so do TCS temporary sockets.
-        let first = if workers > 1 || options.mobility == MobilityMode::Tcs {
-            DatagramSocket::bind_shared(listen, options.batch)?
-        } else {
-            DatagramSocket::bind(listen, options.batch).await?
-        };
-        let local_addr = first.local_addr()?;
-        let mut sockets = vec![first];
-        for _ in 1..workers {
-            sockets.push(DatagramSocket::bind_shared(local_addr, options.batch)?);
-        }
+        // Workers share the listen port, and so do TCS temporary sockets; other processes only
+        // when asked.
+        let sockets = DatagramSocket::bind_listeners(listen, workers, options.port_sharing, options.batch)?;
+        let local_addr = sockets[0].local_addr()?;
         let (forward_to, forwarded): (Vec<_>, Vec<_>) =
             (0..workers).map(|_| mpsc::channel::<Passed>(FORWARD_QUEUE)).unzip();
         let forward_to: Arc<[mpsc::Sender<Passed>]> = forward_to.into();

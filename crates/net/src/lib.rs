@@ -10,6 +10,8 @@ mod cookie_schedule;
 pub mod credentials;
 pub mod dtls;
 pub mod fleet;
+pub mod icmp;
+mod listen;
 pub mod mobility;
 pub mod sctp;
 pub mod session_store;

@@ -32,7 +32,8 @@ use rand_core::{OsRng, RngCore};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use crate::udp::{BatchIo, DatagramSocket, SendQueue};
+use crate::icmp::{RefusalHook, RefusalsInARow};
+use crate::udp::{BatchIo, DatagramSocket, PortSharing, SendQueue};
 use crate::Clock;
 
 pub use fastshake_sctp::UDP_ENCAPSULATION_PORT;
@@ -148,6 +149,15 @@ pub struct SctpDriver {
     link: Option<WorkerLink>,
     /// When and to what the cookie key changes (servers; see [`SctpDriver::rotate_cookie_keys`]).
     rotation: Option<CookieRotation>,
+    /// A client's peer, whose ICMP port unreachables are counted (see [`crate::icmp`]).
+    refusals: Option<WatchedPeer>,
+    on_refused: Option<RefusalHook>,
+}
+
+/// The peer a client connected to, and its refusals in a row.
+struct WatchedPeer {
+    peer: SocketAddr,
+    in_a_row: RefusalsInARow,
 }
 
 impl SctpDriver {
@@ -184,20 +194,18 @@ impl SctpDriver {
         SctpDriver::with_sockets(vec![socket], config, seed)
     }
 
-    /// One worker of a server on `addr` (port 0: any free port): its socket binds with
-    /// SO_REUSEPORT, so further workers bind the address this one got and the kernel spreads
-    /// peers over them by 4-tuple. Each worker is an endpoint of its own; the associations of
-    /// one peer address stay with one worker. [`SctpDriver::bind_workers`] binds them all and
-    /// links them.
+    /// A server of one worker on `addr` (port 0: any free port), alone on it (see
+    /// [`SctpDriver::bind_workers`]).
     pub fn bind_worker(addr: SocketAddr, config: Arc<Config>, batch: BatchIo) -> io::Result<SctpDriver> {
-        let socket = DatagramSocket::bind_shared(addr, batch)?;
-        let mut seed = [0u8; 32];
-        OsRng.fill_bytes(&mut seed);
-        SctpDriver::with_datagram_sockets(vec![socket], config, seed)
+        let mut drivers = SctpDriver::bind_workers(addr, config, batch, 1, PortSharing::Exclusive)?;
+        Ok(drivers.remove(0))
     }
 
-    /// `workers` workers of one server on `addr` (see [`SctpDriver::bind_worker`]), each to be
-    /// run by a task of its own. They share one cookie key, rotated every
+    /// `workers` workers of one server on `addr` (port 0: any free port), each an endpoint of its
+    /// own on a socket of its own, to be run by a task of its own. Their sockets share the port
+    /// (SO_REUSEPORT): the kernel spreads peers over them by 4-tuple, so the associations of one
+    /// peer address stay with one worker. Another process on the address is refused unless
+    /// `sharing` allows it. They share one cookie key, rotated every
     /// [`DEFAULT_COOKIE_ROTATION`], so a cookie one made opens at every other, and pass each
     /// other the packets of associations they do not hold (a multihomed peer's other path),
     /// found by our verification tag.
@@ -206,12 +214,13 @@ impl SctpDriver {
         config: Arc<Config>,
         batch: BatchIo,
         workers: usize,
+        sharing: PortSharing,
     ) -> io::Result<Vec<SctpDriver>> {
-        let first = SctpDriver::bind_worker(addr, Arc::clone(&config), batch)?;
-        let local = first.local_addr();
-        let mut drivers = vec![first];
-        for _ in 1..workers.max(1) {
-            drivers.push(SctpDriver::bind_worker(local, Arc::clone(&config), batch)?);
+        let mut drivers = Vec::with_capacity(workers.max(1));
+        for socket in DatagramSocket::bind_listeners(addr, workers, sharing, batch)? {
+            let mut seed = [0u8; 32];
+            OsRng.fill_bytes(&mut seed);
+            drivers.push(SctpDriver::with_datagram_sockets(vec![socket], Arc::clone(&config), seed)?);
         }
         let mut cookie_key = [0u8; 16];
         OsRng.fill_bytes(&mut cookie_key);
@@ -279,6 +288,8 @@ impl SctpDriver {
             stats: DriverStats::default(),
             link: None,
             rotation: None,
+            refusals: None,
+            on_refused: None,
         })
     }
 
@@ -339,7 +350,19 @@ impl SctpDriver {
     ) -> AssociationHandle {
         let now = self.clock.now();
         let local = self.local_addr();
+        // Setting the option cannot fail on a UDP socket; without it, only the timers tell.
+        if self.sockets[0].1.report_refusals(remote).is_ok() {
+            self.refusals = Some(WatchedPeer { peer: remote, in_a_row: RefusalsInARow::default() });
+        }
         self.endpoint.connect(now, Some(local), remote, remote_port, options)
+    }
+
+    /// Called at each ICMP port unreachable for what a connecting driver sends its peer
+    /// (nothing listens there) that counts; after [`crate::icmp::REFUSALS_TO_GIVE_UP`] in a row
+    /// with no packet from the peer between them, [`SctpDriver::next_event`] fails with
+    /// `ConnectionRefused`.
+    pub fn on_refused(&mut self, hook: RefusalHook) {
+        self.on_refused = Some(hook);
     }
 
     /// Queues a user message on an association.
@@ -362,6 +385,9 @@ impl SctpDriver {
         let now = self.clock.now();
         while let Some(transmit) = self.endpoint.poll_transmit(now) {
             let Transmit { src, dst, payload, .. } = transmit;
+            if let Some(watched) = self.refusals.as_mut().filter(|w| w.peer == dst) {
+                watched.in_a_row.sent();
+            }
             let i = self.socket_for(src);
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += payload.len() as u64;
@@ -451,7 +477,13 @@ impl SctpDriver {
                 None => std::future::pending().await,
             }
         };
+        let watching = self.refusals.is_some();
+        let primary = &self.sockets[0].1;
         tokio::select! {
+            errored = primary.errored(), if watching => {
+                errored?;
+                self.take_refusals()?;
+            }
             Some(Passed { local, remote, mut datagram }) = passed => {
                 self.stats.taken_over += 1;
                 self.rotate_due_cookie_keys();
@@ -478,6 +510,27 @@ impl SctpDriver {
 }
 
 impl SctpDriver {
+    /// Reads the primary socket's ICMP errors; fails once the watched peer has refused enough
+    /// datagrams in a row.
+    fn take_refusals(&mut self) -> io::Result<()> {
+        let mut refused = Vec::new();
+        self.sockets[0].1.take_refusals(|refusal| refused.push(refusal))?;
+        let Some(watched) = self.refusals.as_mut() else { return Ok(()) };
+        for refusal in refused.into_iter().filter(|r| r.destination == watched.peer) {
+            let Some(in_a_row) = watched.in_a_row.refused() else { continue };
+            if let Some(hook) = &self.on_refused {
+                hook(refusal, in_a_row);
+            }
+            if in_a_row >= crate::icmp::REFUSALS_TO_GIVE_UP {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    format!("{refusal}, {in_a_row} times in a row"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Hands what socket `i` has ready now (one batch) to the engine.
     fn receive_from(&mut self, now: Instant, i: usize) -> io::Result<()> {
         let (local, socket) = &mut self.sockets[i];
@@ -485,9 +538,13 @@ impl SctpDriver {
         let endpoint = &mut self.endpoint;
         let stats = &mut self.stats;
         let link = &self.link;
+        let mut refusals = self.refusals.as_mut();
         let received = socket.try_recv(|remote, datagram| {
             stats.datagrams_in += 1;
             stats.bytes_in += datagram.len() as u64;
+            if let Some(watched) = refusals.as_mut().filter(|w| w.peer == remote) {
+                watched.in_a_row.answered();
+            }
             if let Some(link) = link {
                 if let Some(owner) = link.owner_elsewhere(endpoint, datagram) {
                     // A full queue drops it, as a full socket would.

@@ -3,7 +3,7 @@
 //! system call for several equal-sized datagrams to one peer) where the kernel has them, and one
 //! datagram per system call otherwise or when batching is off.
 //!
-//! Several of them can listen on one address ([`DatagramSocket::bind_shared`], SO_REUSEPORT):
+//! Several of them can listen on one address ([`DatagramSocket::bind_listeners`], SO_REUSEPORT):
 //! the kernel then spreads datagrams over them by a hash of the 4-tuple, one socket per worker.
 #![forbid(unsafe_code)]
 
@@ -13,6 +13,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
+
+pub use crate::listen::PortSharing;
 
 /// Whether a socket reads and writes datagrams in batches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,11 +89,20 @@ impl DatagramSocket {
         }
     }
 
-    /// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT, so that other sockets of this process
-    /// can bind the same address (workers, TCS temporary sockets). Needs a tokio runtime.
-    pub fn bind_shared(addr: SocketAddr, mode: BatchIo) -> io::Result<DatagramSocket> {
-        let socket = crate::mobility::reusable_udp_socket(addr)?;
-        Ok(DatagramSocket::new(UdpSocket::from_std(socket.into())?, mode))
+    /// The `count` listening sockets of one server's workers on `addr` (port 0: one free port
+    /// for all): they share it with SO_REUSEPORT, and so may later sockets of this process (TCS
+    /// temporary sockets). Another process listening there makes it fail with `AddrInUse`,
+    /// unless `sharing` allows it (see [`PortSharing`]). Needs a tokio runtime.
+    pub fn bind_listeners(
+        addr: SocketAddr,
+        count: usize,
+        sharing: PortSharing,
+        mode: BatchIo,
+    ) -> io::Result<Vec<DatagramSocket>> {
+        crate::listen::bind_reusable(addr, count, sharing)?
+            .into_iter()
+            .map(|socket| Ok(DatagramSocket::new(UdpSocket::from_std(socket.into())?, mode)))
+            .collect()
     }
 
     /// Binds `addr` alone. Needs a tokio runtime.
@@ -121,6 +132,21 @@ impl DatagramSocket {
     /// [`DatagramSocket::readable`] as a poll, to wait on several sockets at once.
     pub fn poll_readable(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
         self.io.poll_recv_ready(cx)
+    }
+
+    /// Asks the kernel to report ICMP errors of what this socket sends (see [`crate::icmp`]).
+    pub(crate) fn report_refusals(&self, destination: SocketAddr) -> io::Result<()> {
+        crate::icmp::report_refusals(&self.io, destination)
+    }
+
+    /// Resolves once the socket has ICMP errors queued. Cancel-safe.
+    pub(crate) async fn errored(&self) -> io::Result<()> {
+        self.io.ready(Interest::ERROR).await.map(|_| ())
+    }
+
+    /// Reads the queued ICMP errors, handing each port unreachable to `each`.
+    pub(crate) fn take_refusals(&self, each: impl FnMut(crate::icmp::Refusal)) -> io::Result<()> {
+        crate::icmp::take_refusals(&self.io, each)
     }
 
     /// Reads what is waiting without blocking (one batch, or up to a few single datagrams) and
@@ -339,12 +365,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn shared_sockets_listen_on_one_port() {
-        let first =
-            DatagramSocket::bind_shared(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), BatchIo::On).unwrap();
-        let addr = first.local_addr().unwrap();
-        let second = DatagramSocket::bind_shared(addr, BatchIo::Off).unwrap();
-        assert_eq!(second.local_addr().unwrap(), addr);
+    async fn listeners_of_one_server_share_one_port() {
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let sockets =
+            DatagramSocket::bind_listeners(loopback, 2, PortSharing::Exclusive, BatchIo::On).unwrap();
+        let addr = sockets[0].local_addr().unwrap();
+        assert_eq!(sockets[1].local_addr().unwrap(), addr);
     }
 
     #[test]

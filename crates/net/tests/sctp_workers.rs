@@ -4,7 +4,7 @@
 //! ALT-COOKIE one worker issued opens at the other.
 
 use fastshake_net::sctp::{DriverStats, SctpDriver};
-use fastshake_net::udp::BatchIo;
+use fastshake_net::udp::{BatchIo, PortSharing};
 use fastshake_sctp::{
     AssociationHandle, Config, ConnectOptions, EndpointStats, Event, HandshakeKind, HandshakeMode, Message,
 };
@@ -44,8 +44,14 @@ impl Server {
     /// A server whose cookie key changes every `rotation` (the default when `None`).
     fn start_rotating(workers: usize, mode: HandshakeMode, rotation: Option<Duration>) -> Server {
         let config = Arc::new(Config { local_port: SCTP_PORT, listen: true, mode, ..Config::default() });
-        let mut drivers =
-            SctpDriver::bind_workers("127.0.0.1:0".parse().unwrap(), config, BatchIo::On, workers).unwrap();
+        let mut drivers = SctpDriver::bind_workers(
+            "127.0.0.1:0".parse().unwrap(),
+            config,
+            BatchIo::On,
+            workers,
+            PortSharing::Exclusive,
+        )
+        .unwrap();
         if let Some(every) = rotation {
             SctpDriver::rotate_cookie_keys(&mut drivers, every);
         }

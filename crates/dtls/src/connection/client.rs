@@ -8,6 +8,7 @@ use crate::alert::AlertDescription;
 use crate::cache::{derive_client_ticket, CacheUse, CachedServer};
 use crate::config::{ClientConfig, RetransmitPolicy};
 use crate::crypto::MasterSecret;
+use crate::error::Mismatch;
 use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_cached_info_offer, encode_certificate, encode_client_cert_offer, encode_psk_identity,
@@ -489,10 +490,10 @@ impl Connection {
             path.port_move = sh.extensions.port_move;
         }
         if sh.extensions.renegotiation_info.is_some_and(|r| !r.is_empty()) {
-            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+            return Err(Abort::no_match(Mismatch::Renegotiation));
         }
         if !sh.extensions.extended_master_secret && config.require_extended_master_secret {
-            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+            return Err(Abort::no_match(Mismatch::ExtendedMasterSecret));
         }
         hs.extended_master_secret = sh.extensions.extended_master_secret;
         hs.server_random = sh.random;
@@ -508,7 +509,7 @@ impl Connection {
                 return Err(Abort::alert(AlertDescription::IllegalParameter));
             }
             if !sh.extensions.extended_master_secret {
-                return Err(Abort::alert(AlertDescription::HandshakeFailure));
+                return Err(Abort::no_match(Mismatch::ExtendedMasterSecret));
             }
             let resumption =
                 if offer.session.ticket.is_some() { Resumption::Ticket } else { Resumption::SessionId };

@@ -6,7 +6,7 @@ use super::client::ClientStep;
 use super::server::ServerStep;
 use crate::alert::AlertDescription;
 use crate::crypto::{prf_sha256, MasterSecret, TrafficKeys};
-use crate::error::Error;
+use crate::error::{Error, Mismatch};
 use crate::flight::{Flight, FlightItem, RetransmitTimer};
 use crate::handshake::{parse_finished, HandshakeHeader, HandshakeType, NamedGroup, Reassembler};
 use crate::record::{Keys, RecordHeader, SplitRecord};
@@ -297,6 +297,12 @@ impl Abort {
     pub fn peer(e: PkiError) -> Self {
         let alert = AlertDescription::from_code(e.alert_code());
         Abort { alert: Some(alert), error: Error::PeerAuthentication { alert, reason: e.to_string() } }
+    }
+
+    /// The peer's offer and our configuration share nothing of one kind: handshake_failure.
+    pub fn no_match(mismatch: Mismatch) -> Self {
+        let alert = AlertDescription::HandshakeFailure;
+        Abort { alert: Some(alert), error: Error::NoMatch { alert, mismatch } }
     }
 
     /// The peer sent a message that has no place here.

@@ -867,10 +867,14 @@ impl Connection {
         } else if level == AlertLevel::Fatal {
             // A server refusing for want of a session slot answers the ClientHello this way
             // (`WhenFull::Refuse`); say so, with the alert, as others may mean something else.
-            let error = if desc == AlertDescription::InternalError && self.waits_for_server_hello() {
-                Error::NoSessionSlot { alert: desc }
-            } else {
-                Error::AlertReceived(desc)
+            let error = match self.client_config().filter(|_| self.waits_for_server_hello()) {
+                Some(_) if desc == AlertDescription::InternalError => Error::NoSessionSlot { alert: desc },
+                // Refused before any ServerHello: what we offered is all the server judged.
+                Some(config) => Error::HelloRefused {
+                    alert: desc,
+                    offered_suites: config.offered_suites().map(|s| s.id()).collect(),
+                },
+                None => Error::AlertReceived(desc),
             };
             self.phase = Phase::Failed;
             self.hs = None;

@@ -10,6 +10,7 @@ use crate::alert::AlertDescription;
 use crate::cache::{derive_client_ticket, CacheUse, CachedClientChain, CLIENT_TICKET_LEN};
 use crate::config::ServerConfig;
 use crate::crypto::MasterSecret;
+use crate::error::{Error, Mismatch};
 use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_cached_info_selection, encode_certificate, encode_client_cert_answer, encode_ecdhe_params,
@@ -208,27 +209,29 @@ impl Connection {
         let ch = ClientHello::parse(body).map_err(Abort::decode)?;
         // DTLS versions count down: 0xFEFD (1.2) is below 0xFEFF (1.0).
         if ch.version > DTLS_1_2 {
-            return Err(Abort::alert(AlertDescription::ProtocolVersion));
+            let alert = AlertDescription::ProtocolVersion;
+            let mismatch = Mismatch::Version { offered: ch.version };
+            return Err(Abort { alert: Some(alert), error: Error::NoMatch { alert, mismatch } });
         }
-        let suite = config
-            .suites
-            .iter()
-            .copied()
-            .filter(|s| config.can_serve(*s))
-            .find(|s| ch.suites().any(|id| id == s.id()))
-            .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?;
+        let served = config.suites.iter().copied().filter(|s| config.can_serve(*s));
+        let suite = served.clone().find(|s| ch.suites().any(|id| id == s.id())).ok_or_else(|| {
+            Abort::no_match(Mismatch::CipherSuite {
+                offered: ch.suites().collect(),
+                served: served.collect(),
+            })
+        })?;
         if !ch.compression_methods.contains(&0) {
-            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+            return Err(Abort::no_match(Mismatch::Compression));
         }
         // RFC 5746 §3.6: an initial handshake carries an empty renegotiation_info or the SCSV.
         if ch.extensions.renegotiation_info.is_some_and(|r| !r.is_empty()) {
-            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+            return Err(Abort::no_match(Mismatch::Renegotiation));
         }
         let secure_renegotiation = ch.extensions.renegotiation_info.is_some()
             || ch.suites().any(|id| id == SCSV_EMPTY_RENEGOTIATION_INFO);
         let ems = ch.extensions.extended_master_secret;
         if !ems && config.require_extended_master_secret {
-            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+            return Err(Abort::no_match(Mismatch::ExtendedMasterSecret));
         }
         // Resumption, only with the extended master secret: a ticket first, then the cached
         // session ID. Anything unknown, forged or expired leads to a full handshake.
@@ -272,17 +275,23 @@ impl Connection {
                     Some(list) => NamedGroup::ALL
                         .into_iter()
                         .find(|g| u16_list(list).any(|c| c == g.code()))
-                        .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?,
+                        .ok_or_else(|| {
+                            Abort::no_match(Mismatch::Group { offered: u16_list(list).collect() })
+                        })?,
                     // RFC 8422 §4: without the extension any curve will do.
                     None => NamedGroup::Secp256r1,
                 };
                 let scheme = match ch.extensions.signature_algorithms {
-                    Some(list) => *ck
-                        .key
-                        .schemes()
-                        .iter()
-                        .find(|s| u16_list(list).any(|c| c == s.code()))
-                        .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?,
+                    Some(list) => {
+                        *ck.key.schemes().iter().find(|s| u16_list(list).any(|c| c == s.code())).ok_or_else(
+                            || {
+                                Abort::no_match(Mismatch::SignatureScheme {
+                                    offered: u16_list(list).collect(),
+                                    ours: ck.key.schemes().iter().map(|s| s.code()).collect(),
+                                })
+                            },
+                        )?
+                    }
                     // RFC 5246 §7.4.1.4.1 would mean SHA-1, which we do not sign with.
                     None => *ck.key.schemes().last().ok_or(Abort::alert(AlertDescription::InternalError))?,
                 };

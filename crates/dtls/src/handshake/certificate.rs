@@ -30,6 +30,14 @@ impl NamedGroup {
         }
     }
 
+    /// The IANA name.
+    pub fn name(self) -> &'static str {
+        match self {
+            NamedGroup::Secp256r1 => "secp256r1",
+            NamedGroup::X25519 => "x25519",
+        }
+    }
+
     /// Length of a public key on the wire (uncompressed point for P-256).
     pub fn public_len(self) -> usize {
         match self {

@@ -1,0 +1,143 @@
+//! What an operator meets first, tried as a new user would with real processes on loopback: a
+//! second server on a taken address, a client sent to a port where nothing listens, a refusal
+//! that names what did not match, and weak settings.
+
+use fastshake_testkit::peers::dtls::*;
+use fastshake_testkit::peers::*;
+use std::time::Duration;
+
+const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
+
+/// Long enough for any refusal here; a handshake into silence takes a minute.
+const QUICK: Duration = Duration::from_secs(20);
+
+fn fastshake(args: &[&str]) -> std::process::Command {
+    let mut command = FASTSHAKE.command();
+    command.args(args);
+    command
+}
+
+/// A run that must fail at once; returns its standard error.
+fn fails(name: &str, args: &[&str]) -> String {
+    let finished = run(name, fastshake(args), QUICK);
+    assert!(!finished.status.success(), "{name} must fail:\n{}", finished.text());
+    finished.stderr
+}
+
+#[test]
+fn a_second_dtls_server_on_a_taken_address_is_refused_unless_both_share_on_purpose() {
+    // Two workers: their sockets share the port with SO_REUSEPORT, which once let any other
+    // process join unasked.
+    let (first, port) = FASTSHAKE.server(&["--echo", "--workers", "2"]);
+    let addr = format!("127.0.0.1:{port}");
+    let stderr = fails(
+        "second server",
+        &["server", "--listen", &addr, "--psk-identity", "other", "--psk", WRONG_PSK_HEX, "--workers", "2"],
+    );
+    assert!(stderr.contains(&format!("cannot listen on {addr}: address already in use")), "{stderr}");
+    assert!(stderr.contains("--reuse-port"), "says how to share on purpose: {stderr}");
+    // Every client still meets the first server, with its key.
+    for n in 0..4 {
+        FASTSHAKE.echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], &format!("client {n}"));
+    }
+    drop(first);
+
+    // Asked for by both, the port is shared.
+    let (sharing, port) = FASTSHAKE.server(&["--echo", "--reuse-port"]);
+    let addr = format!("127.0.0.1:{port}");
+    let mut second = Peer::spawn(
+        "second server",
+        fastshake(&[
+            "server",
+            "--listen",
+            &addr,
+            "--psk-identity",
+            PSK_IDENTITY,
+            "--psk",
+            PSK_HEX,
+            "--reuse-port",
+        ]),
+    );
+    second.expect_stderr(&format!("listening on {addr}"));
+    assert!(!second.exited() && !sharing.stderr.text().contains("error"), "{}", second.transcript());
+}
+
+#[test]
+fn a_second_sctp_server_on_a_taken_address_is_refused() {
+    let port = free_udp_port();
+    let first = FASTSHAKE.sctp_server(port, "5060", &["--echo", "--workers", "2"]);
+    let addr = format!("127.0.0.1:{port}");
+    let stderr = fails("second sctp server", &["sctp", "server", "--listen", &addr, "--port", "5060"]);
+    assert!(stderr.contains(&format!("cannot listen on {addr}: address already in use")), "{stderr}");
+    assert!(first.stderr.text().contains("listening on"), "{}", first.transcript());
+}
+
+/// A UDP port on loopback where nothing listens: bound to find it, then let go.
+fn closed_port() -> String {
+    format!("127.0.0.1:{}", free_udp_port())
+}
+
+#[test]
+fn a_dtls_client_says_at_once_that_nothing_listens_and_gives_up_after_three_refusals() {
+    let closed = closed_port();
+    let stderr = fails(
+        "fastshake client",
+        &["client", "--connect", &closed, "--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX],
+    );
+    let refused = format!("nothing listens at {closed}: ICMP port unreachable");
+    assert!(stderr.contains(&format!("{refused} (1 of 3 in a row before giving up)")), "{stderr}");
+    assert!(stderr.contains(&format!("{refused}, 3 times in a row")), "{stderr}");
+    assert!(!stderr.contains("no answer after"), "{stderr}");
+}
+
+#[test]
+fn an_sctp_client_says_at_once_that_nothing_listens() {
+    let closed = closed_port();
+    let stderr = fails("sctp client", &["sctp", "client", "--connect", &closed, "--port", "5060"]);
+    let refused = format!("nothing listens at {closed}: ICMP port unreachable");
+    assert!(stderr.contains(&format!("{refused} (1 of 3 in a row before giving up)")), "{stderr}");
+    assert!(stderr.contains(&format!("{refused}, 3 times in a row")), "{stderr}");
+}
+
+#[test]
+fn a_certificate_client_against_a_psk_server_is_told_why_on_both_sides() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 1);
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
+    let ca = pki.ca();
+    let stderr = fails(
+        "fastshake client",
+        &["client", "--connect", &format!("127.0.0.1:{port}"), "--ca", &ca, "--handshake-timeout", "5"],
+    );
+    assert!(
+        stderr.contains(
+            "the server refused our ClientHello with alert handshake_failure (we offered TLS_ECDHE_"
+        ),
+        "{stderr}"
+    );
+    // The server, which decided, names both sides' suites.
+    let line = server.expect_stderr_line_with(&["no common cipher suite"]);
+    assert!(line.contains("the client offered TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8"), "{line}");
+    assert!(
+        line.contains("this server serves TLS_PSK_WITH_AES_128_CCM_8, TLS_PSK_WITH_AES_128_GCM_SHA256"),
+        "{line}"
+    );
+    assert!(line.contains("(handshake_failure sent)"), "the alert on the wire is the RFC's: {line}");
+}
+
+#[test]
+fn a_short_psk_is_warned_about_and_zero_workers_refused() {
+    let (server, _) = FASTSHAKE.server_with(&["--psk-identity", "short", "--psk", "00"]);
+    let warning = "warning: the --psk is 1 byte(s) (8 bits); RFC 9257 wants at least 16 random bytes";
+    server.expect_stderr(warning);
+    // A 16-byte key passes in silence.
+    let (server, _) = FASTSHAKE.server(&[]);
+    assert!(!server.stderr.text().contains("warning"), "{}", server.transcript());
+
+    let psk = ["--psk-identity", "a", "--psk", PSK_HEX];
+    let dtls = [&["server", "--listen", "127.0.0.1:0", "--workers", "0"][..], &psk].concat();
+    let sctp = ["sctp", "server", "--listen", "127.0.0.1:0", "--port", "5060", "--workers", "0"];
+    for args in [&dtls[..], &sctp[..]] {
+        let stderr = fails("zero workers", args);
+        assert!(stderr.contains("invalid value '0' for '--workers <N>'"), "{stderr}");
+    }
+}
