@@ -198,7 +198,8 @@ fn main() {
     let region = Region::new(GLOBAL);
     for _ in 0..10_000 {
         let n = client.seal_into(&[0x42; 1000], &mut buf).unwrap();
-        server.open_in_place(now, server_addr, addr(2), &mut buf[..n], &mut |_, d| received += d.len());
+        let incoming = server.incoming(&mut buf[..n]);
+        server.open_in_place(now, server_addr, addr(2), incoming, &mut |_, d| received += d.len());
         let n = server.connection_mut(h).unwrap().seal_into(&[0x24; 1000], &mut buf).unwrap();
         client.open_in_place(now, server_addr, &mut buf[..n], &mut |d| received += d.len());
     }

@@ -218,7 +218,8 @@ fn session_input(data: &[u8], client_mobility: Mobility, server_mobility: Mobili
     let mut out = [0u8; 256];
     if let Ok(n) = client.seal_into(b"still alive", &mut out) {
         let mut got = false;
-        server.open_in_place(now, server_addr(), client_addr(), &mut out[..n], &mut |_, p| {
+        let incoming = server.incoming(&mut out[..n]);
+        server.open_in_place(now, server_addr(), client_addr(), incoming, &mut |_, p| {
             got = p == b"still alive";
         });
         debug_assert!(got, "session survives arbitrary input");

@@ -137,8 +137,6 @@ pub(crate) struct PathState {
     pub offered_cid: bool,
     /// Server: the session's own socket (set_local, or the confirmed move_to target).
     pub local: Option<SocketAddr>,
-    /// The peer address before the last change, until the endpoint moved its index.
-    pub moved_from: Option<SocketAddr>,
     /// Server with `rrc`: secret seed of the path_challenge cookies (the n-th cookie is the
     /// start of ChaCha20 stream n under it, so no generator state is kept).
     pub cookie_seed: Option<[u8; 32]>,

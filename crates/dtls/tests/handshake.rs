@@ -317,12 +317,14 @@ fn seal_into_and_open_in_place_round_trip() {
         let n = pair.client.seal_into(&[i; 100], &mut buf).unwrap();
         assert_eq!(n, 13 + 8 + 100 + 8, "CCM-8: header, explicit nonce, data, 8-byte tag");
         let (ca, sa) = (pair.client_addr, pair.server_addr);
-        pair.server.open_in_place(pair.now, sa, ca, &mut buf[..n], &mut |hh, d| got.push((hh, d.to_vec())));
+        let incoming = pair.server.incoming(&mut buf[..n]);
+        pair.server.open_in_place(pair.now, sa, ca, incoming, &mut |hh, d| got.push((hh, d.to_vec())));
         // A replay of the same datagram is dropped.
         let mut replay = buf;
         let before = got.len();
         let mut sink = Vec::new();
-        pair.server.open_in_place(pair.now, sa, ca, &mut replay[..n], &mut |_, d| sink.push(d.to_vec()));
+        let incoming = pair.server.incoming(&mut replay[..n]);
+        pair.server.open_in_place(pair.now, sa, ca, incoming, &mut |_, d| sink.push(d.to_vec()));
         assert!(sink.is_empty());
         assert_eq!(got.len(), before);
     }

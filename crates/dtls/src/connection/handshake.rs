@@ -10,7 +10,6 @@ use crate::error::{Error, Mismatch};
 use crate::flight::{Flight, FlightItem, RetransmitTimer};
 use crate::handshake::{parse_finished, HandshakeHeader, HandshakeType, NamedGroup, Reassembler};
 use crate::record::{Keys, RecordHeader, SplitRecord};
-use crate::session::ServerSession;
 use crate::suite::{CipherSuite, KeyExchange};
 use fastshake_core::codec::DecodeError;
 use fastshake_core::Instant;
@@ -61,16 +60,7 @@ pub(super) enum Step {
     Server(ServerStep),
     /// Completed; the side that sent the last flight keeps it (and this state) until the peer
     /// shows it arrived.
-    Complete(Complete),
-}
-
-/// A completed handshake whose last flight is kept.
-#[derive(Default)]
-pub(super) struct Complete {
-    /// Server: the session for the endpoint's session-ID cache.
-    pub cache_entry: Option<([u8; 32], ServerSession)>,
-    /// Server: the client's chain for the endpoint's client-certificate cache.
-    pub client_chain_entry: Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)>,
+    Complete,
 }
 
 /// The transcript of the handshake messages (RFC 5246 §7.4.9), and the messages themselves

@@ -31,7 +31,7 @@ use client::{ClientStep, ExpectServerHello};
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_pki::CertDer;
 use handshake::{
-    Abort, AuthFailure, Complete, Handshake, HandshakeTimer, Step, MAX_EARLY_RECORDS, MAX_EARLY_RECORD_BYTES,
+    Abort, AuthFailure, Handshake, HandshakeTimer, Step, MAX_EARLY_RECORDS, MAX_EARLY_RECORD_BYTES,
 };
 use rand_core::RngCore;
 use std::collections::VecDeque;
@@ -231,6 +231,51 @@ pub struct Connection {
 struct Queues {
     events: VecDeque<Event>,
     outgoing: VecDeque<Vec<u8>>,
+    endpoint: VecDeque<EndpointEvent>,
+}
+
+/// What a server connection tells its endpoint, at the moment it happens (a client has no
+/// endpoint: nothing is queued for it).
+pub(crate) enum EndpointEvent {
+    /// The handshake completed; `rtt` is the round trip it measured, for the endpoint's cache
+    /// under the adaptive policy.
+    Established {
+        /// The estimate the handshake ended with.
+        rtt: Option<RttEstimate>,
+    },
+    /// A full handshake made a session the endpoint's session-ID cache keeps.
+    NewSession {
+        /// Its session ID.
+        id: [u8; 32],
+        /// What resuming it needs.
+        session: ServerSession,
+    },
+    /// A client chain for the endpoint's client-certificate cache (seed 003), under the ticket
+    /// both sides derived.
+    ClientChain {
+        /// The client-certificate ticket.
+        ticket: [u8; CLIENT_TICKET_LEN],
+        /// The chain it stands for.
+        chain: CachedClientChain,
+    },
+    /// The peer's address changed (a move the session accepted).
+    Moved {
+        /// The address before.
+        from: SocketAddr,
+        /// The address now.
+        to: SocketAddr,
+    },
+    /// The session is over (closed or failed): what it still has to send goes out without it.
+    Ended,
+}
+
+/// What one datagram did to a connection, for the endpoint's bookkeeping.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Received {
+    /// No record of it was dropped: for an established session, the peer is alive.
+    pub authentic: bool,
+    /// It delivered application data.
+    pub app_data: bool,
 }
 
 /// What the protected records of one datagram showed.
@@ -466,6 +511,13 @@ impl Connection {
             cookie: (!hs.cookie.is_empty()).then(|| hs.cookie.clone()),
         };
         self.phase = Phase::Established;
+        self.push_endpoint_event(EndpointEvent::Established { rtt });
+        if let Some((id, session)) = finished.cache_entry {
+            self.push_endpoint_event(EndpointEvent::NewSession { id, session });
+        }
+        if let Some((ticket, chain)) = finished.client_chain_entry {
+            self.push_endpoint_event(EndpointEvent::ClientChain { ticket, chain });
+        }
         let sent_last_flight = match self.config {
             RoleConfig::Client(_) => finished.resumption.is_some(),
             RoleConfig::Server(_) => finished.resumption.is_none(),
@@ -479,41 +531,14 @@ impl Connection {
             self.stats.app_records_received += 1;
             self.push_event(Event::ApplicationData(data));
         }
-        Step::Complete(Complete {
-            cache_entry: finished.cache_entry,
-            client_chain_entry: finished.client_chain_entry,
-        })
+        Step::Complete
     }
 
-    /// Server: the client chain the endpoint should cache under its new ticket, once a full
-    /// handshake completed (or the entry taken for a handshake that resumed instead).
-    pub(crate) fn take_new_client_chain_entry(
-        &mut self,
-    ) -> Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)> {
-        if !self.is_established() {
-            return None;
-        }
-        let hs = self.hs.as_mut()?;
-        let entry = match hs.step.as_mut()? {
-            Step::Complete(c) => c.client_chain_entry.take(),
-            _ => None,
-        };
-        if entry.is_some() && !hs.timers.is_set(HandshakeTimer::Retain) {
-            // Kept only for this entry (see `on_handshake_message`).
-            self.hs = None;
-        }
-        entry
-    }
-
-    /// Server: the session the endpoint should cache, once a full handshake completed.
-    pub(crate) fn take_new_cache_entry(&mut self) -> Option<([u8; 32], ServerSession)> {
-        if !self.is_established() {
-            return None;
-        }
-        match self.hs.as_mut()?.step.as_mut()? {
-            Step::Complete(c) => c.cache_entry.take(),
-            _ => None,
-        }
+    /// The session is over: its handshake state and keys go, and the endpoint is told.
+    fn end(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.hs = None;
+        self.push_endpoint_event(EndpointEvent::Ended);
     }
 
     fn fail(&mut self, abort: Abort) {
@@ -525,8 +550,7 @@ impl Connection {
         if let Some(desc) = abort.alert {
             self.send_alert(AlertLevel::Fatal, desc);
         }
-        self.phase = Phase::Failed;
-        self.hs = None;
+        self.end(Phase::Failed);
         self.record.discard_keys();
         self.push_event(Event::Failed(abort.error));
     }
@@ -556,7 +580,7 @@ impl Connection {
 
     /// A datagram from `remote` arrived; it may be decrypted in place.
     pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
-        self.handle_input(now, None, remote, datagram, None);
+        self.handle_input(now, None, remote, datagram, None, None);
     }
 
     /// Like `handle_datagram`, but application data is decrypted in place and handed to
@@ -568,7 +592,7 @@ impl Connection {
         datagram: &mut [u8],
         on_data: &mut dyn FnMut(&[u8]),
     ) {
-        self.handle_input(now, None, remote, datagram, Some(on_data));
+        self.handle_input(now, None, remote, datagram, None, Some(on_data));
     }
 
     /// Endpoint: a datagram that arrived at our socket `local`.
@@ -578,9 +602,15 @@ impl Connection {
         local: SocketAddr,
         remote: SocketAddr,
         datagram: &mut [u8],
+        first: Option<RecordHeader>,
         on_data: DataSink<'_>,
-    ) {
-        self.handle_input(now, Some(local), remote, datagram, on_data);
+    ) -> Received {
+        let (dropped, delivered) = (self.stats.records_dropped, self.stats.app_records_received);
+        self.handle_input(now, Some(local), remote, datagram, first, on_data);
+        Received {
+            authentic: self.stats.records_dropped == dropped,
+            app_data: self.stats.app_records_received != delivered,
+        }
     }
 
     /// Whether a client still waits for its ServerHello.
@@ -589,13 +619,15 @@ impl Connection {
             && self.hs.as_ref().is_some_and(|hs| ExpectServerHello::is_current(&hs.step))
     }
 
-    /// The records of one datagram, split once and handled in order.
+    /// The records of one datagram, split once and handled in order; `first` is its first
+    /// record's header when the endpoint read it already (with the CID length we issue).
     fn handle_input(
         &mut self,
         now: Instant,
         local: Option<SocketAddr>,
         remote: SocketAddr,
         datagram: &mut [u8],
+        mut first: Option<RecordHeader>,
         mut on_data: DataSink<'_>,
     ) {
         self.stats.datagrams_received += 1;
@@ -619,12 +651,20 @@ impl Connection {
                 }
             }
         }
+        // Read by the endpoint: good for the first record unless a split record's rest came first,
+        // and for a `tls12_cid` record only if its CID has our length (else it is unreadable here).
+        first = first
+            .filter(|h| pos == 0 && (h.content_type != ContentType::Tls12Cid || h.cid_len == own_cid_len));
         while pos < datagram.len() {
             if matches!(self.phase, Phase::Failed | Phase::Closed) {
                 return;
             }
             let mut r = fastshake_core::codec::Reader::new(&datagram[pos..]);
-            let header = match RecordHeader::parse(&mut r, own_cid_len) {
+            let parsed = match first.take() {
+                Some(h) => r.take(h.len()).map(|_| h),
+                None => RecordHeader::parse(&mut r, own_cid_len),
+            };
+            let header = match parsed {
                 Ok(h) if r.remaining() >= h.length as usize => h,
                 Ok(h) => {
                     self.stats.records_dropped += 1;
@@ -660,8 +700,8 @@ impl Connection {
         seen: &mut Authenticated,
     ) {
         let start = header.len();
-        let cid_matches = header.cid_len == 0
-            || self.path.as_deref().is_some_and(|p| record[11..start - 2] == p.own_cid[..]);
+        let cid_matches =
+            header.cid_len == 0 || self.path.as_deref().is_some_and(|p| header.cid(record) == &p.own_cid[..]);
         if !cid_matches {
             self.stats.records_dropped += 1;
             return;
@@ -861,8 +901,7 @@ impl Connection {
             if self.phase == Phase::Established {
                 self.send_alert(AlertLevel::Warning, AlertDescription::CloseNotify);
             }
-            self.phase = Phase::Closed;
-            self.hs = None;
+            self.end(Phase::Closed);
             self.push_event(Event::Closed);
         } else if level == AlertLevel::Fatal {
             // A server refusing for want of a session slot answers the ClientHello this way
@@ -876,8 +915,7 @@ impl Connection {
                 },
                 None => Error::AlertReceived(desc),
             };
-            self.phase = Phase::Failed;
-            self.hs = None;
+            self.end(Phase::Failed);
             self.record.discard_keys();
             self.push_event(Event::Failed(error));
         }
@@ -976,17 +1014,15 @@ impl Connection {
         let result = match hs.step.take() {
             Some(Step::Client(step)) => self.client_on_message(now, &mut hs, step, msg_type, seq, body),
             Some(Step::Server(step)) => self.server_on_message(now, &mut hs, step, msg_type, seq, body),
-            Some(complete @ Step::Complete(_)) => Ok(complete),
+            Some(Step::Complete) => Ok(Step::Complete),
             None => Err(Abort::unexpected()),
         };
         match result {
             Ok(next) => {
-                let done = matches!(next, Step::Complete(_));
-                // A client chain for the endpoint's cache waits for `take_new_client_chain_entry`.
-                let holds_entry = matches!(&next, Step::Complete(c) if c.client_chain_entry.is_some());
+                let done = matches!(next, Step::Complete);
                 hs.step = Some(next);
                 // The side that did not send the last flight frees its handshake state now.
-                if !done || holds_entry || hs.timers.is_set(HandshakeTimer::Retain) {
+                if !done || hs.timers.is_set(HandshakeTimer::Retain) {
                     self.hs = Some(hs);
                 }
                 Ok(())
@@ -1058,12 +1094,30 @@ impl Connection {
         self.queued.get_or_insert_with(Box::default).events.push_back(event);
     }
 
+    /// Queues `event` for the endpoint (servers only: a client's would never be read).
+    fn push_endpoint_event(&mut self, event: EndpointEvent) {
+        if matches!(self.config, RoleConfig::Server(_)) {
+            self.queued.get_or_insert_with(Box::default).endpoint.push_back(event);
+        }
+    }
+
+    /// The next event for the endpoint.
+    pub(crate) fn poll_endpoint_event(&mut self) -> Option<EndpointEvent> {
+        let e = self.queued.as_mut()?.endpoint.pop_front();
+        self.free_empty_queues();
+        e
+    }
+
     fn push_datagram(&mut self, datagram: Vec<u8>) {
         self.queued.get_or_insert_with(Box::default).outgoing.push_back(datagram);
     }
 
     fn free_empty_queues(&mut self) {
-        if self.queued.as_ref().is_some_and(|q| q.events.is_empty() && q.outgoing.is_empty()) {
+        if self
+            .queued
+            .as_ref()
+            .is_some_and(|q| q.events.is_empty() && q.outgoing.is_empty() && q.endpoint.is_empty())
+        {
             self.queued = None;
         }
     }
@@ -1125,8 +1179,7 @@ impl Connection {
             Phase::Closed | Phase::Failed => {}
             _ => {
                 self.send_alert(AlertLevel::Warning, AlertDescription::CloseNotify);
-                self.phase = Phase::Closed;
-                self.hs = None;
+                self.end(Phase::Closed);
             }
         }
     }
@@ -1201,8 +1254,7 @@ impl Connection {
     }
 
     pub(crate) fn fail_superseded(&mut self) {
-        self.phase = Phase::Failed;
-        self.hs = None;
+        self.end(Phase::Failed);
         self.record.discard_keys();
         self.push_event(Event::Failed(Error::Superseded));
     }
@@ -1294,9 +1346,9 @@ mod tests {
         let mut buf = [0u8; 128];
         let n = client.seal_into(b"after", &mut buf).unwrap();
         let mut got = Vec::new();
-        server.open_in_place(now, server_addr(), client_addr(), &mut buf[..n], &mut |_, d| {
-            got.extend_from_slice(d)
-        });
+        let incoming = server.incoming(&mut buf[..n]);
+        server
+            .open_in_place(now, server_addr(), client_addr(), incoming, &mut |_, d| got.extend_from_slice(d));
         assert_eq!(got, b"after");
     }
 

@@ -4,7 +4,7 @@
 //! [`crate::mobility::PathState`], boxed and made only for sessions that use it; its resends run
 //! on the path's timer table.
 
-use super::{Authenticated, Connection, Event, Phase};
+use super::{Authenticated, Connection, EndpointEvent, Event, Phase};
 use crate::error::Error;
 use crate::mobility::{
     PathTimer, PortMove, Probe, AMPLIFICATION_FACTOR, MAX_CHALLENGES, MAX_HELD_DATAGRAMS, RRC_PATH_CHALLENGE,
@@ -82,16 +82,10 @@ impl Connection {
     fn change_remote(&mut self, new: SocketAddr) {
         let old = std::mem::replace(&mut self.remote, new);
         if let Some(path) = self.path.as_deref_mut() {
-            path.moved_from.get_or_insert(old);
             path.stats.path_changes += 1;
         }
+        self.push_endpoint_event(EndpointEvent::Moved { from: old, to: new });
         self.push_event(Event::PathChanged(new));
-    }
-
-    /// Endpoint: the peer address before and after a change, once.
-    pub(crate) fn take_address_change(&mut self) -> Option<(SocketAddr, SocketAddr)> {
-        let old = self.path.as_deref_mut()?.moved_from.take()?;
-        Some((old, self.remote))
     }
 
     fn start_probe(&mut self, now: Instant, addr: SocketAddr, bytes_received: u64) {

@@ -38,8 +38,10 @@ pub(crate) struct VerifiedHello<'a> {
     /// the stateless HelloVerifyRequest reused it).
     pub record_seq: u64,
     pub message_seq: u16,
-    /// The whole ClientHello body.
+    /// The whole ClientHello body (for the transcript) ...
     pub body: &'a [u8],
+    /// ... and the ClientHello the endpoint parsed from it.
+    pub hello: &'a ClientHello<'a>,
     /// Size of the datagram(s) it came in, for the counters.
     pub datagram_len: usize,
     /// The cached session its session ID names, if any is fresh.
@@ -205,8 +207,7 @@ impl Connection {
         config: &ServerConfig,
         hello: VerifiedHello<'_>,
     ) -> Result<(), Abort> {
-        let VerifiedHello { message_seq, body, cached, ticket_keys, client_chain, .. } = hello;
-        let ch = ClientHello::parse(body).map_err(Abort::decode)?;
+        let VerifiedHello { message_seq, body, hello: ch, cached, ticket_keys, client_chain, .. } = hello;
         // DTLS versions count down: 0xFEFD (1.2) is below 0xFEFF (1.0).
         if ch.version > DTLS_1_2 {
             let alert = AlertDescription::ProtocolVersion;

@@ -2,8 +2,9 @@
 //! before a cookie, bounded), the stateless cookie exchange (RFC 6347 §4.2.1), and the admission
 //! of a new session against the table's limits.
 
+use super::route::Incoming;
 use super::shared::WaitingHello;
-use super::{ConnectionHandle, Endpoint, Slot};
+use super::{ConnectionHandle, Endpoint, EndpointDataSink, Slot};
 use crate::connection::{Connection, Event, VerifiedHello};
 use crate::handshake::{
     fragment_ranges, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
@@ -57,9 +58,9 @@ impl HelloInfo {
         }
     }
 
-    /// The same ClientHello with its body copied out of `datagram`, to keep.
-    fn kept(&self, datagram: &[u8]) -> HelloInfo {
-        let body = HelloBody::Reassembled(self.body(datagram).to_vec());
+    /// The same ClientHello with its `body` copied, to keep.
+    fn kept(&self, body: &[u8]) -> HelloInfo {
+        let body = HelloBody::Reassembled(body.to_vec());
         HelloInfo { record_seq: self.record_seq, message_seq: self.message_seq, body }
     }
 
@@ -182,15 +183,19 @@ impl Endpoint {
         fresh.then_some(None)
     }
 
-    /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments.
+    /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments; `first`
+    /// is its first record's header, read already.
     pub(super) fn scan_client_hello(
         &mut self,
         now: Instant,
         remote: SocketAddr,
         datagram: &[u8],
+        first: &RecordHeader,
     ) -> HelloScan {
         let mut scan = HelloScan::None;
-        for rec in Records::new(datagram) {
+        let first_range = first.len()..(first.len() + first.length as usize).min(datagram.len());
+        let records = std::iter::once(Ok((*first, first_range))).chain(Records::after(datagram, first, 0));
+        for rec in records {
             let Ok((rh, range)) = rec else { break };
             if rh.content_type != ContentType::Handshake || rh.epoch != 0 {
                 continue;
@@ -287,22 +292,49 @@ impl Endpoint {
         self.stats.partial_hellos_dropped += evicted as u64;
     }
 
-    /// A ClientHello that is no copy of a session's: a HelloVerifyRequest unless its cookie is
-    /// fresh, else a new session (replacing a handshake on the same address at once, and an
-    /// established session once the new handshake completes).
-    pub(super) fn handle_new_client_hello(
+    /// A whole ClientHello, parsed here once: a copy of the one a session at this address
+    /// started from (late or retransmitted) goes to that session; any other is a new handshake.
+    pub(super) fn client_hello(
         &mut self,
         now: Instant,
+        local: SocketAddr,
         remote: SocketAddr,
         hello: &HelloInfo,
-        datagram: &[u8],
-        datagram_len: usize,
+        incoming: Incoming<'_>,
+        on_data: EndpointDataSink<'_>,
     ) {
-        let body = hello.body(datagram);
+        let datagram_len = incoming.len();
+        let body = hello.body(incoming.bytes());
         let Ok(ch) = ClientHello::parse(body) else {
             self.stats.datagrams_dropped += 1;
             return;
         };
+        // RFC 6347 §4.2.8: the same client starting over (another random, or a higher
+        // message_seq) is a new handshake.
+        let existing = self.by_addr.get(&remote).copied();
+        let pending = self.pending.get(&remote).copied();
+        let copy_of = [pending, existing].into_iter().flatten().find(|h| {
+            self.connections.get(h).is_some_and(|s| s.conn.started_from(&ch.random, hello.message_seq))
+        });
+        match copy_of {
+            Some(h) => self.deliver(now, local, remote, h, incoming, on_data),
+            None => self.new_client_hello(now, remote, hello, &ch, body, datagram_len),
+        }
+    }
+
+    /// A ClientHello that is no copy of a session's: a HelloVerifyRequest unless its cookie is
+    /// fresh, else a new session (replacing a handshake on the same address at once, and an
+    /// established session once the new handshake completes). `body` is the ClientHello `ch` was
+    /// parsed from.
+    pub(super) fn new_client_hello(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        hello: &HelloInfo,
+        ch: &ClientHello<'_>,
+        body: &[u8],
+        datagram_len: usize,
+    ) {
         let (addr, n) = addr_bytes(&remote);
         let version = ch.version.to_be_bytes();
         // A reusable cookie covers the address alone (and a label keeping the two kinds apart),
@@ -351,7 +383,7 @@ impl Endpoint {
         let cached = self.session_cache.contains(ch.session_id);
         if self.shared.must_look_up(ch.session_id, now, cached) {
             if let Ok(id) = <[u8; 32]>::try_from(ch.session_id) {
-                let hello = hello.kept(datagram);
+                let hello = hello.kept(body);
                 self.shared.wait(WaitingHello { id, from: remote, hello, datagram_len });
             }
             return;
@@ -373,6 +405,7 @@ impl Endpoint {
             record_seq: hello.record_seq,
             message_seq: hello.message_seq,
             body,
+            hello: ch,
             datagram_len,
             cached: self
                 .session_cache
@@ -388,7 +421,7 @@ impl Endpoint {
             cookie_rtt: cookie_age
                 .filter(|_| !self.config.reusable_cookies)
                 .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
-            client_chain: self.take_cached_client_chain(&ch),
+            client_chain: self.take_cached_client_chain(ch),
         };
         let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

@@ -5,11 +5,13 @@
 
 mod hello;
 mod route;
+
+pub use route::Incoming;
 mod shared;
 mod slots;
 
 use crate::config::{RetransmitPolicy, ServerConfig};
-use crate::connection::{Connection, Event};
+use crate::connection::{Connection, EndpointEvent, Event};
 use crate::error::Error;
 use crate::rtt::RttCache;
 use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
@@ -161,9 +163,7 @@ struct Slot {
     deadline: Option<Instant>,
 }
 
-/// What an established session received, to tell authenticated traffic from dropped garbage,
-/// and when it was last used (session slots). The counters are the session's own, truncated:
-/// only their changes matter.
+/// When an established session last heard from its peer and was last used.
 #[derive(Clone, Copy, Debug)]
 struct Activity {
     /// The last datagram that authenticated (idle expiry, `WhenFull::Idlest`).
@@ -171,9 +171,6 @@ struct Activity {
     /// The last application record sent or received, or the handshake's completion
     /// (`WhenFull::Lru`).
     last_used: Instant,
-    datagrams_received: u32,
-    records_dropped: u32,
-    app_records: u32,
 }
 
 fn config_error_of(config: &ServerConfig) -> Option<Error> {
@@ -303,20 +300,33 @@ impl Endpoint {
         remote: SocketAddr,
         datagram: &mut [u8],
     ) {
-        self.handle(now, local, remote, datagram, None);
+        let incoming = self.incoming(datagram);
+        self.handle(now, local, remote, incoming, None);
     }
 
-    /// Like `handle_datagram`, but application data of an established session is decrypted in
+    /// [`Endpoint::handle_datagram`] for a datagram read with [`Endpoint::incoming`] (a driver
+    /// that looked at its Connection ID first).
+    pub fn handle_incoming(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        incoming: Incoming<'_>,
+    ) {
+        self.handle(now, local, remote, incoming, None);
+    }
+
+    /// Like `handle_incoming`, but application data of an established session is decrypted in
     /// place and handed to `on_data` (no allocation per record).
     pub fn open_in_place(
         &mut self,
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
-        datagram: &mut [u8],
+        incoming: Incoming<'_>,
         on_data: &mut dyn FnMut(ConnectionHandle, &[u8]),
     ) {
-        self.handle(now, local, remote, datagram, Some(on_data));
+        self.handle(now, local, remote, incoming, Some(on_data));
     }
 
     fn handle(
@@ -324,12 +334,12 @@ impl Endpoint {
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
-        datagram: &mut [u8],
+        incoming: Incoming<'_>,
         on_data: EndpointDataSink<'_>,
     ) {
         self.clock = self.clock.max(now);
-        let route = self.route(now, local, remote, datagram);
-        self.dispatch(now, local, remote, datagram, route, on_data);
+        let route = self.route(now, local, remote, &incoming);
+        self.dispatch(now, local, remote, incoming, route, on_data);
     }
 
     /// The length of the Connection IDs we issue (0: none), which `tls12_cid` records to us carry.
@@ -409,82 +419,70 @@ impl Endpoint {
         }
     }
 
-    /// After connection `h` handled something: its events, its output's turn, its session for
-    /// the cache, the address index when it moved, its deadline, and its removal once it ended.
+    /// After connection `h` handled something: its output's turn, its events for the
+    /// application, what it told the endpoint (handled as each happened), and its next deadline.
     fn after(&mut self, h: ConnectionHandle) {
-        let now = self.clock;
         let Some(slot) = self.connections.get_mut(&h) else { return };
-        let slot: &mut Slot = slot;
         let conn = &mut slot.conn;
         if conn.has_output() && !matches!(self.output.back(), Some(Output::Connection(last)) if *last == h) {
             self.output.push_back(Output::Connection(h));
         }
         while let Some(e) = conn.poll_event() {
-            if let (Event::Connected(summary), RetransmitPolicy::Adaptive { .. }) =
-                (&e, self.config.retransmit)
-            {
-                if let Some(rtt) = summary.rtt {
-                    self.rtt_cache.insert(conn.remote().ip(), rtt);
-                }
-            }
             self.events.push_back((h, e));
         }
-        if let Some((session_id, session)) = conn.take_new_cache_entry() {
-            self.shared.offer(self.ticket_keys.as_ref(), &mut self.rng, session_id, &session);
-            self.session_cache.insert(session_id, session);
-        }
-        if let Some((ticket, chain)) = conn.take_new_client_chain_entry() {
-            self.client_cert_cache.lock().insert(ticket, chain);
-        }
-        let moved = conn.take_address_change();
-        let remote = conn.remote();
-        if let Some((old, new)) = moved {
-            // The session follows its client: so does the address index.
-            if self.by_addr.get(&old) == Some(&h) {
-                self.by_addr.remove(&old);
+        while let Some(event) = self.connections.get_mut(&h).and_then(|s| s.conn.poll_endpoint_event()) {
+            if !self.handle_event(h, event) {
+                return;
             }
-            self.by_addr.entry(new).or_insert(h);
         }
-        if conn.is_closed() {
-            self.remove_connection(h);
-            return;
-        }
-        let deadline = conn.poll_timeout();
-        if conn.is_established() {
-            let stats = conn.stats();
-            let seen = Activity {
-                last: now,
-                last_used: now,
-                datagrams_received: stats.datagrams_received as u32,
-                records_dropped: stats.records_dropped as u32,
-                app_records: stats.app_records_sent.wrapping_add(stats.app_records_received) as u32,
-            };
-            let activity = slot.activity.get_or_insert(seen);
-            activity.note_use(stats, now);
-            // A datagram that arrived and dropped nothing was authenticated: the peer is alive.
-            if seen.datagrams_received != activity.datagrams_received
-                && seen.records_dropped == activity.records_dropped
-            {
-                activity.last = now;
-            }
-            activity.datagrams_received = seen.datagrams_received;
-            activity.records_dropped = seen.records_dropped;
-            if let (None, Some(idle)) = (self.idle_sweep, self.idle_timeout) {
-                self.idle_sweep = Some(now + idle);
-            }
-            self.forget_half_open(h);
-        }
+        let deadline = self.connections.get(&h).and_then(|s| s.conn.poll_timeout());
         self.set_deadline(h, deadline);
-        if self.connections.get(&h).is_some_and(|s| s.conn.is_established())
-            && self.pending.get(&remote) == Some(&h)
-        {
-            // The client completed a new handshake from this address: it is the peer now.
-            self.pending.remove(&remote);
-            if let Some(old) = self.by_addr.insert(remote, h) {
-                self.supersede(old);
-                self.stats.connections_replaced += 1;
+    }
+
+    /// One event of connection `h`; false once the connection is gone.
+    fn handle_event(&mut self, h: ConnectionHandle, event: EndpointEvent) -> bool {
+        let now = self.clock;
+        match event {
+            EndpointEvent::Established { rtt } => {
+                let Some(slot) = self.connections.get_mut(&h) else { return false };
+                let remote = slot.conn.remote();
+                slot.activity = Some(Activity { last: now, last_used: now });
+                if let (Some(rtt), RetransmitPolicy::Adaptive { .. }) = (rtt, self.config.retransmit) {
+                    self.rtt_cache.insert(remote.ip(), rtt);
+                }
+                if let (None, Some(idle)) = (self.idle_sweep, self.idle_timeout) {
+                    self.idle_sweep = Some(now + idle);
+                }
+                self.forget_half_open(h);
+                if self.pending.get(&remote) == Some(&h) {
+                    // The client completed a new handshake from this address: it is the peer now.
+                    self.pending.remove(&remote);
+                    if let Some(old) = self.by_addr.insert(remote, h) {
+                        self.supersede(old);
+                        self.stats.connections_replaced += 1;
+                    }
+                }
+            }
+            EndpointEvent::NewSession { id, session } => {
+                self.shared.offer(self.ticket_keys.as_ref(), &mut self.rng, id, &session);
+                self.session_cache.insert(id, session);
+            }
+            EndpointEvent::ClientChain { ticket, chain } => {
+                self.client_cert_cache.lock().insert(ticket, chain);
+            }
+            EndpointEvent::Moved { from, to } => {
+                // The session follows its client: so does the address index.
+                if self.by_addr.get(&from) == Some(&h) {
+                    self.by_addr.remove(&from);
+                }
+                self.by_addr.entry(to).or_insert(h);
+            }
+            EndpointEvent::Ended => {
+                self.remove_connection(h);
+                return false;
             }
         }
+        true
     }
 
     /// The next datagram to send: answers and connections' datagrams in the order they became
@@ -551,9 +549,13 @@ impl Endpoint {
             // A session that still keeps its last handshake flight has not heard that the client
             // got it (the client may be waiting out its retransmission timer, whose gaps grow
             // past any idle limit): it is not idle until the handshake state goes.
-            let idle_counts = slot.conn.is_established() && !slot.conn.holds_handshake_state();
-            let Some(activity) = slot.activity.filter(|_| idle_counts) else { continue };
-            let expiry = activity.last + idle;
+            let Some(activity) = slot.activity.filter(|_| slot.conn.is_established()) else { continue };
+            let expiry = if slot.conn.holds_handshake_state() {
+                // Looked at again one idle period on, when the state may have gone.
+                now + idle
+            } else {
+                activity.last + idle
+            };
             if now >= expiry {
                 expired.push(h);
             } else {
@@ -579,8 +581,12 @@ impl Endpoint {
     /// Queues application data on connection `h`. For `WhenFull::Lru` the send is dated by the
     /// latest time the endpoint was given: a driver calls `handle_timeout(now)` first.
     pub fn send(&mut self, h: ConnectionHandle, data: &[u8]) -> Result<(), Error> {
+        let now = self.clock;
         let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
         let r = slot.conn.send(data);
+        if let (Ok(()), Some(activity)) = (&r, slot.activity.as_mut()) {
+            activity.last_used = now;
+        }
         self.after(h);
         r
     }

@@ -1,6 +1,7 @@
 //! Where a datagram goes: the endpoint's routing decision, made once per datagram from the first
 //! record's header and the endpoint's tables, before anything is opened, and returned as a value
-//! so that every path a datagram can take is named in one place.
+//! so that every path a datagram can take is named in one place. The header is read once, in
+//! [`Incoming`], which a driver that routes by Connection ID (workers, a fleet) reads too.
 
 use super::hello::{HelloInfo, HelloScan};
 use super::{ConnectionHandle, Endpoint, EndpointDataSink};
@@ -9,6 +10,50 @@ use fastshake_core::codec::Reader;
 use fastshake_core::Instant;
 use std::net::SocketAddr;
 
+/// A datagram for an [`Endpoint`], its first record's header read once
+/// ([`Endpoint::incoming`]): the driver may route it by [`Incoming::connection_id`] (to the worker
+/// or node that issued the CID) and then hands the same value to the endpoint, which reads
+/// nothing again.
+pub struct Incoming<'a> {
+    bytes: &'a mut [u8],
+    first: Option<RecordHeader>,
+}
+
+impl std::fmt::Debug for Incoming<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming").field("len", &self.bytes.len()).field("first", &self.first).finish()
+    }
+}
+
+impl<'a> Incoming<'a> {
+    /// `bytes` as a receiver of `cid_len`-byte Connection IDs reads them.
+    pub(crate) fn new(bytes: &'a mut [u8], cid_len: u8) -> Self {
+        let first = RecordHeader::parse(&mut Reader::new(bytes), cid_len).ok();
+        Incoming { bytes, first }
+    }
+
+    /// The Connection ID of its first record, when that is a `tls12_cid` record (RFC 9146 §4)
+    /// with a CID of the length this endpoint issues.
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        self.first.filter(|h| h.content_type == ContentType::Tls12Cid).map(|h| h.cid(self.bytes))
+    }
+
+    /// The datagram's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes
+    }
+
+    /// The datagram's length.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the datagram is empty.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
 /// The routing decision for one datagram.
 pub(super) enum Route {
     /// Its first record carries one of our Connection IDs (RFC 9146 §4): that session, whatever
@@ -16,11 +61,10 @@ pub(super) enum Route {
     ConnectionId(ConnectionHandle),
     /// It arrived at a session's own socket (IPC, TCS): that session, whatever the source.
     SessionSocket(ConnectionHandle),
-    /// A copy of the ClientHello a session at this address started from: the session resends
-    /// its flight if its answer was lost.
-    HelloCopy(ConnectionHandle),
-    /// A whole ClientHello starting (or restarting) a handshake: the cookie decides between a
-    /// HelloVerifyRequest and a new session (RFC 6347 §4.2.1, §4.2.8).
+    /// A whole ClientHello: a copy of the one a session at this address started from goes to
+    /// that session (it resends its flight if its answer was lost); another starts (or restarts)
+    /// a handshake, where the cookie decides between a HelloVerifyRequest and a new session
+    /// (RFC 6347 §4.2.1, §4.2.8). Told apart once the ClientHello is parsed, once.
     ClientHello(HelloInfo),
     /// A fragment of a ClientHello, kept until the rest arrives.
     PartialHello,
@@ -32,53 +76,43 @@ pub(super) enum Route {
 }
 
 impl Endpoint {
-    /// Decides where a datagram goes. The first record's header is read once; only a datagram
-    /// that starts with an epoch-0 handshake record can hold a ClientHello, so only those are
-    /// looked into further, and session traffic is handed to its session unread.
+    /// `bytes` with its first record's header read, for routing by CID and then
+    /// [`Endpoint::handle_incoming`] or [`Endpoint::open_in_place`].
+    pub fn incoming<'a>(&self, bytes: &'a mut [u8]) -> Incoming<'a> {
+        Incoming::new(bytes, self.cid_len())
+    }
+
+    /// Decides where a datagram goes from its first record's header; only a datagram that
+    /// starts with an epoch-0 handshake record can hold a ClientHello, so only those are looked
+    /// into further, and session traffic is handed to its session unread.
     pub(super) fn route(
         &mut self,
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
-        datagram: &[u8],
+        incoming: &Incoming<'_>,
     ) -> Route {
         if self.config_error.is_some() {
             return Route::Drop;
         }
-        let first = RecordHeader::parse(&mut Reader::new(datagram), self.cid_len()).ok();
-        if let Some(h) = first.filter(|h| h.content_type == ContentType::Tls12Cid) {
-            // type, version, epoch and sequence number, then the CID (RFC 9146 §4).
-            let cid = &datagram[11..11 + h.cid_len as usize];
+        if let Some(cid) = incoming.connection_id() {
             return self.by_cid.get(cid).map_or(Route::Drop, |&h| Route::ConnectionId(h));
         }
         if let Some(&h) = self.by_local.get(&local) {
             return Route::SessionSocket(h);
         }
         let existing = self.by_addr.get(&remote).copied();
-        let pending = self.pending.get(&remote).copied();
-        if first.is_some_and(|h| h.content_type == ContentType::Handshake && h.epoch == 0) {
-            match self.scan_client_hello(now, remote, datagram) {
-                HelloScan::Complete(hello) => {
-                    // A copy of the ClientHello that started a session goes to it; a different
-                    // one, or the same client starting over with a higher message_seq, is a new
-                    // handshake (RFC 6347 §4.2.8).
-                    let copy_of = [pending, existing].into_iter().flatten().find(|h| {
-                        self.connections
-                            .get(h)
-                            .zip(hello.random(datagram))
-                            .is_some_and(|(s, random)| s.conn.started_from(&random, hello.message_seq))
-                    });
-                    return match copy_of {
-                        Some(h) => Route::HelloCopy(h),
-                        None => Route::ClientHello(hello),
-                    };
-                }
+        if let Some(first) =
+            incoming.first.filter(|h| h.content_type == ContentType::Handshake && h.epoch == 0)
+        {
+            match self.scan_client_hello(now, remote, incoming.bytes, &first) {
+                HelloScan::Complete(hello) => return Route::ClientHello(hello),
                 HelloScan::Partial if existing.is_none() => return Route::PartialHello,
                 HelloScan::Partial | HelloScan::None => {}
             }
         }
         match existing {
-            Some(session) => Route::Address { session, replacement: pending },
+            Some(session) => Route::Address { session, replacement: self.pending.get(&remote).copied() },
             None => Route::Drop,
         }
     }
@@ -89,20 +123,18 @@ impl Endpoint {
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
-        datagram: &mut [u8],
+        incoming: Incoming<'_>,
         route: Route,
         on_data: EndpointDataSink<'_>,
     ) {
         match route {
-            Route::ConnectionId(h) | Route::SessionSocket(h) | Route::HelloCopy(h) => {
-                self.deliver(now, local, remote, h, datagram, on_data)
+            Route::ConnectionId(h) | Route::SessionSocket(h) => {
+                self.deliver(now, local, remote, h, incoming, on_data)
             }
-            Route::ClientHello(hello) => {
-                self.handle_new_client_hello(now, remote, &hello, datagram, datagram.len())
-            }
+            Route::ClientHello(hello) => self.client_hello(now, local, remote, &hello, incoming, on_data),
             Route::PartialHello => {}
             Route::Address { session, replacement: None } => {
-                self.deliver(now, local, remote, session, datagram, on_data)
+                self.deliver(now, local, remote, session, incoming, on_data)
             }
             Route::Address { session, replacement: Some(new) } => {
                 // Both the established session and the handshake replacing it live on this
@@ -110,16 +142,17 @@ impl Endpoint {
                 // in place), protected records to the established one, which drops what it
                 // cannot authenticate.
                 let (mut handshake_records, mut protected_records) = (false, false);
-                for (rh, _) in Records::new(datagram).map_while(Result::ok) {
+                for (rh, _) in Records::new(incoming.bytes).map_while(Result::ok) {
                     handshake_records |= rh.content_type != ContentType::ApplicationData;
                     protected_records |= rh.epoch != 0;
                 }
                 if handshake_records {
-                    let mut copy = datagram.to_vec();
-                    self.deliver(now, local, remote, new, &mut copy, None);
+                    let mut copy = incoming.bytes.to_vec();
+                    let copy = Incoming { bytes: &mut copy, first: incoming.first };
+                    self.deliver(now, local, remote, new, copy, None);
                 }
                 if protected_records {
-                    self.deliver(now, local, remote, session, datagram, on_data);
+                    self.deliver(now, local, remote, session, incoming, on_data);
                 }
             }
             Route::Drop => self.stats.datagrams_dropped += 1,
@@ -127,30 +160,27 @@ impl Endpoint {
     }
 
     /// Hands the datagram to session `h`.
-    fn deliver(
+    pub(super) fn deliver(
         &mut self,
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
         h: ConnectionHandle,
-        datagram: &mut [u8],
+        incoming: Incoming<'_>,
         on_data: EndpointDataSink<'_>,
     ) {
-        let Some(conn) = self.connections.get_mut(&h).map(|s| &mut s.conn) else { return };
-        match on_data {
+        let Some(slot) = self.connections.get_mut(&h) else { return };
+        let Incoming { bytes, first } = incoming;
+        let received = match on_data {
             Some(f) => {
                 let mut sink = |d: &[u8]| f(h, d);
-                conn.handle_datagram_at(now, local, remote, datagram, Some(&mut sink))
+                slot.conn.handle_datagram_at(now, local, remote, bytes, first, Some(&mut sink))
             }
-            None => conn.handle_datagram_at(now, local, remote, datagram, None),
+            None => slot.conn.handle_datagram_at(now, local, remote, bytes, first, None),
+        };
+        if let Some(activity) = slot.activity.as_mut() {
+            activity.note(now, received);
         }
         self.after(h);
-    }
-}
-
-impl HelloInfo {
-    /// The client random of the ClientHello, if its body parses.
-    fn random(&self, datagram: &[u8]) -> Option<[u8; 32]> {
-        crate::handshake::ClientHello::parse(self.body(datagram)).ok().map(|ch| ch.random)
     }
 }

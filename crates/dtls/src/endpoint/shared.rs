@@ -179,7 +179,11 @@ impl Endpoint {
             _ => self.shared.miss(id, now),
         }
         for waiting in self.shared.take_waiting(id) {
-            self.handle_new_client_hello(now, waiting.from, &waiting.hello, &[], waiting.datagram_len);
+            // Kept as bytes while it waited; parsed again now that it goes on.
+            let body = waiting.hello.body(&[]);
+            if let Ok(ch) = crate::handshake::ClientHello::parse(body) {
+                self.new_client_hello(now, waiting.from, &waiting.hello, &ch, body, waiting.datagram_len);
+            }
         }
     }
 

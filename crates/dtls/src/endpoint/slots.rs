@@ -5,18 +5,18 @@
 use super::{Activity, ConnectionHandle, Endpoint};
 use crate::alert::{AlertDescription, AlertLevel};
 use crate::config::WhenFull;
-use crate::connection::{Event, Stats};
+use crate::connection::{Event, Received};
 use crate::record::{write_record, ContentType, HEADER_LEN};
 use fastshake_core::{Instant, Transmit};
 use std::net::SocketAddr;
 
 impl Activity {
-    /// Notes application records sent or received since the last look (`seal_into` on the data
-    /// path bypasses the endpoint): the session was used at `now` at the latest.
-    pub(super) fn note_use(&mut self, stats: &Stats, now: Instant) {
-        let app_records = stats.app_records_sent.wrapping_add(stats.app_records_received) as u32;
-        if app_records != self.app_records {
-            self.app_records = app_records;
+    /// What a datagram of the established session showed at `now`.
+    pub(super) fn note(&mut self, now: Instant, received: Received) {
+        if received.authentic {
+            self.last = now;
+        }
+        if received.app_data {
             self.last_used = now;
         }
     }
@@ -43,13 +43,11 @@ impl Endpoint {
 
     /// The established session `policy` gives up, if any; on a tie the oldest connection.
     /// Handshakes in progress are never chosen: they end within the handshake timeout.
-    fn slot_victim(&mut self, policy: WhenFull) -> Option<ConnectionHandle> {
-        let now = self.clock;
+    fn slot_victim(&self, policy: WhenFull) -> Option<ConnectionHandle> {
         self.connections
-            .iter_mut()
+            .iter()
             .filter_map(|(&h, slot)| {
-                let activity = slot.activity.as_mut().filter(|_| slot.conn.is_established())?;
-                activity.note_use(slot.conn.stats(), now);
+                let activity = slot.activity.filter(|_| slot.conn.is_established())?;
                 match policy {
                     WhenFull::Refuse => None,
                     WhenFull::Lru => Some((activity.last_used, h)),

@@ -8,6 +8,9 @@ pub const HEADER_LEN: usize = 13;
 pub const DTLS_1_2: u16 = 0xFEFD;
 /// DTLS 1.0 on the wire (HelloVerifyRequest and some ClientHello records use it).
 pub const DTLS_1_0: u16 = 0xFEFF;
+/// Where a `tls12_cid` record's Connection ID starts: after the type, version, epoch and
+/// sequence number (RFC 9146 §4).
+const CID_OFFSET: usize = 11;
 /// Largest sequence number in an epoch.
 pub const MAX_SEQ: u64 = (1 << 48) - 1;
 /// Largest protected fragment RFC 5246 §6.2.3 allows.
@@ -63,13 +66,19 @@ impl RecordHeader {
         HEADER_LEN + self.cid_len as usize
     }
 
+    /// The Connection ID of this header's record (empty for any record but `tls12_cid`):
+    /// `record` starts with the header.
+    pub fn cid<'a>(&self, record: &'a [u8]) -> &'a [u8] {
+        record.get(CID_OFFSET..CID_OFFSET + self.cid_len as usize).unwrap_or_default()
+    }
+
     /// Writes the header into `out` (`self.len()` bytes), with `cid` (of `cid_len` bytes).
     pub fn write(&self, out: &mut [u8], cid: &[u8]) {
         out[0] = self.content_type as u8;
         out[1..3].copy_from_slice(&self.version.to_be_bytes());
-        out[3..11].copy_from_slice(&self.epoch_seq().to_be_bytes());
-        let cid_end = 11 + cid.len();
-        out[11..cid_end].copy_from_slice(cid);
+        out[3..CID_OFFSET].copy_from_slice(&self.epoch_seq().to_be_bytes());
+        let cid_end = CID_OFFSET + cid.len();
+        out[CID_OFFSET..cid_end].copy_from_slice(cid);
         out[cid_end..cid_end + 2].copy_from_slice(&self.length.to_be_bytes());
     }
 

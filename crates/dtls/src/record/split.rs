@@ -23,6 +23,12 @@ impl<'a> Records<'a> {
     pub fn with_cid(datagram: &'a [u8], cid_len: u8) -> Self {
         Records { datagram, pos: 0, cid_len }
     }
+
+    /// The records after the first, whose header `first` was read already.
+    pub(crate) fn after(datagram: &'a [u8], first: &RecordHeader, cid_len: u8) -> Self {
+        let pos = (first.len() + first.length as usize).min(datagram.len());
+        Records { datagram, pos, cid_len }
+    }
 }
 
 impl Iterator for Records<'_> {
