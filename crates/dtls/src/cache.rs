@@ -166,6 +166,7 @@ const STORE_VERSION: u8 = 1;
 const MAX_STORE_ENTRIES: usize = 4096;
 
 impl MemoryCacheStore {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
@@ -175,6 +176,7 @@ impl MemoryCacheStore {
         self.entries.len()
     }
 
+    /// Whether no server has an entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -1,12 +1,12 @@
 //! Client and server configuration.
 
 use crate::cache::ClientCertCacheConfig;
+pub use crate::clock::WallClock;
 use crate::error::Error;
 use crate::handshake::NamedGroup;
 use crate::rtt::RttCache;
-use crate::session::{ClientAuth, SessionCacheConfig, TicketKeys};
+use crate::session::{ClientAuth, ServerSession, SessionCacheConfig, TicketKeys};
 use crate::suite::{CipherSuite, KeyExchange};
-use fastshake_core::Instant;
 use fastshake_pki::{CertifiedKey, KeyAlgorithm, TrustAnchors, ValidatedKeyCache};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,31 +73,6 @@ impl std::fmt::Debug for Psk {
             .field("identity", &String::from_utf8_lossy(&self.identity))
             .field("key", &format_args!("<{} bytes>", self.key.len()))
             .finish()
-    }
-}
-
-/// Anchors engine time to Unix time: at engine instant `at` it was `unix_secs`.
-///
-/// Certificates are validated at, and tickets expire by, Unix time; the engine's
-/// [`crate::Instant`] is monotonic and may be virtual, and an engine reads no clock. So the
-/// caller (the driver, which owns the clock) pins one pair, and the engine computes
-/// `unix_secs + (now - at)` for any later `now`. Simulations and tests pin a fixed date.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WallClock {
-    /// An engine instant.
-    pub at: Instant,
-    /// Unix seconds at `at`.
-    pub unix_secs: u64,
-}
-
-impl WallClock {
-    /// Unix seconds at engine time `now`.
-    pub fn unix_at(&self, now: Instant) -> u64 {
-        if now >= self.at {
-            self.unix_secs.saturating_add(now.saturating_duration_since(self.at).as_secs())
-        } else {
-            self.unix_secs.saturating_sub(self.at.saturating_duration_since(now).as_secs())
-        }
     }
 }
 
@@ -483,6 +458,23 @@ impl ServerConfig {
             KeyExchange::Psk => !self.psks.is_empty(),
             KeyExchange::EcdheEcdsa => key_algorithm == Some(KeyAlgorithm::EcdsaP256),
             KeyExchange::EcdheRsa => key_algorithm == Some(KeyAlgorithm::Rsa),
+        }
+    }
+
+    /// Whether the client-authentication policy still lets `session` resume at `now_unix`
+    /// (RFC 5246 §7.4.6 leaves a resumed session's authentication to the server): a policy that
+    /// now requires a certificate refuses a session made without one, and a session made with
+    /// one needs its chain unexpired and its trust anchor still trusted.
+    pub(crate) fn lets_resume(&self, session: &ServerSession, now_unix: u64) -> bool {
+        if self.client_auth == ClientAuth::None {
+            return true;
+        }
+        match &session.client_cert {
+            None => self.client_auth == ClientAuth::Optional,
+            Some(cert) => {
+                now_unix < cert.not_after
+                    && self.client_trust_anchors.as_ref().is_some_and(|a| a.contains(&cert.anchor))
+            }
         }
     }
 

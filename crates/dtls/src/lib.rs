@@ -158,9 +158,11 @@
 //! certificate, resumption and Connection ID work adds variants and table rows rather than
 //! reshaping the engine.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod alert;
 mod cache;
+mod clock;
 mod config;
 mod connection;
 mod crypto;
@@ -168,8 +170,6 @@ mod endpoint;
 mod error;
 mod flight;
 mod handshake;
-// Constants and fields are filled in step by step (Connection ID, RRC, port moves).
-#[allow(dead_code)]
 mod mobility;
 mod record;
 mod rtt;

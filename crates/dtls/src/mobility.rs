@@ -20,13 +20,10 @@ pub(crate) const EXT_PORT_MOVE: u16 = 0xFF00;
 
 /// Record content type `tls12_cid` (RFC 9146 §4).
 pub(crate) const CONTENT_TLS12_CID: u8 = 25;
-/// Record content type `return_routability_check` (RFC 9853 §3; IANA TLS ContentType 27).
-pub(crate) const CONTENT_RRC: u8 = 27;
 
 /// RFC 9853 §3 message types.
 pub(crate) const RRC_PATH_CHALLENGE: u8 = 0;
 pub(crate) const RRC_PATH_RESPONSE: u8 = 1;
-pub(crate) const RRC_PATH_DROP: u8 = 2;
 /// fastshake's port announcement (`port_moved`, followed by the new uint16 port), a
 /// return_routability_check message of type 254, from the "Reserved for Private Use" values
 /// 254-255 of the RRC Message Types registry RFC 9853 creates. Sent only when both sides

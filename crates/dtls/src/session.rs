@@ -73,7 +73,6 @@ impl TicketKey {
         &self.key
     }
 
-    #[allow(dead_code)] // used by ticket sealing
     pub(crate) fn key(&self) -> &[u8; 16] {
         &self.key
     }
@@ -119,7 +118,6 @@ impl TicketKeys {
         self.previous = Some(old);
     }
 
-    #[allow(dead_code)] // used by ticket opening
     pub(crate) fn find(&self, id: u32) -> Option<&TicketKey> {
         std::iter::once(&self.current).chain(self.previous.as_ref()).find(|k| k.id == id)
     }
@@ -284,11 +282,6 @@ mod tests {
     }
 }
 
-/// Unix seconds from the wall clock, or engine seconds when there is none.
-pub(crate) fn unix_now(wall_clock: Option<crate::config::WallClock>, now: fastshake_core::Instant) -> u64 {
-    wall_clock.map_or(now.as_nanos() / 1_000_000_000, |w| w.unix_at(now))
-}
-
 /// What the server needs to resume a session: kept in the cache or sealed in a ticket.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct ServerSession {
@@ -311,25 +304,6 @@ pub(crate) struct ClientCertificate {
     pub anchor: fastshake_pki::AnchorId,
     /// The chain's earliest notAfter, Unix seconds.
     pub not_after: u64,
-}
-
-impl ServerSession {
-    /// Whether the client-authentication policy of `config` still lets this session resume at
-    /// `now_unix` (RFC 5246 §7.4.6 leaves a resumed session's authentication to the server): a
-    /// policy that now requires a certificate refuses a session made without one, and a session
-    /// made with one needs its chain unexpired and its trust anchor still trusted.
-    pub fn satisfies_client_auth(&self, config: &crate::config::ServerConfig, now_unix: u64) -> bool {
-        if config.client_auth == ClientAuth::None {
-            return true;
-        }
-        match &self.client_cert {
-            None => config.client_auth == ClientAuth::Optional,
-            Some(cert) => {
-                now_unix < cert.not_after
-                    && config.client_trust_anchors.as_ref().is_some_and(|a| a.contains(&cert.anchor))
-            }
-        }
-    }
 }
 
 impl Drop for ServerSession {

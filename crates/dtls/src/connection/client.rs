@@ -2,10 +2,12 @@
 //! one): one state per awaited message, each carrying what the next step needs, and the client's
 //! flights, each built in one place.
 
-use super::handshake::{agree, ephemeral, sign, Abort, Handshake, Step, SCHEMES};
+use super::handshake::{agree, ephemeral, sign, Abort, Handshake, SCHEMES};
+use super::Step;
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
 use crate::cache::{derive_client_ticket, CacheUse, CachedServer};
+use crate::clock::unix_now;
 use crate::config::{ClientConfig, RetransmitPolicy};
 use crate::crypto::MasterSecret;
 use crate::error::Mismatch;
@@ -19,7 +21,7 @@ use crate::handshake::{
     MAX_COOKIE_LEN,
 };
 use crate::record::DTLS_1_2;
-use crate::session::{unix_now, ClientSession, Resumption};
+use crate::session::{ClientSession, Resumption};
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, SignatureScheme, Validation};

@@ -2,8 +2,7 @@
 //! flight, timers, randomness), the typed step the handshake is at, the key schedule, the
 //! Finished check, ECDHE and signing helpers, and the fatal-condition type.
 
-use super::client::ClientStep;
-use super::server::ServerStep;
+use super::Step;
 use crate::alert::AlertDescription;
 use crate::crypto::{prf_sha256, MasterSecret, TrafficKeys};
 use crate::error::{Error, Mismatch};
@@ -52,15 +51,6 @@ impl TimerKind for HandshakeTimer {
     fn index(self) -> usize {
         self as usize
     }
-}
-
-/// Where the handshake is: a typed state per awaited message, carrying what the next step needs.
-pub(super) enum Step {
-    Client(ClientStep),
-    Server(ServerStep),
-    /// Completed; the side that sent the last flight keeps it (and this state) until the peer
-    /// shows it arrived.
-    Complete,
 }
 
 /// The transcript of the handshake messages (RFC 5246 §7.4.9), and the messages themselves

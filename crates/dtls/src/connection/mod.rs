@@ -30,14 +30,22 @@ use crate::suite::CipherSuite;
 use client::{ClientStep, ExpectServerHello};
 use fastshake_core::{Instant, SansIo, Transmit};
 use fastshake_pki::CertDer;
-use handshake::{
-    Abort, AuthFailure, Handshake, HandshakeTimer, Step, MAX_EARLY_RECORDS, MAX_EARLY_RECORD_BYTES,
-};
+use handshake::{Abort, AuthFailure, Handshake, HandshakeTimer, MAX_EARLY_RECORDS, MAX_EARLY_RECORD_BYTES};
 use rand_core::RngCore;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Where the handshake is: a typed state per awaited message ([`client`], [`server`]), carrying
+/// what the next step needs.
+enum Step {
+    Client(ClientStep),
+    Server(server::ServerStep),
+    /// Completed; the side that sent the last flight keeps it (and this state) until the peer
+    /// shows it arrived.
+    Complete,
+}
 
 /// Where decrypted application data goes: queued as events when `None`.
 type DataSink<'a> = Option<&'a mut dyn FnMut(&[u8])>;

@@ -3,11 +3,12 @@
 //! each carrying what the next step needs, and the server's flights, each built in one place.
 
 use super::handshake::{
-    agree, ephemeral, lifetime_hint, sign, suite_key_algorithm, Abort, EcdheSecret, Handshake, Step, SCHEMES,
+    agree, ephemeral, lifetime_hint, sign, suite_key_algorithm, Abort, EcdheSecret, Handshake, SCHEMES,
 };
-use super::{Connection, Finished};
+use super::{Connection, Finished, Step};
 use crate::alert::AlertDescription;
 use crate::cache::{derive_client_ticket, CacheUse, CachedClientChain, CLIENT_TICKET_LEN};
+use crate::clock::unix_now;
 use crate::config::ServerConfig;
 use crate::crypto::MasterSecret;
 use crate::error::{Error, Mismatch};
@@ -23,9 +24,7 @@ use crate::handshake::{
 use crate::mobility::PathState;
 use crate::record::{DTLS_1_2, MAX_SEQ};
 use crate::rtt::RttEstimate;
-use crate::session::{
-    unix_now, ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN,
-};
+use crate::session::{ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN};
 use crate::suite::CipherSuite;
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme, Validation};
@@ -251,7 +250,7 @@ impl Connection {
                 config.suites.contains(&s.suite)
                     && config.can_serve(s.suite)
                     && ch.suites().any(|id| id == s.suite.id())
-                    && s.satisfies_client_auth(config, now_unix)
+                    && config.lets_resume(s, now_unix)
             });
             if let Some((kind, session)) = usable {
                 let ticket_keys = ticket_keys.filter(|_| issue_ticket);

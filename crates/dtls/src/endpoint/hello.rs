@@ -2,7 +2,7 @@
 //! before a cookie, bounded), the stateless cookie exchange (RFC 6347 §4.2.1), and the admission
 //! of a new session against the table's limits.
 
-use super::route::Incoming;
+use super::incoming::{HelloBody, HelloInfo, HelloScan, Incoming};
 use super::shared::WaitingHello;
 use super::{ConnectionHandle, Endpoint, EndpointDataSink, Slot};
 use crate::connection::{Connection, Event, VerifiedHello};
@@ -33,55 +33,6 @@ const MAX_PARTIAL_HELLOS_PER_ADDRESS: usize = 2;
 const PARTIAL_HELLO_MAX_IDLE: Duration = Duration::from_secs(10);
 /// Largest ClientHello reassembled from fragments.
 const MAX_FRAGMENTED_HELLO: u32 = 8 * 1024;
-
-/// A ClientHello taken from a datagram.
-pub(super) struct HelloInfo {
-    pub record_seq: u64,
-    pub message_seq: u16,
-    pub body: HelloBody,
-}
-
-/// Where a ClientHello's body is.
-pub(super) enum HelloBody {
-    /// In one fragment of the datagram, at this range: not copied, as a flood's hellos all are.
-    InDatagram(std::ops::Range<usize>),
-    /// Reassembled from fragments.
-    Reassembled(Vec<u8>),
-}
-
-impl HelloInfo {
-    /// The ClientHello's body; `datagram` is the one it was found in.
-    pub fn body<'a>(&'a self, datagram: &'a [u8]) -> &'a [u8] {
-        match &self.body {
-            HelloBody::InDatagram(range) => datagram.get(range.clone()).unwrap_or_default(),
-            HelloBody::Reassembled(body) => body,
-        }
-    }
-
-    /// The same ClientHello with its `body` copied, to keep.
-    fn kept(&self, body: &[u8]) -> HelloInfo {
-        let body = HelloBody::Reassembled(body.to_vec());
-        HelloInfo { record_seq: self.record_seq, message_seq: self.message_seq, body }
-    }
-
-    /// Bytes of a kept body (none for one still in its datagram).
-    pub fn body_len(&self) -> usize {
-        match &self.body {
-            HelloBody::InDatagram(_) => 0,
-            HelloBody::Reassembled(body) => body.len(),
-        }
-    }
-}
-
-/// What a datagram holds as far as new handshakes are concerned.
-pub(super) enum HelloScan {
-    /// No epoch-0 ClientHello.
-    None,
-    /// ClientHello fragments, buffered until the rest arrives.
-    Partial,
-    /// A whole ClientHello.
-    Complete(HelloInfo),
-}
 
 /// A ClientHello whose fragments are still coming.
 pub(super) struct PartialHello {
@@ -409,7 +360,7 @@ impl Endpoint {
             datagram_len,
             cached: self
                 .session_cache
-                .get(ch.session_id, crate::session::unix_now(self.config.wall_clock, now)),
+                .get(ch.session_id, crate::clock::unix_now(self.config.wall_clock, now)),
             ticket_keys: self.ticket_keys.clone(),
             issued_cid: match self.config.mobility.connection_id {
                 Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),

@@ -4,9 +4,10 @@
 //! so a session given its own socket after it was accepted sends everything from there.
 
 mod hello;
+mod incoming;
 mod route;
 
-pub use route::Incoming;
+pub use incoming::Incoming;
 mod shared;
 mod slots;
 

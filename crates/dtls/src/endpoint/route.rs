@@ -3,56 +3,11 @@
 //! so that every path a datagram can take is named in one place. The header is read once, in
 //! [`Incoming`], which a driver that routes by Connection ID (workers, a fleet) reads too.
 
-use super::hello::{HelloInfo, HelloScan};
+use super::incoming::{HelloInfo, HelloScan, Incoming};
 use super::{ConnectionHandle, Endpoint, EndpointDataSink};
-use crate::record::{ContentType, RecordHeader, Records};
-use fastshake_core::codec::Reader;
+use crate::record::{ContentType, Records};
 use fastshake_core::Instant;
 use std::net::SocketAddr;
-
-/// A datagram for an [`Endpoint`], its first record's header read once
-/// ([`Endpoint::incoming`]): the driver may route it by [`Incoming::connection_id`] (to the worker
-/// or node that issued the CID) and then hands the same value to the endpoint, which reads
-/// nothing again.
-pub struct Incoming<'a> {
-    bytes: &'a mut [u8],
-    first: Option<RecordHeader>,
-}
-
-impl std::fmt::Debug for Incoming<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Incoming").field("len", &self.bytes.len()).field("first", &self.first).finish()
-    }
-}
-
-impl<'a> Incoming<'a> {
-    /// `bytes` as a receiver of `cid_len`-byte Connection IDs reads them.
-    pub(crate) fn new(bytes: &'a mut [u8], cid_len: u8) -> Self {
-        let first = RecordHeader::parse(&mut Reader::new(bytes), cid_len).ok();
-        Incoming { bytes, first }
-    }
-
-    /// The Connection ID of its first record, when that is a `tls12_cid` record (RFC 9146 §4)
-    /// with a CID of the length this endpoint issues.
-    pub fn connection_id(&self) -> Option<&[u8]> {
-        self.first.filter(|h| h.content_type == ContentType::Tls12Cid).map(|h| h.cid(self.bytes))
-    }
-
-    /// The datagram's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        self.bytes
-    }
-
-    /// The datagram's length.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether the datagram is empty.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-}
 
 /// The routing decision for one datagram.
 pub(super) enum Route {

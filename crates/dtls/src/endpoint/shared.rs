@@ -6,9 +6,10 @@
 //! under the current ticket key (AES-128-GCM, as a ticket), so the store never holds a master
 //! secret in the clear.
 
-use super::hello::HelloInfo;
+use super::incoming::HelloInfo;
 use super::Endpoint;
-use crate::session::{unix_now, ServerSession, TicketKeys};
+use crate::clock::unix_now;
+use crate::session::{ServerSession, TicketKeys};
 use fastshake_core::Instant;
 use rand_core::RngCore;
 use std::collections::{BTreeMap, VecDeque};
@@ -204,7 +205,7 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::hello::HelloBody;
+    use crate::endpoint::incoming::HelloBody;
 
     fn waiting(id: u8, port: u16, len: usize) -> WaitingHello {
         let body = HelloBody::Reassembled(vec![id; len]);

@@ -7,7 +7,9 @@ use fastshake_core::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, R
 /// Named groups (RFC 8422 §5.1.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NamedGroup {
+    /// secp256r1 (23), ECDH on the NIST P-256 curve.
     Secp256r1,
+    /// x25519 (29), ECDH on Curve25519 (RFC 7748).
     X25519,
 }
 
@@ -15,6 +17,7 @@ impl NamedGroup {
     /// Our order of preference.
     pub const ALL: [NamedGroup; 2] = [NamedGroup::X25519, NamedGroup::Secp256r1];
 
+    /// The TLS code point.
     pub fn code(self) -> u16 {
         match self {
             NamedGroup::Secp256r1 => 23,
@@ -22,6 +25,7 @@ impl NamedGroup {
         }
     }
 
+    /// The group for a code point, if it is one we implement.
     pub fn from_code(code: u16) -> Option<Self> {
         match code {
             23 => Some(NamedGroup::Secp256r1),

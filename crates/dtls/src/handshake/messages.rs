@@ -342,19 +342,17 @@ impl<'a> ClientHello<'a> {
 
 /// HelloVerifyRequest (RFC 6347 §4.2.1).
 pub struct HelloVerifyRequest<'a> {
-    /// Either DTLS 1.0 or 1.2 (RFC 6347 §4.2.1); not checked.
-    #[allow(dead_code)]
-    pub version: u16,
     pub cookie: &'a [u8],
 }
 
 impl<'a> HelloVerifyRequest<'a> {
     pub fn parse(body: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);
-        let version = r.u16()?;
+        // server_version: DTLS 1.0 or 1.2 (RFC 6347 §4.2.1), whatever is negotiated; not checked.
+        r.u16()?;
         let cookie = r.vec8()?;
         r.finish()?;
-        Ok(HelloVerifyRequest { version, cookie })
+        Ok(HelloVerifyRequest { cookie })
     }
 
     pub fn encode(out: &mut Vec<u8>, cookie: &[u8]) {

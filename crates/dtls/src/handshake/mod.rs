@@ -55,7 +55,8 @@ impl HandshakeType {
         })
     }
 
-    #[allow(dead_code)] // for diagnostics and the certificate messages to come
+    /// The message's name in RFC 5246, for traces.
+    #[allow(dead_code)] // read by the datagram descriptions of `wire`
     pub fn name(self) -> &'static str {
         use HandshakeType::*;
         match self {
