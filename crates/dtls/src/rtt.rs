@@ -60,7 +60,9 @@ pub type FlightProfile = [ProfiledExchange; PROFILE_FLIGHTS];
 /// handshake's) does not take its time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProfiledExchange {
+    /// From our flight's first transmission to the answer (zero: not measured).
     pub took: Duration,
+    /// Bytes of our flight that started it.
     pub flight_bytes: u32,
     /// Bytes of the peer's answering flight (zero: not seen), kept even when the exchange's
     /// time was not.

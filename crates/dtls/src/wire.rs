@@ -16,6 +16,7 @@ pub const FRAGMENT_HEADER_LEN: usize = HANDSHAKE_HEADER_LEN;
 pub struct RecordView {
     /// The content type on the wire (20 change_cipher_spec, 21 alert, 22 handshake, 23 data).
     pub content_type: u8,
+    /// The record's epoch (0 plaintext, 1 after ChangeCipherSpec).
     pub epoch: u16,
     /// Bytes after the header (ciphertext with nonce and tag in epoch 1).
     pub body_len: usize,
@@ -26,11 +27,15 @@ pub struct RecordView {
 /// One handshake fragment of a plaintext record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FragmentView {
+    /// The handshake message type (RFC 5246 §7.4).
     pub msg_type: u8,
+    /// The message's sequence number in the handshake (RFC 6347 §4.2.2).
     pub message_seq: u16,
     /// The whole message's body length.
     pub message_len: u32,
+    /// Where this fragment starts in the message body.
     pub offset: u32,
+    /// Bytes of the message body this fragment carries.
     pub len: u32,
     /// A ClientHello's cookie length, read from the first fragment when it holds the field.
     pub cookie_len: Option<usize>,

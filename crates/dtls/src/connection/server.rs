@@ -258,7 +258,7 @@ impl Connection {
                     now,
                     hs,
                     config,
-                    &ch,
+                    ch,
                     (message_seq, body),
                     (kind, session, client_chain),
                     secure_renegotiation,
@@ -304,7 +304,7 @@ impl Connection {
         if request_certificate {
             hs.transcript.keep_raw();
         }
-        self.server_hello_common(hs, config, &ch, message_seq, body, ems);
+        self.server_hello_common(hs, config, ch, message_seq, body, ems);
         // A new session ID when the cache will keep the session (only sessions with the
         // extended master secret are ever resumed).
         let mut session_id = Vec::new();
