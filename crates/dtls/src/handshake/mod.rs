@@ -18,9 +18,37 @@ pub const HANDSHAKE_HEADER_LEN: usize = 12;
 /// Largest handshake message accepted. PSK messages are tiny; certificate chains will need more.
 pub const MAX_MESSAGE_LEN: u32 = 64 * 1024;
 
-/// Handshake message types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HandshakeType {
+/// Defines [`HandshakeType`] from one list of names and codes: the enum, its reading from the
+/// wire and its names for traces.
+macro_rules! handshake_types {
+    ($($variant:ident = $code:literal,)*) => {
+        /// Handshake message types (RFC 5246 §7.4, RFC 6347 §4.2.1, RFC 5077 §3.3).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum HandshakeType {
+            $($variant = $code,)*
+        }
+
+        impl HandshakeType {
+            /// The type a code on the wire names, if we know it.
+            pub fn from_u8(v: u8) -> Option<Self> {
+                match v {
+                    $($code => Some(HandshakeType::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The message's name in the RFCs, for traces.
+            #[allow(dead_code)] // read by the datagram descriptions of `wire`
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(HandshakeType::$variant => stringify!($variant),)*
+                }
+            }
+        }
+    };
+}
+
+handshake_types! {
     HelloRequest = 0,
     ClientHello = 1,
     ServerHello = 2,
@@ -33,47 +61,6 @@ pub enum HandshakeType {
     CertificateVerify = 15,
     ClientKeyExchange = 16,
     Finished = 20,
-}
-
-impl HandshakeType {
-    pub fn from_u8(v: u8) -> Option<Self> {
-        use HandshakeType::*;
-        Some(match v {
-            0 => HelloRequest,
-            1 => ClientHello,
-            2 => ServerHello,
-            3 => HelloVerifyRequest,
-            4 => NewSessionTicket,
-            11 => Certificate,
-            12 => ServerKeyExchange,
-            13 => CertificateRequest,
-            14 => ServerHelloDone,
-            15 => CertificateVerify,
-            16 => ClientKeyExchange,
-            20 => Finished,
-            _ => return None,
-        })
-    }
-
-    /// The message's name in RFC 5246, for traces.
-    #[allow(dead_code)] // read by the datagram descriptions of `wire`
-    pub fn name(self) -> &'static str {
-        use HandshakeType::*;
-        match self {
-            HelloRequest => "HelloRequest",
-            ClientHello => "ClientHello",
-            ServerHello => "ServerHello",
-            HelloVerifyRequest => "HelloVerifyRequest",
-            NewSessionTicket => "NewSessionTicket",
-            Certificate => "Certificate",
-            ServerKeyExchange => "ServerKeyExchange",
-            CertificateRequest => "CertificateRequest",
-            ServerHelloDone => "ServerHelloDone",
-            CertificateVerify => "CertificateVerify",
-            ClientKeyExchange => "ClientKeyExchange",
-            Finished => "Finished",
-        }
-    }
 }
 
 /// The DTLS handshake header of one fragment.
