@@ -592,6 +592,21 @@ impl Endpoint {
         r
     }
 
+    /// Writes one datagram holding one application record of `data` for connection `h` into
+    /// `out` (a buffer the driver owns) and returns its length: no queue, no allocation. The
+    /// datagram goes to the connection's peer address
+    /// ([`Connection::remote`] of [`Endpoint::connection`]), from its own socket if it has one
+    /// ([`Connection::local`]).
+    pub fn seal_into(&mut self, h: ConnectionHandle, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
+        let now = self.clock;
+        let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
+        let len = slot.conn.seal_into(data, out)?;
+        if let Some(activity) = slot.activity.as_mut() {
+            activity.last_used = now;
+        }
+        Ok(len)
+    }
+
     /// Closes connection `h` with close_notify.
     pub fn close(&mut self, h: ConnectionHandle) {
         if let Some(slot) = self.connections.get_mut(&h) {
