@@ -243,10 +243,13 @@ pub(crate) fn is_icmp_error(error: &io::Error) -> bool {
 
 /// Datagrams waiting to go out from one socket, sent with as few system calls as the socket
 /// allows: consecutive datagrams to one peer of one size (the last of a run may be shorter)
-/// become one GSO send.
+/// become one GSO send. Sent runs give their buffers back for the next ones, so a steady flow of
+/// datagrams allocates nothing.
 #[derive(Default)]
 pub struct SendQueue {
     runs: std::collections::VecDeque<Run>,
+    /// Emptied buffers of sent runs, kept for new runs.
+    spare: Vec<Vec<u8>>,
 }
 
 struct Run {
@@ -257,11 +260,16 @@ struct Run {
     closed: bool,
 }
 
+/// Spare buffers kept at most (each up to a GSO run, 64 KiB).
+const MAX_SPARE_BUFFERS: usize = 16;
+
 impl SendQueue {
     /// Queues one datagram, joining the previous run when GSO could carry both together.
     pub fn push(&mut self, socket: &DatagramSocket, dst: SocketAddr, payload: &[u8]) {
         if !self.join(socket, dst, payload) {
-            self.start_run(dst, payload.to_vec());
+            let mut bytes = self.spare.pop().unwrap_or_default();
+            bytes.extend_from_slice(payload);
+            self.start_run(dst, bytes);
         }
     }
 
@@ -270,6 +278,57 @@ impl SendQueue {
     pub fn push_owned(&mut self, socket: &DatagramSocket, dst: SocketAddr, payload: Vec<u8>) {
         if !self.join(socket, dst, &payload) {
             self.start_run(dst, payload);
+        }
+    }
+
+    /// Queues one datagram of at most `max_len` bytes that `write` puts straight into the
+    /// queue's buffer (returning its length, or an error that queues nothing): no copy, and no
+    /// allocation once buffers are recycled. `write` may be called a second time, with a larger
+    /// buffer, when it failed in the room left behind the previous datagram of a GSO run.
+    pub fn push_with<E>(
+        &mut self,
+        socket: &DatagramSocket,
+        dst: SocketAddr,
+        max_len: usize,
+        mut write: impl FnMut(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<(), E> {
+        let max_segments = socket.max_send_segments();
+        let joinable = self.runs.back().is_some_and(|run| {
+            max_segments > 1
+                && !run.closed
+                && run.dst == dst
+                && run.bytes.len() / run.segment < max_segments
+                && run.bytes.len() + run.segment <= SLOT_BYTES
+        });
+        if joinable {
+            let run = self.runs.back_mut().expect("checked above");
+            let start = run.bytes.len();
+            run.bytes.resize(start + run.segment, 0);
+            match write(&mut run.bytes[start..]) {
+                Ok(len) => {
+                    run.bytes.truncate(start + len);
+                    run.closed = len < run.segment;
+                    return Ok(());
+                }
+                Err(_) => {
+                    // Longer than the run's datagrams: it starts a run of its own.
+                    run.bytes.truncate(start);
+                    run.closed = true;
+                }
+            }
+        }
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.resize(max_len, 0);
+        match write(&mut bytes) {
+            Ok(len) => {
+                bytes.truncate(len);
+                self.start_run(dst, bytes);
+                Ok(())
+            }
+            Err(e) => {
+                self.recycle(bytes);
+                Err(e)
+            }
         }
     }
 
@@ -294,6 +353,13 @@ impl SendQueue {
         self.runs.push_back(Run { dst, segment: bytes.len().max(1), bytes, closed: false });
     }
 
+    fn recycle(&mut self, mut bytes: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE_BUFFERS && bytes.capacity() <= SLOT_BYTES {
+            bytes.clear();
+            self.spare.push(bytes);
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }
@@ -312,7 +378,9 @@ impl SendQueue {
                 Ok(()) => {}
                 Err(_) => refused += run.bytes.len().div_ceil(run.segment) as u64,
             }
-            self.runs.pop_front();
+            if let Some(run) = self.runs.pop_front() {
+                self.recycle(run.bytes);
+            }
         }
         Ok(refused)
     }
@@ -371,6 +439,36 @@ mod tests {
             DatagramSocket::bind_listeners(loopback, 2, PortSharing::Exclusive, BatchIo::On).unwrap();
         let addr = sockets[0].local_addr().unwrap();
         assert_eq!(sockets[1].local_addr().unwrap(), addr);
+    }
+
+    #[tokio::test]
+    async fn datagrams_written_in_place_join_runs_and_reuse_buffers() {
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let mut server = DatagramSocket::bind(loopback, BatchIo::On).await.unwrap();
+        let client = DatagramSocket::bind(loopback, BatchIo::On).await.unwrap();
+        let to = server.local_addr().unwrap();
+        let mut queue = SendQueue::default();
+        let fill = |byte: u8, len: usize| {
+            move |buf: &mut [u8]| -> Result<usize, ()> {
+                buf[..len].fill(byte);
+                Ok(len)
+            }
+        };
+        for round in 0..3u8 {
+            queue.push_with(&client, to, 1500, fill(round, 200)).unwrap();
+            queue.push_with(&client, to, 1500, fill(round + 10, 200)).unwrap();
+            assert_eq!(
+                queue.push_with(&client, to, 1500, |_| Err::<usize, ()>(())),
+                Err(()),
+                "queues nothing"
+            );
+            queue.push_with(&client, to, 1500, fill(round + 20, 50)).unwrap();
+            assert_eq!(queue.flush(&client).await.unwrap(), 0);
+            let got = receive_all(&mut server, 3).await;
+            let got: Vec<Vec<u8>> = got.into_iter().map(|(_, d)| d).collect();
+            assert_eq!(got, [vec![round; 200], vec![round + 10; 200], vec![round + 20; 50]]);
+            assert!(!queue.spare.is_empty(), "sent buffers are kept for the next datagrams");
+        }
     }
 
     #[test]
