@@ -29,6 +29,8 @@
 //! - `summary`: the handshake summary line and [`Traffic`];
 //! - `trace`: the trace hook and [`describe_datagram`], which `-v` traces print;
 //! - `error`, `seeds`: [`DriverError`], and the OS randomness handed to the engines.
+//!
+//! What a worker does with its sessions' sockets (IPC, TCS) is [`crate::mobility`]'s part.
 #![forbid(unsafe_code)]
 
 mod client;

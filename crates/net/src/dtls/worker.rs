@@ -12,7 +12,6 @@ use crate::udp::{DatagramSocket, SendQueue};
 use crate::Clock;
 use fastshake_dtls::{ConnectionHandle, Endpoint, Event, ServerConfig, SharedClientCertCache, TicketKeys};
 use std::collections::HashMap;
-use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,11 +93,7 @@ impl ServerDriver {
             // A datagram that cannot be sent is a lost datagram: the engine's timers cope.
             match transmit.src {
                 Some(src) if src != self.welcome_addr => {
-                    if let Some(socket) = self.sockets.socket_for(src) {
-                        let _ = socket.send_to(&transmit.payload, transmit.dst).await;
-                    }
-                    // TCS: the session sends from its own port, so the client has used it.
-                    if let Some(handle) = self.sockets.sent_from(src) {
+                    if let Some(handle) = self.sockets.send_from(src, transmit.dst, &transmit.payload).await {
                         let _ = self
                             .events
                             .send(ServerEvent::OwnSocket { handle: self.session(handle), local: src });
@@ -200,42 +195,16 @@ impl ServerDriver {
         }
     }
 
-    /// Does what the strategy decided for session `handle`'s sockets. A socket that cannot be
-    /// opened leaves the session on the welcome socket, like a standard one.
+    /// Carries out what the strategy decided for session `handle`'s sockets (see
+    /// [`crate::mobility`]) and reports where the session sends from.
     fn carry_out(&mut self, endpoint: &mut Endpoint, handle: ConnectionHandle, action: SocketAction) {
-        let result = match action {
-            // IPC: the ServerHello already leaves from the session's own socket.
-            SocketAction::OpenOwn => self
-                .sockets
-                .open_own(handle)
-                .map(|local| {
-                    endpoint.set_local(handle, local);
-                    let _ = self.events.send(ServerEvent::OwnSocket { handle: self.session(handle), local });
-                })
-                .map_err(|error| format!("no socket of its own: {error}")),
-            // TCS: the rest of the handshake over a socket connected to the client.
-            SocketAction::OpenTemporary { client } => self
-                .sockets
-                .open_temporary(handle, client)
-                .map_err(|error| format!("no temporary socket: {error}")),
-            // TCS: a port of its own, announced by the engine; the temporary socket goes once the
-            // session sends from the new port.
-            SocketAction::MoveToOwn => self
-                .sockets
-                .open_own(handle)
-                .and_then(|local| {
-                    endpoint.move_to(handle, local).map_err(|error| {
-                        self.sockets.close_own(handle);
-                        io::Error::other(error.to_string())
-                    })
-                })
-                .map_err(|error| format!("no move to a port of its own: {error}")),
-            SocketAction::StayOnWelcomePort(reason) => Err(reason.to_owned()),
+        let session = self.session(handle);
+        let event = match self.sockets.carry_out(endpoint, handle, action) {
+            Ok(Some(local)) => ServerEvent::OwnSocket { handle: session, local },
+            Ok(None) => return,
+            Err(reason) => ServerEvent::StaysOnWelcomePort { handle: session, reason },
         };
-        if let Err(reason) = result {
-            let _ =
-                self.events.send(ServerEvent::StaysOnWelcomePort { handle: self.session(handle), reason });
-        }
+        let _ = self.events.send(event);
     }
 
     /// The store failed: full handshakes for a while, and one event until it answers again.
