@@ -5,6 +5,7 @@
 use super::RECEIVE_BUFFER;
 use crate::fleet::{CidOwner, Fleet, FrameKind, ReplayWindows};
 use crate::mobility::Incoming;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::UdpSocket;
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 pub(super) const FORWARD_QUEUE: usize = 1024;
 
 /// Clients whose answers go back through another node, at most per worker.
-pub(super) const MAX_RETURN_PATHS: usize = 65_536;
+const MAX_RETURN_PATHS: usize = 65_536;
 
 /// A datagram handed to the worker holding its session, and the node it came through (when
 /// another node received it from the client).
@@ -30,6 +31,39 @@ pub(super) enum FleetOut {
     Forward { node: u8, remote: SocketAddr, datagram: Vec<u8> },
     /// An answer to a client that reached us through `node`.
     Answer { node: u8, remote: SocketAddr, datagram: Vec<u8> },
+}
+
+/// Clients that reached this node through another node of the fleet: answers go back through
+/// it, as a client (behind a NAT, or a load balancer) takes answers only from the address it
+/// sent to.
+#[derive(Default)]
+pub(super) struct ReturnPaths(HashMap<SocketAddr, u8>);
+
+impl ReturnPaths {
+    /// The node `client`'s answers go back through, if it reached us through one.
+    pub(super) fn through(&self, client: SocketAddr) -> Option<u8> {
+        self.0.get(&client).copied()
+    }
+
+    /// A record of `client` came through `node`; beyond [`MAX_RETURN_PATHS`] clients, a new one
+    /// is not remembered (its answers go straight to it).
+    pub(super) fn arrived_through(&mut self, client: SocketAddr, node: u8) {
+        if self.0.len() < MAX_RETURN_PATHS || self.0.contains_key(&client) {
+            self.0.insert(client, node);
+        }
+    }
+
+    /// A record of `client` came straight to us: its answers go straight back.
+    pub(super) fn arrived_direct(&mut self, client: SocketAddr) {
+        if !self.0.is_empty() {
+            self.0.remove(&client);
+        }
+    }
+
+    /// Forgets every client but the `known` ones.
+    pub(super) fn keep_only(&mut self, known: &HashSet<SocketAddr>) {
+        self.0.retain(|client, _| known.contains(client));
+    }
 }
 
 /// Sends and receives the frames between this node and the others.
@@ -81,5 +115,33 @@ pub(super) async fn run_fleet(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_go_back_the_way_the_client_came_for_a_bounded_number_of_clients() {
+        let client = |n: u32| SocketAddr::from(([10, 0, (n >> 8) as u8, n as u8], 5684));
+        let mut paths = ReturnPaths::default();
+        paths.arrived_through(client(1), 7);
+        assert_eq!(paths.through(client(1)), Some(7));
+        // The client came straight here next: answers go straight back.
+        paths.arrived_direct(client(1));
+        assert_eq!(paths.through(client(1)), None);
+        // Beyond the bound a new client is not remembered, a known one still moves.
+        for n in 0..MAX_RETURN_PATHS as u32 {
+            paths.arrived_through(client(n), 1);
+        }
+        let newcomer = SocketAddr::from(([192, 0, 2, 1], 5684));
+        paths.arrived_through(newcomer, 2);
+        assert_eq!(paths.through(newcomer), None);
+        paths.arrived_through(client(3), 2);
+        assert_eq!(paths.through(client(3)), Some(2));
+        // Clients no session knows any more are forgotten.
+        paths.keep_only(&HashSet::from([client(3)]));
+        assert_eq!((paths.through(client(3)), paths.through(client(4))), (Some(2), None));
     }
 }

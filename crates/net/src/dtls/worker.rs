@@ -1,7 +1,7 @@
 //! One worker of a server: its listening socket, its [`Endpoint`], and the loop that feeds the
 //! engine datagrams, commands and time, and carries out what comes back.
 
-use super::fleet_link::{FleetOut, Passed, MAX_RETURN_PATHS};
+use super::fleet_link::{FleetOut, Passed, ReturnPaths};
 use super::server::{ServerCommand, ServerEvent, ServerOptions, SessionHandle, WorkerStats};
 use super::store_link::{LookupDone, StoreLink, STORE_BACKOFF, STORE_IN_FLIGHT};
 use super::{is_icmp_error, os_seed, DatagramTrace, Direction, DriverError, MobilityMode};
@@ -70,10 +70,8 @@ struct ServerDriver {
     remotes: HashMap<ConnectionHandle, SocketAddr>,
     /// Sessions whose sockets close once the datagrams queued before their end are out.
     ended: Vec<ConnectionHandle>,
-    /// Clients that reached us through another node of the fleet: our answers go back through
-    /// it, as a client (behind a NAT, or a load balancer) takes answers only from the address it
-    /// sent to.
-    return_paths: HashMap<SocketAddr, u8>,
+    /// Clients that reached us through another node of the fleet.
+    return_paths: ReturnPaths,
     fleet_out: Option<mpsc::Sender<FleetOut>>,
     store: Option<StoreLink>,
     /// Whether the store's failure has been reported since it last answered (by any worker).
@@ -99,8 +97,8 @@ impl ServerDriver {
                             .send(ServerEvent::OwnSocket { handle: self.session(handle), local: src });
                     }
                 }
-                _ => match (self.return_paths.get(&transmit.dst), &self.fleet_out) {
-                    (Some(&node), Some(out)) => {
+                _ => match (self.return_paths.through(transmit.dst), &self.fleet_out) {
+                    (Some(node), Some(out)) => {
                         let answer =
                             FleetOut::Answer { node, remote: transmit.dst, datagram: transmit.payload };
                         if out.try_send(answer).is_ok() {
@@ -229,7 +227,7 @@ impl ServerDriver {
         // Forget peers whose connection the engine has dropped without an event.
         self.remotes.retain(|&h, _| endpoint.connection(h).is_some());
         let known: std::collections::HashSet<SocketAddr> = self.remotes.values().copied().collect();
-        self.return_paths.retain(|remote, _| known.contains(remote));
+        self.return_paths.keep_only(&known);
     }
 
     /// A datagram arrived at `local` from `remote`.
@@ -327,7 +325,7 @@ pub(super) async fn run_worker(
         events,
         remotes: HashMap::new(),
         ended: Vec::new(),
-        return_paths: HashMap::new(),
+        return_paths: ReturnPaths::default(),
         fleet_out: peers.fleet_out.clone(),
         store,
         store_down_reported: peers.store_down_reported.clone(),
@@ -387,9 +385,7 @@ pub(super) async fn run_worker(
                             }
                         }
                         None => {
-                            if !driver.return_paths.is_empty() {
-                                driver.return_paths.remove(&remote);
-                            }
+                            driver.return_paths.arrived_direct(remote);
                             driver.receive(&mut endpoint, welcome_addr, remote, datagram)
                         }
                     }
@@ -404,9 +400,7 @@ pub(super) async fn run_worker(
                 match via {
                     Some(node) => {
                         driver.stats.forwarded_from_nodes += 1;
-                        if driver.return_paths.len() < MAX_RETURN_PATHS || driver.return_paths.contains_key(&arrived.remote) {
-                            driver.return_paths.insert(arrived.remote, node);
-                        }
+                        driver.return_paths.arrived_through(arrived.remote, node);
                     }
                     None => driver.stats.taken_over += 1,
                 }
