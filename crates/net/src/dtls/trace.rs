@@ -1,5 +1,7 @@
 //! The datagram trace hook, and the names of the records in a datagram that `-v` traces print.
 
+use fastshake_core::codec::DecodeError;
+use fastshake_dtls::{wire, AlertLevel};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -16,33 +18,14 @@ pub enum Direction {
 /// demonstrations and debugging; keep it cheap.
 pub type DatagramTrace = Arc<dyn Fn(Direction, SocketAddr, &[u8]) + Send + Sync>;
 
-/// Whether a record header can start with these bytes: a known content type and DTLS version.
-fn plausible_record_header(bytes: &[u8]) -> bool {
-    matches!(bytes.first(), Some(20..=23 | 25 | 27)) && matches!(bytes.get(1..3), Some([0xfe, 0xfd | 0xff]))
-}
-
-/// How many leading bytes of `datagram` continue a record split across datagrams: the datagram
-/// does not start with a record header, and from some point on holds whole records only.
-fn split_record_rest(datagram: &[u8]) -> Option<usize> {
-    if plausible_record_header(datagram) {
-        return None;
-    }
-    let whole = |mut d: &[u8]| {
-        while d.len() >= 13 && plausible_record_header(d) {
-            let end = 13 + usize::from(u16::from_be_bytes([d[11], d[12]]));
-            let Some(next) = d.get(end..) else { return false };
-            d = next;
-        }
-        d.is_empty()
-    };
-    (1..datagram.len()).find(|&k| plausible_record_header(&datagram[k..]) && whole(&datagram[k..]))
-}
+/// The content type of a record with a Connection ID (RFC 9146 §4).
+const TLS12_CID: u8 = 25;
 
 /// Names the DTLS records in a datagram, from their plaintext headers only: content type, epoch,
 /// and for unencrypted handshake records the message names (and fragment ranges). For the demo
-/// and for tracing; it never fails, it describes what it cannot parse as such.
+/// and for tracing; it never fails, it describes what it cannot parse as such. Records are read
+/// by the engine's own reader ([`fastshake_dtls::wire`]).
 pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
-    const RECORD_HEADER: usize = 13;
     let mut out = Vec::new();
     let mut rest = datagram;
     // The rest of a record its sender split across datagrams (RFC 6347 §4.1.1 forbids it; OpenSSL
@@ -52,43 +35,34 @@ pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
         rest = &datagram[k..];
     }
     while !rest.is_empty() {
-        let Some(header) = rest.get(..RECORD_HEADER) else {
+        if rest.len() < wire::RECORD_HEADER_LEN {
             out.push(format!("{} trailing byte(s)", rest.len()));
             break;
-        };
-        let content_type = header[0];
-        let epoch = u16::from_be_bytes([header[3], header[4]]);
-        if content_type == 25 {
-            // tls12_cid (RFC 9146): the CID sits between the sequence number and the length,
-            // and only its receiver knows how long it is; take the length that makes the record
-            // end where the datagram or a next record header does.
-            match tls12_cid_record_len(rest) {
-                Some((cid_len, length)) => {
-                    out.push(format!("tls12_cid record (CID {cid_len} B, {length} B encrypted)"));
-                    rest = &rest[RECORD_HEADER + cid_len + length..];
-                    continue;
-                }
-                None => {
-                    out.push("tls12_cid record (unparsed)".to_owned());
-                    break;
-                }
-            }
         }
-        let length = usize::from(u16::from_be_bytes([header[11], header[12]]));
-        let Some(body) = rest.get(RECORD_HEADER..RECORD_HEADER + length) else {
-            let got = rest.len() - RECORD_HEADER.min(rest.len());
-            out.push(format!("truncated record (type {content_type}, {got} of {length} B)"));
+        let Some(head) = record_head(rest) else {
+            out.push(match rest[0] {
+                TLS12_CID => "tls12_cid record (unparsed)".to_owned(),
+                other => format!("record of content type {other}"),
+            });
             break;
         };
-        rest = &rest[RECORD_HEADER + length..];
-        match (content_type, epoch) {
+        let Some(body) = rest.get(head.header_len()..head.record_len()) else {
+            let got = rest.len() - head.header_len();
+            out.push(format!("truncated record (type {}, {got} of {} B)", head.content_type, head.body_len));
+            break;
+        };
+        rest = &rest[head.record_len()..];
+        match (head.content_type, head.epoch) {
+            (TLS12_CID, _) => {
+                out.push(format!("tls12_cid record (CID {} B, {} B encrypted)", head.cid_len, head.body_len))
+            }
             (20, _) => out.push("ChangeCipherSpec".to_owned()),
             (21, 0) => out.push(describe_plain_alert(body)),
             (21, _) => out.push("Alert (encrypted)".to_owned()),
             (22, 0) => describe_handshake(body, &mut out),
             // In DTLS 1.2 the only handshake message of epoch 1 is Finished.
             (22, _) => out.push("Finished (encrypted)".to_owned()),
-            (23, _) => out.push(format!("ApplicationData ({length} B encrypted)")),
+            (23, _) => out.push(format!("ApplicationData ({} B encrypted)", head.body_len)),
             (27, _) => out.push("return_routability_check (encrypted)".to_owned()),
             (other, _) => out.push(format!("record of content type {other}")),
         }
@@ -96,95 +70,88 @@ pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
     out
 }
 
-/// The CID length and ciphertext length of the `tls12_cid` record at the start of `rest`.
-fn tls12_cid_record_len(rest: &[u8]) -> Option<(usize, usize)> {
-    (0..=usize::from(u8::MAX)).find_map(|cid_len| {
-        let at = 11 + cid_len;
-        let length = usize::from(u16::from_be_bytes([*rest.get(at)?, *rest.get(at + 1)?]));
-        let end = at + 2 + length;
-        let next_is_header =
-            rest.get(end..end + 3).is_some_and(|h| (20..=27).contains(&h[0]) && h[1..] == [0xfe, 0xfd]);
-        (end == rest.len() || next_is_header).then_some((cid_len, length))
-    })
+/// The header of the record at the start of `bytes`, with or without a Connection ID (whose
+/// length only the receiver knows: the one that makes the record end where `bytes` do or
+/// another record starts).
+fn record_head(bytes: &[u8]) -> Option<wire::RecordHead> {
+    wire::record_head(bytes).ok().or_else(|| wire::cid_record_head(bytes))
+}
+
+/// How many leading bytes of `datagram` continue a record split across datagrams: the datagram
+/// does not start with a record header, and from some point on holds whole records only.
+fn split_record_rest(datagram: &[u8]) -> Option<usize> {
+    if record_head(datagram).is_some() {
+        return None;
+    }
+    let whole = |mut d: &[u8]| {
+        while !d.is_empty() {
+            match record_head(d).and_then(|head| d.get(head.record_len()..)) {
+                Some(next) => d = next,
+                None => return false,
+            }
+        }
+        true
+    };
+    (1..datagram.len()).find(|&k| whole(&datagram[k..]))
 }
 
 fn describe_plain_alert(body: &[u8]) -> String {
-    match body {
-        [level, description, ..] => {
-            format!("Alert ({}, description {description})", if *level == 2 { "fatal" } else { "warning" })
+    match wire::alert(body) {
+        Ok((level, description)) => {
+            let level = if level == AlertLevel::Fatal { "fatal" } else { "warning" };
+            format!("Alert ({level}, description {})", description.code())
         }
-        _ => "Alert (truncated)".to_owned(),
+        Err(DecodeError::Truncated) => "Alert (truncated)".to_owned(),
+        // Not two bytes of a known level: the engine drops it.
+        Err(_) => "Alert (malformed)".to_owned(),
     }
 }
 
 fn describe_handshake(mut body: &[u8], out: &mut Vec<String>) {
-    const HANDSHAKE_HEADER: usize = 12;
+    const UNKNOWN: &str = "unknown handshake message";
     while !body.is_empty() {
-        let Some(header) = body.get(..HANDSHAKE_HEADER) else {
+        if body.len() < wire::FRAGMENT_HEADER_LEN {
             out.push("truncated handshake header".to_owned());
             return;
+        }
+        let fragment = match wire::fragment_head(body) {
+            Ok(fragment) => fragment,
+            // A type the engine does not read, or a fragment beyond its message: its length is
+            // not to be trusted, so nothing after it is either.
+            Err(_) => {
+                out.push(match wire::handshake_name(body[0]) {
+                    Some(name) => format!("{name} (fragment beyond its message)"),
+                    None => UNKNOWN.to_owned(),
+                });
+                return;
+            }
         };
-        let msg_type = header[0];
-        let total = u24(&header[1..4]);
-        let offset = u24(&header[6..9]);
-        let fragment_len = u24(&header[9..12]);
-        let Some(fragment) = body.get(HANDSHAKE_HEADER..HANDSHAKE_HEADER + fragment_len) else {
-            out.push(format!("{} (truncated)", handshake_name(msg_type)));
+        let name = wire::handshake_name(fragment.msg_type).unwrap_or(UNKNOWN);
+        let end = wire::FRAGMENT_HEADER_LEN + fragment.len as usize;
+        let Some(data) = body.get(wire::FRAGMENT_HEADER_LEN..end) else {
+            out.push(format!("{name} (truncated)"));
             return;
         };
-        body = &body[HANDSHAKE_HEADER + fragment_len..];
-        let mut name = handshake_name(msg_type).to_owned();
-        if offset == 0 {
-            match msg_type {
-                1 => {
-                    if let Some(cookie) = client_hello_cookie_len(fragment) {
-                        name = if cookie == 0 {
-                            "ClientHello (no cookie)".to_owned()
-                        } else {
-                            format!("ClientHello (cookie {cookie} B)")
-                        };
-                    }
-                }
-                3 => {
-                    if let Some(&cookie) = fragment.get(2) {
-                        name = format!("HelloVerifyRequest (cookie {cookie} B)");
-                    }
-                }
+        body = &body[end..];
+        let mut name = name.to_owned();
+        if fragment.offset == 0 {
+            let cookie = match fragment.msg_type {
+                1 => fragment.cookie_len,
+                3 => wire::hello_verify_cookie_len(data),
+                _ => None,
+            };
+            match (fragment.msg_type, cookie) {
+                (1, Some(0)) => name = "ClientHello (no cookie)".to_owned(),
+                (1, Some(cookie)) => name = format!("ClientHello (cookie {cookie} B)"),
+                (3, Some(cookie)) => name = format!("HelloVerifyRequest (cookie {cookie} B)"),
                 _ => {}
             }
         }
-        if offset != 0 || fragment_len != total {
-            name.push_str(&format!(" [fragment {offset}..{} of {total} B]", offset + fragment_len));
+        let (offset, total) = (fragment.offset, fragment.message_len);
+        if offset != 0 || fragment.len != total {
+            name.push_str(&format!(" [fragment {offset}..{} of {total} B]", offset + fragment.len));
         }
         out.push(name);
-    }
-}
-
-fn u24(bytes: &[u8]) -> usize {
-    bytes.iter().fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
-}
-
-/// The cookie length of a ClientHello body: version(2) random(32) session_id<0..32> cookie<0..255>.
-fn client_hello_cookie_len(body: &[u8]) -> Option<usize> {
-    let session_id_len = usize::from(*body.get(34)?);
-    body.get(35 + session_id_len).map(|&len| usize::from(len))
-}
-
-fn handshake_name(msg_type: u8) -> &'static str {
-    match msg_type {
-        0 => "HelloRequest",
-        1 => "ClientHello",
-        2 => "ServerHello",
-        3 => "HelloVerifyRequest",
-        4 => "NewSessionTicket",
-        11 => "Certificate",
-        12 => "ServerKeyExchange",
-        13 => "CertificateRequest",
-        14 => "ServerHelloDone",
-        15 => "CertificateVerify",
-        16 => "ClientKeyExchange",
-        20 => "Finished",
-        _ => "unknown handshake message",
     }
 }
 
@@ -263,5 +230,67 @@ mod tests {
             describe_datagram(&two),
             vec!["tls12_cid record (CID 8 B, 20 B encrypted)", "Alert (encrypted)"]
         );
+    }
+
+    #[test]
+    fn names_the_fields_of_plaintext_messages() {
+        let verify = record(22, 0, &handshake(3, 5, 0, &[0xfe, 0xff, 2, 9, 9]));
+        assert_eq!(describe_datagram(&verify), vec!["HelloVerifyRequest (cookie 2 B)"]);
+        assert_eq!(describe_datagram(&record(21, 0, &[2, 40])), vec!["Alert (fatal, description 40)"]);
+        assert_eq!(describe_datagram(&record(21, 0, &[1, 0])), vec!["Alert (warning, description 0)"]);
+        assert_eq!(describe_datagram(&record(21, 0, &[2])), vec!["Alert (truncated)"]);
+        assert_eq!(describe_datagram(&record(22, 0, &[1, 0, 0])), vec!["truncated handshake header"]);
+        let mut hello = handshake(2, 50, 0, &[0; 50]);
+        hello.truncate(30);
+        assert_eq!(describe_datagram(&record(22, 0, &hello)), vec!["ServerHello (truncated)"]);
+    }
+
+    #[test]
+    fn stops_at_what_the_engine_would_not_read() {
+        // No record header: an unknown content type, a TLS version, a length RFC 5246 forbids.
+        for (header, content_type) in [(&[24, 0xfe, 0xfd][..], 24), (&[22, 3, 3][..], 22)] {
+            let mut datagram = header.to_vec();
+            datagram.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1]);
+            assert_eq!(describe_datagram(&datagram), vec![format!("record of content type {content_type}")]);
+            // Whole records after it: the rest of a record split across datagrams.
+            datagram.extend(record(20, 0, &[1]));
+            assert_eq!(describe_datagram(&datagram)[0], "14 B continuing a record split across datagrams");
+        }
+        let mut too_long = record(23, 1, &[]);
+        too_long[11..13].copy_from_slice(&20_000u16.to_be_bytes());
+        assert_eq!(describe_datagram(&too_long), vec!["record of content type 23"]);
+        // An alert the engine drops; a fragment beyond its message; a type it does not know.
+        assert_eq!(describe_datagram(&record(21, 0, &[2, 40, 0])), vec!["Alert (malformed)"]);
+        assert_eq!(describe_datagram(&record(21, 0, &[9, 40])), vec!["Alert (malformed)"]);
+        let beyond = record(22, 0, &handshake(12, 10, 5, &[0; 20]));
+        assert_eq!(describe_datagram(&beyond), vec!["ServerKeyExchange (fragment beyond its message)"]);
+        let mut unknown = handshake(99, 4, 0, &[0; 4]);
+        unknown.extend(handshake(14, 0, 0, &[]));
+        assert_eq!(describe_datagram(&record(22, 0, &unknown)), vec!["unknown handshake message"]);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut flight = record(22, 0, &handshake(1, 60, 0, &[0; 60]));
+        flight.extend(record(20, 0, &[1]));
+        flight.extend([25, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 1, 2, 3, 4, 0, 3, 7, 7, 7]);
+        for _ in 0..20_000 {
+            let mut datagram = flight.clone();
+            for _ in 0..1 + next() % 4 {
+                let bit = next() as usize % (datagram.len() * 8);
+                datagram[bit / 8] ^= 1 << (bit % 8);
+            }
+            datagram.truncate(next() as usize % (datagram.len() + 1));
+            describe_datagram(&datagram);
+            let random: Vec<u8> = (0..next() % 120).map(|_| next() as u8).collect();
+            describe_datagram(&random);
+        }
     }
 }
