@@ -1,9 +1,16 @@
-//! The sockets a DTLS server's sessions own under the IPC and TCS strategies of seed 001
-//! (which session gets which socket, and when, is decided by
-//! [`fastshake_dtls::MobilityMode::socket_action`]): a table that opens them, reads them into the
-//! server's queue, and closes each with its session.
+//! Moving clients (seed 001), the driver's part: the sockets a DTLS server's sessions own under
+//! the IPC and TCS strategies, in a table that opens them, reads them into the server's queue,
+//! sends from them and closes each with its session, and the code that carries out the engine's
+//! [`SocketAction`] for a session (`SessionSockets::carry_out`).
+//!
+//! The engine's part lives in `fastshake-dtls`: which session gets which socket, and when, is
+//! decided by [`fastshake_dtls::MobilityMode::socket_action`] (`crates/dtls/src/strategy.rs`);
+//! Connection IDs, return-routability checks (RFC 9853) and port moves are
+//! `crates/dtls/src/mobility.rs` and `crates/dtls/src/connection/path.rs`. A worker of
+//! [`crate::dtls`] asks `socket_action` after each engine event and hands its answer here.
 #![forbid(unsafe_code)]
 
+use fastshake_dtls::{ConnectionHandle, Endpoint};
 pub use fastshake_dtls::{MobilityMode, SocketAction, SERVER_CID_LENGTH};
 use std::collections::HashMap;
 use std::io;
@@ -106,6 +113,17 @@ impl<K: Copy + Eq + std::hash::Hash> SessionSockets<K> {
         self.sessions.get(id)?.own.as_ref().map(|read| &read.socket)
     }
 
+    /// Sends `payload` to `dst` from the session socket at `src`; when no session owns it any
+    /// more, or the send fails, the datagram is lost and the engine's timers cope. Returns the
+    /// session whose temporary socket went (see [`SessionSockets::sent_from`]).
+    pub async fn send_from(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> Option<K> {
+        if let Some(socket) = self.socket_for(src) {
+            let _ = socket.send_to(payload, dst).await;
+        }
+        // TCS: the session sends from its own port, so the client has used it.
+        self.sent_from(src)
+    }
+
     /// The engine sends from `src`: if that is a session's own socket while the session still has
     /// a temporary one, the client has used the new port (TCS) and the temporary socket goes.
     /// Returns the session whose temporary socket went.
@@ -141,6 +159,48 @@ impl<K: Copy + Eq + std::hash::Hash> SessionSockets<K> {
 
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
+    }
+}
+
+impl SessionSockets<ConnectionHandle> {
+    /// Does what the strategy decided for session `handle`'s sockets, telling `endpoint` where
+    /// the session sends from now. Returns the session's own socket when it sends from there at
+    /// once (IPC), or why it stays on the welcome socket: a socket that cannot be opened leaves
+    /// the session there, like a standard one.
+    pub fn carry_out(
+        &mut self,
+        endpoint: &mut Endpoint,
+        handle: ConnectionHandle,
+        action: SocketAction,
+    ) -> Result<Option<SocketAddr>, String> {
+        match action {
+            // IPC: the ServerHello already leaves from the session's own socket.
+            SocketAction::OpenOwn => self
+                .open_own(handle)
+                .map(|local| {
+                    endpoint.set_local(handle, local);
+                    Some(local)
+                })
+                .map_err(|error| format!("no socket of its own: {error}")),
+            // TCS: the rest of the handshake over a socket connected to the client.
+            SocketAction::OpenTemporary { client } => self
+                .open_temporary(handle, client)
+                .map(|()| None)
+                .map_err(|error| format!("no temporary socket: {error}")),
+            // TCS: a port of its own, announced by the engine; the temporary socket goes once the
+            // session sends from the new port.
+            SocketAction::MoveToOwn => self
+                .open_own(handle)
+                .and_then(|local| {
+                    endpoint.move_to(handle, local).map_err(|error| {
+                        self.close_own(handle);
+                        io::Error::other(error.to_string())
+                    })
+                })
+                .map(|()| None)
+                .map_err(|error| format!("no move to a port of its own: {error}")),
+            SocketAction::StayOnWelcomePort(reason) => Err(reason.to_owned()),
+        }
     }
 }
 
@@ -189,6 +249,32 @@ mod tests {
             assert_eq!(mode.name().parse::<MobilityMode>(), Ok(mode));
         }
         assert!("roaming".parse::<MobilityMode>().unwrap_err().contains("ipc"));
+    }
+
+    #[tokio::test]
+    async fn carrying_out_an_action_gives_a_socket_or_says_why_not() {
+        use fastshake_testkit::dtls::{client_config, server_config, Pair};
+        let mut pair = Pair::new(client_config(), server_config());
+        pair.handshake(std::time::Duration::from_secs(5)).expect("a handshake");
+        let handle = pair.server_handle();
+        let welcome = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (mut table, _incoming) = SessionSockets::new(welcome.local_addr().unwrap());
+        // IPC: a socket of its own, which the session sends from at once.
+        let own = table.carry_out(&mut pair.server, handle, SocketAction::OpenOwn).unwrap();
+        let own = own.expect("IPC names the session's socket");
+        assert!(table.socket_for(own).is_some());
+        assert_eq!(pair.server.connection(handle).and_then(|c| c.local()), Some(own));
+        // TCS: a client that did not offer port_move cannot follow; the socket opened for the
+        // move closes again, and the session stays where it was.
+        let why = table.carry_out(&mut pair.server, handle, SocketAction::MoveToOwn).unwrap_err();
+        assert!(why.starts_with("no move to a port of its own: "), "{why}");
+        assert!(table.socket_for(own).is_none());
+        // The strategy's own refusal is passed on as it is.
+        let why = SocketAction::StayOnWelcomePort("the client did not offer port_move");
+        assert_eq!(
+            table.carry_out(&mut pair.server, handle, why),
+            Err("the client did not offer port_move".to_owned())
+        );
     }
 
     #[tokio::test]

@@ -1,0 +1,100 @@
+//! The one-line summaries `fastshake server` and `fastshake client` print, and traffic totals.
+
+use fastshake_dtls::{HandshakeSummary, Resumption, Stats};
+
+/// Datagrams and bytes each way for one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Datagrams this side sent.
+    pub datagrams_sent: u64,
+    /// UDP payload bytes this side sent.
+    pub bytes_sent: u64,
+    /// Datagrams this side received.
+    pub datagrams_received: u64,
+    /// UDP payload bytes this side received.
+    pub bytes_received: u64,
+}
+
+impl From<&Stats> for Traffic {
+    fn from(stats: &Stats) -> Self {
+        Traffic {
+            datagrams_sent: stats.datagrams_sent,
+            bytes_sent: stats.bytes_sent,
+            datagrams_received: stats.datagrams_received,
+            bytes_received: stats.bytes_received,
+        }
+    }
+}
+
+impl Traffic {
+    /// Both totals added up.
+    pub fn plus(&self, other: &Traffic) -> Traffic {
+        Traffic {
+            datagrams_sent: self.datagrams_sent + other.datagrams_sent,
+            bytes_sent: self.bytes_sent + other.bytes_sent,
+            datagrams_received: self.datagrams_received + other.datagrams_received,
+            bytes_received: self.bytes_received + other.bytes_received,
+        }
+    }
+}
+
+/// How a handshake went as the summary line says it: `full (not resumed)`, `resumed by session
+/// ID` or `resumed by ticket`.
+pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
+    match summary.resumption {
+        Some(Resumption::SessionId) => "resumed by session ID",
+        Some(Resumption::Ticket) => "resumed by ticket",
+        None if summary.resumed => "resumed",
+        None => "full (not resumed)",
+    }
+}
+
+/// What a handshake took from a cache, as the summary line says it ("" when nothing).
+pub fn cache_text(summary: &HandshakeSummary) -> String {
+    let used = &summary.from_cache;
+    let parts: Vec<&str> = [
+        (used.server_certificate, "server certificate from cache (RFC 7924)"),
+        (used.certificate_request, "certificate request from cache (RFC 7924)"),
+        (used.client_certificate, "client certificate from cache (ticket)"),
+    ]
+    .into_iter()
+    .filter_map(|(on, text)| on.then_some(text))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", parts.join(", "))
+    }
+}
+
+/// The one-line handshake summary both `fastshake server` and `fastshake client` print.
+pub fn summary_line(summary: &HandshakeSummary) -> String {
+    // The smoothed round trip, when an exchange of flights (or a cached estimate) gave one.
+    let rtt = summary.rtt.filter(|r| r.samples > 0).map_or(String::new(), |r| {
+        format!(
+            "; RTT {:.2} ms (±{:.2} ms, {} sample(s))",
+            r.smoothed.as_secs_f64() * 1e3,
+            r.variation.as_secs_f64() * 1e3,
+            r.samples
+        )
+    });
+    format!(
+        "handshake done: {}, {}, {}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
+        summary.suite.iana_name(),
+        resumption_text(summary),
+        if summary.extended_master_secret {
+            "with extended master secret"
+        } else {
+            "without extended master secret"
+        },
+        cache_text(summary),
+        summary.duration.as_secs_f64() * 1e3,
+        summary.flights_sent,
+        summary.retransmissions,
+        summary.peer_retransmissions,
+        summary.datagrams_sent,
+        summary.bytes_sent,
+        summary.datagrams_received,
+        summary.bytes_received,
+    )
+}
