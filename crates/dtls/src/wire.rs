@@ -115,6 +115,7 @@ pub fn handshake_name(msg_type: u8) -> Option<&'static str> {
 pub struct RecordHead {
     /// The content type on the wire (25 for `tls12_cid`, whose real type is encrypted).
     pub content_type: u8,
+    /// The record's epoch (0 plaintext, 1 after ChangeCipherSpec).
     pub epoch: u16,
     /// Bytes of Connection ID in the header (`tls12_cid` records only, else 0).
     pub cid_len: usize,

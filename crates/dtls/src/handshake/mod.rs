@@ -38,7 +38,6 @@ macro_rules! handshake_types {
             }
 
             /// The message's name in the RFCs, for traces.
-            #[allow(dead_code)] // read by the datagram descriptions of `wire`
             pub fn name(self) -> &'static str {
                 match self {
                     $(HandshakeType::$variant => stringify!($variant),)*
