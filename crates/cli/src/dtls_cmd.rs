@@ -19,7 +19,8 @@ use fastshake_net::cache_file::FileCacheStore;
 use fastshake_net::credentials::{host_of, parse_mtu, CredentialArgs};
 use fastshake_net::dtls::{
     describe_datagram, os_ticket_keys, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
-    DtlsClient, DtlsServer, MobilityMode, Reconnect, ServerEvent, ServerOptions, DEFAULT_COOKIE_ROTATION,
+    DtlsClient, DtlsServer, MobilityMode, Reconnect, RecordHandler, Replies, ServerEvent, ServerOptions,
+    DEFAULT_COOKIE_ROTATION,
 };
 use fastshake_net::udp::{BatchIo, PortSharing};
 use fastshake_net::Clock;
@@ -443,6 +444,10 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         ticket_keys_file: args.ticket_keys.clone(),
         session_store,
         fleet,
+        // Echoed where the worker opened the record: no copy, no channel, no allocation.
+        on_record: args.echo.then(|| {
+            Arc::new(|_, record: &[u8], replies: &mut Replies<'_>| replies.send(record)) as RecordHandler
+        }),
         ..ServerOptions::default()
     };
     // The driver pins the wall clock when it starts; validate as it will run.
@@ -457,29 +462,16 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     } else {
         runtime()?
     };
-    runtime.block_on(serve(
-        args.listen,
-        Arc::new(config),
-        options,
-        Output { echo: args.echo, quiet: args.quiet },
-        banner,
-    ))
-}
-
-/// What the server does with records and how much it says.
-struct Output {
-    echo: bool,
-    quiet: bool,
+    runtime.block_on(serve(args.listen, Arc::new(config), options, args.quiet, banner))
 }
 
 async fn serve(
     listen: SocketAddr,
     config: Arc<ServerConfig>,
     options: ServerOptions,
-    output: Output,
+    quiet: bool,
     credentials: &str,
 ) -> anyhow::Result<()> {
-    let Output { echo, quiet } = output;
     let mobility = options.mobility;
     let mut server = DtlsServer::bind(listen, config, options)
         .await
@@ -491,7 +483,6 @@ async fn serve(
         mobility_text.push_str(&format!(", {} workers", server.workers()));
     }
     say!("fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})", server.local_addr());
-    let controller = server.controller();
     let mut terminate = terminate_signal()?;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("cannot watch SIGHUP")?;
@@ -512,16 +503,10 @@ async fn serve(
             ServerEvent::Connected { remote, summary, .. } => {
                 say!("fastshake server: {remote}: {}{}", summary_line(&summary), peer_text(&summary));
             }
-            ServerEvent::Data { handle, data, .. } => {
-                if echo {
-                    // The connection may have gone meanwhile; then there is nobody to answer.
-                    let _ = controller.send(handle, data);
-                } else {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(&data)
-                        .and_then(|()| out.flush())
-                        .context("cannot write to standard output")?;
-                }
+            // With --echo the workers answer records themselves.
+            ServerEvent::Data { data, .. } => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&data).and_then(|()| out.flush()).context("cannot write to standard output")?;
             }
             ServerEvent::Closed { remote, .. } => {
                 say!("fastshake server: {}: closed by the peer (close_notify)", peer_name(remote));

@@ -191,7 +191,7 @@ pub use config::{
 };
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointStats, DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT,
+    ConnectionHandle, Endpoint, EndpointStats, Incoming, DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_HANDSHAKES,
 };
 pub use error::{Error, Mismatch};

@@ -39,24 +39,14 @@ pub enum CidOwner {
     Worker(usize),
 }
 
-/// The owner of `datagram`'s session when it is not this worker of this node; `None` for any
-/// datagram that is no CID record of ours elsewhere (the engine then deals with it).
-pub fn cid_owner(
-    datagram: &[u8],
-    cid_len: usize,
-    node: Option<u8>,
-    me: u8,
-    workers: usize,
-) -> Option<CidOwner> {
-    const TLS12_CID: u8 = 25;
-    const CID_OFFSET: usize = 11;
-    if cid_len == 0 || datagram.first() != Some(&TLS12_CID) || datagram.len() < CID_OFFSET + cid_len {
-        return None;
-    }
-    let cid = &datagram[CID_OFFSET..CID_OFFSET + cid_len];
+/// The owner of the session a Connection ID names ([`fastshake_dtls::Incoming::connection_id`])
+/// when it is not this worker of this node; `None` for a datagram that carries none of our CIDs
+/// elsewhere (the engine then deals with it).
+pub fn cid_owner(cid: Option<&[u8]>, node: Option<u8>, me: u8, workers: usize) -> Option<CidOwner> {
+    let cid = cid?;
     let worker = match node {
         Some(node) => {
-            if cid_len < 3 || cid[0] >> 5 != CONFIG_ROTATION {
+            if cid.len() < 3 || cid[0] >> 5 != CONFIG_ROTATION {
                 return None;
             }
             if cid[1] != node {
@@ -65,7 +55,7 @@ pub fn cid_owner(
             cid[2]
         }
         None if workers < 2 => return None,
-        None => cid[0],
+        None => *cid.first()?,
     };
     (worker != me && usize::from(worker) < workers).then_some(CidOwner::Worker(usize::from(worker)))
 }
@@ -488,10 +478,17 @@ mod tests {
         record.extend_from_slice(&cid_prefix(8, 2, 1));
         record.extend_from_slice(&[9; 5]);
         record.extend_from_slice(&[0, 0]);
-        assert_eq!(cid_owner(&record, 8, Some(1), 0, 2), Some(CidOwner::Node(2)));
-        assert_eq!(cid_owner(&record, 8, Some(2), 0, 2), Some(CidOwner::Worker(1)));
-        assert_eq!(cid_owner(&record, 8, Some(2), 1, 2), None, "ours");
-        assert_eq!(cid_owner(&record, 8, Some(2), 0, 1), None, "no such worker: the engine drops it");
-        assert_eq!(cid_owner(&record[..12], 8, Some(1), 0, 2), None);
+        let incoming = fastshake_dtls::Incoming::new(&mut record, 8);
+        let cid = incoming.connection_id();
+        assert_eq!(cid.map(<[u8]>::len), Some(8), "the engine reads the CID");
+        assert_eq!(cid_owner(cid, Some(1), 0, 2), Some(CidOwner::Node(2)));
+        assert_eq!(cid_owner(cid, Some(2), 0, 2), Some(CidOwner::Worker(1)));
+        assert_eq!(cid_owner(cid, Some(2), 1, 2), None, "ours");
+        assert_eq!(cid_owner(cid, Some(2), 0, 1), None, "no such worker: the engine drops it");
+        let mut cut = record[..12].to_vec();
+        assert_eq!(
+            cid_owner(fastshake_dtls::Incoming::new(&mut cut, 8).connection_id(), Some(1), 0, 2),
+            None
+        );
     }
 }

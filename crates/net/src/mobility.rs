@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// A datagram that arrived on one of the sessions' sockets.
-pub(crate) struct Incoming {
+pub(crate) struct Arrived {
     /// The socket's address (for a temporary socket: the welcome address it shares).
     pub local: SocketAddr,
     pub remote: SocketAddr,
@@ -59,7 +59,7 @@ struct OwnedSockets {
 /// The sockets a server's sessions own (IPC and TCS), by session and by local address.
 pub(crate) struct SessionSockets<K> {
     welcome: SocketAddr,
-    incoming: mpsc::Sender<Incoming>,
+    incoming: mpsc::Sender<Arrived>,
     sessions: HashMap<K, OwnedSockets>,
     /// Own sockets by local address, for sending from `Transmit.src`.
     by_local: HashMap<SocketAddr, K>,
@@ -68,7 +68,7 @@ pub(crate) struct SessionSockets<K> {
 impl<K: Copy + Eq + std::hash::Hash> SessionSockets<K> {
     /// A table for a server whose welcome socket is `welcome`, and the queue of what arrives on
     /// the sessions' sockets.
-    pub fn new(welcome: SocketAddr) -> (SessionSockets<K>, mpsc::Receiver<Incoming>) {
+    pub fn new(welcome: SocketAddr) -> (SessionSockets<K>, mpsc::Receiver<Arrived>) {
         let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
         let table =
             SessionSockets { welcome, incoming: tx, sessions: HashMap::new(), by_local: HashMap::new() };
@@ -218,13 +218,13 @@ pub(crate) fn reusable_udp_socket(addr: SocketAddr) -> io::Result<socket2::Socke
 
 /// Reads `socket` until the server stops listening (or the socket fails), queueing every
 /// datagram as arrived at `local`.
-async fn read_into(socket: Arc<UdpSocket>, local: SocketAddr, incoming: mpsc::Sender<Incoming>) {
+async fn read_into(socket: Arc<UdpSocket>, local: SocketAddr, incoming: mpsc::Sender<Arrived>) {
     let mut buffer = vec![0u8; RECEIVE_BUFFER];
     loop {
         match socket.recv_from(&mut buffer).await {
             Ok((len, remote)) => {
                 let datagram = buffer[..len].to_vec();
-                if incoming.send(Incoming { local, remote, datagram }).await.is_err() {
+                if incoming.send(Arrived { local, remote, datagram }).await.is_err() {
                     return;
                 }
             }

@@ -1166,6 +1166,10 @@ impl Connection {
     /// length. No heap allocation.
     pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         self.check_can_send()?;
+        if self.path.as_deref().is_some_and(|p| p.probe().is_some()) {
+            // RFC 9853: while a new address is checked, datagrams go to both (`send` does that).
+            return Err(Error::NotNegotiated("seal_into while the peer's new address is checked; use send"));
+        }
         let len = self.record.protected_len(self.peer_cid(), data.len());
         if len > self.mtu() {
             return Err(Error::TooLarge { len: data.len(), mtu: self.mtu() });

@@ -21,8 +21,9 @@ impl std::fmt::Debug for Incoming<'_> {
 }
 
 impl<'a> Incoming<'a> {
-    /// `bytes` as a receiver of `cid_len`-byte Connection IDs reads them.
-    pub(crate) fn new(bytes: &'a mut [u8], cid_len: u8) -> Self {
+    /// `bytes` as a receiver of `cid_len`-byte Connection IDs reads them (an endpoint reads its
+    /// own with [`crate::Endpoint::incoming`]; a fleet's router, which has no endpoint, with this).
+    pub fn new(bytes: &'a mut [u8], cid_len: u8) -> Self {
         let first = RecordHeader::parse(&mut Reader::new(bytes), cid_len).ok();
         Incoming { bytes, first }
     }

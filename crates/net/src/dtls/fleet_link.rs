@@ -4,7 +4,8 @@
 
 use super::RECEIVE_BUFFER;
 use crate::fleet::{CidOwner, Fleet, FrameKind, ReplayWindows};
-use crate::mobility::Incoming;
+use crate::mobility::Arrived;
+use fastshake_dtls::Incoming;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ const MAX_RETURN_PATHS: usize = 65_536;
 /// A datagram handed to the worker holding its session, and the node it came through (when
 /// another node received it from the client).
 pub(super) struct Passed {
-    pub(super) incoming: Incoming,
+    pub(super) incoming: Arrived,
     pub(super) via: Option<u8>,
 }
 
@@ -74,7 +75,7 @@ pub(super) async fn run_fleet(
     forward_to: Arc<[mpsc::Sender<Passed>]>,
     answers: mpsc::Sender<(SocketAddr, Vec<u8>)>,
     welcome_addr: SocketAddr,
-    cid_len: usize,
+    cid_len: u8,
 ) {
     let mut sequence = crate::fleet::first_sequence();
     let mut replay = ReplayWindows::default();
@@ -102,11 +103,13 @@ pub(super) async fn run_fleet(
                 match frame.kind {
                     FrameKind::Forward => {
                         // The worker byte of our CID; a record for no worker of ours is dropped.
-                        let worker = match crate::fleet::cid_owner(frame.datagram, cid_len, Some(fleet.node), u8::MAX, forward_to.len()) {
+                        let mut datagram = frame.datagram.to_vec();
+                        let cid = Incoming::new(&mut datagram, cid_len);
+                        let worker = match crate::fleet::cid_owner(cid.connection_id(), Some(fleet.node), u8::MAX, forward_to.len()) {
                             Some(CidOwner::Worker(w)) => w,
                             _ => continue,
                         };
-                        let incoming = Incoming { local: welcome_addr, remote: frame.address, datagram: frame.datagram.to_vec() };
+                        let incoming = Arrived { local: welcome_addr, remote: frame.address, datagram };
                         let _ = forward_to[worker].try_send(Passed { incoming, via: Some(frame.sender) });
                     }
                     FrameKind::Answer => {

@@ -49,8 +49,8 @@ pub use client::{ClientEvent, ClientOptions, DtlsClient, Reconnect};
 pub use error::DriverError;
 pub use seeds::{os_seed, os_ticket_key, os_ticket_keys};
 pub use server::{
-    DtlsServer, ServerController, ServerEvent, ServerOptions, ServerStats, SessionHandle, WorkerStats,
-    DEFAULT_COOKIE_ROTATION, DEFAULT_TICKET_ROTATION, MAX_WORKERS,
+    DtlsServer, RecordHandler, Replies, ServerController, ServerEvent, ServerOptions, ServerStats,
+    SessionHandle, WorkerStats, DEFAULT_COOKIE_ROTATION, DEFAULT_TICKET_ROTATION, MAX_WORKERS,
 };
 pub use store_link::STORE_TIMEOUT;
 pub use summary::{cache_text, resumption_text, summary_line, Traffic};

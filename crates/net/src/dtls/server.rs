@@ -72,6 +72,40 @@ pub struct ServerOptions {
     /// This server as a node of a fleet: its CIDs carry the node id, and CID records of other
     /// nodes' sessions are forwarded to them (see [`crate::fleet`]).
     pub fleet: Option<Fleet>,
+    /// What a worker does with each application record. `None`: each becomes a
+    /// [`ServerEvent::Data`] (a copy handed over a channel). A handler instead reads the record
+    /// where the engine decrypted it, inside the worker, and may answer on the spot (see
+    /// [`Replies`]): no copy and no allocation per record.
+    pub on_record: Option<RecordHandler>,
+}
+
+/// Reads one application record in place, inside a worker: the session, the record, and where
+/// to put answers. It runs on the worker's task: keep it short and never block.
+pub type RecordHandler = Arc<dyn Fn(SessionHandle, &[u8], &mut Replies<'_>) + Send + Sync>;
+
+/// The answers a [`RecordHandler`] gives to the session whose record it reads: each
+/// [`Replies::send`] becomes one application record, sealed straight into the worker's outgoing
+/// buffers once the datagram is read.
+pub struct Replies<'a> {
+    pub(super) pending: &'a mut PendingReplies,
+    pub(super) connection: fastshake_dtls::ConnectionHandle,
+}
+
+impl Replies<'_> {
+    /// Sends `data` back: as one record sealed into the worker's buffers when it fits one,
+    /// else split over several as [`DtlsServer::send`] does.
+    pub fn send(&mut self, data: &[u8]) {
+        let start = self.pending.bytes.len();
+        self.pending.bytes.extend_from_slice(data);
+        self.pending.spans.push((self.connection, start..self.pending.bytes.len()));
+    }
+}
+
+/// Answers handlers gave while a datagram was read, kept in buffers the worker reuses.
+#[derive(Default)]
+pub(super) struct PendingReplies {
+    pub(super) bytes: Vec<u8>,
+    pub(super) spans: Vec<(fastshake_dtls::ConnectionHandle, std::ops::Range<usize>)>,
 }
 
 /// Most workers of one server: a worker is named by the first byte of the CIDs it issues.
@@ -91,6 +125,7 @@ impl Default for ServerOptions {
             ticket_keys_file: None,
             session_store: None,
             fleet: None,
+            on_record: None,
         }
     }
 }
@@ -109,6 +144,7 @@ impl fmt::Debug for ServerOptions {
             .field("ticket_keys_file", &self.ticket_keys_file)
             .field("session_store", &self.session_store.as_ref().map(|s| s.name()))
             .field("fleet", &self.fleet)
+            .field("on_record", &self.on_record.is_some())
             .finish()
     }
 }
@@ -360,7 +396,7 @@ impl DtlsServer {
             let (answer_tx, answer_rx) = mpsc::channel(FORWARD_QUEUE);
             fleet_out = Some(out_tx);
             answers = Some(answer_rx);
-            let cid_len = usize::from(config.mobility.connection_id.unwrap_or(0));
+            let cid_len = config.mobility.connection_id.unwrap_or(0);
             tokio::spawn(run_fleet(
                 socket,
                 fleet,

@@ -2,15 +2,20 @@
 //! engine datagrams, commands and time, and carries out what comes back.
 
 use super::fleet_link::{FleetOut, Passed, ReturnPaths};
-use super::server::{ServerCommand, ServerEvent, ServerOptions, SessionHandle, WorkerStats};
+use super::server::{
+    PendingReplies, RecordHandler, Replies, ServerCommand, ServerEvent, ServerOptions, SessionHandle,
+    WorkerStats,
+};
 use super::store_link::{LookupDone, StoreLink, STORE_BACKOFF, STORE_IN_FLIGHT};
 use super::{is_icmp_error, os_seed, DatagramTrace, Direction, DriverError, MobilityMode};
 use crate::cookie_schedule::CookieRotation;
 use crate::fleet::CidOwner;
-use crate::mobility::{Incoming, SessionSockets, SocketAction};
+use crate::mobility::{Arrived, SessionSockets, SocketAction};
 use crate::udp::{DatagramSocket, SendQueue};
 use crate::Clock;
-use fastshake_dtls::{ConnectionHandle, Endpoint, Event, ServerConfig, SharedClientCertCache, TicketKeys};
+use fastshake_dtls::{
+    ConnectionHandle, Endpoint, Event, Incoming, ServerConfig, SharedClientCertCache, TicketKeys,
+};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -78,11 +83,18 @@ struct ServerDriver {
     store_down_reported: Arc<std::sync::atomic::AtomicBool>,
     /// This worker's place in the server's cookie-key schedule.
     cookie_rotation: CookieRotation,
+    /// Reads application records in place, if the server has one.
+    on_record: Option<RecordHandler>,
+    /// What it answered while the current datagram was read.
+    replies: PendingReplies,
+    /// The largest datagram the engine sends (the configuration's MTU).
+    mtu: usize,
 }
 
 impl ServerDriver {
     /// Sends every datagram the engine has queued, each from the socket its `src` names.
     async fn flush(&mut self, endpoint: &mut Endpoint, welcome: &DatagramSocket) {
+        self.send_replies(endpoint, welcome);
         let now = self.clock.now();
         while let Some(transmit) = endpoint.poll_transmit(now) {
             if let Some(trace) = &self.trace {
@@ -119,6 +131,38 @@ impl ServerDriver {
         for handle in self.ended.drain(..) {
             self.sockets.close(handle);
         }
+    }
+
+    /// Seals what the record handler answered since the last flush straight into the outgoing
+    /// buffers. A session
+    /// with a socket of its own, or whose client reached us through another node, takes the
+    /// engine's queue instead (its datagrams leave by another way).
+    fn send_replies(&mut self, endpoint: &mut Endpoint, welcome: &DatagramSocket) {
+        let PendingReplies { bytes, spans } = &mut self.replies;
+        for (connection, span) in spans.drain(..) {
+            let data = &bytes[span];
+            let Some(conn) = endpoint.connection(connection) else { continue };
+            let remote = conn.remote();
+            if conn.local().is_some() || self.return_paths.through(remote).is_some() {
+                let _ = endpoint.send(connection, data);
+                continue;
+            }
+            let trace = self.trace.as_ref();
+            let sealed = self.outgoing.push_with(welcome, remote, self.mtu, |out| {
+                let len = endpoint.seal_into(connection, data, out)?;
+                if let Some(trace) = trace {
+                    trace(Direction::Sent, remote, &out[..len]);
+                }
+                Ok::<usize, fastshake_dtls::Error>(len)
+            });
+            if sealed.is_err() {
+                // More than one record holds, or the client's new address is being checked
+                // (datagrams go to both): the engine's queue does it. A send to an ended session
+                // is dropped.
+                let _ = endpoint.send(connection, data);
+            }
+        }
+        bytes.clear();
     }
 
     /// Hands the engine's events on, giving sessions their sockets as the mode says.
@@ -230,18 +274,28 @@ impl ServerDriver {
         self.return_paths.keep_only(&known);
     }
 
-    /// A datagram arrived at `local` from `remote`.
+    /// A datagram arrived at `local` from `remote`, its first record's header read already.
     fn receive(
         &mut self,
         endpoint: &mut Endpoint,
         local: SocketAddr,
         remote: SocketAddr,
-        datagram: &mut [u8],
+        datagram: Incoming<'_>,
     ) {
         if let Some(trace) = &self.trace {
-            trace(Direction::Received, remote, datagram);
+            trace(Direction::Received, remote, datagram.bytes());
         }
-        endpoint.handle_datagram(self.clock.now(), local, remote, datagram);
+        let now = self.clock.now();
+        match self.on_record.clone() {
+            Some(handler) => {
+                let (worker, replies) = (self.worker, &mut self.replies);
+                endpoint.open_in_place(now, local, remote, datagram, &mut |connection, record| {
+                    let session = SessionHandle { worker, connection };
+                    handler(session, record, &mut Replies { pending: replies, connection });
+                });
+            }
+            None => endpoint.handle_incoming(now, local, remote, datagram),
+        }
         // A ClientHello naming a session another worker or node made: it waits in the engine
         // for the store's answer.
         while let Some(id) = endpoint.poll_session_lookup() {
@@ -276,7 +330,8 @@ pub(super) async fn run_worker(
     let clock = Clock::new();
     let welcome_addr = welcome.local_addr()?;
     let config = server_config_with_clock(config, &clock);
-    let cid_len = usize::from(config.mobility.connection_id.unwrap_or(0));
+    let cid_len = config.mobility.connection_id.unwrap_or(0);
+    let mtu = config.mtu;
     let workers = peers.forward_to.len();
     let session_lifetime = config.session_cache.lifetime;
     let mut endpoint = Endpoint::new(config, os_seed());
@@ -286,7 +341,7 @@ pub(super) async fn run_worker(
     }
     let node = options.fleet.as_ref().map(|f| f.node);
     match node {
-        Some(node) => endpoint.set_cid_prefix(&crate::fleet::cid_prefix(cid_len as u8, node, peers.index)),
+        Some(node) => endpoint.set_cid_prefix(&crate::fleet::cid_prefix(cid_len, node, peers.index)),
         None if workers > 1 => endpoint.set_cid_prefix(&[peers.index]),
         None => {}
     }
@@ -330,6 +385,9 @@ pub(super) async fn run_worker(
         store,
         store_down_reported: peers.store_down_reported.clone(),
         cookie_rotation: peers.cookie_rotation,
+        on_record: options.on_record.clone(),
+        replies: PendingReplies::default(),
+        mtu,
     };
     let mut shutting_down = false;
     let mut commands_open = true;
@@ -367,11 +425,15 @@ pub(super) async fn run_worker(
                 let forward_to = &peers.forward_to;
                 let received = welcome.try_recv(|remote, datagram| {
                     driver.stats.datagrams_received += 1;
-                    match crate::fleet::cid_owner(datagram, cid_len, node, me, workers) {
+                    // The first record's header, read once: its CID names the session's worker
+                    // and node here, and the engine reads nothing again.
+                    let incoming = endpoint.incoming(datagram);
+                    match crate::fleet::cid_owner(incoming.connection_id(), node, me, workers) {
                         // The kernel chose by 4-tuple and the client has moved: its session lives
                         // with another worker. A full queue drops it, as a full socket would.
                         Some(CidOwner::Worker(owner)) => {
-                            let incoming = Incoming { local: welcome_addr, remote, datagram: datagram.to_vec() };
+                            let datagram = incoming.bytes().to_vec();
+                            let incoming = Arrived { local: welcome_addr, remote, datagram };
                             if forward_to[owner].try_send(Passed { incoming, via: None }).is_ok() {
                                 driver.stats.passed_on += 1;
                             }
@@ -379,14 +441,14 @@ pub(super) async fn run_worker(
                         // A load balancer or a NAT sent the client here: its session is another
                         // node's.
                         Some(CidOwner::Node(owner)) => {
-                            let out = FleetOut::Forward { node: owner, remote, datagram: datagram.to_vec() };
+                            let out = FleetOut::Forward { node: owner, remote, datagram: incoming.bytes().to_vec() };
                             if driver.fleet_out.as_ref().is_some_and(|o| o.try_send(out).is_ok()) {
                                 driver.stats.forwarded_to_nodes += 1;
                             }
                         }
                         None => {
                             driver.return_paths.arrived_direct(remote);
-                            driver.receive(&mut endpoint, welcome_addr, remote, datagram)
+                            driver.receive(&mut endpoint, welcome_addr, remote, incoming)
                         }
                     }
                 });
@@ -404,7 +466,8 @@ pub(super) async fn run_worker(
                     }
                     None => driver.stats.taken_over += 1,
                 }
-                driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
+                let incoming = endpoint.incoming(&mut arrived.datagram);
+                driver.receive(&mut endpoint, arrived.local, arrived.remote, incoming);
             }
             Some((remote, datagram)) = async { answers.as_mut()?.recv().await }, if answers.is_some() => {
                 driver.outgoing.push(&welcome, remote, &datagram);
@@ -427,7 +490,8 @@ pub(super) async fn run_worker(
             }
             Some(error) = store_failures.recv() => driver.store_failed(error),
             Some(mut arrived) = incoming.recv() => {
-                driver.receive(&mut endpoint, arrived.local, arrived.remote, &mut arrived.datagram);
+                let datagram = endpoint.incoming(&mut arrived.datagram);
+                driver.receive(&mut endpoint, arrived.local, arrived.remote, datagram);
             }
             () = &mut timer, if wake_at.is_some() => {
                 let now = tokio::time::Instant::now();
