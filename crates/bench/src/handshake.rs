@@ -8,6 +8,7 @@
 //! per allocation. OpenSSL allocates through libc directly, so only our side pays that.
 
 use crate::openssl_anchor::{OpensslPair, MTU, PSK_IDENTITY, PSK_KEY};
+use crate::GLOBAL;
 use anyhow::{bail, Context};
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event,
@@ -15,16 +16,11 @@ use fastshake_dtls::{
 };
 use fastshake_net::dtls::{ClientOptions, DtlsClient};
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
-use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
-use std::alloc::System;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// Targets of the certificate suites: resumed handshakes per second at least this many times full
 /// ECDHE-ECDSA ones; full ECDHE-ECDSA at least OpenSSL's.

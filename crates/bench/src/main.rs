@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod caching;
+mod driver;
 mod flood;
 mod handshake;
 mod key_cache;
@@ -15,8 +16,14 @@ mod sim;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Counts every allocation, for the benchmarks that report allocations per operation.
+#[global_allocator]
+pub(crate) static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 #[derive(Parser)]
 #[command(name = "fastshake-bench", version, about = "Benchmarks that print figures beside their anchors")]
@@ -27,6 +34,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Heap allocations per application record through the tokio server driver on loopback,
+    /// records as events beside records read in place.
+    Driver(driver::Args),
     /// Floods of first packets answered statelessly: ClientHellos (HelloVerifyRequest) and SCTP
     /// INITs (ALT-COOKIE), beside a bare UDP echo, OpenSSL's DTLSv1_listen and usrsctp.
     Flood(flood::Args),
@@ -67,6 +77,7 @@ pub(crate) fn fastshake_program() -> anyhow::Result<PathBuf> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.bench {
+        Bench::Driver(a) => driver::run(a),
         Bench::Flood(a) => flood::run(a),
         Bench::Handshake(a) => handshake::run(a),
         Bench::Caching(a) => caching::run(a),

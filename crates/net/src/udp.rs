@@ -157,8 +157,11 @@ impl DatagramSocket {
         match batch {
             Some(state) => {
                 let filled = {
-                    let mut bufs: Vec<IoSliceMut<'_>> =
-                        slots.iter_mut().map(|slot| IoSliceMut::new(slot)).collect();
+                    // On the stack: a receive allocates nothing.
+                    let mut each = slots.iter_mut();
+                    let mut bufs: [IoSliceMut<'_>; quinn_udp::BATCH_SIZE] = std::array::from_fn(|_| {
+                        IoSliceMut::new(each.next().map_or(&mut [][..], |s| &mut s[..]))
+                    });
                     match io.try_io(Interest::READABLE, || state.recv(io.into(), &mut bufs, meta)) {
                         Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
