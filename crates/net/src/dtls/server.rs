@@ -66,8 +66,8 @@ pub struct ServerOptions {
     /// again when its modification time or length changes (polled) and on
     /// [`DtlsServer::reload_ticket_keys`]; the server then never rotates keys itself.
     pub ticket_keys_file: Option<PathBuf>,
-    /// The session-ID cache shared by a fleet (needs the same ticket keys on every node: they
-    /// seal what is stored). A store that does not answer in [`STORE_TIMEOUT`](super::STORE_TIMEOUT) is a miss.
+    /// The session-ID cache shared by a fleet: needs `ticket_keys_file`, the same keys on every
+    /// node, as they seal what is stored ([`DtlsServer::bind`] refuses it without). A store that does not answer in [`STORE_TIMEOUT`](super::STORE_TIMEOUT) is a miss.
     pub session_store: Option<Arc<dyn SessionStore>>,
     /// This server as a node of a fleet: its CIDs carry the node id, and CID records of other
     /// nodes' sessions are forwarded to them (see [`crate::fleet`]).
@@ -378,6 +378,15 @@ impl DtlsServer {
         config: Arc<ServerConfig>,
         options: ServerOptions,
     ) -> Result<DtlsServer, DriverError> {
+        if options.session_store.is_some() && options.ticket_keys_file.is_none() {
+            // What this server puts in the store would be sealed under its own keys, which no
+            // other node has: nobody else could resume it.
+            return Err(DriverError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a session store shared by a fleet needs the fleet's ticket keys (ServerOptions::ticket_keys_file, \
+                 --ticket-keys): sessions sealed under this server's own keys resume at no other node",
+            )));
+        }
         let workers = options.workers.clamp(1, MAX_WORKERS);
         // Workers share the listen port, and so do TCS temporary sockets; other processes only
         // when asked.
@@ -607,6 +616,61 @@ mod tests {
         }
         let traffic = step("client end", client.close()).await.unwrap();
         assert!(traffic.datagrams_received >= 3 && traffic.bytes_received > 0, "{traffic:?}");
+    }
+
+    #[tokio::test]
+    async fn a_record_handler_answers_in_place_and_hands_over_no_record() {
+        let server_config = Arc::new(ServerConfig::psk("id", [7u8; 16]));
+        let echo: RecordHandler = Arc::new(|_, record: &[u8], replies: &mut Replies<'_>| {
+            replies.send(record);
+            if record == b"big" {
+                // More than one datagram holds: split by the engine's queue.
+                replies.send(&[7u8; 3000]);
+            }
+        });
+        let options = ServerOptions { on_record: Some(echo), ..ServerOptions::default() };
+        let mut server = DtlsServer::bind(loopback(), server_config, options).await.unwrap();
+        let client_config = Arc::new(ClientConfig::psk("id", [7u8; 16]));
+        let connect = DtlsClient::connect(server.local_addr(), client_config, ClientOptions::default());
+        let mut client = step("handshake", connect).await.unwrap();
+        for (record, expected) in
+            [(&b"ping"[..], b"ping".to_vec()), (b"big", [&b"big"[..], &[7u8; 3000]].concat())]
+        {
+            client.send(record.to_vec()).unwrap();
+            let mut got = Vec::new();
+            while got.len() < expected.len() {
+                match step("echo", client.recv()).await {
+                    Some(ClientEvent::Data(data)) => got.extend(data),
+                    other => panic!("expected Data, got {other:?}"),
+                }
+            }
+            assert!(
+                got == expected,
+                "{} bytes back for {:?}, not the {} expected",
+                got.len(),
+                record,
+                expected.len()
+            );
+        }
+        assert!(matches!(
+            step("server Connected", server.next_event()).await,
+            Some(ServerEvent::Connected { .. })
+        ));
+        // The records never became events.
+        let next = tokio::time::timeout(std::time::Duration::from_millis(200), server.next_event()).await;
+        assert!(next.is_err(), "no event but Connected: {next:?}");
+        step("shutdown", server.shutdown()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_shared_session_store_without_the_fleets_ticket_keys_is_refused() {
+        let server_config = Arc::new(ServerConfig::psk("id", [7u8; 16]));
+        let options = ServerOptions {
+            session_store: Some(Arc::new(crate::session_store::MemoryStore::new(8))),
+            ..ServerOptions::default()
+        };
+        let refused = DtlsServer::bind(loopback(), server_config, options).await.err().expect("refused");
+        assert!(refused.to_string().contains("needs the fleet's ticket keys"), "{refused}");
     }
 
     #[tokio::test]
