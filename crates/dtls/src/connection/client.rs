@@ -464,7 +464,7 @@ impl Connection {
         if sh.compression_method != 0 {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
-        if !sh.extensions.unknown_types.is_empty() {
+        if sh.extensions.unknown.is_some() {
             return Err(Abort::alert(AlertDescription::UnsupportedExtension));
         }
         // Caching extensions only as answers to ours (RFC 5246 §7.4.1.4).

@@ -43,8 +43,40 @@ pub struct Extensions<'a> {
     pub cached_info: Option<&'a [u8]>,
     /// Client-certificate caching (seed 003): the raw body.
     pub client_cert_cache: Option<&'a [u8]>,
-    /// Types of extensions present, in order (for "did the server send something we never offered").
-    pub unknown_types: Vec<u16>,
+    /// The first extension of a type this engine does not read (for "did the server send
+    /// something we never offered").
+    pub unknown: Option<u16>,
+}
+
+/// Extension types a hello's duplicate check keeps on the stack; a hello with more (none real has
+/// half as many) is checked on the heap.
+const INLINE_EXTENSION_TYPES: usize = 64;
+
+/// The extension types of one block seen so far, to refuse a second of any type (RFC 5246
+/// §7.4.1.4): without allocating for any real hello.
+struct SeenTypes {
+    inline: [u16; INLINE_EXTENSION_TYPES],
+    len: usize,
+    more: std::collections::BTreeSet<u16>,
+}
+
+impl SeenTypes {
+    fn new() -> Self {
+        SeenTypes { inline: [0; INLINE_EXTENSION_TYPES], len: 0, more: std::collections::BTreeSet::new() }
+    }
+
+    /// Notes `ty`; false if it was seen before.
+    fn insert(&mut self, ty: u16) -> bool {
+        if self.inline[..self.len].contains(&ty) {
+            return false;
+        }
+        if self.len < INLINE_EXTENSION_TYPES {
+            self.inline[self.len] = ty;
+            self.len += 1;
+            return true;
+        }
+        self.more.insert(ty)
+    }
 }
 
 impl<'a> Extensions<'a> {
@@ -55,14 +87,13 @@ impl<'a> Extensions<'a> {
             return Ok(ext);
         }
         let mut block = Reader::new(r.vec16()?);
-        let mut seen: Vec<u16> = Vec::new();
+        let mut seen = SeenTypes::new();
         while !block.is_empty() {
             let ty = block.u16()?;
             let data = block.vec16()?;
-            if seen.contains(&ty) {
+            if !seen.insert(ty) {
                 return Err(DecodeError::Invalid("duplicate extension"));
             }
-            seen.push(ty);
             match ty {
                 EXT_EXTENDED_MASTER_SECRET => {
                     if !data.is_empty() {
@@ -122,7 +153,9 @@ impl<'a> Extensions<'a> {
                 }
                 super::EXT_CACHED_INFO => ext.cached_info = Some(data),
                 super::EXT_CLIENT_CERT_CACHE => ext.client_cert_cache = Some(data),
-                other => ext.unknown_types.push(other),
+                other => {
+                    ext.unknown.get_or_insert(other);
+                }
             }
         }
         Ok(ext)
@@ -475,9 +508,19 @@ mod tests {
         let mut block = vec![0, 5];
         block.extend_from_slice(r.rest());
         let e = Extensions::parse(&mut Reader::new(&block)).unwrap();
-        assert_eq!(e.unknown_types, [0x1234]);
+        assert_eq!(e.unknown, Some(0x1234));
         let dup = [0, 8, 0, 0x17, 0, 0, 0, 0x17, 0, 0];
         assert!(Extensions::parse(&mut Reader::new(&dup)).is_err());
+        // Past the types kept on the stack, a duplicate is still refused.
+        let many: Vec<u8> = (0..200u16).flat_map(|t| [(0x3000 + t).to_be_bytes(), [0, 0]].concat()).collect();
+        for last in [0x3000u16 + 199, 0x3000 + 3, 0x3000 + 100] {
+            let mut block = many.clone();
+            block.extend_from_slice(&[(last >> 8) as u8, last as u8, 0, 0]);
+            let block = [(block.len() as u16).to_be_bytes().to_vec(), block].concat();
+            assert!(Extensions::parse(&mut Reader::new(&block)).is_err(), "{last:#x} twice");
+        }
+        let block = [(many.len() as u16).to_be_bytes().to_vec(), many].concat();
+        assert_eq!(Extensions::parse(&mut Reader::new(&block)).unwrap().unknown, Some(0x3000));
     }
 
     #[test]
@@ -499,7 +542,7 @@ mod tests {
         assert_eq!(e.ec_point_formats, Some(true));
         assert_eq!(e.signature_algorithms, Some(&[4, 3, 8, 4][..]));
         assert_eq!(e.session_ticket, Some(&[1, 2, 3][..]));
-        assert!(e.extended_master_secret && e.unknown_types.is_empty());
+        assert!(e.extended_master_secret && e.unknown.is_none());
         for cut in 0..b.len() {
             let _ = ClientHello::parse(&b[..cut]);
         }
