@@ -93,36 +93,44 @@ const FIRST_SESSION_PORT: u16 = 50_000;
 #[path = "e1_real.rs"]
 pub mod real;
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab e1` runs and how it prints it; [`Default`] is the paper's workload.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Print the figures as JSON.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Messages per run (seed 001: 600).
-    #[arg(long, default_value_t = 600)]
-    messages: u32,
+    pub messages: u32,
     /// Runs per cell (seeds 1..=N); the figures are means over them.
-    #[arg(long, default_value_t = 3)]
-    seeds: u64,
+    pub seeds: u64,
     /// Length of each outage, ms (seed 001 does not give it).
-    #[arg(long, default_value_t = 1000)]
-    outage_ms: u64,
+    pub outage_ms: u64,
     /// Jitter per packet on the client's access links, uniform in [0, N] µs (may reorder).
-    #[arg(long, default_value_t = 0)]
-    jitter_us: u64,
+    pub jitter_us: u64,
     /// Application timeout, ms (seed 001: 1 s).
-    #[arg(long, default_value_t = 1000)]
-    app_timeout_ms: u64,
+    pub app_timeout_ms: u64,
     /// One-way delays on the client's access links, ms.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![5, 30, 100])]
-    delays: Vec<u64>,
+    pub delays: Vec<u64>,
     /// NAT between router and server: none, full-cone, restricted, port-restricted, symmetric, all.
-    #[arg(long, default_value = "none")]
-    nat: String,
+    pub nat: String,
     /// Run on real sockets in network namespaces instead of the simulator (needs root; one run
     /// per cell; `fastshake netlab e1` has the real run's further knobs).
-    #[arg(long)]
-    real: bool,
+    pub real: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            json: false,
+            messages: 600,
+            seeds: 3,
+            outage_ms: 1000,
+            jitter_us: 0,
+            app_timeout_ms: 1000,
+            delays: vec![5, 30, 100],
+            nat: "none".into(),
+            real: false,
+        }
+    }
 }
 
 /// How the session copes with the client's address changes.
@@ -1285,7 +1293,8 @@ pub fn figures(reports: &[CellReport], params: &Params) -> Vec<Figure> {
     figures
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// `fastshake lab e1`: runs every cell and prints the tables (or JSON).
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     if args.real {
         return real::run(args);
     }

@@ -27,9 +27,9 @@
 
 use super::{
     cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean,
-    nat_name, outage_schedule, parse_nat, row_figures, unavoidable_outages, Args, Cell, CellReport, E1Client,
-    E1Server, Params, Row, RunResult, Strategy, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR,
-    SERVER_PORT,
+    nat_name, outage_schedule, parse_nat, row_figures, unavoidable_outages, Cell, CellReport, E1Client,
+    E1Server, Params, Row, RunOptions, RunResult, Strategy, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS,
+    SERVER_ADDR, SERVER_PORT,
 };
 use crate::runner::{check_interrupt, watch_for_interrupts, LineProcess};
 use anyhow::{bail, Context};
@@ -62,54 +62,63 @@ const FIRST_HANDSHAKE_BOUND: Duration = Duration::from_secs(30);
 const RECEIVE_BUFFER: usize = 65_536;
 
 /// `fastshake netlab e1`: E1 on real sockets with every knob (`fastshake lab e1 --real` is this
-/// with the simulator's fixed outage period).
-#[derive(clap::Args, Debug)]
-pub struct RealArgs {
+/// with the simulator's fixed outage period). [`Default`]: the paper's workload, one run per cell,
+/// every strategy on the simulated E1's applications.
+#[derive(Clone, Debug)]
+pub struct RealOptions {
     /// Print the figures as JSON.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Messages per run (seed 001: 600).
-    #[arg(long, default_value_t = 600)]
-    messages: u32,
+    pub messages: u32,
     /// Runs per cell (seeds 1..=N; the seed places the first outage as in the simulator).
-    #[arg(long, default_value_t = 1)]
-    seeds: u64,
+    pub seeds: u64,
     /// Length of each outage, ms.
-    #[arg(long, default_value_t = 1000)]
-    outage_ms: u64,
+    pub outage_ms: u64,
     /// Application timeout, ms (seed 001: 1 s).
-    #[arg(long, default_value_t = 1000)]
-    app_timeout_ms: u64,
+    pub app_timeout_ms: u64,
     /// One-way delays on the client's access links, ms.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![5, 30, 100])]
-    delays: Vec<u64>,
+    pub delays: Vec<u64>,
     /// NAT between router and server: none, port-restricted, symmetric or all (the testbed's
     /// nftables NAT has no full-cone or restricted kind).
-    #[arg(long, default_value = "none")]
-    nat: String,
+    pub nat: String,
     /// Strategies, comma-separated (standard-full, standard-resumed, oracle, cid, ipc, tcs);
     /// default: every one (with `--peers driver`, all but the oracle).
-    #[arg(long, value_delimiter = ',')]
-    strategies: Vec<String>,
+    pub strategies: Vec<String>,
     /// Client interfaces: single, multi or both.
-    #[arg(long, default_value = "both")]
-    homing: String,
+    pub homing: String,
     /// Time between two outages of one interface, ms (the simulated E1: 10 000).
-    #[arg(long, default_value_t = OUTAGE_PERIOD_MS)]
-    outage_period_ms: u64,
+    pub outage_period_ms: u64,
     /// Offset of the second interface's outages, ms; default: half the period (the simulated
     /// E1: 5 000 of 10 000).
-    #[arg(long)]
-    interleave_ms: Option<u64>,
+    pub interleave_ms: Option<u64>,
     /// First outage, ms after the first ClientHello; default: drawn from the seed in
     /// [1 s, 10 s] as in the simulated E1.
-    #[arg(long)]
-    first_outage_ms: Option<u64>,
+    pub first_outage_ms: Option<u64>,
     /// The peers: `app`, the simulated E1's applications over plain UDP sockets (every strategy,
     /// the oracle included), or `driver`, the E1 application on the real-socket DTLS driver
     /// (its server socket strategies and its reconnection).
-    #[arg(long, default_value = "app")]
-    peers: String,
+    pub peers: String,
+}
+
+impl Default for RealOptions {
+    fn default() -> Self {
+        let sim = RunOptions::default();
+        RealOptions {
+            json: false,
+            messages: sim.messages,
+            seeds: 1,
+            outage_ms: sim.outage_ms,
+            app_timeout_ms: sim.app_timeout_ms,
+            delays: sim.delays,
+            nat: sim.nat,
+            strategies: Vec::new(),
+            homing: "both".into(),
+            outage_period_ms: OUTAGE_PERIOD_MS,
+            interleave_ms: None,
+            first_outage_ms: None,
+            peers: "app".into(),
+        }
+    }
 }
 
 /// Everything one real E1 run needs to know, shared by every cell.
@@ -171,8 +180,8 @@ impl ScheduleShape {
 }
 
 /// `fastshake lab e1 --real`: the simulated E1's arguments, its outage period, one run per cell.
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let real = RealArgs {
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
+    let real = RealOptions {
         json: args.json,
         messages: args.messages,
         // A real run takes the time it measures: one run per cell (seed 1), whatever --seeds says;
@@ -216,7 +225,7 @@ fn nat_kind(nat: Option<NatPreset>) -> anyhow::Result<Option<NatKind>> {
     }
 }
 
-fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
+fn plan(args: RealOptions) -> anyhow::Result<RealPlan> {
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");
@@ -295,7 +304,8 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
 }
 
 /// `fastshake netlab e1`.
-pub fn run_real(args: RealArgs) -> anyhow::Result<()> {
+/// `fastshake netlab e1`: every cell and strategy on real sockets; needs root.
+pub fn run_real(args: RealOptions) -> anyhow::Result<()> {
     let plan = plan(args)?;
     match fastshake_netlab::testbed::require_root() {
         Err(TestbedError::NotRoot) => bail!(
@@ -682,64 +692,51 @@ fn print_table(reports: &[CellReport], plan: &RealPlan) {
 // The peers.
 
 /// `fastshake netlab e1-peer`: one side of a real E1 run, started by the runner in a testbed host.
-#[derive(clap::Args, Debug)]
-pub struct PeerArgs {
-    #[command(subcommand)]
-    role: PeerRole,
-}
-
-#[derive(clap::Subcommand, Debug)]
-enum PeerRole {
+#[derive(Clone, Debug)]
+pub enum PeerOptions {
     /// The acknowledging server.
-    Server(ServerPeerArgs),
+    Server(ServerPeerOptions),
     /// The mobile client.
-    Client(ClientPeerArgs),
+    Client(ClientPeerOptions),
 }
 
-#[derive(clap::Args, Debug)]
-struct ServerPeerArgs {
+/// `fastshake netlab e1-peer server`.
+#[derive(Clone, Debug)]
+pub struct ServerPeerOptions {
     /// Address of the welcome socket.
-    #[arg(long)]
-    listen: SocketAddr,
-    #[arg(long)]
-    strategy: String,
-    #[arg(long)]
-    messages: u32,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub listen: SocketAddr,
+    /// The strategy, as `--strategies` names it.
+    pub strategy: String,
+    pub messages: u32,
+    pub seed: u64,
     /// Run on the DTLS driver instead of the simulated E1's application.
-    #[arg(long)]
-    driver: bool,
+    pub driver: bool,
 }
 
-#[derive(clap::Args, Debug)]
-struct ClientPeerArgs {
+/// `fastshake netlab e1-peer client`.
+#[derive(Clone, Debug)]
+pub struct ClientPeerOptions {
     /// The server's welcome address.
-    #[arg(long)]
-    server: SocketAddr,
-    /// An interface and its address, `eth0=192.0.2.2`; repeat for each.
-    #[arg(long = "iface", required = true)]
-    ifaces: Vec<String>,
-    #[arg(long)]
-    strategy: String,
-    #[arg(long)]
-    messages: u32,
-    #[arg(long, default_value_t = 1000)]
-    app_timeout_ms: u64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub server: SocketAddr,
+    /// Each interface and its address, `eth0=192.0.2.2`.
+    pub ifaces: Vec<String>,
+    /// The strategy, as `--strategies` names it.
+    pub strategy: String,
+    pub messages: u32,
+    pub app_timeout_ms: u64,
+    pub seed: u64,
     /// Run on the DTLS driver instead of the simulated E1's application.
-    #[arg(long)]
-    driver: bool,
+    pub driver: bool,
 }
 
-pub fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
+/// `fastshake netlab e1-peer`: runs one side until the runner says `stop`.
+pub fn run_peer(args: PeerOptions) -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
     let outcome = runtime.block_on(async {
-        match args.role {
-            PeerRole::Server(args) => server_peer(args).await,
-            PeerRole::Client(args) => client_peer(args).await,
+        match args {
+            PeerOptions::Server(args) => server_peer(args).await,
+            PeerOptions::Client(args) => client_peer(args).await,
         }
     });
     // The standard-input thread may still block in a read: do not wait for it.
@@ -817,7 +814,7 @@ fn new_server(strategy: Strategy, seed: u64, messages: u32) -> E1Server {
     E1Server::new(strategy, server_config, seed, messages)
 }
 
-async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
+async fn server_peer(args: ServerPeerOptions) -> anyhow::Result<()> {
     let strategy = parse_strategy(&args.strategy)?;
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     if args.driver {
@@ -887,7 +884,7 @@ fn parse_iface(text: &str) -> anyhow::Result<(String, Ipv4Addr)> {
     Ok((name.to_owned(), address.parse().with_context(|| format!("--iface {text}: not an IPv4 address"))?))
 }
 
-async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
+async fn client_peer(args: ClientPeerOptions) -> anyhow::Result<()> {
     let strategy = parse_strategy(&args.strategy)?;
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     if args.driver {

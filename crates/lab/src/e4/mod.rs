@@ -33,17 +33,15 @@ pub const TARGET_BITHAC_SHARE: f64 = 35.0;
 /// A figure further than this from the paper's gets a reason.
 pub const TOLERANCE_PCT: f64 = 25.0;
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab e4` runs and how it prints it.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Repetitions of the CPU measurement (medians); 0 skips it.
-    #[arg(long, default_value_t = 15)]
-    cpu_runs: usize,
+    pub cpu_runs: usize,
     /// Seeds of the TSCH and X-MAC runs (means); 0 skips them.
-    #[arg(long, default_value_t = 3)]
-    mac_seeds: u64,
+    pub mac_seeds: u64,
 }
 
 /// What to run.
@@ -693,7 +691,14 @@ pub fn figures(r: &Report) -> Vec<Figure> {
     figures
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { json: false, cpu_runs: 15, mac_seeds: 3 }
+    }
+}
+
+/// `fastshake lab e4`: runs the experiment and prints the tables (or JSON).
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     if cfg!(debug_assertions) && !args.json {
         eprintln!("note: a debug build; the CPU figures are only meaningful from a release build");
     }
