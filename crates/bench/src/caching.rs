@@ -8,8 +8,7 @@
 use crate::openssl_anchor::{OpensslPair, PemChain, MTU};
 use anyhow::bail;
 use fastshake_dtls::{CachedServer, Endpoint};
-use fastshake_lab::e4::chains::{chain_set, pems, ChainSet, Chains};
-use fastshake_lab::e4::exchange::{configs, handshake_once, seed_bytes, Config};
+use fastshake_lab::e4::{chain_set, configs, handshake_once, pems, seed_bytes, ChainSet, Chains, Config};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

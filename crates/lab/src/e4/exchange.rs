@@ -142,6 +142,8 @@ pub fn configs(set: &ChainSet, chains: Chains, config: Config, mtu: usize) -> (C
     (client, server)
 }
 
+/// An engine seed: `seed` (little-endian) in the first 8 bytes, `salt` in the rest, so the
+/// client and the server of one run (different salts) draw different randomness.
 pub fn seed_bytes(seed: u64, salt: u8) -> [u8; 32] {
     let mut s = [salt; 32];
     s[..8].copy_from_slice(&seed.to_le_bytes());

@@ -9,14 +9,23 @@
 //! the simulator, which the paper did not.
 
 pub mod bytes;
-pub mod chains;
-pub mod exchange;
+pub(crate) mod chains;
+pub(crate) mod exchange;
 pub mod mac;
+
+// The chains and the one-handshake exchange are E4's public API, for whoever measures the same
+// handshakes (`fastshake bench caching` times them beside OpenSSL):
+// - [`chain_set`] makes the certified keys and trust anchors of a [`Chains`] once per process,
+//   and [`pems`] writes the same chains as PEM (for another stack);
+// - [`configs`] turns a chain set and a [`Config`] (vanilla, RFC 7924, BiTHaC, ...) into the
+//   client's and the server's configuration, and [`seed_bytes`] derives the engines' seeds;
+// - [`handshake_once`] runs one more handshake against a server endpoint on a lossless path and
+//   returns both summaries and each role's CPU time.
+pub use chains::{chain_set, pems, ChainPems, ChainSet, Chains};
+pub use exchange::{configs, handshake_once, seed_bytes, Config};
 
 use crate::report::results::{print_figures, Figure};
 use bytes::{Layers, Messages, TlsRecount};
-use chains::{chain_set, Chains};
-use exchange::Config;
 use fastshake_pki::{ChainUsage, ValidatedKeyCache};
 use serde::Serialize;
 

@@ -75,12 +75,7 @@ pub fn tool(name: &str) -> Command {
 /// A directory for the files tests make (builds, PKIs), inside the target directory beside the
 /// test executables, so concurrent checkouts never share it.
 pub fn scratch_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    // Cargo runs tests from <target>/<profile>/deps/.
-    let profile = exe.parent().and_then(Path::parent).unwrap_or_else(|| Path::new("."));
-    let dir = profile.join("testkit");
-    std::fs::create_dir_all(&dir).expect("create the scratch directory");
-    dir
+    fastshake_interop::build_dir()
 }
 
 /// Why the network-namespace testbed (`fastshake netlab`) cannot run here, if it cannot: it needs
