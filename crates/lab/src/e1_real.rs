@@ -6,7 +6,7 @@
 //! (the userspace relay), optionally NAT, and a server. In the server namespace runs
 //! `fastshake netlab e1-peer server`, in the client namespace `fastshake netlab e1-peer client`.
 //!
-//! Both peers drive the very applications the simulated E1 runs (`E1Client`, `E1Server`: the same
+//! Both peers drive the very applications the simulated E1 runs (`apps::mobile_client`, E1's server: the same
 //! workload, application timeout, resends and reconnections, the same engine configurations), only
 //! over real sockets and the process clock instead of the simulator. So the real and the simulated
 //! runs differ in the network alone.
@@ -27,10 +27,11 @@
 
 use super::{
     cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean,
-    nat_name, outage_schedule, parse_nat, row_figures, unavoidable_outages, Cell, CellReport, E1Client,
-    E1Server, Params, Row, RunOptions, RunResult, Strategy, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS,
-    SERVER_ADDR, SERVER_PORT,
+    mobile_plan, nat_name, outage_schedule, parse_nat, row_figures, unavoidable_outages, Cell, CellReport,
+    E1Server, Params, Row, RunOptions, RunResult, Strategy, MAX_MESSAGES, MULTIHOMED_INTERLEAVE_MS,
+    OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
 };
+use crate::apps::mobile_client::MobileClient;
 use crate::runner::{check_interrupt, watch_for_interrupts, LineProcess};
 use anyhow::{bail, Context};
 use fastshake_core::{SansIo, Transmit};
@@ -227,6 +228,7 @@ fn nat_kind(nat: Option<NatPreset>) -> anyhow::Result<Option<NatKind>> {
 
 fn plan(args: RealOptions) -> anyhow::Result<RealPlan> {
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
+    anyhow::ensure!(args.messages <= MAX_MESSAGES, "--messages must be at most {MAX_MESSAGES}");
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");
     anyhow::ensure!(args.app_timeout_ms > 0, "--app-timeout-ms must be positive");
@@ -809,9 +811,9 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-fn new_server(strategy: Strategy, seed: u64, messages: u32) -> E1Server {
+fn new_server(strategy: Strategy, seed: u64) -> E1Server {
     let (_, server_config) = configs(strategy);
-    E1Server::new(strategy, server_config, seed, messages)
+    E1Server::new(strategy, server_config, seed)
 }
 
 async fn server_peer(args: ServerPeerOptions) -> anyhow::Result<()> {
@@ -831,7 +833,7 @@ async fn server_peer(args: ServerPeerOptions) -> anyhow::Result<()> {
     sockets.insert(welcome_port, welcome);
     read_control_lines(inputs.clone());
     let clock = Clock::new();
-    let mut app = new_server(strategy, args.seed, args.messages);
+    let mut app = new_server(strategy, args.seed);
     say("ready");
     loop {
         // Session ports first: a TCS client may reach one before the session sends from it.
@@ -865,7 +867,10 @@ async fn server_peer(args: ServerPeerOptions) -> anyhow::Result<()> {
             _ = clock.sleep_until(deadline), if deadline.is_some() => app.handle_timeout(clock.now()),
         }
     }
-    let result = serde_json::json!({ "receipts": app.receipts, "deliveries": app.deliveries });
+    let result = serde_json::json!({
+        "receipts": app.receipts(args.messages),
+        "deliveries": app.deliveries(args.messages),
+    });
     say(&format!("result {result}"));
     Ok(())
 }
@@ -912,8 +917,7 @@ async fn client_peer(args: ClientPeerOptions) -> anyhow::Result<()> {
     let (client_config, _) = configs(strategy);
     let params =
         Params { messages: args.messages, outage_ms: 0, app_timeout_ms: args.app_timeout_ms, jitter_us: 0 };
-    let mut app = E1Client::new(strategy, client_config, args.seed, &params);
-    app.server = args.server;
+    let mut app = MobileClient::new(client_config, mobile_plan(strategy, args.seed, &params, args.server));
     for iface in &ifaces {
         app.handle_node_event(
             clock.now(),
@@ -926,11 +930,11 @@ async fn client_peer(args: ClientPeerOptions) -> anyhow::Result<()> {
         while let Some(transmit) = app.poll_transmit(now) {
             send_from_iface(&ifaces, &transmit).await;
         }
-        if app.handshakes > 0 && !said_connected {
+        if app.tally.handshakes > 0 && !said_connected {
             say("connected");
             said_connected = true;
         }
-        if let (Some(done), false) = (app.done_at, reported) {
+        if let (Some(done), false) = (app.tally.done_at, reported) {
             say(&format!("done {}", done.since_origin().as_nanos()));
             reported = true;
         }
@@ -954,13 +958,13 @@ async fn client_peer(args: ClientPeerOptions) -> anyhow::Result<()> {
         }
     }
     let result = serde_json::json!({
-        "acks": app.acks,
-        "handshakes": app.handshakes,
-        "resumed_handshakes": app.resumed_handshakes,
-        "reconnections": app.reconnections,
-        "outages": app.outages,
-        "resends": app.resends,
-        "fastest_round_trip_ns": app.fastest_round_trip.map(|d| d.as_nanos() as u64),
+        "acks": app.tally.acks,
+        "handshakes": app.tally.handshakes,
+        "resumed_handshakes": app.tally.resumed_handshakes,
+        "reconnections": app.tally.reconnections,
+        "outages": app.tally.outages,
+        "resends": app.tally.resends,
+        "fastest_round_trip_ns": app.tally.fastest_round_trip.map(|d| d.as_nanos() as u64),
     });
     say(&format!("result {result}"));
     Ok(())
