@@ -5,6 +5,7 @@
 //! OpenSSL's full handshake of the same chains, measured in the same run. Both sides in memory,
 //! one core. Prints medians; asserts nothing.
 
+use crate::handshake::median;
 use crate::openssl_anchor::{OpensslPair, PemChain, MTU};
 use anyhow::bail;
 use fastshake_dtls::{CachedServer, Endpoint};
@@ -77,15 +78,6 @@ fn engine_run(
     }
     let per = |d: Duration| d.as_secs_f64() * 1e6 / count.max(1) as f64;
     Ok((count as f64 / start.elapsed().as_secs_f64(), per(cpu[0]), per(cpu[1])))
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

@@ -23,7 +23,8 @@ use super::phy::{
     airtime_ns, ifs_ns, ACK_WAIT_NS, BACKOFF_PERIOD_NS, BASE_SUPERFRAME_NS, CCA_NS, TURNAROUND_NS,
 };
 use super::{
-    below, bernoulli, book, BeaconConfig, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId,
+    below, bernoulli, book, BeaconConfig, FrameKind, FrameOnAir, Hop, MacConfigError, MacModel, MacOutcome,
+    NodeId,
 };
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
@@ -250,18 +251,13 @@ impl BeaconMac {
 }
 
 impl MacModel for BeaconMac {
-    fn send(
+    fn carry(
         &mut self,
-        now: Instant,
-        from: NodeId,
-        to: NodeId,
-        datagram: &super::sixlowpan::UdpDatagram,
+        hop: Hop<'_>,
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {
-        if now.as_nanos() >= super::HORIZON_NS {
-            return super::refused(FragStats::default());
-        }
+        let Hop { now, from, to, datagram } = hop;
         if self.coordinator_of(from, to).is_none() {
             // A pair nobody declared: the receiver coordinates.
             self.attach(to, from);

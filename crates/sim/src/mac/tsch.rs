@@ -17,7 +17,7 @@
 use super::frag::{self, FragStats, ACK_PSDU};
 use super::phy::airtime_ns;
 use super::{
-    below, bernoulli, book, CellPlacement, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome,
+    below, bernoulli, book, CellPlacement, FrameKind, FrameOnAir, Hop, MacConfigError, MacModel, MacOutcome,
 };
 use super::{NodeId, TschConfig};
 use crate::radio::{RadioLedger, RadioState};
@@ -186,18 +186,13 @@ fn distinct_offsets(l: u32, count: u32, rng: &mut dyn rand_core::RngCore) -> Vec
 }
 
 impl MacModel for TschMac {
-    fn send(
+    fn carry(
         &mut self,
-        now: Instant,
-        from: NodeId,
-        to: NodeId,
-        datagram: &super::sixlowpan::UdpDatagram,
+        hop: Hop<'_>,
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
     ) -> MacOutcome {
-        if now.as_nanos() >= super::HORIZON_NS {
-            return super::refused(FragStats::default());
-        }
+        let Hop { now, from, to, datagram } = hop;
         self.schedule(from, to, rng);
         let slot_ns = self.slot_ns;
         // Slots before `now` can no longer be used by anyone: forget them.
