@@ -107,11 +107,10 @@ fn openssl_s_client_with_fastshake_server_rsa_mutual() {
 /// A GnuTLS priority string: DTLS 1.2 only, ECDHE with certificates, AES-128-GCM.
 const GNUTLS_ECDHE_PRIORITY: &str = "NORMAL:-VERS-ALL:+VERS-DTLS1.2:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:+AES-128-GCM:+AES-128-CCM-8:-MAC-ALL:+AEAD";
 
-/// fastshake client (with a client certificate) -> gnutls-serv --require-client-cert --echo.
-#[test]
-fn fastshake_client_with_gnutls_serv_mutual() {
-    let pki = Pki::generate(FASTSHAKE, "p256", 3);
-    let (_server, port) = gnutls_serv_echo(&[
+/// gnutls-serv --echo with the test PKI's server chain, requiring and checking a client
+/// certificate; returns it and its port.
+fn gnutls_serv_mutual(pki: &Pki) -> (Peer, u16) {
+    gnutls_serv_echo(&[
         "--require-client-cert",
         "--verify-client-cert",
         "--x509certfile",
@@ -121,7 +120,14 @@ fn fastshake_client_with_gnutls_serv_mutual() {
         "--x509cafile",
         &pki.ca(),
         &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
-    ]);
+    ])
+}
+
+/// fastshake client (with a client certificate) -> gnutls-serv --require-client-cert --echo.
+#[test]
+fn fastshake_client_with_gnutls_serv_mutual() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let (_server, port) = gnutls_serv_mutual(&pki);
     let mut client = FASTSHAKE.client_with(port, &strs(&pki.fastshake_mutual_client_args()));
     client.expect_handshake_without_resend(&[
         "TLS_ECDHE_ECDSA",
@@ -211,17 +217,7 @@ fn fastshake_client_offering_caching_to_openssl_s_server_gets_ordinary_handshake
 #[test]
 fn fastshake_client_offering_caching_to_gnutls_serv_gets_ordinary_handshakes() {
     let pki = Pki::generate(FASTSHAKE, "p256", 3);
-    let (_server, port) = gnutls_serv_echo(&[
-        "--require-client-cert",
-        "--verify-client-cert",
-        "--x509certfile",
-        &pki.server_cert(),
-        "--x509keyfile",
-        &pki.server_key(),
-        "--x509cafile",
-        &pki.ca(),
-        &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
-    ]);
+    let (_server, port) = gnutls_serv_mutual(&pki);
     let cache = pki.scratch("gnutls.cache");
     let _ = std::fs::remove_file(&cache);
     let mut args = pki.fastshake_mutual_client_args();

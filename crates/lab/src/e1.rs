@@ -639,18 +639,11 @@ impl Run {
 
     /// Runs to the end; the capture, if [`Simulator::enable_capture`] was called.
     fn finish_captured(self) -> anyhow::Result<(RunResult, Option<Vec<u8>>)> {
-        let Run {
-            mut sim,
-            seed,
-            client_id,
-            server_id,
-            nat_node,
-            rtt_ns,
-            horizon_ms,
-            ideal_ns,
-            messages,
-            unavoidable_ms,
-        } = self;
+        let mut sim = self.sim;
+        let (seed, client_id, server_id, rtt_ns, horizon_ms) =
+            (self.seed, self.client_id, self.server_id, self.rtt_ns, self.horizon_ms);
+        let (nat_node, ideal_ns, messages, unavoidable_ms) =
+            (self.nat_node, self.ideal_ns, self.messages, self.unavoidable_ms);
         let step_ms = 250;
         let mut t_ms = 0;
         let done = loop {
@@ -894,6 +887,12 @@ fn nat_name(nat: Option<NatPreset>) -> &'static str {
     }
 }
 
+/// A cell as the tables head it: its delay, homing and NAT.
+fn cell_name(c: &Cell) -> String {
+    let homing = if c.multihomed { "multihomed" } else { "single-homed" };
+    format!("delay {} ms ({homing}, {})", c.delay_ms, nat_name(c.nat))
+}
+
 fn fmt_opt(v: Option<f64>, width: usize, precision: usize) -> String {
     match v {
         Some(v) => format!("{v:>width$.precision$}"),
@@ -1015,10 +1014,8 @@ pub fn run(args: RunOptions) -> anyhow::Result<()> {
         let c = report.cell;
         println!();
         println!(
-            "delay {} ms ({}, {}): round trip {:.3} s, ideal bound {:.3} s (analytic)",
-            c.delay_ms,
-            if c.multihomed { "multihomed" } else { "single-homed" },
-            nat_name(c.nat),
+            "{}: round trip {:.3} s, ideal bound {:.3} s (analytic)",
+            cell_name(&c),
             report.round_trip_s,
             report.ideal_s
         );

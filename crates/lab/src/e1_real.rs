@@ -26,10 +26,10 @@
 //! - runner: `stop`; peer: `result JSON`, then it exits.
 
 use super::{
-    cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean,
-    mobile_plan, nat_name, outage_schedule, parse_nat, row_figures, unavoidable_outages, Cell, CellReport,
-    E1Server, Params, Row, RunOptions, RunResult, Strategy, MAX_MESSAGES, MULTIHOMED_INTERLEAVE_MS,
-    OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
+    cell_name, cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt,
+    ideal_bound_ns, mean, mobile_plan, nat_name, outage_schedule, parse_nat, row_figures,
+    unavoidable_outages, Cell, CellReport, E1Server, Params, Row, RunOptions, RunResult, Strategy,
+    MAX_MESSAGES, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
 };
 use crate::apps::mobile_client::MobileClient;
 use crate::runner::{check_interrupt, watch_for_interrupts, LineProcess};
@@ -634,11 +634,9 @@ fn print_table(reports: &[CellReport], plan: &RealPlan) {
         let c = report.cell;
         println!();
         println!(
-            "delay {} ms ({}, {}): nominal round trip {:.3} s, ideal bound {:.3} s (analytic); \
+            "{}: nominal round trip {:.3} s, ideal bound {:.3} s (analytic); \
              last column: the ideal bound at the run's own fastest round trip (relay and processes included)",
-            c.delay_ms,
-            if c.multihomed { "multihomed" } else { "single-homed" },
-            nat_name(c.nat),
+            cell_name(&c),
             report.round_trip_s,
             report.ideal_s
         );

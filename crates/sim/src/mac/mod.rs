@@ -336,6 +336,17 @@ pub(crate) fn bernoulli(rng: &mut dyn rand_core::RngCore, p: f64) -> bool {
     }
 }
 
+/// A parameter out of its range.
+pub(crate) fn invalid(name: &'static str, reason: impl Into<String>) -> MacConfigError {
+    MacConfigError::Invalid { name, reason: reason.into() }
+}
+
+/// The delivery ratios of a MAC that acknowledges its frames: data (`pdr`) and ACK (`ack_pdr`).
+pub(crate) fn check_delivery_ratios(pdr: f64, ack_pdr: f64) -> Result<(), MacConfigError> {
+    check_probability("pdr", pdr)?;
+    check_probability("ack_pdr", ack_pdr)
+}
+
 pub(crate) fn check_probability(name: &'static str, p: f64) -> Result<(), MacConfigError> {
     if (0.0..=1.0).contains(&p) {
         Ok(())

@@ -24,6 +24,7 @@ use super::{
 };
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
+use rand_core::RngCore;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Air time of a strobe (and of an early acknowledgement).
@@ -105,12 +106,7 @@ impl XMac {
 }
 
 impl MacModel for XMac {
-    fn carry(
-        &mut self,
-        hop: Hop<'_>,
-        rng: &mut dyn rand_core::RngCore,
-        ledger: &mut RadioLedger,
-    ) -> MacOutcome {
+    fn carry(&mut self, hop: Hop<'_>, rng: &mut dyn RngCore, ledger: &mut RadioLedger) -> MacOutcome {
         let Hop { now, from, to, datagram } = hop;
         let rx_phase = self.node(to, rng).phase_ns;
         let rx_free = self.node(to, rng).free_at;
