@@ -41,10 +41,7 @@ fn client_against_openssl_s_server(key: &str, suite: &str) {
         "peer sent",
     ]);
 
-    client.write_line("hello from fastshake");
-    server.expect_stdout("hello from fastshake");
-    server.write_line("hello from openssl");
-    client.expect_stdout("hello from openssl");
+    hello_both_ways(&mut client, &mut server, "openssl");
     client.finish(&[]);
     server.expect_stdout("DONE");
     // s_server validated our chain (it would have refused the handshake otherwise).

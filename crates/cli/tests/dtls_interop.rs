@@ -14,10 +14,7 @@ fn client_against_openssl_s_server(suite: &str) {
         "{suite}, full (not resumed), with extended master secret"
     )]);
 
-    client.write_line("hello from fastshake");
-    server.expect_stdout("hello from fastshake");
-    server.write_line("hello from openssl");
-    client.expect_stdout("hello from openssl");
+    hello_both_ways(&mut client, &mut server, "openssl");
 
     client.finish(&[]);
     // s_server reports the close_notify it got.

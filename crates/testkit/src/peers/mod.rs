@@ -55,6 +55,16 @@ impl Fastshake {
     }
 }
 
+/// A line from `client` ("hello from fastshake") and one back from `server` ("hello from
+/// `server_name`"), each seen on the other side's standard output.
+pub fn hello_both_ways(client: &mut Peer, server: &mut Peer, server_name: &str) {
+    client.write_line("hello from fastshake");
+    server.expect_stdout("hello from fastshake");
+    let answer = format!("hello from {server_name}");
+    server.write_line(&answer);
+    client.expect_stdout(&answer);
+}
+
 /// A UDP port on 127.0.0.1 that was free a moment ago.
 pub fn free_udp_port() -> u16 {
     let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind an ephemeral UDP port");
