@@ -17,7 +17,7 @@ use fastshake_dtls::{CipherSuite, ClientConfig, ServerConfig};
 use fastshake_lab::apps::dtls_client::{DtlsClientLoop, SeedTemplate, SessionPlan};
 use fastshake_lab::apps::dtls_server::DtlsEchoServer;
 use fastshake_sim::apps::App;
-use fastshake_sim::scenario::{ieee802154_chain_toml, Scenario, ScenarioError};
+use fastshake_sim::scenario::{ieee802154_chain_toml, tsch_fields, Scenario, ScenarioError};
 use fastshake_sim::workload::lossy_chain;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,11 +63,7 @@ fn events_per_second(quick: bool) -> EventsFigure {
 
 /// A sensor and its parent one TSCH hop apart: seed 002's Table I link, L = 101, C = 1.
 fn tsch_pair() -> String {
-    let radios = ieee802154_chain_toml(
-        &["sensor", "parent"],
-        "tsch",
-        "kind = \"tsch\"\nslotframe = 101\ncells_per_link = 1",
-    );
+    let radios = ieee802154_chain_toml(&["sensor", "parent"], "tsch", &tsch_fields(101, 1));
     format!("seed = 1\nduration_s = 100000\n\n{radios}{TSCH_PAIR_APPS}")
 }
 

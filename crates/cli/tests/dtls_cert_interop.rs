@@ -131,8 +131,7 @@ fn fastshake_client_with_gnutls_serv_mutual() {
         "full (not resumed)",
         "peer sent 3 certificate(s)",
     ]);
-    client.write_line("ping from fastshake");
-    client.expect_stdout("ping from fastshake");
+    client.write_and_see("ping from fastshake");
     client.finish(&[]);
 }
 
@@ -224,8 +223,7 @@ fn fastshake_client_offering_caching_to_gnutls_serv_gets_ordinary_handshakes() {
         let line =
             client.expect_handshake_without_resend(&["full (not resumed)", "peer sent 3 certificate(s)"]);
         assert!(!line.contains("from cache"), "{round}: {line}");
-        client.write_line("ping from fastshake");
-        client.expect_stdout("ping from fastshake");
+        client.write_and_see("ping from fastshake");
         client.finish(&[]);
     }
 }

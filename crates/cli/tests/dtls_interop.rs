@@ -100,8 +100,7 @@ fn client_against_gnutls_serv(suite: &str) {
     client.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
-    client.write_line("ping from fastshake");
-    client.expect_stdout("ping from fastshake");
+    client.write_and_see("ping from fastshake");
     client.finish(&[]);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

@@ -5,18 +5,14 @@
 //! context 0 = fd00::/64, which tshark is told), one is a single hop (link-local addresses, fully
 //! elided, which tshark derives from the MAC addresses with no hint).
 
-use fastshake_sim::scenario::ieee802154_chain_toml;
+use fastshake_sim::scenario::{ieee802154_chain_toml, tsch_fields};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// sensor —tsch— root, one hop.
 fn one_hop_scenario() -> String {
-    let radios = ieee802154_chain_toml(
-        &["sensor", "root"],
-        "radio",
-        "kind = \"tsch\"\nslotframe = 11\ncells_per_link = 1",
-    );
+    let radios = ieee802154_chain_toml(&["sensor", "root"], "radio", &tsch_fields(11, 1));
     format!("name = \"dtls-tsch-one-hop\"\nseed = 2\nduration_s = 300\n\n{radios}{ONE_HOP_APPS}")
 }
 

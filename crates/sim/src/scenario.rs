@@ -1049,6 +1049,12 @@ impl Report {
     }
 }
 
+/// The parameters of a TSCH `[[mac]]` table with `slotframe` timeslots (L) and `cells_per_link`
+/// dedicated cells (C), for [`ieee802154_chain_toml`].
+pub fn tsch_fields(slotframe: u32, cells_per_link: u32) -> String {
+    format!("kind = \"tsch\"\nslotframe = {slotframe}\ncells_per_link = {cells_per_link}")
+}
+
 /// The `[[node]]`, `[[mac]]` and `[[link]]` tables of a chain of radios, for a scenario file
 /// that tests and benchmarks write: `names` from the leaf (a sensor) to the root, each hop an
 /// IEEE 802.15.4 link of one MAC named `mac`, whose parameters (`kind = "tsch"` and the rest)

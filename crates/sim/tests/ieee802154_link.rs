@@ -1,16 +1,14 @@
 //! IEEE 802.15.4 links delegate to a duty-cycled MAC model: the core schedules delivery when
 //! the MAC says, counts its frames, captures them, and reports the radios' energy.
 
-use fastshake_sim::scenario::{ieee802154_chain_toml, Scenario};
+use fastshake_sim::scenario::{ieee802154_chain_toml, tsch_fields, Scenario};
 use pcap_file::pcap::PcapReader;
 
 /// sensor —tsch— relay —tsch— root: ping/echo over two TSCH hops.
 fn tsch_chain() -> String {
-    let radios = ieee802154_chain_toml(&["sensor", "relay", "root"], "radio", TSCH);
+    let radios = ieee802154_chain_toml(&["sensor", "relay", "root"], "radio", &tsch_fields(11, 1));
     format!("seed = 3\nduration_s = 60\n\n{radios}{APPS}")
 }
-
-const TSCH: &str = "kind = \"tsch\"\nslotframe = 11\ncells_per_link = 1";
 
 const APPS: &str = r#"
 [[app]]

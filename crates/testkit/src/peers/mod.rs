@@ -47,6 +47,14 @@ impl Fastshake {
         Command::new(self.0)
     }
 
+    /// `fastshake server --listen 127.0.0.1:0 --psk-identity x --psk 00 EXTRA`, not started: a
+    /// server with the least it needs, for the flags it must refuse.
+    pub fn psk_server_command(self, extra: &[&str]) -> Command {
+        let mut command = self.command();
+        command.args(["server", "--listen", "127.0.0.1:0", "--psk-identity", "x", "--psk", "00"]).args(extra);
+        command
+    }
+
     /// `fastshake ARGS`, running, its output captured.
     pub fn spawn(self, args: &[impl AsRef<OsStr>]) -> Peer {
         let mut command = self.command();
@@ -278,6 +286,12 @@ impl Peer {
         }
     }
 
+    /// Writes `line` and waits until standard output shows it (anywhere).
+    pub fn write_and_see(&mut self, line: &str) {
+        self.write_line(line);
+        self.expect_stdout(line);
+    }
+
     /// Writes `line` and waits for it to come back on standard output (an echo).
     pub fn echo_line(&mut self, line: &str) {
         self.write_line(line);
@@ -288,8 +302,7 @@ impl Peer {
     /// waits for the exit, whatever its status: for the real peers' clients, whose exit status
     /// the tests do not judge.
     pub fn echo_and_close(&mut self, line: &str) -> ExitStatus {
-        self.write_line(line);
-        self.expect_stdout(line);
+        self.write_and_see(line);
         self.close_stdin();
         self.expect_exit()
     }
