@@ -104,6 +104,22 @@ fn openssl_s_client_with_fastshake_server_rsa_mutual() {
 /// A GnuTLS priority string: DTLS 1.2 only, ECDHE with certificates, AES-128-GCM.
 const GNUTLS_ECDHE_PRIORITY: &str = "NORMAL:-VERS-ALL:+VERS-DTLS1.2:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:+AES-128-GCM:+AES-128-CCM-8:-MAC-ALL:+AEAD";
 
+/// gnutls-cli to `port` with the test PKI's client chain, checking the server's against the root.
+fn gnutls_cli_mutual(port: u16, pki: &Pki) -> Peer {
+    gnutls_cli(
+        port,
+        &[
+            "--x509cafile",
+            &pki.ca(),
+            "--x509certfile",
+            &pki.client_cert(),
+            "--x509keyfile",
+            &pki.client_key(),
+            &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
+        ],
+    )
+}
+
 /// gnutls-serv --echo with the test PKI's server chain, requiring and checking a client
 /// certificate; returns it and its port.
 fn gnutls_serv_mutual(pki: &Pki) -> (Peer, u16) {
@@ -142,18 +158,7 @@ fn gnutls_cli_with_fastshake_server_mutual() {
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.push("--echo".into());
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let mut client = gnutls_cli(
-        port,
-        &[
-            "--x509cafile",
-            &pki.ca(),
-            "--x509certfile",
-            &pki.client_cert(),
-            "--x509keyfile",
-            &pki.client_key(),
-            &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
-        ],
-    );
+    let mut client = gnutls_cli_mutual(port, &pki);
     server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA", "peer sent 3 certificate(s)"]);
     client.echo_and_close("ping from gnutls-cli");
     server.expect_stderr("closed by the peer (close_notify)");
@@ -242,18 +247,7 @@ fn openssl_and_gnutls_clients_with_a_caching_fastshake_server() {
     assert!(!line.contains("from cache"), "{line}");
     client.echo_and_close("ping from openssl s_client");
     server.expect_stderr("closed by the peer (close_notify)");
-    let mut client = gnutls_cli(
-        port,
-        &[
-            "--x509cafile",
-            &pki.ca(),
-            "--x509certfile",
-            &pki.client_cert(),
-            "--x509keyfile",
-            &pki.client_key(),
-            &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
-        ],
-    );
+    let mut client = gnutls_cli_mutual(port, &pki);
     client.echo_and_close("ping from gnutls-cli");
     server.assert_no_resend_in_any_handshake();
     assert!(!server.stderr.text().contains("from cache"));

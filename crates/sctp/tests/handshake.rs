@@ -21,6 +21,13 @@ fn connected_kind(events: &[(AssociationHandle, Event)]) -> Option<(HandshakeKin
     })
 }
 
+/// The client sends `data` on stream 0 of `h`; within `wait` the server has it, and nothing else.
+fn client_delivers(pair: &mut Pair, h: AssociationHandle, data: &[u8], wait: Duration) {
+    pair.client.send(h, msg(0, data)).unwrap();
+    pair.run_for(wait);
+    assert_eq!(pair.server_messages(), vec![msg(0, data)]);
+}
+
 fn alt_cookie_event(events: &[(AssociationHandle, Event)]) -> Option<Vec<u8>> {
     events.iter().find_map(|(_, e)| match e {
         Event::AltCookie { cookie, .. } => Some(cookie.clone()),
@@ -527,9 +534,7 @@ fn init_collision_alt_merges_into_one_association() {
         let own = if s.dir == Dir::ToServer { ci.local_tag } else { si.local_tag };
         assert_eq!(ack.initiate_tag, own);
     }
-    pair.client.send(hc, msg(0, b"x")).unwrap();
-    pair.run_for(Duration::from_secs(1));
-    assert_eq!(pair.server_messages(), vec![msg(0, b"x")]);
+    client_delivers(&mut pair, hc, b"x", Duration::from_secs(1));
 }
 
 #[test]
@@ -682,9 +687,7 @@ fn restarted_peer_replaces_the_old_association() {
             .iter()
             .any(|(hh, e)| *hh == old[0]
                 && matches!(e, Event::Aborted { reason } if reason.contains("restart"))));
-        pair.client.send(h, msg(0, b"new life")).unwrap();
-        pair.run_for(Duration::from_secs(2));
-        assert_eq!(pair.server_messages(), vec![msg(0, b"new life")]);
+        client_delivers(&mut pair, h, b"new life", Duration::from_secs(2));
     }
 }
 
