@@ -9,7 +9,9 @@ use crate::handshake::median;
 use crate::openssl_anchor::{OpensslPair, PemChain, MTU};
 use anyhow::bail;
 use fastshake_dtls::{CachedServer, Endpoint};
-use fastshake_lab::e4::{chain_set, configs, handshake_once, pems, seed_bytes, ChainSet, Chains, Config};
+use fastshake_lab::e4::{
+    chain_set, configs, handshake_once, pems, seed_bytes, ChainSet, Chains, ClientStart, Config,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,9 +58,14 @@ fn engine_run(
         // the one before it left.
         let mut cached: Option<CachedServer> = None;
         for n in 0..=HANDSHAKES_PER_ENDPOINT {
-            let port = 1024 + n as u16;
+            let client_start = ClientStart {
+                port: 1024 + n as u16,
+                seed: run << 32 | n,
+                session: None,
+                cached: cached.take(),
+            };
             let (client, server_summary, spent) =
-                handshake_once(&mut server, client_config.clone(), port, run << 32 | n, None, cached.take())?;
+                handshake_once(&mut server, client_config.clone(), client_start)?;
             if n > 0 {
                 let expected = config != Config::Vanilla;
                 if client.from_cache.server_certificate != expected

@@ -22,7 +22,7 @@ pub mod mac;
 // - [`handshake_once`] runs one more handshake against a server endpoint on a lossless path and
 //   returns both summaries and each role's CPU time.
 pub use chains::{chain_set, pems, ChainPems, ChainSet, Chains};
-pub use exchange::{configs, handshake_once, seed_bytes, Config};
+pub use exchange::{configs, handshake_once, seed_bytes, ClientStart, Config};
 
 use crate::report::results::{print_figures, Figure};
 use bytes::{Layers, Messages, TlsRecount};
