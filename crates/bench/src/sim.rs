@@ -61,12 +61,7 @@ fn events_per_second(quick: bool) -> EventsFigure {
     EventsFigure { virtual_s, reps, events, rates }
 }
 
-/// A sensor and its parent one TSCH hop apart: seed 002's Table I link, L = 101, C = 1.
-fn tsch_pair() -> String {
-    let radios = ieee802154_chain_toml(&["sensor", "parent"], "tsch", &tsch_fields(101, 1));
-    format!("seed = 1\nduration_s = 100000\n\n{radios}{TSCH_PAIR_APPS}")
-}
-
+/// The apps of the TSCH pair: the sensor's handshakes and the parent's server.
 const TSCH_PAIR_APPS: &str = r#"
 [[app]]
 node = "sensor"
@@ -105,7 +100,11 @@ fn tsch_handshakes(target: u32) -> anyhow::Result<HandshakeFigure> {
     server.max_connections = target as usize + 16;
     let (client, server) = (Arc::new(client), Arc::new(server));
 
-    let scenario = Scenario::from_toml(&tsch_pair())?;
+    let scenario = Scenario::from_toml(&format!(
+        "seed = 1\nduration_s = 100000\n\n{}{TSCH_PAIR_APPS}",
+        // A sensor and its parent one TSCH hop apart: seed 002's Table I link, L = 101, C = 1.
+        ieee802154_chain_toml(&["sensor", "parent"], "tsch", &tsch_fields(101, 1))
+    ))?;
     let mut built = scenario.build_with(None, &mut |spec, _sim| {
         let app: Box<dyn App> = match spec.kind.as_str() {
             // Handshakes only, one after the other from fresh ports, each dropped once it completes.
