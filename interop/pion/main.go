@@ -166,18 +166,39 @@ func main() {
 	}
 }
 
-func runServer(args []string) error {
-	set := flag.NewFlagSet("server", flag.ExitOnError)
-	var common commonFlags
+// startServer parses the flags of a server mode (more adds the mode's own), starts its time limit
+// and opens its listener.
+func startServer(mode string, args []string, more func(*flag.FlagSet)) (*commonFlags, net.Listener, error) {
+	set := flag.NewFlagSet(mode, flag.ExitOnError)
+	common := &commonFlags{}
 	common.register(set)
 	var certs certificateFlags
 	certs.register(set)
 	listen := set.String("listen", "127.0.0.1:0", "address to listen on")
-	sessions := set.Int("sessions", 1, "exit after this many sessions have ended")
+	if more != nil {
+		more(set)
+	}
 	_ = set.Parse(args)
-	exitAfter("server", common.timeLimit)
+	exitAfter(mode, common.timeLimit)
+	listener, err := listenDTLS(mode, common, &certs, *listen)
+	return common, listener, err
+}
 
-	listener, err := listenDTLS("server", &common, &certs, *listen)
+// acceptHandshake completes a server session's handshake within ten seconds.
+func acceptHandshake(conn *dtls.Conn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	return nil
+}
+
+func runServer(args []string) error {
+	var sessions *int
+	common, listener, err := startServer("server", args, func(set *flag.FlagSet) {
+		sessions = set.Int("sessions", 1, "exit after this many sessions have ended")
+	})
 	if err != nil {
 		return err
 	}
@@ -204,10 +225,8 @@ func runServer(args []string) error {
 // (which pion moves on a newer tls12_cid record from elsewhere) and prints it.
 func serveSession(conn *dtls.Conn, suite string) error {
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := conn.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+	if err := acceptHandshake(conn); err != nil {
+		return err
 	}
 	if _, err := handshakeLine("server", conn, suite); err != nil {
 		return err
@@ -508,16 +527,7 @@ var _ io.Closer = (*movableSocket)(nil)
 // goroutine per connection that completes the handshake and echoes every record, quietly (one
 // line per failed handshake, counts on exit). It runs until --time-limit or until killed.
 func runConcurrentServer(args []string) error {
-	set := flag.NewFlagSet("server-concurrent", flag.ExitOnError)
-	var common commonFlags
-	common.register(set)
-	var certs certificateFlags
-	certs.register(set)
-	listen := set.String("listen", "127.0.0.1:0", "address to listen on")
-	_ = set.Parse(args)
-	exitAfter("server-concurrent", common.timeLimit)
-
-	listener, err := listenDTLS("server-concurrent", &common, &certs, *listen)
+	_, listener, err := startServer("server-concurrent", args, nil)
 	if err != nil {
 		return err
 	}
@@ -552,10 +562,8 @@ func runConcurrentServer(args []string) error {
 // echoConcurrentSession completes one handshake and echoes records until the client closes.
 func echoConcurrentSession(conn *dtls.Conn) error {
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := conn.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+	if err := acceptHandshake(conn); err != nil {
+		return err
 	}
 	buffer := make([]byte, 1<<14)
 	for {

@@ -5,11 +5,13 @@
 //! OpenSSL's full handshake of the same chains, measured in the same run. Both sides in memory,
 //! one core. Prints medians; asserts nothing.
 
+use crate::handshake::median;
 use crate::openssl_anchor::{OpensslPair, PemChain, MTU};
 use anyhow::bail;
 use fastshake_dtls::{CachedServer, Endpoint};
-use fastshake_lab::e4::chains::{chain_set, pems, ChainSet, Chains};
-use fastshake_lab::e4::exchange::{configs, handshake_once, seed_bytes, Config};
+use fastshake_lab::e4::{
+    chain_set, configs, handshake_once, pems, seed_bytes, ChainSet, Chains, ClientStart, Config,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,9 +58,14 @@ fn engine_run(
         // the one before it left.
         let mut cached: Option<CachedServer> = None;
         for n in 0..=HANDSHAKES_PER_ENDPOINT {
-            let port = 1024 + n as u16;
+            let client_start = ClientStart {
+                port: 1024 + n as u16,
+                seed: run << 32 | n,
+                session: None,
+                cached: cached.take(),
+            };
             let (client, server_summary, spent) =
-                handshake_once(&mut server, client_config.clone(), port, run << 32 | n, None, cached.take())?;
+                handshake_once(&mut server, client_config.clone(), client_start)?;
             if n > 0 {
                 let expected = config != Config::Vanilla;
                 if client.from_cache.server_certificate != expected
@@ -78,15 +85,6 @@ fn engine_run(
     }
     let per = |d: Duration| d.as_secs_f64() * 1e6 / count.max(1) as f64;
     Ok((count as f64 / start.elapsed().as_secs_f64(), per(cpu[0]), per(cpu[1])))
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

@@ -704,30 +704,10 @@ fn loopback_handshakes(plan: &Plan, openssl: &str) -> anyhow::Result<()> {
         let theirs_guard = start_peer(theirs, false, "ACCEPT")?;
         let theirs_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
 
-        let mut ours_rates = Vec::new();
-        let mut theirs_rates = Vec::new();
-        let (mut ours_resent, mut theirs_resent) = (0, 0);
-        for _ in 0..plan.runs {
-            let (rate, resent) =
-                runtime.block_on(loopback_rate(ours_addr, &client_config, None, plan.loopback_slice))?;
-            ours_rates.push(rate);
-            ours_resent += resent;
-            let (rate, resent) = runtime
-                .block_on(loopback_rate(theirs_addr, &client_config, None, plan.loopback_slice))
-                .context("load against openssl s_server")?;
-            theirs_rates.push(rate);
-            theirs_resent += resent;
-        }
+        let servers = [(ours_addr, None), (theirs_addr, None)];
+        let rates = loopback_rates(&runtime, servers, &client_config, plan.runs, plan.loopback_slice)?;
         drop((ours_guard, theirs_guard));
-        let (ours, theirs) = (median(ours_rates), median(theirs_rates));
-        println!(
-            "   {:<34} {:>14.0}/s {:>14.0}/s {:>13.2} {:>12}",
-            suite.iana_name(),
-            ours,
-            theirs,
-            ours / theirs,
-            format!("{ours_resent} / {theirs_resent}")
-        );
+        println!("   {:<34} {rates}", suite.iana_name());
     }
     Ok(())
 }
@@ -1039,6 +1019,47 @@ fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
 /// ones, or offering `session` when given; a handshake that does not resume when it should is an
 /// error.
 /// Returns (handshakes per second, flights resent plus handshakes that failed).
+/// Our server's and OpenSSL's handshake rates on loopback, measured `runs` times, interleaved.
+struct LoopbackRates {
+    ours: Vec<f64>,
+    theirs: Vec<f64>,
+    ours_resent: u64,
+    theirs_resent: u64,
+}
+
+/// Measures `servers` (ours, then OpenSSL's; each with the session a client resumes, if any)
+/// `runs` times, each for `slice`.
+fn loopback_rates(
+    runtime: &tokio::runtime::Runtime,
+    servers: [(SocketAddr, Option<&ClientSession>); 2],
+    config: &Arc<ClientConfig>,
+    runs: usize,
+    slice: Duration,
+) -> anyhow::Result<LoopbackRates> {
+    let mut rates = LoopbackRates { ours: Vec::new(), theirs: Vec::new(), ours_resent: 0, theirs_resent: 0 };
+    let [(ours, ours_session), (theirs, theirs_session)] = servers;
+    for _ in 0..runs {
+        let (rate, resent) = runtime.block_on(loopback_rate(ours, config, ours_session, slice))?;
+        rates.ours.push(rate);
+        rates.ours_resent += resent;
+        let (rate, resent) = runtime
+            .block_on(loopback_rate(theirs, config, theirs_session, slice))
+            .context("load against openssl s_server")?;
+        rates.theirs.push(rate);
+        rates.theirs_resent += resent;
+    }
+    Ok(rates)
+}
+
+/// The medians, their ratio and the flights resent, as the loopback tables print them.
+impl std::fmt::Display for LoopbackRates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (ours, theirs) = (median(self.ours.clone()), median(self.theirs.clone()));
+        let resent = format!("{} / {}", self.ours_resent, self.theirs_resent);
+        write!(f, "{ours:>14.0}/s {theirs:>14.0}/s {:>13.2} {resent:>12}", ours / theirs)
+    }
+}
+
 async fn loopback_rate(
     server: SocketAddr,
     config: &Arc<ClientConfig>,
@@ -1186,38 +1207,11 @@ fn certificate_loopback_handshakes(plan: &Plan, pkis: &BenchPkis, openssl: &str)
                 ),
             ),
         };
-        let (mut ours_rates, mut theirs_rates) = (Vec::new(), Vec::new());
-        let (mut ours_resent, mut theirs_resent) = (0, 0);
-        for _ in 0..plan.certificate_runs {
-            let (rate, resent) = runtime.block_on(loopback_rate(
-                ours_addr,
-                &client_config,
-                ours_session.as_ref(),
-                plan.certificate_loopback_slice,
-            ))?;
-            ours_rates.push(rate);
-            ours_resent += resent;
-            let (rate, resent) = runtime
-                .block_on(loopback_rate(
-                    theirs_addr,
-                    &client_config,
-                    theirs_session.as_ref(),
-                    plan.certificate_loopback_slice,
-                ))
-                .context("load against openssl s_server")?;
-            theirs_rates.push(rate);
-            theirs_resent += resent;
-        }
+        let servers = [(ours_addr, ours_session.as_ref()), (theirs_addr, theirs_session.as_ref())];
+        let (runs, slice) = (plan.certificate_runs, plan.certificate_loopback_slice);
+        let rates = loopback_rates(&runtime, servers, &client_config, runs, slice)?;
         drop((ours_guard, theirs_guard));
-        let (ours, theirs) = (median(ours_rates), median(theirs_rates));
-        println!(
-            "   {:<40} {:>14.0}/s {:>14.0}/s {:>13.2} {:>12}",
-            label,
-            ours,
-            theirs,
-            ours / theirs,
-            format!("{ours_resent} / {theirs_resent}")
-        );
+        println!("   {label:<40} {rates}");
     }
     Ok(())
 }

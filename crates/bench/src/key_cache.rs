@@ -4,6 +4,7 @@
 //! chain in the same run, and the memory of one cache entry beside the paper's. Prints medians;
 //! asserts nothing.
 
+use crate::handshake::median;
 use anyhow::{bail, Context};
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_pki::{verify_server_chain, CertDer, ChainUsage, TrustAnchors, ValidatedKeyCache, Validation};
@@ -194,13 +195,4 @@ fn micros_per_call(slice: Duration, mut op: impl FnMut() -> anyhow::Result<()>) 
         calls += 1;
     }
     Ok(start.elapsed().as_secs_f64() * 1e6 / calls as f64)
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }

@@ -778,11 +778,16 @@ fn pion_peer() -> Option<std::path::PathBuf> {
     if let Some(path) = std::env::var_os("PION_PEER") {
         return Some(path.into());
     }
-    let built = fastshake_testkit::peers::pion::dtls_peer();
-    if built.is_none() {
-        println!("(pion-peer not available: the pion rows are left out)");
+    use fastshake_interop::{build, build_dir, BuildError, GoPeer};
+    match build(GoPeer::PionDtls, &build_dir()) {
+        Ok(path) => Some(path),
+        Err(BuildError::Unavailable(why)) => {
+            eprintln!("skipped: pion-peer is not available: {why}");
+            println!("(pion-peer not available: the pion rows are left out)");
+            None
+        }
+        Err(BuildError::Compile(why)) => panic!("{why}"),
     }
-    built
 }
 
 fn start_fastshake(

@@ -1,14 +1,12 @@
 //! `fastshake bench sctp`: INIT-flood answers and time to first byte, beside usrsctp and the
 //! bare UDP echo floor. Prints figures; asserts nothing.
 
-use crate::flood::servers::{
-    bare_echo_server, free_udp_port, start_bound_process, start_usrsctp_echo, ChildGuard, ServerThread,
-};
-use crate::flood::{median, FloodLimits, FloodResult, Row, Settings};
+use crate::flood::servers::{bare_echo_server, free_udp_port, start_bound_process, ChildGuard, ServerThread};
+use crate::flood::{median, usrsctp_row, FloodLimits, FloodResult, Row, Settings};
 use anyhow::Context;
 use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet, Param, PARAM_IPV4, PARAM_IPV6};
 use fastshake_sctp::{Config, Endpoint, HandshakeMode, Instant};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -309,36 +307,7 @@ fn run_floods(
         target("fastshake, alternative", "ERROR+ALT-COOKIE ~52 kpps, 40 B", alternative),
     ];
     const USRSCTP: &str = "usrsctp echo_server";
-    let usrsctp_row = if args.usrsctp_echo_server.exists() {
-        let started = (|| {
-            let socket = UdpSocket::bind("127.0.0.1:0")?;
-            let their_port = free_udp_port()?;
-            let guard =
-                start_usrsctp_echo(&args.usrsctp_echo_server, their_port, socket.local_addr()?.port())?;
-            anyhow::Ok((socket, their_port, guard))
-        })();
-        match started {
-            Ok((socket, port, guard)) => {
-                let mut row = Row::new(
-                    USRSCTP,
-                    SocketAddr::from(([127, 0, 0, 1], port)),
-                    Some(guard.cpu()),
-                    Box::new(guard),
-                );
-                row.fixed_source = Some(socket);
-                row
-            }
-            Err(e) => Row::failed(USRSCTP, e),
-        }
-    } else {
-        Row::failed(
-            USRSCTP,
-            anyhow::anyhow!(
-                "{} not found (apt-get install libusrsctp-examples)",
-                args.usrsctp_echo_server.display()
-            ),
-        )
-    };
+    let usrsctp_row = usrsctp_row(USRSCTP, &args.usrsctp_echo_server);
     targets.push(FloodTarget { row: usrsctp_row, paper: "INIT-ACK 13-18 kpps (kernel stacks)" });
 
     // The real server command (tokio driver) in alternative-only mode, to see what the driver

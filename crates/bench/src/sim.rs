@@ -17,7 +17,7 @@ use fastshake_dtls::{CipherSuite, ClientConfig, ServerConfig};
 use fastshake_lab::apps::dtls_client::{DtlsClientLoop, SeedTemplate, SessionPlan};
 use fastshake_lab::apps::dtls_server::DtlsEchoServer;
 use fastshake_sim::apps::App;
-use fastshake_sim::scenario::{Scenario, ScenarioError};
+use fastshake_sim::scenario::{ieee802154_chain_toml, tsch_fields, Scenario, ScenarioError};
 use fastshake_sim::workload::lossy_chain;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,31 +61,8 @@ fn events_per_second(quick: bool) -> EventsFigure {
     EventsFigure { virtual_s, reps, events, rates }
 }
 
-const TSCH_PAIR: &str = r#"
-# A sensor and its parent one TSCH hop apart: seed 002's Table I link, L = 101, C = 1.
-seed = 1
-duration_s = 100000
-
-[[node]]
-name = "sensor"
-interfaces = [{ name = "wpan0", addr = "10.0.0.2" }]
-
-[[node]]
-name = "parent"
-interfaces = [{ name = "wpan0", addr = "10.0.0.1" }]
-
-[[mac]]
-name = "tsch"
-kind = "tsch"
-slotframe = 101
-cells_per_link = 1
-
-[[link]]
-name = "hop"
-a = "parent.wpan0"
-b = "sensor.wpan0"
-kind = { type = "ieee802154", mac = "tsch" }
-
+/// The apps of the TSCH pair: the sensor's handshakes and the parent's server.
+const TSCH_PAIR_APPS: &str = r#"
 [[app]]
 node = "sensor"
 kind = "dtls-psk-loop"
@@ -123,7 +100,11 @@ fn tsch_handshakes(target: u32) -> anyhow::Result<HandshakeFigure> {
     server.max_connections = target as usize + 16;
     let (client, server) = (Arc::new(client), Arc::new(server));
 
-    let scenario = Scenario::from_toml(TSCH_PAIR)?;
+    let scenario = Scenario::from_toml(&format!(
+        "seed = 1\nduration_s = 100000\n\n{}{TSCH_PAIR_APPS}",
+        // A sensor and its parent one TSCH hop apart: seed 002's Table I link, L = 101, C = 1.
+        ieee802154_chain_toml(&["sensor", "parent"], "tsch", &tsch_fields(101, 1))
+    ))?;
     let mut built = scenario.build_with(None, &mut |spec, _sim| {
         let app: Box<dyn App> = match spec.kind.as_str() {
             // Handshakes only, one after the other from fresh ports, each dropped once it completes.

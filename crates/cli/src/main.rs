@@ -7,6 +7,7 @@ mod bench;
 mod demo;
 mod dtls_cmd;
 mod keys_cmd;
+mod lab_cmd;
 
 mod netlab_cmd;
 mod pki_cmd;
@@ -43,7 +44,7 @@ enum Command {
     /// Run a simulator scenario (TOML) in virtual time.
     Sim(sim_cmd::SimArgs),
     /// Re-run the papers' experiments and put our figures beside theirs.
-    Lab(fastshake_lab::LabArgs),
+    Lab(lab_cmd::LabArgs),
     /// Test hosts in network namespaces: build, tear down, and the delay relay that runs inside them.
     #[command(hide = true)]
     Netlab(netlab_cmd::NetlabArgs),
@@ -62,7 +63,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => keys_cmd::run(args),
         Command::Pki(args) => pki_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
-        Command::Lab(args) => fastshake_lab::run(args),
+        Command::Lab(args) => lab_cmd::run(args),
         Command::Netlab(args) => netlab_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),

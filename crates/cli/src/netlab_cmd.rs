@@ -4,6 +4,7 @@
 //! every packet in and out of the client is delayed by `fastshake netlab relay` in the router.
 //! Needs root. The UDP echo tools run inside the namespaces to measure the testbed.
 
+use crate::lab_cmd;
 use anyhow::{bail, Context};
 use fastshake_netlab::relay::{run_relay, RelayConfig};
 use fastshake_netlab::testbed::{
@@ -45,15 +46,15 @@ enum NetlabCommand {
     Rtt(RttArgs),
     /// E1 on real sockets with every knob (`fastshake lab e1 --real` with the outage period,
     /// first outage, homing and strategies to choose).
-    E1(fastshake_lab::e1::real::RealArgs),
+    E1(lab_cmd::e1::RealArgs),
     /// One side of a real E1 run (started by `fastshake netlab e1` in a testbed host).
-    E1Peer(fastshake_lab::e1::real::PeerArgs),
+    E1Peer(lab_cmd::e1::PeerArgs),
     /// E6, the chaos soak on real sockets, with every knob (`fastshake lab chaos-real` with the
     /// waves, records, reordering, idle timeout and server log to choose).
-    Chaos(fastshake_lab::chaos_real::Knobs),
+    Chaos(lab_cmd::chaos_real::Knobs),
     /// The load of a real chaos soak (started by `fastshake netlab chaos` in the client host).
     #[command(hide = true)]
-    ChaosPeer(fastshake_lab::chaos_real::PeerArgs),
+    ChaosPeer(lab_cmd::chaos_real::PeerArgs),
 }
 
 #[derive(clap::Args)]
@@ -197,10 +198,10 @@ pub fn run(args: NetlabArgs) -> anyhow::Result<()> {
         NetlabCommand::UdpEcho(args) => udp_echo(args),
         NetlabCommand::UdpPing(args) => udp_ping(args),
         NetlabCommand::Rtt(args) => rtt(args),
-        NetlabCommand::E1(args) => fastshake_lab::e1::real::run_real(args),
-        NetlabCommand::E1Peer(args) => fastshake_lab::e1::real::run_peer(args),
-        NetlabCommand::Chaos(args) => fastshake_lab::chaos_real::run_netlab(args),
-        NetlabCommand::ChaosPeer(args) => fastshake_lab::chaos_real::run_peer(args),
+        NetlabCommand::E1(args) => fastshake_lab::e1::real::run_real(args.into()),
+        NetlabCommand::E1Peer(args) => fastshake_lab::e1::real::run_peer(args.into()),
+        NetlabCommand::Chaos(args) => fastshake_lab::chaos_real::run_netlab(args.into()),
+        NetlabCommand::ChaosPeer(args) => fastshake_lab::chaos_real::run_peer(args.into()),
     }
 }
 

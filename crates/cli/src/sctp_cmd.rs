@@ -17,6 +17,7 @@
 
 use crate::say::say;
 use anyhow::{bail, Context};
+use fastshake_net::cache_file::AltCookieFile;
 use fastshake_net::sctp::{DriverStats, SctpDriver, DEFAULT_COOKIE_ROTATION, UDP_ENCAPSULATION_PORT};
 use fastshake_net::udp::BatchIo;
 use fastshake_sctp::{
@@ -25,7 +26,7 @@ use fastshake_sctp::{
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -382,69 +383,6 @@ async fn serve_worker(
     }
 }
 
-/// ALT-COOKIEs per (local address, server address), one `LOCAL SERVER HEX` line each.
-struct CookieCache {
-    path: PathBuf,
-    entries: Vec<(String, String, Vec<u8>)>,
-}
-
-impl CookieCache {
-    fn load(path: &Path) -> anyhow::Result<CookieCache> {
-        let mut entries = Vec::new();
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
-                for line in text.lines() {
-                    let mut fields = line.split_whitespace();
-                    if let (Some(local), Some(server), Some(cookie), None) =
-                        (fields.next(), fields.next(), fields.next(), fields.next())
-                    {
-                        // A damaged line is skipped: the server hands out a fresh cookie anyway.
-                        if let Ok(cookie) = hex::decode(cookie) {
-                            entries.push((local.to_string(), server.to_string(), cookie));
-                        }
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-        }
-        Ok(CookieCache { path: path.to_path_buf(), entries })
-    }
-
-    /// The key of a local address: its IP, and its port only when the user fixed it. The cookie
-    /// proves ownership of the source address; an ephemeral port changes every run.
-    fn local_key(local: Option<SocketAddr>, port_fixed: bool) -> String {
-        match local {
-            Some(a) if port_fixed => a.to_string(),
-            Some(a) => a.ip().to_string(),
-            None => "*".to_string(),
-        }
-    }
-
-    fn get(&self, local: &str, server: SocketAddr) -> Option<Vec<u8>> {
-        let server = server.to_string();
-        self.entries.iter().find(|(l, s, _)| l == local && *s == server).map(|(_, _, c)| c.clone())
-    }
-
-    fn put(&mut self, local: String, server: SocketAddr, cookie: Vec<u8>) {
-        let server = server.to_string();
-        self.entries.retain(|(l, s, _)| !(*l == local && *s == server));
-        self.entries.push((local, server, cookie));
-    }
-
-    fn save(&self) -> anyhow::Result<()> {
-        let mut text = String::new();
-        for (local, server, cookie) in &self.entries {
-            text.push_str(&format!("{local} {server} {}\n", hex::encode(cookie)));
-        }
-        // Write then rename, so a crash never leaves half a file.
-        let tmp = self.path.with_extension("tmp");
-        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.path).with_context(|| format!("writing {}", self.path.display()))?;
-        Ok(())
-    }
-}
-
 /// Reads standard input in chunks of at most `limit` bytes on a task of its own; each chunk
 /// becomes one message. The channel closes at end of input.
 fn spawn_stdin_reader(limit: usize) -> mpsc::Receiver<Vec<u8>> {
@@ -511,9 +449,9 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {local} and {:?}", args.extra_local))?;
     let local_key =
-        CookieCache::local_key(Some(driver.local_addr()), args.local.is_some_and(|a| a.port() != 0));
+        AltCookieFile::local_key(Some(driver.local_addr()), args.local.is_some_and(|a| a.port() != 0));
     let mut cache = match &args.cookie_cache {
-        Some(path) => Some(CookieCache::load(path)?),
+        Some(path) => Some(AltCookieFile::open(path).with_context(|| format!("reading {}", path.display()))?),
         None => None,
     };
 
@@ -618,7 +556,7 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                             local.map(|l| l.to_string()).unwrap_or_else(|| "?".into())
                         );
                         if let Some(cache) = cache.as_mut() {
-                            let key = CookieCache::local_key(local.or(Some(driver.local_addr())), args.local.is_some_and(|a| a.port() != 0));
+                            let key = AltCookieFile::local_key(local.or(Some(driver.local_addr())), args.local.is_some_and(|a| a.port() != 0));
                             cache.put(key, server, cookie);
                         }
                     }
@@ -666,7 +604,7 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
     };
 
     if let (Some(cache), Some(_)) = (cache.as_ref(), args.cookie_cache.as_ref()) {
-        cache.save()?;
+        cache.save().with_context(|| format!("writing {}", cache.path().display()))?;
     }
     let summary = match tally.handshake {
         Some((kind, rtts, zero_rtt)) => format!(

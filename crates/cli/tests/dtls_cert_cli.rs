@@ -157,18 +157,7 @@ fn missing_credentials_are_refused_up_front() {
     let mut client = FASTSHAKE.client_with(9, &[]);
     assert!(!client.expect_exit().success());
     assert!(client.stderr.text().contains("--ca"), "{}", client.transcript());
-    let mut command = FASTSHAKE.command();
-    command.args([
-        "server",
-        "--listen",
-        "127.0.0.1:0",
-        "--psk-identity",
-        "x",
-        "--psk",
-        "00",
-        "--client-auth",
-        "require",
-    ]);
+    let command = FASTSHAKE.psk_server_command(&["--client-auth", "require"]);
     let mut server = Peer::spawn("fastshake server", command);
     assert!(!server.expect_exit().success());
     assert!(server.stderr.text().contains("needs --ca"), "{}", server.transcript());

@@ -41,10 +41,7 @@ fn client_against_openssl_s_server(key: &str, suite: &str) {
         "peer sent",
     ]);
 
-    client.write_line("hello from fastshake");
-    server.expect_stdout("hello from fastshake");
-    server.write_line("hello from openssl");
-    client.expect_stdout("hello from openssl");
+    hello_both_ways(&mut client, &mut server, "openssl");
     client.finish(&[]);
     server.expect_stdout("DONE");
     // s_server validated our chain (it would have refused the handshake otherwise).
@@ -107,40 +104,9 @@ fn openssl_s_client_with_fastshake_server_rsa_mutual() {
 /// A GnuTLS priority string: DTLS 1.2 only, ECDHE with certificates, AES-128-GCM.
 const GNUTLS_ECDHE_PRIORITY: &str = "NORMAL:-VERS-ALL:+VERS-DTLS1.2:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:+AES-128-GCM:+AES-128-CCM-8:-MAC-ALL:+AEAD";
 
-/// fastshake client (with a client certificate) -> gnutls-serv --require-client-cert --echo.
-#[test]
-fn fastshake_client_with_gnutls_serv_mutual() {
-    let pki = Pki::generate(FASTSHAKE, "p256", 3);
-    let (_server, port) = gnutls_serv_echo(&[
-        "--require-client-cert",
-        "--verify-client-cert",
-        "--x509certfile",
-        &pki.server_cert(),
-        "--x509keyfile",
-        &pki.server_key(),
-        "--x509cafile",
-        &pki.ca(),
-        &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
-    ]);
-    let mut client = FASTSHAKE.client_with(port, &strs(&pki.fastshake_mutual_client_args()));
-    client.expect_handshake_without_resend(&[
-        "TLS_ECDHE_ECDSA",
-        "full (not resumed)",
-        "peer sent 3 certificate(s)",
-    ]);
-    client.write_line("ping from fastshake");
-    client.expect_stdout("ping from fastshake");
-    client.finish(&[]);
-}
-
-/// gnutls-cli (with a client certificate) -> fastshake server --client-auth require --echo.
-#[test]
-fn gnutls_cli_with_fastshake_server_mutual() {
-    let pki = Pki::generate(FASTSHAKE, "p256", 3);
-    let mut server_args = pki.fastshake_mutual_server_args("require");
-    server_args.push("--echo".into());
-    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let mut client = gnutls_cli(
+/// gnutls-cli to `port` with the test PKI's client chain, checking the server's against the root.
+fn gnutls_cli_mutual(port: u16, pki: &Pki) -> Peer {
+    gnutls_cli(
         port,
         &[
             "--x509cafile",
@@ -151,7 +117,48 @@ fn gnutls_cli_with_fastshake_server_mutual() {
             &pki.client_key(),
             &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
         ],
-    );
+    )
+}
+
+/// gnutls-serv --echo with the test PKI's server chain, requiring and checking a client
+/// certificate; returns it and its port.
+fn gnutls_serv_mutual(pki: &Pki) -> (Peer, u16) {
+    gnutls_serv_echo(&[
+        "--require-client-cert",
+        "--verify-client-cert",
+        "--x509certfile",
+        &pki.server_cert(),
+        "--x509keyfile",
+        &pki.server_key(),
+        "--x509cafile",
+        &pki.ca(),
+        &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
+    ])
+}
+
+/// fastshake client (with a client certificate) -> gnutls-serv --require-client-cert --echo.
+#[test]
+fn fastshake_client_with_gnutls_serv_mutual() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let (_server, port) = gnutls_serv_mutual(&pki);
+    let mut client = FASTSHAKE.client_with(port, &strs(&pki.fastshake_mutual_client_args()));
+    client.expect_handshake_without_resend(&[
+        "TLS_ECDHE_ECDSA",
+        "full (not resumed)",
+        "peer sent 3 certificate(s)",
+    ]);
+    client.write_and_see("ping from fastshake");
+    client.finish(&[]);
+}
+
+/// gnutls-cli (with a client certificate) -> fastshake server --client-auth require --echo.
+#[test]
+fn gnutls_cli_with_fastshake_server_mutual() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let mut server_args = pki.fastshake_mutual_server_args("require");
+    server_args.push("--echo".into());
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let mut client = gnutls_cli_mutual(port, &pki);
     server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA", "peer sent 3 certificate(s)"]);
     client.echo_and_close("ping from gnutls-cli");
     server.expect_stderr("closed by the peer (close_notify)");
@@ -211,17 +218,7 @@ fn fastshake_client_offering_caching_to_openssl_s_server_gets_ordinary_handshake
 #[test]
 fn fastshake_client_offering_caching_to_gnutls_serv_gets_ordinary_handshakes() {
     let pki = Pki::generate(FASTSHAKE, "p256", 3);
-    let (_server, port) = gnutls_serv_echo(&[
-        "--require-client-cert",
-        "--verify-client-cert",
-        "--x509certfile",
-        &pki.server_cert(),
-        "--x509keyfile",
-        &pki.server_key(),
-        "--x509cafile",
-        &pki.ca(),
-        &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
-    ]);
+    let (_server, port) = gnutls_serv_mutual(&pki);
     let cache = pki.scratch("gnutls.cache");
     let _ = std::fs::remove_file(&cache);
     let mut args = pki.fastshake_mutual_client_args();
@@ -231,8 +228,7 @@ fn fastshake_client_offering_caching_to_gnutls_serv_gets_ordinary_handshakes() {
         let line =
             client.expect_handshake_without_resend(&["full (not resumed)", "peer sent 3 certificate(s)"]);
         assert!(!line.contains("from cache"), "{round}: {line}");
-        client.write_line("ping from fastshake");
-        client.expect_stdout("ping from fastshake");
+        client.write_and_see("ping from fastshake");
         client.finish(&[]);
     }
 }
@@ -251,18 +247,7 @@ fn openssl_and_gnutls_clients_with_a_caching_fastshake_server() {
     assert!(!line.contains("from cache"), "{line}");
     client.echo_and_close("ping from openssl s_client");
     server.expect_stderr("closed by the peer (close_notify)");
-    let mut client = gnutls_cli(
-        port,
-        &[
-            "--x509cafile",
-            &pki.ca(),
-            "--x509certfile",
-            &pki.client_cert(),
-            "--x509keyfile",
-            &pki.client_key(),
-            &format!("--priority={GNUTLS_ECDHE_PRIORITY}"),
-        ],
-    );
+    let mut client = gnutls_cli_mutual(port, &pki);
     client.echo_and_close("ping from gnutls-cli");
     server.assert_no_resend_in_any_handshake();
     assert!(!server.stderr.text().contains("from cache"));

@@ -46,8 +46,7 @@ fn smallest_mtu_fragments_every_flight_and_still_connects() {
     let (_server, port) =
         FASTSHAKE.server(&["--echo", "--mtu", "64", "--hint", "a-rather-long-identity-hint"]);
     let mut client = FASTSHAKE.client(port, PSK_HEX, &["--mtu", "64", "--verbose"]);
-    client.write_line("small datagrams");
-    client.expect_stdout("small datagrams");
+    client.write_and_see("small datagrams");
     client.finish(&[]);
     let trace = client.stderr.text();
     assert!(
@@ -134,21 +133,7 @@ fn bad_hex_key_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2), "clap exits with 2 on usage errors");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--psk"), "{stderr}");
-    let output = FASTSHAKE
-        .command()
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--psk-identity",
-            "x",
-            "--psk",
-            "00",
-            "--suite",
-            "TLS_NULL",
-        ])
-        .output()
-        .unwrap();
+    let output = FASTSHAKE.psk_server_command(&["--suite", "TLS_NULL"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown cipher suite"));
 }
@@ -192,8 +177,7 @@ fn a_line_longer_than_the_mtu_travels_in_several_records() {
 fn server_stopped_by_sigterm_closes_its_sessions_with_close_notify() {
     let (mut server, port) = FASTSHAKE.server(&["--echo"]);
     let mut client = FASTSHAKE.client(port, PSK_HEX, &[]);
-    client.write_line("before the stop");
-    client.expect_stdout("before the stop");
+    client.write_and_see("before the stop");
     server.terminate();
     // The client learns of the end from the close_notify, although its input is still open.
     let status = client.expect_exit();

@@ -14,10 +14,7 @@ fn client_against_openssl_s_server(suite: &str) {
         "{suite}, full (not resumed), with extended master secret"
     )]);
 
-    client.write_line("hello from fastshake");
-    server.expect_stdout("hello from fastshake");
-    server.write_line("hello from openssl");
-    client.expect_stdout("hello from openssl");
+    hello_both_ways(&mut client, &mut server, "openssl");
 
     client.finish(&[]);
     // s_server reports the close_notify it got.
@@ -103,8 +100,7 @@ fn client_against_gnutls_serv(suite: &str) {
     client.expect_handshake_without_resend(&[&format!(
         "{suite}, full (not resumed), with extended master secret"
     )]);
-    client.write_line("ping from fastshake");
-    client.expect_stdout("ping from fastshake");
+    client.write_and_see("ping from fastshake");
     client.finish(&[]);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

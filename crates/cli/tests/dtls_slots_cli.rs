@@ -23,8 +23,7 @@ fn full_server_refuses_a_second_client_which_names_the_reason() {
     server.expect_stderr_line_with(&["fastshake server: 127.0.0.1:", "refused, no free session slot"]);
 
     // The first session goes on.
-    first.write_line("still served");
-    first.expect_stdout("still served");
+    first.write_and_see("still served");
     first.finish(&[&server]);
 }
 
@@ -42,7 +41,6 @@ fn lru_server_closes_the_first_session_to_make_room_for_the_second() {
     let status = first.expect_exit();
     assert!(status.success(), "{}", first.transcript());
 
-    second.write_line("in the freed slot");
-    second.expect_stdout("in the freed slot");
+    second.write_and_see("in the freed slot");
     second.finish(&[&server]);
 }

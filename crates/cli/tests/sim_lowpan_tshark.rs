@@ -5,35 +5,18 @@
 //! context 0 = fd00::/64, which tshark is told), one is a single hop (link-local addresses, fully
 //! elided, which tshark derives from the MAC addresses with no hint).
 
+use fastshake_sim::scenario::{ieee802154_chain_toml, tsch_fields};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const ONE_HOP: &str = r#"
-name = "dtls-tsch-one-hop"
-seed = 2
-duration_s = 300
+/// sensor —tsch— root, one hop.
+fn one_hop_scenario() -> String {
+    let radios = ieee802154_chain_toml(&["sensor", "root"], "radio", &tsch_fields(11, 1));
+    format!("name = \"dtls-tsch-one-hop\"\nseed = 2\nduration_s = 300\n\n{radios}{ONE_HOP_APPS}")
+}
 
-[[node]]
-name = "sensor"
-interfaces = [{ name = "wpan0", addr = "10.0.0.2" }]
-
-[[node]]
-name = "root"
-interfaces = [{ name = "wpan0", addr = "10.0.0.1" }]
-
-[[mac]]
-name = "radio"
-kind = "tsch"
-slotframe = 11
-cells_per_link = 1
-
-[[link]]
-name = "hop"
-a = "root.wpan0"
-b = "sensor.wpan0"
-kind = { type = "ieee802154", mac = "radio" }
-
+const ONE_HOP_APPS: &str = r#"
 [[app]]
 name = "sensor"
 node = "sensor"
@@ -162,7 +145,7 @@ fn tshark_decodes_the_frames_down_to_the_dtls_handshake() {
     assert!(!unhinted.is_empty(), "mesh addresses need context 0");
 
     let one_hop = scratch.0.join("one-hop.toml");
-    std::fs::write(&one_hop, ONE_HOP).unwrap();
+    std::fs::write(&one_hop, one_hop_scenario()).unwrap();
     frames_pcap(&one_hop, &scratch.0.join("one-hop.pcap"));
     let types = check_capture(&scratch.0.join("one-hop.pcap"), false);
     assert!(types.is_superset(&expected), "{types:?}");

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 mod peer;
 
-pub use peer::{run_peer, PeerArgs};
+pub use peer::{run_peer, PeerOptions};
 
 const SERVER_PORT: u16 = 5684;
 const PSK_IDENTITY: &str = "chaos-soak";
@@ -70,109 +70,106 @@ pub const DEFAULT_CLIENTS: u32 = 50;
 pub const DEFAULT_LOSS: f64 = 0.05;
 pub const DEFAULT_DUPLICATE: f64 = 0.05;
 pub const DEFAULT_DELAY_MS: u64 = 30;
-const DEFAULT_WAVES: u32 = 4;
-const DEFAULT_RECORDS: u32 = 20;
-const DEFAULT_WINDOW: u32 = 4;
-const DEFAULT_GIVE_UP_S: f64 = 65.0;
-const DEFAULT_MOVE_EVERY: u32 = 4;
-const DEFAULT_RESUME_EVERY: u32 = 3;
-const DEFAULT_REORDER: f64 = 0.02;
-const DEFAULT_REORDER_DELAY_MS: u64 = 20;
-const DEFAULT_IDLE_TIMEOUT_S: f64 = 10.0;
-const DEFAULT_SEED: u64 = 1;
+pub const DEFAULT_WAVES: u32 = 4;
+pub const DEFAULT_RECORDS: u32 = 20;
+pub const DEFAULT_WINDOW: u32 = 4;
+pub const DEFAULT_GIVE_UP_S: f64 = 65.0;
+pub const DEFAULT_MOVE_EVERY: u32 = 4;
+pub const DEFAULT_RESUME_EVERY: u32 = 3;
+pub const DEFAULT_REORDER: f64 = 0.02;
+pub const DEFAULT_REORDER_DELAY_MS: u64 = 20;
+pub const DEFAULT_IDLE_TIMEOUT_S: f64 = 10.0;
+pub const DEFAULT_SEED: u64 = 1;
 
-/// `fastshake lab chaos-real`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct Args {
+/// `fastshake lab chaos-real`; [`Default`]: the `DEFAULT_*` constants.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Seconds of load in all (clients start during that time, in waves; the pauses between the
     /// waves come on top).
-    #[arg(long, default_value_t = DEFAULT_DURATION_S)]
     pub duration: u64,
     /// Clients at once (each slot runs one client after another).
-    #[arg(long, default_value_t = DEFAULT_CLIENTS)]
     pub clients: u32,
     /// Probability that the relay drops a datagram (each way).
-    #[arg(long, default_value_t = DEFAULT_LOSS)]
     pub loss: f64,
     /// Probability that the relay sends a datagram twice.
-    #[arg(long, default_value_t = DEFAULT_DUPLICATE)]
     pub duplicate: f64,
     /// One-way delay of the relay, ms (client to server and back: twice).
-    #[arg(long, default_value_t = DEFAULT_DELAY_MS)]
     pub delay_ms: u64,
     /// Print the report as JSON.
-    #[arg(long)]
     pub json: bool,
 }
 
-/// `fastshake netlab chaos`: the soak with every knob.
-#[derive(clap::Args, Debug, Clone)]
+/// `fastshake netlab chaos`: the soak with every knob; [`Default`]: the `DEFAULT_*` constants.
+#[derive(Clone, Debug)]
 pub struct Knobs {
-    #[command(flatten)]
-    main: Args,
+    /// What `fastshake lab chaos-real` takes too.
+    pub main: RunOptions,
     /// Waves of load; the first warms the server up, and its memory after the pause is the baseline.
-    #[arg(long, default_value_t = DEFAULT_WAVES)]
-    waves: u32,
+    pub waves: u32,
     /// Records each client sends (and gets back) before it closes.
-    #[arg(long, default_value_t = DEFAULT_RECORDS)]
-    records: u32,
+    pub records: u32,
     /// Records outstanding at once per client.
-    #[arg(long, default_value_t = DEFAULT_WINDOW)]
-    window: u32,
+    pub window: u32,
     /// A record unanswered this long is sent again as a new attempt, and then after twice and
     /// four times as long; default: 8 delays + 200 ms.
-    #[arg(long)]
-    request_timeout_ms: Option<u64>,
+    pub request_timeout_ms: Option<u64>,
     /// A record unanswered this long after its first transmission counts as lost, s. Longer than
     /// the handshake timeout (60 s): in an abbreviated handshake whose client Finished is lost the
     /// client already sends records, which wait for the server's retransmission timer (1, 2, 4,
     /// 8, 16 s ... after it), so a few losses in a row hold them up for tens of seconds.
-    #[arg(long, default_value_t = DEFAULT_GIVE_UP_S)]
-    give_up_s: f64,
+    pub give_up_s: f64,
     /// One client in this many moves to another address halfway (0: none).
-    #[arg(long, default_value_t = DEFAULT_MOVE_EVERY)]
-    move_every: u32,
+    pub move_every: u32,
     /// Every this many-th client of a slot resumes the session of the one before (0: none).
-    #[arg(long, default_value_t = DEFAULT_RESUME_EVERY)]
-    resume_every: u32,
+    pub resume_every: u32,
     /// Probability that the relay holds a datagram back by --reorder-delay-ms more.
-    #[arg(long, default_value_t = DEFAULT_REORDER)]
-    reorder: f64,
+    pub reorder: f64,
     /// The extra delay of a reordered datagram, ms.
-    #[arg(long, default_value_t = DEFAULT_REORDER_DELAY_MS)]
-    reorder_delay_ms: u64,
+    pub reorder_delay_ms: u64,
     /// How long after the original the relay's copy leaves, ms (0: right behind it).
-    #[arg(long, default_value_t = 0)]
-    duplicate_delay_ms: u64,
+    pub duplicate_delay_ms: u64,
     /// The server's --idle-timeout, s. Sessions whose close_notify was lost end then; a
     /// handshake in progress, or one whose last flight the client has not confirmed, is not idle
     /// and stays until the handshake timeout, however short this is.
-    #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_S)]
-    idle_timeout_s: f64,
+    pub idle_timeout_s: f64,
     /// Pause after each wave before the server's memory is read, s; default: the idle timeout + 2 s.
-    #[arg(long)]
-    pause_s: Option<f64>,
+    pub pause_s: Option<f64>,
     /// Seed of the relay's loss, duplication and reordering.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
-    seed: u64,
+    pub seed: u64,
     /// Growth of the server's memory from the baseline to the end that still counts as flat, KiB;
     /// default: see the report's memory section.
-    #[arg(long)]
-    rss_tolerance_kib: Option<u64>,
+    pub rss_tolerance_kib: Option<u64>,
     /// Write the server's standard error (its summary lines) to this file.
-    #[arg(long)]
-    server_log: Option<PathBuf>,
+    pub server_log: Option<PathBuf>,
     /// Run the server with -v (every datagram in --server-log, each line stamped with the Unix time).
-    #[arg(long, requires = "server_log")]
-    server_verbose: bool,
+    pub server_verbose: bool,
     /// Trace every client's datagrams and print the trace of each client that failed, lost a
     /// record or saw one twice (standard error).
-    #[arg(long)]
-    trace_failures: bool,
+    pub trace_failures: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            duration: DEFAULT_DURATION_S,
+            clients: DEFAULT_CLIENTS,
+            loss: DEFAULT_LOSS,
+            duplicate: DEFAULT_DUPLICATE,
+            delay_ms: DEFAULT_DELAY_MS,
+            json: false,
+        }
+    }
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Knobs::from_main(RunOptions::default())
+    }
 }
 
 impl Knobs {
-    fn from_main(main: Args) -> Knobs {
+    /// `main` with every other knob at its default.
+    pub fn from_main(main: RunOptions) -> Knobs {
         Knobs {
             main,
             waves: DEFAULT_WAVES,
@@ -341,7 +338,7 @@ pub(crate) struct WaveDone {
 }
 
 /// `fastshake lab chaos-real`.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     run_netlab(Knobs::from_main(args))
 }
 
@@ -1326,7 +1323,7 @@ mod tests {
 
     #[test]
     fn memory_is_flat_within_the_slack_and_the_cache_allowance() {
-        let plan = plan(Knobs::from_main(Args {
+        let plan = plan(Knobs::from_main(RunOptions {
             duration: 10,
             clients: 4,
             loss: 0.0,

@@ -52,20 +52,18 @@
 //! (RFC 9853 also allows data within the 3x limit instead), so the acknowledgement of the first
 //! message from a new address waits for the check. Without `rrc` they match the oracle.
 
-use crate::apps::session_ports::SessionPorts;
+use crate::apps::dtls_client::SeedTemplate;
+use crate::apps::dtls_server::DtlsEchoServer;
+use crate::apps::mobile_client::{MobileClient, MobilePlan};
 use crate::report::results::{print_figures, Figure};
 use fastshake_core::{Instant, SansIo, Transmit};
-use fastshake_dtls::{
-    CipherSuite, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event, Mobility,
-    MobilityMode, ServerConfig,
-};
-use fastshake_sim::apps::{App, NodeEvent};
+use fastshake_dtls::{CipherSuite, ClientConfig, Mobility, MobilityMode, ServerConfig};
+use fastshake_sim::apps::App;
 use fastshake_sim::dist::Jitter;
 use fastshake_sim::link::LinkConfig;
 use fastshake_sim::nat::{NatConfig, NatPreset};
 use fastshake_sim::{Action, AppId, IfaceId, NodeId, Role, Simulator};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,8 +80,10 @@ const CLIENT_PORT: u16 = 40_001;
 const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
 const PSK_IDENTITY: &[u8] = b"e1-client";
 const PSK_KEY: [u8; 16] = [0x5a; 16];
-/// Message size (seed 001 does not say): a tag, the 4-byte number, padding.
+/// Message size (seed 001 does not say): a request record (`apps::records`), padded.
 const MESSAGE_LEN: usize = 32;
+/// The requests' numbers are 16 bits (`apps::records`).
+const MAX_MESSAGES: u32 = 1 << 16;
 /// Length of the connection IDs the server issues (RFC 9146 leaves it to the server; 4 bytes
 /// tell apart far more sessions than a constrained server holds).
 const SERVER_CID_LEN: u8 = 4;
@@ -93,36 +93,44 @@ const FIRST_SESSION_PORT: u16 = 50_000;
 #[path = "e1_real.rs"]
 pub mod real;
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab e1` runs and how it prints it; [`Default`] is the paper's workload.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Print the figures as JSON.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Messages per run (seed 001: 600).
-    #[arg(long, default_value_t = 600)]
-    messages: u32,
+    pub messages: u32,
     /// Runs per cell (seeds 1..=N); the figures are means over them.
-    #[arg(long, default_value_t = 3)]
-    seeds: u64,
+    pub seeds: u64,
     /// Length of each outage, ms (seed 001 does not give it).
-    #[arg(long, default_value_t = 1000)]
-    outage_ms: u64,
+    pub outage_ms: u64,
     /// Jitter per packet on the client's access links, uniform in [0, N] µs (may reorder).
-    #[arg(long, default_value_t = 0)]
-    jitter_us: u64,
+    pub jitter_us: u64,
     /// Application timeout, ms (seed 001: 1 s).
-    #[arg(long, default_value_t = 1000)]
-    app_timeout_ms: u64,
+    pub app_timeout_ms: u64,
     /// One-way delays on the client's access links, ms.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![5, 30, 100])]
-    delays: Vec<u64>,
+    pub delays: Vec<u64>,
     /// NAT between router and server: none, full-cone, restricted, port-restricted, symmetric, all.
-    #[arg(long, default_value = "none")]
-    nat: String,
+    pub nat: String,
     /// Run on real sockets in network namespaces instead of the simulator (needs root; one run
     /// per cell; `fastshake netlab e1` has the real run's further knobs).
-    #[arg(long)]
-    real: bool,
+    pub real: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            json: false,
+            messages: 600,
+            seeds: 3,
+            outage_ms: 1000,
+            jitter_us: 0,
+            app_timeout_ms: 1000,
+            delays: vec![5, 30, 100],
+            nat: "none".into(),
+            real: false,
+        }
+    }
 }
 
 /// How the session copes with the client's address changes.
@@ -345,21 +353,6 @@ fn ideal_bound_ns(messages: u32, rtt_ns: u64, unavoidable_ms: &[(u64, u64)]) -> 
     t + need
 }
 
-fn message(tag: u8, seq: u32) -> Vec<u8> {
-    let mut m = vec![0u8; if tag == b'M' { MESSAGE_LEN } else { 5 }];
-    m[0] = tag;
-    m[1..5].copy_from_slice(&seq.to_be_bytes());
-    m
-}
-
-fn parse_message(tag: u8, data: &[u8]) -> Option<u32> {
-    if data.first() != Some(&tag) {
-        return None;
-    }
-    let bytes: [u8; 4] = data.get(1..5)?.try_into().ok()?;
-    Some(u32::from_be_bytes(bytes))
-}
-
 fn seed_bytes(run_seed: u64, salt: u8, index: u64) -> [u8; 32] {
     let mut seed = [salt; 32];
     seed[..8].copy_from_slice(&run_seed.to_le_bytes());
@@ -367,401 +360,82 @@ fn seed_bytes(run_seed: u64, salt: u8, index: u64) -> [u8; 32] {
     seed
 }
 
-struct ClientIface {
-    name: String,
-    addr: Ipv4Addr,
-    up: bool,
+/// The engine seeds of one run: `salt` everywhere but the run's seed in bytes 0..8 and the
+/// handshake's number in bytes 8..16 ([`SEED_INDEX_AT`]).
+fn seed_template(run_seed: u64, salt: u8) -> SeedTemplate {
+    SeedTemplate(seed_bytes(run_seed, salt, 0))
 }
 
-/// The message in flight on the current session.
-struct Outstanding {
-    /// The interface it last went out on.
-    iface: usize,
-    /// When it last went out, and how often it went out: a message sent once and acknowledged
-    /// gives one round trip of the path.
-    sent_at: Instant,
-    sends: u32,
-}
+/// Where [`seed_template`] puts the handshake's number.
+const SEED_INDEX_AT: usize = 8;
 
-/// The mobile client: its application and its DTLS session.
-struct E1Client {
-    strategy: Strategy,
-    config: Arc<ClientConfig>,
-    server: SocketAddr,
-    run_seed: u64,
-    app_timeout: Duration,
-    messages: u32,
-    ifaces: Vec<ClientIface>,
-    /// The interface in use; kept until it goes down.
-    current: Option<usize>,
-    conn: Option<Connection>,
-    /// The address a handshake in progress was started from.
-    handshake_from: Option<Ipv4Addr>,
-    /// A new session is needed as soon as an interface is up.
-    reconnect_wanted: bool,
-    last_session: Option<ClientSession>,
-    /// The message to be acknowledged next.
-    next_seq: u32,
-    outstanding: Option<Outstanding>,
-    /// Standard DTLS: when the session counts as broken. Otherwise: when to resend.
-    app_deadline: Option<Instant>,
-    acks: Vec<u32>,
-    handshakes_started: u64,
-    handshakes: u32,
-    resumed_handshakes: u32,
-    reconnections: u32,
-    outages: u32,
-    resends: u32,
-    /// Times the session followed the server to another port.
-    path_changes: u32,
-    /// The fastest round trip of a message sent once.
-    fastest_round_trip: Option<Duration>,
-    done_at: Option<Instant>,
-}
-
-impl E1Client {
-    fn new(strategy: Strategy, config: Arc<ClientConfig>, run_seed: u64, params: &Params) -> Self {
-        E1Client {
-            strategy,
-            config,
-            server: SocketAddr::from((SERVER_ADDR, SERVER_PORT)),
-            run_seed,
-            app_timeout: Duration::from_millis(params.app_timeout_ms),
-            messages: params.messages,
-            ifaces: Vec::new(),
-            current: None,
-            conn: None,
-            handshake_from: None,
-            reconnect_wanted: false,
-            last_session: None,
-            next_seq: 0,
-            outstanding: None,
-            app_deadline: None,
-            acks: vec![0; params.messages as usize],
-            handshakes_started: 0,
-            handshakes: 0,
-            resumed_handshakes: 0,
-            reconnections: 0,
-            outages: 0,
-            resends: 0,
-            path_changes: 0,
-            fastest_round_trip: None,
-            done_at: None,
-        }
-    }
-
-    fn usable_addr(&self) -> Option<Ipv4Addr> {
-        let i = self.current?;
-        self.ifaces.get(i).filter(|f| f.up).map(|f| f.addr)
-    }
-
-    fn start_handshake(&mut self, now: Instant) {
-        self.outstanding = None;
-        self.app_deadline = None;
-        let Some(addr) = self.usable_addr() else {
-            self.conn = None;
-            self.handshake_from = None;
-            self.reconnect_wanted = true;
-            return;
-        };
-        self.reconnect_wanted = false;
-        self.handshakes_started += 1;
-        let seed = seed_bytes(self.run_seed, 1, self.handshakes_started);
-        let session = match self.strategy {
-            Strategy::StandardResumed => self.last_session.clone(),
-            _ => None,
-        };
-        let conn = match session {
-            Some(s) => Connection::client_with_session(self.config.clone(), now, self.server, seed, Some(s)),
-            None => Connection::client(self.config.clone(), now, self.server, seed),
-        };
-        self.conn = Some(conn);
-        self.handshake_from = Some(addr);
-    }
-
-    /// Sends (or sends again) the message `next_seq` on an established session.
-    fn send_message(&mut self, now: Instant) {
-        if self.done_at.is_some() || self.usable_addr().is_none() {
-            return;
-        }
-        let Some(conn) = self.conn.as_mut().filter(|c| c.is_established()) else { return };
-        if conn.send(&message(b'M', self.next_seq)).is_err() {
-            return;
-        }
-        let first_on_session = self.outstanding.is_none();
-        if !first_on_session {
-            self.resends += 1;
-        }
-        // Standard DTLS times the session from the message's first send on it; the others
-        // time each send.
-        if !self.strategy.reconnects() || first_on_session {
-            self.app_deadline = Some(now + self.app_timeout);
-        }
-        let iface = self.current.unwrap_or(0);
-        let sends = self.outstanding.as_ref().map_or(0, |o| o.sends) + 1;
-        self.outstanding = Some(Outstanding { iface, sent_at: now, sends });
-    }
-
-    fn drain(&mut self, now: Instant) {
-        loop {
-            let Some(event) = self.conn.as_mut().and_then(Connection::poll_event) else { break };
-            match event {
-                Event::Connected(summary) => {
-                    self.handshakes += 1;
-                    if summary.resumed {
-                        self.resumed_handshakes += 1;
-                    }
-                    if summary.session.is_some() {
-                        self.last_session = summary.session;
-                    }
-                    self.handshake_from = None;
-                    self.send_message(now);
-                }
-                Event::ApplicationData(data) => self.on_ack(now, &data),
-                Event::PathChanged(_) => self.path_changes += 1,
-                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
-                Event::Closed | Event::Failed(_) => {
-                    self.conn = None;
-                    self.handshake_from = None;
-                    if self.done_at.is_none() {
-                        self.start_handshake(now);
-                    }
-                }
-            }
-        }
-    }
-
-    fn on_ack(&mut self, now: Instant, data: &[u8]) {
-        let Some(seq) = parse_message(b'A', data) else { return };
-        let Some(count) = self.acks.get_mut(seq as usize) else { return };
-        *count += 1;
-        if seq != self.next_seq || *count != 1 {
-            return;
-        }
-        if let Some(o) = self.outstanding.as_ref().filter(|o| o.sends == 1) {
-            let rtt = now.saturating_duration_since(o.sent_at);
-            self.fastest_round_trip = Some(self.fastest_round_trip.map_or(rtt, |f| f.min(rtt)));
-        }
-        self.next_seq += 1;
-        self.outstanding = None;
-        self.app_deadline = None;
-        if self.next_seq == self.messages {
-            self.done_at = Some(now);
-        } else {
-            self.send_message(now);
-        }
-    }
-
-    fn on_app_timeout(&mut self, now: Instant) {
-        self.app_deadline = None;
-        if self.done_at.is_some() {
-            return;
-        }
-        if self.strategy.reconnects() {
-            if self.conn.as_ref().is_some_and(Connection::is_established) {
-                self.reconnections += 1;
-                self.start_handshake(now);
-            }
-        } else {
-            // Resent now, or when an interface comes up (the outstanding message stays).
-            self.send_message(now);
-        }
-    }
-
-    fn iface_index(&self, name: &str) -> Option<usize> {
-        self.ifaces.iter().position(|f| f.name == name)
-    }
-
-    /// After a change of interfaces: a handshake whose address is gone starts again.
-    fn handshake_address_gone(&mut self, now: Instant) {
-        if let Some(from) = self.handshake_from {
-            if self.usable_addr() != Some(from) {
-                self.start_handshake(now);
-            }
-        }
+/// The client of one run: the shared mobile client with the strategy's reconnection.
+fn mobile_plan(strategy: Strategy, run_seed: u64, params: &Params, server: SocketAddr) -> MobilePlan {
+    MobilePlan {
+        server,
+        requests: params.messages,
+        request_len: MESSAGE_LEN,
+        app_timeout: Duration::from_millis(params.app_timeout_ms),
+        reconnect_on_timeout: strategy.reconnects(),
+        resume: strategy == Strategy::StandardResumed,
+        seeds: seed_template(run_seed, 1),
+        seed_index_at: SEED_INDEX_AT,
     }
 }
 
-impl SansIo for E1Client {
-    fn handle_datagram(&mut self, now: Instant, _local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
-        if let Some(conn) = &mut self.conn {
-            conn.handle_datagram(now, remote, datagram);
-        }
-        self.drain(now);
-    }
-
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let transmit = self.conn.as_mut()?.poll_transmit(now)?;
-        let iface = self.current.unwrap_or(0);
-        let src = self.ifaces.get(iface).map(|f| SocketAddr::from((f.addr, 0)));
-        Some(Transmit { src, ..transmit })
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        if self.done_at.is_some() {
-            return None;
-        }
-        let conn = self.conn.as_ref().and_then(Connection::poll_timeout);
-        match (conn, self.app_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        if let Some(conn) = &mut self.conn {
-            if conn.poll_timeout().is_some_and(|t| t <= now) {
-                conn.handle_timeout(now);
-            }
-        }
-        self.drain(now);
-        if self.app_deadline.is_some_and(|t| t <= now) {
-            self.on_app_timeout(now);
-        }
-    }
-}
-
-impl App for E1Client {
-    fn handle_node_event(&mut self, now: Instant, event: &NodeEvent) {
-        match event {
-            NodeEvent::InterfaceUp { iface, addr } => {
-                let idx = match self.iface_index(iface) {
-                    Some(i) => i,
-                    None => {
-                        self.ifaces.push(ClientIface { name: iface.clone(), addr: *addr, up: true });
-                        self.ifaces.len() - 1
-                    }
-                };
-                self.ifaces[idx].up = true;
-                self.ifaces[idx].addr = *addr;
-                // The first interface is preferred (as a lower route metric would make it): the
-                // client returns to it once it is back, from the next message on, and the
-                // other one is used only while it is down.
-                if self.current.and_then(|c| self.ifaces.get(c)).is_none_or(|f| !f.up)
-                    || self.current.is_some_and(|c| idx < c)
-                {
-                    self.current = Some(idx);
-                }
-                if self.done_at.is_some() {
-                    return;
-                }
-                if self.conn.is_none() || self.reconnect_wanted {
-                    self.start_handshake(now);
-                    return;
-                }
-                self.handshake_address_gone(now);
-                let left_here = self.outstanding.as_ref().is_some_and(|o| o.iface == idx);
-                let waiting = self.outstanding.is_some() && self.app_deadline.is_none();
-                if self.current == Some(idx) && (left_here || waiting) {
-                    self.send_message(now);
-                }
-            }
-            NodeEvent::InterfaceDown { iface, .. } => {
-                let Some(idx) = self.iface_index(iface) else { return };
-                self.ifaces[idx].up = false;
-                if self.done_at.is_some() {
-                    return;
-                }
-                self.outages += 1;
-                if self.current == Some(idx) {
-                    self.current = self.ifaces.iter().position(|f| f.up).or(Some(idx));
-                }
-                self.handshake_address_gone(now);
-                let moved = self.usable_addr().is_some();
-                if moved && self.outstanding.as_ref().is_some_and(|o| o.iface == idx) {
-                    self.send_message(now);
-                }
-            }
-            NodeEvent::AddressChanged { iface, new, .. } => {
-                if let Some(idx) = self.iface_index(iface) {
-                    self.ifaces[idx].addr = *new;
-                }
-                self.handshake_address_gone(now);
-            }
-        }
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-/// The server: a DTLS endpoint, its socket strategy and the acknowledging application.
+/// The server of one run: the shared echo server (every copy echoed, deliveries counted per
+/// client across sessions, IPC and TCS on ports of their own), seen through the oracle when the
+/// strategy is the oracle, and counting the datagrams its sessions sent from their own ports
+/// before any handshake completed (IPC's first flights, which a filtering NAT drops).
 struct E1Server {
-    endpoint: Endpoint,
-    /// IPC and TCS: the ports of the sessions.
-    ports: SessionPorts,
-    /// Sessions that completed a handshake.
-    connected: u32,
-    /// Datagrams sent from a port other than the welcome port before any handshake completed
-    /// (IPC's first flights).
+    echo: DtlsEchoServer,
     sent_from_session_ports_before_connected: u32,
-    path_changes: u32,
     /// Oracle: every datagram is handed to the endpoint as if from the client's first address,
     /// and what the endpoint sends there goes to the address last heard from.
     oracle: bool,
     anchor: Option<SocketAddr>,
     latest: Option<SocketAddr>,
-    identities: HashMap<ConnectionHandle, Vec<u8>>,
-    /// Message numbers delivered, per client identity (across sessions).
-    delivered_by_client: HashMap<Vec<u8>, Vec<bool>>,
-    receipts: Vec<u32>,
-    deliveries: Vec<u32>,
 }
 
 impl E1Server {
-    /// The server of one run: its endpoint seeded from the run's seed, room for `messages`.
-    fn new(strategy: Strategy, config: Arc<ServerConfig>, seed: u64, messages: u32) -> E1Server {
+    /// The server of one run: its endpoint seeded from the run's seed.
+    fn new(strategy: Strategy, config: Arc<ServerConfig>, seed: u64) -> E1Server {
+        let echo = DtlsEchoServer::new(config, seed_bytes(seed, 2, 0), true)
+            .with_mobility(strategy.mode(), FIRST_SESSION_PORT)
+            .with_client_ledger();
         E1Server {
-            endpoint: Endpoint::new(config, seed_bytes(seed, 2, 0)),
-            ports: SessionPorts::new(strategy.mode(), FIRST_SESSION_PORT),
-            connected: 0,
+            echo,
             sent_from_session_ports_before_connected: 0,
-            path_changes: 0,
             oracle: strategy == Strategy::Oracle,
             anchor: None,
             latest: None,
-            identities: HashMap::new(),
-            delivered_by_client: HashMap::new(),
-            receipts: vec![0; messages as usize],
-            deliveries: vec![0; messages as usize],
         }
     }
 
-    fn drain(&mut self) {
-        while let Some((handle, event)) = self.endpoint.poll_event() {
-            // IPC: the session answers from its own port from its first flight on; TCS: it moves
-            // to one once established.
-            self.ports.after_event(&mut self.endpoint, handle, &event, SERVER_ADDR.into());
-            match event {
-                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
-                Event::Connected(summary) => {
-                    self.connected += 1;
-                    self.identities.insert(handle, summary.psk_identity);
-                }
-                Event::PathChanged(_) => self.path_changes += 1,
-                Event::ApplicationData(data) => {
-                    let Some(seq) = parse_message(b'M', &data) else { continue };
-                    let Some(identity) = self.identities.get(&handle) else { continue };
-                    let Some(receipts) = self.receipts.get_mut(seq as usize) else { continue };
-                    *receipts += 1;
-                    let messages = self.deliveries.len();
-                    let seen = self
-                        .delivered_by_client
-                        .entry(identity.clone())
-                        .or_insert_with(|| vec![false; messages]);
-                    if let Some(slot) = seen.get_mut(seq as usize).filter(|s| !**s) {
-                        *slot = true;
-                        self.deliveries[seq as usize] += 1;
-                    }
-                    // Every copy is acknowledged: the first acknowledgement may have been lost.
-                    let _ = self.endpoint.send(handle, &message(b'A', seq));
-                }
-                Event::Closed | Event::Failed(_) => {
-                    self.identities.remove(&handle);
+    /// Copies received of each of the first `messages` requests, over every client.
+    fn receipts(&self, messages: u32) -> Vec<u32> {
+        let mut receipts = vec![0; messages as usize];
+        for copies in self.echo.tally.copies_by_client.values() {
+            for (&seq, &n) in copies {
+                if let Some(r) = receipts.get_mut(usize::from(seq)) {
+                    *r += n;
                 }
             }
         }
+        receipts
+    }
+
+    /// How many clients each of the first `messages` requests was delivered to (once each).
+    fn deliveries(&self, messages: u32) -> Vec<u32> {
+        let mut deliveries = vec![0; messages as usize];
+        for copies in self.echo.tally.copies_by_client.values() {
+            for &seq in copies.keys() {
+                if let Some(d) = deliveries.get_mut(usize::from(seq)) {
+                    *d += 1;
+                }
+            }
+        }
+        deliveries
     }
 }
 
@@ -773,14 +447,13 @@ impl SansIo for E1Server {
         } else {
             remote
         };
-        self.endpoint.handle_datagram(now, local, remote, datagram);
-        self.drain();
+        self.echo.handle_datagram(now, local, remote, datagram);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let mut transmit = self.endpoint.poll_transmit(now)?;
+        let mut transmit = self.echo.poll_transmit(now)?;
         let from_session_port = transmit.src.is_some_and(|src| src.port() != SERVER_PORT);
-        if from_session_port && self.connected == 0 {
+        if from_session_port && self.echo.tally.connected == 0 {
             self.sent_from_session_ports_before_connected += 1;
         }
         if self.oracle && Some(transmit.dst) == self.anchor {
@@ -792,18 +465,17 @@ impl SansIo for E1Server {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
+        self.echo.poll_timeout()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-        self.drain();
+        self.echo.handle_timeout(now);
     }
 }
 
 impl App for E1Server {
     fn poll_bind(&mut self) -> Option<u16> {
-        self.ports.poll_bind()
+        self.echo.poll_bind()
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
@@ -877,7 +549,7 @@ fn build(
     seed: u64,
     extra_host: Option<Box<dyn App>>,
 ) -> anyhow::Result<Run> {
-    anyhow::ensure!(params.messages > 0, "at least one message");
+    anyhow::ensure!((1..=MAX_MESSAGES).contains(&params.messages), "1 to {MAX_MESSAGES} messages");
     let rtt_ns = 2 * cell.delay_ms * 1_000_000;
     // Room for every message, one slow reconnection per outage and a margin; the run stops
     // as soon as the last acknowledgement is in.
@@ -939,9 +611,10 @@ fn build(
             sim.schedule(Instant::from_millis(end), Action::InterfaceUp(iface));
         }
     }
-    let client_app = E1Client::new(strategy, client_config, seed, params);
+    let server_addr = SocketAddr::from((SERVER_ADDR, SERVER_PORT));
+    let client_app = MobileClient::new(client_config, mobile_plan(strategy, seed, params, server_addr));
     let client_id = sim.add_app(client, "e1-client", CLIENT_PORT, Box::new(client_app))?;
-    let server_app = E1Server::new(strategy, server_config, seed, params.messages);
+    let server_app = E1Server::new(strategy, server_config, seed);
     let server_id = sim.add_app(server, "e1-server", SERVER_PORT, Box::new(server_app))?;
     let (messages, unavoidable_ms) = (params.messages, unavoidable_outages(&schedule));
     Ok(Run {
@@ -966,35 +639,29 @@ impl Run {
 
     /// Runs to the end; the capture, if [`Simulator::enable_capture`] was called.
     fn finish_captured(self) -> anyhow::Result<(RunResult, Option<Vec<u8>>)> {
-        let Run {
-            mut sim,
-            seed,
-            client_id,
-            server_id,
-            nat_node,
-            rtt_ns,
-            horizon_ms,
-            ideal_ns,
-            messages,
-            unavoidable_ms,
-        } = self;
+        let mut sim = self.sim;
+        let (seed, client_id, server_id, rtt_ns, horizon_ms) =
+            (self.seed, self.client_id, self.server_id, self.rtt_ns, self.horizon_ms);
+        let (nat_node, ideal_ns, messages, unavoidable_ms) =
+            (self.nat_node, self.ideal_ns, self.messages, self.unavoidable_ms);
         let step_ms = 250;
         let mut t_ms = 0;
         let done = loop {
             t_ms += step_ms;
             sim.run_until(Instant::from_millis(t_ms));
-            let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<E1Client>());
+            let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<MobileClient>());
             let Some(c) = c else { anyhow::bail!("the client app is not where it was put") };
-            if c.done_at.is_some() || t_ms >= horizon_ms {
-                break c.done_at;
+            if c.tally.done_at.is_some() || t_ms >= horizon_ms {
+                break c.tally.done_at;
             }
         };
         // Late copies of acknowledgements in flight arrive within one round trip.
         let settle = done.map_or(0, |d| d.as_nanos() + rtt_ns + 1);
         sim.run_until(Instant::from_nanos(settle.max(sim.now().as_nanos())));
-        let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<E1Client>());
+        let c = sim.app(client_id).as_any().and_then(|a| a.downcast_ref::<MobileClient>());
         let s = sim.app(server_id).as_any().and_then(|a| a.downcast_ref::<E1Server>());
         let (Some(c), Some(s)) = (c, s) else { anyhow::bail!("the E1 apps are not where they were put") };
+        let c = &c.tally;
         let mut result = RunResult {
             seed,
             first_outage_ms: first_outage_ms(seed),
@@ -1009,17 +676,17 @@ impl Run {
             ideal_at_fastest_round_trip_s: c
                 .fastest_round_trip
                 .map(|d| ideal_bound_ns(messages, d.as_nanos() as u64, &unavoidable_ms) as f64 / 1e9),
-            server_path_changes: s.path_changes,
+            server_path_changes: s.echo.tally.path_changes,
             client_path_changes: c.path_changes,
             nat_filtered: nat_node.and_then(|n| sim.nat_counters(n)).map_or(0, |n| n.filtered),
             ..RunResult::default()
         };
-        result.tally(&c.acks, &s.receipts, &s.deliveries);
+        result.tally(&c.acks, &s.receipts(messages), &s.deliveries(messages));
         if done.is_none() {
             let first_flight_filtered = c.handshakes == 0
                 && s.sent_from_session_ports_before_connected > 0
                 && result.nat_filtered >= u64::from(s.sent_from_session_ports_before_connected);
-            result.failure = Some(if let Some(stayed) = s.ports.stayed.first() {
+            result.failure = Some(if let Some(stayed) = s.echo.stayed_on_welcome_port().first() {
                 format!("a session stayed on the welcome port: {stayed}")
             } else if first_flight_filtered {
                 format!(
@@ -1220,6 +887,12 @@ fn nat_name(nat: Option<NatPreset>) -> &'static str {
     }
 }
 
+/// A cell as the tables head it: its delay, homing and NAT.
+fn cell_name(c: &Cell) -> String {
+    let homing = if c.multihomed { "multihomed" } else { "single-homed" };
+    format!("delay {} ms ({homing}, {})", c.delay_ms, nat_name(c.nat))
+}
+
 fn fmt_opt(v: Option<f64>, width: usize, precision: usize) -> String {
     match v {
         Some(v) => format!("{v:>width$.precision$}"),
@@ -1285,11 +958,13 @@ pub fn figures(reports: &[CellReport], params: &Params) -> Vec<Figure> {
     figures
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// `fastshake lab e1`: runs every cell and prints the tables (or JSON).
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     if args.real {
         return real::run(args);
     }
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
+    anyhow::ensure!(args.messages <= MAX_MESSAGES, "--messages must be at most {MAX_MESSAGES}");
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");
     anyhow::ensure!(
@@ -1339,10 +1014,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let c = report.cell;
         println!();
         println!(
-            "delay {} ms ({}, {}): round trip {:.3} s, ideal bound {:.3} s (analytic)",
-            c.delay_ms,
-            if c.multihomed { "multihomed" } else { "single-homed" },
-            nat_name(c.nat),
+            "{}: round trip {:.3} s, ideal bound {:.3} s (analytic)",
+            cell_name(&c),
             report.round_trip_s,
             report.ideal_s
         );

@@ -6,7 +6,7 @@
 //! (the userspace relay), optionally NAT, and a server. In the server namespace runs
 //! `fastshake netlab e1-peer server`, in the client namespace `fastshake netlab e1-peer client`.
 //!
-//! Both peers drive the very applications the simulated E1 runs (`E1Client`, `E1Server`: the same
+//! Both peers drive the very applications the simulated E1 runs (`apps::mobile_client`, E1's server: the same
 //! workload, application timeout, resends and reconnections, the same engine configurations), only
 //! over real sockets and the process clock instead of the simulator. So the real and the simulated
 //! runs differ in the network alone.
@@ -26,11 +26,12 @@
 //! - runner: `stop`; peer: `result JSON`, then it exits.
 
 use super::{
-    cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt, ideal_bound_ns, mean,
-    nat_name, outage_schedule, parse_nat, row_figures, unavoidable_outages, Args, Cell, CellReport, E1Client,
-    E1Server, Params, Row, RunResult, Strategy, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR,
-    SERVER_PORT,
+    cell_name, cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt,
+    ideal_bound_ns, mean, mobile_plan, nat_name, outage_schedule, parse_nat, row_figures,
+    unavoidable_outages, Cell, CellReport, E1Server, Params, Row, RunOptions, RunResult, Strategy,
+    MAX_MESSAGES, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
 };
+use crate::apps::mobile_client::MobileClient;
 use crate::runner::{check_interrupt, watch_for_interrupts, LineProcess};
 use anyhow::{bail, Context};
 use fastshake_core::{SansIo, Transmit};
@@ -62,54 +63,63 @@ const FIRST_HANDSHAKE_BOUND: Duration = Duration::from_secs(30);
 const RECEIVE_BUFFER: usize = 65_536;
 
 /// `fastshake netlab e1`: E1 on real sockets with every knob (`fastshake lab e1 --real` is this
-/// with the simulator's fixed outage period).
-#[derive(clap::Args, Debug)]
-pub struct RealArgs {
+/// with the simulator's fixed outage period). [`Default`]: the paper's workload, one run per cell,
+/// every strategy on the simulated E1's applications.
+#[derive(Clone, Debug)]
+pub struct RealOptions {
     /// Print the figures as JSON.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Messages per run (seed 001: 600).
-    #[arg(long, default_value_t = 600)]
-    messages: u32,
+    pub messages: u32,
     /// Runs per cell (seeds 1..=N; the seed places the first outage as in the simulator).
-    #[arg(long, default_value_t = 1)]
-    seeds: u64,
+    pub seeds: u64,
     /// Length of each outage, ms.
-    #[arg(long, default_value_t = 1000)]
-    outage_ms: u64,
+    pub outage_ms: u64,
     /// Application timeout, ms (seed 001: 1 s).
-    #[arg(long, default_value_t = 1000)]
-    app_timeout_ms: u64,
+    pub app_timeout_ms: u64,
     /// One-way delays on the client's access links, ms.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![5, 30, 100])]
-    delays: Vec<u64>,
+    pub delays: Vec<u64>,
     /// NAT between router and server: none, port-restricted, symmetric or all (the testbed's
     /// nftables NAT has no full-cone or restricted kind).
-    #[arg(long, default_value = "none")]
-    nat: String,
+    pub nat: String,
     /// Strategies, comma-separated (standard-full, standard-resumed, oracle, cid, ipc, tcs);
     /// default: every one (with `--peers driver`, all but the oracle).
-    #[arg(long, value_delimiter = ',')]
-    strategies: Vec<String>,
+    pub strategies: Vec<String>,
     /// Client interfaces: single, multi or both.
-    #[arg(long, default_value = "both")]
-    homing: String,
+    pub homing: String,
     /// Time between two outages of one interface, ms (the simulated E1: 10 000).
-    #[arg(long, default_value_t = OUTAGE_PERIOD_MS)]
-    outage_period_ms: u64,
+    pub outage_period_ms: u64,
     /// Offset of the second interface's outages, ms; default: half the period (the simulated
     /// E1: 5 000 of 10 000).
-    #[arg(long)]
-    interleave_ms: Option<u64>,
+    pub interleave_ms: Option<u64>,
     /// First outage, ms after the first ClientHello; default: drawn from the seed in
     /// [1 s, 10 s] as in the simulated E1.
-    #[arg(long)]
-    first_outage_ms: Option<u64>,
+    pub first_outage_ms: Option<u64>,
     /// The peers: `app`, the simulated E1's applications over plain UDP sockets (every strategy,
     /// the oracle included), or `driver`, the E1 application on the real-socket DTLS driver
     /// (its server socket strategies and its reconnection).
-    #[arg(long, default_value = "app")]
-    peers: String,
+    pub peers: String,
+}
+
+impl Default for RealOptions {
+    fn default() -> Self {
+        let sim = RunOptions::default();
+        RealOptions {
+            json: false,
+            messages: sim.messages,
+            seeds: 1,
+            outage_ms: sim.outage_ms,
+            app_timeout_ms: sim.app_timeout_ms,
+            delays: sim.delays,
+            nat: sim.nat,
+            strategies: Vec::new(),
+            homing: "both".into(),
+            outage_period_ms: OUTAGE_PERIOD_MS,
+            interleave_ms: None,
+            first_outage_ms: None,
+            peers: "app".into(),
+        }
+    }
 }
 
 /// Everything one real E1 run needs to know, shared by every cell.
@@ -171,8 +181,8 @@ impl ScheduleShape {
 }
 
 /// `fastshake lab e1 --real`: the simulated E1's arguments, its outage period, one run per cell.
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let real = RealArgs {
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
+    let real = RealOptions {
         json: args.json,
         messages: args.messages,
         // A real run takes the time it measures: one run per cell (seed 1), whatever --seeds says;
@@ -216,8 +226,9 @@ fn nat_kind(nat: Option<NatPreset>) -> anyhow::Result<Option<NatKind>> {
     }
 }
 
-fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
+fn plan(args: RealOptions) -> anyhow::Result<RealPlan> {
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
+    anyhow::ensure!(args.messages <= MAX_MESSAGES, "--messages must be at most {MAX_MESSAGES}");
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");
     anyhow::ensure!(args.app_timeout_ms > 0, "--app-timeout-ms must be positive");
@@ -295,7 +306,8 @@ fn plan(args: RealArgs) -> anyhow::Result<RealPlan> {
 }
 
 /// `fastshake netlab e1`.
-pub fn run_real(args: RealArgs) -> anyhow::Result<()> {
+/// `fastshake netlab e1`: every cell and strategy on real sockets; needs root.
+pub fn run_real(args: RealOptions) -> anyhow::Result<()> {
     let plan = plan(args)?;
     match fastshake_netlab::testbed::require_root() {
         Err(TestbedError::NotRoot) => bail!(
@@ -622,11 +634,9 @@ fn print_table(reports: &[CellReport], plan: &RealPlan) {
         let c = report.cell;
         println!();
         println!(
-            "delay {} ms ({}, {}): nominal round trip {:.3} s, ideal bound {:.3} s (analytic); \
+            "{}: nominal round trip {:.3} s, ideal bound {:.3} s (analytic); \
              last column: the ideal bound at the run's own fastest round trip (relay and processes included)",
-            c.delay_ms,
-            if c.multihomed { "multihomed" } else { "single-homed" },
-            nat_name(c.nat),
+            cell_name(&c),
             report.round_trip_s,
             report.ideal_s
         );
@@ -682,64 +692,51 @@ fn print_table(reports: &[CellReport], plan: &RealPlan) {
 // The peers.
 
 /// `fastshake netlab e1-peer`: one side of a real E1 run, started by the runner in a testbed host.
-#[derive(clap::Args, Debug)]
-pub struct PeerArgs {
-    #[command(subcommand)]
-    role: PeerRole,
-}
-
-#[derive(clap::Subcommand, Debug)]
-enum PeerRole {
+#[derive(Clone, Debug)]
+pub enum PeerOptions {
     /// The acknowledging server.
-    Server(ServerPeerArgs),
+    Server(ServerPeerOptions),
     /// The mobile client.
-    Client(ClientPeerArgs),
+    Client(ClientPeerOptions),
 }
 
-#[derive(clap::Args, Debug)]
-struct ServerPeerArgs {
+/// `fastshake netlab e1-peer server`.
+#[derive(Clone, Debug)]
+pub struct ServerPeerOptions {
     /// Address of the welcome socket.
-    #[arg(long)]
-    listen: SocketAddr,
-    #[arg(long)]
-    strategy: String,
-    #[arg(long)]
-    messages: u32,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub listen: SocketAddr,
+    /// The strategy, as `--strategies` names it.
+    pub strategy: String,
+    pub messages: u32,
+    pub seed: u64,
     /// Run on the DTLS driver instead of the simulated E1's application.
-    #[arg(long)]
-    driver: bool,
+    pub driver: bool,
 }
 
-#[derive(clap::Args, Debug)]
-struct ClientPeerArgs {
+/// `fastshake netlab e1-peer client`.
+#[derive(Clone, Debug)]
+pub struct ClientPeerOptions {
     /// The server's welcome address.
-    #[arg(long)]
-    server: SocketAddr,
-    /// An interface and its address, `eth0=192.0.2.2`; repeat for each.
-    #[arg(long = "iface", required = true)]
-    ifaces: Vec<String>,
-    #[arg(long)]
-    strategy: String,
-    #[arg(long)]
-    messages: u32,
-    #[arg(long, default_value_t = 1000)]
-    app_timeout_ms: u64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub server: SocketAddr,
+    /// Each interface and its address, `eth0=192.0.2.2`.
+    pub ifaces: Vec<String>,
+    /// The strategy, as `--strategies` names it.
+    pub strategy: String,
+    pub messages: u32,
+    pub app_timeout_ms: u64,
+    pub seed: u64,
     /// Run on the DTLS driver instead of the simulated E1's application.
-    #[arg(long)]
-    driver: bool,
+    pub driver: bool,
 }
 
-pub fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
+/// `fastshake netlab e1-peer`: runs one side until the runner says `stop`.
+pub fn run_peer(args: PeerOptions) -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
     let outcome = runtime.block_on(async {
-        match args.role {
-            PeerRole::Server(args) => server_peer(args).await,
-            PeerRole::Client(args) => client_peer(args).await,
+        match args {
+            PeerOptions::Server(args) => server_peer(args).await,
+            PeerOptions::Client(args) => client_peer(args).await,
         }
     });
     // The standard-input thread may still block in a read: do not wait for it.
@@ -812,12 +809,12 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-fn new_server(strategy: Strategy, seed: u64, messages: u32) -> E1Server {
+fn new_server(strategy: Strategy, seed: u64) -> E1Server {
     let (_, server_config) = configs(strategy);
-    E1Server::new(strategy, server_config, seed, messages)
+    E1Server::new(strategy, server_config, seed)
 }
 
-async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
+async fn server_peer(args: ServerPeerOptions) -> anyhow::Result<()> {
     let strategy = parse_strategy(&args.strategy)?;
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     if args.driver {
@@ -834,7 +831,7 @@ async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
     sockets.insert(welcome_port, welcome);
     read_control_lines(inputs.clone());
     let clock = Clock::new();
-    let mut app = new_server(strategy, args.seed, args.messages);
+    let mut app = new_server(strategy, args.seed);
     say("ready");
     loop {
         // Session ports first: a TCS client may reach one before the session sends from it.
@@ -868,7 +865,10 @@ async fn server_peer(args: ServerPeerArgs) -> anyhow::Result<()> {
             _ = clock.sleep_until(deadline), if deadline.is_some() => app.handle_timeout(clock.now()),
         }
     }
-    let result = serde_json::json!({ "receipts": app.receipts, "deliveries": app.deliveries });
+    let result = serde_json::json!({
+        "receipts": app.receipts(args.messages),
+        "deliveries": app.deliveries(args.messages),
+    });
     say(&format!("result {result}"));
     Ok(())
 }
@@ -887,7 +887,7 @@ fn parse_iface(text: &str) -> anyhow::Result<(String, Ipv4Addr)> {
     Ok((name.to_owned(), address.parse().with_context(|| format!("--iface {text}: not an IPv4 address"))?))
 }
 
-async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
+async fn client_peer(args: ClientPeerOptions) -> anyhow::Result<()> {
     let strategy = parse_strategy(&args.strategy)?;
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     if args.driver {
@@ -915,8 +915,7 @@ async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
     let (client_config, _) = configs(strategy);
     let params =
         Params { messages: args.messages, outage_ms: 0, app_timeout_ms: args.app_timeout_ms, jitter_us: 0 };
-    let mut app = E1Client::new(strategy, client_config, args.seed, &params);
-    app.server = args.server;
+    let mut app = MobileClient::new(client_config, mobile_plan(strategy, args.seed, &params, args.server));
     for iface in &ifaces {
         app.handle_node_event(
             clock.now(),
@@ -929,11 +928,11 @@ async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
         while let Some(transmit) = app.poll_transmit(now) {
             send_from_iface(&ifaces, &transmit).await;
         }
-        if app.handshakes > 0 && !said_connected {
+        if app.tally.handshakes > 0 && !said_connected {
             say("connected");
             said_connected = true;
         }
-        if let (Some(done), false) = (app.done_at, reported) {
+        if let (Some(done), false) = (app.tally.done_at, reported) {
             say(&format!("done {}", done.since_origin().as_nanos()));
             reported = true;
         }
@@ -957,13 +956,13 @@ async fn client_peer(args: ClientPeerArgs) -> anyhow::Result<()> {
         }
     }
     let result = serde_json::json!({
-        "acks": app.acks,
-        "handshakes": app.handshakes,
-        "resumed_handshakes": app.resumed_handshakes,
-        "reconnections": app.reconnections,
-        "outages": app.outages,
-        "resends": app.resends,
-        "fastest_round_trip_ns": app.fastest_round_trip.map(|d| d.as_nanos() as u64),
+        "acks": app.tally.acks,
+        "handshakes": app.tally.handshakes,
+        "resumed_handshakes": app.tally.resumed_handshakes,
+        "reconnections": app.tally.reconnections,
+        "outages": app.tally.outages,
+        "resends": app.tally.resends,
+        "fastest_round_trip_ns": app.tally.fastest_round_trip.map(|d| d.as_nanos() as u64),
     });
     say(&format!("result {result}"));
     Ok(())

@@ -1,10 +1,13 @@
 //! The papers' experiments as a library, our figures beside theirs (`fastshake lab`): one module
 //! per experiment, numbered as in EXPERIMENTS.md, and [`apps`], the applications that run the
 //! DTLS and SCTP engines inside the simulator (the experiments' and any scenario file's).
+//!
+//! Each experiment's `run` takes a plain options struct (`e1::RunOptions`, ...); the command
+//! line that fills them is the `fastshake` binary's.
 #![forbid(unsafe_code)]
 
 pub mod apps;
-mod chaos;
+pub mod chaos;
 pub mod chaos_real;
 pub mod e1;
 pub mod e2;
@@ -14,45 +17,3 @@ pub mod mac_handshake;
 pub mod pki;
 pub mod report;
 mod runner;
-
-#[derive(clap::Args)]
-pub struct LabArgs {
-    #[command(subcommand)]
-    experiment: Experiment,
-}
-
-#[derive(clap::Subcommand)]
-enum Experiment {
-    /// E1: handover resilience (seed 001, Fig. 4 / Table I), in the simulator.
-    E1(e1::Args),
-    /// E2: seed 002 Section III (X-MAC, beacon-enabled 802.15.4, TSCH, CCM-8 overhead) with our
-    /// real handshake, each figure beside the paper's; variants the paper did not run.
-    E2(e2::Args),
-    /// E3: session slots on a constrained server (seed 002, Section IV): the Engset formulas
-    /// against the real engine, and what eviction (lru, idlest) costs the evicted.
-    E3(e3::Args),
-    /// E4: handshake caching (seed 003, BiTHaC) over DTLS 1.2: bytes per layer and message,
-    /// TLS-framed totals, CPU per role, cache entry sizes, and TSCH / X-MAC, beside the paper.
-    E4(e4::Args),
-    /// Every experiment into one report: DIR/index.html (self-contained), DIR/*.svg,
-    /// DIR/results.json (docs/results.schema.json) and a pcap per experiment.
-    All(report::Args),
-    /// E6: the chaos soak — every handshake completes, every record arrives once, over hostile links.
-    Chaos(chaos::Args),
-    /// E6 on real sockets: fastshake server and many clients through the delay relay (loss,
-    /// duplication, reordering, moves); nothing lost or delivered twice, the server's memory flat.
-    #[command(name = "chaos-real")]
-    ChaosReal(chaos_real::Args),
-}
-
-pub fn run(args: LabArgs) -> anyhow::Result<()> {
-    match args.experiment {
-        Experiment::All(a) => report::run(a),
-        Experiment::E1(a) => e1::run(a),
-        Experiment::E2(a) => e2::run(a),
-        Experiment::E3(a) => e3::run(a),
-        Experiment::E4(a) => e4::run(a),
-        Experiment::Chaos(a) => chaos::run(a),
-        Experiment::ChaosReal(a) => chaos_real::run(a),
-    }
-}

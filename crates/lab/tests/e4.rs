@@ -2,9 +2,7 @@
 //! TLS recount adding up to the DTLS bytes, and the report's JSON. The RSA PKI is generated once
 //! for this test binary (seeded, kept per process).
 
-use fastshake_lab::e4::chains::Chains;
-use fastshake_lab::e4::exchange::Config;
-use fastshake_lab::e4::{byte_rows, experiment, ByteRow, Options, TARGET_BITHAC_SHARE};
+use fastshake_lab::e4::{byte_rows, experiment, ByteRow, Chains, Config, Options, TARGET_BITHAC_SHARE};
 
 fn find(rows: &[ByteRow], config: Config) -> &ByteRow {
     rows.iter().find(|r| r.config == config).expect("a row per configuration")

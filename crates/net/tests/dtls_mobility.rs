@@ -2,11 +2,14 @@
 //! mid-session ([`DtlsClient::rebind`]) and the session goes on (IPC, TCS, CID) or is replaced
 //! after the app timeout (standard DTLS).
 
+mod common;
+
+use common::loopback;
 use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerEvent, ServerOptions,
 };
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,11 +19,7 @@ const KEY: [u8; 16] = [3; 16];
 const STEP: Duration = Duration::from_secs(10);
 
 async fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, f).await.unwrap_or_else(|_| panic!("{what} did not happen within {STEP:?}"))
-}
-
-fn loopback() -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+    common::within(STEP, what, f).await
 }
 
 /// What the echo server saw.
@@ -62,16 +61,7 @@ async fn echo_server(mode: MobilityMode) -> (SocketAddr, tokio::task::JoinHandle
 }
 
 async fn expect_echo(client: &mut DtlsClient, message: &[u8]) {
-    loop {
-        match step("echo", client.recv()).await {
-            Some(ClientEvent::Data(data)) => {
-                assert_eq!(data, message);
-                return;
-            }
-            Some(ClientEvent::PathChanged(_) | ClientEvent::Reconnected(_)) => {}
-            other => panic!("expected the echo of {message:?}, got {other:?}"),
-        }
-    }
+    common::expect_echo(client, message, STEP, true).await
 }
 
 #[tokio::test]

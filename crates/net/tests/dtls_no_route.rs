@@ -3,6 +3,8 @@
 //! the record arrives and the session goes on. Runs in a network namespace of its own (the test
 //! re-runs itself under `unshare -rn`), where it may add and remove addresses on its loopback.
 
+mod common;
+
 use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DatagramTrace, Direction, DtlsClient, DtlsServer, ServerEvent, ServerOptions,
@@ -21,7 +23,7 @@ const KEY: [u8; 16] = [4; 16];
 const STEP: Duration = Duration::from_secs(10);
 
 async fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, f).await.unwrap_or_else(|_| panic!("{what} did not happen within {STEP:?}"))
+    common::within(STEP, what, f).await
 }
 
 fn ip(args: &[&str]) {

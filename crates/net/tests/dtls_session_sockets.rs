@@ -2,11 +2,13 @@
 //! expiry the server process has no more file descriptors than before. The tests count the
 //! process's descriptors, so they take turns.
 
+mod common;
+
+use common::loopback;
 use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerEvent, ServerOptions,
 };
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,24 +29,11 @@ fn counting_alone(test: impl std::future::Future<Output = ()>) {
 }
 
 async fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, f).await.unwrap_or_else(|_| panic!("{what} did not happen within {STEP:?}"))
-}
-
-fn loopback() -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+    common::within(STEP, what, f).await
 }
 
 async fn expect_echo(client: &mut DtlsClient, message: &[u8]) {
-    loop {
-        match step("echo", client.recv()).await {
-            Some(ClientEvent::Data(data)) => {
-                assert_eq!(data, message);
-                return;
-            }
-            Some(ClientEvent::PathChanged(_)) => {}
-            other => panic!("expected the echo of {message:?}, got {other:?}"),
-        }
-    }
+    common::expect_echo(client, message, STEP, false).await
 }
 
 /// Number of file descriptors this process has open.

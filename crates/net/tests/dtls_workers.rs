@@ -4,13 +4,16 @@
 //! worker made resumes at another, by session ID and by a ticket from before a key rotation, and
 //! the workers' cookie keys change on the server's schedule.
 
+mod common;
+
+use common::loopback;
 use fastshake_dtls::{ClientConfig, Resumption, ServerConfig};
 use fastshake_net::dtls::{
-    os_ticket_keys, ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerController,
-    ServerEvent, ServerOptions,
+    os_ticket_keys, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerController, ServerEvent,
+    ServerOptions,
 };
 use fastshake_net::udp::BatchIo;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -21,11 +24,7 @@ const KEY: [u8; 16] = [0x5a; 16];
 const STEP: Duration = Duration::from_secs(20);
 
 async fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, f).await.unwrap_or_else(|_| panic!("{what} did not happen within {STEP:?}"))
-}
-
-fn loopback() -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+    common::within(STEP, what, f).await
 }
 
 /// What the echo server saw, in order.
@@ -74,16 +73,7 @@ async fn echo_server(
 }
 
 async fn expect_echo(client: &mut DtlsClient, message: &[u8]) {
-    loop {
-        match step("echo", client.recv()).await {
-            Some(ClientEvent::Data(data)) => {
-                assert_eq!(data, message);
-                return;
-            }
-            Some(ClientEvent::PathChanged(_)) => {}
-            other => panic!("expected the echo of {message:?}, got {other:?}"),
-        }
-    }
+    common::expect_echo(client, message, STEP, false).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,8 @@
 //! holding its association wherever the kernel hashes them, so the association lives on; and an
 //! ALT-COOKIE one worker issued opens at the other.
 
+mod common;
+
 use fastshake_net::sctp::{DriverStats, SctpDriver};
 use fastshake_net::udp::{BatchIo, PortSharing};
 use fastshake_sctp::{
@@ -19,7 +21,7 @@ const SECOND: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 const SCTP_PORT: u16 = 7;
 
 async fn step<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(STEP, f).await.unwrap_or_else(|_| panic!("{what} did not happen within {STEP:?}"))
+    common::within(STEP, what, f).await
 }
 
 /// What one worker counted.

@@ -1048,3 +1048,60 @@ impl Report {
         s
     }
 }
+
+/// The parameters of a TSCH `[[mac]]` table with `slotframe` timeslots (L) and `cells_per_link`
+/// dedicated cells (C), for [`ieee802154_chain_toml`].
+pub fn tsch_fields(slotframe: u32, cells_per_link: u32) -> String {
+    format!("kind = \"tsch\"\nslotframe = {slotframe}\ncells_per_link = {cells_per_link}")
+}
+
+/// The `[[node]]`, `[[mac]]` and `[[link]]` tables of a chain of radios, for a scenario file
+/// that tests and benchmarks write: `names` from the leaf (a sensor) to the root, each hop an
+/// IEEE 802.15.4 link of one MAC named `mac`, whose parameters (`kind = "tsch"` and the rest)
+/// are `mac_fields`. Hop `k` (from 0) is 10.0.`k`.0/24, the child `.2` and the parent `.1`, the
+/// parent first in its link (the coordinator, in beacon mode); the nodes in the middle are
+/// routers with interfaces `down` and `up`, the ends have `wpan0`. The links are `hop` (one
+/// hop) or `hop1`, `hop2`, .... Put `seed` and `duration_s` before it, `[[app]]` tables after.
+pub fn ieee802154_chain_toml(names: &[&str], mac: &str, mac_fields: &str) -> String {
+    use std::fmt::Write as _;
+    let last = names.len().saturating_sub(1);
+    let mut text = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let up = (i < last).then(|| format!("10.0.{i}.2"));
+        let down = i.checked_sub(1).map(|k| format!("10.0.{k}.1"));
+        let _ = writeln!(text, "[[node]]\nname = \"{name}\"");
+        match (down, up) {
+            (Some(down), Some(up)) => {
+                let _ = writeln!(text, "role = \"router\"");
+                let _ = writeln!(
+                    text,
+                    "interfaces = [{{ name = \"down\", addr = \"{down}\" }}, {{ name = \"up\", addr = \"{up}\" }}]"
+                );
+            }
+            (Some(addr), None) | (None, Some(addr)) => {
+                let _ = writeln!(text, "interfaces = [{{ name = \"wpan0\", addr = \"{addr}\" }}]");
+            }
+            (None, None) => {}
+        }
+        text.push('\n');
+    }
+    let _ = writeln!(text, "[[mac]]\nname = \"{mac}\"\n{}\n", mac_fields.trim());
+    let end = |i: usize, towards_root: bool| match (i, towards_root) {
+        (0, _) => "wpan0",
+        (i, _) if i == last => "wpan0",
+        (_, true) => "up",
+        (_, false) => "down",
+    };
+    for k in 0..last {
+        let link = if last == 1 { "hop".to_owned() } else { format!("hop{}", k + 1) };
+        let (parent, child) = (names[k + 1], names[k]);
+        let _ = writeln!(
+            text,
+            "[[link]]\nname = \"{link}\"\na = \"{parent}.{}\"\nb = \"{child}.{}\"\n\
+             kind = {{ type = \"ieee802154\", mac = \"{mac}\" }}\n",
+            end(k + 1, false),
+            end(k, true)
+        );
+    }
+    text
+}

@@ -1,45 +1,16 @@
 //! IEEE 802.15.4 links delegate to a duty-cycled MAC model: the core schedules delivery when
 //! the MAC says, counts its frames, captures them, and reports the radios' energy.
 
-use fastshake_sim::scenario::Scenario;
+use fastshake_sim::scenario::{ieee802154_chain_toml, tsch_fields, Scenario};
 use pcap_file::pcap::PcapReader;
 
-const TSCH_CHAIN: &str = r#"
-# sensor —tsch— relay —tsch— root: ping/echo over two TSCH hops.
-seed = 3
-duration_s = 60
+/// sensor —tsch— relay —tsch— root: ping/echo over two TSCH hops.
+fn tsch_chain() -> String {
+    let radios = ieee802154_chain_toml(&["sensor", "relay", "root"], "radio", &tsch_fields(11, 1));
+    format!("seed = 3\nduration_s = 60\n\n{radios}{APPS}")
+}
 
-[[node]]
-name = "sensor"
-interfaces = [{ name = "wpan0", addr = "10.0.0.2" }]
-
-[[node]]
-name = "relay"
-role = "router"
-interfaces = [{ name = "down", addr = "10.0.0.1" }, { name = "up", addr = "10.0.1.2" }]
-
-[[node]]
-name = "root"
-interfaces = [{ name = "wpan0", addr = "10.0.1.1" }]
-
-[[mac]]
-name = "radio"
-kind = "tsch"
-slotframe = 11
-cells_per_link = 1
-
-[[link]]
-name = "hop1"
-a = "relay.down"
-b = "sensor.wpan0"
-kind = { type = "ieee802154", mac = "radio" }
-
-[[link]]
-name = "hop2"
-a = "root.wpan0"
-b = "relay.up"
-kind = { type = "ieee802154", mac = "radio" }
-
+const APPS: &str = r#"
 [[app]]
 node = "sensor"
 kind = "ping"
@@ -57,7 +28,7 @@ port = 7
 
 #[test]
 fn tsch_chain_carries_ping_and_echo_with_frames_and_energy() {
-    let scenario = Scenario::from_toml(TSCH_CHAIN).unwrap();
+    let scenario = Scenario::from_toml(&tsch_chain()).unwrap();
     let out = scenario.run(None, true, None).unwrap();
     let report = &out.report;
     let ping = &report.apps[0];
@@ -89,7 +60,7 @@ fn tsch_chain_carries_ping_and_echo_with_frames_and_energy() {
 
 #[test]
 fn tsch_runs_are_deterministic() {
-    let scenario = Scenario::from_toml(TSCH_CHAIN).unwrap();
+    let scenario = Scenario::from_toml(&tsch_chain()).unwrap();
     let a = scenario.run(Some(9), true, None).unwrap();
     let b = scenario.run(Some(9), true, None).unwrap();
     assert_eq!(a.pcap, b.pcap);
@@ -98,9 +69,9 @@ fn tsch_runs_are_deterministic() {
 
 #[test]
 fn scenario_power_profile_scales_energy() {
-    let default = Scenario::from_toml(TSCH_CHAIN).unwrap().run(None, false, None).unwrap().report;
+    let default = Scenario::from_toml(&tsch_chain()).unwrap().run(None, false, None).unwrap().report;
     // The CC2520 currents doubled: the same radio times cost twice the energy.
-    let doubled = TSCH_CHAIN.replace(
+    let doubled = tsch_chain().replace(
         "duration_s = 60",
         "duration_s = 60\npower = { name = \"2x\", supply_v = 2.8, tx_ma = 51.6, rx_ma = 37.0, \
          listen_ma = 37.0, sleep_ma = 0.00006 }",

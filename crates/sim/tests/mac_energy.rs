@@ -176,14 +176,7 @@ fn idle_listening_follows_the_schedule() {
 
     // A short exchange on top does not double count: radio-on time grows by less than the
     // exchange's own bookings.
-    let plan = SequencePlan {
-        chain: vec![0, 1],
-        datagrams: 2,
-        datagram_len: 50,
-        arrival_spread_ns: 0,
-        alternate: true,
-        retransmit_timeout_ns: None,
-    };
+    let plan = SequencePlan::flights(vec![0, 1], 2, 50);
     let mut ledger2 = RadioLedger::default();
     let _ = send_sequence(&mut mac, &plan, Instant::ZERO, &mut rng, &mut ledger2);
     mac.account_idle(Instant::ZERO, end, &mut ledger2);

@@ -170,14 +170,7 @@ fn lost_datagrams_are_resent_after_the_timeout() {
     for seed in 0..200 {
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let mut mac = XMac::new(&config(125.0, 0.8), &[0, 1], &mut rng).unwrap();
-        let plan = SequencePlan {
-            chain: vec![0, 1],
-            datagrams: 10,
-            datagram_len: 60,
-            arrival_spread_ns: 0,
-            alternate: true,
-            retransmit_timeout_ns: Some(2_000_000_000),
-        };
+        let plan = SequencePlan::flights(vec![0, 1], 10, 60).resent_after(2_000_000_000);
         let r = send_sequence(&mut mac, &plan, Instant::ZERO, &mut rng, &mut RadioLedger::default());
         assert_eq!(r.delivered + r.lost, 10);
         assert!(r.latency.as_secs_f64() >= 2.0 * r.retransmissions as f64, "each resend waits the timeout");

@@ -541,32 +541,36 @@ fn our_sctp_server(batch: BatchIo) -> anyhow::Result<(u16, anyhow::Result<ChildG
     Ok((port, start_bound_process(command, "fastshake sctp server", port)))
 }
 
+/// usrsctp's echo_server (`program`) as the row `label`: usrsctp answers to the one UDP port it
+/// is told, so the flood comes from that port (the row's fixed source). A missing program or a
+/// failed start is a failed row.
+pub(crate) fn usrsctp_row(label: &str, program: &std::path::Path) -> Row {
+    if !program.exists() {
+        let missing =
+            anyhow::anyhow!("{} not found (apt-get install libusrsctp-examples)", program.display());
+        return Row::failed(label, missing);
+    }
+    let started = (|| {
+        let socket = UdpSocket::bind("127.0.0.1:0")?;
+        let their_port = free_udp_port()?;
+        let guard = start_usrsctp_echo(program, their_port, socket.local_addr()?.port())?;
+        anyhow::Ok((socket, their_port, guard))
+    })();
+    match started {
+        Ok((socket, port, guard)) => {
+            let mut row = Row::process(label, port, Ok(guard));
+            row.fixed_source = Some(socket);
+            row
+        }
+        Err(e) => Row::failed(label, e),
+    }
+}
+
 /// The floors and usrsctp around our two servers (single, batched).
 pub(crate) fn sctp_rows(usrsctp: &std::path::Path, ours: [Row; 2]) -> Vec<Row> {
     let [single, batched] = ours;
     const USRSCTP: &str = "usrsctp echo_server (one source port)";
-    let usrsctp = if usrsctp.exists() {
-        let started = (|| {
-            // usrsctp answers to the one UDP port it is told: the flood comes from that port.
-            let socket = UdpSocket::bind("127.0.0.1:0")?;
-            let their_port = free_udp_port()?;
-            let guard = start_usrsctp_echo(usrsctp, their_port, socket.local_addr()?.port())?;
-            anyhow::Ok((socket, their_port, guard))
-        })();
-        match started {
-            Ok((socket, port, guard)) => {
-                let mut row = Row::process(USRSCTP, port, Ok(guard));
-                row.fixed_source = Some(socket);
-                row
-            }
-            Err(e) => Row::failed(USRSCTP, e),
-        }
-    } else {
-        Row::failed(
-            USRSCTP,
-            anyhow::anyhow!("{} not found (apt-get install libusrsctp-examples)", usrsctp.display()),
-        )
-    };
+    let usrsctp = usrsctp_row(USRSCTP, usrsctp);
     vec![
         Row::thread("bare UDP echo, single-datagram (floor)", bare_echo_server()),
         Row::thread("bare UDP echo, batched (quinn-udp)", batched_echo_server()),

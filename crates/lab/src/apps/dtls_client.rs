@@ -35,8 +35,13 @@ pub struct SeedTemplate(pub [u8; 32]);
 impl SeedTemplate {
     /// The seed of handshake `index`.
     pub fn for_index(&self, index: u64) -> [u8; 32] {
+        self.for_index_at(index, 0)
+    }
+
+    /// The seed of handshake `index`, its number in bytes `at..at + 8` (little-endian) instead.
+    pub fn for_index_at(&self, index: u64, at: usize) -> [u8; 32] {
         let mut seed = self.0;
-        seed[..8].copy_from_slice(&index.to_le_bytes());
+        seed[at..at + 8].copy_from_slice(&index.to_le_bytes());
         seed
     }
 }

@@ -45,12 +45,17 @@ pub struct ServerTally {
     pub echoes_sent: u64,
     /// Sessions that followed their client to a new address.
     pub path_changes: u32,
+    /// With [`DtlsEchoServer::with_client_ledger`]: copies of each request number received per
+    /// client (its PSK identity), across its sessions.
+    pub copies_by_client: BTreeMap<Vec<u8>, BTreeMap<u16, u32>>,
 }
 
 /// A session as the server application knows it, from `Event::Accepted` on.
 #[derive(Default)]
 struct Ledger {
     peer: Option<SocketAddr>,
+    /// The client's PSK identity, from `Event::Connected` on.
+    identity: Option<Vec<u8>>,
     established: bool,
     seen: BTreeSet<RequestId>,
     delivered: BTreeSet<u16>,
@@ -62,6 +67,8 @@ pub struct DtlsEchoServer {
     endpoint: Endpoint,
     /// Echo requests (off: count handshakes only).
     echo: bool,
+    /// Count requests per client across sessions (`ServerTally::copies_by_client`).
+    client_ledger: bool,
     sessions: BTreeMap<ConnectionHandle, Ledger>,
     /// IPC and TCS: the sessions' own ports.
     ports: Option<SessionPorts>,
@@ -77,6 +84,7 @@ impl DtlsEchoServer {
         DtlsEchoServer {
             endpoint: Endpoint::new(config, seed),
             echo,
+            client_ledger: false,
             sessions: BTreeMap::new(),
             ports: None,
             ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -90,6 +98,13 @@ impl DtlsEchoServer {
     /// (`mode.server_mobility()`).
     pub fn with_mobility(mut self, mode: MobilityMode, first_port: u16) -> Self {
         self.ports = mode.has_session_sockets().then(|| SessionPorts::new(mode, first_port));
+        self
+    }
+
+    /// Counts the copies of each request number per client, across its sessions (a client that
+    /// reconnects and sends a request again is one client).
+    pub fn with_client_ledger(mut self) -> Self {
+        self.client_ledger = true;
         self
     }
 
@@ -114,7 +129,9 @@ impl DtlsEchoServer {
                     self.sessions.insert(handle, Ledger { peer, ..Ledger::default() });
                 }
                 Event::Connected(summary) => {
-                    self.sessions.entry(handle).or_default().established = true;
+                    let ledger = self.sessions.entry(handle).or_default();
+                    ledger.established = true;
+                    ledger.identity = Some(summary.psk_identity.clone());
                     self.tally.connected += 1;
                     self.tally.resumed += u32::from(summary.resumed);
                     self.tally.flights_resent += u64::from(summary.retransmissions);
@@ -162,6 +179,10 @@ impl DtlsEchoServer {
         }
         if ledger.delivered.insert(id.seq) {
             self.tally.requests_delivered += 1;
+        }
+        if let Some(identity) = ledger.identity.as_ref().filter(|_| self.client_ledger) {
+            let copies = self.tally.copies_by_client.entry(identity.clone()).or_default();
+            *copies.entry(id.seq).or_default() += 1;
         }
         if self.echo {
             let echo = records::echo(id, ledger.next_echo, data.len());

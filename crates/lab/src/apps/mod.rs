@@ -4,6 +4,8 @@
 //! - [`dtls_client`]: a DTLS client that runs sessions one after another (full, resumed by
 //!   ticket, moving mid-session), each followed by a request/echo exchange;
 //! - [`dtls_server`]: one DTLS [`fastshake_dtls::Endpoint`] that echoes requests and counts;
+//! - [`mobile_client`]: a DTLS client on a moving host (seed 001's workload, E1's): one request
+//!   outstanding across handovers, one or two interfaces, reconnecting as standard DTLS must;
 //! - [`sctp_client`] and [`sctp_server`]: SCTP associations one after another (regular,
 //!   alternative, cached ALT-COOKIE, zero-RTT, cookieless) and an echo server;
 //! - [`scenario`]: the factory that makes all of these from a scenario file's `[[app]]` entries;
@@ -15,6 +17,7 @@
 pub mod cross_traffic;
 pub mod dtls_client;
 pub mod dtls_server;
+pub mod mobile_client;
 pub mod records;
 pub mod scenario;
 pub mod sctp_client;

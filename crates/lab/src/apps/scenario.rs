@@ -115,7 +115,7 @@ pub fn engine_apps(spec: &AppSpec, sim: &mut Simulator) -> Result<Option<Box<dyn
                 mode,
                 cookieless: s.cookieless,
                 accept_alt_data: s.zero_rtt,
-                ..sctp_engine(s.rto_initial_ms, s.rto_min_ms, s.mtu)
+                ..s.engine()
             };
             Box::new(SctpEchoServer::new(fastshake_sctp::Endpoint::new(Arc::new(config), seed), s.echo))
         }
@@ -138,7 +138,7 @@ pub fn engine_apps(spec: &AppSpec, sim: &mut Simulator) -> Result<Option<Box<dyn
                 cache_cookie: s.cache_cookie,
                 first_start: Instant::from_nanos(ms_to_ns(s.start_ms)),
                 interval: ms(s.interval_ms),
-                config: SctpConfig { mode, ..sctp_engine(s.rto_initial_ms, s.rto_min_ms, s.mtu) },
+                config: SctpConfig { mode, ..s.engine() },
                 seeds: SeedTemplate(seed),
             };
             Box::new(SctpClientLoop::new(plan, spec.port))
@@ -177,11 +177,32 @@ struct DtlsCommon<'a> {
     handshake_timeout_s: Option<f64>,
 }
 
-/// The fields of [`DtlsCommon`] of a settings struct (serde's `flatten` and
-/// `deny_unknown_fields` do not go together, so each kind lists them).
-macro_rules! dtls_common {
-    ($settings:ty) => {
-        impl $settings {
+/// A DTLS kind's settings: the fields of [`DtlsCommon`], then the kind's own (serde's `flatten`
+/// and `deny_unknown_fields` do not go together, so the common fields are written into each
+/// struct here, once).
+macro_rules! dtls_settings {
+    (struct $name:ident { $($(#[$meta:meta])* $field:ident: $ty:ty,)* }) => {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            #[serde(default = "default_suite")]
+            suite: String,
+            #[serde(default)]
+            psk_identity: Option<String>,
+            #[serde(default)]
+            psk: Option<String>,
+            #[serde(default)]
+            mobility: Option<String>,
+            #[serde(default)]
+            mtu: Option<usize>,
+            #[serde(default)]
+            retransmit_ms: Option<f64>,
+            #[serde(default)]
+            handshake_timeout_s: Option<f64>,
+            $($(#[$meta])* $field: $ty,)*
+        }
+
+        impl $name {
             fn common(&self) -> DtlsCommon<'_> {
                 DtlsCommon {
                     suite: &self.suite,
@@ -196,9 +217,6 @@ macro_rules! dtls_common {
         }
     };
 }
-
-dtls_common!(DtlsServerSettings);
-dtls_common!(DtlsClientSettings);
 
 fn default_suite() -> String {
     "psk".into()
@@ -250,31 +268,17 @@ impl DtlsCommon<'_> {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DtlsServerSettings {
-    #[serde(default = "default_suite")]
-    suite: String,
-    #[serde(default)]
-    psk_identity: Option<String>,
-    #[serde(default)]
-    psk: Option<String>,
-    #[serde(default)]
-    mobility: Option<String>,
-    #[serde(default)]
-    mtu: Option<usize>,
-    #[serde(default)]
-    retransmit_ms: Option<f64>,
-    #[serde(default)]
-    handshake_timeout_s: Option<f64>,
-    #[serde(default = "yes")]
-    tickets: bool,
-    #[serde(default = "default_client_auth")]
-    client_auth: String,
-    #[serde(default = "yes")]
-    echo: bool,
-    #[serde(default = "default_session_ports")]
-    session_ports_from: u16,
+dtls_settings! {
+    struct DtlsServerSettings {
+        #[serde(default = "yes")]
+        tickets: bool,
+        #[serde(default = "default_client_auth")]
+        client_auth: String,
+        #[serde(default = "yes")]
+        echo: bool,
+        #[serde(default = "default_session_ports")]
+        session_ports_from: u16,
+    }
 }
 
 fn default_client_auth() -> String {
@@ -320,44 +324,30 @@ impl DtlsServerSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DtlsClientSettings {
-    server: SocketAddr,
-    #[serde(default = "default_suite")]
-    suite: String,
-    #[serde(default)]
-    psk_identity: Option<String>,
-    #[serde(default)]
-    psk: Option<String>,
-    #[serde(default)]
-    mobility: Option<String>,
-    #[serde(default)]
-    mtu: Option<usize>,
-    #[serde(default)]
-    retransmit_ms: Option<f64>,
-    #[serde(default)]
-    handshake_timeout_s: Option<f64>,
-    #[serde(default = "one")]
-    sessions: u32,
-    #[serde(default)]
-    resume: bool,
-    #[serde(default = "one_record")]
-    records: u16,
-    #[serde(default = "default_len")]
-    record_len: usize,
-    #[serde(default)]
-    record_interval_ms: f64,
-    #[serde(default = "default_rto")]
-    record_rto_ms: f64,
-    #[serde(default = "default_max_rto")]
-    max_record_rto_ms: f64,
-    #[serde(default = "default_stall")]
-    stall_after_s: f64,
-    #[serde(default)]
-    start_ms: f64,
-    #[serde(default = "yes")]
-    close: bool,
+dtls_settings! {
+    struct DtlsClientSettings {
+        server: SocketAddr,
+        #[serde(default = "one")]
+        sessions: u32,
+        #[serde(default)]
+        resume: bool,
+        #[serde(default = "one_record")]
+        records: u16,
+        #[serde(default = "default_len")]
+        record_len: usize,
+        #[serde(default)]
+        record_interval_ms: f64,
+        #[serde(default = "default_rto")]
+        record_rto_ms: f64,
+        #[serde(default = "default_max_rto")]
+        max_record_rto_ms: f64,
+        #[serde(default = "default_stall")]
+        stall_after_s: f64,
+        #[serde(default)]
+        start_ms: f64,
+        #[serde(default = "yes")]
+        close: bool,
+    }
 }
 
 fn one() -> u32 {
@@ -414,25 +404,43 @@ fn sctp_engine(rto_initial_ms: Option<f64>, rto_min_ms: Option<f64>, mtu: Option
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SctpServerSettings {
-    #[serde(default = "default_sctp_server_port")]
-    sctp_port: u16,
-    #[serde(default = "default_server_handshake")]
-    handshake: String,
-    #[serde(default)]
-    cookieless: bool,
-    #[serde(default = "yes")]
-    zero_rtt: bool,
-    #[serde(default = "yes")]
-    echo: bool,
-    #[serde(default)]
-    rto_initial_ms: Option<f64>,
-    #[serde(default)]
-    rto_min_ms: Option<f64>,
-    #[serde(default)]
-    mtu: Option<usize>,
+/// An SCTP kind's settings: the kind's own, then the engine's timers and MTU (see
+/// `dtls_settings!` for why a macro), which `engine` turns into the engine's configuration.
+macro_rules! sctp_settings {
+    (struct $name:ident { $($(#[$meta:meta])* $field:ident: $ty:ty,)* }) => {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $($(#[$meta])* $field: $ty,)*
+            #[serde(default)]
+            rto_initial_ms: Option<f64>,
+            #[serde(default)]
+            rto_min_ms: Option<f64>,
+            #[serde(default)]
+            mtu: Option<usize>,
+        }
+
+        impl $name {
+            fn engine(&self) -> SctpConfig {
+                sctp_engine(self.rto_initial_ms, self.rto_min_ms, self.mtu)
+            }
+        }
+    };
+}
+
+sctp_settings! {
+    struct SctpServerSettings {
+        #[serde(default = "default_sctp_server_port")]
+        sctp_port: u16,
+        #[serde(default = "default_server_handshake")]
+        handshake: String,
+        #[serde(default)]
+        cookieless: bool,
+        #[serde(default = "yes")]
+        zero_rtt: bool,
+        #[serde(default = "yes")]
+        echo: bool,
+    }
 }
 
 fn default_sctp_server_port() -> u16 {
@@ -442,36 +450,30 @@ fn default_server_handshake() -> String {
     "both".into()
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SctpClientSettings {
-    server: SocketAddr,
-    #[serde(default = "default_sctp_server_port")]
-    server_port: u16,
-    #[serde(default = "default_sctp_client_port")]
-    sctp_port: u16,
-    #[serde(default = "default_client_handshake")]
-    handshake: String,
-    #[serde(default = "one")]
-    associations: u32,
-    #[serde(default = "one")]
-    messages: u32,
-    #[serde(default = "default_len")]
-    message_len: usize,
-    #[serde(default)]
-    zero_rtt: bool,
-    #[serde(default)]
-    cache_cookie: bool,
-    #[serde(default)]
-    start_ms: f64,
-    #[serde(default = "default_interval")]
-    interval_ms: f64,
-    #[serde(default)]
-    rto_initial_ms: Option<f64>,
-    #[serde(default)]
-    rto_min_ms: Option<f64>,
-    #[serde(default)]
-    mtu: Option<usize>,
+sctp_settings! {
+    struct SctpClientSettings {
+        server: SocketAddr,
+        #[serde(default = "default_sctp_server_port")]
+        server_port: u16,
+        #[serde(default = "default_sctp_client_port")]
+        sctp_port: u16,
+        #[serde(default = "default_client_handshake")]
+        handshake: String,
+        #[serde(default = "one")]
+        associations: u32,
+        #[serde(default = "one")]
+        messages: u32,
+        #[serde(default = "default_len")]
+        message_len: usize,
+        #[serde(default)]
+        zero_rtt: bool,
+        #[serde(default)]
+        cache_cookie: bool,
+        #[serde(default)]
+        start_ms: f64,
+        #[serde(default = "default_interval")]
+        interval_ms: f64,
+    }
 }
 
 fn default_sctp_client_port() -> u16 {

@@ -73,39 +73,47 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab chaos` runs and how it prints it.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// 100 handshakes per cell instead of 1,000.
-    #[arg(long)]
-    quick: bool,
+    pub quick: bool,
     /// Print the figures as JSON.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Seed of the run: the same seed gives the same figures (wall time aside).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub seed: u64,
     /// Cells to run: comma-separated patterns matched against `mode/link` (`*` is a wildcard,
     /// plain text matches a substring), e.g. `psk/*,*/worst-wan`.
-    #[arg(long)]
-    only: Option<String>,
+    pub only: Option<String>,
     /// Handshakes per cell (resumed cells: this many resumptions, each after a full handshake).
-    #[arg(long)]
-    handshakes: Option<u32>,
+    pub handshakes: Option<u32>,
     /// Client nodes per cell, running at once against the one server.
-    #[arg(long, default_value_t = 16)]
-    clients: u16,
+    pub clients: u16,
     /// Requests (each echoed) per session.
-    #[arg(long, default_value_t = 4)]
-    records: u16,
+    pub records: u16,
     /// Write every datagram of the run to this pcap (one cell only).
-    #[arg(long)]
-    pcap: Option<PathBuf>,
+    pub pcap: Option<PathBuf>,
     /// Make a new test PKI instead of the kept one (the run is then not reproducible).
-    #[arg(long)]
-    fresh_pki: bool,
+    pub fresh_pki: bool,
     /// Exit with an error unless the target (0 failed in every cell) is met.
-    #[arg(long)]
-    check: bool,
+    pub check: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            quick: false,
+            json: false,
+            seed: 1,
+            only: None,
+            handshakes: None,
+            clients: 16,
+            records: 4,
+            pcap: None,
+            fresh_pki: false,
+            check: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -209,7 +217,8 @@ pub const APP_RULE: &str = "one request at a time, resent until its echo arrives
      the handshake timeout: stalled); the server echoes every copy; each copy and echo is a distinct record, so one that \
      arrives twice was delivered twice by the engine";
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// `fastshake lab chaos`: runs the cells and prints the table (or JSON).
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     let soak = Soak {
         seed: args.seed,
         handshakes: args.handshakes.unwrap_or(if args.quick { 100 } else { 1000 }),

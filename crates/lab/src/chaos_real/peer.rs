@@ -41,53 +41,38 @@ use tokio::time::Instant;
 const CLOSE_BOUND: Duration = Duration::from_secs(5);
 
 /// `fastshake netlab chaos-peer`: the load of a real chaos soak (started by `fastshake netlab chaos`).
-#[derive(clap::Args, Debug)]
-pub struct PeerArgs {
+#[derive(Clone, Debug)]
+pub struct PeerOptions {
     /// The server's address.
-    #[arg(long)]
-    server: SocketAddr,
-    #[arg(long)]
-    psk_identity: String,
+    pub server: SocketAddr,
+    pub psk_identity: String,
     /// The PSK, hex.
-    #[arg(long)]
-    psk: String,
+    pub psk: String,
     /// Trust anchors for the server's certificate chain, PEM.
-    #[arg(long)]
-    ca: PathBuf,
+    pub ca: PathBuf,
     /// The name the server's certificate carries.
-    #[arg(long)]
-    server_name: String,
+    pub server_name: String,
     /// The address every client binds first (port 0).
-    #[arg(long)]
-    stay: IpAddr,
+    pub stay: IpAddr,
     /// Addresses a moving client moves to, in turn.
-    #[arg(long, value_delimiter = ',')]
-    move_to: Vec<IpAddr>,
+    pub move_to: Vec<IpAddr>,
     /// Clients at once.
-    #[arg(long)]
-    clients: u32,
+    pub clients: u32,
     /// Records each client sends.
-    #[arg(long)]
-    records: u32,
+    pub records: u32,
     /// Records outstanding at once per client.
-    #[arg(long)]
-    window: u32,
+    pub window: u32,
     /// A record unanswered this long is sent again.
-    #[arg(long)]
-    request_timeout_ms: u64,
+    pub request_timeout_ms: u64,
     /// A record unanswered this long after its first transmission counts as lost.
-    #[arg(long)]
-    give_up_ms: u64,
+    pub give_up_ms: u64,
     /// One client in this many moves (0: none).
-    #[arg(long)]
-    move_every: u32,
+    pub move_every: u32,
     /// Every this many-th client of a slot resumes the session of the one before (0: none).
-    #[arg(long)]
-    resume_every: u32,
+    pub resume_every: u32,
     /// Trace every client's datagrams, and print the trace of each client that failed, lost a
     /// record or saw one twice on standard error.
-    #[arg(long)]
-    trace_failures: bool,
+    pub trace_failures: bool,
 }
 
 /// The suites the soak's clients use, one each (the server offers them all on one port).
@@ -142,14 +127,14 @@ struct SlotState {
 
 /// What every client shares.
 struct Shared {
-    args: PeerArgs,
+    args: PeerOptions,
     /// By suite index, CID and tickets.
     configs: BTreeMap<(usize, bool, bool), Arc<ClientConfig>>,
     request_timeout: Duration,
 }
 
 impl Shared {
-    fn new(args: PeerArgs) -> anyhow::Result<Shared> {
+    fn new(args: PeerOptions) -> anyhow::Result<Shared> {
         let key = hex::decode(&args.psk).context("--psk is not hex")?;
         let pem = std::fs::read(&args.ca).with_context(|| format!("reading {}", args.ca.display()))?;
         let anchors = Arc::new(TrustAnchors::from_pem(&pem).context("no trust anchor in --ca")?);
@@ -202,7 +187,7 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-pub fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
+pub fn run_peer(args: PeerOptions) -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
     let outcome = runtime.block_on(peer(args));
@@ -211,7 +196,7 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<()> {
     outcome
 }
 
-async fn peer(args: PeerArgs) -> anyhow::Result<()> {
+async fn peer(args: PeerOptions) -> anyhow::Result<()> {
     anyhow::ensure!(args.clients > 0 && args.records > 0 && args.window > 0);
     let context = Arc::new(Shared::new(args)?);
     let (inputs, mut control) = mpsc::unbounded_channel();

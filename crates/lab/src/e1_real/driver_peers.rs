@@ -9,8 +9,9 @@
 //! resumed, and sends the unanswered message again on it). The session-keeping strategies resend
 //! at the application timeout, and at once when an interface goes down while another is up.
 
-use super::super::{configs, message, parse_message, Strategy};
+use super::super::{configs, Strategy, MESSAGE_LEN};
 use super::{parse_iface, read_control_lines, say, Input};
+use crate::apps::records::{self, RequestId};
 use anyhow::{bail, Context};
 use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
@@ -67,7 +68,7 @@ pub(super) async fn server(listen: SocketAddr, strategy: Strategy, messages: u32
                     identities.insert(handle, summary.psk_identity);
                 }
                 Some(ServerEvent::Data { handle, data, .. }) => {
-                    let Some(seq) = parse_message(b'M', &data) else { continue };
+                    let Some(seq) = records::parse_request(&data).map(|id| u32::from(id.seq)) else { continue };
                     let Some(identity) = identities.get(&handle) else { continue };
                     let Some(count) = receipts.get_mut(seq as usize) else { continue };
                     *count += 1;
@@ -77,7 +78,7 @@ pub(super) async fn server(listen: SocketAddr, strategy: Strategy, messages: u32
                         deliveries[seq as usize] += 1;
                     }
                     // Every copy is acknowledged: the first acknowledgement may have been lost.
-                    let _ = controller.send(handle, message(b'A', seq));
+                    let _ = controller.send(handle, records::echo(request_id(seq), 0, MESSAGE_LEN));
                 }
                 Some(ServerEvent::Closed { handle, .. }) | Some(ServerEvent::Failed { handle, .. }) => {
                     identities.remove(&handle);
@@ -182,7 +183,7 @@ pub(super) async fn client(
     let mut acks = vec![0u32; messages as usize];
     let mut next_seq = 0u32;
     let mut done = false;
-    client.send(message(b'M', next_seq))?;
+    client.send(records::request(request_id(next_seq), MESSAGE_LEN))?;
     // When the outstanding message first went out; `None` once it went out again.
     let mut sent_once_at = Some(tokio::time::Instant::now());
     // Session-keeping strategies: when the application sends the message again.
@@ -197,7 +198,7 @@ pub(super) async fn client(
         tokio::select! {
             event = client.recv() => match event {
                 Some(ClientEvent::Data(data)) => {
-                    let Some(seq) = parse_message(b'A', &data) else { continue };
+                    let Some(seq) = records::parse_echo(&data).map(|(id, _)| u32::from(id.seq)) else { continue };
                     let Some(count) = acks.get_mut(seq as usize) else { continue };
                     *count += 1;
                     if seq != next_seq || *count != 1 || done {
@@ -213,7 +214,7 @@ pub(super) async fn client(
                         resend_at = None;
                         say(&format!("done {}", started.elapsed().as_nanos()));
                     } else {
-                        client.send(message(b'M', next_seq))?;
+                        client.send(records::request(request_id(next_seq), MESSAGE_LEN))?;
                         sent_once_at = Some(tokio::time::Instant::now());
                         resend_at = (!reconnects).then(|| tokio::time::Instant::now() + app_timeout);
                     }
@@ -236,7 +237,7 @@ pub(super) async fn client(
             () = resend => {
                 counts.resends += 1;
                 sent_once_at = None;
-                client.send(message(b'M', next_seq))?;
+                client.send(records::request(request_id(next_seq), MESSAGE_LEN))?;
                 resend_at = Some(tokio::time::Instant::now() + app_timeout);
             }
             input = control.recv() => match input {
@@ -252,7 +253,7 @@ pub(super) async fn client(
                                 if !reconnects && up.values().any(|u| *u) {
                                     counts.resends += 1;
                                     sent_once_at = None;
-                                    client.send(message(b'M', next_seq))?;
+                                    client.send(records::request(request_id(next_seq), MESSAGE_LEN))?;
                                     resend_at = Some(tokio::time::Instant::now() + app_timeout);
                                 }
                             }
@@ -264,7 +265,7 @@ pub(super) async fn client(
                             if none_was_up && !reconnects && !done {
                                 counts.resends += 1;
                                 sent_once_at = None;
-                                client.send(message(b'M', next_seq))?;
+                                client.send(records::request(request_id(next_seq), MESSAGE_LEN))?;
                                 resend_at = Some(tokio::time::Instant::now() + app_timeout);
                             }
                         }
@@ -308,4 +309,10 @@ async fn report_after_stop(
     }
     report(acks, counts);
     Ok(())
+}
+
+/// Request `seq` as the simulated E1's client names it (`apps::records`); this client sends each
+/// request once per session.
+fn request_id(seq: u32) -> RequestId {
+    RequestId { seq: seq as u16, attempt: 0 }
 }

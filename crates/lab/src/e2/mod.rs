@@ -30,21 +30,24 @@ use crate::report::results::{print_figures, Figure};
 use serde::Serialize;
 use std::path::PathBuf;
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab e2` runs and how it prints it.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Seeds (MAC phases, cell placements, losses, DTLS randoms) per real-handshake configuration;
     /// the 10-frame TSCH tables use ten times as many.
-    #[arg(long, default_value_t = 100)]
-    seeds: u64,
+    pub seeds: u64,
     /// Longest chain, in hops (the paper: 4).
-    #[arg(long, default_value_t = 4)]
-    max_hops: usize,
+    pub max_hops: usize,
     /// Write SVG plots beside the paper's figures into this directory.
-    #[arg(long)]
-    plot: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { json: false, seeds: 100, max_hops: 4, plot: None }
+    }
 }
 
 /// What to run: the library entry's knobs.
@@ -171,7 +174,8 @@ pub fn figures(r: &Report) -> Vec<Figure> {
     figures
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// `fastshake lab e2`: runs the experiment and prints the tables (or JSON), plots if asked.
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     let options = Options { seeds: args.seeds, first_seed: 0, max_hops: args.max_hops, quick: false };
     let report = experiment(&options)?;
     if let Some(dir) = &args.plot {

@@ -123,12 +123,8 @@ pub fn config(l: u32, c: u32, pdr: f64) -> MacConfig {
 
 fn plan(h: usize, spread_ns: u64) -> SequencePlan {
     SequencePlan {
-        chain: (0..=h).collect(),
-        datagrams: FRAMES,
-        datagram_len: DATAGRAM_LEN,
         arrival_spread_ns: spread_ns,
-        alternate: true,
-        retransmit_timeout_ns: None,
+        ..SequencePlan::flights((0..=h).collect(), FRAMES, DATAGRAM_LEN)
     }
 }
 

@@ -66,14 +66,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
                         options.seed_range(),
                         pki,
                     )?;
-                    let plan = SequencePlan {
-                        chain: vec![0, 1],
-                        datagrams: 10,
-                        datagram_len: 80,
-                        arrival_spread_ns: 0,
-                        alternate: true,
-                        retransmit_timeout_ns: Some(2_000_000_000),
-                    };
+                    let plan = SequencePlan::flights(vec![0, 1], 10, 80).resent_after(2_000_000_000);
                     (
                         Some(unlocked.radio_mj),
                         Some(sweep(&config(ci, pdr, false), &plan, options.seed_range())?),

@@ -25,23 +25,19 @@ pub const PAPER_POINT: (usize, usize, f64) = (3, 5, 0.5);
 pub const PAPER_TIME: f64 = 0.1724;
 pub const PAPER_CALL: f64 = 0.100;
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab e3` runs and how it prints it.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// One independent replication per seed (the confidence intervals need at least 2).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8,9,10")]
-    seeds: Vec<u64>,
+    pub seeds: Vec<u64>,
     /// Requests per replication and grid point (sets the simulated time).
-    #[arg(long, default_value_t = 3000)]
-    requests: u64,
+    pub requests: u64,
     /// Seeds of the TSCH handshake prices.
-    #[arg(long, default_value_t = 20)]
-    tsch_seeds: u64,
+    pub tsch_seeds: u64,
     /// Threads running replications side by side.
-    #[arg(long)]
-    threads: Option<usize>,
+    pub threads: Option<usize>,
 }
 
 /// Where a formula's value lies against the simulated interval.
@@ -413,7 +409,14 @@ pub fn figures(r: &Report) -> Vec<Figure> {
     figures
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { json: false, seeds: (1..=10).collect(), requests: 3000, tsch_seeds: 20, threads: None }
+    }
+}
+
+/// `fastshake lab e3`: runs the grid and the eviction points and prints the tables (or JSON).
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     let options = Options {
         seeds: args.seeds.clone(),
         requests: args.requests,

@@ -142,6 +142,8 @@ pub fn configs(set: &ChainSet, chains: Chains, config: Config, mtu: usize) -> (C
     (client, server)
 }
 
+/// An engine seed: `seed` (little-endian) in the first 8 bytes, `salt` in the rest, so the
+/// client and the server of one run (different salts) draw different randomness.
 pub fn seed_bytes(seed: u64, salt: u8) -> [u8; 32] {
     let mut s = [salt; 32];
     s[..8].copy_from_slice(&seed.to_le_bytes());
@@ -230,17 +232,25 @@ impl Path<'_> {
 /// What one handshake gave: its datagrams, those after it, both summaries, each role's CPU time.
 type Handshaken = (Vec<Datagram>, Vec<Datagram>, HandshakeSummary, HandshakeSummary, [Duration; 2]);
 
-/// One handshake from `port`, then (if `exchange`) a message each way and the client's close.
+/// The client of one handshake: the port it sends from, its engine seed ([`seed_bytes`] with
+/// salt 1), and what it resumes or reuses, if anything.
+#[derive(Clone, Debug, Default)]
+pub struct ClientStart {
+    pub port: u16,
+    pub seed: u64,
+    pub session: Option<ClientSession>,
+    pub cached: Option<CachedServer>,
+}
+
+/// One handshake of `start`, then (if `exchange`) a message each way and the client's close.
 fn handshake(
     server: &mut Endpoint,
     client_config: ClientConfig,
-    port: u16,
-    seed: u64,
-    session: Option<ClientSession>,
-    cached: Option<CachedServer>,
+    start: ClientStart,
     exchange: bool,
 ) -> anyhow::Result<Handshaken> {
     let now = Instant::from_millis(1);
+    let ClientStart { port, seed, session, cached } = start;
     let client = Connection::client_with_cache(
         Arc::new(client_config),
         now,
@@ -288,13 +298,9 @@ fn handshake(
 pub fn handshake_once(
     server: &mut Endpoint,
     client_config: ClientConfig,
-    port: u16,
-    seed: u64,
-    session: Option<ClientSession>,
-    cached: Option<CachedServer>,
+    start: ClientStart,
 ) -> anyhow::Result<(HandshakeSummary, HandshakeSummary, [Duration; 2])> {
-    let (_, _, client, server_summary, cpu) =
-        handshake(server, client_config, port, seed, session, cached, false)?;
+    let (_, _, client, server_summary, cpu) = handshake(server, client_config, start, false)?;
     Ok((client, server_summary, cpu))
 }
 
@@ -322,8 +328,12 @@ pub fn prepare(
     let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2));
     let (mut session, mut cached, mut cached_server_bytes) = (None, None, 0);
     if config.needs_earlier_handshake() {
-        let (_, _, first, _, _) =
-            handshake(&mut server, client_config.clone(), 40_001, seed ^ 0x5eed, None, None, false)?;
+        let (_, _, first, _, _) = handshake(
+            &mut server,
+            client_config.clone(),
+            ClientStart { port: 40_001, seed: seed ^ 0x5eed, ..ClientStart::default() },
+            false,
+        )?;
         if config.resumes() {
             session = first.session.clone();
             anyhow::ensure!(session.is_some(), "{}: the server issued no session", config.name());
@@ -349,7 +359,7 @@ pub fn run(
         prepare(set, chains, config, mtu, seed, |_, _| {})?;
     let client_chain_cache = server.client_cert_cache_size();
     let (handshake, after, client, server_summary, cpu) =
-        handshake(&mut server, client_config, 40_002, seed, session, cached, true)?;
+        handshake(&mut server, client_config, ClientStart { port: 40_002, seed, session, cached }, true)?;
     Ok(Exchange {
         handshake,
         after,

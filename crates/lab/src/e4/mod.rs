@@ -9,14 +9,23 @@
 //! the simulator, which the paper did not.
 
 pub mod bytes;
-pub mod chains;
-pub mod exchange;
+pub(crate) mod chains;
+pub(crate) mod exchange;
 pub mod mac;
+
+// The chains and the one-handshake exchange are E4's public API, for whoever measures the same
+// handshakes (`fastshake bench caching` times them beside OpenSSL):
+// - [`chain_set`] makes the certified keys and trust anchors of a [`Chains`] once per process,
+//   and [`pems`] writes the same chains as PEM (for another stack);
+// - [`configs`] turns a chain set and a [`Config`] (vanilla, RFC 7924, BiTHaC, ...) into the
+//   client's and the server's configuration, and [`seed_bytes`] derives the engines' seeds;
+// - [`handshake_once`] runs one more handshake against a server endpoint on a lossless path and
+//   returns both summaries and each role's CPU time.
+pub use chains::{chain_set, pems, ChainPems, ChainSet, Chains};
+pub use exchange::{configs, handshake_once, seed_bytes, ClientStart, Config};
 
 use crate::report::results::{print_figures, Figure};
 use bytes::{Layers, Messages, TlsRecount};
-use chains::{chain_set, Chains};
-use exchange::Config;
 use fastshake_pki::{ChainUsage, ValidatedKeyCache};
 use serde::Serialize;
 
@@ -33,17 +42,15 @@ pub const TARGET_BITHAC_SHARE: f64 = 35.0;
 /// A figure further than this from the paper's gets a reason.
 pub const TOLERANCE_PCT: f64 = 25.0;
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab e4` runs and how it prints it.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Print JSON instead of tables.
-    #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Repetitions of the CPU measurement (medians); 0 skips it.
-    #[arg(long, default_value_t = 15)]
-    cpu_runs: usize,
+    pub cpu_runs: usize,
     /// Seeds of the TSCH and X-MAC runs (means); 0 skips them.
-    #[arg(long, default_value_t = 3)]
-    mac_seeds: u64,
+    pub mac_seeds: u64,
 }
 
 /// What to run.
@@ -693,7 +700,14 @@ pub fn figures(r: &Report) -> Vec<Figure> {
     figures
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { json: false, cpu_runs: 15, mac_seeds: 3 }
+    }
+}
+
+/// `fastshake lab e4`: runs the experiment and prints the tables (or JSON).
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     if cfg!(debug_assertions) && !args.json {
         eprintln!("note: a debug build; the CPU figures are only meaningful from a release build");
     }

@@ -22,27 +22,35 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args)]
-pub struct Args {
+/// What `fastshake lab all` runs and where it writes; [`Default`] writes into `lab-report`.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// The output directory (created): index.html, results.json, *.svg, *.pcap.
-    #[arg(long)]
-    out: PathBuf,
+    pub out: PathBuf,
     /// Fewer seeds and grid points: a few minutes on two cores.
-    #[arg(long)]
-    quick: bool,
+    pub quick: bool,
     /// Only these experiments, e.g. E1,E3 (default: all).
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
+    pub only: Vec<String>,
     /// The seed every simulated figure derives from: the same seed gives the same figures.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub seed: u64,
     /// Also the real-socket parts: E1 and E6 in network namespaces through the delay relay
     /// (root only; skipped with the reason otherwise).
-    #[arg(long)]
-    real: bool,
+    pub real: bool,
     /// `fastshake-bench` (default: beside this binary, else $FASTSHAKE_BENCH).
-    #[arg(long)]
-    bench: Option<PathBuf>,
+    pub bench: Option<PathBuf>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            out: PathBuf::from("lab-report"),
+            quick: false,
+            only: Vec::new(),
+            seed: 1,
+            real: false,
+            bench: None,
+        }
+    }
 }
 
 /// `fastshake-bench`: given, in the environment, or beside the running binary.
@@ -78,7 +86,8 @@ fn select(only: &[String]) -> anyhow::Result<Vec<Box<dyn Experiment>>> {
     Ok(chosen)
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// `fastshake lab all`: runs the chosen experiments and writes the report.
+pub fn run(args: RunOptions) -> anyhow::Result<()> {
     let chosen = select(&args.only)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let ctx = Context {

@@ -23,10 +23,12 @@ use super::phy::{
     airtime_ns, ifs_ns, ACK_WAIT_NS, BACKOFF_PERIOD_NS, BASE_SUPERFRAME_NS, CCA_NS, TURNAROUND_NS,
 };
 use super::{
-    below, bernoulli, book, BeaconConfig, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId,
+    below, bernoulli, book, BeaconConfig, FrameKind, FrameOnAir, Hop, MacConfigError, MacModel, MacOutcome,
+    NodeId,
 };
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
+use rand_core::RngCore;
 use std::collections::{BTreeMap, BTreeSet};
 
 const BP: u64 = BACKOFF_PERIOD_NS;
@@ -66,20 +68,18 @@ impl BeaconMac {
         config: &BeaconConfig,
         nodes: &[NodeId],
         links: &[(NodeId, NodeId)],
-        rng: &mut dyn rand_core::RngCore,
+        rng: &mut dyn RngCore,
     ) -> Result<Self, MacConfigError> {
-        let invalid = |name, reason: &str| MacConfigError::Invalid { name, reason: reason.to_string() };
         if config.beacon_order > 14 {
-            return Err(invalid("beacon_order", "must be in 0..=14"));
+            return Err(super::invalid("beacon_order", "must be in 0..=14"));
         }
         if config.superframe_order > config.beacon_order {
-            return Err(invalid("superframe_order", "must not exceed beacon_order"));
+            return Err(super::invalid("superframe_order", "must not exceed beacon_order"));
         }
         if config.min_be > config.max_be || config.max_be > 8 {
-            return Err(invalid("min_be", "need min_be <= max_be <= 8"));
+            return Err(super::invalid("min_be", "need min_be <= max_be <= 8"));
         }
-        super::check_probability("pdr", config.pdr)?;
-        super::check_probability("ack_pdr", config.ack_pdr)?;
+        super::check_delivery_ratios(config.pdr, config.ack_pdr)?;
         let bi_ns = BASE_SUPERFRAME_NS << config.beacon_order;
         let sd_ns = BASE_SUPERFRAME_NS << config.superframe_order;
         let beacon_end = airtime_ns(BEACON_PSDU) + ifs_ns(BEACON_PSDU);
@@ -250,18 +250,8 @@ impl BeaconMac {
 }
 
 impl MacModel for BeaconMac {
-    fn send(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        to: NodeId,
-        datagram: &super::sixlowpan::UdpDatagram,
-        rng: &mut dyn rand_core::RngCore,
-        ledger: &mut RadioLedger,
-    ) -> MacOutcome {
-        if now.as_nanos() >= super::HORIZON_NS {
-            return super::refused(FragStats::default());
-        }
+    fn carry(&mut self, hop: Hop<'_>, rng: &mut dyn RngCore, ledger: &mut RadioLedger) -> MacOutcome {
+        let Hop { now, from, to, datagram } = hop;
         if self.coordinator_of(from, to).is_none() {
             // A pair nobody declared: the receiver coordinates.
             self.attach(to, from);

@@ -43,10 +43,32 @@ pub trait MacModel {
         datagram: &sixlowpan::UdpDatagram,
         rng: &mut dyn rand_core::RngCore,
         ledger: &mut RadioLedger,
+    ) -> MacOutcome {
+        if now.as_nanos() >= HORIZON_NS {
+            return refused(frag::FragStats::default());
+        }
+        self.carry(Hop { now, from, to, datagram }, rng, ledger)
+    }
+
+    /// [`MacModel::send`] before [`HORIZON_NS`]: the model's own channel access.
+    fn carry(
+        &mut self,
+        hop: Hop<'_>,
+        rng: &mut dyn rand_core::RngCore,
+        ledger: &mut RadioLedger,
     ) -> MacOutcome;
 
     /// Idle listening / beacon costs from `from_t` to `to_t` for every node on this MAC.
     fn account_idle(&mut self, from_t: Instant, to_t: Instant, ledger: &mut RadioLedger);
+}
+
+/// One datagram handed to a MAC: when, between which neighbours.
+#[derive(Clone, Copy, Debug)]
+pub struct Hop<'a> {
+    pub now: Instant,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub datagram: &'a sixlowpan::UdpDatagram,
 }
 
 /// What became of one datagram on one hop.
@@ -312,6 +334,17 @@ pub(crate) fn bernoulli(rng: &mut dyn rand_core::RngCore, p: f64) -> bool {
     } else {
         unit_f64(rng) < p
     }
+}
+
+/// A parameter out of its range.
+pub(crate) fn invalid(name: &'static str, reason: impl Into<String>) -> MacConfigError {
+    MacConfigError::Invalid { name, reason: reason.into() }
+}
+
+/// The delivery ratios of a MAC that acknowledges its frames: data (`pdr`) and ACK (`ack_pdr`).
+pub(crate) fn check_delivery_ratios(pdr: f64, ack_pdr: f64) -> Result<(), MacConfigError> {
+    check_probability("pdr", pdr)?;
+    check_probability("ack_pdr", ack_pdr)
 }
 
 pub(crate) fn check_probability(name: &'static str, p: f64) -> Result<(), MacConfigError> {

@@ -29,6 +29,26 @@ pub struct SequencePlan {
     pub retransmit_timeout_ns: Option<u64>,
 }
 
+impl SequencePlan {
+    /// `datagrams` of `datagram_len` bytes along `chain`, alternating direction as handshake
+    /// flights do, each handed over as soon as the previous one arrived, none sent again.
+    pub fn flights(chain: Vec<NodeId>, datagrams: usize, datagram_len: usize) -> SequencePlan {
+        SequencePlan {
+            chain,
+            datagrams,
+            datagram_len,
+            arrival_spread_ns: 0,
+            alternate: true,
+            retransmit_timeout_ns: None,
+        }
+    }
+
+    /// The same, a lost datagram sent again `timeout_ns` after its last hand-over.
+    pub fn resent_after(self, timeout_ns: u64) -> SequencePlan {
+        SequencePlan { retransmit_timeout_ns: Some(timeout_ns), ..self }
+    }
+}
+
 /// The UDP port at both ends of a sequence (CoAPS, RFC 7252).
 pub const SEQUENCE_PORT: u16 = 5684;
 

@@ -17,11 +17,12 @@
 use super::frag::{self, FragStats, ACK_PSDU};
 use super::phy::airtime_ns;
 use super::{
-    below, bernoulli, book, CellPlacement, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome,
+    below, bernoulli, book, CellPlacement, FrameKind, FrameOnAir, Hop, MacConfigError, MacModel, MacOutcome,
 };
 use super::{NodeId, TschConfig};
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
+use rand_core::RngCore;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// TsRxOffset of the default timeslot template: the receiver turns on 1120 µs into the slot.
@@ -68,30 +69,28 @@ impl TschMac {
         config: &TschConfig,
         nodes: &[NodeId],
         links: &[(NodeId, NodeId)],
-        rng: &mut dyn rand_core::RngCore,
+        rng: &mut dyn RngCore,
     ) -> Result<Self, MacConfigError> {
-        let invalid = |name, reason: String| MacConfigError::Invalid { name, reason };
         // macSlotframeSize is a 16-bit field.
         if config.slotframe == 0 || config.slotframe > u32::from(u16::MAX) {
-            return Err(invalid("slotframe", "must be in 1..=65535".into()));
+            return Err(super::invalid("slotframe", "must be in 1..=65535"));
         }
         if config.cells_per_link == 0 || config.cells_per_link > config.slotframe {
-            return Err(invalid("cells_per_link", format!("must be in 1..={}", config.slotframe)));
+            return Err(super::invalid("cells_per_link", format!("must be in 1..={}", config.slotframe)));
         }
-        super::check_probability("pdr", config.pdr)?;
-        super::check_probability("ack_pdr", config.ack_pdr)?;
+        super::check_delivery_ratios(config.pdr, config.ack_pdr)?;
         let min_slot =
             TX_OFFSET_NS + airtime_ns(super::phy::MAX_PSDU) + TX_ACK_DELAY_NS + airtime_ns(ACK_PSDU);
         let slot_ns = super::millis_to_ns("timeslot_ms", config.timeslot_ms)?;
         if slot_ns < min_slot || slot_ns > 1_000_000_000 {
-            return Err(invalid(
+            return Err(super::invalid(
                 "timeslot_ms",
                 format!("must fit a frame and its ACK ({min_slot} ns) and be at most 1 s"),
             ));
         }
         for given in &config.cells {
             if given.slots.is_empty() || given.slots.iter().any(|&s| s >= config.slotframe) {
-                return Err(invalid(
+                return Err(super::invalid(
                     "cells",
                     format!("slots of {}->{} must be in 0..L", given.from, given.to),
                 ));
@@ -186,18 +185,8 @@ fn distinct_offsets(l: u32, count: u32, rng: &mut dyn rand_core::RngCore) -> Vec
 }
 
 impl MacModel for TschMac {
-    fn send(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        to: NodeId,
-        datagram: &super::sixlowpan::UdpDatagram,
-        rng: &mut dyn rand_core::RngCore,
-        ledger: &mut RadioLedger,
-    ) -> MacOutcome {
-        if now.as_nanos() >= super::HORIZON_NS {
-            return super::refused(FragStats::default());
-        }
+    fn carry(&mut self, hop: Hop<'_>, rng: &mut dyn RngCore, ledger: &mut RadioLedger) -> MacOutcome {
+        let Hop { now, from, to, datagram } = hop;
         self.schedule(from, to, rng);
         let slot_ns = self.slot_ns;
         // Slots before `now` can no longer be used by anyone: forget them.

@@ -19,10 +19,12 @@
 use super::frag::{self, FragStats, STROBE_PSDU};
 use super::phy::{airtime_ns, LIFS_NS, TURNAROUND_NS};
 use super::{
-    below, bernoulli, book, FrameKind, FrameOnAir, MacConfigError, MacModel, MacOutcome, NodeId, XMacConfig,
+    below, bernoulli, book, FrameKind, FrameOnAir, Hop, MacConfigError, MacModel, MacOutcome, NodeId,
+    XMacConfig,
 };
 use crate::radio::{RadioLedger, RadioState};
 use fastshake_core::Instant;
+use rand_core::RngCore;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Air time of a strobe (and of an early acknowledgement).
@@ -104,18 +106,8 @@ impl XMac {
 }
 
 impl MacModel for XMac {
-    fn send(
-        &mut self,
-        now: Instant,
-        from: NodeId,
-        to: NodeId,
-        datagram: &super::sixlowpan::UdpDatagram,
-        rng: &mut dyn rand_core::RngCore,
-        ledger: &mut RadioLedger,
-    ) -> MacOutcome {
-        if now.as_nanos() >= super::HORIZON_NS {
-            return super::refused(FragStats::default());
-        }
+    fn carry(&mut self, hop: Hop<'_>, rng: &mut dyn RngCore, ledger: &mut RadioLedger) -> MacOutcome {
+        let Hop { now, from, to, datagram } = hop;
         let rx_phase = self.node(to, rng).phase_ns;
         let rx_free = self.node(to, rng).free_at;
         let (seq, tag, tx_free) = {

@@ -47,12 +47,30 @@ impl Fastshake {
         Command::new(self.0)
     }
 
+    /// `fastshake server --listen 127.0.0.1:0 --psk-identity x --psk 00 EXTRA`, not started: a
+    /// server with the least it needs, for the flags it must refuse.
+    pub fn psk_server_command(self, extra: &[&str]) -> Command {
+        let mut command = self.command();
+        command.args(["server", "--listen", "127.0.0.1:0", "--psk-identity", "x", "--psk", "00"]).args(extra);
+        command
+    }
+
     /// `fastshake ARGS`, running, its output captured.
     pub fn spawn(self, args: &[impl AsRef<OsStr>]) -> Peer {
         let mut command = self.command();
         command.args(args);
         Peer::spawn("fastshake", command)
     }
+}
+
+/// A line from `client` ("hello from fastshake") and one back from `server` ("hello from
+/// `server_name`"), each seen on the other side's standard output.
+pub fn hello_both_ways(client: &mut Peer, server: &mut Peer, server_name: &str) {
+    client.write_line("hello from fastshake");
+    server.expect_stdout("hello from fastshake");
+    let answer = format!("hello from {server_name}");
+    server.write_line(&answer);
+    client.expect_stdout(&answer);
 }
 
 /// A UDP port on 127.0.0.1 that was free a moment ago.
@@ -75,12 +93,7 @@ pub fn tool(name: &str) -> Command {
 /// A directory for the files tests make (builds, PKIs), inside the target directory beside the
 /// test executables, so concurrent checkouts never share it.
 pub fn scratch_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    // Cargo runs tests from <target>/<profile>/deps/.
-    let profile = exe.parent().and_then(Path::parent).unwrap_or_else(|| Path::new("."));
-    let dir = profile.join("testkit");
-    std::fs::create_dir_all(&dir).expect("create the scratch directory");
-    dir
+    fastshake_interop::build_dir()
 }
 
 /// Why the network-namespace testbed (`fastshake netlab`) cannot run here, if it cannot: it needs
@@ -273,6 +286,12 @@ impl Peer {
         }
     }
 
+    /// Writes `line` and waits until standard output shows it (anywhere).
+    pub fn write_and_see(&mut self, line: &str) {
+        self.write_line(line);
+        self.expect_stdout(line);
+    }
+
     /// Writes `line` and waits for it to come back on standard output (an echo).
     pub fn echo_line(&mut self, line: &str) {
         self.write_line(line);
@@ -283,8 +302,7 @@ impl Peer {
     /// waits for the exit, whatever its status: for the real peers' clients, whose exit status
     /// the tests do not judge.
     pub fn echo_and_close(&mut self, line: &str) -> ExitStatus {
-        self.write_line(line);
-        self.expect_stdout(line);
+        self.write_and_see(line);
         self.close_stdin();
         self.expect_exit()
     }

@@ -1,12 +1,13 @@
 //! The pion peers of `interop/`: `pion-peer` (DTLS on pion/dtls, the Connection ID
 //! implementation of RFC 9146 we interoperate with) and `pion-sctp-peer` (pion/sctp over UDP
-//! encapsulation), each built once per test binary with the Go toolchain. Without Go, or when
+//! encapsulation), each built once per test binary with the Go toolchain (`fastshake_interop`). Without Go, or when
 //! its modules cannot be downloaded, the tests say why and pass without running, unless
 //! `FASTSHAKE_REQUIRE_PION=1` (`FASTSHAKE_REQUIRE_PION_SCTP=1`), which `.ci/run` sets where both
 //! are there, turns that into a failure.
 
 use super::dtls::{Pki, PSK_HEX, PSK_IDENTITY};
 use super::{announced_port, scratch_dir, Peer};
+use fastshake_interop::{BuildError, GoPeer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,13 +16,13 @@ use std::sync::OnceLock;
 /// The built `pion-peer` (interop/pion), or None (after saying why) when it cannot be built.
 pub fn dtls_peer() -> Option<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    available(BUILT.get_or_init(|| go_build("pion", "pion-peer")), "FASTSHAKE_REQUIRE_PION", "pion-peer")
+    available(BUILT.get_or_init(|| go_build(GoPeer::PionDtls)), "FASTSHAKE_REQUIRE_PION", "pion-peer")
 }
 
 /// The built `pion-sctp-peer` (interop/pion-sctp), or None (after saying why).
 pub fn sctp_peer() -> Option<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| go_build("pion-sctp", "pion-sctp-peer"));
+    let built = BUILT.get_or_init(|| go_build(GoPeer::PionSctp));
     available(built, "FASTSHAKE_REQUIRE_PION_SCTP", "pion-sctp-peer")
 }
 
@@ -37,48 +38,14 @@ fn available(built: &Result<PathBuf, String>, required_by: &str, name: &str) -> 
     }
 }
 
-/// `go` on the PATH, else where the Go tarball installs it.
-fn go_tool() -> Option<PathBuf> {
-    let on_path = Command::new("go").arg("version").output().is_ok_and(|out| out.status.success());
-    if on_path {
-        return Some(PathBuf::from("go"));
+/// Builds `peer` into the scratch directory. A missing toolchain or module download failure (no
+/// proxy) is a reason to skip; a compile failure is a bug and fails the test.
+fn go_build(peer: GoPeer) -> Result<PathBuf, String> {
+    match fastshake_interop::build(peer, &scratch_dir()) {
+        Ok(path) => Ok(path),
+        Err(BuildError::Unavailable(why)) => Err(why),
+        Err(BuildError::Compile(why)) => panic!("{why}"),
     }
-    let tarball = Path::new("/usr/local/go/bin/go");
-    tarball.exists().then(|| tarball.to_path_buf())
-}
-
-/// Builds `interop/SOURCE` into the scratch directory as `binary`. A module download failure
-/// (no proxy) is a reason to skip; a compile failure is a bug and fails the test.
-fn go_build(source: &str, binary: &str) -> Result<PathBuf, String> {
-    let go = go_tool().ok_or("no `go` on the PATH nor at /usr/local/go/bin/go")?;
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop").join(source);
-    let go_command = || {
-        let mut command = Command::new(&go);
-        // go.sum is committed: modules are checked against it; no VCS stamping (worktrees).
-        command.current_dir(&source).env("GOFLAGS", "-mod=mod -buildvcs=false");
-        command
-    };
-    let download = go_command()
-        .args(["mod", "download"])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", go.display()))?;
-    if !download.status.success() {
-        return Err(format!("go mod download failed: {}", String::from_utf8_lossy(&download.stderr)));
-    }
-    let out = scratch_dir().join(binary);
-    let built = go_command()
-        .args(["build", "-o"])
-        .arg(&out)
-        .arg(".")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", go.display()))?;
-    assert!(
-        built.status.success(),
-        "go build of {} failed:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&built.stderr)
-    );
-    Ok(out)
 }
 
 /// `pion-peer server --listen 127.0.0.1:0 ARGS` with the shared PSK, ready; returns it and its port.

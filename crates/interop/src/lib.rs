@@ -1,0 +1,106 @@
+//! The Go peers of `interop/`, built with the Go toolchain for whoever needs them: the interop
+//! tests (through `fastshake-testkit`) and `fastshake bench load --compare` alike, so that the
+//! benchmarks need no test crate.
+//!
+//! - [`GoPeer::PionDtls`]: `pion-peer` (interop/pion), DTLS on pion/dtls;
+//! - [`GoPeer::PionSctp`]: `pion-sctp-peer` (interop/pion-sctp), pion/sctp over UDP encapsulation.
+//!
+//! [`build`] says why a peer cannot be had: no Go, or its modules cannot be downloaded (no
+//! proxy), which a caller may skip over; a compile failure is a bug in the peer's source.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A peer program of `interop/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GoPeer {
+    /// `pion-peer`: DTLS on pion/dtls (the Connection ID implementation of RFC 9146 we
+    /// interoperate with).
+    PionDtls,
+    /// `pion-sctp-peer`: pion/sctp over UDP encapsulation (RFC 6951).
+    PionSctp,
+}
+
+impl GoPeer {
+    /// The folder of its source under `interop/`.
+    pub fn source(self) -> &'static str {
+        match self {
+            GoPeer::PionDtls => "pion",
+            GoPeer::PionSctp => "pion-sctp",
+        }
+    }
+
+    /// The name of the built program.
+    pub fn binary(self) -> &'static str {
+        match self {
+            GoPeer::PionDtls => "pion-peer",
+            GoPeer::PionSctp => "pion-sctp-peer",
+        }
+    }
+}
+
+/// Why a peer was not built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    /// No Go toolchain, or its modules could not be downloaded: the peer cannot be had here.
+    Unavailable(String),
+    /// `go build` failed: the peer's source does not compile.
+    Compile(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Unavailable(why) | BuildError::Compile(why) => f.write_str(why),
+        }
+    }
+}
+
+/// `<target>/testkit`: the folder beside the running executable's profile folder (tests run from
+/// `<target>/<profile>/deps/`), so that concurrent checkouts never share a build. Created.
+pub fn build_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the running executable's path");
+    let profile = exe.parent().and_then(Path::parent).unwrap_or_else(|| Path::new("."));
+    let dir = profile.join("testkit");
+    std::fs::create_dir_all(&dir).expect("create the build folder");
+    dir
+}
+
+/// `go` on the PATH, else where the Go tarball installs it.
+fn go_tool() -> Option<PathBuf> {
+    let on_path = Command::new("go").arg("version").output().is_ok_and(|out| out.status.success());
+    if on_path {
+        return Some(PathBuf::from("go"));
+    }
+    let tarball = Path::new("/usr/local/go/bin/go");
+    tarball.exists().then(|| tarball.to_path_buf())
+}
+
+/// Builds `peer` into `out_dir`; the path of the program.
+pub fn build(peer: GoPeer, out_dir: &Path) -> Result<PathBuf, BuildError> {
+    let unavailable = BuildError::Unavailable;
+    let go =
+        go_tool().ok_or_else(|| unavailable("no `go` on the PATH nor at /usr/local/go/bin/go".into()))?;
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop").join(peer.source());
+    let go_command = || {
+        let mut command = Command::new(&go);
+        // go.sum is committed: modules are checked against it; no VCS stamping (worktrees).
+        command.current_dir(&source).env("GOFLAGS", "-mod=mod -buildvcs=false");
+        command
+    };
+    let cannot_run = |e: std::io::Error| unavailable(format!("cannot run {}: {e}", go.display()));
+    let download = go_command().args(["mod", "download"]).output().map_err(cannot_run)?;
+    if !download.status.success() {
+        let stderr = String::from_utf8_lossy(&download.stderr);
+        return Err(unavailable(format!("go mod download failed: {stderr}")));
+    }
+    let out = out_dir.join(peer.binary());
+    let built = go_command().args(["build", "-o"]).arg(&out).arg(".").output().map_err(cannot_run)?;
+    if !built.status.success() {
+        let stderr = String::from_utf8_lossy(&built.stderr);
+        return Err(BuildError::Compile(format!("go build of {} failed:\n{stderr}", source.display())));
+    }
+    Ok(out)
+}
