@@ -53,7 +53,7 @@ fn engine_run(
     let start = Instant::now();
     let (mut count, mut cpu) = (0u64, [Duration::ZERO; 2]);
     while start.elapsed() < slice {
-        let mut server = Endpoint::new(Arc::clone(&server_config), seed_bytes(run, 2));
+        let mut server = Endpoint::new(Arc::clone(&server_config), seed_bytes(run, 2))?;
         // The first handshake fills the caches (not counted); each later one takes the ticket
         // the one before it left.
         let mut cached: Option<CachedServer> = None;

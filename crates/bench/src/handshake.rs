@@ -270,7 +270,7 @@ fn engine_rate(suite: CipherSuite, slice: Duration) -> anyhow::Result<f64> {
     let start = std::time::Instant::now();
     let mut count: u64 = 0;
     while start.elapsed() < slice {
-        let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(count));
+        let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(count))?;
         for port in 0..HANDSHAKES_PER_ENDPOINT {
             let now = Instant::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
             let (client, _) = engine_handshake(&mut endpoint, &client_config, client_addr(port), now, count)?;
@@ -334,7 +334,7 @@ struct Established {
 
 fn establish(suite: CipherSuite, n: u64) -> anyhow::Result<Established> {
     let (client_config, server_config) = configs(suite);
-    let mut endpoint = Endpoint::new(server_config, seed(n));
+    let mut endpoint = Endpoint::new(server_config, seed(n))?;
     let from = client_addr(0);
     let (client, handle) = engine_handshake(&mut endpoint, &client_config, from, Instant::ZERO, n)?;
     let mut pair = Established { endpoint, client, handle, from };
@@ -367,8 +367,10 @@ impl Established {
         Ok(())
     }
 
-    fn server_connection(&mut self) -> anyhow::Result<&mut Connection> {
-        self.endpoint.connection_mut(self.handle).context("the server dropped the connection")
+    /// Opens one datagram at the server, in place, the way the driver does.
+    fn server_open(&mut self, datagram: &mut [u8], on_data: &mut dyn FnMut(ConnectionHandle, &[u8])) {
+        let incoming = self.endpoint.incoming(datagram);
+        self.endpoint.open_in_place(Instant::ZERO, SERVER_ADDR, self.from, incoming, on_data);
     }
 }
 
@@ -440,12 +442,10 @@ fn throughput_run(pair: &mut Established, size: usize, count: usize) -> anyhow::
         let len = pair.client.seal_into(&data, &mut out)?;
         sealed.push(out[..len].to_vec());
     }
-    let from = pair.from;
-    let connection = pair.server_connection()?;
     let mut opened = 0usize;
     let start = std::time::Instant::now();
     for datagram in &mut sealed {
-        connection.open_in_place(Instant::ZERO, from, datagram, &mut |plain| opened += plain.len());
+        pair.server_open(datagram, &mut |_, plain| opened += plain.len());
     }
     let open_secs = start.elapsed().as_secs_f64();
     if opened != size * count {
@@ -487,7 +487,7 @@ fn session_memory() -> anyhow::Result<()> {
         // Client: everything but the client connection is freed before the second reading.
         let before = live_heap();
         let pair = {
-            let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(1));
+            let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(1))?;
             let from = client_addr(0);
             let (client, handle) = engine_handshake(&mut endpoint, &client_config, from, Instant::ZERO, 1)?;
             let mut pair = Established { endpoint, client, handle, from };
@@ -527,7 +527,7 @@ fn server_growth_per_session(
     server_config: &Arc<ServerConfig>,
 ) -> anyhow::Result<i64> {
     const SESSIONS: u16 = 200;
-    let mut endpoint = Endpoint::new(Arc::clone(server_config), seed(2));
+    let mut endpoint = Endpoint::new(Arc::clone(server_config), seed(2))?;
     let empty = live_heap();
     for port in 0..SESSIONS {
         let from = client_addr(port);
@@ -554,7 +554,6 @@ fn allocations_per_record() -> anyhow::Result<()> {
         let data = [0x17u8; 100];
         let mut out = vec![0u8; MTU];
         let mut datagrams: Vec<Vec<u8>> = (0..RECORDS).map(|_| vec![0u8; MTU]).collect();
-        let from = pair.from;
 
         let client_seal = count_allocations(|| {
             for datagram in datagrams.iter_mut() {
@@ -566,17 +565,15 @@ fn allocations_per_record() -> anyhow::Result<()> {
         })?;
         let mut opened = 0;
         let server_open = count_allocations(|| {
-            let connection = pair.server_connection()?;
             for datagram in datagrams.iter_mut() {
-                connection.open_in_place(Instant::ZERO, from, datagram, &mut |_| opened += 1);
+                pair.server_open(datagram, &mut |_, _| opened += 1);
             }
             Ok(())
         })?;
         datagrams = (0..RECORDS).map(|_| vec![0u8; MTU]).collect();
         let server_seal = count_allocations(|| {
-            let connection = pair.server_connection()?;
             for datagram in datagrams.iter_mut() {
-                let len = connection.seal_into(&data, &mut out)?;
+                let len = pair.endpoint.seal_into(pair.handle, &data, &mut out)?;
                 datagram[..len].copy_from_slice(&out[..len]);
                 datagram.truncate(len);
             }
@@ -846,7 +843,7 @@ fn engine_certificate_rate(
     let mut timed = Duration::ZERO;
     let mut count: u64 = 0;
     while timed < slice && start.elapsed() < slice * 4 {
-        let mut endpoint = Endpoint::new(Arc::clone(server_config), seed(count));
+        let mut endpoint = Endpoint::new(Arc::clone(server_config), seed(count))?;
         let session = match resume {
             Resume::Full => None,
             Resume::BySessionId | Resume::ByTicket => {
@@ -963,7 +960,7 @@ fn handshake_cost(
         Some(pki) => certificate_configs(suite, pki, mutual, resume)?,
         None => configs(suite),
     };
-    let mut endpoint = Endpoint::new(server_config, seed(11));
+    let mut endpoint = Endpoint::new(server_config, seed(11))?;
     let session = match resume {
         Resume::Full => None,
         Resume::BySessionId | Resume::ByTicket => Some(first_session(&mut endpoint, &client_config, 11)?),

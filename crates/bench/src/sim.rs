@@ -129,7 +129,9 @@ fn tsch_handshakes(target: u32) -> anyhow::Result<HandshakeFigure> {
             "dtls-psk-server" => {
                 let mut seed = [2; 32];
                 seed[..8].fill(0);
-                Box::new(DtlsEchoServer::new(server.clone(), seed, false))
+                let server = DtlsEchoServer::new(server.clone(), seed, false)
+                    .map_err(|e| ScenarioError::Format(format!("the PSK server: {e}")))?;
+                Box::new(server)
             }
             _ => return Ok(None),
         };

@@ -380,6 +380,12 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
     }
     let banner = common.credentials.credentials(certified_key.is_some());
+    let idle_timeout = match args.idle_timeout {
+        Some(secs) => {
+            Some(Duration::try_from_secs_f64(secs).context("--idle-timeout must be a positive number")?)
+        }
+        None => fastshake_dtls::DEFAULT_IDLE_TIMEOUT.into(),
+    };
     let config = ServerConfig {
         psk_identity_hint: args.hint.as_ref().map(|h| h.as_bytes().to_vec()),
         psks: psk.into_iter().collect(),
@@ -401,13 +407,8 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
             max_entries: args.client_cache,
             ..ClientCertCacheConfig::default()
         },
+        idle_timeout,
         ..ServerConfig::default()
-    };
-    let idle_timeout = match args.idle_timeout {
-        Some(secs) => {
-            Some(Duration::try_from_secs_f64(secs).context("--idle-timeout must be a positive number")?)
-        }
-        None => None,
     };
     let workers = match args.workers {
         // R slots stand for one constrained server's memory: one worker holds them all.
@@ -436,7 +437,6 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     let options = ServerOptions {
         trace: common.trace("server"),
         mobility: args.mobility,
-        idle_timeout,
         cookie_rotation: std::time::Duration::from_secs(args.cookie_rotation),
         workers,
         batch: args.batch,

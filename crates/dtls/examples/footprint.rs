@@ -68,7 +68,7 @@ fn server_bytes_per_session(
     scfg: &Arc<ServerConfig>,
     server_addr: SocketAddr,
 ) -> i64 {
-    let mut server = Endpoint::new(scfg.clone(), [8; 32]);
+    let mut server = Endpoint::new(scfg.clone(), [8; 32]).expect("a valid server configuration");
     let mut clients = Vec::new();
     for i in 0..1000u16 {
         clients.push(connect(ccfg, &mut server, addr(1000 + i), server_addr, i as u64 + 10, true));
@@ -88,7 +88,7 @@ fn main() {
     println!("size_of::<Endpoint>()   = {} B", std::mem::size_of::<Endpoint>());
 
     // Clients: 1000 sessions against one endpoint; configs were allocated before the region.
-    let mut sink = Endpoint::new(scfg.clone(), [8; 32]);
+    let mut sink = Endpoint::new(scfg.clone(), [8; 32]).expect("a valid server configuration");
     let mut clients = Vec::new();
     for i in 0..1000u16 {
         clients.push(connect(&ccfg, &mut sink, addr(1000 + i), server_addr, i as u64 + 10, true));
@@ -155,7 +155,8 @@ fn main() {
         Arc::new(c)
     };
     let endpoint_bytes = |r: usize| {
-        let mut server = Endpoint::new(slots_config(r.max(1)), [5; 32]);
+        let mut server =
+            Endpoint::new(slots_config(r.max(1)), [5; 32]).expect("a valid server configuration");
         let clients: Vec<_> = (0..r as u16)
             .map(|i| connect(&ccfg, &mut server, addr(3000 + i), server_addr, i as u64 + 50, true))
             .collect();
@@ -189,7 +190,7 @@ fn main() {
     }
 
     // Allocations per application record on the data path.
-    let mut server = Endpoint::new(scfg.clone(), [7; 32]);
+    let mut server = Endpoint::new(scfg.clone(), [7; 32]).expect("a valid server configuration");
     let mut client = connect(&ccfg, &mut server, addr(2), server_addr, 2, true);
     let h = server.handle_for(addr(2)).unwrap();
     let mut buf = [0u8; 1500];
@@ -200,7 +201,7 @@ fn main() {
         let n = client.seal_into(&[0x42; 1000], &mut buf).unwrap();
         let incoming = server.incoming(&mut buf[..n]);
         server.open_in_place(now, server_addr, addr(2), incoming, &mut |_, d| received += d.len());
-        let n = server.connection_mut(h).unwrap().seal_into(&[0x24; 1000], &mut buf).unwrap();
+        let n = server.seal_into(h, &[0x24; 1000], &mut buf).unwrap();
         client.open_in_place(now, server_addr, &mut buf[..n], &mut |d| received += d.len());
     }
     let r = region.change();
@@ -215,7 +216,7 @@ fn main() {
         let mut cc = (*ccfg).clone();
         cc.suites = vec![suite];
         let cc = Arc::new(cc);
-        let mut server = Endpoint::new(scfg.clone(), [6; 32]);
+        let mut server = Endpoint::new(scfg.clone(), [6; 32]).expect("a valid server configuration");
         let n = 20_000u64;
         let start = std::time::Instant::now();
         for i in 0..n {

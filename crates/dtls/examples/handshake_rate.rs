@@ -90,7 +90,8 @@ fn main() {
     let runs: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(500);
     println!("engine only, one thread, {runs} runs per row (client + server work)");
     let psk_client = Arc::new(ClientConfig::psk(b"id".to_vec(), vec![0x11; 16]));
-    let mut psk_server = Endpoint::new(Arc::new(ServerConfig::psk(b"id".to_vec(), vec![0x11; 16])), [6; 32]);
+    let mut psk_server = Endpoint::new(Arc::new(ServerConfig::psk(b"id".to_vec(), vec![0x11; 16])), [6; 32])
+        .expect("a valid server configuration");
     rate("PSK-AES128-CCM8 full", runs, &psk_client, &mut psk_server, None);
 
     for (kind, label) in
@@ -108,11 +109,12 @@ fn main() {
             wall_clock: CLOCK,
             ..Default::default()
         };
-        let mut server = Endpoint::new(Arc::new(base.clone()), [7; 32]);
+        let mut server =
+            Endpoint::new(Arc::new(base.clone()), [7; 32]).expect("a valid server configuration");
         rate(&format!("{label} full (chain of 1)"), runs, &cc, &mut server, None);
 
         let by_id = ServerConfig { tickets: None, ..base.clone() };
-        let mut server = Endpoint::new(Arc::new(by_id), [8; 32]);
+        let mut server = Endpoint::new(Arc::new(by_id), [8; 32]).expect("a valid server configuration");
         let session = connect(&cc, &mut server, 1, None).session;
         rate(&format!("{label} resumed by session ID"), runs * 4, &cc, &mut server, session);
 
@@ -121,7 +123,7 @@ fn main() {
             session_cache: SessionCacheConfig { max_entries: 0, ..Default::default() },
             ..base
         };
-        let mut server = Endpoint::new(Arc::new(by_ticket), [9; 32]);
+        let mut server = Endpoint::new(Arc::new(by_ticket), [9; 32]).expect("a valid server configuration");
         let session = connect(&cc, &mut server, 1, None).session;
         rate(&format!("{label} resumed by ticket"), runs * 4, &cc, &mut server, session);
     }

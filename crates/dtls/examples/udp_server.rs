@@ -21,7 +21,7 @@ fn main() {
     let now = || Instant::from_nanos(origin.elapsed().as_nanos() as u64);
     let mut seed = [7u8; 32];
     seed[..8].copy_from_slice(&(origin.elapsed().as_nanos() as u64).to_le_bytes());
-    let mut endpoint = Endpoint::new(Arc::new(config), seed);
+    let mut endpoint = Endpoint::new(Arc::new(config), seed).expect("a valid server configuration");
     let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
     let mut buf = [0u8; 2048];
     while std::time::Instant::now() < deadline {

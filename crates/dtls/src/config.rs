@@ -337,6 +337,24 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// Most sessions (in handshake or established) held at once; new clients beyond it are ignored.
     pub max_connections: usize,
+    /// Half-open handshakes (cookie verified, not yet completed) kept at most, at least 1; a new
+    /// one evicts the oldest. Established sessions are never evicted for a handshake.
+    pub max_handshakes: usize,
+    /// Half-open handshakes from one IP address at most (`None`: no limit of its own); a new one
+    /// evicts that address's oldest, so one host cannot crowd out the others.
+    pub max_handshakes_per_ip: Option<usize>,
+    /// An established session that receives no authenticated datagram for this long is closed
+    /// (close_notify, then `Event::Failed(Error::Closed)`); `None` keeps sessions for ever.
+    /// Sessions are checked by one endpoint-wide scan (at most 64 per idle period), so one closes
+    /// between the timeout and 65/64 of it after its last authenticated datagram. A session
+    /// whose last handshake flight the client has not confirmed yet is not idle: it is kept until
+    /// the handshake timeout, as the client may still be resending its Finished.
+    pub idle_timeout: Option<Duration>,
+    /// HelloVerifyRequest cookies older than this are refused (a new HelloVerifyRequest is sent
+    /// instead); a cookie is accepted for at least half of it. `None`: [`DEFAULT_COOKIE_LIFETIME`]
+    /// or twice `handshake_timeout`, whichever is longer, so that a cookie stays good for as long
+    /// as a client resends its ClientHello.
+    pub cookie_lifetime: Option<Duration>,
     /// Session slots (seed 002: a 16 kB node fits 3 PSK sessions): at most this many
     /// connections exist at once; `None` (the default) sets no limit of its own. A slot is taken
     /// when a ClientHello with a valid cookie creates a connection, so handshakes in progress
@@ -382,6 +400,21 @@ pub struct ServerConfig {
     pub reusable_cookies: bool,
 }
 
+/// [`ServerConfig::max_handshakes`] by default.
+pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
+/// [`ServerConfig::idle_timeout`] by default.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The shortest default [`ServerConfig::cookie_lifetime`] (a client's backed-off timer reaches
+/// 60 s; on slow links the handshake timeout, and with it the lifetime, is raised to match).
+pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
+
+impl ServerConfig {
+    /// How long a cookie stays fresh: the `cookie_lifetime` field or its default.
+    pub(crate) fn effective_cookie_lifetime(&self) -> Duration {
+        self.cookie_lifetime.unwrap_or(DEFAULT_COOKIE_LIFETIME.max(self.handshake_timeout * 2))
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -395,6 +428,10 @@ impl Default for ServerConfig {
             rtt_cache_entries: crate::rtt::DEFAULT_RTT_CACHE_ENTRIES,
             handshake_timeout: Duration::from_secs(60),
             max_connections: 10_000,
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            max_handshakes_per_ip: None,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            cookie_lifetime: None,
             max_sessions: None,
             when_full: WhenFull::Refuse,
             require_extended_master_secret: false,
@@ -434,6 +471,12 @@ impl ServerConfig {
         }
         if self.max_sessions == Some(0) {
             return Err(Error::Config("max_sessions must be at least 1"));
+        }
+        if self.max_handshakes == 0 || self.max_handshakes_per_ip == Some(0) {
+            return Err(Error::Config("max_handshakes and max_handshakes_per_ip must be at least 1"));
+        }
+        if self.cookie_lifetime.is_some_and(|l| l < Duration::from_millis(2)) {
+            return Err(Error::Config("cookie_lifetime must be at least 2 ms (a cookie lives in two slots)"));
         }
         if self.psk_identity_hint.as_ref().is_some_and(|h| h.len() > MAX_PSK_FIELD) {
             return Err(Error::Config("PSK identity hint must be shorter than 64 KiB"));

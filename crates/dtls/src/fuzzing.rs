@@ -135,7 +135,7 @@ pub fn handshake_record(body: &[u8]) {
 /// handshake through it: the endpoint must neither panic nor refuse the honest client.
 pub fn endpoint_datagram(data: &[u8]) {
     let config = Arc::new(ServerConfig::psk(PSK_ID, PSK_KEY));
-    let mut endpoint = Endpoint::new(config, [3; 32]);
+    let mut endpoint = Endpoint::new(config, [3; 32]).expect("a valid server configuration");
     let now = Instant::from_millis(1);
     let mut d = data.to_vec();
     endpoint.handle_datagram(now, server_addr(), client_addr(), &mut d);
@@ -163,7 +163,7 @@ pub fn established_pair_with(
         Arc::new(ServerConfig { mobility: server_mobility, ..ServerConfig::psk(PSK_ID, PSK_KEY) });
     let now = Instant::from_millis(1);
     let mut client = Connection::client(client_config, now, server_addr(), [1; 32]);
-    let mut server = Endpoint::new(server_config, [2; 32]);
+    let mut server = Endpoint::new(server_config, [2; 32]).expect("a valid server configuration");
     let mut log = Vec::new();
     let mut sent_data = false;
     for _ in 0..20 {

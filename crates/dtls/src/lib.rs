@@ -14,6 +14,55 @@
 //!
 //! Randomness is a seed the caller passes in, so every run is reproducible.
 //!
+//! # Example
+//! A PSK handshake and one record each way, driven by hand: the caller carries every datagram
+//! and owns the clock (a driver does the same with sockets and timers).
+//! ```
+//! use fastshake_dtls::{ClientConfig, Connection, Endpoint, Event, Instant, ServerConfig};
+//! use std::sync::Arc;
+//!
+//! let key = b"0123456789abcdef".to_vec();
+//! let (client_addr, server_addr) = ("192.0.2.1:5684".parse().unwrap(), "192.0.2.2:5684".parse().unwrap());
+//! let mut server = Endpoint::new(Arc::new(ServerConfig::psk("sensor-7", key.clone())), [1; 32])
+//!     .expect("a valid server configuration");
+//! let now = Instant::ZERO;
+//! let mut client = Connection::client(Arc::new(ClientConfig::psk("sensor-7", key)), now, server_addr, [2; 32]);
+//!
+//! // Carry datagrams both ways until neither side has any left (a lossless, instant path).
+//! loop {
+//!     let mut moved = false;
+//!     while let Some(mut t) = client.poll_transmit(now) {
+//!         server.handle_datagram(now, server_addr, client_addr, &mut t.payload);
+//!         moved = true;
+//!     }
+//!     while let Some(mut t) = server.poll_transmit(now) {
+//!         client.handle_datagram(now, client_addr, &mut t.payload);
+//!         moved = true;
+//!     }
+//!     if !moved {
+//!         break;
+//!     }
+//! }
+//! assert!(client.is_established());
+//!
+//! // Application data, sealed into and opened in the caller's buffers: no allocation.
+//! let mut buf = [0u8; 256];
+//! let len = client.seal_into(b"temperature 21.5", &mut buf).unwrap();
+//! let incoming = server.incoming(&mut buf[..len]);
+//! let mut got = Vec::new();
+//! server.open_in_place(now, server_addr, client_addr, incoming, &mut |_, data| got.extend_from_slice(data));
+//! assert_eq!(got, b"temperature 21.5");
+//!
+//! // The server's events say what happened, in order.
+//! let h = server.handle_for(client_addr).unwrap();
+//! assert!(std::iter::from_fn(|| server.poll_event()).any(|(from, e)| from == h && matches!(e, Event::Connected(_))));
+//! server.send(h, b"ok").unwrap();
+//! while let Some(mut t) = server.poll_transmit(now) {
+//!     client.handle_datagram(now, client_addr, &mut t.payload);
+//! }
+//! assert!(std::iter::from_fn(|| client.poll_event()).any(|e| e == Event::ApplicationData(b"ok".to_vec())));
+//! ```
+//!
 //! # Behaviour worth knowing
 //! - Suites: `TLS_PSK_WITH_AES_128_CCM_8`, `TLS_PSK_WITH_AES_128_GCM_SHA256`,
 //!   `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8`, `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256` and
@@ -187,18 +236,16 @@ pub use cache::{
     CLIENT_TICKET_LEN,
 };
 pub use config::{
-    ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, WallClock, WhenFull, DEFAULT_MTU, MIN_MTU,
+    ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, WallClock, WhenFull,
+    DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MTU, MIN_MTU,
 };
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
-pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointStats, Incoming, DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_HANDSHAKES,
-};
+pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats, Incoming};
 pub use error::{Error, Mismatch};
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
 pub use handshake::NamedGroup;
-pub use mobility::MobilityStats;
+pub use mobility::{MobilityStats, NegotiatedMobility};
 pub use rtt::{FlightProfile, ProfiledExchange, RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
 pub use strategy::{MobilityMode, SocketAction, SERVER_CID_LENGTH};

@@ -37,6 +37,18 @@ pub(crate) const MAX_HELD_DATAGRAMS: usize = 8;
 /// RFC 9853: at most this many times the bytes received from an unverified address are sent to it.
 pub(crate) const AMPLIFICATION_FACTOR: u64 = 3;
 
+/// The mobility extensions both sides agreed on in the handshake
+/// ([`crate::Connection::negotiated_mobility`]); all false for a session without any.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NegotiatedMobility {
+    /// Connection IDs (RFC 9146): records carry a CID and the session survives address changes.
+    pub connection_id: bool,
+    /// The return-routability check (RFC 9853) before data goes to a new address.
+    pub return_routability: bool,
+    /// `port_move`: the server may move the session to its own port after the handshake.
+    pub port_move: bool,
+}
+
 /// Counters of session mobility ([`crate::Connection::mobility_stats`]); all zero for a session
 /// without it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -116,7 +116,7 @@ impl MobilityMode {
     /// DTLS client): under IPC it is served from the welcome socket like a standard one, and under
     /// TCS it is never moved.
     pub fn socket_action(self, event: &Event, conn: &Connection) -> Option<SocketAction> {
-        let can_follow = conn.negotiated_mobility().2;
+        let can_follow = conn.negotiated_mobility().port_move;
         match (self, event) {
             (MobilityMode::Ipc, Event::Accepted) if !can_follow => {
                 Some(SocketAction::StayOnWelcomePort("the client did not offer port_move"))

@@ -55,8 +55,8 @@ fn without_reusable_cookies_the_server_asks_again() {
 
 #[test]
 fn a_foreign_or_stale_cookie_costs_one_cookie_exchange() {
-    let mut pair = Pair::new(client_config(), reusable_server());
-    pair.server.set_cookie_lifetime(Duration::from_secs(10));
+    let server = ServerConfig { cookie_lifetime: Some(Duration::from_secs(10)), ..reusable_server() };
+    let mut pair = Pair::new(client_config(), server);
     let (first, _) = pair.handshake(MINUTE).expect("first handshake");
     let cookie = first.cookie.clone().expect("cookie");
 

@@ -215,7 +215,7 @@ fn a_server_with_a_new_chain_gets_a_full_handshake_and_the_new_chain_is_kept() {
     // so the server's answer of cached_info is switched off instead.
     let mut sc = server(pki);
     sc.cached_info = false;
-    pair.server = fastshake_dtls::Endpoint::new(Arc::new(sc), [9; 32]);
+    pair.server = fastshake_dtls::Endpoint::new(Arc::new(sc), [9; 32]).expect("a valid server configuration");
     again(&mut pair, client(pki, true, false), Some(entry.clone()), 2);
     let (c, s) = pair.handshake(MINUTE).expect("full handshake");
     assert!(!c.from_cache.any() && !s.from_cache.any());

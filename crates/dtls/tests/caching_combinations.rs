@@ -7,8 +7,8 @@ mod caching_common;
 
 use caching_common::*;
 use fastshake_dtls::{
-    CachedServer, ClientConfig, ClientSession, HandshakeSummary, MobilityMode, Resumption, ServerConfig,
-    SessionCacheConfig, SocketAction, TicketKeys,
+    CachedServer, ClientConfig, ClientSession, HandshakeSummary, MobilityMode, NegotiatedMobility,
+    Resumption, ServerConfig, SessionCacheConfig, SocketAction, TicketKeys,
 };
 use fastshake_testkit::dtls::{client_config, server_config, Pair};
 use fastshake_testkit::net::{Datagram, Dir};
@@ -149,7 +149,11 @@ fn bithac_with_connection_ids_and_a_client_that_moves() {
     reconnect(&mut pair, cid_client(), None, Some(entry), 2);
     let (c, s) = pair.handshake(MINUTE).expect("BiTHaC with a connection ID");
     assert_bithac(&c, &s);
-    assert_eq!(pair.client.negotiated_mobility(), (true, true, false), "CID and RRC negotiated");
+    assert_eq!(
+        pair.client.negotiated_mobility(),
+        NegotiatedMobility { connection_id: true, return_routability: true, port_move: false },
+        "CID and RRC negotiated"
+    );
     let h = pair.server_handle();
     let cid = pair.server.connection(h).unwrap().connection_id().expect("the server issued one").to_vec();
     assert_eq!(cid.len(), 8);

@@ -191,7 +191,7 @@ fn a_server_that_no_longer_trusts_the_anchor_refuses_the_chain() {
     let mut sc = server(pki);
     sc.client_trust_anchors =
         Some(Arc::new(TrustAnchors::from_pem(other_p256_pki().ca_pem().as_bytes()).unwrap()));
-    pair.server = fastshake_dtls::Endpoint::new(Arc::new(sc), [8; 32]);
+    pair.server = fastshake_dtls::Endpoint::new(Arc::new(sc), [8; 32]).expect("a valid server configuration");
     again(&mut pair, client(pki, false, true), Some(entry), 2);
     assert!(pair.handshake(MINUTE).is_none());
     assert_eq!(server_failure(&pair).and_then(|e| e.alert()), Some(AlertDescription::UnknownCa));

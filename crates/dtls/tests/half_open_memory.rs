@@ -41,7 +41,7 @@ fn half_open_connection_pins_a_bounded_amount_of_memory() {
     let server_addr: SocketAddr = "198.51.100.1:5684".parse().unwrap();
     let from: SocketAddr = "203.0.113.9:40000".parse().unwrap();
     let now = Instant::from_millis(1_000);
-    let mut server = Endpoint::new(Arc::new(server_config()), [3; 32]);
+    let mut server = Endpoint::new(Arc::new(server_config()), [3; 32]).expect("a valid server configuration");
     let mut client = Connection::client(Arc::new(client_config()), now, server_addr, [4; 32]);
     // ClientHello, HelloVerifyRequest.
     let hello = client.poll_transmit(now).unwrap();

@@ -198,7 +198,7 @@ fn fragmented(body: &[u8], message_seq: u16, max: usize, first_seq: u64) -> Vec<
 
 #[test]
 fn a_large_fragmented_client_hello_offering_dtls_1_3_gets_a_cookie_then_dtls_1_2() {
-    let mut server = Endpoint::new(Arc::new(server_config()), [4; 32]);
+    let mut server = Endpoint::new(Arc::new(server_config()), [4; 32]).expect("a valid server configuration");
     let now = Instant::from_millis(1_000);
     let (local, from): (SocketAddr, SocketAddr) =
         ("198.51.100.1:5684".parse().unwrap(), "192.0.2.7:40000".parse().unwrap());
@@ -237,7 +237,7 @@ fn a_large_fragmented_client_hello_offering_dtls_1_3_gets_a_cookie_then_dtls_1_2
 /// The memory partial ClientHellos may hold stays bounded however many large ones start.
 #[test]
 fn partial_client_hellos_are_bounded_in_total() {
-    let mut server = Endpoint::new(Arc::new(server_config()), [4; 32]);
+    let mut server = Endpoint::new(Arc::new(server_config()), [4; 32]).expect("a valid server configuration");
     let now = Instant::from_millis(1_000);
     let local: SocketAddr = "198.51.100.1:5684".parse().unwrap();
     let hello = dtls13_style_hello(&[]);

@@ -167,13 +167,13 @@ fn every_mode_completes_when_late_copies_of_every_flight_arrive() {
 /// of order (unexpected_message).
 #[test]
 fn a_late_hello_verify_request_with_a_newer_cookie_does_not_restart_the_client() {
-    let (mut c, s) = configs(Mode::Psk);
+    let (mut c, mut s) = configs(Mode::Psk);
     c.initial_retransmit = SECOND;
-    let mut pair = Pair::new(c, s);
     // Cookies are bound to 3 s slots (a lifetime of 6 s): the first ClientHello reaches the
     // server at 2.5 s and its retransmission at 3.5 s, on either side of a slot boundary, so the
     // two HelloVerifyRequests carry different cookies; each cookie stays valid for a round trip.
-    pair.server.set_cookie_lifetime(6 * SECOND);
+    s.cookie_lifetime = Some(6 * SECOND);
+    let mut pair = Pair::new(c, s);
     pair.delay = Duration::from_millis(1_500);
     let (c, s) = pair
         .handshake(Duration::from_secs(120))

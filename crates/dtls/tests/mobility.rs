@@ -2,7 +2,9 @@
 //! (RFC 9853), session sockets (IPC) and port moves (TCS), between an in-memory client and
 //! endpoint whose addresses the test changes.
 
-use fastshake_dtls::{ClientConfig, Connection, ConnectionHandle, Event, Instant, Mobility, ServerConfig};
+use fastshake_dtls::{
+    ClientConfig, Connection, ConnectionHandle, Event, Instant, Mobility, NegotiatedMobility, ServerConfig,
+};
 use fastshake_testkit::dtls::{client_config, server_config, Pair};
 use fastshake_testkit::net::{self, Datagram, Fate};
 use std::net::SocketAddr;
@@ -96,7 +98,10 @@ fn connection_id_negotiated_and_carried_in_tls12_cid_records() {
         let server_cid = server_conn(&pair, h).connection_id().expect("negotiated").to_vec();
         assert_eq!(server_cid.len(), 4);
         assert_eq!(pair.client.connection_id().map(<[u8]>::len), Some(client_cid as usize));
-        assert_eq!(pair.client.negotiated_mobility(), (true, false, false));
+        assert_eq!(
+            pair.client.negotiated_mobility(),
+            NegotiatedMobility { connection_id: true, return_routability: false, port_move: false }
+        );
         let before = pair.log.len();
         exchange(&mut pair, h, "a", 3);
         assert_eq!(pair.server_data(), expected("c", &["a"], 3));
@@ -240,7 +245,10 @@ fn rrc_pair() -> (Pair, ConnectionHandle) {
     let mut pair =
         Pair::new(with_client(mobility(Some(0), true, false)), with_server(mobility(Some(4), true, false)));
     let h = connect(&mut pair);
-    assert_eq!(pair.client.negotiated_mobility(), (true, true, false));
+    assert_eq!(
+        pair.client.negotiated_mobility(),
+        NegotiatedMobility { connection_id: true, return_routability: true, port_move: false }
+    );
     (pair, h)
 }
 

@@ -303,7 +303,8 @@ fn resume_under(
 ) -> Result<HandshakeSummary, fastshake_dtls::Error> {
     let mut pair = Pair::new(cert_client(with_cert, CLOCK), first);
     let (_, session) = first_session(&mut pair);
-    pair.server = fastshake_dtls::Endpoint::new(Arc::new(then), [9; 32]);
+    pair.server =
+        fastshake_dtls::Endpoint::new(Arc::new(then), [9; 32]).expect("a valid server configuration");
     reconnect(&mut pair, cert_client(with_cert, clock), Some(session), 3);
     match pair.handshake(MINUTE) {
         Some((c, _)) => Ok(c),
@@ -381,7 +382,8 @@ fn a_shared_session_resumes_at_another_endpoint_through_the_drivers_store() {
     assert!(pair.server.poll_shared_session().is_none());
 
     for (keys, resumes) in [(TicketKeys::new(1, [7; 16]), true), (TicketKeys::new(1, [8; 16]), false)] {
-        pair.server = fastshake_dtls::Endpoint::new(Arc::new(config()), [9; 32]);
+        pair.server =
+            fastshake_dtls::Endpoint::new(Arc::new(config()), [9; 32]).expect("a valid server configuration");
         pair.server.set_ticket_keys(keys.clone());
         pair.server.share_sessions();
         reconnect(&mut pair, client_config_without_tickets(), Some(session.clone()), 3);
@@ -411,7 +413,8 @@ fn without_tickets_shared_sessions_are_sealed_by_the_workers_key() {
     assert_eq!(&id[..], session.session_id());
 
     for (keys, resumes) in [(TicketKeys::new(3, [4; 16]), true), (TicketKeys::new(3, [5; 16]), false)] {
-        pair.server = fastshake_dtls::Endpoint::new(Arc::new(config()), [9; 32]);
+        pair.server =
+            fastshake_dtls::Endpoint::new(Arc::new(config()), [9; 32]).expect("a valid server configuration");
         pair.server.share_sessions_sealed_by(keys.clone());
         reconnect(&mut pair, client_config_without_tickets(), Some(session.clone()), 3);
         pair.run_for(Duration::from_millis(200));

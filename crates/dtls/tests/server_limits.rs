@@ -54,8 +54,8 @@ fn replayed_cookie_hello_of_an_earlier_session_leaves_the_live_session_alone() {
 
 #[test]
 fn cookie_older_than_its_lifetime_is_refused() {
-    let mut pair = Pair::new(client_config(), server_config());
-    pair.server.set_cookie_lifetime(Duration::from_secs(10));
+    let server = ServerConfig { cookie_lifetime: Some(Duration::from_secs(10)), ..server_config() };
+    let mut pair = Pair::new(client_config(), server);
     pair.handshake(MINUTE).expect("session 1");
     let stale_hello = cookie_hello(&pair);
     pair.new_client(client_config(), 9);
@@ -79,8 +79,8 @@ fn cookie_older_than_its_lifetime_is_refused() {
 
 #[test]
 fn fresh_cookie_is_accepted_for_half_its_lifetime() {
-    let mut pair = Pair::new(client_config(), server_config());
-    pair.server.set_cookie_lifetime(Duration::from_secs(10));
+    let server = ServerConfig { cookie_lifetime: Some(Duration::from_secs(10)), ..server_config() };
+    let mut pair = Pair::new(client_config(), server);
     // ClientHello out, HelloVerifyRequest back, then the cookie ClientHello is held for 4.9 s.
     pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.index == 1);
     pair.run_for(Duration::from_millis(100));
@@ -121,7 +121,7 @@ fn addr(ip: &str, port: u16) -> SocketAddr {
 }
 
 fn endpoint(config: ServerConfig) -> Endpoint {
-    Endpoint::new(Arc::new(config), [7; 32])
+    Endpoint::new(Arc::new(config), [7; 32]).expect("a valid server configuration")
 }
 
 /// Server output for `to` (the rest is dropped: other peers are not listening).
@@ -181,8 +181,8 @@ fn connect(server: &mut Endpoint, now: Instant, from: SocketAddr, seed: u8) -> C
 fn half_open_flood_evicts_the_oldest_handshake_never_an_established_session() {
     let mut config = server_config();
     config.max_connections = 6;
+    config.max_handshakes = 3;
     let mut server = endpoint(config);
-    server.set_max_handshakes(3);
     let now = Instant::from_millis(1_000);
     let established: Vec<_> =
         (0..2).map(|i| connect(&mut server, now, addr("192.0.2.1", 1000 + i), i as u8)).collect();
@@ -213,9 +213,8 @@ fn half_open_flood_evicts_the_oldest_handshake_never_an_established_session() {
 
 #[test]
 fn one_host_flooding_handshakes_cannot_evict_another_hosts_handshake() {
-    let mut server = endpoint(server_config());
-    server.set_max_handshakes(8);
-    server.set_max_handshakes_per_ip(Some(2));
+    let config = ServerConfig { max_handshakes: 8, max_handshakes_per_ip: Some(2), ..server_config() };
+    let mut server = endpoint(config);
     let now = Instant::from_millis(1_000);
     let honest_addr = addr("192.0.2.7", 6000);
     let mut honest = half_open(&mut server, now, honest_addr, 1);
@@ -255,8 +254,8 @@ fn stuck_half_open_handshake_is_removed_by_the_handshake_timeout() {
 
 #[test]
 fn silent_established_session_expires_after_the_idle_timeout() {
-    let mut pair = Pair::new(client_config(), server_config());
-    pair.server.set_idle_timeout(Some(Duration::from_secs(30)));
+    let server = ServerConfig { idle_timeout: Some(Duration::from_secs(30)), ..server_config() };
+    let mut pair = Pair::new(client_config(), server);
     pair.handshake(MINUTE).expect("session");
     pair.run_for(Duration::from_secs(1));
     let h = pair.server_handle();
@@ -282,8 +281,8 @@ fn silent_established_session_expires_after_the_idle_timeout() {
 
 #[test]
 fn without_idle_timeout_sessions_stay() {
-    let mut pair = Pair::new(client_config(), server_config());
-    pair.server.set_idle_timeout(None);
+    let server = ServerConfig { idle_timeout: None, ..server_config() };
+    let mut pair = Pair::new(client_config(), server);
     pair.handshake(MINUTE).expect("session");
     pair.run_for(Duration::from_secs(1));
     pair.now += Duration::from_secs(86_400);
@@ -427,8 +426,8 @@ fn partial_hello_idle_for_ten_seconds_is_dropped() {
 /// the timer is moved when it fires and finds the session was active.
 #[test]
 fn data_does_not_move_the_idle_timer_until_it_fires() {
-    let mut pair = Pair::new(client_config(), server_config());
-    pair.server.set_idle_timeout(Some(Duration::from_secs(30)));
+    let server = ServerConfig { idle_timeout: Some(Duration::from_secs(30)), ..server_config() };
+    let mut pair = Pair::new(client_config(), server);
     pair.handshake(MINUTE).expect("session");
     pair.run_for(Duration::from_secs(1));
     let armed = pair.server.poll_timeout().expect("idle timer");
@@ -450,8 +449,8 @@ fn data_does_not_move_the_idle_timer_until_it_fires() {
 /// and the client's handshake failed with "the session is closed").
 #[test]
 fn the_idle_timeout_does_not_end_a_handshake_the_client_has_not_finished() {
-    let mut pair = Pair::new(client_config(), server_config());
-    pair.server.set_idle_timeout(Some(Duration::from_millis(1_500)));
+    let server = ServerConfig { idle_timeout: Some(Duration::from_millis(1_500)), ..server_config() };
+    let mut pair = Pair::new(client_config(), server);
     // The server's ChangeCipherSpec + Finished (its only epoch-1 flight) is lost twice.
     let mut dropped = 0;
     pair.filter = Box::new(move |d| {

@@ -63,7 +63,7 @@ impl Net {
         Net {
             now: Instant::from_millis(1_000),
             slots,
-            server: Endpoint::new(Arc::new(config), [7; 32]),
+            server: Endpoint::new(Arc::new(config), [7; 32]).expect("a valid server configuration"),
             clients: Vec::new(),
             server_events: Vec::new(),
         }

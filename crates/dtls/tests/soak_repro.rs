@@ -23,14 +23,25 @@ fn pair(handshake_timeout: Duration, start: Instant) -> (Connection, Endpoint) {
 }
 
 fn pair_seeded(handshake_timeout: Duration, start: Instant, client_seed: u8) -> (Connection, Endpoint) {
+    pair_with(handshake_timeout, start, client_seed, None)
+}
+
+/// [`pair_seeded`] whose server's cookies live `cookie_lifetime` (the default when `None`).
+fn pair_with(
+    handshake_timeout: Duration,
+    start: Instant,
+    client_seed: u8,
+    cookie_lifetime: Option<Duration>,
+) -> (Connection, Endpoint) {
     let mut c = ClientConfig::psk(b"chaos-client".to_vec(), [0x6b; 16].to_vec());
     c.suites = vec![CipherSuite::PskWithAes128Ccm8];
     c.handshake_timeout = handshake_timeout;
     let mut s = ServerConfig::psk(b"chaos-client".to_vec(), [0x6b; 16].to_vec());
     s.suites = vec![CipherSuite::PskWithAes128Ccm8];
     s.handshake_timeout = handshake_timeout;
+    s.cookie_lifetime = cookie_lifetime;
     let client = Connection::client(Arc::new(c), start, SERVER.parse().unwrap(), [client_seed; 32]);
-    (client, Endpoint::new(Arc::new(s), [2; 32]))
+    (client, Endpoint::new(Arc::new(s), [2; 32]).expect("a valid server configuration"))
 }
 
 fn from_client(client: &mut Connection, now: Instant) -> Vec<Vec<u8>> {
@@ -87,8 +98,8 @@ fn a_late_hello_verify_request_with_a_new_cookie_is_ignored() {
     // The ClientHellos reach the server at 28.5, 29.5 and 31.5 s: the last in the next cookie
     // time slot (30 s slots with a 60 s cookie lifetime).
     let t0 = 25.5;
-    let (mut client, mut server) = pair(Duration::from_secs(300), at(t0));
-    server.set_cookie_lifetime(Duration::from_secs(60));
+    let (mut client, mut server) =
+        pair_with(Duration::from_secs(300), at(t0), 1, Some(Duration::from_secs(60)));
     let mut hellos = vec![(t0, from_client(&mut client, at(t0)))];
     for t in [t0 + 1.0, t0 + 3.0] {
         client.handle_timeout(at(t));

@@ -401,6 +401,7 @@ impl E1Server {
     /// The server of one run: its endpoint seeded from the run's seed.
     fn new(strategy: Strategy, config: Arc<ServerConfig>, seed: u64) -> E1Server {
         let echo = DtlsEchoServer::new(config, seed_bytes(seed, 2, 0), true)
+            .expect("E1's server configurations are valid")
             .with_mobility(strategy.mode(), FIRST_SESSION_PORT)
             .with_client_ledger();
         E1Server {

@@ -108,12 +108,12 @@ fn an_idle_session_gives_its_socket_back() {
 
 async fn idle_session() {
     let mode = MobilityMode::Ipc;
-    let config = Arc::new(ServerConfig { mobility: mode.server_mobility(), ..ServerConfig::psk("id", KEY) });
-    let options = ServerOptions {
-        mobility: mode,
+    let config = Arc::new(ServerConfig {
+        mobility: mode.server_mobility(),
         idle_timeout: Some(Duration::from_millis(200)),
-        ..ServerOptions::default()
-    };
+        ..ServerConfig::psk("id", KEY)
+    });
+    let options = ServerOptions { mobility: mode, ..ServerOptions::default() };
     let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
     let addr = server.local_addr();
     let before = open_fds();

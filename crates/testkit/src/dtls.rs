@@ -95,7 +95,8 @@ impl Pair {
         Pair {
             now,
             client: Connection::client(Arc::new(client), now, server_addr, [seed; 32]),
-            server: Endpoint::new(Arc::new(server), [seed.wrapping_add(100); 32]),
+            server: Endpoint::new(Arc::new(server), [seed.wrapping_add(100); 32])
+                .expect("a valid server configuration"),
             client_addr,
             server_addr,
             delay: Duration::from_millis(10),

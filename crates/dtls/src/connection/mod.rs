@@ -22,7 +22,7 @@ use crate::config::{ClientConfig, ServerConfig, WhenFull, MIN_MTU};
 use crate::error::Error;
 use crate::flight::Resend;
 use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
-use crate::mobility::{MobilityStats, PathState};
+use crate::mobility::{MobilityStats, NegotiatedMobility, PathState};
 use crate::record::{write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN};
 use crate::rtt::RttEstimate;
 use crate::session::{ClientSession, Resumption, ServerSession};
@@ -1260,9 +1260,13 @@ impl Connection {
         self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..])
     }
 
-    /// Whether the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.
-    pub fn negotiated_mobility(&self) -> (bool, bool, bool) {
-        self.path.as_ref().map_or((false, false, false), |p| (p.cid_negotiated, p.rrc, p.port_move))
+    /// Which of the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.
+    pub fn negotiated_mobility(&self) -> NegotiatedMobility {
+        self.path.as_ref().map_or(NegotiatedMobility::default(), |p| NegotiatedMobility {
+            connection_id: p.cid_negotiated,
+            return_routability: p.rrc,
+            port_move: p.port_move,
+        })
     }
 
     pub(crate) fn fail_superseded(&mut self) {
@@ -1349,10 +1353,9 @@ mod tests {
         ClientHello::encode(&mut body, &[1; 32], &[], &[0xC0A8], true);
         let mut rec =
             protected_message(&client, HandshakeType::ClientHello, &body, client.record.peek_write_seq() + 5);
-        let conn = server.connection_mut(h).unwrap();
-        conn.handle_datagram(now, client_addr(), &mut rec);
-        assert_warning_alert(&conn.poll_transmit(now).expect("no_renegotiation alert").payload);
-        assert!(conn.is_established());
+        server.handle_datagram(now, server_addr(), client_addr(), &mut rec);
+        assert_warning_alert(&server.poll_transmit(now).expect("no_renegotiation alert").payload);
+        assert!(server.connection(h).unwrap().is_established());
 
         // Data still flows both ways.
         let mut buf = [0u8; 128];
@@ -1388,7 +1391,7 @@ mod tests {
         let scfg = Arc::new(ServerConfig::psk(b"id".to_vec(), b"key".to_vec()));
         let now = Instant::from_millis(1);
         let mut client = Connection::client(ccfg, now, server_addr(), [1; 32]);
-        let mut server = crate::endpoint::Endpoint::new(scfg, [2; 32]);
+        let mut server = crate::endpoint::Endpoint::new(scfg, [2; 32]).expect("a valid server configuration");
         let mut server_failed = None;
         for _ in 0..4 {
             while let Some(t) = client.poll_transmit(now) {

@@ -448,7 +448,7 @@ impl Endpoint {
     /// Evicts the oldest half-open handshakes (never `new`, never an established session)
     /// until the limits hold again.
     fn make_room_for(&mut self, new: ConnectionHandle, ip: IpAddr) {
-        if let Some(per_ip) = self.max_handshakes_per_ip {
+        if let Some(per_ip) = self.config.max_handshakes_per_ip {
             while self.half_open_per_ip.get(&ip).copied().unwrap_or(0) > per_ip {
                 let Some(oldest) =
                     self.half_open.iter().find(|&(&h, &a)| a == ip && h != new).map(|(&h, _)| h)
@@ -458,7 +458,7 @@ impl Endpoint {
                 self.evict(oldest);
             }
         }
-        while self.half_open.len() > self.max_handshakes
+        while self.half_open.len() > self.config.max_handshakes
             || self.connections.len() > self.config.max_connections
         {
             let Some(oldest) = self.half_open.keys().copied().find(|&h| h != new) else { break };

@@ -5,8 +5,8 @@
 use crate::record::{ContentType, RecordHeader};
 use fastshake_core::codec::Reader;
 
-/// A datagram for an [`Endpoint`], its first record's header read once
-/// ([`Endpoint::incoming`]): the driver may route it by [`Incoming::connection_id`] (to the worker
+/// A datagram for an [`Endpoint`](crate::Endpoint), its first record's header read once
+/// ([`Endpoint::incoming`](crate::Endpoint::incoming)): the driver may route it by [`Incoming::connection_id`] (to the worker
 /// or node that issued the CID) and then hands the same value to the endpoint, which reads
 /// nothing again.
 pub struct Incoming<'a> {

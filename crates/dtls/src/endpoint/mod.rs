@@ -73,19 +73,6 @@ pub struct EndpointStats {
     pub partial_hellos_dropped: u64,
 }
 
-/// Half-open handshakes (cookie verified, not yet completed) kept at most unless
-/// [`Endpoint::set_max_handshakes`] says otherwise.
-pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
-/// How long an established session may stay silent unless [`Endpoint::set_idle_timeout`] says otherwise.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// How long a HelloVerifyRequest cookie stays valid at least, unless
-/// [`Endpoint::set_cookie_lifetime`] says otherwise: the default is this or twice the
-/// configuration's handshake timeout, whichever is longer, so that a cookie stays good for as
-/// long as a client resends its ClientHello (its backed-off timer reaches 60 s, and on slow links
-/// the handshake timeout is raised to match).
-pub const DEFAULT_COOKIE_LIFETIME: Duration = Duration::from_secs(60);
-
 /// The server side of DTLS.
 pub struct Endpoint {
     config: Arc<ServerConfig>,
@@ -107,9 +94,6 @@ pub struct Endpoint {
     /// client's IP address.
     half_open: BTreeMap<ConnectionHandle, IpAddr>,
     half_open_per_ip: BTreeMap<IpAddr, usize>,
-    max_handshakes: usize,
-    max_handshakes_per_ip: Option<usize>,
-    idle_timeout: Option<Duration>,
     /// When established sessions are next scanned for idle expiry. One endpoint-wide timer
     /// rather than an entry per session in `timers`: a session costs no timer memory.
     idle_sweep: Option<Instant>,
@@ -133,8 +117,6 @@ pub struct Endpoint {
     /// rather than a scan of every session. Each connection's entry is also in its `Slot`.
     timers: BTreeSet<(Instant, ConnectionHandle)>,
     stats: EndpointStats,
-    /// Set when the configuration cannot work: every datagram is dropped.
-    config_error: Option<Error>,
     /// The ticket keys in use (from the configuration, then rotated).
     ticket_keys: Option<crate::session::TicketKeys>,
     /// Sessions resumable by ID.
@@ -174,30 +156,25 @@ struct Activity {
     last_used: Instant,
 }
 
-fn config_error_of(config: &ServerConfig) -> Option<Error> {
-    config.validate().err()
-}
-
 impl Endpoint {
-    /// A server with `config`; `rng_seed` seeds the first cookie key and every connection's randomness.
-    pub fn new(config: Arc<ServerConfig>, rng_seed: [u8; 32]) -> Endpoint {
+    /// A server with `config`; `rng_seed` seeds the first cookie key and every connection's
+    /// randomness. A configuration that cannot work ([`ServerConfig::validate`]) is refused.
+    pub fn new(config: Arc<ServerConfig>, rng_seed: [u8; 32]) -> Result<Endpoint, Error> {
+        config.validate()?;
         let config_clone = config.clone();
         let mut rng = ChaCha20Rng::from_seed(rng_seed);
         let mut key = [0u8; 16];
         rng.fill_bytes(&mut key);
-        Endpoint {
+        Ok(Endpoint {
             config,
             cookie: CookieMac::new(key),
             rng,
             connections: BTreeMap::new(),
             by_addr: BTreeMap::new(),
             pending: BTreeMap::new(),
-            cookie_lifetime: DEFAULT_COOKIE_LIFETIME.max(config_clone.handshake_timeout * 2),
+            cookie_lifetime: config_clone.effective_cookie_lifetime(),
             half_open: BTreeMap::new(),
             half_open_per_ip: BTreeMap::new(),
-            max_handshakes: DEFAULT_MAX_HANDSHAKES,
-            max_handshakes_per_ip: None,
-            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             idle_sweep: None,
             clock: Instant::ZERO,
             next_id: 0,
@@ -209,13 +186,12 @@ impl Endpoint {
             partial_hellos: VecDeque::new(),
             timers: BTreeSet::new(),
             stats: EndpointStats::default(),
-            config_error: config_error_of(&config_clone),
             ticket_keys: config_clone.tickets.clone(),
             session_cache: crate::session::SessionCache::new(config_clone.session_cache),
             rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
             client_cert_cache: crate::cache::SharedClientCertCache::new(config_clone.client_cert_cache),
             shared: shared::SharedSessions::default(),
-        }
+        })
     }
 
     /// The client chain a ClientHello's client-certificate ticket names, taken out of the cache:
@@ -248,40 +224,6 @@ impl Endpoint {
         if let Some(keys) = self.ticket_keys.as_mut() {
             keys.rotate(key);
         }
-    }
-
-    /// Cookies older than `lifetime` are refused (a new HelloVerifyRequest is sent instead);
-    /// a cookie is accepted for at least half of it. The default is [`DEFAULT_COOKIE_LIFETIME`] or
-    /// twice the configured handshake timeout, whichever is longer.
-    pub fn set_cookie_lifetime(&mut self, lifetime: Duration) {
-        self.cookie_lifetime = lifetime.max(Duration::from_millis(2));
-    }
-
-    /// At most `max` half-open handshakes are kept (at least 1); a new one evicts the oldest.
-    /// Established sessions are never evicted for a handshake. The default is
-    /// [`DEFAULT_MAX_HANDSHAKES`].
-    pub fn set_max_handshakes(&mut self, max: usize) {
-        self.max_handshakes = max.max(1);
-    }
-
-    /// At most `max` half-open handshakes from one IP address (`None`: no limit of its own);
-    /// a new one evicts that address's oldest, so one host cannot crowd out the others.
-    pub fn set_max_handshakes_per_ip(&mut self, max: Option<usize>) {
-        self.max_handshakes_per_ip = max.map(|m| m.max(1));
-    }
-
-    /// An established session that receives no authenticated datagram for `idle` is closed
-    /// (close_notify, then `Event::Failed(Error::Closed)`); `None` keeps sessions for ever.
-    /// The default is [`DEFAULT_IDLE_TIMEOUT`]. Sessions are checked by one endpoint-wide scan
-    /// (at most 64 per idle period), so one closes between `idle` and `idle` × 65/64 after its
-    /// last authenticated datagram. A session whose last handshake flight the client has not
-    /// confirmed yet (by a record of its own) is not idle: it is kept until the handshake timeout,
-    /// as the client may still be resending its Finished.
-    pub fn set_idle_timeout(&mut self, idle: Option<Duration>) {
-        self.idle_timeout = idle;
-        // Rescan at the next timeout under the new limit.
-        let established = self.connections.values().any(|s| s.activity.is_some());
-        self.idle_sweep = idle.filter(|_| established).map(|_| self.clock);
     }
 
     /// Every Connection ID this endpoint issues from now on starts with `prefix` (cut to the
@@ -451,7 +393,7 @@ impl Endpoint {
                 if let (Some(rtt), RetransmitPolicy::Adaptive { .. }) = (rtt, self.config.retransmit) {
                     self.rtt_cache.insert(remote.ip(), rtt);
                 }
-                if let (None, Some(idle)) = (self.idle_sweep, self.idle_timeout) {
+                if let (None, Some(idle)) = (self.idle_sweep, self.config.idle_timeout) {
                     self.idle_sweep = Some(now + idle);
                 }
                 self.forget_half_open(h);
@@ -543,7 +485,7 @@ impl Endpoint {
     /// between `idle` and `idle` × (1 + 1/64) after its last authenticated datagram.
     fn sweep_idle(&mut self, now: Instant) {
         self.idle_sweep = None;
-        let Some(idle) = self.idle_timeout else { return };
+        let Some(idle) = self.config.idle_timeout else { return };
         let mut expired = Vec::new();
         let mut next: Option<Instant> = None;
         for (&h, slot) in &self.connections {
@@ -620,13 +562,6 @@ impl Endpoint {
         self.connections.get(&h).map(|s| &s.conn)
     }
 
-    /// Connection `h`, mutable (for `seal_into` on the data path). Output queued on it directly
-    /// (e.g. by `send`) is picked up by the endpoint's next `poll_transmit` only through
-    /// [`Endpoint::send`]; use `seal_into` here.
-    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.connections.get_mut(&h).map(|s| &mut s.conn)
-    }
-
     /// The connection with peer `remote`, if any.
     pub fn handle_for(&self, remote: SocketAddr) -> Option<ConnectionHandle> {
         self.by_addr.get(&remote).copied()
@@ -674,11 +609,6 @@ impl Endpoint {
     /// Makes `key` the current cookie key; cookies under the previous key still verify.
     pub fn rotate_cookie_key(&mut self, key: [u8; 16]) {
         self.cookie.rotate(key);
-    }
-
-    /// Why the endpoint drops everything, if its configuration cannot work.
-    pub fn config_error(&self) -> Option<&Error> {
-        self.config_error.as_ref()
     }
 
     /// The round trips remembered per client IP address (filled under

@@ -47,9 +47,6 @@ impl Endpoint {
         remote: SocketAddr,
         incoming: &Incoming<'_>,
     ) -> Route {
-        if self.config_error.is_some() {
-            return Route::Drop;
-        }
         if let Some(cid) = incoming.connection_id() {
             return self.by_cid.get(cid).map_or(Route::Drop, |&h| Route::ConnectionId(h));
         }

@@ -79,10 +79,11 @@ pub struct DtlsEchoServer {
 }
 
 impl DtlsEchoServer {
-    /// A server with `config`, its endpoint seeded with `seed`.
-    pub fn new(config: Arc<ServerConfig>, seed: [u8; 32], echo: bool) -> Self {
-        DtlsEchoServer {
-            endpoint: Endpoint::new(config, seed),
+    /// A server with `config`, its endpoint seeded with `seed`; a configuration that cannot
+    /// work is refused.
+    pub fn new(config: Arc<ServerConfig>, seed: [u8; 32], echo: bool) -> Result<Self, fastshake_dtls::Error> {
+        Ok(DtlsEchoServer {
+            endpoint: Endpoint::new(config, seed)?,
             echo,
             client_ledger: false,
             sessions: BTreeMap::new(),
@@ -90,7 +91,7 @@ impl DtlsEchoServer {
             ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             handshakes: HandshakeStats::default(),
             tally: ServerTally::default(),
-        }
+        })
     }
 
     /// Gives sessions sockets as `mode` says (seed 001): IPC and TCS sessions get ports of their

@@ -77,7 +77,8 @@ pub fn engine_apps(spec: &AppSpec, sim: &mut Simulator) -> Result<Option<Box<dyn
             sim.rng().fill_bytes(&mut seed);
             let mode = s.common().mode(spec)?;
             let config = s.config(spec, mode)?;
-            Box::new(DtlsEchoServer::new(config, seed, s.echo).with_mobility(mode, s.session_ports_from))
+            let server = DtlsEchoServer::new(config, seed, s.echo).map_err(|e| bad(spec, e.to_string()))?;
+            Box::new(server.with_mobility(mode, s.session_ports_from))
         }
         "dtls-client" => {
             let s: DtlsClientSettings = spec.settings_as()?;

@@ -275,7 +275,7 @@ fn build(cell: &Cell, params: &CellParams, pki: &LabPki) -> anyhow::Result<Built
     }
 
     let server_seed = seed_bytes(derive_seed(params.seed, &name, 1));
-    let server_app = DtlsEchoServer::new(server_config, server_seed, true);
+    let server_app = DtlsEchoServer::new(server_config, server_seed, true)?;
     let server_id = sim.add_app(server, "server", SERVER_PORT, Box::new(server_app))?;
     let n = u32::from(params.clients);
     let mut clients = Vec::new();

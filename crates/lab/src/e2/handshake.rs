@@ -197,7 +197,7 @@ pub fn measure_contact(
 ) -> anyhow::Result<MacHandshake> {
     let (client_config, server_config) = configs(variant, timer, pki);
     let client_config = Arc::new(client_config);
-    let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2));
+    let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2))?;
     let mut start = Instant::ZERO + NETWORK_RUNNING_AT;
     let server_addr = mac_handshake::server_addr();
     if !matches!(variant, Variant::Resumption | Variant::CachedCookie | Variant::Bithac) {

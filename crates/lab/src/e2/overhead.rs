@@ -85,7 +85,7 @@ pub fn run(pki: &LabPki) -> anyhow::Result<Section> {
         let start = Instant::from_millis(1);
         let mut client =
             Connection::client(Arc::new(client_config), start, mac_handshake::server_addr(), [7; 32]);
-        let mut server = Endpoint::new(Arc::new(server_config), [8; 32]);
+        let mut server = Endpoint::new(Arc::new(server_config), [8; 32])?;
         let run = mac_handshake::run(&mac, 1, 1, start, &mut client, &mut server)?;
         anyhow::ensure!(run.completed, "{} handshake did not complete", variant.name());
         let suite = client.suite().map_or("?".to_string(), |s| format!("{s:?}"));

@@ -93,7 +93,7 @@ pub fn measure(seeds: &[u64], initial_retransmit: Option<Duration>) -> anyhow::R
             s[..8].copy_from_slice(&seed.to_le_bytes());
             s
         };
-        let mut server = Endpoint::new(Arc::new(server_config), engine_seed(2));
+        let mut server = Endpoint::new(Arc::new(server_config), engine_seed(2))?;
         let start = Instant::from_millis(1);
         let mut client =
             Connection::client(client_config.clone(), start, mac_handshake::server_addr(), engine_seed(1));
@@ -225,7 +225,7 @@ pub fn measure_certificates(
                 s[..8].copy_from_slice(&seed.to_le_bytes());
                 s
             };
-            let mut server = Endpoint::new(Arc::new(server_config), engine_seed(2));
+            let mut server = Endpoint::new(Arc::new(server_config), engine_seed(2))?;
             let start = Instant::from_millis(1);
             let first_config = Arc::new(client_config.clone());
             let mut client =

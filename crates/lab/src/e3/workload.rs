@@ -551,14 +551,15 @@ impl Run<'_> {
 
 /// One replication of `workload`, all randomness from `seed`.
 pub fn simulate(workload: &Workload, seed: u64) -> Outcome {
-    let (client_config, server_config) = psk_configs(workload);
+    let (client_config, mut server_config) = psk_configs(workload);
+    // Sessions end by close_notify or eviction only: an idle expiry would end a listener's
+    // session early (it sends nothing) and take load off the slots.
+    server_config.idle_timeout = None;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut server_seed = [0u8; 32];
     rng.fill_bytes(&mut server_seed);
-    let mut server = Endpoint::new(Arc::new(server_config), server_seed);
-    // Sessions end by close_notify or eviction only: an idle expiry would end a listener's
-    // session early (it sends nothing) and take load off the slots.
-    server.set_idle_timeout(None);
+    let server =
+        Endpoint::new(Arc::new(server_config), server_seed).expect("E3's PSK server configuration is valid");
     let origin = Instant::from_millis(1_000);
     let start = origin + workload.warmup;
     let clients = (0..workload.clients)

@@ -325,7 +325,7 @@ pub fn prepare(
 ) -> anyhow::Result<Prepared> {
     let (mut client_config, mut server_config) = configs(set, chains, config, mtu);
     adjust(&mut client_config, &mut server_config);
-    let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2));
+    let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2))?;
     let (mut session, mut cached, mut cached_server_bytes) = (None, None, 0);
     if config.needs_earlier_handshake() {
         let (_, _, first, _, _) = handshake(

@@ -1,8 +1,8 @@
 //! E4: handshake caching (seed 003, BiTHaC) over DTLS 1.2, beside the paper's TLS 1.2 figures.
 //!
-//! Every handshake is our engine's, on a lossless zero-delay path ([`exchange`]): vanilla, RFC
+//! Every handshake is our engine's, on a lossless zero-delay path ([`handshake_once`]): vanilla, RFC
 //! 7924, BiTHaC, BiTHaC with the validated-key cache, resumption by session ID and by ticket,
-//! and BiTHaC with resumption, for the chains of [`chains`] at MTU 127, 576 and 1500. The bytes
+//! and BiTHaC with resumption, for the chains of [`Chains`] at MTU 127, 576 and 1500. The bytes
 //! are counted per layer and per message and recounted with TLS framing ([`bytes`]); they are
 //! deterministic. The CPU time per role is measured (the thread's CPU time in each side's engine
 //! calls, medians), so it varies from run to run. [`mac`] runs the same handshakes over a TSCH hop and X-MAC in

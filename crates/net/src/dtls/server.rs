@@ -46,10 +46,6 @@ pub struct ServerOptions {
     /// How sessions get their sockets (see [`MobilityMode`]); the engine's
     /// `ServerConfig.mobility` says what the server accepts and must suit it.
     pub mobility: MobilityMode,
-    /// Close an established session that received nothing authenticated for this long (with
-    /// close_notify; it is reported as failed with `Error::Closed`); `None`: the engine's default
-    /// (5 minutes).
-    pub idle_timeout: Option<Duration>,
     /// Workers, each an [`Endpoint`](fastshake_dtls::Endpoint) of its own on a socket of its own bound to the listen
     /// address with SO_REUSEPORT (the kernel spreads clients over them by 4-tuple); at most
     /// [`MAX_WORKERS`]. Session limits of the configuration apply per worker; the cookie key,
@@ -118,7 +114,6 @@ impl Default for ServerOptions {
             cookie_rotation: DEFAULT_COOKIE_ROTATION,
             ticket_rotation: DEFAULT_TICKET_ROTATION,
             mobility: MobilityMode::Standard,
-            idle_timeout: None,
             workers: 1,
             batch: BatchIo::On,
             port_sharing: PortSharing::Exclusive,
@@ -137,7 +132,6 @@ impl fmt::Debug for ServerOptions {
             .field("cookie_rotation", &self.cookie_rotation)
             .field("ticket_rotation", &self.ticket_rotation)
             .field("mobility", &self.mobility)
-            .field("idle_timeout", &self.idle_timeout)
             .field("workers", &self.workers)
             .field("batch", &self.batch)
             .field("port_sharing", &self.port_sharing)
@@ -387,6 +381,10 @@ impl DtlsServer {
                  --ticket-keys): sessions sealed under this server's own keys resume at no other node",
             )));
         }
+        // Refused here, not in each worker: the caller learns why before anything listens. The
+        // workers add the driver's wall clock, as here.
+        let wall_clock = config.wall_clock.or(Some(crate::Clock::new().wall_clock()));
+        ServerConfig { wall_clock, ..(*config).clone() }.validate().map_err(DriverError::Dtls)?;
         let workers = options.workers.clamp(1, MAX_WORKERS);
         // Workers share the listen port, and so do TCS temporary sockets; other processes only
         // when asked.

@@ -334,7 +334,7 @@ pub(super) async fn run_worker(
     let mtu = config.mtu;
     let workers = peers.forward_to.len();
     let session_lifetime = config.session_cache.lifetime;
-    let mut endpoint = Endpoint::new(config, os_seed());
+    let mut endpoint = Endpoint::new(config, os_seed()).map_err(DriverError::Dtls)?;
     endpoint.rotate_cookie_key(peers.cookie_key);
     if let Some(cache) = peers.client_chains.take() {
         endpoint.share_client_cert_cache(cache);
@@ -363,9 +363,6 @@ pub(super) async fn run_worker(
         }
     });
     let mut answers = peers.answers.take();
-    if let Some(idle) = options.idle_timeout {
-        endpoint.set_idle_timeout(Some(idle));
-    }
     let mut next_sweep = tokio::time::Instant::now() + SOCKET_SWEEP;
     let (sockets, mut incoming) = SessionSockets::new(welcome_addr);
     let mut driver = ServerDriver {
