@@ -83,18 +83,18 @@ pub enum RetransmitPolicy {
     /// `max_retransmit` (RFC 6347's timer, with its 1 s default).
     #[default]
     Fixed,
-    /// Each flight waits what the round trip to the peer predicts: at first the estimate cached
-    /// by an earlier handshake with it (`initial_retransmit` when there is none), then the round
-    /// trips of this handshake (the cookie exchange, then each flight), RFC 6298 style
-    /// (see [`crate::RttEstimate::timeout_for`]); a flight whose exchange an earlier handshake
-    /// measured waits that long and a margin of at least `floor` (more where the path's
-    /// exchanges vary more, as over several hops). Never below `floor`; the
-    /// ceiling is `max_retransmit` or twice the longest exchange measured; doubling on each
-    /// retransmission. No longer than `initial_retransmit` once this handshake or the last one
-    /// with the peer lost a datagram, nor for a copy sent because the peer resent its flight;
-    /// but never less than the path takes to carry the exchange's bytes at the pace the peer's
-    /// datagrams came at. Suits links whose round trip is far from 1 s: duty-cycled radios (seconds) and LANs
-    /// (milliseconds).
+    /// Each flight waits what the path to the peer predicts: at first the estimate cached by an
+    /// earlier handshake with it (`initial_retransmit` when there is none), then the round trips
+    /// of this handshake (the cookie exchange, then each flight). A flight whose exchange an
+    /// earlier handshake measured waits that long and a margin of at least `floor`; others
+    /// SRTT + 4·RTTVAR (RFC 6298). Never below `floor`, nor below the time the path takes to
+    /// carry the exchange at the pace the peer's datagrams came; no longer than
+    /// `initial_retransmit` once this handshake, or twice the last one with the peer, lost a
+    /// datagram, nor for a copy sent because the peer resent its flight; the ceiling is
+    /// `max_retransmit` or twice the longest exchange measured; doubling on each
+    /// retransmission. Suits links whose round trip is far from 1 s: duty-cycled radios
+    /// (seconds) and LANs (milliseconds). On a duty-cycled link, a `floor` of a wake-up period
+    /// and a quarter covers the shift of a rendezvous from one exchange to the next.
     Adaptive {
         /// The shortest timer armed.
         floor: Duration,

@@ -225,6 +225,7 @@ mod rtt;
 mod session;
 mod strategy;
 mod suite;
+mod timer;
 pub mod wire;
 
 #[doc(hidden)]
@@ -246,7 +247,7 @@ pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
 pub use handshake::NamedGroup;
 pub use mobility::{MobilityStats, NegotiatedMobility};
-pub use rtt::{FlightProfile, ProfiledExchange, RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};
+pub use rtt::{RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
 pub use strategy::{MobilityMode, SocketAction, SERVER_CID_LENGTH};
 pub use suite::CipherSuite;

@@ -109,8 +109,8 @@ fn timers_never_go_below_the_floor_on_a_fast_link() {
     assert!(retransmit.iter().filter(|t| **t == floor).count() >= 2, "timers did not adapt: {retransmit:?}");
     let (c, s) = (pair.client_summary().unwrap(), pair.server_summary().unwrap());
     assert_eq!((c.retransmissions, s.retransmissions), (0, 0));
-    assert_eq!(c.rtt.unwrap().smoothed, ms(1));
-    assert_eq!(s.rtt.unwrap().smoothed, ms(1));
+    assert_eq!(c.rtt.unwrap().smoothed(), ms(1));
+    assert_eq!(s.rtt.unwrap().smoothed(), ms(1));
 }
 
 /// The instants at which the datagrams of `dir` matching `pick` were sent.
@@ -191,19 +191,19 @@ fn a_slow_link_is_learned_from_the_cookie_exchange_and_cached_for_the_next_hands
         let early = resent_before_cookie(&pair);
         assert!(early >= 1, "{kind:?}: the 1 s initial timer should fire on a 3 s round trip");
         assert_eq!(c.retransmissions, early, "{kind:?}: client resent after the cookie exchange");
-        assert_eq!(c.rtt.unwrap().smoothed, ms(3_000), "{kind:?}");
+        assert_eq!(c.rtt.unwrap().smoothed(), ms(3_000), "{kind:?}");
         // The ClientHello with the cookie came after resent ones, so the server cannot tell
         // whether it is itself a resent copy (its age then the client's timer): no sample
         // from it, flight 4 waits the initial 1 s and is resent; its answer is not sampled
         // either (Karn). Nothing is cached on the server.
         assert!(s.retransmissions >= 1, "{kind:?}: the server had no round trip for flight 4");
         let server_ip = pair.server_addr.ip();
-        assert_eq!(client.rtt_cache.get(server_ip).unwrap().smoothed, ms(3_000));
+        assert_eq!(client.rtt_cache.get(server_ip).unwrap().smoothed(), ms(3_000));
         // The client's cache primed, its first ClientHello waits the round trip: the cookie
         // comes back in a first transmission, the server learns the 3 s from it, and the next
         // handshake resends nothing at all.
         assert_eq!(second_handshake(&mut pair, client), (0, 0), "{kind:?}: second handshake");
-        assert_eq!(pair.server.rtt_cache().get(pair.client_addr.ip()).unwrap().smoothed, ms(3_000));
+        assert_eq!(pair.server.rtt_cache().get(pair.client_addr.ip()).unwrap().smoothed(), ms(3_000));
     }
 }
 
@@ -244,7 +244,7 @@ fn rtt_caches_are_bounded_and_per_peer() {
     }
     assert_eq!(cache.len(), CAPACITY);
     for i in 1..=PEERS {
-        let got = cache.get(ip(200, i)).map(|e| e.smoothed);
+        let got = cache.get(ip(200, i)).map(|e| e.smoothed());
         let want = (i > PEERS - CAPACITY as u8).then(|| ms(20 * u64::from(i)));
         assert_eq!(got, want, "server {i}");
     }
@@ -263,7 +263,7 @@ fn rtt_caches_are_bounded_and_per_peer() {
     let server_cache = pair.server.rtt_cache();
     assert_eq!(server_cache.len(), CAPACITY);
     for i in 1..=PEERS {
-        let got = server_cache.get(IpAddr::from([192, 0, 2, i])).map(|e| e.smoothed);
+        let got = server_cache.get(IpAddr::from([192, 0, 2, i])).map(|e| e.smoothed());
         let want = (i > PEERS - CAPACITY as u8).then(|| ms(20 * u64::from(i)));
         assert_eq!(got, want, "client {i}");
     }
@@ -275,8 +275,8 @@ fn the_fixed_policy_keeps_no_cache_and_its_cookie_is_as_long_as_the_dated_one() 
     let mut pair = Pair::new(client.clone(), server);
     let (c, s) = pair.handshake(MINUTE).expect("handshake");
     // Measured all the same, for the summary.
-    assert_eq!(c.rtt.unwrap().smoothed, ms(20));
-    assert_eq!(s.rtt.unwrap().smoothed, ms(20));
+    assert_eq!(c.rtt.unwrap().smoothed(), ms(20));
+    assert_eq!(s.rtt.unwrap().smoothed(), ms(20));
     assert!(client.rtt_cache.is_empty());
     assert!(pair.server.rtt_cache().is_empty());
     // HelloVerifyRequest: 13-byte record header, 12-byte handshake header, version, cookie
@@ -291,8 +291,8 @@ fn the_fixed_policy_keeps_no_cache_and_its_cookie_is_as_long_as_the_dated_one() 
     let hvr = &pair.log.iter().find(|d| d.dir == Dir::ToClient).unwrap().payload;
     assert_eq!(hvr.len(), 13 + 12 + 3 + 16);
     // The server learned the round trip from the cookie's age alone.
-    assert_eq!(s.rtt.unwrap().smoothed, ms(20));
-    assert_eq!(s.rtt.unwrap().samples, 2, "the cookie exchange and flight 4");
+    assert_eq!(s.rtt.unwrap().smoothed(), ms(20));
+    assert_eq!(s.rtt.unwrap().samples(), 2, "the cookie exchange and flight 4");
 }
 
 /// Client retransmission timers armed in one handshake over a 600 ms round trip (the estimate
@@ -332,7 +332,7 @@ fn client_saw_loss(lost: impl FnMut(&net::Datagram) -> bool + 'static) -> bool {
     pair.delay = ms(300);
     pair.filter = net::drop_if(lost);
     let (c, _) = pair.handshake(MINUTE).expect("handshake");
-    c.rtt.expect("measured").loss_seen
+    c.rtt.expect("measured").lossy()
 }
 
 #[test]

@@ -11,7 +11,6 @@ use crate::clock::unix_now;
 use crate::config::{ClientConfig, RetransmitPolicy};
 use crate::crypto::MasterSecret;
 use crate::error::Mismatch;
-use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_cached_info_offer, encode_certificate, encode_client_cert_offer, encode_psk_identity,
     encode_signed, fingerprint, fingerprints_equal, parse_cached_info_selection, parse_certificate,
@@ -23,6 +22,7 @@ use crate::handshake::{
 use crate::record::DTLS_1_2;
 use crate::session::{ClientSession, Resumption};
 use crate::suite::CipherSuite;
+use crate::timer::RetransmitTimer;
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, KeyAlgorithm, PeerPublicKey, SignatureScheme, Validation};
 use rand_core::RngCore;
@@ -267,7 +267,7 @@ impl Connection {
         if message_seq == state.hello_seq {
             // It echoes the record number of the ClientHello it answers (RFC 6347 §4.2.1): a
             // round trip even when that ClientHello was resent.
-            hs.flight.timer.on_echoed_answer(now, hs.record_seq_in, self.stats.bytes_received);
+            hs.flight.timer.on_acknowledged(now, hs.record_seq_in, self.stats.bytes_received);
         }
         // The server answers each ClientHello with its message_seq (RFC 6347 §4.2.2): a lower
         // one answers a ClientHello we already replaced. Taking its cookie would restart the

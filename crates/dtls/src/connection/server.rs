@@ -12,7 +12,6 @@ use crate::clock::unix_now;
 use crate::config::ServerConfig;
 use crate::crypto::MasterSecret;
 use crate::error::{Error, Mismatch};
-use crate::flight::RetransmitTimer;
 use crate::handshake::{
     encode_cached_info_selection, encode_certificate, encode_client_cert_answer, encode_ecdhe_params,
     encode_fingerprint_message, encode_new_session_ticket, encode_psk_identity, encode_signed, fingerprint,
@@ -26,6 +25,7 @@ use crate::record::{DTLS_1_2, MAX_SEQ};
 use crate::rtt::RttEstimate;
 use crate::session::{ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN};
 use crate::suite::CipherSuite;
+use crate::timer::RetransmitTimer;
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, PeerPublicKey, PkiError, SignatureScheme, Validation};
 use rand_core::RngCore;

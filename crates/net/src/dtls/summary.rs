@@ -70,12 +70,12 @@ pub fn cache_text(summary: &HandshakeSummary) -> String {
 /// The one-line handshake summary both `fastshake server` and `fastshake client` print.
 pub fn summary_line(summary: &HandshakeSummary) -> String {
     // The smoothed round trip, when an exchange of flights (or a cached estimate) gave one.
-    let rtt = summary.rtt.filter(|r| r.samples > 0).map_or(String::new(), |r| {
+    let rtt = summary.rtt.filter(|r| r.samples() > 0).map_or(String::new(), |r| {
         format!(
             "; RTT {:.2} ms (±{:.2} ms, {} sample(s))",
-            r.smoothed.as_secs_f64() * 1e3,
-            r.variation.as_secs_f64() * 1e3,
-            r.samples
+            r.smoothed().as_secs_f64() * 1e3,
+            r.variation().as_secs_f64() * 1e3,
+            r.samples()
         )
     });
     format!(
