@@ -20,12 +20,8 @@ const HANDSHAKES_PER_ENDPOINT: u64 = 500;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A few-second run: shorter and fewer repetitions.
-    #[arg(long)]
-    quick: bool,
-    /// Repetitions of each timed measurement; the median is printed.
-    #[arg(long, value_name = "N")]
-    runs: Option<usize>,
+    #[command(flatten)]
+    repetitions: crate::Repetitions,
     /// Also write every row (handshakes/s, CPU per role, OpenSSL's rate) as JSON to this file
     /// (what `fastshake lab all` reads).
     #[arg(long, value_name = "FILE")]
@@ -88,11 +84,11 @@ fn engine_run(
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let runs = args.runs.unwrap_or(if args.quick { 1 } else { 5 });
+    let runs = args.repetitions.runs_or(1, 5);
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let slice = if args.quick { Duration::from_millis(300) } else { Duration::from_millis(1000) };
+    let slice = if args.repetitions.quick { Duration::from_millis(300) } else { Duration::from_millis(1000) };
     println!("fastshake bench caching — handshake caching (seed 003) beside {}", openssl::version::version());
     if cfg!(debug_assertions) {
         println!(
@@ -171,7 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "caching",
-            "quick": args.quick,
+            "quick": args.repetitions.quick,
             "runs": runs,
             "anchor": openssl::version::version(),
             "rows": rows,

@@ -41,12 +41,8 @@ const RECORD_SIZES: [usize; 4] = [16, 64, 256, 1024];
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A few-second run: fewer and shorter repetitions.
-    #[arg(long)]
-    quick: bool,
-    /// Repetitions of each timed measurement; the median is printed.
-    #[arg(long, value_name = "N")]
-    runs: Option<usize>,
+    #[command(flatten)]
+    repetitions: crate::Repetitions,
     /// Skip the loopback UDP part (it starts `openssl s_server` and `fastshake server`).
     #[arg(long)]
     no_loopback: bool,
@@ -74,20 +70,21 @@ struct Plan {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let plan = if args.quick {
+    let (runs, certificate_runs) = (args.repetitions.runs_or(3, 5), args.repetitions.runs_or(1, 5));
+    let plan = if args.repetitions.quick {
         Plan {
-            runs: args.runs.unwrap_or(3),
+            runs,
             slice: Duration::from_millis(150),
             loopback_slice: Duration::from_millis(300),
-            certificate_runs: args.runs.unwrap_or(1),
+            certificate_runs,
             certificate_loopback_slice: Duration::from_millis(150),
         }
     } else {
         Plan {
-            runs: args.runs.unwrap_or(5),
+            runs,
             slice: Duration::from_millis(500),
             loopback_slice: Duration::from_millis(1000),
-            certificate_runs: args.runs.unwrap_or(5),
+            certificate_runs,
             certificate_loopback_slice: Duration::from_millis(1000),
         }
     }
@@ -111,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "handshake",
-            "quick": args.quick,
+            "quick": args.repetitions.quick,
             "runs": plan.runs,
             "anchor": openssl::version::version(),
             "target_handshakes_per_s": TARGET_HANDSHAKES_PER_SECOND,

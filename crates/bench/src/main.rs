@@ -21,6 +21,24 @@ use std::alloc::System;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// How long a timed benchmark runs: the flags the handshake benchmarks share.
+#[derive(clap::Args, Clone, Copy)]
+pub(crate) struct Repetitions {
+    /// A few-second run: shorter and fewer repetitions.
+    #[arg(long)]
+    pub quick: bool,
+    /// Repetitions of each timed measurement; the median is printed.
+    #[arg(long, value_name = "N")]
+    pub runs: Option<usize>,
+}
+
+impl Repetitions {
+    /// `--runs`, or `quick` repetitions in a quick run and `full` otherwise.
+    pub fn runs_or(self, quick: usize, full: usize) -> usize {
+        self.runs.unwrap_or(if self.quick { quick } else { full })
+    }
+}
+
 /// Counts every allocation, for the benchmarks that report allocations per operation.
 #[global_allocator]
 pub(crate) static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;

@@ -142,16 +142,8 @@ pub struct ServerArgs {
     /// per core; 1 with --max-sessions.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=255))]
     workers: Option<u16>,
-    /// Let other processes listen on --listen too, each started with --reuse-port: the kernel
-    /// then spreads new clients over all of them by address and port, so every one must serve
-    /// the same keys (and, to resume each other's sessions, the same --ticket-keys). Without it,
-    /// an address another process holds is refused ("address already in use").
-    #[arg(long)]
-    reuse_port: bool,
-    /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
-    /// system call.
-    #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
-    batch: BatchIo,
+    #[command(flatten)]
+    socket: SocketArgs,
     /// Ticket keys shared by a fleet: current and previous key from FILE (made by `fastshake keys
     /// ticket`, rotated by `fastshake keys rotate`), read again when it changes or on SIGHUP.
     #[arg(long, value_name = "FILE", conflicts_with = "no_tickets")]
@@ -172,12 +164,29 @@ pub struct ServerArgs {
     common: CommonArgs,
 }
 
-/// What `--reuse-port` asks for.
-pub fn port_sharing(reuse_port: bool) -> PortSharing {
-    if reuse_port {
-        PortSharing::WithOtherProcesses
-    } else {
-        PortSharing::Exclusive
+/// How a server's sockets read and share --listen (`fastshake server` and `fastshake sctp server`).
+#[derive(clap::Args, Debug)]
+pub struct SocketArgs {
+    /// Let other processes listen on --listen too, each started with --reuse-port: the kernel
+    /// then spreads new peers over all of them by address and port, so every one must serve the
+    /// same keys (a DTLS fleet, to resume each other's sessions, the same --ticket-keys).
+    /// Without it, an address another process holds is refused ("address already in use").
+    #[arg(long)]
+    pub reuse_port: bool,
+    /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
+    /// system call.
+    #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
+    pub batch: BatchIo,
+}
+
+impl SocketArgs {
+    /// What `--reuse-port` asks for.
+    pub fn port_sharing(&self) -> PortSharing {
+        if self.reuse_port {
+            PortSharing::WithOtherProcesses
+        } else {
+            PortSharing::Exclusive
+        }
     }
 }
 
@@ -439,8 +448,8 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         mobility: args.mobility,
         cookie_rotation: std::time::Duration::from_secs(args.cookie_rotation),
         workers,
-        batch: args.batch,
-        port_sharing: port_sharing(args.reuse_port),
+        batch: args.socket.batch,
+        port_sharing: args.socket.port_sharing(),
         ticket_keys_file: args.ticket_keys.clone(),
         session_store,
         fleet,

@@ -19,7 +19,6 @@ use crate::say::say;
 use anyhow::{bail, Context};
 use fastshake_net::cache_file::AltCookieFile;
 use fastshake_net::sctp::{DriverStats, SctpDriver, DEFAULT_COOKIE_ROTATION, UDP_ENCAPSULATION_PORT};
-use fastshake_net::udp::BatchIo;
 use fastshake_sctp::{
     AssociationHandle, AssociationStats, Config, ConnectOptions, Event, HandshakeKind, HandshakeMode, Message,
 };
@@ -101,15 +100,8 @@ pub struct ServerArgs {
     /// worker. Default: one worker per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=255))]
     workers: Option<u16>,
-    /// Let other processes listen on --listen too, each started with --reuse-port: the kernel
-    /// then spreads new peers over all of them by address and port. Without it, an address
-    /// another process holds is refused ("address already in use").
-    #[arg(long)]
-    reuse_port: bool,
-    /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
-    /// system call.
-    #[arg(long, value_name = "on|off", default_value_t = BatchIo::On)]
-    batch: BatchIo,
+    #[command(flatten)]
+    socket: crate::dtls_cmd::SocketArgs,
 }
 
 #[derive(clap::Args)]
@@ -239,8 +231,8 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         ..Config::default()
     });
     let workers = server_workers(&args);
-    let sharing = crate::dtls_cmd::port_sharing(args.reuse_port);
-    let mut drivers = SctpDriver::bind_workers(args.listen, config, args.batch, workers, sharing)
+    let sharing = args.socket.port_sharing();
+    let mut drivers = SctpDriver::bind_workers(args.listen, config, args.socket.batch, workers, sharing)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     SctpDriver::rotate_cookie_keys(&mut drivers, Duration::from_secs(args.cookie_rotation));
     let local = drivers[0].local_addr();

@@ -52,3 +52,31 @@ pub trait SansIo {
     /// The deadline returned by [`SansIo::poll_timeout`] has passed.
     fn handle_timeout(&mut self, now: Instant);
 }
+
+/// Implements [`SansIo`] for an engine type whose inherent methods of the same names and
+/// signatures do the work (the DTLS and SCTP endpoints), so that the trait adds no code of its own.
+#[macro_export]
+macro_rules! sans_io_by_inherent_methods {
+    ($engine:ty) => {
+        impl $crate::SansIo for $engine {
+            fn handle_datagram(
+                &mut self,
+                now: $crate::Instant,
+                local: ::std::net::SocketAddr,
+                remote: ::std::net::SocketAddr,
+                datagram: &mut [u8],
+            ) {
+                <$engine>::handle_datagram(self, now, local, remote, datagram)
+            }
+            fn poll_transmit(&mut self, now: $crate::Instant) -> Option<$crate::Transmit> {
+                <$engine>::poll_transmit(self, now)
+            }
+            fn poll_timeout(&self) -> Option<$crate::Instant> {
+                <$engine>::poll_timeout(self)
+            }
+            fn handle_timeout(&mut self, now: $crate::Instant) {
+                <$engine>::handle_timeout(self, now)
+            }
+        }
+    };
+}

@@ -2,8 +2,7 @@
 //! the same entry points as `fuzz/fuzz_targets/dtls_*.rs`, so `cargo test` exercises each target.
 
 use fastshake_dtls::fuzzing;
-use fastshake_testkit::mutation::Mutator;
-use std::path::PathBuf;
+use fastshake_testkit::mutation::{corpus, Mutator};
 
 type Target = fn(&[u8]);
 
@@ -18,16 +17,6 @@ const TARGETS: &[(&str, Target)] = &[
 fn handshake_target(data: &[u8]) {
     fuzzing::handshake_record(data);
     fuzzing::client_datagram(data);
-}
-
-fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The papers' experiments as a library, our figures beside theirs (`fastshake lab`): one module
-//! per experiment, numbered as in EXPERIMENTS.md, and [`apps`], the applications that run the
+//! per experiment, numbered E1 to E6 as in the report, and [`apps`], the applications that run the
 //! DTLS and SCTP engines inside the simulator (the experiments' and any scenario file's).
 //!
 //! Each experiment's `run` takes a plain options struct (`e1::RunOptions`, ...); the command

@@ -845,17 +845,4 @@ impl Endpoint {
     }
 }
 
-impl fastshake_core::SansIo for Endpoint {
-    fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
-        Endpoint::handle_datagram(self, now, local, remote, datagram)
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        Endpoint::poll_transmit(self, now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Endpoint::poll_timeout(self)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        Endpoint::handle_timeout(self, now)
-    }
-}
+fastshake_core::sans_io_by_inherent_methods!(Endpoint);

@@ -4,18 +4,8 @@
 use fastshake_sim::fuzzing;
 use fastshake_sim::mac::frag;
 use fastshake_sim::mac::sixlowpan::UdpDatagram;
-use fastshake_testkit::mutation::Mutator;
+use fastshake_testkit::mutation::{corpus, Mutator};
 use std::path::PathBuf;
-
-fn corpus() -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/sim_lowpan");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
-}
 
 /// An input in the target's format: each frame's body behind a length byte with the high bit
 /// set (the target appends the FCS).
@@ -50,7 +40,7 @@ fn the_corpus_holds_real_frames() {
 
 #[test]
 fn the_target_runs_its_corpus_and_mutations() {
-    let seeds = corpus();
+    let seeds = corpus("sim_lowpan");
     assert!(!seeds.is_empty(), "sim_lowpan has a seed corpus");
     for s in &seeds {
         fuzzing::lowpan_frames(s);

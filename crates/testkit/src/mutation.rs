@@ -2,6 +2,20 @@
 //! as they are, then each a little broken (bit flips, random bytes, truncation, insertion, a length field set to 0xffff), from a
 //! fixed seed so a failure reproduces.
 
+use std::path::PathBuf;
+
+/// The seed inputs checked in for fuzz target `target` (`fuzz/corpus/<target>`), in file-name
+/// order so a replay is the same every time.
+pub fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
+        .map(|e| e.expect("a readable corpus directory").path())
+        .collect();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).collect()
+}
+
 /// xorshift64*: small, deterministic, good enough to pick mutations.
 pub struct Mutator(u64);
 

@@ -15,7 +15,7 @@ use crate::config::{RetransmitPolicy, ServerConfig};
 use crate::connection::{Connection, EndpointEvent, Event};
 use crate::error::Error;
 use crate::rtt::RttCache;
-use fastshake_core::{CookieMac, Instant, SansIo, Transmit};
+use fastshake_core::{CookieMac, Instant, Transmit};
 use hello::PartialHello;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -628,17 +628,4 @@ impl Endpoint {
     }
 }
 
-impl SansIo for Endpoint {
-    fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, datagram: &mut [u8]) {
-        Endpoint::handle_datagram(self, now, local, remote, datagram)
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        Endpoint::poll_transmit(self, now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Endpoint::poll_timeout(self)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        Endpoint::handle_timeout(self, now)
-    }
-}
+fastshake_core::sans_io_by_inherent_methods!(Endpoint);

@@ -1,4 +1,4 @@
-//! E6, the chaos soak (EXPERIMENTS.md): every handshake completes and every record arrives
+//! E6, the chaos soak (ours; no paper measured it): every handshake completes and every record arrives
 //! exactly once, over links that delay, lose, duplicate, reorder, fragment and duty-cycle — in
 //! the simulator, reproducible from the seed.
 //!

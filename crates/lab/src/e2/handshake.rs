@@ -172,18 +172,6 @@ pub enum Contact {
     Returning,
 }
 
-/// One measured handshake of `variant` over `hops` hops of `mac`, first contact.
-pub fn measure(
-    mac: &MacConfig,
-    hops: usize,
-    variant: Variant,
-    timer: Timer,
-    seed: u64,
-    pki: &LabPki,
-) -> anyhow::Result<MacHandshake> {
-    measure_contact(mac, hops, variant, timer, Contact::First, seed, pki)
-}
-
 /// One measured handshake of `variant` over `hops` hops of `mac`, after an earlier one if
 /// `contact` says so.
 pub fn measure_contact(
@@ -274,7 +262,7 @@ fn apply_cookie(config: &mut ClientConfig, cookie: Option<Vec<u8>>) {
     config.cookie = cookie;
 }
 
-/// Means of [`measure`] over seeds.
+/// Means of [`measure_contact`] over seeds.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Mean {
     pub seeds: u64,
@@ -341,7 +329,7 @@ impl Mean {
     }
 }
 
-/// [`measure`] over `seeds`, averaged.
+/// [`measure_contact`] over `seeds` at first contact, averaged.
 pub fn mean(
     mac: &MacConfig,
     hops: usize,

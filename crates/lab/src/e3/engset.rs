@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn the_papers_point() {
-        // Seed 002 / EXPERIMENTS.md E3: R = 3, N = 5, ρ = 0.5.
+        // Seed 002, Section IV: R = 3, N = 5, ρ = 0.5.
         assert!((time_congestion(5, 3, 0.5) - 0.1724).abs() < 5e-5);
         assert!((call_congestion(5, 3, 0.5) - 0.1000).abs() < 5e-5);
     }

@@ -1,4 +1,4 @@
-//! E3: session slots on a constrained server (seed 002, Section IV; EXPERIMENTS.md E3).
+//! E3: session slots on a constrained server (seed 002, Section IV).
 //!
 //! Part 1 checks the Engset model against the real engine: N clients, R slots, `refuse` when
 //! full, time and call congestion from independent replications (one per seed, 95 % Student-t
@@ -21,7 +21,7 @@ use workload::{replicate, Outcome, Reconnect, Workload};
 
 /// Seed 002's example: R = 3 slots (a 16 kB WiSMote), N = 5 clients, ρ = 0.5.
 pub const PAPER_POINT: (usize, usize, f64) = (3, 5, 0.5);
-/// EXPERIMENTS.md E3: the paper's 17 % is the time congestion; the call congestion is 0.100.
+/// Seed 002's 17 % is the Engset time congestion at [`PAPER_POINT`]; the call congestion there is 0.100.
 pub const PAPER_TIME: f64 = 0.1724;
 pub const PAPER_CALL: f64 = 0.100;
 

@@ -130,7 +130,7 @@ pub fn run(args: RunOptions) -> anyhow::Result<()> {
         step.running(experiment.title());
         let began = Instant::now();
         let mut section = experiment.run(&ctx, &step).unwrap_or_else(|e| {
-            let mut s = blank(experiment.as_ref());
+            let mut s = blank(experiment.as_ref(), "");
             s.status = Status::Failed { reason: format!("{e:#}") };
             s
         });
@@ -183,12 +183,12 @@ pub fn run(args: RunOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An empty section for `experiment`, to fill in.
-pub fn blank(experiment: &dyn Experiment) -> Section {
+/// An empty section for `experiment` after `source` (the paper, or what stands in for one), to fill in.
+pub fn blank(experiment: &dyn Experiment, source: impl Into<String>) -> Section {
     Section {
         id: experiment.id().into(),
         title: experiment.title().into(),
-        source: String::new(),
+        source: source.into(),
         paper_method: String::new(),
         our_setup: String::new(),
         status: Status::Ran,

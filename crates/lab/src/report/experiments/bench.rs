@@ -5,10 +5,9 @@
 //! (OpenSSL's full handshake of the same chains); E5 runs `sctp` itself.
 
 use super::super::progress::Step;
-use super::super::registry::{Context, Experiment};
-use super::super::results::{Figure, Section, Status, Table};
+use super::super::registry::{About, Context, Experiment};
+use super::super::results::{Figure, Section, Table};
 use serde_json::Value;
-use std::time::Duration;
 
 pub struct Benchmarks;
 
@@ -233,20 +232,15 @@ fn handshake_figures(v: &Value) -> Vec<Figure> {
 }
 
 impl Experiment for Benchmarks {
-    fn id(&self) -> &'static str {
-        "BENCH"
-    }
-    fn title(&self) -> &'static str {
-        "benchmarks' headline figures beside their anchors"
-    }
-    fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 110 } else { 300 })
+    fn about(&self) -> About {
+        About::new("BENCH", "benchmarks' headline figures beside their anchors", (110, 300))
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
-        let mut section = super::super::blank(self);
-        section.source =
-            "anchors measured in the same run on this machine (OpenSSL through the openssl crate)".into();
+        let mut section = super::super::blank(
+            self,
+            "anchors measured in the same run on this machine (OpenSSL through the openssl crate)",
+        );
         section.paper_method =
             "No paper: each benchmark names an anchor — another implementation doing the same \
             work on the same machine in the same run — and a target."
@@ -255,11 +249,8 @@ impl Experiment for Benchmarks {
             "fastshake-bench, run as a subprocess (it links OpenSSL and a counting allocator, the \
             fastshake binary neither); its full tables are in the bench-*.txt files beside this page."
                 .into();
-        if ctx.bench.is_none() {
-            section.status = Status::Skipped {
-                reason: "no fastshake-bench beside fastshake (cargo build --release -p fastshake -p fastshake-bench)"
-                    .into(),
-            };
+        if let Some(skipped) = super::without_bench(ctx) {
+            section.status = skipped;
             return Ok(section);
         }
         let mut logs = Table::new("Benchmark outputs", &["benchmark", "command", "state", "tables"]);

@@ -3,11 +3,10 @@
 //! `--real` as root, the same cells on real sockets in network namespaces (`netlab e1`) beside them.
 
 use super::super::progress::Step;
-use super::super::registry::{Context, Experiment};
+use super::super::registry::{About, Context, Experiment};
 use super::super::results::{Capture, Figure, Plot, Section, Table};
 use super::super::svg::{Chart, Reference, Series};
 use crate::e1::{self, Cell, CellReport, Params, Strategy};
-use std::time::Duration;
 
 pub struct E1;
 
@@ -16,18 +15,8 @@ const DELAYS_MS: [u64; 3] = [5, 30, 100];
 const PAPER_GAINS: [(u64, f64, f64); 3] = [(5, 8.35, 16.61), (30, 13.63, 17.48), (100, 15.22, 23.42)];
 
 impl Experiment for E1 {
-    fn id(&self) -> &'static str {
-        "E1"
-    }
-    fn title(&self) -> &'static str {
-        "handover resilience (seed 001, Fig. 4 and Table I)"
-    }
-    fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 2 } else { 5 })
-    }
-
-    fn estimate_real(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 100 } else { 720 })
+    fn about(&self) -> About {
+        About::new("E1", "handover resilience (seed 001, Fig. 4 and Table I)", (2, 5)).with_real((100, 720))
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
@@ -43,10 +32,10 @@ impl Experiment for E1 {
             ))
         })?;
         step.begin("plots and capture");
-        let mut section = super::super::blank(self);
-        section.source =
-            "seed 001: DTLS handover with fast resumption and socket strategies (IPC, TCS), Section IV"
-                .into();
+        let mut section = super::super::blank(
+            self,
+            "seed 001: DTLS handover with fast resumption and socket strategies (IPC, TCS), Section IV",
+        );
         section.paper_method = "A client sends 600 messages, the server acknowledges each; the figure is the wall-clock \
             time until all 600 acknowledgements are in (WCT). 5, 30 and 100 ms of delay on every packet of the client; \
             every 10 s its interface goes down and comes back (multihomed: two interfaces, interleaved by 5 s). \

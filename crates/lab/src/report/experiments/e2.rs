@@ -2,23 +2,16 @@
 //! variants) as a section, with `lab e2 --plot`'s figures.
 
 use super::super::progress::Step;
-use super::super::registry::{Context, Experiment};
+use super::super::registry::{About, Context, Experiment};
 use super::super::results::{Plot, Section, Table};
 use crate::e2::timer_targets::Outcome;
 use crate::e2::{self, claims, Report};
-use std::time::Duration;
 
 pub struct E2;
 
 impl Experiment for E2 {
-    fn id(&self) -> &'static str {
-        "E2"
-    }
-    fn title(&self) -> &'static str {
-        "DTLS handshake on duty-cycled links (seed 002, Section III)"
-    }
-    fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 10 } else { 60 })
+    fn about(&self) -> About {
+        About::new("E2", "DTLS handshake on duty-cycled links (seed 002, Section III)", (10, 60))
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
@@ -33,8 +26,7 @@ impl Experiment for E2 {
         let report = e2::experiment(&options)?;
         step.begin("plots and capture");
         e2::plot::all(&report, ctx.out())?;
-        let mut section = super::super::blank(self);
-        section.source = report.paper.to_string();
+        let mut section = super::super::blank(self, report.paper.to_string());
         section.paper_method = "Contiki on WiSMote nodes (Cooja), tinyDTLS with TLS_PSK_WITH_AES_128_CCM_8, 127-byte \
             IEEE 802.15.4 frames, a 2 s retransmission timeout, linear networks of 1 to 4 hops. X-MAC preamble \
             sampling: handshake duration 1–50 s growing with the check interval, client energy 10–200 mJ \

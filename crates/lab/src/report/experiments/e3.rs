@@ -2,11 +2,10 @@
 //! as a section, with blocking against ρ beside both Engset curves.
 
 use super::super::progress::Step;
-use super::super::registry::{Context, Experiment};
+use super::super::registry::{About, Context, Experiment};
 use super::super::results::{Plot, Section, Table};
 use super::super::svg::{Chart, Reference, Series};
 use crate::e3::{self, engset, Report, PAPER_POINT};
-use std::time::Duration;
 
 pub struct E3;
 
@@ -15,14 +14,8 @@ const RHO_QUICK: [f64; 5] = [0.1, 0.25, 0.5, 1.0, 2.0];
 const RHO_FULL: [f64; 9] = [0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0];
 
 impl Experiment for E3 {
-    fn id(&self) -> &'static str {
-        "E3"
-    }
-    fn title(&self) -> &'static str {
-        "session slots on a constrained server (seed 002, Section IV)"
-    }
-    fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 30 } else { 360 })
+    fn about(&self) -> About {
+        About::new("E3", "session slots on a constrained server (seed 002, Section IV)", (30, 360))
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
@@ -46,10 +39,10 @@ impl Experiment for E3 {
         step.steps(e3::steps(&options) + 1);
         let report = e3::experiment_stepwise(&options, |what| step.begin(what))?;
         step.begin("plot and capture");
-        let mut section = super::super::blank(self);
-        section.source =
-            "seed 002: M. Vučinić et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section IV"
-                .into();
+        let mut section = super::super::blank(
+            self,
+            "seed 002: M. Vučinić et al., DTLS Performance in Duty-Cycled Networks, PIMRC 2015, Section IV",
+        );
         section.paper_method = "tinyDTLS needs about 400 B of RAM per PSK session, so a 16 kB WiSMote holds 3 session slots. \
             With R slots and N clients, each asking at rate λ and holding a session for a mean 1/µ (ρ = λ/µ), the server \
             is an M/M/R/R/N loss system: the paper gives the Engset blocking, about 17 % at R = 3, N = 5, ρ = 0.5 \

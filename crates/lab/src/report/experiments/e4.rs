@@ -2,7 +2,7 @@
 //! bytes per layer of every configuration stacked per MTU, and a capture of one BiTHaC exchange.
 
 use super::super::progress::Step;
-use super::super::registry::{Context, Experiment};
+use super::super::registry::{About, Context, Experiment};
 use super::super::results::{Capture, Plot, Section, Table};
 use super::super::svg::StackedBars;
 use crate::e4::chains::{chain_set, Chains};
@@ -11,19 +11,12 @@ use crate::e4::{self, dtls_mtu, Report};
 use fastshake_sim::packet::{Packet, DEFAULT_TTL};
 use fastshake_sim::pcap::PcapSink;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::Duration;
 
 pub struct E4;
 
 impl Experiment for E4 {
-    fn id(&self) -> &'static str {
-        "E4"
-    }
-    fn title(&self) -> &'static str {
-        "handshake caching, BiTHaC over DTLS 1.2 (seed 003)"
-    }
-    fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 20 } else { 300 })
+    fn about(&self) -> About {
+        About::new("E4", "handshake caching, BiTHaC over DTLS 1.2 (seed 003)", (20, 300))
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
@@ -43,10 +36,10 @@ impl Experiment for E4 {
         step.steps(e4::steps(&options) + 1);
         let report = e4::experiment_stepwise(&options, |what| step.begin(what))?;
         step.begin("plots and capture");
-        let mut section = super::super::blank(self);
-        section.source =
-            "seed 003: BiTHaC, bidirectional TLS handshake caching (TLS 1.2, wolfSSL, Raspberry Pi Zero W)"
-                .into();
+        let mut section = super::super::blank(
+            self,
+            "seed 003: BiTHaC, bidirectional TLS handshake caching (TLS 1.2, wolfSSL, Raspberry Pi Zero W)",
+        );
         section.paper_method = "Mutual TLS 1.2 handshakes over TCP/IPv4 with chains of three, captured at MTU 127, 576 \
             and 1500: vanilla, RFC 7924 (cached server Certificate and CertificateRequest) and BiTHaC (also a ticket in \
             place of the client's Certificate) — BiTHaC leaves 38.9-43.3 % of vanilla's bytes, RFC 7924 saves \

@@ -8,12 +8,11 @@
 //! the simulator's (scenarios/sctp-zero-rtt.toml), taken here.
 
 use super::super::progress::Step;
-use super::super::registry::{Context, Experiment};
-use super::super::results::{Figure, Plot, Section, Status, Table};
+use super::super::registry::{About, Context, Experiment};
+use super::super::results::{Figure, Plot, Section, Table};
 use super::super::svg::{Chart, Reference, Series};
 use super::number;
 use serde_json::Value;
-use std::time::Duration;
 
 pub struct E5;
 
@@ -46,20 +45,19 @@ fn ttfb(rows: &[Value], variant_prefix: &str, delay: u64) -> Option<f64> {
 }
 
 impl Experiment for E5 {
-    fn id(&self) -> &'static str {
-        "E5"
-    }
-    fn title(&self) -> &'static str {
-        "SCTP alternative handshake: flood answers and time to first byte (seed 004)"
-    }
-    fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 20 } else { 150 })
+    fn about(&self) -> About {
+        About::new(
+            "E5",
+            "SCTP alternative handshake: flood answers and time to first byte (seed 004)",
+            (20, 150),
+        )
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
-        let mut section = super::super::blank(self);
-        section.source =
-            "seed 004: an alternative SCTP handshake (ALT-COOKIE, cookieless, zero-RTT data)".into();
+        let mut section = super::super::blank(
+            self,
+            "seed 004: an alternative SCTP handshake (ALT-COOKIE, cookieless, zero-RTT data)",
+        );
         section.paper_method = "An INIT flood of 112-byte packets announcing every extension against FreeBSD and Linux: \
             responses per second — ABORT with no listener 74 kpps FreeBSD / 32 kpps Linux, INIT-ACK 13–18 kpps \
             (416 B), ERROR with ALT-COOKIE about 52 kpps (40 B). Time to first byte over a 2 Mbit/s link with the \
@@ -71,11 +69,8 @@ impl Experiment for E5 {
             echo as the syscall floor, rounds interleaved, medians; TTFB in the simulator over one 2 Mbit/s link \
             per setup and delay (virtual time)."
             .into();
-        if ctx.bench.is_none() {
-            section.status = Status::Skipped {
-                reason: "no fastshake-bench beside fastshake (cargo build --release -p fastshake -p fastshake-bench)"
-                    .into(),
-            };
+        if let Some(skipped) = super::without_bench(ctx) {
+            section.status = skipped;
             return Ok(section);
         }
         step.steps(2);

@@ -3,13 +3,12 @@
 //! and, with `--real` as root, the soak on real sockets through the delay relay (`netlab chaos`).
 
 use super::super::progress::Step;
-use super::super::registry::{Context, Experiment};
+use super::super::registry::{About, Context, Experiment};
 use super::super::results::{Capture, Figure, Plot, Section, Table};
 use super::super::svg::{Chart, Series};
 use crate::chaos::grid::{LinkProfile, Mode};
 use crate::chaos::{CellReport, Soak, Totals, APP_RULE, TIMER};
 use serde_json::Value;
-use std::time::Duration;
 
 pub struct E6;
 
@@ -22,18 +21,9 @@ const REAL_QUICK: &[&str] = &["--duration", "10", "--waves", "2", "--clients", "
 const REAL_FULL: &[&str] = &["--duration", "60", "--waves", "4", "--clients", "50"];
 
 impl Experiment for E6 {
-    fn id(&self) -> &'static str {
-        "E6"
-    }
-    fn title(&self) -> &'static str {
-        "chaos soak: every handshake completes, every record once (ours)"
-    }
-    fn estimate(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 10 } else { 100 })
-    }
-
-    fn estimate_real(&self, quick: bool) -> Duration {
-        Duration::from_secs(if quick { 50 } else { 160 })
+    fn about(&self) -> About {
+        About::new("E6", "chaos soak: every handshake completes, every record once (ours)", (10, 100))
+            .with_real((50, 160))
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
@@ -55,11 +45,11 @@ impl Experiment for E6 {
         })?;
         let totals = Totals::of(&reports, started.elapsed().as_secs_f64());
 
-        let mut section = super::super::blank(self);
-        section.source =
-            "ours (EXPERIMENTS.md E6): no paper; the target is 0 failed handshakes in every cell and \
-            every record delivered exactly once"
-                .into();
+        let mut section = super::super::blank(
+            self,
+            "ours (E6): no paper; the target is 0 failed handshakes in every cell and \
+            every record delivered exactly once",
+        );
         section.paper_method = "No paper measured this. The claim: a handshake completes and the records of a session \
             arrive exactly once over links that delay (1 ms to 3 s one way, longer than the retransmission timer), \
             lose (30 % independently or in bursts), duplicate, reorder, narrow the MTU to 96 bytes or widen it to 9,000, \
@@ -416,20 +406,7 @@ fn real_soak(ctx: &Context, step: &Step) -> Result<(Vec<Figure>, Table), super::
     );
     let mut t = Table::new(
         format!("On real sockets: {path} (wall-clock times, measured)"),
-        &[
-            "kind",
-            "clients",
-            "completed",
-            "failed",
-            "resent/hs",
-            "p50 ms",
-            "p95 ms",
-            "p99 ms",
-            "records",
-            "echoed",
-            "twice",
-            "lost",
-        ],
+        &[&["kind", "clients", "completed"][..], &crate::chaos_real::DELIVERY_COLUMNS, &["lost"]].concat(),
     );
     let num = |r: &Value, key: &str| match r.get(key).and_then(Value::as_f64) {
         Some(x) if x.fract() == 0.0 => format!("{x:.0}"),

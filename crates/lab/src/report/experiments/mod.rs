@@ -11,8 +11,17 @@ pub mod e6;
 
 use super::progress::Step;
 use super::registry::Context;
-use super::results::Capture;
+use super::results::{Capture, Status};
 use fastshake_sim::scenario::ScenarioFile;
+
+/// Why a section that runs `fastshake-bench` is skipped, if it is: the binary is not beside
+/// `fastshake`.
+pub fn without_bench(ctx: &Context) -> Option<Status> {
+    ctx.bench.is_none().then(|| Status::Skipped {
+        reason: "no fastshake-bench beside fastshake (cargo build --release -p fastshake -p fastshake-bench)"
+            .into(),
+    })
+}
 
 /// Runs a scenario file (scenarios/ of the repository, compiled in) with capture on, at the
 /// run's seed, and writes its datagram pcap (and the 802.15.4 frames, if any) into the output.
