@@ -97,6 +97,7 @@ pub fn record_layer(data: &[u8]) {
         let Ok((header, range)) = rec else { break };
         let _ = (header.len(), data.get(range));
     }
+    unified_records(data);
     let mut window = ReplayWindow::default();
     for rec in Records::new(data) {
         let Ok((header, range)) = rec else { break };
@@ -107,6 +108,25 @@ pub fn record_layer(data: &[u8]) {
             if let Some(body) = data.get(range) {
                 handshake_record(body);
             }
+        }
+    }
+}
+
+/// The same bytes as DTLS 1.3 records (RFC 9147 §4), with and without Connection IDs: each
+/// header read, its sequence number decrypted and widened, the next record after its length.
+fn unified_records(data: &[u8]) {
+    use crate::record::unified::{SequenceCipher, SequenceKey, UnifiedHeader};
+    let key = SequenceKey::new(SequenceCipher::Aes128, &[0x42; 16]).expect("a 16-byte AES-128 key");
+    for cid_len in [0, 4] {
+        let mut datagram = data.to_vec();
+        let mut at = 0;
+        while at < datagram.len() {
+            let Ok(header) = UnifiedHeader::parse(&mut Reader::new(&datagram[at..]), cid_len) else { break };
+            let end = at + header.header_len() + header.length as usize;
+            if key.apply(&header, &mut datagram[at..end]) {
+                let _ = (header.full_seq(u64::from(header.seq) << 8), header.full_epoch(3));
+            }
+            at = end;
         }
     }
 }

@@ -1,12 +1,14 @@
 //! The DTLS 1.2 record layer (RFC 6347 §4.1): the header, a datagram split into its records,
 //! epochs and sequence numbers, the anti-replay window, and the protection of epoch 1 with
-//! AEAD ciphers, including `tls12_cid` records (RFC 9146).
+//! AEAD ciphers, including `tls12_cid` records (RFC 9146). [`unified`] reads and writes the
+//! DTLS 1.3 header (RFC 9147 §4) beside it.
 
 mod header;
 mod layer;
 mod protection;
 mod replay;
 mod split;
+pub mod unified;
 
 pub use header::{ContentType, RecordHeader, DTLS_1_0, DTLS_1_2, HEADER_LEN, MAX_SEQ};
 pub(crate) use layer::{RecordLayer, Unopened};
