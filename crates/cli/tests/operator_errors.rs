@@ -122,6 +122,7 @@ fn a_certificate_client_against_a_psk_server_is_told_why_on_both_sides() {
         "{line}"
     );
     assert!(line.contains("(handshake_failure sent)"), "the alert on the wire is the RFC's: {line}");
+    assert!(line.starts_with("fastshake server: 127.0.0.1:"), "the line names the client: {line}");
 }
 
 #[test]

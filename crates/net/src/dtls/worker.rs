@@ -166,7 +166,9 @@ impl ServerDriver {
     }
 
     /// Hands the engine's events on, giving sessions their sockets as the mode says.
-    fn handle_events(&mut self, endpoint: &mut Endpoint) {
+    /// Hands the engine's events on. `arrived_from`: the sender of the datagram just handled,
+    /// the peer of a connection that it created and ended at once (a ClientHello refused).
+    fn handle_events(&mut self, endpoint: &mut Endpoint, arrived_from: Option<SocketAddr>) {
         while let Some((handle, event)) = endpoint.poll_event() {
             let known = endpoint.connection(handle).map(|c| c.remote());
             if let Some(action) = endpoint.connection(handle).and_then(|c| self.mode.socket_action(&event, c))
@@ -201,7 +203,7 @@ impl ServerDriver {
                     let _ = self.events.send(ServerEvent::Closed { handle: self.session(handle), remote });
                 }
                 Event::Failed(error) => {
-                    let remote = known.or_else(|| self.remotes.remove(&handle));
+                    let remote = known.or_else(|| self.remotes.remove(&handle)).or(arrived_from);
                     self.remotes.remove(&handle);
                     self.ended.push(handle);
                     let _ =
@@ -296,6 +298,7 @@ impl ServerDriver {
             }
             None => endpoint.handle_incoming(now, local, remote, datagram),
         }
+        self.handle_events(endpoint, Some(remote));
         // A ClientHello naming a session another worker or node made: it waits in the engine
         // for the store's answer.
         while let Some(id) = endpoint.poll_session_lookup() {
@@ -397,7 +400,7 @@ pub(super) async fn run_worker(
 
     loop {
         // Events first: a session accepted just now gets its socket before its first flight goes.
-        driver.handle_events(&mut endpoint);
+        driver.handle_events(&mut endpoint, None);
         driver.flush(&mut endpoint, &welcome).await;
 
         if shutting_down {
