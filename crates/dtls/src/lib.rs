@@ -248,8 +248,8 @@ pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
 pub use handshake::NamedGroup;
 pub use mobility::{MobilityStats, NegotiatedMobility};
 /// The DTLS 1.3 record header (RFC 9147 §4): the unified header, sequence numbers and epochs
-/// widened from the bits sent, and record number encryption. The first piece of DTLS 1.3,
-/// public for drivers and tools that read 1.3 datagrams.
+/// widened from the bits sent, record number encryption, and the record keys of a traffic
+/// secret. The first piece of DTLS 1.3, public for drivers and tools that read 1.3 datagrams.
 pub use record::unified;
 pub use rtt::{RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
