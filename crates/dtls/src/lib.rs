@@ -247,10 +247,16 @@ pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
 pub use handshake::NamedGroup;
 pub use mobility::{MobilityStats, NegotiatedMobility};
-/// The DTLS 1.3 record header (RFC 9147 §4): the unified header, sequence numbers and epochs
-/// widened from the bits sent, record number encryption, and the record keys of a traffic
-/// secret. The first piece of DTLS 1.3, public for drivers and tools that read 1.3 datagrams.
-pub use record::unified;
+/// DTLS 1.3 (RFC 9147), the pieces built so far, public for drivers and tools that read 1.3
+/// datagrams: the unified record header, sequence numbers and epochs widened from the bits
+/// sent, record number encryption, a traffic secret's record keys, and the ACK message.
+pub mod dtls13 {
+    pub use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK, MAX_ACKED};
+    pub use crate::record::unified::{
+        expand_label, is_unified, widen, LabelPrefix, SeqBits, SequenceCipher, SequenceKey, SuiteHash,
+        TrafficKeys, UnifiedHeader, SAMPLE_LEN,
+    };
+}
 pub use rtt::{RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};
 pub use session::{ClientAuth, ClientSession, Resumption, SessionCacheConfig, TicketKey, TicketKeys};
 pub use strategy::{MobilityMode, SocketAction, SERVER_CID_LENGTH};

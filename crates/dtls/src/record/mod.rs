@@ -1,8 +1,9 @@
 //! The DTLS 1.2 record layer (RFC 6347 §4.1): the header, a datagram split into its records,
 //! epochs and sequence numbers, the anti-replay window, and the protection of epoch 1 with
-//! AEAD ciphers, including `tls12_cid` records (RFC 9146). [`unified`] reads and writes the
-//! DTLS 1.3 header (RFC 9147 §4) beside it.
+//! AEAD ciphers, including `tls12_cid` records (RFC 9146). Beside it, DTLS 1.3's: the unified
+//! header and record keys ([`unified`]) and the ACK message ([`ack`]).
 
+pub mod ack;
 mod header;
 mod layer;
 mod protection;
