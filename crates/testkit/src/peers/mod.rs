@@ -73,8 +73,25 @@ pub fn hello_both_ways(client: &mut Peer, server: &mut Peer, server_name: &str) 
     client.expect_stdout(&answer);
 }
 
-/// A UDP port on 127.0.0.1 that was free a moment ago.
+/// A UDP port on 127.0.0.1 that was free a moment ago, for a server the test starts next.
+///
+/// Chosen at random below the kernel's ephemeral range: a port the kernel hands out for port 0
+/// could be given, between this check and the server's bind, to a client socket of a test
+/// running beside this one, and the server would rightly refuse the taken address.
 pub fn free_udp_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_start.max(10_001));
+    for _ in 0..1000 {
+        let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        let port = low + (random % u64::from(high - low)) as u16;
+        if UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
     let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind an ephemeral UDP port");
     socket.local_addr().expect("local address").port()
 }
