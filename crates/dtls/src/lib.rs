@@ -251,10 +251,10 @@ pub use mobility::{MobilityStats, NegotiatedMobility};
 /// datagrams: the unified record header, sequence numbers and epochs widened from the bits
 /// sent, record number encryption, a traffic secret's record keys, and the ACK message.
 pub mod dtls13 {
+    pub use crate::crypto::tls13::{expand_label, KeySchedule, LabelPrefix, Suite13, SuiteHash, TrafficKeys};
     pub use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK, MAX_ACKED};
     pub use crate::record::unified::{
-        expand_label, is_unified, widen, LabelPrefix, SeqBits, SequenceCipher, SequenceKey, SuiteHash,
-        TrafficKeys, UnifiedHeader, SAMPLE_LEN,
+        is_unified, widen, SeqBits, SequenceCipher, SequenceKey, UnifiedHeader, SAMPLE_LEN,
     };
 }
 pub use rtt::{RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};

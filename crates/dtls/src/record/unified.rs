@@ -1,7 +1,6 @@
 //! The DTLS 1.3 record header (RFC 9147 §4): the unified header that every protected record
 //! carries, its sequence number and epoch widened back from the low bits sent (§4.2.2), record
-//! number encryption (§4.2.3), and a traffic secret's record keys with DTLS 1.3's labels
-//! (RFC 8446 §7.3, RFC 9147 §5.9).
+//! number encryption (§4.2.3). The keys come from [`crate::crypto::tls13`].
 //!
 //! ```text
 //!  0 1 2 3 4 5 6 7
@@ -23,8 +22,6 @@
 use super::header::{MAX_CIPHERTEXT, MAX_SEQ};
 use fastshake_core::codec::{DecodeError, Reader};
 use ring::aead::quic::{HeaderProtectionKey, AES_128, AES_256, CHACHA20};
-use ring::hkdf;
-use zeroize::Zeroizing;
 
 const FIXED_MASK: u8 = 0b1110_0000;
 const FIXED_BITS: u8 = 0b0010_0000;
@@ -250,100 +247,10 @@ impl SequenceKey {
     }
 }
 
-/// The prefix of every HKDF label (RFC 8446 §7.1): DTLS 1.3 has its own (RFC 9147 §5.9), so
-/// that keys of one protocol never serve the other.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LabelPrefix {
-    /// `"dtls13"`, DTLS 1.3's.
-    Dtls13,
-    /// `"tls13 "`, TLS 1.3's (RFC 8448's traces use it).
-    Tls13,
-}
-
-impl LabelPrefix {
-    fn bytes(self) -> &'static [u8] {
-        match self {
-            LabelPrefix::Dtls13 => b"dtls13",
-            LabelPrefix::Tls13 => b"tls13 ",
-        }
-    }
-}
-
-/// The hash of a TLS 1.3 cipher suite, which its key schedule runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SuiteHash {
-    /// SHA-256 (every suite but TLS_AES_256_GCM_SHA384).
-    Sha256,
-    /// SHA-384.
-    Sha384,
-}
-
-impl SuiteHash {
-    fn hkdf(self) -> hkdf::Algorithm {
-        match self {
-            SuiteHash::Sha256 => hkdf::HKDF_SHA256,
-            SuiteHash::Sha384 => hkdf::HKDF_SHA384,
-        }
-    }
-}
-
-/// HKDF-Expand-Label (RFC 8446 §7.1) of `secret` into `out`: the `HkdfLabel` is the length,
-/// the prefixed label and the context, each behind its length, as the RFC lays it out.
-///
-/// # Panics
-/// If `out` is longer than HKDF allows (255 hash lengths), or `label` or `context` longer than
-/// their one-byte lengths: the protocol's labels and contexts (a hash) never are.
-pub fn expand_label(
-    hash: SuiteHash,
-    prefix: LabelPrefix,
-    secret: &[u8],
-    label: &[u8],
-    context: &[u8],
-    out: &mut [u8],
-) {
-    struct Len(usize);
-    impl hkdf::KeyType for Len {
-        fn len(&self) -> usize {
-            self.0
-        }
-    }
-    let length = u16::try_from(out.len()).expect("an output of at most 255 hash lengths").to_be_bytes();
-    let label_len = [u8::try_from(prefix.bytes().len() + label.len()).expect("a label of at most 255 bytes")];
-    let context_len = [u8::try_from(context.len()).expect("a context of at most 255 bytes")];
-    let info: [&[u8]; 6] = [&length, &label_len, prefix.bytes(), label, &context_len, context];
-    hkdf::Prk::new_less_safe(hash.hkdf(), secret)
-        .expand(&info, Len(out.len()))
-        .and_then(|okm| okm.fill(out))
-        .expect("an output of at most 255 hash lengths");
-}
-
-/// One direction's record protection keys from its traffic secret (RFC 8446 §7.3, RFC 9147
-/// §4.2.3): the AEAD key, the IV its nonces are made from, and the sequence number key.
-pub struct TrafficKeys {
-    /// `[sender]_write_key`.
-    pub key: Zeroizing<Vec<u8>>,
-    /// `[sender]_write_iv`.
-    pub iv: [u8; 12],
-    /// `sn_key`, of the AEAD key's length.
-    pub sn_key: Zeroizing<Vec<u8>>,
-}
-
-impl TrafficKeys {
-    /// The keys of `secret` for an AEAD with `key_len`-byte keys.
-    pub fn derive(hash: SuiteHash, prefix: LabelPrefix, secret: &[u8], key_len: usize) -> Self {
-        let mut key = Zeroizing::new(vec![0u8; key_len]);
-        let mut iv = [0u8; 12];
-        let mut sn_key = Zeroizing::new(vec![0u8; key_len]);
-        expand_label(hash, prefix, secret, b"key", &[], &mut key);
-        expand_label(hash, prefix, secret, b"iv", &[], &mut iv);
-        expand_label(hash, prefix, secret, b"sn", &[], &mut sn_key);
-        TrafficKeys { key, iv, sn_key }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crypto::tls13::{LabelPrefix, SuiteHash, TrafficKeys};
     use proptest::prelude::*;
 
     fn unhex(s: &str) -> Vec<u8> {

@@ -1,0 +1,333 @@
+//! The DTLS 1.3 record state of one session (RFC 9147 §4): the epoch and sequence number we
+//! write, the keys of the epochs we may still read (handshake, application, the next key
+//! update) each with its own replay window (§4.5.1), and the sealing and opening of a record
+//! with the unified header: AEAD over DTLSInnerPlaintext with the header as additional data
+//! (§4), then record number encryption (§4.2.3).
+
+use super::header::MAX_SEQ;
+use super::replay::ReplayWindow;
+use super::unified::{SeqBits, UnifiedHeader, SAMPLE_LEN};
+use crate::crypto::tls13::RecordKeys;
+use crate::error::Error;
+use fastshake_core::codec::Reader;
+use std::ops::Range;
+
+/// Epochs a peer may still send in at once: the handshake's, the application's, and one key
+/// update ahead (§4.2.1 asks receivers to keep the old epoch's keys a while).
+const READ_EPOCHS: usize = 3;
+
+/// The 1.3 epochs with fixed meanings (RFC 9147 §6.1).
+pub(crate) mod epoch {
+    /// 0-RTT data (client_early_traffic_secret).
+    pub const EARLY_DATA: u64 = 1;
+    /// The encrypted handshake messages.
+    pub const HANDSHAKE: u64 = 2;
+    /// The first application traffic keys; key updates count up from here.
+    pub const APPLICATION: u64 = 3;
+}
+
+struct ReadEpoch {
+    epoch: u64,
+    keys: RecordKeys,
+    window: ReplayWindow,
+    /// Records that failed authentication under these keys (§4.5.3's integrity limit).
+    failures: u64,
+}
+
+/// A record that authenticated.
+#[derive(Debug)]
+pub(crate) struct Opened13 {
+    /// The real content type, from DTLSInnerPlaintext.
+    pub content_type: u8,
+    pub epoch: u64,
+    pub seq: u64,
+    /// The content, within the record.
+    pub plaintext: Range<usize>,
+    /// Newer than every record of its epoch received before (RFC 9146 §6 / RFC 9147 §9).
+    pub newest: bool,
+}
+
+/// Why a 1.3 record was not opened.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unopened13 {
+    /// No keys for its epoch (yet, or any more).
+    NoKeys,
+    /// Already received, or too old for the window.
+    Replayed,
+    /// The AEAD did not authenticate it, or its ciphertext is too short to hold a tag.
+    Unauthenticated,
+    /// It authenticated but holds no content type (all zeros, §4).
+    NoContentType,
+    /// So many forgeries under one key that the session must end (§4.5.3).
+    IntegrityLimit,
+}
+
+/// Epochs, sequence numbers, windows and keys of a DTLS 1.3 session.
+#[derive(Default)]
+pub(crate) struct RecordLayer13 {
+    write: Option<(u64, RecordKeys)>,
+    write_seq: u64,
+    read: Vec<ReadEpoch>,
+}
+
+impl RecordLayer13 {
+    /// Our records are written in `epoch` with `keys` from now on, numbered from 0.
+    pub fn set_write(&mut self, epoch: u64, keys: RecordKeys) {
+        self.write = Some((epoch, keys));
+        self.write_seq = 0;
+    }
+
+    /// The peer's records of `epoch` can be read with `keys`; the oldest epoch is forgotten when
+    /// more than [`READ_EPOCHS`] would be kept.
+    pub fn add_read(&mut self, epoch: u64, keys: RecordKeys) {
+        self.read.retain(|e| e.epoch != epoch);
+        self.read.push(ReadEpoch { epoch, keys, window: ReplayWindow::default(), failures: 0 });
+        self.read.sort_by_key(|e| e.epoch);
+        if self.read.len() > READ_EPOCHS {
+            self.read.remove(0);
+        }
+    }
+
+    /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over).
+    pub fn drop_read_below(&mut self, epoch: u64) {
+        self.read.retain(|e| e.epoch >= epoch);
+    }
+
+    pub fn discard_keys(&mut self) {
+        self.write = None;
+        self.read.clear();
+    }
+
+    /// The epoch we write in (`None` before any keys).
+    pub fn write_epoch(&self) -> Option<u64> {
+        self.write.as_ref().map(|(e, _)| *e)
+    }
+
+    /// Records written under the current write keys.
+    pub fn write_seq(&self) -> u64 {
+        self.write_seq
+    }
+
+    /// Whether the current write keys approach their confidentiality limit (§4.5.3): time
+    /// for a KeyUpdate, well before the limit itself.
+    pub fn write_keys_worn(&self) -> bool {
+        self.write.as_ref().is_some_and(|(_, k)| self.write_seq >= k.suite.confidentiality_limit() / 2)
+    }
+
+    /// The highest epoch we can read.
+    pub fn read_epoch(&self) -> Option<u64> {
+        self.read.last().map(|e| e.epoch)
+    }
+
+    /// Bytes of a record around `plaintext_len` bytes of content, with `cid_len` bytes of CID.
+    pub fn sealed_len(&self, cid_len: usize, plaintext_len: usize) -> usize {
+        let tag = self.write.as_ref().map_or(16, |(_, k)| k.suite.tag_len());
+        // first byte, CID, 16-bit sequence number, length; content, type, padding, tag.
+        1 + cid_len + 2 + 2 + inner_len(plaintext_len, tag) + tag
+    }
+
+    /// One record of `content_type` holding `parts`, towards a peer that wants `cid` in it.
+    /// Returns its record number.
+    pub fn seal(
+        &mut self,
+        content_type: u8,
+        cid: &[u8],
+        parts: &[&[u8]],
+    ) -> Result<(Vec<u8>, u64, u64), Error> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut out = vec![0u8; self.sealed_len(cid.len(), len)];
+        let (epoch, seq) = self.seal_into(content_type, cid, parts, &mut out)?;
+        Ok((out, epoch, seq))
+    }
+
+    /// Like [`Self::seal`], into `out` of exactly [`Self::sealed_len`] bytes; allocates nothing.
+    pub fn seal_into(
+        &mut self,
+        content_type: u8,
+        cid: &[u8],
+        parts: &[&[u8]],
+        out: &mut [u8],
+    ) -> Result<(u64, u64), Error> {
+        let (epoch, keys) = self.write.as_ref().ok_or(Error::NotEstablished)?;
+        if self.write_seq > MAX_SEQ {
+            return Err(Error::Closed);
+        }
+        let seq = self.write_seq;
+        self.write_seq += 1;
+        let tag_len = keys.suite.tag_len();
+        let content_len: usize = parts.iter().map(|p| p.len()).sum();
+        let inner = inner_len(content_len, tag_len);
+        let length = u16::try_from(inner + tag_len)
+            .map_err(|_| Error::TooLarge { len: content_len, mtu: usize::from(u16::MAX) })?;
+        let header = UnifiedHeader::new(*epoch, seq, SeqBits::Sixteen, cid.len() as u8, true, length);
+        let header_len = header.header_len();
+        debug_assert_eq!(out.len(), header_len + inner + tag_len);
+        let mut head = Vec::new();
+        header.write(&mut head, cid);
+        out[..header_len].copy_from_slice(&head);
+        let mut pos = header_len;
+        for p in parts {
+            out[pos..pos + p.len()].copy_from_slice(p);
+            pos += p.len();
+        }
+        out[pos] = content_type;
+        out[pos + 1..header_len + inner].fill(0);
+        let (aad, rest) = out.split_at_mut(header_len);
+        let (payload, tag) = rest.split_at_mut(inner);
+        keys.seal(seq, aad, payload, tag);
+        let sequence_key = keys.sequence_key().ok_or(Error::NotEstablished)?;
+        sequence_key.apply(&header, out);
+        Ok((*epoch, seq))
+    }
+
+    /// Opens the record at the start of `data` (a unified header; `own_cid_len` is the length
+    /// of the CIDs we issued) in place. Returns how many bytes of `data` the record took (the
+    /// caller moves past them whatever happens) and the outcome.
+    pub fn open(&mut self, data: &mut [u8], own_cid_len: u8) -> (usize, Result<Opened13, Unopened13>) {
+        let mut r = Reader::new(data);
+        let Ok(header) = UnifiedHeader::parse(&mut r, own_cid_len) else {
+            return (data.len(), Err(Unopened13::Unauthenticated));
+        };
+        let header_len = header.header_len();
+        let end = header_len + header.length as usize;
+        let record = &mut data[..end];
+        let Some(current) = self.read_epoch() else { return (end, Err(Unopened13::NoKeys)) };
+        let epoch_number = header.full_epoch(current);
+        let Some(read) = self.read.iter_mut().find(|e| e.epoch == epoch_number) else {
+            return (end, Err(Unopened13::NoKeys));
+        };
+        let tag_len = read.keys.suite.tag_len();
+        let Some(sequence_key) = read.keys.sequence_key() else { return (end, Err(Unopened13::NoKeys)) };
+        if header.length as usize <= tag_len
+            || header.length as usize > tag_len + super::header::MAX_CIPHERTEXT
+        {
+            return (end, Err(Unopened13::Unauthenticated));
+        }
+        // The header with its number decrypted is the additional data (§4).
+        if !sequence_key.apply(&header, record) {
+            return (end, Err(Unopened13::Unauthenticated));
+        }
+        let plain_header = match UnifiedHeader::parse(&mut Reader::new(record), own_cid_len) {
+            Ok(h) => h,
+            Err(_) => return (end, Err(Unopened13::Unauthenticated)),
+        };
+        let expected = read.window.highest().map_or(0, |h| h + 1);
+        let seq = plain_header.full_seq(expected);
+        if !read.window.is_fresh(seq) {
+            return (end, Err(Unopened13::Replayed));
+        }
+        let (aad, sealed) = record.split_at_mut(header_len);
+        let opened = read.keys.open(seq, aad, sealed);
+        let Ok(n) = opened else {
+            read.failures += 1;
+            if read.failures >= read.keys.suite.integrity_limit() {
+                return (end, Err(Unopened13::IntegrityLimit));
+            }
+            return (end, Err(Unopened13::Unauthenticated));
+        };
+        let newest = read.window.highest().is_none_or(|h| seq > h);
+        read.window.mark(seq);
+        let plain = &record[header_len..header_len + n];
+        // DTLSInnerPlaintext: content, type, zeros (§4, RFC 8446 §5.2).
+        match plain.iter().rposition(|&b| b != 0) {
+            Some(at) => (
+                end,
+                Ok(Opened13 {
+                    content_type: plain[at],
+                    epoch: epoch_number,
+                    seq,
+                    plaintext: header_len..header_len + at,
+                    newest,
+                }),
+            ),
+            None => (end, Err(Unopened13::NoContentType)),
+        }
+    }
+}
+
+/// Bytes of DTLSInnerPlaintext for `content_len` bytes of content: the content, its type, and
+/// zeros until the ciphertext is long enough for record number encryption to sample (§4.2.3; a
+/// CCM_8 record of a short ACK would be shorter).
+fn inner_len(content_len: usize, tag_len: usize) -> usize {
+    (content_len + 1).max(SAMPLE_LEN.saturating_sub(tag_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::tls13::{LabelPrefix, Suite13};
+
+    fn pair(suite: Suite13) -> (RecordLayer13, RecordLayer13) {
+        let secret = [9u8; 48];
+        let keys = || RecordKeys::from_secret(suite, LabelPrefix::Dtls13, &secret[..suite.hash().len()]);
+        let mut a = RecordLayer13::default();
+        let mut b = RecordLayer13::default();
+        a.set_write(epoch::HANDSHAKE, keys());
+        b.add_read(epoch::HANDSHAKE, keys());
+        (a, b)
+    }
+
+    #[test]
+    fn records_open_once_in_any_order_for_every_suite() {
+        for suite in Suite13::ALL {
+            let (mut a, mut b) = pair(suite);
+            let records: Vec<Vec<u8>> =
+                (0..5).map(|i| a.seal(22, &[], &[b"flight ", &[i]]).unwrap().0).collect();
+            for i in [3usize, 0, 4, 1, 2] {
+                let mut rec = records[i].clone();
+                let (used, opened) = b.open(&mut rec, 0);
+                assert_eq!(used, rec.len());
+                let opened = opened.unwrap_or_else(|e| panic!("{suite}: record {i}: {e:?}"));
+                assert_eq!((opened.content_type, opened.epoch, opened.seq), (22, 2, i as u64));
+                assert_eq!(&rec[opened.plaintext], &[b"flight ".as_slice(), &[i as u8]].concat()[..]);
+                let mut again = records[i].clone();
+                assert_eq!(b.open(&mut again, 0).1.unwrap_err(), Unopened13::Replayed, "{suite}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_number_on_the_wire_is_encrypted_and_a_change_is_refused() {
+        let (mut a, mut b) = pair(Suite13::Aes128GcmSha256);
+        let numbers: Vec<[u8; 2]> = (0..4)
+            .map(|_| {
+                let (r, _, _) = a.seal(23, &[], &[b"x"]).unwrap();
+                [r[1], r[2]]
+            })
+            .collect();
+        assert!(
+            numbers.iter().any(|n| *n != [0, 0] && *n != [0, 1]),
+            "plain numbers on the wire: {numbers:?}"
+        );
+        let (mut rec, _, _) = a.seal(23, &[], &[b"data"]).unwrap();
+        let last = rec.len() - 1;
+        rec[last] ^= 1;
+        assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::Unauthenticated);
+    }
+
+    #[test]
+    fn a_tiny_ccm8_record_is_padded_to_be_sampled() {
+        let (mut a, mut b) = pair(Suite13::Aes128Ccm8Sha256);
+        let (mut rec, _, _) = a.seal(26, &[], &[]).unwrap();
+        assert!(rec.len() >= 5 + SAMPLE_LEN);
+        let opened = b.open(&mut rec, 0).1.unwrap();
+        assert_eq!(opened.content_type, 26);
+        assert!(opened.plaintext.is_empty());
+    }
+
+    #[test]
+    fn a_connection_id_is_carried_and_unknown_epochs_are_not_read() {
+        let (mut a, mut b) = pair(Suite13::Aes128GcmSha256);
+        let (mut rec, _, _) = a.seal(23, &[7, 7, 7, 7], &[b"cid"]).unwrap();
+        assert_eq!(rec[0] & 0b0001_0000, 0b0001_0000);
+        assert_eq!(&rec[1..5], &[7, 7, 7, 7]);
+        assert!(b.open(&mut rec.clone(), 0).1.is_err(), "a CID of a length we never issued");
+        assert!(b.open(&mut rec, 4).1.is_ok());
+        a.set_write(
+            epoch::APPLICATION,
+            RecordKeys::from_secret(Suite13::Aes128GcmSha256, LabelPrefix::Dtls13, &[1; 32]),
+        );
+        let (mut rec, _, _) = a.seal(23, &[], &[b"later"]).unwrap();
+        assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::NoKeys);
+    }
+}
