@@ -1,5 +1,5 @@
 //! A minimal blocking client over std UdpSocket, for manual interop checks:
-//! `cargo run -p fastshake-dtls --example udp_client -- 127.0.0.1:4433 IDENTITY HEXKEY [SUITE] [MTU]`
+//! `cargo run -p fastshake-dtls --example udp_client -- 127.0.0.1:4433 IDENTITY HEXKEY [SUITE|-] [MTU] [1.3]`
 //! sends "hello from fastshake", prints what comes back, then closes.
 
 use fastshake_dtls::{CipherSuite, ClientConfig, Connection, Event, Instant};
@@ -13,11 +13,14 @@ fn main() {
     let identity = args.get(2).map_or("Client_identity", |s| s.as_str());
     let key = hex_decode(args.get(3).map_or("00112233", |s| s.as_str()));
     let mut config = ClientConfig::psk(identity.as_bytes(), key);
-    if let Some(s) = args.get(4) {
+    if let Some(s) = args.get(4).filter(|s| *s != "-") {
         config.suites = vec![CipherSuite::from_iana_name(s).expect("suite name")];
     }
     if let Some(m) = args.get(5) {
         config.mtu = m.parse().expect("mtu");
+    }
+    if args.get(6).is_some_and(|v| v == "1.3") {
+        config.versions = fastshake_dtls::Versions::Dtls13;
     }
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let origin = std::time::Instant::now();

@@ -90,8 +90,10 @@ alert_descriptions! {
     InternalError = 80, "internal_error";
     UserCanceled = 90, "user_canceled";
     NoRenegotiation = 100, "no_renegotiation";
+    MissingExtension = 109, "missing_extension";
     UnsupportedExtension = 110, "unsupported_extension";
     UnknownPskIdentity = 115, "unknown_psk_identity";
+    CertificateRequired = 116, "certificate_required";
 }
 
 impl fmt::Display for AlertDescription {

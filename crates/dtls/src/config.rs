@@ -2,6 +2,7 @@
 
 use crate::cache::ClientCertCacheConfig;
 pub use crate::clock::WallClock;
+use crate::crypto::tls13::Suite13;
 use crate::error::Error;
 use crate::handshake::NamedGroup;
 use crate::rtt::RttCache;
@@ -163,6 +164,20 @@ pub struct ClientConfig {
     /// ([`ServerConfig::reusable_cookies`]) skips the HelloVerifyRequest round trip; one that
     /// does not answers with a fresh cookie as usual.
     pub cookie: Option<Vec<u8>>,
+    /// The protocol versions offered.
+    pub versions: Versions,
+    /// DTLS 1.3 suites offered, most preferred first (with a PSK only the SHA-256 ones).
+    pub suites13: Vec<Suite13>,
+}
+
+/// Which DTLS versions a side speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Versions {
+    /// DTLS 1.2 only (RFC 6347).
+    #[default]
+    Dtls12,
+    /// DTLS 1.3 only (RFC 9147).
+    Dtls13,
 }
 
 impl Default for ClientConfig {
@@ -188,6 +203,8 @@ impl Default for ClientConfig {
             client_certificate_caching: false,
             groups: NamedGroup::ALL.to_vec(),
             cookie: None,
+            versions: Versions::default(),
+            suites13: Suite13::ALL.to_vec(),
         }
     }
 }
@@ -253,6 +270,7 @@ impl ClientConfig {
         self.suites.iter().copied().filter(|s| match s.params().key_exchange {
             KeyExchange::Psk => self.psk.is_some(),
             KeyExchange::EcdheEcdsa | KeyExchange::EcdheRsa => self.trust_anchors.is_some(),
+            KeyExchange::Tls13 => false,
         })
     }
 
@@ -501,6 +519,7 @@ impl ServerConfig {
             KeyExchange::Psk => !self.psks.is_empty(),
             KeyExchange::EcdheEcdsa => key_algorithm == Some(KeyAlgorithm::EcdsaP256),
             KeyExchange::EcdheRsa => key_algorithm == Some(KeyAlgorithm::Rsa),
+            KeyExchange::Tls13 => false,
         }
     }
 

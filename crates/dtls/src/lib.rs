@@ -237,7 +237,7 @@ pub use cache::{
     CLIENT_TICKET_LEN,
 };
 pub use config::{
-    ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, WallClock, WhenFull,
+    ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, Versions, WallClock, WhenFull,
     DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MTU, MIN_MTU,
 };
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};

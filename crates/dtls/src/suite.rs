@@ -3,6 +3,8 @@
 //! Each suite maps to a [`SuiteParams`] row: its key exchange, record protection and PRF hash.
 //! Certificate suites add rows (and [`KeyExchange`] variants) without touching the handshake.
 
+use crate::crypto::tls13::Suite13;
+
 /// A cipher suite this engine implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -17,6 +19,16 @@ pub enum CipherSuite {
     EcdheEcdsaWithAes128GcmSha256,
     /// `TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256` (0xC02F, RFC 5289).
     EcdheRsaWithAes128GcmSha256,
+    /// `TLS_AES_128_GCM_SHA256` (0x1301), DTLS 1.3.
+    Aes128GcmSha256,
+    /// `TLS_AES_256_GCM_SHA384` (0x1302), DTLS 1.3.
+    Aes256GcmSha384,
+    /// `TLS_CHACHA20_POLY1305_SHA256` (0x1303), DTLS 1.3.
+    Chacha20Poly1305Sha256,
+    /// `TLS_AES_128_CCM_SHA256` (0x1304), DTLS 1.3.
+    Aes128CcmSha256,
+    /// `TLS_AES_128_CCM_8_SHA256` (0x1305), DTLS 1.3 (RFC 7925's profile carried over).
+    Aes128Ccm8Sha256,
 }
 
 /// How the premaster secret is agreed.
@@ -28,6 +40,9 @@ pub(crate) enum KeyExchange {
     EcdheEcdsa,
     /// Ephemeral ECDH signed with an RSA certificate key (RFC 8422).
     EcdheRsa,
+    /// DTLS 1.3: the suite names only the AEAD and hash; the key exchange is negotiated by
+    /// extensions (RFC 8446 §4.1.1).
+    Tls13,
 }
 
 /// How records are protected.
@@ -103,10 +118,50 @@ const SUITES: &[SuiteParams] = &[
         key_exchange: KeyExchange::EcdheRsa,
         cipher: RecordCipher::Aes128Gcm,
     },
+    SuiteParams {
+        suite: CipherSuite::Aes128GcmSha256,
+        id: 0x1301,
+        iana_name: "TLS_AES_128_GCM_SHA256",
+        key_exchange: KeyExchange::Tls13,
+        // Not a DTLS 1.2 record cipher: 1.3 records are protected by `crypto::tls13`.
+        cipher: RecordCipher::Aes128Gcm,
+    },
+    SuiteParams {
+        suite: CipherSuite::Aes256GcmSha384,
+        id: 0x1302,
+        iana_name: "TLS_AES_256_GCM_SHA384",
+        key_exchange: KeyExchange::Tls13,
+        // Not a DTLS 1.2 record cipher: 1.3 records are protected by `crypto::tls13`.
+        cipher: RecordCipher::Aes128Gcm,
+    },
+    SuiteParams {
+        suite: CipherSuite::Chacha20Poly1305Sha256,
+        id: 0x1303,
+        iana_name: "TLS_CHACHA20_POLY1305_SHA256",
+        key_exchange: KeyExchange::Tls13,
+        // Not a DTLS 1.2 record cipher: 1.3 records are protected by `crypto::tls13`.
+        cipher: RecordCipher::Aes128Gcm,
+    },
+    SuiteParams {
+        suite: CipherSuite::Aes128CcmSha256,
+        id: 0x1304,
+        iana_name: "TLS_AES_128_CCM_SHA256",
+        key_exchange: KeyExchange::Tls13,
+        // Not a DTLS 1.2 record cipher: 1.3 records are protected by `crypto::tls13`.
+        cipher: RecordCipher::Aes128Gcm,
+    },
+    SuiteParams {
+        suite: CipherSuite::Aes128Ccm8Sha256,
+        id: 0x1305,
+        iana_name: "TLS_AES_128_CCM_8_SHA256",
+        key_exchange: KeyExchange::Tls13,
+        // Not a DTLS 1.2 record cipher: 1.3 records are protected by `crypto::tls13`.
+        cipher: RecordCipher::Aes128Gcm,
+    },
 ];
 
 impl CipherSuite {
-    /// Every suite, in the default order of preference.
+    /// Every DTLS 1.2 suite, in the default order of preference.
     pub const ALL: &'static [CipherSuite] = &[
         CipherSuite::PskWithAes128Ccm8,
         CipherSuite::PskWithAes128GcmSha256,
@@ -114,6 +169,20 @@ impl CipherSuite {
         CipherSuite::EcdheEcdsaWithAes128GcmSha256,
         CipherSuite::EcdheRsaWithAes128GcmSha256,
     ];
+
+    /// Every DTLS 1.3 suite, in the default order of preference.
+    pub const TLS13: &'static [CipherSuite] = &[
+        CipherSuite::Aes128GcmSha256,
+        CipherSuite::Aes256GcmSha384,
+        CipherSuite::Chacha20Poly1305Sha256,
+        CipherSuite::Aes128CcmSha256,
+        CipherSuite::Aes128Ccm8Sha256,
+    ];
+
+    /// Whether this is a DTLS 1.3 suite.
+    pub fn is_tls13(self) -> bool {
+        self.params().key_exchange == KeyExchange::Tls13
+    }
 
     pub(crate) fn params(self) -> &'static SuiteParams {
         // The table has a row for every variant; the fallback is never reached.
@@ -146,6 +215,25 @@ impl CipherSuite {
     }
 }
 
+impl From<Suite13> for CipherSuite {
+    fn from(s: Suite13) -> Self {
+        match s {
+            Suite13::Aes128GcmSha256 => CipherSuite::Aes128GcmSha256,
+            Suite13::Aes256GcmSha384 => CipherSuite::Aes256GcmSha384,
+            Suite13::Chacha20Poly1305Sha256 => CipherSuite::Chacha20Poly1305Sha256,
+            Suite13::Aes128CcmSha256 => CipherSuite::Aes128CcmSha256,
+            Suite13::Aes128Ccm8Sha256 => CipherSuite::Aes128Ccm8Sha256,
+        }
+    }
+}
+
+impl CipherSuite {
+    /// The DTLS 1.3 suite this is, if it is one.
+    pub fn tls13(self) -> Option<Suite13> {
+        Suite13::from_id(self.id())
+    }
+}
+
 impl std::fmt::Display for CipherSuite {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.iana_name())
@@ -158,7 +246,7 @@ mod tests {
 
     #[test]
     fn names_and_ids_round_trip() {
-        for &s in CipherSuite::ALL {
+        for &s in CipherSuite::ALL.iter().chain(CipherSuite::TLS13) {
             assert_eq!(CipherSuite::from_id(s.id()), Some(s));
             assert_eq!(CipherSuite::from_iana_name(s.iana_name()), Some(s));
         }

@@ -464,7 +464,8 @@ impl Connection {
         if sh.compression_method != 0 {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
-        if sh.extensions.unknown.is_some() {
+        // A 1.2 ServerHello answers none of the TLS 1.3 extensions we may have offered.
+        if sh.extensions.unknown.or(sh.extensions.tls13_extension()).is_some() {
             return Err(Abort::alert(AlertDescription::UnsupportedExtension));
         }
         // Caching extensions only as answers to ours (RFC 5246 §7.4.1.4).

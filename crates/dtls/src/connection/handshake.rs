@@ -295,7 +295,7 @@ impl Abort {
 /// The key algorithm a certificate suite's server must have.
 pub(super) fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
     match suite.params().key_exchange {
-        KeyExchange::Psk => None,
+        KeyExchange::Psk | KeyExchange::Tls13 => None,
         KeyExchange::EcdheEcdsa => Some(KeyAlgorithm::EcdsaP256),
         KeyExchange::EcdheRsa => Some(KeyAlgorithm::Rsa),
     }

@@ -12,6 +12,7 @@ mod client;
 mod handshake;
 mod path;
 mod server;
+mod tls13;
 
 pub(crate) use handshake::hello_id;
 pub(crate) use server::VerifiedHello;
@@ -231,6 +232,8 @@ pub struct Connection {
     path: Option<Box<PathState>>,
     /// Datagrams and events not yet polled; `None` when both are empty.
     queued: Option<Box<Queues>>,
+    /// A DTLS 1.3 session: its record layer and handshake (the 1.2 ones above stay unused).
+    v13: Option<Box<tls13::Tls13>>,
 }
 
 /// What a connection has for its driver. Boxed and freed once polled empty, so an idle session
@@ -341,6 +344,15 @@ impl Connection {
         session: Option<ClientSession>,
         cached: Option<CachedServer>,
     ) -> Connection {
+        if config.versions == crate::config::Versions::Dtls13 {
+            let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote);
+            if let Err(error) = config.validate() {
+                conn.fail(Abort { alert: None, error });
+                return conn;
+            }
+            conn.start_client13(now, &config, rng_seed);
+            return conn;
+        }
         let mut hs = Connection::client_handshake(&config, now, remote, rng_seed, session, cached);
         let path = config.mobility.any().then(|| {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
@@ -380,6 +392,7 @@ impl Connection {
             stats: Stats::default(),
             path: None,
             queued: None,
+            v13: None,
         }
     }
 
@@ -640,6 +653,10 @@ impl Connection {
     ) {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
+        if self.v13.is_some() {
+            self.handle_input13(now, remote, datagram, &mut on_data);
+            return;
+        }
         if let Some(hs) = self.hs.as_mut() {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
@@ -1066,13 +1083,17 @@ impl Connection {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let path = self.path.as_deref().and_then(PathState::deadline);
         let handshake = self.hs.as_ref().and_then(|hs| hs.timers.next());
-        [path, handshake].into_iter().flatten().min()
+        [path, handshake, self.poll_timeout13()].into_iter().flatten().min()
     }
 
     /// The deadline from `poll_timeout` passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.path.as_deref().and_then(PathState::deadline).is_some_and(|d| now >= d) {
             self.handle_path_timeout(now);
+        }
+        if self.v13.is_some() {
+            self.handle_timeout13(now);
+            return;
         }
         let Some(mut hs) = self.hs.take() else { return };
         while let Some(timer) = hs.timers.expire(now) {
@@ -1148,6 +1169,9 @@ impl Connection {
     /// Queues `data` as application data, in several records when it exceeds one datagram.
     pub fn send(&mut self, data: &[u8]) -> Result<(), Error> {
         self.check_can_send()?;
+        if self.v13.is_some() {
+            return self.send13(data);
+        }
         let max = self.max_payload();
         let mut chunks: Vec<&[u8]> = data.chunks(max).collect();
         if chunks.is_empty() {
@@ -1166,6 +1190,9 @@ impl Connection {
     /// length. No heap allocation.
     pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         self.check_can_send()?;
+        if self.v13.is_some() {
+            return self.seal_into13(data, out);
+        }
         if self.path.as_deref().is_some_and(|p| p.probe().is_some()) {
             // RFC 9853: while a new address is checked, datagrams go to both (`send` does that).
             return Err(Error::NotNegotiated("seal_into while the peer's new address is checked; use send"));
@@ -1187,6 +1214,10 @@ impl Connection {
 
     /// Sends close_notify and closes the session.
     pub fn close(&mut self) {
+        if self.v13.is_some() && !matches!(self.phase, Phase::Closed | Phase::Failed) {
+            self.close13();
+            return;
+        }
         match self.phase {
             Phase::Closed | Phase::Failed => {}
             _ => {
@@ -1220,7 +1251,10 @@ impl Connection {
 
     /// The agreed suite, once known.
     pub fn suite(&self) -> Option<CipherSuite> {
-        self.suite
+        match self.v13.as_deref() {
+            Some(v13) => v13.suite.map(CipherSuite::from),
+            None => self.suite,
+        }
     }
 
     /// Client or server.

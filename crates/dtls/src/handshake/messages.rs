@@ -1,7 +1,7 @@
 //! Bodies of the handshake messages of a PSK handshake, with an extension codec that skips
 //! unknown extensions (so later extensions slot in as new fields).
 
-use fastshake_core::codec::{put_u16, put_u8, put_vec16, put_vec8, DecodeError, Reader};
+use fastshake_core::codec::{put_u16, put_u32, put_u8, put_vec16, put_vec8, DecodeError, Reader};
 
 pub const EXT_EXTENDED_MASTER_SECRET: u16 = 0x0017;
 pub const EXT_RENEGOTIATION_INFO: u16 = 0xff01;
@@ -10,6 +10,13 @@ pub const EXT_SUPPORTED_GROUPS: u16 = 0x000a;
 pub const EXT_EC_POINT_FORMATS: u16 = 0x000b;
 pub const EXT_SIGNATURE_ALGORITHMS: u16 = 0x000d;
 pub const EXT_SESSION_TICKET: u16 = 0x0023;
+// TLS 1.3 extensions (RFC 8446 §4.2); signature_algorithms_cert (50) is skipped as unknown.
+pub const EXT_PRE_SHARED_KEY: u16 = 0x0029;
+pub const EXT_EARLY_DATA: u16 = 0x002a;
+pub const EXT_SUPPORTED_VERSIONS: u16 = 0x002b;
+pub const EXT_COOKIE: u16 = 0x002c;
+pub const EXT_PSK_KEY_EXCHANGE_MODES: u16 = 0x002d;
+pub const EXT_KEY_SHARE: u16 = 0x0033;
 /// ECPointFormat `uncompressed` (RFC 8422 §5.1.2).
 const POINT_FORMAT_UNCOMPRESSED: u8 = 0;
 /// NameType `host_name` (RFC 6066 §3).
@@ -43,6 +50,23 @@ pub struct Extensions<'a> {
     pub cached_info: Option<&'a [u8]>,
     /// Client-certificate caching (seed 003): the raw body.
     pub client_cert_cache: Option<&'a [u8]>,
+    /// supported_versions (RFC 8446 §4.2.1): the raw body, a list in a ClientHello and one
+    /// version in a ServerHello (`offered_versions`, `selected_version`).
+    pub supported_versions: Option<&'a [u8]>,
+    /// key_share (RFC 8446 §4.2.8): the raw body, whose form depends on the message
+    /// (`client_shares`, `server_share`, `hrr_selected_group`).
+    pub key_share: Option<&'a [u8]>,
+    /// cookie (RFC 8446 §4.2.2): the cookie itself, never empty.
+    pub cookie13: Option<&'a [u8]>,
+    /// psk_key_exchange_modes (RFC 8446 §4.2.9): the modes, at least one.
+    pub psk_key_exchange_modes: Option<&'a [u8]>,
+    /// pre_shared_key (RFC 8446 §4.2.11): the raw body (`OfferedPsks`, `selected_identity`).
+    pub pre_shared_key: Option<&'a [u8]>,
+    /// pre_shared_key was the block's last extension, as a ClientHello's MUST be (RFC 8446
+    /// §4.2.11): the binders hash everything before them.
+    pub pre_shared_key_last: bool,
+    /// early_data (RFC 8446 §4.2.10): the raw body, empty except in NewSessionTicket.
+    pub early_data: Option<&'a [u8]>,
     /// The first extension of a type this engine does not read (for "did the server send
     /// something we never offered").
     pub unknown: Option<u16>,
@@ -153,12 +177,52 @@ impl<'a> Extensions<'a> {
                 }
                 super::EXT_CACHED_INFO => ext.cached_info = Some(data),
                 super::EXT_CLIENT_CERT_CACHE => ext.client_cert_cache = Some(data),
+                EXT_SUPPORTED_VERSIONS => ext.supported_versions = Some(data),
+                EXT_KEY_SHARE => ext.key_share = Some(data),
+                EXT_COOKIE => {
+                    let mut d = Reader::new(data);
+                    let cookie = d.vec16()?;
+                    d.finish()?;
+                    if cookie.is_empty() {
+                        return Err(DecodeError::Invalid("empty cookie"));
+                    }
+                    ext.cookie13 = Some(cookie);
+                }
+                EXT_PSK_KEY_EXCHANGE_MODES => {
+                    let mut d = Reader::new(data);
+                    let modes = d.vec8()?;
+                    d.finish()?;
+                    if modes.is_empty() {
+                        return Err(DecodeError::Invalid("psk_key_exchange_modes empty"));
+                    }
+                    ext.psk_key_exchange_modes = Some(modes);
+                }
+                EXT_PRE_SHARED_KEY => {
+                    ext.pre_shared_key = Some(data);
+                    ext.pre_shared_key_last = block.is_empty();
+                }
+                EXT_EARLY_DATA => ext.early_data = Some(data),
                 other => {
                     ext.unknown.get_or_insert(other);
                 }
             }
         }
         Ok(ext)
+    }
+
+    /// The type of a TLS 1.3 extension present (the first in the order of RFC 8446 §4.2), for
+    /// a DTLS 1.2 ServerHello, where any of them is one we never asked for.
+    pub fn tls13_extension(&self) -> Option<u16> {
+        [
+            (EXT_PRE_SHARED_KEY, self.pre_shared_key.is_some()),
+            (EXT_EARLY_DATA, self.early_data.is_some()),
+            (EXT_SUPPORTED_VERSIONS, self.supported_versions.is_some()),
+            (EXT_COOKIE, self.cookie13.is_some()),
+            (EXT_PSK_KEY_EXCHANGE_MODES, self.psk_key_exchange_modes.is_some()),
+            (EXT_KEY_SHARE, self.key_share.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(ty, present)| present.then_some(ty))
     }
 }
 
@@ -205,6 +269,41 @@ pub struct OutExtensions<'a> {
     pub cached_info: Option<&'a [u8]>,
     /// Client-certificate caching with this (encoded, possibly empty) body.
     pub client_cert_cache: Option<&'a [u8]>,
+    /// ClientHello: supported_versions listing these (RFC 8446 §4.2.1).
+    pub supported_versions: Option<&'a [u16]>,
+    /// ServerHello and HelloRetryRequest: supported_versions naming this one.
+    pub selected_version: Option<u16>,
+    /// supported_groups alone, when `ecc` is None (a 1.3 hello needs no point formats).
+    pub supported_groups: Option<&'a [u16]>,
+    /// signature_algorithms alone, when `ecc` is None (1.3 hellos, CertificateRequest).
+    pub signature_algorithms: Option<&'a [u16]>,
+    /// ClientHello: key_share with these (group, key_exchange) entries, possibly none.
+    pub key_shares: Option<&'a [(u16, &'a [u8])]>,
+    /// ServerHello: key_share with this one entry.
+    pub server_share: Option<(u16, &'a [u8])>,
+    /// HelloRetryRequest: key_share naming the group the client must use.
+    pub hrr_group: Option<u16>,
+    /// cookie (RFC 8446 §4.2.2) with this content (not empty).
+    pub cookie13: Option<&'a [u8]>,
+    /// psk_key_exchange_modes with these modes.
+    pub psk_key_exchange_modes: Option<&'a [u8]>,
+    /// An empty early_data (ClientHello, EncryptedExtensions).
+    pub early_data: bool,
+    /// ClientHello: pre_shared_key offering these identities, written last.
+    pub psk_offer: Option<PskOffer<'a>>,
+    /// ServerHello: pre_shared_key selecting this identity, written last.
+    pub selected_identity: Option<u16>,
+}
+
+/// The PSKs a ClientHello offers (RFC 8446 §4.2.11). Binders cannot be computed before the
+/// rest of the hello is written, so zeros of their lengths stand in for them until
+/// `patch_binders` writes them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PskOffer<'a> {
+    /// (identity, obfuscated_ticket_age) pairs.
+    pub identities: &'a [(&'a [u8], u32)],
+    /// The length of each identity's binder (its PRF's hash length).
+    pub binder_lens: &'a [usize],
 }
 
 fn put_u16_list(out: &mut Vec<u8>, list: &[u16]) {
@@ -214,7 +313,30 @@ fn put_u16_list(out: &mut Vec<u8>, list: &[u16]) {
     }
 }
 
-fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
+/// Writes the extensions block, or nothing when it would be empty (a DTLS 1.2 hello without
+/// extensions leaves the block out).
+pub(super) fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
+    let block = extension_block(e);
+    if !block.is_empty() {
+        put_vec16(out, &block);
+    }
+}
+
+/// Writes the extensions block even when empty, for the messages where it is mandatory
+/// (EncryptedExtensions, CertificateRequest of TLS 1.3).
+pub(super) fn put_extensions_always(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
+    put_vec16(out, &extension_block(e));
+}
+
+/// One extension whose body is a list of 16-bit values with a two-byte length.
+fn put_u16_list_extension(block: &mut Vec<u8>, ty: u16, list: &[u16]) {
+    put_u16(block, ty);
+    put_u16(block, (list.len() * 2 + 2) as u16);
+    put_u16_list(block, list);
+}
+
+/// The extensions without the block's length.
+fn extension_block(e: &OutExtensions<'_>) -> Vec<u8> {
     let mut block = Vec::with_capacity(64);
     if let Some(name) = e.server_name {
         put_u16(&mut block, EXT_SERVER_NAME);
@@ -273,8 +395,86 @@ fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
         put_u16(&mut block, super::EXT_CLIENT_CERT_CACHE);
         put_vec16(&mut block, body);
     }
-    if !block.is_empty() {
-        put_vec16(out, &block);
+    put_tls13_extensions(&mut block, e);
+    block
+}
+
+/// The TLS 1.3 extensions (RFC 8446 §4.2), pre_shared_key last as §4.2.11 requires.
+fn put_tls13_extensions(block: &mut Vec<u8>, e: &OutExtensions<'_>) {
+    if let Some(versions) = e.supported_versions {
+        put_u16(block, EXT_SUPPORTED_VERSIONS);
+        put_u16(block, (versions.len() * 2 + 1) as u16);
+        put_u8(block, (versions.len() * 2) as u8);
+        for v in versions {
+            put_u16(block, *v);
+        }
+    }
+    if let Some(v) = e.selected_version {
+        put_u16(block, EXT_SUPPORTED_VERSIONS);
+        put_vec16(block, &v.to_be_bytes());
+    }
+    // With `ecc` these were written above, beside ec_point_formats.
+    if e.ecc.is_none() {
+        if let Some(groups) = e.supported_groups {
+            put_u16_list_extension(block, EXT_SUPPORTED_GROUPS, groups);
+        }
+        if let Some(schemes) = e.signature_algorithms {
+            put_u16_list_extension(block, EXT_SIGNATURE_ALGORITHMS, schemes);
+        }
+    }
+    if let Some(shares) = e.key_shares {
+        let list_len: usize = shares.iter().map(|(_, k)| 4 + k.len()).sum();
+        put_u16(block, EXT_KEY_SHARE);
+        put_u16(block, (list_len + 2) as u16);
+        put_u16(block, list_len as u16);
+        for (group, key_exchange) in shares {
+            put_u16(block, *group);
+            put_vec16(block, key_exchange);
+        }
+    }
+    if let Some((group, key_exchange)) = e.server_share {
+        put_u16(block, EXT_KEY_SHARE);
+        put_u16(block, (key_exchange.len() + 4) as u16);
+        put_u16(block, group);
+        put_vec16(block, key_exchange);
+    }
+    if let Some(group) = e.hrr_group {
+        put_u16(block, EXT_KEY_SHARE);
+        put_vec16(block, &group.to_be_bytes());
+    }
+    if let Some(cookie) = e.cookie13 {
+        put_u16(block, EXT_COOKIE);
+        put_u16(block, (cookie.len() + 2) as u16);
+        put_vec16(block, cookie);
+    }
+    if let Some(modes) = e.psk_key_exchange_modes {
+        put_u16(block, EXT_PSK_KEY_EXCHANGE_MODES);
+        put_u16(block, (modes.len() + 1) as u16);
+        put_vec8(block, modes);
+    }
+    if e.early_data {
+        put_u16(block, EXT_EARLY_DATA);
+        put_u16(block, 0);
+    }
+    if let Some(offer) = e.psk_offer {
+        let identities_len: usize = offer.identities.iter().map(|(id, _)| 2 + id.len() + 4).sum();
+        let binders_len = super::binders_block_len(offer.binder_lens);
+        put_u16(block, EXT_PRE_SHARED_KEY);
+        put_u16(block, (2 + identities_len + binders_len) as u16);
+        put_u16(block, identities_len as u16);
+        for (identity, age) in offer.identities {
+            put_vec16(block, identity);
+            put_u32(block, *age);
+        }
+        put_u16(block, (binders_len - 2) as u16);
+        for len in offer.binder_lens {
+            put_u8(block, *len as u8);
+            block.resize(block.len() + len, 0);
+        }
+    }
+    if let Some(index) = e.selected_identity {
+        put_u16(block, EXT_PRE_SHARED_KEY);
+        put_vec16(block, &index.to_be_bytes());
     }
 }
 
@@ -441,6 +641,20 @@ impl<'a> ServerHello<'a> {
         put_u16(out, suite);
         put_u8(out, 0);
         put_extensions(out, ext);
+    }
+
+    /// A DTLS 1.3 ServerHello or HelloRetryRequest (`random` then being
+    /// `HELLO_RETRY_REQUEST_RANDOM`): legacy_version DTLS 1.2 (RFC 9147 §5.3), the version
+    /// itself in supported_versions, compression 0. The session ID echo is empty in DTLS 1.3,
+    /// which has no middlebox compatibility mode.
+    pub fn encode13(
+        out: &mut Vec<u8>,
+        random: &[u8; 32],
+        session_id_echo: &[u8],
+        suite: u16,
+        ext: &OutExtensions<'_>,
+    ) {
+        Self::encode_with(out, random, session_id_echo, suite, ext)
     }
 }
 

@@ -4,12 +4,14 @@ mod cached;
 mod certificate;
 mod messages;
 mod reassembly;
+mod tls13;
 
 pub(crate) use cached::*;
 pub use certificate::NamedGroup;
 pub(crate) use certificate::*;
 pub(crate) use messages::*;
 pub(crate) use reassembly::{Fragment, Insert, Reassembler};
+pub(crate) use tls13::*;
 
 use fastshake_core::codec::{put_u16, put_u24, put_u8, DecodeError, Reader};
 
@@ -22,7 +24,8 @@ pub const MAX_MESSAGE_LEN: u32 = 64 * 1024;
 /// wire and its names for traces.
 macro_rules! handshake_types {
     ($($variant:ident = $code:literal,)*) => {
-        /// Handshake message types (RFC 5246 §7.4, RFC 6347 §4.2.1, RFC 5077 §3.3).
+        /// Handshake message types (RFC 5246 §7.4, RFC 6347 §4.2.1, RFC 5077 §3.3, RFC 8446 §4,
+        /// RFC 9147 §5 and §9).
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum HandshakeType {
             $($variant = $code,)*
@@ -53,6 +56,10 @@ handshake_types! {
     ServerHello = 2,
     HelloVerifyRequest = 3,
     NewSessionTicket = 4,
+    // DTLS 1.3 (RFC 8446 §4, RFC 9147 §5 and §9); no EndOfEarlyData (RFC 9147 §5.6).
+    EncryptedExtensions = 8,
+    RequestConnectionId = 9,
+    NewConnectionId = 10,
     Certificate = 11,
     ServerKeyExchange = 12,
     CertificateRequest = 13,
@@ -60,6 +67,8 @@ handshake_types! {
     CertificateVerify = 15,
     ClientKeyExchange = 16,
     Finished = 20,
+    KeyUpdate = 24,
+    MessageHash = 254,
 }
 
 /// The DTLS handshake header of one fragment.

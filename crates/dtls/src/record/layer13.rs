@@ -103,6 +103,11 @@ impl RecordLayer13 {
         self.write.as_ref().map(|(e, _)| *e)
     }
 
+    /// The next record is numbered `seq` (a flight's records in an epoch written before).
+    pub fn skip_to(&mut self, seq: u64) {
+        self.write_seq = seq;
+    }
+
     /// Records written under the current write keys.
     pub fn write_seq(&self) -> u64 {
         self.write_seq

@@ -1,0 +1,480 @@
+//! The DTLS 1.3 client (RFC 8446 §4 as RFC 9147 §5 changes it): one typed state per awaited
+//! message, each carrying what the next step needs.
+//!
+//! ```text
+//! ClientHello ──► ServerHello ─► EncryptedExtensions ─► [CertificateRequest] ─► Certificate
+//!   ▲   │              (HelloRetryRequest: a second ClientHello)     ─► CertificateVerify ─► Finished
+//!   └───┘                                        (with a PSK: EncryptedExtensions ─► Finished)
+//! ```
+
+use super::{Abort, Handshake13, Step13, Tls13, Transcript13, PREFIX};
+use crate::alert::AlertDescription;
+use crate::config::ClientConfig;
+use crate::connection::handshake::{agree, ephemeral, EcdheSecret, SCHEMES};
+use crate::connection::{Connection, Event, Phase};
+use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
+use crate::handshake::{
+    binders_block_len, certificate_verify_message, hrr_selected_group, is_hello_retry_request,
+    parse_certificate13, parse_certificate_verify, parse_encrypted_extensions, patch_binders,
+    selected_identity, selected_version, server_share, ClientHello, HandshakeType, NamedGroup, OutExtensions,
+    PskOffer, ServerHello, DTLS_1_3, PSK_DHE_KE, PSK_KE,
+};
+use crate::record::{epoch, RecordLayer13, DTLS_1_2};
+use fastshake_core::Instant;
+use fastshake_pki::{CertDer, PeerPublicKey, SignatureScheme};
+use rand_core::RngCore;
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+/// Where a 1.3 client's handshake is.
+pub(in crate::connection) enum ClientStep13 {
+    ExpectServerHello(ExpectServerHello13),
+    ExpectEncryptedExtensions(Keyed),
+    ExpectCertificate(Keyed),
+    ExpectCertificateVerify(Keyed, ServerChain13),
+    ExpectFinished(Keyed, Option<ServerChain13>),
+}
+
+/// The ClientHello sent: the secrets of its key shares and what the answer is checked against.
+pub(in crate::connection) struct ExpectServerHello13 {
+    random: [u8; 32],
+    shares: Vec<(NamedGroup, EcdheSecret)>,
+    /// The key shares as sent (a HelloRetryRequest that asks only for a cookie gets them again).
+    sent_shares: Vec<(u16, Vec<u8>)>,
+    /// The body of the ClientHello, for the transcript once the suite's hash is known.
+    hello: Vec<u8>,
+    /// A HelloRetryRequest came already (a second one is an error, RFC 8446 §4.1.4).
+    retried: bool,
+}
+
+/// The handshake keys exist: what the rest of the server's flight is checked with.
+pub(in crate::connection) struct Keyed {
+    suite: Suite13,
+    schedule: KeySchedule,
+    client_hs: Zeroizing<Vec<u8>>,
+    server_hs: Zeroizing<Vec<u8>>,
+    group: Option<NamedGroup>,
+    psk: bool,
+    /// The server asked for our certificate with this context.
+    certificate_request: Option<Vec<u8>>,
+}
+
+/// The server's validated chain.
+pub(in crate::connection) struct ServerChain13 {
+    key: PeerPublicKey,
+    certificates: usize,
+    leaf: Option<CertDer>,
+}
+
+impl Connection {
+    /// A DTLS 1.3 client session: its first ClientHello is queued.
+    pub(in crate::connection) fn start_client13(
+        &mut self,
+        now: Instant,
+        config: &Arc<ClientConfig>,
+        rng_seed: [u8; 32],
+    ) {
+        use rand_core::SeedableRng;
+        let last_rtt = match config.retransmit {
+            crate::config::RetransmitPolicy::Adaptive { .. } => config.rtt_cache.get(self.remote.ip()),
+            crate::config::RetransmitPolicy::Fixed => None,
+        };
+        let timer = crate::timer::RetransmitTimer::new(
+            config.initial_retransmit,
+            config.max_retransmit,
+            config.retransmit,
+            last_rtt,
+        );
+        let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
+        let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
+        let mut random = [0u8; 32];
+        hs.rng.fill_bytes(&mut random);
+        self.hello_id = crate::connection::hello_id(&random);
+        // One key share, of the group we prefer; a server that prefers another asks for it.
+        let group = config.groups.first().copied().unwrap_or(NamedGroup::X25519);
+        let (secret, public) = ephemeral(group, &mut hs.rng);
+        let sent_shares = vec![(group.code(), public)];
+        let mut state = ExpectServerHello13 {
+            random,
+            shares: vec![(group, secret)],
+            sent_shares,
+            hello: Vec::new(),
+            retried: false,
+        };
+        let mut record = RecordLayer13::default();
+        self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
+        hs.step = Some(Step13::Client(ClientStep13::ExpectServerHello(state)));
+        self.v13 = Some(Box::new(Tls13 { record, hs: Some(hs), suite: None }));
+    }
+
+    /// The suites a 1.3 client offers: with a PSK only those of its hash (SHA-256).
+    fn suites13(config: &ClientConfig) -> Vec<Suite13> {
+        config
+            .suites13
+            .iter()
+            .copied()
+            .filter(|s| config.psk.is_none() || s.hash() == crate::crypto::tls13::SuiteHash::Sha256)
+            .collect()
+    }
+
+    fn send_client_hello13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        record: &mut RecordLayer13,
+        config: &ClientConfig,
+        state: &mut ExpectServerHello13,
+    ) {
+        let shares = &state.sent_shares;
+        let suites: Vec<u16> = Self::suites13(config).iter().map(|s| s.id()).collect();
+        let groups: Vec<u16> = config.groups.iter().map(|g| g.code()).collect();
+        let key_shares: Vec<(u16, &[u8])> = shares.iter().map(|(g, k)| (*g, &k[..])).collect();
+        let certificates = config.trust_anchors.is_some();
+        let server_name = config
+            .server_name
+            .as_deref()
+            .filter(|n| n.parse::<std::net::IpAddr>().is_err())
+            .map(str::as_bytes);
+        let identities: Vec<(&[u8], u32)> = config.psk.iter().map(|p| (&p.identity[..], 0u32)).collect();
+        let binder_lens = [32usize];
+        let modes = [PSK_DHE_KE, PSK_KE];
+        let ext = OutExtensions {
+            server_name: if certificates { server_name } else { None },
+            supported_versions: Some(&[DTLS_1_3]),
+            supported_groups: Some(&groups),
+            signature_algorithms: certificates.then_some(&SCHEMES[..]),
+            key_shares: Some(&key_shares),
+            cookie13: hs.cookie.as_deref(),
+            psk_key_exchange_modes: config.psk.is_some().then_some(&modes[..]),
+            psk_offer: config
+                .psk
+                .is_some()
+                .then_some(PskOffer { identities: &identities, binder_lens: &binder_lens }),
+            ..Default::default()
+        };
+        let mut body = Vec::with_capacity(256);
+        ClientHello::encode_with(&mut body, &state.random, &[], &[], &suites, &ext);
+        if let Some(psk) = &config.psk {
+            // The binder covers the ClientHello up to the binders, after what the transcript
+            // already holds (RFC 8446 §4.2.11.2).
+            let hash = crate::crypto::tls13::SuiteHash::Sha256;
+            let truncated = body.len() - binders_block_len(&binder_lens);
+            let mut partial = match &hs.transcript {
+                Transcript13::Pending(raw) => raw.clone(),
+                Transcript13::Hashing(_) => Vec::new(),
+            };
+            let prefix_hash = match &hs.transcript {
+                Transcript13::Hashing(ctx) => Some(ctx.clone()),
+                Transcript13::Pending(_) => None,
+            };
+            partial.extend_from_slice(&crate::handshake::transcript_header(
+                HandshakeType::ClientHello,
+                body.len() as u32,
+            ));
+            partial.extend_from_slice(&body[..truncated]);
+            let digest = match prefix_hash {
+                Some(mut ctx) => {
+                    ctx.update(&partial);
+                    ctx.finish()
+                }
+                None => hash.hash(&partial),
+            };
+            let schedule = KeySchedule::new(hash, PREFIX, Some(&psk.key));
+            let binder = schedule.verify_data(&schedule.binder_key(true), digest.as_ref());
+            patch_binders(&mut body, &[binder.as_ref()]);
+        }
+        state.hello = body.clone();
+        hs.begin_flight();
+        hs.push_message(0, HandshakeType::ClientHello, body, false);
+        self.send_flight13(now, hs, record, true);
+    }
+
+    /// One message of the server's flight.
+    pub(in crate::connection) fn client_step13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        step: ClientStep13,
+        msg_type: HandshakeType,
+        body: &[u8],
+    ) -> Result<Step13, Abort> {
+        let config = self.client_config().cloned().ok_or_else(Abort::unexpected)?;
+        let next = match (step, msg_type) {
+            (ClientStep13::ExpectServerHello(state), HandshakeType::ServerHello) => {
+                hs.flight.timer.on_answer(now, self.stats.bytes_received);
+                return self.client_on_server_hello13(now, hs, v13, &config, state, body);
+            }
+            (ClientStep13::ExpectEncryptedExtensions(k), HandshakeType::EncryptedExtensions) => {
+                let ext = parse_encrypted_extensions(body).map_err(Abort::decode)?;
+                // Only what a ClientHello may be answered with here (RFC 8446 §4.3.1).
+                if ext.supported_versions.is_some() || ext.key_share.is_some() || ext.pre_shared_key.is_some()
+                {
+                    return Err(Abort::alert(AlertDescription::IllegalParameter));
+                }
+                hs.transcript.add(msg_type, body);
+                if k.psk {
+                    ClientStep13::ExpectFinished(k, None)
+                } else {
+                    ClientStep13::ExpectCertificate(k)
+                }
+            }
+            (ClientStep13::ExpectCertificate(mut k), HandshakeType::CertificateRequest) => {
+                let request = crate::handshake::CertificateRequest13::parse(body).map_err(Abort::decode)?;
+                k.certificate_request = Some(request.context.to_vec());
+                hs.transcript.add(msg_type, body);
+                ClientStep13::ExpectCertificate(k)
+            }
+            (ClientStep13::ExpectCertificate(k), HandshakeType::Certificate) => {
+                let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
+                let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+                let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
+                let (verified, validation) = fastshake_pki::verify_server_chain_cached(
+                    config.key_cache.as_deref(),
+                    &chain,
+                    anchors,
+                    config.wall_clock.map_or(0, |w| w.unix_at(now)),
+                    config.server_name.as_deref(),
+                )
+                .map_err(Abort::peer)?;
+                let _ = validation;
+                hs.transcript.add(msg_type, body);
+                let server = ServerChain13 {
+                    key: verified.key,
+                    certificates: chain.len(),
+                    leaf: chain.into_iter().next(),
+                };
+                ClientStep13::ExpectCertificateVerify(k, server)
+            }
+            (ClientStep13::ExpectCertificateVerify(k, server), HandshakeType::CertificateVerify) => {
+                let (scheme, signature) = parse_certificate_verify(body).map_err(Abort::decode)?;
+                let scheme = SignatureScheme::from_code(scheme)
+                    .filter(|s| SCHEMES.contains(&s.code()) && *s != SignatureScheme::RsaPkcs1Sha256)
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let signed = certificate_verify_message(true, hs.transcript.current(k.suite.hash()).as_ref());
+                fastshake_pki::verify_signature(&server.key, scheme, &signed, signature)
+                    .map_err(Abort::peer)?;
+                hs.transcript.add(msg_type, body);
+                ClientStep13::ExpectFinished(k, Some(server))
+            }
+            (ClientStep13::ExpectFinished(k, server), HandshakeType::Finished) => {
+                let expected =
+                    k.schedule.verify_data(&k.server_hs, hs.transcript.current(k.suite.hash()).as_ref());
+                if !bool::from(subtle::ConstantTimeEq::ct_eq(expected.as_ref(), body)) {
+                    return Err(Abort::alert(AlertDescription::DecryptError));
+                }
+                hs.transcript.add(msg_type, body);
+                return self.client_finish13(now, hs, v13, &config, k, server);
+            }
+            _ => return Err(Abort::unexpected()),
+        };
+        Ok(Step13::Client(next))
+    }
+
+    fn client_on_server_hello13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        config: &ClientConfig,
+        mut state: ExpectServerHello13,
+        body: &[u8],
+    ) -> Result<Step13, Abort> {
+        let sh = ServerHello::parse(body).map_err(Abort::decode)?;
+        let version =
+            sh.extensions.supported_versions.map(selected_version).transpose().map_err(Abort::decode)?;
+        if version != Some(DTLS_1_3) || sh.version != DTLS_1_2 || sh.compression_method != 0 {
+            return Err(Abort::alert(AlertDescription::ProtocolVersion));
+        }
+        let suite = Suite13::from_id(sh.cipher_suite)
+            .filter(|s| Self::suites13(config).contains(s))
+            .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+        if is_hello_retry_request(&sh.random) {
+            if state.retried {
+                return Err(Abort::alert(AlertDescription::UnexpectedMessage));
+            }
+            state.retried = true;
+            hs.hello_retry = true;
+            // ClientHello1 becomes its hash; the HelloRetryRequest joins the transcript.
+            hs.transcript = Transcript13::Pending(Vec::new());
+            hs.transcript.add(HandshakeType::ClientHello, &state.hello);
+            hs.transcript.start_hashing(suite.hash());
+            hs.transcript.replace_with_message_hash(suite.hash());
+            hs.transcript.add(HandshakeType::ServerHello, body);
+            hs.cookie = sh.extensions.cookie13.map(<[u8]>::to_vec);
+            if let Some(data) = sh.extensions.key_share {
+                let code = hrr_selected_group(data).map_err(Abort::decode)?;
+                let group = NamedGroup::from_code(code)
+                    .filter(|g| config.groups.contains(g) && !state.shares.iter().any(|(h, _)| h == g))
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let (secret, public) = ephemeral(group, &mut hs.rng);
+                state.shares = vec![(group, secret)];
+                state.sent_shares = vec![(code, public)];
+            } else if hs.cookie.is_none() {
+                // A HelloRetryRequest that changes nothing (RFC 8446 §4.1.4).
+                return Err(Abort::alert(AlertDescription::IllegalParameter));
+            }
+            // Otherwise the same shares again: only the address was asked for (§4.1.2).
+            let mut record = std::mem::take(&mut v13.record);
+            self.send_client_hello13(now, hs, &mut record, config, &mut state);
+            v13.record = record;
+            // The ClientHello joins the transcript (it was sent in a fresh flight, unhashed).
+            hs.transcript.add(HandshakeType::ClientHello, &state.hello.clone());
+            return Ok(Step13::Client(ClientStep13::ExpectServerHello(state)));
+        }
+        // RFC 9147 §5.3: no session ID echo in DTLS 1.3.
+        if !sh.session_id.is_empty() {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
+        }
+        let psk = match sh.extensions.pre_shared_key {
+            Some(data) => {
+                let index = selected_identity(data).map_err(Abort::decode)?;
+                if index != 0 || config.psk.is_none() {
+                    return Err(Abort::alert(AlertDescription::IllegalParameter));
+                }
+                config.psk.as_ref()
+            }
+            None => None,
+        };
+        let (shared, group) = match sh.extensions.key_share {
+            Some(data) => {
+                let entry = server_share(data).map_err(Abort::decode)?;
+                let at = state
+                    .shares
+                    .iter()
+                    .position(|(g, _)| g.code() == entry.group)
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let (group, secret) = state.shares.swap_remove(at);
+                (Some(agree(secret, group, entry.key_exchange)?), Some(group))
+            }
+            None if psk.is_some() => (None, None),
+            None => return Err(Abort::alert(AlertDescription::MissingExtension)),
+        };
+        if psk.is_none() && config.trust_anchors.is_none() {
+            return Err(Abort::alert(AlertDescription::HandshakeFailure));
+        }
+        v13.suite = Some(suite);
+        if !hs.hello_retry {
+            hs.transcript = Transcript13::Pending(Vec::new());
+            hs.transcript.add(HandshakeType::ClientHello, &state.hello);
+        }
+        hs.transcript.start_hashing(suite.hash());
+        hs.transcript.add(HandshakeType::ServerHello, body);
+        let mut schedule = KeySchedule::new(suite.hash(), PREFIX, psk.map(|p| &p.key[..]));
+        schedule.into_handshake(shared.as_deref().map(|s| &s[..]));
+        let th = hs.transcript.current(suite.hash());
+        let client_hs = schedule.derive(b"c hs traffic", th.as_ref());
+        let server_hs = schedule.derive(b"s hs traffic", th.as_ref());
+        v13.record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &server_hs));
+        hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &client_hs));
+        Ok(Step13::Client(ClientStep13::ExpectEncryptedExtensions(Keyed {
+            suite,
+            schedule,
+            client_hs,
+            server_hs,
+            group,
+            psk: psk.is_some(),
+            certificate_request: None,
+        })))
+    }
+
+    /// The server's Finished checked: our Finished (and certificate, when asked) goes out in
+    /// the handshake epoch, and from now on we write in the application epoch.
+    fn client_finish13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        config: &ClientConfig,
+        mut k: Keyed,
+        server: Option<ServerChain13>,
+    ) -> Result<Step13, Abort> {
+        let hash = k.suite.hash();
+        k.schedule.into_master();
+        let th_server_finished = hs.transcript.current(hash);
+        let client_ap = k.schedule.derive(b"c ap traffic", th_server_finished.as_ref());
+        let server_ap = k.schedule.derive(b"s ap traffic", th_server_finished.as_ref());
+        hs.begin_flight();
+        if let Some(context) = k.certificate_request.take() {
+            // No client certificate configured: an empty Certificate (RFC 8446 §4.4.2).
+            let mut certificate = Vec::new();
+            let chain: Vec<&[u8]> = config
+                .certified_key
+                .as_ref()
+                .map(|c| c.chain.iter().map(|d| d.as_ref()).collect())
+                .unwrap_or_default();
+            crate::handshake::encode_certificate13(&mut certificate, &context, &chain);
+            hs.push_message(epoch::HANDSHAKE, HandshakeType::Certificate, certificate, true);
+            if let Some(certified) = config.certified_key.as_ref() {
+                // RFC 8446 §4.4.3: RSA signs with PSS in 1.3, never PKCS#1 v1.5.
+                let scheme = certified
+                    .key
+                    .algorithm()
+                    .schemes()
+                    .iter()
+                    .copied()
+                    .find(|s| *s != SignatureScheme::RsaPkcs1Sha256)
+                    .ok_or(Abort::alert(AlertDescription::InternalError))?;
+                let signed = certificate_verify_message(false, hs.transcript.current(hash).as_ref());
+                let signature =
+                    crate::connection::handshake::sign(&certified.key, scheme, &signed, &mut hs.rng)?;
+                let mut verify = Vec::new();
+                crate::handshake::encode_signed(&mut verify, scheme.code(), &signature);
+                hs.push_message(epoch::HANDSHAKE, HandshakeType::CertificateVerify, verify, true);
+            }
+        }
+        let finished = k.schedule.verify_data(&k.client_hs, hs.transcript.current(hash).as_ref());
+        hs.push_message(epoch::HANDSHAKE, HandshakeType::Finished, finished.as_ref().to_vec(), true);
+        let mut record = std::mem::take(&mut v13.record);
+        record.add_read(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &server_ap));
+        // The Finished goes in the handshake epoch, resent until the server acknowledges it
+        // (§5.8.1: the client's last flight is acknowledged, not answered).
+        self.send_flight13(now, hs, &mut record, true);
+        record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
+        v13.record = record;
+        hs.received.clear();
+        let _ = k.group;
+        self.phase = Phase::Established;
+        let summary = self.summary13(now, hs, k.suite, server);
+        self.push_event(Event::Connected(summary));
+        Ok(Step13::Complete)
+    }
+
+    fn summary13(
+        &self,
+        now: Instant,
+        hs: &Handshake13,
+        suite: Suite13,
+        server: Option<ServerChain13>,
+    ) -> crate::connection::HandshakeSummary {
+        let queued = self.queued.iter().flat_map(|q| q.outgoing.iter());
+        let (queued_datagrams, queued_bytes) = queued.fold((0, 0), |(n, b), d| (n + 1, b + d.len() as u64));
+        crate::connection::HandshakeSummary {
+            suite: crate::suite::CipherSuite::from(suite),
+            resumed: false,
+            resumption: None,
+            session: None,
+            peer_certificates: server.as_ref().map_or(0, |s| s.certificates),
+            peer_leaf: server.and_then(|s| s.leaf),
+            duration: now.saturating_duration_since(hs.started),
+            flights_sent: hs.flight.flights,
+            retransmissions: hs.flight.resent,
+            peer_retransmissions: hs.peer_retransmissions,
+            rtt: hs.flight.timer.estimate(),
+            extended_master_secret: true,
+            psk_identity: self
+                .client_config()
+                .and_then(|c| c.psk.as_ref())
+                .map(|p| p.identity.clone())
+                .unwrap_or_default(),
+            chain_validation_skipped: false,
+            datagrams_sent: self.stats.datagrams_sent + queued_datagrams,
+            datagrams_received: self.stats.datagrams_received,
+            bytes_sent: self.stats.bytes_sent + queued_bytes,
+            bytes_received: self.stats.bytes_received,
+            from_cache: Default::default(),
+            cache_update: None,
+            cookie: hs.cookie.clone(),
+        }
+    }
+}

@@ -1,0 +1,766 @@
+//! A DTLS 1.3 session (RFC 9147) inside a [`Connection`]: its record layer, and while it runs
+//! its handshake (transcript, key schedule, flight with per-record acknowledgement, the typed
+//! step it is at). The connection's queues, counters, phase and events are shared with DTLS 1.2;
+//! what differs is here.
+//!
+//! Flights are kept as messages. Each transmission packs them afresh into records whose numbers
+//! are remembered, so an ACK (§7) names what arrived and only the rest is sent again (§5.8.1);
+//! the timer is the same [`RetransmitTimer`] as DTLS 1.2's.
+
+mod client;
+
+use super::{Connection, DataSink, Event, Phase};
+use crate::alert::{AlertDescription, AlertLevel};
+use crate::crypto::tls13::{LabelPrefix, RecordKeys, Suite13, SuiteHash};
+use crate::error::Error;
+use crate::flight::Resend;
+use crate::handshake::{
+    parse_fragments, transcript_header, Fragment, HandshakeHeader, HandshakeType, Insert, Reassembler,
+    HANDSHAKE_HEADER_LEN,
+};
+use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK};
+use crate::record::{epoch, write_record, ContentType, RecordHeader, RecordLayer13, Unopened13, HEADER_LEN};
+use crate::timer::RetransmitTimer;
+use fastshake_core::codec::Reader;
+use fastshake_core::{Instant, TimerKind, TimerTable};
+use rand_chacha::ChaCha20Rng;
+use ring::digest;
+use std::net::SocketAddr;
+
+/// The timers of a 1.3 handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Timer13 {
+    /// The handshake did not complete in time.
+    GiveUp,
+    /// Resend what of the current flight was not acknowledged (§5.8).
+    Retransmit,
+    /// Acknowledge the peer's records of an incomplete flight (§7.1).
+    Ack,
+}
+
+impl TimerKind for Timer13 {
+    const ALL: &'static [Self] = &[Timer13::GiveUp, Timer13::Retransmit, Timer13::Ack];
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The DTLS 1.3 transcript (RFC 9147 §5.2): each message with TLS 1.3's four-byte header. Until
+/// the suite (and so the hash) is known the messages are kept as they are.
+pub(super) enum Transcript13 {
+    Pending(Vec<u8>),
+    Hashing(digest::Context),
+}
+
+impl Transcript13 {
+    pub fn add(&mut self, msg_type: HandshakeType, body: &[u8]) {
+        let header = transcript_header(msg_type, body.len() as u32);
+        match self {
+            Transcript13::Pending(raw) => {
+                raw.extend_from_slice(&header);
+                raw.extend_from_slice(body);
+            }
+            Transcript13::Hashing(ctx) => {
+                ctx.update(&header);
+                ctx.update(body);
+            }
+        }
+    }
+
+    /// The hash is known: what was kept is hashed.
+    pub fn start_hashing(&mut self, hash: SuiteHash) {
+        if let Transcript13::Pending(raw) = self {
+            let mut ctx = digest::Context::new(hash.digest_algorithm());
+            ctx.update(raw);
+            *self = Transcript13::Hashing(ctx);
+        }
+    }
+
+    /// After a HelloRetryRequest, ClientHello1 is replaced by its hash in a `message_hash`
+    /// message (RFC 8446 §4.4.1).
+    pub fn replace_with_message_hash(&mut self, hash: SuiteHash) {
+        let current = self.current(hash);
+        let mut ctx = digest::Context::new(hash.digest_algorithm());
+        ctx.update(&crate::handshake::message_hash_prefix(hash.len() as u8));
+        ctx.update(current.as_ref());
+        *self = Transcript13::Hashing(ctx);
+    }
+
+    pub fn current(&self, hash: SuiteHash) -> digest::Digest {
+        match self {
+            Transcript13::Pending(raw) => digest::digest(hash.digest_algorithm(), raw),
+            Transcript13::Hashing(ctx) => ctx.clone().finish(),
+        }
+    }
+}
+
+/// One message of our flight and what of it the peer acknowledged.
+struct Message13 {
+    epoch: u64,
+    msg_type: HandshakeType,
+    message_seq: u16,
+    body: Vec<u8>,
+    acked: bool,
+}
+
+/// Our current flight: its messages and, per record sent, which message it carried.
+pub(super) struct Flight13 {
+    messages: Vec<Message13>,
+    sent: Vec<(RecordNumber, usize)>,
+    pub timer: RetransmitTimer,
+    /// Resent on our timer (not a server's last flight, which waits to be asked again).
+    timed: bool,
+    pub flights: u32,
+    pub resent: u32,
+}
+
+impl Flight13 {
+    fn new(timer: RetransmitTimer) -> Self {
+        Flight13 { messages: Vec::new(), sent: Vec::new(), timer, timed: true, flights: 0, resent: 0 }
+    }
+
+    fn all_acked(&self) -> bool {
+        self.messages.iter().all(|m| m.acked)
+    }
+}
+
+/// Handshake write keys of epochs before the current one, kept while a flight in them may
+/// need to be resent (a client's Finished in epoch 2 after it writes in epoch 3).
+struct WriteEpoch {
+    epoch: u64,
+    keys: RecordKeys,
+    seq: u64,
+}
+
+/// The handshake state of a 1.3 session; freed once it is over.
+pub(super) struct Handshake13 {
+    pub started: Instant,
+    pub rng: ChaCha20Rng,
+    pub step: Option<Step13>,
+    pub transcript: Transcript13,
+    pub reassembler: Reassembler,
+    pub next_message_seq: u16,
+    pub epoch0_write_seq: u64,
+    pub flight: Flight13,
+    pub timers: TimerTable<Timer13, 3>,
+    /// Write keys of the handshake epoch, for the flight's records in it.
+    write_handshake: Option<WriteEpoch>,
+    /// Record numbers of the peer's handshake records in its current flight, to acknowledge.
+    pub received: Vec<RecordNumber>,
+    /// Datagrams that repeated messages already received.
+    pub peer_retransmissions: u32,
+    pub hello_retry: bool,
+    pub cookie: Option<Vec<u8>>,
+}
+
+/// Where a 1.3 handshake is.
+pub(super) enum Step13 {
+    Client(client::ClientStep13),
+    /// Completed: the last flight is kept until the peer acknowledges it.
+    Complete,
+}
+
+/// The 1.3 half of a connection: its record layer and, while it runs, its handshake.
+pub(super) struct Tls13 {
+    pub record: RecordLayer13,
+    pub hs: Option<Box<Handshake13>>,
+    pub suite: Option<Suite13>,
+}
+
+/// A fatal condition of a 1.3 handshake: the alert to send (if any) and the error to report.
+pub(super) use super::handshake::Abort;
+
+/// Key derivation labels of DTLS 1.3 (RFC 9147 §5.9).
+pub(super) const PREFIX: LabelPrefix = LabelPrefix::Dtls13;
+
+impl Handshake13 {
+    pub fn new(
+        now: Instant,
+        rng: ChaCha20Rng,
+        timer: RetransmitTimer,
+        give_up: std::time::Duration,
+    ) -> Box<Self> {
+        let mut timers = TimerTable::default();
+        timers.set(Timer13::GiveUp, now + give_up);
+        Box::new(Handshake13 {
+            started: now,
+            rng,
+            step: None,
+            transcript: Transcript13::Pending(Vec::new()),
+            reassembler: Reassembler::new(0),
+            next_message_seq: 0,
+            epoch0_write_seq: 0,
+            flight: Flight13::new(timer),
+            timers,
+            write_handshake: None,
+            received: Vec::new(),
+            peer_retransmissions: 0,
+            hello_retry: false,
+            cookie: None,
+        })
+    }
+
+    /// Starts a new flight (the peer's last one answered ours).
+    pub fn begin_flight(&mut self) {
+        self.flight.messages.clear();
+        self.flight.sent.clear();
+    }
+
+    /// Adds a message to the flight being built, and to the transcript when `hash`.
+    pub fn push_message(&mut self, epoch: u64, msg_type: HandshakeType, body: Vec<u8>, hash: bool) {
+        if hash {
+            self.transcript.add(msg_type, &body);
+        }
+        let message_seq = self.next_message_seq;
+        self.next_message_seq = self.next_message_seq.wrapping_add(1);
+        self.flight.messages.push(Message13 { epoch, msg_type, message_seq, body, acked: false });
+    }
+
+    /// The handshake epoch's write keys: the flight's encrypted messages go out under them.
+    pub fn set_handshake_write(&mut self, keys: RecordKeys) {
+        self.write_handshake = Some(WriteEpoch { epoch: epoch::HANDSHAKE, keys, seq: 0 });
+    }
+}
+
+impl Connection {
+    pub(super) fn v13(&self) -> Option<&Tls13> {
+        self.v13.as_deref()
+    }
+
+    // ------------------------------------------------------------ flights
+
+    /// Packs what of the flight is not acknowledged into datagrams and queues them.
+    fn transmit_flight13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13) -> u32 {
+        let mtu = self.mtu();
+        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let mut datagrams: Vec<Vec<u8>> = Vec::new();
+        let mut current: Vec<u8> = Vec::with_capacity(mtu);
+        let mut sent = Vec::new();
+        for (index, m) in hs.flight.messages.iter().enumerate() {
+            if m.acked {
+                continue;
+            }
+            let overhead = if m.epoch == 0 { HEADER_LEN } else { record.sealed_len(cid.len(), 0) + 16 };
+            let mut offset = 0usize;
+            loop {
+                let mut room =
+                    mtu.saturating_sub(current.len()).saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
+                let remaining = m.body.len() - offset;
+                if room < remaining && room < 32 && !current.is_empty() {
+                    datagrams.push(std::mem::replace(&mut current, Vec::with_capacity(mtu)));
+                    room = mtu.saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
+                }
+                let n = remaining.min(room.max(1));
+                let mut fragment = Vec::with_capacity(HANDSHAKE_HEADER_LEN + n);
+                HandshakeHeader {
+                    msg_type: m.msg_type,
+                    length: m.body.len() as u32,
+                    message_seq: m.message_seq,
+                    fragment_offset: offset as u32,
+                    fragment_length: n as u32,
+                }
+                .write(&mut fragment);
+                fragment.extend_from_slice(&m.body[offset..offset + n]);
+                let number = if m.epoch == 0 {
+                    let seq = hs.epoch0_write_seq;
+                    hs.epoch0_write_seq += 1;
+                    let start = current.len();
+                    current.resize(start + HEADER_LEN + fragment.len(), 0);
+                    write_record(&mut current[start..], ContentType::Handshake, 0, seq, None, &[&fragment]);
+                    RecordNumber { epoch: 0, seq }
+                } else {
+                    let sealed = match hs.write_handshake.as_mut() {
+                        Some(w) if w.epoch == m.epoch => {
+                            let seq = w.seq;
+                            w.seq += 1;
+                            seal13(&w.keys, w.epoch, seq, ContentType::Handshake as u8, &cid, &[&fragment])
+                                .map(|r| (r, RecordNumber { epoch: w.epoch, seq }))
+                        }
+                        _ => record
+                            .seal(ContentType::Handshake as u8, &cid, &[&fragment])
+                            .ok()
+                            .map(|(r, epoch, seq)| (r, RecordNumber { epoch, seq })),
+                    };
+                    let Some((bytes, number)) = sealed else { break };
+                    current.extend_from_slice(&bytes);
+                    number
+                };
+                sent.push((number, index));
+                offset += n;
+                if offset >= m.body.len() {
+                    break;
+                }
+            }
+        }
+        if !current.is_empty() {
+            datagrams.push(current);
+        }
+        hs.flight.sent = sent;
+        let bytes = datagrams.iter().map(Vec::len).sum::<usize>().min(u32::MAX as usize) as u32;
+        self.queued.get_or_insert_with(Box::default).outgoing.extend(datagrams);
+        bytes
+    }
+
+    /// Sends the flight just built for the first time; `timed` when our timer resends it.
+    pub(super) fn send_flight13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        record: &mut RecordLayer13,
+        timed: bool,
+    ) {
+        let first = hs.epoch0_write_seq;
+        let bytes = self.transmit_flight13(hs, record);
+        let received = self.stats.bytes_received;
+        hs.flight.flights += 1;
+        hs.flight.timed = timed;
+        let due = hs.flight.timer.on_sent(now, bytes, first..hs.epoch0_write_seq, received);
+        if timed {
+            hs.timers.set(Timer13::Retransmit, due);
+        } else {
+            hs.flight.timer.expect_no_answer();
+            hs.timers.stop(Timer13::Retransmit);
+        }
+        self.stats.flights_sent += 1;
+    }
+
+    fn retransmit_flight13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        record: &mut RecordLayer13,
+        cause: Resend,
+    ) {
+        if hs.flight.messages.is_empty() || hs.flight.all_acked() {
+            hs.timers.stop(Timer13::Retransmit);
+            return;
+        }
+        let first = hs.epoch0_write_seq;
+        self.transmit_flight13(hs, record);
+        hs.flight.resent += 1;
+        let due = hs.flight.timer.on_resent(now, first..hs.epoch0_write_seq, cause);
+        if hs.flight.timed {
+            hs.timers.set(Timer13::Retransmit, due);
+        }
+        self.stats.flights_resent += 1;
+    }
+
+    /// An ACK arrived: the messages all of whose records it names are done; a gap (records
+    /// sent before an acknowledged one but not named) is resent at once (§7.1).
+    fn on_ack13(&mut self, now: Instant, hs: &mut Handshake13, record: &mut RecordLayer13, ack: Ack<'_>) {
+        let named: Vec<RecordNumber> = ack.numbers().collect();
+        if named.is_empty() {
+            return;
+        }
+        let mut acked_any = false;
+        for m in 0..hs.flight.messages.len() {
+            let records: Vec<RecordNumber> =
+                hs.flight.sent.iter().filter(|(_, i)| *i == m).map(|(n, _)| *n).collect();
+            if !records.is_empty()
+                && records.iter().all(|n| named.contains(n))
+                && !hs.flight.messages[m].acked
+            {
+                hs.flight.messages[m].acked = true;
+                acked_any = true;
+            }
+        }
+        if hs.flight.all_acked() {
+            hs.timers.stop(Timer13::Retransmit);
+            hs.flight.timer.on_answer(now, self.stats.bytes_received);
+            if matches!(hs.step, Some(Step13::Complete)) {
+                // Our last flight arrived: the handshake state can go.
+                self.finish_handshake13();
+            }
+        } else if acked_any {
+            self.retransmit_flight13(now, hs, record, Resend::PeerRetransmission);
+        }
+    }
+
+    fn finish_handshake13(&mut self) {
+        if let Some(v13) = self.v13.as_mut() {
+            v13.hs = None;
+            v13.record.drop_read_below(epoch::APPLICATION);
+        }
+    }
+
+    /// Sends an ACK of the peer's handshake records received in its current flight.
+    pub(super) fn send_ack13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13) {
+        if hs.received.is_empty() {
+            return;
+        }
+        let mut body = Vec::with_capacity(2 + 16 * hs.received.len());
+        write_ack(&mut body, &hs.received);
+        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let sealed = match hs.write_handshake.as_mut() {
+            Some(w) if record.write_epoch().is_none_or(|e| e < epoch::APPLICATION) => {
+                let seq = w.seq;
+                w.seq += 1;
+                seal13(&w.keys, w.epoch, seq, CONTENT_ACK, &cid, &[&body])
+            }
+            _ => record.seal(CONTENT_ACK, &cid, &[&body]).ok().map(|(r, _, _)| r),
+        };
+        if let Some(datagram) = sealed {
+            self.push_datagram(datagram);
+        }
+        hs.timers.stop(Timer13::Ack);
+    }
+
+    // ------------------------------------------------------------ input
+
+    /// The records of one datagram of a 1.3 session.
+    pub(super) fn handle_input13(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        datagram: &mut [u8],
+        on_data: &mut DataSink<'_>,
+    ) {
+        let Some(mut v13) = self.v13.take() else { return };
+        if let Some(hs) = v13.hs.as_mut() {
+            hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
+        }
+        let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
+        let mut pos = 0;
+        while pos < datagram.len() && !matches!(self.phase, Phase::Failed | Phase::Closed) {
+            let rest = &mut datagram[pos..];
+            if crate::record::unified::is_unified(rest[0]) {
+                let (used, opened) = v13.record.open(rest, own_cid_len);
+                pos += used;
+                match opened {
+                    Ok(o) => {
+                        let plaintext = rest[o.plaintext.clone()].to_vec();
+                        self.handle_record13(
+                            now,
+                            remote,
+                            &mut v13,
+                            o.content_type,
+                            RecordNumber { epoch: o.epoch, seq: o.seq },
+                            &plaintext,
+                            on_data,
+                        );
+                    }
+                    Err(Unopened13::IntegrityLimit) => {
+                        self.v13 = Some(v13);
+                        self.fail(Abort::alert(AlertDescription::BadRecordMac));
+                        return;
+                    }
+                    Err(_) => self.stats.records_dropped += 1,
+                }
+                continue;
+            }
+            let mut r = Reader::new(rest);
+            let header = match RecordHeader::parse(&mut r, 0) {
+                Ok(h) if r.remaining() >= h.length as usize => h,
+                _ => {
+                    self.stats.records_dropped += 1;
+                    break;
+                }
+            };
+            let end = header.len() + header.length as usize;
+            pos += end;
+            // Only the plaintext hellos, and alerts before keys, travel in epoch 0 (§4).
+            if header.epoch != 0
+                || !matches!(header.content_type, ContentType::Handshake | ContentType::Alert)
+            {
+                self.stats.records_dropped += 1;
+                continue;
+            }
+            let body = rest[header.len()..end].to_vec();
+            let number = RecordNumber { epoch: 0, seq: header.seq };
+            self.handle_record13(now, remote, &mut v13, header.content_type as u8, number, &body, on_data);
+        }
+        if self.v13.is_none() {
+            self.v13 = Some(v13);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_record13(
+        &mut self,
+        now: Instant,
+        _remote: SocketAddr,
+        v13: &mut Tls13,
+        content_type: u8,
+        number: RecordNumber,
+        plaintext: &[u8],
+        on_data: &mut DataSink<'_>,
+    ) {
+        match content_type {
+            t if t == ContentType::Handshake as u8 => {
+                let Some(mut hs) = v13.hs.take() else {
+                    // The handshake is over; a handshake record now is a late copy (or
+                    // post-handshake messages, not offered).
+                    return;
+                };
+                if let Err(abort) = self.handle_handshake_record13(now, &mut hs, v13, number, plaintext) {
+                    v13.hs = Some(hs);
+                    self.v13_fail(v13, abort);
+                    return;
+                }
+                if v13.hs.is_none() && !matches!(self.phase, Phase::Failed | Phase::Closed) {
+                    v13.hs = Some(hs);
+                }
+            }
+            CONTENT_ACK => {
+                if number.epoch < epoch::HANDSHAKE {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                let Ok(ack) = Ack::parse(plaintext) else {
+                    self.stats.records_dropped += 1;
+                    return;
+                };
+                if let Some(mut hs) = v13.hs.take() {
+                    let mut record = std::mem::take(&mut v13.record);
+                    self.v13 = None;
+                    self.on_ack13(now, &mut hs, &mut record, ack);
+                    v13.record = record;
+                    if !matches!(hs.step, Some(Step13::Complete)) || !hs.flight.all_acked() {
+                        v13.hs = Some(hs);
+                    } else {
+                        v13.record.drop_read_below(epoch::APPLICATION);
+                    }
+                }
+            }
+            t if t == ContentType::Alert as u8 => {
+                if plaintext.len() != 2 {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                if number.epoch == 0 && self.phase == Phase::Established {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                let desc = AlertDescription::from_code(plaintext[1]);
+                if desc == AlertDescription::CloseNotify {
+                    self.end(Phase::Closed);
+                    v13.record.discard_keys();
+                    self.push_event(Event::Closed);
+                } else {
+                    // Every other alert is fatal in 1.3 (RFC 8446 §6).
+                    self.end(Phase::Failed);
+                    v13.record.discard_keys();
+                    self.push_event(Event::Failed(Error::AlertReceived(desc)));
+                }
+            }
+            t if t == ContentType::ApplicationData as u8 => {
+                if number.epoch < epoch::APPLICATION || self.phase != Phase::Established {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                self.stats.app_records_received += 1;
+                match on_data {
+                    Some(f) => f(plaintext),
+                    None => self.push_event(Event::ApplicationData(plaintext.to_vec())),
+                }
+            }
+            _ => self.stats.records_dropped += 1,
+        }
+    }
+
+    /// A failure of the 1.3 session: the alert goes out in the best epoch we can write.
+    pub(super) fn v13_fail(&mut self, v13: &mut Tls13, abort: Abort) {
+        if let Some(desc) = abort.alert {
+            let body = [AlertLevel::Fatal.to_u8(), desc.code()];
+            let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+            let datagram = match v13.record.seal(ContentType::Alert as u8, &cid, &[&body]) {
+                Ok((d, _, _)) => Some(d),
+                Err(_) => {
+                    let seq = v13.hs.as_mut().map_or(0, |hs| {
+                        hs.epoch0_write_seq += 1;
+                        hs.epoch0_write_seq - 1
+                    });
+                    let mut out = vec![0u8; HEADER_LEN + 2];
+                    write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
+                    Some(out)
+                }
+            };
+            if let Some(d) = datagram {
+                self.push_datagram(d);
+            }
+        }
+        v13.hs = None;
+        v13.record.discard_keys();
+        self.end(Phase::Failed);
+        self.push_event(Event::Failed(abort.error));
+    }
+
+    fn handle_handshake_record13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        number: RecordNumber,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        let mut fresh = false;
+        for fragment in parse_fragments(body) {
+            let Ok((header, data)) = fragment else {
+                self.stats.records_dropped += 1;
+                return Ok(());
+            };
+            match hs.reassembler.insert(&Fragment { header, data }) {
+                Insert::Old => {
+                    hs.peer_retransmissions += 1;
+                    // The peer resent: what we sent in answer was lost (or its ACK was).
+                    if matches!(hs.step, Some(Step13::Complete)) {
+                        self.send_ack13(hs, &mut v13.record);
+                    }
+                }
+                Insert::Dropped => self.stats.records_dropped += 1,
+                Insert::Accepted => fresh = true,
+            }
+        }
+        if fresh && number.epoch >= epoch::HANDSHAKE {
+            hs.received.push(number);
+        }
+        while let Some((msg_type, _message_seq, message)) = hs.reassembler.pop() {
+            self.step13(now, hs, v13, msg_type, &message)?;
+            if matches!(self.phase, Phase::Failed | Phase::Closed) {
+                return Ok(());
+            }
+        }
+        // A flight that is not complete yet: acknowledge what came so the peer resends only
+        // the rest (§7.1), after a short wait for the rest to arrive.
+        if fresh && hs.reassembler.holds_fragments() && !hs.timers.is_set(Timer13::Ack) {
+            let (initial, _) = self.retransmit_bounds();
+            hs.timers.set(Timer13::Ack, now + initial / 4);
+        }
+        Ok(())
+    }
+
+    /// One whole handshake message, in order.
+    fn step13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        msg_type: HandshakeType,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        match hs.step.take() {
+            Some(Step13::Client(step)) => {
+                let next = self.client_step13(now, hs, v13, step, msg_type, body)?;
+                hs.step = Some(next);
+                Ok(())
+            }
+            Some(Step13::Complete) => {
+                hs.step = Some(Step13::Complete);
+                // Post-handshake messages (NewSessionTicket, KeyUpdate) are not offered yet:
+                // acknowledged and dropped.
+                Ok(())
+            }
+            None => Err(Abort::unexpected()),
+        }
+    }
+
+    // ------------------------------------------------------------ timers and output
+
+    pub(super) fn poll_timeout13(&self) -> Option<Instant> {
+        self.v13.as_deref().and_then(|v| v.hs.as_ref()).and_then(|hs| hs.timers.next())
+    }
+
+    pub(super) fn handle_timeout13(&mut self, now: Instant) {
+        let Some(mut v13) = self.v13.take() else { return };
+        if let Some(mut hs) = v13.hs.take() {
+            let mut keep = true;
+            while let Some(timer) = hs.timers.expire(now) {
+                match timer {
+                    Timer13::GiveUp => {
+                        if matches!(hs.step, Some(Step13::Complete)) {
+                            // The peer never acknowledged our last flight but the session is up.
+                            keep = false;
+                            break;
+                        }
+                        let retransmissions = hs.flight.resent;
+                        v13.hs = Some(hs);
+                        self.v13_fail(
+                            &mut v13,
+                            Abort { alert: None, error: Error::HandshakeTimeout { retransmissions } },
+                        );
+                        self.v13 = Some(v13);
+                        return;
+                    }
+                    Timer13::Retransmit => {
+                        let mut record = std::mem::take(&mut v13.record);
+                        self.retransmit_flight13(now, &mut hs, &mut record, Resend::Timer);
+                        v13.record = record;
+                    }
+                    Timer13::Ack => self.send_ack13(&mut hs, &mut v13.record),
+                }
+            }
+            if keep {
+                v13.hs = Some(hs);
+            }
+        }
+        self.v13 = Some(v13);
+    }
+
+    /// Application data in the current epoch.
+    pub(super) fn send13(&mut self, data: &[u8]) -> Result<(), Error> {
+        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let mtu = self.mtu();
+        let Some(v13) = self.v13.as_mut() else { return Err(Error::NotEstablished) };
+        let max = mtu.saturating_sub(v13.record.sealed_len(cid.len(), 0)).max(1);
+        let mut out = Vec::new();
+        for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
+            let (record, _, _) = v13.record.seal(ContentType::ApplicationData as u8, &cid, &[chunk])?;
+            out.push(record);
+        }
+        for record in out {
+            self.stats.app_records_sent += 1;
+            self.push_datagram(record);
+        }
+        Ok(())
+    }
+
+    /// One application record into `out`; no heap allocation.
+    pub(super) fn seal_into13(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
+        let mtu = self.mtu();
+        let cid_len = self.path.as_deref().map_or(0, |p| p.peer_cid.len());
+        let Some(v13) = self.v13.as_mut() else { return Err(Error::NotEstablished) };
+        let len = v13.record.sealed_len(cid_len, data.len());
+        if len > mtu {
+            return Err(Error::TooLarge { len: data.len(), mtu });
+        }
+        if out.len() < len {
+            return Err(Error::BufferTooSmall { needed: len });
+        }
+        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        v13.record.seal_into(ContentType::ApplicationData as u8, cid, &[data], &mut out[..len])?;
+        self.stats.app_records_sent += 1;
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        Ok(len)
+    }
+
+    pub(super) fn close13(&mut self) {
+        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let mut sealed = None;
+        if let Some(v13) = self.v13.as_mut() {
+            let body = [AlertLevel::Warning.to_u8(), AlertDescription::CloseNotify.code()];
+            sealed = v13.record.seal(ContentType::Alert as u8, &cid, &[&body]).ok().map(|(d, _, _)| d);
+            v13.hs = None;
+        }
+        if let Some(d) = sealed {
+            self.push_datagram(d);
+        }
+        self.end(Phase::Closed);
+    }
+}
+
+/// One record sealed under `keys` of `epoch` with number `seq` (for a flight's records in an
+/// epoch the record layer no longer writes).
+fn seal13(
+    keys: &RecordKeys,
+    epoch: u64,
+    seq: u64,
+    content_type: u8,
+    cid: &[u8],
+    parts: &[&[u8]],
+) -> Option<Vec<u8>> {
+    let mut layer = RecordLayer13::default();
+    layer.set_write(epoch, keys.clone());
+    layer.skip_to(seq);
+    layer.seal(content_type, cid, parts).ok().map(|(r, _, _)| r)
+}
