@@ -246,8 +246,21 @@ pub struct ClientArgs {
     /// Testing aid: the address --rebind-after moves to (default: the current IP, a new port).
     #[arg(long, value_name = "ADDR", hide = true, requires = "rebind_after")]
     rebind_to: Option<SocketAddr>,
+    /// The protocol version to speak: 1.2 (RFC 6347) or 1.3 (RFC 9147; PSK with psk_dhe_ke, or
+    /// certificates; no resumption, caching or mobility in 1.3 yet).
+    #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::V1_2)]
+    dtls: DtlsArg,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// `--dtls`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DtlsArg {
+    #[value(name = "1.2")]
+    V1_2,
+    #[value(name = "1.3")]
+    V1_3,
 }
 
 /// `--reconnect`.
@@ -607,8 +620,19 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         mobility: args.mobility.client_mobility(),
         cached_info: args.cache_file.is_some(),
         client_certificate_caching: args.cache_file.is_some(),
+        versions: match args.dtls {
+            DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
+            DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
+        },
         ..ClientConfig::default()
     };
+    if args.dtls == DtlsArg::V1_3
+        && (args.session_file.is_some()
+            || args.cache_file.is_some()
+            || args.mobility != MobilityMode::Standard)
+    {
+        bail!("--dtls 1.3 does not resume, cache or move sessions yet: drop --session-file, --cache-file and --mobility");
+    }
     let wall_clock = Some(Clock::new().wall_clock());
     ClientConfig { wall_clock, ..config.clone() }.validate().context("unusable client configuration")?;
     let session = match &args.session_file {

@@ -170,6 +170,16 @@ pub struct ClientConfig {
     pub suites13: Vec<Suite13>,
 }
 
+impl Versions {
+    /// How the version is written: "DTLS 1.2", "DTLS 1.3".
+    pub fn name(self) -> &'static str {
+        match self {
+            Versions::Dtls12 => "DTLS 1.2",
+            Versions::Dtls13 => "DTLS 1.3",
+        }
+    }
+}
+
 /// Which DTLS versions a side speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Versions {

@@ -22,7 +22,7 @@ use crate::cache::{CacheUse, CachedClientChain, CachedServer, CLIENT_TICKET_LEN}
 use crate::config::{ClientConfig, ServerConfig, WhenFull, MIN_MTU};
 use crate::error::Error;
 use crate::flight::Resend;
-use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert};
+use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert, NamedGroup};
 use crate::mobility::{MobilityStats, NegotiatedMobility, PathState};
 use crate::record::{write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN};
 use crate::rtt::RttEstimate;
@@ -102,8 +102,16 @@ pub enum Event {
 /// What a completed handshake cost and agreed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HandshakeSummary {
+    /// The protocol version agreed.
+    pub version: crate::config::Versions,
     /// The suite agreed.
     pub suite: CipherSuite,
+    /// DTLS 1.3: the group of the (EC)DHE exchange (`None` with a PSK alone, and in DTLS 1.2,
+    /// where the suite says it).
+    pub group: Option<NamedGroup>,
+    /// DTLS 1.3: the server answered the first ClientHello with a HelloRetryRequest (for a
+    /// cookie or another key share).
+    pub hello_retry: bool,
     /// Whether an earlier session was resumed (abbreviated handshake); `resumption` says how.
     pub resumed: bool,
     /// How the session was resumed, if it was.
@@ -509,7 +517,10 @@ impl Connection {
         let queued = self.queued.iter().flat_map(|q| q.outgoing.iter());
         let (queued_datagrams, queued_bytes) = queued.fold((0, 0), |(n, b), d| (n + 1, b + d.len() as u64));
         let summary = HandshakeSummary {
+            version: crate::config::Versions::Dtls12,
             suite: finished.suite,
+            group: None,
+            hello_retry: false,
             resumed: finished.resumption.is_some(),
             resumption: finished.resumption,
             session: finished.session,

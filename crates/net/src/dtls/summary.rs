@@ -68,6 +68,20 @@ pub fn cache_text(summary: &HandshakeSummary) -> String {
 }
 
 /// The one-line handshake summary both `fastshake server` and `fastshake client` print.
+/// After a DTLS 1.3 suite: the version, the group and whether a HelloRetryRequest came, in
+/// parentheses (a DTLS 1.2 line reads as it always did).
+fn version_text(summary: &HandshakeSummary) -> String {
+    if summary.version == fastshake_dtls::Versions::Dtls12 {
+        return String::new();
+    }
+    let mut parts = vec![summary.version.name().to_owned()];
+    parts.extend(summary.group.map(|g| g.name().to_owned()));
+    if summary.hello_retry {
+        parts.push("after a HelloRetryRequest".to_owned());
+    }
+    format!(" ({})", parts.join("; "))
+}
+
 pub fn summary_line(summary: &HandshakeSummary) -> String {
     // The smoothed round trip, when an exchange of flights (or a cached estimate) gave one.
     let rtt = summary.rtt.filter(|r| r.samples() > 0).map_or(String::new(), |r| {
@@ -79,8 +93,9 @@ pub fn summary_line(summary: &HandshakeSummary) -> String {
         )
     });
     format!(
-        "handshake done: {}, {}, {}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
+        "handshake done: {}{}, {}, {}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
         summary.suite.iana_name(),
+        version_text(summary),
         resumption_text(summary),
         if summary.extended_master_secret {
             "with extended master secret"

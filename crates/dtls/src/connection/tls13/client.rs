@@ -433,9 +433,8 @@ impl Connection {
         record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
         v13.record = record;
         hs.received.clear();
-        let _ = k.group;
         self.phase = Phase::Established;
-        let summary = self.summary13(now, hs, k.suite, server);
+        let summary = self.summary13(now, hs, k.suite, k.group, server);
         self.push_event(Event::Connected(summary));
         Ok(Step13::Complete)
     }
@@ -445,12 +444,16 @@ impl Connection {
         now: Instant,
         hs: &Handshake13,
         suite: Suite13,
+        group: Option<NamedGroup>,
         server: Option<ServerChain13>,
     ) -> crate::connection::HandshakeSummary {
         let queued = self.queued.iter().flat_map(|q| q.outgoing.iter());
         let (queued_datagrams, queued_bytes) = queued.fold((0, 0), |(n, b), d| (n + 1, b + d.len() as u64));
         crate::connection::HandshakeSummary {
+            version: crate::config::Versions::Dtls13,
             suite: crate::suite::CipherSuite::from(suite),
+            group,
+            hello_retry: hs.hello_retry,
             resumed: false,
             resumption: None,
             session: None,
