@@ -209,8 +209,9 @@ fn certificate_sessions_resume_without_certificates() {
 #[test]
 fn a_psk_session_stays_as_small_as_before() {
     // Certificate and resumption state live in the boxed handshake state: an established PSK
-    // session stays within its size.
-    assert!(std::mem::size_of::<Connection>() <= 224, "{}", std::mem::size_of::<Connection>());
+    // session stays within its size. (The pointer to a DTLS 1.3 session's state costs 8 bytes
+    // over the 224 a 1.2 session took before.)
+    assert!(std::mem::size_of::<Connection>() <= 232, "{}", std::mem::size_of::<Connection>());
     let mut pair = Pair::new(client_config(), id_server());
     let (_, session) = first_session(&mut pair);
     assert!(!pair.client.holds_handshake_state(), "a full-handshake client frees its handshake state");

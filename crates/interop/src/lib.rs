@@ -2,7 +2,8 @@
 //! tests (through `fastshake-testkit`) and `fastshake bench load --compare` alike, so that the
 //! benchmarks need no test crate.
 //!
-//! - [`GoPeer::PionDtls`]: `pion-peer` (interop/pion), DTLS on pion/dtls;
+//! - [`GoPeer::PionDtls`]: `pion-peer` (interop/pion), DTLS 1.2 on pion/dtls;
+//! - [`GoPeer::PionDtls13`]: `pion13-peer` (interop/pion13), DTLS 1.3 on pion/dtls v4;
 //! - [`GoPeer::PionSctp`]: `pion-sctp-peer` (interop/pion-sctp), pion/sctp over UDP encapsulation.
 //!
 //! [`build`] says why a peer cannot be had: no Go, or its modules cannot be downloaded (no
@@ -19,6 +20,8 @@ pub enum GoPeer {
     /// `pion-peer`: DTLS on pion/dtls (the Connection ID implementation of RFC 9146 we
     /// interoperate with).
     PionDtls,
+    /// `pion13-peer`: DTLS 1.3 (RFC 9147) on pion/dtls v4, with DTLS 1.2 on request.
+    PionDtls13,
     /// `pion-sctp-peer`: pion/sctp over UDP encapsulation (RFC 6951).
     PionSctp,
 }
@@ -28,6 +31,7 @@ impl GoPeer {
     pub fn source(self) -> &'static str {
         match self {
             GoPeer::PionDtls => "pion",
+            GoPeer::PionDtls13 => "pion13",
             GoPeer::PionSctp => "pion-sctp",
         }
     }
@@ -36,6 +40,7 @@ impl GoPeer {
     pub fn binary(self) -> &'static str {
         match self {
             GoPeer::PionDtls => "pion-peer",
+            GoPeer::PionDtls13 => "pion13-peer",
             GoPeer::PionSctp => "pion-sctp-peer",
         }
     }

@@ -315,7 +315,7 @@ fn put_u16_list(out: &mut Vec<u8>, list: &[u16]) {
 
 /// Writes the extensions block, or nothing when it would be empty (a DTLS 1.2 hello without
 /// extensions leaves the block out).
-pub(super) fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
+fn put_extensions(out: &mut Vec<u8>, e: &OutExtensions<'_>) {
     let block = extension_block(e);
     if !block.is_empty() {
         put_vec16(out, &block);
@@ -641,20 +641,6 @@ impl<'a> ServerHello<'a> {
         put_u16(out, suite);
         put_u8(out, 0);
         put_extensions(out, ext);
-    }
-
-    /// A DTLS 1.3 ServerHello or HelloRetryRequest (`random` then being
-    /// `HELLO_RETRY_REQUEST_RANDOM`): legacy_version DTLS 1.2 (RFC 9147 §5.3), the version
-    /// itself in supported_versions, compression 0. The session ID echo is empty in DTLS 1.3,
-    /// which has no middlebox compatibility mode.
-    pub fn encode13(
-        out: &mut Vec<u8>,
-        random: &[u8; 32],
-        session_id_echo: &[u8],
-        suite: u16,
-        ext: &OutExtensions<'_>,
-    ) {
-        Self::encode_with(out, random, session_id_echo, suite, ext)
     }
 }
 

@@ -18,8 +18,6 @@ const READ_EPOCHS: usize = 3;
 
 /// The 1.3 epochs with fixed meanings (RFC 9147 §6.1).
 pub(crate) mod epoch {
-    /// 0-RTT data (client_early_traffic_secret).
-    pub const EARLY_DATA: u64 = 1;
     /// The encrypted handshake messages.
     pub const HANDSHAKE: u64 = 2;
     /// The first application traffic keys; key updates count up from here.
@@ -43,8 +41,6 @@ pub(crate) struct Opened13 {
     pub seq: u64,
     /// The content, within the record.
     pub plaintext: Range<usize>,
-    /// Newer than every record of its epoch received before (RFC 9146 §6 / RFC 9147 §9).
-    pub newest: bool,
 }
 
 /// Why a 1.3 record was not opened.
@@ -106,17 +102,6 @@ impl RecordLayer13 {
     /// The next record is numbered `seq` (a flight's records in an epoch written before).
     pub fn skip_to(&mut self, seq: u64) {
         self.write_seq = seq;
-    }
-
-    /// Records written under the current write keys.
-    pub fn write_seq(&self) -> u64 {
-        self.write_seq
-    }
-
-    /// Whether the current write keys approach their confidentiality limit (§4.5.3): time
-    /// for a KeyUpdate, well before the limit itself.
-    pub fn write_keys_worn(&self) -> bool {
-        self.write.as_ref().is_some_and(|(_, k)| self.write_seq >= k.suite.confidentiality_limit() / 2)
     }
 
     /// The highest epoch we can read.
@@ -230,7 +215,6 @@ impl RecordLayer13 {
             }
             return (end, Err(Unopened13::Unauthenticated));
         };
-        let newest = read.window.highest().is_none_or(|h| seq > h);
         read.window.mark(seq);
         let plain = &record[header_len..header_len + n];
         // DTLSInnerPlaintext: content, type, zeros (§4, RFC 8446 §5.2).
@@ -242,7 +226,6 @@ impl RecordLayer13 {
                     epoch: epoch_number,
                     seq,
                     plaintext: header_len..header_len + at,
-                    newest,
                 }),
             ),
             None => (end, Err(Unopened13::NoContentType)),

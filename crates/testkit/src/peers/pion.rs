@@ -1,9 +1,10 @@
 //! The pion peers of `interop/`: `pion-peer` (DTLS on pion/dtls, the Connection ID
-//! implementation of RFC 9146 we interoperate with) and `pion-sctp-peer` (pion/sctp over UDP
-//! encapsulation), each built once per test binary with the Go toolchain (`fastshake_interop`). Without Go, or when
-//! its modules cannot be downloaded, the tests say why and pass without running, unless
-//! `FASTSHAKE_REQUIRE_PION=1` (`FASTSHAKE_REQUIRE_PION_SCTP=1`), which `.ci/run` sets where both
-//! are there, turns that into a failure.
+//! implementation of RFC 9146 we interoperate with), `pion13-peer` (DTLS 1.3 on pion/dtls v4) and
+//! `pion-sctp-peer` (pion/sctp over UDP encapsulation), each built once per test binary with the
+//! Go toolchain (`fastshake_interop`). Without Go, or when its modules cannot be downloaded, the
+//! tests say why and pass without running, unless `FASTSHAKE_REQUIRE_PION=1`
+//! (`FASTSHAKE_REQUIRE_PION13=1`, `FASTSHAKE_REQUIRE_PION_SCTP=1`), which `.ci/run` sets where
+//! both are there, turns that into a failure.
 
 use super::dtls::{Pki, PSK_HEX, PSK_IDENTITY};
 use super::{announced_port, scratch_dir, Peer};
@@ -17,6 +18,13 @@ use std::sync::OnceLock;
 pub fn dtls_peer() -> Option<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     available(BUILT.get_or_init(|| go_build(GoPeer::PionDtls)), "FASTSHAKE_REQUIRE_PION", "pion-peer")
+}
+
+/// The built `pion13-peer` (interop/pion13), or None (after saying why).
+pub fn dtls13_peer() -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| go_build(GoPeer::PionDtls13));
+    available(built, "FASTSHAKE_REQUIRE_PION13", "pion13-peer")
 }
 
 /// The built `pion-sctp-peer` (interop/pion-sctp), or None (after saying why).
@@ -88,6 +96,23 @@ pub fn dtls_cert_client(binary: &Path, port: u16, pki: &Pki, extra: &[&str]) -> 
     let mut command = Command::new(binary);
     command.args(["client", "--connect", &format!("127.0.0.1:{port}"), "--ca", &pki.ca()]).args(extra);
     Peer::spawn("pion-peer client", command)
+}
+
+/// `pion13-peer server --listen 127.0.0.1:0 ARGS`, ready; returns it and its port. ARGS carry the
+/// credentials (`--psk-identity`/`--psk` or `--cert`/`--key`) and the rest.
+pub fn dtls13_server(binary: &Path, args: &[&str]) -> (Peer, u16) {
+    let mut command = Command::new(binary);
+    command.args(["server", "--listen", "127.0.0.1:0"]).args(args);
+    let peer = Peer::spawn("pion13-peer server", command);
+    let port = announced_port(&peer, "listening on 127.0.0.1:");
+    (peer, port)
+}
+
+/// `pion13-peer client --connect 127.0.0.1:PORT ARGS`; ARGS carry the credentials and the rest.
+pub fn dtls13_client(binary: &Path, port: u16, args: &[&str]) -> Peer {
+    let mut command = Command::new(binary);
+    command.args(["client", "--connect", &format!("127.0.0.1:{port}")]).args(args);
+    Peer::spawn("pion13-peer client", command)
 }
 
 /// The encrypted records the pion client counted on its socket, by kind, from its closing line.

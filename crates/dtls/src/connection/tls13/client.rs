@@ -26,7 +26,8 @@ use rand_core::RngCore;
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-/// Where a 1.3 client's handshake is.
+/// Where a 1.3 client's handshake is: the message each state awaits is in its name.
+#[allow(clippy::enum_variant_names)]
 pub(in crate::connection) enum ClientStep13 {
     ExpectServerHello(ExpectServerHello13),
     ExpectEncryptedExtensions(Keyed),
@@ -103,7 +104,7 @@ impl Connection {
         };
         let mut record = RecordLayer13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
-        hs.step = Some(Step13::Client(ClientStep13::ExpectServerHello(state)));
+        hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
         self.v13 = Some(Box::new(Tls13 { record, hs: Some(hs), suite: None }));
     }
 
@@ -268,7 +269,7 @@ impl Connection {
             }
             _ => return Err(Abort::unexpected()),
         };
-        Ok(Step13::Client(next))
+        Ok(Step13::Client(Box::new(next)))
     }
 
     fn client_on_server_hello13(
@@ -320,7 +321,7 @@ impl Connection {
             v13.record = record;
             // The ClientHello joins the transcript (it was sent in a fresh flight, unhashed).
             hs.transcript.add(HandshakeType::ClientHello, &state.hello.clone());
-            return Ok(Step13::Client(ClientStep13::ExpectServerHello(state)));
+            return Ok(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
         }
         // RFC 9147 §5.3: no session ID echo in DTLS 1.3.
         if !sh.session_id.is_empty() {
@@ -367,7 +368,7 @@ impl Connection {
         let server_hs = schedule.derive(b"s hs traffic", th.as_ref());
         v13.record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &server_hs));
         hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &client_hs));
-        Ok(Step13::Client(ClientStep13::ExpectEncryptedExtensions(Keyed {
+        Ok(Step13::Client(Box::new(ClientStep13::ExpectEncryptedExtensions(Keyed {
             suite,
             schedule,
             client_hs,
@@ -375,7 +376,7 @@ impl Connection {
             group,
             psk: psk.is_some(),
             certificate_request: None,
-        })))
+        }))))
     }
 
     /// The server's Finished checked: our Finished (and certificate, when asked) goes out in

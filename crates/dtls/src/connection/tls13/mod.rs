@@ -155,7 +155,7 @@ pub(super) struct Handshake13 {
 
 /// Where a 1.3 handshake is.
 pub(super) enum Step13 {
-    Client(client::ClientStep13),
+    Client(Box<client::ClientStep13>),
     /// Completed: the last flight is kept until the peer acknowledges it.
     Complete,
 }
@@ -223,10 +223,6 @@ impl Handshake13 {
 }
 
 impl Connection {
-    pub(super) fn v13(&self) -> Option<&Tls13> {
-        self.v13.as_deref()
-    }
-
     // ------------------------------------------------------------ flights
 
     /// Packs what of the flight is not acknowledged into datagrams and queues them.
@@ -640,7 +636,7 @@ impl Connection {
     ) -> Result<(), Abort> {
         match hs.step.take() {
             Some(Step13::Client(step)) => {
-                let next = self.client_step13(now, hs, v13, step, msg_type, body)?;
+                let next = self.client_step13(now, hs, v13, *step, msg_type, body)?;
                 hs.step = Some(next);
                 Ok(())
             }
