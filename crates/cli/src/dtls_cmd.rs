@@ -36,6 +36,14 @@ use tokio::sync::mpsc;
 pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
+    /// The protocol version to speak: 1.2 (RFC 6347) or 1.3 (RFC 9147: external PSK with
+    /// (EC)DHE or alone, or certificates; no resumption, caching or mobility in 1.3 yet).
+    #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::V1_2)]
+    dtls: DtlsArg,
+    /// DTLS 1.3 key-exchange groups, most preferred first, e.g. x25519,secp256r1. A client
+    /// sends a key share for the first; a server asks a client for its first one.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_group)]
+    groups: Vec<fastshake_dtls::NamedGroup>,
     /// Server: issue no session tickets. Client: do not ask for one (RFC 5077).
     #[arg(long)]
     no_tickets: bool,
@@ -246,12 +254,34 @@ pub struct ClientArgs {
     /// Testing aid: the address --rebind-after moves to (default: the current IP, a new port).
     #[arg(long, value_name = "ADDR", hide = true, requires = "rebind_after")]
     rebind_to: Option<SocketAddr>,
-    /// The protocol version to speak: 1.2 (RFC 6347) or 1.3 (RFC 9147; PSK with psk_dhe_ke, or
-    /// certificates; no resumption, caching or mobility in 1.3 yet).
-    #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::V1_2)]
-    dtls: DtlsArg,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// One `--groups` name.
+fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
+    fastshake_dtls::NamedGroup::ALL
+        .into_iter()
+        .find(|g| g.name().eq_ignore_ascii_case(name.trim()))
+        .ok_or_else(|| format!("unknown group {name:?}: x25519 or secp256r1"))
+}
+
+impl CommonArgs {
+    fn versions(&self) -> fastshake_dtls::Versions {
+        match self.dtls {
+            DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
+            DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
+        }
+    }
+
+    /// `--groups`, or every group in our order.
+    fn groups(&self) -> Vec<fastshake_dtls::NamedGroup> {
+        if self.groups.is_empty() {
+            fastshake_dtls::NamedGroup::ALL.to_vec()
+        } else {
+            self.groups.clone()
+        }
+    }
 }
 
 /// `--dtls`.
@@ -430,8 +460,17 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
             ..ClientCertCacheConfig::default()
         },
         idle_timeout,
+        versions: common.versions(),
+        groups: common.groups(),
         ..ServerConfig::default()
     };
+    if common.dtls == DtlsArg::V1_3
+        && (args.mobility != MobilityMode::Standard || args.max_sessions.is_some())
+    {
+        bail!(
+            "--dtls 1.3 does not move sessions or keep session slots yet: drop --mobility and --max-sessions"
+        );
+    }
     let workers = match args.workers {
         // R slots stand for one constrained server's memory: one worker holds them all.
         None if args.max_sessions.is_some() => 1,
@@ -495,6 +534,7 @@ async fn serve(
     credentials: &str,
 ) -> anyhow::Result<()> {
     let mobility = options.mobility;
+    let config_version = config.versions;
     let mut server = DtlsServer::bind(listen, config, options)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -504,7 +544,11 @@ async fn serve(
     if server.workers() > 1 {
         mobility_text.push_str(&format!(", {} workers", server.workers()));
     }
-    say!("fastshake server: listening on {} (DTLS 1.2, {credentials}{mobility_text})", server.local_addr());
+    say!(
+        "fastshake server: listening on {} ({}, {credentials}{mobility_text})",
+        server.local_addr(),
+        config_version.name()
+    );
     let mut terminate = terminate_signal()?;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("cannot watch SIGHUP")?;
@@ -620,13 +664,11 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         mobility: args.mobility.client_mobility(),
         cached_info: args.cache_file.is_some(),
         client_certificate_caching: args.cache_file.is_some(),
-        versions: match args.dtls {
-            DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
-            DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
-        },
+        versions: common.versions(),
+        groups: common.groups(),
         ..ClientConfig::default()
     };
-    if args.dtls == DtlsArg::V1_3
+    if common.dtls == DtlsArg::V1_3
         && (args.session_file.is_some()
             || args.cache_file.is_some()
             || args.mobility != MobilityMode::Standard)

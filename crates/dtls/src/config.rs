@@ -426,6 +426,13 @@ pub struct ServerConfig {
     /// the HelloVerifyRequest round trip. The cookie still proves the client receives at that
     /// address (RFC 6347 §4.2.1); it no longer ties the cookie to one ClientHello.
     pub reusable_cookies: bool,
+    /// The protocol versions accepted.
+    pub versions: Versions,
+    /// DTLS 1.3 suites accepted, most preferred first (the server's order wins).
+    pub suites13: Vec<Suite13>,
+    /// DTLS 1.3 key-exchange groups accepted, most preferred first: a client that offers a
+    /// preferred group without a key share for it is asked for one (HelloRetryRequest).
+    pub groups: Vec<NamedGroup>,
 }
 
 /// [`ServerConfig::max_handshakes`] by default.
@@ -474,6 +481,9 @@ impl Default for ServerConfig {
             cached_info: true,
             client_cert_cache: ClientCertCacheConfig::default(),
             reusable_cookies: false,
+            versions: Versions::default(),
+            suites13: Suite13::ALL.to_vec(),
+            groups: NamedGroup::ALL.to_vec(),
         }
     }
 }

@@ -16,6 +16,7 @@ mod tls13;
 
 pub(crate) use handshake::hello_id;
 pub(crate) use server::VerifiedHello;
+pub(crate) use tls13::VerifiedHello13;
 
 use crate::alert::{AlertDescription, AlertLevel};
 use crate::cache::{CacheUse, CachedClientChain, CachedServer, CLIENT_TICKET_LEN};

@@ -286,6 +286,15 @@ impl Endpoint {
         body: &[u8],
         datagram_len: usize,
     ) {
+        if self.speaks13(ch) {
+            self.new_client_hello13(now, remote, hello, ch, body, datagram_len);
+            return;
+        }
+        if self.config.versions == crate::config::Versions::Dtls13 {
+            // A DTLS 1.3 server and a client that offers only 1.2 (RFC 8446 §4.2.1).
+            self.refuse_version(remote, hello.record_seq);
+            return;
+        }
         let (addr, n) = addr_bytes(&remote);
         let version = ch.version.to_be_bytes();
         // A reusable cookie covers the address alone (and a label keeping the two kinds apart),

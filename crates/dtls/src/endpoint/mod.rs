@@ -4,7 +4,10 @@
 //! so a session given its own socket after it was accepted sends everything from there.
 
 mod hello;
+mod hello13;
 mod incoming;
+
+pub(crate) use hello13::{hello_retry_request, CookieState};
 mod route;
 
 pub use incoming::Incoming;

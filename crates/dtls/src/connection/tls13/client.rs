@@ -440,7 +440,7 @@ impl Connection {
         Ok(Step13::Complete)
     }
 
-    fn summary13(
+    pub(super) fn summary13(
         &self,
         now: Instant,
         hs: &Handshake13,

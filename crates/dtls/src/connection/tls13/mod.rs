@@ -8,6 +8,9 @@
 //! the timer is the same [`RetransmitTimer`] as DTLS 1.2's.
 
 mod client;
+mod server;
+
+pub(crate) use server::VerifiedHello13;
 
 use super::{Connection, DataSink, Event, Phase};
 use crate::alert::{AlertDescription, AlertLevel};
@@ -156,6 +159,7 @@ pub(super) struct Handshake13 {
 /// Where a 1.3 handshake is.
 pub(super) enum Step13 {
     Client(Box<client::ClientStep13>),
+    Server(Box<server::ServerStep13>),
     /// Completed: the last flight is kept until the peer acknowledges it.
     Complete,
 }
@@ -590,6 +594,10 @@ impl Connection {
         body: &[u8],
     ) -> Result<(), Abort> {
         let mut fresh = false;
+        // Named in our next ACK, a resent record too: the peer tracks its latest transmission.
+        if number.epoch >= epoch::HANDSHAKE && !hs.received.contains(&number) {
+            hs.received.push(number);
+        }
         for fragment in parse_fragments(body) {
             let Ok((header, data)) = fragment else {
                 self.stats.records_dropped += 1;
@@ -606,9 +614,6 @@ impl Connection {
                 Insert::Dropped => self.stats.records_dropped += 1,
                 Insert::Accepted => fresh = true,
             }
-        }
-        if fresh && number.epoch >= epoch::HANDSHAKE {
-            hs.received.push(number);
         }
         while let Some((msg_type, _message_seq, message)) = hs.reassembler.pop() {
             self.step13(now, hs, v13, msg_type, &message)?;
@@ -637,6 +642,11 @@ impl Connection {
         match hs.step.take() {
             Some(Step13::Client(step)) => {
                 let next = self.client_step13(now, hs, v13, *step, msg_type, body)?;
+                hs.step = Some(next);
+                Ok(())
+            }
+            Some(Step13::Server(step)) => {
+                let next = self.server_step13(now, hs, v13, *step, msg_type, body)?;
                 hs.step = Some(next);
                 Ok(())
             }

@@ -1,0 +1,347 @@
+//! The DTLS 1.3 server (RFC 8446 §4 as RFC 9147 §5 changes it). The endpoint answered the first
+//! ClientHello with a HelloRetryRequest and kept nothing; a session starts from the second,
+//! whose cookie carries the first one's hash, and answers it with its whole flight at once:
+//!
+//! ```text
+//! ClientHello (cookie) ──► ServerHello, EncryptedExtensions, [CertificateRequest],
+//!                          [Certificate, CertificateVerify], Finished
+//!                      ◄── [Certificate, CertificateVerify], Finished ──► ACK
+//! ```
+
+use super::{Abort, Handshake13, Step13, Tls13, Transcript13, PREFIX};
+use crate::alert::AlertDescription;
+use crate::config::ServerConfig;
+use crate::connection::handshake::{agree, ephemeral, sign, SCHEMES};
+use crate::connection::{Connection, EndpointEvent, Event, Phase, RoleConfig};
+use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
+use crate::endpoint::{hello_retry_request, CookieState};
+use crate::handshake::{
+    certificate_verify_message, client_shares, encode_certificate13, encode_encrypted_extensions,
+    encode_signed, parse_certificate13, parse_certificate_verify, psk_modes_allow, u16_list,
+    CertificateRequest13, ClientHello, HandshakeType, NamedGroup, OfferedPsks, OutExtensions, ServerHello,
+    DTLS_1_3, PSK_DHE_KE, PSK_KE,
+};
+use crate::record::{epoch, RecordLayer13, MAX_SEQ};
+use fastshake_core::Instant;
+use fastshake_pki::{CertDer, PeerPublicKey, SignatureScheme};
+use rand_core::{RngCore, SeedableRng};
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+/// A 1.3 ClientHello whose cookie the endpoint verified.
+pub(crate) struct VerifiedHello13<'a> {
+    pub record_seq: u64,
+    pub message_seq: u16,
+    pub body: &'a [u8],
+    pub hello: &'a ClientHello<'a>,
+    pub datagram_len: usize,
+    /// What the cookie carried.
+    pub state: CookieState,
+}
+
+/// Where a 1.3 server's handshake is.
+pub(in crate::connection) enum ServerStep13 {
+    /// The client's certificate (asked for) comes first.
+    ExpectCertificate(AwaitClient),
+    ExpectCertificateVerify(AwaitClient, PeerPublicKey),
+    ExpectFinished(AwaitClient),
+}
+
+/// Our flight is out: what the client's answer is checked with.
+pub(in crate::connection) struct AwaitClient {
+    suite: Suite13,
+    schedule: KeySchedule,
+    client_hs: Zeroizing<Vec<u8>>,
+    group: Option<NamedGroup>,
+    psk_identity: Option<Vec<u8>>,
+    client_certificates: usize,
+    client_leaf: Option<CertDer>,
+}
+
+impl Connection {
+    /// A DTLS 1.3 server session from a ClientHello that returned a valid cookie.
+    pub(crate) fn server13(
+        config: Arc<ServerConfig>,
+        now: Instant,
+        remote: std::net::SocketAddr,
+        rng_seed: [u8; 32],
+        hello: VerifiedHello13<'_>,
+    ) -> Connection {
+        let mut conn = Connection::bare(RoleConfig::Server(config.clone()), remote);
+        conn.started_from_hello(&hello.hello.random, hello.message_seq);
+        conn.stats.datagrams_received = 1;
+        conn.stats.bytes_received = hello.datagram_len as u64;
+        let timer = crate::timer::RetransmitTimer::new(
+            config.initial_retransmit,
+            config.max_retransmit,
+            config.retransmit,
+            None,
+        );
+        let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
+        let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
+        hs.hello_retry = true;
+        hs.epoch0_write_seq = if hello.record_seq < MAX_SEQ / 2 { hello.record_seq + 1 } else { 0 };
+        // Our messages continue the numbering the HelloRetryRequest began (RFC 9147 §5.2).
+        hs.next_message_seq = hello.message_seq;
+        hs.reassembler.reset(hello.message_seq.wrapping_add(1));
+        let mut record = RecordLayer13::default();
+        let mut v13 = Tls13 { record: RecordLayer13::default(), hs: None, suite: None };
+        match conn.server_answer13(now, &mut hs, &mut record, &config, &hello) {
+            Ok(step) => {
+                hs.step = Some(step);
+                v13.suite = Some(hello.state.suite);
+                v13.record = record;
+                v13.hs = Some(hs);
+                conn.v13 = Some(Box::new(v13));
+            }
+            Err(abort) => {
+                v13.hs = Some(hs);
+                conn.v13_fail(&mut v13, abort);
+                conn.v13 = Some(Box::new(v13));
+            }
+        }
+        conn
+    }
+
+    /// The server's flight in answer to the verified ClientHello.
+    fn server_answer13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        record: &mut RecordLayer13,
+        config: &ServerConfig,
+        hello: &VerifiedHello13<'_>,
+    ) -> Result<Step13, Abort> {
+        let ch = hello.hello;
+        let ext = &ch.extensions;
+        let suite = hello.state.suite;
+        let hash = suite.hash();
+        if !ch.suites().any(|s| s == suite.id()) || !ch.session_id.is_empty() && ch.session_id.len() > 32 {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
+        }
+        // The transcript: the first ClientHello's hash, the HelloRetryRequest, this ClientHello.
+        let cookie = ext.cookie13.ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+        let hrr = hello_retry_request(ch.session_id, &hello.state, cookie);
+        let mut ctx = ring::digest::Context::new(hash.digest_algorithm());
+        ctx.update(&crate::handshake::message_hash_prefix(hash.len() as u8));
+        ctx.update(&hello.state.hello_hash);
+        hs.transcript = Transcript13::Hashing(ctx);
+        hs.transcript.add(HandshakeType::ServerHello, &hrr);
+        // An external PSK the client named, its binder checked (RFC 8446 §4.2.11.2).
+        let modes = ext.psk_key_exchange_modes.unwrap_or(&[]);
+        let mut psk: Option<(&crate::config::Psk, u16)> = None;
+        if let Some(data) = ext.pre_shared_key {
+            if !ext.pre_shared_key_last {
+                return Err(Abort::alert(AlertDescription::IllegalParameter));
+            }
+            let offered = OfferedPsks::parse(data).map_err(Abort::decode)?;
+            let found = offered.identities.iter().enumerate().find_map(|(i, (identity, _))| {
+                config.psks.iter().find(|p| p.identity == *identity).map(|p| (p, i))
+            });
+            if let Some((key, index)) = found {
+                if modes.is_empty() {
+                    return Err(Abort::alert(AlertDescription::MissingExtension));
+                }
+                let truncated = &hello.body[..hello.body.len() - offered.binders_len];
+                let mut partial = match &hs.transcript {
+                    Transcript13::Hashing(ctx) => ctx.clone(),
+                    Transcript13::Pending(_) => return Err(Abort::unexpected()),
+                };
+                partial.update(&crate::handshake::transcript_header(
+                    HandshakeType::ClientHello,
+                    hello.body.len() as u32,
+                ));
+                partial.update(truncated);
+                let schedule = KeySchedule::new(hash, PREFIX, Some(&key.key));
+                let expected = schedule.verify_data(&schedule.binder_key(true), partial.finish().as_ref());
+                let binder = offered.binders.get(index).copied().unwrap_or(&[]);
+                if !bool::from(subtle::ConstantTimeEq::ct_eq(expected.as_ref(), binder)) {
+                    return Err(Abort::alert(AlertDescription::DecryptError));
+                }
+                psk = Some((key, index as u16));
+            }
+        }
+        hs.transcript.add(HandshakeType::ClientHello, hello.body);
+        if psk.is_none() && config.certified_key.is_none() {
+            // The client named no PSK of ours and this server has no certificate.
+            return Err(Abort::alert(AlertDescription::UnknownPskIdentity));
+        }
+        // The key exchange: the group the cookie names (or ours first of the client's shares),
+        // unless a PSK in psk_ke mode needs none.
+        let shares = ext.key_share.map(client_shares).transpose().map_err(Abort::decode)?.unwrap_or_default();
+        let supported: Vec<u16> = ext.supported_groups.map(|g| u16_list(g).collect()).unwrap_or_default();
+        let share = match hello.state.group {
+            Some(g) => shares.iter().find(|s| s.group == g.code()).copied().map(|s| (g, s)),
+            None => config.groups.iter().find_map(|g| {
+                shares.iter().find(|s| s.group == g.code() && supported.contains(&s.group)).map(|s| (*g, *s))
+            }),
+        };
+        let dhe = psk.is_none() || psk_modes_allow(modes, PSK_DHE_KE);
+        let (shared, server_share, group) = match (share, dhe) {
+            (Some((group, entry)), true) => {
+                let (secret, public) = ephemeral(group, &mut hs.rng);
+                (Some(agree(secret, group, entry.key_exchange)?), Some((group.code(), public)), Some(group))
+            }
+            (None, true) if psk.is_some() && psk_modes_allow(modes, PSK_KE) => (None, None, None),
+            (_, false) if psk_modes_allow(modes, PSK_KE) => (None, None, None),
+            _ => return Err(Abort::alert(AlertDescription::HandshakeFailure)),
+        };
+        let mut random = [0u8; 32];
+        hs.rng.fill_bytes(&mut random);
+        let sh_ext = OutExtensions {
+            selected_version: Some(DTLS_1_3),
+            server_share: server_share.as_ref().map(|(g, k)| (*g, &k[..])),
+            selected_identity: psk.map(|(_, i)| i),
+            ..Default::default()
+        };
+        let mut server_hello = Vec::with_capacity(128);
+        ServerHello::encode13(&mut server_hello, &random, ch.session_id, suite.id(), &sh_ext);
+        hs.begin_flight();
+        hs.push_message(0, HandshakeType::ServerHello, server_hello, true);
+        let mut schedule = KeySchedule::new(hash, PREFIX, psk.map(|(p, _)| &p.key[..]));
+        schedule.into_handshake(shared.as_deref().map(|s| &s[..]));
+        let th = hs.transcript.current(hash);
+        let client_hs = schedule.derive(b"c hs traffic", th.as_ref());
+        let server_hs = schedule.derive(b"s hs traffic", th.as_ref());
+        hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &server_hs));
+        record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &client_hs));
+        let mut encrypted = Vec::new();
+        encode_encrypted_extensions(&mut encrypted, &OutExtensions::default());
+        hs.push_message(epoch::HANDSHAKE, HandshakeType::EncryptedExtensions, encrypted, true);
+        let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
+        if psk.is_none() {
+            if ask_certificate {
+                let mut request = Vec::new();
+                CertificateRequest13::encode(&mut request, &[], &SCHEMES);
+                hs.push_message(epoch::HANDSHAKE, HandshakeType::CertificateRequest, request, true);
+            }
+            let certified = config.certified_key.as_ref().ok_or_else(Abort::unexpected)?;
+            let chain: Vec<&[u8]> = certified.chain.iter().map(|c| c.as_ref()).collect();
+            let mut certificate = Vec::new();
+            encode_certificate13(&mut certificate, &[], &chain);
+            hs.push_message(epoch::HANDSHAKE, HandshakeType::Certificate, certificate, true);
+            let offered: Vec<u16> =
+                ext.signature_algorithms.map(|s| u16_list(s).collect()).unwrap_or_default();
+            let scheme = certified
+                .key
+                .algorithm()
+                .schemes()
+                .iter()
+                .copied()
+                .find(|s| *s != SignatureScheme::RsaPkcs1Sha256 && offered.contains(&s.code()))
+                .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?;
+            let signed = certificate_verify_message(true, hs.transcript.current(hash).as_ref());
+            let signature = sign(&certified.key, scheme, &signed, &mut hs.rng)?;
+            let mut verify = Vec::new();
+            encode_signed(&mut verify, scheme.code(), &signature);
+            hs.push_message(epoch::HANDSHAKE, HandshakeType::CertificateVerify, verify, true);
+        }
+        let finished = schedule.verify_data(&server_hs, hs.transcript.current(hash).as_ref());
+        hs.push_message(epoch::HANDSHAKE, HandshakeType::Finished, finished.as_ref().to_vec(), true);
+        schedule.into_master();
+        let th_server_finished = hs.transcript.current(hash);
+        let client_ap = schedule.derive(b"c ap traffic", th_server_finished.as_ref());
+        let server_ap = schedule.derive(b"s ap traffic", th_server_finished.as_ref());
+        record.add_read(epoch::APPLICATION, RecordKeys::from_secret(suite, PREFIX, &client_ap));
+        self.send_flight13(now, hs, record, true);
+        record.set_write(epoch::APPLICATION, RecordKeys::from_secret(suite, PREFIX, &server_ap));
+        let wait = AwaitClient {
+            suite,
+            schedule,
+            client_hs,
+            group,
+            psk_identity: psk.map(|(p, _)| p.identity.clone()),
+            client_certificates: 0,
+            client_leaf: None,
+        };
+        Ok(Step13::Server(Box::new(if ask_certificate {
+            ServerStep13::ExpectCertificate(wait)
+        } else {
+            ServerStep13::ExpectFinished(wait)
+        })))
+    }
+
+    /// One message of the client's last flight.
+    pub(in crate::connection) fn server_step13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        step: ServerStep13,
+        msg_type: HandshakeType,
+        body: &[u8],
+    ) -> Result<Step13, Abort> {
+        let config = self.server_config().cloned().ok_or_else(Abort::unexpected)?;
+        let next = match (step, msg_type) {
+            (ServerStep13::ExpectCertificate(mut w), HandshakeType::Certificate) => {
+                let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
+                hs.transcript.add(msg_type, body);
+                if certs.is_empty() {
+                    if config.client_auth == crate::session::ClientAuth::Require {
+                        return Err(Abort::alert(AlertDescription::CertificateRequired));
+                    }
+                    ServerStep13::ExpectFinished(w)
+                } else {
+                    let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+                    let anchors = config.client_trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
+                    let (verified, _) = fastshake_pki::verify_client_chain_cached(
+                        config.key_cache.as_deref(),
+                        &chain,
+                        anchors,
+                        config.wall_clock.map_or(0, |c| c.unix_at(now)),
+                    )
+                    .map_err(Abort::peer)?;
+                    w.client_certificates = chain.len();
+                    w.client_leaf = chain.into_iter().next();
+                    ServerStep13::ExpectCertificateVerify(w, verified.key)
+                }
+            }
+            (ServerStep13::ExpectCertificateVerify(w, key), HandshakeType::CertificateVerify) => {
+                let (scheme, signature) = parse_certificate_verify(body).map_err(Abort::decode)?;
+                let scheme = SignatureScheme::from_code(scheme)
+                    .filter(|s| SCHEMES.contains(&s.code()) && *s != SignatureScheme::RsaPkcs1Sha256)
+                    .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+                let signed =
+                    certificate_verify_message(false, hs.transcript.current(w.suite.hash()).as_ref());
+                fastshake_pki::verify_signature(&key, scheme, &signed, signature).map_err(Abort::peer)?;
+                hs.transcript.add(msg_type, body);
+                ServerStep13::ExpectFinished(w)
+            }
+            (ServerStep13::ExpectFinished(w), HandshakeType::Finished) => {
+                let expected =
+                    w.schedule.verify_data(&w.client_hs, hs.transcript.current(w.suite.hash()).as_ref());
+                if !bool::from(subtle::ConstantTimeEq::ct_eq(expected.as_ref(), body)) {
+                    return Err(Abort::alert(AlertDescription::DecryptError));
+                }
+                hs.transcript.add(msg_type, body);
+                return Ok(self.server_complete13(now, hs, v13, w));
+            }
+            _ => return Err(Abort::unexpected()),
+        };
+        Ok(Step13::Server(Box::new(next)))
+    }
+
+    /// The client's Finished checked: the session is up; the ACK tells the client its flight
+    /// arrived (§5.8.1: nothing else would).
+    fn server_complete13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        w: AwaitClient,
+    ) -> Step13 {
+        hs.flight.timer.on_answer(now, self.stats.bytes_received);
+        hs.timers.stop(super::Timer13::Retransmit);
+        hs.begin_flight();
+        self.send_ack13(hs, &mut v13.record);
+        self.phase = Phase::Established;
+        let rtt = hs.flight.timer.estimate();
+        self.push_endpoint_event(EndpointEvent::Established { rtt });
+        let mut summary = self.summary13(now, hs, w.suite, w.group, None);
+        summary.peer_certificates = w.client_certificates;
+        summary.peer_leaf = w.client_leaf;
+        summary.psk_identity = w.psk_identity.unwrap_or_default();
+        self.push_event(Event::Connected(summary));
+        Step13::Complete
+    }
+}

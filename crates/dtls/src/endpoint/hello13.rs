@@ -1,0 +1,242 @@
+//! A DTLS 1.3 ClientHello at the endpoint: the stateless HelloRetryRequest (RFC 9147 §5.1,
+//! RFC 8446 §4.1.4) whose cookie carries what the server would otherwise keep (the hash of the
+//! first ClientHello for the transcript, RFC 8446 §4.4.1, and the suite and group chosen),
+//! sealed with the endpoint's cookie MAC, and the session made from a ClientHello that returns
+//! a valid one.
+
+use super::incoming::HelloInfo;
+use super::{ConnectionHandle, Endpoint, Slot};
+use crate::alert::{AlertDescription, AlertLevel};
+use crate::connection::{Connection, Event, VerifiedHello13};
+use crate::crypto::tls13::{Suite13, SuiteHash};
+use crate::handshake::{
+    client_shares, offered_versions, transcript_header, u16_list, ClientHello, HandshakeHeader,
+    HandshakeType, NamedGroup, OutExtensions, ServerHello, DTLS_1_3, HELLO_RETRY_REQUEST_RANDOM,
+};
+use crate::record::{write_record, ContentType, HEADER_LEN};
+use fastshake_core::{Instant, Transmit, COOKIE_LEN};
+use rand_core::RngCore;
+use std::net::SocketAddr;
+
+/// Keeps the 1.3 cookie's MAC inputs apart from the 1.2 ones under the same key.
+const COOKIE13_LABEL: &[u8] = b"fastshake dtls13 cookie";
+
+/// What a 1.3 cookie holds besides its tag.
+pub(crate) struct CookieState {
+    pub suite: Suite13,
+    /// The group the HelloRetryRequest asked a key share for, if it did.
+    pub group: Option<NamedGroup>,
+    /// Hash of the first ClientHello (with the TLS 1.3 message header).
+    pub hello_hash: Vec<u8>,
+}
+
+impl CookieState {
+    /// `suite, group (0: none), hash length, hash`, then the tag.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(5 + self.hello_hash.len() + COOKIE_LEN);
+        out.extend_from_slice(&self.suite.id().to_be_bytes());
+        out.extend_from_slice(&self.group.map_or(0, NamedGroup::code).to_be_bytes());
+        out.push(self.hello_hash.len() as u8);
+        out.extend_from_slice(&self.hello_hash);
+        out
+    }
+
+    fn decode(body: &[u8]) -> Option<(Self, usize)> {
+        let suite = Suite13::from_id(u16::from_be_bytes([*body.first()?, *body.get(1)?]))?;
+        let group = match u16::from_be_bytes([*body.get(2)?, *body.get(3)?]) {
+            0 => None,
+            code => Some(NamedGroup::from_code(code)?),
+        };
+        let len = *body.get(4)? as usize;
+        if len != suite.hash().len() {
+            return None;
+        }
+        let hello_hash = body.get(5..5 + len)?.to_vec();
+        Some((CookieState { suite, group, hello_hash }, 5 + len))
+    }
+}
+
+/// The HelloRetryRequest the server sends (or, from the cookie, sent): written the same way
+/// both times, since the transcript holds it (RFC 8446 §4.4.1).
+pub(crate) fn hello_retry_request(session_id: &[u8], state: &CookieState, cookie: &[u8]) -> Vec<u8> {
+    let ext = OutExtensions {
+        selected_version: Some(DTLS_1_3),
+        cookie13: Some(cookie),
+        hrr_group: state.group.map(NamedGroup::code),
+        ..Default::default()
+    };
+    let mut body = Vec::with_capacity(64 + cookie.len());
+    ServerHello::encode13(&mut body, &HELLO_RETRY_REQUEST_RANDOM, session_id, state.suite.id(), &ext);
+    body
+}
+
+impl Endpoint {
+    /// Whether this endpoint answers `ch` in DTLS 1.3.
+    pub(super) fn speaks13(&self, ch: &ClientHello<'_>) -> bool {
+        self.config.versions == crate::config::Versions::Dtls13
+            && ch
+                .extensions
+                .supported_versions
+                .and_then(|d| offered_versions(d).ok())
+                .is_some_and(|v| v.contains(DTLS_1_3))
+    }
+
+    /// The cookie's tag inputs: the client's address, the label, what the cookie carries and
+    /// the time slot.
+    fn cookie13_tag(&self, now_slot: u64, remote: &SocketAddr, state: &[u8], out: &mut [u8]) {
+        let addr = remote.to_string();
+        self.cookie.sign_into(&[addr.as_bytes(), COOKIE13_LABEL, state, &now_slot.to_be_bytes()], out);
+    }
+
+    fn verify_cookie13(&self, now: Instant, remote: &SocketAddr, cookie: &[u8]) -> Option<CookieState> {
+        let (state, len) = CookieState::decode(cookie)?;
+        let tag = cookie.get(len..)?;
+        if tag.len() != COOKIE_LEN {
+            return None;
+        }
+        let addr = remote.to_string();
+        let slot = self.cookie_slot13(now);
+        let fresh = [slot, slot.wrapping_sub(1)].iter().any(|s| {
+            self.cookie.verify(tag, &[addr.as_bytes(), COOKIE13_LABEL, &cookie[..len], &s.to_be_bytes()])
+        });
+        fresh.then_some(state)
+    }
+
+    fn cookie_slot13(&self, now: Instant) -> u64 {
+        let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
+        now.as_nanos() / slot_nanos
+    }
+
+    /// A client that offers no version we speak: protocol_version, statelessly.
+    pub(super) fn refuse_version(&mut self, remote: SocketAddr, record_seq: u64) {
+        self.refuse13(remote, record_seq, AlertDescription::ProtocolVersion);
+    }
+
+    /// A fatal alert in a plaintext record, statelessly (nothing was agreed).
+    fn refuse13(&mut self, remote: SocketAddr, record_seq: u64, alert: AlertDescription) {
+        let mut out = vec![0u8; HEADER_LEN + 2];
+        write_record(
+            &mut out,
+            ContentType::Alert,
+            0,
+            record_seq,
+            None,
+            &[&[AlertLevel::Fatal.to_u8(), alert.code()]],
+        );
+        self.push_stateless(Transmit { src: None, dst: remote, payload: out });
+        self.stats.connections_refused += 1;
+    }
+
+    /// A 1.3 ClientHello that is no copy of a session's: a HelloRetryRequest with a cookie
+    /// unless it returns a valid one, else a new session.
+    pub(super) fn new_client_hello13(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        hello: &HelloInfo,
+        ch: &ClientHello<'_>,
+        body: &[u8],
+        datagram_len: usize,
+    ) {
+        let ext = &ch.extensions;
+        // The suite: ours first among the client's (with a PSK alone only SHA-256 ones).
+        let certificates = self.config.certified_key.is_some();
+        let suite =
+            self.config.suites13.iter().copied().find(|s| {
+                ch.suites().any(|id| id == s.id()) && (certificates || s.hash() == SuiteHash::Sha256)
+            });
+        let Some(suite) = suite else {
+            self.refuse13(remote, hello.record_seq, AlertDescription::HandshakeFailure);
+            return;
+        };
+        if let Some(state) = ext.cookie13.and_then(|c| self.verify_cookie13(now, &remote, c)) {
+            self.accept13(now, remote, hello, ch, body, datagram_len, state);
+            return;
+        }
+        if ext.cookie13.is_some() {
+            self.stats.cookies_rejected += 1;
+        }
+        // The group: ours first among those the client supports; a HelloRetryRequest asks for
+        // its key share unless the client sent one.
+        let supported: Vec<u16> = ext.supported_groups.map(|g| u16_list(g).collect()).unwrap_or_default();
+        let shares: Vec<u16> = ext
+            .key_share
+            .and_then(|d| client_shares(d).ok())
+            .map(|s| s.iter().map(|e| e.group).collect())
+            .unwrap_or_default();
+        let group = self.config.groups.iter().copied().find(|g| supported.contains(&g.code()));
+        let ask_for = group.filter(|g| !shares.contains(&g.code()));
+        let hash = suite.hash();
+        let mut first = transcript_header(HandshakeType::ClientHello, body.len() as u32).to_vec();
+        first.extend_from_slice(body);
+        let state = CookieState { suite, group: ask_for, hello_hash: hash.hash(&first).as_ref().to_vec() };
+        let mut cookie = state.encode();
+        let at = cookie.len();
+        cookie.resize(at + COOKIE_LEN, 0);
+        let (fields, tag) = cookie.split_at_mut(at);
+        self.cookie13_tag(self.cookie_slot13(now), &remote, fields, tag);
+        let hrr = hello_retry_request(ch.session_id, &state, &cookie);
+        let mut out = Vec::with_capacity(HEADER_LEN + 12 + hrr.len());
+        let mut fragment = Vec::with_capacity(12 + hrr.len());
+        HandshakeHeader {
+            msg_type: HandshakeType::ServerHello,
+            length: hrr.len() as u32,
+            message_seq: hello.message_seq,
+            fragment_offset: 0,
+            fragment_length: hrr.len() as u32,
+        }
+        .write(&mut fragment);
+        fragment.extend_from_slice(&hrr);
+        out.resize(HEADER_LEN + fragment.len(), 0);
+        // RFC 9147 §5.1: a stateless server numbers its record like the ClientHello's.
+        write_record(&mut out, ContentType::Handshake, 0, hello.record_seq, None, &[&fragment]);
+        self.push_stateless(Transmit { src: None, dst: remote, payload: out });
+        self.stats.hello_verify_sent += 1;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn accept13(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        hello: &HelloInfo,
+        ch: &ClientHello<'_>,
+        body: &[u8],
+        datagram_len: usize,
+        state: CookieState,
+    ) {
+        if !self.admit(remote, hello.record_seq, self.replaced_at13(remote)) {
+            return;
+        }
+        let mut seed = [0u8; 32];
+        self.rng.fill_bytes(&mut seed);
+        let verified = VerifiedHello13 {
+            record_seq: hello.record_seq,
+            message_seq: hello.message_seq,
+            body,
+            hello: ch,
+            datagram_len,
+            state,
+        };
+        let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
+        let h = ConnectionHandle(self.next_id);
+        self.next_id += 1;
+        self.connections.insert(h, Box::new(Slot { conn, activity: None, deadline: None }));
+        self.half_open.insert(h, remote.ip());
+        *self.half_open_per_ip.entry(remote.ip()).or_default() += 1;
+        self.stats.connections_accepted += 1;
+        self.after(h);
+        if !self.connections.contains_key(&h) {
+            return;
+        }
+        self.events.push_back((h, Event::Accepted));
+        if let Some(old) = self.by_addr.insert(remote, h) {
+            self.supersede(old);
+            self.stats.connections_replaced += 1;
+        }
+    }
+
+    fn replaced_at13(&self, remote: SocketAddr) -> usize {
+        usize::from(self.by_addr.contains_key(&remote))
+    }
+}
