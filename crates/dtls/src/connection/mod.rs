@@ -1280,7 +1280,7 @@ impl Connection {
     /// Whether handshake state is still held (during the handshake, and for the side that sent
     /// the last flight until the peer shows it received it).
     pub fn holds_handshake_state(&self) -> bool {
-        self.hs.is_some()
+        self.hs.is_some() || self.v13.as_ref().is_some_and(|v| v.hs.is_some())
     }
 
     /// Server: whether a ClientHello with this random and message_seq is a copy of the one this

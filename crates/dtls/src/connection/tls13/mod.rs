@@ -154,7 +154,17 @@ pub(super) struct Handshake13 {
     pub peer_retransmissions: u32,
     pub hello_retry: bool,
     pub cookie: Option<Vec<u8>>,
+    /// Protected records that came before their keys (a flight reordered ahead of its
+    /// ServerHello), tried again once keys are added; bounded, as nothing authenticated them.
+    early_records: Vec<Vec<u8>>,
+    /// The datagram being handled repeated handshake records of the peer: acknowledge (and,
+    /// with our last flight unacknowledged, resend it) once the datagram is done.
+    peer_resent: bool,
 }
+
+/// Protected records kept before their keys exist, and their bytes.
+const MAX_EARLY_RECORDS: usize = 8;
+const MAX_EARLY_RECORD_BYTES: usize = 16 * 1024;
 
 /// Where a 1.3 handshake is.
 pub(super) enum Step13 {
@@ -201,6 +211,8 @@ impl Handshake13 {
             peer_retransmissions: 0,
             hello_retry: false,
             cookie: None,
+            early_records: Vec::new(),
+            peer_resent: false,
         })
     }
 
@@ -444,6 +456,22 @@ impl Connection {
                         self.fail(Abort::alert(AlertDescription::BadRecordMac));
                         return;
                     }
+                    Err(Unopened13::NoKeys) if v13.hs.is_some() => {
+                        // Kept as it arrived (nothing of it was decrypted) and opened again
+                        // once the datagram's other records added keys.
+                        let kept = v13.hs.as_mut().is_some_and(|hs| {
+                            let bytes: usize = hs.early_records.iter().map(Vec::len).sum();
+                            let room = hs.early_records.len() < MAX_EARLY_RECORDS
+                                && bytes + used <= MAX_EARLY_RECORD_BYTES;
+                            if room {
+                                hs.early_records.push(rest[..used].to_vec());
+                            }
+                            room
+                        });
+                        if !kept {
+                            self.stats.records_dropped += 1;
+                        }
+                    }
                     Err(_) => self.stats.records_dropped += 1,
                 }
                 continue;
@@ -469,9 +497,55 @@ impl Connection {
             let number = RecordNumber { epoch: 0, seq: header.seq };
             self.handle_record13(now, remote, &mut v13, header.content_type as u8, number, &body, on_data);
         }
+        self.after_datagram13(now, remote, &mut v13, own_cid_len, on_data);
         if self.v13.is_none() {
             self.v13 = Some(v13);
         }
+    }
+
+    /// What a datagram leaves to do once all its records are handled: records kept for keys
+    /// that now exist, and the answer to a peer that resent its flight.
+    fn after_datagram13(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        v13: &mut Tls13,
+        own_cid_len: u8,
+        on_data: &mut DataSink<'_>,
+    ) {
+        let early = v13.hs.as_mut().map(|hs| std::mem::take(&mut hs.early_records)).unwrap_or_default();
+        for mut record in early {
+            if matches!(self.phase, Phase::Failed | Phase::Closed) {
+                return;
+            }
+            let (_, opened) = v13.record.open(&mut record, own_cid_len);
+            match opened {
+                Ok(o) => {
+                    let plaintext = record[o.plaintext.clone()].to_vec();
+                    let number = RecordNumber { epoch: o.epoch, seq: o.seq };
+                    self.handle_record13(now, remote, v13, o.content_type, number, &plaintext, on_data);
+                }
+                Err(Unopened13::NoKeys) => {
+                    if let Some(hs) = v13.hs.as_mut() {
+                        hs.early_records.push(record);
+                    }
+                }
+                Err(_) => self.stats.records_dropped += 1,
+            }
+        }
+        let Some(mut hs) = v13.hs.take() else { return };
+        if std::mem::take(&mut hs.peer_resent) {
+            hs.peer_retransmissions += 1;
+            self.send_ack13(&mut hs, &mut v13.record);
+            // Our last flight is unacknowledged and the peer still resends the flight it
+            // answered: ours was lost.
+            if matches!(hs.step, Some(Step13::Complete)) && !hs.flight.all_acked() {
+                let mut record = std::mem::take(&mut v13.record);
+                self.retransmit_flight13(now, &mut hs, &mut record, Resend::PeerRetransmission);
+                v13.record = record;
+            }
+        }
+        v13.hs = Some(hs);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -595,7 +669,7 @@ impl Connection {
     ) -> Result<(), Abort> {
         let mut fresh = false;
         // Named in our next ACK, a resent record too: the peer tracks its latest transmission.
-        if number.epoch >= epoch::HANDSHAKE && !hs.received.contains(&number) {
+        if !hs.received.contains(&number) {
             hs.received.push(number);
         }
         for fragment in parse_fragments(body) {
@@ -604,13 +678,8 @@ impl Connection {
                 return Ok(());
             };
             match hs.reassembler.insert(&Fragment { header, data }) {
-                Insert::Old => {
-                    hs.peer_retransmissions += 1;
-                    // The peer resent: what we sent in answer was lost (or its ACK was).
-                    if matches!(hs.step, Some(Step13::Complete)) {
-                        self.send_ack13(hs, &mut v13.record);
-                    }
-                }
+                // The peer resent: what we sent in answer was lost (or its ACK was).
+                Insert::Old => hs.peer_resent = true,
                 Insert::Dropped => self.stats.records_dropped += 1,
                 Insert::Accepted => fresh = true,
             }

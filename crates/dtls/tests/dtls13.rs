@@ -1,0 +1,247 @@
+//! DTLS 1.3 (RFC 9147) on the in-memory pair: the stateless HelloRetryRequest, PSK in both
+//! modes, certificates and mutual authentication, a HelloRetryRequest for a group, the refusals,
+//! and loss: what an ACK names is not sent again, and a lost last flight is recovered.
+
+use fastshake_dtls::{
+    AlertDescription, CipherSuite, ClientAuth, ClientConfig, Error, Event, Instant, NamedGroup, ServerConfig,
+    TrustAnchors, Versions, WallClock,
+};
+use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{self, Dir, Fate};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const PKI_TIME: u64 = 1_800_000_000;
+const AT_PKI_TIME: Option<WallClock> = Some(WallClock { at: Instant::ZERO, unix_secs: PKI_TIME + 60 });
+
+fn pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| generate(3, KeyKind::P256, &[], PKI_TIME, 2).unwrap())
+}
+
+fn psk_client() -> ClientConfig {
+    ClientConfig { versions: Versions::Dtls13, ..client_config() }
+}
+
+fn psk_server() -> ServerConfig {
+    ServerConfig { versions: Versions::Dtls13, ..server_config() }
+}
+
+fn cert_client() -> ClientConfig {
+    ClientConfig {
+        versions: Versions::Dtls13,
+        trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki().ca_pem().as_bytes()).unwrap())),
+        server_name: Some("localhost".into()),
+        wall_clock: AT_PKI_TIME,
+        ..Default::default()
+    }
+}
+
+fn cert_server() -> ServerConfig {
+    ServerConfig {
+        versions: Versions::Dtls13,
+        certified_key: Some(Arc::new(pki().server_certified_key().unwrap())),
+        wall_clock: AT_PKI_TIME,
+        ..Default::default()
+    }
+}
+
+/// Data both ways, then both sides still up.
+fn data_flows(pair: &mut Pair) {
+    pair.exchange_data(3);
+    assert!(pair.client.is_established());
+}
+
+#[test]
+fn a_psk_handshake_with_x25519_after_the_cookie_exchange() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    let (c, s) = pair.handshake(MINUTE).expect("connected");
+    for summary in [&c, &s] {
+        assert_eq!(summary.version, Versions::Dtls13);
+        assert_eq!(summary.suite, CipherSuite::Aes128GcmSha256);
+        assert_eq!(summary.group, Some(NamedGroup::X25519));
+        assert!(summary.hello_retry, "the server asks every new client for a cookie");
+        assert_eq!((summary.retransmissions, summary.peer_retransmissions), (0, 0));
+    }
+    assert_eq!(s.psk_identity, PSK_ID);
+    // ClientHello, HelloRetryRequest, ClientHello, the server's flight, the client's Finished,
+    // the server's ACK.
+    assert_eq!(pair.sent(Dir::ToServer), 2 + 1);
+    data_flows(&mut pair);
+    assert!(!pair.client.holds_handshake_state(), "the ACK freed the client's handshake state");
+}
+
+#[test]
+fn psk_alone_when_no_group_is_shared() {
+    let client = ClientConfig { groups: vec![NamedGroup::X25519], ..psk_client() };
+    let server = ServerConfig { groups: vec![NamedGroup::Secp256r1], ..psk_server() };
+    let mut pair = Pair::new(client, server);
+    let (c, s) = pair.handshake(MINUTE).expect("psk_ke");
+    assert_eq!((c.group, s.group), (None, None));
+    data_flows(&mut pair);
+}
+
+#[test]
+fn a_hello_retry_request_asks_for_the_servers_group() {
+    let client = ClientConfig { groups: vec![NamedGroup::X25519, NamedGroup::Secp256r1], ..psk_client() };
+    let server = ServerConfig { groups: vec![NamedGroup::Secp256r1], ..psk_server() };
+    let mut pair = Pair::new(client, server);
+    let (c, s) = pair.handshake(MINUTE).expect("connected");
+    assert_eq!((c.group, s.group), (Some(NamedGroup::Secp256r1), Some(NamedGroup::Secp256r1)));
+    data_flows(&mut pair);
+}
+
+#[test]
+fn every_suite_connects() {
+    for suite in [
+        fastshake_dtls::dtls13::Suite13::Aes128GcmSha256,
+        fastshake_dtls::dtls13::Suite13::Chacha20Poly1305Sha256,
+        fastshake_dtls::dtls13::Suite13::Aes128CcmSha256,
+        fastshake_dtls::dtls13::Suite13::Aes128Ccm8Sha256,
+    ] {
+        let client = ClientConfig { suites13: vec![suite], ..psk_client() };
+        let mut pair = Pair::new(client, psk_server());
+        let (c, _) = pair.handshake(MINUTE).unwrap_or_else(|| panic!("{suite}"));
+        assert_eq!(c.suite, CipherSuite::from(suite));
+        data_flows(&mut pair);
+    }
+    // SHA-384 needs certificates (an external PSK is bound to SHA-256 here).
+    let client =
+        ClientConfig { suites13: vec![fastshake_dtls::dtls13::Suite13::Aes256GcmSha384], ..cert_client() };
+    let mut pair = Pair::new(client, cert_server());
+    let (c, _) = pair.handshake(MINUTE).expect("AES-256-GCM-SHA384");
+    assert_eq!(c.suite, CipherSuite::Aes256GcmSha384);
+    data_flows(&mut pair);
+}
+
+#[test]
+fn certificates_with_a_chain_of_three_and_mutual_authentication() {
+    let mut pair = Pair::new(cert_client(), cert_server());
+    let (c, s) = pair.handshake(MINUTE).expect("server authenticated");
+    assert_eq!((c.peer_certificates, s.peer_certificates), (3, 0));
+    data_flows(&mut pair);
+
+    let client = ClientConfig {
+        certified_key: Some(Arc::new(pki().client_certified_key().unwrap())),
+        ..cert_client()
+    };
+    let server = ServerConfig {
+        client_auth: ClientAuth::Require,
+        client_trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki().ca_pem().as_bytes()).unwrap())),
+        ..cert_server()
+    };
+    let mut pair = Pair::new(client, server);
+    let (c, s) = pair.handshake(MINUTE).expect("both authenticated");
+    assert_eq!((c.peer_certificates, s.peer_certificates), (3, 3));
+    assert!(s.peer_leaf.is_some());
+    data_flows(&mut pair);
+}
+
+#[test]
+fn a_required_client_certificate_that_is_missing_ends_the_handshake() {
+    let server = ServerConfig {
+        client_auth: ClientAuth::Require,
+        client_trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki().ca_pem().as_bytes()).unwrap())),
+        ..cert_server()
+    };
+    let mut pair = Pair::new(cert_client(), server);
+    pair.run_for(MINUTE);
+    assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::CertificateRequired)));
+    assert_eq!(pair.client_failure(), Some(Error::AlertReceived(AlertDescription::CertificateRequired)));
+}
+
+#[test]
+fn a_wrong_psk_is_refused_with_decrypt_error() {
+    let client =
+        ClientConfig { psk: Some(fastshake_dtls::Psk::new(PSK_ID, b"another key".to_vec())), ..psk_client() };
+    let mut pair = Pair::new(client, psk_server());
+    pair.run_for(MINUTE);
+    assert_eq!(pair.client_failure(), Some(Error::AlertReceived(AlertDescription::DecryptError)));
+    assert!(pair.server_summary().is_none());
+}
+
+#[test]
+fn a_dtls_1_2_client_gets_protocol_version_from_a_1_3_server() {
+    let mut pair = Pair::new(client_config(), psk_server());
+    pair.run_for(MINUTE);
+    let failure = pair.client_failure().expect("refused");
+    assert!(
+        matches!(failure, Error::HelloRefused { alert: AlertDescription::ProtocolVersion, .. }),
+        "{failure:?}"
+    );
+}
+
+#[test]
+fn a_lost_datagram_of_the_servers_flight_is_the_only_one_sent_again() {
+    // A small MTU spreads the certificate flight over several datagrams; the second is lost.
+    let client = ClientConfig { mtu: 400, ..cert_client() };
+    let server = ServerConfig { mtu: 400, ..cert_server() };
+    let mut pair = Pair::new(client, server);
+    let mut first_flight = 0;
+    pair.filter = net::drop_if(move |d| {
+        // To the client: the HelloRetryRequest (0), then the server's flight from 1.
+        d.dir == Dir::ToClient && d.index == 2 && {
+            first_flight += 1;
+            first_flight == 1
+        }
+    });
+    let (c, s) = pair.handshake(MINUTE).expect("recovered");
+    assert_eq!(s.retransmissions, 1, "{s:?}");
+    assert_eq!(c.retransmissions, 0);
+    let to_client: Vec<_> = pair.log.iter().filter(|d| d.dir == Dir::ToClient).collect();
+    let flight: usize = to_client.iter().skip(1).take_while(|d| d.index <= 6).count();
+    assert!(flight >= 4, "the flight took {flight} datagrams");
+    // After the ACK of what arrived, the server resends one datagram's worth, not the flight.
+    let resent: Vec<_> = to_client
+        .iter()
+        .filter(|d| d.fate == Fate::Deliver && d.index > 2)
+        .filter(|d| d.at > to_client[2].at)
+        .collect();
+    assert!(!resent.is_empty());
+    let resent_bytes: usize = resent.iter().take(1).map(|d| d.payload.len()).sum();
+    assert!(resent_bytes <= 400, "{resent_bytes}");
+    data_flows(&mut pair);
+}
+
+#[test]
+fn a_lost_client_finished_is_sent_again_until_acknowledged() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    // To the server: ClientHello (0), ClientHello with the cookie (1), Finished (2).
+    pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.index == 2);
+    let (c, s) = pair.handshake(MINUTE).expect("recovered");
+    assert_eq!(c.retransmissions, 0, "counted when the client completed");
+    assert_eq!(s.retransmissions, 1, "the server resent its flight first, on its timer");
+    pair.run_for(MINUTE);
+    assert!(!pair.client.holds_handshake_state(), "acknowledged in the end");
+    data_flows(&mut pair);
+}
+
+#[test]
+fn reordered_and_coalesced_flights_connect() {
+    let mut pair = Pair::new(cert_client(), cert_server());
+    pair.reorder = true;
+    let (c, s) = pair.handshake(MINUTE).expect("reordered");
+    assert_eq!((c.retransmissions, s.retransmissions), (0, 0));
+    let mut pair = Pair::new(cert_client(), cert_server());
+    pair.coalesce = true;
+    pair.handshake(MINUTE).expect("coalesced");
+    data_flows(&mut pair);
+}
+
+#[test]
+fn a_forged_record_changes_nothing() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    pair.handshake(MINUTE).expect("connected");
+    let (client, server) = (pair.client_addr, pair.server_addr);
+    // A unified header (epoch 3, 16-bit number, length) and garbage.
+    let mut forged = vec![0b0010_1111, 0, 9, 0, 24];
+    forged.extend_from_slice(&[0x5a; 24]);
+    pair.inject(server, client, forged.clone());
+    pair.inject(client, server, forged);
+    assert!(pair.client.stats().records_dropped >= 1);
+    data_flows(&mut pair);
+    assert!(pair.client_failure().is_none() && pair.server_failure().is_none());
+    assert!(!pair.client_events.iter().any(|e| matches!(e, Event::Closed)));
+}
