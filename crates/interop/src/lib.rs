@@ -8,6 +8,9 @@
 //!
 //! [`build`] says why a peer cannot be had: no Go, or its modules cannot be downloaded (no
 //! proxy), which a caller may skip over; a compile failure is a bug in the peer's source.
+//!
+//! [`build_wolfssl`] builds `wolfssl-peer` (interop/wolfssl), DTLS 1.3 on wolfSSL, with cargo. wolfSSL
+//! is GPL: that program is a workspace of its own, which nothing here links against; it only runs.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -49,9 +52,10 @@ impl GoPeer {
 /// Why a peer was not built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BuildError {
-    /// No Go toolchain, or its modules could not be downloaded: the peer cannot be had here.
+    /// No toolchain, or what it needs could not be downloaded or built (Go modules, wolfSSL's C
+    /// library): the peer cannot be had here.
     Unavailable(String),
-    /// `go build` failed: the peer's source does not compile.
+    /// The peer's own source does not compile.
     Compile(String),
 }
 
@@ -108,4 +112,41 @@ pub fn build(peer: GoPeer, out_dir: &Path) -> Result<PathBuf, BuildError> {
         return Err(BuildError::Compile(format!("go build of {} failed:\n{stderr}", source.display())));
     }
     Ok(out)
+}
+
+/// The repository's root (this crate is `crates/interop`).
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds `wolfssl-peer` (interop/wolfssl) with `cargo build --release`; the path of the program.
+///
+/// Its target folder is `<repo>/target/interop-wolfssl` whatever `scratch` is, so that wolfSSL's C
+/// library (minutes to configure and compile) is built once for every test binary and run; cargo's
+/// lock serialises concurrent builds. `scratch` receives the build's output, `wolfssl-build.log`.
+pub fn build_wolfssl(scratch: &Path) -> Result<PathBuf, BuildError> {
+    let unavailable = BuildError::Unavailable;
+    let source = repo_root().join("interop/wolfssl");
+    let target = repo_root().join("target/interop-wolfssl");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // Run from the peer's folder, so that cargo reads its .cargo/config.toml (wolfSSL's defines).
+    let built = Command::new(&cargo)
+        .current_dir(&source)
+        .args(["build", "--release", "--locked", "--manifest-path", "Cargo.toml"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
+        .output()
+        .map_err(|e| unavailable(format!("cannot run {}: {e}", Path::new(&cargo).display())))?;
+    let stderr = String::from_utf8_lossy(&built.stderr);
+    let log = scratch.join("wolfssl-build.log");
+    // The log is a convenience: failing to write it changes nothing.
+    let _ = std::fs::write(&log, stderr.as_bytes());
+    if !built.status.success() {
+        // Only errors in our own crate are ours; the rest (the registry, wolfSSL's configure and
+        // make, bindgen's libclang) is the machine's.
+        let why = format!("cargo build of {} failed (log: {}):\n{stderr}", source.display(), log.display());
+        let ours = stderr.contains("could not compile `wolfssl-peer`");
+        return Err(if ours { BuildError::Compile(why) } else { unavailable(why) });
+    }
+    Ok(target.join("release/wolfssl-peer"))
 }

@@ -1,6 +1,6 @@
 //! Real peers for the command-line tests: `fastshake` itself, OpenSSL, GnuTLS, the usrsctp
-//! examples and the pion peers of `interop/`. Every process runs under a [`Peer`] guard that
-//! kills and reaps it when dropped, whatever path the test takes; every wait is bounded, so a
+//! examples and the pion and wolfSSL peers of `interop/`. Every process runs under a [`Peer`]
+//! guard that kills and reaps it when dropped, whatever path the test takes; every wait is bounded, so a
 //! hung peer fails its test instead of hanging the suite.
 //!
 //! The `fastshake` binary is known only to the tests of its own package
@@ -20,6 +20,7 @@ pub mod dtls;
 pub mod lab;
 pub mod pion;
 pub mod sctp;
+pub mod wolfssl;
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};

@@ -34,7 +34,7 @@ pub fn sctp_peer() -> Option<PathBuf> {
     available(built, "FASTSHAKE_REQUIRE_PION_SCTP", "pion-sctp-peer")
 }
 
-fn available(built: &Result<PathBuf, String>, required_by: &str, name: &str) -> Option<PathBuf> {
+pub(super) fn available(built: &Result<PathBuf, String>, required_by: &str, name: &str) -> Option<PathBuf> {
     match built {
         Ok(path) => Some(path.clone()),
         Err(why) => {
