@@ -1,14 +1,12 @@
 //! DTLS 1.3 interop with pion/dtls v4 (`interop/pion13`, built with Go) as real processes over
-//! loopback: `fastshake client --dtls 1.3` against pion's 1.3 server with an external PSK
-//! (psk_dhe_ke), with an ECDSA chain of three, with mutual authentication, and with a
-//! HelloRetryRequest that asks for another group; data both ways, no flight resent on either
-//! side.
+//! loopback, both directions: an external PSK (psk_dhe_ke), an ECDSA chain of three, mutual
+//! authentication, and a HelloRetryRequest that asks for another group; data both ways, no
+//! flight resent on either side.
 //!
-//! pion's 1.3 server answers every first ClientHello with a HelloRetryRequest carrying a cookie
-//! (its address check), so every handshake here has one. What pion v4.0.1 cannot do in 1.3
-//! (see `interop/pion13/main.go`): the CCM suites, and nothing of tickets, early data or CID
-//! updates is wired in the peer. fastshake's 1.3 server does not exist yet, so only fastshake's
-//! client is tried here.
+//! Both servers answer every first ClientHello with a HelloRetryRequest carrying a cookie (their
+//! address check), so every handshake here has one. What pion v4.0.1 cannot do in 1.3 (see
+//! `interop/pion13/main.go`): the CCM suites; and the peer wires in nothing of tickets, early
+//! data or CID updates.
 
 use fastshake_testkit::peers::dtls::*;
 use fastshake_testkit::peers::*;
@@ -135,4 +133,59 @@ fn a_wrong_psk_fails_with_a_reason() {
     let stderr = client.stderr.text();
     assert!(stderr.contains("DTLS handshake with") && stderr.contains("decrypt_error"), "{stderr}");
     assert!(!stderr.contains("handshake done"), "{stderr}");
+}
+
+/// pion's 1.3 client against `fastshake server --dtls 1.3 --echo ARGS`: both summaries, an echo.
+fn pion13_client_with_fastshake(server_args: &[&str], client_args: &[&str], parts: &[&str]) -> String {
+    let binary = pion::dtls13_peer().expect("pion13-peer");
+    let mut args = vec!["--dtls", "1.3", "--echo"];
+    args.extend_from_slice(server_args);
+    let (server, port) = FASTSHAKE.server_with(&args);
+    let mut client = pion::dtls13_client(&binary, port, client_args);
+    let theirs = pion::handshake_line(&client);
+    assert!(theirs.contains("version=DTLS1.3") && theirs.contains("resent=0"), "{theirs}");
+    server.expect_handshake_without_resend(parts);
+    client.echo_line("ping from pion over DTLS 1.3");
+    client.finish(&[&server]);
+    theirs
+}
+
+#[test]
+fn pion_client_with_psk() {
+    if skip_without_pion() {
+        return;
+    }
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let theirs = pion13_client_with_fastshake(&psk, &psk, &["(DTLS 1.3; x25519; after a HelloRetryRequest)"]);
+    assert!(theirs.contains("psk=psk_dhe_ke") && theirs.contains("hrr=1"), "{theirs}");
+}
+
+#[test]
+fn pion_client_with_certificates_and_mutual_authentication() {
+    if skip_without_pion() {
+        return;
+    }
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let server = pki.fastshake_mutual_server_args("require");
+    let client =
+        ["--ca", &pki.ca(), "--cert", &pki.client_cert(), "--key", &pki.client_key()].map(str::to_owned);
+    let theirs = pion13_client_with_fastshake(
+        &strs(&server),
+        &strs(&client),
+        &["(DTLS 1.3; x25519; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
+    );
+    assert!(theirs.contains("peer_certs=3"), "pion validated our chain of three: {theirs}");
+}
+
+#[test]
+fn pion_client_asked_for_secp256r1() {
+    if skip_without_pion() {
+        return;
+    }
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let server: Vec<&str> = psk.iter().copied().chain(["--groups", "secp256r1"]).collect();
+    let client: Vec<&str> = psk.iter().copied().chain(["--groups", "x25519,secp256r1"]).collect();
+    let theirs =
+        pion13_client_with_fastshake(&server, &client, &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"]);
+    assert!(theirs.contains("group=secp256r1"), "{theirs}");
 }
