@@ -16,7 +16,8 @@ use crate::endpoint::Endpoint;
 use crate::handshake::{
     parse_certificate, parse_certificate_verify, parse_ecdhe_client_key_exchange, parse_finished,
     parse_fragments, parse_new_session_ticket, parse_psk_identity, CertificateRequest, ClientHello,
-    EcdheServerKeyExchange, Fragment, HandshakeType, HelloVerifyRequest, Reassembler, ServerHello,
+    EcdheServerKeyExchange, Extensions, Fragment, HandshakeType, HelloVerifyRequest, Reassembler,
+    ServerHello,
 };
 use crate::record::{ContentType, Records, ReplayWindow};
 use crate::session::{ClientSession, ServerSession, TicketKeys};
@@ -46,6 +47,7 @@ fn parse_message(msg_type: HandshakeType, body: &[u8]) {
                     .into_iter()
                     .chain(ch.extensions.client_cert_cache)
                     .for_each(caching);
+                client_hello13(body, &ch.extensions);
             }
         }
         HandshakeType::ServerHello => {
@@ -55,6 +57,7 @@ fn parse_message(msg_type: HandshakeType, body: &[u8]) {
                     .into_iter()
                     .chain(sh.extensions.client_cert_cache)
                     .for_each(caching);
+                server_hello13(&sh.extensions);
             }
         }
         HandshakeType::HelloVerifyRequest => {
@@ -85,6 +88,100 @@ fn parse_message(msg_type: HandshakeType, body: &[u8]) {
             let _ = parse_finished(body);
         }
         _ => {}
+    }
+    parse_message13(msg_type, body);
+}
+
+/// The DTLS 1.3 readings of a message type the two versions share, and the 1.3-only ones.
+fn parse_message13(msg_type: HandshakeType, body: &[u8]) {
+    use crate::handshake::{
+        parse_certificate13, parse_encrypted_extensions, parse_key_update, parse_new_connection_id,
+        parse_request_connection_id, CertificateRequest13, NewSessionTicket13,
+    };
+    match msg_type {
+        HandshakeType::EncryptedExtensions => {
+            let _ = parse_encrypted_extensions(body);
+        }
+        HandshakeType::CertificateRequest => {
+            let _ = CertificateRequest13::parse(body);
+        }
+        HandshakeType::Certificate => {
+            let _ = parse_certificate13(body);
+        }
+        HandshakeType::NewSessionTicket => {
+            let _ = NewSessionTicket13::parse(body);
+        }
+        HandshakeType::KeyUpdate => {
+            let _ = parse_key_update(body);
+        }
+        HandshakeType::NewConnectionId => {
+            let _ = parse_new_connection_id(body);
+        }
+        HandshakeType::RequestConnectionId => {
+            let _ = parse_request_connection_id(body);
+        }
+        _ => {}
+    }
+}
+
+/// A ClientHello's TLS 1.3 extensions read as their types; when pre_shared_key is last, its
+/// binders must be the body's last bytes, as the binder computation takes them to be.
+fn client_hello13(body: &[u8], ext: &Extensions<'_>) {
+    use crate::handshake::{client_shares, offered_versions, psk_modes_allow, OfferedPsks, PSK_DHE_KE};
+    if let Some(v) = ext.supported_versions.and_then(|d| offered_versions(d).ok()) {
+        let _ = v.iter().count();
+    }
+    if let Some(d) = ext.key_share {
+        let _ = client_shares(d);
+    }
+    if let Some(modes) = ext.psk_key_exchange_modes {
+        let _ = psk_modes_allow(modes, PSK_DHE_KE);
+    }
+    if let Some(Ok(psks)) = ext.pre_shared_key.map(OfferedPsks::parse) {
+        if ext.pre_shared_key_last {
+            // The truncated ClientHello (RFC 8446 §4.2.11.2) ends at the binders list's length.
+            let tail = &body[body.len() - psks.binders_len..];
+            assert_eq!(usize::from(u16::from_be_bytes([tail[0], tail[1]])), psks.binders_len - 2);
+        }
+    }
+}
+
+/// A ServerHello's (or HelloRetryRequest's) TLS 1.3 extensions read as their types.
+fn server_hello13(ext: &Extensions<'_>) {
+    use crate::handshake::{hrr_selected_group, selected_identity, selected_version, server_share};
+    if let Some(d) = ext.supported_versions {
+        let _ = selected_version(d);
+    }
+    if let Some(d) = ext.key_share {
+        let _ = server_share(d);
+        let _ = hrr_selected_group(d);
+    }
+    if let Some(d) = ext.pre_shared_key {
+        let _ = selected_identity(d);
+    }
+}
+
+/// DTLS 1.3 handshake messages: the first byte picks the type (any code, known or not), the
+/// rest is the body, read by every 1.3 parser of that type.
+pub fn handshake13_message(data: &[u8]) {
+    let Some((&t, body)) = data.split_first() else { return };
+    let Some(msg_type) = HandshakeType::from_u8(t) else { return };
+    match msg_type {
+        HandshakeType::ClientHello => {
+            if let Ok(ch) = ClientHello::parse(body) {
+                client_hello13(body, &ch.extensions);
+            }
+        }
+        HandshakeType::ServerHello => {
+            if let Ok(sh) = ServerHello::parse(body) {
+                let _ = crate::handshake::is_hello_retry_request(&sh.random);
+                server_hello13(&sh.extensions);
+            }
+        }
+        HandshakeType::CertificateVerify => {
+            let _ = parse_certificate_verify(body);
+        }
+        _ => parse_message13(msg_type, body),
     }
 }
 

@@ -12,6 +12,7 @@ const TARGETS: &[(&str, Target)] = &[
     ("dtls_endpoint", fuzzing::endpoint_datagram),
     ("dtls_session", fuzzing::established_session),
     ("dtls_caching", fuzzing::caching),
+    ("dtls_handshake13", fuzzing::handshake13_message),
 ];
 
 fn handshake_target(data: &[u8]) {

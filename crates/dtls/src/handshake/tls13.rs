@@ -850,4 +850,89 @@ mod tests {
         assert_eq!(HandshakeType::from_u8(254), Some(HandshakeType::MessageHash));
         assert_eq!(HandshakeType::from_u8(5), None, "no EndOfEarlyData in DTLS 1.3");
     }
+
+    /// Writes the seed corpus of the `dtls_handshake13` fuzz target: one valid message of each
+    /// kind, its type byte first. `cargo test -p fastshake-dtls --lib write_handshake13_corpus
+    /// -- --ignored`.
+    #[test]
+    #[ignore]
+    fn write_handshake13_corpus() {
+        let mut seeds: Vec<(&str, HandshakeType, Vec<u8>)> = Vec::new();
+        let x = [9u8; 32];
+        let shares = [(29, &x[..])];
+        let ids: [(&[u8], u32); 1] = [(b"ticket", 0x0102_0304)];
+        let mut b = Vec::new();
+        let ext = OutExtensions {
+            server_name: Some(b"example.net"),
+            supported_versions: Some(&[DTLS_1_3, 0xfefd]),
+            supported_groups: Some(&[29, 23]),
+            signature_algorithms: Some(&[0x0403, 0x0804]),
+            key_shares: Some(&shares),
+            cookie13: Some(b"cookie"),
+            psk_key_exchange_modes: Some(&[PSK_DHE_KE]),
+            early_data: true,
+            psk_offer: Some(PskOffer { identities: &ids, binder_lens: &[32] }),
+            ..Default::default()
+        };
+        ClientHello::encode_with(&mut b, &[1; 32], &[], &[], &[0x1301, 0x1302], &ext);
+        patch_binders(&mut b, &[&[0x5a; 32]]);
+        seeds.push(("client_hello_psk_dhe", HandshakeType::ClientHello, b));
+        let mut b = Vec::new();
+        let ext = OutExtensions {
+            selected_version: Some(DTLS_1_3),
+            server_share: Some((29, &x)),
+            selected_identity: Some(0),
+            ..Default::default()
+        };
+        ServerHello::encode13(&mut b, &[2; 32], &[], 0x1301, &ext);
+        seeds.push(("server_hello", HandshakeType::ServerHello, b));
+        let mut b = Vec::new();
+        let ext = OutExtensions {
+            selected_version: Some(DTLS_1_3),
+            hrr_group: Some(23),
+            cookie13: Some(b"stateless cookie"),
+            ..Default::default()
+        };
+        ServerHello::encode13(&mut b, &HELLO_RETRY_REQUEST_RANDOM, &[], 0x1301, &ext);
+        seeds.push(("hello_retry_request", HandshakeType::ServerHello, b));
+        let mut b = Vec::new();
+        let ext = OutExtensions { server_name: Some(b""), early_data: true, ..Default::default() };
+        encode_encrypted_extensions(&mut b, &ext);
+        seeds.push(("encrypted_extensions", HandshakeType::EncryptedExtensions, b));
+        let mut b = Vec::new();
+        CertificateRequest13::encode(&mut b, b"", &[0x0403, 0x0804, 0x0401]);
+        seeds.push(("certificate_request", HandshakeType::CertificateRequest, b));
+        let mut b = Vec::new();
+        encode_certificate13(&mut b, &[], &[&[0x30, 0x03, 0x02, 0x01, 0x01], &[0x30, 0x00]]);
+        seeds.push(("certificate", HandshakeType::Certificate, b));
+        let mut b = Vec::new();
+        crate::handshake::encode_signed(&mut b, 0x0403, &[0x30; 70]);
+        seeds.push(("certificate_verify", HandshakeType::CertificateVerify, b));
+        let mut b = Vec::new();
+        NewSessionTicket13 {
+            lifetime: 3600,
+            age_add: 7,
+            nonce: &[0],
+            ticket: &[0xee; 40],
+            max_early_data: Some(1024),
+        }
+        .encode(&mut b);
+        seeds.push(("new_session_ticket", HandshakeType::NewSessionTicket, b));
+        let mut b = Vec::new();
+        encode_key_update(&mut b, true);
+        seeds.push(("key_update", HandshakeType::KeyUpdate, b));
+        let mut b = Vec::new();
+        encode_new_connection_id(&mut b, &[&[1, 2, 3, 4], &[5, 6, 7, 8]], CID_SPARE);
+        seeds.push(("new_connection_id", HandshakeType::NewConnectionId, b));
+        let mut b = Vec::new();
+        encode_request_connection_id(&mut b, 2);
+        seeds.push(("request_connection_id", HandshakeType::RequestConnectionId, b));
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/dtls_handshake13");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, msg_type, body) in seeds {
+            let mut seed = vec![msg_type as u8];
+            seed.extend_from_slice(&body);
+            std::fs::write(dir.join(name), seed).unwrap();
+        }
+    }
 }
