@@ -20,6 +20,8 @@
 // we receive) from State's export; resent counts the flights this side resent so far.
 //
 // What pion/dtls v4.0.1 does in DTLS 1.3, and what this peer leaves out:
+//   - The version range is WithMinVersion/WithMaxVersion (options.go:581-592; default 1.2 to 1.3);
+//     --dtls sets both, so a peer speaks exactly one version.
 //   - A 1.3 server always answers the first ClientHello with a HelloRetryRequest carrying a cookie
 //     (internal/flight/flight13/flight0handler.go:111-141), unless --no-cookie
 //     (WithInsecureSkipVerifyHello); it also sends one to ask for a group the client listed without
@@ -29,8 +31,10 @@
 //   - Groups: x25519mlkem768 (0x11ec, 1.3 only), x25519, secp256r1, secp384r1
 //     (pkg/crypto/elliptic/elliptic.go:74-77; options.go:1378-1391).
 //   - An external PSK client offers psk_dhe_ke and psk_ke (internal/handshake/psk.go:238); the
-//     server takes psk_dhe_ke whenever the two share a group (internal/handshake/psk_handshake.go:335),
+//     server takes psk_dhe_ke whenever the two share a group (internal/handshake/psk_handshake.go:332-335),
 //     so psk_ke needs --groups with no group in common.
+//   - State (state.go:27-56, 209) gives the version, suite, peer certificates and CIDs; not the
+//     group, the PSK mode, a HelloRetryRequest, nor whether a session was resumed.
 //   - Not wired here: session tickets and resumption (WithSessionStore), early data
 //     (WithMaxEarlyDataSize, DetachedConn), ECH, CID updates and path migration (AddPath), ALPN, SRTP.
 //   - resent counts only what pion traces: handshake flights resent by timer, after a partial ACK

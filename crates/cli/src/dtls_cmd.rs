@@ -36,8 +36,9 @@ use tokio::sync::mpsc;
 pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
-    /// The protocol version to speak: 1.2 (RFC 6347) or 1.3 (RFC 9147: external PSK with
-    /// (EC)DHE or alone, or certificates; no resumption, caching or mobility in 1.3 yet).
+    /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
+    /// or alone, or certificates; no resumption, caching or mobility in 1.3 yet), or, for a
+    /// server, both (1.3 with clients that offer it).
     #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::V1_2)]
     dtls: DtlsArg,
     /// DTLS 1.3 key-exchange groups, most preferred first, e.g. x25519,secp256r1. A client
@@ -271,6 +272,7 @@ impl CommonArgs {
         match self.dtls {
             DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
             DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
+            DtlsArg::Both => fastshake_dtls::Versions::Both,
         }
     }
 
@@ -291,6 +293,9 @@ enum DtlsArg {
     V1_2,
     #[value(name = "1.3")]
     V1_3,
+    /// Server: 1.3 with clients that offer it, 1.2 with the others.
+    #[value(name = "both")]
+    Both,
 }
 
 /// `--reconnect`.

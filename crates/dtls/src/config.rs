@@ -176,6 +176,7 @@ impl Versions {
         match self {
             Versions::Dtls12 => "DTLS 1.2",
             Versions::Dtls13 => "DTLS 1.3",
+            Versions::Both => "DTLS 1.3 and 1.2",
         }
     }
 }
@@ -188,6 +189,21 @@ pub enum Versions {
     Dtls12,
     /// DTLS 1.3 only (RFC 9147).
     Dtls13,
+    /// Server: DTLS 1.3 with a client that offers it, else DTLS 1.2 (with RFC 8446 §4.1.3's
+    /// downgrade sentinel in its random, so a 1.3 client can tell an attacker removed 1.3).
+    Both,
+}
+
+impl Versions {
+    /// Whether DTLS 1.3 is among them.
+    pub fn dtls13(self) -> bool {
+        matches!(self, Versions::Dtls13 | Versions::Both)
+    }
+
+    /// Whether DTLS 1.2 is among them.
+    pub fn dtls12(self) -> bool {
+        matches!(self, Versions::Dtls12 | Versions::Both)
+    }
 }
 
 impl Default for ClientConfig {
@@ -250,6 +266,11 @@ fn check_psk(psk: &Psk) -> Result<(), Error> {
 impl ClientConfig {
     /// Whether the configuration can work; `Connection::client` fails with this error otherwise.
     pub fn validate(&self) -> Result<(), Error> {
+        if self.versions == Versions::Both {
+            return Err(Error::Config(
+                "a client offers DTLS 1.2 or DTLS 1.3; offering both in one ClientHello is not built yet",
+            ));
+        }
         check_common(&self.suites, self.mtu)?;
         if let Some(psk) = &self.psk {
             check_psk(psk)?;

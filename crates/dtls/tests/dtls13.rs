@@ -245,3 +245,59 @@ fn a_forged_record_changes_nothing() {
     assert!(pair.client_failure().is_none() && pair.server_failure().is_none());
     assert!(!pair.client_events.iter().any(|e| matches!(e, Event::Closed)));
 }
+
+/// The epoch's two low bits of the last protected record `dir` carried.
+fn last_epoch_bits(pair: &Pair, dir: Dir) -> u8 {
+    let last = pair.log.iter().rev().find(|d| d.dir == dir && d.payload[0] & 0b1110_0000 == 0b0010_0000);
+    last.expect("a protected record").payload[0] & 0b11
+}
+
+#[test]
+fn a_key_update_both_ways_keeps_data_flowing() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    pair.handshake(MINUTE).expect("connected");
+    pair.run_for(MINUTE);
+    data_flows(&mut pair);
+    assert_eq!(last_epoch_bits(&pair, Dir::ToServer), 3);
+    // The client updates and asks the server to: both write in epoch 4 afterwards.
+    let now = pair.now;
+    pair.client.update_keys(now, true).expect("1.3 session");
+    assert!(pair.client.update_keys(now, false).is_err(), "one update at a time");
+    pair.run_for(MINUTE);
+    data_flows(&mut pair);
+    assert_eq!(last_epoch_bits(&pair, Dir::ToServer), 0, "epoch 4");
+    assert_eq!(last_epoch_bits(&pair, Dir::ToClient), 0, "epoch 4");
+    // The server updates alone, and again: epoch 6 one way, 4 the other.
+    let h = pair.server_handle();
+    pair.server.update_keys(h, false).expect("server update");
+    pair.run_for(MINUTE);
+    pair.server.update_keys(h, false).expect("another");
+    pair.run_for(MINUTE);
+    data_flows(&mut pair);
+    assert_eq!(last_epoch_bits(&pair, Dir::ToClient), 2, "epoch 6");
+    assert_eq!(last_epoch_bits(&pair, Dir::ToServer), 0, "epoch 4");
+    assert!(pair.client_failure().is_none() && pair.server_failure().is_none());
+}
+
+#[test]
+fn a_lost_key_update_is_resent_and_no_record_is_lost() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    pair.handshake(MINUTE).expect("connected");
+    pair.run_for(MINUTE);
+    let lost_from = pair.sent(Dir::ToServer);
+    pair.filter = net::drop_if(move |d| d.dir == Dir::ToServer && d.index == lost_from);
+    let now = pair.now;
+    pair.client.update_keys(now, false).expect("update");
+    pair.run_for(MINUTE);
+    data_flows(&mut pair);
+    assert_eq!(last_epoch_bits(&pair, Dir::ToServer), 0, "epoch 4 once the resent update was acknowledged");
+    assert_eq!(pair.client.stats().flights_resent, 1);
+}
+
+#[test]
+fn a_dtls_1_2_session_has_no_key_update() {
+    let mut pair = Pair::new(client_config(), server_config());
+    pair.handshake(MINUTE).expect("connected");
+    let now = pair.now;
+    assert!(matches!(pair.client.update_keys(now, false), Err(Error::NotNegotiated(_))));
+}

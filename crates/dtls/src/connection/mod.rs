@@ -1224,6 +1224,18 @@ impl Connection {
         Ok(len)
     }
 
+    /// DTLS 1.3: updates our sending keys (RFC 9147 §8). A KeyUpdate goes out in the current
+    /// epoch and is resent until the peer acknowledges it; our records use the next keys from
+    /// then on. With `request_peer`, the peer is asked to update its own too. Refused for a
+    /// DTLS 1.2 session (which has no key update) and while another update awaits its
+    /// acknowledgement.
+    pub fn update_keys(&mut self, now: Instant, request_peer: bool) -> Result<(), Error> {
+        if self.v13.is_none() {
+            return Err(Error::NotNegotiated("key updates are DTLS 1.3's"));
+        }
+        self.update_keys13(now, request_peer)
+    }
+
     /// Sends close_notify and closes the session.
     pub fn close(&mut self) {
         if self.v13.is_some() && !matches!(self.phase, Phase::Closed | Phase::Failed) {

@@ -464,6 +464,11 @@ impl Connection {
     ) {
         hs.client_random = ch.random;
         hs.rng.fill_bytes(&mut hs.server_random);
+        if config.versions.dtls13() {
+            // RFC 8446 §4.1.3: a server that speaks 1.3 and negotiates 1.2 says so in the last
+            // bytes of its random, which a 1.3 client checks (the random is signed or MACed).
+            hs.server_random[24..].copy_from_slice(&crate::handshake::DOWNGRADE_TLS12);
+        }
         hs.extended_master_secret = ems;
         hs.transcript.add(HandshakeType::ClientHello, message_seq, body);
         hs.reassembler.reset(message_seq.wrapping_add(1));

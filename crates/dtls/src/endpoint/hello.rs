@@ -290,7 +290,7 @@ impl Endpoint {
             self.new_client_hello13(now, remote, hello, ch, body, datagram_len);
             return;
         }
-        if self.config.versions == crate::config::Versions::Dtls13 {
+        if !self.config.versions.dtls12() {
             // A DTLS 1.3 server and a client that offers only 1.2 (RFC 8446 §4.2.1).
             self.refuse_version(remote, hello.record_seq);
             return;

@@ -73,7 +73,7 @@ pub(crate) fn hello_retry_request(session_id: &[u8], state: &CookieState, cookie
 impl Endpoint {
     /// Whether this endpoint answers `ch` in DTLS 1.3.
     pub(super) fn speaks13(&self, ch: &ClientHello<'_>) -> bool {
-        self.config.versions == crate::config::Versions::Dtls13
+        self.config.versions.dtls13()
             && ch
                 .extensions
                 .supported_versions

@@ -552,6 +552,16 @@ impl Endpoint {
         Ok(len)
     }
 
+    /// DTLS 1.3: updates the sending keys of connection `h` ([`Connection::update_keys`]),
+    /// dated by the latest time the endpoint was given.
+    pub fn update_keys(&mut self, h: ConnectionHandle, request_peer: bool) -> Result<(), Error> {
+        let now = self.clock;
+        let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
+        let r = slot.conn.update_keys(now, request_peer);
+        self.after(h);
+        r
+    }
+
     /// Closes connection `h` with close_notify.
     pub fn close(&mut self, h: ConnectionHandle) {
         if let Some(slot) = self.connections.get_mut(&h) {

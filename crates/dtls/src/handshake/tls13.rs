@@ -4,7 +4,6 @@
 
 // The 1.3 state machines that call the encoders are being written; until then only the tests
 // and the fuzzing entry points reach some of them.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use super::messages::{put_extensions_always, EXT_EARLY_DATA};
 use super::{u16_list, Extensions, HandshakeType, OutExtensions, ServerHello, MAX_CHAIN_CERTS};
@@ -27,8 +26,6 @@ pub fn is_hello_retry_request(random: &[u8; 32]) -> bool {
 /// The last 8 bytes of a TLS 1.3 server's random when it negotiates (D)TLS 1.2 (RFC 8446
 /// §4.1.3): a 1.3 client that sees them knows an attacker removed 1.3 from its offer.
 pub const DOWNGRADE_TLS12: [u8; 8] = [0x44, 0x4f, 0x57, 0x4e, 0x47, 0x52, 0x44, 0x01];
-/// Likewise, when it negotiates a version below 1.2.
-pub const DOWNGRADE_TLS11: [u8; 8] = [0x44, 0x4f, 0x57, 0x4e, 0x47, 0x52, 0x44, 0x00];
 
 /// PskKeyExchangeMode (RFC 8446 §4.2.9): resumption without a fresh (EC)DHE.
 pub const PSK_KE: u8 = 0;
@@ -215,8 +212,6 @@ impl ServerHello<'_> {
     /// `HELLO_RETRY_REQUEST_RANDOM`): legacy_version DTLS 1.2 (RFC 9147 §5.3), the version
     /// itself in supported_versions, compression 0. The session ID echo is empty in DTLS 1.3,
     /// which has no middlebox compatibility mode.
-    // The 1.3 server that sends it is not built yet; the tests here write and read it.
-    #[allow(dead_code)]
     pub fn encode13(
         out: &mut Vec<u8>,
         random: &[u8; 32],
@@ -372,6 +367,8 @@ impl<'a> NewSessionTicket13<'a> {
         Ok(NewSessionTicket13 { lifetime, age_add, nonce, ticket, max_early_data })
     }
 
+    // Sent by the 1.3 tickets and CID updates still to come; the corpus and tests write it now.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn encode(&self, out: &mut Vec<u8>) {
         put_u32(out, self.lifetime);
         put_u32(out, self.age_add);
@@ -421,6 +418,8 @@ pub fn parse_new_connection_id(body: &[u8]) -> Result<(Vec<&[u8]>, u8), DecodeEr
     Ok((cids, usage))
 }
 
+// Sent by the 1.3 tickets and CID updates still to come; the corpus and tests write it now.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn encode_new_connection_id(out: &mut Vec<u8>, cids: &[&[u8]], usage: u8) {
     let total: usize = cids.iter().map(|c| 1 + c.len()).sum();
     put_u16(out, total as u16);
@@ -438,6 +437,8 @@ pub fn parse_request_connection_id(body: &[u8]) -> Result<u8, DecodeError> {
     Ok(n)
 }
 
+// Sent by the 1.3 tickets and CID updates still to come; the corpus and tests write it now.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn encode_request_connection_id(out: &mut Vec<u8>, num_cids: u8) {
     put_u8(out, num_cids);
 }
@@ -478,7 +479,6 @@ mod tests {
         assert!(is_hello_retry_request(&HELLO_RETRY_REQUEST_RANDOM));
         assert!(!is_hello_retry_request(&[0; 32]));
         assert_eq!(&DOWNGRADE_TLS12[..7], b"DOWNGRD");
-        assert_eq!(DOWNGRADE_TLS12[..7], DOWNGRADE_TLS11[..7]);
     }
 
     #[test]

@@ -56,8 +56,10 @@ pub(in crate::connection) struct Keyed {
     server_hs: Zeroizing<Vec<u8>>,
     group: Option<NamedGroup>,
     psk: bool,
-    /// The server asked for our certificate with this context.
+    /// The server asked for our certificate with this context ...
     certificate_request: Option<Vec<u8>>,
+    /// ... and these signature schemes.
+    request_schemes: Vec<u16>,
 }
 
 /// The server's validated chain.
@@ -105,7 +107,7 @@ impl Connection {
         let mut record = RecordLayer13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
         hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
-        self.v13 = Some(Box::new(Tls13 { record, hs: Some(hs), suite: None }));
+        self.v13 = Some(Box::new(Tls13 { record, hs: Some(hs), suite: None, secrets: None }));
     }
 
     /// The suites a 1.3 client offers: with a PSK only those of its hash (SHA-256).
@@ -223,6 +225,11 @@ impl Connection {
             (ClientStep13::ExpectCertificate(mut k), HandshakeType::CertificateRequest) => {
                 let request = crate::handshake::CertificateRequest13::parse(body).map_err(Abort::decode)?;
                 k.certificate_request = Some(request.context.to_vec());
+                k.request_schemes = request
+                    .extensions
+                    .signature_algorithms
+                    .map(|s| crate::handshake::u16_list(s).collect())
+                    .unwrap_or_default();
                 hs.transcript.add(msg_type, body);
                 ClientStep13::ExpectCertificate(k)
             }
@@ -376,6 +383,7 @@ impl Connection {
             group,
             psk: psk.is_some(),
             certificate_request: None,
+            request_schemes: Vec::new(),
         }))))
     }
 
@@ -414,8 +422,8 @@ impl Connection {
                     .schemes()
                     .iter()
                     .copied()
-                    .find(|s| *s != SignatureScheme::RsaPkcs1Sha256)
-                    .ok_or(Abort::alert(AlertDescription::InternalError))?;
+                    .find(|s| *s != SignatureScheme::RsaPkcs1Sha256 && k.request_schemes.contains(&s.code()))
+                    .ok_or(Abort::alert(AlertDescription::HandshakeFailure))?;
                 let signed = certificate_verify_message(false, hs.transcript.current(hash).as_ref());
                 let signature =
                     crate::connection::handshake::sign(&certified.key, scheme, &signed, &mut hs.rng)?;
@@ -433,6 +441,10 @@ impl Connection {
         self.send_flight13(now, hs, &mut record, true);
         record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
         v13.record = record;
+        let mut secrets = super::AppSecrets::new(k.suite, client_ap, server_ap);
+        secrets.next_message_seq = hs.next_message_seq;
+        secrets.peer_next_message_seq = hs.reassembler.next_seq();
+        v13.secrets = Some(secrets);
         hs.received.clear();
         self.phase = Phase::Established;
         let summary = self.summary13(now, hs, k.suite, k.group, server);

@@ -14,7 +14,7 @@ pub(crate) use server::VerifiedHello13;
 
 use super::{Connection, DataSink, Event, Phase};
 use crate::alert::{AlertDescription, AlertLevel};
-use crate::crypto::tls13::{LabelPrefix, RecordKeys, Suite13, SuiteHash};
+use crate::crypto::tls13::{KeySchedule, LabelPrefix, RecordKeys, Suite13, SuiteHash};
 use crate::error::Error;
 use crate::flight::Resend;
 use crate::handshake::{
@@ -160,6 +160,13 @@ pub(super) struct Handshake13 {
     /// The datagram being handled repeated handshake records of the peer: acknowledge (and,
     /// with our last flight unacknowledged, resend it) once the datagram is done.
     peer_resent: bool,
+    /// Our KeyUpdate is in the flight: the new write keys are used once it is acknowledged
+    /// (RFC 9147 §8).
+    write_update_pending: bool,
+    /// A post-handshake message arrived whole: acknowledge it once the datagram is done.
+    ack_now: bool,
+    /// Made after the handshake for a KeyUpdate; dropped once that exchange is over.
+    post_handshake: bool,
 }
 
 /// Protected records kept before their keys exist, and their bytes.
@@ -179,6 +186,40 @@ pub(super) struct Tls13 {
     pub record: RecordLayer13,
     pub hs: Option<Box<Handshake13>>,
     pub suite: Option<Suite13>,
+    /// The application traffic secrets, for key updates (RFC 9147 §8); boxed, made once the
+    /// handshake derives them.
+    pub secrets: Option<Box<AppSecrets>>,
+}
+
+/// The current application traffic secrets of both directions and the message numbering the
+/// handshake left, for the messages after it.
+pub(super) struct AppSecrets {
+    pub suite: Suite13,
+    pub write: zeroize::Zeroizing<Vec<u8>>,
+    pub read: zeroize::Zeroizing<Vec<u8>>,
+    pub write_epoch: u64,
+    pub read_epoch: u64,
+    /// message_seq of our next handshake message, and the peer's next one expected.
+    pub next_message_seq: u16,
+    pub peer_next_message_seq: u16,
+}
+
+impl AppSecrets {
+    pub fn new(
+        suite: Suite13,
+        write: zeroize::Zeroizing<Vec<u8>>,
+        read: zeroize::Zeroizing<Vec<u8>>,
+    ) -> Box<Self> {
+        Box::new(AppSecrets {
+            suite,
+            write,
+            read,
+            write_epoch: epoch::APPLICATION,
+            read_epoch: epoch::APPLICATION,
+            next_message_seq: 0,
+            peer_next_message_seq: 0,
+        })
+    }
 }
 
 /// A fatal condition of a 1.3 handshake: the alert to send (if any) and the error to report.
@@ -213,6 +254,9 @@ impl Handshake13 {
             cookie: None,
             early_records: Vec::new(),
             peer_resent: false,
+            write_update_pending: false,
+            ack_now: false,
+            post_handshake: false,
         })
     }
 
@@ -359,7 +403,14 @@ impl Connection {
 
     /// An ACK arrived: the messages all of whose records it names are done; a gap (records
     /// sent before an acknowledged one but not named) is resent at once (§7.1).
-    fn on_ack13(&mut self, now: Instant, hs: &mut Handshake13, record: &mut RecordLayer13, ack: Ack<'_>) {
+    fn on_ack13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        record: &mut RecordLayer13,
+        secrets: Option<&mut AppSecrets>,
+        ack: Ack<'_>,
+    ) {
         let named: Vec<RecordNumber> = ack.numbers().collect();
         if named.is_empty() {
             return;
@@ -379,6 +430,9 @@ impl Connection {
         if hs.flight.all_acked() {
             hs.timers.stop(Timer13::Retransmit);
             hs.flight.timer.on_answer(now, self.stats.bytes_received);
+            if let (true, Some(secrets)) = (std::mem::take(&mut hs.write_update_pending), secrets) {
+                next_write_keys13(record, secrets);
+            }
             if matches!(hs.step, Some(Step13::Complete)) {
                 // Our last flight arrived: the handshake state can go.
                 self.finish_handshake13();
@@ -534,6 +588,10 @@ impl Connection {
             }
         }
         let Some(mut hs) = v13.hs.take() else { return };
+        if std::mem::take(&mut hs.ack_now) {
+            self.send_ack13(&mut hs, &mut v13.record);
+            hs.received.clear();
+        }
         if std::mem::take(&mut hs.peer_resent) {
             hs.peer_retransmissions += 1;
             self.send_ack13(&mut hs, &mut v13.record);
@@ -545,7 +603,100 @@ impl Connection {
                 v13.record = record;
             }
         }
+        if let Some(secrets) = v13.secrets.as_deref_mut() {
+            if self.phase == Phase::Established && matches!(hs.step, Some(Step13::Complete)) {
+                secrets.peer_next_message_seq = hs.reassembler.next_seq();
+                secrets.next_message_seq = hs.next_message_seq;
+                // A post-handshake exchange with nothing of ours unacknowledged is over.
+                if hs.post_handshake && hs.flight.all_acked() && !hs.reassembler.holds_fragments() {
+                    return;
+                }
+            }
+        }
         v13.hs = Some(hs);
+    }
+
+    /// The state for messages after the handshake (a KeyUpdate), numbered on from it.
+    fn post_handshake13(&mut self, now: Instant, v13: &Tls13) -> Option<Box<Handshake13>> {
+        use rand_core::SeedableRng;
+        let secrets = v13.secrets.as_deref()?;
+        let (initial, max) = self.retransmit_bounds();
+        let timer = RetransmitTimer::new(initial, max, crate::config::RetransmitPolicy::Fixed, None);
+        let rng = ChaCha20Rng::from_seed([0; 32]);
+        let mut hs = Handshake13::new(now, rng, timer, self.handshake_timeout());
+        hs.step = Some(Step13::Complete);
+        hs.post_handshake = true;
+        hs.next_message_seq = secrets.next_message_seq;
+        hs.reassembler.reset(secrets.peer_next_message_seq);
+        Some(hs)
+    }
+
+    /// Starts a key update (RFC 9147 §8): a KeyUpdate in the current epoch, resent until
+    /// acknowledged; our records use the next keys after that. With `request_peer` the peer
+    /// is asked to update its keys too.
+    pub(super) fn update_keys13(&mut self, now: Instant, request_peer: bool) -> Result<(), Error> {
+        let Some(mut v13) = self.v13.take() else { return Err(Error::NotEstablished) };
+        let result = self.start_key_update13(now, &mut v13, request_peer);
+        self.v13 = Some(v13);
+        result
+    }
+
+    fn start_key_update13(&mut self, now: Instant, v13: &mut Tls13, request_peer: bool) -> Result<(), Error> {
+        if self.phase != Phase::Established {
+            return Err(Error::NotEstablished);
+        }
+        let mut hs = match v13.hs.take() {
+            Some(hs) if hs.flight.all_acked() && !hs.write_update_pending => hs,
+            Some(hs) => {
+                v13.hs = Some(hs);
+                return Err(Error::NotNegotiated("a key update while another awaits its acknowledgement"));
+            }
+            None => self.post_handshake13(now, v13).ok_or(Error::NotEstablished)?,
+        };
+        hs.begin_flight();
+        let mut body = Vec::with_capacity(1);
+        crate::handshake::encode_key_update(&mut body, request_peer);
+        let epoch = v13.record.write_epoch().unwrap_or(epoch::APPLICATION);
+        hs.push_message(epoch, HandshakeType::KeyUpdate, body, false);
+        hs.write_update_pending = true;
+        let mut record = std::mem::take(&mut v13.record);
+        self.send_flight13(now, &mut hs, &mut record, true);
+        v13.record = record;
+        if let Some(secrets) = v13.secrets.as_deref_mut() {
+            secrets.next_message_seq = hs.next_message_seq;
+        }
+        v13.hs = Some(hs);
+        Ok(())
+    }
+
+    /// The peer's KeyUpdate: its next records use its next keys; acknowledged, and answered
+    /// with ours when it asks (RFC 8446 §4.6.3).
+    fn on_key_update13(
+        &mut self,
+        now: Instant,
+        hs: &mut Handshake13,
+        v13: &mut Tls13,
+        body: &[u8],
+    ) -> Result<(), Abort> {
+        let requested = crate::handshake::parse_key_update(body).map_err(Abort::decode)?;
+        let secrets = v13.secrets.as_deref_mut().ok_or_else(Abort::unexpected)?;
+        let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, &secrets.read);
+        secrets.read_epoch += 1;
+        v13.record.add_read(secrets.read_epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
+        secrets.read = next;
+        hs.ack_now = true;
+        if requested && !hs.write_update_pending {
+            hs.begin_flight();
+            let mut answer = Vec::with_capacity(1);
+            crate::handshake::encode_key_update(&mut answer, false);
+            let epoch = v13.record.write_epoch().unwrap_or(epoch::APPLICATION);
+            hs.push_message(epoch, HandshakeType::KeyUpdate, answer, false);
+            hs.write_update_pending = true;
+            let mut record = std::mem::take(&mut v13.record);
+            self.send_flight13(now, hs, &mut record, true);
+            v13.record = record;
+        }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -561,11 +712,13 @@ impl Connection {
     ) {
         match content_type {
             t if t == ContentType::Handshake as u8 => {
-                let Some(mut hs) = v13.hs.take() else {
-                    // The handshake is over; a handshake record now is a late copy (or
-                    // post-handshake messages, not offered).
-                    return;
+                let hs = match v13.hs.take() {
+                    Some(hs) => Some(hs),
+                    // A message after the handshake (KeyUpdate): its state is made for it.
+                    None if self.phase == Phase::Established => self.post_handshake13(now, v13),
+                    None => None,
                 };
+                let Some(mut hs) = hs else { return };
                 if let Err(abort) = self.handle_handshake_record13(now, &mut hs, v13, number, plaintext) {
                     v13.hs = Some(hs);
                     self.v13_fail(v13, abort);
@@ -586,8 +739,7 @@ impl Connection {
                 };
                 if let Some(mut hs) = v13.hs.take() {
                     let mut record = std::mem::take(&mut v13.record);
-                    self.v13 = None;
-                    self.on_ack13(now, &mut hs, &mut record, ack);
+                    self.on_ack13(now, &mut hs, &mut record, v13.secrets.as_deref_mut(), ack);
                     v13.record = record;
                     if !matches!(hs.step, Some(Step13::Complete)) || !hs.flight.all_acked() {
                         v13.hs = Some(hs);
@@ -721,9 +873,18 @@ impl Connection {
             }
             Some(Step13::Complete) => {
                 hs.step = Some(Step13::Complete);
-                // Post-handshake messages (NewSessionTicket, KeyUpdate) are not offered yet:
-                // acknowledged and dropped.
-                Ok(())
+                match msg_type {
+                    HandshakeType::KeyUpdate if self.phase == Phase::Established => {
+                        self.on_key_update13(now, hs, v13, body)
+                    }
+                    // A NewSessionTicket (resumption in 1.3 is not built yet) is acknowledged
+                    // and dropped; anything else here is out of place.
+                    HandshakeType::NewSessionTicket => {
+                        hs.ack_now = true;
+                        Ok(())
+                    }
+                    _ => Err(Abort::unexpected()),
+                }
             }
             None => Err(Abort::unexpected()),
         }
@@ -822,6 +983,14 @@ impl Connection {
         }
         self.end(Phase::Closed);
     }
+}
+
+/// Our KeyUpdate was acknowledged: from now on we write with the next secret's keys.
+fn next_write_keys13(record: &mut RecordLayer13, secrets: &mut AppSecrets) {
+    let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, &secrets.write);
+    secrets.write_epoch += 1;
+    record.set_write(secrets.write_epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
+    secrets.write = next;
 }
 
 /// One record sealed under `keys` of `epoch` with number `seq` (for a flight's records in an

@@ -39,7 +39,8 @@ pub(crate) struct VerifiedHello13<'a> {
     pub state: CookieState,
 }
 
-/// Where a 1.3 server's handshake is.
+/// Where a 1.3 server's handshake is: the message each state awaits is in its name.
+#[allow(clippy::enum_variant_names)]
 pub(in crate::connection) enum ServerStep13 {
     /// The client's certificate (asked for) comes first.
     ExpectCertificate(AwaitClient),
@@ -56,6 +57,9 @@ pub(in crate::connection) struct AwaitClient {
     psk_identity: Option<Vec<u8>>,
     client_certificates: usize,
     client_leaf: Option<CertDer>,
+    /// The application traffic secrets (ours to write, the client's to read), kept for key
+    /// updates once the session is up.
+    secrets: Box<super::AppSecrets>,
 }
 
 impl Connection {
@@ -85,7 +89,7 @@ impl Connection {
         hs.next_message_seq = hello.message_seq;
         hs.reassembler.reset(hello.message_seq.wrapping_add(1));
         let mut record = RecordLayer13::default();
-        let mut v13 = Tls13 { record: RecordLayer13::default(), hs: None, suite: None };
+        let mut v13 = Tls13 { record: RecordLayer13::default(), hs: None, suite: None, secrets: None };
         match conn.server_answer13(now, &mut hs, &mut record, &config, &hello) {
             Ok(step) => {
                 hs.step = Some(step);
@@ -253,6 +257,7 @@ impl Connection {
             psk_identity: psk.map(|(p, _)| p.identity.clone()),
             client_certificates: 0,
             client_leaf: None,
+            secrets: super::AppSecrets::new(suite, server_ap, client_ap),
         };
         Ok(Step13::Server(Box::new(if ask_certificate {
             ServerStep13::ExpectCertificate(wait)
@@ -328,8 +333,11 @@ impl Connection {
         now: Instant,
         hs: &mut Handshake13,
         v13: &mut Tls13,
-        w: AwaitClient,
+        mut w: AwaitClient,
     ) -> Step13 {
+        w.secrets.next_message_seq = hs.next_message_seq;
+        w.secrets.peer_next_message_seq = hs.reassembler.next_seq();
+        v13.secrets = Some(w.secrets);
         hs.flight.timer.on_answer(now, self.stats.bytes_received);
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
