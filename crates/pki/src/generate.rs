@@ -280,7 +280,9 @@ pub fn generate_with_rng(
         let params =
             CertificateParams::new(sans).map_err(|e| PkiError::Generate(format!("server name: {e}")))?;
         let mut params = window(params, cn);
-        params.is_ca = IsCa::ExplicitNoCa;
+        // No basicConstraints on a leaf (RFC 5280 §4.2.1.9 allows it): rcgen's explicit form
+        // encodes cA FALSE, a DEFAULT value DER forbids, which wolfSSL refuses to parse.
+        params.is_ca = IsCa::NoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![usage];
         params.use_authority_key_identifier_extension = true;
