@@ -41,8 +41,10 @@ pub struct CommonArgs {
     /// server, both (1.3 with clients that offer it).
     #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::V1_2)]
     dtls: DtlsArg,
-    /// DTLS 1.3 key-exchange groups, most preferred first, e.g. x25519,secp256r1. A client
-    /// sends a key share for the first; a server asks a client for its first one.
+    /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
+    /// hybrid), x25519, secp256r1. A client sends a key share for the first (default:
+    /// x25519,secp256r1); a server asks a client for its first one it supports (default: all,
+    /// the hybrid first).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_group)]
     groups: Vec<fastshake_dtls::NamedGroup>,
     /// Server: issue no session tickets. Client: do not ask for one (RFC 5077).
@@ -261,10 +263,10 @@ pub struct ClientArgs {
 
 /// One `--groups` name.
 fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
-    fastshake_dtls::NamedGroup::ALL
+    fastshake_dtls::NamedGroup::WITH_HYBRID
         .into_iter()
         .find(|g| g.name().eq_ignore_ascii_case(name.trim()))
-        .ok_or_else(|| format!("unknown group {name:?}: x25519 or secp256r1"))
+        .ok_or_else(|| format!("unknown group {name:?}: x25519mlkem768, x25519 or secp256r1"))
 }
 
 impl CommonArgs {
@@ -276,12 +278,13 @@ impl CommonArgs {
         }
     }
 
-    /// `--groups`, or every group in our order.
-    fn groups(&self) -> Vec<fastshake_dtls::NamedGroup> {
-        if self.groups.is_empty() {
-            fastshake_dtls::NamedGroup::ALL.to_vec()
-        } else {
-            self.groups.clone()
+    /// `--groups`, or the role's default: a client offers the elliptic curves (one 32-byte key
+    /// share), a server accepts the post-quantum hybrid first.
+    fn groups(&self, server: bool) -> Vec<fastshake_dtls::NamedGroup> {
+        match (self.groups.is_empty(), server) {
+            (true, true) => fastshake_dtls::NamedGroup::WITH_HYBRID.to_vec(),
+            (true, false) => fastshake_dtls::NamedGroup::ALL.to_vec(),
+            (false, _) => self.groups.clone(),
         }
     }
 }
@@ -466,7 +469,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         },
         idle_timeout,
         versions: common.versions(),
-        groups: common.groups(),
+        groups: common.groups(true),
         ..ServerConfig::default()
     };
     if common.dtls == DtlsArg::V1_3
@@ -670,7 +673,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         cached_info: args.cache_file.is_some(),
         client_certificate_caching: args.cache_file.is_some(),
         versions: common.versions(),
-        groups: common.groups(),
+        groups: common.groups(false),
         ..ClientConfig::default()
     };
     if common.dtls == DtlsArg::V1_3

@@ -156,7 +156,9 @@ fn pion_client_with_psk() {
         return;
     }
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
-    let theirs = pion13_client_with_fastshake(&psk, &psk, &["(DTLS 1.3; x25519; after a HelloRetryRequest)"]);
+    let server: Vec<&str> = psk.iter().copied().chain(["--groups", "x25519"]).collect();
+    let theirs =
+        pion13_client_with_fastshake(&server, &psk, &["(DTLS 1.3; x25519; after a HelloRetryRequest)"]);
     assert!(theirs.contains("psk=psk_dhe_ke") && theirs.contains("hrr=1"), "{theirs}");
 }
 
@@ -172,7 +174,7 @@ fn pion_client_with_certificates_and_mutual_authentication() {
     let theirs = pion13_client_with_fastshake(
         &strs(&server),
         &strs(&client),
-        &["(DTLS 1.3; x25519; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
     );
     assert!(theirs.contains("peer_certs=3"), "pion validated our chain of three: {theirs}");
 }
@@ -188,4 +190,24 @@ fn pion_client_asked_for_secp256r1() {
     let theirs =
         pion13_client_with_fastshake(&server, &client, &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"]);
     assert!(theirs.contains("group=secp256r1"), "{theirs}");
+}
+
+#[test]
+fn post_quantum_hybrid_both_ways() {
+    if skip_without_pion() {
+        return;
+    }
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    // fastshake's client prefers the hybrid: a small first ClientHello, a two-fragment second.
+    let client: Vec<&str> = psk.iter().copied().chain(["--groups", "x25519mlkem768,x25519"]).collect();
+    let (_, theirs) = fastshake_client_with_pion13(
+        &psk,
+        &client,
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
+    );
+    assert!(theirs.contains("group=x25519mlkem768"), "{theirs}");
+    // pion's client sends x25519 first; fastshake's server prefers the hybrid and asks for it.
+    let theirs =
+        pion13_client_with_fastshake(&psk, &psk, &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"]);
+    assert!(theirs.contains("group=x25519mlkem768"), "{theirs}");
 }

@@ -4,10 +4,10 @@
 //! authentication, a HelloRetryRequest for another group, and a key update; data both ways, no
 //! flight resent on either side.
 //!
-//! wolfSSL's server asks every new client for a cookie, and its client offers X25519MLKEM768
-//! first, which fastshake does not implement yet, so fastshake's server asks it for x25519
-//! (a HelloRetryRequest every time). What the peer cannot tell: wolfSSL counts only the
-//! flights it resent on its timer (`resent=`), not those resent after an ACK.
+//! Both servers ask every new client for a cookie (a HelloRetryRequest every time), and both
+//! prefer the post-quantum hybrid X25519MLKEM768, which wolfSSL's client offers first. What the
+//! peer cannot tell: wolfSSL counts only the flights it resent on its timer (`resent=`), not
+//! those resent after an ACK.
 
 use fastshake_testkit::peers::dtls::*;
 use fastshake_testkit::peers::*;
@@ -124,7 +124,7 @@ fn wolfssl_client_psk_then_a_key_update() {
     let (_, client) = wolfssl_client(
         &psk(),
         &client,
-        &["(DTLS 1.3; x25519; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
         &["before the key update"],
     );
     // wolfSSL updated its keys after the first echo and sent its next line under them.
@@ -153,7 +153,29 @@ fn wolfssl_client_with_a_chain_of_three_and_mutual_authentication() {
     wolfssl_client(
         &strs(&server),
         &strs(&client),
-        &["(DTLS 1.3; x25519; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
         &["ping from wolfSSL"],
     );
+}
+
+#[test]
+fn post_quantum_hybrid_both_ways() {
+    if skip() {
+        return;
+    }
+    // wolfSSL's server takes only an unfragmented first ClientHello: fastshake's client sends
+    // it without the hybrid's share, and the second (two fragments) with the cookie first.
+    let client: Vec<&str> = psk().into_iter().chain(["--groups", "x25519mlkem768,x25519"]).collect();
+    let theirs =
+        fastshake_client(&psk(), &client, &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"]);
+    assert!(theirs.contains("group=X25519MLKEM768"), "{theirs}");
+    // wolfSSL's client offers the hybrid first (with an empty key share); fastshake's server
+    // asks for it.
+    let (theirs, _) = wolfssl_client(
+        &psk(),
+        &psk(),
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
+        &["post-quantum ping"],
+    );
+    assert!(theirs.contains("group=X25519MLKEM768"), "{theirs}");
 }

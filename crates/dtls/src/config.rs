@@ -452,7 +452,8 @@ pub struct ServerConfig {
     /// DTLS 1.3 suites accepted, most preferred first (the server's order wins).
     pub suites13: Vec<Suite13>,
     /// DTLS 1.3 key-exchange groups accepted, most preferred first: a client that offers a
-    /// preferred group without a key share for it is asked for one (HelloRetryRequest).
+    /// preferred group without a key share for it is asked for one (HelloRetryRequest). By
+    /// default the post-quantum hybrid X25519MLKEM768 first, then x25519 and secp256r1.
     pub groups: Vec<NamedGroup>,
 }
 
@@ -504,7 +505,7 @@ impl Default for ServerConfig {
             reusable_cookies: false,
             versions: Versions::default(),
             suites13: Suite13::ALL.to_vec(),
-            groups: NamedGroup::ALL.to_vec(),
+            groups: NamedGroup::WITH_HYBRID.to_vec(),
         }
     }
 }

@@ -301,3 +301,35 @@ fn a_dtls_1_2_session_has_no_key_update() {
     let now = pair.now;
     assert!(matches!(pair.client.update_keys(now, false), Err(Error::NotNegotiated(_))));
 }
+
+#[test]
+fn the_post_quantum_hybrid_with_a_two_fragment_client_hello() {
+    // The client prefers X25519MLKEM768: its first ClientHello carries no key share, the
+    // server's HelloRetryRequest brings the cookie and asks for the hybrid, and the second
+    // ClientHello (1.4 kB) comes in two fragments, its cookie in the first.
+    let client =
+        ClientConfig { groups: vec![NamedGroup::X25519MlKem768, NamedGroup::X25519], ..cert_client() };
+    let mut pair = Pair::new(client, cert_server());
+    let (c, s) = pair.handshake(MINUTE).expect("connected");
+    assert_eq!((c.group, s.group), (Some(NamedGroup::X25519MlKem768), Some(NamedGroup::X25519MlKem768)));
+    assert_eq!((c.retransmissions, s.retransmissions), (0, 0));
+    let to_server: Vec<usize> =
+        pair.log.iter().filter(|d| d.dir == Dir::ToServer).map(|d| d.payload.len()).collect();
+    assert!(to_server[0] < 400, "the first ClientHello is small: {to_server:?}");
+    assert!(
+        to_server[1] == 1200 && to_server[2] > 100,
+        "the second fills a datagram and more: {to_server:?}"
+    );
+    data_flows(&mut pair);
+    // A client that sends an x25519 share but supports the hybrid gets it from a server that
+    // prefers it (the default) and asks in the HelloRetryRequest it sends anyway.
+    let client =
+        ClientConfig { groups: vec![NamedGroup::X25519, NamedGroup::X25519MlKem768], ..psk_client() };
+    let mut pair = Pair::new(client, psk_server());
+    let (c, _) = pair.handshake(MINUTE).expect("connected");
+    assert_eq!(c.group, Some(NamedGroup::X25519MlKem768));
+    // By default a client offers the elliptic curves only, and gets x25519.
+    let mut pair = Pair::new(psk_client(), psk_server());
+    let (c, _) = pair.handshake(MINUTE).expect("connected");
+    assert_eq!(c.group, Some(NamedGroup::X25519));
+}

@@ -381,6 +381,9 @@ impl Context {
             sys::wolfSSL_SetIOReadCtx(ssl, io.cast());
             sys::wolfSSL_SetIOWriteCtx(ssl, io.cast());
             sys::wolfSSL_dtls_set_using_nonblock(ssl, 1);
+            // A server takes a ClientHello that comes in fragments (a post-quantum key share
+            // makes it 1.4 kB); off by default in wolfSSL, a no-op for a client.
+            sys::wolfSSL_dtls13_allow_ch_frag(ssl, 1);
         }
         Ok(Ssl { ssl, io, resent: 0 })
     }

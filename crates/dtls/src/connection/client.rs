@@ -212,7 +212,8 @@ impl Connection {
         let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| &p.own_cid[..]);
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
         let certificates = config.trust_anchors.is_some();
-        let groups: Vec<u16> = config.groups.iter().map(|g| g.code()).collect();
+        // The hybrid is DTLS 1.3's alone.
+        let groups: Vec<u16> = config.groups.iter().filter(|g| !g.is_hybrid()).map(|g| g.code()).collect();
         // RFC 6066 §3: server_name carries DNS names only, never address literals.
         let server_name = config
             .server_name
@@ -347,7 +348,7 @@ impl Connection {
             (ClientStep::ExpectServerKeyExchange(s), HandshakeType::ServerKeyExchange) => {
                 let ske = EcdheServerKeyExchange::parse(body).map_err(Abort::decode)?;
                 let group = NamedGroup::from_code(ske.group)
-                    .filter(|g| config.groups.contains(g))
+                    .filter(|g| config.groups.contains(g) && !g.is_hybrid())
                     .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
                 if ske.public.len() != group.public_len() {
                     return Err(Abort::alert(AlertDescription::IllegalParameter));

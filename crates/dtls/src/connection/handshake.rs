@@ -16,7 +16,7 @@ use fastshake_core::Instant;
 use fastshake_core::{TimerKind, TimerTable};
 use fastshake_pki::{KeyAlgorithm, PkiError, SignatureScheme};
 use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
+use rand_core::{RngCore, SeedableRng};
 use ring::digest;
 use std::time::Duration;
 
@@ -301,10 +301,12 @@ pub(super) fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
     }
 }
 
-/// Our ephemeral ECDH secret, drawn from the seeded RNG (both types zeroize on drop).
+/// Our ephemeral key-exchange secret, drawn from the seeded RNG (each type zeroizes on drop).
 pub(super) enum EcdheSecret {
     X25519(x25519_dalek::EphemeralSecret),
     P256(p256::ecdh::EphemeralSecret),
+    /// The client's half of X25519MLKEM768: the ML-KEM-768 decapsulation key and an x25519 key.
+    Hybrid(Box<ml_kem::DecapsulationKey<ml_kem::MlKem768>>, x25519_dalek::EphemeralSecret),
 }
 
 /// A fresh ephemeral key of `group` and its public key as sent (uncompressed point for P-256).
@@ -322,7 +324,53 @@ pub(super) fn ephemeral(group: NamedGroup, rng: &mut ChaCha20Rng) -> (EcdheSecre
             let public = secret.public_key().to_sec1_point(false).as_bytes().to_vec();
             (EcdheSecret::P256(secret), public)
         }
+        NamedGroup::X25519MlKem768 => {
+            use ml_kem::KeyExport;
+            // FIPS 203 ML-KEM.KeyGen from 64 bytes of the seeded RNG (d and z, §7.1).
+            let mut seed = zeroize::Zeroizing::new([0u8; 64]);
+            rng.fill_bytes(&mut seed[..]);
+            let dk = ml_kem::DecapsulationKey::<ml_kem::MlKem768>::from_seed((*seed).into());
+            let x = x25519_dalek::EphemeralSecret::random_from_rng(&mut *rng);
+            // draft-ietf-tls-ecdhe-mlkem §3: ML-KEM's part first, then x25519's.
+            let mut public = dk.encapsulation_key().to_bytes().to_vec();
+            public.extend_from_slice(x25519_dalek::PublicKey::from(&x).as_bytes());
+            (EcdheSecret::Hybrid(Box::new(dk), x), public)
+        }
     }
+}
+
+/// Server side of a key exchange: from the client's share, the shared secret and our share
+/// (for ECDH an ephemeral key; for the hybrid the ML-KEM ciphertext and an x25519 key).
+pub(super) fn answer_share(
+    group: NamedGroup,
+    client: &[u8],
+    rng: &mut ChaCha20Rng,
+) -> Result<(zeroize::Zeroizing<Vec<u8>>, Vec<u8>), Abort> {
+    if group != NamedGroup::X25519MlKem768 {
+        let (secret, public) = ephemeral(group, rng);
+        return Ok((agree(secret, group, client)?, public));
+    }
+    let illegal = || Abort::alert(AlertDescription::IllegalParameter);
+    if client.len() != group.public_len() {
+        return Err(illegal());
+    }
+    let (ek, x) = client.split_at(crate::handshake::MLKEM768_ENCAPSULATION_KEY_LEN);
+    let ek =
+        ml_kem::Key::<ml_kem::EncapsulationKey<ml_kem::MlKem768>>::try_from(ek).map_err(|_| illegal())?;
+    // FIPS 203 §7.2's input check (the key's coefficients reduced mod q) is in `new`.
+    let ek = ml_kem::EncapsulationKey::<ml_kem::MlKem768>::new(&ek).map_err(|_| illegal())?;
+    let mut m = zeroize::Zeroizing::new([0u8; 32]);
+    rng.fill_bytes(&mut m[..]);
+    let (ciphertext, kem_secret) = ek.encapsulate_deterministic(&(*m).into());
+    let (x_shared, x_public) = {
+        let (secret, public) = ephemeral(NamedGroup::X25519, rng);
+        (agree(secret, NamedGroup::X25519, x)?, public)
+    };
+    let mut shared = zeroize::Zeroizing::new(kem_secret.to_vec());
+    shared.extend_from_slice(&x_shared);
+    let mut public = ciphertext.to_vec();
+    public.extend_from_slice(&x_public);
+    Ok((shared, public))
 }
 
 /// ECDH with the peer's public key; the shared secret is the premaster secret (RFC 8422 §5.10).
@@ -333,7 +381,11 @@ pub(super) fn agree(
     peer: &[u8],
 ) -> Result<zeroize::Zeroizing<Vec<u8>>, Abort> {
     let illegal = || Abort::alert(AlertDescription::IllegalParameter);
-    if peer.len() != group.public_len() {
+    let expected = match group {
+        NamedGroup::X25519MlKem768 => crate::handshake::MLKEM768_CIPHERTEXT_LEN + 32,
+        _ => group.public_len(),
+    };
+    if peer.len() != expected {
         return Err(illegal());
     }
     match secret {
@@ -354,6 +406,15 @@ pub(super) fn agree(
             let public = p256::PublicKey::from_sec1_bytes(peer).map_err(|_| illegal())?;
             let shared = secret.diffie_hellman(&public);
             Ok(zeroize::Zeroizing::new(shared.raw_secret_bytes().to_vec()))
+        }
+        EcdheSecret::Hybrid(dk, x) => {
+            use ml_kem::Decapsulate;
+            let (ciphertext, x_public) = peer.split_at(crate::handshake::MLKEM768_CIPHERTEXT_LEN);
+            let ciphertext =
+                ml_kem::Ciphertext::<ml_kem::MlKem768>::try_from(ciphertext).map_err(|_| illegal())?;
+            let mut shared = zeroize::Zeroizing::new(dk.decapsulate(&ciphertext).to_vec());
+            shared.extend_from_slice(&agree(EcdheSecret::X25519(x), NamedGroup::X25519, x_public)?);
+            Ok(shared)
         }
     }
 }

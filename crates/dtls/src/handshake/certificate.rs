@@ -11,17 +11,31 @@ pub enum NamedGroup {
     Secp256r1,
     /// x25519 (29), ECDH on Curve25519 (RFC 7748).
     X25519,
+    /// X25519MLKEM768 (0x11EC, draft-ietf-tls-ecdhe-mlkem): ML-KEM-768 (FIPS 203) and x25519
+    /// together, post-quantum as long as either holds. DTLS 1.3 only.
+    X25519MlKem768,
 }
 
 impl NamedGroup {
-    /// Our order of preference.
+    /// The elliptic-curve groups, in our order of preference: what a client offers by default
+    /// (one key share of 32 bytes rather than 1,216) and all DTLS 1.2 knows.
     pub const ALL: [NamedGroup; 2] = [NamedGroup::X25519, NamedGroup::Secp256r1];
+
+    /// Every group, the post-quantum hybrid first: what a DTLS 1.3 server accepts by default.
+    pub const WITH_HYBRID: [NamedGroup; 3] =
+        [NamedGroup::X25519MlKem768, NamedGroup::X25519, NamedGroup::Secp256r1];
+
+    /// Whether it is the post-quantum hybrid (DTLS 1.3 only).
+    pub fn is_hybrid(self) -> bool {
+        self == NamedGroup::X25519MlKem768
+    }
 
     /// The TLS code point.
     pub fn code(self) -> u16 {
         match self {
             NamedGroup::Secp256r1 => 23,
             NamedGroup::X25519 => 29,
+            NamedGroup::X25519MlKem768 => 0x11EC,
         }
     }
 
@@ -30,6 +44,7 @@ impl NamedGroup {
         match code {
             23 => Some(NamedGroup::Secp256r1),
             29 => Some(NamedGroup::X25519),
+            0x11EC => Some(NamedGroup::X25519MlKem768),
             _ => None,
         }
     }
@@ -39,17 +54,24 @@ impl NamedGroup {
         match self {
             NamedGroup::Secp256r1 => "secp256r1",
             NamedGroup::X25519 => "x25519",
+            NamedGroup::X25519MlKem768 => "x25519mlkem768",
         }
     }
 
-    /// Length of a public key on the wire (uncompressed point for P-256).
+    /// Length of a public key on the wire (uncompressed point for P-256; for the hybrid the
+    /// client's share: ML-KEM-768's encapsulation key and an x25519 key).
     pub fn public_len(self) -> usize {
         match self {
             NamedGroup::Secp256r1 => 65,
             NamedGroup::X25519 => 32,
+            NamedGroup::X25519MlKem768 => MLKEM768_ENCAPSULATION_KEY_LEN + 32,
         }
     }
 }
+
+/// Bytes of an ML-KEM-768 encapsulation key and ciphertext (FIPS 203 §8, Table 3).
+pub const MLKEM768_ENCAPSULATION_KEY_LEN: usize = 1184;
+pub const MLKEM768_CIPHERTEXT_LEN: usize = 1088;
 
 /// `named_curve` in ECParameters.curve_type (RFC 8422 §5.4).
 const CURVE_TYPE_NAMED: u8 = 3;

@@ -338,6 +338,13 @@ fn put_u16_list_extension(block: &mut Vec<u8>, ty: u16, list: &[u16]) {
 /// The extensions without the block's length.
 fn extension_block(e: &OutExtensions<'_>) -> Vec<u8> {
     let mut block = Vec::with_capacity(64);
+    // The DTLS 1.3 cookie first: a server that reads the first fragment of a ClientHello too
+    // large for one datagram (a post-quantum key share) statelessly finds it there.
+    if let Some(cookie) = e.cookie13 {
+        put_u16(&mut block, EXT_COOKIE);
+        put_u16(&mut block, (cookie.len() + 2) as u16);
+        put_vec16(&mut block, cookie);
+    }
     if let Some(name) = e.server_name {
         put_u16(&mut block, EXT_SERVER_NAME);
         if name.is_empty() {
@@ -441,11 +448,6 @@ fn put_tls13_extensions(block: &mut Vec<u8>, e: &OutExtensions<'_>) {
     if let Some(group) = e.hrr_group {
         put_u16(block, EXT_KEY_SHARE);
         put_vec16(block, &group.to_be_bytes());
-    }
-    if let Some(cookie) = e.cookie13 {
-        put_u16(block, EXT_COOKIE);
-        put_u16(block, (cookie.len() + 2) as u16);
-        put_vec16(block, cookie);
     }
     if let Some(modes) = e.psk_key_exchange_modes {
         put_u16(block, EXT_PSK_KEY_EXCHANGE_MODES);

@@ -93,17 +93,20 @@ impl Connection {
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
         self.hello_id = crate::connection::hello_id(&random);
-        // One key share, of the group we prefer; a server that prefers another asks for it.
+        // One key share, of the group we prefer; a server that prefers another asks for it. A
+        // hybrid's share (1,216 bytes) would make the first ClientHello two fragments, which a
+        // server that keeps no state before the cookie may not reassemble: that one goes with no
+        // share, and the HelloRetryRequest that brings the cookie asks for it (RFC 8446 §4.1.4),
+        // at no extra round trip.
         let group = config.groups.first().copied().unwrap_or(NamedGroup::X25519);
-        let (secret, public) = ephemeral(group, &mut hs.rng);
-        let sent_shares = vec![(group.code(), public)];
-        let mut state = ExpectServerHello13 {
-            random,
-            shares: vec![(group, secret)],
-            sent_shares,
-            hello: Vec::new(),
-            retried: false,
+        let (shares, sent_shares) = if group.is_hybrid() && config.cookie.is_none() {
+            (Vec::new(), Vec::new())
+        } else {
+            let (secret, public) = ephemeral(group, &mut hs.rng);
+            (vec![(group, secret)], vec![(group.code(), public)])
         };
+        let mut state =
+            ExpectServerHello13 { random, shares, sent_shares, hello: Vec::new(), retried: false };
         let mut record = RecordLayer13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
         hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
@@ -318,8 +321,9 @@ impl Connection {
                 let (secret, public) = ephemeral(group, &mut hs.rng);
                 state.shares = vec![(group, secret)];
                 state.sent_shares = vec![(code, public)];
-            } else if hs.cookie.is_none() {
-                // A HelloRetryRequest that changes nothing (RFC 8446 §4.1.4).
+            } else if hs.cookie.is_none() || state.shares.is_empty() {
+                // A HelloRetryRequest that changes nothing, or leaves us without a key share
+                // (RFC 8446 §4.1.4).
                 return Err(Abort::alert(AlertDescription::IllegalParameter));
             }
             // Otherwise the same shares again: only the address was asked for (§4.1.2).

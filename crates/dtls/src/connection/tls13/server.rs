@@ -11,7 +11,7 @@
 use super::{Abort, Handshake13, Step13, Tls13, Transcript13, PREFIX};
 use crate::alert::AlertDescription;
 use crate::config::ServerConfig;
-use crate::connection::handshake::{agree, ephemeral, sign, SCHEMES};
+use crate::connection::handshake::{answer_share, sign, SCHEMES};
 use crate::connection::{Connection, EndpointEvent, Event, Phase, RoleConfig};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::endpoint::{hello_retry_request, CookieState};
@@ -183,8 +183,8 @@ impl Connection {
         let dhe = psk.is_none() || psk_modes_allow(modes, PSK_DHE_KE);
         let (shared, server_share, group) = match (share, dhe) {
             (Some((group, entry)), true) => {
-                let (secret, public) = ephemeral(group, &mut hs.rng);
-                (Some(agree(secret, group, entry.key_exchange)?), Some((group.code(), public)), Some(group))
+                let (shared, public) = answer_share(group, entry.key_exchange, &mut hs.rng)?;
+                (Some(shared), Some((group.code(), public)), Some(group))
             }
             (None, true) if psk.is_some() && psk_modes_allow(modes, PSK_KE) => (None, None, None),
             (_, false) if psk_modes_allow(modes, PSK_KE) => (None, None, None),
