@@ -36,7 +36,7 @@ const TARGET_ALLOCATIONS_PER_RECORD: f64 = 0.0;
 const PSK_SUITES: &[CipherSuite] = &[CipherSuite::PskWithAes128Ccm8, CipherSuite::PskWithAes128GcmSha256];
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 4433);
 /// Handshakes per server Endpoint before a fresh one (keeps the connection table bounded).
-const HANDSHAKES_PER_ENDPOINT: u16 = 1000;
+pub(crate) const HANDSHAKES_PER_ENDPOINT: u16 = 1000;
 const RECORD_SIZES: [usize; 4] = [16, 64, 256, 1024];
 
 #[derive(clap::Args)]
@@ -138,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.no_loopback {
         certificate_loopback_handshakes(&plan, &pkis, &args.openssl)?;
     }
-    Ok(())
+    crate::handshake13::run(plan.certificate_runs.max(plan.runs), plan.slice, &pkis)
 }
 
 impl Plan {
@@ -182,18 +182,18 @@ fn configs(suite: CipherSuite) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
 }
 
 /// A seed that differs per handshake; the bench needs variety, not secrecy.
-fn seed(n: u64) -> [u8; 32] {
+pub(crate) fn seed(n: u64) -> [u8; 32] {
     let mut seed = [0x5a; 32];
     seed[..8].copy_from_slice(&n.to_le_bytes());
     seed
 }
 
 /// Seconds since 1970, for certificate validity.
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-fn client_addr(n: u16) -> SocketAddr {
+pub(crate) fn client_addr(n: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 1024 + n)
 }
 
@@ -201,7 +201,7 @@ fn client_addr(n: u16) -> SocketAddr {
 // Our engine, both sides in memory.
 
 /// Runs one full handshake between a fresh client and `endpoint`, passing datagrams in memory.
-fn engine_handshake(
+pub(crate) fn engine_handshake(
     endpoint: &mut Endpoint,
     config: &Arc<ClientConfig>,
     from: SocketAddr,
@@ -213,7 +213,7 @@ fn engine_handshake(
 }
 
 /// [`engine_handshake`] offering `session` for resumption; also returns the client's summary.
-fn engine_handshake_with(
+pub(crate) fn engine_handshake_with(
     endpoint: &mut Endpoint,
     config: &Arc<ClientConfig>,
     from: SocketAddr,
@@ -322,11 +322,11 @@ fn engine_handshakes(plan: &Plan) -> anyhow::Result<Vec<serde_json::Value>> {
 
 /// A client and the server endpoint holding its connection, established, after one record each
 /// way (so the server no longer keeps its last flight).
-struct Established {
-    endpoint: Endpoint,
-    client: Connection,
-    handle: ConnectionHandle,
-    from: SocketAddr,
+pub(crate) struct Established {
+    pub endpoint: Endpoint,
+    pub client: Connection,
+    pub handle: ConnectionHandle,
+    pub from: SocketAddr,
 }
 
 fn establish(suite: CipherSuite, n: u64) -> anyhow::Result<Established> {
@@ -340,7 +340,7 @@ fn establish(suite: CipherSuite, n: u64) -> anyhow::Result<Established> {
 }
 
 impl Established {
-    fn exchange_one_record_each_way(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn exchange_one_record_each_way(&mut self) -> anyhow::Result<()> {
         let now = Instant::ZERO;
         self.client.send(b"ping")?;
         while let Some(mut t) = self.client.poll_transmit(now) {
@@ -457,7 +457,7 @@ fn throughput_run(pair: &mut Established, size: usize, count: usize) -> anyhow::
 }
 
 /// Bytes currently on the heap (through the counting allocator), signed.
-fn live_heap() -> i64 {
+pub(crate) fn live_heap() -> i64 {
     let s = GLOBAL.stats();
     s.bytes_allocated as i64 - s.bytes_deallocated as i64 + s.bytes_reallocated as i64
 }
@@ -523,7 +523,7 @@ fn session_memory() -> anyhow::Result<()> {
 
 /// The server endpoint's heap growth per established connection (its tables included), after
 /// one record each way on each of 200 sessions.
-fn server_growth_per_session(
+pub(crate) fn server_growth_per_session(
     client_config: &Arc<ClientConfig>,
     server_config: &Arc<ServerConfig>,
 ) -> anyhow::Result<i64> {
@@ -760,11 +760,11 @@ mod tests {
 // Certificates and resumption.
 
 /// The chains the certificate measurements use, generated once per run.
-struct BenchPkis {
+pub(crate) struct BenchPkis {
     /// P-256, the leaf alone (RFC 7925's IoT profile).
     ecdsa_1: TestPki,
     /// P-256, leaf and two intermediates.
-    ecdsa_3: TestPki,
+    pub ecdsa_3: TestPki,
     /// RSA-2048, leaf and two intermediates (seed 003's chains).
     rsa_3: TestPki,
 }

@@ -8,6 +8,7 @@ mod caching;
 mod driver;
 mod flood;
 mod handshake;
+mod handshake13;
 mod key_cache;
 mod load;
 mod openssl_anchor;

@@ -71,6 +71,8 @@ fn a_psk_handshake_with_x25519_after_the_cookie_exchange() {
     assert_eq!(pair.sent(Dir::ToServer), 2 + 1);
     data_flows(&mut pair);
     assert!(!pair.client.holds_handshake_state(), "the ACK freed the client's handshake state");
+    let server = pair.server.connection(pair.server_handle()).expect("the server's session");
+    assert!(!server.holds_handshake_state(), "the client's Finished freed the server's");
 }
 
 #[test]

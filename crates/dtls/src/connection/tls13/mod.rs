@@ -166,7 +166,7 @@ pub(super) struct Handshake13 {
     /// A post-handshake message arrived whole: acknowledge it once the datagram is done.
     ack_now: bool,
     /// Made after the handshake for a KeyUpdate; dropped once that exchange is over.
-    post_handshake: bool,
+    pub post_handshake: bool,
 }
 
 /// Protected records kept before their keys exist, and their bytes.
@@ -607,7 +607,9 @@ impl Connection {
             if self.phase == Phase::Established && matches!(hs.step, Some(Step13::Complete)) {
                 secrets.peer_next_message_seq = hs.reassembler.next_seq();
                 secrets.next_message_seq = hs.next_message_seq;
-                // A post-handshake exchange with nothing of ours unacknowledged is over.
+                // A post-handshake exchange, or a server's handshake (the client's Finished
+                // arrived and was acknowledged), with nothing of ours unacknowledged is over: a
+                // late copy of the peer's last flight gets its ACK from a state made anew.
                 if hs.post_handshake && hs.flight.all_acked() && !hs.reassembler.holds_fragments() {
                     return;
                 }

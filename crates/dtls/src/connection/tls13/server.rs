@@ -342,6 +342,8 @@ impl Connection {
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
         self.send_ack13(hs, &mut v13.record);
+        // Nothing of ours awaits an acknowledgement: the handshake state goes with this datagram.
+        hs.post_handshake = true;
         self.phase = Phase::Established;
         let rtt = hs.flight.timer.estimate();
         self.push_endpoint_event(EndpointEvent::Established { rtt });

@@ -1,0 +1,350 @@
+//! The DTLS 1.3 rows of `fastshake bench handshake`: engine-only 1.3 handshakes per second
+//! beside wolfSSL's DTLS 1.3 in memory (measured by `interop/wolfssl`'s peer program, built
+//! here, in the same run), the bytes a handshake puts on the wire in 1.2 and in 1.3, and the
+//! memory of an established 1.3 session.
+
+use crate::handshake::{
+    client_addr, engine_handshake, engine_handshake_with, live_heap, median, seed, server_growth_per_session,
+    unix_now, verdict, BenchPkis, Established, HANDSHAKES_PER_ENDPOINT,
+};
+use anyhow::Context as _;
+use fastshake_dtls::dtls13::Suite13;
+use fastshake_dtls::{
+    CipherSuite, ClientConfig, Connection, Endpoint, Instant, NamedGroup, ServerConfig, TrustAnchors,
+    Versions, WallClock,
+};
+use fastshake_pki::generate::TestPki;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An ECDHE-ECDSA 1.3 handshake at least this many times wolfSSL's rate.
+const TARGET_OVER_WOLFSSL: f64 = 2.0;
+/// An established session at most this many bytes.
+const TARGET_SESSION_BYTES: i64 = 400;
+
+const IDENTITY: &[u8] = b"bench";
+const KEY: [u8; 16] =
+    [0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff];
+
+/// One kind of 1.3 handshake measured.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// External PSK with x25519 (psk_dhe_ke).
+    PskX25519,
+    /// External PSK with X25519MLKEM768.
+    PskHybrid,
+    /// ECDHE-ECDSA with x25519, the server's chain of three.
+    EcdsaChain3,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::PskX25519 => "PSK + x25519 (psk_dhe_ke)",
+            Kind::PskHybrid => "PSK + X25519MLKEM768",
+            Kind::EcdsaChain3 => "ECDHE-ECDSA, chain of 3, x25519",
+        }
+    }
+
+    /// The 1.3 configurations of both sides.
+    fn configs(self, pki: &TestPki) -> anyhow::Result<(Arc<ClientConfig>, Arc<ServerConfig>)> {
+        let group = match self {
+            Kind::PskHybrid => NamedGroup::X25519MlKem768,
+            _ => NamedGroup::X25519,
+        };
+        let suites13 = vec![Suite13::Aes128GcmSha256];
+        let (client, server) = match self {
+            Kind::PskX25519 | Kind::PskHybrid => (
+                ClientConfig {
+                    psk: Some(fastshake_dtls::Psk::new(IDENTITY, KEY.to_vec())),
+                    ..Default::default()
+                },
+                ServerConfig::psk(IDENTITY, KEY.to_vec()),
+            ),
+            Kind::EcdsaChain3 => {
+                let wall_clock = Some(WallClock { at: Instant::ZERO, unix_secs: unix_now() });
+                (
+                    ClientConfig {
+                        trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes())?)),
+                        server_name: Some("localhost".to_owned()),
+                        wall_clock,
+                        ..Default::default()
+                    },
+                    ServerConfig {
+                        certified_key: Some(Arc::new(pki.server_certified_key()?)),
+                        wall_clock,
+                        ..Default::default()
+                    },
+                )
+            }
+        };
+        let client = ClientConfig {
+            versions: Versions::Dtls13,
+            groups: vec![group],
+            suites13: suites13.clone(),
+            ..client
+        };
+        let server = ServerConfig { versions: Versions::Dtls13, groups: vec![group], suites13, ..server };
+        Ok((Arc::new(client), Arc::new(server)))
+    }
+
+    /// wolfssl-peer bench's arguments for the same handshake.
+    fn wolfssl_args(self, pki_dir: &std::path::Path) -> Vec<String> {
+        let mut args: Vec<String> = vec!["--suite".into(), "TLS13-AES128-GCM-SHA256".into()];
+        match self {
+            Kind::PskX25519 => args.extend(["--psk", "--groups", "x25519"].map(String::from)),
+            Kind::PskHybrid => args.extend(["--psk", "--groups", "x25519mlkem768"].map(String::from)),
+            Kind::EcdsaChain3 => {
+                let file = |name: &str| pki_dir.join(name).display().to_string();
+                args.extend([
+                    "--cert".into(),
+                    file("server.pem"),
+                    "--key".into(),
+                    file("server.key"),
+                    "--ca".into(),
+                    file("ca.pem"),
+                    "--groups".into(),
+                    "x25519".into(),
+                ]);
+            }
+        }
+        args
+    }
+}
+
+/// Handshakes per second for `slice`, both sides in this thread, a new endpoint every
+/// [`HANDSHAKES_PER_ENDPOINT`].
+fn engine_rate(
+    client: &Arc<ClientConfig>,
+    server: &Arc<ServerConfig>,
+    slice: Duration,
+) -> anyhow::Result<f64> {
+    let start = std::time::Instant::now();
+    let mut count: u64 = 0;
+    while start.elapsed() < slice {
+        let mut endpoint = Endpoint::new(Arc::clone(server), seed(count))?;
+        for port in 0..HANDSHAKES_PER_ENDPOINT {
+            let now = Instant::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            let (connection, _) = engine_handshake(&mut endpoint, client, client_addr(port), now, count)?;
+            drop(connection);
+            count += 1;
+            if port % 32 == 0 && start.elapsed() >= slice {
+                break;
+            }
+        }
+    }
+    Ok(count as f64 / start.elapsed().as_secs_f64())
+}
+
+/// wolfSSL's handshakes per second and CPU milliseconds per handshake, from one run of
+/// `wolfssl-peer bench`.
+fn wolfssl_rate(binary: &std::path::Path, args: &[String], handshakes: u32) -> anyhow::Result<(f64, f64)> {
+    let out = Command::new(binary)
+        .args(["bench", "--handshakes", &handshakes.to_string()])
+        .args(args)
+        .output()
+        .context("running wolfssl-peer bench")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    anyhow::ensure!(
+        out.status.success(),
+        "wolfssl-peer bench failed: {}{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |prefix: &str| -> anyhow::Result<f64> {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .with_context(|| format!("no {prefix:?} in {text}"))?;
+        let number = line.split_whitespace().next().unwrap_or("");
+        number.parse().with_context(|| format!("{prefix} {number:?}"))
+    };
+    Ok((field("handshakes/s: ")?, field("CPU ms per handshake: ")?))
+}
+
+pub(crate) fn run(runs: usize, slice: Duration, pkis: &BenchPkis) -> anyhow::Result<()> {
+    println!("\nDTLS 1.3 (RFC 9147). Median of {runs} run(s); in-memory runs of {} ms.", slice.as_millis());
+    let pki_dir = std::env::temp_dir().join(format!("fastshake-bench13-{}", std::process::id()));
+    std::fs::create_dir_all(&pki_dir)?;
+    std::fs::write(pki_dir.join("server.pem"), pkis.ecdsa_3.server_chain_pem())?;
+    std::fs::write(pki_dir.join("server.key"), pkis.ecdsa_3.server.key_pem.as_bytes())?;
+    std::fs::write(pki_dir.join("ca.pem"), pkis.ecdsa_3.ca_pem())?;
+    let wolfssl = fastshake_interop::build_wolfssl(&std::env::temp_dir());
+    println!("\n7. Full DTLS 1.3 handshakes per second, engine only: client and server in memory, one core,");
+    println!(
+        "   each with the stateless HelloRetryRequest (cookie), TLS_AES_128_GCM_SHA256; beside wolfSSL's"
+    );
+    println!("   DTLS 1.3 the same way (interop/wolfssl's `wolfssl-peer bench`: both sides in one process,");
+    println!("   in-memory queues; its CPU time includes making its session objects)");
+    println!(
+        "   {:<34} {:>12} {:>12} {:>12} {:>13} {:>14}",
+        "handshake", "fastshake", "ms CPU each", "wolfSSL", "ms CPU each", "ours/wolfSSL"
+    );
+    for kind in [Kind::PskX25519, Kind::PskHybrid, Kind::EcdsaChain3] {
+        let (client, server) = kind.configs(&pkis.ecdsa_3)?;
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        let mut their_cpu = Vec::new();
+        for _ in 0..runs {
+            ours.push(engine_rate(&client, &server, slice)?);
+            if let Ok(binary) = &wolfssl {
+                let (rate, cpu) = wolfssl_rate(binary, &kind.wolfssl_args(&pki_dir), 300)?;
+                theirs.push(rate);
+                their_cpu.push(cpu);
+            }
+        }
+        let ours = median(ours);
+        let (anchor, verdict_text) = match &wolfssl {
+            Ok(_) => {
+                let (theirs, cpu) = (median(theirs), median(their_cpu));
+                let met = match kind {
+                    Kind::EcdsaChain3 => format!(
+                        "  target {TARGET_OVER_WOLFSSL:.0}x: {}",
+                        verdict(ours / theirs >= TARGET_OVER_WOLFSSL)
+                    ),
+                    _ => String::new(),
+                };
+                (format!("{theirs:>10.0}/s {cpu:>13.3} {:>14.2}", ours / theirs), met)
+            }
+            Err(why) => (
+                format!("(wolfSSL unavailable: {})", why.to_string().lines().next().unwrap_or("")),
+                String::new(),
+            ),
+        };
+        // One thread does both sides: its wall time per handshake is its CPU time.
+        println!("   {:<34} {:>10.0}/s {:>12.3} {anchor}{verdict_text}", kind.name(), ours, 1000.0 / ours);
+    }
+    let _ = std::fs::remove_dir_all(&pki_dir);
+    handshake_bytes(pkis)?;
+    session_memory13(pkis)
+}
+
+/// Bytes a handshake puts on the wire (both directions, UDP payload) from the client's summary.
+fn bytes_of(client: &Arc<ClientConfig>, server: &Arc<ServerConfig>) -> anyhow::Result<(u64, u64, u64)> {
+    let mut endpoint = Endpoint::new(Arc::clone(server), seed(7))?;
+    let (_, _, summary) =
+        engine_handshake_with(&mut endpoint, client, client_addr(1), Instant::ZERO, 7, None)?;
+    Ok((summary.bytes_sent + summary.bytes_received, summary.datagrams_sent, summary.datagrams_received))
+}
+
+fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
+    println!("\n8. Bytes on the wire per full handshake, DTLS 1.2 beside DTLS 1.3 (both directions, UDP");
+    println!(
+        "   payload, the cookie exchange included: HelloVerifyRequest in 1.2, HelloRetryRequest in 1.3)"
+    );
+    println!("   {:<46} {:>10} {:>12}", "handshake", "bytes", "datagrams");
+    let psk12 = |suite| {
+        (
+            Arc::new(ClientConfig { suites: vec![suite], ..ClientConfig::psk(IDENTITY, KEY.to_vec()) }),
+            Arc::new(ServerConfig { suites: vec![suite], ..ServerConfig::psk(IDENTITY, KEY.to_vec()) }),
+        )
+    };
+    let psk13 = |suite: Suite13, groups: Vec<NamedGroup>| {
+        (
+            Arc::new(ClientConfig {
+                versions: Versions::Dtls13,
+                suites13: vec![suite],
+                groups: groups.clone(),
+                ..ClientConfig::psk(IDENTITY, KEY.to_vec())
+            }),
+            Arc::new(ServerConfig {
+                versions: Versions::Dtls13,
+                suites13: vec![suite],
+                groups,
+                ..ServerConfig::psk(IDENTITY, KEY.to_vec())
+            }),
+        )
+    };
+    let mut rows: Vec<(String, (u64, u64, u64))> = Vec::new();
+    let (c, s) = psk12(CipherSuite::PskWithAes128Ccm8);
+    let psk12_ccm8 = bytes_of(&c, &s)?;
+    rows.push(("1.2 PSK, TLS_PSK_WITH_AES_128_CCM_8".into(), psk12_ccm8));
+    let (c, s) = psk13(Suite13::Aes128Ccm8Sha256, vec![]);
+    let psk13_ke = bytes_of(&c, &s)?;
+    rows.push(("1.3 PSK alone (psk_ke), TLS_AES_128_CCM_8_SHA256".into(), psk13_ke));
+    let (c, s) = psk13(Suite13::Aes128Ccm8Sha256, vec![NamedGroup::X25519]);
+    rows.push(("1.3 PSK + x25519, TLS_AES_128_CCM_8_SHA256".into(), bytes_of(&c, &s)?));
+    let (c, s) = psk13(Suite13::Aes128GcmSha256, vec![NamedGroup::X25519MlKem768]);
+    rows.push(("1.3 PSK + X25519MLKEM768, AES_128_GCM".into(), bytes_of(&c, &s)?));
+    let wall_clock = Some(WallClock { at: Instant::ZERO, unix_secs: unix_now() });
+    let anchors = Arc::new(TrustAnchors::from_pem(pkis.ecdsa_3.ca_pem().as_bytes())?);
+    let certified = Arc::new(pkis.ecdsa_3.server_certified_key()?);
+    let cert_client = ClientConfig {
+        trust_anchors: Some(anchors),
+        server_name: Some("localhost".into()),
+        wall_clock,
+        enable_tickets: false,
+        ..Default::default()
+    };
+    let cert_server = ServerConfig { certified_key: Some(certified), wall_clock, ..Default::default() };
+    let c = Arc::new(ClientConfig {
+        suites: vec![CipherSuite::EcdheEcdsaWithAes128GcmSha256],
+        ..cert_client.clone()
+    });
+    let s = Arc::new(ServerConfig {
+        suites: vec![CipherSuite::EcdheEcdsaWithAes128GcmSha256],
+        ..cert_server.clone()
+    });
+    rows.push(("1.2 ECDHE-ECDSA chain of 3, AES_128_GCM".into(), bytes_of(&c, &s)?));
+    let c = Arc::new(ClientConfig {
+        versions: Versions::Dtls13,
+        suites13: vec![Suite13::Aes128GcmSha256],
+        groups: vec![NamedGroup::X25519],
+        ..cert_client
+    });
+    let s = Arc::new(ServerConfig {
+        versions: Versions::Dtls13,
+        suites13: vec![Suite13::Aes128GcmSha256],
+        ..cert_server
+    });
+    rows.push(("1.3 ECDHE-ECDSA chain of 3, x25519, AES_128_GCM".into(), bytes_of(&c, &s)?));
+    for (name, (bytes, sent, received)) in &rows {
+        println!("   {name:<46} {bytes:>8} B {:>6} + {:<4}", sent, received);
+    }
+    println!(
+        "   target: a 1.3 PSK handshake with its cookie exchange no more bytes than 1.2's: psk_ke {} B vs {} B: {}",
+        psk13_ke.0,
+        psk12_ccm8.0,
+        verdict(psk13_ke.0 <= psk12_ccm8.0)
+    );
+    Ok(())
+}
+
+fn session_memory13(pkis: &BenchPkis) -> anyhow::Result<()> {
+    println!(
+        "\n9. Memory of one established DTLS 1.3 session (counting allocator; after one record each way)"
+    );
+    println!(
+        "   {:<34} {:>14} {:>16}   target <= {TARGET_SESSION_BYTES} B",
+        "handshake", "client total", "server session"
+    );
+    for kind in [Kind::PskX25519, Kind::EcdsaChain3] {
+        let (client_config, server_config) = kind.configs(&pkis.ecdsa_3)?;
+        let before = live_heap();
+        let pair = {
+            let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(1))?;
+            let from = client_addr(0);
+            let (client, handle) = engine_handshake(&mut endpoint, &client_config, from, Instant::ZERO, 1)?;
+            let mut pair = Established { endpoint, client, handle, from };
+            pair.exchange_one_record_each_way()?;
+            pair
+        };
+        let Established { endpoint, client, .. } = pair;
+        drop(endpoint);
+        let client_total = live_heap() - before + std::mem::size_of::<Connection>() as i64;
+        let still_handshaking = client.holds_handshake_state();
+        drop(client);
+        let server_session = server_growth_per_session(&client_config, &server_config)?;
+        println!(
+            "   {:<34} {:>12} B {:>14} B   client {}, server {}{}",
+            kind.name(),
+            client_total,
+            server_session,
+            verdict(client_total <= TARGET_SESSION_BYTES),
+            verdict(server_session <= TARGET_SESSION_BYTES),
+            if still_handshaking { " (client still held its handshake state)" } else { "" }
+        );
+    }
+    Ok(())
+}
