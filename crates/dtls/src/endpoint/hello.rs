@@ -28,9 +28,13 @@ const MAX_PARTIAL_HELLO_BYTES: usize = 128 * 1024;
 /// fairly by IP instead: when it is full, the IP with the most entries loses its oldest, and a
 /// host flooding first fragments from many ports evicts its own entries, not other hosts'.
 const MAX_PARTIAL_HELLOS_PER_ADDRESS: usize = 2;
-/// A partial ClientHello that gained no fragment for this long is dropped. Generous, since on a
-/// duty-cycled link the fragments of one hello can be a slotframe (1 s or more) apart.
-const PARTIAL_HELLO_MAX_IDLE: Duration = Duration::from_secs(10);
+/// A partial ClientHello that gained no fragment for this long is dropped. Generous: on a
+/// duty-cycled link the fragments of one hello can be a slotframe (1 s or more) apart, and on a
+/// lossy one the fragments still missing come with the client's next retransmission, whose
+/// timer backs off to a minute (RFC 6347 §4.2.4.1); a DTLS 1.3 ClientHello with a post-quantum
+/// key share is 15 or more fragments on an 802.15.4 link. The table stays bounded in entries
+/// and bytes whatever this is.
+const PARTIAL_HELLO_MAX_IDLE: Duration = Duration::from_secs(64);
 /// Largest ClientHello reassembled from fragments.
 const MAX_FRAGMENTED_HELLO: u32 = 8 * 1024;
 

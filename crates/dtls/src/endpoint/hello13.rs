@@ -10,8 +10,8 @@ use crate::alert::{AlertDescription, AlertLevel};
 use crate::connection::{Connection, Event, VerifiedHello13};
 use crate::crypto::tls13::{Suite13, SuiteHash};
 use crate::handshake::{
-    client_shares, offered_versions, transcript_header, u16_list, ClientHello, HandshakeHeader,
-    HandshakeType, NamedGroup, OutExtensions, ServerHello, DTLS_1_3, HELLO_RETRY_REQUEST_RANDOM,
+    client_shares, offered_versions, transcript_header, u16_list, ClientHello, HandshakeType, NamedGroup,
+    OutExtensions, ServerHello, DTLS_1_3, HELLO_RETRY_REQUEST_RANDOM,
 };
 use crate::record::{write_record, ContentType, HEADER_LEN};
 use fastshake_core::{Instant, Transmit, COOKIE_LEN};
@@ -176,21 +176,19 @@ impl Endpoint {
         let (fields, tag) = cookie.split_at_mut(at);
         self.cookie13_tag(self.cookie_slot13(now), &remote, fields, tag);
         let hrr = hello_retry_request(ch.session_id, &state, &cookie);
-        let mut out = Vec::with_capacity(HEADER_LEN + 12 + hrr.len());
-        let mut fragment = Vec::with_capacity(12 + hrr.len());
-        HandshakeHeader {
-            msg_type: HandshakeType::ServerHello,
-            length: hrr.len() as u32,
-            message_seq: hello.message_seq,
-            fragment_offset: 0,
-            fragment_length: hrr.len() as u32,
+        // In as many datagrams as the MTU needs (a cookie of 69 bytes does not fit a 96-byte
+        // 802.15.4 frame); RFC 9147 §5.1: a stateless server numbers its records from the
+        // ClientHello's.
+        let mut builder =
+            crate::flight::DatagramBuilder::new(self.config.mtu.clamp(crate::config::MIN_MTU, 1 << 14));
+        let mut seq = hello.record_seq;
+        builder.push_handshake(0, HandshakeType::ServerHello, hello.message_seq, &hrr, None, &mut || {
+            seq += 1;
+            seq - 1
+        });
+        for payload in builder.finish() {
+            self.push_stateless(Transmit { src: None, dst: remote, payload });
         }
-        .write(&mut fragment);
-        fragment.extend_from_slice(&hrr);
-        out.resize(HEADER_LEN + fragment.len(), 0);
-        // RFC 9147 §5.1: a stateless server numbers its record like the ClientHello's.
-        write_record(&mut out, ContentType::Handshake, 0, hello.record_seq, None, &[&fragment]);
-        self.push_stateless(Transmit { src: None, dst: remote, payload: out });
         self.stats.hello_verify_sent += 1;
     }
 

@@ -17,8 +17,10 @@ use crate::apps::dtls_client::{ClientTally, DtlsClientLoop, SeedTemplate, Sessio
 use crate::apps::dtls_server::{DtlsEchoServer, ServerTally};
 use crate::pki::{LabPki, WALL_CLOCK};
 use fastshake_core::Instant;
+use fastshake_dtls::dtls13::Suite13;
 use fastshake_dtls::{
-    CipherSuite, ClientAuth, ClientConfig, EndpointStats, Mobility, ServerConfig, TicketKeys,
+    CipherSuite, ClientAuth, ClientConfig, EndpointStats, Mobility, NamedGroup, ServerConfig, TicketKeys,
+    Versions,
 };
 use fastshake_sim::apps::Echo;
 use fastshake_sim::dist::Jitter;
@@ -112,13 +114,13 @@ pub fn configs(cell: &Cell, pki: &LabPki) -> (Arc<ClientConfig>, Arc<ServerConfi
     let mut client;
     let mut server;
     match cell.mode {
-        Mode::Psk | Mode::Cid => {
+        Mode::Psk | Mode::Cid | Mode::Psk13 | Mode::Hybrid13 => {
             client = ClientConfig::psk(PSK_IDENTITY, PSK_KEY);
             client.suites = vec![CipherSuite::PskWithAes128Ccm8];
             server = ServerConfig::psk(PSK_IDENTITY, PSK_KEY);
             server.suites = vec![CipherSuite::PskWithAes128Ccm8];
         }
-        Mode::Ecdsa | Mode::Resumed => {
+        Mode::Ecdsa | Mode::Resumed | Mode::Ecdsa13 => {
             client = ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()));
             client.certified_key = Some(pki.client.clone());
             client.wall_clock = Some(WALL_CLOCK);
@@ -132,6 +134,15 @@ pub fn configs(cell: &Cell, pki: &LabPki) -> (Arc<ClientConfig>, Arc<ServerConfi
     }
     if cell.mode == Mode::Resumed {
         server.tickets = Some(TicketKeys::new(1, [0x7c; 16]));
+    }
+    if matches!(cell.mode, Mode::Psk13 | Mode::Ecdsa13 | Mode::Hybrid13) {
+        let group = if cell.mode == Mode::Hybrid13 { NamedGroup::X25519MlKem768 } else { NamedGroup::X25519 };
+        client.versions = Versions::Dtls13;
+        client.suites13 = vec![Suite13::Aes128Ccm8Sha256];
+        client.groups = vec![group];
+        server.versions = Versions::Dtls13;
+        server.suites13 = vec![Suite13::Aes128Ccm8Sha256];
+        server.groups = vec![group];
     }
     if cell.mode == Mode::Cid {
         let mobility = |cid| Mobility {

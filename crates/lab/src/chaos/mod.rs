@@ -83,7 +83,9 @@ pub struct RunOptions {
     /// Seed of the run: the same seed gives the same figures (wall time aside).
     pub seed: u64,
     /// Cells to run: comma-separated patterns matched against `mode/link` (`*` is a wildcard,
-    /// plain text matches a substring), e.g. `psk/*,*/worst-wan`.
+    /// plain text matches a substring), e.g. `psk/*,*/worst-wan`. Modes psk, ecdsa, resumed,
+    /// cid (the default grid, DTLS 1.2) and psk13, ecdsa13, hybrid13 (DTLS 1.3, run only when
+    /// named here, e.g. `*13/*`).
     pub only: Option<String>,
     /// Handshakes per cell (resumed cells: this many resumptions, each after a full handshake).
     pub handshakes: Option<u32>,
@@ -166,7 +168,12 @@ pub struct Soak {
 impl Soak {
     /// The cells this soak runs, in the grid's order.
     pub fn cells(&self) -> Vec<grid::Cell> {
-        grid().into_iter().filter(|c| self.only.as_deref().is_none_or(|p| selected(&c.name(), p))).collect()
+        match self.only.as_deref() {
+            None => grid(),
+            Some(patterns) => {
+                grid::every_cell().into_iter().filter(|c| selected(&c.name(), patterns)).collect()
+            }
+        }
     }
 
     /// Runs the cells one after the other; `each` gets every cell's report (and its capture,

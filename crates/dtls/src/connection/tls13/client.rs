@@ -441,8 +441,10 @@ impl Connection {
         let mut record = std::mem::take(&mut v13.record);
         record.add_read(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &server_ap));
         // The Finished goes in the handshake epoch, resent until the server acknowledges it
-        // (§5.8.1: the client's last flight is acknowledged, not answered).
+        // (§5.8.1: the client's last flight is acknowledged, not answered), for a whole
+        // handshake timeout from now: the server has no session until it arrives.
         self.send_flight13(now, hs, &mut record, true);
+        hs.timers.set(super::Timer13::GiveUp, now + self.handshake_timeout());
         record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
         v13.record = record;
         let mut secrets = super::AppSecrets::new(k.suite, client_ap, server_ap);
