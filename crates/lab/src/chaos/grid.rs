@@ -28,11 +28,9 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The DTLS 1.2 modes: the soak's grid (E6).
-    pub const ALL: [Mode; 4] = [Mode::Psk, Mode::Ecdsa, Mode::Resumed, Mode::Cid];
-    /// The DTLS 1.3 modes, run when `--only` names their cells (`--only '*13/*'`): not yet in
-    /// E6's grid, as one cell (ecdsa13/worst-tsch) does not meet the target yet.
-    pub const DTLS13: [Mode; 3] = [Mode::Psk13, Mode::Ecdsa13, Mode::Hybrid13];
+    /// Every mode: DTLS 1.2's four, then DTLS 1.3's three.
+    pub const ALL: [Mode; 7] =
+        [Mode::Psk, Mode::Ecdsa, Mode::Resumed, Mode::Cid, Mode::Psk13, Mode::Ecdsa13, Mode::Hybrid13];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -257,19 +255,13 @@ impl Cell {
     }
 }
 
-/// The full grid: every DTLS 1.2 mode over every profile.
+/// The full grid: every mode over every profile.
 pub fn grid() -> Vec<Cell> {
-    grid_of(&Mode::ALL)
-}
-
-/// Every cell that can be named: the grid and the DTLS 1.3 modes over every profile.
-pub fn every_cell() -> Vec<Cell> {
-    grid_of(&[Mode::ALL.as_slice(), Mode::DTLS13.as_slice()].concat())
-}
-
-fn grid_of(modes: &[Mode]) -> Vec<Cell> {
     let links = LinkProfile::all();
-    modes.iter().flat_map(|&mode| links.iter().map(move |link| Cell { mode, link: link.clone() })).collect()
+    Mode::ALL
+        .iter()
+        .flat_map(|&mode| links.iter().map(move |link| Cell { mode, link: link.clone() }))
+        .collect()
 }
 
 /// Whether `name` matches one of the comma-separated `patterns` (`*` matches any run of
@@ -298,8 +290,8 @@ mod tests {
 
     #[test]
     fn every_mode_meets_every_stress_dimension() {
-        let cells = every_cell();
-        for mode in Mode::ALL.into_iter().chain(Mode::DTLS13) {
+        let cells = grid();
+        for mode in Mode::ALL {
             let links: Vec<&LinkProfile> = cells.iter().filter(|c| c.mode == mode).map(|c| &c.link).collect();
             assert!(links.iter().any(|l| l.delay_ms >= 3000.0));
             assert!(links.iter().any(|l| matches!(l.loss, Loss::Bernoulli { p } if p >= 0.3)));

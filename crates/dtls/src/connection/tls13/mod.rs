@@ -103,13 +103,62 @@ struct Message13 {
     msg_type: HandshakeType,
     message_seq: u16,
     body: Vec<u8>,
-    acked: bool,
+    /// Byte ranges of the body whose records the peer acknowledged, sorted and merged.
+    acked: Vec<(u32, u32)>,
+    /// An empty body's one record was acknowledged.
+    empty_acked: bool,
 }
 
-/// Our current flight: its messages and, per record sent, which message it carried.
+impl Message13 {
+    fn done(&self) -> bool {
+        if self.body.is_empty() {
+            return self.empty_acked;
+        }
+        self.acked.first() == Some(&(0, self.body.len() as u32))
+    }
+
+    /// The byte ranges still to send (§5.8.1: only what was not acknowledged is sent again).
+    fn missing(&self) -> Vec<(u32, u32)> {
+        if self.body.is_empty() {
+            return if self.empty_acked { Vec::new() } else { vec![(0, 0)] };
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &(start, end) in &self.acked {
+            if start > at {
+                out.push((at, start));
+            }
+            at = at.max(end);
+        }
+        if at < self.body.len() as u32 {
+            out.push((at, self.body.len() as u32));
+        }
+        out
+    }
+
+    fn acknowledge(&mut self, start: u32, end: u32) {
+        if self.body.is_empty() {
+            self.empty_acked = true;
+            return;
+        }
+        self.acked.push((start, end));
+        self.acked.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.acked.len());
+        for &(s, e) in &self.acked {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        self.acked = merged;
+    }
+}
+
+/// Our current flight: its messages and, per record sent (every transmission of the flight),
+/// which bytes of which message it carried.
 pub(super) struct Flight13 {
     messages: Vec<Message13>,
-    sent: Vec<(RecordNumber, usize)>,
+    sent: Vec<(RecordNumber, usize, u32, u32)>,
     pub timer: RetransmitTimer,
     /// Resent on our timer (not a server's last flight, which waits to be asked again).
     timed: bool,
@@ -123,7 +172,7 @@ impl Flight13 {
     }
 
     fn all_acked(&self) -> bool {
-        self.messages.iter().all(|m| m.acked)
+        self.messages.iter().all(Message13::done)
     }
 }
 
@@ -167,10 +216,14 @@ pub(super) struct Handshake13 {
     ack_now: bool,
     /// Made after the handshake for a KeyUpdate; dropped once that exchange is over.
     pub post_handshake: bool,
+    /// Server: the client's application records that came before its Finished.
+    pub early_data: Vec<Vec<u8>>,
 }
 
 /// Protected records kept before their keys exist, and their bytes.
 const MAX_EARLY_RECORDS: usize = 8;
+/// Application records a server keeps while the client's Finished is still to come.
+const MAX_EARLY_DATA_RECORDS: usize = 4;
 const MAX_EARLY_RECORD_BYTES: usize = 16 * 1024;
 
 /// Where a 1.3 handshake is.
@@ -257,6 +310,7 @@ impl Handshake13 {
             write_update_pending: false,
             ack_now: false,
             post_handshake: false,
+            early_data: Vec::new(),
         })
     }
 
@@ -273,7 +327,14 @@ impl Handshake13 {
         }
         let message_seq = self.next_message_seq;
         self.next_message_seq = self.next_message_seq.wrapping_add(1);
-        self.flight.messages.push(Message13 { epoch, msg_type, message_seq, body, acked: false });
+        self.flight.messages.push(Message13 {
+            epoch,
+            msg_type,
+            message_seq,
+            body,
+            acked: Vec::new(),
+            empty_acked: false,
+        });
     }
 
     /// The handshake epoch's write keys: the flight's encrypted messages go out under them.
@@ -293,65 +354,78 @@ impl Connection {
         let mut current: Vec<u8> = Vec::with_capacity(mtu);
         let mut sent = Vec::new();
         for (index, m) in hs.flight.messages.iter().enumerate() {
-            if m.acked {
-                continue;
-            }
             let overhead = if m.epoch == 0 { HEADER_LEN } else { record.sealed_len(cid.len(), 0) + 16 };
-            let mut offset = 0usize;
-            loop {
-                let mut room =
-                    mtu.saturating_sub(current.len()).saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
-                let remaining = m.body.len() - offset;
-                if room < remaining && room < 32 && !current.is_empty() {
-                    datagrams.push(std::mem::replace(&mut current, Vec::with_capacity(mtu)));
-                    room = mtu.saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
-                }
-                let n = remaining.min(room.max(1));
-                let mut fragment = Vec::with_capacity(HANDSHAKE_HEADER_LEN + n);
-                HandshakeHeader {
-                    msg_type: m.msg_type,
-                    length: m.body.len() as u32,
-                    message_seq: m.message_seq,
-                    fragment_offset: offset as u32,
-                    fragment_length: n as u32,
-                }
-                .write(&mut fragment);
-                fragment.extend_from_slice(&m.body[offset..offset + n]);
-                let number = if m.epoch == 0 {
-                    let seq = hs.epoch0_write_seq;
-                    hs.epoch0_write_seq += 1;
-                    let start = current.len();
-                    current.resize(start + HEADER_LEN + fragment.len(), 0);
-                    write_record(&mut current[start..], ContentType::Handshake, 0, seq, None, &[&fragment]);
-                    RecordNumber { epoch: 0, seq }
-                } else {
-                    let sealed = match hs.write_handshake.as_mut() {
-                        Some(w) if w.epoch == m.epoch => {
-                            let seq = w.seq;
-                            w.seq += 1;
-                            seal13(&w.keys, w.epoch, seq, ContentType::Handshake as u8, &cid, &[&fragment])
+            for (gap_start, gap_end) in m.missing() {
+                let (mut offset, end) = (gap_start as usize, gap_end as usize);
+                loop {
+                    let mut room =
+                        mtu.saturating_sub(current.len()).saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
+                    let remaining = end - offset;
+                    if room < remaining && room < 32 && !current.is_empty() {
+                        datagrams.push(std::mem::replace(&mut current, Vec::with_capacity(mtu)));
+                        room = mtu.saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
+                    }
+                    let n = remaining.min(room.max(1));
+                    let mut fragment = Vec::with_capacity(HANDSHAKE_HEADER_LEN + n);
+                    HandshakeHeader {
+                        msg_type: m.msg_type,
+                        length: m.body.len() as u32,
+                        message_seq: m.message_seq,
+                        fragment_offset: offset as u32,
+                        fragment_length: n as u32,
+                    }
+                    .write(&mut fragment);
+                    fragment.extend_from_slice(&m.body[offset..offset + n]);
+                    let number = if m.epoch == 0 {
+                        let seq = hs.epoch0_write_seq;
+                        hs.epoch0_write_seq += 1;
+                        let start = current.len();
+                        current.resize(start + HEADER_LEN + fragment.len(), 0);
+                        write_record(
+                            &mut current[start..],
+                            ContentType::Handshake,
+                            0,
+                            seq,
+                            None,
+                            &[&fragment],
+                        );
+                        RecordNumber { epoch: 0, seq }
+                    } else {
+                        let sealed = match hs.write_handshake.as_mut() {
+                            Some(w) if w.epoch == m.epoch => {
+                                let seq = w.seq;
+                                w.seq += 1;
+                                seal13(
+                                    &w.keys,
+                                    w.epoch,
+                                    seq,
+                                    ContentType::Handshake as u8,
+                                    &cid,
+                                    &[&fragment],
+                                )
                                 .map(|r| (r, RecordNumber { epoch: w.epoch, seq }))
-                        }
-                        _ => record
-                            .seal(ContentType::Handshake as u8, &cid, &[&fragment])
-                            .ok()
-                            .map(|(r, epoch, seq)| (r, RecordNumber { epoch, seq })),
+                            }
+                            _ => record
+                                .seal(ContentType::Handshake as u8, &cid, &[&fragment])
+                                .ok()
+                                .map(|(r, epoch, seq)| (r, RecordNumber { epoch, seq })),
+                        };
+                        let Some((bytes, number)) = sealed else { break };
+                        current.extend_from_slice(&bytes);
+                        number
                     };
-                    let Some((bytes, number)) = sealed else { break };
-                    current.extend_from_slice(&bytes);
-                    number
-                };
-                sent.push((number, index));
-                offset += n;
-                if offset >= m.body.len() {
-                    break;
+                    sent.push((number, index, offset as u32, (offset + n) as u32));
+                    offset += n;
+                    if offset >= end {
+                        break;
+                    }
                 }
             }
         }
         if !current.is_empty() {
             datagrams.push(current);
         }
-        hs.flight.sent = sent;
+        hs.flight.sent.extend(sent);
         let bytes = datagrams.iter().map(Vec::len).sum::<usize>().min(u32::MAX as usize) as u32;
         self.queued.get_or_insert_with(Box::default).outgoing.extend(datagrams);
         bytes
@@ -416,15 +490,12 @@ impl Connection {
             return;
         }
         let mut acked_any = false;
-        for m in 0..hs.flight.messages.len() {
-            let records: Vec<RecordNumber> =
-                hs.flight.sent.iter().filter(|(_, i)| *i == m).map(|(n, _)| *n).collect();
-            if !records.is_empty()
-                && records.iter().all(|n| named.contains(n))
-                && !hs.flight.messages[m].acked
-            {
-                hs.flight.messages[m].acked = true;
-                acked_any = true;
+        for &(number, index, start, end) in &hs.flight.sent {
+            if named.contains(&number) {
+                if let Some(m) = hs.flight.messages.get_mut(index) {
+                    m.acknowledge(start, end);
+                    acked_any = true;
+                }
             }
         }
         if hs.flight.all_acked() {
@@ -772,8 +843,26 @@ impl Connection {
                 }
             }
             t if t == ContentType::ApplicationData as u8 => {
-                if number.epoch < epoch::APPLICATION || self.phase != Phase::Established {
+                if number.epoch < epoch::APPLICATION {
                     self.stats.records_dropped += 1;
+                    return;
+                }
+                if self.phase != Phase::Established {
+                    // A server reads the client's first records before the client's Finished
+                    // has come (the client sends them with it): kept, a few, and delivered once
+                    // the Finished is checked (RFC 8446 §4.4.4: not before).
+                    let kept = v13.hs.as_mut().is_some_and(|hs| {
+                        let room = hs.early_data.len() < MAX_EARLY_DATA_RECORDS
+                            && hs.early_data.iter().map(Vec::len).sum::<usize>() + plaintext.len()
+                                <= MAX_EARLY_RECORD_BYTES;
+                        if room {
+                            hs.early_data.push(plaintext.to_vec());
+                        }
+                        room
+                    });
+                    if !kept {
+                        self.stats.records_dropped += 1;
+                    }
                     return;
                 }
                 self.stats.app_records_received += 1;

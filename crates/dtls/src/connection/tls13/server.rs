@@ -352,6 +352,10 @@ impl Connection {
         summary.peer_leaf = w.client_leaf;
         summary.psk_identity = w.psk_identity.unwrap_or_default();
         self.push_event(Event::Connected(summary));
+        for data in std::mem::take(&mut hs.early_data) {
+            self.stats.app_records_received += 1;
+            self.push_event(Event::ApplicationData(data));
+        }
         Step13::Complete
     }
 }

@@ -54,7 +54,8 @@ impl Experiment for E6 {
             arrive exactly once over links that delay (1 ms to 3 s one way, longer than the retransmission timer), \
             lose (30 % independently or in bursts), duplicate, reorder, narrow the MTU to 96 bytes or widen it to 9,000, \
             or duty-cycle (a TSCH hop) — for PSK, ECDHE-ECDSA with chains of 3, resumption by ticket and CID with a \
-            move mid-session."
+            move mid-session in DTLS 1.2, and PSK, ECDHE-ECDSA with chains of 3 and the post-quantum hybrid \
+            X25519MLKEM768 in DTLS 1.3."
             .into();
         section.our_setup = format!(
             "The simulator, reproducible from the seed ({}): {} cells = {} modes × {} link profiles, {} handshakes per \
