@@ -68,7 +68,7 @@ fn cookie_millis(now: Instant) -> u64 {
 }
 
 /// The cookie's input for the client address: IP and port.
-fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
+pub(super) fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
     let mut out = [0u8; 18];
     let n = match addr.ip() {
         IpAddr::V4(ip) => {
@@ -86,7 +86,7 @@ fn addr_bytes(addr: &SocketAddr) -> ([u8; 18], usize) {
 
 impl Endpoint {
     /// The time slot a cookie made at `now` is bound to.
-    fn cookie_slot(&self, now: Instant) -> u64 {
+    pub(super) fn cookie_slot(&self, now: Instant) -> u64 {
         let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
         now.as_nanos() / slot_nanos
     }

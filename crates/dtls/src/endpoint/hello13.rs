@@ -84,8 +84,8 @@ impl Endpoint {
     /// The cookie's tag inputs: the client's address, the label, what the cookie carries and
     /// the time slot.
     fn cookie13_tag(&self, now_slot: u64, remote: &SocketAddr, state: &[u8], out: &mut [u8]) {
-        let addr = remote.to_string();
-        self.cookie.sign_into(&[addr.as_bytes(), COOKIE13_LABEL, state, &now_slot.to_be_bytes()], out);
+        let (addr, n) = super::hello::addr_bytes(remote);
+        self.cookie.sign_into(&[&addr[..n], COOKIE13_LABEL, state, &now_slot.to_be_bytes()], out);
     }
 
     fn verify_cookie13(&self, now: Instant, remote: &SocketAddr, cookie: &[u8]) -> Option<CookieState> {
@@ -94,17 +94,12 @@ impl Endpoint {
         if tag.len() != COOKIE_LEN {
             return None;
         }
-        let addr = remote.to_string();
-        let slot = self.cookie_slot13(now);
+        let (addr, n) = super::hello::addr_bytes(remote);
+        let slot = self.cookie_slot(now);
         let fresh = [slot, slot.wrapping_sub(1)].iter().any(|s| {
-            self.cookie.verify(tag, &[addr.as_bytes(), COOKIE13_LABEL, &cookie[..len], &s.to_be_bytes()])
+            self.cookie.verify(tag, &[&addr[..n], COOKIE13_LABEL, &cookie[..len], &s.to_be_bytes()])
         });
         fresh.then_some(state)
-    }
-
-    fn cookie_slot13(&self, now: Instant) -> u64 {
-        let slot_nanos = (self.cookie_lifetime.as_nanos() / 2).clamp(1, u64::MAX as u128) as u64;
-        now.as_nanos() / slot_nanos
     }
 
     /// A client that offers no version we speak: protocol_version, statelessly.
@@ -174,7 +169,7 @@ impl Endpoint {
         let at = cookie.len();
         cookie.resize(at + COOKIE_LEN, 0);
         let (fields, tag) = cookie.split_at_mut(at);
-        self.cookie13_tag(self.cookie_slot13(now), &remote, fields, tag);
+        self.cookie13_tag(self.cookie_slot(now), &remote, fields, tag);
         let hrr = hello_retry_request(ch.session_id, &state, &cookie);
         // In as many datagrams as the MTU needs (a cookie of 69 bytes does not fit a 96-byte
         // 802.15.4 frame); RFC 9147 §5.1: a stateless server numbers its records from the

@@ -99,11 +99,6 @@ impl RecordLayer13 {
         self.write.as_ref().map(|(e, _)| *e)
     }
 
-    /// The next record is numbered `seq` (a flight's records in an epoch written before).
-    pub fn skip_to(&mut self, seq: u64) {
-        self.write_seq = seq;
-    }
-
     /// The highest epoch we can read.
     pub fn read_epoch(&self) -> Option<u64> {
         self.read.last().map(|e| e.epoch)
@@ -111,9 +106,11 @@ impl RecordLayer13 {
 
     /// Bytes of a record around `plaintext_len` bytes of content, with `cid_len` bytes of CID.
     pub fn sealed_len(&self, cid_len: usize, plaintext_len: usize) -> usize {
-        let tag = self.write.as_ref().map_or(16, |(_, k)| k.suite.tag_len());
-        // first byte, CID, 16-bit sequence number, length; content, type, padding, tag.
-        1 + cid_len + 2 + 2 + inner_len(plaintext_len, tag) + tag
+        match &self.write {
+            Some((_, keys)) => sealed_len_with(keys, cid_len, plaintext_len),
+            // first byte, CID, 16-bit sequence number, length; content, type, padding, 16-byte tag.
+            None => 1 + cid_len + 2 + 2 + inner_len(plaintext_len, 16) + 16,
+        }
     }
 
     /// One record of `content_type` holding `parts`, towards a peer that wants `cid` in it.
@@ -144,29 +141,7 @@ impl RecordLayer13 {
         }
         let seq = self.write_seq;
         self.write_seq += 1;
-        let tag_len = keys.suite.tag_len();
-        let content_len: usize = parts.iter().map(|p| p.len()).sum();
-        let inner = inner_len(content_len, tag_len);
-        let length = u16::try_from(inner + tag_len)
-            .map_err(|_| Error::TooLarge { len: content_len, mtu: usize::from(u16::MAX) })?;
-        let header = UnifiedHeader::new(*epoch, seq, SeqBits::Sixteen, cid.len() as u8, true, length);
-        let header_len = header.header_len();
-        debug_assert_eq!(out.len(), header_len + inner + tag_len);
-        let mut head = Vec::new();
-        header.write(&mut head, cid);
-        out[..header_len].copy_from_slice(&head);
-        let mut pos = header_len;
-        for p in parts {
-            out[pos..pos + p.len()].copy_from_slice(p);
-            pos += p.len();
-        }
-        out[pos] = content_type;
-        out[pos + 1..header_len + inner].fill(0);
-        let (aad, rest) = out.split_at_mut(header_len);
-        let (payload, tag) = rest.split_at_mut(inner);
-        keys.seal(seq, aad, payload, tag);
-        let sequence_key = keys.sequence_key().ok_or(Error::NotEstablished)?;
-        sequence_key.apply(&header, out);
+        seal_record(keys, *epoch, seq, content_type, cid, parts, out)?;
         Ok((*epoch, seq))
     }
 
@@ -231,6 +206,51 @@ impl RecordLayer13 {
             None => (end, Err(Unopened13::NoContentType)),
         }
     }
+}
+
+/// Bytes of a record sealed with `keys` around `plaintext_len` bytes, with `cid_len` bytes of
+/// CID.
+pub(crate) fn sealed_len_with(keys: &RecordKeys, cid_len: usize, plaintext_len: usize) -> usize {
+    let tag = keys.suite.tag_len();
+    1 + cid_len + 2 + 2 + inner_len(plaintext_len, tag) + tag
+}
+
+/// Seals one record of `epoch` numbered `seq` into `out` (exactly [`sealed_len_with`] bytes):
+/// the unified header with a 16-bit number and the length, DTLSInnerPlaintext (content, type,
+/// padding), the AEAD with the header as additional data, then record number encryption. No
+/// allocation.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn seal_record(
+    keys: &RecordKeys,
+    epoch: u64,
+    seq: u64,
+    content_type: u8,
+    cid: &[u8],
+    parts: &[&[u8]],
+    out: &mut [u8],
+) -> Result<(), Error> {
+    let tag_len = keys.suite.tag_len();
+    let content_len: usize = parts.iter().map(|p| p.len()).sum();
+    let inner = inner_len(content_len, tag_len);
+    let length = u16::try_from(inner + tag_len)
+        .map_err(|_| Error::TooLarge { len: content_len, mtu: usize::from(u16::MAX) })?;
+    let header = UnifiedHeader::new(epoch, seq, SeqBits::Sixteen, cid.len() as u8, true, length);
+    let header_len = header.header_len();
+    debug_assert_eq!(out.len(), header_len + inner + tag_len);
+    header.write_into(out, cid);
+    let mut pos = header_len;
+    for p in parts {
+        out[pos..pos + p.len()].copy_from_slice(p);
+        pos += p.len();
+    }
+    out[pos] = content_type;
+    out[pos + 1..header_len + inner].fill(0);
+    let (aad, rest) = out.split_at_mut(header_len);
+    let (payload, tag) = rest.split_at_mut(inner);
+    keys.seal(seq, aad, payload, tag);
+    let sequence_key = keys.sequence_key().ok_or(Error::NotEstablished)?;
+    sequence_key.apply(&header, out);
+    Ok(())
 }
 
 /// Bytes of DTLSInnerPlaintext for `content_len` bytes of content: the content, its type, and

@@ -143,6 +143,14 @@ impl UnifiedHeader {
 
     /// Appends the header to `out`, with `cid` (of `cid_len` bytes).
     pub fn write(&self, out: &mut Vec<u8>, cid: &[u8]) {
+        let start = out.len();
+        out.resize(start + self.header_len(), 0);
+        self.write_into(&mut out[start..], cid);
+    }
+
+    /// Writes the header into the first [`Self::header_len`] bytes of `out`, allocating
+    /// nothing (the sealing of every record goes through here).
+    pub fn write_into(&self, out: &mut [u8], cid: &[u8]) {
         debug_assert_eq!(cid.len(), self.cid_len as usize);
         let mut first = FIXED_BITS | self.epoch_bits;
         if self.cid_len > 0 {
@@ -154,14 +162,16 @@ impl UnifiedHeader {
         if self.has_length {
             first |= LENGTH_BIT;
         }
-        out.push(first);
-        out.extend_from_slice(cid);
+        out[0] = first;
+        let mut at = 1 + cid.len();
+        out[1..at].copy_from_slice(cid);
         match self.seq_bits {
-            SeqBits::Eight => out.push(self.seq as u8),
-            SeqBits::Sixteen => out.extend_from_slice(&self.seq.to_be_bytes()),
+            SeqBits::Eight => out[at] = self.seq as u8,
+            SeqBits::Sixteen => out[at..at + 2].copy_from_slice(&self.seq.to_be_bytes()),
         }
+        at += self.seq_bits.bytes();
         if self.has_length {
-            out.extend_from_slice(&self.length.to_be_bytes());
+            out[at..at + 2].copy_from_slice(&self.length.to_be_bytes());
         }
     }
 
