@@ -565,14 +565,15 @@ impl Connection {
                 pos += used;
                 match opened {
                     Ok(o) => {
-                        let plaintext = rest[o.plaintext.clone()].to_vec();
+                        // Read where it was decrypted: no copy per record.
+                        let plaintext = &rest[o.plaintext.clone()];
                         self.handle_record13(
                             now,
                             remote,
                             &mut v13,
                             o.content_type,
                             RecordNumber { epoch: o.epoch, seq: o.seq },
-                            &plaintext,
+                            plaintext,
                             on_data,
                         );
                     }
