@@ -37,9 +37,10 @@ pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
-    /// or alone, or certificates; no resumption, caching or mobility in 1.3 yet), or, for a
-    /// server, both (1.3 with clients that offer it).
-    #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::V1_2)]
+    /// or alone, or certificates; no resumption, caching or mobility in 1.3 yet), or both: a
+    /// client offers 1.3 and 1.2 in one ClientHello, a server answers each client in the
+    /// highest version it offers.
+    #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::Both)]
     dtls: DtlsArg,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
     /// hybrid), x25519, secp256r1. A client sends a key share for the first (default:
@@ -296,7 +297,7 @@ enum DtlsArg {
     V1_2,
     #[value(name = "1.3")]
     V1_3,
-    /// Server: 1.3 with clients that offer it, 1.2 with the others.
+    /// Client: offer both; server: 1.3 with clients that offer it, 1.2 with the others.
     #[value(name = "both")]
     Both,
 }

@@ -162,9 +162,12 @@ pub struct ClientConfig {
     /// A cookie this server gave in an earlier exchange ([`crate::HandshakeSummary::cookie`]),
     /// sent in the first ClientHello: a server that still accepts it
     /// ([`ServerConfig::reusable_cookies`]) skips the HelloVerifyRequest round trip; one that
-    /// does not answers with a fresh cookie as usual.
+    /// does not answers with a fresh cookie as usual. Sent only when offering DTLS 1.2 alone (a
+    /// 1.3 server refuses a hello that carries one, RFC 9147 §5.3).
     pub cookie: Option<Vec<u8>>,
-    /// The protocol versions offered.
+    /// The protocol versions offered: [`Versions::Both`] puts both in one ClientHello and the
+    /// server's answer decides. The default offers DTLS 1.2 alone, so that the experiments that
+    /// reproduce DTLS 1.2 papers keep their bytes; the CLI offers both by default.
     pub versions: Versions,
     /// DTLS 1.3 suites offered, most preferred first (with a PSK only the SHA-256 ones).
     pub suites13: Vec<Suite13>,
@@ -189,8 +192,10 @@ pub enum Versions {
     Dtls12,
     /// DTLS 1.3 only (RFC 9147).
     Dtls13,
-    /// Server: DTLS 1.3 with a client that offers it, else DTLS 1.2 (with RFC 8446 §4.1.3's
-    /// downgrade sentinel in its random, so a 1.3 client can tell an attacker removed 1.3).
+    /// Client: both in one ClientHello, the server's answer decides (a 1.2 answer with RFC 8446
+    /// §4.1.3's downgrade sentinel is refused). Server: DTLS 1.3 with a client that offers it,
+    /// else DTLS 1.2 (with the sentinel in its random, so a 1.3 client can tell an attacker
+    /// removed 1.3).
     Both,
 }
 
@@ -266,11 +271,6 @@ fn check_psk(psk: &Psk) -> Result<(), Error> {
 impl ClientConfig {
     /// Whether the configuration can work; `Connection::client` fails with this error otherwise.
     pub fn validate(&self) -> Result<(), Error> {
-        if self.versions == Versions::Both {
-            return Err(Error::Config(
-                "a client offers DTLS 1.2 or DTLS 1.3; offering both in one ClientHello is not built yet",
-            ));
-        }
         check_common(&self.suites, self.mtu)?;
         if let Some(psk) = &self.psk {
             check_psk(psk)?;

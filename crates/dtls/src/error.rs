@@ -87,6 +87,17 @@ pub enum Error {
         /// What did not match.
         mismatch: Mismatch,
     },
+    /// Client: we offered DTLS 1.3 and 1.2, and the server answered in DTLS 1.2 with the
+    /// downgrade sentinel in its random (RFC 8446 §4.1.3): it speaks 1.3, so something on the
+    /// path removed 1.3 from our ClientHello.
+    #[error(
+        "the server answered in DTLS 1.2 although it speaks DTLS 1.3 (downgrade sentinel in its random): \
+         something on the path altered our ClientHello; {alert} sent"
+    )]
+    Downgrade {
+        /// The fatal alert sent.
+        alert: AlertDescription,
+    },
     /// Client: the server answered our ClientHello with a fatal alert before any ServerHello:
     /// it found nothing it accepts in what we offered (its own log says what).
     #[error(

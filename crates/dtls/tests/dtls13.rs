@@ -335,3 +335,165 @@ fn the_post_quantum_hybrid_with_a_two_fragment_client_hello() {
     let (c, _) = pair.handshake(MINUTE).expect("connected");
     assert_eq!(c.group, Some(NamedGroup::X25519));
 }
+
+// ---------------------------------------------------------------- one hello, both versions
+
+fn offering_both(config: ClientConfig) -> ClientConfig {
+    ClientConfig { versions: Versions::Both, ..config }
+}
+
+/// A client offering both versions connects in 1.3 to a server that speaks it, and in 1.2 to
+/// one that speaks only 1.2, with neither side resending anything.
+#[test]
+fn a_client_offering_both_versions_gets_the_highest_the_server_speaks() {
+    for (server_versions, expected) in [
+        (Versions::Dtls13, Versions::Dtls13),
+        (Versions::Both, Versions::Dtls13),
+        (Versions::Dtls12, Versions::Dtls12),
+    ] {
+        for certificates in [false, true] {
+            let (client, server) = if certificates {
+                (offering_both(cert_client()), ServerConfig { versions: server_versions, ..cert_server() })
+            } else {
+                (offering_both(psk_client()), ServerConfig { versions: server_versions, ..psk_server() })
+            };
+            let mut pair = Pair::new(client, server);
+            let what = format!("server {server_versions:?}, certificates {certificates}");
+            let (c, s) = pair.handshake(MINUTE).unwrap_or_else(|| panic!("{what}: connected"));
+            assert_eq!((c.version, s.version), (expected, expected), "{what}");
+            assert_eq!(c.suite.is_tls13(), expected == Versions::Dtls13, "{what}");
+            assert_eq!((c.retransmissions, s.retransmissions), (0, 0), "{what}");
+            assert!(c.hello_retry || expected == Versions::Dtls12, "{what}");
+            data_flows(&mut pair);
+        }
+    }
+}
+
+/// The hybrid group first: the first hello (offering both) carries no key share, the
+/// HelloRetryRequest asks for the hybrid, and the second hello still offers DTLS 1.2 as the
+/// first did (RFC 8446 §4.1.2).
+#[test]
+fn a_hello_offering_both_versions_retries_for_the_hybrid_as_the_same_hello() {
+    let client = ClientConfig {
+        groups: vec![NamedGroup::X25519MlKem768, NamedGroup::X25519],
+        ..offering_both(cert_client())
+    };
+    let mut pair = Pair::new(client, ServerConfig { versions: Versions::Both, ..cert_server() });
+    let (c, _) = pair.handshake(MINUTE).expect("connected");
+    assert_eq!((c.version, c.group), (Versions::Dtls13, Some(NamedGroup::X25519MlKem768)));
+    let hellos: Vec<&[u8]> =
+        pair.log.iter().filter(|d| d.dir == Dir::ToServer).take(2).map(|d| &d.payload[..]).collect();
+    // supported_versions listing DTLS 1.3 then 1.2, in both hellos.
+    let both = [0x00, 0x2b, 0x00, 0x05, 0x04, 0xfe, 0xfc, 0xfe, 0xfd];
+    for hello in hellos {
+        assert!(hello.windows(both.len()).any(|w| w == both), "supported_versions lists 1.3 and 1.2");
+    }
+    data_flows(&mut pair);
+}
+
+/// Something on the path strips DTLS 1.3 from the hello: the server, which speaks both,
+/// answers in 1.2 with the downgrade sentinel, and the client refuses at once (RFC 8446 §4.1.3).
+#[test]
+fn a_downgrade_to_dtls_1_2_is_caught_by_the_sentinel() {
+    let mut pair =
+        Pair::new(offering_both(psk_client()), ServerConfig { versions: Versions::Both, ..psk_server() });
+    pair.filter = Box::new(|d| {
+        if d.dir == Dir::ToServer {
+            let versions = [0x00, 0x2b, 0x00, 0x05, 0x04, 0xfe, 0xfc, 0xfe, 0xfd];
+            if let Some(at) = d.payload.windows(versions.len()).position(|w| w == versions) {
+                // An extension type nobody knows: the server sees a 1.2-only hello.
+                d.payload[at..at + 2].copy_from_slice(&[0xfa, 0xfa]);
+            }
+        }
+        Fate::Deliver
+    });
+    assert!(pair.handshake(MINUTE).is_none());
+    assert!(
+        matches!(pair.client_failure(), Some(Error::Downgrade { alert: AlertDescription::IllegalParameter })),
+        "{:?}",
+        pair.client_failure()
+    );
+    // The same path between a client offering both and a 1.2-only server is no downgrade.
+    let mut pair = Pair::new(offering_both(psk_client()), server_config());
+    let (c, _) = pair.handshake(MINUTE).expect("connected in 1.2");
+    assert_eq!(c.version, Versions::Dtls12);
+}
+
+/// A client offering both resumes a 1.2 session with a 1.2 server (its session ID goes in
+/// legacy_session_id, RFC 9147 §5.3), and a 1.3 server, which must not echo it, runs 1.3.
+#[test]
+fn a_client_offering_both_versions_resumes_a_dtls_1_2_session() {
+    let server12 = ServerConfig { wall_clock: AT_PKI_TIME, ..server_config() };
+    let mut pair = Pair::new(offering_both(psk_client()), server12);
+    let (c, _) = pair.handshake(MINUTE).expect("full handshake");
+    let session = c.session.clone().expect("a session to resume");
+    pair.client_addr.set_port(pair.client_addr.port() + 1);
+    pair.resume_client(offering_both(psk_client()), Some(session.clone()), 2);
+    pair.server_events.clear();
+    let (c, s) = pair.handshake(MINUTE).expect("resumed");
+    assert!(c.resumed && s.resumed);
+    assert_eq!(c.version, Versions::Dtls12);
+    let mut pair =
+        Pair::new(offering_both(psk_client()), ServerConfig { versions: Versions::Both, ..psk_server() });
+    pair.resume_client(offering_both(psk_client()), Some(session), 3);
+    let (c, _) = pair.handshake(MINUTE).expect("connected");
+    assert_eq!((c.version, c.resumed), (Versions::Dtls13, false));
+}
+
+/// RFC 9147 §5.3: a 1.3 server refuses a 1.3 hello that carries a legacy cookie.
+#[test]
+fn a_dtls_1_3_hello_with_a_legacy_cookie_is_refused() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    pair.filter = Box::new(|d| {
+        if d.dir == Dir::ToServer && d.index == 0 {
+            // record header 13, handshake header 12, version 2, random 32, session ID length 1.
+            let at = 13 + 12 + 2 + 32 + 1;
+            if d.payload[at] == 0 {
+                d.payload[at] = 1;
+                d.payload.insert(at + 1, 0x42);
+                // The lengths of the record, the message and its fragment grow by one.
+                let grow = |p: &mut Vec<u8>, i: usize, n: usize| {
+                    let mut v = 0usize;
+                    for b in &p[i..i + n] {
+                        v = v << 8 | *b as usize;
+                    }
+                    v += 1;
+                    for k in (0..n).rev() {
+                        p[i + k] = v as u8;
+                        v >>= 8;
+                    }
+                };
+                grow(&mut d.payload, 11, 2);
+                grow(&mut d.payload, 14, 3);
+                grow(&mut d.payload, 22, 3);
+            }
+        }
+        Fate::Deliver
+    });
+    assert!(pair.handshake(MINUTE).is_none());
+    assert!(
+        matches!(pair.client_failure(), Some(Error::AlertReceived(AlertDescription::IllegalParameter))),
+        "{:?}",
+        pair.client_failure()
+    );
+}
+
+/// Any one datagram of the handshake lost, a client offering both versions still connects in
+/// the version the server speaks: the hello is resent by the 1.2 timer before the answer, by
+/// the 1.3 flight engine after it.
+#[test]
+fn a_client_offering_both_versions_recovers_any_lost_datagram() {
+    for (server_versions, expected) in
+        [(Versions::Both, Versions::Dtls13), (Versions::Dtls12, Versions::Dtls12)]
+    {
+        for lost in 0..6 {
+            let server = ServerConfig { versions: server_versions, ..cert_server() };
+            let mut pair = Pair::new(offering_both(cert_client()), server);
+            pair.filter = net::drop_if(move |d| d.nth == lost);
+            let what = format!("server {server_versions:?}, datagram {lost} lost");
+            let (c, _) = pair.handshake(MINUTE).unwrap_or_else(|| panic!("{what}: connected"));
+            assert_eq!(c.version, expected, "{what}");
+            data_flows(&mut pair);
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! flights, each built in one place.
 
 use super::handshake::{agree, ephemeral, sign, Abort, Handshake, SCHEMES};
+use super::tls13::{client_hello13, ExpectServerHello13, Legacy12, Transcript13};
 use super::Step;
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
@@ -45,11 +46,13 @@ pub(super) struct ExpectServerHello {
     /// The last ClientHello sent and its message_seq: the transcript starts with the one the
     /// ServerHello answers (RFC 6347 §4.2.6), so it is hashed only then.
     hello: Vec<u8>,
-    hello_seq: u16,
+    pub hello_seq: u16,
     cookie: Vec<u8>,
     offer: Option<Offer>,
     /// What the cache holds for this server, offered when the configuration says so.
     cached: Option<CachedServer>,
+    /// The hello offers DTLS 1.3 too: what that offer needs if the server takes it.
+    pub offer13: Option<Box<ExpectServerHello13>>,
 }
 
 /// A session offered for resumption.
@@ -194,9 +197,15 @@ impl Connection {
             hello: Vec::new(),
             hello_seq: 0,
             // A cookie from an earlier exchange saves the HelloVerifyRequest round trip.
-            cookie: config.cookie.clone().unwrap_or_default(),
+            // (A 1.2 server's cookie: a 1.3 server refuses a hello that offers both with one,
+            // RFC 9147 §5.3.)
+            cookie: match config.versions {
+                crate::config::Versions::Both => Vec::new(),
+                _ => config.cookie.clone().unwrap_or_default(),
+            },
             offer,
             cached,
+            offer13: None,
         })));
         hs
     }
@@ -239,7 +248,33 @@ impl Connection {
         };
         let session_id = state.offer.as_ref().map_or(&[][..], |o| o.session_id.as_slice());
         let mut body = Vec::with_capacity(160);
-        ClientHello::encode_with(&mut body, &hs.client_random, session_id, &state.cookie, &suites, &ext);
+        let legacy = state.offer13.is_some().then(|| Legacy12 {
+            suites: suites.clone(),
+            session_id: session_id.to_vec(),
+            session_ticket: ext.session_ticket.map(<[u8]>::to_vec),
+            connection_id: ext.connection_id.map(<[u8]>::to_vec),
+            rrc: ext.rrc,
+            port_move: ext.port_move,
+            cached_info: ext.cached_info.map(<[u8]>::to_vec),
+            client_cert_cache: ext.client_cert_cache.map(<[u8]>::to_vec),
+        });
+        match (legacy, state.offer13.as_deref_mut()) {
+            // Offering DTLS 1.3 too: the hello the 1.3 handshake writes, with this 1.2 part.
+            (Some(legacy), Some(offer13)) => {
+                offer13.legacy = Some(Box::new(legacy));
+                body =
+                    client_hello13(&config, offer13, None, &state.cookie, &Transcript13::Pending(Vec::new()));
+                offer13.hello.clone_from(&body);
+            }
+            _ => ClientHello::encode_with(
+                &mut body,
+                &hs.client_random,
+                session_id,
+                &state.cookie,
+                &suites,
+                &ext,
+            ),
+        }
         hs.cookie.clone_from(&state.cookie);
         hs.flight.clear();
         state.hello_seq = hs.next_message_seq;
@@ -458,6 +493,12 @@ impl Connection {
         let sh = ServerHello::parse(body).map_err(Abort::decode)?;
         if sh.version != DTLS_1_2 {
             return Err(Abort::alert(AlertDescription::ProtocolVersion));
+        }
+        // A server that speaks 1.3 but answers our offer of 1.3 in 1.2 says so in its random
+        // (RFC 8446 §4.1.3): something between us took 1.3 out of the hello.
+        if state.offer13.is_some() && sh.random[24..] == crate::handshake::DOWNGRADE_TLS12 {
+            let alert = AlertDescription::IllegalParameter;
+            return Err(Abort { alert: Some(alert), error: crate::Error::Downgrade { alert } });
         }
         let suite = CipherSuite::from_id(sh.cipher_suite)
             .filter(|s| config.offered_suites().any(|o| o == *s))

@@ -13,6 +13,7 @@ mod handshake;
 mod path;
 mod server;
 mod tls13;
+mod version;
 
 pub(crate) use handshake::hello_id;
 pub(crate) use server::VerifiedHello;
@@ -372,6 +373,12 @@ impl Connection {
                 ..Default::default()
             })
         });
+        if config.versions == crate::config::Versions::Both {
+            let offer13 = version::offer13(&config, &mut hs);
+            if let Some(Step::Client(ClientStep::ExpectServerHello(state))) = hs.step.as_mut() {
+                state.offer13 = Some(offer13);
+            }
+        }
         let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote);
         conn.path = path;
         conn.hello_id = hello_id(&hs.client_random);
@@ -665,6 +672,9 @@ impl Connection {
     ) {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
+        if self.offers_both() && version::answer_version(datagram) == Some(version::Answer::Dtls13) {
+            self.switch_to13();
+        }
         if self.v13.is_some() {
             self.handle_input13(now, remote, datagram, &mut on_data);
             return;

@@ -134,6 +134,12 @@ impl Endpoint {
         datagram_len: usize,
     ) {
         let ext = &ch.extensions;
+        // RFC 9147 §5.3: a 1.3 hello's legacy_cookie is empty (a 1.2 server's cookie in a hello
+        // a 1.3 server answers would mix the versions' handshakes).
+        if !ch.cookie.is_empty() {
+            self.refuse13(remote, hello.record_seq, AlertDescription::IllegalParameter);
+            return;
+        }
         // The suite: ours first among the client's (with a PSK alone only SHA-256 ones).
         let certificates = self.config.certified_key.is_some();
         let suite =
@@ -170,7 +176,7 @@ impl Endpoint {
         cookie.resize(at + COOKIE_LEN, 0);
         let (fields, tag) = cookie.split_at_mut(at);
         self.cookie13_tag(self.cookie_slot(now), &remote, fields, tag);
-        let hrr = hello_retry_request(ch.session_id, &state, &cookie);
+        let hrr = hello_retry_request(&[], &state, &cookie);
         // In as many datagrams as the MTU needs (a cookie of 69 bytes does not fit a 96-byte
         // 802.15.4 frame); RFC 9147 §5.1: a stateless server numbers its records from the
         // ClientHello's.

@@ -43,9 +43,49 @@ pub(in crate::connection) struct ExpectServerHello13 {
     /// The key shares as sent (a HelloRetryRequest that asks only for a cookie gets them again).
     sent_shares: Vec<(u16, Vec<u8>)>,
     /// The body of the ClientHello, for the transcript once the suite's hash is known.
-    hello: Vec<u8>,
+    pub(in crate::connection) hello: Vec<u8>,
     /// A HelloRetryRequest came already (a second one is an error, RFC 8446 §4.1.4).
     retried: bool,
+    /// The hello offers DTLS 1.2 too: its 1.2 part, kept so that a second hello is the same
+    /// hello (RFC 8446 §4.1.2).
+    pub(in crate::connection) legacy: Option<Box<Legacy12>>,
+}
+
+/// What a ClientHello offering DTLS 1.3 and 1.2 carries for DTLS 1.2 alone: its suites, the
+/// session it offers to resume and its extensions (a 1.3 server ignores them).
+#[derive(Default)]
+pub(in crate::connection) struct Legacy12 {
+    pub suites: Vec<u16>,
+    /// RFC 9147 §5.3: a session ID from a 1.2 server may be offered in legacy_session_id.
+    pub session_id: Vec<u8>,
+    pub session_ticket: Option<Vec<u8>>,
+    pub connection_id: Option<Vec<u8>>,
+    pub rrc: bool,
+    pub port_move: bool,
+    pub cached_info: Option<Vec<u8>>,
+    pub client_cert_cache: Option<Vec<u8>>,
+}
+
+impl ExpectServerHello13 {
+    /// The offer of a first ClientHello: one key share, of the group we prefer; a server that
+    /// prefers another asks for it. A hybrid's share (1,216 bytes) would make the first
+    /// ClientHello two fragments, which a server that keeps no state before the cookie may not
+    /// reassemble: that one goes with no share, and the HelloRetryRequest that brings the
+    /// cookie asks for it (RFC 8446 §4.1.4), at no extra round trip.
+    pub(in crate::connection) fn new(
+        config: &ClientConfig,
+        random: [u8; 32],
+        rng: &mut rand_chacha::ChaCha20Rng,
+    ) -> Self {
+        let group = config.groups.first().copied().unwrap_or(NamedGroup::X25519);
+        let (shares, sent_shares) = if group.is_hybrid() && config.cookie.is_none() {
+            (Vec::new(), Vec::new())
+        } else {
+            let (secret, public) = ephemeral(group, rng);
+            (vec![(group, secret)], vec![(group.code(), public)])
+        };
+        ExpectServerHello13 { random, shares, sent_shares, hello: Vec::new(), retried: false, legacy: None }
+    }
 }
 
 /// The handshake keys exist: what the rest of the server's flight is checked with.
@@ -93,20 +133,7 @@ impl Connection {
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
         self.hello_id = crate::connection::hello_id(&random);
-        // One key share, of the group we prefer; a server that prefers another asks for it. A
-        // hybrid's share (1,216 bytes) would make the first ClientHello two fragments, which a
-        // server that keeps no state before the cookie may not reassemble: that one goes with no
-        // share, and the HelloRetryRequest that brings the cookie asks for it (RFC 8446 §4.1.4),
-        // at no extra round trip.
-        let group = config.groups.first().copied().unwrap_or(NamedGroup::X25519);
-        let (shares, sent_shares) = if group.is_hybrid() && config.cookie.is_none() {
-            (Vec::new(), Vec::new())
-        } else {
-            let (secret, public) = ephemeral(group, &mut hs.rng);
-            (vec![(group, secret)], vec![(group.code(), public)])
-        };
-        let mut state =
-            ExpectServerHello13 { random, shares, sent_shares, hello: Vec::new(), retried: false };
+        let mut state = ExpectServerHello13::new(config, random, &mut hs.rng);
         let mut record = RecordLayer13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
         hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
@@ -131,64 +158,7 @@ impl Connection {
         config: &ClientConfig,
         state: &mut ExpectServerHello13,
     ) {
-        let shares = &state.sent_shares;
-        let suites: Vec<u16> = Self::suites13(config).iter().map(|s| s.id()).collect();
-        let groups: Vec<u16> = config.groups.iter().map(|g| g.code()).collect();
-        let key_shares: Vec<(u16, &[u8])> = shares.iter().map(|(g, k)| (*g, &k[..])).collect();
-        let certificates = config.trust_anchors.is_some();
-        let server_name = config
-            .server_name
-            .as_deref()
-            .filter(|n| n.parse::<std::net::IpAddr>().is_err())
-            .map(str::as_bytes);
-        let identities: Vec<(&[u8], u32)> = config.psk.iter().map(|p| (&p.identity[..], 0u32)).collect();
-        let binder_lens = [32usize];
-        let modes = [PSK_DHE_KE, PSK_KE];
-        let ext = OutExtensions {
-            server_name: if certificates { server_name } else { None },
-            supported_versions: Some(&[DTLS_1_3]),
-            supported_groups: Some(&groups),
-            signature_algorithms: certificates.then_some(&SCHEMES[..]),
-            key_shares: Some(&key_shares),
-            cookie13: hs.cookie.as_deref(),
-            psk_key_exchange_modes: config.psk.is_some().then_some(&modes[..]),
-            psk_offer: config
-                .psk
-                .is_some()
-                .then_some(PskOffer { identities: &identities, binder_lens: &binder_lens }),
-            ..Default::default()
-        };
-        let mut body = Vec::with_capacity(256);
-        ClientHello::encode_with(&mut body, &state.random, &[], &[], &suites, &ext);
-        if let Some(psk) = &config.psk {
-            // The binder covers the ClientHello up to the binders, after what the transcript
-            // already holds (RFC 8446 §4.2.11.2).
-            let hash = crate::crypto::tls13::SuiteHash::Sha256;
-            let truncated = body.len() - binders_block_len(&binder_lens);
-            let mut partial = match &hs.transcript {
-                Transcript13::Pending(raw) => raw.clone(),
-                Transcript13::Hashing(_) => Vec::new(),
-            };
-            let prefix_hash = match &hs.transcript {
-                Transcript13::Hashing(ctx) => Some(ctx.clone()),
-                Transcript13::Pending(_) => None,
-            };
-            partial.extend_from_slice(&crate::handshake::transcript_header(
-                HandshakeType::ClientHello,
-                body.len() as u32,
-            ));
-            partial.extend_from_slice(&body[..truncated]);
-            let digest = match prefix_hash {
-                Some(mut ctx) => {
-                    ctx.update(&partial);
-                    ctx.finish()
-                }
-                None => hash.hash(&partial),
-            };
-            let schedule = KeySchedule::new(hash, PREFIX, Some(&psk.key));
-            let binder = schedule.verify_data(&schedule.binder_key(true), digest.as_ref());
-            patch_binders(&mut body, &[binder.as_ref()]);
-        }
+        let body = client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript);
         state.hello = body.clone();
         hs.begin_flight();
         hs.push_message(0, HandshakeType::ClientHello, body, false);
@@ -499,4 +469,79 @@ impl Connection {
             cookie: hs.cookie.clone(),
         }
     }
+}
+
+/// The body of a ClientHello offering DTLS 1.3 (and 1.2 with `state.legacy`), its PSK binder
+/// written: it covers what `prefix` holds and the hello up to the binders (RFC 8446 §4.2.11.2).
+/// `legacy_cookie` answers a 1.2 server's HelloVerifyRequest; a 1.3 server's cookie is `cookie13`.
+pub(in crate::connection) fn client_hello13(
+    config: &ClientConfig,
+    state: &ExpectServerHello13,
+    cookie13: Option<&[u8]>,
+    legacy_cookie: &[u8],
+    prefix: &Transcript13,
+) -> Vec<u8> {
+    let legacy = state.legacy.as_deref();
+    let mut suites: Vec<u16> = Connection::suites13(config).iter().map(|s| s.id()).collect();
+    suites.extend(legacy.iter().flat_map(|l| l.suites.iter().copied()));
+    let groups: Vec<u16> = config.groups.iter().map(|g| g.code()).collect();
+    let key_shares: Vec<(u16, &[u8])> = state.sent_shares.iter().map(|(g, k)| (*g, &k[..])).collect();
+    let certificates = config.trust_anchors.is_some();
+    let server_name =
+        config.server_name.as_deref().filter(|n| n.parse::<std::net::IpAddr>().is_err()).map(str::as_bytes);
+    let identities: Vec<(&[u8], u32)> = config.psk.iter().map(|p| (&p.identity[..], 0u32)).collect();
+    let binder_lens = [32usize];
+    let modes = [PSK_DHE_KE, PSK_KE];
+    let versions: &[u16] = if legacy.is_some() { &[DTLS_1_3, DTLS_1_2] } else { &[DTLS_1_3] };
+    // A 1.2 server reads supported_groups and signature_algorithms beside ec_point_formats
+    // (RFC 8422 §5.1); a 1.3 hello needs no point formats.
+    let ecc = (legacy.is_some() && certificates).then_some((&groups[..], &SCHEMES[..]));
+    let ext = OutExtensions {
+        server_name: if certificates { server_name } else { None },
+        extended_master_secret: legacy.is_some(),
+        ecc,
+        session_ticket: legacy.and_then(|l| l.session_ticket.as_deref()),
+        connection_id: legacy.and_then(|l| l.connection_id.as_deref()),
+        rrc: legacy.is_some_and(|l| l.rrc),
+        port_move: legacy.is_some_and(|l| l.port_move),
+        cached_info: legacy.and_then(|l| l.cached_info.as_deref()),
+        client_cert_cache: legacy.and_then(|l| l.client_cert_cache.as_deref()),
+        supported_versions: Some(versions),
+        supported_groups: ecc.is_none().then_some(&groups[..]),
+        signature_algorithms: (ecc.is_none() && certificates).then_some(&SCHEMES[..]),
+        key_shares: Some(&key_shares),
+        cookie13,
+        psk_key_exchange_modes: config.psk.is_some().then_some(&modes[..]),
+        psk_offer: config
+            .psk
+            .is_some()
+            .then_some(PskOffer { identities: &identities, binder_lens: &binder_lens }),
+        ..Default::default()
+    };
+    let session_id = legacy.map_or(&[][..], |l| &l.session_id[..]);
+    let mut body = Vec::with_capacity(256);
+    ClientHello::encode_with(&mut body, &state.random, session_id, legacy_cookie, &suites, &ext);
+    if let Some(psk) = &config.psk {
+        let hash = crate::crypto::tls13::SuiteHash::Sha256;
+        let truncated = body.len() - binders_block_len(&binder_lens);
+        let header = crate::handshake::transcript_header(HandshakeType::ClientHello, body.len() as u32);
+        let digest = match prefix {
+            Transcript13::Hashing(ctx) => {
+                let mut ctx = ctx.clone();
+                ctx.update(&header);
+                ctx.update(&body[..truncated]);
+                ctx.finish()
+            }
+            Transcript13::Pending(raw) => {
+                let mut partial = raw.clone();
+                partial.extend_from_slice(&header);
+                partial.extend_from_slice(&body[..truncated]);
+                hash.hash(&partial)
+            }
+        };
+        let schedule = KeySchedule::new(hash, PREFIX, Some(&psk.key));
+        let binder = schedule.verify_data(&schedule.binder_key(true), digest.as_ref());
+        patch_binders(&mut body, &[binder.as_ref()]);
+    }
+    body
 }

@@ -10,6 +10,7 @@
 mod client;
 mod server;
 
+pub(super) use client::{client_hello13, ClientStep13, ExpectServerHello13, Legacy12};
 pub(crate) use server::VerifiedHello13;
 
 use super::{Connection, DataSink, Event, Phase};

@@ -125,7 +125,7 @@ impl Connection {
         }
         // The transcript: the first ClientHello's hash, the HelloRetryRequest, this ClientHello.
         let cookie = ext.cookie13.ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
-        let hrr = hello_retry_request(ch.session_id, &hello.state, cookie);
+        let hrr = hello_retry_request(&[], &hello.state, cookie);
         let mut ctx = ring::digest::Context::new(hash.digest_algorithm());
         ctx.update(&crate::handshake::message_hash_prefix(hash.len() as u8));
         ctx.update(&hello.state.hello_hash);
@@ -199,7 +199,7 @@ impl Connection {
             ..Default::default()
         };
         let mut server_hello = Vec::with_capacity(128);
-        ServerHello::encode13(&mut server_hello, &random, ch.session_id, suite.id(), &sh_ext);
+        ServerHello::encode13(&mut server_hello, &random, &[], suite.id(), &sh_ext);
         hs.begin_flight();
         hs.push_message(0, HandshakeType::ServerHello, server_hello, true);
         let mut schedule = KeySchedule::new(hash, PREFIX, psk.map(|(p, _)| &p.key[..]));
