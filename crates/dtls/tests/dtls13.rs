@@ -497,3 +497,19 @@ fn a_client_offering_both_versions_recovers_any_lost_datagram() {
         }
     }
 }
+
+/// A PSK client configured with no group offers psk_ke alone: no key share, no
+/// supported_groups (RFC 8446 §4.2.9), and the server agrees to it.
+#[test]
+fn a_psk_client_without_groups_offers_psk_ke_alone() {
+    let client = ClientConfig { groups: Vec::new(), ..psk_client() };
+    let mut pair = Pair::new(client, psk_server());
+    let (c, s) = pair.handshake(MINUTE).expect("psk_ke");
+    assert_eq!((c.group, s.group), (None, None));
+    let hello = &pair.log[0].payload;
+    let has_extension = |code: [u8; 2]| hello.windows(2).skip(13 + 12 + 2 + 32).any(|w| w == code);
+    assert!(!has_extension([0x00, 0x33]), "no key_share");
+    // psk_key_exchange_modes lists psk_ke (0) alone.
+    assert!(hello.windows(5).any(|w| w == [0x00, 0x2d, 0x00, 0x02, 0x01]), "psk_ke alone");
+    data_flows(&mut pair);
+}

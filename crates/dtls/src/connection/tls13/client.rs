@@ -77,12 +77,14 @@ impl ExpectServerHello13 {
         random: [u8; 32],
         rng: &mut rand_chacha::ChaCha20Rng,
     ) -> Self {
-        let group = config.groups.first().copied().unwrap_or(NamedGroup::X25519);
-        let (shares, sent_shares) = if group.is_hybrid() && config.cookie.is_none() {
-            (Vec::new(), Vec::new())
-        } else {
-            let (secret, public) = ephemeral(group, rng);
-            (vec![(group, secret)], vec![(group.code(), public)])
+        // No group (a PSK client that wants psk_ke alone): no key share at all.
+        let (shares, sent_shares) = match config.groups.first().copied() {
+            None => (Vec::new(), Vec::new()),
+            Some(group) if group.is_hybrid() && config.cookie.is_none() => (Vec::new(), Vec::new()),
+            Some(group) => {
+                let (secret, public) = ephemeral(group, rng);
+                (vec![(group, secret)], vec![(group.code(), public)])
+            }
         };
         ExpectServerHello13 { random, shares, sent_shares, hello: Vec::new(), retried: false, legacy: None }
     }
@@ -291,9 +293,9 @@ impl Connection {
                 let (secret, public) = ephemeral(group, &mut hs.rng);
                 state.shares = vec![(group, secret)];
                 state.sent_shares = vec![(code, public)];
-            } else if hs.cookie.is_none() || state.shares.is_empty() {
+            } else if hs.cookie.is_none() || (state.shares.is_empty() && !config.groups.is_empty()) {
                 // A HelloRetryRequest that changes nothing, or leaves us without a key share
-                // (RFC 8446 §4.1.4).
+                // we need (RFC 8446 §4.1.4; psk_ke alone needs none).
                 return Err(Abort::alert(AlertDescription::IllegalParameter));
             }
             // Otherwise the same shares again: only the address was asked for (§4.1.2).
@@ -491,7 +493,9 @@ pub(in crate::connection) fn client_hello13(
         config.server_name.as_deref().filter(|n| n.parse::<std::net::IpAddr>().is_err()).map(str::as_bytes);
     let identities: Vec<(&[u8], u32)> = config.psk.iter().map(|p| (&p.identity[..], 0u32)).collect();
     let binder_lens = [32usize];
-    let modes = [PSK_DHE_KE, PSK_KE];
+    // Without groups only psk_ke can work (RFC 8446 §4.2.9), and key_share and supported_groups
+    // say nothing.
+    let modes: &[u8] = if groups.is_empty() { &[PSK_KE] } else { &[PSK_DHE_KE, PSK_KE] };
     let versions: &[u16] = if legacy.is_some() { &[DTLS_1_3, DTLS_1_2] } else { &[DTLS_1_3] };
     // A 1.2 server reads supported_groups and signature_algorithms beside ec_point_formats
     // (RFC 8422 §5.1); a 1.3 hello needs no point formats.
@@ -507,11 +511,11 @@ pub(in crate::connection) fn client_hello13(
         cached_info: legacy.and_then(|l| l.cached_info.as_deref()),
         client_cert_cache: legacy.and_then(|l| l.client_cert_cache.as_deref()),
         supported_versions: Some(versions),
-        supported_groups: ecc.is_none().then_some(&groups[..]),
+        supported_groups: (ecc.is_none() && !groups.is_empty()).then_some(&groups[..]),
         signature_algorithms: (ecc.is_none() && certificates).then_some(&SCHEMES[..]),
-        key_shares: Some(&key_shares),
+        key_shares: (!groups.is_empty()).then_some(&key_shares[..]),
         cookie13,
-        psk_key_exchange_modes: config.psk.is_some().then_some(&modes[..]),
+        psk_key_exchange_modes: config.psk.is_some().then_some(modes),
         psk_offer: config
             .psk
             .is_some()

@@ -347,37 +347,56 @@ impl Handshake13 {
 impl Connection {
     // ------------------------------------------------------------ flights
 
-    /// Packs what of the flight is not acknowledged into datagrams and queues them.
+    /// Packs what of the flight is not acknowledged into datagrams and queues them. Fragments
+    /// of one protected epoch share a record while the datagram has room (RFC 9147 §4 lets a
+    /// record carry several handshake messages): a record's header, content type and tag are
+    /// paid once per datagram rather than once per message.
     fn transmit_flight13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13) -> u32 {
         let mtu = self.mtu();
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut current: Vec<u8> = Vec::with_capacity(mtu);
         let mut sent = Vec::new();
+        // The protected record being filled: its epoch, plaintext and the ranges it carries.
+        let mut open: Option<OpenRecord> = None;
         for (index, m) in hs.flight.messages.iter().enumerate() {
+            if open.as_ref().is_some_and(|o| o.epoch != m.epoch) {
+                flush_record(&mut open, &mut hs.write_handshake, record, &cid, &mut current, &mut sent);
+            }
             let overhead = if m.epoch == 0 { HEADER_LEN } else { record.sealed_len(cid.len(), 0) + 16 };
             for (gap_start, gap_end) in m.missing() {
                 let (mut offset, end) = (gap_start as usize, gap_end as usize);
                 loop {
-                    let mut room =
-                        mtu.saturating_sub(current.len()).saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
+                    let used =
+                        current.len() + open.as_ref().map_or(overhead, |o| overhead + o.plaintext.len());
+                    let mut room = mtu.saturating_sub(used).saturating_sub(HANDSHAKE_HEADER_LEN);
                     let remaining = end - offset;
-                    if room < remaining && room < 32 && !current.is_empty() {
-                        datagrams.push(std::mem::replace(&mut current, Vec::with_capacity(mtu)));
+                    if room < remaining && room < 32 && (!current.is_empty() || open.is_some()) {
+                        flush_record(
+                            &mut open,
+                            &mut hs.write_handshake,
+                            record,
+                            &cid,
+                            &mut current,
+                            &mut sent,
+                        );
+                        if !current.is_empty() {
+                            datagrams.push(std::mem::replace(&mut current, Vec::with_capacity(mtu)));
+                        }
                         room = mtu.saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
                     }
                     let n = remaining.min(room.max(1));
-                    let mut fragment = Vec::with_capacity(HANDSHAKE_HEADER_LEN + n);
-                    HandshakeHeader {
+                    let header = HandshakeHeader {
                         msg_type: m.msg_type,
                         length: m.body.len() as u32,
                         message_seq: m.message_seq,
                         fragment_offset: offset as u32,
                         fragment_length: n as u32,
-                    }
-                    .write(&mut fragment);
-                    fragment.extend_from_slice(&m.body[offset..offset + n]);
-                    let number = if m.epoch == 0 {
+                    };
+                    if m.epoch == 0 {
+                        let mut fragment = Vec::with_capacity(HANDSHAKE_HEADER_LEN + n);
+                        header.write(&mut fragment);
+                        fragment.extend_from_slice(&m.body[offset..offset + n]);
                         let seq = hs.epoch0_write_seq;
                         hs.epoch0_write_seq += 1;
                         let start = current.len();
@@ -390,32 +409,22 @@ impl Connection {
                             None,
                             &[&fragment],
                         );
-                        RecordNumber { epoch: 0, seq }
+                        sent.push((
+                            RecordNumber { epoch: 0, seq },
+                            index,
+                            offset as u32,
+                            (offset + n) as u32,
+                        ));
                     } else {
-                        let sealed = match hs.write_handshake.as_mut() {
-                            Some(w) if w.epoch == m.epoch => {
-                                let seq = w.seq;
-                                w.seq += 1;
-                                seal13(
-                                    &w.keys,
-                                    w.epoch,
-                                    seq,
-                                    ContentType::Handshake as u8,
-                                    &cid,
-                                    &[&fragment],
-                                )
-                                .map(|r| (r, RecordNumber { epoch: w.epoch, seq }))
-                            }
-                            _ => record
-                                .seal(ContentType::Handshake as u8, &cid, &[&fragment])
-                                .ok()
-                                .map(|(r, epoch, seq)| (r, RecordNumber { epoch, seq })),
-                        };
-                        let Some((bytes, number)) = sealed else { break };
-                        current.extend_from_slice(&bytes);
-                        number
-                    };
-                    sent.push((number, index, offset as u32, (offset + n) as u32));
+                        let o = open.get_or_insert_with(|| OpenRecord {
+                            epoch: m.epoch,
+                            plaintext: Vec::with_capacity(mtu),
+                            ranges: Vec::new(),
+                        });
+                        header.write(&mut o.plaintext);
+                        o.plaintext.extend_from_slice(&m.body[offset..offset + n]);
+                        o.ranges.push((index, offset as u32, (offset + n) as u32));
+                    }
                     offset += n;
                     if offset >= end {
                         break;
@@ -423,6 +432,7 @@ impl Connection {
                 }
             }
         }
+        flush_record(&mut open, &mut hs.write_handshake, record, &cid, &mut current, &mut sent);
         if !current.is_empty() {
             datagrams.push(current);
         }
@@ -1084,6 +1094,42 @@ fn next_write_keys13(record: &mut RecordLayer13, secrets: &mut AppSecrets) {
     secrets.write_epoch += 1;
     record.set_write(secrets.write_epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
     secrets.write = next;
+}
+
+/// A protected record of a flight being filled with handshake fragments.
+struct OpenRecord {
+    epoch: u64,
+    plaintext: Vec<u8>,
+    /// (message index, start, end) of each fragment in it.
+    ranges: Vec<(usize, u32, u32)>,
+}
+
+/// Seals the record being filled (in the handshake epoch's keys, or the record layer's) into
+/// the datagram, and notes which message ranges its number carries.
+fn flush_record(
+    open: &mut Option<OpenRecord>,
+    write_handshake: &mut Option<WriteEpoch>,
+    record: &mut RecordLayer13,
+    cid: &[u8],
+    current: &mut Vec<u8>,
+    sent: &mut Vec<(RecordNumber, usize, u32, u32)>,
+) {
+    let Some(o) = open.take() else { return };
+    let sealed = match write_handshake.as_mut() {
+        Some(w) if w.epoch == o.epoch => {
+            let seq = w.seq;
+            w.seq += 1;
+            seal13(&w.keys, w.epoch, seq, ContentType::Handshake as u8, cid, &[&o.plaintext])
+                .map(|r| (r, RecordNumber { epoch: w.epoch, seq }))
+        }
+        _ => record
+            .seal(ContentType::Handshake as u8, cid, &[&o.plaintext])
+            .ok()
+            .map(|(r, epoch, seq)| (r, RecordNumber { epoch, seq })),
+    };
+    let Some((bytes, number)) = sealed else { return };
+    current.extend_from_slice(&bytes);
+    sent.extend(o.ranges.into_iter().map(|(index, start, end)| (number, index, start, end)));
 }
 
 /// One record sealed under `keys` of `epoch` with number `seq` (for a flight's records in an
