@@ -39,9 +39,10 @@ pub struct CommonArgs {
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
     /// or alone, or certificates; no resumption, caching or mobility in 1.3 yet), or both: a
     /// client offers 1.3 and 1.2 in one ClientHello, a server answers each client in the
-    /// highest version it offers.
-    #[arg(long, value_name = "VERSION", value_enum, default_value_t = DtlsArg::Both)]
-    dtls: DtlsArg,
+    /// highest version it offers. Default: both for a server; 1.2 for a client, so that a
+    /// fastshake pair keeps resumption, caching and mobility, which 1.3 does not carry yet.
+    #[arg(long, value_name = "VERSION", value_enum)]
+    dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
     /// hybrid), x25519, secp256r1. A client sends a key share for the first (default:
     /// x25519,secp256r1); a server asks a client for its first one it supports (default: all,
@@ -271,8 +272,13 @@ fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
 }
 
 impl CommonArgs {
-    fn versions(&self) -> fastshake_dtls::Versions {
-        match self.dtls {
+    /// `--dtls`, or the role's default.
+    fn dtls(&self, server: bool) -> DtlsArg {
+        self.dtls.unwrap_or(if server { DtlsArg::Both } else { DtlsArg::V1_2 })
+    }
+
+    fn versions(&self, server: bool) -> fastshake_dtls::Versions {
+        match self.dtls(server) {
             DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
             DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
             DtlsArg::Both => fastshake_dtls::Versions::Both,
@@ -469,11 +475,11 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
             ..ClientCertCacheConfig::default()
         },
         idle_timeout,
-        versions: common.versions(),
+        versions: common.versions(true),
         groups: common.groups(true),
         ..ServerConfig::default()
     };
-    if common.dtls == DtlsArg::V1_3
+    if common.dtls(true) == DtlsArg::V1_3
         && (args.mobility != MobilityMode::Standard || args.max_sessions.is_some())
     {
         bail!(
@@ -673,11 +679,11 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         mobility: args.mobility.client_mobility(),
         cached_info: args.cache_file.is_some(),
         client_certificate_caching: args.cache_file.is_some(),
-        versions: common.versions(),
+        versions: common.versions(false),
         groups: common.groups(false),
         ..ClientConfig::default()
     };
-    if common.dtls == DtlsArg::V1_3
+    if common.dtls(false) == DtlsArg::V1_3
         && (args.session_file.is_some()
             || args.cache_file.is_some()
             || args.mobility != MobilityMode::Standard)

@@ -1,7 +1,9 @@
 //! DTLS 1.3 interop with pion/dtls v4 (`interop/pion13`, built with Go) as real processes over
 //! loopback, both directions: an external PSK (psk_dhe_ke), an ECDSA chain of three, mutual
 //! authentication, and a HelloRetryRequest that asks for another group; data both ways, no
-//! flight resent on either side.
+//! flight resent on either side. Some cases run fastshake with its default `--dtls both` (one
+//! ClientHello offering 1.3 and 1.2; a server answering each client in the highest version it
+//! offers), the others with `--dtls 1.3`: pion gets 1.3 either way.
 //!
 //! Both servers answer every first ClientHello with a HelloRetryRequest carrying a cookie (their
 //! address check), so every handshake here has one. What pion v4.0.1 cannot do in 1.3 (see
@@ -16,13 +18,14 @@ const FASTSHAKE: Fastshake = Fastshake(env!("CARGO_BIN_EXE_fastshake"));
 /// Runs the fastshake client with `client_args` against a pion 1.3 server started with
 /// `server_args`; checks both summaries and an echo, and returns both handshake lines.
 fn fastshake_client_with_pion13(
+    dtls: &str,
     server_args: &[&str],
     client_args: &[&str],
     parts: &[&str],
 ) -> (String, String) {
     let binary = pion::dtls13_peer().expect("pion13-peer");
     let (server, port) = pion::dtls13_server(&binary, server_args);
-    let mut args = vec!["--dtls", "1.3"];
+    let mut args = vec!["--dtls", dtls];
     args.extend_from_slice(client_args);
     let mut client = FASTSHAKE.client_with(port, &args);
     let ours = client.expect_handshake_without_resend(parts);
@@ -45,6 +48,7 @@ fn psk_with_x25519() {
     }
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
     let (ours, theirs) = fastshake_client_with_pion13(
+        "both",
         &psk,
         &psk,
         &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest)"],
@@ -61,6 +65,7 @@ fn ecdsa_chain_of_three() {
     let server = ["--cert", &pki.server_cert(), "--key", &pki.server_key()].map(str::to_owned);
     let client = ["--ca", &pki.ca(), "--server-name", "localhost"].map(str::to_owned);
     let (_, theirs) = fastshake_client_with_pion13(
+        "1.3",
         &strs(&server),
         &strs(&client),
         &["(DTLS 1.3; x25519; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
@@ -88,6 +93,7 @@ fn mutual_authentication() {
     ]
     .map(str::to_owned);
     let (_, theirs) = fastshake_client_with_pion13(
+        "1.3",
         &strs(&server),
         &strs(&client),
         &["(DTLS 1.3;", "peer sent 3 certificate(s)"],
@@ -103,8 +109,12 @@ fn hello_retry_request_for_another_group() {
     // fastshake sends one key share, for x25519; a server that takes only secp256r1 asks again.
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
     let server: Vec<&str> = psk.iter().copied().chain(["--groups", "secp256r1"]).collect();
-    let (_, theirs) =
-        fastshake_client_with_pion13(&server, &psk, &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"]);
+    let (_, theirs) = fastshake_client_with_pion13(
+        "1.3",
+        &server,
+        &psk,
+        &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"],
+    );
     assert!(theirs.contains("group=secp256r1"), "{theirs}");
 }
 
@@ -136,9 +146,14 @@ fn a_wrong_psk_fails_with_a_reason() {
 }
 
 /// pion's 1.3 client against `fastshake server --dtls 1.3 --echo ARGS`: both summaries, an echo.
-fn pion13_client_with_fastshake(server_args: &[&str], client_args: &[&str], parts: &[&str]) -> String {
+fn pion13_client_with_fastshake(
+    dtls: &str,
+    server_args: &[&str],
+    client_args: &[&str],
+    parts: &[&str],
+) -> String {
     let binary = pion::dtls13_peer().expect("pion13-peer");
-    let mut args = vec!["--dtls", "1.3", "--echo"];
+    let mut args = vec!["--dtls", dtls, "--echo"];
     args.extend_from_slice(server_args);
     let (server, port) = FASTSHAKE.server_with(&args);
     let mut client = pion::dtls13_client(&binary, port, client_args);
@@ -157,8 +172,12 @@ fn pion_client_with_psk() {
     }
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
     let server: Vec<&str> = psk.iter().copied().chain(["--groups", "x25519"]).collect();
-    let theirs =
-        pion13_client_with_fastshake(&server, &psk, &["(DTLS 1.3; x25519; after a HelloRetryRequest)"]);
+    let theirs = pion13_client_with_fastshake(
+        "both",
+        &server,
+        &psk,
+        &["(DTLS 1.3; x25519; after a HelloRetryRequest)"],
+    );
     assert!(theirs.contains("psk=psk_dhe_ke") && theirs.contains("hrr=1"), "{theirs}");
 }
 
@@ -172,6 +191,7 @@ fn pion_client_with_certificates_and_mutual_authentication() {
     let client =
         ["--ca", &pki.ca(), "--cert", &pki.client_cert(), "--key", &pki.client_key()].map(str::to_owned);
     let theirs = pion13_client_with_fastshake(
+        "1.3",
         &strs(&server),
         &strs(&client),
         &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
@@ -187,8 +207,12 @@ fn pion_client_asked_for_secp256r1() {
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
     let server: Vec<&str> = psk.iter().copied().chain(["--groups", "secp256r1"]).collect();
     let client: Vec<&str> = psk.iter().copied().chain(["--groups", "x25519,secp256r1"]).collect();
-    let theirs =
-        pion13_client_with_fastshake(&server, &client, &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"]);
+    let theirs = pion13_client_with_fastshake(
+        "1.3",
+        &server,
+        &client,
+        &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"],
+    );
     assert!(theirs.contains("group=secp256r1"), "{theirs}");
 }
 
@@ -201,13 +225,18 @@ fn post_quantum_hybrid_both_ways() {
     // fastshake's client prefers the hybrid: a small first ClientHello, a two-fragment second.
     let client: Vec<&str> = psk.iter().copied().chain(["--groups", "x25519mlkem768,x25519"]).collect();
     let (_, theirs) = fastshake_client_with_pion13(
+        "both",
         &psk,
         &client,
         &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
     );
     assert!(theirs.contains("group=x25519mlkem768"), "{theirs}");
     // pion's client sends x25519 first; fastshake's server prefers the hybrid and asks for it.
-    let theirs =
-        pion13_client_with_fastshake(&psk, &psk, &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"]);
+    let theirs = pion13_client_with_fastshake(
+        "both",
+        &psk,
+        &psk,
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
+    );
     assert!(theirs.contains("group=x25519mlkem768"), "{theirs}");
 }

@@ -4,6 +4,10 @@
 //! authentication, a HelloRetryRequest for another group, and a key update; data both ways, no
 //! flight resent on either side.
 //!
+//! Some cases run fastshake with its default `--dtls both` (a client offering 1.3 and 1.2 in one
+//! ClientHello, a server answering each client in the highest version it offers), the others
+//! with `--dtls 1.3`: wolfSSL gets 1.3 either way.
+//!
 //! Both servers ask every new client for a cookie (a HelloRetryRequest every time), and both
 //! prefer the post-quantum hybrid X25519MLKEM768, which wolfSSL's client offers first. What the
 //! peer cannot tell: wolfSSL counts only the flights it resent on its timer (`resent=`), not
@@ -19,10 +23,10 @@ fn psk() -> [&'static str; 4] {
 }
 
 /// `fastshake client --dtls 1.3 CLIENT_ARGS` against `wolfssl-peer server SERVER_ARGS`.
-fn fastshake_client(server_args: &[&str], client_args: &[&str], parts: &[&str]) -> String {
+fn fastshake_client(dtls: &str, server_args: &[&str], client_args: &[&str], parts: &[&str]) -> String {
     let binary = wolfssl::peer().expect("wolfssl-peer");
     let (server, port) = wolfssl::server(&binary, server_args);
-    let mut args = vec!["--dtls", "1.3"];
+    let mut args = vec!["--dtls", dtls];
     args.extend_from_slice(client_args);
     let mut client = FASTSHAKE.client_with(port, &args);
     client.expect_handshake_without_resend(parts);
@@ -36,13 +40,14 @@ fn fastshake_client(server_args: &[&str], client_args: &[&str], parts: &[&str]) 
 
 /// `wolfssl-peer client CLIENT_ARGS` against `fastshake server --dtls 1.3 --echo SERVER_ARGS`.
 fn wolfssl_client(
+    dtls: &str,
     server_args: &[&str],
     client_args: &[&str],
     parts: &[&str],
     lines: &[&str],
 ) -> (String, Peer) {
     let binary = wolfssl::peer().expect("wolfssl-peer");
-    let mut args = vec!["--dtls", "1.3", "--echo"];
+    let mut args = vec!["--dtls", dtls, "--echo"];
     args.extend_from_slice(server_args);
     let (server, port) = FASTSHAKE.server_with(&args);
     let mut client = wolfssl::client(&binary, port, client_args);
@@ -66,6 +71,7 @@ fn fastshake_client_psk_with_x25519() {
         return;
     }
     let theirs = fastshake_client(
+        "both",
         &psk(),
         &psk(),
         &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest)"],
@@ -79,7 +85,7 @@ fn fastshake_client_psk_alone() {
         return;
     }
     let server: Vec<&str> = psk().into_iter().chain(["--psk-ke"]).collect();
-    let theirs = fastshake_client(&server, &psk(), &["(DTLS 1.3; after a HelloRetryRequest)"]);
+    let theirs = fastshake_client("1.3", &server, &psk(), &["(DTLS 1.3; after a HelloRetryRequest)"]);
     assert!(theirs.contains("group=none"), "{theirs}");
 }
 
@@ -89,7 +95,8 @@ fn fastshake_client_asked_for_secp256r1() {
         return;
     }
     let server: Vec<&str> = psk().into_iter().chain(["--groups", "secp256r1"]).collect();
-    let theirs = fastshake_client(&server, &psk(), &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"]);
+    let theirs =
+        fastshake_client("1.3", &server, &psk(), &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"]);
     assert!(theirs.contains("group=SECP256R1"), "{theirs}");
 }
 
@@ -112,7 +119,7 @@ fn fastshake_client_with_a_chain_of_three_and_mutual_authentication() {
         &pki.client_key(),
     ]
     .map(str::to_owned);
-    fastshake_client(&strs(&server), &strs(&client), &["(DTLS 1.3;", "peer sent 3 certificate(s)"]);
+    fastshake_client("1.3", &strs(&server), &strs(&client), &["(DTLS 1.3;", "peer sent 3 certificate(s)"]);
 }
 
 #[test]
@@ -122,6 +129,7 @@ fn wolfssl_client_psk_then_a_key_update() {
     }
     let client: Vec<&str> = psk().into_iter().chain(["--key-update"]).collect();
     let (_, client) = wolfssl_client(
+        "both",
         &psk(),
         &client,
         &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
@@ -151,6 +159,7 @@ fn wolfssl_client_with_a_chain_of_three_and_mutual_authentication() {
     ]
     .map(str::to_owned);
     wolfssl_client(
+        "1.3",
         &strs(&server),
         &strs(&client),
         &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
@@ -167,11 +176,12 @@ fn post_quantum_hybrid_both_ways() {
     // it without the hybrid's share, and the second (two fragments) with the cookie first.
     let client: Vec<&str> = psk().into_iter().chain(["--groups", "x25519mlkem768,x25519"]).collect();
     let theirs =
-        fastshake_client(&psk(), &client, &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"]);
+        fastshake_client("1.3", &psk(), &client, &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"]);
     assert!(theirs.contains("group=X25519MLKEM768"), "{theirs}");
     // wolfSSL's client offers the hybrid first (with an empty key share); fastshake's server
     // asks for it.
     let (theirs, _) = wolfssl_client(
+        "1.3",
         &psk(),
         &psk(),
         &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],

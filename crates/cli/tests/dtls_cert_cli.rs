@@ -149,7 +149,11 @@ fn psk_and_certificates_on_one_server() {
     let with_cert = FASTSHAKE.echo_run(port, &strs(&pki.fastshake_client_args()), "certificate client");
     assert!(with_cert.contains("handshake done: TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8"), "{with_cert}");
     server.expect_stderr("listening on 127.0.0.1:");
-    assert!(server.stderr.text().contains("(DTLS 1.2, PSK and certificates"), "{}", server.transcript());
+    assert!(
+        server.stderr.text().contains("(DTLS 1.3 and 1.2, PSK and certificates"),
+        "{}",
+        server.transcript()
+    );
 }
 
 #[test]

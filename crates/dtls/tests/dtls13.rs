@@ -513,3 +513,20 @@ fn a_psk_client_without_groups_offers_psk_ke_alone() {
     assert!(hello.windows(5).any(|w| w == [0x00, 0x2d, 0x00, 0x02, 0x01]), "psk_ke alone");
     data_flows(&mut pair);
 }
+
+/// At the smallest MTU every datagram of a 1.3 handshake fits, ACKs included (an ACK names as
+/// many records as fit), for a client offering both versions and for one offering 1.3 alone.
+#[test]
+fn every_datagram_fits_the_smallest_mtu() {
+    let mtu = fastshake_dtls::MIN_MTU;
+    for versions in [Versions::Dtls13, Versions::Both] {
+        let client = ClientConfig { mtu, versions, ..psk_client() };
+        let server = ServerConfig { mtu, ..psk_server() };
+        let mut pair = Pair::new(client, server);
+        pair.handshake(MINUTE).expect("connected");
+        pair.run_for(Duration::from_secs(1));
+        let largest = pair.log.iter().map(|d| d.payload.len()).max().unwrap_or(0);
+        assert!(largest <= mtu, "{versions:?}: a datagram of {largest} B over an MTU of {mtu} B");
+        assert!(pair.log.len() > 10, "the flights were fragmented");
+    }
+}

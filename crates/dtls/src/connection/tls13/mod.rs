@@ -536,9 +536,13 @@ impl Connection {
         if hs.received.is_empty() {
             return;
         }
-        let mut body = Vec::with_capacity(2 + 16 * hs.received.len());
-        write_ack(&mut body, &hs.received);
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        // As many record numbers as the MTU holds, the newest (RFC 9147 §7: an ACK need not
+        // name every record; what it leaves out is resent and acknowledged again).
+        let fits = self.mtu().saturating_sub(record.sealed_len(cid.len(), 2)) / 16;
+        let numbers = &hs.received[hs.received.len().saturating_sub(fits.max(1))..];
+        let mut body = Vec::with_capacity(2 + 16 * numbers.len());
+        write_ack(&mut body, numbers);
         let sealed = match hs.write_handshake.as_mut() {
             Some(w) if record.write_epoch().is_none_or(|e| e < epoch::APPLICATION) => {
                 let seq = w.seq;
