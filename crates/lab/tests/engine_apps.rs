@@ -2,6 +2,8 @@
 //! behind a NAT that filters by port, a standard client at an IPC server, the SCTP handshakes
 //! falling back, and settings refused by name.
 
+use fastshake_dtls::{NamedGroup, Versions};
+use fastshake_lab::apps::dtls_client::DtlsClientLoop;
 use fastshake_lab::apps::dtls_server::DtlsEchoServer;
 use fastshake_lab::apps::scenario::engine_apps;
 use fastshake_sim::scenario::{Report, Scenario};
@@ -175,6 +177,17 @@ fn settings_are_refused_by_name() {
             dtls_pair("cid", 5684, "").replace("mobility = \"cid\"\nsession", "mobility = \"x\"\nsession"),
             "ipc",
         ),
+        (dtls_pair("cid", 5684, "dtls = \"1.4\""), "dtls = \"1.4\": accepted values are \"1.2\" and \"1.3\""),
+        (dtls_pair("cid", 5684, "dtls = 1.3"), "dtls = 1.3: accepted values"),
+        (dtls_pair("cid", 5684, "dtls = \"both\""), "a client offers one version"),
+        (dtls_pair("cid", 5684, "").replace("session_ports", "dtls = \"2\"\nsession_ports"), "\"both\""),
+        (dtls_pair("cid", 5684, "dtls = \"1.3\"\ngroups = [\"x448\"]"), "unknown group `x448`"),
+        (dtls_pair("cid", 5684, "groups = [\"x25519\"]"), "groups: DTLS 1.3 key-exchange groups"),
+        (dtls_pair("cid", 5684, "suite = \"TLS_AES_128_GCM_SHA256\""), "set dtls = \"1.3\""),
+        (
+            dtls_pair("cid", 5684, "dtls = \"1.3\"\nsuite = \"TLS_PSK_WITH_AES_128_CCM_8\""),
+            "is a DTLS 1.2 suite",
+        ),
         (sctp_pair("handshake = \"alt-only\"", ""), "alt or regular"),
         (sctp_pair("", "cookies = true"), "cookies"),
     ];
@@ -193,4 +206,46 @@ fn ecdsa_sessions_resume_by_ticket() {
     let report = run(&behind_nat("symmetric", &apps));
     assert_eq!(kinds(&report, "cid-client"), [("full".into(), 2), ("resumed-ticket".into(), 2)]);
     assert_eq!(report.apps[0].replies, 12);
+}
+
+/// `dtls` and `groups` reach the engine: a server of both versions serves a DTLS 1.2 and a
+/// DTLS 1.3 client and names their kinds apart, and a 1.3 client's groups decide its key
+/// exchange (a group the server takes, or PSK alone with none).
+#[test]
+fn dtls13_apps_take_the_version_and_the_groups() {
+    let client = |name: &str, port: u16, server_port: u16, extra: &str| {
+        format!(
+            "\n[[app]]\nname = \"{name}\"\nnode = \"client\"\nkind = \"dtls-client\"\nport = {port}\n\
+             server = \"198.51.100.2:{server_port}\"\nrecords = 2\n{extra}\n"
+        )
+    };
+    let server = |name: &str, port: u16, extra: &str| {
+        format!("\n[[app]]\nname = \"{name}\"\nnode = \"server\"\nkind = \"dtls-server\"\nport = {port}\n{extra}\n")
+    };
+    let apps = [
+        client("v12", 40000, 5684, ""),
+        client("v13", 41000, 5684, "dtls = \"1.3\""),
+        client("p256", 42000, 5685, "dtls = \"1.3\"\ngroups = [\"x25519\", \"secp256r1\"]"),
+        client("psk-ke", 43000, 5685, "dtls = \"1.3\"\ngroups = []"),
+        server("both", 5684, "dtls = \"both\""),
+        server("p256-only", 5685, "dtls = \"1.3\"\ngroups = [\"secp256r1\"]"),
+    ]
+    .concat();
+    let scenario = Scenario::from_toml(&behind_nat("full-cone", &apps)).unwrap();
+    let mut built = scenario.build_with(None, &mut engine_apps).unwrap();
+    built.sim.run_until(built.duration);
+    let report = built.report(None, 5, None);
+    assert_eq!(kinds(&report, "both"), [("dtls13-full".into(), 1), ("full".into(), 1)]);
+    assert_eq!(kinds(&report, "v12"), [("full".into(), 1)]);
+    assert_eq!(kinds(&report, "p256-only"), [("dtls13-full".into(), 2)]);
+    let sample = |app: usize| {
+        let client = built.sim.app(app).as_any().and_then(|a| a.downcast_ref::<DtlsClientLoop>()).unwrap();
+        assert_eq!(client.tally.requests_echoed, 2, "client {app}");
+        let s = client.tally.samples[0];
+        (s.version, s.group)
+    };
+    assert_eq!(sample(0), (Versions::Dtls12, None));
+    assert_eq!(sample(1), (Versions::Dtls13, Some(NamedGroup::X25519)));
+    assert_eq!(sample(2), (Versions::Dtls13, Some(NamedGroup::Secp256r1)), "asked for the server's group");
+    assert_eq!(sample(3), (Versions::Dtls13, None), "psk_ke");
 }

@@ -20,7 +20,9 @@
 
 use super::records::{self, RequestId};
 use fastshake_core::{Instant, SansIo, Transmit};
-use fastshake_dtls::{ClientConfig, ClientSession, Connection, Error, Event, Resumption};
+use fastshake_dtls::{
+    ClientConfig, ClientSession, Connection, Error, Event, NamedGroup, Resumption, Versions,
+};
 use fastshake_sim::apps::{App, AppStats, HandshakeStats, NodeEvent};
 use std::collections::{BTreeSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -120,6 +122,9 @@ pub struct HandshakeSample {
     pub resumed: bool,
     /// How it resumed, if it did.
     pub resumption: Option<Resumption>,
+    /// The version it spoke, and its key-exchange group (`None`: PSK alone).
+    pub version: Versions,
+    pub group: Option<NamedGroup>,
     pub duration: Duration,
     pub flights_resent: u32,
     /// UDP payload bytes sent and received during the handshake.
@@ -294,6 +299,8 @@ impl DtlsClientLoop {
                         index: s.index,
                         resumed: summary.resumed,
                         resumption: summary.resumption,
+                        version: summary.version,
+                        group: summary.group,
                         duration: summary.duration,
                         flights_resent: summary.retransmissions,
                         bytes: summary.bytes_sent + summary.bytes_received,
@@ -539,7 +546,7 @@ impl App for DtlsClientLoop {
         let mut stats =
             HandshakeStats { planned: Some(u64::from(self.plan.handshakes())), ..Default::default() };
         for sample in &t.samples {
-            let kind = super::dtls_kind(sample.resumption);
+            let kind = super::dtls_kind(sample.version, sample.resumption);
             stats.complete(kind, Some(sample.duration.as_nanos() as u64), sample.bytes);
         }
         stats.failed = t.failures.iter().filter(|f| f.phase == Phase::Handshake).count() as u64;

@@ -137,7 +137,7 @@ impl DtlsEchoServer {
                     self.tally.resumed += u32::from(summary.resumed);
                     self.tally.flights_resent += u64::from(summary.retransmissions);
                     let bytes = summary.bytes_sent + summary.bytes_received;
-                    let kind = super::dtls_kind(summary.resumption);
+                    let kind = super::dtls_kind(summary.version, summary.resumption);
                     self.handshakes.complete(kind, Some(summary.duration.as_nanos() as u64), bytes);
                 }
                 Event::ApplicationData(data) => self.on_request(handle, &data),

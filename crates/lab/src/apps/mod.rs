@@ -24,14 +24,19 @@ pub mod sctp_client;
 pub mod sctp_server;
 pub mod session_ports;
 
-use fastshake_dtls::{Error, Resumption};
+use fastshake_dtls::{Error, Resumption, Versions};
 
-/// A DTLS handshake's kind as the scenario summary names it.
-pub fn dtls_kind(resumption: Option<Resumption>) -> &'static str {
-    match resumption {
-        None => "full",
-        Some(Resumption::Ticket) => "resumed-ticket",
-        Some(Resumption::SessionId) => "resumed-session-id",
+/// A DTLS handshake's kind as the scenario summary names it: DTLS 1.2 handshakes by how they
+/// resumed, DTLS 1.3 ones the same with a `dtls13-` prefix, so a server that speaks both shows
+/// which version each client got.
+pub fn dtls_kind(version: Versions, resumption: Option<Resumption>) -> &'static str {
+    match (version == Versions::Dtls13, resumption) {
+        (false, None) => "full",
+        (false, Some(Resumption::Ticket)) => "resumed-ticket",
+        (false, Some(Resumption::SessionId)) => "resumed-session-id",
+        (true, None) => "dtls13-full",
+        (true, Some(Resumption::Ticket)) => "dtls13-resumed-ticket",
+        (true, Some(Resumption::SessionId)) => "dtls13-resumed-session-id",
     }
 }
 
@@ -49,6 +54,14 @@ pub fn error_class(error: &Error) -> String {
 mod tests {
     use super::*;
     use fastshake_dtls::AlertDescription;
+
+    #[test]
+    fn dtls13_kinds_are_named_apart() {
+        assert_eq!(dtls_kind(Versions::Dtls12, None), "full");
+        assert_eq!(dtls_kind(Versions::Dtls12, Some(Resumption::Ticket)), "resumed-ticket");
+        assert_eq!(dtls_kind(Versions::Dtls13, None), "dtls13-full");
+        assert_eq!(dtls_kind(Versions::Dtls13, Some(Resumption::SessionId)), "dtls13-resumed-session-id");
+    }
 
     #[test]
     fn errors_group_by_kind_and_alert() {

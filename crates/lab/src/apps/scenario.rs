@@ -5,15 +5,27 @@
 //!
 //! | kind | settings (default) |
 //! | --- | --- |
-//! | `dtls-server` | `suite` (`psk`), `psk_identity` (`sensor-1`), `psk` (hex, `00112233…eeff`), `mobility` (`standard`), `session_ports_from` (50000), `tickets` (true), `client_auth` (`require`), `echo` (true), `mtu`, `retransmit_ms`, `handshake_timeout_s` |
-//! | `dtls-client` | `server` (required), `suite`, `psk_identity`, `psk`, `mobility`, `sessions` (1), `resume` (false), `records` (1), `record_len` (32), `record_interval_ms` (0), `record_rto_ms` (1000), `max_record_rto_ms` (16000), `stall_after_s` (300), `start_ms` (0), `close` (true), `mtu`, `retransmit_ms`, `handshake_timeout_s` |
+//! | `dtls-server` | `dtls` (`"1.2"`), `groups`, `suite` (`psk`), `psk_identity` (`sensor-1`), `psk` (hex, `00112233…eeff`), `mobility` (`standard`), `session_ports_from` (50000), `tickets` (true), `client_auth` (`require`), `echo` (true), `mtu`, `retransmit_ms`, `handshake_timeout_s` |
+//! | `dtls-client` | `server` (required), `dtls`, `groups`, `suite`, `psk_identity`, `psk`, `mobility`, `sessions` (1), `resume` (false), `records` (1), `record_len` (32), `record_interval_ms` (0), `record_rto_ms` (1000), `max_record_rto_ms` (16000), `stall_after_s` (300), `start_ms` (0), `close` (true), `mtu`, `retransmit_ms`, `handshake_timeout_s` |
 //! | `sctp-server` | `sctp_port` (5001), `handshake` (`both`), `cookieless` (false), `zero_rtt` (true), `echo` (true), `rto_initial_ms`, `rto_min_ms`, `mtu` |
 //! | `sctp-client` | `server` (required), `server_port` (5001), `sctp_port` (5000), `handshake` (`alt`), `associations` (1), `messages` (1), `message_len` (32), `zero_rtt` (false), `cache_cookie` (false), `start_ms` (0), `interval_ms` (1000), `rto_initial_ms`, `rto_min_ms`, `mtu` |
 //!
 //! DTLS (the engine of `fastshake_dtls`):
+//! - `dtls`: the version, `"1.2"` (RFC 6347, the default), `"1.3"` (RFC 9147) or, for a server,
+//!   `"both"` (1.3 with clients that offer it). A 1.3 handshake's kind in the summary has a
+//!   `dtls13-` prefix (`dtls13-full`).
 //! - `suite`: `psk` (`TLS_PSK_WITH_AES_128_CCM_8`, RFC 7925), `psk-gcm`, `ecdsa`
 //!   (`TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` with the lab's fixed test PKI: chains of 3, P-256,
 //!   validated at a fixed date), `ecdsa-gcm`, or an IANA name. Client and server name the same one.
+//!   In DTLS 1.3 the same names pick the credentials and the AEAD: `psk` and `ecdsa`
+//!   `TLS_AES_128_CCM_8_SHA256` (the 1.2 suites' AEAD, so a comparison changes the version
+//!   only), `psk-gcm` and `ecdsa-gcm` `TLS_AES_128_GCM_SHA256`; or a DTLS 1.3 IANA name, with
+//!   the PSK.
+//! - `groups` (DTLS 1.3 only): key-exchange groups, most preferred first, of `x25519mlkem768`,
+//!   `x25519`, `secp256r1`. A client sends a key share for the first (default
+//!   `["x25519", "secp256r1"]`; `[]` with a PSK: psk_ke, no (EC)DHE, RFC 8446 §4.2.9); a server
+//!   asks a client for the first it supports with a HelloRetryRequest (default: all, the hybrid
+//!   first).
 //! - `mobility`: `standard`, `ipc`, `tcs` or `cid` (seed 001, RFC 9146): the engine's `Mobility`
 //!   is `MobilityMode::client_mobility` / `server_mobility`, and a server carries out
 //!   `MobilityMode::socket_action` on simulated ports from `session_ports_from` on.
@@ -45,7 +57,10 @@ use super::sctp_client::{SctpClientLoop, SctpPlan};
 use super::sctp_server::SctpEchoServer;
 use crate::pki::{LabPki, WALL_CLOCK};
 use fastshake_core::Instant;
-use fastshake_dtls::{CipherSuite, ClientAuth, ClientConfig, MobilityMode, ServerConfig, TicketKeys};
+use fastshake_dtls::dtls13::Suite13;
+use fastshake_dtls::{
+    CipherSuite, ClientAuth, ClientConfig, MobilityMode, NamedGroup, ServerConfig, TicketKeys, Versions,
+};
 use fastshake_sctp::{Config as SctpConfig, HandshakeMode};
 use fastshake_sim::apps::App;
 use fastshake_sim::dist::ms_to_ns;
@@ -165,9 +180,13 @@ fn yes() -> bool {
     true
 }
 
-/// What both DTLS kinds take: the suite, its key, the mobility strategy and engine timers.
+/// What both DTLS kinds take: the version, groups, suite, its key, the mobility strategy and
+/// engine timers.
 #[derive(Debug)]
 struct DtlsCommon<'a> {
+    /// As written: any TOML value, so a version written as a number is refused by name.
+    dtls: Option<&'a toml::Value>,
+    groups: Option<&'a [String]>,
     suite: &'a str,
     psk_identity: Option<&'a str>,
     /// Hex.
@@ -186,6 +205,10 @@ macro_rules! dtls_settings {
         #[derive(Debug, Deserialize)]
         #[serde(deny_unknown_fields)]
         struct $name {
+            #[serde(default)]
+            dtls: Option<toml::Value>,
+            #[serde(default)]
+            groups: Option<Vec<String>>,
             #[serde(default = "default_suite")]
             suite: String,
             #[serde(default)]
@@ -206,6 +229,8 @@ macro_rules! dtls_settings {
         impl $name {
             fn common(&self) -> DtlsCommon<'_> {
                 DtlsCommon {
+                    dtls: self.dtls.as_ref(),
+                    groups: self.groups.as_deref(),
                     suite: &self.suite,
                     psk_identity: self.psk_identity.as_deref(),
                     psk: self.psk.as_deref(),
@@ -230,20 +255,84 @@ enum Credentials {
 }
 
 impl DtlsCommon<'_> {
-    fn suite(&self, spec: &AppSpec) -> Result<CipherSuite, ScenarioError> {
-        let suite = match self.suite {
-            "psk" => CipherSuite::PskWithAes128Ccm8,
-            "psk-gcm" => CipherSuite::PskWithAes128GcmSha256,
-            "ecdsa" => CipherSuite::EcdheEcdsaWithAes128Ccm8,
-            "ecdsa-gcm" => CipherSuite::EcdheEcdsaWithAes128GcmSha256,
-            name => CipherSuite::from_iana_name(name).ok_or_else(|| {
-                bad(spec, format!("suite `{name}`: psk, psk-gcm, ecdsa, ecdsa-gcm or an IANA name"))
-            })?,
+    /// `dtls`: the versions the app speaks (a client one of them).
+    fn versions(&self, spec: &AppSpec, server: bool) -> Result<Versions, ScenarioError> {
+        let Some(value) = self.dtls else { return Ok(Versions::Dtls12) };
+        match value.as_str() {
+            Some("1.2") => Ok(Versions::Dtls12),
+            Some("1.3") => Ok(Versions::Dtls13),
+            Some("both") if server => Ok(Versions::Both),
+            _ if server => {
+                Err(bad(spec, format!("dtls = {value}: accepted values are \"1.2\", \"1.3\" and \"both\"")))
+            }
+            _ => Err(bad(
+                spec,
+                format!(
+                    "dtls = {value}: accepted values are \"1.2\" and \"1.3\" (a client offers one version)"
+                ),
+            )),
+        }
+    }
+
+    /// `groups`, or the engine's default for the role (DTLS 1.3 only).
+    fn groups(&self, spec: &AppSpec, versions: Versions) -> Result<Option<Vec<NamedGroup>>, ScenarioError> {
+        let Some(names) = self.groups else { return Ok(None) };
+        if !versions.dtls13() {
+            return Err(bad(
+                spec,
+                "groups: DTLS 1.3 key-exchange groups, for dtls = \"1.3\" or \"both\"".into(),
+            ));
+        }
+        let group = |name: &String| {
+            NamedGroup::WITH_HYBRID.into_iter().find(|g| g.name() == name).ok_or_else(|| {
+                bad(spec, format!("groups: unknown group `{name}`: x25519mlkem768, x25519 or secp256r1"))
+            })
         };
+        names.iter().map(group).collect::<Result<_, _>>().map(Some)
+    }
+
+    /// The DTLS 1.2 suite `suite` names, and with `versions` including 1.3 the DTLS 1.3 one.
+    fn suites(
+        &self,
+        spec: &AppSpec,
+        versions: Versions,
+    ) -> Result<(CipherSuite, Option<Suite13>), ScenarioError> {
+        let short = match self.suite {
+            "psk" => Some((CipherSuite::PskWithAes128Ccm8, Suite13::Aes128Ccm8Sha256)),
+            "psk-gcm" => Some((CipherSuite::PskWithAes128GcmSha256, Suite13::Aes128GcmSha256)),
+            "ecdsa" => Some((CipherSuite::EcdheEcdsaWithAes128Ccm8, Suite13::Aes128Ccm8Sha256)),
+            "ecdsa-gcm" => Some((CipherSuite::EcdheEcdsaWithAes128GcmSha256, Suite13::Aes128GcmSha256)),
+            _ => None,
+        };
+        if let Some((suite, suite13)) = short {
+            return Ok((suite, versions.dtls13().then_some(suite13)));
+        }
+        let name = self.suite;
+        if let Some(suite13) = Suite13::from_iana_name(name) {
+            if !versions.dtls13() {
+                return Err(bad(spec, format!("suite `{name}` is a DTLS 1.3 suite: set dtls = \"1.3\"")));
+            }
+            // A DTLS 1.3 suite names no credentials: the PSK's 1.2 suite stands beside it.
+            return Ok((CipherSuite::PskWithAes128Ccm8, Some(suite13)));
+        }
+        let suite = CipherSuite::from_iana_name(name).ok_or_else(|| {
+            let names = if versions.dtls13() {
+                "psk, psk-gcm, ecdsa, ecdsa-gcm or a DTLS 1.3 IANA name"
+            } else {
+                "psk, psk-gcm, ecdsa, ecdsa-gcm or an IANA name"
+            };
+            bad(spec, format!("suite `{name}`: {names}"))
+        })?;
+        if versions == Versions::Dtls13 {
+            return Err(bad(
+                spec,
+                format!("suite `{name}` is a DTLS 1.2 suite: with dtls = \"1.3\" psk, psk-gcm, ecdsa, ecdsa-gcm or a DTLS 1.3 IANA name"),
+            ));
+        }
         if suite == CipherSuite::EcdheRsaWithAes128GcmSha256 {
             return Err(bad(spec, "the lab's test PKI has ECDSA keys only".into()));
         }
-        Ok(suite)
+        Ok((suite, versions.dtls13().then_some(Suite13::Aes128Ccm8Sha256)))
     }
 
     fn credentials(&self, spec: &AppSpec, suite: CipherSuite) -> Result<Credentials, ScenarioError> {
@@ -293,7 +382,8 @@ fn default_session_ports() -> u16 {
 impl DtlsServerSettings {
     fn config(&self, spec: &AppSpec, mode: MobilityMode) -> Result<Arc<ServerConfig>, ScenarioError> {
         let common = self.common();
-        let suite = common.suite(spec)?;
+        let versions = common.versions(spec, true)?;
+        let (suite, suite13) = common.suites(spec, versions)?;
         let mut config = match common.credentials(spec, suite)? {
             Credentials::Psk { identity, key } => ServerConfig::psk(identity, key),
             Credentials::Certificate(pki) => {
@@ -312,6 +402,9 @@ impl DtlsServerSettings {
             }
         };
         config.suites = vec![suite];
+        config.versions = versions;
+        config.suites13 = suite13.map_or(config.suites13, |s| vec![s]);
+        config.groups = common.groups(spec, versions)?.unwrap_or(config.groups);
         config.mobility = mode.server_mobility();
         if self.tickets {
             config.tickets = Some(TicketKeys::new(1, TICKET_KEY));
@@ -373,7 +466,8 @@ fn default_stall() -> f64 {
 impl DtlsClientSettings {
     fn config(&self, spec: &AppSpec) -> Result<Arc<ClientConfig>, ScenarioError> {
         let common = self.common();
-        let suite = common.suite(spec)?;
+        let versions = common.versions(spec, false)?;
+        let (suite, suite13) = common.suites(spec, versions)?;
         let mut config = match common.credentials(spec, suite)? {
             Credentials::Psk { identity, key } => ClientConfig::psk(identity, key),
             Credentials::Certificate(pki) => {
@@ -384,6 +478,9 @@ impl DtlsClientSettings {
             }
         };
         config.suites = vec![suite];
+        config.versions = versions;
+        config.suites13 = suite13.map_or(config.suites13, |s| vec![s]);
+        config.groups = common.groups(spec, versions)?.unwrap_or(config.groups);
         config.mobility = common.mode(spec)?.client_mobility();
         let (mtu, retransmit, timeout) = common.engine();
         config.mtu = mtu.unwrap_or(config.mtu);
