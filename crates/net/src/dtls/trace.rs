@@ -1,6 +1,7 @@
 //! The datagram trace hook, and the names of the records in a datagram that `-v` traces print.
 
-use fastshake_core::codec::DecodeError;
+use fastshake_core::codec::{DecodeError, Reader};
+use fastshake_dtls::dtls13::{is_unified, UnifiedHeader};
 use fastshake_dtls::{wire, AlertLevel};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,11 +21,24 @@ pub type DatagramTrace = Arc<dyn Fn(Direction, SocketAddr, &[u8]) + Send + Sync>
 
 /// The content type of a record with a Connection ID (RFC 9146 §4).
 const TLS12_CID: u8 = 25;
+/// The C bit of a DTLS 1.3 unified header: a Connection ID follows (RFC 9147 §4).
+const UNIFIED_CID_BIT: u8 = 0x10;
+/// The cookie extension (RFC 8446 §4.2.2), where DTLS 1.3 carries the cookie.
+const COOKIE_EXTENSION: u16 = 44;
+/// The supported_versions extension (RFC 8446 §4.2.1).
+const SUPPORTED_VERSIONS_EXTENSION: u16 = 43;
+/// The random of a ServerHello that is a HelloRetryRequest: SHA-256 of "HelloRetryRequest"
+/// (RFC 8446 §4.1.3).
+const HELLO_RETRY_RANDOM: [u8; 32] = [
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2,
+    0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+];
 
 /// Names the DTLS records in a datagram, from their plaintext headers only: content type, epoch,
 /// and for unencrypted handshake records the message names (and fragment ranges). For the demo
 /// and for tracing; it never fails, it describes what it cannot parse as such. Records are read
-/// by the engine's own reader ([`fastshake_dtls::wire`]).
+/// by the engine's own reader ([`fastshake_dtls::wire`]). A DTLS 1.3 protected record (unified
+/// header) shows only its epoch's two low bits and length: its content type is encrypted too.
 pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = datagram;
@@ -35,6 +49,21 @@ pub fn describe_datagram(datagram: &[u8]) -> Vec<String> {
         rest = &datagram[k..];
     }
     while !rest.is_empty() {
+        if is_unified(rest[0]) {
+            match UnifiedHeader::parse(&mut Reader::new(rest), 0) {
+                Ok(head) => {
+                    out.push(describe_unified(&head));
+                    rest = &rest[head.header_len() + usize::from(head.length)..];
+                    continue;
+                }
+                // Only the receiver knows how long its Connection IDs are.
+                Err(_) if rest[0] & UNIFIED_CID_BIT != 0 => {
+                    out.push("encrypted record with a connection ID (unparsed)".to_owned())
+                }
+                Err(_) => out.push(format!("truncated encrypted record ({} B)", rest.len())),
+            }
+            break;
+        }
         if rest.len() < wire::RECORD_HEADER_LEN {
             out.push(format!("{} trailing byte(s)", rest.len()));
             break;
@@ -80,7 +109,8 @@ fn record_head(bytes: &[u8]) -> Option<wire::RecordHead> {
 /// How many leading bytes of `datagram` continue a record split across datagrams: the datagram
 /// does not start with a record header, and from some point on holds whole records only.
 fn split_record_rest(datagram: &[u8]) -> Option<usize> {
-    if record_head(datagram).is_some() {
+    // A DTLS 1.3 record's unified header is read as one.
+    if record_head(datagram).is_some() || datagram.first().is_some_and(|&b| is_unified(b)) {
         return None;
     }
     let whole = |mut d: &[u8]| {
@@ -93,6 +123,69 @@ fn split_record_rest(datagram: &[u8]) -> Option<usize> {
         true
     };
     (1..datagram.len()).find(|&k| whole(&datagram[k..]))
+}
+
+/// A DTLS 1.3 protected record: the epoch's low bits say which keys (2: handshake, 3: the first
+/// application keys, RFC 9147 §6.1); what it holds is encrypted.
+fn describe_unified(head: &UnifiedHeader) -> String {
+    let epoch = match head.epoch_bits {
+        bits @ (2 | 3) => format!("epoch {bits}"),
+        bits => format!("epoch bits {bits}"),
+    };
+    format!("encrypted record ({epoch}, {} B)", head.length)
+}
+
+/// What the extensions of a ClientHello or ServerHello body (RFC 8446 §4.1.2, §4.1.3), whole or
+/// a first fragment, show: the cookie extension's cookie length, if it is there.
+#[derive(Default)]
+struct HelloExtensions {
+    cookie: Option<usize>,
+    /// supported_versions: a DTLS 1.3 hello (RFC 8446 §4.2.1).
+    supported_versions: bool,
+}
+
+/// The extensions of a hello body, as far as the body goes.
+fn hello_extensions(body: &[u8], client_hello: bool) -> HelloExtensions {
+    let mut found = HelloExtensions::default();
+    let _ = scan_hello_extensions(body, client_hello, &mut found);
+    found
+}
+
+fn scan_hello_extensions(body: &[u8], client_hello: bool, found: &mut HelloExtensions) -> Option<()> {
+    let mut r = Reader::new(body);
+    r.take(2 + 32).ok()?;
+    let session_id = r.u8().ok()?;
+    r.take(usize::from(session_id)).ok()?;
+    if client_hello {
+        let cookie = r.u8().ok()?;
+        r.take(usize::from(cookie)).ok()?;
+        let suites = r.u16().ok()?;
+        r.take(usize::from(suites)).ok()?;
+        let compression = r.u8().ok()?;
+        r.take(usize::from(compression)).ok()?;
+    } else {
+        r.take(2 + 1).ok()?;
+    }
+    let len = r.u16().ok()?;
+    // A first fragment holds the start of the list only.
+    let mut extensions = Reader::new(r.take(usize::from(len).min(r.remaining())).ok()?);
+    while extensions.remaining() > 0 {
+        let (kind, len) = (extensions.u16().ok()?, extensions.u16().ok()?);
+        match kind {
+            SUPPORTED_VERSIONS_EXTENSION => found.supported_versions = true,
+            COOKIE_EXTENSION => {
+                found.cookie = Reader::new(extensions.take(2).ok()?).u16().ok().map(usize::from)
+            }
+            _ => {}
+        }
+        if kind == COOKIE_EXTENSION {
+            len.checked_sub(2)?;
+            extensions.take(usize::from(len - 2).min(extensions.remaining())).ok()?;
+        } else {
+            extensions.take(usize::from(len)).ok()?;
+        }
+    }
+    Some(())
 }
 
 fn describe_plain_alert(body: &[u8]) -> String {
@@ -134,13 +227,28 @@ fn describe_handshake(mut body: &[u8], out: &mut Vec<String>) {
         };
         body = &body[end..];
         let mut name = name.to_owned();
+        let whole = fragment.offset == 0 && fragment.len == fragment.message_len;
         if fragment.offset == 0 {
             let cookie = match fragment.msg_type {
+                // DTLS 1.3 leaves the ClientHello's legacy cookie empty and sends the cookie in
+                // an extension (RFC 9147 §5.3).
+                1 if fragment.cookie_len == Some(0) => {
+                    let found = hello_extensions(data, true);
+                    // A DTLS 1.3 hello cut before its cookie extension says nothing of it.
+                    found.cookie.or((whole || !found.supported_versions).then_some(0))
+                }
                 1 => fragment.cookie_len,
                 3 => wire::hello_verify_cookie_len(data),
                 _ => None,
             };
+            let retry = fragment.msg_type == 2 && data.get(2..34) == Some(&HELLO_RETRY_RANDOM[..]);
             match (fragment.msg_type, cookie) {
+                _ if retry => {
+                    name = match hello_extensions(data, false).cookie {
+                        Some(cookie) => format!("HelloRetryRequest (cookie {cookie} B)"),
+                        None => "HelloRetryRequest".to_owned(),
+                    }
+                }
                 (1, Some(0)) => name = "ClientHello (no cookie)".to_owned(),
                 (1, Some(cookie)) => name = format!("ClientHello (cookie {cookie} B)"),
                 (3, Some(cookie)) => name = format!("HelloVerifyRequest (cookie {cookie} B)"),
@@ -191,6 +299,70 @@ mod tests {
         assert_eq!(
             describe_datagram(&datagram),
             vec!["ClientHello (cookie 3 B)", "ChangeCipherSpec", "Finished (encrypted)"]
+        );
+    }
+
+    /// A ClientHello or ServerHello body (RFC 8446 §4.1.2, §4.1.3) with a cookie extension.
+    fn hello13(client: bool, random: [u8; 32], cookie: &[u8]) -> Vec<u8> {
+        let mut h = vec![0xfe, 0xfd];
+        h.extend_from_slice(&random);
+        h.push(0); // legacy session id
+        if client {
+            h.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]); // no legacy cookie, one suite, null compression
+        } else {
+            h.extend_from_slice(&[0x13, 0x01, 0]);
+        }
+        let mut ext = vec![0, 43, 0, 2, 0xfe, 0xfc]; // supported_versions: DTLS 1.3
+        if !cookie.is_empty() {
+            ext.extend_from_slice(&[0, 44]);
+            ext.extend_from_slice(&(cookie.len() as u16 + 2).to_be_bytes());
+            ext.extend_from_slice(&(cookie.len() as u16).to_be_bytes());
+            ext.extend_from_slice(cookie);
+        }
+        h.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+        h.extend(ext);
+        h
+    }
+
+    #[test]
+    fn names_the_dtls13_handshake() {
+        let hello = |cookie: &[u8]| {
+            let body = hello13(true, [7; 32], cookie);
+            record(22, 0, &handshake(1, body.len(), 0, &body))
+        };
+        assert_eq!(describe_datagram(&hello(&[])), vec!["ClientHello (no cookie)"]);
+        assert_eq!(describe_datagram(&hello(&[5; 40])), vec!["ClientHello (cookie 40 B)"]);
+        // A first fragment: the cookie named if the fragment reaches it, nothing said if not.
+        let body = hello13(true, [7; 32], &[5; 40]);
+        let first = |len: usize| record(22, 0, &handshake(1, body.len(), 0, &body[..len]));
+        let total = body.len();
+        assert_eq!(
+            describe_datagram(&first(total - 20)),
+            vec![format!("ClientHello (cookie 40 B) [fragment 0..{} of {total} B]", total - 20)]
+        );
+        assert_eq!(
+            describe_datagram(&first(total - 43)),
+            vec![format!("ClientHello [fragment 0..{} of {total} B]", total - 43)]
+        );
+        let retry = hello13(false, HELLO_RETRY_RANDOM, &[5; 40]);
+        let retry = record(22, 0, &handshake(2, retry.len(), 0, &retry));
+        assert_eq!(describe_datagram(&retry), vec!["HelloRetryRequest (cookie 40 B)"]);
+        // A ServerHello, then records with the unified header: 16-bit sequence number and a
+        // length in epoch 2, then one that runs to the datagram's end in epoch 3.
+        let server_hello = hello13(false, [9; 32], &[]);
+        let mut flight = record(22, 0, &handshake(2, server_hello.len(), 0, &server_hello));
+        flight.extend_from_slice(&[0x2e, 0, 0, 0, 20]);
+        flight.extend_from_slice(&[0xa5; 20]);
+        flight.extend_from_slice(&[0x2b, 0, 1]);
+        flight.extend_from_slice(&[0xa5; 30]);
+        assert_eq!(
+            describe_datagram(&flight),
+            vec!["ServerHello", "encrypted record (epoch 2, 20 B)", "encrypted record (epoch 3, 30 B)"]
+        );
+        assert_eq!(describe_datagram(&[0x2e, 0, 0, 0, 20, 1]), vec!["truncated encrypted record (6 B)"]);
+        assert_eq!(
+            describe_datagram(&[0x3e, 1, 2, 3, 0, 0, 0, 1, 1]),
+            vec!["encrypted record with a connection ID (unparsed)"]
         );
     }
 
