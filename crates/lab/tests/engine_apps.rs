@@ -177,9 +177,11 @@ fn settings_are_refused_by_name() {
             dtls_pair("cid", 5684, "").replace("mobility = \"cid\"\nsession", "mobility = \"x\"\nsession"),
             "ipc",
         ),
-        (dtls_pair("cid", 5684, "dtls = \"1.4\""), "dtls = \"1.4\": accepted values are \"1.2\" and \"1.3\""),
+        (
+            dtls_pair("cid", 5684, "dtls = \"1.4\""),
+            "dtls = \"1.4\": accepted values are \"1.2\", \"1.3\" and \"both\"",
+        ),
         (dtls_pair("cid", 5684, "dtls = 1.3"), "dtls = 1.3: accepted values"),
-        (dtls_pair("cid", 5684, "dtls = \"both\""), "a client offers one version"),
         (dtls_pair("cid", 5684, "").replace("session_ports", "dtls = \"2\"\nsession_ports"), "\"both\""),
         (dtls_pair("cid", 5684, "dtls = \"1.3\"\ngroups = [\"x448\"]"), "unknown group `x448`"),
         (dtls_pair("cid", 5684, "groups = [\"x25519\"]"), "groups: DTLS 1.3 key-exchange groups"),
@@ -208,8 +210,8 @@ fn ecdsa_sessions_resume_by_ticket() {
     assert_eq!(report.apps[0].replies, 12);
 }
 
-/// `dtls` and `groups` reach the engine: a server of both versions serves a DTLS 1.2 and a
-/// DTLS 1.3 client and names their kinds apart, and a 1.3 client's groups decide its key
+/// `dtls` and `groups` reach the engine: a server of both versions serves a DTLS 1.2 client, a
+/// DTLS 1.3 one and one of both, and names their kinds apart, and a 1.3 client's groups decide its key
 /// exchange (a group the server takes, or PSK alone with none).
 #[test]
 fn dtls13_apps_take_the_version_and_the_groups() {
@@ -225,6 +227,7 @@ fn dtls13_apps_take_the_version_and_the_groups() {
     let apps = [
         client("v12", 40000, 5684, ""),
         client("v13", 41000, 5684, "dtls = \"1.3\""),
+        client("any", 44000, 5684, "dtls = \"both\""),
         client("p256", 42000, 5685, "dtls = \"1.3\"\ngroups = [\"x25519\", \"secp256r1\"]"),
         client("psk-ke", 43000, 5685, "dtls = \"1.3\"\ngroups = []"),
         server("both", 5684, "dtls = \"both\""),
@@ -235,7 +238,8 @@ fn dtls13_apps_take_the_version_and_the_groups() {
     let mut built = scenario.build_with(None, &mut engine_apps).unwrap();
     built.sim.run_until(built.duration);
     let report = built.report(None, 5, None);
-    assert_eq!(kinds(&report, "both"), [("dtls13-full".into(), 1), ("full".into(), 1)]);
+    assert_eq!(kinds(&report, "both"), [("dtls13-full".into(), 2), ("full".into(), 1)]);
+    assert_eq!(kinds(&report, "any"), [("dtls13-full".into(), 1)], "a client of both gets 1.3");
     assert_eq!(kinds(&report, "v12"), [("full".into(), 1)]);
     assert_eq!(kinds(&report, "p256-only"), [("dtls13-full".into(), 2)]);
     let sample = |app: usize| {
@@ -246,6 +250,6 @@ fn dtls13_apps_take_the_version_and_the_groups() {
     };
     assert_eq!(sample(0), (Versions::Dtls12, None));
     assert_eq!(sample(1), (Versions::Dtls13, Some(NamedGroup::X25519)));
-    assert_eq!(sample(2), (Versions::Dtls13, Some(NamedGroup::Secp256r1)), "asked for the server's group");
-    assert_eq!(sample(3), (Versions::Dtls13, None), "psk_ke");
+    assert_eq!(sample(3), (Versions::Dtls13, Some(NamedGroup::Secp256r1)), "asked for the server's group");
+    assert_eq!(sample(4), (Versions::Dtls13, None), "psk_ke");
 }

@@ -11,9 +11,9 @@
 //! | `sctp-client` | `server` (required), `server_port` (5001), `sctp_port` (5000), `handshake` (`alt`), `associations` (1), `messages` (1), `message_len` (32), `zero_rtt` (false), `cache_cookie` (false), `start_ms` (0), `interval_ms` (1000), `rto_initial_ms`, `rto_min_ms`, `mtu` |
 //!
 //! DTLS (the engine of `fastshake_dtls`):
-//! - `dtls`: the version, `"1.2"` (RFC 6347, the default), `"1.3"` (RFC 9147) or, for a server,
-//!   `"both"` (1.3 with clients that offer it). A 1.3 handshake's kind in the summary has a
-//!   `dtls13-` prefix (`dtls13-full`).
+//! - `dtls`: the version, `"1.2"` (RFC 6347, the default), `"1.3"` (RFC 9147) or `"both"` (a
+//!   server: 1.3 with clients that offer it; a client: offers both in one ClientHello). A 1.3
+//!   handshake's kind in the summary has a `dtls13-` prefix (`dtls13-full`).
 //! - `suite`: `psk` (`TLS_PSK_WITH_AES_128_CCM_8`, RFC 7925), `psk-gcm`, `ecdsa`
 //!   (`TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` with the lab's fixed test PKI: chains of 3, P-256,
 //!   validated at a fixed date), `ecdsa-gcm`, or an IANA name. Client and server name the same one.
@@ -255,22 +255,14 @@ enum Credentials {
 }
 
 impl DtlsCommon<'_> {
-    /// `dtls`: the versions the app speaks (a client one of them).
-    fn versions(&self, spec: &AppSpec, server: bool) -> Result<Versions, ScenarioError> {
+    /// `dtls`: the versions the app speaks.
+    fn versions(&self, spec: &AppSpec) -> Result<Versions, ScenarioError> {
         let Some(value) = self.dtls else { return Ok(Versions::Dtls12) };
         match value.as_str() {
             Some("1.2") => Ok(Versions::Dtls12),
             Some("1.3") => Ok(Versions::Dtls13),
-            Some("both") if server => Ok(Versions::Both),
-            _ if server => {
-                Err(bad(spec, format!("dtls = {value}: accepted values are \"1.2\", \"1.3\" and \"both\"")))
-            }
-            _ => Err(bad(
-                spec,
-                format!(
-                    "dtls = {value}: accepted values are \"1.2\" and \"1.3\" (a client offers one version)"
-                ),
-            )),
+            Some("both") => Ok(Versions::Both),
+            _ => Err(bad(spec, format!("dtls = {value}: accepted values are \"1.2\", \"1.3\" and \"both\""))),
         }
     }
 
@@ -382,7 +374,7 @@ fn default_session_ports() -> u16 {
 impl DtlsServerSettings {
     fn config(&self, spec: &AppSpec, mode: MobilityMode) -> Result<Arc<ServerConfig>, ScenarioError> {
         let common = self.common();
-        let versions = common.versions(spec, true)?;
+        let versions = common.versions(spec)?;
         let (suite, suite13) = common.suites(spec, versions)?;
         let mut config = match common.credentials(spec, suite)? {
             Credentials::Psk { identity, key } => ServerConfig::psk(identity, key),
@@ -466,7 +458,7 @@ fn default_stall() -> f64 {
 impl DtlsClientSettings {
     fn config(&self, spec: &AppSpec) -> Result<Arc<ClientConfig>, ScenarioError> {
         let common = self.common();
-        let versions = common.versions(spec, false)?;
+        let versions = common.versions(spec)?;
         let (suite, suite13) = common.suites(spec, versions)?;
         let mut config = match common.credentials(spec, suite)? {
             Credentials::Psk { identity, key } => ClientConfig::psk(identity, key),
