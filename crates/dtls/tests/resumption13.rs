@@ -192,6 +192,13 @@ fn early_data_is_taken_once_and_a_replayed_client_hello_gets_none() {
     let (_, session) = first_session(&mut pair);
     assert_eq!(session.max_early_data(), 4096);
     reconnect(&mut pair, early_client(), Some(session), 2);
+    // The server answers the early data at once: held until the client's Finished is checked.
+    pair.on_server_event = Box::new(|server, h, e| {
+        if *e == Event::ApplicationData(b"early hello".to_vec()) {
+            assert!(!server.connection(h).unwrap().is_established());
+            server.send(h, b"early answer").expect("held for the handshake's end");
+        }
+    });
     assert_eq!(pair.client.send_early_data(b"early hello"), Ok(true), "sent as 0-RTT");
     // The next two datagrams to the server: the ClientHello and the early record.
     let first_datagram = pair.sent(Dir::ToServer);
@@ -199,8 +206,11 @@ fn early_data_is_taken_once_and_a_replayed_client_hello_gets_none() {
     assert!(resumed(&c, &s));
     assert_eq!((c.early_data, s.early_data), (Some(true), Some(true)));
     assert!(!c.hello_retry && !s.hello_retry, "the resumption skipped the cookie exchange");
+    pair.run_for(Duration::from_secs(1));
     pair.exchange_data(1);
     assert_eq!(pair.server_data().iter().filter(|d| &d[..] == b"early hello").count(), 1);
+    assert_eq!(pair.client_data().iter().filter(|d| &d[..] == b"early answer").count(), 1);
+    pair.on_server_event = Box::new(|_, _, _| {});
     // The early data came before the session was up, in the datagram after the ClientHello.
     let early_at =
         pair.server_events.iter().position(|(_, e)| *e == Event::ApplicationData(b"early hello".to_vec()));

@@ -1201,7 +1201,12 @@ impl Connection {
     }
 
     /// Queues `data` as application data, in several records when it exceeds one datagram.
+    /// A DTLS 1.3 server that accepted 0-RTT data holds what it sends before the client's
+    /// Finished (an answer to that data) and sends it once the handshake completes.
     pub fn send(&mut self, data: &[u8]) -> Result<(), Error> {
+        if self.phase == Phase::Handshaking && self.hold_for_handshake13(data) {
+            return Ok(());
+        }
         self.check_can_send()?;
         if self.v13.is_some() {
             return self.send13(data);

@@ -31,6 +31,8 @@ use zeroize::Zeroizing;
 /// taken (RFC 8446 §8.3): a replayed ClientHello is accepted by this check only within this
 /// much of when it was first sent, which bounds how long the replay register keeps it.
 pub(crate) const AGE_TOLERANCE_MS: u64 = 10_000;
+/// Server: answers to early data held until the handshake completes, at most.
+const MAX_HELD: usize = 16;
 /// RFC 8446 §4.6.1: a ticket lives at most seven days.
 const MAX_TICKET_LIFETIME_SECS: u64 = 7 * 24 * 3600;
 
@@ -515,6 +517,24 @@ impl Connection {
         let schedule = KeySchedule::new(suite.hash(), PREFIX, Some(&chosen.key));
         let secret = schedule.derive(b"c e traffic", th.as_ref());
         record.add_read(epoch::EARLY_DATA, RecordKeys::from_secret(suite, PREFIX, &secret));
+        true
+    }
+
+    /// Server that took early data, its handshake still running: `data` (an answer to the
+    /// early data) is held and sent once the client's Finished is checked, not to a client
+    /// not yet authenticated (RFC 8446 §4.4.4 would allow it; we keep it simple).
+    pub(in crate::connection) fn hold_for_handshake13(&mut self, data: &[u8]) -> bool {
+        if self.server_config().is_none() {
+            return false;
+        }
+        let Some(r) = self.v13.as_mut().and_then(|v| v.hs.as_mut()).and_then(|hs| hs.resume.as_deref_mut())
+        else {
+            return false;
+        };
+        if r.early != Some(true) || r.after_handshake.len() >= MAX_HELD {
+            return false;
+        }
+        r.after_handshake.push(data.to_vec());
         true
     }
 

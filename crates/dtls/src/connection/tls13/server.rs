@@ -355,6 +355,8 @@ impl Connection {
             self.stats.app_records_received += 1;
             self.push_event(Event::ApplicationData(data));
         }
+        // Answers to early data, held until now.
+        self.after_handshake_data13(hs, v13);
         Step13::Complete
     }
 }
