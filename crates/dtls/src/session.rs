@@ -360,6 +360,53 @@ mod tests {
     }
 
     #[test]
+    fn a_dtls13_session_round_trips_in_format_2_and_format_1_still_reads() {
+        let s = ClientSession {
+            suite: CipherSuite::from(crate::crypto::tls13::Suite13::Aes256GcmSha384),
+            session_id: Vec::new(),
+            ticket: Some(vec![5; 90]),
+            master_secret: [0; 48],
+            server_name: Some("localhost".into()),
+            created_unix: 1_800_000_000,
+            lifetime_secs: 7200,
+            v13: Some(Box::new(ClientTicket13 {
+                suite: crate::crypto::tls13::Suite13::Aes256GcmSha384,
+                psk: zeroize::Zeroizing::new(vec![3; 48]),
+                age_add: 0xdead_beef,
+                max_early_data: 16384,
+                received_ms: 1_800_000_000_123,
+            })),
+        };
+        let bytes = s.to_bytes();
+        assert_eq!(bytes[0], SESSION_FORMAT_13);
+        let back = ClientSession::from_bytes(&bytes).unwrap();
+        assert_eq!(back, s);
+        assert!(back.is_dtls13() && back.max_early_data() == 16384);
+        for n in 0..bytes.len() {
+            assert!(ClientSession::from_bytes(&bytes[..n]).is_err());
+        }
+        let mut wrong_psk = bytes.clone();
+        // The PSK's length follows format, suite and the ticket: a SHA-384 suite needs 48.
+        wrong_psk[1 + 2 + 2 + 90] = 32;
+        assert!(ClientSession::from_bytes(&wrong_psk).is_err());
+        // A file of the first format (a 1.2 session) reads as before; an unknown one is refused.
+        let old: &[u8] = &[
+            1, 0xc0, 0xa8, 0, 0, // format 1, suite, no session ID, no ticket
+        ];
+        let mut old = old.to_vec();
+        old.extend_from_slice(&[9; 48]);
+        old.push(0);
+        old.extend_from_slice(&1_800_000_000u64.to_be_bytes());
+        old.extend_from_slice(&7200u32.to_be_bytes());
+        let read = ClientSession::from_bytes(&old).unwrap();
+        assert!(!read.is_dtls13() && read.master_secret == [9; 48]);
+        assert_eq!(read.to_bytes(), old, "1.2 sessions are written as before");
+        let mut unknown = old.clone();
+        unknown[0] = 3;
+        assert!(ClientSession::from_bytes(&unknown).is_err());
+    }
+
+    #[test]
     fn rotation_keeps_the_previous_key() {
         let mut keys = TicketKeys::new(1, [1; 16]);
         keys.rotate(TicketKey::new(2, [2; 16]));
@@ -717,6 +764,44 @@ mod server_tests {
         assert_eq!(ServerSession::open(&keys, &t, 200).unwrap().psk_identity, b"device-7");
         named.psk_identity = vec![1; MAX_TICKET_IDENTITY + 1];
         assert!(named.seal(&keys.current, [3; 12]).is_none(), "identity too long for a ticket");
+    }
+
+    fn session13(created_ms: u64) -> ServerSession13 {
+        ServerSession13 {
+            suite: crate::crypto::tls13::Suite13::Aes128GcmSha256,
+            psk: zeroize::Zeroizing::new(vec![4; 32]),
+            created_ms,
+            age_add: 77,
+            max_early_data: 1024,
+            client_ip: [1; 16],
+            psk_identity: b"device-7".to_vec(),
+            client_cert: Some(ClientCertificate { anchor: fastshake_pki::AnchorId([2; 32]), not_after: 9 }),
+        }
+    }
+
+    #[test]
+    fn dtls13_tickets_share_the_sealing_but_not_the_state() {
+        let mut keys = TicketKeys::new(1, [1; 16]);
+        let t = session13(100_000).seal(&keys.current, [0; 12]).unwrap();
+        let opened = ServerSession13::open(&keys, &t, 200_000).expect("opens");
+        assert!(opened == session13(100_000));
+        // Neither kind opens as the other.
+        assert!(ServerSession::open(&keys, &t, 200).is_none());
+        let t12 = session(100).seal(&keys.current, [1; 12]).unwrap();
+        assert!(ServerSession13::open(&keys, &t12, 200_000).is_none());
+        for i in 0..t.len() {
+            let mut forged = t.clone();
+            forged[i] ^= 1;
+            assert!(ServerSession13::open(&keys, &forged, 200_000).is_none(), "byte {i}");
+        }
+        // Lifetime (2 h by default) and a clock ahead by at most CLOCK_SKEW_MS.
+        assert!(ServerSession13::open(&keys, &t, 100_000 + 7200 * 1000).is_none(), "expired");
+        assert!(ServerSession13::open(&keys, &t, 100_000 - CLOCK_SKEW_MS).is_some());
+        assert!(ServerSession13::open(&keys, &t, 100_000 - CLOCK_SKEW_MS - 1).is_none(), "from the future");
+        keys.rotate(TicketKey::new(2, [2; 16]));
+        assert!(ServerSession13::open(&keys, &t, 200_000).is_some(), "previous key");
+        keys.rotate(TicketKey::new(3, [3; 16]));
+        assert!(ServerSession13::open(&keys, &t, 200_000).is_none(), "two rotations");
     }
 
     #[test]
