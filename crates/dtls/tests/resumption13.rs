@@ -200,6 +200,7 @@ fn early_data_is_taken_once_and_a_replayed_client_hello_gets_none() {
         }
     });
     assert_eq!(pair.client.send_early_data(b"early hello"), Ok(true), "sent as 0-RTT");
+    assert_eq!(pair.client.send_early_data(&[b'y'; 3000]), Ok(true), "in records that fit the MTU");
     // The next two datagrams to the server: the ClientHello and the early record.
     let first_datagram = pair.sent(Dir::ToServer);
     let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
@@ -210,6 +211,10 @@ fn early_data_is_taken_once_and_a_replayed_client_hello_gets_none() {
     pair.exchange_data(1);
     assert_eq!(pair.server_data().iter().filter(|d| &d[..] == b"early hello").count(), 1);
     assert_eq!(pair.client_data().iter().filter(|d| &d[..] == b"early answer").count(), 1);
+    let data = pair.server_data();
+    let ys: Vec<&Vec<u8>> = data.iter().filter(|d| d.first() == Some(&b'y')).collect();
+    assert_eq!(ys.iter().map(|d| d.len()).sum::<usize>(), 3000);
+    assert!(ys.len() > 1 && pair.log.iter().all(|d| d.payload.len() <= 1500), "split by the MTU");
     pair.on_server_event = Box::new(|_, _, _| {});
     // The early data came before the session was up, in the datagram after the ClientHello.
     let early_at =

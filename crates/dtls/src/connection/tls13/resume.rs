@@ -357,38 +357,36 @@ impl Connection {
     /// resent if lost.
     pub(in crate::connection) fn send_early13(&mut self, data: &[u8]) -> Result<bool, Error> {
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let mtu = self.mtu();
         let Some(v13) = self.v13.as_mut() else { return Err(Error::NotEstablished) };
         let Some(hs) = v13.hs.as_mut() else { return Err(Error::NotEstablished) };
         let r = hs.resume();
-        let fits = data.len() <= r.early_room as usize;
-        let sealed = match r.early_write.as_mut().filter(|_| fits) {
-            Some((keys, seq)) => {
-                let record = super::seal13(
-                    keys,
-                    epoch::EARLY_DATA,
-                    *seq,
-                    ContentType::ApplicationData as u8,
-                    &cid,
-                    &[data],
-                );
+        let mut records = Vec::new();
+        if let Some((keys, seq)) = r.early_write.as_mut().filter(|_| data.len() <= r.early_room as usize) {
+            // A record per datagram, each within the MTU.
+            let max = mtu.saturating_sub(crate::record::sealed_len_with(keys, cid.len(), 0)).max(1);
+            for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
+                let content = ContentType::ApplicationData as u8;
+                let Some(record) = super::seal13(keys, epoch::EARLY_DATA, *seq, content, &cid, &[chunk])
+                else {
+                    records.clear();
+                    break;
+                };
                 *seq += 1;
-                record
-            }
-            None => None,
-        };
-        match sealed {
-            Some(record) => {
-                r.early_room -= data.len() as u32;
-                r.early_sent.push(data.to_vec());
-                self.stats.app_records_sent += 1;
-                self.push_datagram(record);
-                Ok(true)
-            }
-            None => {
-                r.after_handshake.push(data.to_vec());
-                Ok(false)
+                records.push(record);
             }
         }
+        if records.is_empty() {
+            r.after_handshake.push(data.to_vec());
+            return Ok(false);
+        }
+        r.early_room -= data.len() as u32;
+        r.early_sent.push(data.to_vec());
+        for record in records {
+            self.stats.app_records_sent += 1;
+            self.push_datagram(record);
+        }
+        Ok(true)
     }
 
     /// Client: a NewSessionTicket (RFC 8446 §4.6.1) becomes a session to resume, handed out
