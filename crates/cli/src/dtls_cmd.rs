@@ -37,10 +37,10 @@ pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
-    /// or alone, or certificates; no resumption, caching or mobility in 1.3 yet), or both: a
-    /// client offers 1.3 and 1.2 in one ClientHello, a server answers each client in the
-    /// highest version it offers. Default: both for a server; 1.2 for a client, so that a
-    /// fastshake pair keeps resumption, caching and mobility, which 1.3 does not carry yet.
+    /// or alone, or certificates; resumption by ticket and 0-RTT, no caching or mobility in 1.3
+    /// yet), or both: a client offers 1.3 and 1.2 in one ClientHello, a server answers each
+    /// client in the highest version it offers. Default: both for a server; 1.2 for a client,
+    /// so that a fastshake pair keeps caching and mobility, which 1.3 does not carry yet.
     #[arg(long, value_name = "VERSION", value_enum)]
     dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
@@ -98,6 +98,11 @@ pub struct ServerArgs {
     /// Send every application record back to its sender instead of printing it.
     #[arg(long)]
     echo: bool,
+    /// DTLS 1.3: accept up to 16384 bytes of 0-RTT early data from clients resuming a ticket
+    /// (and say so in tickets). Early data can be replayed: each ClientHello's is taken once
+    /// per worker (see --workers); workers and a fleet's nodes do not share that record.
+    #[arg(long)]
+    early_data: bool,
     /// No line per completed handshake or close on standard error (failures, evictions and the
     /// closing counters are still reported): under load those lines cost more than a PSK
     /// handshake's cryptography.
@@ -226,10 +231,17 @@ pub struct ClientArgs {
     #[arg(long, value_name = "NAME")]
     server_name: Option<String>,
     /// Resume the session kept in FILE if there is one; write the session there after a
-    /// handshake that yields one (a full handshake, or a new ticket). Holds the master secret:
-    /// written with mode 0600.
+    /// handshake that yields one (a full handshake, or a new ticket; with --dtls 1.3 the
+    /// server's NewSessionTicket after the handshake). Holds the master secret (1.3: the
+    /// resumption PSK): written with mode 0600.
     #[arg(long, value_name = "FILE")]
     session_file: Option<PathBuf>,
+    /// --dtls 1.3 with --session-file: send the first line of standard input as 0-RTT early
+    /// data with the ClientHello when the session's ticket allows it (RFC 8446 §4.2.10); a
+    /// server that refuses it gets it after the handshake instead. Early data can be replayed
+    /// by an attacker: use it only for a first message that is safe to receive twice.
+    #[arg(long)]
+    early_data: bool,
     /// Handshake caching (seed 003): keep the server's Certificate and CertificateRequest
     /// (RFC 7924) and our client-certificate ticket in FILE, per server, and offer them next
     /// time. Written with mode 0600; a corrupt file is ignored with a warning.
@@ -477,6 +489,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         idle_timeout,
         versions: common.versions(true),
         groups: common.groups(true),
+        max_early_data: if args.early_data { 16 * 1024 } else { 0 },
         ..ServerConfig::default()
     };
     if common.dtls(true) == DtlsArg::V1_3
@@ -684,12 +697,14 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         ..ClientConfig::default()
     };
     if common.dtls(false) == DtlsArg::V1_3
-        && (args.session_file.is_some()
-            || args.cache_file.is_some()
-            || args.mobility != MobilityMode::Standard)
+        && (args.cache_file.is_some() || args.mobility != MobilityMode::Standard)
     {
-        bail!("--dtls 1.3 does not resume, cache or move sessions yet: drop --session-file, --cache-file and --mobility");
+        bail!("--dtls 1.3 does not cache or move sessions yet: drop --cache-file and --mobility");
     }
+    if args.early_data && common.dtls(false) != DtlsArg::V1_3 {
+        bail!("--early-data is DTLS 1.3's: add --dtls 1.3");
+    }
+    let config = ClientConfig { early_data: args.early_data, ..config };
     let wall_clock = Some(Clock::new().wall_clock());
     ClientConfig { wall_clock, ..config.clone() }.validate().context("unusable client configuration")?;
     let session = match &args.session_file {
@@ -720,6 +735,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
                 say!("fastshake client: {refusal} ({in_a_row} of {last} in a row before giving up)");
             }
         })),
+        early_data: None,
     };
     let settings = ClientRun {
         linger: Duration::from_millis(args.linger),
@@ -727,6 +743,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         cache: cache.map(|store| (store, cache_key)),
         rebind_after: args.rebind_after,
         rebind_to: args.rebind_to,
+        early_data: args.early_data,
     };
     runtime()?.block_on(run_client(&args.connect, Arc::new(config), options, settings))
 }
@@ -802,21 +819,33 @@ struct ClientRun<'a> {
     cache: Option<(FileCacheStore, String)>,
     rebind_after: Option<u64>,
     rebind_to: Option<SocketAddr>,
+    /// Send the first line of standard input as 0-RTT early data.
+    early_data: bool,
 }
 
 async fn run_client(
     connect: &str,
     config: Arc<ClientConfig>,
-    options: ClientOptions,
+    mut options: ClientOptions,
     settings: ClientRun<'_>,
 ) -> anyhow::Result<()> {
-    let ClientRun { linger, session_file, mut cache, rebind_after, rebind_to } = settings;
+    let ClientRun { linger, session_file, mut cache, rebind_after, rebind_to, early_data } = settings;
     let mut records_received = 0u64;
     let remote = tokio::net::lookup_host(connect)
         .await
         .with_context(|| format!("cannot resolve {connect}"))?
         .next()
         .with_context(|| format!("{connect} has no address"))?;
+    let mut input = spawn_stdin_reader();
+    let mut input_open = true;
+    if early_data {
+        // The first line goes with the ClientHello (or, refused, after the handshake).
+        match input.recv().await {
+            Some(Ok(line)) => options.early_data = Some(line),
+            Some(Err(error)) => return Err(anyhow::Error::new(error).context("cannot read standard input")),
+            None => input_open = false,
+        }
+    }
     let mut client = DtlsClient::connect(remote, config, options)
         .await
         .with_context(|| format!("DTLS handshake with {remote} failed"))?;
@@ -827,10 +856,9 @@ async fn run_client(
     keep_cache_entry(&mut cache, client.summary())?;
 
     let mut terminate = terminate_signal()?;
-    let mut input = spawn_stdin_reader();
-    let mut input_open = true;
     // Set once standard input ends: replies are still printed until then.
-    let mut linger_until: Option<tokio::time::Instant> = None;
+    let mut linger_until: Option<tokio::time::Instant> =
+        (!input_open).then(|| tokio::time::Instant::now() + linger);
     let mut peer_closed = false;
     loop {
         let linger_done = async {
@@ -864,6 +892,12 @@ async fn run_client(
                 }
                 Some(ClientEvent::PathChanged(to)) => {
                     say!("fastshake client: following the server to {to}");
+                }
+                Some(ClientEvent::SessionTicket(session)) => {
+                    if let Some(path) = session_file {
+                        store_session(path, &session)?;
+                        say!("fastshake client: kept the server's DTLS 1.3 ticket in {}", path.display());
+                    }
                 }
                 Some(ClientEvent::Reconnected(summary)) => {
                     say!(

@@ -63,6 +63,56 @@ fn a_client_that_asks_for_no_ticket_resumes_by_session_id() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// DTLS 1.3: the ticket comes after the handshake; 0-RTT early data.
+
+/// One `fastshake client --dtls 1.3 --early-data` run: the line is written before the
+/// handshake (it goes as early data or, refused, after it); returns stderr and how many times
+/// the echo came back.
+fn early_run(port: u16, args: &[&str], line: &str, summary: &[&str]) -> (String, usize) {
+    let mut client = FASTSHAKE.client_with(port, args);
+    client.write_line(line);
+    client.expect_handshake_without_resend(summary);
+    client.expect_stdout(line);
+    client.finish(&[]);
+    let echoes = client.stdout.text().matches(line).count();
+    (client.stderr.text(), echoes)
+}
+
+#[test]
+fn dtls13_session_file_resumes_and_sends_the_first_line_as_early_data() {
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
+    let mut server_args = pki.fastshake_server_args();
+    server_args.extend(["--dtls", "1.3", "--echo", "--early-data"].map(String::from));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let session_file = pki.scratch("client13.session");
+    let mut client_args = pki.fastshake_client_args();
+    client_args.extend(["--dtls".into(), "1.3".into(), "--session-file".into(), session_file.clone()]);
+
+    let first = FASTSHAKE.echo_run(port, &strs(&client_args), "first run");
+    assert!(first.contains("full (not resumed)"), "{first}");
+    assert!(first.contains("kept the server's DTLS 1.3 ticket"), "{first}");
+    let second = FASTSHAKE.echo_run(port, &strs(&client_args), "second run");
+    assert!(second.contains("resumed by ticket"), "{second}");
+    assert!(!second.contains("0-RTT"), "no early data without --early-data: {second}");
+    server.expect_stderr("resumed by ticket");
+
+    client_args.push("--early-data".into());
+    let (third, echoes) =
+        early_run(port, &strs(&client_args), "early line", &["resumed by ticket, 0-RTT accepted"]);
+    assert_eq!(echoes, 1, "{third}");
+    server.expect_stderr("0-RTT accepted");
+
+    // A server that takes no early data (and, new, cannot open the ticket): the line is refused
+    // as early data and sent after the full handshake, once.
+    let mut plain_args = pki.fastshake_server_args();
+    plain_args.extend(["--dtls", "1.3", "--echo"].map(String::from));
+    let (_plain, plain_port) = FASTSHAKE.server_with(&strs(&plain_args));
+    let (fourth, echoes) = early_run(plain_port, &strs(&client_args), "refused line", &["0-RTT refused"]);
+    assert!(fourth.contains("full (not resumed)"), "{fourth}");
+    assert_eq!(echoes, 1, "{fourth}");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Resumption with OpenSSL and GnuTLS, as real processes.
 
 /// `openssl s_client` to our server: one line echoed, then close; `session` is `-sess_out FILE`

@@ -146,6 +146,10 @@ pub struct ClientConfig {
     pub key_cache: Option<Arc<ValidatedKeyCache>>,
     /// Offer the `session_ticket` extension (RFC 5077).
     pub enable_tickets: bool,
+    /// DTLS 1.3: data given to [`crate::Connection::send_early_data`] goes out as 0-RTT early
+    /// data when the resumed session's ticket allows it (RFC 8446 §4.2.10); off by default.
+    /// Refused early data is sent again once the handshake is over.
+    pub early_data: bool,
     /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, following the server's port.
@@ -228,6 +232,7 @@ impl Default for ClientConfig {
             server_name: None,
             key_cache: None,
             enable_tickets: true,
+            early_data: false,
             wall_clock: None,
             mobility: Mobility::default(),
             cached_info: false,
@@ -430,7 +435,14 @@ pub struct ServerConfig {
     /// The session-ID cache (resumption by ID).
     pub session_cache: SessionCacheConfig,
     /// Ticket keys (RFC 5077); `None` disables tickets. `Endpoint::rotate_ticket_key` rotates.
+    /// DTLS 1.3 sessions get a NewSessionTicket sealed under the same keys (RFC 8446 §4.6.1).
     pub tickets: Option<TicketKeys>,
+    /// DTLS 1.3: the most 0-RTT early data (bytes of plaintext) accepted with a resumed
+    /// session, and announced in tickets (RFC 8446 §4.2.10); 0 (the default) refuses early
+    /// data. Early data can be replayed by an attacker: the endpoint accepts each ClientHello's
+    /// early data once (see `Endpoint`'s replay register), but only an application whose first
+    /// messages are safe to act on twice across a fleet should turn this on.
+    pub max_early_data: u32,
     /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
     pub wall_clock: Option<WallClock>,
     /// Connection ID, return-routability check, port moves (`Endpoint::move_to`).
@@ -498,6 +510,7 @@ impl Default for ServerConfig {
             key_cache: None,
             session_cache: SessionCacheConfig::default(),
             tickets: None,
+            max_early_data: 0,
             wall_clock: None,
             mobility: Mobility::default(),
             cached_info: true,
@@ -570,10 +583,19 @@ impl ServerConfig {
     /// now requires a certificate refuses a session made without one, and a session made with
     /// one needs its chain unexpired and its trust anchor still trusted.
     pub(crate) fn lets_resume(&self, session: &ServerSession, now_unix: u64) -> bool {
+        self.lets_resume_with(session.client_cert.as_ref(), now_unix)
+    }
+
+    /// [`Self::lets_resume`] for a session whose client certificate (if any) is `client_cert`.
+    pub(crate) fn lets_resume_with(
+        &self,
+        client_cert: Option<&crate::session::ClientCertificate>,
+        now_unix: u64,
+    ) -> bool {
         if self.client_auth == ClientAuth::None {
             return true;
         }
-        match &session.client_cert {
+        match client_cert {
             None => self.client_auth == ClientAuth::Optional,
             Some(cert) => {
                 now_unix < cert.not_after

@@ -17,6 +17,7 @@ mod version;
 
 pub(crate) use handshake::hello_id;
 pub(crate) use server::VerifiedHello;
+pub(crate) use tls13::resume as tls13_resume;
 pub(crate) use tls13::VerifiedHello13;
 
 use crate::alert::{AlertDescription, AlertLevel};
@@ -99,6 +100,10 @@ pub enum Event {
         /// The client's address.
         remote: SocketAddr,
     },
+    /// Client, DTLS 1.3: the server issued a ticket after the handshake (NewSessionTicket,
+    /// RFC 8446 §4.6.1). Keep the latest to resume with, as a 1.2 client keeps
+    /// [`HandshakeSummary::session`].
+    SessionTicket(ClientSession),
 }
 
 /// What a completed handshake cost and agreed.
@@ -119,7 +124,11 @@ pub struct HandshakeSummary {
     /// How the session was resumed, if it was.
     pub resumption: Option<Resumption>,
     /// Client: the session to resume later (session ID and/or ticket), when the server issued one.
+    /// DTLS 1.3 tickets come after the handshake, as [`Event::SessionTicket`].
     pub session: Option<ClientSession>,
+    /// DTLS 1.3 0-RTT: `None` when no early data was offered, else whether the server
+    /// accepted it (refused early data was sent again after the handshake).
+    pub early_data: Option<bool>,
     /// Certificates the peer sent (0 with PSK, or a client that sent none).
     pub peer_certificates: usize,
     /// The peer's validated leaf certificate (DER), if it sent one.
@@ -360,9 +369,11 @@ impl Connection {
                 conn.fail(Abort { alert: None, error });
                 return conn;
             }
-            conn.start_client13(now, &config, rng_seed);
+            conn.start_client13(now, &config, rng_seed, session);
             return conn;
         }
+        // A 1.3 session (a ticket and its PSK) means nothing to a 1.2 server.
+        let session = session.filter(|s| !s.is_dtls13());
         let mut hs = Connection::client_handshake(&config, now, remote, rng_seed, session, cached);
         let path = config.mobility.any().then(|| {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
@@ -549,6 +560,7 @@ impl Connection {
             from_cache: finished.from_cache,
             cache_update: finished.cache_update,
             cookie: (!hs.cookie.is_empty()).then(|| hs.cookie.clone()),
+            early_data: None,
         };
         self.phase = Phase::Established;
         self.push_endpoint_event(EndpointEvent::Established { rtt });
@@ -1189,7 +1201,12 @@ impl Connection {
     }
 
     /// Queues `data` as application data, in several records when it exceeds one datagram.
+    /// A DTLS 1.3 server that accepted 0-RTT data holds what it sends before the client's
+    /// Finished (an answer to that data) and sends it once the handshake completes.
     pub fn send(&mut self, data: &[u8]) -> Result<(), Error> {
+        if self.phase == Phase::Handshaking && self.hold_for_handshake13(data) {
+            return Ok(());
+        }
         self.check_can_send()?;
         if self.v13.is_some() {
             return self.send13(data);
@@ -1244,6 +1261,24 @@ impl Connection {
             return Err(Error::NotNegotiated("key updates are DTLS 1.3's"));
         }
         self.update_keys13(now, request_peer)
+    }
+
+    /// DTLS 1.3 client: `data` as 0-RTT early data (RFC 8446 §4.2.10), right after the
+    /// ClientHello, when [`ClientConfig::early_data`] is on and the resumed session's ticket
+    /// allows it: `Ok(true)`. Otherwise (no such ticket, too much data, or the server's answer
+    /// already came) it is kept and sent once the handshake is over: `Ok(false)`. Early data the
+    /// server refuses is sent again after the handshake, so it arrives once either way; the
+    /// summary's `early_data` says which. Early data can be replayed to a server by an attacker
+    /// (the server takes each ClientHello's once): send only what is safe to act on twice.
+    pub fn send_early_data(&mut self, data: &[u8]) -> Result<bool, Error> {
+        if self.phase == Phase::Established {
+            self.send(data)?;
+            return Ok(false);
+        }
+        if self.v13.is_none() || self.client_config().is_none() || self.phase != Phase::Handshaking {
+            return Err(Error::NotEstablished);
+        }
+        self.send_early13(data)
     }
 
     /// Sends close_notify and closes the session.

@@ -26,8 +26,11 @@ pub(crate) struct CookieState {
     pub suite: Suite13,
     /// The group the HelloRetryRequest asked a key share for, if it did.
     pub group: Option<NamedGroup>,
-    /// Hash of the first ClientHello (with the TLS 1.3 message header).
+    /// Hash of the first ClientHello (with the TLS 1.3 message header); empty for a
+    /// ClientHello let in without a cookie exchange (see `early13`).
     pub hello_hash: Vec<u8>,
+    /// Let in without a cookie exchange, and its early data may be taken (never in a cookie).
+    pub zero_rtt: bool,
 }
 
 impl CookieState {
@@ -52,7 +55,7 @@ impl CookieState {
             return None;
         }
         let hello_hash = body.get(5..5 + len)?.to_vec();
-        Some((CookieState { suite, group, hello_hash }, 5 + len))
+        Some((CookieState { suite, group, hello_hash, zero_rtt: false }, 5 + len))
     }
 }
 
@@ -157,6 +160,12 @@ impl Endpoint {
         if ext.cookie13.is_some() {
             self.stats.cookies_rejected += 1;
         }
+        // A resumption with early data from the ticket's own address goes on without a cookie
+        // exchange (RFC 9147 §5.1, see `early13`).
+        if let Some(state) = self.zero_rtt_hello13(now, remote, ch, suite) {
+            self.accept13(now, remote, hello, ch, body, datagram_len, state);
+            return;
+        }
         // The group: ours first among those the client supports; a HelloRetryRequest asks for
         // its key share unless the client sent one.
         let supported: Vec<u16> = ext.supported_groups.map(|g| u16_list(g).collect()).unwrap_or_default();
@@ -170,7 +179,12 @@ impl Endpoint {
         let hash = suite.hash();
         let mut first = transcript_header(HandshakeType::ClientHello, body.len() as u32).to_vec();
         first.extend_from_slice(body);
-        let state = CookieState { suite, group: ask_for, hello_hash: hash.hash(&first).as_ref().to_vec() };
+        let state = CookieState {
+            suite,
+            group: ask_for,
+            hello_hash: hash.hash(&first).as_ref().to_vec(),
+            zero_rtt: false,
+        };
         let mut cookie = state.encode();
         let at = cookie.len();
         cookie.resize(at + COOKIE_LEN, 0);
@@ -216,6 +230,7 @@ impl Endpoint {
             hello: ch,
             datagram_len,
             state,
+            ticket_keys: self.ticket_keys.clone(),
         };
         let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

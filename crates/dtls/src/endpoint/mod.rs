@@ -3,6 +3,7 @@
 //! ID, own socket or client address. Output stays in each connection until the driver polls it,
 //! so a session given its own socket after it was accepted sends everything from there.
 
+mod early13;
 mod hello;
 mod hello13;
 mod incoming;
@@ -130,6 +131,8 @@ pub struct Endpoint {
     client_cert_cache: crate::cache::SharedClientCertCache,
     /// The session-ID cache a fleet shares through the driver's store (off unless asked).
     shared: shared::SharedSessions,
+    /// DTLS 1.3 ClientHellos whose early data was taken (each once).
+    replay13: early13::ReplayRegister,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -194,6 +197,7 @@ impl Endpoint {
             rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
             client_cert_cache: crate::cache::SharedClientCertCache::new(config_clone.client_cert_cache),
             shared: shared::SharedSessions::default(),
+            replay13: early13::ReplayRegister::default(),
         })
     }
 

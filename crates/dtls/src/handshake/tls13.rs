@@ -367,8 +367,6 @@ impl<'a> NewSessionTicket13<'a> {
         Ok(NewSessionTicket13 { lifetime, age_add, nonce, ticket, max_early_data })
     }
 
-    // Sent by the 1.3 tickets and CID updates still to come; the corpus and tests write it now.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn encode(&self, out: &mut Vec<u8>) {
         put_u32(out, self.lifetime);
         put_u32(out, self.age_add);

@@ -18,6 +18,8 @@ const READ_EPOCHS: usize = 3;
 
 /// The 1.3 epochs with fixed meanings (RFC 9147 §6.1).
 pub(crate) mod epoch {
+    /// 0-RTT application data under client_early_traffic_secret.
+    pub const EARLY_DATA: u64 = 1;
     /// The encrypted handshake messages.
     pub const HANDSHAKE: u64 = 2;
     /// The first application traffic keys; key updates count up from here.
@@ -157,7 +159,13 @@ impl RecordLayer13 {
         let end = header_len + header.length as usize;
         let record = &mut data[..end];
         let Some(current) = self.read_epoch() else { return (end, Err(Unopened13::NoKeys)) };
-        let epoch_number = header.full_epoch(current);
+        let mut epoch_number = header.full_epoch(current);
+        // A server reads the client's early data (epoch 1) while it reads epoch 3 already: the
+        // two bits name epoch 1 when its keys are held (RFC 9147 §4.2.2; no other epoch ending
+        // in 01 is held then).
+        if header.epoch_bits == 1 && self.read.iter().any(|e| e.epoch == epoch::EARLY_DATA) {
+            epoch_number = epoch::EARLY_DATA;
+        }
         let Some(read) = self.read.iter_mut().find(|e| e.epoch == epoch_number) else {
             return (end, Err(Unopened13::NoKeys));
         };

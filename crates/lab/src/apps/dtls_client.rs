@@ -322,7 +322,11 @@ impl DtlsClientLoop {
                 Event::Closed => {
                     self.fail(now, "the server closed the session".into(), "Closed by the server".into())
                 }
-                Event::PathChanged(_) | Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
+                Event::PathChanged(_)
+                | Event::Accepted
+                | Event::Evicted { .. }
+                | Event::Refused { .. }
+                | Event::SessionTicket(_) => {}
             }
         }
     }

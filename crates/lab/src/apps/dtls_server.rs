@@ -148,7 +148,7 @@ impl DtlsEchoServer {
                 Event::Closed | Event::Evicted { .. } => {
                     self.sessions.remove(&handle);
                 }
-                Event::Refused { .. } => {}
+                Event::Refused { .. } | Event::SessionTicket(_) => {}
                 Event::Failed(error) => {
                     let ledger = self.sessions.remove(&handle).unwrap_or_default();
                     if error == Error::Closed && ledger.established {

@@ -188,7 +188,8 @@ impl MobileClient {
                 }
                 Event::ApplicationData(data) => self.on_echo(now, &data),
                 Event::PathChanged(_) => self.tally.path_changes += 1,
-                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
+                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } | Event::SessionTicket(_) => {
+                }
                 Event::Closed | Event::Failed(_) => {
                     self.conn = None;
                     self.handshake_from = None;

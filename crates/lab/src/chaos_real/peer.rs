@@ -540,6 +540,8 @@ async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &
                 }
                 Some(ClientEvent::SendFailed(_)) => outcome.send_failures += 1,
                 Some(ClientEvent::PathChanged(_)) | Some(ClientEvent::Reconnected(_)) => outcome.unexpected_events += 1,
+                // A DTLS 1.3 ticket: this peer does not resume across its runs.
+                Some(ClientEvent::SessionTicket(_)) => {}
                 Some(ClientEvent::Closed) => {
                     outcome.session_error = Some("closed by the server".into());
                     return;

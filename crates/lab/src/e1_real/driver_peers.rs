@@ -229,7 +229,7 @@ pub(super) async fn client(
                         sent_once_at = None;
                     }
                 }
-                Some(ClientEvent::PathChanged(_)) | Some(ClientEvent::SendFailed(_)) => {}
+                Some(ClientEvent::PathChanged(_)) | Some(ClientEvent::SendFailed(_)) | Some(ClientEvent::SessionTicket(_)) => {}
                 Some(ClientEvent::Closed) => bail!("the server closed the session"),
                 Some(ClientEvent::Failed(error)) => bail!("the session failed: {error}"),
                 None => bail!("the client driver stopped"),

@@ -391,7 +391,7 @@ impl Run<'_> {
                     self.out.refused_while_established += 1;
                 }
             }
-            Event::PathChanged(_) => {}
+            Event::PathChanged(_) | Event::SessionTicket(_) => {}
         }
     }
 

@@ -69,6 +69,10 @@ pub struct ClientOptions {
     /// listens at the server's address), before [`crate::icmp::REFUSALS_TO_GIVE_UP`] refusals in
     /// a row end it with [`DriverError::Refused`].
     pub on_refused: Option<RefusalHook>,
+    /// DTLS 1.3: the first record, given to the engine as 0-RTT early data right after the
+    /// ClientHello ([`Connection::send_early_data`]: early data if the configuration and the
+    /// session's ticket allow it, else sent once the handshake is over; once either way).
+    pub early_data: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -81,6 +85,7 @@ impl fmt::Debug for ClientOptions {
             .field("reconnect", &self.reconnect)
             .field("cached", &self.cached)
             .field("on_refused", &self.on_refused.is_some())
+            .field("early_data", &self.early_data.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -102,6 +107,9 @@ pub enum ClientEvent {
     /// A new session replaced the old one (after `app_timeout` or [`DtlsClient::reconnect`]), and
     /// the records sent since the last record received were sent again on it.
     Reconnected(Box<HandshakeSummary>),
+    /// DTLS 1.3: the server issued a ticket after the handshake; a reconnection resumes it, and
+    /// an application that keeps sessions across runs keeps the latest.
+    SessionTicket(ClientSession),
 }
 
 enum ClientCommand {
@@ -336,8 +344,9 @@ impl ClientDriver {
         let clock = Clock::new();
         let started = clock.now();
         let config = client_config_with_clock(config, &clock);
-        let ClientOptions { trace, session, app_timeout, reconnect, cached, on_refused, .. } = options;
-        let connection = Connection::client_with_cache(
+        let ClientOptions { trace, session, app_timeout, reconnect, cached, on_refused, early_data, .. } =
+            options;
+        let mut connection = Connection::client_with_cache(
             Arc::clone(&config),
             started,
             server,
@@ -345,6 +354,10 @@ impl ClientDriver {
             session.clone(),
             cached.clone(),
         );
+        if let Some(data) = &early_data {
+            // Not sent as early data: kept by the engine for after the handshake.
+            let _ = connection.send_early_data(data);
+        }
         ClientDriver {
             clock,
             config,
@@ -528,6 +541,10 @@ impl ClientDriver {
                 }
                 Event::PathChanged(remote) => {
                     let _ = self.events.send(ClientEvent::PathChanged(remote));
+                }
+                Event::SessionTicket(session) => {
+                    self.last_session = Some(session.clone());
+                    let _ = self.events.send(ClientEvent::SessionTicket(session));
                 }
                 // Only an endpoint accepts, evicts and refuses.
                 Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}

@@ -49,6 +49,15 @@ pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
     }
 }
 
+/// DTLS 1.3 0-RTT, as the summary line says it ("" when no early data was offered).
+pub fn early_data_text(summary: &HandshakeSummary) -> &'static str {
+    match summary.early_data {
+        Some(true) => ", 0-RTT accepted",
+        Some(false) => ", 0-RTT refused (sent again after the handshake)",
+        None => "",
+    }
+}
+
 /// What a handshake took from a cache, as the summary line says it ("" when nothing).
 pub fn cache_text(summary: &HandshakeSummary) -> String {
     let used = &summary.from_cache;
@@ -93,10 +102,11 @@ pub fn summary_line(summary: &HandshakeSummary) -> String {
         )
     });
     format!(
-        "handshake done: {}{}, {}, {}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
+        "handshake done: {}{}, {}{}, {}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
         summary.suite.iana_name(),
         version_text(summary),
         resumption_text(summary),
+        early_data_text(summary),
         if summary.extended_master_secret {
             "with extended master secret"
         } else {

@@ -223,6 +223,8 @@ impl ServerDriver {
                 Event::Refused { remote } => {
                     let _ = self.events.send(ServerEvent::Refused { remote });
                 }
+                // A client's alone.
+                Event::SessionTicket(_) => {}
                 // Remember the peer of a new connection now, so that a handshake failing before
                 // it completes can still be reported with the client's address.
                 Event::Accepted => {

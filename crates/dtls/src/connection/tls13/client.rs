@@ -14,10 +14,9 @@ use crate::connection::handshake::{agree, ephemeral, EcdheSecret, SCHEMES};
 use crate::connection::{Connection, Event, Phase};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::handshake::{
-    binders_block_len, certificate_verify_message, hrr_selected_group, is_hello_retry_request,
-    parse_certificate13, parse_certificate_verify, parse_encrypted_extensions, patch_binders,
-    selected_identity, selected_version, server_share, ClientHello, HandshakeType, NamedGroup, OutExtensions,
-    PskOffer, ServerHello, DTLS_1_3, PSK_DHE_KE, PSK_KE,
+    certificate_verify_message, hrr_selected_group, is_hello_retry_request, parse_certificate13,
+    parse_certificate_verify, parse_encrypted_extensions, selected_version, server_share, ClientHello,
+    HandshakeType, NamedGroup, OutExtensions, PskOffer, ServerHello, DTLS_1_3, PSK_DHE_KE, PSK_KE,
 };
 use crate::record::{epoch, RecordLayer13, DTLS_1_2};
 use fastshake_core::Instant;
@@ -118,6 +117,7 @@ impl Connection {
         now: Instant,
         config: &Arc<ClientConfig>,
         rng_seed: [u8; 32],
+        session: Option<crate::session::ClientSession>,
     ) {
         use rand_core::SeedableRng;
         let last_rtt = match config.retransmit {
@@ -132,6 +132,7 @@ impl Connection {
         );
         let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
         let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
+        Self::offer_session13(&mut hs, session);
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
         self.hello_id = crate::connection::hello_id(&random);
@@ -160,7 +161,14 @@ impl Connection {
         config: &ClientConfig,
         state: &mut ExpectServerHello13,
     ) {
-        let body = client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript);
+        // PSKs: a 1.3 session's ticket, then the external PSK (RFC 8446 §4.2.11).
+        Self::client_psks13(now, hs, config);
+        let early = Self::offers_early13(hs, config);
+        let offer = hs.resume.as_deref();
+        let body = client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript, offer, early);
+        if early {
+            Self::start_early13(hs, &body);
+        }
         state.hello = body.clone();
         hs.begin_flight();
         hs.push_message(0, HandshakeType::ClientHello, body, false);
@@ -190,6 +198,7 @@ impl Connection {
                 {
                     return Err(Abort::alert(AlertDescription::IllegalParameter));
                 }
+                Self::early_answer13(hs, ext.early_data.is_some())?;
                 hs.transcript.add(msg_type, body);
                 if k.psk {
                     ClientStep13::ExpectFinished(k, None)
@@ -310,16 +319,7 @@ impl Connection {
         if !sh.session_id.is_empty() {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
-        let psk = match sh.extensions.pre_shared_key {
-            Some(data) => {
-                let index = selected_identity(data).map_err(Abort::decode)?;
-                if index != 0 || config.psk.is_none() {
-                    return Err(Abort::alert(AlertDescription::IllegalParameter));
-                }
-                config.psk.as_ref()
-            }
-            None => None,
-        };
+        let psk = Self::selected_psk13(hs, suite, sh.extensions.pre_shared_key)?;
         let (shared, group) = match sh.extensions.key_share {
             Some(data) => {
                 let entry = server_share(data).map_err(Abort::decode)?;
@@ -344,7 +344,7 @@ impl Connection {
         }
         hs.transcript.start_hashing(suite.hash());
         hs.transcript.add(HandshakeType::ServerHello, body);
-        let mut schedule = KeySchedule::new(suite.hash(), PREFIX, psk.map(|p| &p.key[..]));
+        let mut schedule = KeySchedule::new(suite.hash(), PREFIX, psk.as_deref().map(|k| &k[..]));
         schedule.into_handshake(shared.as_deref().map(|s| &s[..]));
         let th = hs.transcript.current(suite.hash());
         let client_hs = schedule.derive(b"c hs traffic", th.as_ref());
@@ -420,13 +420,17 @@ impl Connection {
         record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
         v13.record = record;
         let mut secrets = super::AppSecrets::new(k.suite, client_ap, server_ap);
+        // Through our Finished (RFC 8446 §7.1): the server's tickets derive from it.
+        secrets.resumption = Some(k.schedule.derive(b"res master", hs.transcript.current(hash).as_ref()));
         secrets.next_message_seq = hs.next_message_seq;
         secrets.peer_next_message_seq = hs.reassembler.next_seq();
         v13.secrets = Some(secrets);
         hs.received.clear();
         self.phase = Phase::Established;
-        let summary = self.summary13(now, hs, k.suite, k.group, server);
+        let mut summary = self.summary13(now, hs, k.suite, k.group, server);
+        Self::resumption_summary13(hs, &mut summary);
         self.push_event(Event::Connected(summary));
+        self.after_handshake_data13(hs, v13);
         Ok(Step13::Complete)
     }
 
@@ -469,6 +473,7 @@ impl Connection {
             from_cache: Default::default(),
             cache_update: None,
             cookie: hs.cookie.clone(),
+            early_data: None,
         }
     }
 }
@@ -482,6 +487,8 @@ pub(in crate::connection) fn client_hello13(
     cookie13: Option<&[u8]>,
     legacy_cookie: &[u8],
     prefix: &Transcript13,
+    resume: Option<&super::resume::Resume13>,
+    early: bool,
 ) -> Vec<u8> {
     let legacy = state.legacy.as_deref();
     let mut suites: Vec<u16> = Connection::suites13(config).iter().map(|s| s.id()).collect();
@@ -491,8 +498,18 @@ pub(in crate::connection) fn client_hello13(
     let certificates = config.trust_anchors.is_some();
     let server_name =
         config.server_name.as_deref().filter(|n| n.parse::<std::net::IpAddr>().is_err()).map(str::as_bytes);
-    let identities: Vec<(&[u8], u32)> = config.psk.iter().map(|p| (&p.identity[..], 0u32)).collect();
-    let binder_lens = [32usize];
+    // The PSKs: a session's ticket and the external PSK as `resume` holds them, else the
+    // external PSK alone.
+    let external;
+    let offered = match resume {
+        Some(r) => r.offered(),
+        None => {
+            external = super::resume::external_offer(config);
+            &external[..]
+        }
+    };
+    let identities: Vec<(&[u8], u32)> = offered.iter().map(|p| (p.identity(), p.age())).collect();
+    let binder_lens: Vec<usize> = offered.iter().map(|p| p.binder_len()).collect();
     // Without groups only psk_ke can work (RFC 8446 §4.2.9), and key_share and supported_groups
     // say nothing.
     let modes: &[u8] = if groups.is_empty() { &[PSK_KE] } else { &[PSK_DHE_KE, PSK_KE] };
@@ -515,37 +532,16 @@ pub(in crate::connection) fn client_hello13(
         signature_algorithms: (ecc.is_none() && certificates).then_some(&SCHEMES[..]),
         key_shares: (!groups.is_empty()).then_some(&key_shares[..]),
         cookie13,
-        psk_key_exchange_modes: config.psk.is_some().then_some(modes),
-        psk_offer: config
-            .psk
-            .is_some()
+        psk_key_exchange_modes: (!identities.is_empty()).then_some(modes),
+        psk_offer: (!identities.is_empty())
             .then_some(PskOffer { identities: &identities, binder_lens: &binder_lens }),
+        early_data: early,
         ..Default::default()
     };
     let session_id = legacy.map_or(&[][..], |l| &l.session_id[..]);
     let mut body = Vec::with_capacity(256);
     ClientHello::encode_with(&mut body, &state.random, session_id, legacy_cookie, &suites, &ext);
-    if let Some(psk) = &config.psk {
-        let hash = crate::crypto::tls13::SuiteHash::Sha256;
-        let truncated = body.len() - binders_block_len(&binder_lens);
-        let header = crate::handshake::transcript_header(HandshakeType::ClientHello, body.len() as u32);
-        let digest = match prefix {
-            Transcript13::Hashing(ctx) => {
-                let mut ctx = ctx.clone();
-                ctx.update(&header);
-                ctx.update(&body[..truncated]);
-                ctx.finish()
-            }
-            Transcript13::Pending(raw) => {
-                let mut partial = raw.clone();
-                partial.extend_from_slice(&header);
-                partial.extend_from_slice(&body[..truncated]);
-                hash.hash(&partial)
-            }
-        };
-        let schedule = KeySchedule::new(hash, PREFIX, Some(&psk.key));
-        let binder = schedule.verify_data(&schedule.binder_key(true), digest.as_ref());
-        patch_binders(&mut body, &[binder.as_ref()]);
-    }
+    // The binders cover what `prefix` holds and the hello up to them (RFC 8446 §4.2.11.2).
+    super::resume::write_binders(offered, prefix, &mut body);
     body
 }

@@ -8,6 +8,7 @@
 //! the timer is the same [`RetransmitTimer`] as DTLS 1.2's.
 
 mod client;
+pub(crate) mod resume;
 mod server;
 
 pub(super) use client::{client_hello13, ClientStep13, ExpectServerHello13, Legacy12};
@@ -219,6 +220,8 @@ pub(super) struct Handshake13 {
     pub post_handshake: bool,
     /// Server: the client's application records that came before its Finished.
     pub early_data: Vec<Vec<u8>>,
+    /// Resumption and 0-RTT, when either is in play.
+    resume: Option<Box<resume::Resume13>>,
 }
 
 /// Protected records kept before their keys exist, and their bytes.
@@ -256,6 +259,8 @@ pub(super) struct AppSecrets {
     /// message_seq of our next handshake message, and the peer's next one expected.
     pub next_message_seq: u16,
     pub peer_next_message_seq: u16,
+    /// resumption_master_secret (RFC 8446 §7.1): tickets' PSKs derive from it.
+    pub resumption: Option<zeroize::Zeroizing<Vec<u8>>>,
 }
 
 impl AppSecrets {
@@ -272,6 +277,7 @@ impl AppSecrets {
             read_epoch: epoch::APPLICATION,
             next_message_seq: 0,
             peer_next_message_seq: 0,
+            resumption: None,
         })
     }
 }
@@ -312,6 +318,7 @@ impl Handshake13 {
             ack_now: false,
             post_handshake: false,
             early_data: Vec::new(),
+            resume: None,
         })
     }
 
@@ -799,6 +806,11 @@ impl Connection {
         plaintext: &[u8],
         on_data: &mut DataSink<'_>,
     ) {
+        // Epoch 1 carries early application data only (RFC 9147 §5.6: no EndOfEarlyData).
+        if number.epoch == epoch::EARLY_DATA && content_type != ContentType::ApplicationData as u8 {
+            self.stats.records_dropped += 1;
+            return;
+        }
         match content_type {
             t if t == ContentType::Handshake as u8 => {
                 let hs = match v13.hs.take() {
@@ -859,8 +871,19 @@ impl Connection {
                 }
             }
             t if t == ContentType::ApplicationData as u8 => {
-                if number.epoch < epoch::APPLICATION {
+                // Accepted 0-RTT data is the client's to act on now (RFC 8446 §4.2.10); the
+                // endpoint let its ClientHello in once.
+                let early = number.epoch == epoch::EARLY_DATA && Self::take_early13(v13, plaintext.len());
+                if number.epoch < epoch::APPLICATION && !early {
                     self.stats.records_dropped += 1;
+                    return;
+                }
+                if early {
+                    self.stats.app_records_received += 1;
+                    match on_data {
+                        Some(f) => f(plaintext),
+                        None => self.push_event(Event::ApplicationData(plaintext.to_vec())),
+                    }
                     return;
                 }
                 if self.phase != Phase::Established {
@@ -984,11 +1007,10 @@ impl Connection {
                     HandshakeType::KeyUpdate if self.phase == Phase::Established => {
                         self.on_key_update13(now, hs, v13, body)
                     }
-                    // A NewSessionTicket (resumption in 1.3 is not built yet) is acknowledged
-                    // and dropped; anything else here is out of place.
-                    HandshakeType::NewSessionTicket => {
-                        hs.ack_now = true;
-                        Ok(())
+                    HandshakeType::NewSessionTicket
+                        if self.phase == Phase::Established && self.client_config().is_some() =>
+                    {
+                        self.on_new_session_ticket13(now, hs, v13, body)
                     }
                     _ => Err(Abort::unexpected()),
                 }

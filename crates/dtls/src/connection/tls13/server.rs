@@ -18,8 +18,8 @@ use crate::endpoint::{hello_retry_request, CookieState};
 use crate::handshake::{
     certificate_verify_message, client_shares, encode_certificate13, encode_encrypted_extensions,
     encode_signed, parse_certificate13, parse_certificate_verify, psk_modes_allow, u16_list,
-    CertificateRequest13, ClientHello, HandshakeType, NamedGroup, OfferedPsks, OutExtensions, ServerHello,
-    DTLS_1_3, PSK_DHE_KE, PSK_KE,
+    CertificateRequest13, ClientHello, HandshakeType, NamedGroup, OutExtensions, ServerHello, DTLS_1_3,
+    PSK_DHE_KE, PSK_KE,
 };
 use crate::record::{epoch, RecordLayer13, MAX_SEQ};
 use fastshake_core::Instant;
@@ -37,6 +37,8 @@ pub(crate) struct VerifiedHello13<'a> {
     pub datagram_len: usize,
     /// What the cookie carried.
     pub state: CookieState,
+    /// The endpoint's ticket keys (they rotate): tickets are opened and sealed with them.
+    pub ticket_keys: Option<crate::session::TicketKeys>,
 }
 
 /// Where a 1.3 server's handshake is: the message each state awaits is in its name.
@@ -57,6 +59,9 @@ pub(in crate::connection) struct AwaitClient {
     psk_identity: Option<Vec<u8>>,
     client_certificates: usize,
     client_leaf: Option<CertDer>,
+    /// What a ticket keeps of the client's chain: the one validated now or, resumed, the
+    /// ticket's.
+    client_cert: Option<crate::session::ClientCertificate>,
     /// The application traffic secrets (ours to write, the client's to read), kept for key
     /// updates once the session is up.
     secrets: Box<super::AppSecrets>,
@@ -83,7 +88,10 @@ impl Connection {
         );
         let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
         let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
-        hs.hello_retry = true;
+        // No hash of a first ClientHello: the endpoint let this one in without a
+        // HelloRetryRequest (a resumption with early data, see `endpoint::early13`).
+        hs.hello_retry = !hello.state.hello_hash.is_empty();
+        Self::keep_ticket_keys13(&mut hs, hello.ticket_keys.clone());
         hs.epoch0_write_seq = if hello.record_seq < MAX_SEQ / 2 { hello.record_seq + 1 } else { 0 };
         // Our messages continue the numbering the HelloRetryRequest began (RFC 9147 §5.2).
         hs.next_message_seq = hello.message_seq;
@@ -123,49 +131,26 @@ impl Connection {
         if !ch.suites().any(|s| s == suite.id()) || !ch.session_id.is_empty() && ch.session_id.len() > 32 {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
-        // The transcript: the first ClientHello's hash, the HelloRetryRequest, this ClientHello.
-        let cookie = ext.cookie13.ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
-        let hrr = hello_retry_request(&[], &hello.state, cookie);
+        // The transcript: the first ClientHello's hash, the HelloRetryRequest, this ClientHello
+        // (or this ClientHello alone, let in without a HelloRetryRequest).
         let mut ctx = ring::digest::Context::new(hash.digest_algorithm());
-        ctx.update(&crate::handshake::message_hash_prefix(hash.len() as u8));
-        ctx.update(&hello.state.hello_hash);
-        hs.transcript = Transcript13::Hashing(ctx);
-        hs.transcript.add(HandshakeType::ServerHello, &hrr);
-        // An external PSK the client named, its binder checked (RFC 8446 §4.2.11.2).
-        let modes = ext.psk_key_exchange_modes.unwrap_or(&[]);
-        let mut psk: Option<(&crate::config::Psk, u16)> = None;
-        if let Some(data) = ext.pre_shared_key {
-            if !ext.pre_shared_key_last {
-                return Err(Abort::alert(AlertDescription::IllegalParameter));
-            }
-            let offered = OfferedPsks::parse(data).map_err(Abort::decode)?;
-            let found = offered.identities.iter().enumerate().find_map(|(i, (identity, _))| {
-                config.psks.iter().find(|p| p.identity == *identity).map(|p| (p, i))
-            });
-            if let Some((key, index)) = found {
-                if modes.is_empty() {
-                    return Err(Abort::alert(AlertDescription::MissingExtension));
-                }
-                let truncated = &hello.body[..hello.body.len() - offered.binders_len];
-                let mut partial = match &hs.transcript {
-                    Transcript13::Hashing(ctx) => ctx.clone(),
-                    Transcript13::Pending(_) => return Err(Abort::unexpected()),
-                };
-                partial.update(&crate::handshake::transcript_header(
-                    HandshakeType::ClientHello,
-                    hello.body.len() as u32,
-                ));
-                partial.update(truncated);
-                let schedule = KeySchedule::new(hash, PREFIX, Some(&key.key));
-                let expected = schedule.verify_data(&schedule.binder_key(true), partial.finish().as_ref());
-                let binder = offered.binders.get(index).copied().unwrap_or(&[]);
-                if !bool::from(subtle::ConstantTimeEq::ct_eq(expected.as_ref(), binder)) {
-                    return Err(Abort::alert(AlertDescription::DecryptError));
-                }
-                psk = Some((key, index as u16));
-            }
+        if hs.hello_retry {
+            let cookie = ext.cookie13.ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+            let hrr = hello_retry_request(&[], &hello.state, cookie);
+            ctx.update(&crate::handshake::message_hash_prefix(hash.len() as u8));
+            ctx.update(&hello.state.hello_hash);
+            hs.transcript = Transcript13::Hashing(ctx);
+            hs.transcript.add(HandshakeType::ServerHello, &hrr);
+        } else {
+            hs.transcript = Transcript13::Hashing(ctx);
         }
+        // An external PSK the client named or a ticket of ours, its binder checked (RFC 8446
+        // §4.2.11.2).
+        let modes = ext.psk_key_exchange_modes.unwrap_or(&[]);
+        let chosen = self.choose_psk13(now, hs, config, hello, hash)?;
+        let psk = chosen.as_ref().map(|c| (&c.key[..], c.index));
         hs.transcript.add(HandshakeType::ClientHello, hello.body);
+        let early = self.accept_early13(hs, record, config, hello, chosen.as_ref(), suite);
         if psk.is_none() && config.certified_key.is_none() {
             // The client named no PSK of ours and this server has no certificate.
             return Err(Abort::alert(AlertDescription::UnknownPskIdentity));
@@ -202,7 +187,7 @@ impl Connection {
         ServerHello::encode13(&mut server_hello, &random, &[], suite.id(), &sh_ext);
         hs.begin_flight();
         hs.push_message(0, HandshakeType::ServerHello, server_hello, true);
-        let mut schedule = KeySchedule::new(hash, PREFIX, psk.map(|(p, _)| &p.key[..]));
+        let mut schedule = KeySchedule::new(hash, PREFIX, psk.map(|(key, _)| key));
         schedule.into_handshake(shared.as_deref().map(|s| &s[..]));
         let th = hs.transcript.current(hash);
         let client_hs = schedule.derive(b"c hs traffic", th.as_ref());
@@ -210,7 +195,10 @@ impl Connection {
         hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &server_hs));
         record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &client_hs));
         let mut encrypted = Vec::new();
-        encode_encrypted_extensions(&mut encrypted, &OutExtensions::default());
+        encode_encrypted_extensions(
+            &mut encrypted,
+            &OutExtensions { early_data: early, ..Default::default() },
+        );
         hs.push_message(epoch::HANDSHAKE, HandshakeType::EncryptedExtensions, encrypted, true);
         let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
         if psk.is_none() {
@@ -254,9 +242,10 @@ impl Connection {
             schedule,
             client_hs,
             group,
-            psk_identity: psk.map(|(p, _)| p.identity.clone()),
+            psk_identity: chosen.as_ref().map(|c| c.identity.clone()),
             client_certificates: 0,
             client_leaf: None,
+            client_cert: chosen.as_ref().and_then(|c| c.ticket.as_ref()).and_then(|t| t.client_cert),
             secrets: super::AppSecrets::new(suite, server_ap, client_ap),
         };
         Ok(Step13::Server(Box::new(if ask_certificate {
@@ -298,6 +287,10 @@ impl Connection {
                     .map_err(Abort::peer)?;
                     w.client_certificates = chain.len();
                     w.client_leaf = chain.into_iter().next();
+                    w.client_cert = Some(crate::session::ClientCertificate {
+                        anchor: verified.anchor,
+                        not_after: verified.not_after_unix,
+                    });
                     ServerStep13::ExpectCertificateVerify(w, verified.key)
                 }
             }
@@ -337,17 +330,23 @@ impl Connection {
     ) -> Step13 {
         w.secrets.next_message_seq = hs.next_message_seq;
         w.secrets.peer_next_message_seq = hs.reassembler.next_seq();
+        let resumption = w.schedule.derive(b"res master", hs.transcript.current(w.suite.hash()).as_ref());
         v13.secrets = Some(w.secrets);
         hs.flight.timer.on_answer(now, self.stats.bytes_received);
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
         self.send_ack13(hs, &mut v13.record);
+        if let Some(config) = self.server_config().cloned() {
+            let identity = w.psk_identity.clone().unwrap_or_default();
+            self.issue_ticket13(now, hs, v13, &config, &resumption, identity, w.client_cert);
+        }
         // Nothing of ours awaits an acknowledgement: the handshake state goes with this datagram.
         hs.post_handshake = true;
         self.phase = Phase::Established;
         let rtt = hs.flight.timer.estimate();
         self.push_endpoint_event(EndpointEvent::Established { rtt });
         let mut summary = self.summary13(now, hs, w.suite, w.group, None);
+        Self::resumption_summary13(hs, &mut summary);
         summary.peer_certificates = w.client_certificates;
         summary.peer_leaf = w.client_leaf;
         summary.psk_identity = w.psk_identity.unwrap_or_default();
@@ -356,6 +355,8 @@ impl Connection {
             self.stats.app_records_received += 1;
             self.push_event(Event::ApplicationData(data));
         }
+        // Answers to early data, held until now.
+        self.after_handshake_data13(hs, v13);
         Step13::Complete
     }
 }

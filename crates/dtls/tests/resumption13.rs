@@ -1,0 +1,306 @@
+//! DTLS 1.3 resumption and 0-RTT on the in-memory pair: the NewSessionTicket after the
+//! handshake, resumption without certificates, at another endpoint holding the same ticket keys
+//! (a fleet), across one key rotation; tampered, foreign and expired tickets cost a full
+//! handshake; early data taken once, a replayed ClientHello's refused, and refused early data
+//! delivered after the handshake, once.
+
+use fastshake_dtls::{
+    ClientConfig, ClientSession, Endpoint, Event, HandshakeSummary, Instant, Resumption, ServerConfig,
+    TicketKey, TicketKeys, TrustAnchors, Versions, WallClock,
+};
+use fastshake_pki::generate::{generate, KeyKind, TestPki};
+use fastshake_testkit::dtls::*;
+use fastshake_testkit::net::{Dir, Fate};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const PKI_TIME: u64 = 1_800_000_000;
+const CLOCK: Option<WallClock> = Some(WallClock { at: Instant::ZERO, unix_secs: PKI_TIME + 60 });
+
+fn pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| generate(3, KeyKind::P256, &[], PKI_TIME, 2).unwrap())
+}
+
+fn keys() -> TicketKeys {
+    TicketKeys::new(1, [7; 16])
+}
+
+fn psk_client() -> ClientConfig {
+    ClientConfig { versions: Versions::Dtls13, wall_clock: CLOCK, ..client_config() }
+}
+
+fn psk_server() -> ServerConfig {
+    ServerConfig { versions: Versions::Dtls13, tickets: Some(keys()), wall_clock: CLOCK, ..server_config() }
+}
+
+fn cert_client() -> ClientConfig {
+    ClientConfig {
+        versions: Versions::Dtls13,
+        trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki().ca_pem().as_bytes()).unwrap())),
+        server_name: Some("localhost".into()),
+        wall_clock: CLOCK,
+        ..Default::default()
+    }
+}
+
+fn cert_server() -> ServerConfig {
+    ServerConfig {
+        versions: Versions::Dtls13,
+        certified_key: Some(Arc::new(pki().server_certified_key().unwrap())),
+        tickets: Some(keys()),
+        wall_clock: CLOCK,
+        ..Default::default()
+    }
+}
+
+fn early_client() -> ClientConfig {
+    ClientConfig { early_data: true, ..cert_client() }
+}
+
+fn early_server() -> ServerConfig {
+    ServerConfig { max_early_data: 4096, ..cert_server() }
+}
+
+/// The tickets the client received so far.
+fn tickets(pair: &Pair) -> Vec<ClientSession> {
+    pair.client_events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SessionTicket(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A full handshake, then the ticket that follows it (once: the ACK stops its retransmission).
+fn first_session(pair: &mut Pair) -> (HandshakeSummary, ClientSession) {
+    let (c, s) = pair.handshake(MINUTE).expect("full handshake");
+    assert_eq!((c.resumed, s.resumed), (false, false));
+    assert!(c.session.is_none(), "a 1.3 ticket comes after the handshake");
+    pair.run_for(Duration::from_secs(5));
+    let issued = tickets(pair);
+    assert_eq!(issued.len(), 1, "one NewSessionTicket, received once");
+    let server = pair.server.connection(pair.server_handle()).expect("the server's session");
+    assert!(!server.holds_handshake_state(), "the ticket's ACK freed the server's state");
+    assert!(issued[0].is_dtls13());
+    (c, issued[0].clone())
+}
+
+/// A new client on a fresh port (same IP) offering `session`, events cleared.
+fn reconnect(pair: &mut Pair, config: ClientConfig, session: Option<ClientSession>, seed: u8) {
+    let port = pair.client_addr.port() + 1;
+    pair.client_addr.set_port(port);
+    pair.resume_client(config, session, seed);
+    pair.server_events.clear();
+}
+
+fn resumed(c: &HandshakeSummary, s: &HandshakeSummary) -> bool {
+    let both = c.resumed && s.resumed;
+    assert_eq!(both, c.resumption == Some(Resumption::Ticket) && s.resumption == Some(Resumption::Ticket));
+    assert_eq!(c.resumed, s.resumed, "both sides agree");
+    both
+}
+
+#[test]
+fn a_ticket_resumes_without_certificates_and_with_fewer_bytes() {
+    let mut pair = Pair::new(cert_client(), cert_server());
+    let (full, session) = first_session(&mut pair);
+    assert_eq!(full.peer_certificates, 3);
+    // Through bytes, as a session file keeps it.
+    let bytes = session.to_bytes();
+    let session = ClientSession::from_bytes(&bytes).expect("the bytes read back");
+    assert_eq!(session.to_bytes(), bytes);
+    reconnect(&mut pair, cert_client(), Some(session), 2);
+    let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+    assert_eq!((c.peer_certificates, c.peer_leaf.is_some()), (0, false), "no Certificate on resumption");
+    assert!(c.bytes_received < full.bytes_received / 2, "{} vs {}", c.bytes_received, full.bytes_received);
+    assert_eq!(c.early_data, None);
+    pair.exchange_data(3);
+    // The resumed session gets a ticket of its own, which resumes too.
+    pair.run_for(Duration::from_secs(5));
+    let next = tickets(&pair).pop().expect("a ticket after the resumed handshake");
+    assert_ne!(next.to_bytes(), bytes);
+    reconnect(&mut pair, cert_client(), Some(next), 3);
+    let (c, s) = pair.handshake(MINUTE).expect("resumed again");
+    assert!(resumed(&c, &s));
+}
+
+#[test]
+fn a_psk_session_resumes_at_another_endpoint_with_the_fleets_keys_only() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    let (_, session) = first_session(&mut pair);
+    for (keys, resumes) in [(keys(), true), (TicketKeys::new(1, [8; 16]), false)] {
+        let config = ServerConfig { tickets: Some(keys.clone()), ..psk_server() };
+        pair.server = Endpoint::new(Arc::new(config), [9; 32]).expect("a valid configuration");
+        reconnect(&mut pair, psk_client(), Some(session.clone()), 3);
+        let (c, s) = pair.handshake(MINUTE).expect("a handshake either way");
+        assert_eq!(resumed(&c, &s), resumes, "{keys:?}");
+        // Resumed or not, the keys are the external PSK's (and the ticket says whose).
+        assert_eq!(s.psk_identity, PSK_ID);
+        pair.exchange_data(2);
+    }
+}
+
+#[test]
+fn one_key_rotation_keeps_tickets_two_do_not() {
+    let mut pair = Pair::new(cert_client(), cert_server());
+    let (_, session) = first_session(&mut pair);
+    pair.server.rotate_ticket_key(TicketKey::new(2, [8; 16]));
+    reconnect(&mut pair, cert_client(), Some(session.clone()), 2);
+    let (c, s) = pair.handshake(MINUTE).expect("handshake");
+    assert!(resumed(&c, &s), "the previous key still opens");
+    pair.server.rotate_ticket_key(TicketKey::new(3, [9; 16]));
+    reconnect(&mut pair, cert_client(), Some(session), 3);
+    let (c, s) = pair.handshake(MINUTE).expect("handshake");
+    assert!(!resumed(&c, &s), "a key two rotations old no longer opens");
+    assert_eq!(c.peer_certificates, 3, "a full handshake with certificates");
+}
+
+#[test]
+fn tampered_and_expired_tickets_fall_back_to_full_handshakes() {
+    let mut pair = Pair::new(cert_client(), cert_server());
+    let (_, session) = first_session(&mut pair);
+    let bytes = session.to_bytes();
+    // The ticket follows the format byte, the suite and its length.
+    for at in [5, 5 + 4, 5 + 20, 5 + 40] {
+        let mut tampered = bytes.clone();
+        tampered[at] ^= 0x01;
+        let forged = ClientSession::from_bytes(&tampered).expect("still well formed");
+        reconnect(&mut pair, cert_client(), Some(forged), 2);
+        let (c, s) = pair.handshake(MINUTE).expect("full handshake, not a failure");
+        assert!(!resumed(&c, &s), "byte {at}");
+        assert_eq!(c.peer_certificates, 3);
+    }
+    // Expired at the server (its lifetime) while the client still offers it.
+    let short = TicketKeys { lifetime: Duration::from_secs(10), ..keys() };
+    let mut pair = Pair::new(cert_client(), ServerConfig { tickets: Some(short), ..cert_server() });
+    let (_, session) = first_session(&mut pair);
+    assert!(session.expires_unix() <= PKI_TIME + 60 + 20, "the lifetime went to the client");
+    pair.now += Duration::from_secs(30);
+    reconnect(&mut pair, cert_client(), Some(session.clone()), 2);
+    let (c, s) = pair.handshake(MINUTE).expect("full handshake");
+    assert!(!resumed(&c, &s));
+    assert_eq!(c.peer_certificates, 3);
+}
+
+#[test]
+fn early_data_is_taken_once_and_a_replayed_client_hello_gets_none() {
+    let mut pair = Pair::new(early_client(), early_server());
+    let (_, session) = first_session(&mut pair);
+    assert_eq!(session.max_early_data(), 4096);
+    reconnect(&mut pair, early_client(), Some(session), 2);
+    // The server answers the early data at once: held until the client's Finished is checked.
+    pair.on_server_event = Box::new(|server, h, e| {
+        if *e == Event::ApplicationData(b"early hello".to_vec()) {
+            assert!(!server.connection(h).unwrap().is_established());
+            server.send(h, b"early answer").expect("held for the handshake's end");
+        }
+    });
+    assert_eq!(pair.client.send_early_data(b"early hello"), Ok(true), "sent as 0-RTT");
+    assert_eq!(pair.client.send_early_data(&[b'y'; 3000]), Ok(true), "in records that fit the MTU");
+    // The next two datagrams to the server: the ClientHello and the early record.
+    let first_datagram = pair.sent(Dir::ToServer);
+    let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+    assert_eq!((c.early_data, s.early_data), (Some(true), Some(true)));
+    assert!(!c.hello_retry && !s.hello_retry, "the resumption skipped the cookie exchange");
+    pair.run_for(Duration::from_secs(1));
+    pair.exchange_data(1);
+    assert_eq!(pair.server_data().iter().filter(|d| &d[..] == b"early hello").count(), 1);
+    assert_eq!(pair.client_data().iter().filter(|d| &d[..] == b"early answer").count(), 1);
+    let data = pair.server_data();
+    let ys: Vec<&Vec<u8>> = data.iter().filter(|d| d.first() == Some(&b'y')).collect();
+    assert_eq!(ys.iter().map(|d| d.len()).sum::<usize>(), 3000);
+    assert!(ys.len() > 1 && pair.log.iter().all(|d| d.payload.len() <= 1500), "split by the MTU");
+    pair.on_server_event = Box::new(|_, _, _| {});
+    // The early data came before the session was up, in the datagram after the ClientHello.
+    let early_at =
+        pair.server_events.iter().position(|(_, e)| *e == Event::ApplicationData(b"early hello".to_vec()));
+    let connected_at = pair.server_events.iter().position(|(_, e)| matches!(e, Event::Connected(_)));
+    assert!(early_at < connected_at, "{early_at:?} {connected_at:?}");
+
+    // An attacker replays the ClientHello and the early record from the client's IP.
+    let replayed: Vec<Vec<u8>> = pair
+        .log
+        .iter()
+        .filter(|d| d.dir == Dir::ToServer && (first_datagram..first_datagram + 2).contains(&d.index))
+        .map(|d| d.payload.clone())
+        .collect();
+    assert_eq!(replayed.len(), 2, "the ClientHello and the early record");
+    let mut attacker = pair.client_addr;
+    attacker.set_port(attacker.port() + 100);
+    let before = pair.server_events.len();
+    let accepted = pair.server.stats().connections_accepted;
+    for payload in replayed {
+        pair.inject(attacker, pair.server_addr, payload);
+    }
+    pair.run_for(Duration::from_secs(2));
+    let after: Vec<&Event> = pair.server_events[before..].iter().map(|(_, e)| e).collect();
+    assert!(!after.iter().any(|e| matches!(e, Event::ApplicationData(_))), "{after:?}");
+    assert_eq!(
+        pair.server.stats().connections_accepted,
+        accepted + 1,
+        "the copy got a session, not its data"
+    );
+    assert_eq!(pair.server_data().iter().filter(|d| &d[..] == b"early hello").count(), 1, "once");
+}
+
+#[test]
+fn early_data_a_server_refuses_arrives_after_the_handshake_once() {
+    let mut pair = Pair::new(early_client(), early_server());
+    let (_, session) = first_session(&mut pair);
+    // Another node with the fleet's keys but no early data: it asks for a cookie, which refuses
+    // the early data (RFC 8446 §4.1.2), and the client sends it again after the handshake.
+    pair.server = Endpoint::new(Arc::new(cert_server()), [9; 32]).expect("a valid configuration");
+    reconnect(&mut pair, early_client(), Some(session.clone()), 2);
+    assert_eq!(pair.client.send_early_data(b"early one"), Ok(true));
+    assert_eq!(pair.client.send_early_data(&[b'x'; 5000]), Ok(false), "beyond the ticket's allowance");
+    let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+    assert_eq!(c.early_data, Some(false), "refused");
+    assert!(c.hello_retry);
+    pair.run_for(Duration::from_secs(1));
+    let mut want = b"early one".to_vec();
+    want.extend_from_slice(&[b'x'; 5000]);
+    let got: Vec<u8> = pair.server_data().concat();
+    assert!(got == want, "each once, in order: {} bytes, not {}", got.len(), want.len());
+    assert_eq!(pair.server_data()[0], b"early one");
+
+    // A client that did not turn early data on never sends any.
+    let mut pair = Pair::new(cert_client(), early_server());
+    let (_, session) = first_session(&mut pair);
+    reconnect(&mut pair, cert_client(), Some(session), 2);
+    assert_eq!(pair.client.send_early_data(b"later"), Ok(false));
+    let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+    assert_eq!(c.early_data, None);
+    pair.run_for(Duration::from_secs(1));
+    assert_eq!(pair.server_data(), vec![b"later".to_vec()]);
+}
+
+#[test]
+fn a_lost_new_session_ticket_is_sent_again() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    // The server's datagrams: HelloRetryRequest, its flight, its ACK, then the ticket.
+    pair.filter =
+        Box::new(|d| if d.dir == Dir::ToClient && d.index == 3 { Fate::Drop } else { Fate::Deliver });
+    let (_, session) = first_session(&mut pair);
+    assert!(pair.sent(Dir::ToClient) > 4, "the ticket went again");
+    reconnect(&mut pair, psk_client(), Some(session), 2);
+    let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+}
+
+#[test]
+fn a_1_2_client_ignores_a_1_3_session() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    let (_, session) = first_session(&mut pair);
+    let v12 = ServerConfig { versions: Versions::Dtls12, tickets: Some(keys()), ..server_config() };
+    pair.server = Endpoint::new(Arc::new(v12), [9; 32]).expect("a valid configuration");
+    reconnect(&mut pair, ClientConfig { versions: Versions::Dtls12, ..client_config() }, Some(session), 2);
+    let (c, s) = pair.handshake(MINUTE).expect("a full 1.2 handshake");
+    assert_eq!((c.version, c.resumed, s.resumed), (Versions::Dtls12, false, false));
+}
