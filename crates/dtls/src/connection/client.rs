@@ -262,8 +262,14 @@ impl Connection {
             // Offering DTLS 1.3 too: the hello the 1.3 handshake writes, with this 1.2 part.
             (Some(legacy), Some(offer13)) => {
                 offer13.legacy = Some(Box::new(legacy));
-                body =
-                    client_hello13(&config, offer13, None, &state.cookie, &Transcript13::Pending(Vec::new()));
+                body = client_hello13(
+                    &config,
+                    offer13,
+                    None,
+                    &state.cookie,
+                    &Transcript13::Pending(Vec::new()),
+                    (None, false),
+                );
                 offer13.hello.clone_from(&body);
             }
             _ => ClientHello::encode_with(

@@ -216,6 +216,7 @@ impl Endpoint {
             hello: ch,
             datagram_len,
             state,
+            issued_cid: self.issue_cid(ch),
         };
         let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);
@@ -228,6 +229,7 @@ impl Endpoint {
         if !self.connections.contains_key(&h) {
             return;
         }
+        self.register_cids(h);
         self.events.push_back((h, Event::Accepted));
         if let Some(old) = self.by_addr.insert(remote, h) {
             self.supersede(old);

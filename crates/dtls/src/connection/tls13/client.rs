@@ -160,7 +160,8 @@ impl Connection {
         config: &ClientConfig,
         state: &mut ExpectServerHello13,
     ) {
-        let body = client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript);
+        let offer = self.offer_mobility13(config, &mut hs.rng);
+        let body = client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript, offer);
         state.hello = body.clone();
         hs.begin_flight();
         hs.push_message(0, HandshakeType::ClientHello, body, false);
@@ -190,6 +191,7 @@ impl Connection {
                 {
                     return Err(Abort::alert(AlertDescription::IllegalParameter));
                 }
+                self.accept_encrypted_extensions13(&config, &ext)?;
                 hs.transcript.add(msg_type, body);
                 if k.psk {
                     ClientStep13::ExpectFinished(k, None)
@@ -310,6 +312,7 @@ impl Connection {
         if !sh.session_id.is_empty() {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
+        self.accept_server_hello13(&sh.extensions, &mut hs.rng)?;
         let psk = match sh.extensions.pre_shared_key {
             Some(data) => {
                 let index = selected_identity(data).map_err(Abort::decode)?;
@@ -476,12 +479,15 @@ impl Connection {
 /// The body of a ClientHello offering DTLS 1.3 (and 1.2 with `state.legacy`), its PSK binder
 /// written: it covers what `prefix` holds and the hello up to the binders (RFC 8446 §4.2.11.2).
 /// `legacy_cookie` answers a 1.2 server's HelloVerifyRequest; a 1.3 server's cookie is `cookie13`.
+/// `mobility`: the CID and `rrc` a hello offering 1.3 alone carries (one offering 1.2 too
+/// carries the 1.2 ones, the same extensions, RFC 9146 §3).
 pub(in crate::connection) fn client_hello13(
     config: &ClientConfig,
     state: &ExpectServerHello13,
     cookie13: Option<&[u8]>,
     legacy_cookie: &[u8],
     prefix: &Transcript13,
+    mobility: (Option<Vec<u8>>, bool),
 ) -> Vec<u8> {
     let legacy = state.legacy.as_deref();
     let mut suites: Vec<u16> = Connection::suites13(config).iter().map(|s| s.id()).collect();
@@ -505,8 +511,8 @@ pub(in crate::connection) fn client_hello13(
         extended_master_secret: legacy.is_some(),
         ecc,
         session_ticket: legacy.and_then(|l| l.session_ticket.as_deref()),
-        connection_id: legacy.and_then(|l| l.connection_id.as_deref()),
-        rrc: legacy.is_some_and(|l| l.rrc),
+        connection_id: legacy.and_then(|l| l.connection_id.as_deref()).or(mobility.0.as_deref()),
+        rrc: legacy.is_some_and(|l| l.rrc) || mobility.1,
         port_move: legacy.is_some_and(|l| l.port_move),
         cached_info: legacy.and_then(|l| l.cached_info.as_deref()),
         client_cert_cache: legacy.and_then(|l| l.client_cert_cache.as_deref()),

@@ -37,6 +37,8 @@ pub(crate) struct VerifiedHello13<'a> {
     pub datagram_len: usize,
     /// What the cookie carried.
     pub state: CookieState,
+    /// The CID the endpoint issues to this session (empty: none).
+    pub issued_cid: Vec<u8>,
 }
 
 /// Where a 1.3 server's handshake is: the message each state awaits is in its name.
@@ -192,7 +194,9 @@ impl Connection {
         };
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
+        let (own_cid, rrc) = self.negotiate_mobility13(config, ch, &hello.issued_cid, &mut hs.rng);
         let sh_ext = OutExtensions {
+            connection_id: own_cid.as_deref(),
             selected_version: Some(DTLS_1_3),
             server_share: server_share.as_ref().map(|(g, k)| (*g, &k[..])),
             selected_identity: psk.map(|(_, i)| i),
@@ -210,7 +214,7 @@ impl Connection {
         hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &server_hs));
         record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &client_hs));
         let mut encrypted = Vec::new();
-        encode_encrypted_extensions(&mut encrypted, &OutExtensions::default());
+        encode_encrypted_extensions(&mut encrypted, &OutExtensions { rrc, ..Default::default() });
         hs.push_message(epoch::HANDSHAKE, HandshakeType::EncryptedExtensions, encrypted, true);
         let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
         if psk.is_none() {
