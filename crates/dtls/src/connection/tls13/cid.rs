@@ -204,7 +204,8 @@ impl Connection {
         let list: Vec<&[u8]> = cids.iter().map(|c| &c[..]).collect();
         encode_new_connection_id(&mut body, &list, if immediate { CID_IMMEDIATE } else { CID_SPARE });
         let mut cids = cids.into_iter();
-        if let (true, Some(first)) = (immediate, cids.next()) {
+        let first = if immediate { cids.next() } else { None };
+        if let Some(first) = first {
             let old = std::mem::replace(&mut path.own_cid, first);
             cids13.retiring.push(old);
             cids13.retiring.append(&mut cids13.issued);
