@@ -407,3 +407,38 @@ fn a_record_at_the_wrong_node_of_a_fleet_is_forwarded_by_its_connection_id() {
     });
     assert_eq!(got, b"to node 1");
 }
+
+#[test]
+fn a_client_offering_both_versions_gets_connection_ids_in_either() {
+    let client = ClientConfig { versions: Versions::Both, ..client13(mobility(Some(3), false)) };
+    for server_versions in [Versions::Dtls13, Versions::Dtls12] {
+        let server = ServerConfig { versions: server_versions, ..server13(mobility(Some(4), false)) };
+        let mut pair = Pair::new(client.clone(), server);
+        let h = connect(&mut pair);
+        assert_eq!(pair.client_summary().unwrap().version, server_versions);
+        let server_cid = server_conn(&pair, h).connection_id().expect("negotiated").to_vec();
+        assert_eq!(pair.client.connection_id().map(<[u8]>::len), Some(3));
+        let mark = pair.log.len();
+        exchange(&mut pair, h, "a", 2);
+        assert_eq!(pair.server_data(), expected("c", &["a"], 2));
+        for d in pair.log[mark..].iter().filter(|d| to_server(&pair, d)) {
+            match server_versions {
+                // The unified header's C bit, the CID after the first byte (RFC 9147 §4) ...
+                Versions::Dtls13 => {
+                    assert_eq!((d.payload[0] & C_BIT, &d.payload[1..5]), (C_BIT, &server_cid[..]))
+                }
+                // ... or tls12_cid with the CID after the sequence number (RFC 9146 §4).
+                _ => assert_eq!((d.payload[0], &d.payload[11..15]), (25, &server_cid[..])),
+            }
+        }
+        // In 1.3 the client can give the server more of its own.
+        let now = pair.now;
+        assert_eq!(
+            pair.client.new_connection_ids(now, 2, false).is_ok(),
+            server_versions == Versions::Dtls13
+        );
+        pair.elapse(2 * SECOND);
+        let spares = server_conn(&pair, h).spare_connection_ids().len();
+        assert_eq!(spares, if server_versions == Versions::Dtls13 { 2 } else { 0 });
+    }
+}
