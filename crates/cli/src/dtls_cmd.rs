@@ -479,11 +479,15 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         groups: common.groups(true),
         ..ServerConfig::default()
     };
+    // DTLS 1.3 moves sessions by Connection ID (RFC 9147 §9); session sockets and port moves
+    // are DTLS 1.2's.
     if common.dtls(true) == DtlsArg::V1_3
-        && (args.mobility != MobilityMode::Standard || args.max_sessions.is_some())
+        && (!matches!(args.mobility, MobilityMode::Standard | MobilityMode::Cid)
+            || args.max_sessions.is_some())
     {
         bail!(
-            "--dtls 1.3 does not move sessions or keep session slots yet: drop --mobility and --max-sessions"
+            "--dtls 1.3 moves sessions by CID only and keeps no session slots yet: use --mobility cid or \
+             standard, drop --max-sessions"
         );
     }
     let workers = match args.workers {
@@ -686,9 +690,12 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
     if common.dtls(false) == DtlsArg::V1_3
         && (args.session_file.is_some()
             || args.cache_file.is_some()
-            || args.mobility != MobilityMode::Standard)
+            || !matches!(args.mobility, MobilityMode::Standard | MobilityMode::Cid))
     {
-        bail!("--dtls 1.3 does not resume, cache or move sessions yet: drop --session-file, --cache-file and --mobility");
+        bail!(
+            "--dtls 1.3 does not resume or cache sessions, and moves them by CID only: drop --session-file \
+             and --cache-file, use --mobility cid or standard"
+        );
     }
     let wall_clock = Some(Clock::new().wall_clock());
     ClientConfig { wall_clock, ..config.clone() }.validate().context("unusable client configuration")?;

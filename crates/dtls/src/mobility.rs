@@ -169,6 +169,9 @@ pub(crate) struct Cids13 {
     pub spares: VecDeque<Box<[u8]>>,
     /// Our RequestConnectionId awaits its NewConnectionId (§9: one at a time).
     pub requested: bool,
+    /// The peer asked for this many CIDs while a NewConnectionId of ours was unacknowledged
+    /// (§9: one at a time): answered once it is.
+    pub owed: Option<u8>,
     /// Client: our CIDs are the starts of ChaCha20 streams under this seed, the n-th of
     /// stream n, so no generator state is kept (a server's come from its endpoint).
     pub seed: Option<[u8; 32]>,

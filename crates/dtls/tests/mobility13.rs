@@ -442,3 +442,22 @@ fn a_client_offering_both_versions_gets_connection_ids_in_either() {
         assert_eq!(spares, if server_versions == Versions::Dtls13 { 2 } else { 0 });
     }
 }
+
+#[test]
+fn a_request_that_meets_an_unacknowledged_new_connection_id_is_answered_after_it() {
+    let mut pair = Pair::new(client13(mobility(Some(3), false)), server13(mobility(Some(4), false)));
+    let h = connect(&mut pair);
+    // The server's NewConnectionId is lost once; the client's request arrives while it is out.
+    lose_next(&mut pair, Dir::ToClient);
+    pair.server.new_connection_ids(h, 1, false).unwrap();
+    pair.collect();
+    let now = pair.now;
+    pair.client.request_connection_ids(now, 2).unwrap();
+    pair.elapse(10 * SECOND);
+    // One NewConnectionId at a time (RFC 9147 §9): the spare first, then the two asked for.
+    assert_eq!(pair.client.spare_connection_ids().len(), 3);
+    assert!(!server_conn(&pair, h).holds_handshake_state(), "both acknowledged");
+    // The request was answered: another may go out.
+    let now = pair.now;
+    pair.client.request_connection_ids(now, 1).unwrap();
+}

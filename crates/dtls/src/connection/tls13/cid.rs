@@ -266,6 +266,29 @@ impl Connection {
         true
     }
 
+    /// A request of the peer that waited for our last NewConnectionId to be acknowledged is
+    /// answered once it is.
+    pub(super) fn answer_owed_cids13(&mut self, now: Instant) {
+        let owed = self.path.as_deref().and_then(|p| p.cids13.as_deref()).and_then(|c| c.owed);
+        let Some(count) = owed else { return };
+        if self.outstanding13(HandshakeType::NewConnectionId) {
+            return;
+        }
+        let is_server = self.server_config().is_some();
+        let Some(path) = self.path.as_deref_mut() else { return };
+        let len = path.own_cid.len();
+        let Some(cids13) = path.cids13.as_deref_mut() else { return };
+        cids13.owed = None;
+        let count = usize::from(count).min(cids13.room());
+        if is_server {
+            self.push_endpoint_event(EndpointEvent::ConnectionIdsRequested(count as u8));
+            return;
+        }
+        let cids = (0..count).filter_map(|_| cids13.make(len)).collect();
+        // Refused only if the session ended meanwhile.
+        let _ = self.issue_connection_ids13(now, cids, false);
+    }
+
     /// Every CID of ours the peer may write (the endpoint routes them to this session).
     pub(crate) fn own_connection_ids(&self) -> Vec<&[u8]> {
         let Some(path) = self.path.as_deref().filter(|p| p.cid_negotiated && !p.own_cid.is_empty()) else {
@@ -371,6 +394,12 @@ impl Connection {
         let cids13 = path.cids13.get_or_insert_with(Default::default);
         // An excessive request is answered with fewer, maybe none (§9).
         let count = usize::from(count).min(cids13.room());
+        let busy =
+            hs.flight.messages.iter().any(|m| m.msg_type == HandshakeType::NewConnectionId && !m.done());
+        if busy {
+            cids13.owed = Some(count as u8);
+            return Ok(());
+        }
         if is_server {
             // The endpoint makes a server's CIDs (unique among its sessions, its prefix first).
             self.push_endpoint_event(EndpointEvent::ConnectionIdsRequested(count as u8));

@@ -660,6 +660,7 @@ impl Connection {
         for message in rrc {
             self.handle_rrc(now, remote, &message);
         }
+        self.answer_owed_cids13(now);
         if self.path.is_some() {
             self.after_datagram(now, local, remote, len, seen, false);
         }
