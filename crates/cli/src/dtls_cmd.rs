@@ -37,10 +37,11 @@ pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
-    /// or alone, or certificates; no resumption, caching or mobility in 1.3 yet), or both: a
-    /// client offers 1.3 and 1.2 in one ClientHello, a server answers each client in the
-    /// highest version it offers. Default: both for a server; 1.2 for a client, so that a
-    /// fastshake pair keeps resumption, caching and mobility, which 1.3 does not carry yet.
+    /// or alone, or certificates; sessions move by CID only, no resumption or caching in 1.3
+    /// yet), or both: a client offers 1.3 and 1.2 in one ClientHello, a server answers each
+    /// client in the highest version it offers. Default: both for a server; 1.2 for a client, so
+    /// that a fastshake pair keeps resumption, caching and session sockets, which 1.3 does not
+    /// carry yet.
     #[arg(long, value_name = "VERSION", value_enum)]
     dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
