@@ -37,10 +37,11 @@ pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
-    /// or alone, or certificates; resumption by ticket and 0-RTT, no caching or mobility in 1.3
-    /// yet), or both: a client offers 1.3 and 1.2 in one ClientHello, a server answers each
-    /// client in the highest version it offers. Default: both for a server; 1.2 for a client,
-    /// so that a fastshake pair keeps caching and mobility, which 1.3 does not carry yet.
+    /// or alone, or certificates; resumption by ticket and 0-RTT; sessions move by CID only, no
+    /// caching in 1.3 yet), or both: a client offers 1.3 and 1.2 in one ClientHello, a server
+    /// answers each client in the highest version it offers. Default: both for a server; 1.2 for
+    /// a client, so that a fastshake pair keeps caching and session sockets, which 1.3 does not
+    /// carry yet.
     #[arg(long, value_name = "VERSION", value_enum)]
     dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
@@ -492,11 +493,15 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         max_early_data: if args.early_data { 16 * 1024 } else { 0 },
         ..ServerConfig::default()
     };
+    // DTLS 1.3 moves sessions by Connection ID (RFC 9147 §9); session sockets and port moves
+    // are DTLS 1.2's.
     if common.dtls(true) == DtlsArg::V1_3
-        && (args.mobility != MobilityMode::Standard || args.max_sessions.is_some())
+        && (!matches!(args.mobility, MobilityMode::Standard | MobilityMode::Cid)
+            || args.max_sessions.is_some())
     {
         bail!(
-            "--dtls 1.3 does not move sessions or keep session slots yet: drop --mobility and --max-sessions"
+            "--dtls 1.3 moves sessions by CID only and keeps no session slots yet: use --mobility cid or \
+             standard, drop --max-sessions"
         );
     }
     let workers = match args.workers {
@@ -697,9 +702,9 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         ..ClientConfig::default()
     };
     if common.dtls(false) == DtlsArg::V1_3
-        && (args.cache_file.is_some() || args.mobility != MobilityMode::Standard)
+        && (args.cache_file.is_some() || !matches!(args.mobility, MobilityMode::Standard | MobilityMode::Cid))
     {
-        bail!("--dtls 1.3 does not cache or move sessions yet: drop --cache-file and --mobility");
+        bail!("--dtls 1.3 does not cache sessions yet, and moves them by CID only: drop --cache-file, use --mobility cid or standard");
     }
     if args.early_data && common.dtls(false) != DtlsArg::V1_3 {
         bail!("--early-data is DTLS 1.3's: add --dtls 1.3");

@@ -8,7 +8,7 @@
 //! Both servers answer every first ClientHello with a HelloRetryRequest carrying a cookie (their
 //! address check), so every handshake here has one. What pion v4.0.1 cannot do in 1.3 (see
 //! `interop/pion13/main.go`): the CCM suites; and the peer wires in nothing of tickets, early
-//! data or CID updates.
+//! data or CID updates (the CIDs of the handshake are tested both ways).
 
 use fastshake_testkit::peers::dtls::*;
 use fastshake_testkit::peers::*;
@@ -239,4 +239,44 @@ fn post_quantum_hybrid_both_ways() {
         &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
     );
     assert!(theirs.contains("group=x25519mlkem768"), "{theirs}");
+}
+
+/// Connection IDs in 1.3 (RFC 9147 §4, §9) both ways: pion's client `--cid` against
+/// `fastshake server --mobility cid` (8-byte CIDs of ours in pion's records, none in ours), and
+/// `fastshake client --mobility cid` against pion's server `--cid` (its 8-byte CID in our
+/// records). The echo shows each side read the other's unified headers with the C bit.
+#[test]
+fn connection_ids_both_ways() {
+    if skip_without_pion() {
+        return;
+    }
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let server: Vec<&str> = psk.iter().copied().chain(["--mobility", "cid", "--groups", "x25519"]).collect();
+    let client: Vec<&str> = psk.iter().copied().chain(["--cid"]).collect();
+    let theirs = pion13_client_with_fastshake(
+        "1.3",
+        &server,
+        &client,
+        &["(DTLS 1.3; x25519; after a HelloRetryRequest)"],
+    );
+    let cid_out = field(&theirs, "cid_out=");
+    assert_eq!(cid_out.len(), 16, "pion writes our 8-byte CID: {theirs}");
+    assert_eq!(field(&theirs, "cid_in="), "none", "{theirs}");
+
+    let server: Vec<&str> = psk.iter().copied().chain(["--cid"]).collect();
+    let client: Vec<&str> = psk.iter().copied().chain(["--mobility", "cid"]).collect();
+    let (_, theirs) = fastshake_client_with_pion13(
+        "1.3",
+        &server,
+        &client,
+        &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest)"],
+    );
+    assert_eq!(field(&theirs, "cid_in=").len(), 16, "pion issued an 8-byte CID we wrote: {theirs}");
+    assert_eq!(field(&theirs, "cid_out="), "none", "{theirs}");
+}
+
+/// The value after `name` in a handshake line.
+fn field<'a>(line: &'a str, name: &str) -> &'a str {
+    let at = line.find(name).map_or(line.len(), |i| i + name.len());
+    line[at..].split_whitespace().next().unwrap_or("")
 }

@@ -46,9 +46,18 @@ fn main() {
             write(&out.join("dtls_endpoint"), &name, datagram);
         }
     }
+    // A DTLS 1.3 session with CIDs both ways: unified headers with the C bit.
+    let (_, _, cid13_log) = fastshake_dtls::fuzzing::established_pair13_with(cid(3), cid(4));
+    for (i, (to_server, datagram)) in cid13_log.iter().enumerate() {
+        let name = format!("cid13-seed-{i:03}-{}", if *to_server { "c2s" } else { "s2c" });
+        write(&out.join("dtls_record"), &name, datagram);
+        if *to_server {
+            write(&out.join("dtls_endpoint"), &name, datagram);
+        }
+    }
     println!(
         "wrote {} datagrams and {n} handshake records under {}",
-        log.len() + cid_log.len(),
+        log.len() + cid_log.len() + cid13_log.len(),
         out.display()
     );
 }

@@ -189,6 +189,9 @@ pub fn handshake13_message(data: &[u8]) {
 /// handshake record's fragments and messages.
 pub fn record_layer(data: &[u8]) {
     let _ = crate::wire::records(data);
+    // The endpoint's first look at a datagram: a tls12_cid or 1.3 unified header's CID.
+    let mut routed = data.to_vec();
+    let _ = crate::endpoint::Incoming::new(&mut routed, 4).connection_id().map(<[u8]>::len);
     // The same bytes as records of a receiver issuing 4-byte Connection IDs (RFC 9146).
     for rec in Records::with_cid(data, 4) {
         let Ok((header, range)) = rec else { break };
@@ -264,6 +267,51 @@ pub fn endpoint_datagram(data: &[u8]) {
     endpoint.handle_timeout(Instant::from_millis(100_000));
     while endpoint.poll_transmit(now).is_some() {}
     while endpoint.poll_event().is_some() {}
+    endpoint13_datagram(data);
+}
+
+/// `data` at an endpoint holding an established DTLS 1.3 session with Connection IDs: a
+/// unified header with the C bit gets the session's CID spliced in, so the input reaches the
+/// session's CID check and record layer rather than only the endpoint's routing (RFC 9147 §4).
+/// From a stranger or from the client, nothing may move the session or stop it carrying data.
+fn endpoint13_datagram(data: &[u8]) {
+    let (mut client, mut server, _) = established_pair13_with(cid_mobility(3), cid_mobility(4));
+    let h = server.handle_for(client_addr()).expect("the 1.3 fixture connects");
+    assert!(client.connection_id().is_some(), "the 1.3 fixture negotiates CIDs");
+    let now = Instant::from_millis(2);
+    let mut d = data.to_vec();
+    let with_cid = d
+        .first()
+        .is_some_and(|&b| crate::record::unified::is_unified(b) && b & crate::record::unified::CID_BIT != 0);
+    if let (true, Some(cid)) = (with_cid && d.len() > 4, server.connection(h).and_then(|c| c.connection_id()))
+    {
+        d[1..1 + cid.len()].copy_from_slice(cid);
+    }
+    let stranger = SocketAddr::from(([203, 0, 113, 66], 666));
+    for from in [stranger, client_addr()] {
+        let mut input = d.clone();
+        server.handle_datagram(now, server_addr(), from, &mut input);
+    }
+    debug_assert!(server.handle_for(stranger).is_none(), "unauthenticated input moved a session");
+    while server.poll_transmit(now).is_some() {}
+    while server.poll_event().is_some() {}
+    let mut out = [0u8; 256];
+    let sealed = client.seal_into(b"still alive", &mut out);
+    debug_assert!(sealed.is_ok(), "the client's session is up");
+    if let Ok(n) = sealed {
+        let mut got = false;
+        let incoming = server.incoming(&mut out[..n]);
+        debug_assert!(incoming.connection_id().is_some(), "a 1.3 record routed by its CID");
+        server.open_in_place(now, server_addr(), client_addr(), incoming, &mut |_, p| {
+            got = p == b"still alive";
+        });
+        debug_assert!(got, "session survives arbitrary input");
+    }
+}
+
+/// Connection IDs of `n` bytes and address checks.
+fn cid_mobility(n: u8) -> Mobility {
+    Mobility { connection_id: Some(n), return_routability_check: true, follow_server_port: false }
 }
 
 /// A client and a server endpoint after a PSK handshake in lock step (every datagram handed over
@@ -278,10 +326,29 @@ pub fn established_pair_with(
     client_mobility: Mobility,
     server_mobility: Mobility,
 ) -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
-    let client_config =
-        Arc::new(ClientConfig { mobility: client_mobility, ..ClientConfig::psk(PSK_ID, PSK_KEY) });
-    let server_config =
-        Arc::new(ServerConfig { mobility: server_mobility, ..ServerConfig::psk(PSK_ID, PSK_KEY) });
+    established(
+        ClientConfig { mobility: client_mobility, ..ClientConfig::psk(PSK_ID, PSK_KEY) },
+        ServerConfig { mobility: server_mobility, ..ServerConfig::psk(PSK_ID, PSK_KEY) },
+    )
+}
+
+/// Like [`established_pair_with`], in DTLS 1.3 (the stateless HelloRetryRequest included).
+pub fn established_pair13_with(
+    client_mobility: Mobility,
+    server_mobility: Mobility,
+) -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
+    let versions = crate::config::Versions::Dtls13;
+    established(
+        ClientConfig { versions, mobility: client_mobility, ..ClientConfig::psk(PSK_ID, PSK_KEY) },
+        ServerConfig { versions, mobility: server_mobility, ..ServerConfig::psk(PSK_ID, PSK_KEY) },
+    )
+}
+
+fn established(
+    client_config: ClientConfig,
+    server_config: ServerConfig,
+) -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
+    let (client_config, server_config) = (Arc::new(client_config), Arc::new(server_config));
     let now = Instant::from_millis(1);
     let mut client = Connection::client(client_config, now, server_addr(), [1; 32]);
     let mut server = Endpoint::new(server_config, [2; 32]).expect("a valid server configuration");

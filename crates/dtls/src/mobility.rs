@@ -152,6 +152,53 @@ pub(crate) struct PathState {
     pub cookies_made: u64,
     pub transient: Option<Box<Transient>>,
     pub stats: MobilityStats,
+    /// DTLS 1.3 CID updates (RFC 9147 §9), made at the first NewConnectionId or
+    /// RequestConnectionId.
+    pub cids13: Option<Box<Cids13>>,
+}
+
+/// CIDs of a DTLS 1.3 session besides the two of the handshake (RFC 9147 §9).
+#[derive(Default)]
+pub(crate) struct Cids13 {
+    /// More CIDs of ours the peer may write besides `PathState::own_cid`.
+    pub issued: Vec<Box<[u8]>>,
+    /// CIDs of ours replaced by an immediate batch: still read until the peer writes a newer
+    /// one, then forgotten.
+    pub retiring: Vec<Box<[u8]>>,
+    /// The peer's spare CIDs, in the order it gave them (§9: used in that order).
+    pub spares: VecDeque<Box<[u8]>>,
+    /// Our RequestConnectionId awaits its NewConnectionId (§9: one at a time).
+    pub requested: bool,
+    /// The peer asked for this many CIDs while a NewConnectionId of ours was unacknowledged
+    /// (§9: one at a time): answered once it is.
+    pub owed: Option<u8>,
+    /// Client: our CIDs are the starts of ChaCha20 streams under this seed, the n-th of
+    /// stream n, so no generator state is kept (a server's come from its endpoint).
+    pub seed: Option<[u8; 32]>,
+    pub made: u64,
+}
+
+/// CIDs of ours a 1.3 session keeps routable at once (its own, issued, retiring).
+pub(crate) const MAX_OWN_CIDS: usize = 8;
+/// Spare CIDs of the peer kept; more are dropped (RFC 9147 §9 allows it).
+pub(crate) const MAX_SPARE_CIDS: usize = 4;
+
+impl Cids13 {
+    /// The next CID of `len` bytes from the seed.
+    pub fn make(&mut self, len: usize) -> Option<Box<[u8]>> {
+        let seed = self.seed?;
+        let mut cid = vec![0u8; len];
+        let mut stream = ChaCha20Rng::from_seed(seed);
+        stream.set_stream(self.made);
+        stream.fill_bytes(&mut cid);
+        self.made += 1;
+        Some(cid.into())
+    }
+
+    /// How many CIDs of ours the peer may still be given.
+    pub fn room(&self) -> usize {
+        MAX_OWN_CIDS.saturating_sub(1 + self.issued.len() + self.retiring.len())
+    }
 }
 
 impl PathState {
@@ -159,6 +206,15 @@ impl PathState {
     /// session with its own socket is found by that socket whatever the source).
     pub fn may_follow_peer(&self) -> bool {
         self.cid_negotiated || self.local.is_some() || self.moving().is_some()
+    }
+
+    /// Whether `cid` is one of ours the peer may write (1.3 adds issued and retiring ones).
+    pub fn is_own_cid(&self, cid: &[u8]) -> bool {
+        *self.own_cid == *cid
+            || self
+                .cids13
+                .as_deref()
+                .is_some_and(|c| c.issued.iter().chain(&c.retiring).any(|own| **own == *cid))
     }
 
     pub fn probe(&self) -> Option<&Probe> {

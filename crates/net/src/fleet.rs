@@ -30,7 +30,7 @@ pub fn cid_prefix(cid_len: u8, node: u8, worker: u8) -> [u8; 3] {
 }
 
 /// Where a `tls12_cid` record's session lives, read from its CID (RFC 9146 §4: the CID follows
-/// type, version, epoch and sequence number).
+/// type, version, epoch and sequence number; in a DTLS 1.3 record, the first byte, RFC 9147 §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CidOwner {
     /// Another node of the fleet.
@@ -470,6 +470,25 @@ mod tests {
         assert!(parse_ticket_keys("previous 1 00").is_err());
         assert!(parse_ticket_keys("current 1 0011").is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn cid_owner_reads_a_dtls13_record_too() {
+        // A unified header with the C bit (RFC 9147 §4): the CID right after the first byte.
+        let mut record = vec![0b0011_1100];
+        record.extend_from_slice(&cid_prefix(8, 2, 1));
+        record.extend_from_slice(&[9; 5]);
+        record.extend_from_slice(&[0, 7, 0, 20]);
+        record.extend_from_slice(&[0; 20]);
+        let incoming = fastshake_dtls::Incoming::new(&mut record, 8);
+        let cid = incoming.connection_id();
+        assert_eq!(cid.map(<[u8]>::len), Some(8), "the engine reads the CID");
+        assert_eq!(cid_owner(cid, Some(1), 0, 2), Some(CidOwner::Node(2)));
+        assert_eq!(cid_owner(cid, Some(2), 0, 2), Some(CidOwner::Worker(1)));
+        assert_eq!(cid_owner(cid, Some(2), 1, 2), None, "ours");
+        // Without the C bit there is no CID to route by.
+        record[0] = 0b0010_1100;
+        assert_eq!(fastshake_dtls::Incoming::new(&mut record, 8).connection_id(), None);
     }
 
     #[test]

@@ -270,6 +270,7 @@ impl Connection {
                     &Transcript13::Pending(Vec::new()),
                     None,
                     false,
+                    (None, false),
                 );
                 offer13.hello.clone_from(&body);
             }

@@ -297,6 +297,11 @@ pub(crate) enum EndpointEvent {
     },
     /// The session is over (closed or failed): what it still has to send goes out without it.
     Ended,
+    /// DTLS 1.3: the peer asked for this many spare CIDs (RFC 9147 §9); the endpoint makes them
+    /// and the session sends them.
+    ConnectionIdsRequested(u8),
+    /// DTLS 1.3: the peer no longer writes this CID of ours: it routes to nothing any more.
+    ConnectionIdRetired(Box<[u8]>),
 }
 
 /// What one datagram did to a connection, for the endpoint's bookkeeping.
@@ -688,7 +693,7 @@ impl Connection {
             self.switch_to13();
         }
         if self.v13.is_some() {
-            self.handle_input13(now, remote, datagram, &mut on_data);
+            self.handle_input13(now, local, remote, datagram, &mut on_data);
             return;
         }
         if let Some(hs) = self.hs.as_mut() {
@@ -1229,12 +1234,12 @@ impl Connection {
     /// length. No heap allocation.
     pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         self.check_can_send()?;
-        if self.v13.is_some() {
-            return self.seal_into13(data, out);
-        }
         if self.path.as_deref().is_some_and(|p| p.probe().is_some()) {
             // RFC 9853: while a new address is checked, datagrams go to both (`send` does that).
             return Err(Error::NotNegotiated("seal_into while the peer's new address is checked; use send"));
+        }
+        if self.v13.is_some() {
+            return self.seal_into13(data, out);
         }
         let len = self.record.protected_len(self.peer_cid(), data.len());
         if len > self.mtu() {

@@ -300,6 +300,10 @@ impl Connection {
     /// A protected return_routability_check record (RFC 9853 §3) holding `parts`.
     fn seal_rrc(&mut self, parts: &[&[u8]]) -> Result<Vec<u8>, Error> {
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        if let Some(v13) = self.v13.as_deref_mut() {
+            let content_type = ContentType::ReturnRoutabilityCheck as u8;
+            return v13.record.seal(content_type, cid, parts).map(|(record, _, _)| record);
+        }
         self.record.seal(ContentType::ReturnRoutabilityCheck, cid, parts)
     }
 }

@@ -751,7 +751,11 @@ impl Connection {
 
 /// Server: what the client's hello and our configuration agree on; the mobility state goes
 /// when nothing is (a session without mobility keeps only an empty pointer).
-fn negotiate_mobility(path: &mut Option<Box<PathState>>, config: &ServerConfig, ch: &ClientHello<'_>) {
+pub(super) fn negotiate_mobility(
+    path: &mut Option<Box<PathState>>,
+    config: &ServerConfig,
+    ch: &ClientHello<'_>,
+) {
     let Some(p) = path.as_deref_mut() else { return };
     let offered = &ch.extensions;
     p.cid_negotiated = config.mobility.connection_id.is_some() && offered.connection_id.is_some();

@@ -375,10 +375,7 @@ impl Endpoint {
                 .session_cache
                 .get(ch.session_id, crate::clock::unix_now(self.config.wall_clock, now)),
             ticket_keys: self.ticket_keys.clone(),
-            issued_cid: match self.config.mobility.connection_id {
-                Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),
-                _ => Vec::new(),
-            },
+            issued_cid: self.issue_cid(ch),
             cached_rtt: self.adaptive().then(|| self.rtt_cache.get(remote.ip())).flatten(),
             // The HelloVerifyRequest: a record header, a handshake header and the cookie. A
             // reusable cookie may come from an earlier handshake: its age is no round trip.
@@ -400,11 +397,7 @@ impl Endpoint {
             // address goes on.
             return;
         }
-        if let Some(cid) = self.connections.get(&h).and_then(|s| s.conn.connection_id()) {
-            if !cid.is_empty() {
-                self.by_cid.insert(cid.into(), h);
-            }
-        }
+        self.register_cids(h);
         self.events.push_back((h, Event::Accepted));
         if let Some(old) = pending {
             self.pending.remove(&remote);
@@ -445,7 +438,7 @@ impl Endpoint {
 
     /// A random Connection ID of `len` bytes no session of ours has (RFC 9146 §3: the receiver
     /// tells sessions apart by it).
-    fn fresh_cid(&mut self, len: u8) -> Vec<u8> {
+    pub(super) fn fresh_cid(&mut self, len: u8) -> Vec<u8> {
         let mut cid = vec![0u8; len as usize];
         let fixed = self.cid_prefix.len().min(cid.len());
         cid[..fixed].copy_from_slice(&self.cid_prefix[..fixed]);

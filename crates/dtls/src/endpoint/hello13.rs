@@ -231,6 +231,7 @@ impl Endpoint {
             datagram_len,
             state,
             ticket_keys: self.ticket_keys.clone(),
+            issued_cid: self.issue_cid(ch),
         };
         let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);
@@ -243,6 +244,7 @@ impl Endpoint {
         if !self.connections.contains_key(&h) {
             return;
         }
+        self.register_cids(h);
         self.events.push_back((h, Event::Accepted));
         if let Some(old) = self.by_addr.insert(remote, h) {
             self.supersede(old);

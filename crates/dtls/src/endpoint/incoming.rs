@@ -12,6 +12,9 @@ use fastshake_core::codec::Reader;
 pub struct Incoming<'a> {
     pub(super) bytes: &'a mut [u8],
     pub(super) first: Option<RecordHeader>,
+    /// A DTLS 1.3 unified header whose C bit is set: the length of its CID (the receiver's,
+    /// as the header has no length byte, RFC 9147 §4).
+    pub(super) cid13: Option<u8>,
 }
 
 impl std::fmt::Debug for Incoming<'_> {
@@ -24,13 +27,21 @@ impl<'a> Incoming<'a> {
     /// `bytes` as a receiver of `cid_len`-byte Connection IDs reads them (an endpoint reads its
     /// own with [`crate::Endpoint::incoming`]; a fleet's router, which has no endpoint, with this).
     pub fn new(bytes: &'a mut [u8], cid_len: u8) -> Self {
-        let first = RecordHeader::parse(&mut Reader::new(bytes), cid_len).ok();
-        Incoming { bytes, first }
+        let cid13 = cid13_len(bytes, cid_len);
+        let first = match cid13 {
+            Some(_) => None,
+            None => RecordHeader::parse(&mut Reader::new(bytes), cid_len).ok(),
+        };
+        Incoming { bytes, first, cid13 }
     }
 
     /// The Connection ID of its first record, when that is a `tls12_cid` record (RFC 9146 §4)
-    /// with a CID of the length this endpoint issues.
+    /// or a DTLS 1.3 record with the C bit (RFC 9147 §4), with a CID of the length this
+    /// endpoint issues.
     pub fn connection_id(&self) -> Option<&[u8]> {
+        if let Some(n) = self.cid13 {
+            return self.bytes.get(1..1 + usize::from(n));
+        }
         self.first.filter(|h| h.content_type == ContentType::Tls12Cid).map(|h| h.cid(self.bytes))
     }
 
@@ -48,6 +59,15 @@ impl<'a> Incoming<'a> {
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
+}
+
+/// The CID length of a datagram that starts with a DTLS 1.3 unified header carrying a CID and
+/// is long enough to hold one of `cid_len` bytes; `None` otherwise (also when we issue none,
+/// so such a record reaches no session by CID).
+fn cid13_len(bytes: &[u8], cid_len: u8) -> Option<u8> {
+    let first = *bytes.first()?;
+    let with_cid = crate::record::unified::is_unified(first) && first & crate::record::unified::CID_BIT != 0;
+    (with_cid && cid_len > 0 && bytes.len() > usize::from(cid_len)).then_some(cid_len)
 }
 
 /// A ClientHello taken from a datagram.

@@ -3,6 +3,7 @@
 //! ID, own socket or client address. Output stays in each connection until the driver polls it,
 //! so a session given its own socket after it was accepted sends everything from there.
 
+mod cid;
 mod early13;
 mod hello;
 mod hello13;
@@ -314,7 +315,7 @@ impl Endpoint {
             self.push_stateless(t);
         }
         let remote = slot.conn.remote();
-        if let Some(cid) = slot.conn.connection_id().filter(|c| !c.is_empty()) {
+        for cid in slot.conn.own_connection_ids() {
             if self.by_cid.get(cid) == Some(&h) {
                 self.by_cid.remove(cid);
             }
@@ -430,6 +431,12 @@ impl Endpoint {
             EndpointEvent::Ended => {
                 self.remove_connection(h);
                 return false;
+            }
+            EndpointEvent::ConnectionIdsRequested(count) => self.answer_cid_request(h, count),
+            EndpointEvent::ConnectionIdRetired(cid) => {
+                if self.by_cid.get(&cid) == Some(&h) {
+                    self.by_cid.remove(&cid);
+                }
             }
         }
         true

@@ -100,7 +100,7 @@ impl Endpoint {
                 }
                 if handshake_records {
                     let mut copy = incoming.bytes.to_vec();
-                    let copy = Incoming { bytes: &mut copy, first: incoming.first };
+                    let copy = Incoming { bytes: &mut copy, first: incoming.first, cid13: incoming.cid13 };
                     self.deliver(now, local, remote, new, copy, None);
                 }
                 if protected_records {
@@ -122,7 +122,7 @@ impl Endpoint {
         on_data: EndpointDataSink<'_>,
     ) {
         let Some(slot) = self.connections.get_mut(&h) else { return };
-        let Incoming { bytes, first } = incoming;
+        let Incoming { bytes, first, .. } = incoming;
         let received = match on_data {
             Some(f) => {
                 let mut sink = |d: &[u8]| f(h, d);

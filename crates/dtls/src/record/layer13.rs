@@ -43,6 +43,9 @@ pub(crate) struct Opened13 {
     pub seq: u64,
     /// The content, within the record.
     pub plaintext: Range<usize>,
+    /// Newer than every record received before: the highest number of the highest epoch the
+    /// peer has used (RFC 9146 §6: only such a record may move a session).
+    pub newest: bool,
 }
 
 /// Why a 1.3 record was not opened.
@@ -198,7 +201,10 @@ impl RecordLayer13 {
             }
             return (end, Err(Unopened13::Unauthenticated));
         };
+        let newest = read.window.highest().is_none_or(|h| seq > h);
         read.window.mark(seq);
+        let newest = newest
+            && self.read.iter().filter(|e| e.epoch > epoch_number).all(|e| e.window.highest().is_none());
         let plain = &record[header_len..header_len + n];
         // DTLSInnerPlaintext: content, type, zeros (§4, RFC 8446 §5.2).
         match plain.iter().rposition(|&b| b != 0) {
@@ -209,6 +215,7 @@ impl RecordLayer13 {
                     epoch: epoch_number,
                     seq,
                     plaintext: header_len..header_len + at,
+                    newest,
                 }),
             ),
             None => (end, Err(Unopened13::NoContentType)),

@@ -25,7 +25,8 @@ use ring::aead::quic::{HeaderProtectionKey, AES_128, AES_256, CHACHA20};
 
 const FIXED_MASK: u8 = 0b1110_0000;
 const FIXED_BITS: u8 = 0b0010_0000;
-const CID_BIT: u8 = 0b0001_0000;
+/// The C bit: a Connection ID follows the first byte.
+pub const CID_BIT: u8 = 0b0001_0000;
 const SEQ16_BIT: u8 = 0b0000_1000;
 const LENGTH_BIT: u8 = 0b0000_0100;
 const EPOCH_BITS: u8 = 0b0000_0011;

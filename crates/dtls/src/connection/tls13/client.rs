@@ -164,8 +164,10 @@ impl Connection {
         // PSKs: a 1.3 session's ticket, then the external PSK (RFC 8446 §4.2.11).
         Self::client_psks13(now, hs, config);
         let early = Self::offers_early13(hs, config);
+        let mobility = self.offer_mobility13(config, &mut hs.rng);
         let offer = hs.resume.as_deref();
-        let body = client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript, offer, early);
+        let body =
+            client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript, offer, early, mobility);
         if early {
             Self::start_early13(hs, &body);
         }
@@ -199,6 +201,7 @@ impl Connection {
                     return Err(Abort::alert(AlertDescription::IllegalParameter));
                 }
                 Self::early_answer13(hs, ext.early_data.is_some())?;
+                self.accept_encrypted_extensions13(&config, &ext)?;
                 hs.transcript.add(msg_type, body);
                 if k.psk {
                     ClientStep13::ExpectFinished(k, None)
@@ -319,6 +322,7 @@ impl Connection {
         if !sh.session_id.is_empty() {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
+        self.accept_server_hello13(&sh.extensions, &mut hs.rng)?;
         let psk = Self::selected_psk13(hs, suite, sh.extensions.pre_shared_key)?;
         let (shared, group) = match sh.extensions.key_share {
             Some(data) => {
@@ -481,6 +485,8 @@ impl Connection {
 /// The body of a ClientHello offering DTLS 1.3 (and 1.2 with `state.legacy`), its PSK binder
 /// written: it covers what `prefix` holds and the hello up to the binders (RFC 8446 §4.2.11.2).
 /// `legacy_cookie` answers a 1.2 server's HelloVerifyRequest; a 1.3 server's cookie is `cookie13`.
+/// `mobility`: the CID and `rrc` a hello offering 1.3 alone carries (one offering 1.2 too
+/// carries the 1.2 ones, the same extensions, RFC 9146 §3).
 pub(in crate::connection) fn client_hello13(
     config: &ClientConfig,
     state: &ExpectServerHello13,
@@ -489,6 +495,7 @@ pub(in crate::connection) fn client_hello13(
     prefix: &Transcript13,
     resume: Option<&super::resume::Resume13>,
     early: bool,
+    mobility: (Option<Vec<u8>>, bool),
 ) -> Vec<u8> {
     let legacy = state.legacy.as_deref();
     let mut suites: Vec<u16> = Connection::suites13(config).iter().map(|s| s.id()).collect();
@@ -522,8 +529,8 @@ pub(in crate::connection) fn client_hello13(
         extended_master_secret: legacy.is_some(),
         ecc,
         session_ticket: legacy.and_then(|l| l.session_ticket.as_deref()),
-        connection_id: legacy.and_then(|l| l.connection_id.as_deref()),
-        rrc: legacy.is_some_and(|l| l.rrc),
+        connection_id: legacy.and_then(|l| l.connection_id.as_deref()).or(mobility.0.as_deref()),
+        rrc: legacy.is_some_and(|l| l.rrc) || mobility.1,
         port_move: legacy.is_some_and(|l| l.port_move),
         cached_info: legacy.and_then(|l| l.cached_info.as_deref()),
         client_cert_cache: legacy.and_then(|l| l.client_cert_cache.as_deref()),

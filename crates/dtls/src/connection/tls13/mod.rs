@@ -7,6 +7,7 @@
 //! are remembered, so an ACK (§7) names what arrived and only the rest is sent again (§5.8.1);
 //! the timer is the same [`RetransmitTimer`] as DTLS 1.2's.
 
+mod cid;
 mod client;
 pub(crate) mod resume;
 mod server;
@@ -570,6 +571,7 @@ impl Connection {
     pub(super) fn handle_input13(
         &mut self,
         now: Instant,
+        local: Option<SocketAddr>,
         remote: SocketAddr,
         datagram: &mut [u8],
         on_data: &mut DataSink<'_>,
@@ -579,24 +581,35 @@ impl Connection {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
         let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
+        let (len, mut seen, mut rrc) = (datagram.len(), super::Authenticated::default(), Vec::new());
         let mut pos = 0;
         while pos < datagram.len() && !matches!(self.phase, Phase::Failed | Phase::Closed) {
             let rest = &mut datagram[pos..];
             if crate::record::unified::is_unified(rest[0]) {
+                if let Some(skip) = self.foreign_cid13(rest) {
+                    pos += skip;
+                    self.stats.records_dropped += 1;
+                    continue;
+                }
                 let (used, opened) = v13.record.open(rest, own_cid_len);
                 pos += used;
                 match opened {
                     Ok(o) => {
+                        seen.any = true;
+                        seen.newest |= o.newest;
+                        if rest[0] & crate::record::unified::CID_BIT != 0 {
+                            self.note_own_cid13(&rest[1..1 + usize::from(own_cid_len)]);
+                        }
                         // Read where it was decrypted: no copy per record.
                         let plaintext = &rest[o.plaintext.clone()];
                         self.handle_record13(
                             now,
-                            remote,
                             &mut v13,
                             o.content_type,
                             RecordNumber { epoch: o.epoch, seq: o.seq },
                             plaintext,
                             on_data,
+                            &mut rrc,
                         );
                     }
                     Err(Unopened13::IntegrityLimit) => {
@@ -643,11 +656,20 @@ impl Connection {
             }
             let body = rest[header.len()..end].to_vec();
             let number = RecordNumber { epoch: 0, seq: header.seq };
-            self.handle_record13(now, remote, &mut v13, header.content_type as u8, number, &body, on_data);
+            let content_type = header.content_type as u8;
+            self.handle_record13(now, &mut v13, content_type, number, &body, on_data, &mut rrc);
         }
-        self.after_datagram13(now, remote, &mut v13, own_cid_len, on_data);
+        self.after_datagram13(now, &mut v13, own_cid_len, on_data, &mut rrc);
         if self.v13.is_none() {
             self.v13 = Some(v13);
+        }
+        // The moves of DTLS 1.2 (RFC 9146 §6, RFC 9853): the same path state and checks.
+        for message in rrc {
+            self.handle_rrc(now, remote, &message);
+        }
+        self.answer_owed_cids13(now);
+        if self.path.is_some() {
+            self.after_datagram(now, local, remote, len, seen, false);
         }
     }
 
@@ -656,10 +678,10 @@ impl Connection {
     fn after_datagram13(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
         v13: &mut Tls13,
         own_cid_len: u8,
         on_data: &mut DataSink<'_>,
+        rrc: &mut Vec<Vec<u8>>,
     ) {
         let early = v13.hs.as_mut().map(|hs| std::mem::take(&mut hs.early_records)).unwrap_or_default();
         for mut record in early {
@@ -671,7 +693,7 @@ impl Connection {
                 Ok(o) => {
                     let plaintext = record[o.plaintext.clone()].to_vec();
                     let number = RecordNumber { epoch: o.epoch, seq: o.seq };
-                    self.handle_record13(now, remote, v13, o.content_type, number, &plaintext, on_data);
+                    self.handle_record13(now, v13, o.content_type, number, &plaintext, on_data, rrc);
                 }
                 Err(Unopened13::NoKeys) => {
                     if let Some(hs) = v13.hs.as_mut() {
@@ -795,16 +817,18 @@ impl Connection {
         Ok(())
     }
 
+    /// One record that opened (or an epoch-0 one). Return-routability messages go to `rrc`,
+    /// handled once the datagram is done (their answers are sealed with the record layer).
     #[allow(clippy::too_many_arguments)]
     fn handle_record13(
         &mut self,
         now: Instant,
-        _remote: SocketAddr,
         v13: &mut Tls13,
         content_type: u8,
         number: RecordNumber,
         plaintext: &[u8],
         on_data: &mut DataSink<'_>,
+        rrc: &mut Vec<Vec<u8>>,
     ) {
         // Epoch 1 carries early application data only (RFC 9147 §5.6: no EndOfEarlyData).
         if number.epoch == epoch::EARLY_DATA && content_type != ContentType::ApplicationData as u8 {
@@ -812,6 +836,14 @@ impl Connection {
             return;
         }
         match content_type {
+            t if t == ContentType::ReturnRoutabilityCheck as u8 => {
+                // RFC 9853 §3: protected, application epochs only; a message is at most 9 bytes.
+                if number.epoch < epoch::APPLICATION || plaintext.len() > 9 || self.path.is_none() {
+                    self.stats.records_dropped += 1;
+                    return;
+                }
+                rrc.push(plaintext.to_vec());
+            }
             t if t == ContentType::Handshake as u8 => {
                 let hs = match v13.hs.take() {
                     Some(hs) => Some(hs),
@@ -1011,6 +1043,11 @@ impl Connection {
                         if self.phase == Phase::Established && self.client_config().is_some() =>
                     {
                         self.on_new_session_ticket13(now, hs, v13, body)
+                    }
+                    HandshakeType::NewConnectionId | HandshakeType::RequestConnectionId
+                        if self.phase == Phase::Established =>
+                    {
+                        self.on_connection_id_message13(now, hs, v13, msg_type, body)
                     }
                     _ => Err(Abort::unexpected()),
                 }

@@ -39,6 +39,8 @@ pub(crate) struct VerifiedHello13<'a> {
     pub state: CookieState,
     /// The endpoint's ticket keys (they rotate): tickets are opened and sealed with them.
     pub ticket_keys: Option<crate::session::TicketKeys>,
+    /// The CID the endpoint issues to this session (empty: none).
+    pub issued_cid: Vec<u8>,
 }
 
 /// Where a 1.3 server's handshake is: the message each state awaits is in its name.
@@ -177,7 +179,9 @@ impl Connection {
         };
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
+        let (own_cid, rrc) = self.negotiate_mobility13(config, ch, &hello.issued_cid, &mut hs.rng);
         let sh_ext = OutExtensions {
+            connection_id: own_cid.as_deref(),
             selected_version: Some(DTLS_1_3),
             server_share: server_share.as_ref().map(|(g, k)| (*g, &k[..])),
             selected_identity: psk.map(|(_, i)| i),
@@ -197,7 +201,7 @@ impl Connection {
         let mut encrypted = Vec::new();
         encode_encrypted_extensions(
             &mut encrypted,
-            &OutExtensions { early_data: early, ..Default::default() },
+            &OutExtensions { early_data: early, rrc, ..Default::default() },
         );
         hs.push_message(epoch::HANDSHAKE, HandshakeType::EncryptedExtensions, encrypted, true);
         let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
