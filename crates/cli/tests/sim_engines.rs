@@ -211,3 +211,26 @@ fn a_bad_dtls_version_in_a_scenario_is_refused_by_key_and_values() {
         assert!(err.contains(says) && err.contains("sensor"), "{err}");
     }
 }
+
+/// scenarios/dtls13-cid-rebinding.toml: a DTLS 1.3 session with Connection IDs carries on when
+/// the NAT gives it a new outside port; the same run without CIDs stalls there.
+#[test]
+fn a_dtls13_cid_session_follows_a_nat_rebinding() {
+    let path = scenario("dtls13-cid-rebinding.toml");
+    let report: Value = serde_json::from_str(&stdout(&sim(&[path.to_str().unwrap(), "--json"]))).unwrap();
+    let client = app(&report, "client");
+    assert_eq!(client["handshakes"]["kinds"], serde_json::json!({ "dtls13-full": 1 }), "{client}");
+    assert_eq!(client["replies"], 60, "every record echoed from both ports");
+    assert_eq!(app(&report, "server")["handshakes"]["completed"], 1, "one handshake across the rebinding");
+    assert_eq!(report["nats"][0]["counters"]["mappings_created"], 2, "the server saw a new port");
+
+    let standard =
+        std::fs::read_to_string(&path).unwrap().replace("mobility = \"cid\"", "mobility = \"standard\"");
+    let copy = std::env::temp_dir().join(format!("fastshake-sim-cid13-{}.toml", std::process::id()));
+    std::fs::write(&copy, standard).unwrap();
+    let out = sim(&[copy.to_str().unwrap(), "--json"]);
+    let _ = std::fs::remove_file(&copy);
+    assert!(!out.status.success(), "without CIDs the session stalls at the rebinding");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(app(&report, "client")["replies"].as_u64().unwrap() < 60);
+}
