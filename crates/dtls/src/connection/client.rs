@@ -3,7 +3,7 @@
 //! flights, each built in one place.
 
 use super::handshake::{agree, ephemeral, sign, Abort, Handshake, SCHEMES};
-use super::tls13::{client_hello13, ExpectServerHello13, Legacy12, Transcript13};
+use super::tls13::{client_hello13, ExpectServerHello13, HelloParts, Legacy12, Transcript13};
 use super::Step;
 use super::{Connection, Finished};
 use crate::alert::AlertDescription;
@@ -262,16 +262,9 @@ impl Connection {
             // Offering DTLS 1.3 too: the hello the 1.3 handshake writes, with this 1.2 part.
             (Some(legacy), Some(offer13)) => {
                 offer13.legacy = Some(Box::new(legacy));
-                body = client_hello13(
-                    &config,
-                    offer13,
-                    None,
-                    &state.cookie,
-                    &Transcript13::Pending(Vec::new()),
-                    None,
-                    false,
-                    (None, false),
-                );
+                let prefix = Transcript13::Pending(Vec::new());
+                let parts = HelloParts { legacy_cookie: &state.cookie, ..HelloParts::new(&prefix) };
+                body = client_hello13(&config, offer13, parts);
                 offer13.hello.clone_from(&body);
             }
             _ => ClientHello::encode_with(

@@ -166,8 +166,14 @@ impl Connection {
         let early = Self::offers_early13(hs, config);
         let mobility = self.offer_mobility13(config, &mut hs.rng);
         let offer = hs.resume.as_deref();
-        let body =
-            client_hello13(config, state, hs.cookie.as_deref(), &[], &hs.transcript, offer, early, mobility);
+        let parts = HelloParts {
+            cookie13: hs.cookie.as_deref(),
+            resume: offer,
+            early,
+            mobility,
+            ..HelloParts::new(&hs.transcript)
+        };
+        let body = client_hello13(config, state, parts);
         if early {
             Self::start_early13(hs, &body);
         }
@@ -482,6 +488,36 @@ impl Connection {
     }
 }
 
+/// What a ClientHello carries besides the configuration and the offer's key shares.
+pub(in crate::connection) struct HelloParts<'a> {
+    /// A 1.3 server's cookie (RFC 8446 §4.2.2).
+    pub cookie13: Option<&'a [u8]>,
+    /// A 1.2 server's HelloVerifyRequest cookie, when the hello offers both versions.
+    pub legacy_cookie: &'a [u8],
+    /// The transcript before this hello, which the PSK binders cover.
+    pub prefix: &'a Transcript13,
+    /// The session's ticket and the external PSK to offer.
+    pub resume: Option<&'a super::resume::Resume13>,
+    /// Early data follows the hello (RFC 8446 §4.2.10).
+    pub early: bool,
+    /// The connection_id to offer (RFC 9146 §3) and whether to offer rrc.
+    pub mobility: (Option<Vec<u8>>, bool),
+}
+
+impl<'a> HelloParts<'a> {
+    /// No cookie, no session, no early data, no CID.
+    pub fn new(prefix: &'a Transcript13) -> Self {
+        HelloParts {
+            cookie13: None,
+            legacy_cookie: &[],
+            prefix,
+            resume: None,
+            early: false,
+            mobility: (None, false),
+        }
+    }
+}
+
 /// The body of a ClientHello offering DTLS 1.3 (and 1.2 with `state.legacy`), its PSK binder
 /// written: it covers what `prefix` holds and the hello up to the binders (RFC 8446 §4.2.11.2).
 /// `legacy_cookie` answers a 1.2 server's HelloVerifyRequest; a 1.3 server's cookie is `cookie13`.
@@ -490,13 +526,9 @@ impl Connection {
 pub(in crate::connection) fn client_hello13(
     config: &ClientConfig,
     state: &ExpectServerHello13,
-    cookie13: Option<&[u8]>,
-    legacy_cookie: &[u8],
-    prefix: &Transcript13,
-    resume: Option<&super::resume::Resume13>,
-    early: bool,
-    mobility: (Option<Vec<u8>>, bool),
+    parts: HelloParts<'_>,
 ) -> Vec<u8> {
+    let HelloParts { cookie13, legacy_cookie, prefix, resume, early, mobility } = parts;
     let legacy = state.legacy.as_deref();
     let mut suites: Vec<u16> = Connection::suites13(config).iter().map(|s| s.id()).collect();
     suites.extend(legacy.iter().flat_map(|l| l.suites.iter().copied()));

@@ -12,7 +12,7 @@ mod client;
 pub(crate) mod resume;
 mod server;
 
-pub(super) use client::{client_hello13, ClientStep13, ExpectServerHello13, Legacy12};
+pub(super) use client::{client_hello13, ClientStep13, ExpectServerHello13, HelloParts, Legacy12};
 pub(crate) use server::VerifiedHello13;
 
 use super::{Connection, DataSink, Event, Phase};
