@@ -102,15 +102,16 @@ pub fn summary_line(summary: &HandshakeSummary) -> String {
         )
     });
     format!(
-        "handshake done: {}{}, {}{}, {}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
+        "handshake done: {}{}, {}{}{}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
         summary.suite.iana_name(),
         version_text(summary),
         resumption_text(summary),
         early_data_text(summary),
-        if summary.extended_master_secret {
-            "with extended master secret"
-        } else {
-            "without extended master secret"
+        // RFC 7627 is DTLS 1.2's; the 1.3 key schedule binds the transcript anyway.
+        match (summary.version, summary.extended_master_secret) {
+            (fastshake_dtls::Versions::Dtls12, true) => ", with extended master secret",
+            (fastshake_dtls::Versions::Dtls12, false) => ", without extended master secret",
+            _ => "",
         },
         cache_text(summary),
         summary.duration.as_secs_f64() * 1e3,
