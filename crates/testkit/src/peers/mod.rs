@@ -89,7 +89,13 @@ pub fn free_udp_port() -> u16 {
     for _ in 0..1000 {
         let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
         let port = low + (random % u64::from(high - low)) as u16;
-        if UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+        // Never the same port twice in one test process: two tests that drew it at once would
+        // both find it free before either server binds it.
+        static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+            std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !handed_out.contains(&port) && UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            handed_out.insert(port);
             return port;
         }
     }
