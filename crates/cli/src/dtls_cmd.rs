@@ -37,11 +37,11 @@ pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
-    /// or alone, or certificates; resumption by ticket and 0-RTT; sessions move by CID only, no
-    /// caching in 1.3 yet), or both: a client offers 1.3 and 1.2 in one ClientHello, a server
-    /// answers each client in the highest version it offers. Default: both for a server; 1.2 for
-    /// a client, so that a fastshake pair keeps caching and session sockets, which 1.3 does not
-    /// carry yet.
+    /// or alone, or certificates; resumption by ticket and 0-RTT; sessions move by CID), or
+    /// both (the default): a client offers 1.3 and 1.2 in one ClientHello, a server answers each
+    /// client in the highest version it offers. What only DTLS 1.2 carries here (handshake
+    /// caching with --cache-file, the ipc and tcs mobility modes) makes 1.2 the default; 0-RTT
+    /// (--early-data) makes it 1.3.
     #[arg(long, value_name = "VERSION", value_enum)]
     dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
@@ -237,9 +237,10 @@ pub struct ClientArgs {
     /// resumption PSK): written with mode 0600.
     #[arg(long, value_name = "FILE")]
     session_file: Option<PathBuf>,
-    /// --dtls 1.3 with --session-file: send the first line of standard input as 0-RTT early
-    /// data with the ClientHello when the session's ticket allows it (RFC 8446 §4.2.10); a
-    /// server that refuses it gets it after the handshake instead. Early data can be replayed
+    /// With --session-file: send the first line of standard input as 0-RTT early data with the
+    /// ClientHello when the session's ticket allows it (RFC 8446 §4.2.10); a server that
+    /// refuses it gets it after the handshake instead. 0-RTT is DTLS 1.3's: the client offers
+    /// 1.3 alone. Early data can be replayed
     /// by an attacker: use it only for a first message that is safe to receive twice.
     #[arg(long)]
     early_data: bool,
@@ -285,16 +286,19 @@ fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
 }
 
 impl CommonArgs {
-    /// `--dtls`, or the role's default.
-    fn dtls(&self, server: bool) -> DtlsArg {
-        self.dtls.unwrap_or(if server { DtlsArg::Both } else { DtlsArg::V1_2 })
-    }
-
-    fn versions(&self, server: bool) -> fastshake_dtls::Versions {
-        match self.dtls(server) {
-            DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
-            DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
-            DtlsArg::Both => fastshake_dtls::Versions::Both,
+    /// `--dtls`, or the default for this run: both, unless `only` names a flag given that
+    /// works in one version alone (1.2: handshake caching, IPC/TCS; 1.3: 0-RTT), which is then
+    /// the default; asked for with another version, it is refused with the reason.
+    fn dtls(&self, only: Option<(DtlsArg, &str)>) -> anyhow::Result<DtlsArg> {
+        match (self.dtls, only) {
+            (None, None) => Ok(DtlsArg::Both),
+            (None, Some((version, _))) => Ok(version),
+            (Some(asked), Some((version, flag))) if asked != version => bail!(
+                "{flag} works in DTLS {} only: use --dtls {} or leave --dtls out",
+                version.name(),
+                version.name()
+            ),
+            (Some(asked), _) => Ok(asked),
         }
     }
 
@@ -319,6 +323,34 @@ enum DtlsArg {
     /// Client: offer both; server: 1.3 with clients that offer it, 1.2 with the others.
     #[value(name = "both")]
     Both,
+}
+
+impl DtlsArg {
+    fn name(self) -> &'static str {
+        match self {
+            DtlsArg::V1_2 => "1.2",
+            DtlsArg::V1_3 => "1.3",
+            DtlsArg::Both => "both",
+        }
+    }
+
+    fn versions(self) -> fastshake_dtls::Versions {
+        match self {
+            DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
+            DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
+            DtlsArg::Both => fastshake_dtls::Versions::Both,
+        }
+    }
+}
+
+/// The mobility modes that need DTLS 1.2 (their session sockets and port moves are 1.2's;
+/// DTLS 1.3 moves sessions by Connection ID, RFC 9147 §9), as `--dtls` takes them.
+fn mobility_needs(mobility: MobilityMode) -> Option<(DtlsArg, &'static str)> {
+    match mobility {
+        MobilityMode::Ipc => Some((DtlsArg::V1_2, "--mobility ipc")),
+        MobilityMode::Tcs => Some((DtlsArg::V1_2, "--mobility tcs")),
+        MobilityMode::Standard | MobilityMode::Cid => None,
+    }
 }
 
 /// `--reconnect`.
@@ -460,6 +492,10 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
     }
     let banner = common.credentials.credentials(certified_key.is_some());
+    let dtls = common.dtls(mobility_needs(args.mobility))?;
+    if args.early_data && dtls == DtlsArg::V1_2 {
+        bail!("--early-data works in DTLS 1.3 only: use --dtls 1.3 or both");
+    }
     let idle_timeout = match args.idle_timeout {
         Some(secs) => {
             Some(Duration::try_from_secs_f64(secs).context("--idle-timeout must be a positive number")?)
@@ -488,22 +524,11 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
             ..ClientCertCacheConfig::default()
         },
         idle_timeout,
-        versions: common.versions(true),
+        versions: dtls.versions(),
         groups: common.groups(true),
         max_early_data: if args.early_data { 16 * 1024 } else { 0 },
         ..ServerConfig::default()
     };
-    // DTLS 1.3 moves sessions by Connection ID (RFC 9147 §9); session sockets and port moves
-    // are DTLS 1.2's.
-    if common.dtls(true) == DtlsArg::V1_3
-        && (!matches!(args.mobility, MobilityMode::Standard | MobilityMode::Cid)
-            || args.max_sessions.is_some())
-    {
-        bail!(
-            "--dtls 1.3 moves sessions by CID only and keeps no session slots yet: use --mobility cid or \
-             standard, drop --max-sessions"
-        );
-    }
     let workers = match args.workers {
         // R slots stand for one constrained server's memory: one worker holds them all.
         None if args.max_sessions.is_some() => 1,
@@ -682,6 +707,16 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         );
     }
     let server_name = args.server_name.clone().or_else(|| host_of(&args.connect));
+    let only = match (args.cache_file.is_some(), args.early_data) {
+        (true, true) => bail!("--cache-file works in DTLS 1.2 only and --early-data in 1.3 only: drop one"),
+        (true, false) => Some((DtlsArg::V1_2, "--cache-file")),
+        (false, true) => Some((DtlsArg::V1_3, "--early-data")),
+        (false, false) => mobility_needs(args.mobility),
+    };
+    if let (Some((DtlsArg::V1_3, _)), Some((_, flag))) = (only, mobility_needs(args.mobility)) {
+        bail!("--early-data works in DTLS 1.3 only and {flag} in 1.2 only: drop one");
+    }
+    let dtls = common.dtls(only)?;
     let config = ClientConfig {
         psk,
         certified_key: common.certified_key()?,
@@ -697,18 +732,10 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         mobility: args.mobility.client_mobility(),
         cached_info: args.cache_file.is_some(),
         client_certificate_caching: args.cache_file.is_some(),
-        versions: common.versions(false),
+        versions: dtls.versions(),
         groups: common.groups(false),
         ..ClientConfig::default()
     };
-    if common.dtls(false) == DtlsArg::V1_3
-        && (args.cache_file.is_some() || !matches!(args.mobility, MobilityMode::Standard | MobilityMode::Cid))
-    {
-        bail!("--dtls 1.3 does not cache sessions yet, and moves them by CID only: drop --cache-file, use --mobility cid or standard");
-    }
-    if args.early_data && common.dtls(false) != DtlsArg::V1_3 {
-        bail!("--early-data is DTLS 1.3's: add --dtls 1.3");
-    }
     let config = ClientConfig { early_data: args.early_data, ..config };
     let wall_clock = Some(Clock::new().wall_clock());
     ClientConfig { wall_clock, ..config.clone() }.validate().context("unusable client configuration")?;

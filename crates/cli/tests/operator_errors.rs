@@ -142,3 +142,57 @@ fn a_short_psk_is_warned_about_and_zero_workers_refused() {
         assert!(stderr.contains("invalid value '0' for '--workers <N>'"), "{stderr}");
     }
 }
+
+/// A flag that works in one DTLS version alone is refused beside another `--dtls`, with the
+/// reason and the way out; left to the default (both), it picks its version.
+#[test]
+fn a_flag_of_one_dtls_version_is_refused_with_another() {
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let client = |extra: &[&str]| [&["client", "--connect", "127.0.0.1:9"][..], &psk, extra].concat();
+    let server = |extra: &[&str]| [&["server", "--listen", "127.0.0.1:0"][..], &psk, extra].concat();
+    let cases: [(Vec<&str>, &str); 6] = [
+        (
+            client(&["--dtls", "1.3", "--cache-file", "/nonexistent/cache"]),
+            "--cache-file works in DTLS 1.2 only: use --dtls 1.2 or leave --dtls out",
+        ),
+        (
+            client(&["--dtls", "both", "--mobility", "tcs"]),
+            "--mobility tcs works in DTLS 1.2 only: use --dtls 1.2 or leave --dtls out",
+        ),
+        (
+            client(&["--dtls", "1.2", "--early-data"]),
+            "--early-data works in DTLS 1.3 only: use --dtls 1.3 or leave --dtls out",
+        ),
+        (
+            client(&["--early-data", "--cache-file", "/nonexistent/cache"]),
+            "--cache-file works in DTLS 1.2 only and --early-data in 1.3 only: drop one",
+        ),
+        (
+            server(&["--dtls", "1.3", "--mobility", "ipc"]),
+            "--mobility ipc works in DTLS 1.2 only: use --dtls 1.2 or leave --dtls out",
+        ),
+        (
+            server(&["--dtls", "1.2", "--early-data"]),
+            "--early-data works in DTLS 1.3 only: use --dtls 1.3 or both",
+        ),
+    ];
+    for (args, reason) in cases {
+        let stderr = fails(&args.join(" "), &args);
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
+}
+
+/// Left to their defaults, a server and a client speak DTLS 1.3; with --cache-file (handshake
+/// caching, DTLS 1.2's here) the client offers 1.2 alone and the same server answers in 1.2.
+#[test]
+fn by_default_both_speak_dtls13_and_caching_picks_dtls12() {
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let default = FASTSHAKE.echo_run(port, &psk, "default versions");
+    assert!(default.contains("(DTLS 1.3;"), "{default}");
+    let cache = scratch_dir().join(format!("default-versions-{}.cache", std::process::id()));
+    let cache = cache.to_str().unwrap();
+    let cached = FASTSHAKE.echo_run(port, &[&psk[..], &["--cache-file", cache]].concat(), "cache file");
+    assert!(cached.contains("handshake done: TLS_") && !cached.contains("DTLS 1.3"), "{cached}");
+    drop(server);
+}

@@ -202,7 +202,9 @@ fn code_list(codes: &[u16], name: fn(u16) -> Option<&'static str>) -> String {
 fn suite_name(id: u16) -> Option<&'static str> {
     match id {
         crate::handshake::SCSV_EMPTY_RENEGOTIATION_INFO => Some("TLS_EMPTY_RENEGOTIATION_INFO_SCSV"),
-        _ => CipherSuite::from_id(id).map(CipherSuite::iana_name),
+        _ => CipherSuite::from_id(id).map(CipherSuite::iana_name).or_else(|| {
+            crate::crypto::tls13::Suite13::from_id(id).map(crate::crypto::tls13::Suite13::iana_name)
+        }),
     }
 }
 

@@ -304,3 +304,46 @@ fn a_1_2_client_ignores_a_1_3_session() {
     let (c, s) = pair.handshake(MINUTE).expect("a full 1.2 handshake");
     assert_eq!((c.version, c.resumed, s.resumed), (Versions::Dtls12, false, false));
 }
+
+/// A client offering both versions offers a 1.3 session's ticket in the 1.3 part of its hello:
+/// a server answering 1.3 resumes it; a 1.2-only server, to whom the ticket means nothing,
+/// runs a full 1.2 handshake.
+#[test]
+fn a_client_offering_both_versions_resumes_a_1_3_ticket() {
+    let both = || ClientConfig { versions: Versions::Both, ..cert_client() };
+    for server_versions in [Versions::Dtls13, Versions::Both] {
+        let server = ServerConfig { versions: server_versions, ..cert_server() };
+        let mut pair = Pair::new(both(), server);
+        let (full, session) = first_session(&mut pair);
+        assert_eq!((full.version, full.peer_certificates), (Versions::Dtls13, 3));
+        reconnect(&mut pair, both(), Some(session.clone()), 2);
+        let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+        assert!(resumed(&c, &s), "against a {server_versions:?} server");
+        assert_eq!((c.version, c.peer_certificates), (Versions::Dtls13, 0));
+        assert_eq!(c.retransmissions + s.retransmissions, 0);
+
+        let v12 = ServerConfig { versions: Versions::Dtls12, ..cert_server() };
+        pair.server = Endpoint::new(Arc::new(v12), [9; 32]).expect("a valid configuration");
+        reconnect(&mut pair, both(), Some(session), 3);
+        let (c, s) = pair.handshake(MINUTE).expect("a full 1.2 handshake");
+        assert_eq!(
+            (c.version, c.resumed, s.resumed, c.peer_certificates),
+            (Versions::Dtls12, false, false, 3)
+        );
+    }
+}
+
+/// A ticket is offered only to the server name it came from (RFC 8446 §4.6.1): a PSK session
+/// made with no name is not offered by a client that names a server.
+#[test]
+fn a_ticket_is_not_offered_to_another_server_name() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    let (_, session) = first_session(&mut pair);
+    assert_eq!(session.server_name(), None);
+    for versions in [Versions::Dtls13, Versions::Both] {
+        let named = ClientConfig { versions, server_name: Some("elsewhere.example".into()), ..psk_client() };
+        reconnect(&mut pair, named, Some(session.clone()), 4);
+        let (c, s) = pair.handshake(MINUTE).expect("a full handshake");
+        assert_eq!((c.resumed, s.resumed), (false, false), "{versions:?}");
+    }
+}

@@ -1,9 +1,11 @@
 //! Session slots (`ServerConfig::max_sessions`, seed 002): at most R sessions, and what a client
 //! that proved its address gets while all R are taken: a refusal, or the slot of the session
 //! least recently used or silent the longest. Several clients against one endpoint, on virtual
-//! time, with the slot count checked after every datagram.
+//! time, with the slot count checked after every datagram; each case in DTLS 1.2 and in 1.3
+//! (whose cookie exchange is a HelloRetryRequest).
 use fastshake_dtls::{
-    AlertDescription, Connection, ConnectionHandle, Endpoint, Error, Event, Instant, ServerConfig, WhenFull,
+    AlertDescription, ClientConfig, Connection, ConnectionHandle, Endpoint, Error, Event, Instant,
+    ServerConfig, Versions, WhenFull,
 };
 use fastshake_testkit::dtls::{client_config, server_config};
 use std::net::SocketAddr;
@@ -12,6 +14,11 @@ use std::time::Duration;
 
 const SERVER: &str = "198.51.100.1:5684";
 const MINUTE: Duration = Duration::from_secs(60);
+const VERSIONS: [Versions; 2] = [Versions::Dtls12, Versions::Dtls13];
+
+fn client_for(versions: Versions) -> ClientConfig {
+    ClientConfig { versions, ..client_config() }
+}
 
 fn server_addr() -> SocketAddr {
     SERVER.parse().unwrap()
@@ -50,6 +57,7 @@ impl Client {
 
 /// One endpoint with R slots and any number of clients on a lossless network without delay.
 struct Net {
+    versions: Versions,
     now: Instant,
     slots: usize,
     server: Endpoint,
@@ -58,9 +66,10 @@ struct Net {
 }
 
 impl Net {
-    fn new(slots: usize, when_full: WhenFull) -> Net {
-        let config = ServerConfig { max_sessions: Some(slots), when_full, ..server_config() };
+    fn new(slots: usize, when_full: WhenFull, versions: Versions) -> Net {
+        let config = ServerConfig { max_sessions: Some(slots), when_full, versions, ..server_config() };
         Net {
+            versions,
             now: Instant::from_millis(1_000),
             slots,
             server: Endpoint::new(Arc::new(config), [7; 32]).expect("a valid server configuration"),
@@ -78,7 +87,8 @@ impl Net {
     /// A new client at 192.0.2.`host`:5684; returns its index.
     fn add_client(&mut self, host: u8) -> usize {
         let addr = SocketAddr::new(format!("192.0.2.{host}").parse().unwrap(), 5684);
-        let conn = Connection::client(Arc::new(client_config()), self.now, server_addr(), [host; 32]);
+        let conn =
+            Connection::client(Arc::new(client_for(self.versions)), self.now, server_addr(), [host; 32]);
         self.clients.push(Client { addr, conn, events: Vec::new(), sent: 0 });
         self.clients.len() - 1
     }
@@ -86,7 +96,7 @@ impl Net {
     /// Client `i` starts over with a new connection from the same address.
     fn restart(&mut self, i: usize, seed: u8) {
         let c = &mut self.clients[i];
-        c.conn = Connection::client(Arc::new(client_config()), self.now, server_addr(), [seed; 32]);
+        c.conn = Connection::client(Arc::new(client_for(self.versions)), self.now, server_addr(), [seed; 32]);
         c.events.clear();
     }
 
@@ -201,54 +211,60 @@ impl Net {
 
 #[test]
 fn refused_client_gets_an_alert_stops_and_leaves_the_sessions_alone() {
-    let mut net = Net::new(2, WhenFull::Refuse);
-    let (a, b) = (net.add_client(1), net.add_client(2));
-    assert!(net.connect(a) && net.connect(b));
-    let (ha, hb) = (net.handle(a), net.handle(b));
+    for versions in VERSIONS {
+        let mut net = Net::new(2, WhenFull::Refuse, versions);
+        let (a, b) = (net.add_client(1), net.add_client(2));
+        assert!(net.connect(a) && net.connect(b));
+        let (ha, hb) = (net.handle(a), net.handle(b));
 
-    let c = net.add_client(3);
-    net.pump();
-    assert!(!net.clients[c].conn.is_established());
-    let error = net.clients[c].failure().expect("the third client failed").clone();
-    assert_eq!(error, Error::NoSessionSlot { alert: AlertDescription::InternalError });
-    assert_eq!(error.alert(), Some(AlertDescription::InternalError));
-    let text = error.to_string();
-    assert!(text.contains("no free session slot on the server") && text.contains("internal_error"), "{text}");
-    assert!(net
-        .server_events
-        .contains(&(net.server_events.last().unwrap().0, Event::Refused { remote: net.clients[c].addr })));
-    assert_eq!(net.server.stats().slot_refusals, 1);
-    assert_eq!(net.server.handle_for(net.clients[c].addr), None, "no state kept");
+        let c = net.add_client(3);
+        net.pump();
+        assert!(!net.clients[c].conn.is_established());
+        let error = net.clients[c].failure().expect("the third client failed").clone();
+        assert_eq!(error, Error::NoSessionSlot { alert: AlertDescription::InternalError });
+        assert_eq!(error.alert(), Some(AlertDescription::InternalError));
+        let text = error.to_string();
+        assert!(
+            text.contains("no free session slot on the server") && text.contains("internal_error"),
+            "{text}"
+        );
+        assert!(net.server_events.contains(&(
+            net.server_events.last().unwrap().0,
+            Event::Refused { remote: net.clients[c].addr }
+        )));
+        assert_eq!(net.server.stats().slot_refusals, 1);
+        assert_eq!(net.server.handle_for(net.clients[c].addr), None, "no state kept");
 
-    // It stops retransmitting: nothing more from it over the next minute.
-    let sent = net.clients[c].sent;
-    net.run_for(MINUTE);
-    assert_eq!(net.clients[c].sent, sent);
-    assert_eq!(net.server.stats().slot_refusals, 1);
+        // It stops retransmitting: nothing more from it over the next minute.
+        let sent = net.clients[c].sent;
+        net.run_for(MINUTE);
+        assert_eq!(net.clients[c].sent, sent);
+        assert_eq!(net.server.stats().slot_refusals, 1);
 
-    // The two sessions are untouched and still carry data.
-    assert_eq!((net.handle(a), net.handle(b)), (ha, hb));
-    net.client_sends(a, "from a");
-    net.server_sends(b, "to b");
-    assert!(net.evictions().is_empty());
+        // The two sessions are untouched and still carry data.
+        assert_eq!((net.handle(a), net.handle(b)), (ha, hb));
+        net.client_sends(a, "from a");
+        net.server_sends(b, "to b");
+        assert!(net.evictions().is_empty());
 
-    // Once one closes, a new client gets in.
-    net.clients[a].conn.close();
-    net.pump();
-    assert!(net.server_events.contains(&(ha, Event::Closed)));
-    assert_eq!(net.server.stats().connections_open, 1);
-    let d = net.add_client(4);
-    assert!(net.connect(d));
-    assert_eq!(net.established(), 2);
-    net.client_sends(d, "from d");
-    net.server_sends(b, "to b again");
+        // Once one closes, a new client gets in.
+        net.clients[a].conn.close();
+        net.pump();
+        assert!(net.server_events.contains(&(ha, Event::Closed)));
+        assert_eq!(net.server.stats().connections_open, 1);
+        let d = net.add_client(4);
+        assert!(net.connect(d));
+        assert_eq!(net.established(), 2);
+        net.client_sends(d, "from d");
+        net.server_sends(b, "to b again");
+    }
 }
 
 /// Two sessions where the least recently used and the idlest differ: `b` sent data at +10 s
 /// (used and heard then); the server sent data to `a` at +20 s (used then, heard only at the
 /// handshake). LRU gives up `b`, idlest gives up `a`.
-fn lru_and_idlest_setup(policy: WhenFull) -> (Net, usize, usize) {
-    let mut net = Net::new(2, policy);
+fn lru_and_idlest_setup(policy: WhenFull, versions: Versions) -> (Net, usize, usize) {
+    let mut net = Net::new(2, policy, versions);
     let (a, b) = (net.add_client(1), net.add_client(2));
     assert!(net.connect(a) && net.connect(b));
     net.run_for(Duration::from_secs(10));
@@ -259,8 +275,8 @@ fn lru_and_idlest_setup(policy: WhenFull) -> (Net, usize, usize) {
     (net, a, b)
 }
 
-fn eviction_makes_room(policy: WhenFull, victim_of: fn(usize, usize) -> (usize, usize)) {
-    let (mut net, a, b) = lru_and_idlest_setup(policy);
+fn eviction_makes_room(policy: WhenFull, versions: Versions, victim_of: fn(usize, usize) -> (usize, usize)) {
+    let (mut net, a, b) = lru_and_idlest_setup(policy, versions);
     let (victim, survivor) = victim_of(a, b);
     let (hv, hs) = (net.handle(victim), net.handle(survivor));
 
@@ -292,12 +308,16 @@ fn eviction_makes_room(policy: WhenFull, victim_of: fn(usize, usize) -> (usize, 
 
 #[test]
 fn lru_evicts_the_session_least_recently_used() {
-    eviction_makes_room(WhenFull::Lru, |a, b| (b, a));
+    for versions in VERSIONS {
+        eviction_makes_room(WhenFull::Lru, versions, |a, b| (b, a));
+    }
 }
 
 #[test]
 fn idlest_evicts_the_session_silent_the_longest() {
-    eviction_makes_room(WhenFull::Idlest, |a, b| (a, b));
+    for versions in VERSIONS {
+        eviction_makes_room(WhenFull::Idlest, versions, |a, b| (a, b));
+    }
 }
 
 fn flood_addr(i: u16) -> SocketAddr {
@@ -306,76 +326,82 @@ fn flood_addr(i: u16) -> SocketAddr {
 
 #[test]
 fn hellos_without_a_valid_cookie_take_no_slot() {
-    let mut net = Net::new(2, WhenFull::Lru);
-    let (a, b) = (net.add_client(1), net.add_client(2));
-    assert!(net.connect(a) && net.connect(b));
-    let sessions = (net.handle(a), net.handle(b));
-    let quiet = |net: &Net| {
-        assert_eq!(net.server.stats().connections_open, 2);
-        assert_eq!((net.handle(a), net.handle(b)), sessions);
-        assert!(net.evictions().is_empty());
-    };
-    for i in 0..100u16 {
-        // A first ClientHello (no cookie): a HelloVerifyRequest, no state.
-        let mut flooder =
-            Connection::client(Arc::new(client_config()), net.now, server_addr(), [i as u8; 32]);
-        let hello = flooder.poll_transmit(net.now).unwrap().payload;
-        net.inject(flood_addr(i), hello.clone());
-        quiet(&net);
-        // A cookie earned at one address, replayed from another: rejected, no state.
-        let mut hvr = None;
-        net.server.handle_datagram(net.now, server_addr(), flood_addr(500), &mut hello.clone());
-        while let Some(t) = net.server.poll_transmit(net.now) {
-            hvr = Some(t.payload);
+    for versions in VERSIONS {
+        let mut net = Net::new(2, WhenFull::Lru, versions);
+        let (a, b) = (net.add_client(1), net.add_client(2));
+        assert!(net.connect(a) && net.connect(b));
+        let sessions = (net.handle(a), net.handle(b));
+        let quiet = |net: &Net| {
+            assert_eq!(net.server.stats().connections_open, 2);
+            assert_eq!((net.handle(a), net.handle(b)), sessions);
+            assert!(net.evictions().is_empty());
+        };
+        for i in 0..100u16 {
+            // A first ClientHello (no cookie): a HelloVerifyRequest, no state.
+            let mut flooder =
+                Connection::client(Arc::new(client_for(net.versions)), net.now, server_addr(), [i as u8; 32]);
+            let hello = flooder.poll_transmit(net.now).unwrap().payload;
+            net.inject(flood_addr(i), hello.clone());
+            quiet(&net);
+            // A cookie earned at one address, replayed from another: rejected, no state.
+            let mut hvr = None;
+            net.server.handle_datagram(net.now, server_addr(), flood_addr(500), &mut hello.clone());
+            while let Some(t) = net.server.poll_transmit(net.now) {
+                hvr = Some(t.payload);
+            }
+            flooder.handle_datagram(net.now, server_addr(), &mut hvr.unwrap());
+            let with_cookie = flooder.poll_transmit(net.now).unwrap().payload;
+            net.inject(flood_addr(i), with_cookie);
+            quiet(&net);
+            // The first fragment of a ClientHello at the smallest MTU.
+            let small =
+                fastshake_dtls::ClientConfig { mtu: fastshake_dtls::MIN_MTU, ..client_for(net.versions) };
+            let mut fragmenter = Connection::client(Arc::new(small), net.now, server_addr(), [i as u8; 32]);
+            net.inject(flood_addr(1000 + i), fragmenter.poll_transmit(net.now).unwrap().payload);
+            quiet(&net);
         }
-        flooder.handle_datagram(net.now, server_addr(), &mut hvr.unwrap());
-        let with_cookie = flooder.poll_transmit(net.now).unwrap().payload;
-        net.inject(flood_addr(i), with_cookie);
-        quiet(&net);
-        // The first fragment of a ClientHello at the smallest MTU.
-        let small = fastshake_dtls::ClientConfig { mtu: fastshake_dtls::MIN_MTU, ..client_config() };
-        let mut fragmenter = Connection::client(Arc::new(small), net.now, server_addr(), [i as u8; 32]);
-        net.inject(flood_addr(1000 + i), fragmenter.poll_transmit(net.now).unwrap().payload);
-        quiet(&net);
-    }
-    assert!(net.server.stats().cookies_rejected >= 100);
-    net.client_sends(a, "a after the flood");
-    net.server_sends(b, "to b after the flood");
+        assert!(net.server.stats().cookies_rejected >= 100);
+        net.client_sends(a, "a after the flood");
+        net.server_sends(b, "to b after the flood");
 
-    // A client that proves its address does take a slot: here the least recently used one.
-    let c = net.add_client(3);
-    assert!(net.connect(c));
-    assert_eq!(net.evictions().len(), 1);
-    assert_eq!(net.server.stats().connections_open, 2);
+        // A client that proves its address does take a slot: here the least recently used one.
+        let c = net.add_client(3);
+        assert!(net.connect(c));
+        assert_eq!(net.evictions().len(), 1);
+        assert_eq!(net.server.stats().connections_open, 2);
+    }
 }
 
 #[test]
 fn handshakes_in_progress_hold_their_slot_until_they_end() {
-    let mut net = Net::new(1, WhenFull::Lru);
-    // A client that returns its cookie and then goes silent holds the only slot.
-    let from: SocketAddr = "192.0.2.200:1".parse().unwrap();
-    let mut silent = Connection::client(Arc::new(client_config()), net.now, server_addr(), [99; 32]);
-    let hello = silent.poll_transmit(net.now).unwrap().payload;
-    net.server.handle_datagram(net.now, server_addr(), from, &mut hello.clone());
-    let mut hvr = net.server.poll_transmit(net.now).unwrap().payload;
-    silent.handle_datagram(net.now, server_addr(), &mut hvr);
-    net.inject(from, silent.poll_transmit(net.now).unwrap().payload);
-    assert_eq!(net.server.stats().connections_open, 1);
-    let h = net.server.handle_for(from).unwrap();
-    assert!(!net.server.connection(h).unwrap().is_established());
+    for versions in VERSIONS {
+        let mut net = Net::new(1, WhenFull::Lru, versions);
+        // A client that returns its cookie and then goes silent holds the only slot.
+        let from: SocketAddr = "192.0.2.200:1".parse().unwrap();
+        let mut silent =
+            Connection::client(Arc::new(client_for(net.versions)), net.now, server_addr(), [99; 32]);
+        let hello = silent.poll_transmit(net.now).unwrap().payload;
+        net.server.handle_datagram(net.now, server_addr(), from, &mut hello.clone());
+        let mut hvr = net.server.poll_transmit(net.now).unwrap().payload;
+        silent.handle_datagram(net.now, server_addr(), &mut hvr);
+        net.inject(from, silent.poll_transmit(net.now).unwrap().payload);
+        assert_eq!(net.server.stats().connections_open, 1);
+        let h = net.server.handle_for(from).unwrap();
+        assert!(!net.server.connection(h).unwrap().is_established());
 
-    // No established session to evict: the next client is refused even under LRU.
-    let b = net.add_client(2);
-    net.pump();
-    assert_eq!(
-        net.clients[b].failure(),
-        Some(&Error::NoSessionSlot { alert: AlertDescription::InternalError })
-    );
-    assert!(net.evictions().is_empty());
+        // No established session to evict: the next client is refused even under LRU.
+        let b = net.add_client(2);
+        net.pump();
+        assert_eq!(
+            net.clients[b].failure(),
+            Some(&Error::NoSessionSlot { alert: AlertDescription::InternalError })
+        );
+        assert!(net.evictions().is_empty());
 
-    // The handshake timeout frees the slot.
-    net.run_for(2 * MINUTE);
-    assert_eq!(net.server.stats().connections_open, 0);
-    let c = net.add_client(3);
-    assert!(net.connect(c));
+        // The handshake timeout frees the slot.
+        net.run_for(2 * MINUTE);
+        assert_eq!(net.server.stats().connections_open, 0);
+        let c = net.add_client(3);
+        assert!(net.connect(c));
+    }
 }

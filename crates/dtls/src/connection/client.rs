@@ -3,6 +3,7 @@
 //! flights, each built in one place.
 
 use super::handshake::{agree, ephemeral, sign, Abort, Handshake, SCHEMES};
+use super::tls13::resume::Resume13;
 use super::tls13::{client_hello13, ExpectServerHello13, HelloParts, Legacy12, Transcript13};
 use super::Step;
 use super::{Connection, Finished};
@@ -51,8 +52,10 @@ pub(super) struct ExpectServerHello {
     offer: Option<Offer>,
     /// What the cache holds for this server, offered when the configuration says so.
     cached: Option<CachedServer>,
-    /// The hello offers DTLS 1.3 too: what that offer needs if the server takes it.
+    /// The hello offers DTLS 1.3 too: what that offer needs if the server takes it ...
     pub offer13: Option<Box<ExpectServerHello13>>,
+    /// ... and the 1.3 session it offers to resume, with its PSKs.
+    pub resume13: Option<Box<Resume13>>,
 }
 
 /// A session offered for resumption.
@@ -206,6 +209,7 @@ impl Connection {
             offer,
             cached,
             offer13: None,
+            resume13: None,
         })));
         hs
     }
@@ -263,7 +267,11 @@ impl Connection {
             (Some(legacy), Some(offer13)) => {
                 offer13.legacy = Some(Box::new(legacy));
                 let prefix = Transcript13::Pending(Vec::new());
-                let parts = HelloParts { legacy_cookie: &state.cookie, ..HelloParts::new(&prefix) };
+                let parts = HelloParts {
+                    legacy_cookie: &state.cookie,
+                    resume: state.resume13.as_deref(),
+                    ..HelloParts::new(&prefix)
+                };
                 body = client_hello13(&config, offer13, parts);
                 offer13.hello.clone_from(&body);
             }

@@ -377,8 +377,12 @@ impl Connection {
             conn.start_client13(now, &config, rng_seed, session);
             return conn;
         }
-        // A 1.3 session (a ticket and its PSK) means nothing to a 1.2 server.
-        let session = session.filter(|s| !s.is_dtls13());
+        // A 1.3 session (a ticket and its PSK) means nothing to a 1.2 server: only the 1.3
+        // offer of a hello offering both carries it.
+        let (session, session13) = match session {
+            Some(s) if s.is_dtls13() => (None, Some(s)),
+            s => (s, None),
+        };
         let mut hs = Connection::client_handshake(&config, now, remote, rng_seed, session, cached);
         let path = config.mobility.any().then(|| {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
@@ -393,6 +397,8 @@ impl Connection {
             let offer13 = version::offer13(&config, &mut hs);
             if let Some(Step::Client(ClientStep::ExpectServerHello(state))) = hs.step.as_mut() {
                 state.offer13 = Some(offer13);
+                state.resume13 =
+                    session13.map(|s| Box::new(tls13::resume::Resume13::offering(s, now, &config)));
             }
         }
         let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote);
@@ -968,22 +974,39 @@ impl Connection {
             self.end(Phase::Closed);
             self.push_event(Event::Closed);
         } else if level == AlertLevel::Fatal {
-            // A server refusing for want of a session slot answers the ClientHello this way
-            // (`WhenFull::Refuse`); say so, with the alert, as others may mean something else.
-            let error = match self.client_config().filter(|_| self.waits_for_server_hello()) {
-                Some(_) if desc == AlertDescription::InternalError => Error::NoSessionSlot { alert: desc },
-                // Refused before any ServerHello: what we offered is all the server judged.
-                Some(config) => Error::HelloRefused {
-                    alert: desc,
-                    offered_suites: config.offered_suites().map(|s| s.id()).collect(),
-                },
-                None => Error::AlertReceived(desc),
-            };
+            let error = self.fatal_alert_error(desc, self.waits_for_server_hello(), false);
             self.end(Phase::Failed);
             self.record.discard_keys();
             self.push_event(Event::Failed(error));
         }
         // Other warnings (no_renegotiation, ...) change nothing.
+    }
+
+    /// What a fatal alert `desc` from the peer means; `before_server_hello`: a client got it in
+    /// answer to its ClientHello, `dtls13` in a 1.3 handshake.
+    fn fatal_alert_error(&self, desc: AlertDescription, before_server_hello: bool, dtls13: bool) -> Error {
+        let Some(config) = self.client_config().filter(|_| before_server_hello) else {
+            return Error::AlertReceived(desc);
+        };
+        // A server refusing for want of a session slot answers the ClientHello this way
+        // (`WhenFull::Refuse`); say so, with the alert, as others may mean something else.
+        if desc == AlertDescription::InternalError {
+            return Error::NoSessionSlot { alert: desc };
+        }
+        // A 1.3 server judges the PSK binders (decrypt_error, RFC 8446 §4.2.11) and the
+        // hello's form (illegal_parameter) before any ServerHello: not our suites.
+        if dtls13 {
+            return Error::AlertReceived(desc);
+        }
+        // Refused before any ServerHello: what we offered is all the server judged.
+        let mut offered_suites: Vec<u16> = Vec::new();
+        if config.versions != crate::config::Versions::Dtls12 {
+            offered_suites.extend(Connection::suites13(config).iter().map(|s| s.id()));
+        }
+        if config.versions != crate::config::Versions::Dtls13 {
+            offered_suites.extend(config.offered_suites().map(|s| s.id()));
+        }
+        Error::HelloRefused { alert: desc, offered_suites }
     }
 
     fn handle_handshake_record(&mut self, now: Instant, epoch: u16, body: &[u8]) {

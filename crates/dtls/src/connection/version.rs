@@ -81,7 +81,7 @@ impl Connection {
             self.hs = Some(hs);
             return;
         };
-        let ExpectServerHello { hello_seq, offer13, .. } = state;
+        let ExpectServerHello { hello_seq, offer13, resume13, .. } = state;
         let Some(offer13) = offer13 else { return };
         let give_up =
             hs.timers.get(HandshakeTimer::GiveUp).map_or(std::time::Duration::ZERO, |at| at - hs.started);
@@ -96,6 +96,7 @@ impl Connection {
         hs13.next_message_seq = hello_seq;
         hs13.push_message(0, HandshakeType::ClientHello, offer13.hello.clone(), false);
         hs13.next_message_seq = next_message_seq;
+        hs13.resume = resume13;
         if let Some(at) = timers.get(HandshakeTimer::Retransmit) {
             hs13.timers.set(Timer13::Retransmit, at);
         }

@@ -144,7 +144,7 @@ impl Connection {
     }
 
     /// The suites a 1.3 client offers: with a PSK only those of its hash (SHA-256).
-    fn suites13(config: &ClientConfig) -> Vec<Suite13> {
+    pub(in crate::connection) fn suites13(config: &ClientConfig) -> Vec<Suite13> {
         config
             .suites13
             .iter()

@@ -222,7 +222,7 @@ pub(super) struct Handshake13 {
     /// Server: the client's application records that came before its Finished.
     pub early_data: Vec<Vec<u8>>,
     /// Resumption and 0-RTT, when either is in play.
-    resume: Option<Box<resume::Resume13>>,
+    pub resume: Option<Box<resume::Resume13>>,
 }
 
 /// Protected records kept before their keys exist, and their bytes.
@@ -893,13 +893,20 @@ impl Connection {
                 let desc = AlertDescription::from_code(plaintext[1]);
                 if desc == AlertDescription::CloseNotify {
                     self.end(Phase::Closed);
+                    // Its flights and timers go with the session: nothing is resent.
+                    v13.hs = None;
                     v13.record.discard_keys();
                     self.push_event(Event::Closed);
                 } else {
                     // Every other alert is fatal in 1.3 (RFC 8446 §6).
+                    let before_server_hello = v13.hs.as_ref().is_some_and(|hs| {
+                        matches!(&hs.step, Some(Step13::Client(c)) if matches!(**c, ClientStep13::ExpectServerHello(_)))
+                    });
+                    let error = self.fatal_alert_error(desc, before_server_hello, true);
                     self.end(Phase::Failed);
+                    v13.hs = None;
                     v13.record.discard_keys();
-                    self.push_event(Event::Failed(Error::AlertReceived(desc)));
+                    self.push_event(Event::Failed(error));
                 }
             }
             t if t == ContentType::ApplicationData as u8 => {

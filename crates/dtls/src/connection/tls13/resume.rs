@@ -117,6 +117,60 @@ impl Resume13 {
     pub(super) fn offered(&self) -> &[OfferedPsk13] {
         &self.offered
     }
+
+    /// A client offering to resume `session` (a 1.3 one) in a hello that also offers DTLS 1.2:
+    /// its PSKs, ready for the first hello.
+    pub(in crate::connection) fn offering(
+        session: ClientSession,
+        now: Instant,
+        config: &ClientConfig,
+    ) -> Self {
+        let mut r = Resume13 { session: Some(session), ..Default::default() };
+        r.offer_psks(now, config, None);
+        r
+    }
+
+    /// The PSKs the next ClientHello offers: the session's ticket (unless expired, or after a
+    /// HelloRetryRequest whose transcript hash, `hashing`, is not its suite's, RFC 8446 §4.1.4),
+    /// then the external PSK. After a HelloRetryRequest no early data is sent (§4.2.10).
+    fn offer_psks(
+        &mut self,
+        now: Instant,
+        config: &ClientConfig,
+        hashing: Option<&'static ring::digest::Algorithm>,
+    ) {
+        let fits = |h: SuiteHash| hashing.is_none_or(|a| a == h.digest_algorithm());
+        self.offered.clear();
+        if hashing.is_some() {
+            self.early_write = None;
+        }
+        let now_ms = unix_ms(config.wall_clock, now);
+        if let Some((session, t)) = self.session.as_ref().and_then(|s| Some((s, s.v13.as_deref()?))) {
+            let age_ms = now_ms.saturating_sub(t.received_ms);
+            let offered_suite = config.suites13.iter().any(|s| s.hash() == t.suite.hash());
+            // RFC 8446 §4.6.1: resumed only towards the server name the ticket came from.
+            let same_server = session.server_name == config.server_name;
+            let fresh = age_ms < u64::from(session.lifetime_secs) * 1000;
+            if fresh && same_server && fits(t.suite.hash()) && offered_suite {
+                self.offered.push(OfferedPsk13 {
+                    identity: session.ticket.clone().unwrap_or_default(),
+                    age: (age_ms as u32).wrapping_add(t.age_add),
+                    key: t.psk.clone(),
+                    hash: t.suite.hash(),
+                    ticket: Some((t.suite, t.max_early_data)),
+                });
+            }
+        }
+        if let Some(psk) = config.psk.as_ref().filter(|_| fits(SuiteHash::Sha256)) {
+            self.offered.push(OfferedPsk13 {
+                identity: psk.identity.clone(),
+                age: 0,
+                key: Zeroizing::new(psk.key.to_vec()),
+                hash: SuiteHash::Sha256,
+                ticket: None,
+            });
+        }
+    }
 }
 
 /// Client: the external PSK alone, as offered without a session.
@@ -211,43 +265,13 @@ impl Connection {
         }
     }
 
-    /// Client: the PSKs the next ClientHello offers: the session's ticket (unless expired, or
-    /// after a HelloRetryRequest of another hash than its suite's, RFC 8446 §4.1.4), then the
-    /// external PSK. After a HelloRetryRequest no early data is sent (§4.2.10).
+    /// Client: the PSKs the next ClientHello offers (see [`Resume13::offer_psks`]).
     pub(super) fn client_psks13(now: Instant, hs: &mut Handshake13, config: &ClientConfig) {
         let hashing = match &hs.transcript {
             Transcript13::Hashing(ctx) => Some(ctx.algorithm()),
             Transcript13::Pending(_) => None,
         };
-        let fits = |h: SuiteHash| hashing.is_none_or(|a| a == h.digest_algorithm());
-        let r = hs.resume();
-        r.offered.clear();
-        if hashing.is_some() {
-            r.early_write = None;
-        }
-        let now_ms = unix_ms(config.wall_clock, now);
-        if let Some((session, t)) = r.session.as_ref().and_then(|s| Some((s, s.v13.as_deref()?))) {
-            let age_ms = now_ms.saturating_sub(t.received_ms);
-            let offered_suite = config.suites13.iter().any(|s| s.hash() == t.suite.hash());
-            if age_ms < u64::from(session.lifetime_secs) * 1000 && fits(t.suite.hash()) && offered_suite {
-                r.offered.push(OfferedPsk13 {
-                    identity: session.ticket.clone().unwrap_or_default(),
-                    age: (age_ms as u32).wrapping_add(t.age_add),
-                    key: t.psk.clone(),
-                    hash: t.suite.hash(),
-                    ticket: Some((t.suite, t.max_early_data)),
-                });
-            }
-        }
-        if let Some(psk) = config.psk.as_ref().filter(|_| fits(SuiteHash::Sha256)) {
-            r.offered.push(OfferedPsk13 {
-                identity: psk.identity.clone(),
-                age: 0,
-                key: Zeroizing::new(psk.key.to_vec()),
-                hash: SuiteHash::Sha256,
-                ticket: None,
-            });
-        }
+        hs.resume().offer_psks(now, config, hashing);
     }
 
     /// Client: whether this ClientHello offers early data: asked for, the first ClientHello,
