@@ -38,10 +38,11 @@ pub struct CommonArgs {
     credentials: CredentialArgs,
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
     /// or alone, or certificates; resumption by ticket and 0-RTT; sessions move by CID), or
-    /// both (the default): a client offers 1.3 and 1.2 in one ClientHello, a server answers each
-    /// client in the highest version it offers. What only DTLS 1.2 carries here (handshake
-    /// caching with --cache-file, the ipc and tcs mobility modes) makes 1.2 the default; 0-RTT
-    /// (--early-data) makes it 1.3.
+    /// both: a client offers 1.3 and 1.2 in one ClientHello, a server answers each
+    /// client in the highest version it offers. Default: both for a server; 1.2 for a client
+    /// (until 1.3 carries caching and session sockets). A flag that only one version carries
+    /// here makes that one the default: 1.2 for --cache-file and the ipc and tcs mobility modes,
+    /// 1.3 for --early-data.
     #[arg(long, value_name = "VERSION", value_enum)]
     dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
@@ -286,12 +287,13 @@ fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
 }
 
 impl CommonArgs {
-    /// `--dtls`, or the default for this run: both, unless `only` names a flag given that
-    /// works in one version alone (1.2: handshake caching, IPC/TCS; 1.3: 0-RTT), which is then
-    /// the default; asked for with another version, it is refused with the reason.
-    fn dtls(&self, only: Option<(DtlsArg, &str)>) -> anyhow::Result<DtlsArg> {
+    /// `--dtls`, or the default for this run: the role's, unless `only` names a flag given
+    /// that works in one version alone (1.2: handshake caching, IPC/TCS; 1.3: 0-RTT), which is
+    /// then the default; asked for with another version, it is refused with the reason.
+    fn dtls(&self, server: bool, only: Option<(DtlsArg, &str)>) -> anyhow::Result<DtlsArg> {
         match (self.dtls, only) {
-            (None, None) => Ok(DtlsArg::Both),
+            (None, None) if server => Ok(DtlsArg::Both),
+            (None, None) => Ok(DtlsArg::V1_2),
             (None, Some((version, _))) => Ok(version),
             (Some(asked), Some((version, flag))) if asked != version => bail!(
                 "{flag} works in DTLS {} only: use --dtls {} or leave --dtls out",
@@ -492,7 +494,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
     }
     let banner = common.credentials.credentials(certified_key.is_some());
-    let dtls = common.dtls(mobility_needs(args.mobility))?;
+    let dtls = common.dtls(true, mobility_needs(args.mobility))?;
     if args.early_data && dtls == DtlsArg::V1_2 {
         bail!("--early-data works in DTLS 1.3 only: use --dtls 1.3 or both");
     }
@@ -716,7 +718,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
     if let (Some((DtlsArg::V1_3, _)), Some((_, flag))) = (only, mobility_needs(args.mobility)) {
         bail!("--early-data works in DTLS 1.3 only and {flag} in 1.2 only: drop one");
     }
-    let dtls = common.dtls(only)?;
+    let dtls = common.dtls(false, only)?;
     let config = ClientConfig {
         psk,
         certified_key: common.certified_key()?,

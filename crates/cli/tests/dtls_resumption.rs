@@ -79,9 +79,9 @@ fn early_run(port: u16, args: &[&str], line: &str, summary: &[&str]) -> (String,
 }
 
 #[test]
-fn by_default_a_session_file_resumes_dtls13_and_sends_the_first_line_as_early_data() {
-    // Both sides with their default versions: the client offers 1.3 and 1.2, the server picks
-    // 1.3; --early-data alone makes the client offer 1.3 only.
+fn a_session_file_resumes_dtls13_and_sends_the_first_line_as_early_data() {
+    // The server with its default versions; the client offers 1.3 and 1.2 and the server
+    // picks 1.3; --early-data alone makes the client offer 1.3 only.
     let pki = Pki::generate(FASTSHAKE, "p256", 2);
     let mut server_args = pki.fastshake_server_args();
     server_args.extend(["--echo", "--early-data"].map(String::from));
@@ -89,11 +89,12 @@ fn by_default_a_session_file_resumes_dtls13_and_sends_the_first_line_as_early_da
     let session_file = pki.scratch("client13.session");
     let mut client_args = pki.fastshake_client_args();
     client_args.extend(["--session-file".into(), session_file.clone()]);
+    let both = [&client_args[..], &["--dtls".into(), "both".into()]].concat();
 
-    let first = FASTSHAKE.echo_run(port, &strs(&client_args), "first run");
+    let first = FASTSHAKE.echo_run(port, &strs(&both), "first run");
     assert!(first.contains("(DTLS 1.3;") && first.contains("full (not resumed)"), "{first}");
     assert!(first.contains("kept the server's DTLS 1.3 ticket"), "{first}");
-    let second = FASTSHAKE.echo_run(port, &strs(&client_args), "second run");
+    let second = FASTSHAKE.echo_run(port, &strs(&both), "second run");
     assert!(second.contains("resumed by ticket"), "{second}");
     assert!(!second.contains("0-RTT"), "no early data without --early-data: {second}");
     server.expect_stderr("resumed by ticket");
