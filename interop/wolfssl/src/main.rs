@@ -3,17 +3,26 @@
 //!
 //!   wolfssl-peer server --listen 127.0.0.1:0 (--psk-identity ID --psk HEX | --cert CHAIN.pem --key KEY.pem
 //!                       [--ca CA.pem --mutual]) [--dtls 1.3|1.2] [--groups G,..] [--suite NAME] [--cid]
-//!                       [--psk-ke] [--no-hrr-cookie] [--sessions N] [--time-limit 30s]
+//!                       [--psk-ke] [--no-hrr-cookie] [--early-data] [--sessions N] [--time-limit 30s]
 //!   wolfssl-peer client --connect HOST:PORT (--psk-identity ID --psk HEX | --ca CA.pem [--server-name NAME]
 //!                       [--cert CHAIN.pem --key KEY.pem]) [--dtls ..] [--groups ..] [--suite ..] [--cid]
-//!                       [--psk-ke] [--key-update] [--resume] [--linger 2s] [--time-limit 30s]
+//!                       [--psk-ke] [--key-update] [--resume [--early-data]] [--rebind-after N]
+//!                       [--linger 2s] [--time-limit 30s]
 //!   wolfssl-peer bench --handshakes N (--psk | --cert CHAIN.pem --key KEY.pem --ca CA.pem) [--groups ..]
 //!                      [--suite NAME] [--psk-ke] [--no-hrr-cookie] [--dtls ..]
 //!
 //! The server says "listening on ADDR" once bound, serves one client after the other (a ClientHello
 //! from a new address ends the current session), and echoes every record (also printed on stdout).
 //! The client sends each line of its stdin as one record and prints the replies. Each prints one
-//! "handshake done: version=.. suite=.. group=.. hrr=.. resumed=.. resent=.." line on stderr.
+//! "handshake done: version=.. suite=.. group=.. hrr=.. resumed=.. resent=.." line on stderr
+//! (with `early_data=..` after --early-data: the client's status, the bytes the server took).
+//!
+//! --early-data: a server takes up to 16 kB of 0-RTT data (it needs --no-hrr-cookie: a
+//! HelloRetryRequest refuses early data, RFC 8446 §4.1.2) and echoes it after the handshake; a
+//! client with --resume sends the first line of stdin as early data in the resumption.
+//! --rebind-after N: the client moves to a new local port after the Nth reply. With --cid the
+//! server takes a record carrying its CID from a new address and, once wolfSSL deprotected it,
+//! sends there (RFC 9146 §6; wolfSSL does this itself only on its own socket IO).
 
 mod wolf;
 
@@ -51,6 +60,8 @@ struct Options {
     no_hrr_cookie: bool,
     key_update: bool,
     resume: bool,
+    early_data: bool,
+    rebind_after: Option<u64>,
     sessions: u64,
     linger: Option<Duration>,
     time_limit: Option<Duration>,
@@ -111,6 +122,10 @@ fn parse(mode: &str, args: &[String]) -> Result<Options, String> {
             "--no-hrr-cookie" => o.no_hrr_cookie = true,
             "--key-update" => o.key_update = true,
             "--resume" => o.resume = true,
+            "--early-data" => o.early_data = true,
+            "--rebind-after" => {
+                o.rebind_after = Some(value()?.parse().map_err(|_| "--rebind-after: not a number")?)
+            }
             "--sessions" => o.sessions = value()?.parse().map_err(|_| "--sessions: not a number")?,
             "--linger" => o.linger = Some(parse_duration(&value()?)?),
             "--time-limit" => o.time_limit = Some(parse_duration(&value()?)?),
@@ -152,6 +167,9 @@ impl Options {
         }
         if self.psk_ke {
             ctx.psk_without_dhe()?;
+        }
+        if self.early_data && role == Role::Server {
+            ctx.accept_early_data(16 * 1024)?;
         }
         match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => ctx.use_chain(cert, key)?,
@@ -235,8 +253,33 @@ type NextHello = Rc<RefCell<Option<(SocketAddr, Vec<u8>)>>>;
 struct Udp {
     socket: Rc<UdpSocket>,
     peer: SocketAddr,
-    pending: VecDeque<Vec<u8>>,
+    /// Datagrams with where they came from.
+    pending: VecDeque<(SocketAddr, Vec<u8>)>,
     next_hello: Option<NextHello>,
+    /// The CID on the records we receive, once negotiated.
+    cid: Option<Vec<u8>>,
+    /// Where the datagram last handed to wolfSSL came from.
+    last_from: Option<SocketAddr>,
+}
+
+impl Udp {
+    fn new(socket: Rc<UdpSocket>, peer: SocketAddr, next_hello: Option<NextHello>) -> Udp {
+        Udp { socket, peer, pending: VecDeque::new(), next_hello, cid: None, last_from: None }
+    }
+
+    /// A DTLS 1.3 unified header with the C bit and our CID (RFC 9147 §4): `001C SLEE`, then the CID.
+    fn carries_our_cid(&self, datagram: &[u8]) -> bool {
+        let Some(cid) = &self.cid else { return false };
+        datagram.len() > 1 + cid.len() && datagram[0] & 0xf0 == 0x30 && datagram[1..1 + cid.len()] == cid[..]
+    }
+
+    /// The client moves to a new local port (a NAT rebinding, say).
+    fn rebind(&mut self) -> Result<SocketAddr, String> {
+        let local = self.socket.local_addr().map_err(|e| e.to_string())?;
+        let socket = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(|e| format!("rebind: {e}"))?;
+        self.socket = Rc::new(socket);
+        self.socket.local_addr().map_err(|e| e.to_string())
+    }
 }
 
 impl Datagrams for Udp {
@@ -245,7 +288,9 @@ impl Datagrams for Udp {
     }
 
     fn recv(&mut self) -> Option<Vec<u8>> {
-        self.pending.pop_front()
+        let (from, datagram) = self.pending.pop_front()?;
+        self.last_from = Some(from);
+        Some(datagram)
     }
 
     fn wait(&mut self, timeout: Duration) -> bool {
@@ -260,8 +305,8 @@ impl Datagrams for Udp {
                 return false;
             }
             match self.socket.recv_from(&mut buf) {
-                Ok((n, from)) if from == self.peer => {
-                    self.pending.push_back(buf[..n].to_vec());
+                Ok((n, from)) if from == self.peer || self.carries_our_cid(&buf[..n]) => {
+                    self.pending.push_back((from, buf[..n].to_vec()));
                     return true;
                 }
                 Ok((n, from)) => {
@@ -280,12 +325,30 @@ impl Datagrams for Udp {
     fn peer_id(&self) -> Vec<u8> {
         self.peer.to_string().into_bytes()
     }
+
+    fn expect_cid(&mut self, cid: Vec<u8>) {
+        self.cid = Some(cid);
+    }
+
+    fn follow_sender(&mut self) -> Option<String> {
+        let from = self.last_from.filter(|from| *from != self.peer)?;
+        self.peer = from;
+        Some(from.to_string())
+    }
+
+    fn rebind(&mut self) -> Result<String, String> {
+        Udp::rebind(self).map(|to| to.to_string())
+    }
 }
 
-fn handshake_line(role: &str, ssl: &mut Ssl) {
+/// `early`: what to say of 0-RTT, when asked for.
+fn handshake_line(role: &str, ssl: &mut Ssl, early: Option<String>) {
     let mut line = format!("wolfssl-peer {role}: handshake done: {}", ssl.describe());
     if let Some((tx, rx)) = ssl.cids() {
         line += &format!(" cid_out={} cid_in={}", hex(&tx), hex(&rx));
+    }
+    if let Some(early) = early {
+        line += &format!(" early_data={early}");
     }
     eprintln!("{line}");
 }
@@ -311,12 +374,8 @@ fn run_server(o: &Options) -> Result<(), String> {
             Some(first) => first,
             None => first_hello(&socket)?,
         };
-        let transport = Udp {
-            socket: socket.clone(),
-            peer,
-            pending: VecDeque::from([hello]),
-            next_hello: Some(next.clone()),
-        };
+        let mut transport = Udp::new(socket.clone(), peer, Some(next.clone()));
+        transport.pending.push_back((peer, hello));
         if let Err(why) = serve(o, &ctx, Box::new(transport), &next) {
             eprintln!("wolfssl-peer server: session with {peer} failed: {why}");
         }
@@ -339,12 +398,34 @@ fn first_hello(socket: &UdpSocket) -> Result<(SocketAddr, Vec<u8>), String> {
 
 fn serve(o: &Options, ctx: &Context, transport: Box<dyn Datagrams>, next: &NextHello) -> Result<(), String> {
     let peer = transport.peer_id();
-    let peer = String::from_utf8_lossy(&peer).into_owned();
+    let mut peer = String::from_utf8_lossy(&peer).into_owned();
     let mut ssl = o.session(ctx, transport)?;
-    ssl.handshake(Role::Server)?;
-    handshake_line("server", &mut ssl);
     let mut buf = vec![0u8; 1 << 14];
+    let mut early = Vec::new();
+    if o.early_data {
+        loop {
+            match ssl.read_early_data(&mut buf)? {
+                Step::Done(0) => break,
+                Step::Done(n) => early.push(buf[..n].to_vec()),
+                Step::WantRead if ssl.is_done() => break,
+                Step::WantRead => ssl.wait_or_retransmit()?,
+                Step::Closed => return Err("the peer closed during the handshake".into()),
+            }
+        }
+    }
+    ssl.handshake(Role::Server)?;
+    let early_bytes = o.early_data.then(|| early.iter().map(Vec::len).sum::<usize>().to_string());
+    handshake_line("server", &mut ssl, early_bytes);
+    if let Some((_, rx)) = ssl.cids().filter(|(_, rx)| !rx.is_empty()) {
+        ssl.transport().expect_cid(rx);
+    }
     let mut stdout = std::io::stdout();
+    // Early data is echoed once the handshake is done, under the 1-RTT keys.
+    for data in early {
+        let _ = stdout.write_all(&data);
+        let _ = stdout.flush();
+        ssl.write(&data)?;
+    }
     loop {
         if next.borrow().is_some() {
             eprintln!("wolfssl-peer server: session with {peer} ended: a new client");
@@ -352,6 +433,10 @@ fn serve(o: &Options, ctx: &Context, transport: Box<dyn Datagrams>, next: &NextH
         }
         match ssl.read(&mut buf)? {
             Step::Done(n) => {
+                if let Some(to) = ssl.transport().follow_sender() {
+                    eprintln!("wolfssl-peer server: session with {peer} moved to {to}");
+                    peer = to;
+                }
                 let _ = stdout.write_all(&buf[..n]);
                 let _ = stdout.flush();
                 ssl.write(&buf[..n])?;
@@ -365,7 +450,13 @@ fn serve(o: &Options, ctx: &Context, transport: Box<dyn Datagrams>, next: &NextH
     }
 }
 
-fn client_session(o: &Options, ctx: &Context, resume: Option<&wolf::Session>) -> Result<Ssl, String> {
+/// A client session; `early` goes as 0-RTT data of the resumption of `resume`.
+fn client_session(
+    o: &Options,
+    ctx: &Context,
+    resume: Option<&wolf::Session>,
+    early: Option<&[u8]>,
+) -> Result<Ssl, String> {
     let connect = o.connect.as_deref().ok_or("--connect is required")?;
     let peer = connect
         .to_socket_addrs()
@@ -379,13 +470,23 @@ fn client_session(o: &Options, ctx: &Context, resume: Option<&wolf::Session>) ->
         SocketAddr::V6(_) => "[::]:0",
     };
     let socket = Rc::new(UdpSocket::bind(local).map_err(|e| format!("bind {local}: {e}"))?);
-    let transport = Udp { socket, peer, pending: VecDeque::new(), next_hello: None };
+    let transport = Udp::new(socket, peer, None);
     let mut ssl = o.session(ctx, Box::new(transport))?;
     if let Some(session) = resume {
         ssl.resume(session)?;
     }
+    if let Some(data) = early {
+        loop {
+            match ssl.write_early_data(data)? {
+                Step::Done(_) => break,
+                Step::WantRead => ssl.wait_or_retransmit()?,
+                Step::Closed => return Err("the server closed during the handshake".into()),
+            }
+        }
+    }
     ssl.handshake(Role::Client).map_err(|e| format!("handshake with {peer}: {e}"))?;
-    handshake_line("client", &mut ssl);
+    let status = (o.early_data && resume.is_some()).then(|| ssl.early_data_status().to_string());
+    handshake_line("client", &mut ssl, status);
     Ok(ssl)
 }
 
@@ -410,14 +511,6 @@ fn await_ticket(ssl: &mut Ssl) -> Result<wolf::Session, String> {
 
 fn run_client(o: &Options) -> Result<(), String> {
     let ctx = o.context(Role::Client)?;
-    let mut ssl = client_session(o, &ctx, None)?;
-    if o.resume {
-        let session = await_ticket(&mut ssl)?;
-        ssl.shutdown();
-        drop(ssl);
-        ssl = client_session(o, &ctx, Some(&session))?;
-    }
-
     let (lines_tx, lines) = mpsc::channel::<Option<String>>();
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
@@ -428,11 +521,25 @@ fn run_client(o: &Options) -> Result<(), String> {
         }
         let _ = lines_tx.send(None);
     });
+    let mut sent = 0u64;
+    let mut ssl = client_session(o, &ctx, None, None)?;
+    if o.resume {
+        let session = await_ticket(&mut ssl)?;
+        ssl.shutdown();
+        drop(ssl);
+        // The first line of stdin, as 0-RTT data.
+        let early = match o.early_data.then(|| lines.recv()) {
+            Some(Ok(Some(line))) => Some(format!("{line}\n")),
+            _ => None,
+        };
+        sent += u64::from(early.is_some());
+        ssl = client_session(o, &ctx, Some(&session), early.as_deref().map(str::as_bytes))?;
+    }
 
     let linger = o.linger.unwrap_or(Duration::from_secs(2));
     let mut queue: VecDeque<String> = VecDeque::new();
     let mut eof_at: Option<Instant> = None;
-    let (mut sent, mut replies) = (0u64, 0u64);
+    let mut replies = 0u64;
     // With --key-update, nothing more is sent until the first echo came and the keys were updated.
     let mut key_update_due = o.key_update;
     let mut buf = vec![0u8; 1 << 14];
@@ -456,6 +563,10 @@ fn run_client(o: &Options) -> Result<(), String> {
                 let _ = stdout.write_all(&buf[..n]);
                 let _ = stdout.flush();
                 replies += 1;
+                if o.rebind_after == Some(replies) {
+                    let to = ssl.transport().rebind()?;
+                    eprintln!("wolfssl-peer client: moved to {to}");
+                }
                 if key_update_due {
                     key_update_due = false;
                     ssl.update_keys()?;

@@ -26,6 +26,18 @@ pub trait Datagrams {
     fn wait(&mut self, timeout: Duration) -> bool;
     /// A stable identity of the peer's address, which DTLS 1.2 cookies are bound to.
     fn peer_id(&self) -> Vec<u8>;
+    /// Connection IDs: the CID our records carry inbound (RFC 9146 §6 lets such a record come
+    /// from a new address).
+    fn expect_cid(&mut self, _cid: Vec<u8>) {}
+    /// Called once wolfSSL deprotected application data: the session follows the address the
+    /// last datagram handed to wolfSSL came from; returns it when that is a new one.
+    fn follow_sender(&mut self) -> Option<String> {
+        None
+    }
+    /// A client moves to a new local port; returns the new address.
+    fn rebind(&mut self) -> Result<String, String> {
+        Err("this transport cannot move".into())
+    }
 }
 
 /// `-v`: every datagram's size and first record on stderr.
@@ -310,6 +322,16 @@ impl Context {
         Ok(())
     }
 
+    /// A server that takes up to `max` bytes of 0-RTT early data and says so in its tickets.
+    pub fn accept_early_data(&self, max: u32) -> Result<(), String> {
+        // SAFETY: ctx is valid.
+        match unsafe { sys::wolfSSL_CTX_set_max_early_data(self.ctx, max) } {
+            // 0 on success in this build (no OPENSSL_EXTRA).
+            0 => Ok(()),
+            error => Err(format!("wolfSSL_CTX_set_max_early_data failed: {}", error_text(error))),
+        }
+    }
+
     /// psk_ke: the PSK alone, no (EC)DHE.
     pub fn psk_without_dhe(&self) -> Result<(), String> {
         // SAFETY: ctx is valid.
@@ -510,6 +532,46 @@ impl Ssl {
         match self.step("write", ret, |_| ())? {
             Step::Done(()) => Ok(()),
             _ => Err("write did not complete".into()),
+        }
+    }
+
+    /// A client's 0-RTT: sends the ClientHello (of a resumption) and `data` as early data.
+    pub fn write_early_data(&mut self, data: &[u8]) -> Result<Step<usize>, String> {
+        let mut written: c_int = 0;
+        // SAFETY: ssl is valid; data holds data.len() bytes; written is our out-parameter.
+        let ret = unsafe {
+            sys::wolfSSL_write_early_data(self.ssl, data.as_ptr().cast(), data.len() as c_int, &mut written)
+        };
+        self.step("write_early_data", ret, |n| n as usize)
+    }
+
+    /// A server's accept that takes early data: Done(n) with n bytes of it, Done(0) once no
+    /// more can come (the handshake then goes on with `handshake`).
+    pub fn read_early_data(&mut self, buf: &mut [u8]) -> Result<Step<usize>, String> {
+        let mut read: c_int = 0;
+        // SAFETY: ssl is valid; buf holds buf.len() bytes; read is our out-parameter.
+        let ret = unsafe {
+            sys::wolfSSL_read_early_data(self.ssl, buf.as_mut_ptr().cast(), buf.len() as c_int, &mut read)
+        };
+        if ret >= 0 {
+            return Ok(Step::Done(ret as usize));
+        }
+        self.step("read_early_data", ret, |n| n as usize)
+    }
+
+    /// Whether the handshake is complete.
+    pub fn is_done(&self) -> bool {
+        // SAFETY: ssl is valid.
+        unsafe { sys::wolfSSL_is_init_finished(self.ssl) == 1 }
+    }
+
+    /// What became of a client's early data: accepted, rejected or not_sent.
+    pub fn early_data_status(&self) -> &'static str {
+        // SAFETY: ssl is valid.
+        match unsafe { sys::wolfSSL_get_early_data_status(self.ssl) } as u32 {
+            sys::WOLFSSL_EARLY_DATA_ACCEPTED => "accepted",
+            sys::WOLFSSL_EARLY_DATA_REJECTED => "rejected",
+            _ => "not_sent",
         }
     }
 
