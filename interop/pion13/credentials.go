@@ -52,6 +52,7 @@ type peerFlags struct {
 	groups     string
 	suite      string
 	cid        bool
+	moves      string
 	timeLimit  time.Duration
 	logResends bool
 	verbose    bool
@@ -72,6 +73,9 @@ func (f *peerFlags) register(set *flag.FlagSet) {
 	set.StringVar(&f.suite, "suite", "", "the one cipher suite to offer or accept, e.g. TLS_AES_128_GCM_SHA256 "+
 		"(default pion's for the version)")
 	set.BoolVar(&f.cid, "cid", false, "negotiate Connection IDs (server: 8 bytes; client: only send the server's)")
+	set.StringVar(&f.moves, "cid-moves", "reject",
+		"with --cid, a peer's authenticated CID record from a new address: reject (stay), rrc (check it with "+
+			"RFC 9853's return routability check, offered as rrc) or unsafe (follow at once)")
 	set.DurationVar(&f.timeLimit, "time-limit", 30*time.Second, "exit with status 2 after this long, whatever happens")
 	set.BoolVar(&f.logResends, "log-resends", false, "print a \"resent flight\" line on stderr for each flight resent")
 	set.BoolVar(&f.verbose, "v", false, "print pion's own log lines (trace level) on stderr")
@@ -121,9 +125,17 @@ func (f *peerFlags) options(isServer bool, watch *resendWatch) ([]dtls.Option, [
 		if isServer {
 			generator = dtls.RandomCIDGenerator(serverCIDLength)
 		}
-		// Reject: the peer's address never moves in these tests, and pion asks for a
-		// reachability check before accepting a move.
-		options = append(options, dtls.WithConnectionID(generator, dtls.CIDPathMigrationReject))
+		policy := dtls.CIDPathMigrationReject
+		switch f.moves {
+		case "reject":
+		case "rrc":
+			policy = dtls.CIDPathMigrationRRC
+		case "unsafe":
+			policy = dtls.CIDPathMigrationUnsafe
+		default:
+			return nil, nil, fmt.Errorf("--cid-moves %q: reject, rrc or unsafe", f.moves)
+		}
+		options = append(options, dtls.WithConnectionID(generator, policy))
 	}
 
 	if !f.usesCertificates() {

@@ -3,10 +3,11 @@
 //
 //	pion13-peer server --listen 127.0.0.1:0 (--psk-identity ID --psk HEX | --cert CHAIN.pem --key KEY.pem
 //	                   [--ca CA.pem --mutual]) [--dtls 1.3|1.2] [--groups LIST] [--suite NAME] [--cid]
-//	                   [--no-cookie] [--sessions N] [--log-resends] [--time-limit 30s]
+//	                   [--cid-moves reject|rrc|unsafe] [--tickets] [--no-cookie] [--sessions N] [--log-resends]
+//	                   [--time-limit 30s]
 //	pion13-peer client --connect HOST:PORT (--psk-identity ID --psk HEX | --ca CA.pem [--server-name NAME]
 //	                   [--cert CHAIN.pem --key KEY.pem]) [--dtls ...] [--groups ...] [--suite ...] [--cid]
-//	                   [--key-update] [--log-resends] [--time-limit 30s]
+//	                   [--key-update] [--resume] [--log-resends] [--time-limit 30s]
 //
 // The server echoes each record it receives (and prints it); the client sends each line of its standard
 // input and prints the replies. Both print one line on stderr when a handshake is done:
@@ -35,8 +36,14 @@
 //     so psk_ke needs --groups with no group in common.
 //   - State (state.go:27-56, 209) gives the version, suite, peer certificates and CIDs; not the
 //     group, the PSK mode, a HelloRetryRequest, nor whether a session was resumed.
-//   - Not wired here: session tickets and resumption (WithSessionStore), early data
-//     (WithMaxEarlyDataSize, DetachedConn), ECH, CID updates and path migration (AddPath), ALPN, SRTP.
+//   - Resumption by ticket (WithSessionStore, session.go): --tickets makes a server send
+//     NewSessionTickets and resume from them; --resume makes a client wait for one, close, and
+//     resume in a second handshake (two handshake lines; psk= says the ticket was taken).
+//   - Not wired here: early data (WithMaxEarlyDataSize, DetachedConn), ECH, CID updates, a
+//     client's own move (AddPath), ALPN, SRTP.
+//   - A server with --cid follows a client's authenticated CID record from a new address as
+//     --cid-moves says (WithConnectionID's CIDPathMigrationPolicy, connection_id.go): reject (the
+//     default), rrc (RFC 9853: rrc offered, the new path checked with path_challenge first) or unsafe.
 //   - resent counts only what pion traces: handshake flights resent by timer, after a partial ACK
 //     or in answer to the peer's retransmission. pion logs no resend of post-handshake messages
 //     (KeyUpdate, NewSessionTicket: internal/handshake/post_handshake.go:1009-1050).
@@ -54,6 +61,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pion/dtls/v4"
@@ -173,6 +181,7 @@ func runServer(args []string) error {
 	peer.register(set)
 	listen := set.String("listen", "127.0.0.1:0", "address to listen on")
 	sessions := set.Int("sessions", 0, "exit after this many sessions have ended (0: serve until the time limit)")
+	tickets := set.Bool("tickets", false, "DTLS 1.3: send NewSessionTickets and resume sessions from them")
 	noCookie := set.Bool("no-cookie", false, "answer a ClientHello without the cookie exchange (a HelloRetryRequest)")
 	_ = set.Parse(args)
 	exitAfter("server", peer.timeLimit)
@@ -187,6 +196,9 @@ func runServer(args []string) error {
 	}
 	if *noCookie {
 		serverOptions = append(serverOptions, dtls.WithInsecureSkipVerifyHello(true))
+	}
+	if *tickets {
+		serverOptions = append(serverOptions, dtls.WithSessionStore(newMemoryStore()))
 	}
 	address, err := net.ResolveUDPAddr("udp", *listen)
 	if err != nil {
@@ -255,6 +267,8 @@ func runClient(args []string) error {
 	keyUpdate := set.Bool("key-update", false,
 		"after the handshake, update the traffic keys (and ask the server to update its own) before sending")
 	linger := set.Duration("linger", 300*time.Millisecond, "wait this long for replies after standard input ends")
+	resume := set.Bool("resume", false,
+		"DTLS 1.3: wait for the server's NewSessionTicket, close, and resume with it in a second handshake")
 	_ = set.Parse(args)
 	exitAfter("client", peer.timeLimit)
 
@@ -263,34 +277,32 @@ func runClient(args []string) error {
 	if err != nil {
 		return err
 	}
-	clientOptions := make([]dtls.ClientOption, 0, len(options))
+	store := newMemoryStore()
+	clientOptions := make([]dtls.ClientOption, 0, len(options)+1)
 	for _, option := range options {
 		clientOptions = append(clientOptions, option)
+	}
+	if *resume {
+		clientOptions = append(clientOptions, dtls.WithSessionStore(store))
 	}
 	remote, err := net.ResolveUDPAddr("udp", *connect)
 	if err != nil {
 		return fmt.Errorf("--connect: %w", err)
 	}
-	localIP := net.IPv4zero
-	if remote.IP.To4() == nil {
-		localIP = net.IPv6unspecified
-	}
-	socket, err := net.ListenUDP("udp", &net.UDPAddr{IP: localIP})
-	if err != nil {
-		return err
-	}
-	tap := newTapSocket(socket, false)
-	conn, err := dtls.Client(tap, remote, clientOptions...)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := conn.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("handshake with %s: %w", remote, err)
-	}
-	if err := handshakeLine("client", conn, tap.take(remote), watch); err != nil {
+	conn, err := dial(ctx, remote, clientOptions, watch)
+	if err != nil {
 		return err
+	}
+	if *resume {
+		if err := awaitTicket(conn, store); err != nil {
+			return err
+		}
+		_ = conn.Close()
+		if conn, err = dial(ctx, remote, clientOptions, watch); err != nil {
+			return err
+		}
 	}
 	if *keyUpdate {
 		if err := updateKeys(ctx, conn); err != nil {
@@ -324,6 +336,96 @@ func runClient(args []string) error {
 		return closeErr
 	}
 	return nil
+}
+
+// dial runs a client handshake from a new socket and prints its line.
+func dial(ctx context.Context, remote *net.UDPAddr, options []dtls.ClientOption, watch *resendWatch) (*dtls.Conn, error) {
+	localIP := net.IPv4zero
+	if remote.IP.To4() == nil {
+		localIP = net.IPv6unspecified
+	}
+	socket, err := net.ListenUDP("udp", &net.UDPAddr{IP: localIP})
+	if err != nil {
+		return nil, err
+	}
+	tap := newTapSocket(socket, false)
+	conn, err := dtls.Client(tap, remote, options...)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("handshake with %s: %w", remote, err)
+	}
+	if err := handshakeLine("client", conn, tap.take(remote), watch); err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// awaitTicket reads (pion handles post-handshake messages in Read) until the store holds a
+// DTLS 1.3 ticket, for at most 5 s.
+func awaitTicket(conn *dtls.Conn, store *memoryStore) error {
+	deadline := time.Now().Add(5 * time.Second)
+	buffer := make([]byte, 1<<14)
+	for time.Now().Before(deadline) {
+		if size := store.ticketSize(); size > 0 {
+			fmt.Fprintf(os.Stderr, "pion13-peer client: kept a ticket of %d bytes\n", size)
+			return nil
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := conn.Read(buffer); err != nil && !isTimeout(err) {
+			return fmt.Errorf("waiting for a ticket: %w", err)
+		}
+	}
+	return errors.New("no session ticket from the server within 5 s")
+}
+
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// memoryStore is pion's SessionStore in memory: a client's ticket, or a server's sessions.
+type memoryStore struct {
+	lock     sync.Mutex
+	sessions map[string]dtls.Session
+}
+
+func newMemoryStore() *memoryStore {
+	return &memoryStore{sessions: map[string]dtls.Session{}}
+}
+
+func (s *memoryStore) Set(key []byte, session dtls.Session) error {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	s.sessions[string(key)] = session
+	return nil
+}
+
+// Get returns an empty Session when there is none: pion's sign of a miss.
+func (s *memoryStore) Get(key []byte) (dtls.Session, error) {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	return s.sessions[string(key)], nil
+}
+
+func (s *memoryStore) Del(key []byte) error {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	delete(s.sessions, string(key))
+	return nil
+}
+
+// ticketSize is the length of a DTLS 1.3 ticket held, or 0.
+func (s *memoryStore) ticketSize() int {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	for _, session := range s.sessions {
+		if session.Ticket != nil && len(session.ID) > 0 {
+			return len(session.ID)
+		}
+	}
+	return 0
 }
 
 // updateKeys sends a KeyUpdate asking the server for one too, waits for its ACK, and prints the
