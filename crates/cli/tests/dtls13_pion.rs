@@ -342,6 +342,37 @@ fn pion_server_follows_fastshake_client_by_cid() {
     assert_eq!(server.stderr.text().matches("handshake done").count(), 1, "{}", server.transcript());
 }
 
+/// Resumption by ticket (RFC 8446 §2.2) with pion's server (`--tickets`, an ECDSA chain): two
+/// `fastshake client --session-file F` runs, the first full and keeping pion's
+/// NewSessionTicket, the second resuming with it; pion's second handshake chose the ticket's PSK
+/// (there is no external one).
+#[test]
+fn fastshake_client_resumes_a_pion_ticket() {
+    if skip_without_pion() {
+        return;
+    }
+    let binary = pion::dtls13_peer().expect("pion13-peer");
+    let pki = Pki::generate(FASTSHAKE, "p256", 2);
+    let (server, port) = pion::dtls13_server(
+        &binary,
+        &["--cert", &pki.server_cert(), "--key", &pki.server_key(), "--tickets"],
+    );
+    let session = pki.scratch("pion13.session");
+    let mut args = pki.fastshake_client_args();
+    args.extend(["--dtls", "1.3", "--session-file", &session].map(str::to_owned));
+    let first = FASTSHAKE.echo_run(port, &strs(&args), "first run");
+    assert!(first.contains("full (not resumed)"), "{first}");
+    assert!(first.contains("kept the server's DTLS 1.3 ticket"), "{first}");
+    let second = FASTSHAKE.echo_run(port, &strs(&args), "second run");
+    assert!(second.contains("resumed by ticket"), "{second}");
+    server.expect_stdout("second run\n");
+    let theirs: Vec<String> =
+        server.stderr.text().lines().filter(|l| l.contains("handshake done:")).map(str::to_owned).collect();
+    assert_eq!(theirs.len(), 2, "{}", server.transcript());
+    assert!(theirs[0].contains("psk=none") && theirs[0].contains("resent=0"), "{theirs:?}");
+    assert!(theirs[1].contains("psk=psk_dhe_ke") && theirs[1].contains("resent=0"), "{theirs:?}");
+}
+
 /// Resumption by ticket (RFC 8446 §2.2): pion's client `--resume` keeps our NewSessionTicket,
 /// closes, and resumes with it; with certificates only, its psk_dhe_ke is the ticket's.
 #[test]

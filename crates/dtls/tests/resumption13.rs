@@ -347,3 +347,15 @@ fn a_ticket_is_not_offered_to_another_server_name() {
         assert_eq!((c.resumed, s.resumed), (false, false), "{versions:?}");
     }
 }
+
+/// A certificate client with no session yet lists its PSK modes in its first ClientHello: a
+/// server sends tickets only for modes the client advertised (RFC 8446 §4.2.9), and one that
+/// holds to it (pion's) sent none to a hello without them.
+#[test]
+fn a_first_client_hello_advertises_psk_modes_for_the_tickets_to_come() {
+    let mut pair = Pair::new(cert_client(), cert_server());
+    first_session(&mut pair);
+    let hello = &pair.log[0].payload;
+    // psk_key_exchange_modes (45): psk_dhe_ke (1), then psk_ke (0).
+    assert!(hello.windows(7).any(|w| w == [0x00, 0x2d, 0x00, 0x03, 0x02, 0x01, 0x00]), "{hello:02x?}");
+}

@@ -571,7 +571,9 @@ pub(in crate::connection) fn client_hello13(
         signature_algorithms: (ecc.is_none() && certificates).then_some(&SCHEMES[..]),
         key_shares: (!groups.is_empty()).then_some(&key_shares[..]),
         cookie13,
-        psk_key_exchange_modes: (!identities.is_empty()).then_some(modes),
+        // Also without a PSK to offer: the modes are those of the tickets the client takes, and
+        // a server sends none for modes not advertised (RFC 8446 §4.2.9).
+        psk_key_exchange_modes: Some(modes),
         psk_offer: (!identities.is_empty())
             .then_some(PskOffer { identities: &identities, binder_lens: &binder_lens }),
         early_data: early,
