@@ -359,3 +359,39 @@ fn a_first_client_hello_advertises_psk_modes_for_the_tickets_to_come() {
     // psk_key_exchange_modes (45): psk_dhe_ke (1), then psk_ke (0).
     assert!(hello.windows(7).any(|w| w == [0x00, 0x2d, 0x00, 0x03, 0x02, 0x01, 0x00]), "{hello:02x?}");
 }
+
+#[test]
+fn accepted_early_data_that_overtook_or_lost_its_client_hello_arrives_once() {
+    // The early record reaches the server before its ClientHello (no session for it yet), is
+    // lost, or arrives twice. The server took early data, so the refused-data resend after the
+    // handshake does not apply: the record goes again, as it was sealed, in front of the
+    // client's Finished, and the replay window drops a copy of one already taken.
+    for case in ["overtakes", "lost", "duplicated"] {
+        let mut pair = Pair::new(early_client(), early_server());
+        let (_, session) = first_session(&mut pair);
+        reconnect(&mut pair, early_client(), Some(session), 2);
+        let hello = pair.sent(Dir::ToServer);
+        let fate = match case {
+            "overtakes" => (hello, Fate::Late(Duration::from_millis(30))),
+            "lost" => (hello + 1, Fate::Drop),
+            _ => (hello + 1, Fate::DuplicateLate(Duration::from_millis(15))),
+        };
+        pair.filter =
+            Box::new(
+                move |d| {
+                    if d.dir == Dir::ToServer && d.index == fate.0 {
+                        fate.1
+                    } else {
+                        Fate::Deliver
+                    }
+                },
+            );
+        assert_eq!(pair.client.send_early_data(b"early hello"), Ok(true), "{case}");
+        let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+        assert!(resumed(&c, &s), "{case}");
+        assert_eq!((c.early_data, s.early_data), (Some(true), Some(true)), "{case}: accepted");
+        pair.run_for(Duration::from_secs(2));
+        assert_eq!(pair.server_data(), vec![b"early hello".to_vec()], "{case}: delivered once");
+        pair.exchange_data(1);
+    }
+}

@@ -364,6 +364,14 @@ impl Connection {
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut current: Vec<u8> = Vec::with_capacity(mtu);
+        // Accepted early data goes again in front of the client's Finished (see
+        // `early_copies13`), in its datagram when there is room.
+        for copy in Self::early_copies13(hs) {
+            if !current.is_empty() && current.len() + copy.len() > mtu {
+                datagrams.push(std::mem::replace(&mut current, Vec::with_capacity(mtu)));
+            }
+            current.extend_from_slice(&copy);
+        }
         let mut sent = Vec::new();
         // The protected record being filled: its epoch, plaintext and the ranges it carries.
         let mut open: Option<OpenRecord> = None;

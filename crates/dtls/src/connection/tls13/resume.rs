@@ -75,6 +75,9 @@ pub(in crate::connection) struct Resume13 {
     early_room: u32,
     /// Client: data sent as early data (sent again after the handshake if refused).
     early_sent: Vec<Vec<u8>>,
+    /// Client: the early-data records as sealed, sent again as they are with our Finished
+    /// flight once the server takes early data (see [`Connection::early_copies13`]).
+    early_records: Vec<Vec<u8>>,
     /// Client: data given for 0-RTT that could not go as early data: sent after the handshake.
     after_handshake: Vec<Vec<u8>>,
     /// Early data: `None` not offered, `Some(accepted)` once known (client: `Some(false)` from
@@ -365,6 +368,21 @@ impl Connection {
         }
     }
 
+    /// Client, once the server took our early data: its records, byte for byte, to go in front
+    /// of our Finished flight each time it is sent. An early record that overtook its
+    /// ClientHello (reordering), or was lost with it, reaches a server that had no session for
+    /// it yet and is gone, while the server's acceptance tells the client it arrived and it is
+    /// never sent again. The copies arrive in the Finished's datagram, before the Finished,
+    /// while the server still reads epoch 1 (RFC 9147 §6.1: DTLS 1.3 has no EndOfEarlyData);
+    /// being the same records (epoch 1, same sequence numbers), a copy of one already taken is
+    /// dropped by the replay window (§4.5.1), so each is delivered once.
+    pub(super) fn early_copies13(hs: &Handshake13) -> Vec<Vec<u8>> {
+        match hs.resume.as_deref() {
+            Some(r) if r.early == Some(true) => r.early_records.clone(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Client: what the summary says of resumption and early data.
     pub(super) fn resumption_summary13(hs: &Handshake13, summary: &mut HandshakeSummary) {
         if let Some(r) = hs.resume.as_deref() {
@@ -406,6 +424,7 @@ impl Connection {
         }
         r.early_room -= data.len() as u32;
         r.early_sent.push(data.to_vec());
+        r.early_records.extend(records.iter().cloned());
         for record in records {
             self.stats.app_records_sent += 1;
             self.push_datagram(record);
