@@ -544,6 +544,11 @@ fn run_client(o: &Options) -> Result<(), String> {
     let mut key_update_due = o.key_update;
     let mut buf = vec![0u8; 1 << 14];
     let mut stdout = std::io::stdout();
+    for data in std::mem::take(&mut ssl.read_ahead) {
+        let _ = stdout.write_all(&data);
+        replies += 1;
+    }
+    let _ = stdout.flush();
     let mut idle = Duration::ZERO;
     loop {
         while let Ok(line) = lines.try_recv() {

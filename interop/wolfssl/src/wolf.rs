@@ -13,6 +13,7 @@ const SUCCESS: c_int = sys::WOLFSSL_SUCCESS as c_int;
 const WANT_READ: c_int = sys::WOLFSSL_ERROR_WANT_READ as c_int;
 const WANT_WRITE: c_int = sys::WOLFSSL_ERROR_WANT_WRITE as c_int;
 const ZERO_RETURN: c_int = sys::WOLFSSL_ERROR_ZERO_RETURN as c_int;
+const APP_DATA_READY: c_int = sys::wolfSSL_ErrorCodes_APP_DATA_READY as c_int;
 const CBIO_WANT_READ: c_int = sys::IOerrors_WOLFSSL_CBIO_ERR_WANT_READ as c_int;
 const CBIO_GENERAL: c_int = sys::IOerrors_WOLFSSL_CBIO_ERR_GENERAL as c_int;
 const PEM: c_int = sys::WOLFSSL_FILETYPE_PEM as c_int;
@@ -407,7 +408,7 @@ impl Context {
             // makes it 1.4 kB); off by default in wolfSSL, a no-op for a client.
             sys::wolfSSL_dtls13_allow_ch_frag(ssl, 1);
         }
-        Ok(Ssl { ssl, io, resent: 0 })
+        Ok(Ssl { ssl, io, resent: 0, read_ahead: Vec::new() })
     }
 }
 
@@ -443,6 +444,9 @@ pub struct Ssl {
     io: *mut Io,
     /// Retransmission rounds our timer set off (wolfSSL_dtls_got_timeout calls).
     pub resent: u32,
+    /// Application records that came before the handshake ended (a server that answers
+    /// accepted 0-RTT data at once), read then, for the caller.
+    pub read_ahead: Vec<Vec<u8>>,
 }
 
 impl Ssl {
@@ -465,14 +469,30 @@ impl Ssl {
 
     /// One go at the handshake (connect or accept by the CTX's side).
     pub fn handshake_step(&mut self, role: Role) -> Result<Step<()>, String> {
-        // SAFETY: ssl is valid.
-        let ret = unsafe {
-            match role {
-                Role::Client => sys::wolfSSL_connect(self.ssl),
-                Role::Server => sys::wolfSSL_accept(self.ssl),
+        loop {
+            // SAFETY: ssl is valid.
+            let ret = unsafe {
+                match role {
+                    Role::Client => sys::wolfSSL_connect(self.ssl),
+                    Role::Server => sys::wolfSSL_accept(self.ssl),
+                }
+            };
+            // SAFETY: ssl is valid.
+            if ret <= 0 && unsafe { sys::wolfSSL_get_error(self.ssl, ret) } == APP_DATA_READY {
+                // wolfSSL hands application data that overtook the handshake's end to a read
+                // first; the handshake goes on after it.
+                let mut buf = vec![0u8; 1 << 14];
+                // SAFETY: ssl is valid; buf holds buf.len() bytes.
+                let n = unsafe { sys::wolfSSL_read(self.ssl, buf.as_mut_ptr().cast(), buf.len() as c_int) };
+                if n <= 0 {
+                    return Err("handshake: application data was announced but none could be read".into());
+                }
+                buf.truncate(n as usize);
+                self.read_ahead.push(buf);
+                continue;
             }
-        };
-        self.step("handshake", ret, |_| ())
+            return self.step("handshake", ret, |_| ());
+        }
     }
 
     /// Runs the handshake over a real transport: waits for datagrams, retransmits on wolfSSL's timer.
