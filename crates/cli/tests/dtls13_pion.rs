@@ -366,8 +366,7 @@ fn fastshake_client_resumes_a_pion_ticket() {
     let second = FASTSHAKE.echo_run(port, &strs(&args), "second run");
     assert!(second.contains("resumed by ticket"), "{second}");
     server.expect_stdout("second run\n");
-    let theirs: Vec<String> =
-        server.stderr.text().lines().filter(|l| l.contains("handshake done:")).map(str::to_owned).collect();
+    let theirs = server.handshake_lines();
     assert_eq!(theirs.len(), 2, "{}", server.transcript());
     assert!(theirs[0].contains("psk=none") && theirs[0].contains("resent=0"), "{theirs:?}");
     assert!(theirs[1].contains("psk=psk_dhe_ke") && theirs[1].contains("resent=0"), "{theirs:?}");
@@ -390,8 +389,7 @@ fn pion_client_resumes_a_fastshake_ticket() {
     client.expect_stderr_line_with(&["handshake done:", "psk=psk_dhe_ke"]);
     client.echo_line("ping after resumption");
     client.finish(&[&server]);
-    let theirs: Vec<String> =
-        client.stderr.text().lines().filter(|l| l.contains("handshake done:")).map(str::to_owned).collect();
+    let theirs = client.handshake_lines();
     assert_eq!(theirs.len(), 2, "{}", client.transcript());
     assert!(theirs[0].contains("psk=none") && theirs[0].contains("resent=0"), "{theirs:?}");
     assert!(theirs[1].contains("psk=psk_dhe_ke") && theirs[1].contains("resent=0"), "{theirs:?}");

@@ -201,11 +201,6 @@ fn post_quantum_hybrid_both_ways() {
     assert!(theirs.contains("group=X25519MLKEM768"), "{theirs}");
 }
 
-/// The handshake lines a wolfSSL peer printed so far.
-fn handshake_lines(peer: &Peer) -> Vec<String> {
-    peer.stderr.text().lines().filter(|l| l.contains("handshake done:")).map(str::to_owned).collect()
-}
-
 /// Two `fastshake client --dtls 1.3 --session-file F` runs against one wolfSSL server with an
 /// ECDSA chain: the first is full and keeps wolfSSL's NewSessionTicket (RFC 8446 §4.6.1), the
 /// second offers it as a PSK and resumes (psk_dhe_ke, no certificate sent).
@@ -228,7 +223,7 @@ fn fastshake_client_resumes_a_wolfssl_ticket() {
     let second = FASTSHAKE.echo_run(port, &strs(&args), "second run");
     assert!(second.contains("resumed by ticket"), "{second}");
     server.expect_stdout("second run\n");
-    let theirs = handshake_lines(&server);
+    let theirs = server.handshake_lines();
     assert_eq!(theirs.len(), 2, "{}", server.transcript());
     assert!(theirs[0].contains("resumed=false") && theirs[0].contains("resent=0"), "{theirs:?}");
     assert!(theirs[1].contains("resumed=true") && theirs[1].contains("resent=0"), "{theirs:?}");
@@ -251,7 +246,7 @@ fn wolfssl_client_resumes_a_fastshake_ticket() {
     client.expect_stderr_line_with(&["handshake done:", "resumed=true"]);
     client.echo_line("ping after resumption");
     client.finish(&[&server]);
-    let theirs = handshake_lines(&client);
+    let theirs = client.handshake_lines();
     assert_eq!(theirs.len(), 2, "{}", client.transcript());
     assert!(theirs[0].contains("resumed=false") && theirs[0].contains("resent=0"), "{theirs:?}");
     assert!(theirs[1].contains("resumed=true") && theirs[1].contains("resent=0"), "{theirs:?}");
@@ -287,7 +282,7 @@ fn fastshake_client_sends_early_data_to_wolfssl() {
     client.echo_line("then a 1-RTT line");
     client.finish(&[&server]);
     assert_eq!(client.stdout.text().matches("early line to wolfSSL").count(), 1, "{}", client.transcript());
-    let theirs = handshake_lines(&server);
+    let theirs = server.handshake_lines();
     assert_eq!(theirs.len(), 2, "{}", server.transcript());
     // wolfSSL took the line (with its newline) as early data.
     let early = "early line to wolfSSL\n".len();
@@ -350,7 +345,7 @@ fn wolfssl_server_follows_fastshake_client_by_cid() {
     server.expect_stdout("after the move\n");
     server.expect_stderr_line_with(&["moved to", &new_address]);
     client.finish(&[&server]);
-    assert_eq!(handshake_lines(&server).len(), 1, "{}", server.transcript());
+    assert_eq!(server.handshake_lines().len(), 1, "{}", server.transcript());
 }
 
 /// The reverse: wolfSSL's client (`--cid`) moves to a new port after the first echo; fastshake's

@@ -227,6 +227,12 @@ impl Peer {
     }
 
     /// Both outputs so far, for failure messages.
+    /// Every "handshake done:" line the peer printed on standard error so far (fastshake's
+    /// summaries and the interop peers' alike), in order.
+    pub fn handshake_lines(&self) -> Vec<String> {
+        self.stderr.text().lines().filter(|l| l.contains("handshake done:")).map(str::to_owned).collect()
+    }
+
     pub fn transcript(&self) -> String {
         let name = &self.name;
         format!("--- {name} stdout:\n{}\n--- {name} stderr:\n{}", self.stdout.text(), self.stderr.text())
