@@ -10,6 +10,7 @@
 
 use crate::say::say;
 use anyhow::{bail, Context};
+use fastshake_dtls::dtls13::Suite13;
 use fastshake_dtls::{
     CacheStore, CertifiedKey, CipherSuite, ClientAuth, ClientCertCacheConfig, ClientConfig, ClientSession,
     HandshakeSummary, Psk, RetransmitPolicy, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull,
@@ -287,21 +288,45 @@ fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
 }
 
 impl CommonArgs {
-    /// `--dtls`, or the default for this run: the role's, unless `only` names a flag given
-    /// that works in one version alone (1.2: handshake caching, IPC/TCS; 1.3: 0-RTT), which is
-    /// then the default; asked for with another version, it is refused with the reason.
-    fn dtls(&self, server: bool, only: Option<(DtlsArg, &str)>) -> anyhow::Result<DtlsArg> {
-        match (self.dtls, only) {
-            (None, None) if server => Ok(DtlsArg::Both),
-            (None, None) => Ok(DtlsArg::V1_2),
-            (None, Some((version, _))) => Ok(version),
+    /// `--dtls`, or the default for this run: both versions, unless `only` names a flag given
+    /// that works in one version alone (1.2: handshake caching, IPC/TCS; 1.3: 0-RTT) or the
+    /// `--suite`s given are all of one version, which is then the default. Asked for with
+    /// another version, such a flag or suite is refused with the reason.
+    fn dtls(&self, only: Option<(DtlsArg, &str)>) -> anyhow::Result<DtlsArg> {
+        let (suite12, suite13) = self.credentials.suites_given();
+        let by_suites = match (suite12, suite13) {
+            (None, None) => None,
+            (Some(_), None) => Some(DtlsArg::V1_2),
+            (None, Some(_)) => Some(DtlsArg::V1_3),
+            (Some(_), Some(_)) => Some(DtlsArg::Both),
+        };
+        let version = match (self.dtls, only) {
             (Some(asked), Some((version, flag))) if asked != version => bail!(
                 "{flag} works in DTLS {} only: use --dtls {} or leave --dtls out",
                 version.name(),
                 version.name()
             ),
-            (Some(asked), _) => Ok(asked),
+            (Some(asked), _) => asked,
+            (None, Some((version, _))) => version,
+            (None, None) => by_suites.unwrap_or(DtlsArg::Both),
+        };
+        let wrong_suite = match version {
+            DtlsArg::V1_2 => suite13.map(|s| (s, "1.3", "1.2")),
+            DtlsArg::V1_3 => suite12.map(|s| (s, "1.2", "1.3")),
+            DtlsArg::Both => None,
+        };
+        if let Some((suite, of, run)) = wrong_suite {
+            bail!("--suite {suite} is a DTLS {of} suite and this run speaks DTLS {run} only");
         }
+        if let (DtlsArg::Both, Some(given)) = (version, by_suites.filter(|v| *v != DtlsArg::Both)) {
+            let missing = if given == DtlsArg::V1_2 { "1.3" } else { "1.2" };
+            bail!(
+                "--dtls both needs a --suite of each version or none, and no DTLS {missing} suite was \
+                 given: add one or use --dtls {}",
+                given.name()
+            );
+        }
+        Ok(version)
     }
 
     /// `--groups`, or the role's default: a client offers the elliptic curves (one 32-byte key
@@ -443,6 +468,10 @@ impl CommonArgs {
         self.credentials.suites()
     }
 
+    fn suites13(&self) -> Vec<Suite13> {
+        self.credentials.suites13()
+    }
+
     /// The validated-key cache of `--key-cache`, if not 0.
     fn key_cache(&self) -> Option<Arc<ValidatedKeyCache>> {
         (self.key_cache > 0).then(|| Arc::new(ValidatedKeyCache::new(self.key_cache)))
@@ -494,9 +523,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
     }
     let banner = common.credentials.credentials(certified_key.is_some());
-    let dtls = common.dtls(true, mobility_needs(args.mobility))?;
+    let dtls = common.dtls(mobility_needs(args.mobility))?;
     if args.early_data && dtls == DtlsArg::V1_2 {
-        bail!("--early-data works in DTLS 1.3 only: use --dtls 1.3 or both");
+        bail!("--early-data works in DTLS 1.3 only and this run speaks DTLS 1.2 only (by --dtls or --suite)");
     }
     let idle_timeout = match args.idle_timeout {
         Some(secs) => {
@@ -513,6 +542,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         key_cache: common.key_cache(),
         tickets: if common.no_tickets { None } else { Some(os_ticket_keys()) },
         suites: common.suites(),
+        suites13: common.suites13(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
         retransmit: common.retransmit(),
@@ -718,7 +748,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
     if let (Some((DtlsArg::V1_3, _)), Some((_, flag))) = (only, mobility_needs(args.mobility)) {
         bail!("--early-data works in DTLS 1.3 only and {flag} in 1.2 only: drop one");
     }
-    let dtls = common.dtls(false, only)?;
+    let dtls = common.dtls(only)?;
     let config = ClientConfig {
         psk,
         certified_key: common.certified_key()?,
@@ -727,6 +757,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         key_cache: common.key_cache(),
         enable_tickets: !common.no_tickets,
         suites: common.suites(),
+        suites13: common.suites13(),
         mtu: common.mtu,
         initial_retransmit: Duration::from_millis(common.initial_retransmit_ms),
         retransmit: common.retransmit(),

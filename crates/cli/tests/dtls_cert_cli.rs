@@ -42,6 +42,13 @@ fn ecdhe_rsa_gcm_with_a_three_certificate_chain() {
     certificate_suite_round_trip("rsa2048", RSA_GCM);
 }
 
+/// The versions a client is run with: the default (both offered, 1.3 chosen), and 1.2 alone,
+/// with the start of the summary line each gives.
+const VERSIONS: [(&[&str], &str); 2] = [
+    (&[], "handshake done: TLS_AES_128_GCM_SHA256 (DTLS 1.3;"),
+    (&["--dtls", "1.2"], "handshake done: TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8"),
+];
+
 #[test]
 fn required_client_certificate_is_validated_and_its_absence_refused() {
     let pki = Pki::generate(FASTSHAKE, "p256", 2);
@@ -49,21 +56,32 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
     server_args.push("--echo".into());
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
 
-    let stderr =
-        FASTSHAKE.echo_run(port, &strs(&pki.fastshake_mutual_client_args()), "with a client certificate");
-    assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
-    server.expect_handshake_without_resend(&[
-        "TLS_ECDHE_ECDSA",
-        "peer sent 2 certificate(s), subject \"O=fastshake test PKI, CN=fastshake test client p256",
-    ]);
+    for (n, (version, done)) in VERSIONS.into_iter().enumerate() {
+        let mut args = pki.fastshake_mutual_client_args();
+        args.extend(version.iter().map(|a| a.to_string()));
+        let stderr = FASTSHAKE.echo_run(port, &strs(&args), "with a client certificate");
+        assert!(stderr.contains(done), "{stderr}");
+        let printed = server.stderr.wait_until(std::time::Duration::from_secs(10), |text| {
+            text.matches("handshake done").count() > n
+        });
+        assert!(printed, "{}", server.transcript());
+        let line =
+            server.stderr.text().lines().filter(|l| l.contains("handshake done")).nth(n).unwrap().to_owned();
+        let client =
+            "peer sent 2 certificate(s), subject \"O=fastshake test PKI, CN=fastshake test client p256";
+        assert!(line.contains(client) && line.contains("+ 0 resent"), "{line}");
 
-    // Without a certificate the server ends the handshake with handshake_failure.
-    let mut args = pki.fastshake_client_args();
-    args.extend(["--handshake-timeout".into(), "3".into()]);
-    let mut client = FASTSHAKE.client_with(port, &strs(&args));
-    let status = client.expect_exit();
-    assert!(!status.success(), "{}", client.transcript());
-    assert!(client.stderr.text().contains("handshake_failure"), "{}", client.transcript());
+        // Without a certificate the server ends the handshake: handshake_failure in 1.2,
+        // certificate_required in 1.3 (RFC 8446 §4.4.2.4).
+        let mut args = pki.fastshake_client_args();
+        args.extend(["--handshake-timeout".into(), "3".into()]);
+        args.extend(version.iter().map(|a| a.to_string()));
+        let mut client = FASTSHAKE.client_with(port, &strs(&args));
+        let status = client.expect_exit();
+        assert!(!status.success(), "{}", client.transcript());
+        let alert = if version.is_empty() { "certificate_required" } else { "handshake_failure" };
+        assert!(client.stderr.text().contains(alert), "{alert}: {}", client.transcript());
+    }
 }
 
 #[test]
@@ -101,12 +119,20 @@ fn optional_client_authentication_accepts_a_client_without_a_certificate() {
     let mut server_args = pki.fastshake_mutual_server_args("optional");
     server_args.push("--echo".into());
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let stderr = FASTSHAKE.echo_run(port, &strs(&pki.fastshake_client_args()), "no client certificate");
-    assert!(stderr.contains("handshake done: TLS_ECDHE_ECDSA"), "{stderr}");
-    server.expect_handshake_without_resend(&["TLS_ECDHE_ECDSA"]);
-    let line =
-        server.stderr.text().lines().find(|l| l.contains("handshake done")).unwrap_or_default().to_owned();
-    assert!(!line.contains("peer sent"), "the client sent no certificate: {line}");
+    for (n, (version, done)) in VERSIONS.into_iter().enumerate() {
+        let mut args = pki.fastshake_client_args();
+        args.extend(version.iter().map(|a| a.to_string()));
+        let stderr = FASTSHAKE.echo_run(port, &strs(&args), "no client certificate");
+        assert!(stderr.contains(done), "{stderr}");
+        let printed = server.stderr.wait_until(std::time::Duration::from_secs(10), |text| {
+            text.matches("handshake done").count() > n
+        });
+        assert!(printed, "{}", server.transcript());
+        let line =
+            server.stderr.text().lines().filter(|l| l.contains("handshake done")).nth(n).unwrap().to_owned();
+        assert!(line.contains("+ 0 resent"), "{line}");
+        assert!(!line.contains("peer sent"), "the client sent no certificate: {line}");
+    }
 }
 
 #[test]
@@ -143,11 +169,17 @@ fn psk_and_certificates_on_one_server() {
     let mut server_args = pki.fastshake_server_args();
     server_args.extend(["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX, "--echo"].map(String::from));
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let with_psk =
-        FASTSHAKE.echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], "psk client");
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let with_psk = FASTSHAKE.echo_run(port, &psk, "psk client");
+    assert!(with_psk.contains("handshake done: TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519"), "{with_psk}");
+    let with_psk = FASTSHAKE.echo_run(port, &[&psk[..], &["--dtls", "1.2"]].concat(), "psk client, 1.2");
     assert!(with_psk.contains("handshake done: TLS_PSK_WITH_AES_128_CCM_8"), "{with_psk}");
-    let with_cert = FASTSHAKE.echo_run(port, &strs(&pki.fastshake_client_args()), "certificate client");
-    assert!(with_cert.contains("handshake done: TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8"), "{with_cert}");
+    for (version, done) in VERSIONS {
+        let mut args = pki.fastshake_client_args();
+        args.extend(version.iter().map(|a| a.to_string()));
+        let with_cert = FASTSHAKE.echo_run(port, &strs(&args), "certificate client");
+        assert!(with_cert.contains(done) && with_cert.contains("peer sent 2 certificate(s)"), "{with_cert}");
+    }
     server.expect_stderr("listening on 127.0.0.1:");
     assert!(
         server.stderr.text().contains("(DTLS 1.3 and 1.2, PSK and certificates"),

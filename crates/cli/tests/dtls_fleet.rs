@@ -171,8 +171,8 @@ fn a_session_id_from_node_a_resumes_at_node_b_through_redis() {
     let (_a, port_a) = node();
     let (b, port_b) = node();
     let session = dir.path("client.session");
-    // No ticket: the client offers the session ID alone.
-    let args = psk_client_args(&["--session-file", &session, "--no-tickets"]);
+    // No ticket: the client offers the session ID alone (session IDs are DTLS 1.2's).
+    let args = psk_client_args(&["--session-file", &session, "--no-tickets", "--dtls", "1.2"]);
     let full = FASTSHAKE.echo_run(port_a, &strs(&args), "at A");
     assert!(full.contains("full (not resumed)"), "{full}");
     // Node A writes the session to Redis as the handshake completes; B finds it there.
@@ -197,7 +197,7 @@ fn a_node_without_redis_serves_full_handshakes_and_says_so_once() {
     let url = format!("redis://127.0.0.1:{}", free_tcp_port());
     let (server, port) = FASTSHAKE.server(&["--echo", "--ticket-keys", &key_file, "--session-store", &url]);
     let session = dir.path("client.session");
-    let args = psk_client_args(&["--session-file", &session, "--no-tickets"]);
+    let args = psk_client_args(&["--session-file", &session, "--no-tickets", "--dtls", "1.2"]);
     for label in ["first", "second", "third"] {
         let run = FASTSHAKE.echo_run(port, &strs(&args), label);
         assert!(run.contains("handshake done"), "{run}");

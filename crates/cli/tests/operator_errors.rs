@@ -104,10 +104,11 @@ fn a_certificate_client_against_a_psk_server_is_told_why_on_both_sides() {
     let pki = Pki::generate(FASTSHAKE, "p256", 1);
     let (server, port) = FASTSHAKE.server(&["--echo"]);
     let ca = pki.ca();
-    let stderr = fails(
-        "fastshake client",
-        &["client", "--connect", &format!("127.0.0.1:{port}"), "--ca", &ca, "--handshake-timeout", "5"],
-    );
+    let connect = format!("127.0.0.1:{port}");
+    let client = ["client", "--connect", &connect, "--ca", &ca, "--handshake-timeout", "5"];
+
+    // DTLS 1.2: no suite in common.
+    let stderr = fails("fastshake client", &[&client[..], &["--dtls", "1.2"]].concat());
     assert!(
         stderr.contains(
             "the server refused our ClientHello with alert handshake_failure (we offered TLS_ECDHE_"
@@ -123,6 +124,21 @@ fn a_certificate_client_against_a_psk_server_is_told_why_on_both_sides() {
     );
     assert!(line.contains("(handshake_failure sent)"), "the alert on the wire is the RFC's: {line}");
     assert!(line.starts_with("fastshake server: 127.0.0.1:"), "the line names the client: {line}");
+
+    // Both versions offered, so DTLS 1.3: the suites match, the credentials do not.
+    let stderr = fails("fastshake client", &client);
+    assert!(
+        stderr.contains("the server refused our ClientHello with alert handshake_failure (we offered TLS_AES_128_GCM_SHA256"),
+        "{stderr}"
+    );
+    let line = server.expect_stderr_line_with(&["nothing to authenticate with"]);
+    assert!(
+        line.contains(
+            "handshake refused (handshake_failure sent): nothing to authenticate with: the client offered no PSK \
+             and this server has no certificate"
+        ),
+        "{line}"
+    );
 }
 
 #[test]
@@ -150,7 +166,7 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
     let client = |extra: &[&'static str]| [&["client", "--connect", "127.0.0.1:9"][..], &psk, extra].concat();
     let server = |extra: &[&'static str]| [&["server", "--listen", "127.0.0.1:0"][..], &psk, extra].concat();
-    let cases: [(Vec<&str>, &str); 6] = [
+    let cases: [(Vec<&str>, &str); 9] = [
         (
             client(&["--dtls", "1.3", "--cache-file", "/nonexistent/cache"]),
             "--cache-file works in DTLS 1.2 only: use --dtls 1.2 or leave --dtls out",
@@ -173,7 +189,19 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
         ),
         (
             server(&["--dtls", "1.2", "--early-data"]),
-            "--early-data works in DTLS 1.3 only: use --dtls 1.3 or both",
+            "--early-data works in DTLS 1.3 only and this run speaks DTLS 1.2 only (by --dtls or --suite)",
+        ),
+        (
+            client(&["--dtls", "1.3", "--suite", "TLS_PSK_WITH_AES_128_CCM_8"]),
+            "--suite TLS_PSK_WITH_AES_128_CCM_8 is a DTLS 1.2 suite and this run speaks DTLS 1.3 only",
+        ),
+        (
+            server(&["--early-data", "--suite", "TLS_PSK_WITH_AES_128_CCM_8"]),
+            "--early-data works in DTLS 1.3 only and this run speaks DTLS 1.2 only (by --dtls or --suite)",
+        ),
+        (
+            client(&["--dtls", "both", "--suite", "TLS_AES_128_CCM_8_SHA256"]),
+            "--dtls both needs a --suite of each version or none, and no DTLS 1.2 suite was given: add one or use --dtls 1.3",
         ),
     ];
     for (args, reason) in cases {
@@ -182,14 +210,21 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
     }
 }
 
-/// A server left to its default answers a client offering both versions in DTLS 1.3; with
-/// --cache-file (handshake caching, DTLS 1.2's here) the client offers 1.2 alone.
+/// Client and server left to their defaults agree on DTLS 1.3; with --cache-file (handshake
+/// caching, DTLS 1.2's here) or only DTLS 1.2 suites the client offers 1.2 alone, and only 1.3
+/// suites get the suite asked for.
 #[test]
-fn a_default_server_speaks_dtls13_and_caching_picks_dtls12() {
+fn a_default_server_speaks_dtls13_and_caching_or_a_1_2_suite_picks_dtls12() {
     let (server, port) = FASTSHAKE.server(&["--echo"]);
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
-    let default = FASTSHAKE.echo_run(port, &[&psk[..], &["--dtls", "both"]].concat(), "both versions");
-    assert!(default.contains("(DTLS 1.3;"), "{default}");
+    let default = FASTSHAKE.echo_run(port, &psk, "both versions");
+    assert!(default.contains("handshake done: TLS_AES_128_GCM_SHA256 (DTLS 1.3;"), "{default}");
+    let suite12 = [&psk[..], &["--suite", "TLS_PSK_WITH_AES_128_GCM_SHA256"]].concat();
+    let suite12 = FASTSHAKE.echo_run(port, &suite12, "a 1.2 suite");
+    assert!(suite12.contains("handshake done: TLS_PSK_WITH_AES_128_GCM_SHA256, full"), "{suite12}");
+    let suite13 = [&psk[..], &["--suite", "TLS_AES_128_CCM_8_SHA256"]].concat();
+    let suite13 = FASTSHAKE.echo_run(port, &suite13, "a 1.3 suite");
+    assert!(suite13.contains("handshake done: TLS_AES_128_CCM_8_SHA256 (DTLS 1.3;"), "{suite13}");
     let cache = scratch_dir().join(format!("default-versions-{}.cache", std::process::id()));
     let cache = cache.to_str().unwrap();
     let cached = FASTSHAKE.echo_run(port, &[&psk[..], &["--cache-file", cache]].concat(), "cache file");

@@ -140,6 +140,12 @@ pub enum Mismatch {
         /// The version the client offered.
         offered: u16,
     },
+    /// DTLS 1.3: the client offered no PSK this server knows (`psk_offered`: it offered some)
+    /// and this server has no certificate to authenticate with instead.
+    Credentials {
+        /// Whether the client offered any PSK identity.
+        psk_offered: bool,
+    },
     /// The client offered no null compression (RFC 5246 §7.4.1.2 requires it).
     Compression,
     /// Our configuration requires the extended master secret (RFC 7627) and the peer did not
@@ -177,6 +183,11 @@ impl fmt::Display for Mismatch {
                 f,
                 "no common version: the client offers DTLS up to 0x{offered:04x}; we speak DTLS 1.2 (0x{:04x})",
                 crate::record::DTLS_1_2
+            ),
+            Mismatch::Credentials { psk_offered } => write!(
+                f,
+                "nothing to authenticate with: the client offered {} and this server has no certificate",
+                if *psk_offered { "no PSK identity this server knows" } else { "no PSK" }
             ),
             Mismatch::Compression => f.write_str("the client offered no null compression method"),
             Mismatch::ExtendedMasterSecret => {

@@ -1,10 +1,11 @@
 //! The validated-key cache (seed 003 §IV-C) in both roles, on the in-memory pair: a second
-//! ECDHE-ECDSA handshake with mutual authentication skips chain validation on both sides, and
-//! neither a changed set of trust anchors nor a tampered chain is ever answered from the cache.
+//! handshake with mutual authentication skips chain validation on both sides, in DTLS 1.2 and
+//! 1.3, and neither a changed set of trust anchors nor a tampered chain is ever answered from the
+//! cache.
 
 use fastshake_dtls::{
     AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Instant, ServerConfig,
-    TrustAnchors, ValidatedKeyCache, WallClock,
+    TrustAnchors, ValidatedKeyCache, Versions, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::Pair;
@@ -103,6 +104,26 @@ fn a_second_mutual_handshake_skips_chain_validation_on_both_sides() {
         assert_eq!((c.peer_certificates, s.peer_certificates), (3, 3));
         assert_eq!(c.peer_leaf.as_ref(), pki().server_chain().first());
         pair.exchange_data(2);
+    }
+    assert_eq!((caches.client.stats().hits, caches.server.stats().hits), (2, 2));
+}
+
+#[test]
+fn a_second_dtls13_mutual_handshake_skips_chain_validation_on_both_sides() {
+    let caches = Caches::new();
+    let (mut cc, mut sc) = (caches.client(), caches.server());
+    cc.versions = Versions::Dtls13;
+    sc.versions = Versions::Dtls13;
+    for round in 0..3 {
+        let (c, s) = Pair::new(cc.clone(), sc.clone()).handshake(MINUTE).expect("1.3 handshake");
+        assert_eq!((c.version, s.version), (Versions::Dtls13, Versions::Dtls13));
+        let skipped = round > 0;
+        assert_eq!(
+            (c.chain_validation_skipped, s.chain_validation_skipped),
+            (skipped, skipped),
+            "round {round}"
+        );
+        assert_eq!((c.peer_certificates, s.peer_certificates), (3, 3));
     }
     assert_eq!((caches.client.stats().hits, caches.server.stats().hits), (2, 2));
 }

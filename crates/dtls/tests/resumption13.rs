@@ -361,6 +361,21 @@ fn a_first_client_hello_advertises_psk_modes_for_the_tickets_to_come() {
 }
 
 #[test]
+fn a_client_that_takes_no_tickets_lists_no_psk_modes_and_is_sent_none() {
+    let client = ClientConfig { enable_tickets: false, ..cert_client() };
+    let mut pair = Pair::new(client, cert_server());
+    let (c, s) = pair.handshake(MINUTE).expect("full handshake");
+    assert_eq!((c.resumed, s.resumed), (false, false));
+    pair.run_for(Duration::from_secs(5));
+    assert!(tickets(&pair).is_empty(), "no ticket handed out");
+    let hello = &pair.log[0].payload;
+    assert!(!hello.windows(2).any(|w| w == [0x00, 0x2d]), "no psk_key_exchange_modes: {hello:02x?}");
+    let server = pair.server.connection(pair.server_handle()).expect("the server's session");
+    assert!(!server.holds_handshake_state(), "no NewSessionTicket awaits an ACK");
+    pair.exchange_data(2);
+}
+
+#[test]
 fn accepted_early_data_that_overtook_or_lost_its_client_hello_arrives_once() {
     // The early record reaches the server before its ClientHello (no session for it yet), is
     // lost, or arrives twice. The server took early data, so the refused-data resend after the

@@ -2,6 +2,7 @@
 //! `fastshake bench load`): one definition, so they parse the same everywhere.
 
 use anyhow::Context;
+use fastshake_dtls::dtls13::Suite13;
 use fastshake_dtls::{CertifiedKey, CipherSuite, Psk, TrustAnchors, MIN_MTU};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,9 +28,13 @@ pub struct CredentialArgs {
     #[arg(long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
     /// Cipher suite by IANA name; repeat to allow several (default: every suite the given
-    /// credentials allow, PSK first). Known: TLS_PSK_WITH_AES_128_CCM_8,
-    /// TLS_PSK_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8,
-    /// TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256.
+    /// credentials allow, PSK first). The suites given also pick the DTLS version when --dtls
+    /// is left out: only 1.2 suites, 1.2; only 1.3 suites, 1.3. DTLS 1.2:
+    /// TLS_PSK_WITH_AES_128_CCM_8, TLS_PSK_WITH_AES_128_GCM_SHA256,
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    /// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256. DTLS 1.3: TLS_AES_128_GCM_SHA256,
+    /// TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256, TLS_AES_128_CCM_SHA256,
+    /// TLS_AES_128_CCM_8_SHA256.
     #[arg(long = "suite", value_name = "IANA_NAME", value_parser = parse_suite)]
     pub suites: Vec<CipherSuite>,
 }
@@ -51,7 +56,8 @@ fn parse_hex_key(s: &str) -> Result<HexKey, String> {
 
 fn parse_suite(s: &str) -> Result<CipherSuite, String> {
     CipherSuite::from_iana_name(s).ok_or_else(|| {
-        let known: Vec<&str> = CipherSuite::ALL.iter().map(|c| c.iana_name()).collect();
+        let known: Vec<&str> =
+            CipherSuite::ALL.iter().chain(CipherSuite::TLS13).map(|c| c.iana_name()).collect();
         format!("unknown cipher suite; known: {}", known.join(", "))
     })
 }
@@ -117,13 +123,30 @@ impl CredentialArgs {
         Ok(Some(Arc::new(anchors)))
     }
 
-    /// The `--suite`s given, or every suite.
+    /// The DTLS 1.2 `--suite`s given, or every 1.2 suite.
     pub fn suites(&self) -> Vec<CipherSuite> {
-        if self.suites.is_empty() {
+        let given: Vec<CipherSuite> = self.suites.iter().copied().filter(|s| !s.is_tls13()).collect();
+        if given.is_empty() {
             CipherSuite::ALL.to_vec()
         } else {
-            self.suites.clone()
+            given
         }
+    }
+
+    /// The DTLS 1.3 `--suite`s given, or every 1.3 suite.
+    pub fn suites13(&self) -> Vec<Suite13> {
+        let given: Vec<Suite13> = self.suites.iter().filter_map(|s| s.tls13()).collect();
+        if given.is_empty() {
+            Suite13::ALL.to_vec()
+        } else {
+            given
+        }
+    }
+
+    /// The first `--suite` given of DTLS 1.2 and the first of DTLS 1.3, by IANA name.
+    pub fn suites_given(&self) -> (Option<&'static str>, Option<&'static str>) {
+        let first = |tls13: bool| self.suites.iter().find(|s| s.is_tls13() == tls13).map(|s| s.iana_name());
+        (first(false), first(true))
     }
 
     /// What a banner says the side authenticates with.

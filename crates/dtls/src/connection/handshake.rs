@@ -282,7 +282,11 @@ impl Abort {
 
     /// The peer's offer and our configuration share nothing of one kind: handshake_failure.
     pub fn no_match(mismatch: Mismatch) -> Self {
-        let alert = AlertDescription::HandshakeFailure;
+        Abort::no_match_alert(AlertDescription::HandshakeFailure, mismatch)
+    }
+
+    /// As [`Abort::no_match`], with the alert the RFC names for this mismatch.
+    pub fn no_match_alert(alert: AlertDescription, mismatch: Mismatch) -> Self {
         Abort { alert: Some(alert), error: Error::NoMatch { alert, mismatch } }
     }
 

@@ -993,9 +993,15 @@ impl Connection {
         if desc == AlertDescription::InternalError {
             return Error::NoSessionSlot { alert: desc };
         }
-        // A 1.3 server judges the PSK binders (decrypt_error, RFC 8446 §4.2.11) and the
-        // hello's form (illegal_parameter) before any ServerHello: not our suites.
-        if dtls13 {
+        // A 1.3 server also judges the PSK binders (decrypt_error, RFC 8446 §4.2.11) and the
+        // hello's form (illegal_parameter) before any ServerHello: only a refusal of what we
+        // offered is about our suites and credentials.
+        let refusal = [
+            AlertDescription::HandshakeFailure,
+            AlertDescription::InsufficientSecurity,
+            AlertDescription::UnknownPskIdentity,
+        ];
+        if dtls13 && !refusal.contains(&desc) {
             return Error::AlertReceived(desc);
         }
         // Refused before any ServerHello: what we offered is all the server judged.

@@ -108,6 +108,8 @@ pub(in crate::connection) struct ServerChain13 {
     key: PeerPublicKey,
     certificates: usize,
     leaf: Option<CertDer>,
+    /// The chain was found in the validated-key cache, so its path validation was skipped.
+    validation_skipped: bool,
 }
 
 impl Connection {
@@ -238,12 +240,12 @@ impl Connection {
                     config.server_name.as_deref(),
                 )
                 .map_err(Abort::peer)?;
-                let _ = validation;
                 hs.transcript.add(msg_type, body);
                 let server = ServerChain13 {
                     key: verified.key,
                     certificates: chain.len(),
                     leaf: chain.into_iter().next(),
+                    validation_skipped: validation == fastshake_pki::Validation::Cached,
                 };
                 ClientStep13::ExpectCertificateVerify(k, server)
             }
@@ -463,6 +465,7 @@ impl Connection {
             resumption: None,
             session: None,
             peer_certificates: server.as_ref().map_or(0, |s| s.certificates),
+            chain_validation_skipped: server.as_ref().is_some_and(|s| s.validation_skipped),
             peer_leaf: server.and_then(|s| s.leaf),
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flight.flights,
@@ -475,7 +478,6 @@ impl Connection {
                 .and_then(|c| c.psk.as_ref())
                 .map(|p| p.identity.clone())
                 .unwrap_or_default(),
-            chain_validation_skipped: false,
             datagrams_sent: self.stats.datagrams_sent + queued_datagrams,
             datagrams_received: self.stats.datagrams_received,
             bytes_sent: self.stats.bytes_sent + queued_bytes,
@@ -572,8 +574,9 @@ pub(in crate::connection) fn client_hello13(
         key_shares: (!groups.is_empty()).then_some(&key_shares[..]),
         cookie13,
         // Also without a PSK to offer: the modes are those of the tickets the client takes, and
-        // a server sends none for modes not advertised (RFC 8446 §4.2.9).
-        psk_key_exchange_modes: Some(modes),
+        // a server sends none for modes not advertised (RFC 8446 §4.2.9), so a client that
+        // takes no tickets and offers no PSK lists none.
+        psk_key_exchange_modes: (config.enable_tickets || !identities.is_empty()).then_some(modes),
         psk_offer: (!identities.is_empty())
             .then_some(PskOffer { identities: &identities, binder_lens: &binder_lens }),
         early_data: early,

@@ -449,8 +449,8 @@ impl Connection {
         hs.ack_now = true;
         let Some(secrets) = v13.secrets.as_deref() else { return Err(Abort::unexpected()) };
         let Some(resumption) = secrets.resumption.as_ref() else { return Ok(()) };
-        // A lifetime of 0: not to be kept.
-        if nst.lifetime == 0 {
+        // A lifetime of 0, or a client that takes no tickets: not to be kept.
+        if nst.lifetime == 0 || !config.enable_tickets {
             return Ok(());
         }
         let suite = secrets.suite;
@@ -481,6 +481,13 @@ impl Connection {
     pub(super) fn keep_ticket_keys13(hs: &mut Handshake13, keys: Option<TicketKeys>) {
         if keys.is_some() {
             hs.resume().ticket_keys = keys;
+        }
+    }
+
+    /// Server: no ticket for a client that listed no PSK modes (RFC 8446 §4.2.9).
+    pub(super) fn issue_no_ticket13(hs: &mut Handshake13) {
+        if let Some(resume) = hs.resume.as_deref_mut() {
+            resume.ticket_keys = None;
         }
     }
 

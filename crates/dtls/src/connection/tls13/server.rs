@@ -15,6 +15,7 @@ use crate::connection::handshake::{answer_share, sign, SCHEMES};
 use crate::connection::{Connection, EndpointEvent, Event, Phase, RoleConfig};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::endpoint::{hello_retry_request, CookieState};
+use crate::error::Mismatch;
 use crate::handshake::{
     certificate_verify_message, client_shares, encode_certificate13, encode_encrypted_extensions,
     encode_signed, parse_certificate13, parse_certificate_verify, psk_modes_allow, u16_list,
@@ -61,6 +62,8 @@ pub(in crate::connection) struct AwaitClient {
     psk_identity: Option<Vec<u8>>,
     client_certificates: usize,
     client_leaf: Option<CertDer>,
+    /// The client's chain was found in the validated-key cache: its path validation was skipped.
+    client_validation_skipped: bool,
     /// What a ticket keeps of the client's chain: the one validated now or, resumed, the
     /// ticket's.
     client_cert: Option<crate::session::ClientCertificate>,
@@ -150,12 +153,24 @@ impl Connection {
         // §4.2.11.2).
         let modes = ext.psk_key_exchange_modes.unwrap_or(&[]);
         let chosen = self.choose_psk13(now, hs, config, hello, hash)?;
+        if modes.is_empty() {
+            Self::issue_no_ticket13(hs);
+        }
         let psk = chosen.as_ref().map(|c| (&c.key[..], c.index));
         hs.transcript.add(HandshakeType::ClientHello, hello.body);
         let early = self.accept_early13(hs, record, config, hello, chosen.as_ref(), suite);
         if psk.is_none() && config.certified_key.is_none() {
-            // The client named no PSK of ours and this server has no certificate.
-            return Err(Abort::alert(AlertDescription::UnknownPskIdentity));
+            // Unknown PSK identities get unknown_psk_identity (RFC 8446 §6.2); no PSK at all, as
+            // no common parameters, handshake_failure (§4.1.1).
+            let psk_offered = ext.pre_shared_key.is_some();
+            return Err(Abort::no_match_alert(
+                if psk_offered {
+                    AlertDescription::UnknownPskIdentity
+                } else {
+                    AlertDescription::HandshakeFailure
+                },
+                Mismatch::Credentials { psk_offered },
+            ));
         }
         // The key exchange: the group the cookie names (or ours first of the client's shares),
         // unless a PSK in psk_ke mode needs none.
@@ -249,6 +264,7 @@ impl Connection {
             psk_identity: chosen.as_ref().map(|c| c.identity.clone()),
             client_certificates: 0,
             client_leaf: None,
+            client_validation_skipped: false,
             client_cert: chosen.as_ref().and_then(|c| c.ticket.as_ref()).and_then(|t| t.client_cert),
             secrets: super::AppSecrets::new(suite, server_ap, client_ap),
         };
@@ -282,7 +298,7 @@ impl Connection {
                 } else {
                     let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
                     let anchors = config.client_trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-                    let (verified, _) = fastshake_pki::verify_client_chain_cached(
+                    let (verified, validation) = fastshake_pki::verify_client_chain_cached(
                         config.key_cache.as_deref(),
                         &chain,
                         anchors,
@@ -291,6 +307,7 @@ impl Connection {
                     .map_err(Abort::peer)?;
                     w.client_certificates = chain.len();
                     w.client_leaf = chain.into_iter().next();
+                    w.client_validation_skipped = validation == fastshake_pki::Validation::Cached;
                     w.client_cert = Some(crate::session::ClientCertificate {
                         anchor: verified.anchor,
                         not_after: verified.not_after_unix,
@@ -353,6 +370,7 @@ impl Connection {
         Self::resumption_summary13(hs, &mut summary);
         summary.peer_certificates = w.client_certificates;
         summary.peer_leaf = w.client_leaf;
+        summary.chain_validation_skipped = w.client_validation_skipped;
         summary.psk_identity = w.psk_identity.unwrap_or_default();
         self.push_event(Event::Connected(summary));
         for data in std::mem::take(&mut hs.early_data) {
