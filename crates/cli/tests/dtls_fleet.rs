@@ -161,6 +161,34 @@ fn sighup_reloads_ticket_keys_the_poll_did_not_notice() {
 }
 
 #[test]
+fn early_data_is_taken_at_the_node_that_issued_the_ticket_only() {
+    // Two nodes with the fleet's ticket keys and early data on: each resumes the other's
+    // tickets, but takes early data only for its own (it alone remembers what it took), so a
+    // ClientHello replayed across the fleet delivers its early data at most once.
+    let dir = Scratch::new("early");
+    let key_file = dir.path("ticket.keys");
+    keys(&["ticket", "--out", &key_file]);
+    let node = || FASTSHAKE.server(&["--echo", "--ticket-keys", &key_file, "--early-data"]);
+    let ((a, port_a), (b, port_b)) = (node(), node());
+    let session = dir.path("client.session");
+    let full = FASTSHAKE.echo_run(port_a, &strs(&psk_client_args(&["--session-file", &session])), "at A");
+    let args = psk_client_args(&["--session-file", &session, "--early-data"]);
+    assert!(full.contains("full (not resumed)"), "{full}");
+    // The run at A keeps a new ticket of A's, which the run at B offers.
+    for (port, server, summary) in
+        [(port_a, &a, "resumed by ticket, 0-RTT accepted"), (port_b, &b, "resumed by ticket, 0-RTT refused")]
+    {
+        let mut client = FASTSHAKE.client_with(port, &strs(&args));
+        client.write_line("early line");
+        client.expect_handshake_without_resend(&[summary]);
+        client.expect_stdout("early line");
+        client.finish(&[]);
+        assert_eq!(client.stdout.text().matches("early line").count(), 1, "{}", client.transcript());
+        server.expect_stderr("resumed by ticket");
+    }
+}
+
+#[test]
 fn a_session_id_from_node_a_resumes_at_node_b_through_redis() {
     let (_redis, redis_port) = redis();
     let dir = Scratch::new("redis");

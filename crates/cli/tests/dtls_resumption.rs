@@ -116,6 +116,31 @@ fn a_session_file_resumes_dtls13_and_sends_the_first_line_as_early_data() {
     assert_eq!(echoes, 1, "{fourth}");
 }
 
+#[test]
+fn every_worker_takes_the_early_data_of_tickets_any_worker_issued() {
+    // Each run's new port lands on either worker (SO_REUSEPORT), the one that issued its
+    // ticket or the other: the workers share one early-data register, so every run's line goes
+    // as 0-RTT, and once.
+    let pki = Pki::generate(FASTSHAKE, "p256", 1);
+    let mut server_args = pki.fastshake_server_args();
+    server_args.extend(["--echo", "--early-data", "--workers", "2"].map(String::from));
+    let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
+    let session_file = pki.scratch("workers13.session");
+    let mut client_args = pki.fastshake_client_args();
+    client_args.extend(["--session-file".into(), session_file]);
+    let first = FASTSHAKE.echo_run(port, &strs(&client_args), "first run");
+    assert!(first.contains("kept the server's DTLS 1.3 ticket"), "{first}");
+    client_args.push("--early-data".into());
+    for run in 0..6 {
+        let line = format!("early line {run}");
+        let (stderr, echoes) =
+            early_run(port, &strs(&client_args), &line, &["resumed by ticket, 0-RTT accepted"]);
+        assert_eq!(echoes, 1, "{stderr}");
+    }
+    let accepted = server.stderr.text().matches("0-RTT accepted").count();
+    assert_eq!(accepted, 6, "{}", server.transcript());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Resumption with OpenSSL and GnuTLS, as real processes.
 

@@ -241,7 +241,7 @@ pub use config::{
     DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MTU, MIN_MTU,
 };
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
-pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats, Incoming};
+pub use endpoint::{ConnectionHandle, EarlyDataRegister, Endpoint, EndpointStats, Incoming};
 pub use error::{Error, Mismatch};
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};

@@ -559,7 +559,7 @@ fn open_state(keys: &TicketKeys, ticket: &[u8]) -> Option<zeroize::Zeroizing<Vec
 
 /// Plaintext layout version of a sealed DTLS 1.3 ticket (a 1.2 ticket's is
 /// [`TICKET_STATE_VERSION`]; neither opens as the other).
-const TICKET_STATE_VERSION_13: u8 = 3;
+const TICKET_STATE_VERSION_13: u8 = 4;
 /// Longest 1.3 ticket opened: the fixed part, a SHA-384 PSK, identity and client certificate.
 const MAX_TICKET13_LEN: usize = TICKET_OVERHEAD + 64 + 48 + MAX_TICKET_IDENTITY + TICKET_CLIENT_CERT_LEN;
 
@@ -582,10 +582,13 @@ pub(crate) struct ServerSession13 {
     pub psk_identity: Vec<u8>,
     /// The client's validated chain, re-checked against the policy on resumption.
     pub client_cert: Option<ClientCertificate>,
+    /// The early-data register of the server that issued the ticket: only it may take the
+    /// ticket's early data (RFC 8446 §8), so a fleet sharing ticket keys takes it once.
+    pub origin: [u8; 8],
 }
 
 impl ServerSession13 {
-    /// `3, suite, psk, created_ms, age_add, max_early_data, client_ip, identity, cert`.
+    /// `4, suite, psk, created_ms, age_add, max_early_data, client_ip, origin, identity, cert`.
     pub fn seal(&self, key: &TicketKey, nonce: [u8; TICKET_NONCE_LEN]) -> Option<Vec<u8>> {
         if self.psk_identity.len() > MAX_TICKET_IDENTITY {
             return None;
@@ -598,6 +601,7 @@ impl ServerSession13 {
         state.extend_from_slice(&self.age_add.to_be_bytes());
         state.extend_from_slice(&self.max_early_data.to_be_bytes());
         state.extend_from_slice(&self.client_ip);
+        state.extend_from_slice(&self.origin);
         put_vec16(&mut state, &self.psk_identity);
         match &self.client_cert {
             Some(cert) => {
@@ -632,6 +636,7 @@ impl ServerSession13 {
         let age_add = u32::from_be_bytes(r.array::<4>().ok()?);
         let max_early_data = u32::from_be_bytes(r.array::<4>().ok()?);
         let client_ip = r.array::<16>().ok()?;
+        let origin = r.array::<8>().ok()?;
         let psk_identity = r.vec16().ok()?.to_vec();
         let client_cert = match r.u8().ok()? {
             0 => None,
@@ -654,6 +659,7 @@ impl ServerSession13 {
             client_ip,
             psk_identity,
             client_cert,
+            origin,
         })
     }
 }
@@ -776,6 +782,7 @@ mod server_tests {
             client_ip: [1; 16],
             psk_identity: b"device-7".to_vec(),
             client_cert: Some(ClientCertificate { anchor: fastshake_pki::AnchorId([2; 32]), not_after: 9 }),
+            origin: [5; 8],
         }
     }
 

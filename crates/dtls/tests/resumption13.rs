@@ -1,12 +1,13 @@
 //! DTLS 1.3 resumption and 0-RTT on the in-memory pair: the NewSessionTicket after the
 //! handshake, resumption without certificates, at another endpoint holding the same ticket keys
 //! (a fleet), across one key rotation; tampered, foreign and expired tickets cost a full
-//! handshake; early data taken once, a replayed ClientHello's refused, and refused early data
-//! delivered after the handshake, once.
+//! handshake; early data taken once (by any worker of the server that issued the ticket, never
+//! by another node), a replayed ClientHello's refused, and refused early data delivered after
+//! the handshake, once.
 
 use fastshake_dtls::{
-    ClientConfig, ClientSession, Endpoint, Event, HandshakeSummary, Instant, Resumption, ServerConfig,
-    TicketKey, TicketKeys, TrustAnchors, Versions, WallClock,
+    ClientConfig, ClientSession, EarlyDataRegister, Endpoint, Event, HandshakeSummary, Instant, Resumption,
+    ServerConfig, TicketKey, TicketKeys, TrustAnchors, Versions, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
@@ -246,6 +247,59 @@ fn early_data_is_taken_once_and_a_replayed_client_hello_gets_none() {
         "the copy got a session, not its data"
     );
     assert_eq!(pair.server_data().iter().filter(|d| &d[..] == b"early hello").count(), 1, "once");
+}
+
+#[test]
+fn early_data_is_taken_by_any_worker_of_the_issuing_server_and_by_no_other_node() {
+    // Two workers of one server share a register: the ticket worker 1 issued carries early
+    // data to worker 2, and the ClientHello replayed to worker 1 gets none.
+    let register = Arc::new(EarlyDataRegister::new([7; 8]));
+    let worker = |seed: u8| {
+        let mut endpoint =
+            Endpoint::new(Arc::new(early_server()), [seed; 32]).expect("a valid configuration");
+        endpoint.share_early_data_register(Arc::clone(&register));
+        endpoint
+    };
+    let mut pair = Pair::new(early_client(), early_server());
+    pair.server = worker(1);
+    let (_, session) = first_session(&mut pair);
+    let worker1 = std::mem::replace(&mut pair.server, worker(2));
+    reconnect(&mut pair, early_client(), Some(session.clone()), 2);
+    assert_eq!(pair.client.send_early_data(b"early hello"), Ok(true));
+    let first_datagram = pair.sent(Dir::ToServer);
+    let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+    assert_eq!((c.early_data, s.early_data), (Some(true), Some(true)), "another worker took it");
+    pair.run_for(Duration::from_secs(1));
+    let replayed: Vec<Vec<u8>> = pair
+        .log
+        .iter()
+        .filter(|d| d.dir == Dir::ToServer && (first_datagram..first_datagram + 2).contains(&d.index))
+        .map(|d| d.payload.clone())
+        .collect();
+    pair.server = worker1;
+    let before = pair.server_events.len();
+    let mut attacker = pair.client_addr;
+    attacker.set_port(attacker.port() + 100);
+    for payload in replayed {
+        pair.inject(attacker, pair.server_addr, payload);
+    }
+    pair.run_for(Duration::from_secs(2));
+    let after: Vec<&Event> = pair.server_events[before..].iter().map(|(_, e)| e).collect();
+    assert!(!after.iter().any(|e| matches!(e, Event::ApplicationData(_))), "replayed to worker 1: {after:?}");
+
+    // Another node of the fleet: the same ticket keys (it resumes the session) and early data
+    // on, but its own register, so the ticket's early data is not its to take: it asks for a
+    // cookie, which refuses the early data, and the client sends it after the handshake.
+    pair.server = Endpoint::new(Arc::new(early_server()), [3; 32]).expect("a valid configuration");
+    reconnect(&mut pair, early_client(), Some(session), 4);
+    assert_eq!(pair.client.send_early_data(b"early hello"), Ok(true));
+    let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+    assert_eq!(c.early_data, Some(false), "refused at another node");
+    assert!(c.hello_retry);
+    pair.run_for(Duration::from_secs(1));
+    assert_eq!(pair.server_data(), vec![b"early hello".to_vec()], "after the handshake, once");
 }
 
 #[test]

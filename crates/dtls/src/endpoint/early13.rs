@@ -12,8 +12,11 @@
 //! replaying a captured ClientHello gains no amplification.
 //!
 //! Early data is taken only when the ticket's age as the client states it is within
-//! [`AGE_TOLERANCE_MS`] of ours (RFC 8446 §8.3) and the register has not seen the ClientHello
-//! (RFC 8446 §8.2).
+//! [`AGE_TOLERANCE_MS`] of ours (RFC 8446 §8.3), the ticket was issued under this endpoint's
+//! [`EarlyDataRegister`], and the register has not seen the ClientHello (RFC 8446 §8.2). The
+//! workers of one server share one register; the nodes of a fleet, which share ticket keys, each
+//! have their own, so a ClientHello replayed to another node resumes there without its early
+//! data: taken at most once across the fleet.
 
 use super::Endpoint;
 use crate::connection::tls13_resume::{ip_bytes, unix_ms, AGE_TOLERANCE_MS};
@@ -24,24 +27,50 @@ use crate::session::ServerSession13;
 use fastshake_core::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// ClientHellos whose early data was taken, kept this long: a copy passes the age check only
 /// within [`AGE_TOLERANCE_MS`] either side of the original's age, so within twice that after
-/// the original was taken; later it is refused by the age check, with no entry needed.
-const KEEP: Duration = Duration::from_millis(2 * AGE_TOLERANCE_MS);
+/// the original was taken; later it is refused by the age check, with no entry needed. A
+/// second more covers endpoints sharing the register whose clocks began apart.
+const KEEP: Duration = Duration::from_millis(2 * AGE_TOLERANCE_MS + 1000);
 /// Entries at most (24 bytes each, twice: about 3 MB). A full register refuses early data (the
 /// handshakes go on without it) rather than forget an entry a replay could then pass.
 const MAX_ENTRIES: usize = 65_536;
 
+/// Where early data is taken at most once: the tickets issued under it (they carry its random
+/// `origin`) and the ClientHellos whose early data it took. An endpoint has one of its own;
+/// the workers of one server share one ([`Endpoint::share_early_data_register`]). A ticket
+/// from elsewhere, another node of a fleet or this server before a restart (whose register
+/// forgot what it took), resumes without early data.
+pub struct EarlyDataRegister {
+    origin: [u8; 8],
+    taken: Mutex<ReplayRegister>,
+}
+
+impl EarlyDataRegister {
+    /// An empty register; `origin` should be random, so no other register has it.
+    pub fn new(origin: [u8; 8]) -> EarlyDataRegister {
+        EarlyDataRegister { origin, taken: Mutex::default() }
+    }
+
+    /// What the tickets issued under this register carry.
+    pub(crate) fn origin(&self) -> [u8; 8] {
+        self.origin
+    }
+
+    /// Whether `binder`'s ClientHello is new (and now recorded).
+    fn admit(&self, binder: &[u8], now: Instant) -> bool {
+        // A thread that panicked holding the lock left whole entries: keep using them.
+        self.taken.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).admit(binder, now)
+    }
+}
+
 /// The ClientHellos (by their first binder, a MAC over the ClientHello under the ticket's PSK)
-/// whose early data this endpoint took within [`KEEP`]. One endpoint's: a fleet where every
-/// node accepts early data for the same tickets needs one shared register (the fleet's Redis
-/// would do, a `SET key NX PX 20000` per early-data ClientHello); without it a ClientHello
-/// replayed to N nodes is taken up to N times. Until then, enable early data on one node, or
-/// only for data whose replay is harmless.
+/// whose early data was taken within [`KEEP`].
 #[derive(Default)]
-pub(crate) struct ReplayRegister {
+struct ReplayRegister {
     seen: BTreeMap<[u8; 16], Instant>,
     by_expiry: BTreeSet<(Instant, [u8; 16])>,
 }
@@ -91,7 +120,12 @@ impl Endpoint {
         let (identity, obfuscated_age) = *offered.identities.first()?;
         let now_ms = unix_ms(self.config.wall_clock, now);
         let ticket = ServerSession13::open(keys, identity, now_ms)?;
-        if ticket.client_ip != ip_bytes(remote.ip()) || ticket.suite != suite || ticket.max_early_data == 0 {
+        let elsewhere = ticket.origin != self.replay13.origin();
+        if elsewhere
+            || ticket.client_ip != ip_bytes(remote.ip())
+            || ticket.suite != suite
+            || ticket.max_early_data == 0
+        {
             return None;
         }
         let supported: Vec<u16> = ext.supported_groups.map(|g| u16_list(g).collect()).unwrap_or_default();

@@ -231,6 +231,7 @@ impl Endpoint {
             datagram_len,
             state,
             ticket_keys: self.ticket_keys.clone(),
+            early_origin: self.replay13.origin(),
             issued_cid: self.issue_cid(ch),
         };
         let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);

@@ -20,6 +20,7 @@ use crate::config::{RetransmitPolicy, ServerConfig};
 use crate::connection::{Connection, EndpointEvent, Event};
 use crate::error::Error;
 use crate::rtt::RttCache;
+pub use early13::EarlyDataRegister;
 use fastshake_core::{CookieMac, Instant, Transmit};
 use hello::PartialHello;
 use rand_chacha::ChaCha20Rng;
@@ -133,7 +134,7 @@ pub struct Endpoint {
     /// The session-ID cache a fleet shares through the driver's store (off unless asked).
     shared: shared::SharedSessions,
     /// DTLS 1.3 ClientHellos whose early data was taken (each once).
-    replay13: early13::ReplayRegister,
+    replay13: Arc<early13::EarlyDataRegister>,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -172,6 +173,12 @@ impl Endpoint {
         let mut rng = ChaCha20Rng::from_seed(rng_seed);
         let mut key = [0u8; 16];
         rng.fill_bytes(&mut key);
+        // The early-data register's origin from a stream of its own: the endpoint's other
+        // random values stay what the seed gave them before.
+        let mut origin_rng = ChaCha20Rng::from_seed(rng_seed);
+        origin_rng.set_stream(1);
+        let mut origin = [0u8; 8];
+        origin_rng.fill_bytes(&mut origin);
         Ok(Endpoint {
             config,
             cookie: CookieMac::new(key),
@@ -198,7 +205,7 @@ impl Endpoint {
             rtt_cache: RttCache::new(config_clone.rtt_cache_entries),
             client_cert_cache: crate::cache::SharedClientCertCache::new(config_clone.client_cert_cache),
             shared: shared::SharedSessions::default(),
-            replay13: early13::ReplayRegister::default(),
+            replay13: Arc::new(early13::EarlyDataRegister::new(origin)),
         })
     }
 
@@ -224,6 +231,13 @@ impl Endpoint {
     /// instead of a cache of this endpoint's own.
     pub fn share_client_cert_cache(&mut self, cache: crate::cache::SharedClientCertCache) {
         self.client_cert_cache = cache;
+    }
+
+    /// Takes DTLS 1.3 early data through `register`, which other endpoints (the workers of one
+    /// server) share, instead of a register of this endpoint's own: tickets any of them issued
+    /// carry early data to all, and each ClientHello's is taken once among them.
+    pub fn share_early_data_register(&mut self, register: Arc<EarlyDataRegister>) {
+        self.replay13 = register;
     }
 
     /// Makes `key` the current ticket key; the current one stays valid as the previous one.

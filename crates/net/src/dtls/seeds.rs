@@ -11,6 +11,14 @@ pub fn os_seed() -> [u8; 32] {
     seed
 }
 
+/// The DTLS 1.3 early-data register every worker of one server shares, under a random origin
+/// no other server (another node of a fleet, this one restarted) has.
+pub(super) fn os_early_data_register() -> std::sync::Arc<fastshake_dtls::EarlyDataRegister> {
+    let mut origin = [0u8; 8];
+    OsRng.fill_bytes(&mut origin);
+    std::sync::Arc::new(fastshake_dtls::EarlyDataRegister::new(origin))
+}
+
 /// A fresh cookie key from the operating system.
 pub(super) fn os_cookie_key() -> [u8; 16] {
     let mut key = [0u8; 16];

@@ -3,7 +3,7 @@
 //! counters the workers report.
 
 use super::fleet_link::{run_fleet, Passed, FORWARD_QUEUE};
-use super::seeds::{os_cookie_key, os_ticket_keys};
+use super::seeds::{os_cookie_key, os_early_data_register, os_ticket_keys};
 use super::ticket_keys::{rotate_ticket_keys, watch_ticket_keys, SharedKeys};
 use super::worker::{run_worker, Peers};
 use super::{DatagramTrace, DriverError, MobilityMode};
@@ -434,6 +434,8 @@ impl DtlsServer {
         let store_down_reported = Arc::default();
         // And one cache of client chains (client-certificate caching, seed 003).
         let client_chains = (workers > 1).then(|| SharedClientCertCache::new(config.client_cert_cache));
+        // And one register of DTLS 1.3 early data taken.
+        let early_data = os_early_data_register();
         let mut commands = Vec::with_capacity(workers);
         let mut tasks = Vec::with_capacity(workers);
         for (index, (socket, forwarded)) in sockets.into_iter().zip(forwarded).enumerate() {
@@ -450,6 +452,7 @@ impl DtlsServer {
                 seal_keys: seal_keys.clone(),
                 store_down_reported: Arc::clone(&store_down_reported),
                 client_chains: client_chains.clone(),
+                early_data: Arc::clone(&early_data),
             };
             let run =
                 run_worker(socket, peers, Arc::clone(&config), options.clone(), command_rx, event_tx.clone());

@@ -50,6 +50,8 @@ pub(super) struct Peers {
     pub(super) store_down_reported: Arc<std::sync::atomic::AtomicBool>,
     /// The client chains every worker keeps (several workers only).
     pub(super) client_chains: Option<SharedClientCertCache>,
+    /// The DTLS 1.3 early data every worker takes once among them.
+    pub(super) early_data: Arc<fastshake_dtls::EarlyDataRegister>,
 }
 
 /// How often a server with session sockets checks for sessions the engine let go without an
@@ -344,6 +346,7 @@ pub(super) async fn run_worker(
     if let Some(cache) = peers.client_chains.take() {
         endpoint.share_client_cert_cache(cache);
     }
+    endpoint.share_early_data_register(Arc::clone(&peers.early_data));
     let node = options.fleet.as_ref().map(|f| f.node);
     match node {
         Some(node) => endpoint.set_cid_prefix(&crate::fleet::cid_prefix(cid_len, node, peers.index)),

@@ -89,6 +89,8 @@ pub(in crate::connection) struct Resume13 {
     pub resumed: bool,
     /// Server: the endpoint's ticket keys when the ClientHello arrived (they rotate).
     ticket_keys: Option<TicketKeys>,
+    /// Server: the endpoint's early-data register, named in the ticket.
+    origin: [u8; 8],
 }
 
 /// The PSK a server chose among the client's.
@@ -478,9 +480,11 @@ impl Connection {
     // ------------------------------------------------------------ server
 
     /// Server: keeps the endpoint's ticket keys for this handshake.
-    pub(super) fn keep_ticket_keys13(hs: &mut Handshake13, keys: Option<TicketKeys>) {
+    pub(super) fn keep_ticket_keys13(hs: &mut Handshake13, keys: Option<TicketKeys>, origin: [u8; 8]) {
         if keys.is_some() {
-            hs.resume().ticket_keys = keys;
+            let resume = hs.resume();
+            resume.ticket_keys = keys;
+            resume.origin = origin;
         }
     }
 
@@ -611,7 +615,11 @@ impl Connection {
         psk_identity: Vec<u8>,
         client_cert: Option<ClientCertificate>,
     ) {
-        let Some(keys) = hs.resume.as_deref_mut().and_then(|r| r.ticket_keys.take()) else { return };
+        let Some((keys, origin)) =
+            hs.resume.as_deref_mut().and_then(|r| Some((r.ticket_keys.take()?, r.origin)))
+        else {
+            return;
+        };
         let Some(suite) = v13.secrets.as_deref().map(|s| s.suite) else { return };
         let mut nonce = [0u8; 8];
         hs.rng.fill_bytes(&mut nonce);
@@ -626,6 +634,7 @@ impl Connection {
             client_ip: ip_bytes(self.remote.ip()),
             psk_identity,
             client_cert,
+            origin,
         };
         let Some(ticket) = session.seal(&keys.current, seal_nonce) else { return };
         let lifetime = keys.lifetime.as_secs().min(MAX_TICKET_LIFETIME_SECS) as u32;

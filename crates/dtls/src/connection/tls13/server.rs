@@ -40,6 +40,8 @@ pub(crate) struct VerifiedHello13<'a> {
     pub state: CookieState,
     /// The endpoint's ticket keys (they rotate): tickets are opened and sealed with them.
     pub ticket_keys: Option<crate::session::TicketKeys>,
+    /// The endpoint's early-data register, named in the tickets it issues.
+    pub early_origin: [u8; 8],
     /// The CID the endpoint issues to this session (empty: none).
     pub issued_cid: Vec<u8>,
 }
@@ -96,7 +98,7 @@ impl Connection {
         // No hash of a first ClientHello: the endpoint let this one in without a
         // HelloRetryRequest (a resumption with early data, see `endpoint::early13`).
         hs.hello_retry = !hello.state.hello_hash.is_empty();
-        Self::keep_ticket_keys13(&mut hs, hello.ticket_keys.clone());
+        Self::keep_ticket_keys13(&mut hs, hello.ticket_keys.clone(), hello.early_origin);
         hs.epoch0_write_seq = if hello.record_seq < MAX_SEQ / 2 { hello.record_seq + 1 } else { 0 };
         // Our messages continue the numbering the HelloRetryRequest began (RFC 9147 §5.2).
         hs.next_message_seq = hello.message_seq;
