@@ -1,7 +1,6 @@
-//! Connection IDs in DTLS 1.3 (RFC 9147 §9): `connection_id` (RFC 9146 §3) in ClientHello and
-//! ServerHello, `rrc` (RFC 9853) in ClientHello and EncryptedExtensions (RFC 8446 §4.2: what
-//! the handshake keys do not depend on goes there), the CID of a record checked before it is
-//! opened, and NewConnectionId / RequestConnectionId after the handshake, in the post-handshake
+//! Connection IDs in DTLS 1.3 (RFC 9147 §9): `connection_id` (RFC 9146 §3) and `rrc` (RFC
+//! 9853 §2: "CH, SH" in the TLS 1.3 column) in ClientHello and ServerHello, the CID of a record
+//! checked before it is opened, and NewConnectionId / RequestConnectionId after the handshake, in the post-handshake
 //! flight and resent until acknowledged as KeyUpdate is. Address moves then run through the
 //! same path check as DTLS 1.2 ([`crate::connection::path`]).
 
@@ -49,22 +48,32 @@ impl Connection {
         (path.offered_cid.then(|| path.own_cid.to_vec()), m.return_routability_check)
     }
 
-    /// Client: the ServerHello's `connection_id`, only as the answer to ours (RFC 8446 §4.2);
-    /// `rrc` and `port_move` do not belong in a 1.3 ServerHello. With a CID agreed, the seed
-    /// of the CIDs this client may issue later is drawn from `rng`.
+    /// Client: the ServerHello's `connection_id` and `rrc`, each only as the answer to ours
+    /// (unsolicited: unsupported_extension, RFC 8446 §4.2); `port_move` is DTLS 1.2's and has no
+    /// place in a 1.3 ServerHello (illegal_parameter). With a CID agreed, the seed of the CIDs
+    /// this client may issue later is drawn from `rng`. The mobility state goes when nothing
+    /// was agreed.
     pub(super) fn accept_server_hello13(
         &mut self,
+        config: &ClientConfig,
         ext: &Extensions<'_>,
         rng: &mut ChaCha20Rng,
     ) -> Result<(), Abort> {
+        if ext.port_move {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
+        }
         let offered = self.path.as_deref().is_some_and(|p| p.offered_cid);
-        if (ext.connection_id.is_some() && !offered) || ext.rrc || ext.port_move {
+        if (ext.connection_id.is_some() && !offered) || (ext.rrc && !config.mobility.return_routability_check)
+        {
             return Err(Abort::alert(AlertDescription::UnsupportedExtension));
         }
         if let Some(path) = self.path.as_deref_mut() {
             path.cid_negotiated = ext.connection_id.is_some();
+            path.rrc = ext.rrc;
             path.peer_cid = ext.connection_id.unwrap_or_default().into();
-            if !path.cid_negotiated {
+            if !path.cid_negotiated && !path.rrc {
+                self.path = None;
+            } else if !path.cid_negotiated {
                 path.own_cid = Box::default();
             } else if !path.own_cid.is_empty() {
                 let mut seed = [0u8; 32];
@@ -75,31 +84,18 @@ impl Connection {
         Ok(())
     }
 
-    /// Client: `rrc` in EncryptedExtensions, only as the answer to ours. The mobility state
-    /// goes when nothing was agreed.
-    pub(super) fn accept_encrypted_extensions13(
-        &mut self,
-        config: &ClientConfig,
-        ext: &Extensions<'_>,
-    ) -> Result<(), Abort> {
-        if ext.connection_id.is_some()
-            || ext.port_move
-            || (ext.rrc && !config.mobility.return_routability_check)
-        {
-            return Err(Abort::alert(AlertDescription::UnsupportedExtension));
-        }
-        if let Some(path) = self.path.as_deref_mut() {
-            path.rrc = ext.rrc;
-            if !path.cid_negotiated && !path.rrc {
-                self.path = None;
-            }
+    /// Client: EncryptedExtensions carries none of the mobility extensions: each is
+    /// ServerHello's or DTLS 1.2's (RFC 8446 §4.2: illegal_parameter).
+    pub(super) fn accept_encrypted_extensions13(&mut self, ext: &Extensions<'_>) -> Result<(), Abort> {
+        if ext.connection_id.is_some() || ext.port_move || ext.rrc {
+            return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
         Ok(())
     }
 
     /// Server: what the ClientHello and our configuration agree on, as in DTLS 1.2
     /// (`issued_cid`: the endpoint's CID for this session). Returns the CID for the
-    /// ServerHello and whether EncryptedExtensions carries `rrc`.
+    /// ServerHello and whether it carries `rrc`.
     pub(super) fn negotiate_mobility13(
         &mut self,
         config: &ServerConfig,

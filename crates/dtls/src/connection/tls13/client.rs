@@ -209,7 +209,7 @@ impl Connection {
                     return Err(Abort::alert(AlertDescription::IllegalParameter));
                 }
                 Self::early_answer13(hs, ext.early_data.is_some())?;
-                self.accept_encrypted_extensions13(&config, &ext)?;
+                self.accept_encrypted_extensions13(&ext)?;
                 hs.transcript.add(msg_type, body);
                 if k.psk {
                     ClientStep13::ExpectFinished(k, None)
@@ -330,7 +330,7 @@ impl Connection {
         if !sh.session_id.is_empty() {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
-        self.accept_server_hello13(&sh.extensions, &mut hs.rng)?;
+        self.accept_server_hello13(config, &sh.extensions, &mut hs.rng)?;
         let psk = Self::selected_psk13(hs, suite, sh.extensions.pre_shared_key)?;
         let (shared, group) = match sh.extensions.key_share {
             Some(data) => {

@@ -199,6 +199,7 @@ impl Connection {
         let (own_cid, rrc) = self.negotiate_mobility13(config, ch, &hello.issued_cid, &mut hs.rng);
         let sh_ext = OutExtensions {
             connection_id: own_cid.as_deref(),
+            rrc,
             selected_version: Some(DTLS_1_3),
             server_share: server_share.as_ref().map(|(g, k)| (*g, &k[..])),
             selected_identity: psk.map(|(_, i)| i),
@@ -218,7 +219,7 @@ impl Connection {
         let mut encrypted = Vec::new();
         encode_encrypted_extensions(
             &mut encrypted,
-            &OutExtensions { early_data: early, rrc, ..Default::default() },
+            &OutExtensions { early_data: early, ..Default::default() },
         );
         hs.push_message(epoch::HANDSHAKE, HandshakeType::EncryptedExtensions, encrypted, true);
         let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
