@@ -85,6 +85,7 @@ alert_descriptions! {
     AccessDenied = 49, "access_denied";
     DecodeError = 50, "decode_error";
     DecryptError = 51, "decrypt_error";
+    TooManyCidsRequested = 52, "too_many_cids_requested";
     ProtocolVersion = 70, "protocol_version";
     InsufficientSecurity = 71, "insufficient_security";
     InternalError = 80, "internal_error";
