@@ -289,7 +289,7 @@ fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
 
 impl CommonArgs {
     /// `--dtls`, or the default for this run: both versions, unless `only` names a flag given
-    /// that works in one version alone (1.2: handshake caching, IPC/TCS; 1.3: 0-RTT) or the
+    /// that works in one version alone (1.2: handshake caching; 1.3: 0-RTT) or the
     /// `--suite`s given are all of one version, which is then the default. Asked for with
     /// another version, such a flag or suite is refused with the reason.
     fn dtls(&self, only: Option<(DtlsArg, &str)>) -> anyhow::Result<DtlsArg> {
@@ -367,16 +367,6 @@ impl DtlsArg {
             DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,
             DtlsArg::Both => fastshake_dtls::Versions::Both,
         }
-    }
-}
-
-/// The mobility modes that need DTLS 1.2 (their session sockets and port moves are 1.2's;
-/// DTLS 1.3 moves sessions by Connection ID, RFC 9147 §9), as `--dtls` takes them.
-fn mobility_needs(mobility: MobilityMode) -> Option<(DtlsArg, &'static str)> {
-    match mobility {
-        MobilityMode::Ipc => Some((DtlsArg::V1_2, "--mobility ipc")),
-        MobilityMode::Tcs => Some((DtlsArg::V1_2, "--mobility tcs")),
-        MobilityMode::Standard | MobilityMode::Cid => None,
     }
 }
 
@@ -523,7 +513,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
     }
     let banner = common.credentials.credentials(certified_key.is_some());
-    let dtls = common.dtls(mobility_needs(args.mobility))?;
+    let dtls = common.dtls(None)?;
     if args.early_data && dtls == DtlsArg::V1_2 {
         bail!("--early-data works in DTLS 1.3 only and this run speaks DTLS 1.2 only (by --dtls or --suite)");
     }
@@ -743,11 +733,8 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         (true, true) => bail!("--cache-file works in DTLS 1.2 only and --early-data in 1.3 only: drop one"),
         (true, false) => Some((DtlsArg::V1_2, "--cache-file")),
         (false, true) => Some((DtlsArg::V1_3, "--early-data")),
-        (false, false) => mobility_needs(args.mobility),
+        (false, false) => None,
     };
-    if let (Some((DtlsArg::V1_3, _)), Some((_, flag))) = (only, mobility_needs(args.mobility)) {
-        bail!("--early-data works in DTLS 1.3 only and {flag} in 1.2 only: drop one");
-    }
     let dtls = common.dtls(only)?;
     let config = ClientConfig {
         psk,

@@ -166,14 +166,10 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
     let client = |extra: &[&'static str]| [&["client", "--connect", "127.0.0.1:9"][..], &psk, extra].concat();
     let server = |extra: &[&'static str]| [&["server", "--listen", "127.0.0.1:0"][..], &psk, extra].concat();
-    let cases: [(Vec<&str>, &str); 9] = [
+    let cases: [(Vec<&str>, &str); 7] = [
         (
             client(&["--dtls", "1.3", "--cache-file", "/nonexistent/cache"]),
             "--cache-file works in DTLS 1.2 only: use --dtls 1.2 or leave --dtls out",
-        ),
-        (
-            client(&["--dtls", "both", "--mobility", "tcs"]),
-            "--mobility tcs works in DTLS 1.2 only: use --dtls 1.2 or leave --dtls out",
         ),
         (
             client(&["--dtls", "1.2", "--early-data"]),
@@ -182,10 +178,6 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
         (
             client(&["--early-data", "--cache-file", "/nonexistent/cache"]),
             "--cache-file works in DTLS 1.2 only and --early-data in 1.3 only: drop one",
-        ),
-        (
-            server(&["--dtls", "1.3", "--mobility", "ipc"]),
-            "--mobility ipc works in DTLS 1.2 only: use --dtls 1.2 or leave --dtls out",
         ),
         (
             server(&["--dtls", "1.2", "--early-data"]),

@@ -1,9 +1,10 @@
 //! Session mobility on virtual time: Connection IDs (RFC 9146), the return-routability check
-//! (RFC 9853), session sockets (IPC) and port moves (TCS), between an in-memory client and
-//! endpoint whose addresses the test changes.
+//! (RFC 9853), session sockets (IPC) and port moves (TCS, in DTLS 1.2 and 1.3), between an
+//! in-memory client and endpoint whose addresses the test changes.
 
 use fastshake_dtls::{
     ClientConfig, Connection, ConnectionHandle, Event, Instant, Mobility, NegotiatedMobility, ServerConfig,
+    Versions,
 };
 use fastshake_testkit::dtls::{client_config, server_config, Pair};
 use fastshake_testkit::net::{self, Datagram, Fate};
@@ -69,6 +70,17 @@ fn with_client(m: Mobility) -> ClientConfig {
 
 fn with_server(m: Mobility) -> ServerConfig {
     ServerConfig { mobility: m, ..server_config() }
+}
+
+/// The session sockets (IPC) and port moves (TCS) run in both versions.
+const VERSIONS: [Versions; 2] = [Versions::Dtls12, Versions::Dtls13];
+
+fn with_client_in(versions: Versions, m: Mobility) -> ClientConfig {
+    ClientConfig { versions, ..with_client(m) }
+}
+
+fn with_server_in(versions: Versions, m: Mobility) -> ServerConfig {
+    ServerConfig { versions, ..with_server(m) }
 }
 
 fn expected(side: &str, tags: &[&str], n: usize) -> Vec<Vec<u8>> {
@@ -176,10 +188,19 @@ fn client_address_change_with_connection_id_keeps_the_session() {
 
 #[test]
 fn client_address_change_on_a_session_socket_keeps_the_session() {
-    let mut pair =
-        Pair::new(with_client(mobility(None, false, true)), with_server(mobility(None, false, true)));
+    for versions in VERSIONS {
+        client_address_change_on_a_session_socket_keeps_the_session_in(versions);
+    }
+}
+
+fn client_address_change_on_a_session_socket_keeps_the_session_in(versions: Versions) {
+    let mut pair = Pair::new(
+        with_client_in(versions, mobility(None, false, true)),
+        with_server_in(versions, mobility(None, false, true)),
+    );
     pair.session_sockets(7000);
     let h = connect(&mut pair);
+    assert_eq!(pair.client_summary().map(|c| c.version), Some(versions));
     let own = addr("198.51.100.1:7000");
     assert_eq!(server_conn(&pair, h).local(), Some(own));
     assert_eq!(pair.server.handle_for_local(own), Some(h));
@@ -194,9 +215,18 @@ fn client_address_change_on_a_session_socket_keeps_the_session() {
 
 #[test]
 fn client_address_change_after_a_port_move_keeps_the_session() {
-    let mut pair =
-        Pair::new(with_client(mobility(None, false, true)), with_server(mobility(None, false, true)));
+    for versions in VERSIONS {
+        client_address_change_after_a_port_move_keeps_the_session_in(versions);
+    }
+}
+
+fn client_address_change_after_a_port_move_keeps_the_session_in(versions: Versions) {
+    let mut pair = Pair::new(
+        with_client_in(versions, mobility(None, false, true)),
+        with_server_in(versions, mobility(None, false, true)),
+    );
     let h = connect(&mut pair);
+    assert_eq!(pair.client_summary().map(|c| c.version), Some(versions));
     let new_port = addr("198.51.100.1:7100");
     pair.server.move_to(h, new_port).unwrap();
     pair.elapse(5 * SECOND);
@@ -322,8 +352,16 @@ fn return_routability_check_validates_a_real_move_and_lifts_the_cap() {
 
 #[test]
 fn port_announcement_is_resent_until_the_client_uses_the_new_port() {
-    let mut pair =
-        Pair::new(with_client(mobility(None, false, true)), with_server(mobility(None, false, true)));
+    for versions in VERSIONS {
+        port_announcement_is_resent_until_the_client_uses_the_new_port_in(versions);
+    }
+}
+
+fn port_announcement_is_resent_until_the_client_uses_the_new_port_in(versions: Versions) {
+    let mut pair = Pair::new(
+        with_client_in(versions, mobility(None, false, true)),
+        with_server_in(versions, mobility(None, false, true)),
+    );
     let h = connect(&mut pair);
     exchange(&mut pair, h, "before", 2);
     let new_port = addr("198.51.100.1:7100");
@@ -365,7 +403,16 @@ fn port_announcement_is_resent_until_the_client_uses_the_new_port() {
 
 #[test]
 fn move_to_needs_port_move_and_an_established_session() {
-    let mut pair = Pair::new(client_config(), with_server(mobility(None, false, true)));
+    for versions in VERSIONS {
+        move_to_needs_port_move_and_an_established_session_in(versions);
+    }
+}
+
+fn move_to_needs_port_move_and_an_established_session_in(versions: Versions) {
+    let mut pair = Pair::new(
+        ClientConfig { versions, ..client_config() },
+        with_server_in(versions, mobility(None, false, true)),
+    );
     let h = connect(&mut pair);
     assert!(pair.server.move_to(h, addr("198.51.100.1:7100")).is_err());
 }
@@ -401,8 +448,16 @@ fn damaged_connection_id_records_never_move_a_session() {
 
 #[test]
 fn session_socket_keeps_its_port_when_its_first_flight_is_lost() {
-    let mut pair =
-        Pair::new(with_client(mobility(None, false, true)), with_server(mobility(None, false, true)));
+    for versions in VERSIONS {
+        session_socket_keeps_its_port_when_its_first_flight_is_lost_in(versions);
+    }
+}
+
+fn session_socket_keeps_its_port_when_its_first_flight_is_lost_in(versions: Versions) {
+    let mut pair = Pair::new(
+        with_client_in(versions, mobility(None, false, true)),
+        with_server_in(versions, mobility(None, false, true)),
+    );
     pair.session_sockets(7000);
     let own = addr("198.51.100.1:7000");
     let mut dropped = false;
@@ -494,6 +549,12 @@ fn data_reaches_a_new_address_while_it_is_checked_and_a_copy_the_old_one() {
 /// of path challenges and of port announcements change nothing, and every message arrives once.
 #[test]
 fn late_copies_of_every_datagram_change_no_session_of_any_strategy() {
+    for versions in VERSIONS {
+        late_copies_of_every_datagram_change_no_session_of_any_strategy_in(versions);
+    }
+}
+
+fn late_copies_of_every_datagram_change_no_session_of_any_strategy_in(versions: Versions) {
     // (name, client mobility, server mobility, IPC session sockets, TCS port move)
     let cases = [
         ("cid+rrc", mobility(Some(0), true, false), mobility(Some(4), true, false), false, false),
@@ -501,9 +562,9 @@ fn late_copies_of_every_datagram_change_no_session_of_any_strategy() {
         ("tcs", mobility(None, false, true), mobility(None, false, true), false, true),
     ];
     for (name, c, s, ipc, tcs) in cases {
-        let mut client = with_client(c);
+        let mut client = with_client_in(versions, c);
         client.handshake_timeout = 300 * SECOND;
-        let mut server = with_server(s);
+        let mut server = with_server_in(versions, s);
         server.handshake_timeout = 300 * SECOND;
         let mut pair = Pair::new(client, server);
         if ipc {
@@ -553,11 +614,18 @@ fn late_copies_of_every_datagram_change_no_session_of_any_strategy() {
 /// with a session's sockets after each of its events.
 #[test]
 fn the_socket_strategy_decides_per_mode_and_client() {
+    for versions in VERSIONS {
+        the_socket_strategy_decides_per_mode_and_client_in(versions);
+    }
+}
+
+fn the_socket_strategy_decides_per_mode_and_client_in(versions: Versions) {
     use fastshake_dtls::{MobilityMode, SocketAction};
     for mode in MobilityMode::ALL {
         for follows in [true, false] {
             let client = if follows { mode.client_mobility() } else { Mobility::default() };
-            let mut pair = Pair::new(with_client(client), with_server(mode.server_mobility()));
+            let mut pair =
+                Pair::new(with_client_in(versions, client), with_server_in(versions, mode.server_mobility()));
             pair.elapse(5 * SECOND);
             let mut actions = Vec::new();
             for (h, e) in &pair.server_events {

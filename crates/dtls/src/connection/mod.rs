@@ -755,7 +755,8 @@ impl Connection {
             pos = end;
         }
         if self.path.is_some() {
-            self.after_datagram(now, local, remote, datagram.len(), seen, waited_server_hello);
+            let answered = waited_server_hello && !self.waits_for_server_hello();
+            self.after_datagram(now, local, remote, datagram.len(), seen, answered);
         }
     }
 

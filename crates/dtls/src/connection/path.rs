@@ -16,7 +16,8 @@ use std::net::SocketAddr;
 
 impl Connection {
     /// Where a datagram came from and what it proved: the client follows the server's port
-    /// (IPC), the server confirms a port move and follows a client that moved.
+    /// (IPC: `answered_server_hello`, the datagram carried the ServerHello it waited for), the
+    /// server confirms a port move and follows a client that moved.
     pub(super) fn after_datagram(
         &mut self,
         now: Instant,
@@ -24,14 +25,13 @@ impl Connection {
         remote: SocketAddr,
         len: usize,
         seen: Authenticated,
-        waited_server_hello: bool,
+        answered_server_hello: bool,
     ) {
         if let Some(config) = self.client_config() {
             // IPC: the ServerHello came from the port of the session's own server socket.
             let follow = config.mobility.follow_server_port;
             if follow
-                && waited_server_hello
-                && !self.waits_for_server_hello()
+                && answered_server_hello
                 && !self.is_closed()
                 && remote != self.remote
                 && remote.ip() == self.remote.ip()

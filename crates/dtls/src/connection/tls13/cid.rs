@@ -1,9 +1,11 @@
-//! Connection IDs in DTLS 1.3 (RFC 9147 §9): `connection_id` (RFC 9146 §3) and `rrc` (RFC
-//! 9853 §2: "CH, SH" in the TLS 1.3 column) in ClientHello and ServerHello, the CID of a record
+//! Moves in DTLS 1.3 (RFC 9147 §9): `connection_id` (RFC 9146 §3), `rrc` (RFC 9853 §2: "CH,
+//! SH" in the TLS 1.3 column) and fastshake's `port_move` (the session's own server port, IPC
+//! and TCS, as in DTLS 1.2) in ClientHello and ServerHello, the CID of a record
 //! checked before it is opened, and NewConnectionId / RequestConnectionId after the handshake, in the post-handshake
 //! flight and resent until acknowledged as KeyUpdate is. Address moves then run through the
 //! same path check as DTLS 1.2 ([`crate::connection::path`]).
 
+use super::client::MobilityOffer13;
 use super::{Abort, Handshake13, Tls13};
 use crate::alert::AlertDescription;
 use crate::config::{ClientConfig, ServerConfig};
@@ -25,16 +27,15 @@ impl Connection {
     // ------------------------------------------------------------ negotiation
 
     /// Client: the mobility state for what the configuration offers, made at the first
-    /// ClientHello (a second one offers the same CID); returns the CID to offer and whether
-    /// `rrc` is offered. Port moves are DTLS 1.2's only.
+    /// ClientHello (a second one offers the same CID); returns what the hello offers.
     pub(super) fn offer_mobility13(
         &mut self,
         config: &ClientConfig,
         rng: &mut ChaCha20Rng,
-    ) -> (Option<Vec<u8>>, bool) {
+    ) -> MobilityOffer13 {
         let m = &config.mobility;
-        if m.connection_id.is_none() && !m.return_routability_check {
-            return (None, false);
+        if !m.any() {
+            return MobilityOffer13::default();
         }
         let path = self.path.get_or_insert_with(|| {
             let mut own_cid = vec![0u8; m.connection_id.unwrap_or(0) as usize];
@@ -45,33 +46,37 @@ impl Connection {
                 ..Default::default()
             })
         });
-        (path.offered_cid.then(|| path.own_cid.to_vec()), m.return_routability_check)
+        MobilityOffer13 {
+            connection_id: path.offered_cid.then(|| path.own_cid.to_vec()),
+            rrc: m.return_routability_check,
+            port_move: m.follow_server_port,
+        }
     }
 
-    /// Client: the ServerHello's `connection_id` and `rrc`, each only as the answer to ours
-    /// (unsolicited: unsupported_extension, RFC 8446 §4.2); `port_move` is DTLS 1.2's and has no
-    /// place in a 1.3 ServerHello (illegal_parameter). With a CID agreed, the seed of the CIDs
-    /// this client may issue later is drawn from `rng`. The mobility state goes when nothing
-    /// was agreed.
+    /// Client: the ServerHello's `connection_id`, `rrc` and `port_move`, each only as the
+    /// answer to ours (unsolicited: unsupported_extension, RFC 8446 §4.2). With a CID agreed,
+    /// the seed of the CIDs this client may issue later is drawn from `rng`. The mobility state
+    /// goes when nothing was agreed.
     pub(super) fn accept_server_hello13(
         &mut self,
         config: &ClientConfig,
         ext: &Extensions<'_>,
         rng: &mut ChaCha20Rng,
     ) -> Result<(), Abort> {
-        if ext.port_move {
-            return Err(Abort::alert(AlertDescription::IllegalParameter));
-        }
         let offered = self.path.as_deref().is_some_and(|p| p.offered_cid);
-        if (ext.connection_id.is_some() && !offered) || (ext.rrc && !config.mobility.return_routability_check)
+        let m = &config.mobility;
+        if (ext.connection_id.is_some() && !offered)
+            || (ext.rrc && !m.return_routability_check)
+            || (ext.port_move && !m.follow_server_port)
         {
             return Err(Abort::alert(AlertDescription::UnsupportedExtension));
         }
         if let Some(path) = self.path.as_deref_mut() {
             path.cid_negotiated = ext.connection_id.is_some();
             path.rrc = ext.rrc;
+            path.port_move = ext.port_move;
             path.peer_cid = ext.connection_id.unwrap_or_default().into();
-            if !path.cid_negotiated && !path.rrc {
+            if !path.cid_negotiated && !path.rrc && !path.port_move {
                 self.path = None;
             } else if !path.cid_negotiated {
                 path.own_cid = Box::default();
@@ -94,15 +99,14 @@ impl Connection {
     }
 
     /// Server: what the ClientHello and our configuration agree on, as in DTLS 1.2
-    /// (`issued_cid`: the endpoint's CID for this session). Returns the CID for the
-    /// ServerHello and whether it carries `rrc`.
+    /// (`issued_cid`: the endpoint's CID for this session), for the ServerHello.
     pub(super) fn negotiate_mobility13(
         &mut self,
         config: &ServerConfig,
         ch: &ClientHello<'_>,
         issued_cid: &[u8],
         rng: &mut ChaCha20Rng,
-    ) -> (Option<Vec<u8>>, bool) {
+    ) -> MobilityOffer13 {
         if config.mobility.any() {
             let mut seed = [0u8; 32];
             rng.fill_bytes(&mut seed);
@@ -113,12 +117,12 @@ impl Connection {
             }));
         }
         crate::connection::server::negotiate_mobility(&mut self.path, config, ch);
-        let path = self.path.as_deref_mut();
-        if let Some(p) = path {
-            p.port_move = false;
-        }
         let path = self.path.as_deref();
-        (path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.to_vec()), path.is_some_and(|p| p.rrc))
+        MobilityOffer13 {
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid.to_vec()),
+            rrc: path.is_some_and(|p| p.rrc),
+            port_move: path.is_some_and(|p| p.port_move),
+        }
     }
 
     // ------------------------------------------------------------ records

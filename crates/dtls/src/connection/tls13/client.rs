@@ -502,8 +502,17 @@ pub(in crate::connection) struct HelloParts<'a> {
     pub resume: Option<&'a super::resume::Resume13>,
     /// Early data follows the hello (RFC 8446 §4.2.10).
     pub early: bool,
-    /// The connection_id to offer (RFC 9146 §3) and whether to offer rrc.
-    pub mobility: (Option<Vec<u8>>, bool),
+    /// The mobility extensions to offer.
+    pub mobility: MobilityOffer13,
+}
+
+/// What a 1.3 ClientHello offers for moves: a connection_id (RFC 9146 §3), `rrc` (RFC 9853)
+/// and `port_move` (the session's own server port, as in DTLS 1.2).
+#[derive(Default)]
+pub(in crate::connection) struct MobilityOffer13 {
+    pub connection_id: Option<Vec<u8>>,
+    pub rrc: bool,
+    pub port_move: bool,
 }
 
 impl<'a> HelloParts<'a> {
@@ -515,7 +524,7 @@ impl<'a> HelloParts<'a> {
             prefix,
             resume: None,
             early: false,
-            mobility: (None, false),
+            mobility: MobilityOffer13::default(),
         }
     }
 }
@@ -523,7 +532,7 @@ impl<'a> HelloParts<'a> {
 /// The body of a ClientHello offering DTLS 1.3 (and 1.2 with `state.legacy`), its PSK binder
 /// written: it covers what `prefix` holds and the hello up to the binders (RFC 8446 §4.2.11.2).
 /// `legacy_cookie` answers a 1.2 server's HelloVerifyRequest; a 1.3 server's cookie is `cookie13`.
-/// `mobility`: the CID and `rrc` a hello offering 1.3 alone carries (one offering 1.2 too
+/// `mobility`: the CID, `rrc` and `port_move` a hello offering 1.3 alone carries (one offering 1.2 too
 /// carries the 1.2 ones, the same extensions, RFC 9146 §3).
 pub(in crate::connection) fn client_hello13(
     config: &ClientConfig,
@@ -563,9 +572,9 @@ pub(in crate::connection) fn client_hello13(
         extended_master_secret: legacy.is_some(),
         ecc,
         session_ticket: legacy.and_then(|l| l.session_ticket.as_deref()),
-        connection_id: legacy.and_then(|l| l.connection_id.as_deref()).or(mobility.0.as_deref()),
-        rrc: legacy.is_some_and(|l| l.rrc) || mobility.1,
-        port_move: legacy.is_some_and(|l| l.port_move),
+        connection_id: legacy.and_then(|l| l.connection_id.as_deref()).or(mobility.connection_id.as_deref()),
+        rrc: legacy.is_some_and(|l| l.rrc) || mobility.rrc,
+        port_move: legacy.is_some_and(|l| l.port_move) || mobility.port_move,
         cached_info: legacy.and_then(|l| l.cached_info.as_deref()),
         client_cert_cache: legacy.and_then(|l| l.client_cert_cache.as_deref()),
         supported_versions: Some(versions),

@@ -588,6 +588,7 @@ impl Connection {
         if let Some(hs) = v13.hs.as_mut() {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
+        let waited_server_hello = waits_for_server_hello13(&v13);
         let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
         let (len, mut seen, mut rrc) = (datagram.len(), super::Authenticated::default(), Vec::new());
         let mut pos = 0;
@@ -668,6 +669,7 @@ impl Connection {
             self.handle_record13(now, &mut v13, content_type, number, &body, on_data, &mut rrc);
         }
         self.after_datagram13(now, &mut v13, own_cid_len, on_data, &mut rrc);
+        let answered = waited_server_hello && !waits_for_server_hello13(&v13);
         if self.v13.is_none() {
             self.v13 = Some(v13);
         }
@@ -677,7 +679,7 @@ impl Connection {
         }
         self.answer_owed_cids13(now);
         if self.path.is_some() {
-            self.after_datagram(now, local, remote, len, seen, false);
+            self.after_datagram(now, local, remote, len, seen, answered);
         }
     }
 
@@ -907,9 +909,7 @@ impl Connection {
                     self.push_event(Event::Closed);
                 } else {
                     // Every other alert is fatal in 1.3 (RFC 8446 §6).
-                    let before_server_hello = v13.hs.as_ref().is_some_and(|hs| {
-                        matches!(&hs.step, Some(Step13::Client(c)) if matches!(**c, ClientStep13::ExpectServerHello(_)))
-                    });
+                    let before_server_hello = waits_for_server_hello13(v13);
                     let error = self.fatal_alert_error(desc, before_server_hello, true);
                     self.end(Phase::Failed);
                     v13.hs = None;
@@ -1224,4 +1224,11 @@ fn seal13(
     let mut out = vec![0u8; crate::record::sealed_len_with(keys, cid.len(), len)];
     crate::record::seal_record(keys, epoch, seq, content_type, cid, parts, &mut out).ok()?;
     Some(out)
+}
+
+/// A client whose ClientHello awaits its ServerHello.
+fn waits_for_server_hello13(v13: &Tls13) -> bool {
+    v13.hs.as_ref().is_some_and(
+        |hs| matches!(&hs.step, Some(Step13::Client(c)) if matches!(**c, ClientStep13::ExpectServerHello(_))),
+    )
 }

@@ -196,10 +196,11 @@ impl Connection {
         };
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);
-        let (own_cid, rrc) = self.negotiate_mobility13(config, ch, &hello.issued_cid, &mut hs.rng);
+        let mobility = self.negotiate_mobility13(config, ch, &hello.issued_cid, &mut hs.rng);
         let sh_ext = OutExtensions {
-            connection_id: own_cid.as_deref(),
-            rrc,
+            connection_id: mobility.connection_id.as_deref(),
+            rrc: mobility.rrc,
+            port_move: mobility.port_move,
             selected_version: Some(DTLS_1_3),
             server_share: server_share.as_ref().map(|(g, k)| (*g, &k[..])),
             selected_identity: psk.map(|(_, i)| i),
