@@ -138,6 +138,17 @@ impl Fastshake {
         client.finish(&[]);
         client.stderr.text()
     }
+
+    /// Two [`Fastshake::echo_run`]s with `args`, which name a `--session-file`: the first a full
+    /// handshake that writes the file, the second resumed (`by`: "ticket" or "session ID") from
+    /// it. Returns both runs' stderr.
+    pub fn resumed_by_session_file(self, port: u16, args: &[&str], by: &str) -> (String, String) {
+        let first = self.echo_run(port, args, "first run");
+        assert!(first.contains("full (not resumed)"), "{first}");
+        let second = self.echo_run(port, args, "second run");
+        assert!(second.contains(&format!("resumed by {by}")), "{second}");
+        (first, second)
+    }
 }
 
 impl Peer {
