@@ -142,6 +142,29 @@ fn a_certificate_client_against_a_psk_server_is_told_why_on_both_sides() {
 }
 
 #[test]
+fn a_wrong_psk_is_named_on_both_sides_in_both_versions() {
+    let (server, port) = FASTSHAKE.server(&["--echo"]);
+    let connect = format!("127.0.0.1:{port}");
+    let wrong = "00112233445566778899aabbccddee00";
+    for (n, dtls) in ["1.3", "1.2"].into_iter().enumerate() {
+        let args =
+            ["client", "--connect", &connect, "--psk-identity", PSK_IDENTITY, "--psk", wrong, "--dtls", dtls];
+        let stderr = fails("fastshake client", &args);
+        let ours = format!(
+            "the server could not verify our proof of the pre-shared key: the two sides hold different keys \
+             for PSK identity \"{PSK_IDENTITY}\", or the handshake was altered on the way (decrypt_error received)"
+        );
+        assert!(stderr.contains(&ours), "DTLS {dtls}: {stderr}");
+        let theirs = format!(
+            "the peer's proof of the pre-shared key did not verify: the two sides hold different keys for PSK \
+             identity \"{PSK_IDENTITY}\", or the handshake was altered on the way (decrypt_error sent)"
+        );
+        let seen = server.stderr.wait_until(QUICK, |text| text.matches(&theirs).count() > n);
+        assert!(seen, "DTLS {dtls}: {}", server.transcript());
+    }
+}
+
+#[test]
 fn a_short_psk_is_warned_about_and_zero_workers_refused() {
     let (server, _) = FASTSHAKE.server_with(&["--psk-identity", "short", "--psk", "00"]);
     let warning = "warning: the --psk is 1 byte(s) (8 bits); RFC 9257 wants at least 16 random bytes";

@@ -98,6 +98,24 @@ pub enum Error {
         /// The fatal alert sent.
         alert: AlertDescription,
     },
+    /// A PSK handshake's proof of the key (a DTLS 1.3 binder, RFC 8446 §4.2.11; a DTLS 1.2
+    /// Finished, RFC 4279 §2) did not verify: the sides hold different keys for the identity,
+    /// or the handshake was altered on the way; decrypt_error was sent (`sent`) or received.
+    #[error(
+        "{}: the two sides hold different keys for PSK identity {identity:?}, or the handshake was \
+         altered on the way ({alert} {})",
+        if *sent { "the peer's proof of the pre-shared key did not verify" }
+        else { "the server could not verify our proof of the pre-shared key" },
+        if *sent { "sent" } else { "received" }
+    )]
+    PskMismatch {
+        /// The PSK identity both named.
+        identity: String,
+        /// The alert, decrypt_error.
+        alert: AlertDescription,
+        /// Whether we found the mismatch (else the peer did and told us).
+        sent: bool,
+    },
     /// Client: the server answered our ClientHello with a fatal alert before any ServerHello:
     /// it found nothing it accepts in what we offered (its own log says what).
     #[error(

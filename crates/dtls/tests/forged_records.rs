@@ -119,8 +119,22 @@ fn a_wrong_psk_still_fails_with_decrypt_error_after_the_clients_retransmission()
     cc.psk = Some(fastshake_dtls::Psk::new(PSK_ID, b"not the key".to_vec()));
     let mut pair = Pair::new(cc, server_config());
     assert!(pair.handshake(Duration::from_secs(60)).is_none());
-    assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::DecryptError)));
-    assert_eq!(pair.client_failure(), Some(Error::AlertReceived(AlertDescription::DecryptError)));
+    assert_eq!(
+        pair.server_failure(),
+        Some(Error::PskMismatch {
+            identity: String::from_utf8_lossy(PSK_ID).into_owned(),
+            alert: AlertDescription::DecryptError,
+            sent: true
+        })
+    );
+    assert_eq!(
+        pair.client_failure(),
+        Some(Error::PskMismatch {
+            identity: String::from_utf8_lossy(PSK_ID).into_owned(),
+            alert: AlertDescription::DecryptError,
+            sent: false
+        })
+    );
     // Within a few retransmission periods, not at the handshake timeout.
     assert!(pair.now < Instant::from_millis(1_000) + Duration::from_secs(10), "{:?}", pair.now);
 }

@@ -285,6 +285,13 @@ impl Abort {
         Abort::no_match_alert(AlertDescription::HandshakeFailure, mismatch)
     }
 
+    /// The peer's proof of the PSK named `identity` did not verify: decrypt_error.
+    pub fn psk_mismatch(identity: &[u8]) -> Self {
+        let alert = AlertDescription::DecryptError;
+        let identity = String::from_utf8_lossy(identity).into_owned();
+        Abort { alert: Some(alert), error: Error::PskMismatch { identity, alert, sent: true } }
+    }
+
     /// As [`Abort::no_match`], with the alert the RFC names for this mismatch.
     pub fn no_match_alert(alert: AlertDescription, mismatch: Mismatch) -> Self {
         Abort { alert: Some(alert), error: Error::NoMatch { alert, mismatch } }

@@ -940,13 +940,20 @@ impl Connection {
         if self.phase != Phase::Handshaking || self.record.read_any() {
             return;
         }
+        let is_server = self.server_config().is_some();
         let Some(hs) = self.hs.as_mut() else { return };
         match hs.auth_failure {
             None => hs.auth_failure = Some(AuthFailure { at: now, datagram, peer_resent: false }),
             Some(first)
                 if first.peer_resent && datagram != first.datagram && now >= first.at + initial / 2 =>
             {
-                self.fail(Abort::alert(AlertDescription::DecryptError));
+                // With a PSK, the keys come from it alone: the peer holds another key for the
+                // identity.
+                let abort = match (is_server, hs.psk_identity.is_empty()) {
+                    (true, false) => Abort::psk_mismatch(&hs.psk_identity),
+                    _ => Abort::alert(AlertDescription::DecryptError),
+                };
+                self.fail(abort);
             }
             Some(_) => {}
         }
@@ -986,6 +993,12 @@ impl Connection {
     /// What a fatal alert `desc` from the peer means; `before_server_hello`: a client got it in
     /// answer to its ClientHello, `dtls13` in a 1.3 handshake.
     fn fatal_alert_error(&self, desc: AlertDescription, before_server_hello: bool, dtls13: bool) -> Error {
+        // A server that could not verify our PSK's binder (1.3) or Finished (1.2).
+        let psk = self.client_config().and_then(|c| c.psk.as_ref());
+        if let (Some(psk), AlertDescription::DecryptError, Phase::Handshaking) = (psk, desc, self.phase) {
+            let identity = String::from_utf8_lossy(&psk.identity).into_owned();
+            return Error::PskMismatch { identity, alert: desc, sent: false };
+        }
         let Some(config) = self.client_config().filter(|_| before_server_hello) else {
             return Error::AlertReceived(desc);
         };
@@ -1569,9 +1582,9 @@ mod tests {
             }
         }
         assert_eq!(server_failed, Some(Event::Failed(Error::AlertSent(AlertDescription::DecryptError))));
-        assert_eq!(
-            client.poll_event(),
-            Some(Event::Failed(Error::AlertReceived(AlertDescription::DecryptError)))
-        );
+        // The client cannot tell an altered Finished from another key: it says both.
+        let mismatch =
+            Error::PskMismatch { identity: "id".into(), alert: AlertDescription::DecryptError, sent: false };
+        assert_eq!(client.poll_event(), Some(Event::Failed(mismatch)));
     }
 }

@@ -533,7 +533,11 @@ impl Connection {
             let binder = offered.binders.get(index).copied().unwrap_or(&[]);
             let external = ticket.is_none();
             if !binder_ok(&hs.transcript, hello.body, offered.binders_len, &key, external, hash, binder) {
-                return Err(Abort::alert(AlertDescription::DecryptError));
+                return Err(if external {
+                    Abort::psk_mismatch(&identity)
+                } else {
+                    Abort::alert(AlertDescription::DecryptError)
+                });
             }
             return Ok(Some(ChosenPsk13 { key, index: index as u16, identity, ticket }));
         }
