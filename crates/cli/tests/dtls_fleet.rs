@@ -299,7 +299,14 @@ impl Drop for Balancer {
 
 #[test]
 fn a_cid_session_rehashed_from_node_a_to_node_b_goes_on_without_a_new_handshake() {
-    let dir = Scratch::new("cid");
+    // DTLS 1.3 (both ends' default: the CID in the unified header) and 1.2 (tls12_cid records).
+    for dtls in ["both", "1.2"] {
+        rehashed_cid_session(dtls);
+    }
+}
+
+fn rehashed_cid_session(dtls: &str) {
+    let dir = Scratch::new(&format!("cid-{dtls}"));
     let (forward_a, forward_b) = (free_udp_port(), free_udp_port());
     let fleet_file = dir.path("fleet.toml");
     std::fs::write(
@@ -327,8 +334,9 @@ fn a_cid_session_rehashed_from_node_a_to_node_b_goes_on_without_a_new_handshake(
     let (b, port_b) = node("2");
     let balancer = Balancer::start(port_a);
 
-    let mut client = FASTSHAKE.client_with(balancer.port, &strs(&psk_client_args(&["--mobility", "cid"])));
-    client.expect_handshake_without_resend(&[]);
+    let args = psk_client_args(&["--mobility", "cid", "--dtls", dtls]);
+    let mut client = FASTSHAKE.client_with(balancer.port, &strs(&args));
+    client.expect_handshake_without_resend(&[if dtls == "1.2" { "TLS_PSK_" } else { "(DTLS 1.3;" }]);
     a.expect_stderr("handshake done");
     client.write_line("one");
     client.expect_stdout("one\n");
