@@ -115,6 +115,7 @@ fn tsch_handshakes(target: u32) -> anyhow::Result<HandshakeFigure> {
                     base_port: spec.port,
                     sessions: target,
                     resume: false,
+                    early_data: false,
                     records: 0,
                     record_len: 0,
                     move_mid_session: false,

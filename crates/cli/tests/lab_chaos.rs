@@ -113,11 +113,15 @@ fn a_seed_fixes_every_figure() {
     assert_ne!(first["cells"], run("4")["cells"], "another seed gives other figures");
 }
 
-/// DTLS 1.3 over the hostile links: PSK, ECDHE-ECDSA with chains of 3 (mutual) and the
-/// post-quantum hybrid (a 1.4 kB second ClientHello, 15 fragments at MTU 96), between them
-/// every stress and both "worst" links.
+/// DTLS 1.3 over the hostile links: PSK, ECDHE-ECDSA with chains of 3 (mutual), the
+/// post-quantum hybrid (a 1.4 kB second ClientHello, 15 fragments at MTU 96), resumption by
+/// NewSessionTicket, 0-RTT early data and CID with a move mid-session; between them every
+/// stress and both "worst" links, each of the last three over the worst WAN and, between them,
+/// every stress alone.
 const CELLS_13: &str = "psk13/worst-wan,psk13/worst-tsch,ecdsa13/loss-30,ecdsa13/mtu-96,ecdsa13/dup-reorder,\
-                        ecdsa13/worst-wan,ecdsa13/worst-tsch,hybrid13/burst-30,hybrid13/delay-3s,hybrid13/worst-wan";
+                        ecdsa13/worst-wan,ecdsa13/worst-tsch,hybrid13/burst-30,hybrid13/delay-3s,hybrid13/worst-wan,\
+                        resumed13/loss-30,resumed13/tsch,resumed13/worst-wan,early13/dup-reorder,early13/mtu-96,\
+                        early13/burst-30,early13/worst-wan,cid13/delay-3s,cid13/jumbo,cid13/worst-wan";
 
 #[test]
 fn dtls_1_3_handshakes_complete_and_records_arrive_exactly_once() {
@@ -134,5 +138,52 @@ fn dtls_1_3_handshakes_complete_and_records_arrive_exactly_once() {
             "{name}: {completed} of {started} completed, {failed} failed, {lost} lost, {twice} twice: {}",
             cell["failures_listed"][0]
         );
+        let network = &cell["network"];
+        match cell["link"]["name"].as_str().expect("a link name") {
+            "loss-30" | "burst-30" | "worst-wan" => {
+                assert!(num(network, &["lost"]) > 0, "{name}: nothing lost")
+            }
+            "dup-reorder" => assert!(
+                num(network, &["duplicated"]) > 0 && num(network, &["reordered"]) > 0,
+                "{name}: no dup/reorder"
+            ),
+            _ => {}
+        }
+        let mode = cell["mode"].as_str().expect("a mode");
+        if mode == "resumed13" || mode == "early13" {
+            // Each full handshake is followed by a resumption by its ticket, none answered with
+            // a full handshake.
+            let resumed = num(cell, &["handshakes", "resumed"]);
+            assert_eq!(resumed * 2, started, "{name}: {resumed} resumed of {started} handshakes");
+            assert_eq!(num(cell, &["handshakes", "resumptions_declined"]), 0, "{name}");
+            assert!(
+                num(cell, &["handshakes", "tickets_received"]) >= resumed,
+                "{name}: a ticket per full session"
+            );
+        }
+        if mode == "early13" {
+            // Every resumption sent its first request as 0-RTT; the server took it or refused
+            // it, and the early record arrived at most once — always, where nothing was lost.
+            let early = &cell["early"];
+            let resumed = num(cell, &["handshakes", "resumed"]);
+            let (sent, accepted, refused) =
+                (num(early, &["sent"]), num(early, &["accepted"]), num(early, &["refused"]));
+            assert_eq!((sent, accepted + refused), (resumed, resumed), "{name}: {early}");
+            let delivered = num(early, &["delivered_0rtt"]) + num(early, &["delivered_after_handshake"]);
+            assert!(delivered <= sent, "{name}: {early}");
+            assert!(num(early, &["delivered_0rtt"]) <= num(early, &["server_accepted"]), "{name}: {early}");
+            if num(network, &["lost"]) == 0 {
+                assert_eq!(delivered, sent, "{name}: nothing lost, every early record arrives: {early}");
+            }
+        }
+        if mode == "cid13" {
+            let made = num(&cell["moves"], &["made"]);
+            let server_completed = num(cell, &["handshakes", "server_completed"]);
+            assert!(
+                made == completed && server_completed == completed,
+                "{name}: {completed} sessions, {made} moved, {server_completed} handshakes at the server (one move per \
+                 session and no new handshake expected)"
+            );
+        }
     }
 }

@@ -306,12 +306,12 @@ fn e6_renders_its_section_and_a_quick_soak_fails_no_handshake() {
         assert_eq!(f["origin"]["kind"], "simulated");
     }
     let cells = figure("cells meeting the target");
-    assert_eq!(cells["anchor"], 70.0, "7 modes (4 of DTLS 1.2, 3 of DTLS 1.3) x 10 links");
+    assert_eq!(cells["anchor"], 100.0, "10 modes (4 of DTLS 1.2, 6 of DTLS 1.3) x 10 links");
     assert_eq!(cells["ours"], cells["anchor"], "every cell meets the target");
 
     let tables = e6["tables"].as_array().expect("tables");
     let per_cell = &tables[0]["rows"];
-    assert_eq!(per_cell.as_array().expect("rows").len(), 70, "a row per cell");
+    assert_eq!(per_cell.as_array().expect("rows").len(), 100, "a row per cell");
     assert!(
         per_cell.as_array().expect("rows").iter().all(|r| r[3] == "0" && r[2].as_str() != Some("0")),
         "every cell completed handshakes and failed none"

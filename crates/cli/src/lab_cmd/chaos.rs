@@ -16,7 +16,8 @@ pub struct Args {
     seed: u64,
     /// Cells to run: comma-separated patterns matched against `mode/link` (`*` is a wildcard,
     /// plain text matches a substring), e.g. `psk/*,*/worst-wan`. Modes psk, ecdsa, resumed,
-    /// cid (DTLS 1.2) and psk13, ecdsa13, hybrid13 (DTLS 1.3; `*13/*` selects them).
+    /// cid (DTLS 1.2) and psk13, ecdsa13, hybrid13, resumed13, early13, cid13 (DTLS 1.3; `*13/*`
+    /// selects them).
     #[arg(long)]
     only: Option<String>,
     /// Handshakes per cell (resumed cells: this many resumptions, each after a full handshake).

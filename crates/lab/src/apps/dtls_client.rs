@@ -3,7 +3,10 @@
 //! echoes with the server (`records`).
 //!
 //! A session: handshake (full, or resumed with the ticket of the full handshake just before it
-//! when [`SessionPlan::resume`]); then `records` requests one at a time, as CoAP with NSTART = 1
+//! when [`SessionPlan::resume`]: DTLS 1.2's comes with the handshake, DTLS 1.3's NewSessionTicket
+//! after it, so a full 1.3 session waits for its ticket before it ends; with
+//! [`SessionPlan::early_data`] the resumed handshake sends its first request as 0-RTT early
+//! data, right after the ClientHello); then `records` requests one at a time, as CoAP with NSTART = 1
 //! (RFC 7252 §4.7), each resent on a timer (initial `record_rto`, doubling up to
 //! `max_record_rto`) until its echo arrives, the next one sent at once or, with
 //! [`DtlsClientLoop::with_record_interval`], that long after; then close_notify (when `close`).
@@ -59,6 +62,9 @@ pub struct SessionPlan {
     pub sessions: u32,
     /// Follow every full handshake with one that resumes it by the ticket it gave.
     pub resume: bool,
+    /// DTLS 1.3: each resumed handshake sends its first request as 0-RTT early data (the
+    /// configuration's `early_data` must be on).
+    pub early_data: bool,
     /// Requests per session (0: the session ends at the handshake).
     pub records: u16,
     /// Bytes of each request and echo.
@@ -142,8 +148,18 @@ pub struct ClientTally {
     pub resumptions_offered: u32,
     pub resumed: u32,
     pub resumptions_declined: u32,
-    /// Resumptions not attempted because the full handshake before them failed.
+    /// Resumptions not attempted because the full session before them got no ticket.
     pub resumptions_skipped: u32,
+    /// DTLS 1.3 NewSessionTicket events (a ticket the engine delivered twice counts twice).
+    pub tickets_received: u32,
+    /// First requests sent as 0-RTT early data, and those the engine kept for after the
+    /// handshake instead (no ticket allowing it).
+    pub early_sent: u32,
+    pub early_held: u32,
+    /// Of the handshakes that sent early data: the server accepted it, or refused it (the engine
+    /// then sends it again after the handshake).
+    pub early_accepted: u32,
+    pub early_refused: u32,
     /// Sessions whose requests were all echoed.
     pub sessions_done: u32,
     /// Distinct requests sent, and echoed.
@@ -200,6 +216,10 @@ struct Session {
     next_request_at: Option<Instant>,
     echoes: BTreeSet<u32>,
     moving: MoveState,
+    /// Its first request went out as early data.
+    early: bool,
+    /// A full DTLS 1.3 session whose requests are done waits for its ticket until then.
+    ticket_deadline: Option<Instant>,
 }
 
 /// Runs [`SessionPlan`] against one DTLS server (see the module documentation).
@@ -274,6 +294,29 @@ impl DtlsClientLoop {
         };
         self.tally.started += 1;
         let moving = if self.plan.move_mid_session { MoveState::Later } else { MoveState::NotNeeded };
+        let mut conn = conn;
+        let mut outstanding = None;
+        let mut sent = 0;
+        let early = resuming && self.plan.early_data && self.plan.records > 0;
+        if early {
+            let id = RequestId { seq: 0, attempt: 0 };
+            match conn.send_early_data(&records::request(id, self.plan.record_len)) {
+                Ok(true) => self.tally.early_sent += 1,
+                _ => self.tally.early_held += 1,
+            }
+            self.tally.requests += 1;
+            sent = 1;
+            let rto = self.plan.record_rto;
+            // Its timers start when the session is up (`Event::Connected`).
+            outstanding = Some(Outstanding {
+                seq: 0,
+                attempts: 1,
+                first_sent: now,
+                last_sent: now,
+                resend_at: now + rto,
+                rto,
+            });
+        }
         self.session = Some(Session {
             index,
             port,
@@ -281,11 +324,13 @@ impl DtlsClientLoop {
             started: now,
             resuming,
             connected: false,
-            sent: 0,
-            outstanding: None,
+            sent,
+            outstanding,
             next_request_at: None,
             echoes: BTreeSet::new(),
             moving,
+            early,
+            ticket_deadline: None,
         });
     }
 
@@ -312,7 +357,20 @@ impl DtlsClientLoop {
                             self.tally.resumptions_declined += 1;
                         }
                     } else if self.plan.resume {
+                        // DTLS 1.2's ticket; 1.3's comes later, as `Event::SessionTicket`.
                         self.ticket = summary.session;
+                    }
+                    if s.early {
+                        match summary.early_data {
+                            Some(true) => self.tally.early_accepted += 1,
+                            Some(false) => self.tally.early_refused += 1,
+                            None => {}
+                        }
+                    }
+                    if let Some(o) = s.outstanding.as_mut() {
+                        // The early request: resent, and stalled, from the session's start on.
+                        o.first_sent = now;
+                        o.resend_at = now + o.rto;
                     }
                     s.connected = true;
                     self.progress(now);
@@ -322,11 +380,14 @@ impl DtlsClientLoop {
                 Event::Closed => {
                     self.fail(now, "the server closed the session".into(), "Closed by the server".into())
                 }
-                Event::PathChanged(_)
-                | Event::Accepted
-                | Event::Evicted { .. }
-                | Event::Refused { .. }
-                | Event::SessionTicket(_) => {}
+                Event::SessionTicket(ticket) => {
+                    self.tally.tickets_received += 1;
+                    if self.plan.resume && self.session.as_ref().is_some_and(|s| !s.resuming) {
+                        self.ticket = Some(ticket);
+                        self.progress(now);
+                    }
+                }
+                Event::PathChanged(_) | Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
             }
         }
     }
@@ -386,6 +447,10 @@ impl DtlsClientLoop {
             }
             MoveState::Asked => {}
             _ if sent < records => self.send_next(now),
+            // A DTLS 1.3 ticket comes after the handshake: the pair's resumption needs it.
+            _ if self.plan.resume && !s.resuming && self.ticket.is_none() => {
+                s.ticket_deadline.get_or_insert(now + self.plan.stall_after);
+            }
             _ => {
                 self.tally.sessions_done += 1;
                 self.end_session(now);
@@ -406,7 +471,7 @@ impl DtlsClientLoop {
             class,
             detail,
         });
-        if self.plan.resume && !s.resuming && phase == Phase::Handshake {
+        if self.plan.resume && !s.resuming && self.ticket.is_none() {
             // No ticket to resume with: the pair's resumption is skipped.
             self.next_index += 1;
             self.tally.resumptions_skipped += 1;
@@ -433,6 +498,12 @@ impl DtlsClientLoop {
         }
         let Some(s) = self.session.as_mut() else { return };
         if !s.conn.is_established() {
+            return;
+        }
+        if s.ticket_deadline.is_some_and(|t| t <= now) {
+            let detail =
+                format!("no NewSessionTicket {} s after the requests", self.plan.stall_after.as_secs());
+            self.fail(now, detail, "No ticket".into());
             return;
         }
         let Some(r) = s.outstanding.as_mut().filter(|r| r.resend_at <= now) else { return };
@@ -496,7 +567,13 @@ impl SansIo for DtlsClientLoop {
     fn poll_timeout(&self) -> Option<Instant> {
         let session = self.session.as_ref().map(|s| {
             let resend = s.outstanding.as_ref().map(|r| r.resend_at);
-            [s.conn.poll_timeout(), resend.filter(|_| s.conn.is_established()), s.next_request_at]
+            let established = s.conn.is_established();
+            [
+                s.conn.poll_timeout(),
+                resend.filter(|_| established),
+                s.next_request_at,
+                s.ticket_deadline.filter(|_| established),
+            ]
         });
         session.into_iter().flatten().chain([self.next_start_at]).flatten().min()
     }

@@ -4,7 +4,9 @@
 //!
 //! Every copy of a request is echoed (the first echo may have been lost); the application
 //! delivers each request number once per session. A request copy that arrives twice is one
-//! record the engine delivered twice.
+//! record the engine delivered twice. A request that arrives before the handshake is over came
+//! as DTLS 1.3 0-RTT early data; the first copy of the first request of a session that offered
+//! early data is counted by how it came (0-RTT, or after the handshake).
 
 use super::records::{self, RequestId};
 use super::session_ports::SessionPorts;
@@ -14,6 +16,9 @@ use fastshake_sim::apps::{App, AppStats, HandshakeStats};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+
+/// The record a session that offers early data sends as 0-RTT: its first request's first copy.
+const EARLY_RECORD: RequestId = RequestId { seq: 0, attempt: 0 };
 
 /// One session the server ended other than by the client's close_notify.
 #[derive(Clone, Debug)]
@@ -45,6 +50,15 @@ pub struct ServerTally {
     pub echoes_sent: u64,
     /// Sessions that followed their client to a new address.
     pub path_changes: u32,
+    /// DTLS 1.3 handshakes that offered early data, and those whose early data was taken.
+    pub early_offered: u32,
+    pub early_accepted: u32,
+    /// In those sessions, the first copy of the first request (the early record): delivered
+    /// before the handshake was over (as 0-RTT), or after it.
+    pub early_delivered_0rtt: u32,
+    pub early_delivered_after: u32,
+    /// Request records delivered before their session's handshake was over (0-RTT).
+    pub requests_before_handshake: u64,
     /// With [`DtlsEchoServer::with_client_ledger`]: copies of each request number received per
     /// client (its PSK identity), across its sessions.
     pub copies_by_client: BTreeMap<Vec<u8>, BTreeMap<u16, u32>>,
@@ -57,6 +71,8 @@ struct Ledger {
     /// The client's PSK identity, from `Event::Connected` on.
     identity: Option<Vec<u8>>,
     established: bool,
+    /// The handshake offered early data.
+    early: bool,
     seen: BTreeSet<RequestId>,
     delivered: BTreeSet<u16>,
     next_echo: u32,
@@ -133,6 +149,14 @@ impl DtlsEchoServer {
                     let ledger = self.sessions.entry(handle).or_default();
                     ledger.established = true;
                     ledger.identity = Some(summary.psk_identity.clone());
+                    if let Some(accepted) = summary.early_data {
+                        ledger.early = true;
+                        self.tally.early_offered += 1;
+                        self.tally.early_accepted += u32::from(accepted);
+                        if ledger.seen.contains(&EARLY_RECORD) {
+                            self.tally.early_delivered_0rtt += 1;
+                        }
+                    }
                     self.tally.connected += 1;
                     self.tally.resumed += u32::from(summary.resumed);
                     self.tally.flights_resent += u64::from(summary.retransmissions);
@@ -175,8 +199,14 @@ impl DtlsEchoServer {
         let Some(id) = records::parse_request(data) else { return };
         self.tally.requests_received += 1;
         let ledger = self.sessions.entry(handle).or_default();
-        if !ledger.seen.insert(id) {
+        let first_copy = ledger.seen.insert(id);
+        if !first_copy {
             self.tally.duplicate_requests += 1;
+        }
+        if !ledger.established {
+            self.tally.requests_before_handshake += 1;
+        } else if first_copy && ledger.early && id == EARLY_RECORD {
+            self.tally.early_delivered_after += 1;
         }
         if ledger.delivered.insert(id.seq) {
             self.tally.requests_delivered += 1;

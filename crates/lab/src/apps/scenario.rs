@@ -104,6 +104,7 @@ pub fn engine_apps(spec: &AppSpec, sim: &mut Simulator) -> Result<Option<Box<dyn
                 base_port: spec.port,
                 sessions: s.sessions,
                 resume: s.resume,
+                early_data: false,
                 records: s.records,
                 record_len: s.record_len,
                 move_mid_session: false,

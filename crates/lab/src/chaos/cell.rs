@@ -47,6 +47,8 @@ const RECORD_RTO: Duration = Duration::from_secs(1);
 const MAX_RECORD_RTO: Duration = Duration::from_secs(16);
 /// Bytes of each request and echo.
 const RECORD_LEN: usize = 32;
+/// The 0-RTT allowance of the early-data cells' tickets: room for the one early request.
+const EARLY_DATA_ALLOWANCE: u32 = 1024;
 /// Cross traffic over the core link of the burst-loss cells: 100 datagrams/s each way.
 const CROSS_INTERVAL: Duration = Duration::from_millis(10);
 const CROSS_PAYLOAD: usize = 100;
@@ -114,13 +116,13 @@ pub fn configs(cell: &Cell, pki: &LabPki) -> (Arc<ClientConfig>, Arc<ServerConfi
     let mut client;
     let mut server;
     match cell.mode {
-        Mode::Psk | Mode::Cid | Mode::Psk13 | Mode::Hybrid13 => {
+        Mode::Psk | Mode::Cid | Mode::Psk13 | Mode::Hybrid13 | Mode::Cid13 => {
             client = ClientConfig::psk(PSK_IDENTITY, PSK_KEY);
             client.suites = vec![CipherSuite::PskWithAes128Ccm8];
             server = ServerConfig::psk(PSK_IDENTITY, PSK_KEY);
             server.suites = vec![CipherSuite::PskWithAes128Ccm8];
         }
-        Mode::Ecdsa | Mode::Resumed | Mode::Ecdsa13 => {
+        Mode::Ecdsa | Mode::Resumed | Mode::Ecdsa13 | Mode::Resumed13 | Mode::Early13 => {
             client = ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()));
             client.certified_key = Some(pki.client.clone());
             client.wall_clock = Some(WALL_CLOCK);
@@ -132,10 +134,14 @@ pub fn configs(cell: &Cell, pki: &LabPki) -> (Arc<ClientConfig>, Arc<ServerConfi
             server.suites = vec![CipherSuite::EcdheEcdsaWithAes128Ccm8];
         }
     }
-    if cell.mode == Mode::Resumed {
+    if cell.mode.resumes() {
         server.tickets = Some(TicketKeys::new(1, [0x7c; 16]));
     }
-    if matches!(cell.mode, Mode::Psk13 | Mode::Ecdsa13 | Mode::Hybrid13) {
+    if cell.mode == Mode::Early13 {
+        client.early_data = true;
+        server.max_early_data = EARLY_DATA_ALLOWANCE;
+    }
+    if cell.mode.is_dtls13() {
         let group = if cell.mode == Mode::Hybrid13 { NamedGroup::X25519MlKem768 } else { NamedGroup::X25519 };
         client.versions = Versions::Dtls13;
         client.suites13 = vec![Suite13::Aes128Ccm8Sha256];
@@ -144,7 +150,7 @@ pub fn configs(cell: &Cell, pki: &LabPki) -> (Arc<ClientConfig>, Arc<ServerConfi
         server.suites13 = vec![Suite13::Aes128Ccm8Sha256];
         server.groups = vec![group];
     }
-    if cell.mode == Mode::Cid {
+    if cell.mode.moves() {
         let mobility = |cid| Mobility {
             connection_id: Some(cid),
             return_routability_check: true,
@@ -221,7 +227,7 @@ fn build(cell: &Cell, params: &CellParams, pki: &LabPki) -> anyhow::Result<Built
     let name = cell.name();
     anyhow::ensure!(params.clients > 0 && params.clients <= 1000, "1 to 1000 clients");
     anyhow::ensure!(
-        cell.mode != Mode::Cid || params.records >= 2,
+        !cell.mode.moves() || params.records >= 2,
         "a session that moves needs 2 requests or more"
     );
     let (client_config, server_config) = configs(cell, pki);
@@ -297,10 +303,11 @@ fn build(cell: &Cell, params: &CellParams, pki: &LabPki) -> anyhow::Result<Built
             server: SocketAddr::from((SERVER_ADDR, SERVER_PORT)),
             base_port: CLIENT_BASE_PORT,
             sessions,
-            resume: cell.mode == Mode::Resumed,
+            resume: cell.mode.resumes(),
+            early_data: cell.mode == Mode::Early13,
             records: params.records,
             record_len: RECORD_LEN,
-            move_mid_session: cell.mode == Mode::Cid,
+            move_mid_session: cell.mode.moves(),
             close: true,
             record_rto: RECORD_RTO,
             max_record_rto: MAX_RECORD_RTO,
@@ -329,11 +336,11 @@ pub fn run_cell(cell: &Cell, params: &CellParams, pki: &LabPki) -> anyhow::Resul
     let started = std::time::Instant::now();
     let Built { mut sim, server, clients, access, core } = build(cell, params, pki)?;
     // Moves are made between steps, as soon as a client asks: fine steps when clients move.
-    let step = if cell.mode == Mode::Cid { Duration::from_millis(20) } else { Duration::from_millis(500) };
+    let step = if cell.mode.moves() { Duration::from_millis(20) } else { Duration::from_millis(500) };
     // Every session ends by its handshake timeout and its records deadline, so this limit is
     // reached only if the harness itself stalls.
-    let per_client = params.handshakes.div_ceil(u32::from(params.clients))
-        * if cell.mode == Mode::Resumed { 2 } else { 1 };
+    let per_client =
+        params.handshakes.div_ceil(u32::from(params.clients)) * if cell.mode.resumes() { 2 } else { 1 };
     let limit = Instant::ZERO + (cell.link.handshake_timeout * 2 + Duration::from_secs(5)) * (per_client + 1);
     let mut moves_asked_seen = vec![0u32; clients.len()];
     let mut moves = vec![0u32; clients.len()];
@@ -388,4 +395,30 @@ pub fn run_cell(cell: &Cell, params: &CellParams, pki: &LabPki) -> anyhow::Resul
         wall: started.elapsed(),
         pcap: sim.take_capture(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chaos::grid::grid;
+
+    #[test]
+    fn the_1_3_resumption_early_data_and_cid_cells_configure_what_they_test() {
+        let pki = LabPki::kept().expect("the kept PKI");
+        for cell in grid().into_iter().filter(|c| c.link.name == "clean") {
+            let (client, server) = configs(&cell, &pki);
+            let v13 = cell.mode.is_dtls13();
+            assert_eq!(client.versions == Versions::Dtls13, v13, "{}", cell.name());
+            assert_eq!(server.versions == Versions::Dtls13, v13, "{}", cell.name());
+            assert_eq!(server.tickets.is_some(), cell.mode.resumes(), "{}", cell.name());
+            let early = cell.mode == Mode::Early13;
+            assert_eq!((client.early_data, server.max_early_data > 0), (early, early), "{}", cell.name());
+            let moves = cell.mode.moves();
+            assert_eq!(server.mobility.connection_id.is_some(), moves, "{}", cell.name());
+            assert_eq!(client.mobility.return_routability_check, moves, "{}", cell.name());
+            if matches!(cell.mode, Mode::Resumed13 | Mode::Early13) {
+                assert!(client.certified_key.is_some() && server.client_auth == ClientAuth::Require);
+            }
+        }
+    }
 }

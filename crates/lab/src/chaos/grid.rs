@@ -25,12 +25,31 @@ pub enum Mode {
     Ecdsa13,
     /// DTLS 1.3, external PSK with X25519MLKEM768: a 1.4 kB second ClientHello.
     Hybrid13,
+    /// As `Ecdsa13`, then the client resumes with the NewSessionTicket it got after the
+    /// handshake (RFC 8446 §4.6.1, psk_dhe_ke).
+    Resumed13,
+    /// As `Resumed13`, the resumed handshake sending its first request as 0-RTT early data
+    /// (RFC 8446 §4.2.10); refused early data is sent again after the handshake.
+    Early13,
+    /// As `Psk13`, with Connection IDs (RFC 9147 §9) and the return-routability check
+    /// (RFC 9853); the client's address changes in the middle of every session.
+    Cid13,
 }
 
 impl Mode {
-    /// Every mode: DTLS 1.2's four, then DTLS 1.3's three.
-    pub const ALL: [Mode; 7] =
-        [Mode::Psk, Mode::Ecdsa, Mode::Resumed, Mode::Cid, Mode::Psk13, Mode::Ecdsa13, Mode::Hybrid13];
+    /// Every mode: DTLS 1.2's four, then DTLS 1.3's six.
+    pub const ALL: [Mode; 10] = [
+        Mode::Psk,
+        Mode::Ecdsa,
+        Mode::Resumed,
+        Mode::Cid,
+        Mode::Psk13,
+        Mode::Ecdsa13,
+        Mode::Hybrid13,
+        Mode::Resumed13,
+        Mode::Early13,
+        Mode::Cid13,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,6 +60,9 @@ impl Mode {
             Mode::Psk13 => "psk13",
             Mode::Ecdsa13 => "ecdsa13",
             Mode::Hybrid13 => "hybrid13",
+            Mode::Resumed13 => "resumed13",
+            Mode::Early13 => "early13",
+            Mode::Cid13 => "cid13",
         }
     }
 
@@ -53,7 +75,25 @@ impl Mode {
             Mode::Psk13 => "DTLS 1.3 PSK + x25519, TLS_AES_128_CCM_8_SHA256",
             Mode::Ecdsa13 => "DTLS 1.3 ECDHE-ECDSA + x25519 (AES_128_CCM_8), mutual, chain of 3 each side",
             Mode::Hybrid13 => "DTLS 1.3 PSK + X25519MLKEM768 (AES_128_CCM_8)",
+            Mode::Resumed13 => "DTLS 1.3 ECDHE-ECDSA full handshake, then resumed by its NewSessionTicket",
+            Mode::Early13 => "DTLS 1.3 resumed by ticket with the first request as 0-RTT early data",
+            Mode::Cid13 => "DTLS 1.3 PSK with Connection ID and rrc; the client moves mid-session",
         }
+    }
+
+    /// Whether each session is a full handshake followed by a resumption by its ticket.
+    pub fn resumes(self) -> bool {
+        matches!(self, Mode::Resumed | Mode::Resumed13 | Mode::Early13)
+    }
+
+    /// Whether the client moves in the middle of every session (Connection IDs).
+    pub fn moves(self) -> bool {
+        matches!(self, Mode::Cid | Mode::Cid13)
+    }
+
+    /// Whether the cell speaks DTLS 1.3.
+    pub fn is_dtls13(self) -> bool {
+        !matches!(self, Mode::Psk | Mode::Ecdsa | Mode::Resumed | Mode::Cid)
     }
 }
 
@@ -318,5 +358,27 @@ mod tests {
         assert!(selected("cid/worst-wan", "*/worst-*"));
         assert!(!selected("ecdsa/clean", "psk/*,*/tsch"));
         assert!(!selected("psk/tsch", "*/worst-*"));
+    }
+}
+
+#[cfg(test)]
+mod mode_tests {
+    use super::*;
+
+    #[test]
+    fn mode_names_are_distinct_and_13_selects_the_dtls_1_3_modes() {
+        let mut names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Mode::ALL.len());
+        for cell in grid() {
+            assert_eq!(selected(&cell.name(), "*13/*"), cell.mode.is_dtls13(), "{}", cell.name());
+        }
+        let of =
+            |f: fn(Mode) -> bool| Mode::ALL.into_iter().filter(|&m| f(m)).map(Mode::name).collect::<Vec<_>>();
+        assert_eq!(of(Mode::resumes), ["resumed", "resumed13", "early13"]);
+        assert_eq!(of(Mode::moves), ["cid", "cid13"]);
+        assert_eq!(of(Mode::is_dtls13), ["psk13", "ecdsa13", "hybrid13", "resumed13", "early13", "cid13"]);
+        assert_eq!(grid().len(), Mode::ALL.len() * LinkProfile::all().len());
     }
 }

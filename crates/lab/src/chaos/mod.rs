@@ -23,9 +23,15 @@
 //! resumption by its ticket from a new port: 1,000 of each per cell); CID (PSK, Connection ID
 //! and return-routability check; once half the requests are echoed, the client's address
 //! changes and the session must carry on without a new handshake). DTLS 1.3 (RFC 9147, all
-//! TLS_AES_128_CCM_8_SHA256, each with its stateless HelloRetryRequest): psk13 (PSK with
-//! x25519), ecdsa13 (ECDHE-ECDSA with x25519, mutual, chains of 3) and hybrid13 (PSK with
-//! X25519MLKEM768, whose second ClientHello is 1.4 kB).
+//! TLS_AES_128_CCM_8_SHA256, each full handshake with its stateless HelloRetryRequest): psk13
+//! (PSK with x25519), ecdsa13 (ECDHE-ECDSA with x25519, mutual, chains of 3), hybrid13 (PSK with
+//! X25519MLKEM768, whose second ClientHello is 1.4 kB), resumed13 (ecdsa13, then a resumption by
+//! the NewSessionTicket that came after it: a full session waits for its ticket before it ends;
+//! a resumption answered with a full handshake fails the cell), early13 (resumed13 whose
+//! resumptions send the first request as 0-RTT early data: the server takes it, or refuses it
+//! and the engine sends it again after the handshake; counted both ways, and the early record
+//! must arrive once — never twice, and, in a cell where the links lost nothing, always) and cid13
+//! (psk13 with Connection IDs and the return-routability check, moving as cid does).
 //!
 //! Link profiles (`grid::LinkProfile`), on each client's access link (burst loss on the core
 //! link all clients share, beside steady cross traffic; see `cell`). The retransmission timer
@@ -55,13 +61,13 @@
 //! over TSCH, 6LoWPAN fragments the datagrams. The handshake timeout is what a user of each
 //! link would set: the default 60 s on ordinary links; where one round trip or one flight
 //! takes seconds, or half the round trips are lost (the RFC timer then needs 20 minutes for
-//! about 24 attempts at a flight), more. 70 cells (7 modes: four of DTLS 1.2, three of DTLS 1.3),
-//! 80,000 handshakes (the resumed cells count a full and a resumed handshake per session pair).
+//! about 24 attempts at a flight), more. 100 cells (10 modes: four of DTLS 1.2, six of DTLS 1.3),
+//! 130,000 handshakes (the resumed cells count a full and a resumed handshake per session pair).
 //!
 //! Figures per cell: handshakes completed/failed, flights resent per handshake (client and
 //! server `HandshakeSummary`), client handshake time p50/p95/p99 (virtual), UDP bytes per
 //! handshake the client sent and received, requests echoed/sent and resent, records delivered
-//! twice, moves, and the failures grouped by error with the first few listed (client, handshake
+//! twice, moves, 0-RTT accepted and refused, and the failures grouped by error with the first few listed (client, handshake
 //! number, port, times) to re-run them: `--only CELL --seed N --pcap FILE` captures the cell.
 
 mod cell;
@@ -87,7 +93,8 @@ pub struct RunOptions {
     pub seed: u64,
     /// Cells to run: comma-separated patterns matched against `mode/link` (`*` is a wildcard,
     /// plain text matches a substring), e.g. `psk/*,*/worst-wan`. Modes psk, ecdsa, resumed,
-    /// cid (DTLS 1.2) and psk13, ecdsa13, hybrid13 (DTLS 1.3; `*13/*` selects them).
+    /// cid (DTLS 1.2) and psk13, ecdsa13, hybrid13, resumed13, early13, cid13 (DTLS 1.3; `*13/*`
+    /// selects them).
     pub only: Option<String>,
     /// Handshakes per cell (resumed cells: this many resumptions, each after a full handshake).
     pub handshakes: Option<u32>,

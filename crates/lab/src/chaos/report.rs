@@ -42,8 +42,10 @@ pub struct Handshakes {
     pub resumed: u32,
     /// Resumptions answered with a full handshake.
     pub resumptions_declined: u32,
-    /// Resumptions not attempted because the full handshake before them failed.
+    /// Resumptions not attempted because the full session before them failed without a ticket.
     pub resumptions_skipped: u32,
+    /// DTLS 1.3 NewSessionTickets the clients received (after full and resumed handshakes).
+    pub tickets_received: u32,
     /// Completed handshakes as the server counted them.
     pub server_completed: u32,
 }
@@ -62,6 +64,27 @@ pub struct Records {
     pub delivered_twice: u64,
     /// Sessions that failed after their handshake completed.
     pub sessions_failed: u32,
+}
+
+/// DTLS 1.3 0-RTT: each resumed handshake sends its first request's first copy (the early
+/// record) as early data.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Early {
+    /// Early records sent as 0-RTT, and those the engine held for after the handshake instead.
+    pub sent: u32,
+    pub held: u32,
+    /// As the client's handshake summary says: the server took the early data, or refused it
+    /// (the engine then sends it again after the handshake).
+    pub accepted: u32,
+    pub refused: u32,
+    /// As the server's summary says.
+    pub server_offered: u32,
+    pub server_accepted: u32,
+    /// The early record at the server: delivered as 0-RTT, or after the handshake.
+    pub delivered_0rtt: u32,
+    pub delivered_after_handshake: u32,
+    /// Early records that never arrived (lost on the way; the application resent the request).
+    pub not_delivered: u32,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -152,6 +175,8 @@ pub struct CellReport {
     /// UDP payload bytes the client sent and received during a handshake, mean.
     pub bytes_per_handshake: f64,
     pub records: Records,
+    /// The 0-RTT cells' early records.
+    pub early: Option<Early>,
     pub moves: Option<Moves>,
     /// Failed sessions by error (client side; "after handshake:" when the handshake had
     /// completed).
@@ -179,6 +204,13 @@ impl CellReport {
         let mut records = Records::default();
         let mut moves =
             Moves { made: run.moves_made, server_path_changes: run.server.path_changes, ..Moves::default() };
+        let mut early = Early {
+            server_offered: run.server.early_offered,
+            server_accepted: run.server.early_accepted,
+            delivered_0rtt: run.server.early_delivered_0rtt,
+            delivered_after_handshake: run.server.early_delivered_after,
+            ..Early::default()
+        };
         let mut failures = BTreeMap::new();
         let mut listed = Vec::new();
         let (mut durations, mut resumed_durations) = (Vec::new(), Vec::new());
@@ -191,6 +223,11 @@ impl CellReport {
             h.resumed += c.resumed;
             h.resumptions_declined += c.resumptions_declined;
             h.resumptions_skipped += c.resumptions_skipped;
+            h.tickets_received += c.tickets_received;
+            early.sent += c.early_sent;
+            early.held += c.early_held;
+            early.accepted += c.early_accepted;
+            early.refused += c.early_refused;
             for s in &c.samples {
                 durations.push(s.duration);
                 if slowest.as_ref().is_none_or(|w| s.duration.as_secs_f64() > w.seconds) {
@@ -272,8 +309,24 @@ impl CellReport {
             dropped_mtu: a.dropped_mtu,
             frames: a.frames,
         };
-        let is_cid = cell.mode == Mode::Cid;
-        let target_met = h.failed == 0
+        let is_cid = cell.mode.moves();
+        let is_early = cell.mode == Mode::Early13;
+        early.not_delivered =
+            early.sent.saturating_sub(early.delivered_0rtt + early.delivered_after_handshake);
+        // Every resumption sent its early record; the server delivered it as 0-RTT only when it
+        // took the early data, and both sides agree on that; with nothing lost on the way, every
+        // early record arrived (as 0-RTT or after the handshake), and never twice (`seen`).
+        let nothing_lost = network.lost == 0 && network.dropped_mtu == 0;
+        let early_met = !is_early
+            || (early.held == 0
+                && early.sent == h.resumptions_offered
+                && early.accepted + early.refused == h.resumed
+                && early.delivered_0rtt <= early.server_accepted
+                && early.server_accepted == early.accepted
+                && early.server_offered == early.accepted + early.refused
+                && (!nothing_lost || early.not_delivered == 0));
+        let target_met = early_met
+            && h.failed == 0
             && records.sessions_failed == 0
             && records.lost == 0
             && records.delivered_twice == 0
@@ -297,6 +350,7 @@ impl CellReport {
             bytes_per_handshake: bytes as f64 / completed as f64,
             handshakes: h,
             records,
+            early: is_early.then_some(early),
             moves: is_cid.then_some(moves),
             failures,
             server_failures,
@@ -353,6 +407,24 @@ impl CellReport {
                     .as_ref()
                     .map(|p| format!("; resumed p50 / p99 {} / {} s", secs(p.p50), secs(p.p99)))
                     .unwrap_or_default()
+            );
+        }
+        if self.mode.is_dtls13() && h.resumptions_offered > 0 {
+            out += &format!("; {} NewSessionTickets received", h.tickets_received);
+        }
+        if let Some(e) = &self.early {
+            out += &format!(
+                "\n    0-RTT: {} sent ({} held), {} accepted, {} refused (server: {} of {}); early record delivered \
+                 as 0-RTT {}, after the handshake {}, not delivered {}",
+                e.sent,
+                e.held,
+                e.accepted,
+                e.refused,
+                e.server_accepted,
+                e.server_offered,
+                e.delivered_0rtt,
+                e.delivered_after_handshake,
+                e.not_delivered
             );
         }
         if let Some(m) = &self.moves {

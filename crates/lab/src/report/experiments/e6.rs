@@ -1,5 +1,5 @@
-//! E6 in the report: the chaos soak (`lab chaos`: 4 handshake modes over 10 hostile links, in the
-//! simulator) as a section, with handshake time and resends per cell, a capture of one CID cell,
+//! E6 in the report: the chaos soak (`lab chaos`: 10 handshake modes over 10 hostile links, in
+//! the simulator) as a section, with handshake time and resends per cell, a capture of one CID cell,
 //! and, with `--real` as root, the soak on real sockets through the delay relay (`netlab chaos`).
 
 use super::super::progress::Step;
@@ -54,8 +54,9 @@ impl Experiment for E6 {
             arrive exactly once over links that delay (1 ms to 3 s one way, longer than the retransmission timer), \
             lose (30 % independently or in bursts), duplicate, reorder, narrow the MTU to 96 bytes or widen it to 9,000, \
             or duty-cycle (a TSCH hop) — for PSK, ECDHE-ECDSA with chains of 3, resumption by ticket and CID with a \
-            move mid-session in DTLS 1.2, and PSK, ECDHE-ECDSA with chains of 3 and the post-quantum hybrid \
-            X25519MLKEM768 in DTLS 1.3."
+            move mid-session in DTLS 1.2, and PSK, ECDHE-ECDSA with chains of 3, the post-quantum hybrid \
+            X25519MLKEM768, resumption by NewSessionTicket, 0-RTT early data (accepted or refused, the early record \
+            once either way) and CID with a move mid-session in DTLS 1.3."
             .into();
         section.our_setup = format!(
             "The simulator, reproducible from the seed ({}): {} cells = {} modes × {} link profiles, {} handshakes per \
