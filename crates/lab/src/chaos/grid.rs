@@ -359,11 +359,6 @@ mod tests {
         assert!(!selected("ecdsa/clean", "psk/*,*/tsch"));
         assert!(!selected("psk/tsch", "*/worst-*"));
     }
-}
-
-#[cfg(test)]
-mod mode_tests {
-    use super::*;
 
     #[test]
     fn mode_names_are_distinct_and_13_selects_the_dtls_1_3_modes() {
