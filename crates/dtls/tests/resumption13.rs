@@ -464,3 +464,34 @@ fn accepted_early_data_that_overtook_or_lost_its_client_hello_arrives_once() {
         pair.exchange_data(1);
     }
 }
+
+#[test]
+fn a_resent_finished_is_acknowledged_by_its_own_records_and_the_ack_does_not_grow() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    // The server's datagrams: HelloRetryRequest (0), its flight (1), then the ACK of the client's
+    // Finished and the ticket, both lost for a while: the client resends its Finished, and the
+    // server (its ticket unacknowledged, so still holding the handshake) answers each copy.
+    pair.filter = Box::new(|d| match d.dir {
+        Dir::ToClient if (2..12).contains(&d.index) => Fate::Drop,
+        _ => Fate::Deliver,
+    });
+    pair.handshake(MINUTE).expect("connected");
+    pair.run_for(2 * MINUTE);
+    let answers: Vec<usize> = pair
+        .log
+        .iter()
+        .filter(|d| d.dir == Dir::ToClient && (2..12).contains(&d.index))
+        .map(|d| d.payload.len())
+        .collect();
+    assert_eq!(answers.len(), 10, "the client resent its Finished: {answers:?}");
+    // RFC 9147 §7: an ACK names the records of the flight as received this time, not every
+    // copy ever received, so after the first answer there is one ACK size and one ticket size.
+    let mut later: Vec<usize> = answers[2..].to_vec();
+    later.sort_unstable();
+    later.dedup();
+    assert!(later.len() <= 2, "the ACK grew with each copy: {answers:?}");
+    assert!(later.iter().all(|&len| len <= answers[0].max(answers[1])), "{answers:?}");
+    assert!(!pair.client.holds_handshake_state(), "acknowledged in the end");
+    assert_eq!(tickets(&pair).len(), 1);
+    pair.exchange_data(3);
+}

@@ -721,6 +721,12 @@ impl Connection {
         if std::mem::take(&mut hs.peer_resent) {
             hs.peer_retransmissions += 1;
             self.send_ack13(&mut hs, &mut v13.record);
+            // The peer's flight is whole and now acknowledged: its next copy brings new record
+            // numbers, and only those need naming (RFC 9147 §7: an ACK covers the current
+            // flight). Listing every copy would grow the ACK with each resend.
+            if matches!(hs.step, Some(Step13::Complete)) && !hs.reassembler.holds_fragments() {
+                hs.received.clear();
+            }
             // Our last flight is unacknowledged and the peer still resends the flight it
             // answered: ours was lost.
             if matches!(hs.step, Some(Step13::Complete)) && !hs.flight.all_acked() {

@@ -361,6 +361,8 @@ impl Connection {
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
         self.send_ack13(hs, &mut v13.record);
+        // Acknowledged: a resent Finished is named by its own new record numbers (RFC 9147 §7).
+        hs.received.clear();
         if let Some(config) = self.server_config().cloned() {
             let identity = w.psk_identity.clone().unwrap_or_default();
             self.issue_ticket13(now, hs, v13, &config, &resumption, identity, w.client_cert);
