@@ -38,12 +38,11 @@ pub struct CommonArgs {
     #[command(flatten)]
     credentials: CredentialArgs,
     /// The protocol version to speak: 1.2 (RFC 6347), 1.3 (RFC 9147: external PSK with (EC)DHE
-    /// or alone, or certificates; resumption by ticket and 0-RTT; sessions move by CID), or
+    /// or alone, or certificates; resumption by ticket and 0-RTT; sessions move as in 1.2), or
     /// both: a client offers 1.3 and 1.2 in one ClientHello, a server answers each
-    /// client in the highest version it offers. Default: both for a server; 1.2 for a client
-    /// (until 1.3 carries caching and session sockets). A flag that only one version carries
-    /// here makes that one the default: 1.2 for --cache-file and the ipc and tcs mobility modes,
-    /// 1.3 for --early-data.
+    /// client in the highest version it offers. Default: both. A flag that only one version
+    /// carries here makes that one the default (1.2 for --cache-file, 1.3 for --early-data), and
+    /// so do --suite names all of one version.
     #[arg(long, value_name = "VERSION", value_enum)]
     dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
