@@ -439,9 +439,10 @@ pub struct ServerConfig {
     pub tickets: Option<TicketKeys>,
     /// DTLS 1.3: the most 0-RTT early data (bytes of plaintext) accepted with a resumed
     /// session, and announced in tickets (RFC 8446 §4.2.10); 0 (the default) refuses early
-    /// data. Early data can be replayed by an attacker: the endpoint accepts each ClientHello's
-    /// early data once (see `Endpoint`'s replay register), but only an application whose first
-    /// messages are safe to act on twice across a fleet should turn this on.
+    /// data. Early data can be replayed by an attacker: each ClientHello's early data is taken
+    /// once, by the [`crate::EarlyDataRegister`] its ticket names (one per server, shared by its
+    /// workers; another node resumes the ticket without early data). It is still not forward
+    /// secret and arrives before the handshake is confirmed (RFC 8446 §8).
     pub max_early_data: u32,
     /// Unix time, for certificate validity and session lifetimes; certificate suites need it.
     pub wall_clock: Option<WallClock>,
