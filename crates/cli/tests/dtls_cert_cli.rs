@@ -49,6 +49,15 @@ const VERSIONS: [(&[&str], &str); 2] = [
     (&["--dtls", "1.2"], "handshake done: TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8"),
 ];
 
+/// The server's summary of its `n`th handshake (from 0), once printed.
+fn nth_handshake_line(server: &Peer, n: usize) -> String {
+    let printed = server
+        .stderr
+        .wait_until(std::time::Duration::from_secs(10), |text| text.matches("handshake done").count() > n);
+    assert!(printed, "{}", server.transcript());
+    server.handshake_lines().swap_remove(n)
+}
+
 #[test]
 fn required_client_certificate_is_validated_and_its_absence_refused() {
     let pki = Pki::generate(FASTSHAKE, "p256", 2);
@@ -61,12 +70,7 @@ fn required_client_certificate_is_validated_and_its_absence_refused() {
         args.extend(version.iter().map(|a| a.to_string()));
         let stderr = FASTSHAKE.echo_run(port, &strs(&args), "with a client certificate");
         assert!(stderr.contains(done), "{stderr}");
-        let printed = server.stderr.wait_until(std::time::Duration::from_secs(10), |text| {
-            text.matches("handshake done").count() > n
-        });
-        assert!(printed, "{}", server.transcript());
-        let line =
-            server.stderr.text().lines().filter(|l| l.contains("handshake done")).nth(n).unwrap().to_owned();
+        let line = nth_handshake_line(&server, n);
         let client =
             "peer sent 2 certificate(s), subject \"O=fastshake test PKI, CN=fastshake test client p256";
         assert!(line.contains(client) && line.contains("+ 0 resent"), "{line}");
@@ -124,12 +128,7 @@ fn optional_client_authentication_accepts_a_client_without_a_certificate() {
         args.extend(version.iter().map(|a| a.to_string()));
         let stderr = FASTSHAKE.echo_run(port, &strs(&args), "no client certificate");
         assert!(stderr.contains(done), "{stderr}");
-        let printed = server.stderr.wait_until(std::time::Duration::from_secs(10), |text| {
-            text.matches("handshake done").count() > n
-        });
-        assert!(printed, "{}", server.transcript());
-        let line =
-            server.stderr.text().lines().filter(|l| l.contains("handshake done")).nth(n).unwrap().to_owned();
+        let line = nth_handshake_line(&server, n);
         assert!(line.contains("+ 0 resent"), "{line}");
         assert!(!line.contains("peer sent"), "the client sent no certificate: {line}");
     }

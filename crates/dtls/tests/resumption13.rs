@@ -11,7 +11,7 @@ use fastshake_dtls::{
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
-use fastshake_testkit::net::{Dir, Fate};
+use fastshake_testkit::net::{Datagram, Dir, Fate};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -95,6 +95,12 @@ fn reconnect(pair: &mut Pair, config: ClientConfig, session: Option<ClientSessio
     pair.client_addr.set_port(port);
     pair.resume_client(config, session, seed);
     pair.server_events.clear();
+}
+
+/// What the client sent the server as its datagrams `first..first + count`: for a replay.
+fn to_server(pair: &Pair, first: usize, count: usize) -> Vec<Vec<u8>> {
+    let wanted = |d: &&Datagram| d.dir == Dir::ToServer && (first..first + count).contains(&d.index);
+    pair.log.iter().filter(wanted).map(|d| d.payload.clone()).collect()
 }
 
 fn resumed(c: &HandshakeSummary, s: &HandshakeSummary) -> bool {
@@ -224,12 +230,7 @@ fn early_data_is_taken_once_and_a_replayed_client_hello_gets_none() {
     assert!(early_at < connected_at, "{early_at:?} {connected_at:?}");
 
     // An attacker replays the ClientHello and the early record from the client's IP.
-    let replayed: Vec<Vec<u8>> = pair
-        .log
-        .iter()
-        .filter(|d| d.dir == Dir::ToServer && (first_datagram..first_datagram + 2).contains(&d.index))
-        .map(|d| d.payload.clone())
-        .collect();
+    let replayed = to_server(&pair, first_datagram, 2);
     assert_eq!(replayed.len(), 2, "the ClientHello and the early record");
     let mut attacker = pair.client_addr;
     attacker.set_port(attacker.port() + 100);
@@ -271,12 +272,7 @@ fn early_data_is_taken_by_any_worker_of_the_issuing_server_and_by_no_other_node(
     assert!(resumed(&c, &s));
     assert_eq!((c.early_data, s.early_data), (Some(true), Some(true)), "another worker took it");
     pair.run_for(Duration::from_secs(1));
-    let replayed: Vec<Vec<u8>> = pair
-        .log
-        .iter()
-        .filter(|d| d.dir == Dir::ToServer && (first_datagram..first_datagram + 2).contains(&d.index))
-        .map(|d| d.payload.clone())
-        .collect();
+    let replayed = to_server(&pair, first_datagram, 2);
     pair.server = worker1;
     let before = pair.server_events.len();
     let mut attacker = pair.client_addr;

@@ -45,6 +45,13 @@ pub fn server_config() -> ServerConfig {
     ServerConfig::psk(PSK_ID, PSK_KEY)
 }
 
+/// The failure of a handshake whose two sides hold different keys for [`PSK_ID`]: found by
+/// this side (`sent`) or told by the peer.
+pub fn psk_mismatch(sent: bool) -> Error {
+    let identity = String::from_utf8_lossy(PSK_ID).into_owned();
+    Error::PskMismatch { identity, alert: fastshake_dtls::AlertDescription::DecryptError, sent }
+}
+
 /// Runs on each server event before the server's next datagrams are polled.
 pub type ServerHook = Box<dyn FnMut(&mut Endpoint, ConnectionHandle, &Event)>;
 /// Runs on each client event before the client's next datagrams are polled.
