@@ -5,7 +5,7 @@
 
 use crate::handshake::{
     client_addr, engine_handshake, engine_handshake_with, live_heap, median, seed, server_growth_per_session,
-    unix_now, verdict, BenchPkis, Established, HANDSHAKES_PER_ENDPOINT,
+    unix_now, verdict, with_cid, BenchPkis, Established, CID_LEN, HANDSHAKES_PER_ENDPOINT,
 };
 use anyhow::Context as _;
 use fastshake_dtls::dtls13::Suite13;
@@ -319,8 +319,9 @@ fn session_memory13(pkis: &BenchPkis) -> anyhow::Result<()> {
         "   {:<34} {:>14} {:>16}   target <= {TARGET_SESSION_BYTES} B",
         "handshake", "client total", "server session"
     );
-    for kind in [Kind::PskX25519, Kind::EcdsaChain3] {
-        let (client_config, server_config) = kind.configs(&pkis.ecdsa_3)?;
+    let rows = [(Kind::PskX25519, None), (Kind::PskX25519, Some(CID_LEN)), (Kind::EcdsaChain3, None)];
+    for (kind, cid) in rows {
+        let (client_config, server_config) = with_cid(kind.configs(&pkis.ecdsa_3)?, cid);
         let before = live_heap();
         let pair = {
             let mut endpoint = Endpoint::new(Arc::clone(&server_config), seed(1))?;
@@ -336,9 +337,13 @@ fn session_memory13(pkis: &BenchPkis) -> anyhow::Result<()> {
         let still_handshaking = client.holds_handshake_state();
         drop(client);
         let server_session = server_growth_per_session(&client_config, &server_config)?;
+        let name = match cid {
+            Some(len) => format!("{} + CID ({len} B)", kind.name()),
+            None => kind.name().to_owned(),
+        };
         println!(
             "   {:<34} {:>12} B {:>14} B   client {}, server {}{}",
-            kind.name(),
+            name,
             client_total,
             server_session,
             verdict(client_total <= TARGET_SESSION_BYTES),

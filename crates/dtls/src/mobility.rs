@@ -73,6 +73,13 @@ pub struct MobilityStats {
     pub port_announcements_sent: u64,
 }
 
+impl MobilityStats {
+    /// The counts in `stats`, made zero at first use.
+    pub(crate) fn made(stats: &mut Option<Box<MobilityStats>>) -> &mut MobilityStats {
+        stats.get_or_insert_with(Default::default)
+    }
+}
+
 /// A new peer address being checked (RFC 9853 §4 "basic" check).
 #[derive(Debug)]
 pub(crate) struct Probe {
@@ -146,15 +153,21 @@ pub(crate) struct PathState {
     pub offered_cid: bool,
     /// Server: the session's own socket (set_local, or the confirmed move_to target).
     pub local: Option<SocketAddr>,
-    /// Server with `rrc`: secret seed of the path_challenge cookies (the n-th cookie is the
-    /// start of ChaCha20 stream n under it, so no generator state is kept).
-    pub cookie_seed: Option<[u8; 32]>,
-    pub cookies_made: u64,
+    /// Server with `rrc`: where its path_challenge cookies come from.
+    pub cookies: Option<Box<ChallengeCookies>>,
     pub transient: Option<Box<Transient>>,
-    pub stats: MobilityStats,
+    /// Made at the first thing counted: a session that never moves keeps a pointer.
+    pub stats: Option<Box<MobilityStats>>,
     /// DTLS 1.3 CID updates (RFC 9147 §9), made at the first NewConnectionId or
     /// RequestConnectionId.
     pub cids13: Option<Box<Cids13>>,
+}
+
+/// The secret seed of a server's path_challenge cookies: the n-th cookie is the start of
+/// ChaCha20 stream n under it, so no generator state is kept.
+pub(crate) struct ChallengeCookies {
+    pub seed: [u8; 32],
+    pub made: u64,
 }
 
 /// CIDs of a DTLS 1.3 session besides the two of the handshake (RFC 9147 §9).
@@ -243,13 +256,23 @@ impl PathState {
     /// A fresh unpredictable path_challenge cookie.
     pub fn next_cookie(&mut self) -> [u8; 8] {
         let mut cookie = [0u8; 8];
-        if let Some(seed) = self.cookie_seed {
-            let mut stream = ChaCha20Rng::from_seed(seed);
-            stream.set_stream(self.cookies_made);
+        if let Some(c) = self.cookies.as_deref_mut() {
+            let mut stream = ChaCha20Rng::from_seed(c.seed);
+            stream.set_stream(c.made);
             stream.fill_bytes(&mut cookie);
-            self.cookies_made += 1;
+            c.made += 1;
         }
         cookie
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> MobilityStats {
+        self.stats.as_deref().copied().unwrap_or_default()
+    }
+
+    /// The counts, to add to.
+    pub fn stats_mut(&mut self) -> &mut MobilityStats {
+        MobilityStats::made(&mut self.stats)
     }
 
     /// The earliest timer: a path challenge or a port announcement to resend.

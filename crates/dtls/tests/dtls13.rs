@@ -531,3 +531,49 @@ fn every_datagram_fits_the_smallest_mtu() {
         assert!(pair.log.len() > 10, "the flights were fragmented");
     }
 }
+
+/// RFC 9147 §7: the server acknowledges a Finished the client resends (its first ACK lost), so
+/// it reads the client's handshake epoch after the handshake; not forever, though: by its
+/// handshake timeout those keys go, and the session keeps one epoch's.
+#[test]
+fn a_resent_finished_is_acknowledged_until_the_server_handshake_timeout_and_the_session_goes_on() {
+    // The client waits longer than the server for its Finished to be acknowledged.
+    let client = ClientConfig {
+        handshake_timeout: 10 * MINUTE,
+        max_retransmit: Duration::from_secs(8),
+        ..psk_client()
+    };
+    // Nor is the session idle while the client resends: it goes on after the test's wait.
+    let server = ServerConfig { handshake_timeout: MINUTE, idle_timeout: None, ..psk_server() };
+    let mut pair = Pair::new(client, server);
+    let start = pair.now;
+    let lost_until = start + 5 * MINUTE;
+    // The server's datagrams after its flight (HelloRetryRequest 0, flight 1): the ACKs of the
+    // client's Finished, lost for five minutes.
+    pair.filter = Box::new(move |d| match d.dir {
+        Dir::ToClient if d.index >= 2 && d.at < lost_until => Fate::Drop,
+        _ => Fate::Deliver,
+    });
+    pair.handshake(MINUTE).expect("connected");
+    pair.run_for(10 * MINUTE);
+    let forgotten = start + MINUTE + Duration::from_secs(1);
+    let resends = |from: Instant, to: Instant| {
+        pair.log
+            .iter()
+            .filter(|d| d.dir == Dir::ToServer && d.index >= 3 && d.at >= from && d.at < to)
+            .count()
+    };
+    let acks = |from: Instant, to: Instant| {
+        pair.log
+            .iter()
+            .filter(|d| d.dir == Dir::ToClient && d.index >= 2 && d.at >= from && d.at < to)
+            .count()
+    };
+    assert!(resends(start, forgotten) >= 3, "the client resent its Finished: {:?}", pair.log.len());
+    // The first ACK answers the Finished itself, each later one a copy.
+    assert_eq!(acks(start, forgotten), 1 + resends(start, forgotten), "each copy acknowledged");
+    assert!(resends(forgotten, lost_until) >= 3, "the client went on resending");
+    assert_eq!(acks(forgotten, start + 11 * MINUTE), 0, "handshake keys kept past the server's timeout");
+    assert!(!pair.client.holds_handshake_state(), "the client gave up waiting, its session up");
+    data_flows(&mut pair);
+}

@@ -1397,7 +1397,7 @@ impl Connection {
 
     /// Counters of session mobility (all zero without it).
     pub fn mobility_stats(&self) -> MobilityStats {
-        self.path.as_ref().map(|p| p.stats).unwrap_or_default()
+        self.path.as_ref().map(|p| p.stats()).unwrap_or_default()
     }
 
     /// Server: the session's own socket, once `Endpoint::set_local` (or a confirmed

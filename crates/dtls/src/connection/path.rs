@@ -7,8 +7,8 @@
 use super::{Authenticated, Connection, EndpointEvent, Event, Phase};
 use crate::error::Error;
 use crate::mobility::{
-    PathTimer, PortMove, Probe, AMPLIFICATION_FACTOR, MAX_CHALLENGES, MAX_HELD_DATAGRAMS, RRC_PATH_CHALLENGE,
-    RRC_PATH_RESPONSE, RRC_PORT_MOVED,
+    MobilityStats, PathTimer, PortMove, Probe, AMPLIFICATION_FACTOR, MAX_CHALLENGES, MAX_HELD_DATAGRAMS,
+    RRC_PATH_CHALLENGE, RRC_PATH_RESPONSE, RRC_PORT_MOVED,
 };
 use crate::record::ContentType;
 use fastshake_core::{Instant, Transmit};
@@ -82,7 +82,7 @@ impl Connection {
     fn change_remote(&mut self, new: SocketAddr) {
         let old = std::mem::replace(&mut self.remote, new);
         if let Some(path) = self.path.as_deref_mut() {
-            path.stats.path_changes += 1;
+            path.stats_mut().path_changes += 1;
         }
         self.push_endpoint_event(EndpointEvent::Moved { from: old, to: new });
         self.push_event(Event::PathChanged(new));
@@ -126,7 +126,7 @@ impl Connection {
             probe.cookies.push(cookie);
             let to = probe.addr;
             transient.direct.push_back((to, record));
-            path.stats.path_challenges_sent += 1;
+            path.stats_mut().path_challenges_sent += 1;
         }
     }
 
@@ -161,7 +161,7 @@ impl Connection {
                     if path.probe().is_some_and(|p| p.challenges_sent < MAX_CHALLENGES) {
                         self.send_challenge(now);
                     } else {
-                        path.stats.path_validations_failed += 1;
+                        path.stats_mut().path_validations_failed += 1;
                         self.end_probe(now, false);
                     }
                 }
@@ -182,7 +182,7 @@ impl Connection {
         if let Ok(record) = self.seal_rrc(&[&[RRC_PORT_MOVED], &port.to_be_bytes()]) {
             self.push_datagram(record);
             if let Some(path) = self.path.as_deref_mut() {
-                path.stats.port_announcements_sent += 1;
+                path.stats_mut().port_announcements_sent += 1;
             }
         }
     }
@@ -201,7 +201,7 @@ impl Connection {
                 if let Ok(record) = self.seal_rrc(&[&[RRC_PATH_RESPONSE], cookie]) {
                     if let Some(path) = self.path.as_deref_mut() {
                         path.transient().direct.push_back((remote, record));
-                        path.stats.path_responses_sent += 1;
+                        path.stats_mut().path_responses_sent += 1;
                     }
                 }
             }
@@ -256,15 +256,17 @@ impl Connection {
                         probe.bytes_sent += len;
                         let to = probe.addr;
                         transient.direct.push_back((self.remote, payload.clone()));
-                        path.stats.bytes_copied_during_checks += len;
+                        MobilityStats::made(&mut path.stats).bytes_copied_during_checks += len;
                         break (to, payload);
                     }
                 }
-                path.stats.bytes_held_by_amplification_limit += payload.len() as u64;
+                MobilityStats::made(&mut path.stats).bytes_held_by_amplification_limit +=
+                    payload.len() as u64;
                 transient.held.push_back(payload);
                 if transient.held.len() > MAX_HELD_DATAGRAMS {
                     if let Some(oldest) = transient.held.pop_front() {
-                        path.stats.bytes_dropped_by_amplification_limit += oldest.len() as u64;
+                        MobilityStats::made(&mut path.stats).bytes_dropped_by_amplification_limit +=
+                            oldest.len() as u64;
                     }
                 }
             },

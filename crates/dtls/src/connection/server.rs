@@ -20,7 +20,7 @@ use crate::handshake::{
     CachedObjectType, CertificateRequest, ClientHello, HandshakeType, NamedGroup, OutExtensions, ServerHello,
     SCSV_EMPTY_RENEGOTIATION_INFO,
 };
-use crate::mobility::PathState;
+use crate::mobility::{ChallengeCookies, PathState};
 use crate::record::{DTLS_1_2, MAX_SEQ};
 use crate::rtt::RttEstimate;
 use crate::session::{ClientAuth, ClientCertificate, Resumption, ServerSession, TicketKeys, TICKET_LEN};
@@ -178,7 +178,10 @@ impl Connection {
             hs.rng.fill_bytes(&mut seed);
             Box::new(PathState {
                 own_cid: issued_cid.into(),
-                cookie_seed: config.mobility.return_routability_check.then_some(seed),
+                cookies: config
+                    .mobility
+                    .return_routability_check
+                    .then(|| Box::new(ChallengeCookies { seed, made: 0 })),
                 ..Default::default()
             })
         });
@@ -766,7 +769,7 @@ pub(super) fn negotiate_mobility(
     p.rrc = config.mobility.return_routability_check && offered.rrc;
     p.port_move = config.mobility.follow_server_port && offered.port_move;
     if !p.rrc {
-        p.cookie_seed = None;
+        p.cookies = None;
     }
     if !p.cid_negotiated && !p.rrc && !p.port_move && p.local.is_none() {
         *path = None;

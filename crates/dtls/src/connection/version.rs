@@ -106,6 +106,7 @@ impl Connection {
             hs: Some(hs13),
             suite: None,
             secrets: None,
+            handshake_keys_until: None,
         }));
     }
 }

@@ -86,12 +86,15 @@ impl RecordLayer13 {
         self.read.sort_by_key(|e| e.epoch);
         if self.read.len() > READ_EPOCHS {
             self.read.remove(0);
+            self.read.shrink_to_fit();
         }
     }
 
-    /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over).
+    /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over). The
+    /// spare room goes too: an established session reads one epoch, and keeps room for one.
     pub fn drop_read_below(&mut self, epoch: u64) {
         self.read.retain(|e| e.epoch >= epoch);
+        self.read.shrink_to_fit();
     }
 
     pub fn discard_keys(&mut self) {

@@ -15,7 +15,7 @@ use crate::handshake::{
     encode_new_connection_id, encode_request_connection_id, parse_new_connection_id,
     parse_request_connection_id, ClientHello, Extensions, HandshakeType, CID_IMMEDIATE, CID_SPARE,
 };
-use crate::mobility::{PathState, MAX_OWN_CIDS, MAX_SPARE_CIDS};
+use crate::mobility::{ChallengeCookies, PathState, MAX_OWN_CIDS, MAX_SPARE_CIDS};
 use crate::record::epoch;
 use crate::record::unified::UnifiedHeader;
 use fastshake_core::codec::Reader;
@@ -112,7 +112,10 @@ impl Connection {
             rng.fill_bytes(&mut seed);
             self.path = Some(Box::new(PathState {
                 own_cid: issued_cid.into(),
-                cookie_seed: config.mobility.return_routability_check.then_some(seed),
+                cookies: config
+                    .mobility
+                    .return_routability_check
+                    .then(|| Box::new(ChallengeCookies { seed, made: 0 })),
                 ..Default::default()
             }));
         }

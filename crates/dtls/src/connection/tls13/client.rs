@@ -142,7 +142,13 @@ impl Connection {
         let mut record = RecordLayer13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
         hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
-        self.v13 = Some(Box::new(Tls13 { record, hs: Some(hs), suite: None, secrets: None }));
+        self.v13 = Some(Box::new(Tls13 {
+            record,
+            hs: Some(hs),
+            suite: None,
+            secrets: None,
+            handshake_keys_until: None,
+        }));
     }
 
     /// The suites a 1.3 client offers: with a PSK only those of its hash (SHA-256).

@@ -247,6 +247,10 @@ pub(super) struct Tls13 {
     /// The application traffic secrets, for key updates (RFC 9147 §8); boxed, made once the
     /// handshake derives them.
     pub secrets: Option<Box<AppSecrets>>,
+    /// Server: until when the client's handshake epoch is still read, so that a Finished the
+    /// client resends (our ACK of it lost) is acknowledged again (RFC 9147 §7); its keys go
+    /// then, and an established session reads one epoch.
+    pub handshake_keys_until: Option<Instant>,
 }
 
 /// The current application traffic secrets of both directions and the message numbering the
@@ -1080,11 +1084,17 @@ impl Connection {
     // ------------------------------------------------------------ timers and output
 
     pub(super) fn poll_timeout13(&self) -> Option<Instant> {
-        self.v13.as_deref().and_then(|v| v.hs.as_ref()).and_then(|hs| hs.timers.next())
+        let v13 = self.v13.as_deref()?;
+        let handshake = v13.hs.as_ref().and_then(|hs| hs.timers.next());
+        [handshake, v13.handshake_keys_until].into_iter().flatten().min()
     }
 
     pub(super) fn handle_timeout13(&mut self, now: Instant) {
         let Some(mut v13) = self.v13.take() else { return };
+        if v13.handshake_keys_until.is_some_and(|t| now >= t) {
+            v13.handshake_keys_until = None;
+            v13.record.drop_read_below(epoch::APPLICATION);
+        }
         if let Some(mut hs) = v13.hs.take() {
             let mut keep = true;
             while let Some(timer) = hs.timers.expire(now) {

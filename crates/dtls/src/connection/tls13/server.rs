@@ -104,7 +104,13 @@ impl Connection {
         hs.next_message_seq = hello.message_seq;
         hs.reassembler.reset(hello.message_seq.wrapping_add(1));
         let mut record = RecordLayer13::default();
-        let mut v13 = Tls13 { record: RecordLayer13::default(), hs: None, suite: None, secrets: None };
+        let mut v13 = Tls13 {
+            record: RecordLayer13::default(),
+            hs: None,
+            suite: None,
+            secrets: None,
+            handshake_keys_until: None,
+        };
         match conn.server_answer13(now, &mut hs, &mut record, &config, &hello) {
             Ok(step) => {
                 hs.step = Some(step);
@@ -357,6 +363,8 @@ impl Connection {
         w.secrets.peer_next_message_seq = hs.reassembler.next_seq();
         let resumption = w.schedule.derive(b"res master", hs.transcript.current(w.suite.hash()).as_ref());
         v13.secrets = Some(w.secrets);
+        // The client stops resending its Finished by its handshake timeout at the latest.
+        v13.handshake_keys_until = Some(now + self.handshake_timeout());
         hs.flight.timer.on_answer(now, self.stats.bytes_received);
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
