@@ -6,6 +6,7 @@
 
 use crate::GLOBAL;
 use anyhow::{bail, Context};
+use fastshake_dtls::Versions;
 use fastshake_dtls::{Psk, ServerConfig};
 use fastshake_net::dtls::{DtlsServer, RecordHandler, Replies, ServerEvent, ServerOptions, SessionHandle};
 use std::io::{Read, Write};
@@ -99,8 +100,11 @@ async fn serve(
     bound: std::sync::mpsc::Sender<anyhow::Result<SocketAddr>>,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) -> anyhow::Result<()> {
-    let config =
-        ServerConfig { psks: vec![Psk::new(IDENTITY.as_bytes(), KEY.to_vec())], ..ServerConfig::default() };
+    let config = ServerConfig {
+        versions: Versions::Dtls12,
+        psks: vec![Psk::new(IDENTITY.as_bytes(), KEY.to_vec())],
+        ..ServerConfig::default()
+    };
     let on_record = match path {
         Path::Events => None,
         Path::InPlace => {

@@ -10,6 +10,7 @@
 use crate::openssl_anchor::{OpensslPair, MTU, PSK_IDENTITY, PSK_KEY};
 use crate::GLOBAL;
 use anyhow::{bail, Context};
+use fastshake_dtls::Versions;
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event,
     HandshakeSummary, Instant, Resumption, ServerConfig, TicketKeys, TrustAnchors, WallClock,
@@ -176,8 +177,18 @@ fn openssl_cipher(suite: CipherSuite) -> &'static str {
 }
 
 fn configs(suite: CipherSuite) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
-    let client = ClientConfig { suites: vec![suite], mtu: MTU, ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY) };
-    let server = ServerConfig { suites: vec![suite], mtu: MTU, ..ServerConfig::psk(PSK_IDENTITY, PSK_KEY) };
+    let client = ClientConfig {
+        versions: Versions::Dtls12,
+        suites: vec![suite],
+        mtu: MTU,
+        ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY)
+    };
+    let server = ServerConfig {
+        versions: Versions::Dtls12,
+        suites: vec![suite],
+        mtu: MTU,
+        ..ServerConfig::psk(PSK_IDENTITY, PSK_KEY)
+    };
     (Arc::new(client), Arc::new(server))
 }
 
@@ -711,6 +722,7 @@ fn loopback_handshakes(plan: &Plan, openssl: &str) -> anyhow::Result<()> {
     let identity = String::from_utf8_lossy(PSK_IDENTITY).into_owned();
     for &suite in PSK_SUITES {
         let client_config = Arc::new(ClientConfig {
+            versions: Versions::Dtls12,
             suites: vec![suite],
             // Loopback loses nothing; a short first timeout keeps a rare stall from dominating.
             initial_retransmit: Duration::from_millis(200),
@@ -833,6 +845,7 @@ fn certificate_configs(
     let wall_clock = Some(WallClock { at: Instant::ZERO, unix_secs: unix_now() });
     let anchors = Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes())?);
     let client = ClientConfig {
+        versions: Versions::Dtls12,
         suites: vec![suite],
         mtu: MTU,
         certified_key: if mutual { Some(Arc::new(pki.client_certified_key()?)) } else { None },
@@ -843,6 +856,7 @@ fn certificate_configs(
         ..ClientConfig::default()
     };
     let server = ServerConfig {
+        versions: Versions::Dtls12,
         suites: vec![suite],
         mtu: MTU,
         certified_key: Some(Arc::new(pki.server_certified_key()?)),

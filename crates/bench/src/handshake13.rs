@@ -236,8 +236,16 @@ fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
     println!("   {:<46} {:>10} {:>12}", "handshake", "bytes", "datagrams");
     let psk12 = |suite| {
         (
-            Arc::new(ClientConfig { suites: vec![suite], ..ClientConfig::psk(IDENTITY, KEY.to_vec()) }),
-            Arc::new(ServerConfig { suites: vec![suite], ..ServerConfig::psk(IDENTITY, KEY.to_vec()) }),
+            Arc::new(ClientConfig {
+                versions: Versions::Dtls12,
+                suites: vec![suite],
+                ..ClientConfig::psk(IDENTITY, KEY.to_vec())
+            }),
+            Arc::new(ServerConfig {
+                versions: Versions::Dtls12,
+                suites: vec![suite],
+                ..ServerConfig::psk(IDENTITY, KEY.to_vec())
+            }),
         )
     };
     let psk13 = |suite: Suite13, groups: Vec<NamedGroup>| {
@@ -279,10 +287,12 @@ fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
     };
     let cert_server = ServerConfig { certified_key: Some(certified), wall_clock, ..Default::default() };
     let c = Arc::new(ClientConfig {
+        versions: Versions::Dtls12,
         suites: vec![CipherSuite::EcdheEcdsaWithAes128GcmSha256],
         ..cert_client.clone()
     });
     let s = Arc::new(ServerConfig {
+        versions: Versions::Dtls12,
         suites: vec![CipherSuite::EcdheEcdsaWithAes128GcmSha256],
         ..cert_server.clone()
     });

@@ -11,6 +11,7 @@
 
 use crate::handshake::{free_udp_port, median, verdict, ChildGuard, ScratchFiles};
 use anyhow::{bail, Context};
+use fastshake_dtls::Versions;
 use fastshake_dtls::{
     CipherSuite, ClientConfig, ClientSession, Connection, Instant as EngineInstant, NamedGroup, TrustAnchors,
     ValidatedKeyCache,
@@ -154,6 +155,7 @@ fn client_config(args: &Args, server_name: Option<String>) -> anyhow::Result<Arc
         bail!("the load needs --psk-identity and --psk, or --ca to validate the server's certificate");
     }
     let config = ClientConfig {
+        versions: Versions::Dtls12,
         psk,
         certified_key: credentials.certified_key()?,
         trust_anchors,
@@ -884,10 +886,14 @@ fn which(program: &str) -> anyhow::Result<std::path::PathBuf> {
 }
 
 fn kind_config(kind: Kind, anchors: &Arc<TrustAnchors>) -> Arc<ClientConfig> {
-    let psk = ClientConfig::psk(PSK_IDENTITY.as_bytes(), hex::decode(PSK_HEX).unwrap_or_default());
+    let psk = ClientConfig {
+        versions: Versions::Dtls12,
+        ..ClientConfig::psk(PSK_IDENTITY.as_bytes(), hex::decode(PSK_HEX).unwrap_or_default())
+    };
     let base = match kind {
         Kind::Psk => ClientConfig { suites: vec![PSK_SUITE], ..psk },
         Kind::Ecdsa | Kind::EcdsaP256 | Kind::Resumed => ClientConfig {
+            versions: Versions::Dtls12,
             suites: vec![ECDSA_SUITE],
             trust_anchors: Some(Arc::clone(anchors)),
             server_name: Some("localhost".to_owned()),

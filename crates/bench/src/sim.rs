@@ -13,6 +13,7 @@
 //!    assumption of 10 frames per handshake (Table I: 5.15 s).
 
 use fastshake_core::Instant;
+use fastshake_dtls::Versions;
 use fastshake_dtls::{CipherSuite, ClientConfig, ServerConfig};
 use fastshake_lab::apps::dtls_client::{DtlsClientLoop, SeedTemplate, SessionPlan};
 use fastshake_lab::apps::dtls_server::DtlsEchoServer;
@@ -88,12 +89,12 @@ struct HandshakeFigure {
 
 fn tsch_handshakes(target: u32) -> anyhow::Result<HandshakeFigure> {
     let (psk_id, psk) = (b"Client_identity".as_slice(), [0x11u8; 16]);
-    let mut client = ClientConfig::psk(psk_id, psk);
+    let mut client = ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(psk_id, psk) };
     client.suites = vec![CipherSuite::PskWithAes128Ccm8];
     // tinyDTLS's retransmission timeout, as in seed 002; no give-up inside the run.
     client.initial_retransmit = Duration::from_secs(2);
     client.handshake_timeout = Duration::from_secs(3600);
-    let mut server = ServerConfig::psk(psk_id, psk);
+    let mut server = ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(psk_id, psk) };
     server.suites = vec![CipherSuite::PskWithAes128Ccm8];
     server.initial_retransmit = Duration::from_secs(2);
     server.handshake_timeout = Duration::from_secs(3600);

@@ -188,11 +188,11 @@ impl Versions {
     }
 }
 
-/// Which DTLS versions a side speaks.
+/// Which DTLS versions a side speaks. By default both: a client offers 1.3 and 1.2, a server
+/// answers with the highest the client offers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Versions {
     /// DTLS 1.2 only (RFC 6347).
-    #[default]
     Dtls12,
     /// DTLS 1.3 only (RFC 9147).
     Dtls13,
@@ -200,6 +200,7 @@ pub enum Versions {
     /// §4.1.3's downgrade sentinel is refused). Server: DTLS 1.3 with a client that offers it,
     /// else DTLS 1.2 (with the sentinel in its random, so a 1.3 client can tell an attacker
     /// removed 1.3).
+    #[default]
     Both,
 }
 

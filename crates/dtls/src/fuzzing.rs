@@ -314,21 +314,22 @@ fn cid_mobility(n: u8) -> Mobility {
     Mobility { connection_id: Some(n), return_routability_check: true, follow_server_port: false }
 }
 
-/// A client and a server endpoint after a PSK handshake in lock step (every datagram handed over
+/// A client and a server endpoint after a DTLS 1.2 PSK handshake in lock step (every datagram handed over
 /// at once, no clock), and one application record each way; returns them and every datagram
 /// (`true`: client to server).
 pub fn established_pair() -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
     established_pair_with(Mobility::default(), Mobility::default())
 }
 
-/// Like [`established_pair`], with session mobility configured on each side.
+/// Like [`established_pair`] (DTLS 1.2), with session mobility configured on each side.
 pub fn established_pair_with(
     client_mobility: Mobility,
     server_mobility: Mobility,
 ) -> (Connection, Endpoint, Vec<(bool, Vec<u8>)>) {
+    let versions = crate::config::Versions::Dtls12;
     established(
-        ClientConfig { mobility: client_mobility, ..ClientConfig::psk(PSK_ID, PSK_KEY) },
-        ServerConfig { mobility: server_mobility, ..ServerConfig::psk(PSK_ID, PSK_KEY) },
+        ClientConfig { versions, mobility: client_mobility, ..ClientConfig::psk(PSK_ID, PSK_KEY) },
+        ServerConfig { versions, mobility: server_mobility, ..ServerConfig::psk(PSK_ID, PSK_KEY) },
     )
 }
 

@@ -5,7 +5,8 @@
 //! the next handshake from the per-peer cache, and the caches stay bounded and per peer.
 
 use fastshake_dtls::{
-    CipherSuite, ClientConfig, Instant, RetransmitPolicy, RttCache, ServerConfig, TrustAnchors, WallClock,
+    CipherSuite, ClientConfig, Instant, RetransmitPolicy, RttCache, ServerConfig, TrustAnchors, Versions,
+    WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
@@ -44,11 +45,13 @@ fn configs(kind: Kind, policy: RetransmitPolicy) -> (ClientConfig, ServerConfig)
             let pki = p256_pki();
             let anchors = Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes()).unwrap());
             let client = ClientConfig {
+                versions: Versions::Dtls12,
                 suites: vec![CipherSuite::EcdheEcdsaWithAes128GcmSha256],
                 wall_clock: CLOCK,
                 ..ClientConfig::certificate(anchors, Some("localhost".into()))
             };
             let server = ServerConfig {
+                versions: Versions::Dtls12,
                 wall_clock: CLOCK,
                 ..ServerConfig::certificate(Arc::new(pki.server_certified_key().unwrap()))
             };

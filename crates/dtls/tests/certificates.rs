@@ -3,7 +3,7 @@
 
 use fastshake_dtls::{
     AlertDescription, CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Error, Event, Instant, NamedGroup,
-    ServerConfig, TrustAnchors, WallClock,
+    ServerConfig, TrustAnchors, Versions, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
@@ -42,6 +42,7 @@ fn anchors(pki: &TestPki) -> Arc<TrustAnchors> {
 
 fn cert_client(pki: &TestPki) -> ClientConfig {
     ClientConfig {
+        versions: Versions::Dtls12,
         trust_anchors: Some(anchors(pki)),
         server_name: Some("localhost".into()),
         wall_clock: AT_PKI_TIME,
@@ -51,6 +52,7 @@ fn cert_client(pki: &TestPki) -> ClientConfig {
 
 fn cert_server(pki: &TestPki) -> ServerConfig {
     ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(Arc::new(pki.server_certified_key().unwrap())),
         wall_clock: AT_PKI_TIME,
         ..Default::default()

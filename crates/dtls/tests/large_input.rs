@@ -4,7 +4,7 @@
 
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, Endpoint, Event, Instant, ServerConfig, SessionCacheConfig,
-    TicketKeys, TrustAnchors, WallClock,
+    TicketKeys, TrustAnchors, Versions, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
@@ -30,6 +30,7 @@ fn anchors() -> Arc<TrustAnchors> {
 /// authentication: the handshake of the OpenSSL `s_client` report, whose client flight is 4 kB.
 fn rsa_mutual(client_mtu: usize) -> (ClientConfig, ServerConfig) {
     let c = ClientConfig {
+        versions: Versions::Dtls12,
         trust_anchors: Some(anchors()),
         server_name: Some("localhost".into()),
         certified_key: Some(Arc::new(rsa_pki().client_certified_key().unwrap())),
@@ -38,6 +39,7 @@ fn rsa_mutual(client_mtu: usize) -> (ClientConfig, ServerConfig) {
         ..Default::default()
     };
     let s = ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(Arc::new(rsa_pki().server_certified_key().unwrap())),
         client_auth: ClientAuth::Require,
         client_trust_anchors: Some(anchors()),

@@ -1,7 +1,7 @@
 //! Protocol details checked on the wire: ServerKeyExchange only with a hint, the
 //! HelloVerifyRequest's version, the extended master secret, RFC 5746 checks, refusals that name
 //! what did not match, and a non-default initial retransmission timer.
-use fastshake_dtls::{AlertDescription, Connection, Error, Instant, Mismatch};
+use fastshake_dtls::{AlertDescription, Connection, Error, Instant, Mismatch, Versions};
 use fastshake_testkit::dtls::*;
 use fastshake_testkit::net::{self, Dir};
 use std::sync::Arc;
@@ -234,12 +234,14 @@ fn certificate_pair_configs() -> (fastshake_dtls::ClientConfig, fastshake_dtls::
     let wall_clock = Some(fastshake_dtls::WallClock { at: Instant::ZERO, unix_secs: PKI_TIME + 60 });
     let anchors = Arc::new(fastshake_dtls::TrustAnchors::from_pem(pki.ca_pem().as_bytes()).unwrap());
     let client = fastshake_dtls::ClientConfig {
+        versions: Versions::Dtls12,
         trust_anchors: Some(anchors),
         server_name: Some("localhost".into()),
         wall_clock,
         ..Default::default()
     };
     let server = fastshake_dtls::ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(Arc::new(pki.server_certified_key().unwrap())),
         wall_clock,
         ..Default::default()

@@ -3,7 +3,7 @@
 
 use fastshake_dtls::{
     ClientAuth, ClientConfig, ClientSession, Connection, Event, HandshakeSummary, Instant, Resumption,
-    ServerConfig, SessionCacheConfig, TicketKey, TicketKeys, TrustAnchors, WallClock,
+    ServerConfig, SessionCacheConfig, TicketKey, TicketKeys, TrustAnchors, Versions, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
@@ -185,12 +185,14 @@ fn p256_pki() -> &'static TestPki {
 fn certificate_sessions_resume_without_certificates() {
     let pki = p256_pki();
     let cc = ClientConfig {
+        versions: Versions::Dtls12,
         trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes()).unwrap())),
         server_name: Some("localhost".into()),
         wall_clock: CLOCK,
         ..Default::default()
     };
     let sc = ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(Arc::new(pki.server_certified_key().unwrap())),
         tickets: Some(TicketKeys::new(1, [7; 16])),
         wall_clock: CLOCK,
@@ -268,6 +270,7 @@ fn cert_anchors(pki: &TestPki) -> Arc<TrustAnchors> {
 fn cert_client(with_cert: bool, clock: Option<WallClock>) -> ClientConfig {
     let pki = p256_pki();
     ClientConfig {
+        versions: Versions::Dtls12,
         trust_anchors: Some(cert_anchors(pki)),
         server_name: Some("localhost".into()),
         certified_key: with_cert.then(|| Arc::new(pki.client_certified_key().unwrap())),
@@ -283,6 +286,7 @@ fn policy_server(auth: ClientAuth, client_ca: Option<&TestPki>, clock: Option<Wa
     let mut keys = TicketKeys::new(1, [7; 16]);
     keys.lifetime = Duration::from_secs(30 * 86_400);
     ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(Arc::new(p256_pki().server_certified_key().unwrap())),
         client_auth: auth,
         client_trust_anchors: client_ca.map(cert_anchors),

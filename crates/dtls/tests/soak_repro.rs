@@ -4,7 +4,7 @@
 //! failed before the engine was fixed and stays as a regression test.
 
 use fastshake_dtls::{
-    CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig,
+    CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig, Versions,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,9 +34,11 @@ fn pair_with(
     cookie_lifetime: Option<Duration>,
 ) -> (Connection, Endpoint) {
     let mut c = ClientConfig::psk(b"chaos-client".to_vec(), [0x6b; 16].to_vec());
+    c.versions = Versions::Dtls12;
     c.suites = vec![CipherSuite::PskWithAes128Ccm8];
     c.handshake_timeout = handshake_timeout;
     let mut s = ServerConfig::psk(b"chaos-client".to_vec(), [0x6b; 16].to_vec());
+    s.versions = Versions::Dtls12;
     s.suites = vec![CipherSuite::PskWithAes128Ccm8];
     s.handshake_timeout = handshake_timeout;
     s.cookie_lifetime = cookie_lifetime;
@@ -245,6 +247,7 @@ fn a_client_hello_resent_by_the_backed_off_timer_keeps_its_cookie() {
 #[test]
 fn fragmented_client_hellos_from_clients_behind_one_nat_are_all_answered() {
     let mut config = ClientConfig::psk(b"chaos-client".to_vec(), [0x6b; 16].to_vec());
+    config.versions = Versions::Dtls12;
     config.suites = vec![CipherSuite::PskWithAes128Ccm8];
     config.mtu = 64; // the ClientHello travels in two fragments
     let config = Arc::new(config);

@@ -8,7 +8,7 @@
 use fastshake_dtls::Instant;
 use fastshake_dtls::{
     CertifiedKey, CipherSuite, ClientAuth, ClientConfig, Mobility, ServerConfig, SessionCacheConfig,
-    TicketKeys, TrustAnchors, WallClock,
+    TicketKeys, TrustAnchors, Versions, WallClock,
 };
 use fastshake_testkit::dtls::*;
 use fastshake_testkit::net::{Dir, Fate};
@@ -60,6 +60,7 @@ fn ecdsa(suite: CipherSuite) -> (ClientConfig, ServerConfig) {
     let anchors = Arc::new(TrustAnchors::from_pem(&data("ca.pem")).unwrap());
     let key = |chain: &str, key: &str| Arc::new(CertifiedKey::from_pem(&data(chain), &data(key)).unwrap());
     let c = ClientConfig {
+        versions: Versions::Dtls12,
         suites: vec![suite],
         trust_anchors: Some(anchors.clone()),
         server_name: Some("localhost".into()),
@@ -68,6 +69,7 @@ fn ecdsa(suite: CipherSuite) -> (ClientConfig, ServerConfig) {
         ..Default::default()
     };
     let s = ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(key("server.pem", "server.key")),
         client_auth: ClientAuth::Require,
         client_trust_anchors: Some(anchors),

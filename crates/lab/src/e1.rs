@@ -57,6 +57,7 @@ use crate::apps::dtls_server::DtlsEchoServer;
 use crate::apps::mobile_client::{MobileClient, MobilePlan};
 use crate::report::results::{print_figures, Figure};
 use fastshake_core::{Instant, SansIo, Transmit};
+use fastshake_dtls::Versions;
 use fastshake_dtls::{CipherSuite, ClientConfig, Mobility, MobilityMode, ServerConfig};
 use fastshake_sim::apps::App;
 use fastshake_sim::dist::Jitter;
@@ -486,10 +487,10 @@ impl App for E1Server {
 
 fn configs(strategy: Strategy) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
     let (client_mobility, server_mobility) = strategy.mobility();
-    let mut client = ClientConfig::psk(PSK_IDENTITY, PSK_KEY);
+    let mut client = ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY) };
     client.suites = vec![CipherSuite::PskWithAes128Ccm8];
     client.mobility = client_mobility;
-    let mut server = ServerConfig::psk(PSK_IDENTITY, PSK_KEY);
+    let mut server = ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(PSK_IDENTITY, PSK_KEY) };
     server.suites = vec![CipherSuite::PskWithAes128Ccm8];
     server.mobility = server_mobility;
     (Arc::new(client), Arc::new(server))

@@ -5,6 +5,7 @@
 //! The caller builds both ends, so the same path serves a full handshake, a resumption against
 //! the same server, or a series of handshakes (experiments E2 and E3).
 
+use fastshake_dtls::Versions;
 use fastshake_dtls::{
     CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig,
 };
@@ -37,11 +38,11 @@ pub fn server_addr() -> SocketAddr {
 /// timeout, and no handshake deadline short enough to cut a slow schedule off.
 pub fn tinydtls_psk() -> (ClientConfig, ServerConfig) {
     let (identity, key) = (b"Client_identity".as_slice(), [0x11u8; 16]);
-    let mut client = ClientConfig::psk(identity, key);
+    let mut client = ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(identity, key) };
     client.suites = vec![CipherSuite::PskWithAes128Ccm8];
     client.initial_retransmit = Duration::from_secs(2);
     client.handshake_timeout = Duration::from_secs(3600);
-    let mut server = ServerConfig::psk(identity, key);
+    let mut server = ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(identity, key) };
     server.suites = vec![CipherSuite::PskWithAes128Ccm8];
     server.initial_retransmit = Duration::from_secs(2);
     server.handshake_timeout = Duration::from_secs(3600);

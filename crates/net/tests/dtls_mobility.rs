@@ -5,6 +5,7 @@
 mod common;
 
 use common::loopback;
+use fastshake_dtls::Versions;
 use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerEvent, ServerOptions,
@@ -32,7 +33,11 @@ struct ServerLog {
 
 /// An echo server in `mode` that serves until its first session closes, then reports.
 async fn echo_server(mode: MobilityMode) -> (SocketAddr, tokio::task::JoinHandle<ServerLog>) {
-    let config = Arc::new(ServerConfig { mobility: mode.server_mobility(), ..ServerConfig::psk("id", KEY) });
+    let config = Arc::new(ServerConfig {
+        versions: Versions::Dtls12,
+        mobility: mode.server_mobility(),
+        ..ServerConfig::psk("id", KEY)
+    });
     let options = ServerOptions { mobility: mode, ..ServerOptions::default() };
     let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
     let addr = server.local_addr();
@@ -68,7 +73,7 @@ async fn expect_echo(client: &mut DtlsClient, message: &[u8]) {
 async fn standard_client_reconnects_after_moving_and_resends() {
     let (addr, server) = echo_server(MobilityMode::Standard).await;
     let options = ClientOptions { app_timeout: Some(Duration::from_millis(200)), ..ClientOptions::default() };
-    let config = Arc::new(ClientConfig::psk("id", KEY));
+    let config = Arc::new(ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk("id", KEY) });
     let mut client = step("handshake", DtlsClient::connect(addr, config, options)).await.unwrap();
     client.send(b"before".to_vec()).unwrap();
     expect_echo(&mut client, b"before").await;
@@ -94,7 +99,11 @@ async fn standard_client_reconnects_after_moving_and_resends() {
 /// A client in `mode` moves mid-session; the session goes on without a new handshake.
 async fn session_survives_a_move(mode: MobilityMode, move_to: SocketAddr) {
     let (addr, server) = echo_server(mode).await;
-    let config = Arc::new(ClientConfig { mobility: mode.client_mobility(), ..ClientConfig::psk("id", KEY) });
+    let config = Arc::new(ClientConfig {
+        versions: Versions::Dtls12,
+        mobility: mode.client_mobility(),
+        ..ClientConfig::psk("id", KEY)
+    });
     let mut client =
         step("handshake", DtlsClient::connect(addr, config, ClientOptions::default())).await.unwrap();
     client.send(b"before".to_vec()).unwrap();
@@ -199,6 +208,7 @@ async fn a_reconnection_that_gets_no_answer_is_started_again() {
     let (server, server_log) = echo_server(MobilityMode::Standard).await;
     let relay = Relay::start(server).await;
     let config = Arc::new(ClientConfig {
+        versions: Versions::Dtls12,
         initial_retransmit: Duration::from_millis(20),
         handshake_timeout: Duration::from_millis(150),
         ..ClientConfig::psk("id", KEY)
@@ -239,7 +249,7 @@ async fn a_client_takes_datagrams_from_its_server_only() {
         }
     });
     let options = ClientOptions { trace: Some(trace), ..ClientOptions::default() };
-    let config = Arc::new(ClientConfig::psk("id", KEY));
+    let config = Arc::new(ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk("id", KEY) });
     let mut client = step("handshake", DtlsClient::connect(server, config, options)).await.unwrap();
     // Another host, and another port of the server's host (a standard client does not follow
     // the server anywhere), send to the client.

@@ -5,6 +5,7 @@
 
 mod common;
 
+use fastshake_dtls::Versions;
 use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DatagramTrace, Direction, DtlsClient, DtlsServer, ServerEvent, ServerOptions,
@@ -53,7 +54,7 @@ fn a_send_without_a_route_is_held_and_retried() {
 async fn held_and_retried() {
     let mut server = DtlsServer::bind(
         SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-        Arc::new(ServerConfig::psk("id", KEY)),
+        Arc::new(ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk("id", KEY) }),
         ServerOptions::default(),
     )
     .await
@@ -81,7 +82,7 @@ async fn held_and_retried() {
         trace: Some(trace),
         ..ClientOptions::default()
     };
-    let config = Arc::new(ClientConfig::psk("id", KEY));
+    let config = Arc::new(ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk("id", KEY) });
     let mut client = step("handshake", DtlsClient::connect(server_addr, config, options)).await.unwrap();
     client.send(b"one".to_vec()).unwrap();
     match step("first echo", client.recv()).await {

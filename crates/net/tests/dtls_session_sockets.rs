@@ -5,6 +5,7 @@
 mod common;
 
 use common::loopback;
+use fastshake_dtls::Versions;
 use fastshake_dtls::{ClientConfig, ServerConfig};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerEvent, ServerOptions,
@@ -49,8 +50,11 @@ fn session_sockets_close_with_their_sessions() {
 async fn sessions_closing() {
     const CLIENTS: usize = 3;
     for mode in [MobilityMode::Ipc, MobilityMode::Tcs] {
-        let config =
-            Arc::new(ServerConfig { mobility: mode.server_mobility(), ..ServerConfig::psk("id", KEY) });
+        let config = Arc::new(ServerConfig {
+            versions: Versions::Dtls12,
+            mobility: mode.server_mobility(),
+            ..ServerConfig::psk("id", KEY)
+        });
         let options = ServerOptions { mobility: mode, ..ServerOptions::default() };
         let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
         let addr = server.local_addr();
@@ -72,8 +76,11 @@ async fn sessions_closing() {
         let before = open_fds();
         let mut clients = Vec::new();
         for i in 0..CLIENTS {
-            let config =
-                Arc::new(ClientConfig { mobility: mode.client_mobility(), ..ClientConfig::psk("id", KEY) });
+            let config = Arc::new(ClientConfig {
+                versions: Versions::Dtls12,
+                mobility: mode.client_mobility(),
+                ..ClientConfig::psk("id", KEY)
+            });
             let mut client =
                 step("handshake", DtlsClient::connect(addr, config, ClientOptions::default())).await.unwrap();
             let message = format!("client {i}").into_bytes();
@@ -109,6 +116,7 @@ fn an_idle_session_gives_its_socket_back() {
 async fn idle_session() {
     let mode = MobilityMode::Ipc;
     let config = Arc::new(ServerConfig {
+        versions: Versions::Dtls12,
         mobility: mode.server_mobility(),
         idle_timeout: Some(Duration::from_millis(200)),
         ..ServerConfig::psk("id", KEY)
@@ -117,7 +125,11 @@ async fn idle_session() {
     let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
     let addr = server.local_addr();
     let before = open_fds();
-    let config = Arc::new(ClientConfig { mobility: mode.client_mobility(), ..ClientConfig::psk("id", KEY) });
+    let config = Arc::new(ClientConfig {
+        versions: Versions::Dtls12,
+        mobility: mode.client_mobility(),
+        ..ClientConfig::psk("id", KEY)
+    });
     let mut client =
         step("handshake", DtlsClient::connect(addr, config, ClientOptions::default())).await.unwrap();
     let own_socket = loop {

@@ -7,6 +7,7 @@
 mod common;
 
 use common::loopback;
+use fastshake_dtls::Versions;
 use fastshake_dtls::{ClientConfig, Resumption, ServerConfig};
 use fastshake_net::dtls::{
     os_ticket_keys, ClientOptions, DtlsClient, DtlsServer, MobilityMode, ServerController, ServerEvent,
@@ -41,7 +42,11 @@ async fn echo_server(
     workers: usize,
     batch: BatchIo,
 ) -> (SocketAddr, ServerController, mpsc::UnboundedReceiver<Seen>, tokio::task::JoinHandle<DtlsServer>) {
-    let config = Arc::new(ServerConfig { mobility: mode.server_mobility(), ..ServerConfig::psk("id", KEY) });
+    let config = Arc::new(ServerConfig {
+        versions: Versions::Dtls12,
+        mobility: mode.server_mobility(),
+        ..ServerConfig::psk("id", KEY)
+    });
     let options = ServerOptions { mobility: mode, workers, batch, ..ServerOptions::default() };
     let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
     assert_eq!(server.workers(), workers);
@@ -84,7 +89,8 @@ async fn many_clients_at_once_all_complete_and_echo_on_two_workers() {
         let clients: Vec<_> = (0..CLIENTS)
             .map(|i| {
                 tokio::spawn(async move {
-                    let config = Arc::new(ClientConfig::psk("id", KEY));
+                    let config =
+                        Arc::new(ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk("id", KEY) });
                     let mut client =
                         DtlsClient::connect(addr, config, ClientOptions::default()).await.unwrap();
                     let message = format!("client {i}").into_bytes();
@@ -120,6 +126,7 @@ async fn a_cid_client_that_moves_to_another_workers_socket_keeps_its_session() {
     for batch in [BatchIo::On, BatchIo::Off] {
         let (addr, controller, mut seen, _server) = echo_server(MobilityMode::Cid, 2, batch).await;
         let config = Arc::new(ClientConfig {
+            versions: Versions::Dtls12,
             mobility: MobilityMode::Cid.client_mobility(),
             ..ClientConfig::psk("id", KEY)
         });
@@ -196,13 +203,19 @@ async fn a_session_resumes_at_another_worker_by_id_and_by_ticket_across_a_rotati
     /// Resumptions at most; each meets the other worker with odds 1/2.
     const ATTEMPTS: usize = 40;
     for tickets in [false, true] {
-        let config =
-            Arc::new(ServerConfig { tickets: tickets.then(os_ticket_keys), ..ServerConfig::psk("id", KEY) });
+        let config = Arc::new(ServerConfig {
+            versions: Versions::Dtls12,
+            tickets: tickets.then(os_ticket_keys),
+            ..ServerConfig::psk("id", KEY)
+        });
         let options = ServerOptions { workers: 2, ..ServerOptions::default() };
         let mut server = DtlsServer::bind(loopback(), config, options).await.unwrap();
         let (addr, controller) = (server.local_addr(), server.controller());
-        let client_config =
-            Arc::new(ClientConfig { enable_tickets: tickets, ..ClientConfig::psk("id", KEY) });
+        let client_config = Arc::new(ClientConfig {
+            versions: Versions::Dtls12,
+            enable_tickets: tickets,
+            ..ClientConfig::psk("id", KEY)
+        });
         let connect = |session| {
             let options = ClientOptions { session, ..ClientOptions::default() };
             DtlsClient::connect(addr, Arc::clone(&client_config), options)
@@ -269,7 +282,7 @@ async fn a_cookie_from_before_two_key_rotations_is_asked_for_again() {
     const HELLO_VERIFY_REQUEST: u8 = 3;
     // Long enough that the first ClientHello's two sends never straddle two rotations.
     let rotation = Duration::from_secs(1);
-    let config = Arc::new(ServerConfig::psk("id", KEY));
+    let config = Arc::new(ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk("id", KEY) });
     let options = ServerOptions { workers: 2, cookie_rotation: rotation, ..ServerOptions::default() };
     let server = DtlsServer::bind(loopback(), config, options).await.unwrap();
     for (wait, answer) in
@@ -287,7 +300,7 @@ async fn hello_with_cookie(server: SocketAddr) -> (tokio::net::UdpSocket, Vec<u8
     use fastshake_dtls::{Connection, Instant};
     let socket = tokio::net::UdpSocket::bind(loopback()).await.unwrap();
     socket.connect(server).await.unwrap();
-    let config = Arc::new(ClientConfig::psk("id", KEY));
+    let config = Arc::new(ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk("id", KEY) });
     let mut client = Connection::client(config, Instant::ZERO, server, [1; 32]);
     let hello = client.poll_transmit(Instant::ZERO).expect("a ClientHello").payload;
     socket.send(&hello).await.unwrap();

@@ -25,7 +25,7 @@
 use crate::net::{self, Counter, Datagram, Dir, Filter, InFlight};
 use fastshake_dtls::{
     CachedServer, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error, Event,
-    HandshakeSummary, Instant, ServerConfig,
+    HandshakeSummary, Instant, ServerConfig, Versions,
 };
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -35,14 +35,14 @@ use std::time::Duration;
 pub const PSK_ID: &[u8] = b"Client_identity";
 pub const PSK_KEY: &[u8] = &[0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77];
 
-/// A PSK client of [`server_config`].
+/// A DTLS 1.2 PSK client of [`server_config`] (the 1.3 tests set `versions`).
 pub fn client_config() -> ClientConfig {
-    ClientConfig::psk(PSK_ID, PSK_KEY)
+    ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(PSK_ID, PSK_KEY) }
 }
 
-/// A PSK server for [`client_config`].
+/// A DTLS 1.2 PSK server for [`client_config`] (the 1.3 tests set `versions`).
 pub fn server_config() -> ServerConfig {
-    ServerConfig::psk(PSK_ID, PSK_KEY)
+    ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(PSK_ID, PSK_KEY) }
 }
 
 /// The failure of a handshake whose two sides hold different keys for [`PSK_ID`]: found by

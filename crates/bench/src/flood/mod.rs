@@ -14,6 +14,7 @@ use servers::{
     start_dtls_listen, start_usrsctp_echo, ChildGuard, CpuAccount, ScratchDir, ServerThread,
 };
 
+use fastshake_dtls::Versions;
 use fastshake_dtls::{CipherSuite, ClientConfig, Connection, Instant};
 use fastshake_net::udp::BatchIo;
 use std::net::{SocketAddr, UdpSocket};
@@ -337,6 +338,7 @@ const PSK_KEY: [u8; 16] = *b"fastshake-flood!";
 /// sends.
 pub(crate) fn client_hello() -> anyhow::Result<Vec<u8>> {
     let config = Arc::new(ClientConfig {
+        versions: Versions::Dtls12,
         suites: vec![CipherSuite::PskWithAes128Ccm8, CipherSuite::PskWithAes128GcmSha256],
         ..ClientConfig::psk(PSK_IDENTITY.as_bytes(), PSK_KEY)
     });
@@ -760,7 +762,10 @@ mod tests {
 
     fn our_dtls_in_process(batch: BatchIo) -> Row {
         in_process(format!("fastshake server driver, batch {batch}"), move |addr_tx, stop| async move {
-            let config = Arc::new(ServerConfig::psk(PSK_IDENTITY.as_bytes(), PSK_KEY));
+            let config = Arc::new(ServerConfig {
+                versions: Versions::Dtls12,
+                ..ServerConfig::psk(PSK_IDENTITY.as_bytes(), PSK_KEY)
+            });
             let options = ServerOptions { workers: 1, batch, ..ServerOptions::default() };
             let server = DtlsServer::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config, options)
                 .await

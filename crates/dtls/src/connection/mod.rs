@@ -1445,6 +1445,7 @@ impl SansIo for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Versions;
     use crate::fuzzing::{client_addr, established_pair, server_addr};
     use crate::handshake::{ClientHello, HandshakeHeader};
     use crate::record::{record_len, HEADER_LEN};
@@ -1538,8 +1539,11 @@ mod tests {
 
     #[test]
     fn bad_finished_fails_with_decrypt_error() {
-        let ccfg = Arc::new(ClientConfig::psk(b"id".to_vec(), b"key".to_vec()));
-        let scfg = Arc::new(ServerConfig::psk(b"id".to_vec(), b"key".to_vec()));
+        let ccfg =
+            ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(b"id".to_vec(), b"key".to_vec()) };
+        let scfg =
+            ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(b"id".to_vec(), b"key".to_vec()) };
+        let (ccfg, scfg) = (Arc::new(ccfg), Arc::new(scfg));
         let now = Instant::from_millis(1);
         let mut client = Connection::client(ccfg, now, server_addr(), [1; 32]);
         let mut server = crate::endpoint::Endpoint::new(scfg, [2; 32]).expect("a valid server configuration");

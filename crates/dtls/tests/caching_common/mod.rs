@@ -4,7 +4,8 @@
 #![allow(dead_code)] // each test file uses its part
 
 use fastshake_dtls::{
-    CachedServer, ClientAuth, ClientConfig, HandshakeSummary, Instant, ServerConfig, TrustAnchors, WallClock,
+    CachedServer, ClientAuth, ClientConfig, HandshakeSummary, Instant, ServerConfig, TrustAnchors, Versions,
+    WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::Pair;
@@ -39,6 +40,7 @@ pub fn anchors(pki: &TestPki) -> Arc<TrustAnchors> {
 /// A client with a certificate, offering RFC 7924 and/or client-certificate caching.
 pub fn client(pki: &TestPki, cached_info: bool, client_certificate_caching: bool) -> ClientConfig {
     ClientConfig {
+        versions: Versions::Dtls12,
         trust_anchors: Some(anchors(pki)),
         server_name: Some("localhost".into()),
         wall_clock: AT_PKI_TIME,
@@ -52,6 +54,7 @@ pub fn client(pki: &TestPki, cached_info: bool, client_certificate_caching: bool
 /// A server requiring client certificates (caching answered by default).
 pub fn server(pki: &TestPki) -> ServerConfig {
     ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(Arc::new(pki.server_certified_key().unwrap())),
         wall_clock: AT_PKI_TIME,
         client_auth: ClientAuth::Require,

@@ -378,9 +378,12 @@ impl DtlsServerSettings {
         let versions = common.versions(spec)?;
         let (suite, suite13) = common.suites(spec, versions)?;
         let mut config = match common.credentials(spec, suite)? {
-            Credentials::Psk { identity, key } => ServerConfig::psk(identity, key),
+            Credentials::Psk { identity, key } => {
+                ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(identity, key) }
+            }
             Credentials::Certificate(pki) => {
-                let mut config = ServerConfig::certificate(pki.server);
+                let mut config =
+                    ServerConfig { versions: Versions::Dtls12, ..ServerConfig::certificate(pki.server) };
                 config.client_auth = match self.client_auth.as_str() {
                     "require" => ClientAuth::Require,
                     "optional" => ClientAuth::Optional,
@@ -462,9 +465,14 @@ impl DtlsClientSettings {
         let versions = common.versions(spec)?;
         let (suite, suite13) = common.suites(spec, versions)?;
         let mut config = match common.credentials(spec, suite)? {
-            Credentials::Psk { identity, key } => ClientConfig::psk(identity, key),
+            Credentials::Psk { identity, key } => {
+                ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(identity, key) }
+            }
             Credentials::Certificate(pki) => {
-                let mut config = ClientConfig::certificate(pki.anchors, Some(SERVER_NAME.into()));
+                let mut config = ClientConfig {
+                    versions: Versions::Dtls12,
+                    ..ClientConfig::certificate(pki.anchors, Some(SERVER_NAME.into()))
+                };
                 config.certified_key = Some(pki.client);
                 config.wall_clock = Some(WALL_CLOCK);
                 config

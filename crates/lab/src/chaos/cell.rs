@@ -117,17 +117,21 @@ pub fn configs(cell: &Cell, pki: &LabPki) -> (Arc<ClientConfig>, Arc<ServerConfi
     let mut server;
     match cell.mode {
         Mode::Psk | Mode::Cid | Mode::Psk13 | Mode::Hybrid13 | Mode::Cid13 => {
-            client = ClientConfig::psk(PSK_IDENTITY, PSK_KEY);
+            client = ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY) };
             client.suites = vec![CipherSuite::PskWithAes128Ccm8];
-            server = ServerConfig::psk(PSK_IDENTITY, PSK_KEY);
+            server = ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(PSK_IDENTITY, PSK_KEY) };
             server.suites = vec![CipherSuite::PskWithAes128Ccm8];
         }
         Mode::Ecdsa | Mode::Resumed | Mode::Ecdsa13 | Mode::Resumed13 | Mode::Early13 => {
-            client = ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()));
+            client = ClientConfig {
+                versions: Versions::Dtls12,
+                ..ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()))
+            };
             client.certified_key = Some(pki.client.clone());
             client.wall_clock = Some(WALL_CLOCK);
             client.suites = vec![CipherSuite::EcdheEcdsaWithAes128Ccm8];
-            server = ServerConfig::certificate(pki.server.clone());
+            server =
+                ServerConfig { versions: Versions::Dtls12, ..ServerConfig::certificate(pki.server.clone()) };
             server.client_auth = ClientAuth::Require;
             server.client_trust_anchors = Some(pki.anchors.clone());
             server.wall_clock = Some(WALL_CLOCK);

@@ -22,6 +22,7 @@
 
 use super::{ClientOutcome, WaveDone};
 use anyhow::Context as _;
+use fastshake_dtls::Versions;
 use fastshake_dtls::{CipherSuite, ClientConfig, ClientSession, Psk, Resumption, TrustAnchors};
 use fastshake_net::dtls::{
     describe_datagram, ClientEvent, ClientOptions, DatagramTrace, Direction, DtlsClient,
@@ -144,6 +145,7 @@ impl Shared {
                 for tickets in [false, true] {
                     let mode = if cid { MobilityMode::Cid } else { MobilityMode::Standard };
                     let config = ClientConfig {
+                        versions: Versions::Dtls12,
                         psk: Some(Psk::new(args.psk_identity.as_bytes(), key.clone())),
                         trust_anchors: Some(Arc::clone(&anchors)),
                         server_name: Some(args.server_name.clone()),

@@ -3,6 +3,7 @@
 
 use crate::mac_handshake::{self, MacHandshake, RunSeeds};
 use crate::pki::{LabPki, WALL_CLOCK};
+use fastshake_dtls::Versions;
 use fastshake_dtls::{
     CipherSuite, ClientAuth, ClientConfig, Connection, Endpoint, Instant, Mobility, RetransmitPolicy,
     ServerConfig, TicketKeys,
@@ -123,11 +124,15 @@ fn apply_timer(timer: Timer, client: &mut ClientConfig, server: &mut ServerConfi
 pub fn configs(variant: Variant, timer: Timer, pki: &LabPki) -> (ClientConfig, ServerConfig) {
     let (mut client, mut server) = match variant {
         Variant::EcdheEcdsa | Variant::Bithac => {
-            let mut client = ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()));
+            let mut client = ClientConfig {
+                versions: Versions::Dtls12,
+                ..ClientConfig::certificate(pki.anchors.clone(), Some("localhost".into()))
+            };
             client.certified_key = Some(pki.client.clone());
             client.wall_clock = Some(WALL_CLOCK);
             client.suites = vec![CipherSuite::EcdheEcdsaWithAes128Ccm8];
-            let mut server = ServerConfig::certificate(pki.server.clone());
+            let mut server =
+                ServerConfig { versions: Versions::Dtls12, ..ServerConfig::certificate(pki.server.clone()) };
             server.client_auth = ClientAuth::Require;
             server.client_trust_anchors = Some(pki.anchors.clone());
             server.wall_clock = Some(WALL_CLOCK);

@@ -22,6 +22,7 @@
 //! close_notify or eviction only.
 
 use super::engset::Estimate;
+use fastshake_dtls::Versions;
 use fastshake_dtls::{
     ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Error, Event, Instant, ServerConfig,
     SessionCacheConfig, TicketKeys, WallClock, WhenFull,
@@ -204,9 +205,10 @@ fn overlap(from: Instant, to: Instant, start: Instant, end: Instant) -> f64 {
 
 fn psk_configs(workload: &Workload) -> (ClientConfig, ServerConfig) {
     let (identity, key) = (b"e3-client".as_slice(), [0x3eu8; 16]);
-    let mut client = ClientConfig::psk(identity, key);
+    let mut client = ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(identity, key) };
     client.enable_tickets = workload.reconnect == Reconnect::Ticket;
     let server = ServerConfig {
+        versions: Versions::Dtls12,
         max_sessions: Some(workload.slots),
         when_full: workload.when_full,
         // A constrained server keeps no session cache: resumption is by ticket or not at all.

@@ -4,6 +4,7 @@
 //! handshake (to fill a cache or to resume) runs it first against the same server, unmeasured.
 
 use super::chains::{ChainSet, Chains};
+use fastshake_dtls::Versions;
 use fastshake_dtls::{
     CachedServer, ClientAuth, ClientConfig, ClientSession, Connection, ConnectionHandle, Endpoint, Event,
     HandshakeSummary, Instant, ServerConfig, TicketKeys, ValidatedKeyCache,
@@ -116,7 +117,10 @@ fn server_addr() -> SocketAddr {
 
 /// Both configurations of `config`, datagrams up to `mtu` bytes of UDP payload.
 pub fn configs(set: &ChainSet, chains: Chains, config: Config, mtu: usize) -> (ClientConfig, ServerConfig) {
-    let mut client = ClientConfig::certificate(set.server_anchors.clone(), Some("localhost".into()));
+    let mut client = ClientConfig {
+        versions: Versions::Dtls12,
+        ..ClientConfig::certificate(set.server_anchors.clone(), Some("localhost".into()))
+    };
     client.certified_key = Some(set.client.clone());
     client.wall_clock = Some(set.wall_clock);
     client.suites = vec![chains.suite()];
@@ -125,7 +129,8 @@ pub fn configs(set: &ChainSet, chains: Chains, config: Config, mtu: usize) -> (C
     client.enable_tickets = config.tickets();
     client.cached_info = config.offers_cached_info();
     client.client_certificate_caching = config.offers_client_ticket();
-    let mut server = ServerConfig::certificate(set.server.clone());
+    let mut server =
+        ServerConfig { versions: Versions::Dtls12, ..ServerConfig::certificate(set.server.clone()) };
     server.client_auth = ClientAuth::Require;
     server.client_trust_anchors = Some(set.client_anchors.clone());
     server.wall_clock = Some(set.wall_clock);

@@ -718,12 +718,14 @@ fn fail_client(
 mod tests {
     use super::*;
     use crate::dtls::testing::{loopback, step};
+    use fastshake_dtls::Versions;
 
     #[tokio::test]
     async fn a_cancelled_connect_stops_retransmitting() {
         let silent = std::net::UdpSocket::bind(loopback()).unwrap();
         silent.set_nonblocking(true).unwrap();
         let config = Arc::new(ClientConfig {
+            versions: Versions::Dtls12,
             initial_retransmit: Duration::from_millis(20),
             max_retransmit: Duration::from_millis(20),
             ..ClientConfig::psk("id", [7u8; 16])
@@ -751,6 +753,7 @@ mod tests {
     async fn a_silent_server_gives_no_answer_after_retransmissions() {
         let silent = std::net::UdpSocket::bind(loopback()).unwrap();
         let config = Arc::new(ClientConfig {
+            versions: Versions::Dtls12,
             initial_retransmit: Duration::from_millis(20),
             handshake_timeout: Duration::from_millis(300),
             ..ClientConfig::psk("id", [7u8; 16])

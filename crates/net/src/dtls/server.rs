@@ -580,13 +580,16 @@ mod tests {
     use super::*;
     use crate::dtls::testing::{loopback, step};
     use crate::dtls::{os_ticket_keys, resumption_text, ClientEvent, ClientOptions, DtlsClient};
+    use fastshake_dtls::Versions;
     use fastshake_dtls::{ClientConfig, Resumption};
 
     #[tokio::test]
     async fn client_and_server_exchange_records_and_close() {
-        let server_config = Arc::new(ServerConfig::psk("id", [7u8; 16]));
+        let server_config =
+            Arc::new(ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk("id", [7u8; 16]) });
         let mut server = DtlsServer::bind(loopback(), server_config, ServerOptions::default()).await.unwrap();
-        let client_config = Arc::new(ClientConfig::psk("id", [7u8; 16]));
+        let client_config =
+            Arc::new(ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk("id", [7u8; 16]) });
         let connect = DtlsClient::connect(server.local_addr(), client_config, ClientOptions::default());
         let mut client = step("handshake", connect).await.unwrap();
         assert!(client.summary().datagrams_sent >= 2, "ClientHello twice (cookie), then the final flight");
@@ -621,7 +624,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_record_handler_answers_in_place_and_hands_over_no_record() {
-        let server_config = Arc::new(ServerConfig::psk("id", [7u8; 16]));
+        let server_config =
+            Arc::new(ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk("id", [7u8; 16]) });
         let echo: RecordHandler = Arc::new(|_, record: &[u8], replies: &mut Replies<'_>| {
             replies.send(record);
             if record == b"big" {
@@ -631,7 +635,8 @@ mod tests {
         });
         let options = ServerOptions { on_record: Some(echo), ..ServerOptions::default() };
         let mut server = DtlsServer::bind(loopback(), server_config, options).await.unwrap();
-        let client_config = Arc::new(ClientConfig::psk("id", [7u8; 16]));
+        let client_config =
+            Arc::new(ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk("id", [7u8; 16]) });
         let connect = DtlsClient::connect(server.local_addr(), client_config, ClientOptions::default());
         let mut client = step("handshake", connect).await.unwrap();
         for (record, expected) in
@@ -665,7 +670,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_shared_session_store_without_the_fleets_ticket_keys_is_refused() {
-        let server_config = Arc::new(ServerConfig::psk("id", [7u8; 16]));
+        let server_config =
+            Arc::new(ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk("id", [7u8; 16]) });
         let options = ServerOptions {
             session_store: Some(Arc::new(crate::session_store::MemoryStore::new(8))),
             ..ServerOptions::default()
@@ -677,7 +683,8 @@ mod tests {
     #[tokio::test]
     async fn one_server_serves_many_clients_at_once() {
         const CLIENTS: usize = 16;
-        let server_config = Arc::new(ServerConfig::psk("id", [9u8; 16]));
+        let server_config =
+            Arc::new(ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk("id", [9u8; 16]) });
         let mut server = DtlsServer::bind(loopback(), server_config, ServerOptions::default()).await.unwrap();
         let addr = server.local_addr();
         let controller = server.controller();
@@ -699,7 +706,10 @@ mod tests {
         });
         let clients = (0..CLIENTS).map(|i| {
             tokio::spawn(async move {
-                let config = Arc::new(ClientConfig::psk("id", [9u8; 16]));
+                let config = Arc::new(ClientConfig {
+                    versions: Versions::Dtls12,
+                    ..ClientConfig::psk("id", [9u8; 16])
+                });
                 let mut client = DtlsClient::connect(addr, config, ClientOptions::default()).await.unwrap();
                 let message = format!("client {i}").into_bytes();
                 client.send(message.clone()).unwrap();
@@ -729,12 +739,16 @@ mod tests {
     async fn a_client_resumes_the_session_of_an_earlier_handshake() {
         for tickets in [false, true] {
             let server_config = Arc::new(ServerConfig {
+                versions: Versions::Dtls12,
                 tickets: tickets.then(os_ticket_keys),
                 ..ServerConfig::psk("id", [5u8; 16])
             });
             let server = DtlsServer::bind(loopback(), server_config, ServerOptions::default()).await.unwrap();
-            let client_config =
-                Arc::new(ClientConfig { enable_tickets: tickets, ..ClientConfig::psk("id", [5u8; 16]) });
+            let client_config = Arc::new(ClientConfig {
+                versions: Versions::Dtls12,
+                enable_tickets: tickets,
+                ..ClientConfig::psk("id", [5u8; 16])
+            });
             let connect = DtlsClient::connect(
                 server.local_addr(),
                 Arc::clone(&client_config),
