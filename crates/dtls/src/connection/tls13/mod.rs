@@ -139,11 +139,13 @@ impl Message13 {
         out
     }
 
-    fn acknowledge(&mut self, start: u32, end: u32) {
+    /// Marks `start..end` acknowledged; whether that acknowledged anything new.
+    fn acknowledge(&mut self, start: u32, end: u32) -> bool {
         if self.body.is_empty() {
-            self.empty_acked = true;
-            return;
+            return !std::mem::replace(&mut self.empty_acked, true);
         }
+        let covered = |acked: &[(u32, u32)]| acked.iter().map(|&(s, e)| u64::from(e - s)).sum::<u64>();
+        let before = covered(&self.acked);
         self.acked.push((start, end));
         self.acked.sort_unstable();
         let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.acked.len());
@@ -154,6 +156,7 @@ impl Message13 {
             }
         }
         self.acked = merged;
+        covered(&self.acked) > before
     }
 }
 
@@ -506,8 +509,10 @@ impl Connection {
         self.stats.flights_resent += 1;
     }
 
-    /// An ACK arrived: the messages all of whose records it names are done; a gap (records
-    /// sent before an acknowledged one but not named) is resent at once (§7.1).
+    /// An ACK arrived: the messages all of whose records it names are done. An ACK that
+    /// acknowledges something new but not the whole flight has the rest resent at once (§7.3);
+    /// a copy of an ACK, or one naming only what was acknowledged before, resends nothing (a
+    /// duplicating or reordering path would otherwise resend the flight once per copy).
     fn on_ack13(
         &mut self,
         now: Instant,
@@ -520,12 +525,11 @@ impl Connection {
         if named.is_empty() {
             return;
         }
-        let mut acked_any = false;
+        let mut acked_new = false;
         for &(number, index, start, end) in &hs.flight.sent {
             if named.contains(&number) {
                 if let Some(m) = hs.flight.messages.get_mut(index) {
-                    m.acknowledge(start, end);
-                    acked_any = true;
+                    acked_new |= m.acknowledge(start, end);
                 }
             }
         }
@@ -539,7 +543,7 @@ impl Connection {
                 // Our last flight arrived: the handshake state can go.
                 self.finish_handshake13();
             }
-        } else if acked_any {
+        } else if acked_new {
             self.retransmit_flight13(now, hs, record, Resend::PeerRetransmission);
         }
     }
