@@ -577,33 +577,3 @@ fn a_resent_finished_is_acknowledged_until_the_server_handshake_timeout_and_the_
     assert!(!pair.client.holds_handshake_state(), "the client gave up waiting, its session up");
     data_flows(&mut pair);
 }
-
-/// RFC 9147 §7.3: an ACK that leaves part of a flight unacknowledged has that part resent at
-/// once; a later ACK that names only what was acknowledged before (the client answering a
-/// duplicated datagram) resends nothing more: on a path that duplicates, each copy would
-/// otherwise bring the rest of the flight again.
-#[test]
-fn a_partial_ack_resends_the_rest_once_and_a_repeated_ack_resends_nothing() {
-    let resent_with = |copy: bool| {
-        let mut pair = Pair::new(cert_client(), cert_server());
-        pair.delay = Duration::from_millis(100);
-        // To the client: HelloRetryRequest (0), then the flight (1, 2). Its second datagram is
-        // lost; with `copy` the first arrives again 350 ms late: after the client's ACK of it,
-        // before the resent second datagram, so the client acknowledges it again.
-        pair.filter = Box::new(move |d| match d.dir {
-            Dir::ToClient if d.index == 2 => Fate::Drop,
-            Dir::ToClient if copy && d.index == 1 => Fate::DuplicateLate(Duration::from_millis(350)),
-            _ => Fate::Deliver,
-        });
-        let (_, s) = pair.handshake(MINUTE).expect("recovered");
-        data_flows(&mut pair);
-        let acks =
-            pair.log.iter().filter(|d| d.dir == Dir::ToServer && d.index >= 2 && d.payload.len() < 100);
-        (s.retransmissions, acks.count())
-    };
-    let (once, acks) = resent_with(false);
-    assert_eq!(once, 1, "the lost part was resent once");
-    let (with_copy, acks_with_copy) = resent_with(true);
-    assert!(acks_with_copy > acks, "the copy was acknowledged again: {acks_with_copy} ACKs against {acks}");
-    assert_eq!(with_copy, once, "the repeated ACK resent the flight again");
-}

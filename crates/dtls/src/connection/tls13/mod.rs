@@ -139,13 +139,11 @@ impl Message13 {
         out
     }
 
-    /// Marks `start..end` acknowledged; whether that acknowledged anything new.
-    fn acknowledge(&mut self, start: u32, end: u32) -> bool {
+    fn acknowledge(&mut self, start: u32, end: u32) {
         if self.body.is_empty() {
-            return !std::mem::replace(&mut self.empty_acked, true);
+            self.empty_acked = true;
+            return;
         }
-        let covered = |acked: &[(u32, u32)]| acked.iter().map(|&(s, e)| u64::from(e - s)).sum::<u64>();
-        let before = covered(&self.acked);
         self.acked.push((start, end));
         self.acked.sort_unstable();
         let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.acked.len());
@@ -156,7 +154,6 @@ impl Message13 {
             }
         }
         self.acked = merged;
-        covered(&self.acked) > before
     }
 }
 
@@ -509,10 +506,8 @@ impl Connection {
         self.stats.flights_resent += 1;
     }
 
-    /// An ACK arrived: the messages all of whose records it names are done. An ACK that
-    /// acknowledges something new but not the whole flight has the rest resent at once (§7.3);
-    /// a copy of an ACK, or one naming only what was acknowledged before, resends nothing (a
-    /// duplicating or reordering path would otherwise resend the flight once per copy).
+    /// An ACK arrived: the messages all of whose records it names are done; a gap (records
+    /// sent before an acknowledged one but not named) is resent at once (§7.1).
     fn on_ack13(
         &mut self,
         now: Instant,
@@ -525,11 +520,12 @@ impl Connection {
         if named.is_empty() {
             return;
         }
-        let mut acked_new = false;
+        let mut acked_any = false;
         for &(number, index, start, end) in &hs.flight.sent {
             if named.contains(&number) {
                 if let Some(m) = hs.flight.messages.get_mut(index) {
-                    acked_new |= m.acknowledge(start, end);
+                    m.acknowledge(start, end);
+                    acked_any = true;
                 }
             }
         }
@@ -543,7 +539,7 @@ impl Connection {
                 // Our last flight arrived: the handshake state can go.
                 self.finish_handshake13();
             }
-        } else if acked_new {
+        } else if acked_any {
             self.retransmit_flight13(now, hs, record, Resend::PeerRetransmission);
         }
     }
