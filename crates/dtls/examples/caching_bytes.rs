@@ -1,12 +1,13 @@
 //! Handshake bytes at the DTLS layer (UDP payloads, both directions) for mutual
 //! authentication with a chain of three RSA-2048 certificates on each side (seed 003's setup)
 //! at MTU 1500: vanilla, RFC 7924 (the client has the server's objects cached) and BiTHaC
-//! (RFC 7924 plus client-certificate caching), each a full handshake on the in-memory pair.
+//! (RFC 7924 plus client-certificate caching), each a full DTLS 1.2 handshake on the in-memory
+//! pair.
 //!
 //! `cargo run --release -p fastshake-dtls --example caching_bytes`
 
 use fastshake_dtls::{
-    CachedServer, ClientAuth, ClientConfig, Instant, ServerConfig, TrustAnchors, WallClock,
+    CachedServer, ClientAuth, ClientConfig, Instant, ServerConfig, TrustAnchors, Versions, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind};
 use fastshake_testkit::dtls::Pair;
@@ -20,6 +21,7 @@ fn main() {
     let pki = generate(3, KeyKind::Rsa2048, &[], PKI_TIME, 30).expect("test PKI");
     let anchors = Arc::new(TrustAnchors::from_pem(pki.ca_pem().as_bytes()).expect("anchors"));
     let client = |cached_info: bool, client_certificate_caching: bool| ClientConfig {
+        versions: Versions::Dtls12,
         trust_anchors: Some(anchors.clone()),
         server_name: Some("localhost".into()),
         wall_clock: CLOCK,
@@ -30,6 +32,7 @@ fn main() {
         ..Default::default()
     };
     let server = ServerConfig {
+        versions: Versions::Dtls12,
         certified_key: Some(Arc::new(pki.server_certified_key().expect("server key"))),
         wall_clock: CLOCK,
         client_auth: ClientAuth::Require,

@@ -1,6 +1,7 @@
 //! A minimal blocking client over std UdpSocket, for manual interop checks:
-//! `cargo run -p fastshake-dtls --example udp_client -- 127.0.0.1:4433 IDENTITY HEXKEY [SUITE|-] [MTU] [1.3]`
-//! sends "hello from fastshake", prints what comes back, then closes.
+//! `cargo run -p fastshake-dtls --example udp_client -- 127.0.0.1:4433 IDENTITY HEXKEY [SUITE|-] [MTU] [1.2|1.3]`
+//! sends "hello from fastshake", prints what comes back, then closes. Without a version it
+//! offers DTLS 1.3 and 1.2, the library's default.
 
 use fastshake_dtls::{CipherSuite, ClientConfig, Connection, Event, Instant};
 use std::net::UdpSocket;
@@ -19,8 +20,10 @@ fn main() {
     if let Some(m) = args.get(5) {
         config.mtu = m.parse().expect("mtu");
     }
-    if args.get(6).is_some_and(|v| v == "1.3") {
-        config.versions = fastshake_dtls::Versions::Dtls13;
+    match args.get(6).map(String::as_str) {
+        Some("1.2") => config.versions = fastshake_dtls::Versions::Dtls12,
+        Some("1.3") => config.versions = fastshake_dtls::Versions::Dtls13,
+        _ => {}
     }
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let origin = std::time::Instant::now();

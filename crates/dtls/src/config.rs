@@ -155,10 +155,12 @@ pub struct ClientConfig {
     /// Connection ID, return-routability check, following the server's port.
     pub mobility: Mobility,
     /// Offer RFC 7924 `cached_info` with the server objects of the [`crate::CachedServer`]
-    /// given to the connection, and report this handshake's objects for the next one.
+    /// given to the connection, and report this handshake's objects for the next one. DTLS 1.2
+    /// only: a hello offering both versions carries it for a 1.2 server; a 1.3 server ignores it.
     pub cached_info: bool,
     /// Offer client-certificate caching (seed 003): the ticket of the [`crate::CachedServer`]
-    /// given to the connection, or an empty extension (support) without one.
+    /// given to the connection, or an empty extension (support) without one. DTLS 1.2 only, like
+    /// `cached_info`.
     pub client_certificate_caching: bool,
     /// Key-exchange groups offered with certificate suites, most preferred first (RFC 8422
     /// §5.1.1): x25519, then secp256r1.
@@ -169,9 +171,9 @@ pub struct ClientConfig {
     /// does not answers with a fresh cookie as usual. Sent only when offering DTLS 1.2 alone (a
     /// 1.3 server refuses a hello that carries one, RFC 9147 §5.3).
     pub cookie: Option<Vec<u8>>,
-    /// The protocol versions offered: [`Versions::Both`] puts both in one ClientHello and the
-    /// server's answer decides. The default offers DTLS 1.2 alone, so that the experiments that
-    /// reproduce DTLS 1.2 papers keep their bytes; the CLI offers both by default.
+    /// The protocol versions offered. The default, [`Versions::Both`], puts DTLS 1.3 and 1.2 in
+    /// one ClientHello and the server's answer decides (RFC 9147 §5.3, RFC 8446 §4.2.1);
+    /// [`Versions::Dtls12`] reproduces a DTLS 1.2 client's bytes exactly.
     pub versions: Versions,
     /// DTLS 1.3 suites offered, most preferred first (with a PSK only the SHA-256 ones).
     pub suites13: Vec<Suite13>,
@@ -461,7 +463,8 @@ pub struct ServerConfig {
     /// the HelloVerifyRequest round trip. The cookie still proves the client receives at that
     /// address (RFC 6347 §4.2.1); it no longer ties the cookie to one ClientHello.
     pub reusable_cookies: bool,
-    /// The protocol versions accepted.
+    /// The protocol versions accepted. The default, [`Versions::Both`], answers each client in
+    /// the highest version it offers (RFC 9147 §5.3): DTLS 1.3 when offered, else DTLS 1.2.
     pub versions: Versions,
     /// DTLS 1.3 suites accepted, most preferred first (the server's order wins).
     pub suites13: Vec<Suite13>,

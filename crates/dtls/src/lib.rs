@@ -1,7 +1,16 @@
 //! Sans-IO DTLS 1.2 (RFC 6347) with pre-shared keys (RFC 4279) and ECDHE with X.509
 //! certificates (RFC 8422), extended master secret (RFC 7627), resumption by session ID and
 //! ticket (RFC 5077), Connection IDs (RFC 9146) and the return-routability check (RFC 9853),
-//! stateless cookies and one flight engine for retransmission.
+//! stateless cookies and one flight engine for retransmission; and DTLS 1.3 (RFC 9147) beside it
+//! ([`dtls13`]).
+//!
+//! Versions ([`Versions`], `versions` in [`ClientConfig`] and [`ServerConfig`]): by default
+//! ([`Versions::Both`]) a client offers DTLS 1.3 and 1.2 in one ClientHello and a server answers
+//! each client in the highest version both speak (RFC 9147 §5.3; a 1.2 answer to a client that
+//! offered 1.3 carries RFC 8446 §4.1.3's downgrade sentinel, which the client checks).
+//! [`Versions::Dtls12`] speaks DTLS 1.2 alone, byte for byte as a 1.2-only peer (what reproducing
+//! the DTLS 1.2 papers needs); [`Versions::Dtls13`] speaks 1.3 alone. What follows describes
+//! the DTLS 1.2 handshake unless it names 1.3.
 //!
 //! - [`Connection`]: one session, client or server. Datagrams and time go in
 //!   ([`Connection::handle_datagram`], [`Connection::handle_timeout`]); datagrams, the next
@@ -9,7 +18,8 @@
 //!   [`Connection::poll_event`]).
 //! - [`Endpoint`]: the server side. It answers ClientHellos statelessly with a
 //!   HelloVerifyRequest (a [`fastshake_core::CookieMac`] over the client's address and port and
-//!   the ClientHello's version, random, session_id, cipher_suites and compression_methods) and
+//!   the ClientHello's version, random, session_id, cipher_suites and compression_methods), or
+//!   in DTLS 1.3 with a HelloRetryRequest whose cookie carries the ClientHello's hash, and
 //!   creates a [`Connection`] only once a client returns a valid cookie.
 //!
 //! Randomness is a seed the caller passes in, so every run is reproducible.
@@ -131,8 +141,9 @@
 //!   128 KiB and two per client address, shared fairly by IP address when full (clients behind
 //!   one NAT share an IP; a host flooding first fragments evicts its own), each dropped after 10 s
 //!   without a new fragment, and answers them with a HelloVerifyRequest. Cookies stay valid for at
-//!   least the handshake timeout (a client resends its ClientHello with the cookie until then). A client that also offers DTLS 1.3 gets DTLS 1.2
-//!   (its `supported_versions` and `key_share` are ignored, RFC 8446 §4.2.1).
+//!   least the handshake timeout (a client resends its ClientHello with the cookie until then).
+//!   A server of DTLS 1.2 alone ([`Versions::Dtls12`]) gives a client that also offers DTLS 1.3
+//!   DTLS 1.2 (its `supported_versions` and `key_share` are ignored, RFC 8446 §4.2.1).
 //!   A 127-byte IEEE 802.15.4 frame less 23 bytes of MAC header and FCS and 8 bytes of
 //!   6LoWPAN-compressed IPv6/UDP header leaves an MTU of 96 bytes; the tests run at 96 and 64.
 //! - A new ClientHello from the address of an existing session (RFC 6347 §4.2.8) is answered

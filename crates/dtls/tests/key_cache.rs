@@ -41,8 +41,10 @@ impl Caches {
         Caches { client: Arc::new(ValidatedKeyCache::new(8)), server: Arc::new(ValidatedKeyCache::new(8)) }
     }
 
+    /// A DTLS 1.2 client (the 1.3 test sets its version over it).
     fn client(&self) -> ClientConfig {
         ClientConfig {
+            versions: Versions::Dtls12,
             suites: vec![CipherSuite::EcdheEcdsaWithAes128GcmSha256],
             trust_anchors: Some(anchors(pki())),
             server_name: Some("localhost".into()),
@@ -53,8 +55,10 @@ impl Caches {
         }
     }
 
+    /// A DTLS 1.2 server (the 1.3 test sets its version over it).
     fn server(&self) -> ServerConfig {
         ServerConfig {
+            versions: Versions::Dtls12,
             certified_key: Some(Arc::new(pki().server_certified_key().unwrap())),
             client_auth: ClientAuth::Require,
             client_trust_anchors: Some(anchors(pki())),

@@ -5,7 +5,7 @@
 
 use fastshake_dtls::{
     CertifiedKey, ClientAuth, ClientConfig, ClientSession, Event, HandshakeSummary, Instant, ServerConfig,
-    SessionCacheConfig, TicketKeys, TrustAnchors, WallClock,
+    SessionCacheConfig, TicketKeys, TrustAnchors, Versions, WallClock,
 };
 use fastshake_pki::generate::{generate, KeyKind, TestPki};
 use fastshake_testkit::dtls::*;
@@ -59,8 +59,10 @@ fn configs(mode: Mode) -> (ClientConfig, ServerConfig) {
             }
             (c, s)
         }
+        // DTLS 1.2, like the PSK modes: the flights and message_seq rules here are RFC 6347's.
         Mode::EcdsaMutual => {
             let mut c = ClientConfig {
+                versions: Versions::Dtls12,
                 trust_anchors: Some(anchors()),
                 server_name: Some("localhost".into()),
                 certified_key: Some(Arc::new(pki().client_certified_key().unwrap())),
@@ -68,6 +70,7 @@ fn configs(mode: Mode) -> (ClientConfig, ServerConfig) {
             };
             timers(&mut c);
             let s = ServerConfig {
+                versions: Versions::Dtls12,
                 certified_key: Some(Arc::new(pki().server_certified_key().unwrap()) as Arc<CertifiedKey>),
                 client_auth: ClientAuth::Require,
                 client_trust_anchors: Some(anchors()),
