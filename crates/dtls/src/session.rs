@@ -559,7 +559,7 @@ fn open_state(keys: &TicketKeys, ticket: &[u8]) -> Option<zeroize::Zeroizing<Vec
 
 /// Plaintext layout version of a sealed DTLS 1.3 ticket (a 1.2 ticket's is
 /// [`TICKET_STATE_VERSION`]; neither opens as the other).
-const TICKET_STATE_VERSION_13: u8 = 4;
+const TICKET_STATE_VERSION_13: u8 = 5;
 /// Longest 1.3 ticket opened: the fixed part, a SHA-384 PSK, identity and client certificate.
 const MAX_TICKET13_LEN: usize = TICKET_OVERHEAD + 64 + 48 + MAX_TICKET_IDENTITY + TICKET_CLIENT_CERT_LEN;
 
@@ -572,6 +572,10 @@ pub(crate) struct ServerSession13 {
     pub psk: zeroize::Zeroizing<Vec<u8>>,
     /// Unix milliseconds when the ticket was issued (its age, §4.2.11.1, counts from here).
     pub created_ms: u64,
+    /// The shortest round trip the handshake that issued it sampled, milliseconds: the client's idea
+    /// of the ticket's age starts when the ticket arrives and its ClientHello takes a while
+    /// to come back, so ours runs ahead of it by about this much (RFC 8446 §8.3).
+    pub rtt_ms: u32,
     pub age_add: u32,
     /// max_early_data_size the ticket allowed (0: none).
     pub max_early_data: u32,
@@ -588,7 +592,8 @@ pub(crate) struct ServerSession13 {
 }
 
 impl ServerSession13 {
-    /// `4, suite, psk, created_ms, age_add, max_early_data, client_ip, origin, identity, cert`.
+    /// `5, suite, psk, created_ms, rtt_ms, age_add, max_early_data, client_ip, origin, identity,
+    /// cert`.
     pub fn seal(&self, key: &TicketKey, nonce: [u8; TICKET_NONCE_LEN]) -> Option<Vec<u8>> {
         if self.psk_identity.len() > MAX_TICKET_IDENTITY {
             return None;
@@ -598,6 +603,7 @@ impl ServerSession13 {
         state.extend_from_slice(&self.suite.id().to_be_bytes());
         put_vec8(&mut state, &self.psk);
         state.extend_from_slice(&self.created_ms.to_be_bytes());
+        state.extend_from_slice(&self.rtt_ms.to_be_bytes());
         state.extend_from_slice(&self.age_add.to_be_bytes());
         state.extend_from_slice(&self.max_early_data.to_be_bytes());
         state.extend_from_slice(&self.client_ip);
@@ -633,6 +639,7 @@ impl ServerSession13 {
             return None;
         }
         let created_ms = u64::from_be_bytes(r.array::<8>().ok()?);
+        let rtt_ms = u32::from_be_bytes(r.array::<4>().ok()?);
         let age_add = u32::from_be_bytes(r.array::<4>().ok()?);
         let max_early_data = u32::from_be_bytes(r.array::<4>().ok()?);
         let client_ip = r.array::<16>().ok()?;
@@ -654,6 +661,7 @@ impl ServerSession13 {
             suite,
             psk,
             created_ms,
+            rtt_ms,
             age_add,
             max_early_data,
             client_ip,
@@ -777,6 +785,7 @@ mod server_tests {
             suite: crate::crypto::tls13::Suite13::Aes128GcmSha256,
             psk: zeroize::Zeroizing::new(vec![4; 32]),
             created_ms,
+            rtt_ms: 1_500,
             age_add: 77,
             max_early_data: 1024,
             client_ip: [1; 16],

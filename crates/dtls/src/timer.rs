@@ -127,6 +127,10 @@ pub(crate) struct RetransmitTimer {
     /// The peer's last datagram (its number among them, arrival, size) until it is known to
     /// carry part of the peer's flight.
     arriving: Option<(u64, Instant, usize)>,
+    /// Bytes of the peer's latest datagram.
+    last_datagram: usize,
+    /// The shortest round trip sampled in this handshake.
+    shortest: Option<Duration>,
     /// The last datagram that carried part of the peer's flight: when it came, its number, and
     /// the place of our flight it answered.
     answer_datagram: Option<(Instant, u64, usize)>,
@@ -162,6 +166,8 @@ impl RetransmitTimer {
             last_sent: Instant::ZERO,
             needless_copy: None,
             arriving: None,
+            last_datagram: 0,
+            shortest: None,
             answer_datagram: None,
         }
     }
@@ -225,13 +231,15 @@ impl RetransmitTimer {
 
     /// An answer names the transmission it answers by one of its epoch-0 record numbers (a
     /// HelloVerifyRequest, RFC 6347 §4.2.1; an ACK in DTLS 1.3): a sample even after copies.
-    pub fn on_acknowledged(&mut self, now: Instant, record: u64, received: u64) {
+    /// False when no transmission of the flight has that number (the answer is then no
+    /// sample of this kind).
+    pub fn on_acknowledged(&mut self, now: Instant, record: u64, received: u64) -> bool {
         let e = &self.exchange;
         if e.answer == Answer::Done {
-            return;
+            return true;
         }
         let Some(&(sent, _)) = e.transmissions.iter().find(|(_, records)| records.contains(&record)) else {
-            return;
+            return false;
         };
         // Answers come in the order of what they answer: one naming a later transmission shows
         // the first, or its answer, lost; one naming the first shows our copies needless.
@@ -244,6 +252,7 @@ impl RetransmitTimer {
         e.answer = Answer::Done;
         e.answer_guess = received.saturating_sub(e.received_at_send).min(u64::from(u32::MAX)) as u32;
         self.sample(now.saturating_duration_since(sent));
+        true
     }
 
     /// Records of the peer went missing (its record numbers skipped some): a loss if it
@@ -262,6 +271,7 @@ impl RetransmitTimer {
     /// A round trip measured outside the flights (the server's cookie exchange), of an exchange
     /// of `bytes`, of which the peer sent `peer_bytes`.
     pub fn on_outside_sample(&mut self, rtt: Duration, bytes: u32, peer_bytes: u32) {
+        self.shortest = Some(self.shortest.map_or(rtt, |s| s.min(rtt)));
         self.exchange.answer_guess = peer_bytes;
         self.path.smoothed = Some(Smoothed::sample(self.path.smoothed, rtt, bytes));
         self.policy.wait().on_clean_sample();
@@ -270,6 +280,7 @@ impl RetransmitTimer {
     /// The peer's datagram number `number` (counted by the connection), of `bytes`, came.
     pub fn on_datagram(&mut self, number: u64, now: Instant, bytes: usize) {
         self.arriving = Some((number, now, bytes));
+        self.last_datagram = bytes;
     }
 
     /// The datagram that came last carries part of the peer's flight. If the one before it did
@@ -284,6 +295,26 @@ impl RetransmitTimer {
             }
         }
         self.answer_datagram = Some((now, number, place));
+    }
+
+    /// How long to wait, after part of the peer's flight came, for the rest before
+    /// acknowledging that part (RFC 9147 §7.1 leaves "immediately" to the implementation and
+    /// suggests a quarter of the retransmission timer): `quarter` under the fixed policy. Under
+    /// the adaptive one, also no less than the floor and the time the path takes to carry the
+    /// rest, at the pace the peer's datagrams came, and a quarter more: on a duty-cycled link
+    /// the rest of a flight comes seconds after its first datagram, and an ACK sent before it
+    /// has the peer resend what is on its way. The rest is what the messages begun still lack
+    /// (`missing`), or a datagram as large as the one that just came if more: a flight spread
+    /// over datagrams fills all but its last.
+    pub fn ack_delay(&self, quarter: Duration, missing: u32) -> Duration {
+        match &self.policy {
+            Policy::Fixed(_) => quarter,
+            Policy::Adaptive(a) => {
+                let rest = missing.max(self.last_datagram.min(u32::MAX as usize) as u32);
+                let rest = a.floor.saturating_add(self.path.pace.carrying(rest));
+                (self.current / 4).max(rest.saturating_add(rest / 4))
+            }
+        }
     }
 
     /// This flight is the handshake's last of ours: no answer is awaited.
@@ -313,7 +344,14 @@ impl RetransmitTimer {
         self.current
     }
 
+    /// The shortest round trip sampled in this handshake (of its smallest exchange, most
+    /// likely): what a small message and its answer take on the path.
+    pub fn shortest_sample(&self) -> Option<Duration> {
+        self.shortest
+    }
+
     fn sample(&mut self, rtt: Duration) {
+        self.shortest = Some(self.shortest.map_or(rtt, |s| s.min(rtt)));
         let e = &self.exchange;
         self.path.smoothed = Some(Smoothed::sample(self.path.smoothed, rtt, e.bytes()));
         self.path.kept.record(e.place, e.bytes, e.answer_guess, Some(rtt));

@@ -331,6 +331,41 @@ fn early_data_a_server_refuses_arrives_after_the_handshake_once() {
     assert_eq!(pair.server_data(), vec![b"later".to_vec()]);
 }
 
+/// A link whose round trip is longer than the tolerance of the ticket-age check (a multi-hop
+/// duty-cycled radio): the client's idea of a ticket's age starts when the ticket arrives, ours
+/// when we sent it, and its ClientHello takes a one-way trip more to come back.
+#[test]
+fn early_data_is_taken_over_a_link_whose_round_trip_is_longer_than_the_age_tolerance() {
+    let slow = |d: Duration| d * 6;
+    let client = ClientConfig {
+        initial_retransmit: Duration::from_secs(60),
+        handshake_timeout: Duration::from_secs(600),
+        ..early_client()
+    };
+    let server = ServerConfig {
+        initial_retransmit: Duration::from_secs(60),
+        handshake_timeout: Duration::from_secs(600),
+        ..early_server()
+    };
+    let mut pair = Pair::new(client.clone(), server);
+    // 7 s each way: a 14 s round trip, beyond the 10 s either side the age check allows.
+    pair.delay = Duration::from_secs(7);
+    let (c, _) = pair.handshake(slow(MINUTE)).expect("full handshake");
+    assert!(!c.resumed);
+    pair.run_for(Duration::from_secs(30));
+    let issued = tickets(&pair);
+    assert_eq!(issued.len(), 1, "one NewSessionTicket");
+    pair.run_for(Duration::from_secs(20));
+    reconnect(&mut pair, client, Some(issued[0].clone()), 2);
+    assert_eq!(pair.client.send_early_data(b"slow hello"), Ok(true));
+    let (c, s) = pair.handshake(slow(MINUTE)).expect("resumed handshake");
+    assert!(resumed(&c, &s));
+    assert_eq!((c.early_data, s.early_data), (Some(true), Some(true)), "taken as 0-RTT");
+    assert_eq!(c.retransmissions + s.retransmissions, 0, "no flight was resent");
+    pair.run_for(Duration::from_secs(30));
+    assert_eq!(pair.server_data(), vec![b"slow hello".to_vec()], "once");
+}
+
 #[test]
 fn a_lost_new_session_ticket_is_sent_again() {
     let mut pair = Pair::new(psk_client(), psk_server());

@@ -7,7 +7,8 @@
 
 use fastshake_dtls::Versions;
 use fastshake_dtls::{
-    CipherSuite, ClientConfig, Connection, Endpoint, Event, HandshakeSummary, Instant, ServerConfig,
+    CipherSuite, ClientConfig, ClientSession, Connection, Endpoint, Event, HandshakeSummary, Instant,
+    ServerConfig,
 };
 use fastshake_sim::mac::sixlowpan::UdpDatagram;
 use fastshake_sim::mac::{build, FrameKind, MacConfig};
@@ -83,6 +84,24 @@ pub struct MacHandshake {
     /// The server's summary of the new session (what it took from its caches).
     #[serde(skip)]
     pub server_summary: Option<HandshakeSummary>,
+    /// From `start` until the server had the client's first application record (0-RTT early
+    /// data, or a record the client sent once the session was up), seconds.
+    pub first_data_at_server_s: Option<f64>,
+    /// The DTLS 1.3 tickets the client received (they come after the handshake; see
+    /// [`Until::Ticket`]).
+    #[serde(skip)]
+    pub tickets: Vec<ClientSession>,
+}
+
+/// When a run over the MAC path ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// Both ends reported the session established.
+    Established,
+    /// Established, and then the client holds a DTLS 1.3 ticket (a NewSessionTicket follows the
+    /// handshake, RFC 8446 §4.6.1) and its ACK has reached the server, for a resumption after
+    /// it. The figures are the handshake's.
+    Ticket,
 }
 
 /// What a run's randomness is drawn from: the network (wake-up phases, cell placements) and the
@@ -123,6 +142,19 @@ pub fn run_seeded(
     start: Instant,
     client: &mut Connection,
     server: &mut Endpoint,
+) -> anyhow::Result<MacHandshake> {
+    run_until(mac, hops, seeds, start, client, server, Until::Established)
+}
+
+/// [`run_seeded`], ending as `until` says.
+pub fn run_until(
+    mac: &MacConfig,
+    hops: usize,
+    seeds: RunSeeds,
+    start: Instant,
+    client: &mut Connection,
+    server: &mut Endpoint,
+    until: Until,
 ) -> anyhow::Result<MacHandshake> {
     let mut rng = fastshake_sim::mac::sequence::seeded_rng(seeds.network);
     let chain: Vec<usize> = (0..=hops).collect();
@@ -203,6 +235,7 @@ pub fn run_seeded(
                     run.end = Some(now);
                     return Ok(run);
                 }
+                Event::SessionTicket(session) => run.tickets.push(session),
                 _ => {}
             }
         }
@@ -226,10 +259,13 @@ pub fn run_seeded(
                     run.end = Some(now);
                     return Ok(run);
                 }
+                Event::ApplicationData(_) if run.first_data_at_server_s.is_none() => {
+                    run.first_data_at_server_s = Some((now - start).as_secs_f64());
+                }
                 _ => {}
             }
         }
-        if let (Some(c), Some(s)) = (client_done, server_done) {
+        if let (Some(c), Some(s), false) = (client_done, server_done, run.completed) {
             let end: Instant = c.max(s);
             run.completed = true;
             run.duration_s = (end - start).as_secs_f64();
@@ -238,6 +274,12 @@ pub fn run_seeded(
             let usage = ledger.usage(0, end);
             run.client_energy_mj = usage.energy_mj;
             run.client_radio_on_s = (usage.tx + usage.rx + usage.listen).as_secs_f64();
+        }
+        // After a ticket, until the client's ACK of it has arrived (none in flight): the
+        // server would resend it into the next handshake otherwise.
+        let ticket_settled = !run.tickets.is_empty() && in_flight.is_empty();
+        if run.completed && (until == Until::Established || ticket_settled) {
+            run.end = Some(run.end.unwrap_or(now).max(now));
             return Ok(run);
         }
         let next_arrival = in_flight.iter().map(|d| (d.0, d.1)).min();

@@ -312,7 +312,7 @@ impl Connection {
         if message_seq == state.hello_seq {
             // It echoes the record number of the ClientHello it answers (RFC 6347 §4.2.1): a
             // round trip even when that ClientHello was resent.
-            hs.flight.timer.on_acknowledged(now, hs.record_seq_in, self.stats.bytes_received);
+            let _ = hs.flight.timer.on_acknowledged(now, hs.record_seq_in, self.stats.bytes_received);
         }
         // The server answers each ClientHello with its message_seq (RFC 6347 §4.2.2): a lower
         // one answers a ClientHello we already replaced. Taking its cookie would restart the

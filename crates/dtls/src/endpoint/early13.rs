@@ -12,7 +12,9 @@
 //! replaying a captured ClientHello gains no amplification.
 //!
 //! Early data is taken only when the ticket's age as the client states it is within
-//! [`AGE_TOLERANCE_MS`] of ours (RFC 8446 §8.3), the ticket was issued under this endpoint's
+//! [`AGE_TOLERANCE_MS`] of ours less the round trip the ticket's own handshake measured (RFC
+//! 8446 §8.3: the ticket's way out and the ClientHello's way back, seconds on a duty-cycled
+//! link, are in our age and not in the client's), the ticket was issued under this endpoint's
 //! [`EarlyDataRegister`], and the register has not seen the ClientHello (RFC 8446 §8.2). The
 //! workers of one server share one register; the nodes of a fleet, which share ticket keys, each
 //! have their own, so a ClientHello replayed to another node resumes there without its early
@@ -138,9 +140,11 @@ impl Endpoint {
         if !share_taken {
             return None;
         }
-        // RFC 8446 §4.2.11.1: the age the client states, against ours.
+        // RFC 8446 §4.2.11.1 and §8.3: the age the client states, against ours less the round
+        // trip (the ticket's way out and this ClientHello's way back), which the client's
+        // age cannot include. On a duty-cycled link that is seconds.
         let client_age = u64::from(obfuscated_age.wrapping_sub(ticket.age_add));
-        let our_age = now_ms.saturating_sub(ticket.created_ms);
+        let our_age = now_ms.saturating_sub(ticket.created_ms).saturating_sub(u64::from(ticket.rtt_ms));
         let in_window = client_age.abs_diff(our_age) <= AGE_TOLERANCE_MS;
         let binder = offered.binders.first().copied().unwrap_or(&[]);
         let zero_rtt = in_window && self.replay13.admit(binder, now);

@@ -56,14 +56,14 @@ const REUSABLE_COOKIE_LABEL: &[u8] = b"fastshake reusable cookie";
 /// hours): it takes them from the tag, so the cookie stays 16 bytes and the ClientHello that
 /// returns it no larger than under the fixed policy (on an 802.15.4 hop a few bytes more can
 /// cost a frame).
-const DATED_COOKIE_TIME_LEN: usize = 3;
-const DATED_COOKIE_TIME_MASK: u64 = (1 << (8 * DATED_COOKIE_TIME_LEN)) - 1;
+pub(super) const DATED_COOKIE_TIME_LEN: usize = 3;
+pub(super) const DATED_COOKIE_TIME_MASK: u64 = (1 << (8 * DATED_COOKIE_TIME_LEN)) - 1;
 
 /// A HelloVerifyRequest cookie on the stack.
 type Cookie = [u8; COOKIE_LEN];
 
 /// Engine time in milliseconds.
-fn cookie_millis(now: Instant) -> u64 {
+pub(super) fn cookie_millis(now: Instant) -> u64 {
     now.as_nanos() / 1_000_000
 }
 

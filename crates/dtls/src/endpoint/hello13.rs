@@ -4,6 +4,7 @@
 //! sealed with the endpoint's cookie MAC, and the session made from a ClientHello that returns
 //! a valid one.
 
+use super::hello::{cookie_millis, DATED_COOKIE_TIME_LEN, DATED_COOKIE_TIME_MASK};
 use super::incoming::HelloInfo;
 use super::{ConnectionHandle, Endpoint, Slot};
 use crate::alert::{AlertDescription, AlertLevel};
@@ -11,12 +12,13 @@ use crate::connection::{Connection, Event, VerifiedHello13};
 use crate::crypto::tls13::{Suite13, SuiteHash};
 use crate::handshake::{
     client_shares, offered_versions, transcript_header, u16_list, ClientHello, HandshakeType, NamedGroup,
-    OutExtensions, ServerHello, DTLS_1_3, HELLO_RETRY_REQUEST_RANDOM,
+    OutExtensions, ServerHello, DTLS_1_3, HANDSHAKE_HEADER_LEN, HELLO_RETRY_REQUEST_RANDOM,
 };
 use crate::record::{write_record, ContentType, HEADER_LEN};
 use fastshake_core::{Instant, Transmit, COOKIE_LEN};
 use rand_core::RngCore;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// Keeps the 1.3 cookie's MAC inputs apart from the 1.2 ones under the same key.
 const COOKIE13_LABEL: &[u8] = b"fastshake dtls13 cookie";
@@ -84,25 +86,58 @@ impl Endpoint {
                 .is_some_and(|v| v.contains(DTLS_1_3))
     }
 
-    /// The cookie's tag inputs: the client's address, the label, what the cookie carries and
-    /// the time slot.
-    fn cookie13_tag(&self, now_slot: u64, remote: &SocketAddr, state: &[u8], out: &mut [u8]) {
+    /// The cookie's tag over the client's address, the label, what the cookie carries and the
+    /// time, into `out` ([`COOKIE_LEN`] bytes). As in 1.2's cookie: under the fixed policy the
+    /// time is the current slot; under the adaptive one the millisecond of issue, whose low 24
+    /// bits take the tag's last three bytes, so the ClientHello that returns the cookie tells
+    /// the stateless server the round trip of the cookie exchange at no cost in bytes.
+    fn seal_cookie13(&self, now: Instant, remote: &SocketAddr, state: &[u8], out: &mut [u8]) {
         let (addr, n) = super::hello::addr_bytes(remote);
-        self.cookie.sign_into(&[&addr[..n], COOKIE13_LABEL, state, &now_slot.to_be_bytes()], out);
+        if self.adaptive() {
+            let issued = cookie_millis(now);
+            let (tagged, time) = out.split_at_mut(COOKIE_LEN - DATED_COOKIE_TIME_LEN);
+            self.cookie.sign_into(&[&addr[..n], COOKIE13_LABEL, state, &issued.to_be_bytes()], tagged);
+            time.copy_from_slice(&issued.to_be_bytes()[8 - DATED_COOKIE_TIME_LEN..]);
+            return;
+        }
+        self.cookie
+            .sign_into(&[&addr[..n], COOKIE13_LABEL, state, &self.cookie_slot(now).to_be_bytes()], out);
     }
 
-    fn verify_cookie13(&self, now: Instant, remote: &SocketAddr, cookie: &[u8]) -> Option<CookieState> {
+    /// What a cookie of ours for `remote` carries, if it is one and fresh, and its age when it
+    /// carries its issue time.
+    fn verify_cookie13(
+        &self,
+        now: Instant,
+        remote: &SocketAddr,
+        cookie: &[u8],
+    ) -> Option<(CookieState, Option<Duration>)> {
         let (state, len) = CookieState::decode(cookie)?;
         let tag = cookie.get(len..)?;
         if tag.len() != COOKIE_LEN {
             return None;
         }
         let (addr, n) = super::hello::addr_bytes(remote);
+        let fields = &cookie[..len];
+        if self.adaptive() {
+            let (tagged, time) = tag.split_at(COOKIE_LEN - DATED_COOKIE_TIME_LEN);
+            let low = time.iter().fold(0u64, |v, &b| v << 8 | u64::from(b));
+            // The latest millisecond with these low bits (see 1.2's `verify_cookie`).
+            let now_ms = cookie_millis(now);
+            let age = now_ms.wrapping_sub(low) & DATED_COOKIE_TIME_MASK;
+            let issued = now_ms.checked_sub(age)?;
+            let age = Duration::from_millis(age);
+            let fresh = age <= self.cookie_lifetime
+                && self
+                    .cookie
+                    .verify_truncated(tagged, &[&addr[..n], COOKIE13_LABEL, fields, &issued.to_be_bytes()]);
+            return fresh.then_some((state, Some(age)));
+        }
         let slot = self.cookie_slot(now);
-        let fresh = [slot, slot.wrapping_sub(1)].iter().any(|s| {
-            self.cookie.verify(tag, &[&addr[..n], COOKIE13_LABEL, &cookie[..len], &s.to_be_bytes()])
-        });
-        fresh.then_some(state)
+        let fresh = [slot, slot.wrapping_sub(1)]
+            .iter()
+            .any(|s| self.cookie.verify(tag, &[&addr[..n], COOKIE13_LABEL, fields, &s.to_be_bytes()]));
+        fresh.then_some((state, None))
     }
 
     /// A client that offers no version we speak: protocol_version, statelessly.
@@ -153,8 +188,8 @@ impl Endpoint {
             self.refuse13(remote, hello.record_seq, AlertDescription::HandshakeFailure);
             return;
         };
-        if let Some(state) = ext.cookie13.and_then(|c| self.verify_cookie13(now, &remote, c)) {
-            self.accept13(now, remote, hello, ch, body, datagram_len, state);
+        if let Some((state, age)) = ext.cookie13.and_then(|c| self.verify_cookie13(now, &remote, c)) {
+            self.accept13(now, remote, hello, ch, body, datagram_len, state, age);
             return;
         }
         if ext.cookie13.is_some() {
@@ -163,7 +198,7 @@ impl Endpoint {
         // A resumption with early data from the ticket's own address goes on without a cookie
         // exchange (RFC 9147 §5.1, see `early13`).
         if let Some(state) = self.zero_rtt_hello13(now, remote, ch, suite) {
-            self.accept13(now, remote, hello, ch, body, datagram_len, state);
+            self.accept13(now, remote, hello, ch, body, datagram_len, state, None);
             return;
         }
         // The group: ours first among those the client supports; a HelloRetryRequest asks for
@@ -189,7 +224,7 @@ impl Endpoint {
         let at = cookie.len();
         cookie.resize(at + COOKIE_LEN, 0);
         let (fields, tag) = cookie.split_at_mut(at);
-        self.cookie13_tag(self.cookie_slot(now), &remote, fields, tag);
+        self.seal_cookie13(now, &remote, fields, tag);
         let hrr = hello_retry_request(&[], &state, &cookie);
         // In as many datagrams as the MTU needs (a cookie of 69 bytes does not fit a 96-byte
         // 802.15.4 frame); RFC 9147 §5.1: a stateless server numbers its records from the
@@ -217,10 +252,16 @@ impl Endpoint {
         body: &[u8],
         datagram_len: usize,
         state: CookieState,
+        cookie_age: Option<Duration>,
     ) {
         if !self.admit(remote, hello.record_seq, self.replaced_at13(remote)) {
             return;
         }
+        // The HelloRetryRequest the cookie came in, as the server sent it (one record).
+        let cookie_rtt = cookie_age.zip(ch.extensions.cookie13).map(|(age, cookie)| {
+            let hrr = hello_retry_request(&[], &state, cookie).len();
+            (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + hrr).min(u32::MAX as usize) as u32)
+        });
         let mut seed = [0u8; 32];
         self.rng.fill_bytes(&mut seed);
         let verified = VerifiedHello13 {
@@ -233,6 +274,8 @@ impl Endpoint {
             ticket_keys: self.ticket_keys.clone(),
             early_origin: self.replay13.origin(),
             issued_cid: self.issue_cid(ch),
+            cached_rtt: self.adaptive().then(|| self.rtt_cache.get(remote.ip())).flatten(),
+            cookie_rtt,
         };
         let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

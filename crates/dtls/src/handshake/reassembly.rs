@@ -106,6 +106,15 @@ impl Reassembler {
         !self.slots.is_empty()
     }
 
+    /// Bytes the messages begun but incomplete still lack.
+    pub fn missing_bytes(&self) -> u32 {
+        let missing = |slot: &Slot| {
+            let have: u32 = slot.have.iter().map(|(s, e)| e - s).sum();
+            (slot.body.len() as u32).saturating_sub(have)
+        };
+        self.slots.iter().map(missing).sum()
+    }
+
     /// Forgets everything and expects `next_seq` next.
     pub fn reset(&mut self, next_seq: u16) {
         self.next_seq = next_seq;

@@ -1,12 +1,15 @@
 //! E2: the whole of seed 002's Section III (M. Vučinić et al., "DTLS Performance in Duty-Cycled
 //! Networks", PIMRC 2015) with our real DTLS 1.2 handshake bytes, each figure beside the
-//! paper's.
+//! paper's, and the same questions asked of DTLS 1.3.
 //!
-//! - [`xmac`]: preamble sampling (III-A, Fig. 2), CI 125 ms-4 s, PDR 100 %/90 %, 1-4 hops;
+//! - [`xmac`]: preamble sampling (III-A, Fig. 2), CI 125 ms-4 s, PDR 100 %/90 %, 1-4 hops, the
+//!   1.2 PSK handshake and the 1.3 one;
 //! - [`beacon`]: beacon-enabled IEEE 802.15.4 (III-B, Fig. 3), a BI x CAP grid, 1-4 hops;
 //! - [`tsch`]: TSCH (III-C), Eq. (1)/(2) and Tables I/II, the beacon equivalents, our handshake;
 //! - [`overhead`]: the AES-CCM-8 record overhead, from our records;
-//! - [`variants`]: ECDHE-ECDSA, resumption, CID and a cached cookie on the same links;
+//! - [`variants`]: ECDHE-ECDSA, resumption, CID and a cached cookie on the same links, and in
+//!   DTLS 1.3 PSK alone and with x25519, the X25519MLKEM768 hybrid on 127-byte frames,
+//!   ECDHE-ECDSA, resumption and 0-RTT;
 //! - [`timer_targets`]: the adaptive timer's two targets, checked over all of the above.
 //!
 //! Every real-handshake figure is measured with two retransmission timers ([`handshake::Timer`]):

@@ -1,7 +1,8 @@
 //! SVG figures beside the paper's: X-MAC duration and energy against CI (Fig. 2), beacon-mode
-//! duration against BI (Fig. 3), TSCH paper against simulated (Tables I/II).
+//! duration against BI (Fig. 3), TSCH paper against simulated (Tables I/II); and DTLS 1.2
+//! against 1.3 on each link of the variants, in seconds and in frames.
 
-use super::{tsch, xmac, Report};
+use super::{tsch, variants, xmac, Report};
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -17,6 +18,95 @@ pub fn all(r: &Report, dir: &Path) -> anyhow::Result<()> {
     })?;
     beacon_figure(r, &dir.join("e2-beacon-duration.svg"))?;
     tsch_figure(&r.tsch, &dir.join("e2-tsch.svg"))?;
+    versions_figure(&r.variants, &dir.join("e2-dtls13-duration.svg"), "handshake duration, s", |m| {
+        m.duration_s
+    })?;
+    versions_figure(&r.variants, &dir.join("e2-dtls13-frames.svg"), "data frames on the air", |m| {
+        m.data_frames
+    })?;
+    Ok(())
+}
+
+/// The variants compared across versions, in the order of the legend.
+const VERSION_SERIES: [&str; 7] = [
+    "PSK",
+    "1.3 PSK (psk_ke)",
+    "1.3 PSK + x25519 (psk_dhe_ke)",
+    "1.3 PSK + X25519MLKEM768",
+    "ECDHE-ECDSA",
+    "1.3 ECDHE-ECDSA",
+    "1.3 resumed + 32 B of 0-RTT data",
+];
+
+/// One point per link and hop count for each variant of [`VERSION_SERIES`] (the headline
+/// timer), log scale: what 1.3, a post-quantum key share and 0-RTT cost beside 1.2 on each MAC.
+fn versions_figure(
+    s: &variants::Section,
+    path: &Path,
+    y_desc: &str,
+    y: impl Fn(&super::handshake::Mean) -> f64,
+) -> anyhow::Result<()> {
+    let mut links: Vec<(String, usize)> = Vec::new();
+    for row in &s.rows {
+        if !links.contains(&(row.link.clone(), row.hops)) {
+            links.push((row.link.clone(), row.hops));
+        }
+    }
+    let values: Vec<f64> = s.rows.iter().map(|row| y(row.handshake.main())).filter(|v| *v > 0.0).collect();
+    let (low, high) = values.iter().fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
+    let (low, high) = if values.is_empty() { (0.1, 1.0) } else { (low / 2.0, high * 2.0) };
+    let n = links.len();
+    let root = SVGBackend::new(path, (1100, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("DTLS 1.2 and 1.3 on each link: {y_desc}"), ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(50)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (low..high).log_scale())?;
+    let labels: Vec<String> = links.iter().map(|(link, hops)| format!("{link}, {hops} hop(s)")).collect();
+    chart
+        .configure_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(y_desc)
+        .draw()?;
+    let colors = [BLUE, GREEN, CYAN, MAGENTA, RED, RGBColor(255, 140, 0), BLACK];
+    for (k, variant) in VERSION_SERIES.iter().enumerate() {
+        let color = colors[k % colors.len()];
+        // Side by side within a link's slot.
+        let offset = (k as f64 - (VERSION_SERIES.len() - 1) as f64 / 2.0) * 0.1;
+        let points: Vec<(f64, f64)> = links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (link, hops))| {
+                let row =
+                    s.rows.iter().find(|r| &r.link == link && r.hops == *hops && r.variant == *variant)?;
+                Some((i as f64 + offset, y(row.handshake.main())))
+            })
+            .collect();
+        let style = color.filled();
+        let marker = move |p: (f64, f64)| -> DynElement<'static, SVGBackend, (f64, f64)> {
+            if variant.starts_with("1.3") {
+                Circle::new(p, 5, style).into_dyn()
+            } else {
+                TriangleMarker::new(p, 6, style).into_dyn()
+            }
+        };
+        chart
+            .draw_series(points.into_iter().map(marker))?
+            .label(if variant.starts_with("1.3") { variant.to_string() } else { format!("1.2 {variant}") })
+            .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+    }
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).border_style(BLACK).draw()?;
+    root.present()?;
     Ok(())
 }
 

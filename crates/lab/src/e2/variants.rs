@@ -1,6 +1,8 @@
 //! Variants seed 002 did not run, on its links: ECDHE-ECDSA beside PSK, resumption by ticket,
 //! a Connection ID, a cached cookie, and ECDHE-ECDSA with RFC 7924 cached information and
-//! client-certificate caching (seed 003's BiTHaC).
+//! client-certificate caching (seed 003's BiTHaC); and the same questions in DTLS 1.3: PSK
+//! alone and with (EC)DHE, the post-quantum hybrid key share on 127-byte frames, ECDHE-ECDSA,
+//! resumption and 0-RTT.
 
 use super::energy::ClientEnergy;
 use super::handshake::{self, BothTimers, Variant};
@@ -76,7 +78,11 @@ pub fn print(s: &Section) {
          handshake with the ticket of an earlier one. CID: the server issues a 4-byte Connection ID. Cached cookie:\n\
          the client sends the cookie of an earlier exchange in its first ClientHello (no HelloVerifyRequest).\n\
          BiTHaC: ECDHE-ECDSA full handshake after an earlier one the client cached: RFC 7924 fingerprints stand for\n\
-         the server's Certificate and CertificateRequest, a client-certificate ticket (seed 003) for the client's chain."
+         the server's Certificate and CertificateRequest, a client-certificate ticket (seed 003) for the client's chain.\n\
+         1.3 rows: DTLS 1.3 (RFC 9147) with TLS_AES_128_CCM_8_SHA256, the stateless HelloRetryRequest and its cookie in\n\
+         every full handshake, the server's ACK of the client's Finished, and a NewSessionTicket where the server issues\n\
+         tickets (both counted); ECDHE-ECDSA with the same chains and x25519. A resumed 1.3 handshake sends no\n\
+         certificate; with 0-RTT it also skips the cookie exchange (RFC 9147 §5.1: a ticket issued to the client's address)."
     );
     println!(
         "{:<17} {:>2} {:<40} | {:>8} {:>7} {:>6} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>6} {:>8}",
@@ -112,6 +118,17 @@ pub fn print(s: &Section) {
             m.completed,
             m.seeds,
             r.handshake.fixed.duration_s,
+        );
+    }
+    for r in
+        s.rows.iter().filter(|r| r.handshake.main().early_data_accepted > 0 || r.variant.contains("0-RTT"))
+    {
+        let m = r.handshake.main();
+        let at = m.first_data_at_server_s.map_or("-".to_string(), |s| format!("{s:.3} s"));
+        println!(
+            "  0-RTT, {} {} hops: the server took the early data in {}/{} handshakes; it had the data {at} after the start, \
+             the handshake took {:.3} s",
+            r.link, r.hops, m.early_data_accepted, m.completed, m.duration_s
         );
     }
     println!();

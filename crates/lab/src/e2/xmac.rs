@@ -28,6 +28,9 @@ pub struct Row {
     pub pdr: f64,
     pub hops: usize,
     pub handshake: BothTimers,
+    /// The same grid point with DTLS 1.3: external PSK alone (psk_ke), TLS_AES_128_CCM_8_SHA256,
+    /// the cookie exchange by HelloRetryRequest, the server's ACK.
+    pub handshake13: BothTimers,
     /// The client's energy with the fixed 2 s timer (the paper's setting) and with the adaptive
     /// one (a returning client).
     pub energy_fixed: ClientEnergy,
@@ -57,6 +60,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
             for &hops in options.hops(&HOPS) {
                 let mac = config(ci, pdr, true);
                 let hs = handshake::both_timers(&mac, hops, Variant::Psk, options.seed_range(), pki)?;
+                let hs13 = handshake::both_timers(&mac, hops, Variant::Psk13, options.seed_range(), pki)?;
                 let (radio_mj_unlocked, ten_frames) = if hops == 1 {
                     let unlocked = handshake::mean(
                         &config(ci, pdr, false),
@@ -81,6 +85,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
                     energy_fixed: energy_of(&hs.fixed),
                     energy_adaptive: energy_of(&hs.adaptive),
                     handshake: hs,
+                    handshake13: hs13,
                     radio_mj_unlocked,
                     ten_frames,
                 });
@@ -289,6 +294,51 @@ pub fn print(s: &Section) {
     }
     let incomplete: u64 = s.rows.iter().map(|r| r.handshake.fixed.seeds - r.handshake.fixed.completed).sum();
     println!("handshakes that failed (an end gave up) or did not complete within an hour: {incomplete}");
+    println!();
+    println!(
+        "The same grid in DTLS 1.3 (RFC 9147): external PSK alone (psk_ke), TLS_AES_128_CCM_8_SHA256, the cookie \
+         exchange by HelloRetryRequest, the server's ACK of the client's Finished; against the 1.2 PSK handshake above."
+    );
+    println!(
+        "{:>6} {:>4} {:>2} | {:>8} {:>8} {:>6} {:>6} | {:>8} {:>7} {:>7} | {:>7} {:>8} {:>11} | {:>8}",
+        "CI ms",
+        "PDR",
+        "H",
+        "fixed s",
+        "adapt s",
+        "resent",
+        "spur.",
+        "adapt sp",
+        "datagr.",
+        "frames",
+        "DTLS B",
+        "adapt mJ",
+        "1st s/sp",
+        "vs 1.2 %"
+    );
+    for r in &s.rows {
+        let (f, a) = (&r.handshake13.fixed, &r.handshake13.adaptive);
+        println!(
+            "{:>6.0} {:>4.2} {:>2} | {:>8.2} {:>8.2} {:>6.2} {:>6.2} | {:>8.2} {:>7.1} {:>7.1} | {:>7.0} {:>8.2} {:>11} | {:>+8.0}",
+            r.check_interval_ms,
+            r.pdr,
+            r.hops,
+            f.duration_s,
+            a.duration_s,
+            f.retransmissions,
+            f.spurious_retransmissions,
+            a.spurious_retransmissions,
+            f.datagrams,
+            f.data_frames,
+            f.dtls_bytes,
+            energy_of(a).total_mj(),
+            r.handshake13.first_contact_cell(),
+            (a.duration_s / r.handshake.adaptive.duration_s - 1.0) * 100.0,
+        );
+    }
+    let incomplete: u64 =
+        s.rows.iter().map(|r| r.handshake13.fixed.seeds - r.handshake13.fixed.completed).sum();
+    println!("1.3 handshakes that failed or did not complete within an hour: {incomplete}");
     println!();
     claims::print("X-MAC", &s.claims);
     println!();

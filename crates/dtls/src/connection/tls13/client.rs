@@ -204,7 +204,17 @@ impl Connection {
         let config = self.client_config().cloned().ok_or_else(Abort::unexpected)?;
         let next = match (step, msg_type) {
             (ClientStep13::ExpectServerHello(state), HandshakeType::ServerHello) => {
-                hs.flight.timer.on_answer(now, self.stats.bytes_received);
+                // A HelloRetryRequest carries the record number of the ClientHello it answers
+                // (RFC 9147 §5.1), and a fastshake server numbers its ServerHello one past it:
+                // the answer names which transmission of ours arrived, a sample even after
+                // copies and a loss seen when it was not the first. Another server's numbering
+                // names none of ours, and the answer is timed as any other.
+                let received = self.stats.bytes_received;
+                let retry = ServerHello::parse(body).is_ok_and(|sh| is_hello_retry_request(&sh.random));
+                let named = hs.plaintext_record.map(|seq| if retry { seq } else { seq.saturating_sub(1) });
+                if !named.is_some_and(|seq| hs.flight.timer.on_acknowledged(now, seq, received)) {
+                    hs.flight.timer.on_answer(now, received);
+                }
                 return self.client_on_server_hello13(now, hs, v13, &config, state, body);
             }
             (ClientStep13::ExpectEncryptedExtensions(k), HandshakeType::EncryptedExtensions) => {
@@ -445,6 +455,8 @@ impl Connection {
         v13.secrets = Some(secrets);
         hs.received.clear();
         self.phase = Phase::Established;
+        // Kept again, fuller, once the server acknowledges our Finished.
+        self.keep_rtt13(hs);
         let mut summary = self.summary13(now, hs, k.suite, k.group, server);
         Self::resumption_summary13(hs, &mut summary);
         self.push_event(Event::Connected(summary));

@@ -177,6 +177,14 @@ impl Flight13 {
     fn all_acked(&self) -> bool {
         self.messages.iter().all(Message13::done)
     }
+
+    /// The peer's next flight began: ours arrived whole (RFC 9147 §7: a record of the flight
+    /// that responds to ours acknowledges all of ours).
+    fn acknowledge_all(&mut self) {
+        for m in &mut self.messages {
+            m.acknowledge(0, m.body.len() as u32);
+        }
+    }
 }
 
 /// Handshake write keys of epochs before the current one, kept while a flight in them may
@@ -219,6 +227,9 @@ pub(super) struct Handshake13 {
     ack_now: bool,
     /// Made after the handshake for a KeyUpdate; dropped once that exchange is over.
     pub post_handshake: bool,
+    /// The plaintext (epoch 0) record whose fragments are being handled: a ServerHello or
+    /// HelloRetryRequest names by it the transmission of ours it answers.
+    pub plaintext_record: Option<u64>,
     /// Server: the client's application records that came before its Finished.
     pub early_data: Vec<Vec<u8>>,
     /// Resumption and 0-RTT, when either is in play.
@@ -322,6 +333,7 @@ impl Handshake13 {
             write_update_pending: false,
             ack_now: false,
             post_handshake: false,
+            plaintext_record: None,
             early_data: Vec::new(),
             resume: None,
         })
@@ -536,11 +548,25 @@ impl Connection {
                 next_write_keys13(record, secrets);
             }
             if matches!(hs.step, Some(Step13::Complete)) {
-                // Our last flight arrived: the handshake state can go.
+                // Our last flight arrived: what the handshake measured is kept for the next
+                // with this peer, and the handshake state can go.
+                self.keep_rtt13(hs);
                 self.finish_handshake13();
             }
         } else if acked_any {
             self.retransmit_flight13(now, hs, record, Resend::PeerRetransmission);
+        }
+    }
+
+    /// Client, adaptive policy: the path's estimate for the next handshake with this server
+    /// (the server's endpoint keeps its own on `EndpointEvent::Established`).
+    pub(super) fn keep_rtt13(&self, hs: &Handshake13) {
+        if let (super::RoleConfig::Client(config), Some(estimate)) =
+            (&self.config, hs.flight.timer.estimate())
+        {
+            if hs.flight.timer.adaptive() {
+                config.rtt_cache.insert(self.remote.ip(), estimate);
+            }
         }
     }
 
@@ -732,8 +758,14 @@ impl Connection {
                 hs.received.clear();
             }
             // Our last flight is unacknowledged and the peer still resends the flight it
-            // answered: ours was lost.
-            if matches!(hs.step, Some(Step13::Complete)) && !hs.flight.all_acked() {
+            // answered: ours was lost. Not when ours answers nothing of the peer's (a server's
+            // NewSessionTicket: a copy of the client's flight says our ACK was lost, which was
+            // just sent again), nor when the copy may have crossed ours: on a slow link copies
+            // the peer sent before ours reached it keep coming for a while.
+            let answers_peer = !hs.post_handshake;
+            let crossed = now < hs.flight.timer.last_sent + hs.flight.timer.answer_window();
+            if matches!(hs.step, Some(Step13::Complete)) && !hs.flight.all_acked() && answers_peer && !crossed
+            {
                 let mut record = std::mem::take(&mut v13.record);
                 self.retransmit_flight13(now, &mut hs, &mut record, Resend::PeerRetransmission);
                 v13.record = record;
@@ -1020,9 +1052,22 @@ impl Connection {
                 // The peer resent: what we sent in answer was lost (or its ACK was).
                 Insert::Old => hs.peer_resent = true,
                 Insert::Dropped => self.stats.records_dropped += 1,
-                Insert::Accepted => fresh = true,
+                Insert::Accepted => {
+                    // Part of the peer's flight: the pace its datagrams come at (once each).
+                    hs.flight.timer.on_answer_datagram();
+                    fresh = true;
+                }
             }
         }
+        // New messages of the peer's during the handshake answer the flight of ours that is out
+        // (a copy of its previous flight is not fresh): ours is not resent again (RFC 9147 §7).
+        // Decided before the messages are handled, which may send our next flight. If the rest
+        // of the peer's flight does not come, our ACK asks for it.
+        if fresh && !matches!(hs.step, Some(Step13::Complete)) && hs.timers.is_set(Timer13::Retransmit) {
+            hs.flight.acknowledge_all();
+            hs.timers.stop(Timer13::Retransmit);
+        }
+        hs.plaintext_record = (number.epoch == 0).then_some(number.seq);
         while let Some((msg_type, _message_seq, message)) = hs.reassembler.pop() {
             self.step13(now, hs, v13, msg_type, &message)?;
             if matches!(self.phase, Phase::Failed | Phase::Closed) {
@@ -1030,10 +1075,11 @@ impl Connection {
             }
         }
         // A flight that is not complete yet: acknowledge what came so the peer resends only
-        // the rest (§7.1), after a short wait for the rest to arrive.
+        // the rest (§7.1), once the rest has had time to arrive.
         if fresh && hs.reassembler.holds_fragments() && !hs.timers.is_set(Timer13::Ack) {
             let (initial, _) = self.retransmit_bounds();
-            hs.timers.set(Timer13::Ack, now + initial / 4);
+            let delay = hs.flight.timer.ack_delay(initial / 4, hs.reassembler.missing_bytes());
+            hs.timers.set(Timer13::Ack, now + delay);
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ use crate::session::{
 use crate::WallClock;
 use fastshake_core::Instant;
 use rand_core::RngCore;
+use std::time::Duration;
 use zeroize::Zeroizing;
 
 /// How far apart the client's and our ideas of a ticket's age may be for its early data to be
@@ -629,10 +630,15 @@ impl Connection {
         hs.rng.fill_bytes(&mut nonce);
         let mut seal_nonce = [0u8; 12];
         hs.rng.fill_bytes(&mut seal_nonce);
+        // What a small message and its answer take on the path (the NewSessionTicket out and a
+        // ClientHello back): the shortest round trip this handshake sampled (the cookie
+        // exchange's, most often), none if every exchange was resent (Karn).
+        let rtt = hs.flight.timer.shortest_sample().unwrap_or(Duration::ZERO);
         let session = ServerSession13 {
             suite,
             psk: KeySchedule::ticket_psk(suite.hash(), PREFIX, resumption, &nonce),
             created_ms: unix_ms(config.wall_clock, now),
+            rtt_ms: u32::try_from(rtt.as_millis()).unwrap_or(u32::MAX),
             age_add: hs.rng.next_u32(),
             max_early_data: config.max_early_data,
             client_ip: ip_bytes(self.remote.ip()),

@@ -44,6 +44,11 @@ pub(crate) struct VerifiedHello13<'a> {
     pub early_origin: [u8; 8],
     /// The CID the endpoint issues to this session (empty: none).
     pub issued_cid: Vec<u8>,
+    /// Adaptive policy: the round trip the endpoint last measured to this client.
+    pub cached_rtt: Option<crate::rtt::RttEstimate>,
+    /// Adaptive policy: the cookie exchange's round trip (the cookie's age) and the bytes of
+    /// the HelloRetryRequest it came in.
+    pub cookie_rtt: Option<(std::time::Duration, u32)>,
 }
 
 /// Where a 1.3 server's handshake is: the message each state awaits is in its name.
@@ -87,12 +92,20 @@ impl Connection {
         conn.started_from_hello(&hello.hello.random, hello.message_seq);
         conn.stats.datagrams_received = 1;
         conn.stats.bytes_received = hello.datagram_len as u64;
-        let timer = crate::timer::RetransmitTimer::new(
+        let mut timer = crate::timer::RetransmitTimer::new(
             config.initial_retransmit,
             config.max_retransmit,
             config.retransmit,
-            None,
+            hello.cached_rtt,
         );
+        // The cookie exchange's round trip, unless this ClientHello is a copy the client sent
+        // again (Karn's rule on its side): its first ClientHello and this one are its first two
+        // records, so this one's record number is its message number.
+        let first_transmission = hello.record_seq == u64::from(hello.message_seq);
+        if let Some((rtt, retry_bytes)) = hello.cookie_rtt.filter(|_| first_transmission) {
+            let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
+            timer.on_outside_sample(rtt, retry_bytes.saturating_add(client_hello_bytes), client_hello_bytes);
+        }
         let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
         let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
         // No hash of a first ClientHello: the endpoint let this one in without a
