@@ -317,6 +317,11 @@ impl RetransmitTimer {
         }
     }
 
+    /// What the flight out waits before its next copy.
+    pub fn wait(&self) -> Duration {
+        self.current
+    }
+
     /// This flight is the handshake's last of ours: no answer is awaited.
     pub fn expect_no_answer(&mut self) {
         self.exchange.answer = Answer::Done;

@@ -165,25 +165,27 @@ pub(super) struct Flight13 {
     pub timer: RetransmitTimer,
     /// Resent on our timer (not a server's last flight, which waits to be asked again).
     timed: bool,
+    /// The timer of this transmission was started again when the peer's answer began.
+    waited_for_answer: bool,
     pub flights: u32,
     pub resent: u32,
 }
 
 impl Flight13 {
     fn new(timer: RetransmitTimer) -> Self {
-        Flight13 { messages: Vec::new(), sent: Vec::new(), timer, timed: true, flights: 0, resent: 0 }
+        Flight13 {
+            messages: Vec::new(),
+            sent: Vec::new(),
+            timer,
+            timed: true,
+            waited_for_answer: false,
+            flights: 0,
+            resent: 0,
+        }
     }
 
     fn all_acked(&self) -> bool {
         self.messages.iter().all(Message13::done)
-    }
-
-    /// The peer's next flight began: ours arrived whole (RFC 9147 §7: a record of the flight
-    /// that responds to ours acknowledges all of ours).
-    fn acknowledge_all(&mut self) {
-        for m in &mut self.messages {
-            m.acknowledge(0, m.body.len() as u32);
-        }
     }
 }
 
@@ -487,6 +489,7 @@ impl Connection {
         let received = self.stats.bytes_received;
         hs.flight.flights += 1;
         hs.flight.timed = timed;
+        hs.flight.waited_for_answer = false;
         let due = hs.flight.timer.on_sent(now, bytes, first..hs.epoch0_write_seq, received);
         if timed {
             hs.timers.set(Timer13::Retransmit, due);
@@ -511,6 +514,7 @@ impl Connection {
         let first = hs.epoch0_write_seq;
         self.transmit_flight13(hs, record);
         hs.flight.resent += 1;
+        hs.flight.waited_for_answer = false;
         let due = hs.flight.timer.on_resent(now, first..hs.epoch0_write_seq, cause);
         if hs.flight.timed {
             hs.timers.set(Timer13::Retransmit, due);
@@ -758,14 +762,8 @@ impl Connection {
                 hs.received.clear();
             }
             // Our last flight is unacknowledged and the peer still resends the flight it
-            // answered: ours was lost. Not when ours answers nothing of the peer's (a server's
-            // NewSessionTicket: a copy of the client's flight says our ACK was lost, which was
-            // just sent again), nor when the copy may have crossed ours: on a slow link copies
-            // the peer sent before ours reached it keep coming for a while.
-            let answers_peer = !hs.post_handshake;
-            let crossed = now < hs.flight.timer.last_sent + hs.flight.timer.answer_window();
-            if matches!(hs.step, Some(Step13::Complete)) && !hs.flight.all_acked() && answers_peer && !crossed
-            {
+            // answered: ours was lost.
+            if matches!(hs.step, Some(Step13::Complete)) && !hs.flight.all_acked() {
                 let mut record = std::mem::take(&mut v13.record);
                 self.retransmit_flight13(now, &mut hs, &mut record, Resend::PeerRetransmission);
                 v13.record = record;
@@ -1059,13 +1057,19 @@ impl Connection {
                 }
             }
         }
-        // New messages of the peer's during the handshake answer the flight of ours that is out
-        // (a copy of its previous flight is not fresh): ours is not resent again (RFC 9147 §7).
-        // Decided before the messages are handled, which may send our next flight. If the rest
-        // of the peer's flight does not come, our ACK asks for it.
-        if fresh && !matches!(hs.step, Some(Step13::Complete)) && hs.timers.is_set(Timer13::Retransmit) {
-            hs.flight.acknowledge_all();
-            hs.timers.stop(Timer13::Retransmit);
+        // Adaptive policy: new messages of the peer's during the handshake show its answer to
+        // our flight has begun (a copy of its previous flight is not fresh). On a duty-cycled
+        // link the rest takes seconds to cross, and a copy of ours sent meanwhile only queues
+        // behind it: our timer starts its wait again from now, once per transmission, so a
+        // stalled answer still has ours resent within two waits (RFC 9147 §5.8).
+        if fresh
+            && hs.flight.timer.adaptive()
+            && !hs.flight.waited_for_answer
+            && !matches!(hs.step, Some(Step13::Complete))
+            && hs.timers.is_set(Timer13::Retransmit)
+        {
+            hs.flight.waited_for_answer = true;
+            hs.timers.set(Timer13::Retransmit, now + hs.flight.timer.wait());
         }
         hs.plaintext_record = (number.epoch == 0).then_some(number.seq);
         while let Some((msg_type, _message_seq, message)) = hs.reassembler.pop() {
