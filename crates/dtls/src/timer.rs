@@ -172,6 +172,28 @@ impl RetransmitTimer {
         }
     }
 
+    /// A stateless server's timer for the session a ClientHello that returned a cookie makes:
+    /// from the estimate cached for the client, and the cookie exchange's round trip (`cookie`:
+    /// the cookie's age and the bytes of the request it came in) as a sample, unless the
+    /// ClientHello numbered past its message_seq comes after records the client resent (RFC
+    /// 6347 §4.2.2, RFC 9147 §5.1): then the age includes the client's timer, not the path
+    /// (Karn's rule on the client's side).
+    pub fn for_returned_cookie(
+        config: &crate::config::ServerConfig,
+        cached: Option<RttEstimate>,
+        cookie: Option<(Duration, u32)>,
+        hello: (u64, u16, usize),
+    ) -> RetransmitTimer {
+        let (record_seq, message_seq, hello_bytes) = hello;
+        let mut timer =
+            RetransmitTimer::new(config.initial_retransmit, config.max_retransmit, config.retransmit, cached);
+        if let Some((rtt, request_bytes)) = cookie.filter(|_| record_seq == u64::from(message_seq)) {
+            let hello_bytes = hello_bytes.min(u32::MAX as usize) as u32;
+            timer.on_outside_sample(rtt, request_bytes.saturating_add(hello_bytes), hello_bytes);
+        }
+        timer
+    }
+
     /// A new flight of `bytes` went out (its epoch-0 record numbers `records`) after `received`
     /// bytes had come from the peer in all: the previous flight was answered. Returns when to
     /// resend it if nothing comes back.

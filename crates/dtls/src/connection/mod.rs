@@ -463,6 +463,16 @@ impl Connection {
         }
     }
 
+    /// Client, adaptive policy: what `timer` measured of the path, for the next handshake with
+    /// this server (a server's endpoint keeps its own on `EndpointEvent::Established`).
+    fn keep_rtt(&self, timer: &crate::timer::RetransmitTimer) {
+        if let (RoleConfig::Client(config), Some(estimate)) = (&self.config, timer.estimate()) {
+            if timer.adaptive() {
+                config.rtt_cache.insert(self.remote.ip(), estimate);
+            }
+        }
+    }
+
     fn retransmit_bounds(&self) -> (Duration, Duration) {
         match &self.config {
             RoleConfig::Client(c) => (c.initial_retransmit, c.max_retransmit),
@@ -536,11 +546,7 @@ impl Connection {
         // The peer's last flight answered ours (unless ours is the last and awaits nothing).
         hs.flight.timer.on_answer(now, self.stats.bytes_received);
         let rtt = hs.flight.timer.estimate();
-        if let (Some(estimate), RoleConfig::Client(config)) = (rtt, &self.config) {
-            if hs.flight.timer.adaptive() {
-                config.rtt_cache.insert(self.remote.ip(), estimate);
-            }
-        }
+        self.keep_rtt(&hs.flight.timer);
         hs.timers.stop(HandshakeTimer::Retransmit);
         hs.timers.stop(HandshakeTimer::GiveUp);
         let early_data = std::mem::take(&mut hs.early_data);

@@ -150,25 +150,12 @@ impl Connection {
         rng_seed: [u8; 32],
         mut hello: VerifiedHello<'_>,
     ) -> Connection {
-        let mut timer = RetransmitTimer::new(
-            config.initial_retransmit,
-            config.max_retransmit,
-            config.retransmit,
+        let timer = RetransmitTimer::for_returned_cookie(
+            &config,
             hello.cached_rtt,
+            hello.cookie_rtt,
+            (hello.record_seq, hello.message_seq, hello.datagram_len),
         );
-        // A ClientHello numbered past its message_seq comes after records the client resent
-        // (RFC 6347 §4.2.2): if it is itself a resent copy, the cookie's age includes the
-        // client's timer, not the path (Karn's rule on the client's side).
-        let first_transmission = hello.record_seq == u64::from(hello.message_seq);
-        let cookie_rtt = hello.cookie_rtt.filter(|_| first_transmission);
-        if let Some((rtt, hello_verify_bytes)) = cookie_rtt {
-            let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
-            timer.on_outside_sample(
-                rtt,
-                hello_verify_bytes.saturating_add(client_hello_bytes),
-                client_hello_bytes,
-            );
-        }
         let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
         // Mobility state is made only when the server offers some; dropped again once the
         // ClientHello shows the client negotiated none of it.

@@ -56,14 +56,14 @@ const REUSABLE_COOKIE_LABEL: &[u8] = b"fastshake reusable cookie";
 /// hours): it takes them from the tag, so the cookie stays 16 bytes and the ClientHello that
 /// returns it no larger than under the fixed policy (on an 802.15.4 hop a few bytes more can
 /// cost a frame).
-pub(super) const DATED_COOKIE_TIME_LEN: usize = 3;
-pub(super) const DATED_COOKIE_TIME_MASK: u64 = (1 << (8 * DATED_COOKIE_TIME_LEN)) - 1;
+const DATED_COOKIE_TIME_LEN: usize = 3;
+const DATED_COOKIE_TIME_MASK: u64 = (1 << (8 * DATED_COOKIE_TIME_LEN)) - 1;
 
 /// A HelloVerifyRequest cookie on the stack.
 type Cookie = [u8; COOKIE_LEN];
 
 /// Engine time in milliseconds.
-pub(super) fn cookie_millis(now: Instant) -> u64 {
+fn cookie_millis(now: Instant) -> u64 {
     now.as_nanos() / 1_000_000
 }
 
@@ -91,13 +91,14 @@ impl Endpoint {
         now.as_nanos() / slot_nanos
     }
 
-    /// A HelloVerifyRequest cookie over the ClientHello's `inputs` (RFC 6347 §4.2.1), 16 bytes.
+    /// A stateless cookie over `inputs`, 16 bytes: a HelloVerifyRequest's (RFC 6347 §4.2.1), or
+    /// the tag of a HelloRetryRequest's (`hello13`).
     /// Under the fixed policy it is bound to the current time slot. Under the adaptive one it
     /// carries the millisecond it was issued (the low 24 bits after a 12-byte tag, the tag over
     /// the whole of it): the ClientHello that returns it tells the stateless server the round
     /// trip of the cookie exchange. That age can only be too long (a client that resent its
     /// ClientHello returns the same cookie later), which errs on the side of a longer timer.
-    fn sign_cookie(&self, now: Instant, inputs: &[&[u8]; 6]) -> Cookie {
+    pub(super) fn sign_cookie(&self, now: Instant, inputs: &[&[u8]; 6]) -> Cookie {
         let [a, b, c, d, e, f] = *inputs;
         let mut cookie = [0; COOKIE_LEN];
         if self.adaptive() {
@@ -113,7 +114,12 @@ impl Endpoint {
 
     /// Whether `cookie` is ours for these `inputs` and fresh: `None` if not, else its age when
     /// it carries its issue time.
-    fn verify_cookie(&self, now: Instant, cookie: &[u8], inputs: &[&[u8]; 6]) -> Option<Option<Duration>> {
+    pub(super) fn verify_cookie(
+        &self,
+        now: Instant,
+        cookie: &[u8],
+        inputs: &[&[u8]; 6],
+    ) -> Option<Option<Duration>> {
         let [a, b, c, d, e, f] = *inputs;
         if cookie.len() != COOKIE_LEN {
             return None;

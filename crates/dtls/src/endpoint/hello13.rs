@@ -4,7 +4,6 @@
 //! sealed with the endpoint's cookie MAC, and the session made from a ClientHello that returns
 //! a valid one.
 
-use super::hello::{cookie_millis, DATED_COOKIE_TIME_LEN, DATED_COOKIE_TIME_MASK};
 use super::incoming::HelloInfo;
 use super::{ConnectionHandle, Endpoint, Slot};
 use crate::alert::{AlertDescription, AlertLevel};
@@ -86,22 +85,13 @@ impl Endpoint {
                 .is_some_and(|v| v.contains(DTLS_1_3))
     }
 
-    /// The cookie's tag over the client's address, the label, what the cookie carries and the
-    /// time, into `out` ([`COOKIE_LEN`] bytes). As in 1.2's cookie: under the fixed policy the
-    /// time is the current slot; under the adaptive one the millisecond of issue, whose low 24
-    /// bits take the tag's last three bytes, so the ClientHello that returns the cookie tells
-    /// the stateless server the round trip of the cookie exchange at no cost in bytes.
-    fn seal_cookie13(&self, now: Instant, remote: &SocketAddr, state: &[u8], out: &mut [u8]) {
+    /// The cookie tag's inputs: the client's address, the label that keeps 1.3 cookies apart
+    /// from 1.2 ones under the same key, and what the cookie carries. The tag is 1.2's
+    /// (`sign_cookie`): dated under the adaptive policy, so the ClientHello that returns it
+    /// tells the stateless server the round trip of the cookie exchange at no cost in bytes.
+    fn cookie13_tag(&self, now: Instant, remote: &SocketAddr, state: &[u8], out: &mut [u8]) {
         let (addr, n) = super::hello::addr_bytes(remote);
-        if self.adaptive() {
-            let issued = cookie_millis(now);
-            let (tagged, time) = out.split_at_mut(COOKIE_LEN - DATED_COOKIE_TIME_LEN);
-            self.cookie.sign_into(&[&addr[..n], COOKIE13_LABEL, state, &issued.to_be_bytes()], tagged);
-            time.copy_from_slice(&issued.to_be_bytes()[8 - DATED_COOKIE_TIME_LEN..]);
-            return;
-        }
-        self.cookie
-            .sign_into(&[&addr[..n], COOKIE13_LABEL, state, &self.cookie_slot(now).to_be_bytes()], out);
+        out.copy_from_slice(&self.sign_cookie(now, &[&addr[..n], COOKIE13_LABEL, state, &[], &[], &[]]));
     }
 
     /// What a cookie of ours for `remote` carries, if it is one and fresh, and its age when it
@@ -113,31 +103,10 @@ impl Endpoint {
         cookie: &[u8],
     ) -> Option<(CookieState, Option<Duration>)> {
         let (state, len) = CookieState::decode(cookie)?;
-        let tag = cookie.get(len..)?;
-        if tag.len() != COOKIE_LEN {
-            return None;
-        }
         let (addr, n) = super::hello::addr_bytes(remote);
-        let fields = &cookie[..len];
-        if self.adaptive() {
-            let (tagged, time) = tag.split_at(COOKIE_LEN - DATED_COOKIE_TIME_LEN);
-            let low = time.iter().fold(0u64, |v, &b| v << 8 | u64::from(b));
-            // The latest millisecond with these low bits (see 1.2's `verify_cookie`).
-            let now_ms = cookie_millis(now);
-            let age = now_ms.wrapping_sub(low) & DATED_COOKIE_TIME_MASK;
-            let issued = now_ms.checked_sub(age)?;
-            let age = Duration::from_millis(age);
-            let fresh = age <= self.cookie_lifetime
-                && self
-                    .cookie
-                    .verify_truncated(tagged, &[&addr[..n], COOKIE13_LABEL, fields, &issued.to_be_bytes()]);
-            return fresh.then_some((state, Some(age)));
-        }
-        let slot = self.cookie_slot(now);
-        let fresh = [slot, slot.wrapping_sub(1)]
-            .iter()
-            .any(|s| self.cookie.verify(tag, &[&addr[..n], COOKIE13_LABEL, fields, &s.to_be_bytes()]));
-        fresh.then_some((state, None))
+        let (fields, tag) = cookie.split_at(len);
+        let age = self.verify_cookie(now, tag, &[&addr[..n], COOKIE13_LABEL, fields, &[], &[], &[]])?;
+        Some((state, age))
     }
 
     /// A client that offers no version we speak: protocol_version, statelessly.
@@ -224,7 +193,7 @@ impl Endpoint {
         let at = cookie.len();
         cookie.resize(at + COOKIE_LEN, 0);
         let (fields, tag) = cookie.split_at_mut(at);
-        self.seal_cookie13(now, &remote, fields, tag);
+        self.cookie13_tag(now, &remote, fields, tag);
         let hrr = hello_retry_request(&[], &state, &cookie);
         // In as many datagrams as the MTU needs (a cookie of 69 bytes does not fit a 96-byte
         // 802.15.4 frame); RFC 9147 §5.1: a stateless server numbers its records from the

@@ -3,6 +3,7 @@
 //! against 1.3 on each link of the variants, in seconds and in frames.
 
 use super::{tsch, variants, xmac, Report};
+use crate::report::svg::category_label;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -68,14 +69,7 @@ fn versions_figure(
     chart
         .configure_mesh()
         .x_labels(n)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 {
-                labels.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|x| category_label(&labels, *x))
         .y_desc(y_desc)
         .draw()?;
     let colors = [BLUE, GREEN, CYAN, MAGENTA, RED, RGBColor(255, 140, 0), BLACK];
@@ -223,14 +217,7 @@ fn tsch_figure(s: &tsch::Section, path: &Path) -> anyhow::Result<()> {
     chart
         .configure_mesh()
         .x_labels(n)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 {
-                labels.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|x| category_label(&labels, *x))
         .y_desc("handshake duration, s")
         .draw()?;
     let at = |l: u32, c: u32, h: usize| rows.iter().position(|row| row.l == l && row.c == c && row.h == h);

@@ -17,6 +17,15 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(227, 119, 194),
 ];
 
+/// The label of category axis position `x`: the category at a whole position, nothing between.
+pub(crate) fn category_label(labels: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() > 1e-6 || i < 0.0 {
+        return String::new();
+    }
+    labels.get(i as usize).cloned().unwrap_or_default()
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Chart {
     pub title: String,
@@ -138,11 +147,7 @@ impl Chart {
             if labels.is_empty() {
                 return tick(*v);
             }
-            let i = v.round();
-            if (v - i).abs() > 1e-6 || i < 0.0 {
-                return String::new();
-            }
-            labels.get(i as usize).cloned().unwrap_or_default()
+            category_label(labels, *v)
         };
         let mut mesh = chart.configure_mesh();
         mesh.x_desc(&self.x_desc)
@@ -283,13 +288,7 @@ impl StackedBars {
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(n.max(2) * 2 + 1)
-            .x_label_formatter(&|v| {
-                let i = v.round();
-                if (v - i).abs() > 1e-6 || i < 0.0 {
-                    return String::new();
-                }
-                labels.get(i as usize).cloned().unwrap_or_default()
-            })
+            .x_label_formatter(&|v| category_label(&labels, *v))
             .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
             .y_desc(&self.y_desc)
             .y_label_formatter(&|v| tick(*v))

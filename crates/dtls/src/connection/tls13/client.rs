@@ -456,7 +456,7 @@ impl Connection {
         hs.received.clear();
         self.phase = Phase::Established;
         // Kept again, fuller, once the server acknowledges our Finished.
-        self.keep_rtt13(hs);
+        self.keep_rtt(&hs.flight.timer);
         let mut summary = self.summary13(now, hs, k.suite, k.group, server);
         Self::resumption_summary13(hs, &mut summary);
         self.push_event(Event::Connected(summary));

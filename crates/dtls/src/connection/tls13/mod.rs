@@ -554,23 +554,11 @@ impl Connection {
             if matches!(hs.step, Some(Step13::Complete)) {
                 // Our last flight arrived: what the handshake measured is kept for the next
                 // with this peer, and the handshake state can go.
-                self.keep_rtt13(hs);
+                self.keep_rtt(&hs.flight.timer);
                 self.finish_handshake13();
             }
         } else if acked_any {
             self.retransmit_flight13(now, hs, record, Resend::PeerRetransmission);
-        }
-    }
-
-    /// Client, adaptive policy: the path's estimate for the next handshake with this server
-    /// (the server's endpoint keeps its own on `EndpointEvent::Established`).
-    pub(super) fn keep_rtt13(&self, hs: &Handshake13) {
-        if let (super::RoleConfig::Client(config), Some(estimate)) =
-            (&self.config, hs.flight.timer.estimate())
-        {
-            if hs.flight.timer.adaptive() {
-                config.rtt_cache.insert(self.remote.ip(), estimate);
-            }
         }
     }
 

@@ -92,20 +92,12 @@ impl Connection {
         conn.started_from_hello(&hello.hello.random, hello.message_seq);
         conn.stats.datagrams_received = 1;
         conn.stats.bytes_received = hello.datagram_len as u64;
-        let mut timer = crate::timer::RetransmitTimer::new(
-            config.initial_retransmit,
-            config.max_retransmit,
-            config.retransmit,
+        let timer = crate::timer::RetransmitTimer::for_returned_cookie(
+            &config,
             hello.cached_rtt,
+            hello.cookie_rtt,
+            (hello.record_seq, hello.message_seq, hello.datagram_len),
         );
-        // The cookie exchange's round trip, unless this ClientHello is a copy the client sent
-        // again (Karn's rule on its side): its first ClientHello and this one are its first two
-        // records, so this one's record number is its message number.
-        let first_transmission = hello.record_seq == u64::from(hello.message_seq);
-        if let Some((rtt, retry_bytes)) = hello.cookie_rtt.filter(|_| first_transmission) {
-            let client_hello_bytes = hello.datagram_len.min(u32::MAX as usize) as u32;
-            timer.on_outside_sample(rtt, retry_bytes.saturating_add(client_hello_bytes), client_hello_bytes);
-        }
         let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
         let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
         // No hash of a first ClientHello: the endpoint let this one in without a
