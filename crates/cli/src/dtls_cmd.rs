@@ -51,6 +51,13 @@ pub struct CommonArgs {
     /// the hybrid first).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_group)]
     groups: Vec<fastshake_dtls::NamedGroup>,
+    /// DTLS 1.3 certificate compression (RFC 8879), most preferred first: brotli, zstd, zlib,
+    /// or none. A client offers them for the server's chain (with --ca); a server sends its
+    /// chain compressed with the first the client lists. Each side offers them when the other
+    /// asks for its chain, and takes a chain compressed only with one of them. Default:
+    /// brotli,zstd,zlib.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_compression)]
+    cert_compression: Vec<CompressionChoice>,
     /// Server: issue no session tickets. Client: do not ask for one (RFC 5077).
     #[arg(long)]
     no_tickets: bool,
@@ -286,7 +293,27 @@ fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
         .ok_or_else(|| format!("unknown group {name:?}: x25519mlkem768, x25519 or secp256r1"))
 }
 
+/// One name of `--cert-compression`: an algorithm, or `none`.
+#[derive(Clone, Copy, Debug)]
+struct CompressionChoice(Option<fastshake_dtls::CompressionAlgorithm>);
+
+fn parse_compression(name: &str) -> Result<CompressionChoice, String> {
+    match name.trim() {
+        "none" => Ok(CompressionChoice(None)),
+        other => other.parse().map(|a| CompressionChoice(Some(a))),
+    }
+}
+
 impl CommonArgs {
+    /// `--cert-compression`, or every algorithm.
+    fn certificate_compression(&self) -> Arc<fastshake_dtls::CertificateCompression> {
+        if self.cert_compression.is_empty() {
+            return Arc::new(fastshake_dtls::CertificateCompression::all());
+        }
+        let chosen: Vec<_> = self.cert_compression.iter().filter_map(|c| c.0).collect();
+        Arc::new(fastshake_dtls::CertificateCompression::new(&chosen))
+    }
+
     /// `--dtls`, or the default for this run: both versions, unless `only` names a flag given
     /// that works in one version alone (1.2: handshake caching; 1.3: 0-RTT) or the
     /// `--suite`s given are all of one version, which is then the default. Asked for with
@@ -547,6 +574,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         idle_timeout,
         versions: dtls.versions(),
         groups: common.groups(true),
+        certificate_compression: common.certificate_compression(),
         max_early_data: if args.early_data { 16 * 1024 } else { 0 },
         ..ServerConfig::default()
     };
@@ -753,6 +781,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         client_certificate_caching: args.cache_file.is_some(),
         versions: dtls.versions(),
         groups: common.groups(false),
+        certificate_compression: common.certificate_compression(),
         ..ClientConfig::default()
     };
     let config = ClientConfig { early_data: args.early_data, ..config };

@@ -4,7 +4,7 @@ use crate::cache::ClientCertCacheConfig;
 pub use crate::clock::WallClock;
 use crate::crypto::tls13::Suite13;
 use crate::error::Error;
-use crate::handshake::NamedGroup;
+use crate::handshake::{CertificateCompression, NamedGroup};
 use crate::rtt::RttCache;
 use crate::session::{ClientAuth, ServerSession, SessionCacheConfig, TicketKeys};
 use crate::suite::{CipherSuite, KeyExchange};
@@ -139,6 +139,10 @@ pub struct ClientConfig {
     pub certified_key: Option<Arc<CertifiedKey>>,
     /// Anchors the server's chain must lead to; certificate suites are offered only with them.
     pub trust_anchors: Option<Arc<TrustAnchors>>,
+    /// DTLS 1.3 certificate compression (RFC 8879): the algorithms offered for the server's
+    /// chain (with trust anchors) and used for ours when the server lists one. All three by
+    /// default; [`CertificateCompression::none`] leaves the extension out.
+    pub certificate_compression: Arc<CertificateCompression>,
     /// Sent in `server_name` (RFC 6066) and checked against the server's leaf certificate.
     pub server_name: Option<String>,
     /// Validated server keys (seed 003 §IV-C), shareable by many clients: a server chain seen
@@ -232,6 +236,7 @@ impl Default for ClientConfig {
             require_extended_master_secret: false,
             certified_key: None,
             trust_anchors: None,
+            certificate_compression: Arc::new(CertificateCompression::all()),
             server_name: None,
             key_cache: None,
             enable_tickets: true,
@@ -432,6 +437,10 @@ pub struct ServerConfig {
     /// Anchors a client's chain must lead to (needed unless `client_auth` is `None`); their
     /// subject names are the CertificateRequest's certificate_authorities.
     pub client_trust_anchors: Option<Arc<TrustAnchors>>,
+    /// DTLS 1.3 certificate compression (RFC 8879): our chain goes compressed with the first of
+    /// these the client lists, and a client asked for its chain is offered them. All three by
+    /// default; [`CertificateCompression::none`] sends and takes chains uncompressed only.
+    pub certificate_compression: Arc<CertificateCompression>,
     /// Validated client keys (seed 003 §IV-C): a client chain seen before skips validation but
     /// for its time window and trust anchor.
     pub key_cache: Option<Arc<ValidatedKeyCache>>,
@@ -512,6 +521,7 @@ impl Default for ServerConfig {
             certified_key: None,
             client_auth: ClientAuth::None,
             client_trust_anchors: None,
+            certificate_compression: Arc::new(CertificateCompression::all()),
             key_cache: None,
             session_cache: SessionCacheConfig::default(),
             tickets: None,

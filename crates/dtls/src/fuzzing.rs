@@ -108,6 +108,19 @@ fn parse_message13(msg_type: HandshakeType, body: &[u8]) {
         HandshakeType::Certificate => {
             let _ = parse_certificate13(body);
         }
+        HandshakeType::CompressedCertificate => {
+            // Decompressed within its bounds, then read as the Certificate it carries.
+            let Ok(message) = crate::handshake::CompressedCertificate::parse(body) else { return };
+            let Some(algorithm) = crate::handshake::CompressionAlgorithm::from_code(message.algorithm) else {
+                return;
+            };
+            if let Ok(certificate) =
+                algorithm.decompress(message.compressed, message.uncompressed_length as usize)
+            {
+                assert_eq!(certificate.len(), message.uncompressed_length as usize);
+                let _ = parse_certificate13(&certificate);
+            }
+        }
         HandshakeType::NewSessionTicket => {
             let _ = NewSessionTicket13::parse(body);
         }

@@ -256,7 +256,7 @@ pub use endpoint::{ConnectionHandle, EarlyDataRegister, Endpoint, EndpointStats,
 pub use error::{Error, Mismatch};
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};
-pub use handshake::NamedGroup;
+pub use handshake::{CertificateCompression, CompressionAlgorithm, NamedGroup};
 pub use mobility::{MobilityStats, NegotiatedMobility};
 /// DTLS 1.3 (RFC 9147), the pieces built so far, public for drivers and tools that read 1.3
 /// datagrams: the unified record header, sequence numbers and epochs widened from the bits

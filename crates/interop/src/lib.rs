@@ -9,8 +9,10 @@
 //! [`build`] says why a peer cannot be had: no Go, or its modules cannot be downloaded (no
 //! proxy), which a caller may skip over; a compile failure is a bug in the peer's source.
 //!
-//! [`build_wolfssl`] builds `wolfssl-peer` (interop/wolfssl), DTLS 1.3 on wolfSSL, with cargo. wolfSSL
-//! is GPL: that program is a workspace of its own, which nothing here links against; it only runs.
+//! [`build_cargo_peer`] builds the Rust peers with cargo: `wolfssl-peer` (interop/wolfssl), DTLS
+//! 1.3 on wolfSSL, and `boringssl-peer` (interop/boringssl), DTLS 1.3 on BoringSSL with
+//! certificate compression. Each is a workspace of its own, which nothing here links against
+//! (wolfSSL is GPL); they only run.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -119,15 +121,48 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Builds `wolfssl-peer` (interop/wolfssl) with `cargo build --release`; the path of the program.
-///
-/// Its target folder is `<repo>/target/interop-wolfssl` whatever `scratch` is, so that wolfSSL's C
-/// library (minutes to configure and compile) is built once for every test binary and run; cargo's
-/// lock serialises concurrent builds. `scratch` receives the build's output, `wolfssl-build.log`.
+/// A peer of `interop/` written in Rust around a C library, a cargo workspace of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CargoPeer {
+    /// `wolfssl-peer`: DTLS 1.3 and 1.2 on wolfSSL (GPL: nothing here links against it).
+    WolfSsl,
+    /// `boringssl-peer`: DTLS 1.3 and 1.2 on BoringSSL, with certificate compression (RFC 8879).
+    BoringSsl,
+}
+
+impl CargoPeer {
+    /// The folder of its source under `interop/`, and of its build under `target/interop-*`.
+    pub fn source(self) -> &'static str {
+        match self {
+            CargoPeer::WolfSsl => "wolfssl",
+            CargoPeer::BoringSsl => "boringssl",
+        }
+    }
+
+    /// The name of the built program.
+    pub fn binary(self) -> &'static str {
+        match self {
+            CargoPeer::WolfSsl => "wolfssl-peer",
+            CargoPeer::BoringSsl => "boringssl-peer",
+        }
+    }
+}
+
+/// Builds `wolfssl-peer` (interop/wolfssl); see [`build_cargo_peer`].
 pub fn build_wolfssl(scratch: &Path) -> Result<PathBuf, BuildError> {
+    build_cargo_peer(CargoPeer::WolfSsl, scratch)
+}
+
+/// Builds `peer` with `cargo build --release`; the path of the program.
+///
+/// Its target folder is `<repo>/target/interop-<source>` whatever `scratch` is, so that the C
+/// library (wolfSSL's configure and make, BoringSSL's CMake: minutes) is built once for every
+/// test binary and run; cargo's lock serialises concurrent builds. `scratch` receives the
+/// build's output, `<source>-build.log`.
+pub fn build_cargo_peer(peer: CargoPeer, scratch: &Path) -> Result<PathBuf, BuildError> {
     let unavailable = BuildError::Unavailable;
-    let source = repo_root().join("interop/wolfssl");
-    let target = repo_root().join("target/interop-wolfssl");
+    let source = repo_root().join("interop").join(peer.source());
+    let target = repo_root().join(format!("target/interop-{}", peer.source()));
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     // Run from the peer's folder, so that cargo reads its .cargo/config.toml (wolfSSL's defines).
     let built = Command::new(&cargo)
@@ -138,15 +173,15 @@ pub fn build_wolfssl(scratch: &Path) -> Result<PathBuf, BuildError> {
         .output()
         .map_err(|e| unavailable(format!("cannot run {}: {e}", Path::new(&cargo).display())))?;
     let stderr = String::from_utf8_lossy(&built.stderr);
-    let log = scratch.join("wolfssl-build.log");
+    let log = scratch.join(format!("{}-build.log", peer.source()));
     // The log is a convenience: failing to write it changes nothing.
     let _ = std::fs::write(&log, stderr.as_bytes());
     if !built.status.success() {
-        // Only errors in our own crate are ours; the rest (the registry, wolfSSL's configure and
-        // make, bindgen's libclang) is the machine's.
+        // Only errors in our own crate are ours; the rest (the registry, the C library's build,
+        // bindgen's libclang) is the machine's.
         let why = format!("cargo build of {} failed (log: {}):\n{stderr}", source.display(), log.display());
-        let ours = stderr.contains("could not compile `wolfssl-peer`");
+        let ours = stderr.contains(&format!("could not compile `{}`", peer.binary()));
         return Err(if ours { BuildError::Compile(why) } else { unavailable(why) });
     }
-    Ok(target.join("release/wolfssl-peer"))
+    Ok(target.join("release").join(peer.binary()))
 }

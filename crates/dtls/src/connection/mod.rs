@@ -133,6 +133,10 @@ pub struct HandshakeSummary {
     pub peer_certificates: usize,
     /// The peer's validated leaf certificate (DER), if it sent one.
     pub peer_leaf: Option<CertDer>,
+    /// DTLS 1.3 certificate compression (RFC 8879): the algorithm our chain was sent in ...
+    pub certificate_compression_sent: Option<crate::handshake::CompressionAlgorithm>,
+    /// ... and the one the peer's chain came in, if either was compressed.
+    pub certificate_compression_received: Option<crate::handshake::CompressionAlgorithm>,
     /// From the first ClientHello sent (client) or the cookie-verified ClientHello (server) to completion.
     pub duration: Duration,
     /// Flights sent, first transmissions only.
@@ -562,6 +566,8 @@ impl Connection {
             session: finished.session,
             peer_certificates: finished.peer_certificates,
             peer_leaf: finished.peer_leaf,
+            certificate_compression_sent: None,
+            certificate_compression_received: None,
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flight.sent,
             retransmissions: hs.flight.resent,

@@ -67,6 +67,8 @@ pub struct Extensions<'a> {
     pub pre_shared_key_last: bool,
     /// early_data (RFC 8446 §4.2.10): the raw body, empty except in NewSessionTicket.
     pub early_data: Option<&'a [u8]>,
+    /// compress_certificate (RFC 8879 §3): the algorithms, raw pairs of bytes.
+    pub compress_certificate: Option<&'a [u8]>,
     /// The first extension of a type this engine does not read (for "did the server send
     /// something we never offered").
     pub unknown: Option<u16>,
@@ -202,6 +204,9 @@ impl<'a> Extensions<'a> {
                     ext.pre_shared_key_last = block.is_empty();
                 }
                 EXT_EARLY_DATA => ext.early_data = Some(data),
+                super::EXT_COMPRESS_CERTIFICATE => {
+                    ext.compress_certificate = Some(super::parse_compress_certificate(data)?);
+                }
                 other => {
                     ext.unknown.get_or_insert(other);
                 }
@@ -289,6 +294,8 @@ pub struct OutExtensions<'a> {
     pub psk_key_exchange_modes: Option<&'a [u8]>,
     /// An empty early_data (ClientHello, EncryptedExtensions).
     pub early_data: bool,
+    /// compress_certificate listing these (ClientHello, CertificateRequest of TLS 1.3).
+    pub compress_certificate: Option<&'a [super::CompressionAlgorithm]>,
     /// ClientHello: pre_shared_key offering these identities, written last.
     pub psk_offer: Option<PskOffer<'a>>,
     /// ServerHello: pre_shared_key selecting this identity, written last.
@@ -408,6 +415,12 @@ fn extension_block(e: &OutExtensions<'_>) -> Vec<u8> {
 
 /// The TLS 1.3 extensions (RFC 8446 §4.2), pre_shared_key last as §4.2.11 requires.
 fn put_tls13_extensions(block: &mut Vec<u8>, e: &OutExtensions<'_>) {
+    if let Some(algorithms) = e.compress_certificate.filter(|a| !a.is_empty()) {
+        let mut body = Vec::with_capacity(1 + 2 * algorithms.len());
+        super::encode_compress_certificate(&mut body, algorithms);
+        put_u16(block, super::EXT_COMPRESS_CERTIFICATE);
+        put_vec16(block, &body);
+    }
     if let Some(versions) = e.supported_versions {
         put_u16(block, EXT_SUPPORTED_VERSIONS);
         put_u16(block, (versions.len() * 2 + 1) as u16);

@@ -2,6 +2,7 @@
 
 mod cached;
 mod certificate;
+mod compression;
 mod messages;
 mod reassembly;
 mod tls13;
@@ -9,6 +10,11 @@ mod tls13;
 pub(crate) use cached::*;
 pub use certificate::NamedGroup;
 pub(crate) use certificate::*;
+pub(crate) use compression::{
+    choose as choose_compression, encode_compress_certificate, parse_compress_certificate,
+    CompressedCertificate, EXT_COMPRESS_CERTIFICATE,
+};
+pub use compression::{CertificateCompression, CompressionAlgorithm};
 pub(crate) use messages::*;
 pub(crate) use reassembly::{Fragment, Insert, Reassembler};
 pub(crate) use tls13::*;
@@ -68,6 +74,8 @@ handshake_types! {
     ClientKeyExchange = 16,
     Finished = 20,
     KeyUpdate = 24,
+    // RFC 8879 §4.
+    CompressedCertificate = 25,
     MessageHash = 254,
 }
 

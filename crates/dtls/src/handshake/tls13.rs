@@ -266,9 +266,19 @@ impl<'a> CertificateRequest13<'a> {
         Ok(CertificateRequest13 { context, extensions })
     }
 
-    pub fn encode(out: &mut Vec<u8>, context: &[u8], schemes: &[u16]) {
+    /// `compression`: the RFC 8879 algorithms we take the client's chain in (none: no extension).
+    pub fn encode(
+        out: &mut Vec<u8>,
+        context: &[u8],
+        schemes: &[u16],
+        compression: &[super::CompressionAlgorithm],
+    ) {
         put_vec8(out, context);
-        let ext = OutExtensions { signature_algorithms: Some(schemes), ..Default::default() };
+        let ext = OutExtensions {
+            signature_algorithms: Some(schemes),
+            compress_certificate: Some(compression),
+            ..Default::default()
+        };
         put_extensions_always(out, &ext);
     }
 }
@@ -729,7 +739,7 @@ mod tests {
     #[test]
     fn certificate_request_13_round_trip() {
         let mut b = Vec::new();
-        CertificateRequest13::encode(&mut b, b"ctx", &[0x0403, 0x0804]);
+        CertificateRequest13::encode(&mut b, b"ctx", &[0x0403, 0x0804], &[]);
         let cr = CertificateRequest13::parse(&b).unwrap();
         assert_eq!(cr.context, b"ctx");
         assert_eq!(
@@ -897,7 +907,7 @@ mod tests {
         encode_encrypted_extensions(&mut b, &ext);
         seeds.push(("encrypted_extensions", HandshakeType::EncryptedExtensions, b));
         let mut b = Vec::new();
-        CertificateRequest13::encode(&mut b, b"", &[0x0403, 0x0804, 0x0401]);
+        CertificateRequest13::encode(&mut b, b"", &[0x0403, 0x0804, 0x0401], &[]);
         seeds.push(("certificate_request", HandshakeType::CertificateRequest, b));
         let mut b = Vec::new();
         encode_certificate13(&mut b, &[], &[&[0x30, 0x03, 0x02, 0x01, 0x01], &[0x30, 0x00]]);

@@ -88,6 +88,12 @@ fn version_text(summary: &HandshakeSummary) -> String {
     if summary.hello_retry {
         parts.push("after a HelloRetryRequest".to_owned());
     }
+    if let Some(algorithm) = summary.certificate_compression_sent {
+        parts.push(format!("our certificate sent {algorithm}-compressed"));
+    }
+    if let Some(algorithm) = summary.certificate_compression_received {
+        parts.push(format!("peer's certificate came {algorithm}-compressed"));
+    }
     format!(" ({})", parts.join("; "))
 }
 

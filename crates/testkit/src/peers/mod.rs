@@ -16,6 +16,7 @@
 //! client.expect_stdout("hello");
 //! ```
 
+pub mod boringssl;
 pub mod dtls;
 pub mod lab;
 pub mod pion;

@@ -99,8 +99,9 @@ pub(in crate::connection) struct Keyed {
     psk: bool,
     /// The server asked for our certificate with this context ...
     certificate_request: Option<Vec<u8>>,
-    /// ... and these signature schemes.
+    /// ... these signature schemes, and these compression algorithms (RFC 8879).
     request_schemes: Vec<u16>,
+    request_compression: Option<Vec<u8>>,
 }
 
 /// The server's validated chain.
@@ -236,6 +237,7 @@ impl Connection {
             (ClientStep13::ExpectCertificate(mut k), HandshakeType::CertificateRequest) => {
                 let request = crate::handshake::CertificateRequest13::parse(body).map_err(Abort::decode)?;
                 k.certificate_request = Some(request.context.to_vec());
+                k.request_compression = request.extensions.compress_certificate.map(<[u8]>::to_vec);
                 k.request_schemes = request
                     .extensions
                     .signature_algorithms
@@ -245,24 +247,15 @@ impl Connection {
                 ClientStep13::ExpectCertificate(k)
             }
             (ClientStep13::ExpectCertificate(k), HandshakeType::Certificate) => {
-                let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
-                let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
-                let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-                let (verified, validation) = fastshake_pki::verify_server_chain_cached(
-                    config.key_cache.as_deref(),
-                    &chain,
-                    anchors,
-                    config.wall_clock.map_or(0, |w| w.unix_at(now)),
-                    config.server_name.as_deref(),
-                )
-                .map_err(Abort::peer)?;
+                let server = Self::server_chain13(now, &config, body)?;
                 hs.transcript.add(msg_type, body);
-                let server = ServerChain13 {
-                    key: verified.key,
-                    certificates: chain.len(),
-                    leaf: chain.into_iter().next(),
-                    validation_skipped: validation == fastshake_pki::Validation::Cached,
-                };
+                ClientStep13::ExpectCertificateVerify(k, server)
+            }
+            (ClientStep13::ExpectCertificate(k), HandshakeType::CompressedCertificate) => {
+                // The transcript takes the message as it came (RFC 8879 §4).
+                let certificate = hs.decompress_certificate(&config.certificate_compression, body)?;
+                let server = Self::server_chain13(now, &config, &certificate)?;
+                hs.transcript.add(msg_type, body);
                 ClientStep13::ExpectCertificateVerify(k, server)
             }
             (ClientStep13::ExpectCertificateVerify(k, server), HandshakeType::CertificateVerify) => {
@@ -288,6 +281,27 @@ impl Connection {
             _ => return Err(Abort::unexpected()),
         };
         Ok(Step13::Client(Box::new(next)))
+    }
+
+    /// The server's chain from the body of its Certificate, validated.
+    fn server_chain13(now: Instant, config: &ClientConfig, body: &[u8]) -> Result<ServerChain13, Abort> {
+        let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
+        let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+        let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
+        let (verified, validation) = fastshake_pki::verify_server_chain_cached(
+            config.key_cache.as_deref(),
+            &chain,
+            anchors,
+            config.wall_clock.map_or(0, |w| w.unix_at(now)),
+            config.server_name.as_deref(),
+        )
+        .map_err(Abort::peer)?;
+        Ok(ServerChain13 {
+            key: verified.key,
+            certificates: chain.len(),
+            leaf: chain.into_iter().next(),
+            validation_skipped: validation == fastshake_pki::Validation::Cached,
+        })
     }
 
     fn client_on_server_hello13(
@@ -388,6 +402,7 @@ impl Connection {
             psk: psk.is_some(),
             certificate_request: None,
             request_schemes: Vec::new(),
+            request_compression: None,
         }))))
     }
 
@@ -417,7 +432,13 @@ impl Connection {
                 .map(|c| c.chain.iter().map(|d| d.as_ref()).collect())
                 .unwrap_or_default();
             crate::handshake::encode_certificate13(&mut certificate, &context, &chain);
-            hs.push_message(epoch::HANDSHAKE, HandshakeType::Certificate, certificate, true);
+            let compression = k.request_compression.take();
+            hs.push_certificate(
+                &config.certificate_compression,
+                compression.as_deref(),
+                certificate,
+                chain.is_empty(),
+            );
             if let Some(certified) = config.certified_key.as_ref() {
                 // RFC 8446 §4.4.3: RSA signs with PSS in 1.3, never PKCS#1 v1.5.
                 let scheme = certified
@@ -485,6 +506,8 @@ impl Connection {
             peer_certificates: server.as_ref().map_or(0, |s| s.certificates),
             chain_validation_skipped: server.as_ref().is_some_and(|s| s.validation_skipped),
             peer_leaf: server.and_then(|s| s.leaf),
+            certificate_compression_sent: hs.compression_sent,
+            certificate_compression_received: hs.compression_received,
             duration: now.saturating_duration_since(hs.started),
             flights_sent: hs.flight.flights,
             retransmissions: hs.flight.resent,
@@ -598,6 +621,7 @@ pub(in crate::connection) fn client_hello13(
         supported_versions: Some(versions),
         supported_groups: (ecc.is_none() && !groups.is_empty()).then_some(&groups[..]),
         signature_algorithms: (ecc.is_none() && certificates).then_some(&SCHEMES[..]),
+        compress_certificate: certificates.then_some(config.certificate_compression.algorithms()),
         key_shares: (!groups.is_empty()).then_some(&key_shares[..]),
         cookie13,
         // Also without a PSK to offer: the modes are those of the tickets the client takes, and

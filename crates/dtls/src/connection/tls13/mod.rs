@@ -21,7 +21,8 @@ use crate::crypto::tls13::{KeySchedule, LabelPrefix, RecordKeys, Suite13, SuiteH
 use crate::error::Error;
 use crate::flight::Resend;
 use crate::handshake::{
-    parse_fragments, transcript_header, Fragment, HandshakeHeader, HandshakeType, Insert, Reassembler,
+    choose_compression, parse_fragments, transcript_header, CertificateCompression, CompressedCertificate,
+    CompressionAlgorithm, Fragment, HandshakeHeader, HandshakeType, Insert, Reassembler,
     HANDSHAKE_HEADER_LEN,
 };
 use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK};
@@ -216,6 +217,9 @@ pub(super) struct Handshake13 {
     pub peer_retransmissions: u32,
     pub hello_retry: bool,
     pub cookie: Option<Vec<u8>>,
+    /// RFC 8879: the algorithm our chain went in and the peer's came in, if compressed.
+    pub compression_sent: Option<CompressionAlgorithm>,
+    pub compression_received: Option<CompressionAlgorithm>,
     /// Protected records that came before their keys (a flight reordered ahead of its
     /// ServerHello), tried again once keys are added; bounded, as nothing authenticated them.
     early_records: Vec<Vec<u8>>,
@@ -303,6 +307,61 @@ impl AppSecrets {
 /// A fatal condition of a 1.3 handshake: the alert to send (if any) and the error to report.
 pub(super) use super::handshake::Abort;
 
+impl Handshake13 {
+    /// Queues our Certificate (body `certificate`), compressed with the first of our algorithms
+    /// that the peer listed (`theirs`, from its ClientHello or CertificateRequest), RFC 8879 §4.
+    /// An empty chain goes as it is: there is nothing to gain.
+    pub fn push_certificate(
+        &mut self,
+        ours: &CertificateCompression,
+        theirs: Option<&[u8]>,
+        certificate: Vec<u8>,
+        empty: bool,
+    ) {
+        match theirs.filter(|_| !empty).and_then(|t| choose_compression(ours.algorithms(), t)) {
+            Some(algorithm) => {
+                let message = ours.compressed_message(algorithm, &certificate);
+                self.compression_sent = Some(algorithm);
+                self.push_message(epoch::HANDSHAKE, HandshakeType::CompressedCertificate, message, true);
+            }
+            None => self.push_message(epoch::HANDSHAKE, HandshakeType::Certificate, certificate, true),
+        }
+    }
+
+    /// The Certificate body a peer's CompressedCertificate carries (see
+    /// [`decompress_certificate`]), noting the algorithm for the summary.
+    pub fn decompress_certificate(
+        &mut self,
+        ours: &CertificateCompression,
+        body: &[u8],
+    ) -> Result<Vec<u8>, Abort> {
+        let (algorithm, certificate) = decompress_certificate(ours, body)?;
+        self.compression_received = Some(algorithm);
+        Ok(certificate)
+    }
+}
+
+/// The Certificate body a peer's CompressedCertificate carries, and its algorithm. We offered
+/// `ours` (nothing offered: the message is unexpected); another algorithm is an illegal
+/// parameter, and a stream that does not decompress to its stated length within our bound a bad
+/// certificate (RFC 8879 §4).
+fn decompress_certificate(
+    ours: &CertificateCompression,
+    body: &[u8],
+) -> Result<(CompressionAlgorithm, Vec<u8>), Abort> {
+    if ours.is_off() {
+        return Err(Abort::unexpected());
+    }
+    let message = CompressedCertificate::parse(body).map_err(Abort::decode)?;
+    let algorithm = CompressionAlgorithm::from_code(message.algorithm)
+        .filter(|a| ours.algorithms().contains(a))
+        .ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
+    let certificate = algorithm
+        .decompress(message.compressed, message.uncompressed_length as usize)
+        .map_err(|_| Abort::alert(AlertDescription::BadCertificate))?;
+    Ok((algorithm, certificate))
+}
+
 /// Key derivation labels of DTLS 1.3 (RFC 9147 §5.9).
 pub(super) const PREFIX: LabelPrefix = LabelPrefix::Dtls13;
 
@@ -330,6 +389,8 @@ impl Handshake13 {
             peer_retransmissions: 0,
             hello_retry: false,
             cookie: None,
+            compression_sent: None,
+            compression_received: None,
             early_records: Vec::new(),
             peer_resent: false,
             write_update_pending: false,
@@ -1285,4 +1346,78 @@ fn waits_for_server_hello13(v13: &Tls13) -> bool {
     v13.hs.as_ref().is_some_and(
         |hs| matches!(&hs.step, Some(Step13::Client(c)) if matches!(**c, ClientStep13::ExpectServerHello(_))),
     )
+}
+
+#[cfg(test)]
+mod compressed_certificate_tests {
+    use super::*;
+    use CompressionAlgorithm::{Brotli, Zlib, Zstd};
+
+    fn alert(ours: &CertificateCompression, body: &[u8]) -> Option<AlertDescription> {
+        decompress_certificate(ours, body).err().and_then(|a| a.alert)
+    }
+
+    /// A Certificate body of a chain of one 600-byte certificate.
+    fn certificate() -> Vec<u8> {
+        let mut body = Vec::new();
+        crate::handshake::encode_certificate13(&mut body, &[], &[&[0x30; 600][..]]);
+        body
+    }
+
+    fn message(algorithm: u16, uncompressed_length: usize, compressed: &[u8]) -> Vec<u8> {
+        let mut body = algorithm.to_be_bytes().to_vec();
+        body.extend_from_slice(&(uncompressed_length as u32).to_be_bytes()[1..]);
+        body.extend_from_slice(&(compressed.len() as u32).to_be_bytes()[1..]);
+        body.extend_from_slice(compressed);
+        body
+    }
+
+    #[test]
+    fn what_we_offered_is_taken() {
+        let ours = CertificateCompression::all();
+        for algorithm in CompressionAlgorithm::ALL {
+            let body = ours.compressed_message(algorithm, &certificate());
+            let (taken, plain) = decompress_certificate(&ours, &body).ok().expect("decompressed");
+            assert_eq!((taken, plain), (algorithm, certificate()));
+        }
+    }
+
+    #[test]
+    fn unasked_unknown_and_broken_messages_get_the_alert_rfc_8879_names() {
+        let all = CertificateCompression::all();
+        let zlib = Zlib.compress(&certificate());
+        // Nothing offered: the message itself is unexpected.
+        assert_eq!(
+            alert(&CertificateCompression::none(), &message(1, certificate().len(), &zlib)),
+            Some(AlertDescription::UnexpectedMessage)
+        );
+        // An algorithm we did not list, or none known.
+        let only_brotli = CertificateCompression::new(&[Brotli]);
+        assert_eq!(
+            alert(&only_brotli, &message(1, certificate().len(), &zlib)),
+            Some(AlertDescription::IllegalParameter)
+        );
+        assert_eq!(
+            alert(&all, &message(0x4242, certificate().len(), &zlib)),
+            Some(AlertDescription::IllegalParameter)
+        );
+        // A length that is not the stream's, a truncated stream, a bomb's announced length.
+        for (length, stream) in [
+            (certificate().len() + 1, &zlib[..]),
+            (certificate().len() - 1, &zlib[..]),
+            (certificate().len(), &zlib[..zlib.len() - 3]),
+            (0xff_ffff, &zlib[..]),
+        ] {
+            assert_eq!(
+                alert(&all, &message(1, length, stream)),
+                Some(AlertDescription::BadCertificate),
+                "{length}"
+            );
+        }
+        let zstd = Zstd.compress(&[0u8; 200_000]);
+        assert_eq!(alert(&all, &message(3, 4096, &zstd)), Some(AlertDescription::BadCertificate));
+        // Not even the message's form.
+        assert_eq!(alert(&all, &[0, 1, 0]), Some(AlertDescription::DecodeError));
+        assert_eq!(alert(&all, &message(1, 10, &[])), Some(AlertDescription::DecodeError));
+    }
 }

@@ -238,14 +238,24 @@ impl Connection {
         if psk.is_none() {
             if ask_certificate {
                 let mut request = Vec::new();
-                CertificateRequest13::encode(&mut request, &[], &SCHEMES);
+                CertificateRequest13::encode(
+                    &mut request,
+                    &[],
+                    &SCHEMES,
+                    config.certificate_compression.algorithms(),
+                );
                 hs.push_message(epoch::HANDSHAKE, HandshakeType::CertificateRequest, request, true);
             }
             let certified = config.certified_key.as_ref().ok_or_else(Abort::unexpected)?;
             let chain: Vec<&[u8]> = certified.chain.iter().map(|c| c.as_ref()).collect();
             let mut certificate = Vec::new();
             encode_certificate13(&mut certificate, &[], &chain);
-            hs.push_message(epoch::HANDSHAKE, HandshakeType::Certificate, certificate, true);
+            hs.push_certificate(
+                &config.certificate_compression,
+                ext.compress_certificate,
+                certificate,
+                false,
+            );
             let offered: Vec<u16> =
                 ext.signature_algorithms.map(|s| u16_list(s).collect()).unwrap_or_default();
             let scheme = certified
@@ -302,33 +312,17 @@ impl Connection {
     ) -> Result<Step13, Abort> {
         let config = self.server_config().cloned().ok_or_else(Abort::unexpected)?;
         let next = match (step, msg_type) {
-            (ServerStep13::ExpectCertificate(mut w), HandshakeType::Certificate) => {
-                let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
+            (ServerStep13::ExpectCertificate(w), HandshakeType::Certificate) => {
+                let next = Self::client_chain13(now, &config, w, body)?;
                 hs.transcript.add(msg_type, body);
-                if certs.is_empty() {
-                    if config.client_auth == crate::session::ClientAuth::Require {
-                        return Err(Abort::alert(AlertDescription::CertificateRequired));
-                    }
-                    ServerStep13::ExpectFinished(w)
-                } else {
-                    let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
-                    let anchors = config.client_trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-                    let (verified, validation) = fastshake_pki::verify_client_chain_cached(
-                        config.key_cache.as_deref(),
-                        &chain,
-                        anchors,
-                        config.wall_clock.map_or(0, |c| c.unix_at(now)),
-                    )
-                    .map_err(Abort::peer)?;
-                    w.client_certificates = chain.len();
-                    w.client_leaf = chain.into_iter().next();
-                    w.client_validation_skipped = validation == fastshake_pki::Validation::Cached;
-                    w.client_cert = Some(crate::session::ClientCertificate {
-                        anchor: verified.anchor,
-                        not_after: verified.not_after_unix,
-                    });
-                    ServerStep13::ExpectCertificateVerify(w, verified.key)
-                }
+                next
+            }
+            (ServerStep13::ExpectCertificate(w), HandshakeType::CompressedCertificate) => {
+                // The transcript takes the message as it came (RFC 8879 §4).
+                let certificate = hs.decompress_certificate(&config.certificate_compression, body)?;
+                let next = Self::client_chain13(now, &config, w, &certificate)?;
+                hs.transcript.add(msg_type, body);
+                next
             }
             (ServerStep13::ExpectCertificateVerify(w, key), HandshakeType::CertificateVerify) => {
                 let (scheme, signature) = parse_certificate_verify(body).map_err(Abort::decode)?;
@@ -353,6 +347,39 @@ impl Connection {
             _ => return Err(Abort::unexpected()),
         };
         Ok(Step13::Server(Box::new(next)))
+    }
+
+    /// The client's chain from the body of its Certificate, validated: what comes next.
+    fn client_chain13(
+        now: Instant,
+        config: &ServerConfig,
+        mut w: AwaitClient,
+        body: &[u8],
+    ) -> Result<ServerStep13, Abort> {
+        let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
+        if certs.is_empty() {
+            if config.client_auth == crate::session::ClientAuth::Require {
+                return Err(Abort::alert(AlertDescription::CertificateRequired));
+            }
+            return Ok(ServerStep13::ExpectFinished(w));
+        }
+        let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+        let anchors = config.client_trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
+        let (verified, validation) = fastshake_pki::verify_client_chain_cached(
+            config.key_cache.as_deref(),
+            &chain,
+            anchors,
+            config.wall_clock.map_or(0, |c| c.unix_at(now)),
+        )
+        .map_err(Abort::peer)?;
+        w.client_certificates = chain.len();
+        w.client_leaf = chain.into_iter().next();
+        w.client_validation_skipped = validation == fastshake_pki::Validation::Cached;
+        w.client_cert = Some(crate::session::ClientCertificate {
+            anchor: verified.anchor,
+            not_after: verified.not_after_unix,
+        });
+        Ok(ServerStep13::ExpectCertificateVerify(w, verified.key))
     }
 
     /// The client's Finished checked: the session is up; the ACK tells the client its flight
