@@ -577,3 +577,32 @@ fn a_resent_finished_is_acknowledged_until_the_server_handshake_timeout_and_the_
     assert!(!pair.client.holds_handshake_state(), "the client gave up waiting, its session up");
     data_flows(&mut pair);
 }
+
+#[test]
+fn a_certificate_flight_at_mtu_99_is_acknowledged_whole_and_never_resent() {
+    // At MTU 99 one ACK holds four record numbers and the client's flight (certificate,
+    // signature, Finished) takes dozens of records: the server's ACKs must name them all, and
+    // an ACK naming only the oldest must not have the rest resent while it is on its way.
+    let client = ClientConfig {
+        certified_key: Some(Arc::new(pki().client_certified_key().unwrap())),
+        certificate_compression: Arc::new(fastshake_dtls::CertificateCompression::none()),
+        mtu: 99,
+        ..cert_client()
+    };
+    let server = ServerConfig {
+        client_auth: ClientAuth::Require,
+        client_trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki().ca_pem().as_bytes()).unwrap())),
+        certificate_compression: Arc::new(fastshake_dtls::CertificateCompression::none()),
+        mtu: 99,
+        ..cert_server()
+    };
+    let mut pair = Pair::new(client, server);
+    let (c, s) = pair.handshake(MINUTE).expect("both authenticated");
+    assert_eq!((c.peer_certificates, s.peer_certificates), (3, 3));
+    let flight = pair.sent(Dir::ToServer);
+    assert!(flight > 20, "a flight of {flight} datagrams is not the case this tests");
+    pair.run_for(MINUTE);
+    assert_eq!(pair.client.stats().flights_resent, 0);
+    assert_eq!(pair.sent(Dir::ToServer), flight, "the client sent more after its flight");
+    data_flows(&mut pair);
+}

@@ -140,6 +140,14 @@ impl Message13 {
         out
     }
 
+    /// Whether the bytes `start..end` were acknowledged (an empty body's one record, if it was).
+    fn covers(&self, start: u32, end: u32) -> bool {
+        if self.body.is_empty() {
+            return self.empty_acked;
+        }
+        self.acked.iter().any(|&(s, e)| s <= start && end <= e)
+    }
+
     fn acknowledge(&mut self, start: u32, end: u32) {
         if self.body.is_empty() {
             self.empty_acked = true;
@@ -242,6 +250,9 @@ pub(super) struct Handshake13 {
     pub resume: Option<Box<resume::Resume13>>,
 }
 
+/// ACK records one acknowledgement sends at most (64 record numbers at MTU 99, hundreds at
+/// larger ones): enough for any flight of ours, a bound on what one event makes us send.
+const MAX_ACKS_AT_ONCE: usize = 16;
 /// Protected records kept before their keys exist, and their bytes.
 const MAX_EARLY_RECORDS: usize = 8;
 /// Application records a server keeps while the client's Finished is still to come.
@@ -584,7 +595,9 @@ impl Connection {
     }
 
     /// An ACK arrived: the messages all of whose records it names are done; a gap (records
-    /// sent before an acknowledged one but not named) is resent at once (§7.1).
+    /// sent before an acknowledged one but not named) has the flight's unacknowledged rest
+    /// resent at once (§7.1). Records sent after the newest named may still be on their way,
+    /// or named by the next ACK of the same acknowledgement: they alone resend nothing.
     fn on_ack13(
         &mut self,
         now: Instant,
@@ -597,15 +610,22 @@ impl Connection {
         if named.is_empty() {
             return;
         }
-        let mut acked_any = false;
-        for &(number, index, start, end) in &hs.flight.sent {
+        // The last record sent that the ACK names: what was sent after it may still be on its
+        // way; what was sent before it and is not acknowledged is a gap.
+        let mut newest_named = None;
+        for (position, &(number, index, start, end)) in hs.flight.sent.iter().enumerate() {
             if named.contains(&number) {
                 if let Some(m) = hs.flight.messages.get_mut(index) {
                     m.acknowledge(start, end);
-                    acked_any = true;
+                    newest_named = Some(position);
                 }
             }
         }
+        let gap = newest_named.is_some_and(|newest| {
+            hs.flight.sent[..newest].iter().any(|&(_, index, start, end)| {
+                hs.flight.messages.get(index).is_some_and(|m| !m.covers(start, end))
+            })
+        });
         if hs.flight.all_acked() {
             hs.timers.stop(Timer13::Retransmit);
             hs.flight.timer.on_answer(now, self.stats.bytes_received);
@@ -618,7 +638,7 @@ impl Connection {
                 self.keep_rtt(&hs.flight.timer);
                 self.finish_handshake13();
             }
-        } else if acked_any {
+        } else if gap {
             self.retransmit_flight13(now, hs, record, Resend::PeerRetransmission);
         }
     }
@@ -630,28 +650,34 @@ impl Connection {
         }
     }
 
-    /// Sends an ACK of the peer's handshake records received in its current flight.
-    pub(super) fn send_ack13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13) {
+    /// Acknowledges the peer's handshake records received in its current flight: `whole`,
+    /// every one of them, in as many ACKs as the MTU makes it take (a peer resends what an ACK
+    /// leaves out before the newest it names, RFC 9147 §7.1: at MTU 99 one ACK holds four
+    /// record numbers, a certificate flight sends dozens of records); else one ACK naming the
+    /// newest (for a datagram that repeated records: what it carried is what the peer needs
+    /// to hear of, and one ACK per such datagram keeps the answer no larger than the copy).
+    pub(super) fn send_ack13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13, whole: bool) {
         if hs.received.is_empty() {
             return;
         }
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
-        // As many record numbers as the MTU holds, the newest (RFC 9147 §7: an ACK need not
-        // name every record; what it leaves out is resent and acknowledged again).
-        let fits = self.mtu().saturating_sub(record.sealed_len(cid.len(), 2)) / 16;
-        let numbers = &hs.received[hs.received.len().saturating_sub(fits.max(1))..];
-        let mut body = Vec::with_capacity(2 + 16 * numbers.len());
-        write_ack(&mut body, numbers);
-        let sealed = match hs.write_handshake.as_mut() {
-            Some(w) if record.write_epoch().is_none_or(|e| e < epoch::APPLICATION) => {
-                let seq = w.seq;
-                w.seq += 1;
-                seal13(&w.keys, w.epoch, seq, CONTENT_ACK, &cid, &[&body])
+        let fits = (self.mtu().saturating_sub(record.sealed_len(cid.len(), 2)) / 16).max(1);
+        let count = if whole { hs.received.len().min(fits * MAX_ACKS_AT_ONCE) } else { fits };
+        let newest = &hs.received[hs.received.len().saturating_sub(count)..];
+        for numbers in newest.chunks(fits) {
+            let mut body = Vec::with_capacity(2 + 16 * numbers.len());
+            write_ack(&mut body, numbers);
+            let sealed = match hs.write_handshake.as_mut() {
+                Some(w) if record.write_epoch().is_none_or(|e| e < epoch::APPLICATION) => {
+                    let seq = w.seq;
+                    w.seq += 1;
+                    seal13(&w.keys, w.epoch, seq, CONTENT_ACK, &cid, &[&body])
+                }
+                _ => record.seal(CONTENT_ACK, &cid, &[&body]).ok().map(|(r, _, _)| r),
+            };
+            if let Some(datagram) = sealed {
+                self.push_datagram(datagram);
             }
-            _ => record.seal(CONTENT_ACK, &cid, &[&body]).ok().map(|(r, _, _)| r),
-        };
-        if let Some(datagram) = sealed {
-            self.push_datagram(datagram);
         }
         hs.timers.stop(Timer13::Ack);
     }
@@ -798,12 +824,12 @@ impl Connection {
         }
         let Some(mut hs) = v13.hs.take() else { return };
         if std::mem::take(&mut hs.ack_now) {
-            self.send_ack13(&mut hs, &mut v13.record);
+            self.send_ack13(&mut hs, &mut v13.record, true);
             hs.received.clear();
         }
         if std::mem::take(&mut hs.peer_resent) {
             hs.peer_retransmissions += 1;
-            self.send_ack13(&mut hs, &mut v13.record);
+            self.send_ack13(&mut hs, &mut v13.record, false);
             // The peer's flight is whole and now acknowledged: its next copy brings new record
             // numbers, and only those need naming (RFC 9147 §7: an ACK covers the current
             // flight). Listing every copy would grow the ACK with each resend.
@@ -1218,7 +1244,7 @@ impl Connection {
                         self.retransmit_flight13(now, &mut hs, &mut record, Resend::Timer);
                         v13.record = record;
                     }
-                    Timer13::Ack => self.send_ack13(&mut hs, &mut v13.record),
+                    Timer13::Ack => self.send_ack13(&mut hs, &mut v13.record, true),
                 }
             }
             if keep {

@@ -400,7 +400,7 @@ impl Connection {
         hs.flight.timer.on_answer(now, self.stats.bytes_received);
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
-        self.send_ack13(hs, &mut v13.record);
+        self.send_ack13(hs, &mut v13.record, true);
         // Acknowledged: a resent Finished is named by its own new record numbers (RFC 9147 §7).
         hs.received.clear();
         if let Some(config) = self.server_config().cloned() {
