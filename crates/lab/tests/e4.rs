@@ -134,6 +134,7 @@ fn the_report_is_well_formed_json_with_every_part() {
         chains: vec![Chains::P256],
         byte_only_chains: Vec::new(),
         mtus: vec![1500],
+        dtls13_chains: Vec::new(),
         cpu_runs: 1,
         mac_seeds: 1,
     };
@@ -160,4 +161,29 @@ fn the_report_is_well_formed_json_with_every_part() {
     let (vanilla, bithac) = (tsch("Vanilla"), tsch("Bithac"));
     assert!(bithac["data_frames"].as_f64() < vanilla["data_frames"].as_f64());
     assert!(bithac["client_energy_mj"].as_f64() < vanilla["client_energy_mj"].as_f64());
+}
+
+#[test]
+fn dtls13_rows_compress_both_chains_and_resume_with_fewer_bytes() {
+    use fastshake_lab::e4::dtls13::{rows, Variant13};
+    for mtu in [1500, 127] {
+        let rows = rows(Chains::P256, fastshake_dtls::NamedGroup::X25519, mtu).unwrap();
+        assert_eq!(rows.len(), Variant13::ALL.len());
+        let vanilla = &rows[0];
+        assert_eq!(vanilla.variant, Variant13::Vanilla);
+        for r in &rows[1..] {
+            assert!(r.exchange.ip_total() < vanilla.exchange.ip_total(), "{} at {mtu}", r.variant.name());
+            if let Variant13::Compressed(_) = r.variant {
+                assert!(
+                    r.server_certificate < vanilla.server_certificate
+                        && r.client_certificate < vanilla.client_certificate
+                );
+            }
+        }
+        assert!(rows.iter().any(|r| r.resumed));
+        // Deterministic, as the 1.2 rows.
+        let again =
+            fastshake_lab::e4::dtls13::rows(Chains::P256, fastshake_dtls::NamedGroup::X25519, mtu).unwrap();
+        assert!(rows.iter().zip(&again).all(|(a, b)| a.exchange == b.exchange));
+    }
 }

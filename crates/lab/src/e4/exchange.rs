@@ -172,6 +172,8 @@ struct Path<'a> {
     handle: Option<ConnectionHandle>,
     client_done: Option<HandshakeSummary>,
     server_done: Option<HandshakeSummary>,
+    /// A DTLS 1.3 ticket, which comes after the handshake.
+    client_ticket: Option<ClientSession>,
     cpu: [Duration; 2],
 }
 
@@ -209,6 +211,7 @@ impl Path<'_> {
             while let Some(e) = Self::timed(&mut self.cpu[0], || self.client.poll_event()) {
                 match e {
                     Event::Connected(s) => self.client_done = Some(s),
+                    Event::SessionTicket(t) => self.client_ticket = Some(t),
                     Event::Failed(err) => anyhow::bail!("client failed: {err}"),
                     _ => {}
                 }
@@ -273,14 +276,19 @@ fn handshake(
         handle: None,
         client_done: None,
         server_done: None,
+        client_ticket: None,
         cpu: [Duration::ZERO; 2],
     };
     path.settle()?;
-    let (Some(client), Some(server_summary), Some(h)) =
+    let (Some(mut client), Some(server_summary), Some(h)) =
         (path.client_done.clone(), path.server_done.clone(), path.handle)
     else {
         anyhow::bail!("the handshake did not complete without a timer")
     };
+    // A DTLS 1.3 ticket comes after the handshake: it is the session to resume all the same.
+    if client.session.is_none() {
+        client.session = path.client_ticket.take();
+    }
     anyhow::ensure!(
         client.retransmissions == 0 && server_summary.retransmissions == 0,
         "a flight was resent"
@@ -360,8 +368,21 @@ pub fn run(
     mtu: usize,
     seed: u64,
 ) -> anyhow::Result<Exchange> {
+    run_adjusted(set, chains, config, mtu, seed, |_, _| {})
+}
+
+/// [`run`] with both configurations changed by `adjust` first (another version, group or
+/// compression).
+pub fn run_adjusted(
+    set: &ChainSet,
+    chains: Chains,
+    config: Config,
+    mtu: usize,
+    seed: u64,
+    adjust: impl Fn(&mut ClientConfig, &mut ServerConfig),
+) -> anyhow::Result<Exchange> {
     let Prepared { mut server, client_config, session, cached, cached_server_bytes } =
-        prepare(set, chains, config, mtu, seed, |_, _| {})?;
+        prepare(set, chains, config, mtu, seed, adjust)?;
     let client_chain_cache = server.client_cert_cache_size();
     let (handshake, after, client, server_summary, cpu) =
         handshake(&mut server, client_config, ClientStart { port: 40_002, seed, session, cached }, true)?;

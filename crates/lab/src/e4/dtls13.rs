@@ -1,0 +1,227 @@
+//! E4 in DTLS 1.3: the same mutually authenticated exchange as the 1.2 rows (a handshake, a
+//! message each way, close), in 1.3 with certificate compression (RFC 8879) and ticket
+//! resumption, with an x25519 key share and with the X25519MLKEM768 hybrid, beside seed 003's
+//! TLS 1.3 figures (Fig. 5).
+//!
+//! Both sides offer compression for the other's chain (the server in its CertificateRequest), so
+//! both chains go compressed. Every 1.3 handshake begins with the stateless HelloRetryRequest
+//! and its cookie, as the 1.2 rows count the HelloVerifyRequest. Handshake caching (BiTHaC) is not
+//! in 1.3 yet: its rows are missing, and the best compression is the bar it will have to clear.
+
+use super::bytes::Layers;
+use super::chains::{chain_set, Chains};
+use super::exchange::{self, Config};
+use super::{dtls_mtu, pct};
+use fastshake_dtls::{CertificateCompression, CompressionAlgorithm, NamedGroup, Versions};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// What the measured 1.3 handshake is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant13 {
+    /// Full handshake, chains as they are.
+    Vanilla,
+    /// Full handshake, both chains compressed with this algorithm.
+    Compressed(CompressionAlgorithm),
+    /// Resumed with the ticket of an earlier handshake (psk_dhe_ke: a key share still).
+    Ticket,
+}
+
+impl Variant13 {
+    pub const ALL: [Variant13; 5] = [
+        Variant13::Vanilla,
+        Variant13::Compressed(CompressionAlgorithm::Zlib),
+        Variant13::Compressed(CompressionAlgorithm::Brotli),
+        Variant13::Compressed(CompressionAlgorithm::Zstd),
+        Variant13::Ticket,
+    ];
+
+    pub fn name(self) -> String {
+        match self {
+            Variant13::Vanilla => "vanilla".into(),
+            Variant13::Compressed(a) => format!("RFC 8879 {a}"),
+            Variant13::Ticket => "resumed (ticket)".into(),
+        }
+    }
+}
+
+impl Serialize for Variant13 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+/// The key exchanges of the rows: the curve every 1.3 stack offers, and the hybrid Chromium
+/// offers in every hello (1,216 bytes of key share each way more).
+pub const GROUPS: [NamedGroup; 2] = [NamedGroup::X25519, NamedGroup::X25519MlKem768];
+/// The MTUs of the 1.3 rows: Ethernet (seed 003's Fig. 5) and IEEE 802.15.4.
+pub const MTUS: [usize; 2] = [1500, 127];
+
+/// One 1.3 row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row13 {
+    pub chains: Chains,
+    pub group: &'static str,
+    pub variant: Variant13,
+    pub mtu: usize,
+    pub handshake: Layers,
+    pub exchange: Layers,
+    /// Shares of the vanilla row's bytes (same chains, group and MTU; whole exchange), percent.
+    pub dtls_pct: f64,
+    pub ip_pct: f64,
+    pub frames_pct: f64,
+    /// The server's and the client's Certificate bodies as sent (compressed or not), bytes.
+    pub server_certificate: usize,
+    pub client_certificate: usize,
+    pub resumed: bool,
+}
+
+/// A Certificate body of TLS 1.3 (RFC 8446 §4.4.2) for `chain`: no context, no extensions.
+fn certificate_body(chain: &[fastshake_pki::CertDer]) -> Vec<u8> {
+    let entries: usize = chain.iter().map(|c| 3 + c.as_ref().len() + 2).sum();
+    let mut body = vec![0u8];
+    body.extend_from_slice(&(entries as u32).to_be_bytes()[1..]);
+    for cert in chain {
+        body.extend_from_slice(&(cert.as_ref().len() as u32).to_be_bytes()[1..]);
+        body.extend_from_slice(cert.as_ref());
+        body.extend_from_slice(&[0, 0]);
+    }
+    body
+}
+
+/// The body a chain goes in: the Certificate, or the CompressedCertificate of `algorithm`.
+fn sent_body(chain: &[fastshake_pki::CertDer], algorithm: Option<CompressionAlgorithm>) -> usize {
+    let body = certificate_body(chain);
+    match algorithm {
+        Some(a) => CertificateCompression::new(&[a]).compressed_message(a, &body).len(),
+        None => body.len(),
+    }
+}
+
+/// The 1.3 rows of one chain set, group and MTU, vanilla first.
+pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec<Row13>> {
+    let set = chain_set(chains)?;
+    let mut rows: Vec<Row13> = Vec::new();
+    for variant in Variant13::ALL {
+        let config = if variant == Variant13::Ticket { Config::Ticket } else { Config::Vanilla };
+        let algorithms: Vec<CompressionAlgorithm> = match variant {
+            Variant13::Compressed(a) => vec![a],
+            _ => Vec::new(),
+        };
+        let adjust = |client: &mut fastshake_dtls::ClientConfig,
+                      server: &mut fastshake_dtls::ServerConfig| {
+            client.versions = Versions::Dtls13;
+            server.versions = Versions::Dtls13;
+            client.groups = vec![group];
+            server.groups = vec![group];
+            client.certificate_compression = Arc::new(CertificateCompression::new(&algorithms));
+            server.certificate_compression = Arc::new(CertificateCompression::new(&algorithms));
+        };
+        let ex = exchange::run_adjusted(&set, chains, config, dtls_mtu(mtu), 7, adjust)?;
+        anyhow::ensure!(ex.client.version == Versions::Dtls13, "{}: not DTLS 1.3", variant.name());
+        let resumed = ex.client.resumed && ex.server.resumed;
+        anyhow::ensure!(resumed == (variant == Variant13::Ticket), "{}: resumed={resumed}", variant.name());
+        let compressed = ex.client.certificate_compression_received;
+        anyhow::ensure!(
+            compressed == algorithms.first().copied() || resumed,
+            "{}: the server's chain came {compressed:?}",
+            variant.name()
+        );
+        let handshake = Layers::of(&ex.handshake)?;
+        let mut whole = handshake;
+        whole.add(&Layers::of(&ex.after)?);
+        let (server_certificate, client_certificate) = if resumed {
+            (0, 0)
+        } else {
+            (sent_body(&set.server.chain, compressed), sent_body(&set.client.chain, compressed))
+        };
+        let mut row = Row13 {
+            chains,
+            group: group.name(),
+            variant,
+            mtu,
+            handshake,
+            exchange: whole,
+            dtls_pct: 100.0,
+            ip_pct: 100.0,
+            frames_pct: 100.0,
+            server_certificate,
+            client_certificate,
+            resumed,
+        };
+        if let Some(v) = rows.first() {
+            row.dtls_pct = pct(row.exchange.dtls, v.exchange.dtls);
+            row.ip_pct = pct(row.exchange.ip_total(), v.exchange.ip_total());
+            row.frames_pct = pct(row.exchange.psdu_bytes_802154, v.exchange.psdu_bytes_802154);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Seed 003, Fig. 5 (TLS 1.3 over TCP, MTU 1500, all layers): BiTHaC saves 54.89 % (more than
+/// 3.3 kB) of vanilla, and ticket resumption 452 B more, 16.58 % of BiTHaC's bytes. So BiTHaC
+/// leaves 45.11 % of vanilla (2,726 B of about 6,043 B) and resumption 37.63 % (2,274 B).
+pub const PAPER_BITHAC13_SHARE: f64 = 45.11;
+pub const PAPER_TICKET13_SHARE: f64 = 45.11 * (1.0 - 0.1658);
+pub const PAPER_TICKET13_BELOW_BITHAC: f64 = 452.0;
+
+/// The rows of `chains` at `mtu` with `group`, as the report and the figures find them.
+pub fn find(
+    rows: &[Row13],
+    chains: Chains,
+    group: NamedGroup,
+    mtu: usize,
+    variant: Variant13,
+) -> Option<&Row13> {
+    rows.iter()
+        .find(|r| r.chains == chains && r.group == group.name() && r.mtu == mtu && r.variant == variant)
+}
+
+/// The best compression's row of `chains` at `mtu` with `group`: the fewest bytes.
+pub fn best_compression(rows: &[Row13], chains: Chains, group: NamedGroup, mtu: usize) -> Option<&Row13> {
+    rows.iter()
+        .filter(|r| r.chains == chains && r.group == group.name() && r.mtu == mtu)
+        .filter(|r| matches!(r.variant, Variant13::Compressed(_)))
+        .min_by_key(|r| r.exchange.ip_total())
+}
+
+/// The 1.3 table.
+pub fn print(rows: &[Row13]) {
+    println!(
+        "DTLS 1.3 (RFC 9147): the same exchange, mutual authentication, TLS_AES_128_GCM_SHA256, the cookie \
+         exchange included"
+    );
+    println!(
+        "{:<40} {:<15} {:>5} {:<18} {:>4} {:>7} {:>9} {:>8} {:>7} {:>8} {:>9} {:>9}",
+        "chains",
+        "group",
+        "MTU",
+        "handshake",
+        "dgr",
+        "DTLS B",
+        "+UDP/IP B",
+        "% vanil",
+        "frames",
+        "% frames",
+        "srv cert",
+        "cli cert"
+    );
+    for r in rows {
+        println!(
+            "{:<40} {:<15} {:>5} {:<18} {:>4} {:>7} {:>9} {:>7.1}% {:>7} {:>7.1}% {:>9} {:>9}",
+            r.chains.name(),
+            r.group,
+            r.mtu,
+            r.variant.name(),
+            r.exchange.datagrams,
+            r.exchange.dtls,
+            r.exchange.ip_total(),
+            r.ip_pct,
+            r.exchange.frames_802154,
+            r.frames_pct,
+            r.server_certificate,
+            r.client_certificate,
+        );
+    }
+}
