@@ -2,7 +2,7 @@
 //! the client's address changes at every outage and the session goes on without a new
 //! handshake; every message is delivered once and acknowledged; IPC fails behind a NAT that
 //! filters by remote port (its ServerHello comes from a port the client never sent to) while
-//! TCS and CID complete behind every NAT (seed 001's argument for TCS).
+//! TCS and CID complete behind every NAT (seed 001's argument for TCS); in DTLS 1.2 and 1.3 alike.
 
 use fastshake_testkit::peers::lab::{self, num, rows, runs, strategy};
 use fastshake_testkit::peers::Fastshake;
@@ -119,9 +119,13 @@ fn ipc_fails_behind_port_filtering_nats_while_tcs_and_cid_complete_behind_every_
         assert_session_kept(cell, row);
         kept += 1;
     }
+    // Each count twice: DTLS 1.2 and 1.3 rows, the same behaviour in both.
+    let versions = 2;
     // Port-restricted and symmetric, single- and multihomed, two delays, two seeds.
-    assert_eq!(ipc_failures, 2 * 2 * 2 * 2);
+    assert_eq!(ipc_failures, versions * 2 * 2 * 2 * 2);
     // Five NAT settings, two homings, two delays: CID and TCS everywhere, IPC in three of five.
-    assert_eq!(kept, 2 * 2 * (5 + 5 + 3));
-    assert_eq!(others, 2 * 2 * 5 * 3);
+    assert_eq!(kept, versions * 2 * 2 * (5 + 5 + 3));
+    assert_eq!(others, versions * 2 * 2 * 5 * 3);
+    let in_13 = rows(&report).iter().filter(|(_, row)| row["version"] == "1.3").count();
+    assert_eq!(in_13 * 2, rows(&report).len(), "as many 1.3 rows as 1.2 rows");
 }

@@ -57,6 +57,7 @@ use crate::apps::dtls_server::DtlsEchoServer;
 use crate::apps::mobile_client::{MobileClient, MobilePlan};
 use crate::report::results::{print_figures, Figure};
 use fastshake_core::{Instant, SansIo, Transmit};
+use fastshake_dtls::dtls13::Suite13;
 use fastshake_dtls::Versions;
 use fastshake_dtls::{CipherSuite, ClientConfig, Mobility, MobilityMode, ServerConfig};
 use fastshake_sim::apps::App;
@@ -116,6 +117,8 @@ pub struct RunOptions {
     /// Run on real sockets in network namespaces instead of the simulator (needs root; one run
     /// per cell; `fastshake netlab e1` has the real run's further knobs).
     pub real: bool,
+    /// The DTLS versions whose rows run, 1.2 (the paper's) first; the real run takes 1.2 alone.
+    pub versions: Vec<Versions>,
 }
 
 impl Default for RunOptions {
@@ -130,6 +133,7 @@ impl Default for RunOptions {
             delays: vec![5, 30, 100],
             nat: "none".into(),
             real: false,
+            versions: vec![Versions::Dtls12, Versions::Dtls13],
         }
     }
 }
@@ -486,14 +490,37 @@ impl App for E1Server {
 }
 
 fn configs(strategy: Strategy) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+    configs_in(strategy, Versions::Dtls12)
+}
+
+/// Both configurations of `strategy` in `version`: PSK with AES-128-CCM-8 (1.2's
+/// TLS_PSK_WITH_AES_128_CCM_8, 1.3's TLS_AES_128_CCM_8_SHA256 in psk_ke mode: no key exchange
+/// either way, the IoT profile's choice).
+fn configs_in(strategy: Strategy, version: Versions) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
     let (client_mobility, server_mobility) = strategy.mobility();
-    let mut client = ClientConfig { versions: Versions::Dtls12, ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY) };
+    let mut client = ClientConfig { versions: version, ..ClientConfig::psk(PSK_IDENTITY, PSK_KEY) };
     client.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    client.suites13 = vec![Suite13::Aes128Ccm8Sha256];
+    client.groups = Vec::new();
     client.mobility = client_mobility;
-    let mut server = ServerConfig { versions: Versions::Dtls12, ..ServerConfig::psk(PSK_IDENTITY, PSK_KEY) };
+    let mut server = ServerConfig { versions: version, ..ServerConfig::psk(PSK_IDENTITY, PSK_KEY) };
     server.suites = vec![CipherSuite::PskWithAes128Ccm8];
+    server.suites13 = vec![Suite13::Aes128Ccm8Sha256];
+    server.groups = Vec::new();
     server.mobility = server_mobility;
+    if version == Versions::Dtls13 {
+        // 1.3 resumes by ticket alone (1.2 here by session ID).
+        server.tickets = Some(fastshake_dtls::TicketKeys::new(1, [0x31; 16]));
+    }
     (Arc::new(client), Arc::new(server))
+}
+
+/// The version a row runs, as the tables and the JSON name it.
+pub fn version_name(version: Versions) -> &'static str {
+    match version {
+        Versions::Dtls13 => "1.3",
+        _ => "1.2",
+    }
 }
 
 /// The client's address on interface `iface` after its `k`-th handover.
@@ -507,7 +534,18 @@ fn client_addr(iface: usize, k: u32) -> Ipv4Addr {
 
 /// Runs one strategy in one cell with one seed.
 pub fn run_one(strategy: Strategy, cell: &Cell, params: &Params, seed: u64) -> anyhow::Result<RunResult> {
-    build(strategy, cell, params, seed, None)?.finish()
+    run_one_in(strategy, Versions::Dtls12, cell, params, seed)
+}
+
+/// [`run_one`] in DTLS `version`.
+pub fn run_one_in(
+    strategy: Strategy,
+    version: Versions,
+    cell: &Cell,
+    params: &Params,
+    seed: u64,
+) -> anyhow::Result<RunResult> {
+    build_in(strategy, version, cell, params, seed, None)?.finish()
 }
 
 /// [`run_one`] with every datagram captured: the pcap (RAW IPv4, virtual time).
@@ -551,6 +589,18 @@ fn build(
     seed: u64,
     extra_host: Option<Box<dyn App>>,
 ) -> anyhow::Result<Run> {
+    build_in(strategy, Versions::Dtls12, cell, params, seed, extra_host)
+}
+
+/// [`build`] in DTLS `version`.
+fn build_in(
+    strategy: Strategy,
+    version: Versions,
+    cell: &Cell,
+    params: &Params,
+    seed: u64,
+    extra_host: Option<Box<dyn App>>,
+) -> anyhow::Result<Run> {
     anyhow::ensure!((1..=MAX_MESSAGES).contains(&params.messages), "1 to {MAX_MESSAGES} messages");
     let rtt_ns = 2 * cell.delay_ms * 1_000_000;
     // Room for every message, one slow reconnection per outage and a margin; the run stops
@@ -559,7 +609,7 @@ fn build(
     let schedule = outage_schedule(seed, cell, params, horizon_ms);
     let ideal_ns = ideal_bound_ns(params.messages, rtt_ns, &unavoidable_outages(&schedule));
 
-    let (client_config, server_config) = configs(strategy);
+    let (client_config, server_config) = configs_in(strategy, version);
     let mut sim = Simulator::new(seed);
     let mut nat_node = None;
     let client = sim.add_node("client", Role::Host);
@@ -709,7 +759,9 @@ impl Run {
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     pub strategy: Strategy,
-    pub label: &'static str,
+    /// The DTLS version: "1.2" or "1.3".
+    pub version: &'static str,
+    pub label: String,
     /// Why there are no figures, if there are none.
     pub status: Option<String>,
     pub mean_wct_s: Option<f64>,
@@ -728,9 +780,18 @@ pub struct Row {
 impl Row {
     /// A row for `strategy` with no runs and no figures yet.
     fn new(strategy: Strategy) -> Row {
+        Row::in_version(strategy, Versions::Dtls12)
+    }
+
+    /// A row for `strategy` in `version` (a 1.3 row's label says so).
+    fn in_version(strategy: Strategy, version: Versions) -> Row {
         Row {
             strategy,
-            label: strategy.label(),
+            version: version_name(version),
+            label: match version {
+                Versions::Dtls13 => format!("{} in DTLS 1.3", strategy.label()),
+                _ => strategy.label().to_owned(),
+            },
             status: None,
             mean_wct_s: None,
             gain_over_standard_full_pct: None,
@@ -766,12 +827,12 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| sum / f64::from(n))
 }
 
-fn run_cell(cell: Cell, params: &Params, seeds: &[u64]) -> anyhow::Result<CellReport> {
+fn run_cell(cell: Cell, params: &Params, seeds: &[u64], versions: &[Versions]) -> anyhow::Result<CellReport> {
     let mut rows = Vec::new();
-    for strategy in Strategy::ALL {
-        let mut row = Row::new(strategy);
+    for (&version, strategy) in versions.iter().flat_map(|v| Strategy::ALL.iter().map(move |s| (v, *s))) {
+        let mut row = Row::in_version(strategy, version);
         for &seed in seeds {
-            row.runs.push(run_one(strategy, &cell, params, seed)?);
+            row.runs.push(run_one_in(strategy, version, &cell, params, seed)?);
         }
         let reconnected: u32 = row.runs.iter().map(|r| r.reconnections).sum();
         let resumed: u32 = row.runs.iter().map(|r| r.resumed_handshakes).sum();
@@ -813,8 +874,13 @@ fn row_figures(row: &Row) -> String {
 /// A cell's figures from its rows: each strategy's gain over standard DTLS (full) and distance
 /// to the ideal bound, beside seed 001's Table I.
 fn cell_report(cell: Cell, mut rows: Vec<Row>, ideal_s: f64) -> CellReport {
-    let standard = rows.iter().find(|r| r.strategy == Strategy::StandardFull).and_then(|r| r.mean_wct_s);
+    let standard: Vec<(&'static str, Option<f64>)> = rows
+        .iter()
+        .filter(|r| r.strategy == Strategy::StandardFull)
+        .map(|r| (r.version, r.mean_wct_s))
+        .collect();
     for row in &mut rows {
+        let standard = standard.iter().find(|(v, _)| *v == row.version).and_then(|(_, wct)| *wct);
         if let (Some(wct), Some(std)) = (row.mean_wct_s, standard) {
             row.gain_over_standard_full_pct = Some((std - wct) / std * 100.0);
         }
@@ -838,20 +904,23 @@ fn cell_report(cell: Cell, mut rows: Vec<Row>, ideal_s: f64) -> CellReport {
 /// Fills `gain_over_single_homed_standard_full_pct` from the single-homed cell of the same delay
 /// and NAT.
 fn compare_with_single_homed_standard(reports: &mut [CellReport]) {
-    let bases: Vec<(u64, Option<NatPreset>, Option<f64>)> = reports
+    let bases: Vec<(u64, Option<NatPreset>, &'static str, Option<f64>)> = reports
         .iter()
         .filter(|r| !r.cell.multihomed)
-        .map(|r| {
-            let std = r.rows.iter().find(|row| row.strategy == Strategy::StandardFull);
-            (r.cell.delay_ms, r.cell.nat, std.and_then(|row| row.mean_wct_s))
+        .flat_map(|r| {
+            r.rows
+                .iter()
+                .filter(|row| row.strategy == Strategy::StandardFull)
+                .map(|row| (r.cell.delay_ms, r.cell.nat, row.version, row.mean_wct_s))
         })
         .collect();
     for report in reports {
-        let base = bases
-            .iter()
-            .find(|(d, nat, _)| *d == report.cell.delay_ms && *nat == report.cell.nat)
-            .and_then(|b| b.2);
+        let (delay, cell_nat) = (report.cell.delay_ms, report.cell.nat);
         for row in &mut report.rows {
+            let base = bases
+                .iter()
+                .find(|(d, nat, v, _)| *d == delay && *nat == cell_nat && *v == row.version)
+                .and_then(|b| b.3);
             if let (Some(wct), Some(std)) = (row.mean_wct_s, base) {
                 row.gain_over_single_homed_standard_full_pct = Some((std - wct) / std * 100.0);
             }
@@ -909,16 +978,18 @@ pub fn experiment(
     delays: &[u64],
     nats: &[Option<NatPreset>],
     seeds: &[u64],
+    versions: &[Versions],
     mut on_cell: impl FnMut(&Cell),
 ) -> anyhow::Result<Vec<CellReport>> {
     anyhow::ensure!(!seeds.is_empty(), "at least one seed");
+    anyhow::ensure!(!versions.is_empty(), "at least one DTLS version");
     let mut reports = Vec::new();
     for &nat in nats {
         for multihomed in [false, true] {
             for &delay_ms in delays {
                 let cell = Cell { delay_ms, multihomed, nat };
                 on_cell(&cell);
-                reports.push(run_cell(cell, params, seeds)?);
+                reports.push(run_cell(cell, params, seeds, versions)?);
             }
         }
     }
@@ -934,7 +1005,7 @@ pub fn figures(reports: &[CellReport], params: &Params) -> Vec<Figure> {
         let Some(paper) = report.paper_tcs_gain_pct else { continue };
         let c = report.cell;
         let gain = |strategy| {
-            let row = report.rows.iter().find(|r| r.strategy == strategy);
+            let row = report.rows.iter().find(|r| r.strategy == strategy && r.version == "1.2");
             row.and_then(|r| r.gain_over_single_homed_standard_full_pct)
         };
         let Some(ours) = gain(Strategy::Tcs) else { continue };
@@ -957,8 +1028,30 @@ pub fn figures(reports: &[CellReport], params: &Params) -> Vec<Figure> {
                 )),
         );
     }
+    // The DTLS 1.3 CID rows against the ideal bound: a session that follows its client (RFC
+    // 9146, RFC 9853 in both versions) should cost no more in 1.3.
+    for report in reports {
+        let Some(row) = report.rows.iter().find(|r| r.strategy == Strategy::Cid && r.version == "1.3") else {
+            continue;
+        };
+        let Some(above) = row.above_ideal_pct else { continue };
+        let c = report.cell;
+        let cid12 = report.rows.iter().find(|r| r.strategy == Strategy::Cid && r.version == "1.2");
+        figures.push(
+            Figure::simulated(format!("DTLS 1.3 CID above the ideal bound, {}", cell_name(&c)), "%", above)
+                .met_if(above <= TARGET_CID13_ABOVE_IDEAL_PCT, format!("≤ {TARGET_CID13_ABOVE_IDEAL_PCT:.0} % above"))
+                .note(format!(
+                    "DTLS 1.2 CID in the same cell: {}; what stays above the bound is the first handshake and the \
+                     messages an outage catches in flight (resent after the application timeout)",
+                    cid12.and_then(|r| r.above_ideal_pct).map_or("—".into(), |a| format!("{a:.2} %"))
+                )),
+        );
+    }
     figures
 }
+
+/// The DTLS 1.3 CID rows' target: at most this far above the ideal bound, percent.
+pub const TARGET_CID13_ABOVE_IDEAL_PCT: f64 = 5.0;
 
 /// `fastshake lab e1`: runs every cell and prints the tables (or JSON).
 pub fn run(args: RunOptions) -> anyhow::Result<()> {
@@ -982,7 +1075,7 @@ pub fn run(args: RunOptions) -> anyhow::Result<()> {
     };
     let nats = parse_nat(&args.nat)?;
     let seeds: Vec<u64> = (1..=args.seeds).collect();
-    let reports = experiment(&params, &args.delays, &nats, &seeds, |_| {})?;
+    let reports = experiment(&params, &args.delays, &nats, &seeds, &args.versions, |_| {})?;
     if args.json {
         let v = serde_json::json!({
             "experiment": "E1, handover resilience (seed 001, Section IV)",
@@ -990,7 +1083,7 @@ pub fn run(args: RunOptions) -> anyhow::Result<()> {
             "seeds": args.seeds,
             "outage_period_ms": OUTAGE_PERIOD_MS,
             "multihomed_interleave_ms": MULTIHOMED_INTERLEAVE_MS,
-            "suite": "TLS_PSK_WITH_AES_128_CCM_8",
+            "suite": "TLS_PSK_WITH_AES_128_CCM_8 (DTLS 1.2), TLS_AES_128_CCM_8_SHA256 psk_ke (DTLS 1.3)",
             "paper_source": "seed 001, Table I (gains only; Fig. 4 gives no values; no outage length given)",
             "cells": reports,
         });
@@ -1022,15 +1115,16 @@ pub fn run(args: RunOptions) -> anyhow::Result<()> {
             report.ideal_s
         );
         println!(
-            "  {:<48} {:>9} {:>13} {:>15} {:>11} {:>10} {:>8}",
+            "  {:<60} {:>9} {:>13} {:>15} {:>11} {:>10} {:>8}",
             "strategy", "WCT s", "gain vs std %", "vs 1-homed std %", "vs ideal %", "handshakes", "outages"
         );
+        println!("  (a DTLS 1.3 row's gains are over standard DTLS 1.3)");
         for row in &report.rows {
             if let Some(status) = &row.status {
-                println!("  {:<48} {status}", row.label);
+                println!("  {:<60} {status}", row.label);
                 continue;
             }
-            println!("  {:<48} {}", row.label, row_figures(row));
+            println!("  {:<60} {}", row.label, row_figures(row));
         }
         if let Some(paper) = report.paper_tcs_gain_pct {
             let gain = |strategy| {

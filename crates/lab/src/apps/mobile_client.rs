@@ -188,8 +188,9 @@ impl MobileClient {
                 }
                 Event::ApplicationData(data) => self.on_echo(now, &data),
                 Event::PathChanged(_) => self.tally.path_changes += 1,
-                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } | Event::SessionTicket(_) => {
-                }
+                // A DTLS 1.3 ticket comes after the handshake.
+                Event::SessionTicket(session) => self.last_session = Some(session),
+                Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
                 Event::Closed | Event::Failed(_) => {
                     self.conn = None;
                     self.handshake_from = None;
