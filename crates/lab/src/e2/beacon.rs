@@ -40,6 +40,8 @@ pub struct Row {
     pub cap_ms: f64,
     pub hops: usize,
     pub handshake: BothTimers,
+    /// The same in DTLS 1.3 (PSK, psk_ke).
+    pub handshake13: BothTimers,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -54,8 +56,10 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
     for &bo in &BEACON_ORDERS {
         for &so in &SUPERFRAME_ORDERS {
             for &hops in options.hops(&HOPS) {
-                let handshake =
-                    handshake::both_timers(&config(bo, so), hops, Variant::Psk, options.seed_range(), pki)?;
+                let mac = config(bo, so);
+                let handshake = handshake::both_timers(&mac, hops, Variant::Psk, options.seed_range(), pki)?;
+                let handshake13 =
+                    handshake::both_timers(&mac, hops, Variant::Psk13, options.seed_range(), pki)?;
                 rows.push(Row {
                     beacon_order: bo,
                     superframe_order: so,
@@ -63,6 +67,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
                     cap_ms: order_ms(so),
                     hops,
                     handshake,
+                    handshake13,
                 });
             }
         }
@@ -225,4 +230,14 @@ pub fn print(s: &Section) {
     println!();
     claims::print("Beacon-enabled", &s.claims);
     println!();
+    println!();
+    println!("The same grid in DTLS 1.3 (PSK, psk_ke, TLS_AES_128_CCM_8_SHA256), beside the 1.2 rows above:");
+    handshake::print13_header("BO SO  H");
+    for r in &s.rows {
+        handshake::print13_row(
+            &format!("{:>2} {:>2} {:>2}", r.beacon_order, r.superframe_order, r.hops),
+            &r.handshake13,
+            &r.handshake,
+        );
+    }
 }

@@ -127,8 +127,23 @@ pub fn check(
             }),
         ),
         clean_links(
+            "beacon 1.3",
+            beacon.rows.iter().map(|row| {
+                (
+                    format!("1.3 BO {} SO {} H {}", row.beacon_order, row.superframe_order, row.hops),
+                    &row.handshake13,
+                )
+            }),
+        ),
+        clean_links(
             "TSCH",
             tsch.real.iter().map(|row| (format!("L {} C {} H {}", row.l, row.c, row.h), &row.handshake)),
+        ),
+        clean_links(
+            "TSCH 1.3",
+            tsch.real
+                .iter()
+                .map(|row| (format!("1.3 L {} C {} H {}", row.l, row.c, row.h), &row.handshake13)),
         ),
         clean_links(
             "variants",

@@ -84,6 +84,8 @@ pub struct RealRow {
     pub h: usize,
     pub paper_s: f64,
     pub handshake: BothTimers,
+    /// The same in DTLS 1.3 (PSK, psk_ke).
+    pub handshake13: BothTimers,
     /// Eq. (2) with the frames of our clean handshake (no resend) in place of the paper's 10.
     pub formula_with_our_frames_s: f64,
     pub diff_percent: f64,
@@ -191,6 +193,8 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
         }
         let handshake =
             handshake::both_timers(&config(l, c, 1.0), h, Variant::Psk, options.seed_range(), pki)?;
+        let handshake13 =
+            handshake::both_timers(&config(l, c, 1.0), h, Variant::Psk13, options.seed_range(), pki)?;
         let m = handshake.main();
         let frames_per_hop = m.data_frames / h as f64;
         let formula_with_our_frames_s = formula_s(clean.data_frames, l, c, h, 1.0);
@@ -226,6 +230,7 @@ pub fn run(options: &Options, pki: &LabPki) -> anyhow::Result<Section> {
             h,
             paper_s,
             handshake,
+            handshake13,
             formula_with_our_frames_s,
             diff_percent: diff * 100.0,
             why,
@@ -347,6 +352,14 @@ pub fn print(s: &Section) {
     println!("handshakes that failed (an end gave up) or did not complete within an hour: {incomplete}");
     for r in r_with_why(&s.real) {
         println!("  L={} C={} H={}: {}", r.l, r.c, r.h, r.why);
+    }
+    println!();
+    println!(
+        "The same schedules in DTLS 1.3 (PSK, psk_ke, TLS_AES_128_CCM_8_SHA256), beside the 1.2 rows above:"
+    );
+    handshake::print13_header("    L  C  H");
+    for r in &s.real {
+        handshake::print13_row(&format!("{:>5} {:>2} {:>2}", r.l, r.c, r.h), &r.handshake13, &r.handshake);
     }
     println!();
 }

@@ -76,6 +76,26 @@ pub struct Row13 {
     pub resumed: bool,
 }
 
+/// Both configurations of a 1.2 row made those of `variant` in DTLS 1.3 with `group`: both sides
+/// offer (and use) only the variant's compression algorithm, if any.
+pub(crate) fn configure13(
+    client: &mut fastshake_dtls::ClientConfig,
+    server: &mut fastshake_dtls::ServerConfig,
+    variant: Variant13,
+    group: NamedGroup,
+) {
+    let algorithms: Vec<CompressionAlgorithm> = match variant {
+        Variant13::Compressed(a) => vec![a],
+        _ => Vec::new(),
+    };
+    client.versions = Versions::Dtls13;
+    server.versions = Versions::Dtls13;
+    client.groups = vec![group];
+    server.groups = vec![group];
+    client.certificate_compression = Arc::new(CertificateCompression::new(&algorithms));
+    server.certificate_compression = Arc::new(CertificateCompression::new(&algorithms));
+}
+
 /// A Certificate body of TLS 1.3 (RFC 8446 §4.4.2) for `chain`: no context, no extensions.
 fn certificate_body(chain: &[fastshake_pki::CertDer]) -> Vec<u8> {
     let entries: usize = chain.iter().map(|c| 3 + c.as_ref().len() + 2).sum();

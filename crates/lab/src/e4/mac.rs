@@ -4,11 +4,14 @@
 //! saves of them. Both ends use a 600 s first timeout, so no timer fires on these lossless hops
 //! (an RSA flight takes a minute to cross TSCH one cell per slotframe) and the figures are the
 //! handshake's own; datagrams up to the engine's default 1200 bytes, fragmented by 6LoWPAN.
+//! DTLS 1.3 rows follow the 1.2 ones: vanilla, the best compression of these chains (Zstandard),
+//! ticket resumption, and vanilla with the X25519MLKEM768 hybrid ([`super::dtls13`]).
 
 use super::chains::{chain_set, Chains};
+use super::dtls13::{configure13, Variant13};
 use super::exchange::{prepare, seed_bytes, Config};
 use crate::mac_handshake::{self, MacHandshake};
-use fastshake_dtls::{Connection, Instant, DEFAULT_MTU};
+use fastshake_dtls::{CompressionAlgorithm, Connection, Instant, NamedGroup, DEFAULT_MTU};
 use fastshake_sim::mac::MacConfig;
 use serde::Serialize;
 use std::sync::Arc;
@@ -18,11 +21,40 @@ use std::time::Duration;
 pub const CONFIGS: [Config; 5] =
     [Config::Vanilla, Config::Rfc7924, Config::Bithac, Config::Ticket, Config::BithacResumption];
 
+/// The DTLS 1.3 handshakes run over the MACs, after the 1.2 ones.
+pub const VARIANTS13: [(Variant13, NamedGroup); 4] = [
+    (Variant13::Vanilla, NamedGroup::X25519),
+    (Variant13::Compressed(CompressionAlgorithm::Zstd), NamedGroup::X25519),
+    (Variant13::Ticket, NamedGroup::X25519),
+    (Variant13::Vanilla, NamedGroup::X25519MlKem768),
+];
+
+/// What one MAC row runs: a 1.2 configuration, or a 1.3 variant with its group.
+#[derive(Clone, Copy, Debug)]
+enum Handshake {
+    Dtls12(Config),
+    Dtls13(Variant13, NamedGroup),
+}
+
+impl Handshake {
+    fn name(self) -> String {
+        match self {
+            Handshake::Dtls12(config) => config.name().to_string(),
+            Handshake::Dtls13(variant, group) => format!("1.3 {} {}", variant.name(), group.name()),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct MacRow {
     pub mac: &'static str,
     pub chains: Chains,
+    /// The DTLS version, "1.2" or "1.3".
+    pub version: &'static str,
+    /// The 1.2 configuration, or the 1.3 row's base (vanilla or ticket).
     pub config: Config,
+    /// What ran, as the tables name it.
+    pub handshake: String,
     pub seeds: u64,
     pub completed: u64,
     /// Means over the completed seeds.
@@ -32,7 +64,8 @@ pub struct MacRow {
     pub client_energy_mj: f64,
     /// Flights resent by either side, summed over seeds (0 expected: no loss, patient timer).
     pub retransmissions: u64,
-    /// Saved of the vanilla row's seconds and client energy, percent.
+    /// Saved of the vanilla row's seconds and client energy (the 1.3 x25519 vanilla row's for a
+    /// 1.3 row), percent.
     pub saved_s_pct: f64,
     pub saved_mj_pct: f64,
 }
@@ -52,11 +85,19 @@ fn macs() -> [(&'static str, MacConfig); 2] {
 
 const PATIENT: Duration = Duration::from_secs(600);
 
-fn one(mac: &MacConfig, chains: Chains, config: Config, seed: u64) -> anyhow::Result<MacHandshake> {
+fn one(mac: &MacConfig, chains: Chains, handshake: Handshake, seed: u64) -> anyhow::Result<MacHandshake> {
     let set = chain_set(chains)?;
+    let (config, version13) = match handshake {
+        Handshake::Dtls12(config) => (config, None),
+        Handshake::Dtls13(Variant13::Ticket, group) => (Config::Ticket, Some((Variant13::Ticket, group))),
+        Handshake::Dtls13(variant, group) => (Config::Vanilla, Some((variant, group))),
+    };
     let prepared = prepare(&set, chains, config, DEFAULT_MTU, seed, |c, s| {
         c.initial_retransmit = PATIENT;
         s.initial_retransmit = PATIENT;
+        if let Some((variant, group)) = version13 {
+            configure13(c, s, variant, group);
+        }
     })?;
     let mut server = prepared.server;
     let start = Instant::from_millis(10_000);
@@ -76,12 +117,23 @@ pub fn run(chains: &[Chains], seeds: u64) -> anyhow::Result<MacSection> {
     let mut rows = Vec::new();
     for (mac_name, mac) in macs() {
         for &c in chains {
-            let mut vanilla: Option<(f64, f64)> = None;
-            for config in CONFIGS {
+            let handshakes = CONFIGS
+                .iter()
+                .map(|&config| Handshake::Dtls12(config))
+                .chain(VARIANTS13.iter().map(|&(variant, group)| Handshake::Dtls13(variant, group)));
+            let mut vanilla: [Option<(f64, f64)>; 2] = [None, None];
+            for handshake in handshakes {
+                let (version, config) = match handshake {
+                    Handshake::Dtls12(config) => ("1.2", config),
+                    Handshake::Dtls13(Variant13::Ticket, _) => ("1.3", Config::Ticket),
+                    Handshake::Dtls13(..) => ("1.3", Config::Vanilla),
+                };
                 let mut row = MacRow {
                     mac: mac_name,
                     chains: c,
+                    version,
                     config,
+                    handshake: handshake.name(),
                     seeds,
                     completed: 0,
                     duration_s: 0.0,
@@ -93,7 +145,7 @@ pub fn run(chains: &[Chains], seeds: u64) -> anyhow::Result<MacSection> {
                     saved_mj_pct: 0.0,
                 };
                 for seed in 0..seeds {
-                    let h = one(&mac, c, config, seed)?;
+                    let h = one(&mac, c, handshake, seed)?;
                     if h.completed {
                         row.completed += 1;
                         row.duration_s += h.duration_s;
@@ -108,7 +160,8 @@ pub fn run(chains: &[Chains], seeds: u64) -> anyhow::Result<MacSection> {
                 row.data_frames /= n;
                 row.dtls_bytes /= n;
                 row.client_energy_mj /= n;
-                let (s, mj) = *vanilla.get_or_insert((row.duration_s, row.client_energy_mj));
+                let base = &mut vanilla[usize::from(version == "1.3")];
+                let (s, mj) = *base.get_or_insert((row.duration_s, row.client_energy_mj));
                 row.saved_s_pct = 100.0 * (1.0 - row.duration_s / s);
                 row.saved_mj_pct = 100.0 * (1.0 - row.client_energy_mj / mj);
                 rows.push(row);
@@ -124,9 +177,10 @@ pub fn print(s: &MacSection) {
         "Not in the paper: the handshake alone over one simulated hop (6LoWPAN, 127-byte frames), first timeout {} s",
         s.initial_retransmit_s
     );
-    println!("(none fires on these lossless hops); means over seeds; 'saved' of the vanilla row's seconds / client energy:");
+    println!("(none fires on these lossless hops); means over seeds; 'saved' of the vanilla row's seconds / client energy");
+    println!("(a 1.3 row's: of the 1.3 x25519 vanilla row's):");
     println!(
-        "  {:<16} {:<40} {:<22} {:>5} {:>9} {:>8} {:>8} {:>9} {:>13} {:>7}",
+        "  {:<16} {:<40} {:<36} {:>5} {:>9} {:>8} {:>8} {:>9} {:>13} {:>7}",
         "MAC",
         "chains",
         "configuration",
@@ -140,10 +194,10 @@ pub fn print(s: &MacSection) {
     );
     for r in &s.rows {
         println!(
-            "  {:<16} {:<40} {:<22} {:>2}/{:<2} {:>9.2} {:>8.1} {:>8.0} {:>9.2} {:>5.0}%/{:>4.0}% {:>7}",
+            "  {:<16} {:<40} {:<36} {:>2}/{:<2} {:>9.2} {:>8.1} {:>8.0} {:>9.2} {:>5.0}%/{:>4.0}% {:>7}",
             r.mac,
             r.chains.name(),
-            r.config.name(),
+            r.handshake,
             r.completed,
             r.seeds,
             r.duration_s,

@@ -130,10 +130,23 @@ fn tables(r: &Report) -> Vec<Table> {
     }
     let mut real = Table::new(
         "TSCH: our real handshake on the paper's schedules",
-        &["L", "C", "H", "paper s", "ours s", "frames", "Eq. (2) with our frames s", "diff %", "why"],
+        &[
+            "L",
+            "C",
+            "H",
+            "paper s",
+            "ours s",
+            "frames",
+            "DTLS 1.3 s",
+            "1.3 frames",
+            "Eq. (2) with our frames s",
+            "diff %",
+            "why",
+        ],
     );
     for row in &r.tsch.real {
         let m = row.handshake.main();
+        let m13 = row.handshake13.main();
         real.row([
             row.l.to_string(),
             row.c.to_string(),
@@ -141,9 +154,29 @@ fn tables(r: &Report) -> Vec<Table> {
             format!("{}", row.paper_s),
             format!("{:.3}", m.duration_s),
             format!("{:.1}", m.data_frames),
+            format!("{:.3}", m13.duration_s),
+            format!("{:.1}", m13.data_frames),
             format!("{:.3}", row.formula_with_our_frames_s),
             format!("{:+.1}", row.diff_percent),
             row.why.clone(),
+        ]);
+    }
+    let mut beacon13 = Table::new(
+        "Beacon-enabled grid, DTLS 1.2 PSK against DTLS 1.3 PSK (psk_ke), adaptive timer",
+        &["BO", "SO", "H", "1.2 s", "1.3 s", "1.3 spurious", "1.2 frames", "1.3 frames", "1.3 vs 1.2 %"],
+    );
+    for row in &r.beacon.rows {
+        let (a, b) = (&row.handshake.adaptive, &row.handshake13.adaptive);
+        beacon13.row([
+            row.beacon_order.to_string(),
+            row.superframe_order.to_string(),
+            row.hops.to_string(),
+            format!("{:.2}", a.duration_s),
+            format!("{:.2}", b.duration_s),
+            format!("{:.2}", b.spurious_retransmissions),
+            format!("{:.1}", a.data_frames),
+            format!("{:.1}", b.data_frames),
+            format!("{:+.0}", (b.duration_s / a.duration_s - 1.0) * 100.0),
         ]);
     }
     let mut variants = Table::new(
@@ -164,7 +197,7 @@ fn tables(r: &Report) -> Vec<Table> {
             format!("{:+.0}", row.duration_vs_psk_percent),
         ]);
     }
-    vec![statements, tsch, real, variants, timer_targets(&r.timer_targets)]
+    vec![statements, tsch, real, beacon13, variants, timer_targets(&r.timer_targets)]
 }
 
 /// The adaptive timer's two targets, as `lab e2` checks them over every row it ran.

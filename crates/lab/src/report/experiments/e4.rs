@@ -400,7 +400,7 @@ fn tables(r: &Report) -> Vec<Table> {
             t.row([
                 m.mac.to_string(),
                 m.chains.name().to_string(),
-                m.config.name().to_string(),
+                m.handshake.clone(),
                 format!("{}/{}", m.completed, m.seeds),
                 format!("{:.2}", m.duration_s),
                 format!("{:.1}", m.data_frames),
