@@ -606,3 +606,42 @@ fn a_certificate_flight_at_mtu_99_is_acknowledged_whole_and_never_resent() {
     assert_eq!(pair.sent(Dir::ToServer), flight, "the client sent more after its flight");
     data_flows(&mut pair);
 }
+
+#[test]
+fn a_lost_ack_among_several_has_the_rest_of_the_flight_resent_once() {
+    // The server acknowledges the client's flight of dozens of records at MTU 99 in several
+    // ACKs; the first is lost. The next names newer records: the older ones are a gap and are
+    // resent, once — the ACKs after it must not have them resent again each.
+    let client = ClientConfig {
+        certified_key: Some(Arc::new(pki().client_certified_key().unwrap())),
+        certificate_compression: Arc::new(fastshake_dtls::CertificateCompression::none()),
+        mtu: 99,
+        ..cert_client()
+    };
+    let server = ServerConfig {
+        client_auth: ClientAuth::Require,
+        client_trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki().ca_pem().as_bytes()).unwrap())),
+        certificate_compression: Arc::new(fastshake_dtls::CertificateCompression::none()),
+        mtu: 99,
+        ..cert_server()
+    };
+    let mut pair = Pair::new(client, server);
+    // The client's last flight is what it sends after the server's flight (dozens of datagrams);
+    // the server's first datagram after it is its first ACK of that flight.
+    let (mut from_server, mut flight_seen, mut dropped) = (0, false, false);
+    pair.filter = Box::new(move |d| {
+        match d.dir {
+            Dir::ToClient => from_server += 1,
+            Dir::ToServer => flight_seen |= from_server >= 10,
+        }
+        if d.dir == Dir::ToClient && flight_seen && !dropped {
+            dropped = true;
+            return Fate::Drop;
+        }
+        Fate::Deliver
+    });
+    pair.handshake(MINUTE).expect("both authenticated");
+    pair.run_for(MINUTE);
+    assert_eq!(pair.client.stats().flights_resent, 1);
+    data_flows(&mut pair);
+}

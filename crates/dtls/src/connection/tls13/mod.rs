@@ -621,9 +621,14 @@ impl Connection {
                 }
             }
         }
+        // A gap sent again after the newest named record is on its way too: the other ACKs of
+        // one acknowledgement do not have it resent once more each.
         let gap = newest_named.is_some_and(|newest| {
-            hs.flight.sent[..newest].iter().any(|&(_, index, start, end)| {
-                hs.flight.messages.get(index).is_some_and(|m| !m.covers(start, end))
+            let (before, after) = hs.flight.sent.split_at(newest);
+            before.iter().any(|&(_, index, start, end)| {
+                let unacknowledged = hs.flight.messages.get(index).is_some_and(|m| !m.covers(start, end));
+                let sent_again = after.iter().any(|&(_, i, s, e)| i == index && s <= start && end <= e);
+                unacknowledged && !sent_again
             })
         });
         if hs.flight.all_acked() {
