@@ -2,7 +2,7 @@
 //! with fewer clients and two short waves, in network namespaces.
 //!
 //! The product server (`fastshake server --echo --mobility cid`, PSK and an ECDSA chain of three on
-//! one port) and one load process of concurrent clients, through the delay relay with loss,
+//! one port, DTLS 1.2 and 1.3) and one load process of concurrent clients (both versions), through the delay relay with loss,
 //! duplication and reordering. The test asserts what must hold whatever the timing: every
 //! handshake completes, every record is echoed, none twice, every client that moved kept its
 //! session, the server reports no failure, and its memory after the clients are gone is within the
@@ -78,10 +78,18 @@ fn every_handshake_completes_and_every_record_arrives_once_through_a_lossy_dupli
     assert_eq!(count(all, "lost"), 0, "a record was lost after every resend: {all}");
     assert_eq!(count(all, "session_failures"), 0, "failures: {}", report["failure_samples"]);
     assert_eq!(count(all, "echoed"), count(all, "records"), "{all}");
-    // Every kind ran: both PSK suites, both ECDSA suites, resumption both ways, moves.
-    for kind in
-        ["PSK CCM_8", "PSK GCM", "ECDSA CCM_8", "ECDSA GCM", "resumed by ticket", "resumed by session ID"]
-    {
+    // Every kind ran: both PSK suites, both ECDSA suites, DTLS 1.3 with PSK and certificates,
+    // resumption both ways, moves.
+    for kind in [
+        "PSK CCM_8",
+        "PSK GCM",
+        "ECDSA CCM_8",
+        "ECDSA GCM",
+        "1.3 PSK CCM_8",
+        "1.3 ECDSA GCM",
+        "resumed by ticket",
+        "resumed by session ID",
+    ] {
         assert!(
             count(row(&report, kind), "handshakes_ok") > 0,
             "no {kind} handshake: {}",

@@ -443,7 +443,8 @@ impl ServerLog {
         if let Some((_, summary)) = rest.split_once(": handshake done: ") {
             self.handshakes += 1;
             let mut parts = summary.split(", ");
-            if let Some(suite) = parts.next() {
+            // A DTLS 1.3 suite is followed by its version, group and so on in parentheses.
+            if let Some(suite) = parts.next().and_then(|s| s.split(" (").next()) {
                 *self.by_suite.entry(suite.to_owned()).or_default() += 1;
             }
             if parts.next().is_some_and(|how| how.starts_with("resumed")) {
@@ -985,8 +986,6 @@ impl From<RelayCounters> for RelayFigures {
     }
 }
 
-const SUITE_ROWS: [&str; 4] = ["PSK CCM_8", "PSK GCM", "ECDSA CCM_8", "ECDSA GCM"];
-
 fn build_report(
     plan: &Plan,
     outcomes: Vec<ClientOutcome>,
@@ -996,7 +995,7 @@ fn build_report(
     waves: Vec<WaveMemory>,
 ) -> Report {
     let mut rows = Vec::new();
-    for suite in SUITE_ROWS {
+    for suite in peer::kind_labels() {
         let of: Vec<&ClientOutcome> = outcomes.iter().filter(|c| c.suite == suite).collect();
         rows.push(row(suite, &of));
     }

@@ -22,6 +22,7 @@
 
 use super::{ClientOutcome, WaveDone};
 use anyhow::Context as _;
+use fastshake_dtls::dtls13::Suite13;
 use fastshake_dtls::Versions;
 use fastshake_dtls::{CipherSuite, ClientConfig, ClientSession, Psk, Resumption, TrustAnchors};
 use fastshake_net::dtls::{
@@ -76,18 +77,46 @@ pub struct PeerOptions {
     pub trace_failures: bool,
 }
 
-/// The suites the soak's clients use, one each (the server offers them all on one port).
-const SUITES: [CipherSuite; 4] = [
-    CipherSuite::PskWithAes128Ccm8,
-    CipherSuite::PskWithAes128GcmSha256,
-    CipherSuite::EcdheEcdsaWithAes128Ccm8,
-    CipherSuite::EcdheEcdsaWithAes128GcmSha256,
+/// What one kind of client speaks: a DTLS 1.2 suite, or DTLS 1.3 with PSK or certificates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Dtls12(CipherSuite),
+    /// External PSK (psk_dhe_ke with x25519), TLS_AES_128_CCM_8_SHA256.
+    Dtls13Psk,
+    /// The server's ECDSA chain, x25519, TLS_AES_128_GCM_SHA256.
+    Dtls13Ecdsa,
+}
+
+/// The kinds of client the soak mixes, one each (the server speaks them all on one port).
+const KINDS: [Kind; 6] = [
+    Kind::Dtls12(CipherSuite::PskWithAes128Ccm8),
+    Kind::Dtls12(CipherSuite::PskWithAes128GcmSha256),
+    Kind::Dtls12(CipherSuite::EcdheEcdsaWithAes128Ccm8),
+    Kind::Dtls12(CipherSuite::EcdheEcdsaWithAes128GcmSha256),
+    Kind::Dtls13Psk,
+    Kind::Dtls13Ecdsa,
 ];
+
+impl Kind {
+    /// As the report names it.
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Dtls12(suite) => suite_label(suite),
+            Kind::Dtls13Psk => "1.3 PSK CCM_8",
+            Kind::Dtls13Ecdsa => "1.3 ECDSA GCM",
+        }
+    }
+}
+
+/// The kinds' labels, in [`KINDS`] order: the report's rows.
+pub(super) fn kind_labels() -> Vec<&'static str> {
+    KINDS.iter().map(|k| k.label()).collect()
+}
 
 /// What one client does, from its number alone (so a run's mix depends on the slot count only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct ClientPlan {
-    /// Index into [`SUITES`].
+    /// Index into [`KINDS`].
     pub suite: usize,
     /// Offers a connection ID (RFC 9146) and return routability checks (RFC 9853).
     pub cid: bool,
@@ -101,7 +130,7 @@ pub(super) struct ClientPlan {
 
 impl ClientPlan {
     /// Client `generation` of slot `slot` out of `slots`: its number `k = generation * slots +
-    /// slot` cycles through the suites; CID alternates over blocks of four and tickets over blocks
+    /// slot` cycles through the kinds (1.2 suites, 1.3 PSK and certificates); CID alternates over blocks of four and tickets over blocks
     /// of eight shifted every 32, so that every suite meets every combination, moving or not; one
     /// in `move_every` moves, spread over the suites; every `resume_every`-th client of a slot
     /// resumes.
@@ -109,7 +138,7 @@ impl ClientPlan {
         let k = generation * u64::from(slots) + u64::from(slot);
         let moves = move_every > 0 && (k / 4 + k).is_multiple_of(u64::from(move_every));
         ClientPlan {
-            suite: (k % 4) as usize,
+            suite: (k % KINDS.len() as u64) as usize,
             cid: moves || (k / 4).is_multiple_of(2),
             tickets: (k / 8 + k / 32).is_multiple_of(2),
             moves,
@@ -140,19 +169,34 @@ impl Shared {
         let pem = std::fs::read(&args.ca).with_context(|| format!("reading {}", args.ca.display()))?;
         let anchors = Arc::new(TrustAnchors::from_pem(&pem).context("no trust anchor in --ca")?);
         let mut configs = BTreeMap::new();
-        for (index, suite) in SUITES.into_iter().enumerate() {
+        for (index, kind) in KINDS.into_iter().enumerate() {
             for cid in [false, true] {
                 for tickets in [false, true] {
                     let mode = if cid { MobilityMode::Cid } else { MobilityMode::Standard };
-                    let config = ClientConfig {
-                        versions: Versions::Dtls12,
+                    let base = ClientConfig {
                         psk: Some(Psk::new(args.psk_identity.as_bytes(), key.clone())),
                         trust_anchors: Some(Arc::clone(&anchors)),
                         server_name: Some(args.server_name.clone()),
-                        suites: vec![suite],
                         enable_tickets: tickets,
                         mobility: mode.client_mobility(),
                         ..ClientConfig::default()
+                    };
+                    let config = match kind {
+                        Kind::Dtls12(suite) => {
+                            ClientConfig { versions: Versions::Dtls12, suites: vec![suite], ..base }
+                        }
+                        Kind::Dtls13Psk => ClientConfig {
+                            versions: Versions::Dtls13,
+                            trust_anchors: None,
+                            suites13: vec![Suite13::Aes128Ccm8Sha256],
+                            ..base
+                        },
+                        Kind::Dtls13Ecdsa => ClientConfig {
+                            versions: Versions::Dtls13,
+                            psk: None,
+                            suites13: vec![Suite13::Aes128GcmSha256],
+                            ..base
+                        },
                     };
                     configs.insert((index, cid, tickets), Arc::new(config));
                 }
@@ -330,7 +374,7 @@ async fn run_client(context: &Shared, id: u64, plan: ClientPlan, slot: &mut Slot
     };
     let mut outcome = ClientOutcome {
         id,
-        suite: suite_label(SUITES[suite]).to_owned(),
+        suite: KINDS[suite].label().to_owned(),
         cid: plan.cid,
         tickets,
         resumption_offered: session.is_some(),
@@ -390,7 +434,10 @@ async fn run_client(context: &Shared, id: u64, plan: ClientPlan, slot: &mut Slot
     if let Some(session) = summary.session.clone() {
         slot.session = Some((session, suite, tickets));
     }
-    exchange(context, id, &mut client, &mut outcome).await;
+    // A DTLS 1.3 ticket comes after the handshake, during the exchange.
+    if let Some(ticket) = exchange(context, id, &mut client, &mut outcome).await {
+        slot.session = Some((ticket, suite, tickets));
+    }
     outcome.reconnections = client.reconnections();
     outcome.closed_cleanly = matches!(tokio::time::timeout(CLOSE_BOUND, client.close()).await, Ok(Ok(_)));
     if let Some(tracer) = &tracer {
@@ -482,7 +529,14 @@ fn wait_after(timeout: Duration, attempt: u32) -> Duration {
 }
 
 /// Sends the client's records and checks their echoes, moving halfway if the plan says so.
-async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &mut ClientOutcome) {
+/// Sends the client's records and checks their echoes; the last DTLS 1.3 ticket it was given.
+async fn exchange(
+    context: &Shared,
+    id: u64,
+    client: &mut DtlsClient,
+    outcome: &mut ClientOutcome,
+) -> Option<ClientSession> {
+    let mut ticket = None;
     let args = &context.args;
     let timeout = context.request_timeout;
     let give_up = Duration::from_millis(args.give_up_ms);
@@ -494,7 +548,7 @@ async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &
         while pending.len() < args.window as usize && next_seq < args.records {
             if client.send(request(id, next_seq, 0)).is_err() {
                 outcome.session_error = Some("the client driver stopped".into());
-                return;
+                return ticket;
             }
             let now = Instant::now();
             pending.insert(next_seq, Pending { attempt: 0, first_sent: now, due: now + timeout });
@@ -503,7 +557,7 @@ async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &
             next_seq += 1;
         }
         if pending.is_empty() && next_seq == args.records {
-            return;
+            return ticket;
         }
         if outcome.moves && !outcome.moved && finished >= args.records / 2 {
             let to = args.move_to[(id as usize / 4) % args.move_to.len()];
@@ -511,7 +565,7 @@ async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &
                 Ok(_) => outcome.moved = true,
                 Err(error) => {
                     outcome.session_error = Some(format!("moving to {to}: {error}"));
-                    return;
+                    return ticket;
                 }
             }
         }
@@ -542,19 +596,18 @@ async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &
                 }
                 Some(ClientEvent::SendFailed(_)) => outcome.send_failures += 1,
                 Some(ClientEvent::PathChanged(_)) | Some(ClientEvent::Reconnected(_)) => outcome.unexpected_events += 1,
-                // A DTLS 1.3 ticket: this peer does not resume across its runs.
-                Some(ClientEvent::SessionTicket(_)) => {}
+                Some(ClientEvent::SessionTicket(session)) => ticket = Some(session),
                 Some(ClientEvent::Closed) => {
                     outcome.session_error = Some("closed by the server".into());
-                    return;
+                    return ticket;
                 }
                 Some(ClientEvent::Failed(error)) => {
                     outcome.session_error = Some(error.to_string());
-                    return;
+                    return ticket;
                 }
                 None => {
                     outcome.session_error = Some("the client driver stopped".into());
-                    return;
+                    return ticket;
                 }
             },
             () = tokio::time::sleep_until(next_due) => {
@@ -574,7 +627,7 @@ async fn exchange(context: &Shared, id: u64, client: &mut DtlsClient, outcome: &
                     outcome.transmissions += 1;
                     if client.send(request(id, seq, entry.attempt)).is_err() {
                         outcome.session_error = Some("the client driver stopped".into());
-                        return;
+                        return ticket;
                     }
                 }
             }
@@ -621,7 +674,7 @@ mod tests {
                 resumes += u32::from(plan.resumes);
             }
         }
-        for suite in 0..4 {
+        for suite in 0..KINDS.len() {
             for cid in [false, true] {
                 for tickets in [false, true] {
                     assert!(
