@@ -578,11 +578,9 @@ fn a_resent_finished_is_acknowledged_until_the_server_handshake_timeout_and_the_
     data_flows(&mut pair);
 }
 
-#[test]
-fn a_certificate_flight_at_mtu_99_is_acknowledged_whole_and_never_resent() {
-    // At MTU 99 one ACK holds four record numbers and the client's flight (certificate,
-    // signature, Finished) takes dozens of records: the server's ACKs must name them all, and
-    // an ACK naming only the oldest must not have the rest resent while it is on its way.
+/// Mutual authentication with chains of three, uncompressed, in datagrams of 99 bytes: each
+/// side's certificate flight takes dozens of records, and one ACK names four.
+fn mutual_at_mtu_99() -> Pair {
     let client = ClientConfig {
         certified_key: Some(Arc::new(pki().client_certified_key().unwrap())),
         certificate_compression: Arc::new(fastshake_dtls::CertificateCompression::none()),
@@ -596,7 +594,15 @@ fn a_certificate_flight_at_mtu_99_is_acknowledged_whole_and_never_resent() {
         mtu: 99,
         ..cert_server()
     };
-    let mut pair = Pair::new(client, server);
+    Pair::new(client, server)
+}
+
+#[test]
+fn a_certificate_flight_at_mtu_99_is_acknowledged_whole_and_never_resent() {
+    // At MTU 99 one ACK holds four record numbers and the client's flight (certificate,
+    // signature, Finished) takes dozens of records: the server's ACKs must name them all, and
+    // an ACK naming only the oldest must not have the rest resent while it is on its way.
+    let mut pair = mutual_at_mtu_99();
     let (c, s) = pair.handshake(MINUTE).expect("both authenticated");
     assert_eq!((c.peer_certificates, s.peer_certificates), (3, 3));
     let flight = pair.sent(Dir::ToServer);
@@ -612,20 +618,7 @@ fn a_lost_ack_among_several_has_the_rest_of_the_flight_resent_once() {
     // The server acknowledges the client's flight of dozens of records at MTU 99 in several
     // ACKs; the first is lost. The next names newer records: the older ones are a gap and are
     // resent, once — the ACKs after it must not have them resent again each.
-    let client = ClientConfig {
-        certified_key: Some(Arc::new(pki().client_certified_key().unwrap())),
-        certificate_compression: Arc::new(fastshake_dtls::CertificateCompression::none()),
-        mtu: 99,
-        ..cert_client()
-    };
-    let server = ServerConfig {
-        client_auth: ClientAuth::Require,
-        client_trust_anchors: Some(Arc::new(TrustAnchors::from_pem(pki().ca_pem().as_bytes()).unwrap())),
-        certificate_compression: Arc::new(fastshake_dtls::CertificateCompression::none()),
-        mtu: 99,
-        ..cert_server()
-    };
-    let mut pair = Pair::new(client, server);
+    let mut pair = mutual_at_mtu_99();
     // The client's last flight is what it sends after the server's flight (dozens of datagrams);
     // the server's first datagram after it is its first ACK of that flight.
     let (mut from_server, mut flight_seen, mut dropped) = (0, false, false);

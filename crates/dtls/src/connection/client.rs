@@ -362,16 +362,9 @@ impl Connection {
                 };
                 let chain_body = cached.as_deref().unwrap_or(body);
                 let certs = parse_certificate(chain_body).map_err(Abort::decode)?;
-                let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
                 let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-                let (verified, validation) = fastshake_pki::verify_server_chain_cached(
-                    config.key_cache.as_deref(),
-                    &chain,
-                    anchors,
-                    config.wall_clock.map_or(0, |w| w.unix_at(now)),
-                    config.server_name.as_deref(),
-                )
-                .map_err(Abort::peer)?;
+                let (chain, verified, validation) =
+                    super::handshake::validate_server_chain(&config, anchors, now, &certs)?;
                 hs.chain_validation_skipped = validation == Validation::Cached;
                 let key = verified.key;
                 if super::handshake::suite_key_algorithm(s.suite) != Some(key.algorithm()) {

@@ -14,7 +14,7 @@ use crate::timer::RetransmitTimer;
 use fastshake_core::codec::DecodeError;
 use fastshake_core::Instant;
 use fastshake_core::{TimerKind, TimerTable};
-use fastshake_pki::{KeyAlgorithm, PkiError, SignatureScheme};
+use fastshake_pki::{CertDer, KeyAlgorithm, PkiError, SignatureScheme, Validation, VerifiedChain};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use ring::digest;
@@ -304,6 +304,46 @@ impl Abort {
 }
 
 /// The key algorithm a certificate suite's server must have.
+/// A server's chain (the DER certificates of its Certificate message) as a client validates it,
+/// in either version: against `anchors`, the configured name and time, through the client's
+/// validated-key cache. The chain comes back with the result, for what the caller keeps of it.
+pub(super) fn validate_server_chain(
+    config: &crate::config::ClientConfig,
+    anchors: &fastshake_pki::TrustAnchors,
+    now: Instant,
+    certs: &[&[u8]],
+) -> Result<(Vec<CertDer>, VerifiedChain, Validation), Abort> {
+    let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+    let (verified, validation) = fastshake_pki::verify_server_chain_cached(
+        config.key_cache.as_deref(),
+        &chain,
+        anchors,
+        config.wall_clock.map_or(0, |w| w.unix_at(now)),
+        config.server_name.as_deref(),
+    )
+    .map_err(Abort::peer)?;
+    Ok((chain, verified, validation))
+}
+
+/// A client's chain as a server validates it, in either version: against `anchors` and the
+/// configured time, through the server's validated-key cache.
+pub(super) fn validate_client_chain(
+    config: &crate::config::ServerConfig,
+    anchors: &fastshake_pki::TrustAnchors,
+    now: Instant,
+    certs: &[&[u8]],
+) -> Result<(Vec<CertDer>, VerifiedChain, Validation), Abort> {
+    let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
+    let (verified, validation) = fastshake_pki::verify_client_chain_cached(
+        config.key_cache.as_deref(),
+        &chain,
+        anchors,
+        config.wall_clock.map_or(0, |w| w.unix_at(now)),
+    )
+    .map_err(Abort::peer)?;
+    Ok((chain, verified, validation))
+}
+
 pub(super) fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
     match suite.params().key_exchange {
         KeyExchange::Psk | KeyExchange::Tls13 => None,

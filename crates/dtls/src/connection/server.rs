@@ -555,18 +555,12 @@ impl Connection {
                     }
                     None
                 } else {
-                    let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
                     let anchors = config
                         .client_trust_anchors
                         .as_ref()
                         .ok_or(Abort::alert(AlertDescription::InternalError))?;
-                    let (verified, validation) = fastshake_pki::verify_client_chain_cached(
-                        config.key_cache.as_deref(),
-                        &chain,
-                        anchors,
-                        config.wall_clock.map_or(0, |w| w.unix_at(now)),
-                    )
-                    .map_err(Abort::peer)?;
+                    let (chain, verified, validation) =
+                        super::handshake::validate_client_chain(&config, anchors, now, &certs)?;
                     hs.chain_validation_skipped = validation == Validation::Cached;
                     let kept = if s.session.client_cert_caching { chain.clone() } else { Vec::new() };
                     Some(ClientChain {

@@ -36,6 +36,14 @@ impl Variant13 {
         Variant13::Ticket,
     ];
 
+    /// The compression both sides offer and use: the variant's algorithm, if any.
+    pub fn algorithms(self) -> Vec<CompressionAlgorithm> {
+        match self {
+            Variant13::Compressed(a) => vec![a],
+            _ => Vec::new(),
+        }
+    }
+
     pub fn name(self) -> String {
         match self {
             Variant13::Vanilla => "vanilla".into(),
@@ -84,10 +92,7 @@ pub(crate) fn configure13(
     variant: Variant13,
     group: NamedGroup,
 ) {
-    let algorithms: Vec<CompressionAlgorithm> = match variant {
-        Variant13::Compressed(a) => vec![a],
-        _ => Vec::new(),
-    };
+    let algorithms = variant.algorithms();
     client.versions = Versions::Dtls13;
     server.versions = Versions::Dtls13;
     client.groups = vec![group];
@@ -124,18 +129,9 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
     let mut rows: Vec<Row13> = Vec::new();
     for variant in Variant13::ALL {
         let config = if variant == Variant13::Ticket { Config::Ticket } else { Config::Vanilla };
-        let algorithms: Vec<CompressionAlgorithm> = match variant {
-            Variant13::Compressed(a) => vec![a],
-            _ => Vec::new(),
-        };
         let adjust = |client: &mut fastshake_dtls::ClientConfig,
                       server: &mut fastshake_dtls::ServerConfig| {
-            client.versions = Versions::Dtls13;
-            server.versions = Versions::Dtls13;
-            client.groups = vec![group];
-            server.groups = vec![group];
-            client.certificate_compression = Arc::new(CertificateCompression::new(&algorithms));
-            server.certificate_compression = Arc::new(CertificateCompression::new(&algorithms));
+            configure13(client, server, variant, group)
         };
         let ex = exchange::run_adjusted(&set, chains, config, dtls_mtu(mtu), 7, adjust)?;
         anyhow::ensure!(ex.client.version == Versions::Dtls13, "{}: not DTLS 1.3", variant.name());
@@ -143,7 +139,7 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
         anyhow::ensure!(resumed == (variant == Variant13::Ticket), "{}: resumed={resumed}", variant.name());
         let compressed = ex.client.certificate_compression_received;
         anyhow::ensure!(
-            compressed == algorithms.first().copied() || resumed,
+            compressed == variant.algorithms().first().copied() || resumed,
             "{}: the server's chain came {compressed:?}",
             variant.name()
         );

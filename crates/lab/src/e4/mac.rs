@@ -37,6 +37,22 @@ enum Handshake {
 }
 
 impl Handshake {
+    /// The 1.2 configuration the row starts from (a 1.3 row's: vanilla, or the ticket's).
+    fn config(self) -> Config {
+        match self {
+            Handshake::Dtls12(config) => config,
+            Handshake::Dtls13(Variant13::Ticket, _) => Config::Ticket,
+            Handshake::Dtls13(..) => Config::Vanilla,
+        }
+    }
+
+    fn version(self) -> &'static str {
+        match self {
+            Handshake::Dtls12(_) => "1.2",
+            Handshake::Dtls13(..) => "1.3",
+        }
+    }
+
     fn name(self) -> String {
         match self {
             Handshake::Dtls12(config) => config.name().to_string(),
@@ -87,15 +103,10 @@ const PATIENT: Duration = Duration::from_secs(600);
 
 fn one(mac: &MacConfig, chains: Chains, handshake: Handshake, seed: u64) -> anyhow::Result<MacHandshake> {
     let set = chain_set(chains)?;
-    let (config, version13) = match handshake {
-        Handshake::Dtls12(config) => (config, None),
-        Handshake::Dtls13(Variant13::Ticket, group) => (Config::Ticket, Some((Variant13::Ticket, group))),
-        Handshake::Dtls13(variant, group) => (Config::Vanilla, Some((variant, group))),
-    };
-    let prepared = prepare(&set, chains, config, DEFAULT_MTU, seed, |c, s| {
+    let prepared = prepare(&set, chains, handshake.config(), DEFAULT_MTU, seed, |c, s| {
         c.initial_retransmit = PATIENT;
         s.initial_retransmit = PATIENT;
-        if let Some((variant, group)) = version13 {
+        if let Handshake::Dtls13(variant, group) = handshake {
             configure13(c, s, variant, group);
         }
     })?;
@@ -123,16 +134,12 @@ pub fn run(chains: &[Chains], seeds: u64) -> anyhow::Result<MacSection> {
                 .chain(VARIANTS13.iter().map(|&(variant, group)| Handshake::Dtls13(variant, group)));
             let mut vanilla: [Option<(f64, f64)>; 2] = [None, None];
             for handshake in handshakes {
-                let (version, config) = match handshake {
-                    Handshake::Dtls12(config) => ("1.2", config),
-                    Handshake::Dtls13(Variant13::Ticket, _) => ("1.3", Config::Ticket),
-                    Handshake::Dtls13(..) => ("1.3", Config::Vanilla),
-                };
+                let version = handshake.version();
                 let mut row = MacRow {
                     mac: mac_name,
                     chains: c,
                     version,
-                    config,
+                    config: handshake.config(),
                     handshake: handshake.name(),
                     seeds,
                     completed: 0,

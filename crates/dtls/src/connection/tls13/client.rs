@@ -286,16 +286,9 @@ impl Connection {
     /// The server's chain from the body of its Certificate, validated.
     fn server_chain13(now: Instant, config: &ClientConfig, body: &[u8]) -> Result<ServerChain13, Abort> {
         let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
-        let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
         let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-        let (verified, validation) = fastshake_pki::verify_server_chain_cached(
-            config.key_cache.as_deref(),
-            &chain,
-            anchors,
-            config.wall_clock.map_or(0, |w| w.unix_at(now)),
-            config.server_name.as_deref(),
-        )
-        .map_err(Abort::peer)?;
+        let (chain, verified, validation) =
+            crate::connection::handshake::validate_server_chain(config, anchors, now, &certs)?;
         Ok(ServerChain13 {
             key: verified.key,
             certificates: chain.len(),

@@ -363,15 +363,9 @@ impl Connection {
             }
             return Ok(ServerStep13::ExpectFinished(w));
         }
-        let chain: Vec<CertDer> = certs.iter().map(|c| CertDer::from(c.to_vec())).collect();
         let anchors = config.client_trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
-        let (verified, validation) = fastshake_pki::verify_client_chain_cached(
-            config.key_cache.as_deref(),
-            &chain,
-            anchors,
-            config.wall_clock.map_or(0, |c| c.unix_at(now)),
-        )
-        .map_err(Abort::peer)?;
+        let (chain, verified, validation) =
+            crate::connection::handshake::validate_client_chain(config, anchors, now, &certs)?;
         w.client_certificates = chain.len();
         w.client_leaf = chain.into_iter().next();
         w.client_validation_skipped = validation == fastshake_pki::Validation::Cached;
