@@ -41,8 +41,8 @@ pub struct CommonArgs {
     /// or alone, or certificates; resumption by ticket and 0-RTT; sessions move as in 1.2), or
     /// both: a client offers 1.3 and 1.2 in one ClientHello, a server answers each
     /// client in the highest version it offers. Default: both. A flag that only one version
-    /// carries here makes that one the default (1.2 for --cache-file, 1.3 for --early-data), and
-    /// so do --suite names all of one version.
+    /// carries here makes that one the default (1.3 for --early-data), and so do --suite names
+    /// all of one version.
     #[arg(long, value_name = "VERSION", value_enum)]
     dtls: Option<DtlsArg>,
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
@@ -147,8 +147,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "MODE", default_value_t = MobilityMode::Standard)]
     mobility: MobilityMode,
     /// Client-certificate caching (seed 003): keep the chains of at most N clients that offered
-    /// it, least recently used out first, so that they can send an empty Certificate next time
-    /// (their CertificateVerify still proves the key). 0 turns it off.
+    /// it, least recently used out first, so that they can leave their chain out next time (an
+    /// empty Certificate in 1.2, an abbreviated one in 1.3; their CertificateVerify still
+    /// proves the key). 0 turns it off.
     #[arg(long, value_name = "N", default_value_t = ClientCertCacheConfig::default().max_entries)]
     client_cache: usize,
     /// Close a session that received nothing for this many seconds (close_notify; its socket,
@@ -254,7 +255,8 @@ pub struct ClientArgs {
     early_data: bool,
     /// Handshake caching (seed 003): keep the server's Certificate and CertificateRequest
     /// (RFC 7924) and our client-certificate ticket in FILE, per server, and offer them next
-    /// time. Written with mode 0600; a corrupt file is ignored with a warning.
+    /// time, in either version (1.3 caches the chain, not the CertificateRequest, and says so
+    /// encrypted). Written with mode 0600; a corrupt file is ignored with a warning.
     #[arg(long, value_name = "FILE")]
     cache_file: Option<PathBuf>,
     /// What the client offers so its session survives a move: standard (nothing; see
@@ -756,12 +758,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         );
     }
     let server_name = args.server_name.clone().or_else(|| host_of(&args.connect));
-    let only = match (args.cache_file.is_some(), args.early_data) {
-        (true, true) => bail!("--cache-file works in DTLS 1.2 only and --early-data in 1.3 only: drop one"),
-        (true, false) => Some((DtlsArg::V1_2, "--cache-file")),
-        (false, true) => Some((DtlsArg::V1_3, "--early-data")),
-        (false, false) => None,
-    };
+    let only = args.early_data.then_some((DtlsArg::V1_3, "--early-data"));
     let dtls = common.dtls(only)?;
     let config = ClientConfig {
         psk,

@@ -154,3 +154,23 @@ fn fastshake_server_compresses_with_its_own_first_choice() {
     assert!(!ours.contains("-compressed"), "{ours}");
     assert!(theirs.contains("decompressed=none"), "{theirs}");
 }
+
+/// Handshake caching in 1.3 is negotiated: a fastshake client with a cache file offers its
+/// fingerprint and client-certificate caching to BoringSSL, which knows neither and runs
+/// ordinary handshakes; the chain still comes compressed.
+#[test]
+fn fastshake_client_offering_caching_gets_ordinary_handshakes_from_boringssl() {
+    if skip() {
+        return;
+    }
+    let pki = Pki::generate(FASTSHAKE, "p256", 3);
+    let cache = pki.scratch("boringssl.cache");
+    let _ = std::fs::remove_file(&cache);
+    for round in ["first", "second"] {
+        let (ours, theirs) = fastshake_client(&pki, &["--compress", "zstd"], &["--cache-file", &cache]);
+        assert!(!ours.contains("from cache"), "{round}: {ours}");
+        assert!(ours.contains("peer's certificate came zstd-compressed"), "{round}: {ours}");
+        assert!(theirs.contains("compressed=zstd"), "{round}: {theirs}");
+        assert!(std::fs::metadata(&cache).is_ok_and(|m| m.len() > 0), "{round}: the chain was kept");
+    }
+}

@@ -199,33 +199,40 @@ fn missing_credentials_are_refused_up_front() {
 }
 
 #[test]
-fn a_cache_file_leaves_both_chains_out_of_the_next_handshake() {
+fn a_cache_file_leaves_both_chains_out_of_the_next_handshake_in_either_version() {
     use std::os::unix::fs::PermissionsExt;
     let pki = Pki::generate(FASTSHAKE, "p256", 3);
     let mut server_args = pki.fastshake_mutual_server_args("require");
     server_args.extend(["--echo".into(), "--client-cache".into(), "16".into()]);
     let (server, port) = FASTSHAKE.server_with(&strs(&server_args));
-    let cache = pki.scratch("handshake.cache");
-    let _ = std::fs::remove_file(&cache);
-    let mut args = pki.fastshake_mutual_client_args();
-    args.extend(["--cache-file".into(), cache.clone()]);
+    // RFC 7924's fingerprint in 1.2; an abbreviated Certificate in 1.3 (seed 003 §IV-D).
+    for (version, server_certificate) in [
+        ("1.2", "server certificate from cache (RFC 7924)"),
+        ("1.3", "server certificate from cache (abbreviated)"),
+    ] {
+        let cache = pki.scratch(&format!("handshake-{version}.cache"));
+        let _ = std::fs::remove_file(&cache);
+        let mut args = pki.fastshake_mutual_client_args();
+        args.extend(["--cache-file".into(), cache.clone(), "--dtls".into(), version.into()]);
 
-    let first = FASTSHAKE.echo_run(port, &strs(&args), "first, nothing cached");
-    assert!(first.contains("full (not resumed)") && !first.contains("from cache"), "{first}");
-    let mode = std::fs::metadata(&cache).expect("the cache file was written").permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
+        let first = FASTSHAKE.echo_run(port, &strs(&args), "first, nothing cached");
+        assert!(first.contains("full (not resumed)") && !first.contains("from cache"), "{first}");
+        let mode = std::fs::metadata(&cache).expect("the cache file was written").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
 
-    let second = FASTSHAKE.echo_run(port, &strs(&args), "second, from the cache");
-    for part in ["server certificate from cache (RFC 7924)", "client certificate from cache (ticket)"] {
-        assert!(second.contains(part), "{part}: {second}");
+        let second = FASTSHAKE.echo_run(port, &strs(&args), "second, from the cache");
+        for part in [server_certificate, "client certificate from cache (ticket)"] {
+            assert!(second.contains(part), "{version}: {part}: {second}");
+        }
+        server.expect_handshake_without_resend(&[
+            server_certificate,
+            "client certificate from cache (ticket)",
+            "peer sent 3 certificate(s)",
+        ]);
+
+        // A corrupt cache file costs a warning and a full handshake, nothing else.
+        std::fs::write(&cache, b"FSHC\x01garbage").unwrap();
+        let third = FASTSHAKE.echo_run(port, &strs(&args), "third, corrupt cache");
+        assert!(third.contains("ignoring the cache") && !third.contains("from cache ("), "{third}");
     }
-    server.expect_handshake_without_resend(&[
-        "client certificate from cache (ticket)",
-        "peer sent 3 certificate(s)",
-    ]);
-
-    // A corrupt cache file costs a warning and a full handshake, nothing else.
-    std::fs::write(&cache, b"FSHC\x01garbage").unwrap();
-    let third = FASTSHAKE.echo_run(port, &strs(&args), "third, corrupt cache");
-    assert!(third.contains("ignoring the cache") && !third.contains("from cache ("), "{third}");
 }

@@ -17,9 +17,9 @@ use crate::handshake::{
     encode_cached_info_offer, encode_certificate, encode_client_cert_offer, encode_psk_identity,
     encode_signed, fingerprint, fingerprints_equal, parse_cached_info_selection, parse_certificate,
     parse_client_cert_answer, parse_fingerprint_message, parse_new_session_ticket, parse_psk_identity,
-    psk_premaster, CachedObjectType, CertificateRequest, ClientHello, EcdheServerKeyExchange, HandshakeType,
-    HelloVerifyRequest, NamedGroup, OutExtensions, ServerHello, CERT_TYPE_ECDSA_SIGN, CERT_TYPE_RSA_SIGN,
-    MAX_COOKIE_LEN,
+    psk_premaster, CachedObjectType, CertificateRequest, ClientHello, EcdheServerKeyExchange, Extensions,
+    HandshakeType, HelloVerifyRequest, NamedGroup, OutExtensions, ServerHello, CERT_TYPE_ECDSA_SIGN,
+    CERT_TYPE_RSA_SIGN, MAX_COOKIE_LEN,
 };
 use crate::record::DTLS_1_2;
 use crate::session::{ClientSession, Resumption};
@@ -51,7 +51,7 @@ pub(super) struct ExpectServerHello {
     cookie: Vec<u8>,
     offer: Option<Offer>,
     /// What the cache holds for this server, offered when the configuration says so.
-    cached: Option<CachedServer>,
+    pub cached: Option<CachedServer>,
     /// The hello offers DTLS 1.3 too: what that offer needs if the server takes it ...
     pub offer13: Option<Box<ExpectServerHello13>>,
     /// ... and the 1.3 session it offers to resume, with its PSKs.
@@ -74,23 +74,26 @@ struct NewSession {
     caching: Caching,
 }
 
-/// Handshake caching as the ServerHello agreed it, and what this handshake learnt to cache.
+/// Handshake caching as the server agreed it (in its ServerHello, or in DTLS 1.3 its
+/// EncryptedExtensions), and what this handshake learnt to cache.
 #[derive(Default)]
-struct Caching {
+pub(super) struct Caching {
     /// The entry the offer came from.
-    offered: Option<CachedServer>,
-    /// The server replaces its Certificate / CertificateRequest by a fingerprint (RFC 7924).
-    certificate_selected: bool,
-    certificate_request_selected: bool,
+    pub offered: Option<CachedServer>,
+    /// The server replaces its Certificate / CertificateRequest by a fingerprint (RFC 7924), or
+    /// in 1.3 its Certificate by an abbreviated one.
+    pub certificate_selected: bool,
+    pub certificate_request_selected: bool,
     /// The server answered client-certificate caching; `ticket_selected`: it has our chain.
-    client_cert_supported: bool,
-    ticket_selected: bool,
-    /// This handshake's server objects (bodies), kept for the next one.
-    certificate: Option<Vec<u8>>,
-    certificate_request: Option<Vec<u8>>,
+    pub client_cert_supported: bool,
+    pub ticket_selected: bool,
+    /// This handshake's server objects (bodies; in 1.3 the Certificate's static part), kept
+    /// for the next one.
+    pub certificate: Option<Vec<u8>>,
+    pub certificate_request: Option<Vec<u8>>,
     /// We authenticated with our chain (sent or cached): a new ticket names it.
-    sent_chain: bool,
-    used: CacheUse,
+    pub sent_chain: bool,
+    pub used: CacheUse,
 }
 
 /// The server's validated chain.
@@ -192,10 +195,7 @@ impl Connection {
             }
             Offer { session, session_id }
         });
-        // Scoped per server: an entry made under another name is never offered (tracking).
-        let cached = cached.filter(|c| {
-            (config.cached_info || config.client_certificate_caching) && c.server_name == config.server_name
-        });
+        let cached = scoped_cache(config, cached);
         hs.step = Some(Step::Client(ClientStep::ExpectServerHello(ExpectServerHello {
             hello: Vec::new(),
             hello_seq: 0,
@@ -237,7 +237,7 @@ impl Connection {
             Some(ticket) => Some(ticket),
             None => config.enable_tickets.then_some(&[][..]),
         };
-        let (cached_info, client_cert_cache) = caching_offer(&config, state.cached.as_ref());
+        let (cached_info, client_cert_cache) = caching_offer(&config, state.cached.as_ref(), true);
         let ext = OutExtensions {
             extended_master_secret: true,
             server_name: if certificates { server_name } else { None },
@@ -513,7 +513,7 @@ impl Connection {
             return Err(Abort::alert(AlertDescription::UnsupportedExtension));
         }
         // Caching extensions only as answers to ours (RFC 5246 §7.4.1.4).
-        let (offered_info, offered_cert) = caching_offer(config, state.cached.as_ref());
+        let (offered_info, offered_cert) = caching_offer(config, state.cached.as_ref(), true);
         if (sh.extensions.cached_info.is_some() && offered_info.is_none())
             || (sh.extensions.client_cert_cache.is_some() && offered_cert.is_none())
         {
@@ -576,7 +576,7 @@ impl Connection {
                 caching: Caching::default(),
             }));
         }
-        let caching = agreed_caching(config, state.cached, &sh)?;
+        let caching = agreed_caching(config, state.cached, &sh.extensions)?;
         let session = NewSession { session_id: sh.session_id.to_vec(), ticket_expected, caching };
         Ok(if suite.is_psk() {
             ClientStep::ExpectServerHelloDone(ExpectServerHelloDone { suite, session, kx: KeyExchange::Psk })
@@ -702,7 +702,11 @@ impl Connection {
             })
         };
         let cache_update = (s.resumed.is_none() && s.server.is_some())
-            .then(|| cache_update(config, hs, &s.master, &s.caching))
+            .then(|| {
+                cache_update(config, &s.caching, || {
+                    derive_client_ticket(&s.master.0, &hs.client_random, &hs.server_random)
+                })
+            })
             .flatten();
         let (peer_certificates, peer_leaf) = s.server.map_or((0, None), |c| (c.certificates, c.leaf));
         let finished = Finished {
@@ -728,16 +732,29 @@ impl ExpectServerHello {
     }
 }
 
+/// The entry to offer of what the cache holds: scoped per server, so an entry made under
+/// another name is never offered (tracking), and none when caching is off.
+pub(super) fn scoped_cache(config: &ClientConfig, cached: Option<CachedServer>) -> Option<CachedServer> {
+    cached.filter(|c| {
+        (config.cached_info || config.client_certificate_caching) && c.server_name == config.server_name
+    })
+}
+
 /// The bodies of our caching extensions, when offered: `cached_info` with the fingerprints of
-/// the server objects cached (RFC 7924 needs at least one), and client-certificate caching
-/// with our ticket or empty, when we have a certificate to send.
-fn caching_offer(config: &ClientConfig, cached: Option<&CachedServer>) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+/// the server objects cached (RFC 7924 needs at least one; the CertificateRequest's only when
+/// `request`, as 1.3 never caches it), and client-certificate caching with our ticket or
+/// empty, when we have a certificate to send.
+pub(super) fn caching_offer(
+    config: &ClientConfig,
+    cached: Option<&CachedServer>,
+    request: bool,
+) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     let certificates = config.trust_anchors.is_some();
     let info = cached.filter(|_| config.cached_info && certificates).and_then(|c| {
         let mut objects = Vec::with_capacity(2);
         let hashes: Vec<(CachedObjectType, [u8; 32])> = [
             (CachedObjectType::Certificate, &c.certificate),
-            (CachedObjectType::CertificateRequest, &c.certificate_request),
+            (CachedObjectType::CertificateRequest, if request { &c.certificate_request } else { &None }),
         ]
         .into_iter()
         .filter_map(|(ty, body)| body.as_deref().map(|b| (ty, fingerprint(b))))
@@ -758,16 +775,17 @@ fn caching_offer(config: &ClientConfig, cached: Option<&CachedServer>) -> (Optio
     (info, cert)
 }
 
-/// What the ServerHello of a full handshake selected of our caching offer. A selection of
-/// something never offered is illegal_parameter; a malformed answer decode_error.
-fn agreed_caching(
+/// What the server's answer to a full handshake (a 1.2 ServerHello's extensions, a 1.3
+/// EncryptedExtensions) selected of our caching offer. A selection of something never offered
+/// is illegal_parameter; a malformed answer decode_error.
+pub(super) fn agreed_caching(
     config: &ClientConfig,
     cached: Option<CachedServer>,
-    sh: &ServerHello<'_>,
+    answer: &Extensions<'_>,
 ) -> Result<Caching, Abort> {
     let mut caching = Caching::default();
     let offered = cached.as_ref();
-    if let Some(data) = sh.extensions.cached_info {
+    if let Some(data) = answer.cached_info {
         for ty in parse_cached_info_selection(data).map_err(Abort::decode)? {
             let was_offered = match ty {
                 Some(CachedObjectType::Certificate) => offered.is_some_and(|c| c.certificate.is_some()),
@@ -785,7 +803,7 @@ fn agreed_caching(
             }
         }
     }
-    if let Some(data) = sh.extensions.client_cert_cache {
+    if let Some(data) = answer.client_cert_cache {
         caching.client_cert_supported = true;
         caching.ticket_selected = parse_client_cert_answer(data).map_err(Abort::decode)?;
         if caching.ticket_selected && offered.is_none_or(|c| c.client_ticket.is_none()) {
@@ -798,19 +816,19 @@ fn agreed_caching(
 
 /// The entry to keep for this server after a full certificate handshake: the server objects
 /// (received or reused) and, when the server supports client-certificate caching and we
-/// authenticated with our chain, the ticket both sides now derive.
-fn cache_update(
+/// authenticated with our chain, the ticket both sides now derive (`ticket`, by the version's
+/// key schedule).
+pub(super) fn cache_update(
     config: &ClientConfig,
-    hs: &Handshake,
-    master: &MasterSecret,
     caching: &Caching,
+    ticket: impl FnOnce() -> [u8; crate::cache::CLIENT_TICKET_LEN],
 ) -> Option<CachedServer> {
     if !config.cached_info && !config.client_certificate_caching {
         return None;
     }
     let client_ticket =
         (config.client_certificate_caching && caching.client_cert_supported && caching.sent_chain)
-            .then(|| derive_client_ticket(&master.0, &hs.client_random, &hs.server_random).to_vec());
+            .then(|| ticket().to_vec());
     Some(CachedServer {
         server_name: config.server_name.clone(),
         certificate: caching.certificate.clone(),

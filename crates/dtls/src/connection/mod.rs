@@ -378,7 +378,7 @@ impl Connection {
                 conn.fail(Abort { alert: None, error });
                 return conn;
             }
-            conn.start_client13(now, &config, rng_seed, session);
+            conn.start_client13(now, &config, rng_seed, session, cached);
             return conn;
         }
         // A 1.3 session (a ticket and its PSK) means nothing to a 1.2 server: only the 1.3
@@ -398,8 +398,9 @@ impl Connection {
             })
         });
         if config.versions == crate::config::Versions::Both {
-            let offer13 = version::offer13(&config, &mut hs);
+            let mut offer13 = version::offer13(&config, &mut hs);
             if let Some(Step::Client(ClientStep::ExpectServerHello(state))) = hs.step.as_mut() {
+                offer13.cached.clone_from(&state.cached);
                 state.offer13 = Some(offer13);
                 state.resume13 =
                     session13.map(|s| Box::new(tls13::resume::Resume13::offering(s, now, &config)));

@@ -331,21 +331,7 @@ impl Connection {
             && config.client_cert_cache.max_entries > 0
             && ch.extensions.client_cert_cache.is_some();
         let cached_chain = match ch.extensions.client_cert_cache {
-            Some(data) if client_cert_caching => {
-                let offered = parse_client_cert_offer(data).map_err(Abort::decode)?;
-                // The endpoint looked the ticket up; a stale entry (expired, or its anchor no
-                // longer trusted) means an ordinary full handshake.
-                client_chain
-                    .filter(|(ticket, _)| offered.is_some_and(|t| fingerprints_equal(t, ticket)))
-                    .map(|(_, entry)| entry)
-                    .filter(|entry| {
-                        now_unix < entry.verified.not_after
-                            && config
-                                .client_trust_anchors
-                                .as_ref()
-                                .is_some_and(|a| a.contains(&entry.verified.anchor))
-                    })
-            }
+            Some(data) if client_cert_caching => usable_client_chain(config, now_unix, data, client_chain)?,
             _ => None,
         };
         let mut client_cert_answer = Vec::new();
@@ -757,9 +743,28 @@ pub(super) fn negotiate_mobility(
     }
 }
 
+/// The client chain the endpoint took out of its cache for the ticket a ClientHello offers
+/// (`offer`: the extension's body), if it is still good: the ticket matches, the chain has not
+/// expired and its anchor is still trusted. Otherwise an ordinary full handshake follows.
+pub(super) fn usable_client_chain(
+    config: &ServerConfig,
+    now_unix: u64,
+    offer: &[u8],
+    taken: Option<([u8; CLIENT_TICKET_LEN], CachedClientChain)>,
+) -> Result<Option<CachedClientChain>, Abort> {
+    let offered = parse_client_cert_offer(offer).map_err(Abort::decode)?;
+    Ok(taken
+        .filter(|(ticket, _)| offered.is_some_and(|t| fingerprints_equal(t, ticket)))
+        .map(|(_, entry)| entry)
+        .filter(|entry| {
+            now_unix < entry.verified.not_after
+                && config.client_trust_anchors.as_ref().is_some_and(|a| a.contains(&entry.verified.anchor))
+        }))
+}
+
 /// RFC 7924 §4: the objects of the client's `cached_info` whose fingerprint matches ours
 /// (compared in constant time); types we do not know, and other hash lengths, are passed over.
-fn select_cached(
+pub(super) fn select_cached(
     data: &[u8],
     certificate: &[u8],
     certificate_request: &[u8],

@@ -245,6 +245,7 @@ impl Endpoint {
             issued_cid: self.issue_cid(ch),
             cached_rtt: self.adaptive().then(|| self.rtt_cache.get(remote.ip())).flatten(),
             cookie_rtt,
+            client_chain: self.take_cached_client_chain(ch),
         };
         let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);

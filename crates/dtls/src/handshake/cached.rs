@@ -24,6 +24,39 @@
 //! (supported, nothing selected) or one byte `1` (the ticket's chain is selected). With a
 //! selection the client's Certificate message has an empty body (zero bytes, not an empty
 //! `certificate_list`); its CertificateVerify proves possession of the cached chain's key.
+//!
+//! # DTLS 1.3 (seed 003 §IV-D)
+//!
+//! RFC 7924 does not carry over unchanged: a 1.3 Certificate has a request context and
+//! per-certificate extensions (OCSP status, SCTs) that may change from one handshake to the
+//! next, so a fingerprint of the message as sent could stop matching with nothing changed in
+//! the chain. What is hashed and cached in 1.3:
+//!
+//! - **The server's Certificate** is reduced, once its chain is validated, to its static part:
+//!   the 1.2 `Certificate` body above built from the `cert_data` fields in order (no context,
+//!   no extensions). Its SHA-256 is the fingerprint, so the same value names the same chain in
+//!   both versions and one cache entry serves both.
+//! - **The CertificateRequest is not cached in 1.3.** Its context belongs to one request, and
+//!   what remains (its extensions) is about as long as the 33-byte fingerprint message that
+//!   would replace it. A 1.3 server never selects it; selecting it is illegal_parameter.
+//! - **The client's chain** is cached by the server under a ticket, as in 1.2.
+//!
+//! The signalling moves out of the ServerHello into EncryptedExtensions: `cached_info` with the
+//! selection and the client-certificate answer, both encrypted, so an observer cannot tell
+//! whether a cache was used. A ClientHello carries the same two extensions in both versions.
+//!
+//! **Abbreviated Certificate.** In place of a cached chain a 1.3 Certificate carries the
+//! request context, then one `CertificateEntry` per cached certificate whose `cert_data` has
+//! zero length (below RFC 8446's `<1..2^24-1>`, which is why it is sent only when negotiated),
+//! each followed by its non-static extensions as they would otherwise be sent. The count must
+//! match the cached chain. The transcript, CertificateVerify and Finished cover the abbreviated
+//! message as sent; the fingerprint or ticket in the ClientHello, which they also cover, binds
+//! the chain, and the cached chain is validated again before its key is trusted.
+//!
+//! **The 1.3 client-certificate ticket** is HKDF-Expand-Label(resumption_master_secret,
+//! "cc ticket", "", 8) (RFC 8446 §7.1): fresh for every handshake, known to the two ends only,
+//! and sent once, in clear, in the next ClientHello. The chain it names went encrypted, so the
+//! ticket links nothing an observer saw.
 
 use fastshake_core::codec::{put_u16, put_u8, put_vec8, DecodeError, Reader};
 
@@ -146,6 +179,56 @@ pub fn parse_fingerprint_message(body: &[u8]) -> Result<&[u8], DecodeError> {
     Ok(hash)
 }
 
+/// A 1.3 Certificate body reduced to its static part (see the module documentation): the 1.2
+/// `Certificate` body of the same `cert_data` fields, which is what a 1.3 fingerprint hashes.
+pub fn static_certificate(chain: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(3 + chain.iter().map(|c| 3 + c.len()).sum::<usize>());
+    super::encode_certificate(&mut out, chain);
+    out
+}
+
+/// An abbreviated 1.3 Certificate for a cached chain of `count` certificates: the context, then
+/// each entry with zero-length `cert_data` and no extensions (we send none).
+pub fn encode_abbreviated_certificate13(out: &mut Vec<u8>, context: &[u8], count: usize) {
+    put_vec8(out, context);
+    let list = count * (3 + 2);
+    out.extend_from_slice(&(list as u32).to_be_bytes()[1..]);
+    for _ in 0..count {
+        out.extend_from_slice(&[0, 0, 0]);
+        put_u16(out, 0);
+    }
+}
+
+/// Reads an abbreviated 1.3 Certificate: its context and how many entries stand for cached
+/// certificates. Every `cert_data` must be empty and there must be at least one; entry
+/// extensions are checked for form. A full Certificate is not abbreviated (an error here).
+pub fn parse_abbreviated_certificate13(body: &[u8]) -> Result<(&[u8], usize), DecodeError> {
+    let mut r = Reader::new(body);
+    let context = r.vec8()?;
+    let list_len = r.u24()?;
+    let mut list = Reader::new(r.take(list_len as usize)?);
+    r.finish()?;
+    let mut count = 0;
+    while !list.is_empty() {
+        if list.u24()? != 0 {
+            return Err(DecodeError::Invalid("certificate in an abbreviated Certificate"));
+        }
+        let mut ext = Reader::new(list.vec16()?);
+        while !ext.is_empty() {
+            ext.u16()?;
+            ext.vec16()?;
+        }
+        if count == super::MAX_CHAIN_CERTS {
+            return Err(DecodeError::Invalid("certificate chain too long"));
+        }
+        count += 1;
+    }
+    if count == 0 {
+        return Err(DecodeError::Invalid("empty abbreviated Certificate"));
+    }
+    Ok((context, count))
+}
+
 /// The ClientHello's client-certificate caching body: empty, or one ticket.
 pub fn encode_client_cert_offer(out: &mut Vec<u8>, ticket: Option<&[u8]>) {
     if let Some(ticket) = ticket {
@@ -227,5 +310,27 @@ mod tests {
         assert!(parse_client_cert_answer(&[1]).unwrap());
         assert!(parse_client_cert_answer(&[2]).is_err());
         assert!(fingerprints_equal(&[1; 32], &[1; 32]) && !fingerprints_equal(&[1; 32], &[1; 31]));
+    }
+
+    #[test]
+    fn abbreviated_certificate13_round_trips_and_refuses_certificates() {
+        let mut m = Vec::new();
+        encode_abbreviated_certificate13(&mut m, &[9], 3);
+        assert_eq!(m.len(), 2 + 3 + 3 * 5, "context, list length, three empty entries");
+        assert_eq!(parse_abbreviated_certificate13(&m).unwrap(), (&[9u8][..], 3));
+        for cut in 0..m.len() {
+            assert!(parse_abbreviated_certificate13(&m[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut none = Vec::new();
+        encode_abbreviated_certificate13(&mut none, &[], 0);
+        assert!(parse_abbreviated_certificate13(&none).is_err(), "no entry");
+        let der: &[u8] = &[0x30, 0x03, 1, 2, 3];
+        let mut full = Vec::new();
+        crate::handshake::encode_certificate13(&mut full, &[], &[der]);
+        assert!(parse_abbreviated_certificate13(&full).is_err(), "a full Certificate is not abbreviated");
+        // Entry extensions (say a status_request answer) are carried and skipped.
+        let with_ext = [0u8, 0, 0, 11, 0, 0, 0, 0, 6, 0, 5, 0, 2, 1, 0];
+        assert_eq!(parse_abbreviated_certificate13(&with_ext).unwrap(), (&[][..], 1));
+        assert_eq!(static_certificate(&[der]), [0, 0, 8, 0, 0, 5, 0x30, 0x03, 1, 2, 3]);
     }
 }

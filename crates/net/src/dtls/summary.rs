@@ -61,8 +61,13 @@ pub fn early_data_text(summary: &HandshakeSummary) -> &'static str {
 /// What a handshake took from a cache, as the summary line says it ("" when nothing).
 pub fn cache_text(summary: &HandshakeSummary) -> String {
     let used = &summary.from_cache;
+    // RFC 7924's fingerprint stands for the chain in 1.2, an abbreviated Certificate in 1.3.
+    let server_certificate = match summary.version {
+        fastshake_dtls::Versions::Dtls13 => "server certificate from cache (abbreviated)",
+        _ => "server certificate from cache (RFC 7924)",
+    };
     let parts: Vec<&str> = [
-        (used.server_certificate, "server certificate from cache (RFC 7924)"),
+        (used.server_certificate, server_certificate),
         (used.certificate_request, "certificate request from cache (RFC 7924)"),
         (used.client_certificate, "client certificate from cache (ticket)"),
     ]

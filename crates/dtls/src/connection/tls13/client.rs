@@ -7,15 +7,17 @@
 //!   └───┘                                        (with a PSK: EncryptedExtensions ─► Finished)
 //! ```
 
+use super::cached;
 use super::{Abort, Handshake13, Step13, Tls13, Transcript13, PREFIX};
 use crate::alert::AlertDescription;
 use crate::config::ClientConfig;
+use crate::connection::client::{cache_update, caching_offer, Caching};
 use crate::connection::handshake::{agree, ephemeral, EcdheSecret, SCHEMES};
 use crate::connection::{Connection, Event, Phase};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::handshake::{
-    certificate_verify_message, hrr_selected_group, is_hello_retry_request, parse_certificate13,
-    parse_certificate_verify, parse_encrypted_extensions, selected_version, server_share, ClientHello,
+    certificate_verify_message, hrr_selected_group, is_hello_retry_request, parse_certificate_verify,
+    parse_encrypted_extensions, selected_version, server_share, static_certificate, ClientHello,
     HandshakeType, NamedGroup, OutExtensions, PskOffer, ServerHello, DTLS_1_3, PSK_DHE_KE, PSK_KE,
 };
 use crate::record::{epoch, RecordLayer13, DTLS_1_2};
@@ -48,6 +50,8 @@ pub(in crate::connection) struct ExpectServerHello13 {
     /// The hello offers DTLS 1.2 too: its 1.2 part, kept so that a second hello is the same
     /// hello (RFC 8446 §4.1.2).
     pub(in crate::connection) legacy: Option<Box<Legacy12>>,
+    /// What the cache holds for this server (already scoped to it), offered for caching.
+    pub(in crate::connection) cached: Option<crate::cache::CachedServer>,
 }
 
 /// What a ClientHello offering DTLS 1.3 and 1.2 carries for DTLS 1.2 alone: its suites, the
@@ -85,7 +89,15 @@ impl ExpectServerHello13 {
                 (vec![(group, secret)], vec![(group.code(), public)])
             }
         };
-        ExpectServerHello13 { random, shares, sent_shares, hello: Vec::new(), retried: false, legacy: None }
+        ExpectServerHello13 {
+            random,
+            shares,
+            sent_shares,
+            hello: Vec::new(),
+            retried: false,
+            legacy: None,
+            cached: None,
+        }
     }
 }
 
@@ -102,6 +114,8 @@ pub(in crate::connection) struct Keyed {
     /// ... these signature schemes, and these compression algorithms (RFC 8879).
     request_schemes: Vec<u16>,
     request_compression: Option<Vec<u8>>,
+    /// Handshake caching: the entry offered, then what the EncryptedExtensions agreed.
+    caching: Caching,
 }
 
 /// The server's validated chain.
@@ -121,6 +135,7 @@ impl Connection {
         config: &Arc<ClientConfig>,
         rng_seed: [u8; 32],
         session: Option<crate::session::ClientSession>,
+        cached: Option<crate::cache::CachedServer>,
     ) {
         use rand_core::SeedableRng;
         let last_rtt = match config.retransmit {
@@ -140,6 +155,7 @@ impl Connection {
         hs.rng.fill_bytes(&mut random);
         self.hello_id = crate::connection::hello_id(&random);
         let mut state = ExpectServerHello13::new(config, random, &mut hs.rng);
+        state.cached = crate::connection::client::scoped_cache(config, cached);
         let mut record = RecordLayer13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
         hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
@@ -227,6 +243,8 @@ impl Connection {
                 }
                 Self::early_answer13(hs, ext.early_data.is_some())?;
                 self.accept_encrypted_extensions13(&ext)?;
+                let mut k = k;
+                k.caching = cached::agree13(&config, k.caching.offered.take(), &ext, k.psk)?;
                 hs.transcript.add(msg_type, body);
                 if k.psk {
                     ClientStep13::ExpectFinished(k, None)
@@ -246,15 +264,15 @@ impl Connection {
                 hs.transcript.add(msg_type, body);
                 ClientStep13::ExpectCertificate(k)
             }
-            (ClientStep13::ExpectCertificate(k), HandshakeType::Certificate) => {
-                let server = Self::server_chain13(now, &config, body)?;
+            (ClientStep13::ExpectCertificate(mut k), HandshakeType::Certificate) => {
+                let server = Self::server_chain13(now, &config, &mut k.caching, body)?;
                 hs.transcript.add(msg_type, body);
                 ClientStep13::ExpectCertificateVerify(k, server)
             }
-            (ClientStep13::ExpectCertificate(k), HandshakeType::CompressedCertificate) => {
+            (ClientStep13::ExpectCertificate(mut k), HandshakeType::CompressedCertificate) => {
                 // The transcript takes the message as it came (RFC 8879 §4).
                 let certificate = hs.decompress_certificate(&config.certificate_compression, body)?;
-                let server = Self::server_chain13(now, &config, &certificate)?;
+                let server = Self::server_chain13(now, &config, &mut k.caching, &certificate)?;
                 hs.transcript.add(msg_type, body);
                 ClientStep13::ExpectCertificateVerify(k, server)
             }
@@ -283,12 +301,20 @@ impl Connection {
         Ok(Step13::Client(Box::new(next)))
     }
 
-    /// The server's chain from the body of its Certificate, validated.
-    fn server_chain13(now: Instant, config: &ClientConfig, body: &[u8]) -> Result<ServerChain13, Abort> {
-        let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
+    /// The server's chain from the body of its Certificate (or from the cache, when the server
+    /// abbreviated it), validated; its static part is kept for the next handshake.
+    fn server_chain13(
+        now: Instant,
+        config: &ClientConfig,
+        caching: &mut Caching,
+        body: &[u8],
+    ) -> Result<ServerChain13, Abort> {
+        let certs = cached::server_certificates(caching, body)?;
         let anchors = config.trust_anchors.as_ref().ok_or_else(Abort::unexpected)?;
         let (chain, verified, validation) =
             crate::connection::handshake::validate_server_chain(config, anchors, now, &certs)?;
+        let static_form = config.cached_info.then(|| static_certificate(&certs));
+        caching.certificate = static_form;
         Ok(ServerChain13 {
             key: verified.key,
             certificates: chain.len(),
@@ -396,6 +422,7 @@ impl Connection {
             certificate_request: None,
             request_schemes: Vec::new(),
             request_compression: None,
+            caching: Caching { offered: state.cached.take(), ..Default::default() },
         }))))
     }
 
@@ -417,20 +444,20 @@ impl Connection {
         let server_ap = k.schedule.derive(b"s ap traffic", th_server_finished.as_ref());
         hs.begin_flight();
         if let Some(context) = k.certificate_request.take() {
-            // No client certificate configured: an empty Certificate (RFC 8446 §4.4.2).
-            let mut certificate = Vec::new();
+            // No client certificate configured: an empty Certificate (RFC 8446 §4.4.2). A
+            // chain the server holds: an abbreviated one, too short to compress.
             let chain: Vec<&[u8]> = config
                 .certified_key
                 .as_ref()
                 .map(|c| c.chain.iter().map(|d| d.as_ref()).collect())
                 .unwrap_or_default();
-            crate::handshake::encode_certificate13(&mut certificate, &context, &chain);
+            let (certificate, abbreviated) = cached::client_certificate13(&mut k.caching, &context, &chain);
             let compression = k.request_compression.take();
             hs.push_certificate(
                 &config.certificate_compression,
                 compression.as_deref(),
                 certificate,
-                chain.is_empty(),
+                chain.is_empty() || abbreviated,
             );
             if let Some(certified) = config.certified_key.as_ref() {
                 // RFC 8446 §4.4.3: RSA signs with PSS in 1.3, never PKCS#1 v1.5.
@@ -463,7 +490,13 @@ impl Connection {
         v13.record = record;
         let mut secrets = super::AppSecrets::new(k.suite, client_ap, server_ap);
         // Through our Finished (RFC 8446 §7.1): the server's tickets derive from it.
-        secrets.resumption = Some(k.schedule.derive(b"res master", hs.transcript.current(hash).as_ref()));
+        let resumption = k.schedule.derive(b"res master", hs.transcript.current(hash).as_ref());
+        // A certificate handshake: the entry to keep for this server, with the ticket that now
+        // names our chain in its cache.
+        let cache_update = server
+            .as_ref()
+            .and_then(|_| cache_update(config, &k.caching, || cached::client_ticket13(hash, &resumption)));
+        secrets.resumption = Some(resumption);
         secrets.next_message_seq = hs.next_message_seq;
         secrets.peer_next_message_seq = hs.reassembler.next_seq();
         v13.secrets = Some(secrets);
@@ -473,6 +506,8 @@ impl Connection {
         self.keep_rtt(&hs.flight.timer);
         let mut summary = self.summary13(now, hs, k.suite, k.group, server);
         Self::resumption_summary13(hs, &mut summary);
+        summary.from_cache = k.caching.used;
+        summary.cache_update = cache_update;
         self.push_event(Event::Connected(summary));
         self.after_handshake_data13(hs, v13);
         Ok(Step13::Complete)
@@ -580,6 +615,11 @@ pub(in crate::connection) fn client_hello13(
     let groups: Vec<u16> = config.groups.iter().map(|g| g.code()).collect();
     let key_shares: Vec<(u16, &[u8])> = state.sent_shares.iter().map(|(g, k)| (*g, &k[..])).collect();
     let certificates = config.trust_anchors.is_some();
+    // Caching: a hello offering 1.2 too carries the 1.2 offer, which a 1.3 server reads alike.
+    let (cached_info, client_cert_cache) = match legacy {
+        Some(l) => (l.cached_info.clone(), l.client_cert_cache.clone()),
+        None => caching_offer(config, state.cached.as_ref(), false),
+    };
     let server_name =
         config.server_name.as_deref().filter(|n| n.parse::<std::net::IpAddr>().is_err()).map(str::as_bytes);
     // The PSKs: a session's ticket and the external PSK as `resume` holds them, else the
@@ -609,8 +649,8 @@ pub(in crate::connection) fn client_hello13(
         connection_id: legacy.and_then(|l| l.connection_id.as_deref()).or(mobility.connection_id.as_deref()),
         rrc: legacy.is_some_and(|l| l.rrc) || mobility.rrc,
         port_move: legacy.is_some_and(|l| l.port_move) || mobility.port_move,
-        cached_info: legacy.and_then(|l| l.cached_info.as_deref()),
-        client_cert_cache: legacy.and_then(|l| l.client_cert_cache.as_deref()),
+        cached_info: cached_info.as_deref(),
+        client_cert_cache: client_cert_cache.as_deref(),
         supported_versions: Some(versions),
         supported_groups: (ecc.is_none() && !groups.is_empty()).then_some(&groups[..]),
         signature_algorithms: (ecc.is_none() && certificates).then_some(&SCHEMES[..]),

@@ -7,6 +7,7 @@
 //! are remembered, so an ACK (§7) names what arrived and only the rest is sent again (§5.8.1);
 //! the timer is the same [`RetransmitTimer`] as DTLS 1.2's.
 
+mod cached;
 mod cid;
 mod client;
 pub(crate) mod resume;

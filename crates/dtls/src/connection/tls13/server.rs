@@ -8,6 +8,7 @@
 //!                      ◄── [Certificate, CertificateVerify], Finished ──► ACK
 //! ```
 
+use super::cached::{self, ServerCaching13};
 use super::{Abort, Handshake13, Step13, Tls13, Transcript13, PREFIX};
 use crate::alert::AlertDescription;
 use crate::config::ServerConfig;
@@ -17,10 +18,10 @@ use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::endpoint::{hello_retry_request, CookieState};
 use crate::error::Mismatch;
 use crate::handshake::{
-    certificate_verify_message, client_shares, encode_certificate13, encode_encrypted_extensions,
-    encode_signed, parse_certificate13, parse_certificate_verify, psk_modes_allow, u16_list,
-    CertificateRequest13, ClientHello, HandshakeType, NamedGroup, OutExtensions, ServerHello, DTLS_1_3,
-    PSK_DHE_KE, PSK_KE,
+    certificate_verify_message, client_shares, encode_abbreviated_certificate13, encode_certificate13,
+    encode_encrypted_extensions, encode_signed, parse_certificate13, parse_certificate_verify,
+    psk_modes_allow, u16_list, CertificateRequest13, ClientHello, HandshakeType, NamedGroup, OutExtensions,
+    ServerHello, DTLS_1_3, PSK_DHE_KE, PSK_KE,
 };
 use crate::record::{epoch, RecordLayer13, MAX_SEQ};
 use fastshake_core::Instant;
@@ -49,6 +50,9 @@ pub(crate) struct VerifiedHello13<'a> {
     /// Adaptive policy: the cookie exchange's round trip (the cookie's age) and the bytes of
     /// the HelloRetryRequest it came in.
     pub cookie_rtt: Option<(std::time::Duration, u32)>,
+    /// The client chain its client-certificate ticket names, taken out of the endpoint's cache
+    /// (a ticket opens its entry once), with the ticket.
+    pub client_chain: Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)>,
 }
 
 /// Where a 1.3 server's handshake is: the message each state awaits is in its name.
@@ -74,6 +78,8 @@ pub(in crate::connection) struct AwaitClient {
     /// What a ticket keeps of the client's chain: the one validated now or, resumed, the
     /// ticket's.
     client_cert: Option<crate::session::ClientCertificate>,
+    /// Handshake caching (seed 003 §IV-D) as selected on the ClientHello.
+    caching: ServerCaching13,
     /// The application traffic secrets (ours to write, the client's to read), kept for key
     /// updates once the session is up.
     secrets: Box<super::AppSecrets>,
@@ -86,7 +92,7 @@ impl Connection {
         now: Instant,
         remote: std::net::SocketAddr,
         rng_seed: [u8; 32],
-        hello: VerifiedHello13<'_>,
+        mut hello: VerifiedHello13<'_>,
     ) -> Connection {
         let mut conn = Connection::bare(RoleConfig::Server(config.clone()), remote);
         conn.started_from_hello(&hello.hello.random, hello.message_seq);
@@ -116,7 +122,8 @@ impl Connection {
             secrets: None,
             handshake_keys_until: None,
         };
-        match conn.server_answer13(now, &mut hs, &mut record, &config, &hello) {
+        let client_chain = hello.client_chain.take();
+        match conn.server_answer13(now, &mut hs, &mut record, &config, &hello, client_chain) {
             Ok(step) => {
                 hs.step = Some(step);
                 v13.suite = Some(hello.state.suite);
@@ -141,6 +148,7 @@ impl Connection {
         record: &mut RecordLayer13,
         config: &ServerConfig,
         hello: &VerifiedHello13<'_>,
+        client_chain: Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)>,
     ) -> Result<Step13, Abort> {
         let ch = hello.hello;
         let ext = &ch.extensions;
@@ -228,13 +236,31 @@ impl Connection {
         let server_hs = schedule.derive(b"s hs traffic", th.as_ref());
         hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &server_hs));
         record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &client_hs));
+        let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
+        // Handshake caching in certificate handshakes; a PSK handshake puts back the client
+        // chain its ticket took out, for the next certificate handshake.
+        let chain: Vec<&[u8]> =
+            config.certified_key.iter().flat_map(|c| c.chain.iter().map(|d| d.as_ref())).collect();
+        let caching = match client_chain {
+            Some((ticket, chain)) if psk.is_some() => {
+                self.push_endpoint_event(EndpointEvent::ClientChain { ticket, chain });
+                ServerCaching13::default()
+            }
+            _ if psk.is_some() => ServerCaching13::default(),
+            taken => ServerCaching13::select(config, now, ch, &chain, ask_certificate, taken)?,
+        };
+        let (cached_info, client_cert_cache) = caching.answers();
         let mut encrypted = Vec::new();
         encode_encrypted_extensions(
             &mut encrypted,
-            &OutExtensions { early_data: early, ..Default::default() },
+            &OutExtensions {
+                early_data: early,
+                cached_info: cached_info.as_deref(),
+                client_cert_cache: client_cert_cache.as_deref(),
+                ..Default::default()
+            },
         );
         hs.push_message(epoch::HANDSHAKE, HandshakeType::EncryptedExtensions, encrypted, true);
-        let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
         if psk.is_none() {
             if ask_certificate {
                 let mut request = Vec::new();
@@ -247,15 +273,20 @@ impl Connection {
                 hs.push_message(epoch::HANDSHAKE, HandshakeType::CertificateRequest, request, true);
             }
             let certified = config.certified_key.as_ref().ok_or_else(Abort::unexpected)?;
-            let chain: Vec<&[u8]> = certified.chain.iter().map(|c| c.as_ref()).collect();
             let mut certificate = Vec::new();
-            encode_certificate13(&mut certificate, &[], &chain);
-            hs.push_certificate(
-                &config.certificate_compression,
-                ext.compress_certificate,
-                certificate,
-                false,
-            );
+            if caching.certificate_selected {
+                // The client holds the chain: an abbreviated Certificate, too short to compress.
+                encode_abbreviated_certificate13(&mut certificate, &[], chain.len());
+                hs.push_message(epoch::HANDSHAKE, HandshakeType::Certificate, certificate, true);
+            } else {
+                encode_certificate13(&mut certificate, &[], &chain);
+                hs.push_certificate(
+                    &config.certificate_compression,
+                    ext.compress_certificate,
+                    certificate,
+                    false,
+                );
+            }
             let offered: Vec<u16> =
                 ext.signature_algorithms.map(|s| u16_list(s).collect()).unwrap_or_default();
             let scheme = certified
@@ -291,6 +322,7 @@ impl Connection {
             client_leaf: None,
             client_validation_skipped: false,
             client_cert: chosen.as_ref().and_then(|c| c.ticket.as_ref()).and_then(|t| t.client_cert),
+            caching,
             secrets: super::AppSecrets::new(suite, server_ap, client_ap),
         };
         Ok(Step13::Server(Box::new(if ask_certificate {
@@ -356,7 +388,11 @@ impl Connection {
         mut w: AwaitClient,
         body: &[u8],
     ) -> Result<ServerStep13, Abort> {
-        let (_context, certs) = parse_certificate13(body).map_err(Abort::decode)?;
+        let cached = w.caching.cached_client_chain(body)?;
+        let certs: Vec<&[u8]> = match &cached {
+            Some(chain) => chain.iter().map(|c| c.as_ref()).collect(),
+            None => parse_certificate13(body).map_err(Abort::decode)?.1,
+        };
         if certs.is_empty() {
             if config.client_auth == crate::session::ClientAuth::Require {
                 return Err(Abort::alert(AlertDescription::CertificateRequired));
@@ -367,12 +403,14 @@ impl Connection {
         let (chain, verified, validation) =
             crate::connection::handshake::validate_client_chain(config, anchors, now, &certs)?;
         w.client_certificates = chain.len();
-        w.client_leaf = chain.into_iter().next();
         w.client_validation_skipped = validation == fastshake_pki::Validation::Cached;
-        w.client_cert = Some(crate::session::ClientCertificate {
-            anchor: verified.anchor,
-            not_after: verified.not_after_unix,
-        });
+        let client_cert =
+            crate::session::ClientCertificate { anchor: verified.anchor, not_after: verified.not_after_unix };
+        w.client_cert = Some(client_cert);
+        w.client_leaf = chain.first().cloned();
+        if w.caching.client_cert_caching {
+            w.caching.chain = Some(crate::cache::CachedClientChain { chain, verified: client_cert });
+        }
         Ok(ServerStep13::ExpectCertificateVerify(w, verified.key))
     }
 
@@ -401,6 +439,11 @@ impl Connection {
             let identity = w.psk_identity.clone().unwrap_or_default();
             self.issue_ticket13(now, hs, v13, &config, &resumption, identity, w.client_cert);
         }
+        // The client's chain goes into the cache under the ticket both sides now derive.
+        if let Some(chain) = w.caching.chain.take() {
+            let ticket = cached::client_ticket13(w.suite.hash(), &resumption);
+            self.push_endpoint_event(EndpointEvent::ClientChain { ticket, chain });
+        }
         // Nothing of ours awaits an acknowledgement: the handshake state goes with this datagram.
         hs.post_handshake = true;
         self.phase = Phase::Established;
@@ -412,6 +455,7 @@ impl Connection {
         summary.peer_leaf = w.client_leaf;
         summary.chain_validation_skipped = w.client_validation_skipped;
         summary.psk_identity = w.psk_identity.unwrap_or_default();
+        summary.from_cache = w.caching.used;
         self.push_event(Event::Connected(summary));
         for data in std::mem::take(&mut hs.early_data) {
             self.stats.app_records_received += 1;
