@@ -187,3 +187,27 @@ fn dtls13_rows_compress_both_chains_and_resume_with_fewer_bytes() {
         assert!(rows.iter().zip(&again).all(|(a, b)| a.exchange == b.exchange));
     }
 }
+
+/// BiTHaC in DTLS 1.3: both Certificates abbreviated, fewer bytes than the best certificate
+/// compression on the same chains, and within the 40 % target for RSA-2048 at MTU 1500.
+#[test]
+fn dtls13_bithac_rows_leave_both_chains_out_and_beat_compression() {
+    use fastshake_lab::e4::dtls13::{best_compression, rows, Variant13};
+    let x25519 = fastshake_dtls::NamedGroup::X25519;
+    for chains in [Chains::Rsa2048, Chains::P256] {
+        let rows = rows(chains, x25519, 1500).unwrap();
+        let bithac = rows.iter().find(|r| r.variant == Variant13::Bithac).expect("a BiTHaC row");
+        let vanilla = &rows[0];
+        assert!(bithac.server_certificate < 32 && bithac.client_certificate < 32, "abbreviated");
+        let chains_sent = vanilla.server_certificate + vanilla.client_certificate;
+        assert!(
+            vanilla.exchange.dtls - bithac.exchange.dtls > chains_sent - 200,
+            "both chains left the wire"
+        );
+        let best = best_compression(&rows, chains, x25519, 1500).unwrap();
+        assert!(bithac.exchange.ip_total() < best.exchange.ip_total(), "{}", chains.name());
+        if chains == Chains::Rsa2048 {
+            assert!(bithac.ip_pct <= fastshake_lab::e4::TARGET_BITHAC13_SHARE, "{:.1} %", bithac.ip_pct);
+        }
+    }
+}

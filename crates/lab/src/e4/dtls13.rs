@@ -5,8 +5,11 @@
 //!
 //! Both sides offer compression for the other's chain (the server in its CertificateRequest), so
 //! both chains go compressed. Every 1.3 handshake begins with the stateless HelloRetryRequest
-//! and its cookie, as the 1.2 rows count the HelloVerifyRequest. Handshake caching (BiTHaC) is not
-//! in 1.3 yet: its rows are missing, and the best compression is the bar it will have to clear.
+//! and its cookie, as the 1.2 rows count the HelloVerifyRequest. Handshake caching (BiTHaC, seed
+//! 003 §IV-D) runs after a first handshake that filled both caches: both Certificates go
+//! abbreviated. With compression offered too, nothing is left to compress once both chains are
+//! cached, so that row pays only the offer; compression earns its keep where a chain still
+//! travels (a first contact, a ticket the server no longer holds).
 
 use super::bytes::Layers;
 use super::chains::{chain_set, Chains};
@@ -25,23 +28,52 @@ pub enum Variant13 {
     Compressed(CompressionAlgorithm),
     /// Resumed with the ticket of an earlier handshake (psk_dhe_ke: a key share still).
     Ticket,
+    /// Full handshake, both chains cached (seed 003 §IV-D): abbreviated Certificates.
+    Bithac,
+    /// The same, compression (this algorithm) offered on both sides too.
+    BithacCompressed(CompressionAlgorithm),
+    /// The client offers its session ticket and its caches; the server resumes.
+    BithacTicket,
 }
 
 impl Variant13 {
-    pub const ALL: [Variant13; 5] = [
+    pub const ALL: [Variant13; 8] = [
         Variant13::Vanilla,
         Variant13::Compressed(CompressionAlgorithm::Zlib),
         Variant13::Compressed(CompressionAlgorithm::Brotli),
         Variant13::Compressed(CompressionAlgorithm::Zstd),
+        Variant13::Bithac,
+        Variant13::BithacCompressed(CompressionAlgorithm::Zstd),
         Variant13::Ticket,
+        Variant13::BithacTicket,
     ];
 
-    /// The compression both sides offer and use: the variant's algorithm, if any.
+    /// The compression both sides offer: the variant's algorithm, if any.
     pub fn algorithms(self) -> Vec<CompressionAlgorithm> {
         match self {
-            Variant13::Compressed(a) => vec![a],
+            Variant13::Compressed(a) | Variant13::BithacCompressed(a) => vec![a],
             _ => Vec::new(),
         }
+    }
+
+    /// The 1.2 configuration the variant's caches and sessions come from.
+    pub fn config(self) -> Config {
+        match self {
+            Variant13::Vanilla | Variant13::Compressed(_) => Config::Vanilla,
+            Variant13::Bithac | Variant13::BithacCompressed(_) => Config::Bithac,
+            Variant13::Ticket => Config::Ticket,
+            Variant13::BithacTicket => Config::BithacResumption,
+        }
+    }
+
+    /// Whether both chains are left out (abbreviated Certificates).
+    pub fn cached(self) -> bool {
+        matches!(self, Variant13::Bithac | Variant13::BithacCompressed(_))
+    }
+
+    /// Whether the handshake resumes.
+    pub fn resumes(self) -> bool {
+        matches!(self, Variant13::Ticket | Variant13::BithacTicket)
     }
 
     pub fn name(self) -> String {
@@ -49,6 +81,21 @@ impl Variant13 {
             Variant13::Vanilla => "vanilla".into(),
             Variant13::Compressed(a) => format!("RFC 8879 {a}"),
             Variant13::Ticket => "resumed (ticket)".into(),
+            Variant13::Bithac => "BiTHaC".into(),
+            Variant13::BithacCompressed(a) => format!("BiTHaC + {a}"),
+            Variant13::BithacTicket => "BiTHaC + ticket".into(),
+        }
+    }
+
+    /// A short name for plots.
+    pub fn short(self) -> String {
+        match self {
+            Variant13::Vanilla => "vanilla".into(),
+            Variant13::Compressed(a) => a.name().into(),
+            Variant13::Ticket => "ticket".into(),
+            Variant13::Bithac => "BiTHaC".into(),
+            Variant13::BithacCompressed(a) => format!("BiTHaC+{}", a.name()),
+            Variant13::BithacTicket => "BiTHaC+ticket".into(),
         }
     }
 }
@@ -114,8 +161,16 @@ fn certificate_body(chain: &[fastshake_pki::CertDer]) -> Vec<u8> {
     body
 }
 
-/// The body a chain goes in: the Certificate, or the CompressedCertificate of `algorithm`.
-fn sent_body(chain: &[fastshake_pki::CertDer], algorithm: Option<CompressionAlgorithm>) -> usize {
+/// The body a chain goes in: the Certificate, the CompressedCertificate of `algorithm`, or
+/// (`cached`) the abbreviated Certificate: context, list length, an empty entry per certificate.
+fn sent_body(
+    chain: &[fastshake_pki::CertDer],
+    algorithm: Option<CompressionAlgorithm>,
+    cached: bool,
+) -> usize {
+    if cached {
+        return 1 + 3 + 5 * chain.len();
+    }
     let body = certificate_body(chain);
     match algorithm {
         Some(a) => CertificateCompression::new(&[a]).compressed_message(a, &body).len(),
@@ -128,7 +183,7 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
     let set = chain_set(chains)?;
     let mut rows: Vec<Row13> = Vec::new();
     for variant in Variant13::ALL {
-        let config = if variant == Variant13::Ticket { Config::Ticket } else { Config::Vanilla };
+        let config = variant.config();
         let adjust = |client: &mut fastshake_dtls::ClientConfig,
                       server: &mut fastshake_dtls::ServerConfig| {
             configure13(client, server, variant, group)
@@ -136,10 +191,14 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
         let ex = exchange::run_adjusted(&set, chains, config, dtls_mtu(mtu), 7, adjust)?;
         anyhow::ensure!(ex.client.version == Versions::Dtls13, "{}: not DTLS 1.3", variant.name());
         let resumed = ex.client.resumed && ex.server.resumed;
-        anyhow::ensure!(resumed == (variant == Variant13::Ticket), "{}: resumed={resumed}", variant.name());
+        anyhow::ensure!(resumed == variant.resumes(), "{}: resumed={resumed}", variant.name());
+        let used = ex.client.from_cache;
+        let cached =
+            used.server_certificate && used.client_certificate && ex.server.from_cache.client_certificate;
+        anyhow::ensure!(cached == variant.cached(), "{}: from the caches {used:?}", variant.name());
         let compressed = ex.client.certificate_compression_received;
         anyhow::ensure!(
-            compressed == variant.algorithms().first().copied() || resumed,
+            compressed == variant.algorithms().first().copied() || resumed || cached,
             "{}: the server's chain came {compressed:?}",
             variant.name()
         );
@@ -149,7 +208,10 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
         let (server_certificate, client_certificate) = if resumed {
             (0, 0)
         } else {
-            (sent_body(&set.server.chain, compressed), sent_body(&set.client.chain, compressed))
+            (
+                sent_body(&set.server.chain, compressed, cached),
+                sent_body(&set.client.chain, compressed, cached),
+            )
         };
         let mut row = Row13 {
             chains,
@@ -182,7 +244,7 @@ pub const PAPER_BITHAC13_SHARE: f64 = 45.11;
 pub const PAPER_TICKET13_SHARE: f64 = 45.11 * (1.0 - 0.1658);
 pub const PAPER_TICKET13_BELOW_BITHAC: f64 = 452.0;
 
-/// The rows of `chains` at `mtu` with `group`, as the report and the figures find them.
+/// The row of `variant` over `chains` at `mtu` with `group`, as the report and the figures find it.
 pub fn find(
     rows: &[Row13],
     chains: Chains,

@@ -22,11 +22,13 @@ pub const CONFIGS: [Config; 5] =
     [Config::Vanilla, Config::Rfc7924, Config::Bithac, Config::Ticket, Config::BithacResumption];
 
 /// The DTLS 1.3 handshakes run over the MACs, after the 1.2 ones.
-pub const VARIANTS13: [(Variant13, NamedGroup); 4] = [
+pub const VARIANTS13: [(Variant13, NamedGroup); 6] = [
     (Variant13::Vanilla, NamedGroup::X25519),
     (Variant13::Compressed(CompressionAlgorithm::Zstd), NamedGroup::X25519),
+    (Variant13::Bithac, NamedGroup::X25519),
     (Variant13::Ticket, NamedGroup::X25519),
     (Variant13::Vanilla, NamedGroup::X25519MlKem768),
+    (Variant13::Bithac, NamedGroup::X25519MlKem768),
 ];
 
 /// What one MAC row runs: a 1.2 configuration, or a 1.3 variant with its group.
@@ -41,8 +43,7 @@ impl Handshake {
     fn config(self) -> Config {
         match self {
             Handshake::Dtls12(config) => config,
-            Handshake::Dtls13(Variant13::Ticket, _) => Config::Ticket,
-            Handshake::Dtls13(..) => Config::Vanilla,
+            Handshake::Dtls13(variant, _) => variant.config(),
         }
     }
 
