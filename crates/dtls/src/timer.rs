@@ -519,8 +519,9 @@ impl Adaptive {
     ///   and at least the floor (one shorter caught its wake-ups by luck). Its margin: a
     ///   quarter of it, the floor (the next exchange may catch each rendezvous a wake-up
     ///   period later) or one and a half RTTVAR (over several hops each rendezvous may shift
-    ///   by a period, which the variation shows and one floor does not cover), the longest. It
-    ///   replaces SRTT + 4·RTTVAR, whose variance comes from exchanges of other sizes.
+    ///   by a period, which the variation shows and one floor does not cover), the longest;
+    ///   with no clean sample, RTTVAR is half the exchange (RFC 6298 §2.2). It replaces
+    ///   SRTT + 4·RTTVAR, whose variance comes from exchanges of other sizes.
     /// - Otherwise RFC 6298's SRTT + 4·RTTVAR, with at least a quarter of SRTT as margin in
     ///   place of the clock granularity (on a steady link RTTVAR decays to zero, and a timer at
     ///   exactly the round trip races the answer), or the initial value before any sample;
@@ -537,6 +538,9 @@ impl Adaptive {
         let rttvar = path.variation();
         let kept = |took: Duration| {
             let base = took.max(srtt);
+            // No clean sample gave a variation (the earlier exchanges were all resent): RFC 6298
+            // §2.2's first measurement, RTTVAR = R/2.
+            let rttvar = if path.smoothed.is_none() { base / 2 } else { rttvar };
             base.saturating_add((base / 4).max(self.floor).max(rttvar.saturating_add(rttvar / 2)))
         };
         let rfc6298 = path.smoothed.map_or(self.initial, |s| {
@@ -980,6 +984,19 @@ mod tests {
         t.on_sent(at(0), 79, 0..1, 0);
         // 450 ms and 360 ms: one floor more (606 ms) would resend before a 624 ms exchange.
         assert_eq!(t.current(), ms(810));
+    }
+
+    #[test]
+    fn an_exchange_kept_without_any_clean_sample_waits_rfc_6298s_first_variation() {
+        // X-MAC, check interval 500 ms, three hops: the server's earlier flight was resent (no
+        // clean sample, so no variation), and its exchange took 2.99 s. The next one may catch
+        // its rendezvous a second later: RTTVAR = R/2 (RFC 6298 §2.2) leaves 0.75 R of margin,
+        // where a quarter (3.74 s) would resend before a 3.99 s exchange.
+        let mut cached = earlier(0, 0, &[(0, 2990, 1302)]);
+        cached.smoothed = None;
+        let mut t = adaptive(625, 2000, Some(cached));
+        t.on_sent(at(0), 1302, 0..2, 0);
+        assert_eq!(t.current(), Duration::from_micros(5_232_500));
     }
 
     #[test]

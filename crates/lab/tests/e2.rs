@@ -309,3 +309,29 @@ fn tsch_table_rows_send_one_frame_per_datagram_and_hop() {
         assert_eq!(row.simulated.data_frames_per_datagram_hop, 1.0, "{row:?}");
     }
 }
+
+/// The hybrid's ServerHello spans two records over 127-byte frames, and over three TSCH hops
+/// the client's second ClientHello (two records too) is resent before the server's flight
+/// arrives in a first contact. The round trip the earlier handshake keeps must be timed from the
+/// transmission the ServerHello's first record names, not from the resend: a returning client
+/// then waits long enough and resends nothing spuriously at PDR 100 %.
+#[test]
+fn a_returning_hybrid_client_on_three_tsch_hops_resends_nothing_spuriously() {
+    let pki = LabPki::kept().expect("the lab's PKI");
+    let mac = e2::tsch::config(101, 1, 1.0);
+    let timer = handshake::Timer::adaptive_for(&mac);
+    for seed in 0..5 {
+        let h = handshake::measure_contact(
+            &mac,
+            3,
+            handshake::Variant::PskHybrid13,
+            timer,
+            handshake::Contact::Returning,
+            seed,
+            &pki,
+        )
+        .expect("the handshake runs");
+        assert!(h.completed, "seed {seed}: {:?}", h.failure);
+        assert_eq!(h.spurious_retransmissions, 0, "seed {seed}: {h:?}");
+    }
+}

@@ -242,8 +242,9 @@ pub(super) struct Handshake13 {
     ack_now: bool,
     /// Made after the handshake for a KeyUpdate; dropped once that exchange is over.
     pub post_handshake: bool,
-    /// The plaintext (epoch 0) record whose fragments are being handled: a ServerHello or
-    /// HelloRetryRequest names by it the transmission of ours it answers.
+    /// The plaintext (epoch 0) record that brought the first fragment of the message last
+    /// begun: a ServerHello or HelloRetryRequest names by it the transmission of ours it
+    /// answers.
     pub plaintext_record: Option<u64>,
     /// Server: the client's application records that came before its Finished.
     pub early_data: Vec<Vec<u8>>,
@@ -1135,6 +1136,11 @@ impl Connection {
                     // Part of the peer's flight: the pace its datagrams come at (once each).
                     hs.flight.timer.on_answer_datagram();
                     fresh = true;
+                    // A message's first fragment carries the record number that names our
+                    // transmission (a hybrid's ServerHello spans two records).
+                    if number.epoch == 0 && header.fragment_offset == 0 {
+                        hs.plaintext_record = Some(number.seq);
+                    }
                 }
             }
         }
@@ -1152,7 +1158,6 @@ impl Connection {
             hs.flight.waited_for_answer = true;
             hs.timers.set(Timer13::Retransmit, now + hs.flight.timer.wait());
         }
-        hs.plaintext_record = (number.epoch == 0).then_some(number.seq);
         while let Some((msg_type, _message_seq, message)) = hs.reassembler.pop() {
             self.step13(now, hs, v13, msg_type, &message)?;
             if matches!(self.phase, Phase::Failed | Phase::Closed) {
