@@ -107,6 +107,12 @@ fn parse_message13(msg_type: HandshakeType, body: &[u8]) {
         }
         HandshakeType::Certificate => {
             let _ = parse_certificate13(body);
+            // Or abbreviated (handshake caching, seed 003 §IV-D): what parses writes back.
+            if let Ok((context, count)) = crate::handshake::parse_abbreviated_certificate13(body) {
+                let mut again = Vec::new();
+                crate::handshake::encode_abbreviated_certificate13(&mut again, context, count);
+                assert_eq!(crate::handshake::parse_abbreviated_certificate13(&again), Ok((context, count)));
+            }
         }
         HandshakeType::CompressedCertificate => {
             // Decompressed within its bounds, then read as the Certificate it carries.
