@@ -1,5 +1,6 @@
 //! E1 on real sockets, shortened: `fastshake netlab e1` (what `fastshake lab e1 --real` runs) with
-//! 60 messages, a 5 ms delay and an outage of 300 ms every 1.5 s, in network namespaces.
+//! 60 messages, a 5 ms delay and an outage of 300 ms every 1.5 s, in network namespaces, in DTLS
+//! 1.2 and 1.3.
 //!
 //! Each run builds its own testbed (client, router with the delay relay, server) and removes it.
 //! The tests assert what must hold whatever the timing: every message acknowledged, delivered
@@ -62,6 +63,11 @@ fn strategy(row: &Value) -> &str {
     row["strategy"].as_str().expect("a strategy name")
 }
 
+/// The strategies of the rows in DTLS `version`.
+fn strategies_in<'a>(rows: &[&'a Value], version: &str) -> Vec<&'a str> {
+    rows.iter().filter(|row| row["version"] == version).map(|row| strategy(row)).collect()
+}
+
 fn keeps_its_session(strategy: &str) -> bool {
     !strategy.starts_with("standard")
 }
@@ -97,11 +103,13 @@ fn runs(row: &Value) -> &Vec<Value> {
 #[test]
 fn every_strategy_single_homed_delivers_every_message_once() {
     skip_unless_netns!("every_strategy_single_homed_delivers_every_message_once");
-    let report = run_e1(&["--homing", "single"]);
+    let report = run_e1(&["--homing", "single", "--dtls", "both"]);
     let rows = rows(&report);
-    let names: Vec<&str> = rows.iter().map(|row| strategy(row)).collect();
-    for expected in ["standard-full", "standard-resumed", "oracle", "cid", "ipc", "tcs"] {
-        assert!(names.contains(&expected), "no {expected} row in {names:?}");
+    for version in ["1.2", "1.3"] {
+        let names = strategies_in(&rows, version);
+        for expected in ["standard-full", "standard-resumed", "oracle", "cid", "ipc", "tcs"] {
+            assert!(names.contains(&expected), "no {expected} row in DTLS {version}: {names:?}");
+        }
     }
     for row in rows {
         assert_sound(row);
@@ -119,23 +127,33 @@ fn every_strategy_single_homed_delivers_every_message_once() {
 #[test]
 fn every_strategy_on_the_dtls_driver_delivers_every_message_once() {
     skip_unless_netns!("every_strategy_on_the_dtls_driver_delivers_every_message_once");
-    let report = run_e1(&["--homing", "single", "--peers", "driver"]);
+    let report = run_e1(&["--homing", "single", "--peers", "driver", "--dtls", "both"]);
     let rows = rows(&report);
-    let names: Vec<&str> = rows.iter().map(|row| strategy(row)).collect();
-    for expected in ["standard-full", "standard-resumed", "cid", "ipc", "tcs"] {
-        assert!(names.contains(&expected), "no {expected} row in {names:?}");
+    for version in ["1.2", "1.3"] {
+        let names = strategies_in(&rows, version);
+        for expected in ["standard-full", "standard-resumed", "cid", "ipc", "tcs"] {
+            assert!(names.contains(&expected), "no {expected} row in DTLS {version}: {names:?}");
+        }
     }
     for row in rows {
         assert_sound(row);
+        if strategy(row) == "standard-resumed" {
+            for run in runs(row) {
+                assert_eq!(
+                    run["resumed_handshakes"], run["reconnections"],
+                    "every reconnection resumed: {run}"
+                );
+            }
+        }
     }
 }
 
 #[test]
 fn multihomed_client_keeps_its_session_across_interleaved_outages() {
     skip_unless_netns!("multihomed_client_keeps_its_session_across_interleaved_outages");
-    let report = run_e1(&["--homing", "multi", "--strategies", "standard-full,tcs"]);
+    let report = run_e1(&["--homing", "multi", "--strategies", "standard-full,tcs", "--dtls", "both"]);
     let rows = rows(&report);
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 4, "two strategies in two versions");
     for row in &rows {
         assert_sound(row);
     }
@@ -159,7 +177,9 @@ fn on_the_dtls_driver_ipc_fails_behind_a_port_restricted_nat_while_tcs_succeeds(
 }
 
 fn assert_ipc_filtered_tcs_through(extra: &[&str]) {
-    let mut args = vec!["--homing", "single", "--nat", "port-restricted", "--strategies", "ipc,tcs"];
+    // DTLS 1.2 alone: a run whose handshake never completes lasts its whole 30 s bound.
+    let mut args =
+        vec!["--homing", "single", "--nat", "port-restricted", "--strategies", "ipc,tcs", "--dtls", "1.2"];
     args.extend_from_slice(extra);
     let report = run_e1(&args);
     let rows = rows(&report);

@@ -117,7 +117,7 @@ pub struct RunOptions {
     /// Run on real sockets in network namespaces instead of the simulator (needs root; one run
     /// per cell; `fastshake netlab e1` has the real run's further knobs).
     pub real: bool,
-    /// The DTLS versions whose rows run, 1.2 (the paper's) first; the real run takes 1.2 alone.
+    /// The DTLS versions whose rows run, 1.2 (the paper's) first.
     pub versions: Vec<Versions>,
 }
 
@@ -489,10 +489,6 @@ impl App for E1Server {
     }
 }
 
-fn configs(strategy: Strategy) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
-    configs_in(strategy, Versions::Dtls12)
-}
-
 /// Both configurations of `strategy` in `version`: PSK with AES-128-CCM-8 (1.2's
 /// TLS_PSK_WITH_AES_128_CCM_8, 1.3's TLS_AES_128_CCM_8_SHA256 in psk_ke mode: no key exchange
 /// either way, the IoT profile's choice).
@@ -778,12 +774,7 @@ pub struct Row {
 }
 
 impl Row {
-    /// A row for `strategy` with no runs and no figures yet.
-    fn new(strategy: Strategy) -> Row {
-        Row::in_version(strategy, Versions::Dtls12)
-    }
-
-    /// A row for `strategy` in `version` (a 1.3 row's label says so).
+    /// A row for `strategy` in `version` (a 1.3 row's label says so), no runs and no figures yet.
     fn in_version(strategy: Strategy, version: Versions) -> Row {
         Row {
             strategy,

@@ -26,15 +26,16 @@
 //! - runner: `stop`; peer: `result JSON`, then it exits.
 
 use super::{
-    cell_name, cell_report, compare_with_single_homed_standard, configs, first_outage_ms, fmt_opt,
+    cell_name, cell_report, compare_with_single_homed_standard, configs_in, first_outage_ms, fmt_opt,
     ideal_bound_ns, mean, mobile_plan, nat_name, outage_schedule, parse_nat, row_figures,
-    unavoidable_outages, Cell, CellReport, E1Server, Params, Row, RunOptions, RunResult, Strategy,
-    MAX_MESSAGES, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
+    unavoidable_outages, version_name, Cell, CellReport, E1Server, Params, Row, RunOptions, RunResult,
+    Strategy, MAX_MESSAGES, MULTIHOMED_INTERLEAVE_MS, OUTAGE_PERIOD_MS, SERVER_ADDR, SERVER_PORT,
 };
 use crate::apps::mobile_client::MobileClient;
 use crate::runner::{check_interrupt, watch_for_interrupts, LineProcess};
 use anyhow::{bail, Context};
 use fastshake_core::{SansIo, Transmit};
+use fastshake_dtls::Versions;
 use fastshake_net::Clock;
 use fastshake_netlab::testbed::{ClientIface, Host, NatKind, Testbed, TestbedConfig, TestbedError};
 use fastshake_sim::apps::{App, NodeEvent};
@@ -99,6 +100,8 @@ pub struct RealOptions {
     /// the oracle included), or `driver`, the E1 application on the real-socket DTLS driver
     /// (its server socket strategies and its reconnection).
     pub peers: String,
+    /// The DTLS versions whose rows run, 1.2 (the paper's) first.
+    pub versions: Vec<Versions>,
 }
 
 impl Default for RealOptions {
@@ -118,6 +121,7 @@ impl Default for RealOptions {
             interleave_ms: None,
             first_outage_ms: None,
             peers: "app".into(),
+            versions: sim.versions,
         }
     }
 }
@@ -135,6 +139,7 @@ struct RealPlan {
     json: bool,
     /// The peers run on the DTLS driver instead of the simulated E1's applications.
     driver_peers: bool,
+    versions: Vec<Versions>,
 }
 
 /// When the outages come.
@@ -198,6 +203,7 @@ pub fn run(args: RunOptions) -> anyhow::Result<()> {
         interleave_ms: Some(ScheduleShape::SIMULATED.interleave_ms),
         first_outage_ms: ScheduleShape::SIMULATED.first_outage_ms,
         peers: "app".into(),
+        versions: args.versions,
     };
     anyhow::ensure!(args.jitter_us == 0, "--jitter-us is a simulator knob; the real testbed has no jitter");
     run_real(real)
@@ -232,6 +238,7 @@ fn plan(args: RealOptions) -> anyhow::Result<RealPlan> {
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(!args.delays.is_empty(), "--delays needs at least one delay");
     anyhow::ensure!(args.app_timeout_ms > 0, "--app-timeout-ms must be positive");
+    anyhow::ensure!(!args.versions.is_empty(), "--dtls needs a version");
     let multihomed = match args.homing.as_str() {
         "single" => vec![false],
         "multi" => vec![true],
@@ -302,6 +309,7 @@ fn plan(args: RealOptions) -> anyhow::Result<RealPlan> {
         },
         json: args.json,
         driver_peers,
+        versions: args.versions,
     })
 }
 
@@ -336,7 +344,10 @@ pub fn run_real(args: RealOptions) -> anyhow::Result<()> {
             "outage_period_ms": plan.shape.period_ms,
             "multihomed_interleave_ms": plan.shape.interleave_ms,
             "first_outage_ms": plan.shape.first_outage_ms,
-            "suite": "TLS_PSK_WITH_AES_128_CCM_8",
+            "suite": plan.versions.iter().map(|v| match v {
+                Versions::Dtls13 => "TLS_AES_128_CCM_8_SHA256 (DTLS 1.3, psk_ke)",
+                _ => "TLS_PSK_WITH_AES_128_CCM_8",
+            }).collect::<Vec<_>>(),
             "peers": if plan.driver_peers { "driver" } else { "app" },
             "paper_source": "seed 001, Table I (gains only; Fig. 4 gives no values; no outage length given)",
             "cells": reports,
@@ -351,19 +362,21 @@ pub fn run_real(args: RealOptions) -> anyhow::Result<()> {
 fn run_cell(program: &Path, cell: Cell, plan: &RealPlan) -> anyhow::Result<CellReport> {
     let params = &plan.params;
     let mut rows = Vec::new();
-    for &strategy in &plan.strategies {
-        let mut row = Row::new(strategy);
+    let runs = plan.versions.iter().flat_map(|&v| plan.strategies.iter().map(move |&s| (v, s)));
+    for (version, strategy) in runs {
+        let mut row = Row::in_version(strategy, version);
         for seed in 1..=plan.seeds {
             if !plan.json {
                 eprintln!(
-                    "  running {} at {} ms, {}, {}, seed {seed}",
+                    "  running {} in DTLS {} at {} ms, {}, {}, seed {seed}",
                     strategy_name(strategy),
+                    version_name(version),
                     cell.delay_ms,
                     if cell.multihomed { "multihomed" } else { "single-homed" },
                     nat_name(cell.nat)
                 );
             }
-            row.runs.push(run_one(program, strategy, &cell, plan, seed)?);
+            row.runs.push(run_one(program, strategy, version, &cell, plan, seed)?);
         }
         if row.runs.iter().any(|r| r.wct_s.is_none()) {
             row.status = Some("some runs did not finish".into());
@@ -474,6 +487,7 @@ fn u32_field(value: &serde_json::Value, key: &str) -> anyhow::Result<u32> {
 fn run_one(
     program: &Path,
     strategy: Strategy,
+    version: Versions,
     cell: &Cell,
     plan: &RealPlan,
     seed: u64,
@@ -495,6 +509,8 @@ fn run_one(
         params.messages.to_string(),
         "--seed".to_owned(),
         seed.to_string(),
+        "--dtls".to_owned(),
+        version_name(version).to_owned(),
     ];
     if plan.driver_peers {
         common.push("--driver".to_owned());
@@ -711,6 +727,7 @@ pub struct ServerPeerOptions {
     pub seed: u64,
     /// Run on the DTLS driver instead of the simulated E1's application.
     pub driver: bool,
+    pub version: Versions,
 }
 
 /// `fastshake netlab e1-peer client`.
@@ -727,6 +744,7 @@ pub struct ClientPeerOptions {
     pub seed: u64,
     /// Run on the DTLS driver instead of the simulated E1's application.
     pub driver: bool,
+    pub version: Versions,
 }
 
 /// `fastshake netlab e1-peer`: runs one side until the runner says `stop`.
@@ -809,8 +827,8 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-fn new_server(strategy: Strategy, seed: u64) -> E1Server {
-    let (_, server_config) = configs(strategy);
+fn new_server(strategy: Strategy, version: Versions, seed: u64) -> E1Server {
+    let (_, server_config) = configs_in(strategy, version);
     E1Server::new(strategy, server_config, seed)
 }
 
@@ -818,7 +836,7 @@ async fn server_peer(args: ServerPeerOptions) -> anyhow::Result<()> {
     let strategy = parse_strategy(&args.strategy)?;
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     if args.driver {
-        return driver_peers::server(args.listen, strategy, args.messages).await;
+        return driver_peers::server(args.listen, strategy, args.version, args.messages).await;
     }
     // The application sees the simulated E1's server address; the sockets have the testbed's.
     let real_ip = args.listen.ip();
@@ -831,7 +849,7 @@ async fn server_peer(args: ServerPeerOptions) -> anyhow::Result<()> {
     sockets.insert(welcome_port, welcome);
     read_control_lines(inputs.clone());
     let clock = Clock::new();
-    let mut app = new_server(strategy, args.seed);
+    let mut app = new_server(strategy, args.version, args.seed);
     say("ready");
     loop {
         // Session ports first: a TCS client may reach one before the session sends from it.
@@ -892,7 +910,15 @@ async fn client_peer(args: ClientPeerOptions) -> anyhow::Result<()> {
     anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
     if args.driver {
         let app_timeout = Duration::from_millis(args.app_timeout_ms);
-        return driver_peers::client(args.server, &args.ifaces, strategy, args.messages, app_timeout).await;
+        return driver_peers::client(
+            args.server,
+            &args.ifaces,
+            strategy,
+            args.version,
+            args.messages,
+            app_timeout,
+        )
+        .await;
     }
     let (inputs, mut received) = mpsc::unbounded_channel();
     let mut ifaces = Vec::new();
@@ -912,7 +938,7 @@ async fn client_peer(args: ClientPeerOptions) -> anyhow::Result<()> {
     }
 
     let clock = Clock::new();
-    let (client_config, _) = configs(strategy);
+    let (client_config, _) = configs_in(strategy, args.version);
     let params =
         Params { messages: args.messages, outage_ms: 0, app_timeout_ms: args.app_timeout_ms, jitter_us: 0 };
     let mut app = MobileClient::new(client_config, mobile_plan(strategy, args.seed, &params, args.server));

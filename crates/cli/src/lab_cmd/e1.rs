@@ -49,10 +49,19 @@ pub struct Args {
     /// per cell; `fastshake netlab e1` has the real run's further knobs).
     #[arg(long)]
     real: bool,
-    /// The DTLS versions whose rows run in the simulator: 1.2 (the paper's), 1.3 (PSK in psk_ke
-    /// mode with TLS_AES_128_CCM_8_SHA256), or both. The real run takes 1.2.
+    /// The DTLS versions whose rows run: 1.2 (the paper's), 1.3 (PSK in psk_ke mode with
+    /// TLS_AES_128_CCM_8_SHA256), or both.
     #[arg(long, value_name = "VERSION", value_parser = ["1.2", "1.3", "both"], default_value = "both")]
     dtls: String,
+}
+
+/// The versions a `--dtls` value names, 1.2 first.
+fn versions(dtls: &str) -> Vec<fastshake_dtls::Versions> {
+    match dtls {
+        "1.2" => vec![fastshake_dtls::Versions::Dtls12],
+        "1.3" => vec![fastshake_dtls::Versions::Dtls13],
+        _ => vec![fastshake_dtls::Versions::Dtls12, fastshake_dtls::Versions::Dtls13],
+    }
 }
 
 impl From<Args> for RunOptions {
@@ -67,11 +76,7 @@ impl From<Args> for RunOptions {
             delays: a.timing.delays,
             nat: a.nat,
             real: a.real,
-            versions: match a.dtls.as_str() {
-                "1.2" => vec![fastshake_dtls::Versions::Dtls12],
-                "1.3" => vec![fastshake_dtls::Versions::Dtls13],
-                _ => vec![fastshake_dtls::Versions::Dtls12, fastshake_dtls::Versions::Dtls13],
-            },
+            versions: versions(&a.dtls),
         }
     }
 }
@@ -117,6 +122,9 @@ pub struct RealArgs {
     /// (its server socket strategies and its reconnection).
     #[arg(long, default_value_t = RealOptions::default().peers)]
     peers: String,
+    /// The DTLS versions whose rows run: 1.2, 1.3 (PSK, psk_ke, TLS_AES_128_CCM_8_SHA256) or both.
+    #[arg(long, value_name = "VERSION", value_parser = ["1.2", "1.3", "both"], default_value = "both")]
+    dtls: String,
 }
 
 impl From<RealArgs> for RealOptions {
@@ -135,6 +143,7 @@ impl From<RealArgs> for RealOptions {
             interleave_ms: a.interleave_ms,
             first_outage_ms: a.first_outage_ms,
             peers: a.peers,
+            versions: versions(&a.dtls),
         }
     }
 }
@@ -168,6 +177,9 @@ struct ServerPeerArgs {
     /// Run on the DTLS driver instead of the simulated E1's application.
     #[arg(long)]
     driver: bool,
+    /// The DTLS version of the run.
+    #[arg(long, value_name = "VERSION", value_parser = ["1.2", "1.3"], default_value = "1.2")]
+    dtls: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -189,6 +201,9 @@ struct ClientPeerArgs {
     /// Run on the DTLS driver instead of the simulated E1's application.
     #[arg(long)]
     driver: bool,
+    /// The DTLS version of the run.
+    #[arg(long, value_name = "VERSION", value_parser = ["1.2", "1.3"], default_value = "1.2")]
+    dtls: String,
 }
 
 impl From<PeerArgs> for PeerOptions {
@@ -200,6 +215,7 @@ impl From<PeerArgs> for PeerOptions {
                 messages: s.messages,
                 seed: s.seed,
                 driver: s.driver,
+                version: versions(&s.dtls)[0],
             }),
             PeerRole::Client(c) => PeerOptions::Client(ClientPeerOptions {
                 server: c.server,
@@ -209,6 +225,7 @@ impl From<PeerArgs> for PeerOptions {
                 app_timeout_ms: c.app_timeout_ms,
                 seed: c.seed,
                 driver: c.driver,
+                version: versions(&c.dtls)[0],
             }),
         }
     }

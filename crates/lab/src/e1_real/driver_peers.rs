@@ -9,11 +9,11 @@
 //! resumed, and sends the unanswered message again on it). The session-keeping strategies resend
 //! at the application timeout, and at once when an interface goes down while another is up.
 
-use super::super::{configs, Strategy, MESSAGE_LEN};
+use super::super::{configs_in, Strategy, MESSAGE_LEN};
 use super::{parse_iface, read_control_lines, say, Input};
 use crate::apps::records::{self, RequestId};
 use anyhow::{bail, Context};
-use fastshake_dtls::{ClientConfig, ServerConfig};
+use fastshake_dtls::{ClientConfig, ServerConfig, Versions};
 use fastshake_net::dtls::{
     ClientEvent, ClientOptions, DtlsClient, DtlsServer, Reconnect, ServerEvent, ServerOptions,
 };
@@ -41,16 +41,25 @@ pub(super) fn runs(strategy: Strategy) -> bool {
 }
 
 /// The simulated E1's engine configurations, with what the driver's mode offers and accepts.
-fn driver_configs(strategy: Strategy, mode: MobilityMode) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
-    let (client, server) = configs(strategy);
+fn driver_configs(
+    strategy: Strategy,
+    version: Versions,
+    mode: MobilityMode,
+) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+    let (client, server) = configs_in(strategy, version);
     let client = ClientConfig { mobility: mode.client_mobility(), ..(*client).clone() };
     let server = ServerConfig { mobility: mode.server_mobility(), ..(*server).clone() };
     (Arc::new(client), Arc::new(server))
 }
 
-pub(super) async fn server(listen: SocketAddr, strategy: Strategy, messages: u32) -> anyhow::Result<()> {
+pub(super) async fn server(
+    listen: SocketAddr,
+    strategy: Strategy,
+    version: Versions,
+    messages: u32,
+) -> anyhow::Result<()> {
     let mode = mobility_mode(strategy)?;
-    let (_, config) = driver_configs(strategy, mode);
+    let (_, config) = driver_configs(strategy, version, mode);
     let options = ServerOptions { mobility: mode, ..ServerOptions::default() };
     let mut server = DtlsServer::bind(listen, config, options).await.context("starting the DTLS server")?;
     let controller = server.controller();
@@ -114,6 +123,7 @@ pub(super) async fn client(
     server: SocketAddr,
     ifaces: &[String],
     strategy: Strategy,
+    version: Versions,
     messages: u32,
     app_timeout: Duration,
 ) -> anyhow::Result<()> {
@@ -133,7 +143,7 @@ pub(super) async fn client(
         }
     }
     let started = Instant::now();
-    let (config, _) = driver_configs(strategy, mode);
+    let (config, _) = driver_configs(strategy, version, mode);
     let reconnects = strategy.reconnects();
     let options = ClientOptions {
         app_timeout: reconnects.then_some(app_timeout),
