@@ -9,7 +9,9 @@
 //! 003 §IV-D) runs after a first handshake that filled both caches: both Certificates go
 //! abbreviated. With compression offered too, nothing is left to compress once both chains are
 //! cached, so that row pays only the offer; compression earns its keep where a chain still
-//! travels (a first contact, a ticket the server no longer holds).
+//! travels: the "other server" rows meet a server of the same service (same chain) whose
+//! client-chain cache never saw this client, so the client's chain goes in full or compressed
+//! beside an abbreviated server chain.
 
 use super::bytes::Layers;
 use super::chains::{chain_set, Chains};
@@ -34,16 +36,22 @@ pub enum Variant13 {
     BithacCompressed(CompressionAlgorithm),
     /// The client offers its session ticket and its caches; the server resumes.
     BithacTicket,
+    /// BiTHaC at another server of the same service: only the server's chain is cached.
+    BithacOtherServer,
+    /// The same, compression (this algorithm) offered: the client's chain goes compressed.
+    BithacOtherServerCompressed(CompressionAlgorithm),
 }
 
 impl Variant13 {
-    pub const ALL: [Variant13; 8] = [
+    pub const ALL: [Variant13; 10] = [
         Variant13::Vanilla,
         Variant13::Compressed(CompressionAlgorithm::Zlib),
         Variant13::Compressed(CompressionAlgorithm::Brotli),
         Variant13::Compressed(CompressionAlgorithm::Zstd),
         Variant13::Bithac,
         Variant13::BithacCompressed(CompressionAlgorithm::Zstd),
+        Variant13::BithacOtherServer,
+        Variant13::BithacOtherServerCompressed(CompressionAlgorithm::Zstd),
         Variant13::Ticket,
         Variant13::BithacTicket,
     ];
@@ -51,7 +59,9 @@ impl Variant13 {
     /// The compression both sides offer: the variant's algorithm, if any.
     pub fn algorithms(self) -> Vec<CompressionAlgorithm> {
         match self {
-            Variant13::Compressed(a) | Variant13::BithacCompressed(a) => vec![a],
+            Variant13::Compressed(a)
+            | Variant13::BithacCompressed(a)
+            | Variant13::BithacOtherServerCompressed(a) => vec![a],
             _ => Vec::new(),
         }
     }
@@ -63,12 +73,24 @@ impl Variant13 {
             Variant13::Bithac | Variant13::BithacCompressed(_) => Config::Bithac,
             Variant13::Ticket => Config::Ticket,
             Variant13::BithacTicket => Config::BithacResumption,
+            Variant13::BithacOtherServer | Variant13::BithacOtherServerCompressed(_) => {
+                Config::BithacOtherServer
+            }
         }
     }
 
-    /// Whether both chains are left out (abbreviated Certificates).
+    /// Whether the server's chain, and the client's, are left out (abbreviated Certificates).
+    pub fn cached_chains(self) -> (bool, bool) {
+        match self {
+            Variant13::Bithac | Variant13::BithacCompressed(_) => (true, true),
+            Variant13::BithacOtherServer | Variant13::BithacOtherServerCompressed(_) => (true, false),
+            _ => (false, false),
+        }
+    }
+
+    /// Whether both chains are left out.
     pub fn cached(self) -> bool {
-        matches!(self, Variant13::Bithac | Variant13::BithacCompressed(_))
+        self.cached_chains() == (true, true)
     }
 
     /// Whether the handshake resumes.
@@ -84,6 +106,8 @@ impl Variant13 {
             Variant13::Bithac => "BiTHaC".into(),
             Variant13::BithacCompressed(a) => format!("BiTHaC + {a}"),
             Variant13::BithacTicket => "BiTHaC + ticket".into(),
+            Variant13::BithacOtherServer => "BiTHaC, other server".into(),
+            Variant13::BithacOtherServerCompressed(a) => format!("BiTHaC + {a}, other srv"),
         }
     }
 
@@ -96,6 +120,8 @@ impl Variant13 {
             Variant13::Bithac => "BiTHaC".into(),
             Variant13::BithacCompressed(a) => format!("BiTHaC+{}", a.name()),
             Variant13::BithacTicket => "BiTHaC+ticket".into(),
+            Variant13::BithacOtherServer => "BiTHaC elsewhere".into(),
+            Variant13::BithacOtherServerCompressed(a) => format!("BiTHaC+{} elsewhere", a.name()),
         }
     }
 }
@@ -193,13 +219,21 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
         let resumed = ex.client.resumed && ex.server.resumed;
         anyhow::ensure!(resumed == variant.resumes(), "{}: resumed={resumed}", variant.name());
         let used = ex.client.from_cache;
-        let cached =
-            used.server_certificate && used.client_certificate && ex.server.from_cache.client_certificate;
-        anyhow::ensure!(cached == variant.cached(), "{}: from the caches {used:?}", variant.name());
-        let compressed = ex.client.certificate_compression_received;
+        let (server_cached, client_cached) = variant.cached_chains();
         anyhow::ensure!(
-            compressed == variant.algorithms().first().copied() || resumed || cached,
-            "{}: the server's chain came {compressed:?}",
+            (used.server_certificate, used.client_certificate) == (server_cached, client_cached)
+                && ex.server.from_cache.client_certificate == client_cached,
+            "{}: from the caches {used:?}",
+            variant.name()
+        );
+        let algorithm = variant.algorithms().first().copied();
+        let (server_compressed, client_compressed) =
+            (ex.client.certificate_compression_received, ex.client.certificate_compression_sent);
+        anyhow::ensure!(
+            resumed
+                || (server_compressed == algorithm.filter(|_| !server_cached)
+                    && client_compressed == algorithm.filter(|_| !client_cached)),
+            "{}: the chains came {server_compressed:?} and went {client_compressed:?}",
             variant.name()
         );
         let handshake = Layers::of(&ex.handshake)?;
@@ -209,8 +243,8 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
             (0, 0)
         } else {
             (
-                sent_body(&set.server.chain, compressed, cached),
-                sent_body(&set.client.chain, compressed, cached),
+                sent_body(&set.server.chain, server_compressed, server_cached),
+                sent_body(&set.client.chain, client_compressed, client_cached),
             )
         };
         let mut row = Row13 {

@@ -33,6 +33,9 @@ pub enum Config {
     Ticket,
     /// The client offers its ticket and its caches; the server resumes.
     BithacResumption,
+    /// BiTHaC at another server of the same service (same chain, a client-chain cache of its
+    /// own): the server's chain is cached, the client's ticket opens nothing there.
+    BithacOtherServer,
 }
 
 impl Config {
@@ -58,6 +61,7 @@ impl Config {
             Config::SessionId => "resumed (session ID)",
             Config::Ticket => "resumed (ticket)",
             Config::BithacResumption => "BiTHaC + resumption",
+            Config::BithacOtherServer => "BiTHaC at another server",
         }
     }
 
@@ -68,7 +72,11 @@ impl Config {
     fn offers_client_ticket(self) -> bool {
         matches!(
             self,
-            Config::FirstOffer | Config::Bithac | Config::BithacKeyCache | Config::BithacResumption
+            Config::FirstOffer
+                | Config::Bithac
+                | Config::BithacKeyCache
+                | Config::BithacResumption
+                | Config::BithacOtherServer
         )
     }
 
@@ -338,7 +346,8 @@ pub fn prepare(
 ) -> anyhow::Result<Prepared> {
     let (mut client_config, mut server_config) = configs(set, chains, config, mtu);
     adjust(&mut client_config, &mut server_config);
-    let mut server = Endpoint::new(Arc::new(server_config), seed_bytes(seed, 2))?;
+    let server_config = Arc::new(server_config);
+    let mut server = Endpoint::new(server_config.clone(), seed_bytes(seed, 2))?;
     let (mut session, mut cached, mut cached_server_bytes) = (None, None, 0);
     if config.needs_earlier_handshake() {
         let (_, _, first, _, _) = handshake(
@@ -355,6 +364,9 @@ pub fn prepare(
             cached = first.cache_update.clone();
             cached_server_bytes = cached.as_ref().map_or(0, CachedServer::memory);
             anyhow::ensure!(cached.is_some(), "{}: nothing to cache", config.name());
+        }
+        if config == Config::BithacOtherServer {
+            server = Endpoint::new(server_config, seed_bytes(seed, 3))?;
         }
     }
     Ok(Prepared { server, client_config, session, cached, cached_server_bytes })

@@ -140,6 +140,7 @@ fn short(config: Config) -> &'static str {
         Config::Rfc7924 => "RFC 7924",
         Config::Bithac => "BiTHaC",
         Config::BithacKeyCache => "BiTHaC+keys",
+        Config::BithacOtherServer => "BiTHaC elsewhere",
         Config::SessionId => "session ID",
         Config::Ticket => "ticket",
         Config::BithacResumption => "BiTHaC+resume",
