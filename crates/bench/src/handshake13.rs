@@ -79,13 +79,23 @@ impl Kind {
                 )
             }
         };
+        // The handshake wolfSSL runs: wolfssl-sys's wolfSSL has no certificate compression
+        // (RFC 8879), so neither side offers it here.
+        let none = Arc::new(fastshake_dtls::CertificateCompression::none());
         let client = ClientConfig {
             versions: Versions::Dtls13,
             groups: vec![group],
             suites13: suites13.clone(),
+            certificate_compression: none.clone(),
             ..client
         };
-        let server = ServerConfig { versions: Versions::Dtls13, groups: vec![group], suites13, ..server };
+        let server = ServerConfig {
+            versions: Versions::Dtls13,
+            groups: vec![group],
+            suites13,
+            certificate_compression: none,
+            ..server
+        };
         Ok((Arc::new(client), Arc::new(server)))
     }
 
