@@ -151,6 +151,10 @@ pub struct Row13 {
     pub dtls_pct: f64,
     pub ip_pct: f64,
     pub frames_pct: f64,
+    /// The ClientHello the handshake went on (the second, with the cookie; or the only one) and
+    /// the ServerHello, bodies as sent in plaintext, bytes.
+    pub client_hello: usize,
+    pub server_hello: usize,
     /// The server's and the client's Certificate bodies as sent (compressed or not), bytes.
     pub server_certificate: usize,
     pub client_certificate: usize,
@@ -204,6 +208,36 @@ fn sent_body(
     }
 }
 
+/// The bodies of the last ClientHello and the last ServerHello of a 1.3 handshake (the
+/// HelloRetryRequest comes first), from the plaintext records that carry them: RFC 9147 §4's
+/// DTLSPlaintext (13-byte header) before the first record with the unified header.
+fn hellos(datagrams: &[exchange::Datagram]) -> anyhow::Result<(usize, usize)> {
+    const HANDSHAKE: u8 = 22;
+    let (mut client_hello, mut server_hello) = (0, 0);
+    for d in datagrams {
+        let mut rest = &d.payload[..];
+        // Unified-header records (first bits 001) are protected: nothing plaintext follows.
+        while rest.len() >= 13 && rest[0] & 0xe0 != 0x20 {
+            let len = usize::from(u16::from_be_bytes([rest[11], rest[12]]));
+            anyhow::ensure!(rest.len() >= 13 + len, "a truncated plaintext record");
+            let (body, next) = (&rest[13..13 + len], &rest[13 + len..]);
+            if rest[0] == HANDSHAKE && body.len() >= 12 {
+                // msg_type, length (3), message_seq (2), fragment_offset (3), fragment_length (3).
+                let length = u32::from_be_bytes([0, body[1], body[2], body[3]]) as usize;
+                let offset = u32::from_be_bytes([0, body[6], body[7], body[8]]);
+                match (body[0], offset, d.to_server) {
+                    (1, 0, true) => client_hello = length,
+                    (2, 0, false) => server_hello = length,
+                    _ => {}
+                }
+            }
+            rest = next;
+        }
+    }
+    anyhow::ensure!(client_hello > 0 && server_hello > 0, "no ClientHello or ServerHello in the handshake");
+    Ok((client_hello, server_hello))
+}
+
 /// The 1.3 rows of one chain set, group and MTU, vanilla first.
 pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec<Row13>> {
     let set = chain_set(chains)?;
@@ -236,6 +270,7 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
             "{}: the chains came {server_compressed:?} and went {client_compressed:?}",
             variant.name()
         );
+        let (client_hello, server_hello) = hellos(&ex.handshake)?;
         let handshake = Layers::of(&ex.handshake)?;
         let mut whole = handshake;
         whole.add(&Layers::of(&ex.after)?);
@@ -257,6 +292,8 @@ pub fn rows(chains: Chains, group: NamedGroup, mtu: usize) -> anyhow::Result<Vec
             dtls_pct: 100.0,
             ip_pct: 100.0,
             frames_pct: 100.0,
+            client_hello,
+            server_hello,
             server_certificate,
             client_certificate,
             resumed,
@@ -305,7 +342,7 @@ pub fn print(rows: &[Row13]) {
          exchange included"
     );
     println!(
-        "{:<40} {:<15} {:>5} {:<18} {:>4} {:>7} {:>9} {:>8} {:>7} {:>8} {:>9} {:>9}",
+        "{:<40} {:<15} {:>5} {:<18} {:>4} {:>7} {:>9} {:>8} {:>7} {:>8} {:>6} {:>6} {:>9} {:>9}",
         "chains",
         "group",
         "MTU",
@@ -316,12 +353,14 @@ pub fn print(rows: &[Row13]) {
         "% vanil",
         "frames",
         "% frames",
+        "CH",
+        "SH",
         "srv cert",
         "cli cert"
     );
     for r in rows {
         println!(
-            "{:<40} {:<15} {:>5} {:<18} {:>4} {:>7} {:>9} {:>7.1}% {:>7} {:>7.1}% {:>9} {:>9}",
+            "{:<40} {:<15} {:>5} {:<18} {:>4} {:>7} {:>9} {:>7.1}% {:>7} {:>7.1}% {:>6} {:>6} {:>9} {:>9}",
             r.chains.name(),
             r.group,
             r.mtu,
@@ -332,6 +371,8 @@ pub fn print(rows: &[Row13]) {
             r.ip_pct,
             r.exchange.frames_802154,
             r.frames_pct,
+            r.client_hello,
+            r.server_hello,
             r.server_certificate,
             r.client_certificate,
         );

@@ -1120,6 +1120,9 @@ fn print(r: &Report) {
         println!();
         dtls13::print(&r.dtls13);
         println!(
+            "  CH / SH: the bodies of the ClientHello the handshake went on (with the cookie) and the ServerHello;"
+        );
+        println!(
             "  srv cert / cli cert: the Certificate (or CompressedCertificate) body each side sent. The"
         );
         println!("  paper's TLS 1.3 figures (Fig. 5) are among the figures below. BiTHaC: both Certificates abbreviated");
