@@ -53,7 +53,7 @@ pub struct RunOptions {
     pub json: bool,
     /// Repetitions of the CPU measurement (medians); 0 skips it.
     pub cpu_runs: usize,
-    /// Seeds of the TSCH and X-MAC runs (means); 0 skips them.
+    /// Seeds of the TSCH, X-MAC and beacon runs (means); 0 skips them.
     pub mac_seeds: u64,
 }
 
@@ -590,7 +590,7 @@ pub fn experiment_stepwise(options: &Options, mut step: impl FnMut(String)) -> a
         }
     }
     let mac = if options.mac_seeds > 0 {
-        step("over TSCH and X-MAC".into());
+        step("over TSCH, X-MAC and beacon".into());
         Some(mac::run(&options.chains, options.mac_seeds)?)
     } else {
         None

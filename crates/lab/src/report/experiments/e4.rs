@@ -64,7 +64,7 @@ impl Experiment for E4 {
             if options.mac_seeds > 0 {
                 format!("; the same handshakes over one TSCH and one X-MAC hop, {} seeds", options.mac_seeds)
             } else {
-                "; the TSCH and X-MAC runs only in the full run".into()
+                "; the TSCH, X-MAC and beacon runs only in the full run".into()
             }
         );
         section.figures = e4::figures(&report);
@@ -208,7 +208,7 @@ fn capture(ctx: &Context) -> anyhow::Result<Capture> {
     Ok(Capture {
         file: file.into(),
         what: "one BiTHaC exchange (RSA-2048 x3 both, MTU 1500, caches filled by an earlier handshake) as IPv4/UDP, \
-               the datagrams the byte tables count; E4's TSCH and X-MAC runs keep no capture, and the zero-delay path \
+               the datagrams the byte tables count; E4's TSCH, X-MAC and beacon runs keep no capture, and the zero-delay path \
                has no time, so records are 1 ms apart"
             .into(),
     })
