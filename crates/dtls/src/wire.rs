@@ -194,6 +194,22 @@ pub fn fragment_head(bytes: &[u8]) -> Result<FragmentView, DecodeError> {
     })
 }
 
+/// A DTLS 1.3 Certificate body (RFC 8446 §4.4.2) for `chain` as the engine sends it in a
+/// handshake: no request context, no entry extensions.
+pub fn certificate13(chain: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(4 + chain.iter().map(|c| 5 + c.len()).sum::<usize>());
+    crate::handshake::encode_certificate13(&mut body, &[], chain);
+    body
+}
+
+/// The abbreviated DTLS 1.3 Certificate body (handshake caching, seed 003 §IV-D) that stands for
+/// a cached chain of `count` certificates, as the engine sends it.
+pub fn abbreviated_certificate13(count: usize) -> Vec<u8> {
+    let mut body = Vec::with_capacity(4 + 5 * count);
+    crate::handshake::encode_abbreviated_certificate13(&mut body, &[], count);
+    body
+}
+
 /// The level and description of a plaintext alert record's body (RFC 5246 §7.2): two bytes, a
 /// level of warning or fatal, as the engine takes an alert (it drops any other).
 pub fn alert(body: &[u8]) -> Result<(AlertLevel, AlertDescription), DecodeError> {
@@ -209,6 +225,16 @@ mod tests {
     use super::*;
     use crate::record::DTLS_1_2;
     use proptest::prelude::*;
+
+    #[test]
+    fn certificate13_bodies_are_the_engines() {
+        let chain: [&[u8]; 2] = [&[0x30, 1, 1], &[0x30, 2, 2, 2]];
+        let body = certificate13(&chain);
+        assert_eq!(crate::handshake::parse_certificate13(&body).unwrap(), (&[][..], chain.to_vec()));
+        let abbreviated = abbreviated_certificate13(3);
+        assert_eq!(abbreviated.len(), 19, "context, list length, three empty entries");
+        assert_eq!(crate::handshake::parse_abbreviated_certificate13(&abbreviated).unwrap(), (&[][..], 3));
+    }
 
     /// A record as the engine writes its header, with `cid` when it is a `tls12_cid` record.
     fn record(content_type: ContentType, epoch: u16, cid: &[u8], body: &[u8]) -> Vec<u8> {

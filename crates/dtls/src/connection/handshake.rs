@@ -303,7 +303,6 @@ impl Abort {
     }
 }
 
-/// The key algorithm a certificate suite's server must have.
 /// A server's chain (the DER certificates of its Certificate message) as a client validates it,
 /// in either version: against `anchors`, the configured name and time, through the client's
 /// validated-key cache. The chain comes back with the result, for what the caller keeps of it.
@@ -344,6 +343,7 @@ pub(super) fn validate_client_chain(
     Ok((chain, verified, validation))
 }
 
+/// The key algorithm a certificate suite's server must have.
 pub(super) fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
     match suite.params().key_exchange {
         KeyExchange::Psk | KeyExchange::Tls13 => None,

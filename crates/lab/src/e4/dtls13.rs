@@ -17,7 +17,8 @@ use super::bytes::Layers;
 use super::chains::{chain_set, Chains};
 use super::exchange::{self, Config};
 use super::{dtls_mtu, pct};
-use fastshake_dtls::{CertificateCompression, CompressionAlgorithm, NamedGroup, Versions};
+use anyhow::Context;
+use fastshake_dtls::{wire, CertificateCompression, CompressionAlgorithm, NamedGroup, Versions};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -178,30 +179,18 @@ pub(crate) fn configure13(
     server.certificate_compression = Arc::new(CertificateCompression::new(&algorithms));
 }
 
-/// A Certificate body of TLS 1.3 (RFC 8446 §4.4.2) for `chain`: no context, no extensions.
-fn certificate_body(chain: &[fastshake_pki::CertDer]) -> Vec<u8> {
-    let entries: usize = chain.iter().map(|c| 3 + c.as_ref().len() + 2).sum();
-    let mut body = vec![0u8];
-    body.extend_from_slice(&(entries as u32).to_be_bytes()[1..]);
-    for cert in chain {
-        body.extend_from_slice(&(cert.as_ref().len() as u32).to_be_bytes()[1..]);
-        body.extend_from_slice(cert.as_ref());
-        body.extend_from_slice(&[0, 0]);
-    }
-    body
-}
-
-/// The body a chain goes in: the Certificate, the CompressedCertificate of `algorithm`, or
-/// (`cached`) the abbreviated Certificate: context, list length, an empty entry per certificate.
+/// The body a chain goes in, as the engine writes it: the Certificate, the
+/// CompressedCertificate of `algorithm`, or (`cached`) the abbreviated Certificate.
 fn sent_body(
     chain: &[fastshake_pki::CertDer],
     algorithm: Option<CompressionAlgorithm>,
     cached: bool,
 ) -> usize {
     if cached {
-        return 1 + 3 + 5 * chain.len();
+        return wire::abbreviated_certificate13(chain.len()).len();
     }
-    let body = certificate_body(chain);
+    let certs: Vec<&[u8]> = chain.iter().map(|c| c.as_ref()).collect();
+    let body = wire::certificate13(&certs);
     match algorithm {
         Some(a) => CertificateCompression::new(&[a]).compressed_message(a, &body).len(),
         None => body.len(),
@@ -216,22 +205,20 @@ fn hellos(datagrams: &[exchange::Datagram]) -> anyhow::Result<(usize, usize)> {
     let (mut client_hello, mut server_hello) = (0, 0);
     for d in datagrams {
         let mut rest = &d.payload[..];
-        // Unified-header records (first bits 001) are protected: nothing plaintext follows.
-        while rest.len() >= 13 && rest[0] & 0xe0 != 0x20 {
-            let len = usize::from(u16::from_be_bytes([rest[11], rest[12]]));
-            anyhow::ensure!(rest.len() >= 13 + len, "a truncated plaintext record");
-            let (body, next) = (&rest[13..13 + len], &rest[13 + len..]);
-            if rest[0] == HANDSHAKE && body.len() >= 12 {
-                // msg_type, length (3), message_seq (2), fragment_offset (3), fragment_length (3).
-                let length = u32::from_be_bytes([0, body[1], body[2], body[3]]) as usize;
-                let offset = u32::from_be_bytes([0, body[6], body[7], body[8]]);
-                match (body[0], offset, d.to_server) {
-                    (1, 0, true) => client_hello = length,
-                    (2, 0, false) => server_hello = length,
+        // A unified-header record (protected) is no DTLSPlaintext header: nothing plaintext follows.
+        while let Ok(head) = wire::record_head(rest) {
+            let body =
+                rest.get(head.header_len()..head.record_len()).context("a truncated plaintext record")?;
+            if head.content_type == HANDSHAKE && head.epoch == 0 {
+                let f =
+                    wire::fragment_head(body).map_err(|e| anyhow::anyhow!("a handshake fragment: {e:?}"))?;
+                match (f.msg_type, f.offset, d.to_server) {
+                    (1, 0, true) => client_hello = f.message_len as usize,
+                    (2, 0, false) => server_hello = f.message_len as usize,
                     _ => {}
                 }
             }
-            rest = next;
+            rest = &rest[head.record_len()..];
         }
     }
     anyhow::ensure!(client_hello > 0 && server_hello > 0, "no ClientHello or ServerHello in the handshake");

@@ -98,8 +98,6 @@ pub(super) fn client_certificate13(
 /// Server: what caching comes to in a certificate handshake, selected on the ClientHello.
 #[derive(Default)]
 pub(super) struct ServerCaching13 {
-    /// Our Certificate goes abbreviated: the client holds the chain its fingerprint names.
-    pub certificate_selected: bool,
     /// The client offered client-certificate caching and we keep chains: its chain goes into
     /// the cache under the ticket the handshake derives.
     pub client_cert_caching: bool,
@@ -107,6 +105,8 @@ pub(super) struct ServerCaching13 {
     pub cached_chain: Option<CachedClientChain>,
     /// The client's chain (sent or cached) and what it was validated to, for the cache.
     pub chain: Option<CachedClientChain>,
+    /// `server_certificate`: our Certificate goes abbreviated (the client holds the chain its
+    /// fingerprint names); `client_certificate`: the client's came so.
     pub used: CacheUse,
 }
 
@@ -137,13 +137,13 @@ impl ServerCaching13 {
             _ => None,
         };
         let used = CacheUse { server_certificate: certificate_selected, ..Default::default() };
-        Ok(ServerCaching13 { certificate_selected, client_cert_caching, cached_chain, chain: None, used })
+        Ok(ServerCaching13 { client_cert_caching, cached_chain, chain: None, used })
     }
 
     /// The EncryptedExtensions' bodies of `cached_info` (the selection) and client-certificate
     /// caching (the answer), when there is something to say.
     pub fn answers(&self) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
-        let info = self.certificate_selected.then(|| {
+        let info = self.used.server_certificate.then(|| {
             let mut body = Vec::with_capacity(3);
             encode_cached_info_selection(&mut body, &[CachedObjectType::Certificate]);
             body

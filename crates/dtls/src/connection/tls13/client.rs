@@ -234,7 +234,7 @@ impl Connection {
                 }
                 return self.client_on_server_hello13(now, hs, v13, &config, state, body);
             }
-            (ClientStep13::ExpectEncryptedExtensions(k), HandshakeType::EncryptedExtensions) => {
+            (ClientStep13::ExpectEncryptedExtensions(mut k), HandshakeType::EncryptedExtensions) => {
                 let ext = parse_encrypted_extensions(body).map_err(Abort::decode)?;
                 // Only what a ClientHello may be answered with here (RFC 8446 §4.3.1).
                 if ext.supported_versions.is_some() || ext.key_share.is_some() || ext.pre_shared_key.is_some()
@@ -243,7 +243,6 @@ impl Connection {
                 }
                 Self::early_answer13(hs, ext.early_data.is_some())?;
                 self.accept_encrypted_extensions13(&ext)?;
-                let mut k = k;
                 k.caching = cached::agree13(&config, k.caching.offered.take(), &ext, k.psk)?;
                 hs.transcript.add(msg_type, body);
                 if k.psk {

@@ -274,7 +274,7 @@ impl Connection {
             }
             let certified = config.certified_key.as_ref().ok_or_else(Abort::unexpected)?;
             let mut certificate = Vec::new();
-            if caching.certificate_selected {
+            if caching.used.server_certificate {
                 // The client holds the chain: an abbreviated Certificate, too short to compress.
                 encode_abbreviated_certificate13(&mut certificate, &[], chain.len());
                 hs.push_message(epoch::HANDSHAKE, HandshakeType::Certificate, certificate, true);
