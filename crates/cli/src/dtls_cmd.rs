@@ -288,7 +288,7 @@ pub struct ClientArgs {
 }
 
 /// One `--groups` name.
-fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
+pub(crate) fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, String> {
     fastshake_dtls::NamedGroup::WITH_HYBRID
         .into_iter()
         .find(|g| g.name().eq_ignore_ascii_case(name.trim()))
@@ -370,7 +370,7 @@ impl CommonArgs {
 
 /// `--dtls`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum DtlsArg {
+pub(crate) enum DtlsArg {
     #[value(name = "1.2")]
     V1_2,
     #[value(name = "1.3")]
@@ -389,7 +389,7 @@ impl DtlsArg {
         }
     }
 
-    fn versions(self) -> fastshake_dtls::Versions {
+    pub(crate) fn versions(self) -> fastshake_dtls::Versions {
         match self {
             DtlsArg::V1_2 => fastshake_dtls::Versions::Dtls12,
             DtlsArg::V1_3 => fastshake_dtls::Versions::Dtls13,

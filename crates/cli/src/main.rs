@@ -14,6 +14,7 @@ mod pki_cmd;
 mod say;
 mod sctp_cmd;
 mod sim_cmd;
+mod webrtc_cmd;
 use clap::{Parser, Subcommand};
 use say::say;
 use std::process::ExitCode;
@@ -52,6 +53,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// A server and a client over loopback, and what happened between them.
     Demo(demo::DemoArgs),
+    /// WebRTC data channels with browsers: ICE-lite, DTLS 1.2/1.3, SCTP over DTLS, DCEP.
+    Webrtc(webrtc_cmd::WebrtcArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Netlab(args) => netlab_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Webrtc(args) => webrtc_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -329,6 +329,23 @@ impl ClientConfig {
     }
 }
 
+/// How a server learns that a client receives at the address its ClientHello came from,
+/// before it keeps state or sends a flight larger than the hello (RFC 6347 §4.2.1,
+/// RFC 9147 §5.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AddressValidation {
+    /// A cookie round trip: HelloVerifyRequest in 1.2, HelloRetryRequest in 1.3.
+    #[default]
+    Cookie,
+    /// Another protocol already proved every address the driver hands datagrams from, so the
+    /// first ClientHello is answered at once. A WebRTC peer has: its ICE connectivity checks
+    /// carry MESSAGE-INTEGRITY under the password from the signalling channel, and DTLS only
+    /// flows on a pair that passed one (RFC 8445 §7.3, RFC 8842 §4). Only for a driver that
+    /// drops datagrams from any other address; a 1.3 hello without a key share for our group
+    /// still gets a HelloRetryRequest.
+    Transport,
+}
+
 /// What a server with every session slot taken (`ServerConfig::max_sessions`) does with a new
 /// client whose ClientHello carries a valid cookie.
 ///
@@ -472,6 +489,8 @@ pub struct ServerConfig {
     /// the HelloVerifyRequest round trip. The cookie still proves the client receives at that
     /// address (RFC 6347 §4.2.1); it no longer ties the cookie to one ClientHello.
     pub reusable_cookies: bool,
+    /// How a client proves it receives at its address before the server keeps state for it.
+    pub address_validation: AddressValidation,
     /// The protocol versions accepted. The default, [`Versions::Both`], answers each client in
     /// the highest version it offers (RFC 9147 §5.3): DTLS 1.3 when offered, else DTLS 1.2.
     pub versions: Versions,
@@ -531,6 +550,7 @@ impl Default for ServerConfig {
             cached_info: true,
             client_cert_cache: ClientCertCacheConfig::default(),
             reusable_cookies: false,
+            address_validation: AddressValidation::Cookie,
             versions: Versions::default(),
             suites13: Suite13::ALL.to_vec(),
             groups: NamedGroup::WITH_HYBRID.to_vec(),

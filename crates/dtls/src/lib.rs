@@ -248,8 +248,8 @@ pub use cache::{
     CLIENT_TICKET_LEN,
 };
 pub use config::{
-    ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, Versions, WallClock, WhenFull,
-    DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MTU, MIN_MTU,
+    AddressValidation, ClientConfig, Mobility, Psk, RetransmitPolicy, ServerConfig, Versions, WallClock,
+    WhenFull, DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MTU, MIN_MTU,
 };
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
 pub use endpoint::{ConnectionHandle, EarlyDataRegister, Endpoint, EndpointStats, Incoming};

@@ -16,5 +16,6 @@ pub mod mobility;
 pub mod sctp;
 pub mod session_store;
 pub mod udp;
+pub mod webrtc;
 
 pub use clock::Clock;

@@ -32,6 +32,9 @@ pub struct TrustAnchors {
     subjects: Vec<Vec<u8>>,
     /// Each anchor's [`AnchorId`], in the order of `anchors`.
     ids: Vec<AnchorId>,
+    /// SHA-256 fingerprints of the only leaves accepted, whatever their issuer: set by
+    /// [`TrustAnchors::pinned_sha256`], and then `anchors` is empty.
+    pinned: Vec<[u8; 32]>,
 }
 
 /// Names a trust anchor: SHA-256 over its subject and its public key (as webpki keeps them),
@@ -88,7 +91,26 @@ impl TrustAnchors {
             .map(|cert| subject_name_der(cert).map_err(PkiError::BadTrustAnchor))
             .collect::<Result<Vec<_>, _>>()?;
         let ids = anchors.iter().map(AnchorId::of).collect();
-        Ok(TrustAnchors { anchors, subjects, ids })
+        Ok(TrustAnchors { anchors, subjects, ids, pinned: Vec::new() })
+    }
+
+    /// Trust by fingerprint instead of by path, as WebRTC does (RFC 8122 §5, RFC 8827 §6.5):
+    /// a peer is accepted when the SHA-256 of its leaf certificate's DER is one of
+    /// `fingerprints`, which came over an authenticated signalling channel. Nothing else of the
+    /// chain is checked (such certificates are self-signed and carry no names), but the leaf
+    /// must still parse and hold a key the handshake can verify. At least one is required.
+    pub fn pinned_sha256(fingerprints: impl IntoIterator<Item = [u8; 32]>) -> Result<Self, PkiError> {
+        let pinned: Vec<[u8; 32]> = fingerprints.into_iter().collect();
+        if pinned.is_empty() {
+            return Err(PkiError::NoCertificate);
+        }
+        let ids = pinned.iter().map(|fp| AnchorId(*fp)).collect();
+        Ok(TrustAnchors { anchors: Vec::new(), subjects: Vec::new(), ids, pinned })
+    }
+
+    /// Whether these trust leaves by fingerprint ([`TrustAnchors::pinned_sha256`]).
+    pub fn is_pinned(&self) -> bool {
+        !self.pinned.is_empty()
     }
 
     /// Whether the anchor `id` names is one of these.
@@ -102,14 +124,14 @@ impl TrustAnchors {
         self.subjects.iter().map(Vec::as_slice)
     }
 
-    /// How many anchors there are.
+    /// How many anchors (or pinned fingerprints) there are.
     pub fn len(&self) -> usize {
-        self.anchors.len()
+        self.ids.len()
     }
 
     /// Never true for anchors built by this type's constructors.
     pub fn is_empty(&self) -> bool {
-        self.anchors.is_empty()
+        self.ids.is_empty()
     }
 }
 
@@ -130,7 +152,8 @@ pub fn verify_server_chain(
         .transpose()?;
     let (leaf, verified) =
         verify_chain(chain, anchors, now_unix_secs, KeyUsage::server_auth(), "serverAuth")?;
-    if let (Some(name), Some(given)) = (name, server_name) {
+    // A pinned leaf is the peer itself: its fingerprint, not a name, identifies it.
+    if let (Some(name), Some(given), false) = (name, server_name, anchors.is_pinned()) {
         leaf.verify_is_valid_for_subject_name(&name)
             .map_err(|e| map_webpki_error(e, now_unix_secs, "serverAuth", Some(given)))?;
     }
@@ -160,6 +183,15 @@ fn verify_chain<'a>(
     let leaf = EndEntityCert::try_from(leaf_der).map_err(map)?;
     // Refuse a leaf key the handshake cannot use before spending time on the path.
     let public_key = PeerPublicKey::from_spki_der(leaf.subject_public_key_info().as_ref())?;
+    if anchors.is_pinned() {
+        let digest = ring::digest::digest(&ring::digest::SHA256, leaf_der);
+        let fingerprint: [u8; 32] = digest.as_ref().try_into().map_err(|_| PkiError::FingerprintMismatch)?;
+        if !anchors.pinned.contains(&fingerprint) {
+            return Err(PkiError::FingerprintMismatch);
+        }
+        let not_after_unix = not_after_unix(leaf_der)?;
+        return Ok((leaf, VerifiedChain { key: public_key, anchor: AnchorId(fingerprint), not_after_unix }));
+    }
     let time = UnixTime::since_unix_epoch(Duration::from_secs(now_unix_secs));
     let path = leaf
         .verify_for_usage(CERT_SIGNATURE_ALGORITHMS, &anchors.anchors, intermediates, time, usage, None, None)

@@ -97,6 +97,9 @@ pub enum PkiError {
     /// A certificate's signature does not verify under its issuer's key.
     #[error("bad signature on a certificate of the chain")]
     BadCertificateSignature,
+    /// The leaf's SHA-256 fingerprint is not the one signalled for the peer (RFC 8122).
+    #[error("the certificate's SHA-256 fingerprint is not the one signalled for the peer")]
+    FingerprintMismatch,
     /// A certificate that does not parse as X.509 DER.
     #[error("malformed certificate: {0}")]
     MalformedCertificate(String),
@@ -145,7 +148,8 @@ impl PkiError {
             PkiError::Expired { .. } | PkiError::NotYetValid { .. } => CERTIFICATE_EXPIRED,
             PkiError::NameMismatch(_)
             | PkiError::BadCertificateSignature
-            | PkiError::MalformedCertificate(_) => BAD_CERTIFICATE,
+            | PkiError::MalformedCertificate(_)
+            | PkiError::FingerprintMismatch => BAD_CERTIFICATE,
             PkiError::WrongKeyUsage { .. } | PkiError::UnsupportedCertificate(_) => UNSUPPORTED_CERTIFICATE,
             PkiError::CertificateUnknown(_) => CERTIFICATE_UNKNOWN,
             PkiError::PeerSchemeMismatch { .. } => ILLEGAL_PARAMETER,

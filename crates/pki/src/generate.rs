@@ -320,3 +320,26 @@ fn unix_to_time(secs: u64) -> Result<OffsetDateTime, PkiError> {
 fn generate_error(e: rcgen::Error) -> PkiError {
     PkiError::Generate(e.to_string())
 }
+
+/// A self-signed ECDSA P-256 certificate and its key, as a WebRTC endpoint makes for each
+/// session (RFC 8827 §6.5): the peer trusts it by the fingerprint signalled in SDP, so it names
+/// nobody (CN "fastshake") and is valid from a day before `now_unix_secs` for `validity_days`.
+/// Returns the certified key and the SHA-256 fingerprint of the certificate's DER.
+pub fn self_signed_p256(
+    now_unix_secs: u64,
+    validity_days: u32,
+) -> Result<(CertifiedKey, [u8; 32]), PkiError> {
+    let key = KeyKind::P256.new_key_pair(&mut rand_core::OsRng)?;
+    let mut params = CertificateParams::default();
+    params.not_before = unix_to_time(now_unix_secs.saturating_sub(86_400))?;
+    params.not_after = unix_to_time(now_unix_secs.saturating_add(u64::from(validity_days.max(1)) * 86_400))?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "fastshake");
+    params.distinguished_name = dn;
+    let cert = params.self_signed(&key).map_err(generate_error)?;
+    let der: CertDer = cert.der().clone();
+    let mut fingerprint = [0u8; 32];
+    fingerprint.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &der).as_ref());
+    let signing = crate::SigningKey::from_pkcs8_der(&key.serialize_der())?;
+    Ok((CertifiedKey::new(vec![der], signing)?, fingerprint))
+}

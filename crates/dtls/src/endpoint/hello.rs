@@ -5,6 +5,7 @@
 use super::incoming::{HelloBody, HelloInfo, HelloScan, Incoming};
 use super::shared::WaitingHello;
 use super::{ConnectionHandle, Endpoint, EndpointDataSink, Slot};
+use crate::config::AddressValidation;
 use crate::connection::{Connection, Event, VerifiedHello};
 use crate::handshake::{
     fragment_ranges, ClientHello, Fragment, HandshakeHeader, HandshakeType, HelloVerifyRequest, Reassembler,
@@ -314,7 +315,10 @@ impl Endpoint {
         } else {
             ch.cookie_inputs(&version, &addr[..n])
         };
-        let verified = self.verify_cookie(now, ch.cookie, &inputs);
+        let verified = match self.config.address_validation {
+            AddressValidation::Cookie => self.verify_cookie(now, ch.cookie, &inputs),
+            AddressValidation::Transport => Some(None),
+        };
         let Some(cookie_age) = verified else {
             if !ch.cookie.is_empty() {
                 self.stats.cookies_rejected += 1;

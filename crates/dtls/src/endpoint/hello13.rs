@@ -7,6 +7,7 @@
 use super::incoming::HelloInfo;
 use super::{ConnectionHandle, Endpoint, Slot};
 use crate::alert::{AlertDescription, AlertLevel};
+use crate::config::AddressValidation;
 use crate::connection::{Connection, Event, VerifiedHello13};
 use crate::crypto::tls13::{Suite13, SuiteHash};
 use crate::handshake::{
@@ -180,6 +181,14 @@ impl Endpoint {
             .unwrap_or_default();
         let group = self.config.groups.iter().copied().find(|g| supported.contains(&g.code()));
         let ask_for = group.filter(|g| !shares.contains(&g.code()));
+        if self.config.address_validation == AddressValidation::Transport
+            && group.is_some()
+            && ask_for.is_none()
+        {
+            let state = CookieState { suite, group: None, hello_hash: Vec::new(), zero_rtt: false };
+            self.accept13(now, remote, hello, ch, body, datagram_len, state, None);
+            return;
+        }
         let hash = suite.hash();
         let mut first = transcript_header(HandshakeType::ClientHello, body.len() as u32).to_vec();
         first.extend_from_slice(body);

@@ -1,0 +1,117 @@
+//! `fastshake webrtc`: data channels with browsers.
+
+use std::net::SocketAddr;
+
+use fastshake_net::webrtc::{serve, ServerNote, WebrtcOptions};
+use fastshake_webrtc::peer::PeerEvent;
+
+use crate::dtls_cmd::{parse_group, DtlsArg};
+use crate::say::say;
+
+/// `fastshake webrtc`.
+#[derive(clap::Args, Debug)]
+pub struct WebrtcArgs {
+    #[command(subcommand)]
+    command: WebrtcCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum WebrtcCommand {
+    /// A data-channel server for browsers: a page and `POST /offer` (SDP offer in, answer out)
+    /// at --http, ICE-lite, DTLS and SCTP for every session on one UDP socket. Echoes messages.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// HTTP address of the page and of `POST /offer`.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    http: SocketAddr,
+    /// UDP address of every session (port 0: any). Its IP is the answer's host candidate, so
+    /// give one the browser can reach, not a wildcard. Default: the --http IP, any port.
+    #[arg(long, value_name = "ADDR")]
+    udp: Option<SocketAddr>,
+    /// DTLS versions: 1.2, 1.3, or both (each browser gets the highest it offers).
+    #[arg(long, value_name = "VERSION", value_enum, default_value = "both")]
+    dtls: DtlsArg,
+    /// DTLS 1.3 key-exchange groups, most preferred first (default: the x25519mlkem768 hybrid,
+    /// then x25519, secp256r1).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_group)]
+    groups: Vec<fastshake_dtls::NamedGroup>,
+    /// Keep messages instead of echoing them.
+    #[arg(long)]
+    no_echo: bool,
+    /// Sessions held at most.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    max_sessions: usize,
+    /// Exit after this many pages reported their results to `POST /report` (tests, benches).
+    #[arg(long, value_name = "N")]
+    until_reports: Option<usize>,
+    /// Print every session event, not only sessions opening and closing.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+/// Runs `fastshake webrtc`.
+pub fn run(args: WebrtcArgs) -> anyhow::Result<()> {
+    let WebrtcCommand::Serve(args) = args.command;
+    if args.udp.is_some_and(|a| a.ip().is_unspecified())
+        || args.http.ip().is_unspecified() && args.udp.is_none()
+    {
+        anyhow::bail!(
+            "--udp needs an address a browser can reach (its IP goes into the answer), not a wildcard"
+        );
+    }
+    let options = WebrtcOptions {
+        http: args.http,
+        udp: args.udp.unwrap_or(SocketAddr::new(args.http.ip(), 0)),
+        versions: args.dtls.versions(),
+        groups: if args.groups.is_empty() {
+            fastshake_dtls::NamedGroup::WITH_HYBRID.to_vec()
+        } else {
+            args.groups.clone()
+        },
+        echo: !args.no_echo,
+        max_sessions: args.max_sessions,
+        until_reports: args.until_reports,
+    };
+    let verbose = args.verbose;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(serve(options, |note| print_note(note, verbose)))?;
+    Ok(())
+}
+
+fn print_note(note: ServerNote, verbose: bool) {
+    match note {
+        ServerNote::Listening { http, udp, fingerprint } => {
+            println!("webrtc: page and signalling at http://{http}/ (POST /offer), sessions on udp {udp}");
+            println!("webrtc: certificate sha-256 {fingerprint}");
+        }
+        ServerNote::Answered(id) => say!("session {}: offer answered", id.0),
+        ServerNote::Refused(why) => say!("refused: {why}"),
+        ServerNote::Report(text) => println!("report: {text}"),
+        ServerNote::Session(id, event) => {
+            match event {
+                PeerEvent::DtlsConnected(s) => println!(
+                    "session {}: DTLS {} {:?} group {} in {:.1} ms{}",
+                    id.0,
+                    if s.version == fastshake_dtls::Versions::Dtls13 { "1.3" } else { "1.2" },
+                    s.suite,
+                    s.group.map_or("-".to_string(), |g| format!("{g:?}")),
+                    s.duration.as_secs_f64() * 1e3,
+                    if s.hello_retry { ", HelloRetryRequest" } else { "" },
+                ),
+                PeerEvent::ChannelOpened { stream, label, protocol, channel_type } => {
+                    println!("session {}: channel {stream} {label:?} opened ({channel_type:?}, protocol {protocol:?})", id.0)
+                }
+                PeerEvent::Closed(why) => println!("session {}: closed: {why}", id.0),
+                PeerEvent::ChannelError(why) => say!("session {}: {why}", id.0),
+                PeerEvent::Message { stream, data, .. } if verbose => {
+                    println!("session {}: {} bytes on channel {stream}", id.0, data.len())
+                }
+                other if verbose => println!("session {}: {other:?}", id.0),
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The sans-IO pieces of a WebRTC data-channel peer that are not DTLS or SCTP.
+//!
+//! - [`stun`]: STUN messages (RFC 8489) with MESSAGE-INTEGRITY and FINGERPRINT;
+//! - [`ice`]: an ICE-lite agent (RFC 8445 §2.5) with consent freshness (RFC 7675);
+//! - [`demux`]: which protocol a datagram on the shared socket belongs to (RFC 7983);
+//! - [`sdp`]: the data-channel subset of SDP offer/answer (RFC 8866, RFC 8841, JSEP);
+//! - [`dcep`]: the Data Channel Establishment Protocol (RFC 8832);
+//! - [`peer`]: one session as the answerer runs it, ICE-lite, DTLS, SCTP and DCEP together;
+//! - [`server`]: many sessions on one socket, each made from a browser's offer.
+//!
+//! Like the engines, nothing here opens a socket, reads a clock or draws OS randomness: time
+//! comes in as [`Instant`], randomness as bytes the caller supplies.
+#![forbid(unsafe_code)]
+
+pub use fastshake_core::Instant;
+
+pub mod dcep;
+pub mod demux;
+pub mod ice;
+pub mod peer;
+pub mod sdp;
+pub mod server;
+pub mod stun;
