@@ -175,6 +175,11 @@ pub struct ClientConfig {
     /// does not answers with a fresh cookie as usual. Sent only when offering DTLS 1.2 alone (a
     /// 1.3 server refuses a hello that carries one, RFC 9147 §5.3).
     pub cookie: Option<Vec<u8>>,
+    /// The server answers the first ClientHello without a cookie exchange because another
+    /// protocol proved our address ([`AddressValidation::Transport`], as ICE does for WebRTC):
+    /// the first 1.3 ClientHello then carries the key share of the first group even if it is
+    /// the hybrid, whose two fragments a stateless server could not take.
+    pub address_proven: bool,
     /// The protocol versions offered. The default, [`Versions::Both`], puts DTLS 1.3 and 1.2 in
     /// one ClientHello and the server's answer decides (RFC 9147 §5.3, RFC 8446 §4.2.1);
     /// [`Versions::Dtls12`] reproduces a DTLS 1.2 client's bytes exactly.
@@ -247,6 +252,7 @@ impl Default for ClientConfig {
             client_certificate_caching: false,
             groups: NamedGroup::ALL.to_vec(),
             cookie: None,
+            address_proven: false,
             versions: Versions::default(),
             suites13: Suite13::ALL.to_vec(),
         }

@@ -1,4 +1,4 @@
-//! The sans-IO pieces of a WebRTC data-channel peer that are not DTLS or SCTP.
+//! WebRTC data channels, sans-IO, on the project's DTLS and SCTP engines.
 //!
 //! - [`stun`]: STUN messages (RFC 8489) with MESSAGE-INTEGRITY and FINGERPRINT;
 //! - [`ice`]: an ICE-lite agent (RFC 8445 §2.5) with consent freshness (RFC 7675);
@@ -6,7 +6,8 @@
 //! - [`sdp`]: the data-channel subset of SDP offer/answer (RFC 8866, RFC 8841, JSEP);
 //! - [`dcep`]: the Data Channel Establishment Protocol (RFC 8832);
 //! - [`peer`]: one session as the answerer runs it, ICE-lite, DTLS, SCTP and DCEP together;
-//! - [`server`]: many sessions on one socket, each made from a browser's offer.
+//! - [`server`]: many sessions on one socket, each made from a browser's offer;
+//! - [`client`]: the offering side, for fastshake to fastshake and tests.
 //!
 //! Like the engines, nothing here opens a socket, reads a clock or draws OS randomness: time
 //! comes in as [`Instant`], randomness as bytes the caller supplies.
@@ -14,6 +15,7 @@
 
 pub use fastshake_core::Instant;
 
+pub mod client;
 pub mod dcep;
 pub mod demux;
 pub mod ice;

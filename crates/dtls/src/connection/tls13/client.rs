@@ -83,7 +83,9 @@ impl ExpectServerHello13 {
         // No group (a PSK client that wants psk_ke alone): no key share at all.
         let (shares, sent_shares) = match config.groups.first().copied() {
             None => (Vec::new(), Vec::new()),
-            Some(group) if group.is_hybrid() && config.cookie.is_none() => (Vec::new(), Vec::new()),
+            Some(group) if group.is_hybrid() && config.cookie.is_none() && !config.address_proven => {
+                (Vec::new(), Vec::new())
+            }
             Some(group) => {
                 let (secret, public) = ephemeral(group, rng);
                 (vec![(group, secret)], vec![(group.code(), public)])

@@ -1,0 +1,163 @@
+//! Headless Chromium opens data channels to `fastshake webrtc serve` and gets every message
+//! echoed once and intact: DTLS 1.3 with the X25519MLKEM768 hybrid by default, DTLS 1.2 when
+//! the server asks for it; a reliable, an unreliable and a 64 KiB channel, and a channel
+//! opened again under the first one's label.
+//!
+//! The browser and the server run in a network namespace of their own whose only interface is
+//! loopback (`unshare -n`): Chromium then reaches nothing else, and gathers loopback candidates
+//! only with `--allow-loopback-in-peer-connection`. The page reports its result to the server
+//! (`POST /report`), which prints it and exits.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The browser: $CHROMIUM, or Debian's `chromium` on the PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+            .find(|p| p.exists())
+    })
+}
+
+/// Whether this process may make a network namespace (root, or user namespaces allowed).
+fn can_unshare() -> bool {
+    Command::new("unshare").args(["-n", "true"]).status().is_ok_and(|s| s.success())
+}
+
+/// What one page load printed: the server's lines and the page's report.
+struct Run {
+    server: String,
+    report: Value,
+}
+
+/// Runs the server with `server_args` and the page with `query` in a namespace of their own.
+fn run(server_args: &[&str], query: &str) -> Option<Run> {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("FASTSHAKE_REQUIRE_CHROMIUM").is_none(),
+            "FASTSHAKE_REQUIRE_CHROMIUM is set but no chromium is on the PATH"
+        );
+        eprintln!("no chromium on the PATH (apt-get install chromium): the WebRTC browser tests are skipped");
+        return None;
+    };
+    if !can_unshare() {
+        assert!(
+            std::env::var_os("FASTSHAKE_REQUIRE_CHROMIUM").is_none(),
+            "FASTSHAKE_REQUIRE_CHROMIUM is set but `unshare -n` fails here (not root?)"
+        );
+        eprintln!("cannot make a network namespace (not root?): the WebRTC browser tests are skipped");
+        return None;
+    }
+    let version = Command::new(&browser).arg("--version").output().ok();
+    if let Some(v) = version {
+        eprintln!("browser: {}", String::from_utf8_lossy(&v.stdout).trim());
+    }
+    let profile = tempdir();
+    // The namespace is the test's own, so a fixed port cannot collide with anything.
+    let script = format!(
+        r#"set -e
+ip link set lo up
+"$FASTSHAKE" webrtc serve --http 127.0.0.1:8080 --until-reports 1 {args} &
+server=$!
+for i in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.05; done
+"$BROWSER" --headless --no-sandbox --disable-gpu --no-first-run --use-fake-ui-for-media-stream \
+    --allow-loopback-in-peer-connection --user-data-dir="$PROFILE" \
+    "http://127.0.0.1:8080/?report&{query}" >"$PROFILE/chromium.log" 2>&1 &
+browser=$!
+status=0
+wait $server || status=$?
+kill $browser 2>/dev/null || true
+wait $browser 2>/dev/null || true
+exit $status
+"#,
+        args = server_args.join(" "),
+    );
+    let mut child = Command::new("timeout")
+        .args(["120", "unshare", "-n", "bash", "-c", &script])
+        .env("FASTSHAKE", env!("CARGO_BIN_EXE_fastshake"))
+        .env("BROWSER", &browser)
+        .env("PROFILE", &profile)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bash");
+    let started = std::time::Instant::now();
+    let output = loop {
+        if child.try_wait().expect("wait").is_some() || started.elapsed() > Duration::from_secs(130) {
+            break child.wait_with_output().expect("output");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let server = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let log = std::fs::read_to_string(profile.join("chromium.log")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&profile);
+    let report = server
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("no report from the page\nserver:\n{server}\n{stderr}\nchromium:\n{log}"));
+    let report: Value = serde_json::from_str(report).expect("the report is JSON");
+    assert!(output.status.success(), "server: {:?}\n{server}\n{stderr}", output.status);
+    assert_eq!(
+        report["ok"], true,
+        "the page failed: {report:#}\nserver:\n{server}\n{stderr}\nchromium:\n{log}"
+    );
+    Some(Run { server, report })
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fastshake-webrtc-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    h.finish()
+}
+
+/// Every channel of the report: all sent messages echoed, none twice, none changed.
+fn channels(report: &Value) -> &Vec<Value> {
+    let channels = report["channels"].as_array().expect("channels");
+    for c in channels {
+        assert_eq!(c["echoed"], c["sent"], "{c}");
+        assert_eq!(c["duplicated"], 0, "{c}");
+    }
+    channels
+}
+
+#[test]
+fn chromium_opens_channels_over_dtls13_with_the_hybrid_group_by_default() {
+    let Some(run) = run(&[], "cases=reliable,unreliable,big,reopen&n=20") else { return };
+    // Chromium names DTLS 1.3 by its wire version (RFC 9147: 0xFEFC).
+    assert_eq!(run.report["tls_version"], "FEFC", "{:#}", run.report);
+    assert_eq!(run.report["dtls_role"], "client", "we answered a=setup:passive");
+    assert!(
+        run.server.lines().any(|l| l.contains("DTLS 1.3") && l.contains("X25519MlKem768")),
+        "the server names the version and the hybrid group:\n{}",
+        run.server
+    );
+    let channels = channels(&run.report);
+    let labels: Vec<&str> = channels.iter().map(|c| c["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["reliable", "unreliable", "big", "reliable"]);
+    assert_eq!(channels[2]["size"], 65536, "the 64 KiB messages came back whole");
+    // The DTLS client opens even stream ids (RFC 8832 §6).
+    assert!(channels.iter().all(|c| c["id"].as_u64().unwrap() % 2 == 0), "{channels:?}");
+}
+
+#[test]
+fn chromium_speaks_dtls12_to_a_server_that_asks_for_it() {
+    let Some(run) = run(&["--dtls", "1.2"], "cases=reliable&n=20") else { return };
+    assert_eq!(run.report["tls_version"], "FEFD", "{:#}", run.report);
+    assert!(run.server.lines().any(|l| l.contains("DTLS 1.2")), "{}", run.server);
+    channels(&run.report);
+}

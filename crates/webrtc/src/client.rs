@@ -1,0 +1,506 @@
+//! The offering side of a data-channel session, sans-IO: a full, controlling ICE agent with
+//! host candidates only, DTLS as client (`a=setup:active` after our `actpass`), SCTP inside
+//! DTLS, DCEP. It is what `fastshake webrtc connect` runs against a server such as ours or
+//! pion, and what the in-memory tests open sessions to [`crate::server::Server`] with.
+//!
+//! # Nomination
+//!
+//! The first check to each of the answer's candidates already carries USE-CANDIDATE
+//! (aggressive nomination, RFC 5245 §8.1.1.2): an answerer that is ICE-lite has one host
+//! candidate per address family, so there is nothing to choose, and regular nomination (RFC
+//! 8445 §8.1.1) would spend a round trip before the lite side may send (RFC 8445 §12.1.1).
+//! The first success response selects its pair and starts DTLS on it.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fastshake_core::{Instant, Transmit};
+use fastshake_dtls as dtls;
+use fastshake_sctp as sctp;
+
+use crate::dcep::{ChannelEvent, ChannelType, Channels, DtlsRole, Outgoing};
+use crate::demux::{classify, Protocol};
+use crate::ice::Credentials;
+use crate::peer::{PeerError, PeerEvent, MAX_MESSAGE_SIZE, SCTP_PORT};
+use crate::sdp::{Fingerprint, Offer, SdpError, Setup};
+use crate::stun::{self, Class, IntegrityKey, MessageBuilder, Method, TransactionId};
+
+/// Checks sent per candidate at most before it is given up (RFC 8489 §6.2.1's Rc is 7).
+const MAX_CHECKS: u32 = 7;
+/// The first check retransmission; doubled each time (RFC 8489 §6.2.1, with ICE's shorter
+/// RTO for a host pair on which a round trip is a loopback or LAN one).
+const CHECK_RTO: Duration = Duration::from_millis(100);
+/// Consent checks on the selected pair (RFC 7675 §5.1: every 5 s, jittered; ours is not).
+const CONSENT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What the offerer needs.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Our ICE credentials.
+    pub credentials: Credentials,
+    /// Our certificate and key (self-signed).
+    pub certified_key: Arc<dtls::CertifiedKey>,
+    /// The SHA-256 fingerprint of our certificate, written into the offer.
+    pub fingerprint: [u8; 32],
+    /// DTLS versions offered.
+    pub versions: dtls::Versions,
+    /// DTLS 1.3 groups, the first with a key share.
+    pub groups: Vec<dtls::NamedGroup>,
+    /// Unix time for the engines.
+    pub wall_clock: dtls::WallClock,
+    /// The ICE tiebreaker (RFC 8445 §7.1.3), random.
+    pub tiebreaker: u64,
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The SDP does not parse or lacks a data section.
+    #[error("answer: {0}")]
+    Sdp(#[from] SdpError),
+    /// The answer wants us to be the DTLS server; this client runs DTLS as client only.
+    #[error("the answer chose a=setup:{0}: this client runs DTLS as client (it needs a=setup:passive)")]
+    Setup(&'static str),
+    /// No candidate with an IP address (an mDNS name cannot be resolved here).
+    #[error("the answer has no candidate with an IP address")]
+    NoCandidate,
+    /// No SHA-256 fingerprint to check the server's certificate against.
+    #[error("the answer has no sha-256 fingerprint")]
+    NoFingerprint,
+}
+
+struct Check {
+    to: SocketAddr,
+    transaction: TransactionId,
+    sent: u32,
+    next: Instant,
+}
+
+/// The offering side of one session.
+pub struct Client {
+    config: ClientConfig,
+    remote_ufrag: String,
+    remote_key: Option<IntegrityKey>,
+    remote_fingerprints: Vec<[u8; 32]>,
+    checks: Vec<Check>,
+    selected: Option<SocketAddr>,
+    next_consent: Option<Instant>,
+    transaction_counter: u64,
+    dtls: Option<dtls::Connection>,
+    sctp: sctp::Endpoint,
+    association: Option<sctp::AssociationHandle>,
+    channels: Channels,
+    pending_opens: Vec<(String, ChannelType)>,
+    local: SocketAddr,
+    seed: [u8; 32],
+    out: VecDeque<Transmit>,
+    events: VecDeque<PeerEvent>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("selected", &self.selected)
+            .field("association", &self.association)
+            .field("channels", &self.channels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// An offerer on `local`; `seed` seeds the engines and the transaction ids.
+    pub fn new(config: ClientConfig, local: SocketAddr, seed: [u8; 32]) -> Client {
+        let mut sctp_seed = seed;
+        sctp_seed[0] ^= 0x5c;
+        let sctp_config = sctp::Config {
+            local_port: SCTP_PORT,
+            mode: sctp::HandshakeMode::Regular,
+            listen: false,
+            mtu: dtls::DEFAULT_MTU - 64,
+            streams_out: 1024,
+            streams_in: 1024,
+            receive_window: (4 * MAX_MESSAGE_SIZE) as u32,
+            max_associations: 1,
+            ootb_answers: None,
+            ..sctp::Config::default()
+        };
+        Client {
+            config,
+            remote_ufrag: String::new(),
+            remote_key: None,
+            remote_fingerprints: Vec::new(),
+            checks: Vec::new(),
+            selected: None,
+            next_consent: None,
+            transaction_counter: 0,
+            dtls: None,
+            sctp: sctp::Endpoint::new(Arc::new(sctp_config), sctp_seed),
+            association: None,
+            channels: Channels::new(DtlsRole::Client),
+            pending_opens: Vec::new(),
+            local,
+            seed,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            closed: false,
+        }
+    }
+
+    /// The SDP offer: one data section, `a=setup:actpass` (RFC 8842 §5.2 requires it of an
+    /// offerer), our credentials and fingerprint, no candidates (the answerer is ICE-lite and
+    /// learns our address from our checks).
+    pub fn offer(&self, session_id: u64) -> String {
+        let fingerprint = Fingerprint::sha256(self.config.fingerprint);
+        let lines = [
+            "v=0".to_string(),
+            format!("o=- {session_id} 1 IN IP4 0.0.0.0"),
+            "s=-".into(),
+            "t=0 0".into(),
+            "a=group:BUNDLE 0".into(),
+            "m=application 9 UDP/DTLS/SCTP webrtc-datachannel".into(),
+            "c=IN IP4 0.0.0.0".into(),
+            format!("a=ice-ufrag:{}", self.config.credentials.ufrag()),
+            format!("a=ice-pwd:{}", self.config.credentials.pwd()),
+            format!("a=fingerprint:{fingerprint}"),
+            "a=setup:actpass".into(),
+            "a=mid:0".into(),
+            format!("a=sctp-port:{SCTP_PORT}"),
+            format!("a=max-message-size:{MAX_MESSAGE_SIZE}"),
+        ];
+        let mut sdp = lines.join("\r\n");
+        sdp.push_str("\r\n");
+        sdp
+    }
+
+    /// Takes the answer and starts the connectivity checks.
+    pub fn accept_answer(&mut self, now: Instant, answer: &str) -> Result<(), AnswerError> {
+        let answer = Offer::parse(answer)?;
+        let data = &answer.data;
+        match data.setup {
+            Some(Setup::Passive) => {}
+            Some(other) => return Err(AnswerError::Setup(other.as_str())),
+            None => return Err(AnswerError::Setup("active")),
+        }
+        self.remote_fingerprints = data
+            .sha256_fingerprints()
+            .filter_map(|f| <[u8; 32]>::try_from(f.bytes.as_slice()).ok())
+            .collect();
+        if self.remote_fingerprints.is_empty() {
+            return Err(AnswerError::NoFingerprint);
+        }
+        let candidates: Vec<SocketAddr> = data
+            .candidates
+            .iter()
+            .filter(|c| c.is_udp() && c.component == 1)
+            .filter_map(|c| match &c.address {
+                crate::sdp::CandidateAddress::Ip(ip) => Some(SocketAddr::new(*ip, c.port)),
+                _ => None,
+            })
+            .filter(|a| a.is_ipv4() == self.local.is_ipv4())
+            .collect();
+        if candidates.is_empty() {
+            return Err(AnswerError::NoCandidate);
+        }
+        self.remote_ufrag = data.ice_ufrag.clone();
+        self.remote_key = Some(IntegrityKey::short_term(&data.ice_pwd));
+        for to in candidates {
+            let transaction = self.next_transaction();
+            self.checks.push(Check { to, transaction, sent: 0, next: now });
+        }
+        self.handle_timeout(now);
+        Ok(())
+    }
+
+    fn next_transaction(&mut self) -> TransactionId {
+        self.transaction_counter += 1;
+        let mut id = [0u8; 12];
+        id[..4].copy_from_slice(&self.seed[..4]);
+        id[4..].copy_from_slice(&self.transaction_counter.to_be_bytes());
+        TransactionId(id)
+    }
+
+    /// A Binding request for `to`, nominating it (see the module docs).
+    fn check(&self, transaction: TransactionId) -> Option<Vec<u8>> {
+        let key = self.remote_key.as_ref()?;
+        let username = format!("{}:{}", self.remote_ufrag, self.config.credentials.ufrag());
+        MessageBuilder::new(Class::Request, Method::Binding, transaction)
+            .username(&username)
+            // A peer-reflexive candidate's priority (RFC 8445 §7.1.1): type preference 110.
+            .priority(crate::sdp::candidate_priority(110, 65535, 1))
+            .ice_controlling(self.config.tiebreaker)
+            .use_candidate()
+            .message_integrity(key)
+            .fingerprint()
+            .into_bytes()
+            .ok()
+    }
+
+    /// Opens a channel; it is usable once [`PeerEvent::ChannelAcked`] or data comes, and is
+    /// queued until the association is open. Returns nothing: the stream id is in the event.
+    pub fn open_channel(
+        &mut self,
+        now: Instant,
+        label: &str,
+        channel_type: ChannelType,
+    ) -> Result<(), PeerError> {
+        self.pending_opens.push((label.to_owned(), channel_type));
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Sends on channel `stream`.
+    pub fn send(&mut self, now: Instant, stream: u16, data: &[u8], binary: bool) -> Result<(), PeerError> {
+        let outgoing = self.channels.send(stream, data, binary)?;
+        self.send_outgoing(outgoing)?;
+        self.pump(now);
+        Ok(())
+    }
+
+    /// The channels opened so far, by stream id.
+    pub fn channels(&self) -> &Channels {
+        &self.channels
+    }
+
+    /// The selected pair's remote address.
+    pub fn selected(&self) -> Option<SocketAddr> {
+        self.selected
+    }
+
+    /// Whether the session ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    fn send_outgoing(&mut self, outgoing: Outgoing) -> Result<(), PeerError> {
+        let association = self.association.ok_or(PeerError::NotConnected)?;
+        let message = sctp::Message {
+            stream: outgoing.stream,
+            unordered: outgoing.unordered,
+            ppid: outgoing.ppid,
+            data: outgoing.data,
+        };
+        self.sctp.send(association, message).map_err(PeerError::Sctp)
+    }
+
+    /// A datagram arrived from `remote`.
+    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
+        if self.closed {
+            return;
+        }
+        match classify(datagram) {
+            Protocol::Stun => self.stun(now, remote, datagram),
+            Protocol::Dtls if Some(remote) == self.selected => {
+                if let Some(dtls) = self.dtls.as_mut() {
+                    dtls.handle_datagram(now, remote, datagram);
+                }
+            }
+            _ => return,
+        }
+        self.pump(now);
+    }
+
+    fn stun(&mut self, now: Instant, remote: SocketAddr, datagram: &[u8]) {
+        let Ok(message) = stun::Message::parse(datagram) else { return };
+        if message.verify_fingerprint().is_err() || message.class() != Class::SuccessResponse {
+            return;
+        }
+        let Some(key) = self.remote_key.as_ref() else { return };
+        // A response authenticates with the answerer's password (RFC 8445 §7.2.5.2).
+        if message.verify_integrity(key).is_err() {
+            return;
+        }
+        let transaction = message.transaction_id();
+        let Some(at) = self.checks.iter().position(|c| c.transaction == transaction && c.to == remote) else {
+            return;
+        };
+        let check = self.checks.remove(at);
+        if self.selected.is_none() {
+            self.selected = Some(check.to);
+            self.checks.clear();
+            self.next_consent = Some(now + CONSENT_INTERVAL);
+            self.events.push_back(PeerEvent::Selected(check.to));
+            self.start_dtls(now, check.to);
+        }
+    }
+
+    fn start_dtls(&mut self, now: Instant, remote: SocketAddr) {
+        let Ok(anchors) = dtls::TrustAnchors::pinned_sha256(self.remote_fingerprints.iter().copied()) else {
+            self.close("no fingerprint to trust".into());
+            return;
+        };
+        let config = dtls::ClientConfig {
+            versions: self.config.versions,
+            groups: self.config.groups.clone(),
+            trust_anchors: Some(Arc::new(anchors)),
+            certified_key: Some(self.config.certified_key.clone()),
+            wall_clock: Some(self.config.wall_clock),
+            // The answerer is ICE-lite: our check proved the address, so it takes the first
+            // ClientHello with the hybrid's share at once.
+            address_proven: true,
+            ..Default::default()
+        };
+        self.dtls = Some(dtls::Connection::client(Arc::new(config), now, remote, self.seed));
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<PeerEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Client::handle_timeout`] is due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.closed {
+            return None;
+        }
+        let checks = self.checks.iter().map(|c| c.next).min();
+        let dtls = self.dtls.as_ref().and_then(dtls::Connection::poll_timeout);
+        [checks, self.next_consent, dtls, self.sctp.poll_timeout()].into_iter().flatten().min()
+    }
+
+    /// The deadline of [`Client::poll_timeout`] passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
+        let mut due = Vec::new();
+        for check in &mut self.checks {
+            if check.next <= now {
+                check.sent += 1;
+                check.next = now + CHECK_RTO * (1 << check.sent.min(6));
+                due.push((check.to, check.transaction));
+            }
+        }
+        self.checks.retain(|c| c.sent <= MAX_CHECKS);
+        if self.selected.is_none() && self.checks.is_empty() && self.remote_key.is_some() && due.is_empty() {
+            self.close("no connectivity check was answered (ICE failed)".into());
+            return;
+        }
+        if let (Some(at), Some(selected)) = (self.next_consent, self.selected) {
+            if at <= now {
+                // A consent check (RFC 7675 §5.1); its answer needs no bookkeeping here, the
+                // answerer's own timer is what ends a session whose peer left.
+                let transaction = self.next_transaction();
+                self.next_consent = Some(now + CONSENT_INTERVAL);
+                due.push((selected, transaction));
+            }
+        }
+        for (to, transaction) in due {
+            if let Some(payload) = self.check(transaction) {
+                self.out.push_back(Transmit { src: None, dst: to, payload });
+            }
+        }
+        if let Some(dtls) = self.dtls.as_mut() {
+            dtls.handle_timeout(now);
+        }
+        self.sctp.handle_timeout(now);
+        self.pump(now);
+    }
+
+    fn close(&mut self, why: String) {
+        if !self.closed {
+            self.closed = true;
+            self.events.push_back(PeerEvent::Closed(why));
+        }
+    }
+
+    fn pump(&mut self, now: Instant) {
+        loop {
+            let mut progress = false;
+            if let (Some(selected), Some(dtls)) = (self.selected, self.dtls.as_mut()) {
+                while let Some(event) = dtls.poll_event() {
+                    progress = true;
+                    match event {
+                        dtls::Event::Connected(summary) => {
+                            self.events.push_back(PeerEvent::DtlsConnected(Box::new(summary)));
+                            self.association =
+                                Some(self.sctp.connect(now, None, selected, SCTP_PORT, Default::default()));
+                        }
+                        dtls::Event::ApplicationData(mut packet) => {
+                            self.sctp.handle_datagram(now, self.local, selected, &mut packet);
+                        }
+                        dtls::Event::Closed => {
+                            self.close("the server closed DTLS (close_notify)".into());
+                            return;
+                        }
+                        dtls::Event::Failed(error) => {
+                            self.close(format!("DTLS failed: {error}"));
+                            return;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            while let Some(transmit) = self.sctp.poll_transmit(now) {
+                progress = true;
+                if let Some(dtls) = self.dtls.as_mut() {
+                    let _ = dtls.send(&transmit.payload);
+                }
+            }
+            while let Some((_, event)) = self.sctp.poll_event() {
+                progress = true;
+                match event {
+                    sctp::Event::Connected { .. } => self.events.push_back(PeerEvent::SctpConnected),
+                    sctp::Event::Message(m) => match self.channels.handle(m.stream, m.ppid, &m.data) {
+                        Ok(Some(ChannelEvent::Acked { stream })) => {
+                            self.events.push_back(PeerEvent::ChannelAcked { stream })
+                        }
+                        Ok(Some(ChannelEvent::Message { stream, data, binary })) => {
+                            self.events.push_back(PeerEvent::Message { stream, data, binary })
+                        }
+                        Ok(Some(ChannelEvent::Opened {
+                            stream, label, protocol, channel_type, ack, ..
+                        })) => {
+                            let _ = self.send_outgoing(ack);
+                            self.events.push_back(PeerEvent::ChannelOpened {
+                                stream,
+                                label,
+                                protocol,
+                                channel_type,
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(e) => self.events.push_back(PeerEvent::ChannelError(e.to_string())),
+                    },
+                    sctp::Event::Closed => self.close("SCTP association closed".into()),
+                    sctp::Event::Aborted { .. } => self.close("SCTP association aborted".into()),
+                    sctp::Event::Failed(error) => self.close(format!("SCTP failed: {error}")),
+                    _ => {}
+                }
+            }
+            if self.association.is_some() && !self.pending_opens.is_empty() && self.sctp_open() {
+                for (label, channel_type) in std::mem::take(&mut self.pending_opens) {
+                    match self.channels.open(&label, "", channel_type, 0) {
+                        Ok((_, open)) => {
+                            let _ = self.send_outgoing(open);
+                        }
+                        Err(e) => self.events.push_back(PeerEvent::ChannelError(e.to_string())),
+                    }
+                }
+                progress = true;
+            }
+            if let Some(dtls) = self.dtls.as_mut() {
+                while let Some(transmit) = dtls.poll_transmit(now) {
+                    progress = true;
+                    self.out.push_back(transmit);
+                }
+            }
+            if !progress || self.closed {
+                return;
+            }
+        }
+    }
+
+    fn sctp_open(&self) -> bool {
+        self.association
+            .and_then(|a| self.sctp.association(a))
+            .is_some_and(|info| info.state == sctp::AssociationState::Established)
+    }
+}

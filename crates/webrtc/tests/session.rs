@@ -1,0 +1,243 @@
+//! Whole data-channel sessions in memory: our offerer ([`Client`]) against our answerer
+//! ([`Server`]) through ICE, DTLS (both versions), SCTP and DCEP, on a lossless network with a
+//! fixed delay and a virtual clock.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fastshake_core::{Instant, Transmit};
+use fastshake_dtls::{NamedGroup, Versions, WallClock};
+use fastshake_pki::generate::self_signed_p256;
+use fastshake_webrtc::client::{Client, ClientConfig};
+use fastshake_webrtc::dcep::ChannelType;
+use fastshake_webrtc::ice::Credentials;
+use fastshake_webrtc::peer::PeerEvent;
+use fastshake_webrtc::server::{Server, ServerConfig, SessionId, ANSWER_RANDOM_LEN};
+
+const UNIX: u64 = 1_800_000_000;
+const ONE_WAY: Duration = Duration::from_millis(5);
+
+fn clock() -> WallClock {
+    WallClock { at: Instant::ZERO, unix_secs: UNIX }
+}
+
+struct Net {
+    now: Instant,
+    client: Client,
+    server: Server,
+    client_addr: SocketAddr,
+    server_addr: SocketAddr,
+    wire: VecDeque<(Instant, Transmit, bool)>,
+    client_events: Vec<PeerEvent>,
+    server_events: Vec<(SessionId, PeerEvent)>,
+    echo: bool,
+}
+
+fn server(versions: Versions) -> Server {
+    let (key, fingerprint) = self_signed_p256(UNIX, 30).unwrap();
+    Server::new(ServerConfig {
+        certified_key: Arc::new(key),
+        fingerprint,
+        addresses: vec!["127.0.0.1:40000".parse().unwrap()],
+        versions,
+        groups: NamedGroup::WITH_HYBRID.to_vec(),
+        wall_clock: clock(),
+        max_sessions: 4,
+    })
+}
+
+fn client_config(versions: Versions, groups: &[NamedGroup]) -> ClientConfig {
+    let (key, fingerprint) = self_signed_p256(UNIX, 30).unwrap();
+    ClientConfig {
+        credentials: Credentials::from_random(&[3; Credentials::RANDOM_LEN]),
+        certified_key: Arc::new(key),
+        fingerprint,
+        versions,
+        groups: groups.to_vec(),
+        wall_clock: clock(),
+        tiebreaker: 42,
+    }
+}
+
+impl Net {
+    /// A session: the client's offer answered by the server, checks started.
+    fn new(server: Server, client: ClientConfig) -> Net {
+        let client_addr: SocketAddr = "127.0.0.1:50000".parse().unwrap();
+        let server_addr = server.config().addresses[0];
+        let mut net = Net {
+            now: Instant::from_millis(1_000),
+            client: Client::new(client, client_addr, [7; 32]),
+            server,
+            client_addr,
+            server_addr,
+            wire: VecDeque::new(),
+            client_events: Vec::new(),
+            server_events: Vec::new(),
+            echo: true,
+        };
+        let offer = net.client.offer(1);
+        let (_, answer) = net.server.answer(&offer, server_addr, &[9; ANSWER_RANDOM_LEN]).expect("answer");
+        net.client.accept_answer(net.now, &answer).expect("the answer is taken");
+        net.collect();
+        net
+    }
+
+    fn collect(&mut self) {
+        while let Some(t) = self.client.poll_transmit() {
+            self.wire.push_back((self.now + ONE_WAY, t, true));
+        }
+        while let Some((id, e)) = self.server.poll_event() {
+            if let (true, PeerEvent::Message { stream, data, binary }) = (self.echo, &e) {
+                self.server.send(self.now, id, *stream, data, *binary).expect("echo");
+            }
+            self.server_events.push((id, e));
+        }
+        while let Some(t) = self.server.poll_transmit() {
+            self.wire.push_back((self.now + ONE_WAY, t, false));
+        }
+        while let Some(e) = self.client.poll_event() {
+            self.client_events.push(e);
+        }
+    }
+
+    /// Runs until `done` holds or `limit` of virtual time passed.
+    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Net) -> bool) -> bool {
+        let end = self.now + limit;
+        while !done(self) {
+            let next_wire = self.wire.front().map(|(t, _, _)| *t);
+            let next = [next_wire, self.client.poll_timeout(), self.server.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(next) = next.filter(|t| *t <= end) else { return false };
+            self.now = self.now.max(next);
+            if next_wire == Some(next) {
+                let (_, mut t, to_server) = self.wire.pop_front().unwrap();
+                if to_server {
+                    self.server.handle_datagram(self.now, self.client_addr, &mut t.payload);
+                } else {
+                    self.client.handle_datagram(self.now, self.server_addr, &mut t.payload);
+                }
+            } else {
+                self.client.handle_timeout(self.now);
+                self.server.handle_timeout(self.now);
+            }
+            self.collect();
+        }
+        true
+    }
+
+    fn channel_acked(&self) -> Option<u16> {
+        self.client_events.iter().find_map(|e| match e {
+            PeerEvent::ChannelAcked { stream } => Some(*stream),
+            _ => None,
+        })
+    }
+
+    fn echoes(&self) -> Vec<Vec<u8>> {
+        self.client_events
+            .iter()
+            .filter_map(|e| match e {
+                PeerEvent::Message { data, .. } => Some(data.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_session_opens_and_echoes_every_message_once_in_either_version() {
+    for (versions, group) in [(Versions::Dtls13, Some(NamedGroup::X25519MlKem768)), (Versions::Dtls12, None)]
+    {
+        let groups = [NamedGroup::X25519MlKem768, NamedGroup::X25519];
+        let mut net = Net::new(server(Versions::Both), client_config(versions, &groups));
+        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true }).unwrap();
+        assert!(
+            net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()),
+            "{versions:?}: channel open"
+        );
+        let stream = net.channel_acked().unwrap();
+        assert_eq!(stream % 2, 0, "the DTLS client opens even stream ids (RFC 8832 §6)");
+        let sent: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 100 + usize::from(i) * 700]).collect();
+        for m in &sent {
+            net.client.send(net.now, stream, m, true).unwrap();
+        }
+        assert!(
+            net.run_until(Duration::from_secs(5), |n| n.echoes().len() == sent.len()),
+            "{versions:?}: echoes"
+        );
+        assert_eq!(net.echoes(), sent, "{versions:?}: every message once, in order, intact");
+
+        let summary = net
+            .client_events
+            .iter()
+            .find_map(|e| match e {
+                PeerEvent::DtlsConnected(s) => Some(s.clone()),
+                _ => None,
+            })
+            .expect("DTLS connected");
+        assert_eq!(summary.version, versions);
+        assert_eq!(summary.group, group, "{versions:?}: the hybrid group when 1.3");
+        assert!(!summary.hello_retry, "ICE proved the address: no cookie round trip: {summary:?}");
+        assert_eq!(summary.retransmissions, 0, "{versions:?}: nothing resent on a lossless path");
+        let opened = net
+            .server_events
+            .iter()
+            .any(|(_, e)| matches!(e, PeerEvent::ChannelOpened { label, .. } if label == "echo"));
+        assert!(opened, "the server saw the channel");
+    }
+}
+
+#[test]
+fn a_certificate_other_than_the_offer_names_ends_the_session_with_a_fatal_alert() {
+    // The offer names one certificate, the DTLS handshake shows another.
+    let mut config = client_config(Versions::Both, &[NamedGroup::X25519]);
+    let (_, other_fingerprint) = self_signed_p256(UNIX, 30).unwrap();
+    config.fingerprint = other_fingerprint;
+    let mut net = Net::new(server(Versions::Both), config);
+    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true }).unwrap();
+    net.run_until(Duration::from_secs(5), |n| n.client.is_closed());
+    let server_closed = net.server_events.iter().find_map(|(_, e)| match e {
+        PeerEvent::Closed(why) => Some(why.clone()),
+        _ => None,
+    });
+    let why = server_closed.expect("the server ends the session");
+    assert!(why.contains("bad_certificate") || why.contains("fingerprint"), "{why}");
+    assert!(net.client.is_closed(), "the client learns of it from the alert: {:?}", net.client_events);
+    assert!(net.echoes().is_empty() && net.channel_acked().is_none(), "no channel, no data");
+    assert!(net.server.is_empty(), "the session is gone");
+}
+
+#[test]
+fn dtls_from_an_address_no_check_vouched_for_is_dropped() {
+    let mut net = Net::new(server(Versions::Both), client_config(Versions::Dtls13, &[NamedGroup::X25519]));
+    // A ClientHello-looking record from a stranger, before and after the session is up.
+    let stranger: SocketAddr = "127.0.0.1:50001".parse().unwrap();
+    let mut record = vec![22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0];
+    net.server.handle_datagram(net.now, stranger, &mut record);
+    assert!(net.server.poll_transmit().is_none(), "no answer to an unchecked address");
+    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true }).unwrap();
+    assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
+    let mut record = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 4, 1, 2, 3, 4];
+    net.server.handle_datagram(net.now, stranger, &mut record);
+    assert!(net.server.poll_transmit().is_none());
+    net.client.send(net.now, net.channel_acked().unwrap(), b"still here", false).unwrap();
+    assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1), "the session goes on");
+}
+
+#[test]
+fn offers_the_server_cannot_answer_are_refused_with_the_reason() {
+    let mut s = server(Versions::Both);
+    let local = s.config().addresses[0];
+    let err = s.answer("v=0\r\n", local, &[1; ANSWER_RANDOM_LEN]).unwrap_err().to_string();
+    assert!(err.contains("offer"), "{err}");
+    let offer =
+        Client::new(client_config(Versions::Both, &[]), "127.0.0.1:1".parse().unwrap(), [1; 32]).offer(1);
+    for i in 0..4u8 {
+        s.answer(&offer, local, &[i; ANSWER_RANDOM_LEN]).expect("room for four");
+    }
+    let err = s.answer(&offer, local, &[9; ANSWER_RANDOM_LEN]).unwrap_err().to_string();
+    assert!(err.contains("no room"), "{err}");
+}
