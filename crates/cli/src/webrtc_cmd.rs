@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use fastshake_net::webrtc::{serve, ServerNote, WebrtcOptions};
+use fastshake_net::webrtc::{connect, serve, ConnectOptions, ServerNote, WebrtcOptions};
 use fastshake_webrtc::peer::PeerEvent;
 
 use crate::dtls_cmd::{parse_group, DtlsArg};
@@ -20,6 +20,30 @@ enum WebrtcCommand {
     /// A data-channel server for browsers: a page and `POST /offer` (SDP offer in, answer out)
     /// at --http, ICE-lite, DTLS and SCTP for every session on one UDP socket. Echoes messages.
     Serve(ServeArgs),
+    /// Open a session to a data-channel server (ours, or another stack's) by posting an offer
+    /// to URL, send messages on a reliable channel, and report how long each step took.
+    Connect(ConnectArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ConnectArgs {
+    /// The server's offer URL, e.g. http://127.0.0.1:8080/offer.
+    url: String,
+    /// DTLS versions offered: 1.2, 1.3, or both.
+    #[arg(long, value_name = "VERSION", value_enum, default_value = "both")]
+    dtls: DtlsArg,
+    /// DTLS 1.3 groups, the first with a key share (default: x25519mlkem768,x25519,secp256r1).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_group)]
+    groups: Vec<fastshake_dtls::NamedGroup>,
+    /// Messages sent, each to be echoed back.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    messages: usize,
+    /// Bytes per message.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    size: usize,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    timeout: f64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -54,7 +78,10 @@ struct ServeArgs {
 
 /// Runs `fastshake webrtc`.
 pub fn run(args: WebrtcArgs) -> anyhow::Result<()> {
-    let WebrtcCommand::Serve(args) = args.command;
+    let args = match args.command {
+        WebrtcCommand::Serve(args) => args,
+        WebrtcCommand::Connect(args) => return connect_cmd(args),
+    };
     if args.udp.is_some_and(|a| a.ip().is_unspecified())
         || args.http.ip().is_unspecified() && args.udp.is_none()
     {
@@ -114,4 +141,47 @@ fn print_note(note: ServerNote, verbose: bool) {
             }
         }
     }
+}
+
+fn connect_cmd(args: ConnectArgs) -> anyhow::Result<()> {
+    let options = ConnectOptions {
+        url: args.url.clone(),
+        versions: args.dtls.versions(),
+        groups: if args.groups.is_empty() {
+            fastshake_dtls::NamedGroup::WITH_HYBRID.to_vec()
+        } else {
+            args.groups.clone()
+        },
+        messages: args.messages,
+        size: args.size,
+        timeout: std::time::Duration::from_secs_f64(args.timeout.max(0.1)),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let report = runtime
+        .block_on(connect(options))
+        .map_err(|e| anyhow::anyhow!("webrtc connect {}: {e}", args.url))?;
+    let ms = |d: Option<std::time::Duration>| {
+        d.map_or("-".to_string(), |d| format!("{:.1} ms", d.as_secs_f64() * 1e3))
+    };
+    if let Some(s) = &report.dtls {
+        println!(
+            "DTLS {} {:?} group {}{}",
+            if s.version == fastshake_dtls::Versions::Dtls13 { "1.3" } else { "1.2" },
+            s.suite,
+            s.group.map_or("-".to_string(), |g| format!("{g:?}")),
+            if s.hello_retry { ", HelloRetryRequest" } else { "" },
+        );
+    }
+    println!(
+        "channel open {}, first echo {} (from the first connectivity check); {} of {} messages echoed, {} duplicated or changed",
+        ms(report.channel_open),
+        ms(report.first_echo),
+        report.echoed,
+        args.messages,
+        report.bad
+    );
+    if report.bad > 0 {
+        anyhow::bail!("{} messages came back duplicated or changed", report.bad);
+    }
+    Ok(())
 }

@@ -220,3 +220,188 @@ async fn report(State(http): State<Http>, body: String) -> Response {
     cors(response.headers_mut());
     response
 }
+
+/// How `connect` runs.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// The server's offer URL (`http://host:port/offer`).
+    pub url: String,
+    /// DTLS versions offered.
+    pub versions: Versions,
+    /// DTLS 1.3 groups, the first with a key share.
+    pub groups: Vec<NamedGroup>,
+    /// Messages sent on the channel, each to be echoed.
+    pub messages: usize,
+    /// Bytes per message.
+    pub size: usize,
+    /// Give up after this long.
+    pub timeout: std::time::Duration,
+}
+
+/// What one `connect` measured.
+#[derive(Clone, Debug)]
+pub struct ConnectReport {
+    /// The DTLS handshake's summary.
+    pub dtls: Option<Box<fastshake_dtls::HandshakeSummary>>,
+    /// From the first connectivity check sent to the channel's ACK.
+    pub channel_open: Option<std::time::Duration>,
+    /// From the first connectivity check sent to the first echo received.
+    pub first_echo: Option<std::time::Duration>,
+    /// Messages echoed back (each counted once).
+    pub echoed: usize,
+    /// Messages that came back more than once or changed.
+    pub bad: usize,
+}
+
+/// Opens a session to a data-channel server (ours or another stack's), sends `messages` on a
+/// reliable channel and waits for each to come back.
+pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
+    use fastshake_webrtc::client::{Client, ClientConfig};
+    use fastshake_webrtc::dcep::ChannelType;
+    use fastshake_webrtc::ice::Credentials;
+
+    let clock = Clock::new();
+    let (host, port) = http_host(&options.url)?;
+    let server_ip = tokio::net::lookup_host((host.as_str(), port))
+        .await?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address")))?
+        .ip();
+    let unspecified: std::net::IpAddr = if server_ip.is_ipv4() {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    };
+    let socket = UdpSocket::bind(SocketAddr::new(unspecified, 0)).await?;
+    let local = socket.local_addr()?;
+    let wall = clock.wall_clock();
+    let (certified_key, fingerprint) = fastshake_pki::generate::self_signed_p256(wall.unix_secs, 30)
+        .map_err(|e| io::Error::other(format!("certificate: {e}")))?;
+    let mut random = [0u8; Credentials::RANDOM_LEN + 32 + 8];
+    OsRng.fill_bytes(&mut random);
+    let (credential_bytes, rest) = random.split_at(Credentials::RANDOM_LEN);
+    let credentials = Credentials::from_random(credential_bytes.try_into().expect("RANDOM_LEN bytes"));
+    let mut seed = [0u8; 32];
+    seed.copy_from_slice(&rest[..32]);
+    let tiebreaker = u64::from_be_bytes(rest[32..40].try_into().expect("8 bytes"));
+    let config = ClientConfig {
+        credentials,
+        certified_key: Arc::new(certified_key),
+        fingerprint,
+        versions: options.versions,
+        groups: options.groups.clone(),
+        wall_clock: wall,
+        tiebreaker,
+    };
+    let mut client = Client::new(config, local, seed);
+    let answer = post_offer(&options.url, &host, port, client.offer(tiebreaker >> 1)).await?;
+    let started = clock.now();
+    client
+        .accept_answer(started, &answer)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    client
+        .open_channel(started, "fastshake", ChannelType::Reliable { ordered: true })
+        .map_err(io::Error::other)?;
+
+    let mut report = ConnectReport { dtls: None, channel_open: None, first_echo: None, echoed: 0, bad: 0 };
+    let mut seen = vec![0u32; options.messages];
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        while let Some(t) = client.poll_transmit() {
+            let _ = socket.send_to(&t.payload, t.dst).await;
+        }
+        while let Some(event) = client.poll_event() {
+            let now = clock.now();
+            match event {
+                PeerEvent::DtlsConnected(summary) => report.dtls = Some(summary),
+                PeerEvent::ChannelAcked { stream } => {
+                    report.channel_open = Some(now.saturating_duration_since(started));
+                    for i in 0..options.messages {
+                        client
+                            .send(now, stream, &numbered(i, options.size), true)
+                            .map_err(io::Error::other)?;
+                    }
+                }
+                PeerEvent::Message { data, .. } => {
+                    report.first_echo.get_or_insert(now.saturating_duration_since(started));
+                    let index = data.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
+                    match index.filter(|&i| i < options.messages && data == numbered(i, options.size)) {
+                        Some(i) => seen[i] += 1,
+                        None => report.bad += 1,
+                    }
+                    report.echoed = seen.iter().filter(|&&c| c > 0).count();
+                    report.bad += usize::from(index.is_some_and(|i| seen.get(i).is_some_and(|&c| c > 1)));
+                }
+                PeerEvent::Closed(why) => return Err(io::Error::other(why)),
+                _ => {}
+            }
+        }
+        while let Some(t) = client.poll_transmit() {
+            let _ = socket.send_to(&t.payload, t.dst).await;
+        }
+        if report.echoed == options.messages {
+            // close_notify, so the server frees the session now rather than when consent ends.
+            client.close(clock.now());
+            while let Some(t) = client.poll_transmit() {
+                let _ = socket.send_to(&t.payload, t.dst).await;
+            }
+            return Ok(report);
+        }
+        let timer = clock.sleep_until(client.poll_timeout());
+        tokio::select! {
+            received = socket.recv_from(&mut buf) => {
+                if let Ok((n, from)) = received {
+                    client.handle_datagram(clock.now(), from, &mut buf[..n]);
+                }
+            }
+            () = timer => client.handle_timeout(clock.now()),
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{} of {} messages echoed after {:?}", report.echoed, options.messages, options.timeout),
+                ));
+            }
+        }
+    }
+}
+
+/// Message `i`: its number, then a pattern, `size` bytes in all (at least 4).
+fn numbered(i: usize, size: usize) -> Vec<u8> {
+    let mut data: Vec<u8> = (0..size.max(4)).map(|j| (i * 31 + j) as u8).collect();
+    data[..4].copy_from_slice(&(i as u32).to_be_bytes());
+    data
+}
+
+/// Host and port of an `http://` URL.
+fn http_host(url: &str) -> io::Result<(String, u16)> {
+    let bad = || io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: need http://HOST[:PORT]/PATH"));
+    let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let uri: axum::http::uri::Authority = authority.parse().map_err(|_| bad())?;
+    Ok((uri.host().trim_start_matches('[').trim_end_matches(']').to_owned(), uri.port_u16().unwrap_or(80)))
+}
+
+/// `POST url` with the offer (application/sdp); the answer's body.
+async fn post_offer(url: &str, host: &str, port: u16, offer: String) -> io::Result<String> {
+    use http_body_util::{BodyExt, Full};
+    let stream = tokio::net::TcpStream::connect((host, port)).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(io::Error::other)?;
+    tokio::spawn(connection);
+    let request = axum::http::Request::post(url)
+        .header(header::HOST, format!("{host}:{port}"))
+        .header(header::CONTENT_TYPE, "application/sdp")
+        .body(Full::new(axum::body::Bytes::from(offer)))
+        .map_err(io::Error::other)?;
+    let response = sender.send_request(request).await.map_err(io::Error::other)?;
+    let status = response.status();
+    let body = response.into_body().collect().await.map_err(io::Error::other)?.to_bytes();
+    let body = String::from_utf8_lossy(&body).into_owned();
+    if !status.is_success() {
+        return Err(io::Error::other(format!("{url} refused the offer: {status}: {}", body.trim())));
+    }
+    Ok(body)
+}

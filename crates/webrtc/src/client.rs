@@ -259,6 +259,15 @@ impl Client {
         Ok(())
     }
 
+    /// Ends the session: close_notify to the server, which then forgets it at once.
+    pub fn close(&mut self, now: Instant) {
+        if let Some(dtls) = self.dtls.as_mut() {
+            dtls.close();
+        }
+        self.pump(now);
+        self.end("closed by us".into());
+    }
+
     /// The channels opened so far, by stream id.
     pub fn channels(&self) -> &Channels {
         &self.channels
@@ -328,7 +337,7 @@ impl Client {
 
     fn start_dtls(&mut self, now: Instant, remote: SocketAddr) {
         let Ok(anchors) = dtls::TrustAnchors::pinned_sha256(self.remote_fingerprints.iter().copied()) else {
-            self.close("no fingerprint to trust".into());
+            self.end("no fingerprint to trust".into());
             return;
         };
         let config = dtls::ClientConfig {
@@ -340,6 +349,9 @@ impl Client {
             // The answerer is ICE-lite: our check proved the address, so it takes the first
             // ClientHello with the hybrid's share at once.
             address_proven: true,
+            // What browsers offer first (RFC 8827 §6.5 asks for ECDHE with AES-GCM); CCM_8, the
+            // IoT profile's, is not among WebRTC's suites.
+            suites: vec![dtls::CipherSuite::EcdheEcdsaWithAes128GcmSha256],
             ..Default::default()
         };
         self.dtls = Some(dtls::Connection::client(Arc::new(config), now, remote, self.seed));
@@ -380,7 +392,7 @@ impl Client {
         }
         self.checks.retain(|c| c.sent <= MAX_CHECKS);
         if self.selected.is_none() && self.checks.is_empty() && self.remote_key.is_some() && due.is_empty() {
-            self.close("no connectivity check was answered (ICE failed)".into());
+            self.end("no connectivity check was answered (ICE failed)".into());
             return;
         }
         if let (Some(at), Some(selected)) = (self.next_consent, self.selected) {
@@ -404,7 +416,7 @@ impl Client {
         self.pump(now);
     }
 
-    fn close(&mut self, why: String) {
+    fn end(&mut self, why: String) {
         if !self.closed {
             self.closed = true;
             self.events.push_back(PeerEvent::Closed(why));
@@ -427,11 +439,11 @@ impl Client {
                             self.sctp.handle_datagram(now, self.local, selected, &mut packet);
                         }
                         dtls::Event::Closed => {
-                            self.close("the server closed DTLS (close_notify)".into());
+                            self.end("the server closed DTLS (close_notify)".into());
                             return;
                         }
                         dtls::Event::Failed(error) => {
-                            self.close(format!("DTLS failed: {error}"));
+                            self.end(format!("DTLS failed: {error}"));
                             return;
                         }
                         _ => {}
@@ -469,9 +481,9 @@ impl Client {
                         Ok(None) => {}
                         Err(e) => self.events.push_back(PeerEvent::ChannelError(e.to_string())),
                     },
-                    sctp::Event::Closed => self.close("SCTP association closed".into()),
-                    sctp::Event::Aborted { .. } => self.close("SCTP association aborted".into()),
-                    sctp::Event::Failed(error) => self.close(format!("SCTP failed: {error}")),
+                    sctp::Event::Closed => self.end("SCTP association closed".into()),
+                    sctp::Event::Aborted { .. } => self.end("SCTP association aborted".into()),
+                    sctp::Event::Failed(error) => self.end(format!("SCTP failed: {error}")),
                     _ => {}
                 }
             }

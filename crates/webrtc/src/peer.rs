@@ -401,7 +401,7 @@ impl Peer {
                     self.sctp.handle_datagram(now, self.local, remote, &mut packet);
                 }
             }
-            dtls::Event::Closed => self.close("the browser closed DTLS (close_notify)".into()),
+            dtls::Event::Closed => self.close("the peer closed DTLS (close_notify)".into()),
             dtls::Event::Failed(error) => self.close(format!("DTLS failed: {error}")),
             _ => {}
         }
