@@ -349,7 +349,10 @@ async fn serve_worker(
                     tally.echo_queue.push_back(message);
                 }
             }
-            Event::AltCookie { .. } => {}
+            // The CLI resets no streams (RFC 6525), so it gets no answers to such requests.
+            Event::AltCookie { .. }
+            | Event::IncomingStreamsReset { .. }
+            | Event::OutgoingStreamsReset { .. } => {}
             Event::Closed | Event::Aborted { .. } | Event::Failed(_) => {
                 let how = match event {
                     Event::Aborted { reason } => format!("aborted: {reason}"),
@@ -552,6 +555,7 @@ async fn client(args: ClientArgs) -> anyhow::Result<()> {
                             cache.put(key, server, cookie);
                         }
                     }
+                    Event::IncomingStreamsReset { .. } | Event::OutgoingStreamsReset { .. } => {}
                     Event::Closed => break Ok(()),
                     Event::Aborted { reason } => {
                         break Err(anyhow::anyhow!(

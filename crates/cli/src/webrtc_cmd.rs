@@ -132,6 +132,9 @@ fn print_note(note: ServerNote, verbose: bool) {
                     println!("session {}: channel {stream} {label:?} opened ({channel_type:?}, protocol {protocol:?})", id.0)
                 }
                 PeerEvent::Closed(why) => println!("session {}: closed: {why}", id.0),
+                PeerEvent::ChannelClosed { stream, label } => {
+                    println!("session {}: channel {stream} {label:?} closed", id.0)
+                }
                 PeerEvent::ChannelError(why) => say!("session {}: {why}", id.0),
                 PeerEvent::Message { stream, data, .. } if verbose => {
                     println!("session {}: {} bytes on channel {stream}", id.0, data.len())
@@ -173,12 +176,13 @@ fn connect_cmd(args: ConnectArgs) -> anyhow::Result<()> {
         );
     }
     println!(
-        "channel open {}, first echo {} (from the first connectivity check); {} of {} messages echoed, {} duplicated or changed",
+        "channel open {}, first echo {} (from the first connectivity check); {} of {} messages echoed, {} duplicated or changed; channel {}",
         ms(report.channel_open),
         ms(report.first_echo),
         report.echoed,
         args.messages,
-        report.bad
+        report.bad,
+        if report.channel_closed { "closed" } else { "left open" }
     );
     if report.bad > 0 {
         anyhow::bail!("{} messages came back duplicated or changed", report.bad);

@@ -1,7 +1,7 @@
 //! Headless Chromium opens data channels to `fastshake webrtc serve` and gets every message
 //! echoed once and intact: DTLS 1.3 with the X25519MLKEM768 hybrid by default, DTLS 1.2 when
-//! the server asks for it; a reliable, an unreliable and a 64 KiB channel, and a channel
-//! opened again under the first one's label.
+//! the server asks for it; a reliable, an unreliable and a 64 KiB channel, each closed by
+//! resetting its stream, and a channel opened again under the first one's label.
 //!
 //! The browser and the server run in a network namespace of their own whose only interface is
 //! loopback (`unshare -n`): Chromium then reaches nothing else, and gathers loopback candidates
@@ -150,8 +150,16 @@ fn chromium_opens_channels_over_dtls13_with_the_hybrid_group_by_default() {
     let labels: Vec<&str> = channels.iter().map(|c| c["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["reliable", "unreliable", "big", "reliable"]);
     assert_eq!(channels[2]["size"], 65536, "the 64 KiB messages came back whole");
-    // The DTLS client opens even stream ids (RFC 8832 §6).
-    assert!(channels.iter().all(|c| c["id"].as_u64().unwrap() % 2 == 0), "{channels:?}");
+    // The DTLS client opens even stream ids (RFC 8832 §6); each channel closed both ways
+    // (stream reset, RFC 8831 §6.7), so the browser opened the next on the id it freed.
+    assert!(channels.iter().all(|c| c["id"] == 0), "{channels:?}");
+    assert!(channels.iter().all(|c| c["closed"] == true), "{channels:?}");
+    assert_eq!(
+        run.server.lines().filter(|l| l.contains("closed") && l.contains("channel 0")).count(),
+        4,
+        "{}",
+        run.server
+    );
 }
 
 #[test]

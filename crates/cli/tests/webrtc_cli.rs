@@ -59,7 +59,10 @@ fn fastshake_opens_a_channel_to_fastshake_in_either_version_and_every_message_co
             connect(&server.url, &["--dtls", dtls, "--messages", "30", "--size", "3000"]);
         assert!(ok, "{stdout}\n{stderr}");
         assert!(stdout.contains(want), "{stdout}");
-        assert!(stdout.contains("30 of 30 messages echoed, 0 duplicated or changed"), "{stdout}");
+        assert!(
+            stdout.contains("30 of 30 messages echoed, 0 duplicated or changed; channel closed"),
+            "{stdout}"
+        );
         assert!(!stdout.contains("HelloRetryRequest"), "ICE proved the address: {stdout}");
     }
     let (_, stdout, _) = connect(&server.url, &["--messages", "1"]);

@@ -251,6 +251,8 @@ pub struct ConnectReport {
     pub echoed: usize,
     /// Messages that came back more than once or changed.
     pub bad: usize,
+    /// The channel was closed both ways (its stream reset, RFC 8831 §6.7) after the echoes.
+    pub channel_closed: bool,
 }
 
 /// Opens a session to a data-channel server (ours or another stack's), sends `messages` on a
@@ -299,11 +301,17 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
     client
         .accept_answer(started, &answer)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-    client
-        .open_channel(started, "fastshake", ChannelType::Reliable { ordered: true })
-        .map_err(io::Error::other)?;
+    client.open_channel(started, "fastshake", ChannelType::Reliable { ordered: true });
 
-    let mut report = ConnectReport { dtls: None, channel_open: None, first_echo: None, echoed: 0, bad: 0 };
+    let mut report = ConnectReport {
+        dtls: None,
+        channel_open: None,
+        first_echo: None,
+        echoed: 0,
+        bad: 0,
+        channel_closed: false,
+    };
+    let mut channel = None;
     let mut seen = vec![0u32; options.messages];
     let deadline = tokio::time::Instant::now() + options.timeout;
     let mut buf = vec![0u8; 65_536];
@@ -316,6 +324,7 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
             match event {
                 PeerEvent::DtlsConnected(summary) => report.dtls = Some(summary),
                 PeerEvent::ChannelAcked { stream } => {
+                    channel = Some(stream);
                     report.channel_open = Some(now.saturating_duration_since(started));
                     for i in 0..options.messages {
                         client
@@ -332,7 +341,13 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
                     }
                     report.echoed = seen.iter().filter(|&&c| c > 0).count();
                     report.bad += usize::from(index.is_some_and(|i| seen.get(i).is_some_and(|&c| c > 1)));
+                    if report.echoed == options.messages {
+                        if let Some(stream) = channel {
+                            client.close_channel(now, stream).map_err(io::Error::other)?;
+                        }
+                    }
                 }
+                PeerEvent::ChannelClosed { .. } => report.channel_closed = true,
                 PeerEvent::Closed(why) => return Err(io::Error::other(why)),
                 _ => {}
             }
@@ -340,7 +355,7 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
         while let Some(t) = client.poll_transmit() {
             let _ = socket.send_to(&t.payload, t.dst).await;
         }
-        if report.echoed == options.messages {
+        if report.channel_closed {
             // close_notify, so the server frees the session now rather than when consent ends.
             client.close(clock.now());
             while let Some(t) = client.poll_transmit() {

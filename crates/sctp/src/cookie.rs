@@ -10,6 +10,9 @@ use fastshake_core::{CookieMac, Instant, COOKIE_LEN};
 const STATE_COOKIE_LABEL: &[u8] = b"sctp state cookie v1";
 const ALT_COOKIE_LABEL: &[u8] = b"sctp alt cookie v1";
 const STATE_COOKIE_VERSION: u8 = 2;
+/// The flags byte after the addresses: stream reset negotiated. The byte is left off when no
+/// flag is set, so a cookie of an endpoint without stream reset is what it always was.
+const FLAG_RECONFIG: u8 = 0x01;
 /// At most this many peer addresses travel in a state cookie.
 pub(crate) const MAX_COOKIE_ADDRESSES: usize = 16;
 
@@ -32,6 +35,8 @@ pub(crate) struct StateCookie {
     /// The (our, peer's) verification tags of the association that existed when the INIT came,
     /// zero when none did: a restart must prove it saw them (RFC 9260 §5.2.2, §5.2.4 case A).
     pub(crate) tie_tags: (u32, u32),
+    /// Both sides announced RE-CONFIG (RFC 6525 §5.1.1): stream resets may go both ways.
+    pub(crate) reconfig: bool,
 }
 
 /// Why a state cookie was refused.
@@ -71,6 +76,9 @@ impl StateCookie {
                     b.extend_from_slice(&v6.octets());
                 }
             }
+        }
+        if self.reconfig {
+            put_u8(&mut b, FLAG_RECONFIG);
         }
         b
     }
@@ -122,6 +130,7 @@ impl StateCookie {
                 _ => return None,
             }
         }
+        let flags = r.u8().unwrap_or(0);
         Some(StateCookie {
             local_tag,
             peer_tag,
@@ -134,6 +143,7 @@ impl StateCookie {
             lifetime,
             peer_addresses,
             tie_tags,
+            reconfig: flags & FLAG_RECONFIG != 0,
         })
     }
 }
@@ -186,6 +196,7 @@ mod tests {
             lifetime: Duration::from_secs(60),
             peer_addresses: vec!["10.0.0.1".parse().unwrap(), "::1".parse().unwrap()],
             tie_tags: (8, 9),
+            reconfig: false,
         }
     }
 
@@ -206,6 +217,18 @@ mod tests {
             Err(CookieError::Stale { by: Duration::from_secs(1), peer_tag: 2 })
         );
         assert_eq!(StateCookie::open(&c[..5], &mac, t0), Err(CookieError::Invalid));
+    }
+
+    #[test]
+    fn the_reconfig_flag_adds_a_byte_only_when_set() {
+        let mac = CookieMac::new([9; 16]);
+        let t0 = Instant::from_millis(1000);
+        let plain = sample(t0).seal(&mac);
+        let with = StateCookie { reconfig: true, ..sample(t0) };
+        let sealed = with.seal(&mac);
+        assert_eq!(sealed.len(), plain.len() + 1);
+        assert_eq!(StateCookie::open(&sealed, &mac, t0), Ok(with));
+        assert_eq!(StateCookie::open(&plain, &mac, t0).map(|c| c.reconfig), Ok(false));
     }
 
     #[test]

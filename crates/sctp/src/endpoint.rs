@@ -784,6 +784,23 @@ impl Endpoint {
         a.send_message(msg)
     }
 
+    /// Resets our outgoing `streams` (RFC 6525 §5.1.2): their stream sequence numbers start
+    /// again at 0, as WebRTC closes a data channel (RFC 8831 §6.7). Each stream takes no new
+    /// message ([`Error::StreamResetPending`]) until [`Event::OutgoingStreamsReset`] reports the
+    /// peer's answer; the peer delivers everything sent on it before the reset first. The
+    /// request goes once the messages queued on the streams have been sent, one request at a
+    /// time: streams asked for meanwhile go together in the next. An empty list does nothing.
+    /// Like [`Endpoint::send`], it takes effect at the next call that brings the time.
+    ///
+    /// Fails with [`Error::StreamResetUnsupported`] unless both sides announced stream reset
+    /// ([`Config::stream_reset`]) and the association is open, [`Error::InvalidStream`] for a
+    /// stream not below the negotiated outbound streams, and [`Error::Closing`] once it shuts
+    /// down.
+    pub fn reset_streams(&mut self, handle: AssociationHandle, streams: &[u16]) -> Result<(), Error> {
+        let a = self.associations.get_mut(&handle.0).ok_or(Error::UnknownAssociation)?;
+        a.reset_streams(streams)
+    }
+
     /// Graceful shutdown once all queued data is acknowledged; `Event::Closed` follows. Like
     /// [`Endpoint::send`], it takes effect at the next call that brings the time.
     pub fn shutdown(&mut self, handle: AssociationHandle) {

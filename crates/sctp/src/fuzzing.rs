@@ -13,7 +13,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::association::InitParams;
-use crate::packet::{parse_causes, parse_params, Chunk, ErrorCause, InitView, Packet, Param};
+use crate::packet::{
+    parse_causes, parse_params, Chunk, ErrorCause, InitView, Packet, Param, ReconfigChunk, ReconfigParam,
+};
 use crate::{Config, Endpoint, HandshakeMode, Instant};
 
 /// A whole packet: with and without checksum, then through a listening endpoint of each mode.
@@ -62,8 +64,20 @@ pub fn chunk(data: &[u8]) {
     let _ = Chunk::parse_all(data);
 }
 
-/// One parameter, a parameter list, one error cause and a cause list.
+/// One parameter, a parameter list, one error cause and a cause list; the same bytes as a
+/// RE-CONFIG parameter and as a RE-CONFIG chunk's value.
 pub fn param(data: &[u8]) {
+    if let Ok((p, used)) = ReconfigParam::parse(data) {
+        assert!(used <= data.len());
+        let (again, _) = ReconfigParam::parse(&p.to_bytes()).expect("encoded RE-CONFIG parameter parses");
+        assert_eq!(again, p, "RE-CONFIG parameter round trip");
+    }
+    if let Ok(r) = ReconfigChunk::parse_value(data) {
+        let chunk = Chunk::Reconfig(r.clone());
+        let (again, _) = Chunk::parse(&chunk.to_bytes()).expect("encoded RE-CONFIG parses");
+        assert_eq!(again, chunk, "RE-CONFIG round trip");
+        let _ = r.is_allowed_combination();
+    }
     if let Ok((p, used)) = Param::parse(data) {
         assert!(used <= data.len());
         let (again, _) = Param::parse(&p.to_bytes()).expect("encoded parameter parses");
@@ -81,9 +95,10 @@ pub fn param(data: &[u8]) {
 /// An established association (cookieless, in memory) fed with packets built from `data`: each
 /// record is `[len, flags, chunk bytes...]`, sent to the server (flags bit 0 clear) or the client
 /// with the right tags and checksum, so the bytes reach the association's chunk handling.
-/// Flags bit 1 advances the clock by 300 ms first; bit 2 sends the peer a message. The server's
-/// buffers are small, so that input reaches its window and cap (and reneging); it never holds
-/// more than its cap.
+/// Flags bit 1 advances the clock by 300 ms first; bit 2 sends the peer a message (bit 3: an
+/// unordered one); bit 4 has both sides reset their outgoing stream 0 (stream reset is on). The
+/// server's buffers are small, so that input reaches its window and cap (and reneging); it never
+/// holds more than its cap.
 pub fn association(data: &[u8]) {
     const CAP: usize = 6 * 1024;
     let server_addr = SocketAddr::from(([127, 0, 0, 1], 9899));
@@ -94,9 +109,10 @@ pub fn association(data: &[u8]) {
         cookieless: true,
         receive_window: 4 * 1024,
         max_receive_buffer: CAP,
+        stream_reset: true,
         ..Config::default()
     };
-    let client_config = Config { local_port: 5001, ..Config::default() };
+    let client_config = Config { local_port: 5001, stream_reset: true, ..Config::default() };
     let mut server = Endpoint::new(Arc::new(server_config), [1; 32]);
     let mut client = Endpoint::new(Arc::new(client_config), [2; 32]);
     let mut now = Instant::from_millis(1);
@@ -138,6 +154,12 @@ pub fn association(data: &[u8]) {
             let _ = client.send(h, msg.clone());
             if let Some(sh) = server_handle {
                 let _ = server.send(sh, msg);
+            }
+        }
+        if flags & 16 != 0 {
+            let _ = client.reset_streams(h, &[0]);
+            if let Some(sh) = server_handle {
+                let _ = server.reset_streams(sh, &[0]);
             }
         }
         let to_server = flags & 1 == 0;

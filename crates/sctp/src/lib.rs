@@ -71,6 +71,15 @@
 //!   drops that INIT, so a multihomed client cannot open an association with pion/sctp.
 //!   Everything else we send (INIT-ACK, ALT-* parameters with high bits `10`, HEARTBEAT, ERROR
 //!   causes) it takes.
+//! - **Stream reset** (RFC 6525, [`Config::stream_reset`]): the Outgoing SSN Reset Request both
+//!   ways, one request in flight at a time, retransmitted on the RTO against
+//!   Association.Max.Retrans; a stream being reset takes no new message until the answer. The
+//!   peer's other requests (Incoming SSN Reset, SSN/TSN Reset, Add Streams) are parsed and
+//!   answered "Denied". Of a browser's INIT we read the Supported Extensions (0x8008) for
+//!   RE-CONFIG (0x82) and leave FORWARD-TSN (0xC0) and I-DATA (0x40) unused, never announcing
+//!   them; Forward-TSN-Supported (0xC000, high bits `11`) is reported back as unrecognised,
+//!   which tells the peer we have no PR-SCTP (RFC 3758 §3.3.1), and Zero Checksum Acceptable
+//!   (0x8001, RFC 9653, high bits `10`) is skipped, so every packet carries its CRC32c.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -180,6 +189,12 @@ pub struct Config {
     /// 9260 §8.4), so that a flood to a port without listener is not answered packet for packet;
     /// `None`: every such packet is answered.
     pub ootb_answers: Option<RateLimit>,
+    /// Stream reset (RFC 6525, as WebRTC data channels close channels, RFC 8831 §6.7): INIT and
+    /// INIT-ACK announce RE-CONFIG in a Supported Extensions parameter (RFC 5061 §4.2.7), the
+    /// peer's requests are answered, and [`Endpoint::reset_streams`] works with a peer that
+    /// announced it too. Off: no INIT or INIT-ACK changes by a byte, and a RE-CONFIG chunk is
+    /// an unknown chunk (its high bits `10`: skipped silently).
+    pub stream_reset: bool,
 }
 
 /// A token bucket on the caller's clock.
@@ -221,6 +236,7 @@ impl Default for Config {
             // About what a host answers with ICMP errors (Linux: 1000/s, burst 50): enough for
             // every stale packet after a restart, nothing to reflect a flood with.
             ootb_answers: Some(RateLimit { per_second: 200, burst: 50 }),
+            stream_reset: false,
         }
     }
 }
@@ -302,6 +318,24 @@ pub enum Event {
     },
     /// The association failed (no answer, too many retransmissions, ...).
     Failed(Error),
+    /// The peer reset its outgoing streams (RFC 6525 §5.2.2): our incoming streams with these
+    /// numbers start again at stream sequence number 0, every message sent before the reset
+    /// having been delivered first. For a WebRTC data channel, the remote closed the channel
+    /// on each stream (RFC 8831 §6.7).
+    IncomingStreamsReset {
+        /// The streams, in the order the peer listed them (every incoming stream when it
+        /// listed none).
+        streams: Vec<u16>,
+    },
+    /// Our [`Endpoint::reset_streams`] request was answered (RFC 6525 §5.1.2). The streams
+    /// accept messages again.
+    OutgoingStreamsReset {
+        /// The streams the request carried.
+        streams: Vec<u16>,
+        /// The peer performed the reset: their next message goes with stream sequence number
+        /// 0. Otherwise it refused ("Denied" or an error result) and the numbering goes on.
+        performed: bool,
+    },
 }
 
 /// What can go wrong with an association or a call.
@@ -331,6 +365,15 @@ pub enum Error {
     /// The endpoint holds `max_associations` associations already.
     #[error("too many associations")]
     TooManyAssociations,
+    /// The stream is being reset ([`Endpoint::reset_streams`]): it takes no message until the
+    /// peer answered ([`Event::OutgoingStreamsReset`]).
+    #[error("stream {0} is being reset")]
+    StreamResetPending(u16),
+    /// Stream reset is not negotiated on the association: [`Config::stream_reset`] is off, the
+    /// peer did not announce RE-CONFIG in its INIT or INIT-ACK, or the association is not open
+    /// yet (RFC 6525 §5.1.1).
+    #[error("stream reset not negotiated with the peer")]
+    StreamResetUnsupported,
     /// The peer answered with an ERROR the association cannot continue after.
     #[error("peer error: {0}")]
     PeerError(String),

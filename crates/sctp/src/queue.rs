@@ -99,6 +99,26 @@ impl SendQueue {
         self.ssn_out.resize(usize::from(streams), 0);
     }
 
+    /// The next message on each of `streams` goes with SSN 0 (a stream reset was performed,
+    /// RFC 6525 §5.1.2).
+    pub(crate) fn reset_ssns(&mut self, streams: &[u16]) {
+        for s in streams {
+            if let Some(ssn) = self.ssn_out.get_mut(usize::from(*s)) {
+                *ssn = 0;
+            }
+        }
+    }
+
+    /// The TSN the last queued chunk took (the Sender's Last Assigned TSN, RFC 6525 §4.1).
+    pub(crate) fn last_assigned_tsn(&self) -> u32 {
+        self.next_tsn.wrapping_sub(1)
+    }
+
+    /// Whether a chunk on one of `streams` has never been sent.
+    pub(crate) fn has_unsent_on(&self, streams: &BTreeSet<u16>) -> bool {
+        self.chunks.iter().any(|c| c.transmissions == 0 && streams.contains(&c.chunk.stream))
+    }
+
     /// Splits `msg` into DATA chunks of at most `max_fragment` bytes of user data and queues them.
     pub(crate) fn push_message(&mut self, msg: &Message, max_fragment: usize) {
         let ssn = if msg.unordered {
@@ -349,6 +369,32 @@ struct StreamIn {
     next_ssn: u16,
     /// Complete messages waiting for an earlier one, with the TSNs they came in.
     waiting: BTreeMap<u16, (Message, (u64, u64))>,
+    /// Complete messages sent after the peer reset the stream, while the reset waits for the
+    /// data before it: they are numbered from SSN 0 again, and wait for the reset.
+    after_reset: BTreeMap<u16, (Message, (u64, u64))>,
+}
+
+/// A reset of incoming streams the peer asked for before all its data before it arrived
+/// (RFC 6525 §5.2.2 E2, "deferred reset processing").
+#[derive(Debug)]
+struct DeferredReset {
+    /// The peer's last TSN before the reset (unwrapped): the reset is done once the cumulative
+    /// TSN reaches it.
+    last_tsn: u64,
+    /// The streams, in the order the request listed them.
+    streams: Vec<u16>,
+    /// The same, to look up.
+    set: BTreeSet<u16>,
+}
+
+/// What the receive queue hands to the user, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// A complete message.
+    Message(Message),
+    /// The incoming SSNs of these streams were reset: messages before it were numbered the
+    /// old way, messages after it from 0.
+    StreamsReset(Vec<u16>),
 }
 
 /// Incoming DATA, from TSN to delivered message.
@@ -366,6 +412,10 @@ pub(crate) struct ReceiveQueue {
     budget: RecvBudget,
     /// Complete messages ready for the user, in delivery order.
     pub(crate) ready: VecDeque<Message>,
+    /// Stream resets done, each with the length `ready` had then: its place among the messages.
+    resets: Vec<(usize, Vec<u16>)>,
+    /// A reset of incoming streams waiting for the peer's data before it.
+    deferred: Option<DeferredReset>,
 }
 
 impl Drop for ReceiveQueue {
@@ -388,6 +438,8 @@ impl ReceiveQueue {
             window: window as usize,
             budget,
             ready: VecDeque::new(),
+            resets: Vec::new(),
+            deferred: None,
         }
     }
 
@@ -470,7 +522,85 @@ impl ReceiveQueue {
         if keep_data {
             self.accept(tsn, chunk);
         }
+        // Everything up to the peer's last TSN before a pending reset is here and delivered:
+        // the reset is done now (RFC 6525 §5.2.2 E3, E4).
+        if self.deferred.as_ref().is_some_and(|d| self.cum_tsn >= d.last_tsn) {
+            if let Some(d) = self.deferred.take() {
+                self.perform_reset(d.streams);
+            }
+        }
         DataVerdict::New
+    }
+
+    /// Resets the incoming SSNs of `streams` to 0 (RFC 6525 §5.2.2) once every TSN up to the
+    /// peer's `last_tsn` has arrived: now if it has (returns true), else when it does (returns
+    /// false; ordered messages after `last_tsn` on those streams wait for it). A reset already
+    /// waiting is merged into this one: the peer asked again, or for more streams, and neither
+    /// request is done before the data of both is here.
+    pub(crate) fn reset_streams(&mut self, last_tsn: u32, streams: &[u16]) -> bool {
+        let mut last = self.unwrap_tsn(last_tsn);
+        let mut list: Vec<u16> = Vec::with_capacity(streams.len());
+        let mut set = BTreeSet::new();
+        if let Some(d) = self.deferred.take() {
+            last = last.max(d.last_tsn);
+            list = d.streams;
+            set = d.set;
+        }
+        for s in streams {
+            if set.insert(*s) {
+                list.push(*s);
+            }
+        }
+        if self.cum_tsn >= last {
+            self.perform_reset(list);
+            return true;
+        }
+        self.deferred = Some(DeferredReset { last_tsn: last, streams: list, set });
+        false
+    }
+
+    /// Whether a reset of incoming streams waits for the peer's data.
+    pub(crate) fn reset_pending(&self) -> bool {
+        self.deferred.is_some()
+    }
+
+    /// Whether an ordered message on `stream` starting at `first_tsn` was sent after the reset
+    /// that waits for the data before it.
+    fn after_pending_reset(&self, stream: u16, first_tsn: u64) -> bool {
+        self.deferred.as_ref().is_some_and(|d| first_tsn > d.last_tsn && d.set.contains(&stream))
+    }
+
+    fn perform_reset(&mut self, streams: Vec<u16>) {
+        let mut freed = 0;
+        self.resets.push((self.ready.len(), streams.clone()));
+        for s in streams {
+            let Some(stream) = self.streams.get_mut(usize::from(s)) else { continue };
+            // Messages still waiting for an earlier SSN never get it: the peer's data before
+            // the reset has all arrived.
+            freed += stream.waiting.values().map(|(m, _)| m.data.len()).sum::<usize>();
+            stream.waiting = std::mem::take(&mut stream.after_reset);
+            stream.next_ssn = 0;
+            while let Some((m, _)) = stream.waiting.remove(&stream.next_ssn) {
+                freed += m.data.len();
+                stream.next_ssn = stream.next_ssn.wrapping_add(1);
+                self.ready.push_back(m);
+            }
+        }
+        self.release(freed);
+    }
+
+    /// Everything ready for the user, in order: messages and the stream resets between them.
+    pub(crate) fn take_deliveries(&mut self) -> Vec<Delivery> {
+        let mut out = Vec::with_capacity(self.ready.len() + self.resets.len());
+        let mut resets = std::mem::take(&mut self.resets).into_iter().peekable();
+        for (i, msg) in self.ready.drain(..).enumerate() {
+            while let Some((_, streams)) = resets.next_if(|(at, _)| *at <= i) {
+                out.push(Delivery::StreamsReset(streams));
+            }
+            out.push(Delivery::Message(msg));
+        }
+        out.extend(resets.map(|(_, streams)| Delivery::StreamsReset(streams)));
+        out
     }
 
     /// RFC 9260 §6.2: with no room left, a chunk below the highest TSN held for reordering takes
@@ -481,22 +611,28 @@ impl ReceiveQueue {
     fn renege_for(&mut self, tsn: u64, chunk: &DataChunk) -> bool {
         loop {
             let fragment = self.fragments.keys().next_back().copied().filter(|t| *t > tsn);
+            // Held messages: waiting for an earlier SSN, or for a stream reset (`true`).
             let message = self
                 .streams
                 .iter()
                 .enumerate()
-                .flat_map(|(i, s)| s.waiting.iter().map(move |(ssn, (_, tsns))| (*tsns, i, *ssn)))
-                .filter(|((first, _), _, _)| *first > tsn)
+                .flat_map(|(i, s)| {
+                    let waiting = s.waiting.iter().map(move |(ssn, (_, tsns))| (*tsns, i, *ssn, false));
+                    waiting.chain(s.after_reset.iter().map(move |(ssn, (_, tsns))| (*tsns, i, *ssn, true)))
+                })
+                .filter(|((first, _), ..)| *first > tsn)
                 .max();
             match (fragment, message) {
-                (Some(t), m) if m.is_none_or(|((_, last), _, _)| t > last) => {
+                (Some(t), m) if m.is_none_or(|((_, last), ..)| t > last) => {
                     if let Some(c) = self.fragments.remove(&t) {
                         self.release(c.data.len());
                     }
                     self.above.remove(&t);
                 }
-                (_, Some(((first, last), stream, ssn))) => {
-                    if let Some((m, _)) = self.streams[stream].waiting.remove(&ssn) {
+                (_, Some(((first, last), stream, ssn, after_reset))) => {
+                    let s = &mut self.streams[stream];
+                    let held = if after_reset { &mut s.after_reset } else { &mut s.waiting };
+                    if let Some((m, _)) = held.remove(&ssn) {
                         self.release(m.data.len());
                     }
                     for t in first..=last {
@@ -564,6 +700,16 @@ impl ReceiveQueue {
     fn complete(&mut self, msg: Message, ssn: u16, tsns: (u64, u64)) {
         if msg.unordered {
             self.ready.push_back(msg);
+            return;
+        }
+        if self.after_pending_reset(msg.stream, tsns.0) {
+            // RFC 6525 §5.2.2 E2: held until the reset, whose SSNs it already counts in.
+            let Some(stream) = self.streams.get_mut(usize::from(msg.stream)) else { return };
+            if let std::collections::btree_map::Entry::Vacant(e) = stream.after_reset.entry(ssn) {
+                let held = msg.data.len();
+                e.insert((msg, tsns));
+                self.hold(held);
+            }
             return;
         }
         let Some(stream) = self.streams.get_mut(usize::from(msg.stream)) else { return };

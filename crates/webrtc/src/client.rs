@@ -9,7 +9,9 @@
 //! (aggressive nomination, RFC 5245 §8.1.1.2): an answerer that is ICE-lite has one host
 //! candidate per address family, so there is nothing to choose, and regular nomination (RFC
 //! 8445 §8.1.1) would spend a round trip before the lite side may send (RFC 8445 §12.1.1).
-//! The first success response selects its pair and starts DTLS on it.
+//! The first success response selects its pair and starts DTLS on it. A full answerer (pion,
+//! a browser) takes that nomination only after its own check on the pair succeeded (RFC 8445
+//! §7.3.1.5), so the answerer's checks are answered too.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -18,9 +20,9 @@ use std::time::Duration;
 
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls as dtls;
-use fastshake_sctp as sctp;
 
-use crate::dcep::{ChannelEvent, ChannelType, Channels, DtlsRole, Outgoing};
+use crate::channels::ChannelLayer;
+use crate::dcep::{ChannelType, Channels, DtlsRole};
 use crate::demux::{classify, Protocol};
 use crate::ice::Credentials;
 use crate::peer::{PeerError, PeerEvent, MAX_MESSAGE_SIZE, SCTP_PORT};
@@ -89,10 +91,7 @@ pub struct Client {
     next_consent: Option<Instant>,
     transaction_counter: u64,
     dtls: Option<dtls::Connection>,
-    sctp: sctp::Endpoint,
-    association: Option<sctp::AssociationHandle>,
-    channels: Channels,
-    pending_opens: Vec<(String, ChannelType)>,
+    layer: ChannelLayer,
     local: SocketAddr,
     seed: [u8; 32],
     out: VecDeque<Transmit>,
@@ -104,8 +103,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("selected", &self.selected)
-            .field("association", &self.association)
-            .field("channels", &self.channels.len())
+            .field("channels", &self.layer.channels().len())
             .finish_non_exhaustive()
     }
 }
@@ -115,18 +113,6 @@ impl Client {
     pub fn new(config: ClientConfig, local: SocketAddr, seed: [u8; 32]) -> Client {
         let mut sctp_seed = seed;
         sctp_seed[0] ^= 0x5c;
-        let sctp_config = sctp::Config {
-            local_port: SCTP_PORT,
-            mode: sctp::HandshakeMode::Regular,
-            listen: false,
-            mtu: dtls::DEFAULT_MTU - 64,
-            streams_out: 1024,
-            streams_in: 1024,
-            receive_window: (4 * MAX_MESSAGE_SIZE) as u32,
-            max_associations: 1,
-            ootb_answers: None,
-            ..sctp::Config::default()
-        };
         Client {
             config,
             remote_ufrag: String::new(),
@@ -137,10 +123,7 @@ impl Client {
             next_consent: None,
             transaction_counter: 0,
             dtls: None,
-            sctp: sctp::Endpoint::new(Arc::new(sctp_config), sctp_seed),
-            association: None,
-            channels: Channels::new(DtlsRole::Client),
-            pending_opens: Vec::new(),
+            layer: ChannelLayer::new(DtlsRole::Client, sctp_seed),
             local,
             seed,
             out: VecDeque::new(),
@@ -238,23 +221,24 @@ impl Client {
             .ok()
     }
 
-    /// Opens a channel; it is usable once [`PeerEvent::ChannelAcked`] or data comes, and is
-    /// queued until the association is open. Returns nothing: the stream id is in the event.
-    pub fn open_channel(
-        &mut self,
-        now: Instant,
-        label: &str,
-        channel_type: ChannelType,
-    ) -> Result<(), PeerError> {
-        self.pending_opens.push((label.to_owned(), channel_type));
+    /// Opens a channel, queued until the association is open; its stream id comes with
+    /// [`PeerEvent::ChannelAcked`].
+    pub fn open_channel(&mut self, now: Instant, label: &str, channel_type: ChannelType) {
+        self.layer.open(label, channel_type);
         self.pump(now);
-        Ok(())
     }
 
     /// Sends on channel `stream`.
     pub fn send(&mut self, now: Instant, stream: u16, data: &[u8], binary: bool) -> Result<(), PeerError> {
-        let outgoing = self.channels.send(stream, data, binary)?;
-        self.send_outgoing(outgoing)?;
+        self.layer.send(stream, data, binary)?;
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Closes channel `stream` by resetting its stream (RFC 8831 §6.7);
+    /// [`PeerEvent::ChannelClosed`] follows once the peer reset its side too.
+    pub fn close_channel(&mut self, now: Instant, stream: u16) -> Result<(), PeerError> {
+        self.layer.close(stream)?;
         self.pump(now);
         Ok(())
     }
@@ -270,7 +254,7 @@ impl Client {
 
     /// The channels opened so far, by stream id.
     pub fn channels(&self) -> &Channels {
-        &self.channels
+        self.layer.channels()
     }
 
     /// The selected pair's remote address.
@@ -281,17 +265,6 @@ impl Client {
     /// Whether the session ended.
     pub fn is_closed(&self) -> bool {
         self.closed
-    }
-
-    fn send_outgoing(&mut self, outgoing: Outgoing) -> Result<(), PeerError> {
-        let association = self.association.ok_or(PeerError::NotConnected)?;
-        let message = sctp::Message {
-            stream: outgoing.stream,
-            unordered: outgoing.unordered,
-            ppid: outgoing.ppid,
-            data: outgoing.data,
-        };
-        self.sctp.send(association, message).map_err(PeerError::Sctp)
     }
 
     /// A datagram arrived from `remote`.
@@ -313,7 +286,14 @@ impl Client {
 
     fn stun(&mut self, now: Instant, remote: SocketAddr, datagram: &[u8]) {
         let Ok(message) = stun::Message::parse(datagram) else { return };
-        if message.verify_fingerprint().is_err() || message.class() != Class::SuccessResponse {
+        if message.verify_fingerprint().is_err() || message.method() != Method::Binding {
+            return;
+        }
+        if message.class() == Class::Request {
+            self.answer_check(remote, &message);
+            return;
+        }
+        if message.class() != Class::SuccessResponse {
             return;
         }
         let Some(key) = self.remote_key.as_ref() else { return };
@@ -332,6 +312,39 @@ impl Client {
             self.next_consent = Some(now + CONSENT_INTERVAL);
             self.events.push_back(PeerEvent::Selected(check.to));
             self.start_dtls(now, check.to);
+        }
+    }
+
+    /// Answers the answerer's own connectivity check. A full answerer (pion, a browser) is
+    /// controlled and accepts our nomination of a pair only once its own check on that pair has
+    /// succeeded (RFC 8445 §7.3.1.5), so every full agent must answer checks (§7.3); an ICE-lite
+    /// answerer sends none. Only a check that authenticates gets an answer: USERNAME
+    /// "OUR-UFRAG:THEIR-UFRAG" and MESSAGE-INTEGRITY under our password (§7.2.2); the response
+    /// carries XOR-MAPPED-ADDRESS, MESSAGE-INTEGRITY under our password and FINGERPRINT (RFC 8489
+    /// §9.1.3). One with ICE-CONTROLLING gets 487: we offered, so we are controlling (RFC 8445
+    /// §6.1.1), and this agent does not change roles.
+    fn answer_check(&mut self, remote: SocketAddr, request: &stun::Message<'_>) {
+        if self.remote_key.is_none() {
+            return;
+        }
+        let expected = format!("{}:{}", self.config.credentials.ufrag(), self.remote_ufrag);
+        if request.username().ok().flatten() != Some(expected.as_str()) {
+            return;
+        }
+        let key = IntegrityKey::short_term(self.config.credentials.pwd());
+        if request.verify_integrity(&key).is_err() {
+            return;
+        }
+        let transaction = request.transaction_id();
+        let response = if request.ice_controlling().ok().flatten().is_some() {
+            MessageBuilder::new(Class::ErrorResponse, Method::Binding, transaction)
+                .error_code(stun::error_code::ROLE_CONFLICT, "Role Conflict")
+        } else {
+            MessageBuilder::new(Class::SuccessResponse, Method::Binding, transaction)
+                .xor_mapped_address(SocketAddr::new(remote.ip().to_canonical(), remote.port()))
+        };
+        if let Ok(payload) = response.message_integrity(&key).fingerprint().into_bytes() {
+            self.out.push_back(Transmit { src: None, dst: remote, payload });
         }
     }
 
@@ -374,7 +387,7 @@ impl Client {
         }
         let checks = self.checks.iter().map(|c| c.next).min();
         let dtls = self.dtls.as_ref().and_then(dtls::Connection::poll_timeout);
-        [checks, self.next_consent, dtls, self.sctp.poll_timeout()].into_iter().flatten().min()
+        [checks, self.next_consent, dtls, self.layer.poll_timeout()].into_iter().flatten().min()
     }
 
     /// The deadline of [`Client::poll_timeout`] passed.
@@ -412,7 +425,7 @@ impl Client {
         if let Some(dtls) = self.dtls.as_mut() {
             dtls.handle_timeout(now);
         }
-        self.sctp.handle_timeout(now);
+        self.layer.handle_timeout(now);
         self.pump(now);
     }
 
@@ -432,11 +445,10 @@ impl Client {
                     match event {
                         dtls::Event::Connected(summary) => {
                             self.events.push_back(PeerEvent::DtlsConnected(Box::new(summary)));
-                            self.association =
-                                Some(self.sctp.connect(now, None, selected, SCTP_PORT, Default::default()));
+                            self.layer.dtls_connected(now, selected);
                         }
                         dtls::Event::ApplicationData(mut packet) => {
-                            self.sctp.handle_datagram(now, self.local, selected, &mut packet);
+                            self.layer.handle_packet(now, self.local, &mut packet);
                         }
                         dtls::Event::Closed => {
                             self.end("the server closed DTLS (close_notify)".into());
@@ -450,53 +462,16 @@ impl Client {
                     }
                 }
             }
-            while let Some(transmit) = self.sctp.poll_transmit(now) {
+            while let Some(packet) = self.layer.poll_packet(now) {
                 progress = true;
                 if let Some(dtls) = self.dtls.as_mut() {
-                    let _ = dtls.send(&transmit.payload);
+                    // One SCTP packet, one DTLS record (RFC 8261 §4).
+                    let _ = dtls.send(&packet);
                 }
             }
-            while let Some((_, event)) = self.sctp.poll_event() {
-                progress = true;
-                match event {
-                    sctp::Event::Connected { .. } => self.events.push_back(PeerEvent::SctpConnected),
-                    sctp::Event::Message(m) => match self.channels.handle(m.stream, m.ppid, &m.data) {
-                        Ok(Some(ChannelEvent::Acked { stream })) => {
-                            self.events.push_back(PeerEvent::ChannelAcked { stream })
-                        }
-                        Ok(Some(ChannelEvent::Message { stream, data, binary })) => {
-                            self.events.push_back(PeerEvent::Message { stream, data, binary })
-                        }
-                        Ok(Some(ChannelEvent::Opened {
-                            stream, label, protocol, channel_type, ack, ..
-                        })) => {
-                            let _ = self.send_outgoing(ack);
-                            self.events.push_back(PeerEvent::ChannelOpened {
-                                stream,
-                                label,
-                                protocol,
-                                channel_type,
-                            });
-                        }
-                        Ok(None) => {}
-                        Err(e) => self.events.push_back(PeerEvent::ChannelError(e.to_string())),
-                    },
-                    sctp::Event::Closed => self.end("SCTP association closed".into()),
-                    sctp::Event::Aborted { .. } => self.end("SCTP association aborted".into()),
-                    sctp::Event::Failed(error) => self.end(format!("SCTP failed: {error}")),
-                    _ => {}
-                }
-            }
-            if self.association.is_some() && !self.pending_opens.is_empty() && self.sctp_open() {
-                for (label, channel_type) in std::mem::take(&mut self.pending_opens) {
-                    match self.channels.open(&label, "", channel_type, 0) {
-                        Ok((_, open)) => {
-                            let _ = self.send_outgoing(open);
-                        }
-                        Err(e) => self.events.push_back(PeerEvent::ChannelError(e.to_string())),
-                    }
-                }
-                progress = true;
+            progress |= self.layer.drain(&mut self.events);
+            if let Some(why) = self.layer.take_ended() {
+                self.end(why);
             }
             if let Some(dtls) = self.dtls.as_mut() {
                 while let Some(transmit) = dtls.poll_transmit(now) {
@@ -508,11 +483,5 @@ impl Client {
                 return;
             }
         }
-    }
-
-    fn sctp_open(&self) -> bool {
-        self.association
-            .and_then(|a| self.sctp.association(a))
-            .is_some_and(|info| info.state == sctp::AssociationState::Established)
     }
 }

@@ -233,10 +233,10 @@ impl DcepMessage {
                     protocol: protocol.to_owned(),
                 }))
             }
-            ACK => {
-                r.finish()?; // RFC 8832 §5.2: the type byte alone
-                Ok(DcepMessage::Ack)
-            }
+            // RFC 8832 §5.2: the type byte alone. pion/datachannel sends it padded to 4 bytes
+            // (0x02 0x00 0x00 0x00), and libwebrtc reads only the type, so whatever follows the
+            // type is ignored: refusing it would leave every channel opened to pion unacked.
+            ACK => Ok(DcepMessage::Ack),
             other => Err(MessageError::UnknownType(other)),
         }
     }

@@ -15,6 +15,7 @@
 
 pub use fastshake_core::Instant;
 
+mod channels;
 pub mod client;
 pub mod dcep;
 pub mod demux;

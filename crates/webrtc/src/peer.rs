@@ -15,7 +15,8 @@ use fastshake_core::{Instant, Transmit};
 use fastshake_dtls as dtls;
 use fastshake_sctp as sctp;
 
-use crate::dcep::{ChannelEvent, ChannelType, Channels, DcepError, DtlsRole, Outgoing};
+use crate::channels::ChannelLayer;
+use crate::dcep::{ChannelType, DcepError, DtlsRole};
 use crate::demux::{classify, Protocol};
 use crate::ice::{Credentials, CredentialsError, IceEvent, IceLiteAgent};
 
@@ -29,11 +30,6 @@ pub const MAX_MESSAGE_SIZE: usize = 256 * 1024;
 /// DTLS datagrams that wait for the browser's nomination at most (see [`Peer`]): a whole
 /// server flight of either version with room to spare.
 const MAX_HELD: usize = 32;
-
-/// SCTP packets go inside DTLS records, which add at most 37 bytes in DTLS 1.2 with AES-GCM
-/// (13 header, 8 explicit nonce, 16 tag) and fewer in 1.3: a packet this large stays within
-/// the DTLS MTU.
-const SCTP_MTU: usize = dtls::DEFAULT_MTU - 64;
 
 /// What the answerer needs to run one session.
 #[derive(Clone, Debug)]
@@ -113,6 +109,14 @@ pub enum PeerEvent {
         /// Binary (PPID 53/57) rather than a string (51/56).
         binary: bool,
     },
+    /// A channel is closed: its stream was reset both ways (RFC 8831 §6.7), and its id may be
+    /// used again.
+    ChannelClosed {
+        /// Its stream id.
+        stream: u16,
+        /// Its label.
+        label: String,
+    },
     /// A message was refused by the channel layer (and dropped); the session goes on.
     ChannelError(String),
     /// The session ended: consent lost, DTLS failed or closed, or SCTP aborted.
@@ -132,11 +136,7 @@ pub struct Peer {
     ice: IceLiteAgent,
     dtls: dtls::Endpoint,
     dtls_session: Option<dtls::ConnectionHandle>,
-    sctp: sctp::Endpoint,
-    association: Option<sctp::AssociationHandle>,
-    /// The name of the association at the SCTP endpoint: where the DTLS session began.
-    sctp_remote: Option<SocketAddr>,
-    channels: Channels,
+    layer: ChannelLayer,
     local: SocketAddr,
     held: VecDeque<Transmit>,
     out: VecDeque<Transmit>,
@@ -150,8 +150,7 @@ impl std::fmt::Debug for Peer {
             .field("local", &self.local)
             .field("selected", &self.ice.selected())
             .field("dtls_session", &self.dtls_session)
-            .field("association", &self.association)
-            .field("channels", &self.channels.len())
+            .field("channels", &self.layer.channels().len())
             .finish_non_exhaustive()
     }
 }
@@ -180,30 +179,11 @@ impl Peer {
         let dtls = dtls::Endpoint::new(Arc::new(dtls_config), seed)?;
         let mut sctp_seed = seed;
         sctp_seed[0] ^= 0x5c;
-        let sctp_config = sctp::Config {
-            local_port: SCTP_PORT,
-            // A browser speaks the RFC 9260 handshake only.
-            mode: sctp::HandshakeMode::Regular,
-            listen: true,
-            mtu: SCTP_MTU,
-            streams_out: 1024,
-            streams_in: 1024,
-            receive_window: (4 * MAX_MESSAGE_SIZE) as u32,
-            max_associations: 1,
-            max_associations_per_ip: 1,
-            // DTLS authenticates every packet: no out-of-the-blue flood can arrive.
-            ootb_answers: None,
-            ..sctp::Config::default()
-        };
-        let _ = config.remote_sctp_port;
         Ok(Peer {
             ice,
             dtls,
             dtls_session: None,
-            sctp: sctp::Endpoint::new(Arc::new(sctp_config), sctp_seed),
-            association: None,
-            sctp_remote: None,
-            channels: Channels::new(DtlsRole::Server),
+            layer: ChannelLayer::new(DtlsRole::Server, sctp_seed),
             local,
             held: VecDeque::new(),
             out: VecDeque::new(),
@@ -269,7 +249,7 @@ impl Peer {
         if self.closed {
             return None;
         }
-        [self.ice.poll_timeout(), self.dtls.poll_timeout(), self.sctp.poll_timeout()]
+        [self.ice.poll_timeout(), self.dtls.poll_timeout(), self.layer.poll_timeout()]
             .into_iter()
             .flatten()
             .min()
@@ -283,46 +263,30 @@ impl Peer {
         self.ice.handle_timeout(now);
         self.ice_events();
         self.dtls.handle_timeout(now);
-        self.sctp.handle_timeout(now);
+        self.layer.handle_timeout(now);
         self.pump(now);
     }
 
     /// Sends `data` on channel `stream` (a string unless `binary`).
     pub fn send(&mut self, now: Instant, stream: u16, data: &[u8], binary: bool) -> Result<(), PeerError> {
-        let outgoing = self.channels.send(stream, data, binary)?;
-        self.send_outgoing(outgoing)?;
+        self.layer.send(stream, data, binary)?;
         self.pump(now);
         Ok(())
     }
 
-    /// Opens a channel of ours (an odd stream id, as DTLS server); usable at once.
-    pub fn open_channel(
-        &mut self,
-        now: Instant,
-        label: &str,
-        protocol: &str,
-        channel_type: ChannelType,
-    ) -> Result<u16, PeerError> {
-        if self.association.is_none() {
-            return Err(PeerError::NotConnected);
-        }
-        let (stream, open) = self.channels.open(label, protocol, channel_type, 0)?;
-        self.send_outgoing(open)?;
+    /// Opens a channel of ours (an odd stream id, as DTLS server); its id comes with
+    /// [`PeerEvent::ChannelAcked`].
+    pub fn open_channel(&mut self, now: Instant, label: &str, channel_type: ChannelType) {
+        self.layer.open(label, channel_type);
         self.pump(now);
-        Ok(stream)
     }
 
-    fn send_outgoing(&mut self, outgoing: Outgoing) -> Result<(), PeerError> {
-        let association = self.association.ok_or(PeerError::NotConnected)?;
-        // Partial reliability (RFC 3758) is not negotiated: our INIT-ACK does not announce
-        // FORWARD-TSN, so every channel is carried reliably, which RFC 8831 §6.1 allows.
-        let message = sctp::Message {
-            stream: outgoing.stream,
-            unordered: outgoing.unordered,
-            ppid: outgoing.ppid,
-            data: outgoing.data,
-        };
-        self.sctp.send(association, message).map_err(PeerError::Sctp)
+    /// Closes channel `stream` by resetting its stream (RFC 8831 §6.7);
+    /// [`PeerEvent::ChannelClosed`] follows once the peer reset its side too.
+    pub fn close_channel(&mut self, now: Instant, stream: u16) -> Result<(), PeerError> {
+        self.layer.close(stream)?;
+        self.pump(now);
+        Ok(())
     }
 
     fn ice_events(&mut self) {
@@ -359,17 +323,17 @@ impl Peer {
                 progress = true;
                 self.dtls_event(now, handle, event);
             }
-            while let Some(transmit) = self.sctp.poll_transmit(now) {
+            while let Some(packet) = self.layer.poll_packet(now) {
                 progress = true;
                 if let Some(session) = self.dtls_session {
                     // One SCTP packet, one DTLS record (RFC 8261 §4). A refusal means the
                     // session is ending; SCTP notices by its own timers.
-                    let _ = self.dtls.send(session, &transmit.payload);
+                    let _ = self.dtls.send(session, &packet);
                 }
             }
-            while let Some((_, event)) = self.sctp.poll_event() {
-                progress = true;
-                self.sctp_event(event);
+            progress |= self.layer.drain(&mut self.events);
+            if let Some(why) = self.layer.take_ended() {
+                self.close(why);
             }
             while let Some(transmit) = self.dtls.poll_transmit(now) {
                 progress = true;
@@ -391,55 +355,17 @@ impl Peer {
     fn dtls_event(&mut self, now: Instant, handle: dtls::ConnectionHandle, event: dtls::Event) {
         match event {
             dtls::Event::Connected(summary) => {
-                let remote = self.dtls.connection(handle).map(|c| c.remote());
                 self.dtls_session = Some(handle);
-                self.sctp_remote = remote;
+                if let Some(remote) = self.dtls.connection(handle).map(|c| c.remote()) {
+                    self.layer.dtls_connected(now, remote);
+                }
                 self.events.push_back(PeerEvent::DtlsConnected(Box::new(summary)));
             }
-            dtls::Event::ApplicationData(mut packet) => {
-                if let (Some(remote), true) = (self.sctp_remote, self.dtls_session == Some(handle)) {
-                    self.sctp.handle_datagram(now, self.local, remote, &mut packet);
-                }
+            dtls::Event::ApplicationData(mut packet) if self.dtls_session == Some(handle) => {
+                self.layer.handle_packet(now, self.local, &mut packet);
             }
             dtls::Event::Closed => self.close("the peer closed DTLS (close_notify)".into()),
             dtls::Event::Failed(error) => self.close(format!("DTLS failed: {error}")),
-            _ => {}
-        }
-    }
-
-    fn sctp_event(&mut self, event: sctp::Event) {
-        match event {
-            sctp::Event::Connected { .. } => {
-                self.association = self.sctp.associations().first().copied();
-                self.events.push_back(PeerEvent::SctpConnected);
-            }
-            sctp::Event::Message(message) => {
-                match self.channels.handle(message.stream, message.ppid, &message.data) {
-                    Ok(Some(ChannelEvent::Opened { stream, label, protocol, channel_type, ack, .. })) => {
-                        if let Err(e) = self.send_outgoing(ack) {
-                            self.events
-                                .push_back(PeerEvent::ChannelError(format!("ACK on stream {stream}: {e}")));
-                        }
-                        self.events.push_back(PeerEvent::ChannelOpened {
-                            stream,
-                            label,
-                            protocol,
-                            channel_type,
-                        });
-                    }
-                    Ok(Some(ChannelEvent::Acked { stream })) => {
-                        self.events.push_back(PeerEvent::ChannelAcked { stream })
-                    }
-                    Ok(Some(ChannelEvent::Message { stream, data, binary })) => {
-                        self.events.push_back(PeerEvent::Message { stream, data, binary })
-                    }
-                    Ok(None) => {}
-                    Err(e) => self.events.push_back(PeerEvent::ChannelError(e.to_string())),
-                }
-            }
-            sctp::Event::Closed => self.close("SCTP association closed".into()),
-            sctp::Event::Aborted { .. } => self.close("SCTP association aborted".into()),
-            sctp::Event::Failed(error) => self.close(format!("SCTP failed: {error}")),
             _ => {}
         }
     }

@@ -197,6 +197,14 @@ impl Server {
         result
     }
 
+    /// Closes channel `stream` of session `id` (see [`Peer::close_channel`]).
+    pub fn close_channel(&mut self, now: Instant, id: SessionId, stream: u16) -> Result<(), PeerError> {
+        let peer = self.sessions.get_mut(&id).ok_or(PeerError::NotConnected)?;
+        let result = peer.close_channel(now, stream);
+        self.collect(id);
+        result
+    }
+
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.out.pop_front()

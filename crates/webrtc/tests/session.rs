@@ -153,7 +153,7 @@ fn a_session_opens_and_echoes_every_message_once_in_either_version() {
     {
         let groups = [NamedGroup::X25519MlKem768, NamedGroup::X25519];
         let mut net = Net::new(server(Versions::Both), client_config(versions, &groups));
-        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true }).unwrap();
+        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
         assert!(
             net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()),
             "{versions:?}: channel open"
@@ -197,7 +197,7 @@ fn a_certificate_other_than_the_offer_names_ends_the_session_with_a_fatal_alert(
     let (_, other_fingerprint) = self_signed_p256(UNIX, 30).unwrap();
     config.fingerprint = other_fingerprint;
     let mut net = Net::new(server(Versions::Both), config);
-    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true }).unwrap();
+    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
     net.run_until(Duration::from_secs(5), |n| n.client.is_closed());
     let server_closed = net.server_events.iter().find_map(|(_, e)| match e {
         PeerEvent::Closed(why) => Some(why.clone()),
@@ -218,7 +218,7 @@ fn dtls_from_an_address_no_check_vouched_for_is_dropped() {
     let mut record = vec![22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0];
     net.server.handle_datagram(net.now, stranger, &mut record);
     assert!(net.server.poll_transmit().is_none(), "no answer to an unchecked address");
-    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true }).unwrap();
+    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
     assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
     let mut record = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 4, 1, 2, 3, 4];
     net.server.handle_datagram(net.now, stranger, &mut record);
@@ -240,4 +240,46 @@ fn offers_the_server_cannot_answer_are_refused_with_the_reason() {
     }
     let err = s.answer(&offer, local, &[9; ANSWER_RANDOM_LEN]).unwrap_err().to_string();
     assert!(err.contains("no room"), "{err}");
+}
+
+#[test]
+fn a_channel_closed_by_either_side_is_reset_both_ways_and_its_id_opens_again() {
+    let mut net = Net::new(server(Versions::Both), client_config(Versions::Dtls13, &[NamedGroup::X25519]));
+    net.client.open_channel(net.now, "first", ChannelType::Reliable { ordered: true });
+    assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
+    let stream = net.channel_acked().unwrap();
+    net.client.send(net.now, stream, b"before the close", false).unwrap();
+    net.client.close_channel(net.now, stream).unwrap();
+    let closed = |n: &Net| n.client_events.iter().any(|e| matches!(e, PeerEvent::ChannelClosed { .. }));
+    let server_closed =
+        |n: &Net| n.server_events.iter().any(|(_, e)| matches!(e, PeerEvent::ChannelClosed { .. }));
+    assert!(
+        net.run_until(Duration::from_secs(5), |n| closed(n) && server_closed(n)),
+        "{:?}",
+        net.client_events
+    );
+    assert_eq!(net.echoes(), [b"before the close".to_vec()], "what was sent before the reset arrives first");
+    assert!(
+        net.server_events
+            .iter()
+            .any(|(_, e)| matches!(e, PeerEvent::ChannelClosed { label, .. } if label == "first")),
+        "the server closed its side too"
+    );
+    assert!(net.client.channels().get(stream).is_none(), "the id is free");
+
+    // The same id again, then closed from the server's side.
+    net.client_events.clear();
+    net.client.open_channel(net.now, "second", ChannelType::Reliable { ordered: true });
+    assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
+    assert_eq!(net.channel_acked(), Some(stream), "the freed id is taken again");
+    let (session, _) = net.server_events[0].clone();
+    net.server_events.clear();
+    net.server.close_channel(net.now, session, stream).unwrap();
+    net.collect();
+    assert!(
+        net.run_until(Duration::from_secs(5), |n| closed(n) && server_closed(n)),
+        "{:?}",
+        net.client_events
+    );
+    net.client.send(net.now, stream, b"x", false).expect_err("a closed channel takes no message");
 }

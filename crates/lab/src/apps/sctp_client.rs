@@ -221,7 +221,10 @@ impl SctpClientLoop {
                 }
                 self.end(now);
             }
-            Event::AltCookie { .. } => {}
+            // The lab's applications use no stream reset (RFC 6525).
+            Event::AltCookie { .. }
+            | Event::IncomingStreamsReset { .. }
+            | Event::OutgoingStreamsReset { .. } => {}
         }
     }
 

@@ -71,7 +71,10 @@ impl SctpEchoServer {
                         self.handshakes.failed += 1;
                     }
                 }
-                Event::AltCookie { .. } => {}
+                // The lab's applications use no stream reset (RFC 6525).
+                Event::AltCookie { .. }
+                | Event::IncomingStreamsReset { .. }
+                | Event::OutgoingStreamsReset { .. } => {}
             }
         }
     }

@@ -8,7 +8,7 @@ use super::timer::Timer;
 use super::Association;
 use crate::packet::{Chunk, DataChunk, ErrorCause, Packet, SackChunk, COMMON_HEADER_LEN};
 use crate::queue::{DataVerdict, ReceiveQueue, RecvBudget, SendQueue};
-use crate::{AssociationState, Config, Error, Event, Message};
+use crate::{AssociationState, Config, Error, Message};
 
 /// Most bytes of user data queued per association and not yet acknowledged.
 const MAX_SEND_BUFFER: usize = crate::queue::MAX_BEYOND_WINDOW;
@@ -91,10 +91,7 @@ impl Association {
                 self.data.sack_now = true;
             }
         }
-        while let Some(msg) = recv.ready.pop_front() {
-            self.stats.messages_in += 1;
-            self.events.push_back(Event::Message(msg));
-        }
+        self.deliver_ready();
     }
 
     /// A packet carried DATA: acknowledge it at once or arm the delayed SACK (RFC 9260 §6.2).
@@ -176,6 +173,10 @@ impl Association {
         if msg.stream >= self.data.streams_out {
             return Err(Error::InvalidStream(msg.stream));
         }
+        if self.reconfig.is_paused(msg.stream) {
+            // RFC 6525 §5.1.2 A1: nothing new on a stream until its reset is answered.
+            return Err(Error::StreamResetPending(msg.stream));
+        }
         if msg.data.is_empty() {
             return Err(Error::EmptyMessage);
         }
@@ -198,12 +199,24 @@ impl Association {
         let mtu = self.mtu();
         let data_allowed = matches!(self.state, Established | ShutdownPending | ShutdownReceived);
         let mut first_packet = true;
+        // The SACK owed, made once: it goes in the first packet that has room for it.
+        let mut sack: Option<Chunk> = None;
         loop {
+            // A stream reset request goes once the data queued on its streams went (RFC 6525).
+            self.start_stream_reset(now);
             let mut chunks: Vec<Chunk> = Vec::new();
             let mut size = COMMON_HEADER_LEN;
+            let send = &self.data.send;
+            let has_new_data =
+                data_allowed && send.chunks.iter().any(|c| c.needs_retransmit || c.transmissions == 0);
+            if sack.is_none() && (self.data.sack_now || (self.data.packets_since_sack > 0 && has_new_data)) {
+                sack = self.data.recv.as_mut().map(|r| Chunk::Sack(r.make_sack()));
+                self.sack_sent();
+            }
+            let sack_len = sack.as_ref().map_or(0, Chunk::padded_len);
             while let Some(c) = self.control.front() {
                 let len = c.padded_len();
-                if size + len > mtu && !chunks.is_empty() {
+                if size + len + sack_len > mtu && !chunks.is_empty() {
                     break;
                 }
                 size += len;
@@ -211,16 +224,9 @@ impl Association {
                     chunks.push(c);
                 }
             }
-            let send = &self.data.send;
-            let has_new_data =
-                data_allowed && send.chunks.iter().any(|c| c.needs_retransmit || c.transmissions == 0);
-            if self.data.sack_now || (self.data.packets_since_sack > 0 && has_new_data) {
-                if let Some(r) = self.data.recv.as_mut() {
-                    let sack = Chunk::Sack(r.make_sack());
-                    size += sack.padded_len();
-                    chunks.push(sack);
-                }
-                self.sack_sent();
+            if let Some(s) = sack.take_if(|s| chunks.is_empty() || size + s.padded_len() <= mtu) {
+                size += s.padded_len();
+                chunks.push(s);
             }
             let mut sent_data = false;
             if data_allowed {

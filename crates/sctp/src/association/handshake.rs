@@ -8,7 +8,10 @@ use std::net::SocketAddr;
 use fastshake_core::CookieMac;
 use rand_core::RngCore;
 
-use super::init::{address_param, parse_alt_sack, regular_init_ack, InitFields, InitParams, InitVerdict};
+use super::init::{
+    address_param, parse_alt_sack, regular_init_ack, supported_extensions, InitFields, InitParams,
+    InitVerdict,
+};
 use super::paths::Path;
 use super::timer::Timer;
 use super::{nonzero_u32, Association, Shared};
@@ -120,6 +123,7 @@ impl Association {
         // to a peer address of another family than the primary's is never used anyway.
         let mut params: Vec<Param> =
             a.config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
+        params.extend(supported_extensions(&a.config));
         if alt {
             params.push(Param::AltCookie(Vec::new()));
         }
@@ -253,8 +257,8 @@ impl Association {
             init.initiate_tag,
             init.initial_tsn,
             init.a_rwnd,
-            init.outbound_streams,
-            init.inbound_streams,
+            (init.outbound_streams, init.inbound_streams),
+            params.reconfig(),
         );
         self.paths.add_peer_addresses(&params.addresses);
         self.kind = Some(kind);
@@ -303,6 +307,7 @@ impl Association {
     fn send_alt_init_ack(&mut self, params: &InitParams) {
         let mut ack_params: Vec<Param> =
             self.config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
+        ack_params.extend(supported_extensions(&self.config));
         ack_params.push(Param::AltCookie(Vec::new()));
         if self.handshake.alt_sack_pending {
             if let Some(r) = self.data.recv.as_mut() {
@@ -366,14 +371,24 @@ impl Association {
         self.data.open_receive(cookie.peer_initial_tsn, self.config.receive_window);
         self.congestion.set_peer_window(cookie.peer_rwnd);
         self.paths.add_peer_addresses(&cookie.peer_addresses);
+        self.reconfig.start(cookie.reconfig, self.handshake.initial_tsn, cookie.peer_initial_tsn);
         self.state = AssociationState::Established;
         self.stop_t1();
         self.control.push_back(Chunk::CookieAck);
     }
 
-    /// What the peer's INIT or INIT-ACK tells: its tag, first TSN, window and streams.
-    fn adopt_peer(&mut self, tag: u32, initial_tsn: u32, a_rwnd: u32, peer_out: u16, peer_in: u16) {
+    /// What the peer's INIT or INIT-ACK tells: its tag, first TSN, window, streams and whether
+    /// it announced RE-CONFIG.
+    fn adopt_peer(
+        &mut self,
+        tag: u32,
+        initial_tsn: u32,
+        a_rwnd: u32,
+        (peer_out, peer_in): (u16, u16),
+        reconfig: bool,
+    ) {
         self.peer_tag = tag;
+        self.reconfig.start(self.config.stream_reset && reconfig, self.handshake.initial_tsn, initial_tsn);
         self.data.streams_out = self.config.streams_out.min(peer_in).max(1);
         self.data.streams_in = self.config.streams_in.min(peer_out).max(1);
         self.data.send.set_streams(self.data.streams_out);
@@ -408,8 +423,8 @@ impl Association {
             ack.initiate_tag,
             ack.initial_tsn,
             ack.a_rwnd,
-            ack.outbound_streams,
-            ack.inbound_streams,
+            (ack.outbound_streams, ack.inbound_streams),
+            params.reconfig(),
         );
         self.paths.add_peer_addresses(&params.addresses);
         if let Some(cookie) = params.state_cookie {

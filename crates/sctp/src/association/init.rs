@@ -11,9 +11,9 @@ use fastshake_core::CookieMac;
 use super::paths::MAX_PATHS;
 use crate::cookie::StateCookie;
 use crate::packet::{
-    Chunk, InitChunk, InitView, Packet, Param, SackChunk, UnknownParamAction, PARAM_ALT_COOKIE,
-    PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
-    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
+    Chunk, InitChunk, InitView, Packet, Param, SackChunk, UnknownParamAction, CHUNK_RECONFIG,
+    PARAM_ALT_COOKIE, PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6,
+    PARAM_STATE_COOKIE, PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_SUPPORTED_EXTENSIONS, PARAM_UNRECOGNIZED,
 };
 use crate::{Config, HandshakeKind, Instant};
 
@@ -34,6 +34,8 @@ pub(crate) struct InitParams {
     pub(crate) alt_sack: Option<Vec<u8>>,
     pub(crate) state_cookie: Option<Vec<u8>>,
     pub(crate) addresses: Vec<IpAddr>,
+    /// The chunk types of the sender's Supported Extensions (RFC 5061 §4.2.7).
+    pub(crate) extensions: Option<Vec<u8>>,
     /// Parameters to report back as unrecognised (whole TLVs).
     pub(crate) unrecognized: Vec<Vec<u8>>,
 }
@@ -78,6 +80,9 @@ impl InitParams {
                 PARAM_ALT_SACK if alt => {
                     out.alt_sack.get_or_insert_with(|| value.into_owned());
                 }
+                PARAM_SUPPORTED_EXTENSIONS => {
+                    out.extensions.get_or_insert_with(|| value.into_owned());
+                }
                 PARAM_COOKIE_PRESERVATIVE | PARAM_SUPPORTED_ADDRESS_TYPES | PARAM_UNRECOGNIZED => {}
                 other => {
                     let action = UnknownParamAction::of(other);
@@ -98,6 +103,18 @@ impl InitParams {
         out.addresses.truncate(MAX_PATHS);
         out
     }
+
+    /// Whether the sender announced RE-CONFIG (stream reset) support (RFC 6525 §5.1.1).
+    pub(crate) fn reconfig(&self) -> bool {
+        self.extensions.as_ref().is_some_and(|types| types.contains(&CHUNK_RECONFIG))
+    }
+}
+
+/// The Supported Extensions parameter we announce in INIT and INIT-ACK, if any: RE-CONFIG when
+/// stream reset is on (RFC 6525 §5.1.1). Nothing else: we speak no other extension (no
+/// FORWARD-TSN, I-DATA, ASCONF or AUTH), and with stream reset off the INIT stays as it was.
+pub(super) fn supported_extensions(config: &Config) -> Option<Param> {
+    config.stream_reset.then(|| Param::SupportedExtensions(vec![CHUNK_RECONFIG]))
 }
 
 /// The fixed fields of a peer's INIT that an INIT-ACK and a state cookie need.
@@ -179,9 +196,11 @@ pub(crate) fn regular_init_ack(
         lifetime: config.cookie_lifetime,
         peer_addresses,
         tie_tags,
+        reconfig: config.stream_reset && params.reconfig(),
     };
     let mut ack_params: Vec<Param> =
         config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
+    ack_params.extend(supported_extensions(config));
     ack_params.push(Param::StateCookie(cookie.seal(mac)));
     for u in &params.unrecognized {
         ack_params.push(Param::UnrecognizedParameter(u.clone()));
@@ -225,5 +244,24 @@ mod tests {
         let p = InitParams::scan(&params, false);
         assert_eq!(p.alt_cookie, None, "ALT-* are unknown, skipped silently, when the mode is regular");
         assert_eq!(p.unrecognized.len(), 2);
+    }
+
+    #[test]
+    fn a_browser_init_announces_reconfig_and_reports_forward_tsn_only() {
+        // dcSCTP: Supported Extensions (RE-CONFIG, FORWARD-TSN), Forward-TSN-Supported, Zero
+        // Checksum Acceptable with EDMID 1.
+        let params = vec![
+            Param::SupportedExtensions(vec![0x82, 0xC0]),
+            Param::Unknown { param_type: 0xC000, value: vec![] },
+            Param::Unknown { param_type: 0x8001, value: vec![0, 0, 0, 1] },
+        ];
+        let p = InitParams::scan(&params, true);
+        assert!(p.reconfig());
+        assert_eq!(p.unrecognized, vec![vec![0xC0, 0x00, 0, 4]], "0xC000 reported, 0x8001 skipped");
+        let without = InitParams::scan(&[Param::SupportedExtensions(vec![0xC0, 0x40])], true);
+        assert!(!without.reconfig());
+        assert_eq!(supported_extensions(&Config::default()), None);
+        let on = Config { stream_reset: true, ..Config::default() };
+        assert_eq!(supported_extensions(&on), Some(Param::SupportedExtensions(vec![0x82])));
     }
 }

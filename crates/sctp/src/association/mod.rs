@@ -10,6 +10,7 @@
 //! - [`congestion`]: cwnd, ssthresh, Fast Recovery, what may be in flight (§7.2);
 //! - [`paths`]: the peer's addresses, HEARTBEATs, error counters and the RTO (§8, §6.3);
 //! - [`shutdown`]: SHUTDOWN, SHUTDOWN-ACK, SHUTDOWN-COMPLETE, T2 and the T5 guard (§9.2);
+//! - [`reconfig`]: stream reset (RFC 6525), the RE-CONFIG chunk both ways;
 //! - [`timer`]: every timer as a kind of one [`fastshake_core::TimerTable`].
 
 mod congestion;
@@ -17,6 +18,7 @@ mod data;
 mod handshake;
 mod init;
 mod paths;
+mod reconfig;
 mod shutdown;
 mod timer;
 
@@ -35,6 +37,7 @@ use congestion::Congestion;
 use data::DataState;
 use handshake::Handshake;
 use paths::{Path, Paths, Probe};
+use reconfig::Reconfig;
 use timer::{Timer, Timers};
 
 use crate::packet::{Chunk, ErrorCause, Packet, UnknownChunkAction};
@@ -68,6 +71,7 @@ pub(crate) struct Association {
     data: DataState,
     congestion: Congestion,
     paths: Paths,
+    reconfig: Reconfig,
     /// T2 expiries, against Association.Max.Retrans.
     t2_retransmits: u32,
     /// Control chunks waiting for the next packet.
@@ -104,6 +108,7 @@ impl Association {
             data: DataState::new(my_initial_tsn, &config, budget),
             congestion: Congestion::new(config.mtu.max(256)),
             handshake: Handshake::new(my_initial_tsn),
+            reconfig: Reconfig::default(),
             local_port: config.local_port,
             config,
             state: AssociationState::Closed,
@@ -204,15 +209,11 @@ impl Association {
                 // (a retransmission after a lost COOKIE-ACK is answered there); INIT is handled
                 // by the endpoint too.
                 Chunk::CookieEcho(_) | Chunk::Init(_) => {}
-                Chunk::Unknown { chunk_type, flags, value } => {
-                    let action = UnknownChunkAction::of(chunk_type);
-                    if matches!(action, UnknownChunkAction::StopAndReport | UnknownChunkAction::SkipAndReport)
-                    {
-                        let raw = Chunk::Unknown { chunk_type, flags, value }.to_bytes();
-                        self.control
-                            .push_back(Chunk::Error { causes: vec![ErrorCause::UnrecognizedChunk(raw)] });
-                    }
-                    if matches!(action, UnknownChunkAction::Stop | UnknownChunkAction::StopAndReport) {
+                Chunk::Reconfig(r) if self.config.stream_reset => self.on_reconfig(now, r),
+                // Without stream reset we did not announce RE-CONFIG: it is unknown to us like
+                // any chunk we do not implement (a malformed one is, either way).
+                chunk @ (Chunk::Reconfig(_) | Chunk::Unknown { .. }) => {
+                    if self.on_unrecognized_chunk(&chunk) {
                         break;
                     }
                 }
@@ -222,6 +223,17 @@ impl Association {
             self.on_data_packet(now, immediate);
         }
         self.flush(now);
+    }
+
+    /// A chunk we do not implement, handled as its type's two high bits say (RFC 9260 §3.2);
+    /// returns whether the rest of the packet is to be discarded.
+    fn on_unrecognized_chunk(&mut self, chunk: &Chunk) -> bool {
+        let action = UnknownChunkAction::of(chunk.chunk_type());
+        if matches!(action, UnknownChunkAction::StopAndReport | UnknownChunkAction::SkipAndReport) {
+            let raw = chunk.to_bytes();
+            self.control.push_back(Chunk::Error { causes: vec![ErrorCause::UnrecognizedChunk(raw)] });
+        }
+        matches!(action, UnknownChunkAction::Stop | UnknownChunkAction::StopAndReport)
     }
 
     // ---------------------------------------------------------------- timers
@@ -255,6 +267,7 @@ impl Association {
                     self.send_heartbeats(now, Probe::All);
                     true
                 }
+                Timer::Reconfig => self.on_reconfig_expiry(now),
             };
             if !alive {
                 return;

@@ -4,7 +4,7 @@
 use fastshake_core::{TimerKind, TimerTable};
 
 /// The timers of RFC 9260 (§5.1 T1, §6.3 T3-rtx, §9.2 T2 and T5, §6.2 delayed SACK, §8.3
-/// heartbeat).
+/// heartbeat) and RFC 6525's Re-configuration Timer (§5.1.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Timer {
     /// T5-shutdown-guard: a shutdown we started ends by then, with an ABORT if it must.
@@ -21,6 +21,8 @@ pub(super) enum Timer {
     DelayedSack,
     /// HEARTBEAT to the peer's addresses.
     Heartbeat,
+    /// The Re-configuration Timer: our stream reset request goes again.
+    Reconfig,
 }
 
 impl TimerKind for Timer {
@@ -34,6 +36,7 @@ impl TimerKind for Timer {
         Timer::T2Shutdown,
         Timer::DelayedSack,
         Timer::Heartbeat,
+        Timer::Reconfig,
     ];
 
     fn index(self) -> usize {
@@ -42,7 +45,7 @@ impl TimerKind for Timer {
 }
 
 /// The deadlines of one association.
-pub(super) type Timers = TimerTable<Timer, 7>;
+pub(super) type Timers = TimerTable<Timer, 8>;
 
 #[cfg(test)]
 mod tests {
@@ -53,6 +56,6 @@ mod tests {
         for (i, t) in Timer::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }
-        assert_eq!(Timer::ALL.len(), 7, "the table's size");
+        assert_eq!(Timer::ALL.len(), 8, "the table's size");
     }
 }

@@ -1,6 +1,7 @@
 //! Chunks (RFC 9260 §3.3).
 
 use super::param::{encode_causes, encode_params, parse_causes, parse_params, ErrorCause, Param};
+use super::reconfig::{ReconfigChunk, CHUNK_RECONFIG};
 use super::{pad, padded, FieldExt, ParseError};
 use fastshake_core::codec::{put_u16, put_u32, Reader};
 
@@ -222,6 +223,9 @@ pub enum Chunk {
         /// T bit, as for ABORT.
         t_bit: bool,
     },
+    /// RE-CONFIG (RFC 6525). One whose parameters do not parse is kept as [`Chunk::Unknown`]:
+    /// its type's high bits (`10`) then say to skip it, and the rest of its packet still counts.
+    Reconfig(ReconfigChunk),
     /// A chunk type this codec does not implement.
     Unknown {
         /// Chunk type.
@@ -250,6 +254,7 @@ impl Chunk {
             Chunk::CookieEcho(_) => CHUNK_COOKIE_ECHO,
             Chunk::CookieAck => CHUNK_COOKIE_ACK,
             Chunk::ShutdownComplete { .. } => CHUNK_SHUTDOWN_COMPLETE,
+            Chunk::Reconfig(_) => CHUNK_RECONFIG,
             Chunk::Unknown { chunk_type, .. } => *chunk_type,
         }
     }
@@ -347,6 +352,10 @@ impl Chunk {
             CHUNK_COOKIE_ECHO => Chunk::CookieEcho(r.rest().to_vec()),
             CHUNK_COOKIE_ACK => Chunk::CookieAck,
             CHUNK_SHUTDOWN_COMPLETE => Chunk::ShutdownComplete { t_bit: flags & FLAG_T != 0 },
+            CHUNK_RECONFIG => match ReconfigChunk::parse_value(value) {
+                Ok(reconfig) => Chunk::Reconfig(reconfig),
+                Err(_) => Chunk::Unknown { chunk_type, flags, value: value.to_vec() },
+            },
             _ => Chunk::Unknown { chunk_type, flags, value: value.to_vec() },
         };
         Ok(chunk)
@@ -392,6 +401,7 @@ impl Chunk {
             Chunk::Abort { causes, .. } | Chunk::Error { causes } => encode_causes(causes, out),
             Chunk::Shutdown { cumulative_tsn_ack } => put_u32(out, *cumulative_tsn_ack),
             Chunk::CookieEcho(cookie) => out.extend_from_slice(cookie),
+            Chunk::Reconfig(r) => r.encode_value(out),
             Chunk::Unknown { value, .. } => out.extend_from_slice(value),
             Chunk::ShutdownAck | Chunk::CookieAck | Chunk::ShutdownComplete { .. } => {}
         }

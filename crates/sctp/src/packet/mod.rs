@@ -1,4 +1,5 @@
-//! The SCTP wire codec: common header with CRC32c, chunks, parameters and error causes.
+//! The SCTP wire codec: common header with CRC32c, chunks, parameters and error causes, and the
+//! RE-CONFIG chunk's parameters (RFC 6525).
 //!
 //! Every parser is bounds-checked and returns a typed [`ParseError`]; nothing here panics on
 //! untrusted input. Chunk and parameter types the codec does not know are kept as `Unknown`
@@ -6,6 +7,7 @@
 
 mod chunk;
 mod param;
+mod reconfig;
 mod view;
 
 pub use chunk::{
@@ -19,9 +21,14 @@ pub use param::{
     CAUSE_INVALID_STREAM, CAUSE_NO_USER_DATA, CAUSE_PROTOCOL_VIOLATION, CAUSE_STALE_COOKIE,
     CAUSE_UNRECOGNIZED_CHUNK, CAUSE_UNRECOGNIZED_PARAMS, CAUSE_USER_ABORT, PARAM_ALT_COOKIE, PARAM_ALT_DATA,
     PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
-    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
+    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_SUPPORTED_EXTENSIONS, PARAM_UNRECOGNIZED,
 };
 
+pub use reconfig::{
+    ReconfigChunk, ReconfigParam, ReconfigResult, CHUNK_RECONFIG, OUTGOING_SSN_RESET_HEADER_LEN,
+    PARAM_ADD_INCOMING_STREAMS, PARAM_ADD_OUTGOING_STREAMS, PARAM_INCOMING_SSN_RESET,
+    PARAM_OUTGOING_SSN_RESET, PARAM_RECONFIG_RESPONSE, PARAM_SSN_TSN_RESET,
+};
 pub use view::{InitView, RawParams};
 
 use fastshake_core::codec::{put_u16, put_u32, DecodeError, Reader};

@@ -1,4 +1,4 @@
-//! INIT/INIT-ACK parameters (RFC 9260 §3.3.2) and error causes (§3.3.10).
+//! INIT/INIT-ACK parameters (RFC 9260 §3.3.2, RFC 5061 §4.2.7) and error causes (§3.3.10).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -18,6 +18,9 @@ pub const PARAM_UNRECOGNIZED: u16 = 8;
 pub const PARAM_COOKIE_PRESERVATIVE: u16 = 9;
 /// Supported address types.
 pub const PARAM_SUPPORTED_ADDRESS_TYPES: u16 = 12;
+/// Supported Extensions (RFC 5061 §4.2.7): the chunk types of the extensions the sender
+/// speaks. High bits `10`: skipped silently by a peer that does not know it.
+pub const PARAM_SUPPORTED_EXTENSIONS: u16 = 0x8008;
 /// ALT-COOKIE (seed 004). High bits `10`: skip silently if unknown.
 pub const PARAM_ALT_COOKIE: u16 = 0xB007;
 /// ALT-DATA: DATA chunks inside an INIT. High bits `10`.
@@ -92,6 +95,8 @@ pub enum Param {
     CookiePreservative(u32),
     /// Supported address types.
     SupportedAddressTypes(Vec<u16>),
+    /// Supported Extensions: one chunk type per byte.
+    SupportedExtensions(Vec<u8>),
     /// ALT-COOKIE, possibly empty.
     AltCookie(Vec<u8>),
     /// ALT-DATA: encoded DATA chunks.
@@ -117,6 +122,7 @@ impl Param {
             Param::UnrecognizedParameter(_) => PARAM_UNRECOGNIZED,
             Param::CookiePreservative(_) => PARAM_COOKIE_PRESERVATIVE,
             Param::SupportedAddressTypes(_) => PARAM_SUPPORTED_ADDRESS_TYPES,
+            Param::SupportedExtensions(_) => PARAM_SUPPORTED_EXTENSIONS,
             Param::AltCookie(_) => PARAM_ALT_COOKIE,
             Param::AltData(_) => PARAM_ALT_DATA,
             Param::AltSack(_) => PARAM_ALT_SACK,
@@ -150,6 +156,7 @@ impl Param {
                 }
                 Param::SupportedAddressTypes(types)
             }
+            PARAM_SUPPORTED_EXTENSIONS => Param::SupportedExtensions(value.to_vec()),
             PARAM_ALT_COOKIE => Param::AltCookie(value.to_vec()),
             PARAM_ALT_DATA => Param::AltData(value.to_vec()),
             PARAM_ALT_SACK => Param::AltSack(value.to_vec()),
@@ -163,6 +170,7 @@ impl Param {
         match self {
             Param::StateCookie(v)
             | Param::UnrecognizedParameter(v)
+            | Param::SupportedExtensions(v)
             | Param::AltCookie(v)
             | Param::AltData(v)
             | Param::AltSack(v)
@@ -187,6 +195,7 @@ impl Param {
             }
             Param::StateCookie(v)
             | Param::UnrecognizedParameter(v)
+            | Param::SupportedExtensions(v)
             | Param::AltCookie(v)
             | Param::AltData(v)
             | Param::AltSack(v)

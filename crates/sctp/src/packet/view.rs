@@ -8,7 +8,7 @@ use super::{
 };
 use crate::packet::{
     PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
-    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_UNRECOGNIZED,
+    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_SUPPORTED_EXTENSIONS, PARAM_UNRECOGNIZED,
 };
 use fastshake_core::codec::Reader;
 
@@ -86,6 +86,7 @@ impl<'a> InitView<'a> {
                 | PARAM_UNRECOGNIZED
                 | PARAM_COOKIE_PRESERVATIVE
                 | PARAM_SUPPORTED_ADDRESS_TYPES
+                | PARAM_SUPPORTED_EXTENSIONS
                 | PARAM_ALT_DATA
                 | PARAM_ALT_SACK => {}
                 other if !UnknownParamAction::of(other).continues() => return None,

@@ -1,0 +1,249 @@
+//! The layer both sides of a session share above DTLS: one SCTP association carried in DTLS
+//! records (RFC 8261), its streams named as data channels by DCEP (RFC 8832), and channels
+//! closed by resetting their streams both ways (RFC 8831 §6.7, RFC 6525).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use fastshake_core::Instant;
+use fastshake_dtls as dtls;
+use fastshake_sctp as sctp;
+
+use crate::dcep::{ChannelEvent, ChannelType, Channels, DtlsRole, Outgoing};
+use crate::peer::{PeerError, PeerEvent, MAX_MESSAGE_SIZE, SCTP_PORT};
+
+/// SCTP packets go inside DTLS records, which add at most 37 bytes in DTLS 1.2 with AES-GCM
+/// (13 header, 8 explicit nonce, 16 tag) and fewer in 1.3: a packet this large stays within
+/// the DTLS MTU.
+const SCTP_MTU: usize = dtls::DEFAULT_MTU - 64;
+
+/// How far a channel's close has come: both directions of its stream must be reset before
+/// the id may be used again (RFC 8831 §6.7).
+#[derive(Clone, Copy, Debug, Default)]
+struct Closing {
+    /// The peer reset its outgoing stream (our incoming one).
+    incoming: bool,
+    /// Our reset of the outgoing stream was answered.
+    outgoing: bool,
+    /// We asked for the outgoing reset.
+    requested: bool,
+}
+
+/// One association and its channels.
+pub(crate) struct ChannelLayer {
+    sctp: sctp::Endpoint,
+    association: Option<sctp::AssociationHandle>,
+    /// Where the association points at the SCTP endpoint: the DTLS peer when it began.
+    remote: Option<SocketAddr>,
+    channels: Channels,
+    closing: HashMap<u16, Closing>,
+    pending_opens: Vec<(String, ChannelType)>,
+    /// Why the association ended, until the session takes it.
+    ended: Option<String>,
+}
+
+impl ChannelLayer {
+    /// The layer of a DTLS `role`; the DTLS server's SCTP side waits for the INIT.
+    pub(crate) fn new(role: DtlsRole, seed: [u8; 32]) -> ChannelLayer {
+        let config = sctp::Config {
+            local_port: SCTP_PORT,
+            // Browsers and pion speak the RFC 9260 handshake only.
+            mode: sctp::HandshakeMode::Regular,
+            listen: role == DtlsRole::Server,
+            mtu: SCTP_MTU,
+            streams_out: 1024,
+            streams_in: 1024,
+            receive_window: (4 * MAX_MESSAGE_SIZE) as u32,
+            max_associations: 1,
+            max_associations_per_ip: 1,
+            stream_reset: true,
+            // DTLS authenticates every packet: no out-of-the-blue flood can arrive.
+            ootb_answers: None,
+            ..sctp::Config::default()
+        };
+        ChannelLayer {
+            sctp: sctp::Endpoint::new(Arc::new(config), seed),
+            association: None,
+            remote: None,
+            channels: Channels::new(role),
+            closing: HashMap::new(),
+            pending_opens: Vec::new(),
+            ended: None,
+        }
+    }
+
+    /// Why the association ended, once: the session ends with it.
+    pub(crate) fn take_ended(&mut self) -> Option<String> {
+        self.ended.take()
+    }
+
+    /// The DTLS session with `remote` is up: the DTLS client starts the association.
+    pub(crate) fn dtls_connected(&mut self, now: Instant, remote: SocketAddr) {
+        self.remote = Some(remote);
+        if self.channels.role() == DtlsRole::Client {
+            self.association = Some(self.sctp.connect(now, None, remote, SCTP_PORT, Default::default()));
+        }
+    }
+
+    /// An SCTP packet from the DTLS session.
+    pub(crate) fn handle_packet(&mut self, now: Instant, local: SocketAddr, packet: &mut [u8]) {
+        if let Some(remote) = self.remote {
+            self.sctp.handle_datagram(now, local, remote, packet);
+        }
+    }
+
+    /// The next SCTP packet to seal into a DTLS record.
+    pub(crate) fn poll_packet(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.sctp.poll_transmit(now).map(|t| t.payload)
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.sctp.poll_timeout()
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        self.sctp.handle_timeout(now);
+    }
+
+    /// The channels.
+    pub(crate) fn channels(&self) -> &Channels {
+        &self.channels
+    }
+
+    /// Opens a channel of ours; queued until the association is open. The stream id comes
+    /// with [`PeerEvent::ChannelAcked`].
+    pub(crate) fn open(&mut self, label: &str, channel_type: ChannelType) {
+        self.pending_opens.push((label.to_owned(), channel_type));
+    }
+
+    /// Sends on channel `stream`.
+    pub(crate) fn send(&mut self, stream: u16, data: &[u8], binary: bool) -> Result<(), PeerError> {
+        let outgoing = self.channels.send(stream, data, binary)?;
+        self.send_outgoing(outgoing)
+    }
+
+    /// Closes channel `stream`: our outgoing stream is reset once what was queued on it left;
+    /// the peer answers by resetting its own (RFC 8831 §6.7), and then the channel is closed.
+    pub(crate) fn close(&mut self, stream: u16) -> Result<(), PeerError> {
+        self.channels.close(stream)?;
+        self.request_reset(stream)
+    }
+
+    fn request_reset(&mut self, stream: u16) -> Result<(), PeerError> {
+        let association = self.association.ok_or(PeerError::NotConnected)?;
+        let state = self.closing.entry(stream).or_default();
+        if !state.requested {
+            state.requested = true;
+            self.sctp.reset_streams(association, &[stream]).map_err(PeerError::Sctp)?;
+        }
+        Ok(())
+    }
+
+    fn send_outgoing(&mut self, outgoing: Outgoing) -> Result<(), PeerError> {
+        let association = self.association.ok_or(PeerError::NotConnected)?;
+        // Partial reliability (RFC 3758) is not negotiated (our INIT and INIT-ACK do not
+        // announce FORWARD-TSN), so every channel is carried reliably, as RFC 8831 §6.1 allows.
+        let message = sctp::Message {
+            stream: outgoing.stream,
+            unordered: outgoing.unordered,
+            ppid: outgoing.ppid,
+            data: outgoing.data,
+        };
+        self.sctp.send(association, message).map_err(PeerError::Sctp)
+    }
+
+    fn is_open(&self) -> bool {
+        self.association
+            .and_then(|a| self.sctp.association(a))
+            .is_some_and(|info| info.state == sctp::AssociationState::Established)
+    }
+
+    /// Handles what SCTP reported; returns whether anything happened. The association's end is
+    /// kept for [`ChannelLayer::take_ended`].
+    pub(crate) fn drain(&mut self, events: &mut VecDeque<PeerEvent>) -> bool {
+        let mut progress = false;
+        while let Some((handle, event)) = self.sctp.poll_event() {
+            progress = true;
+            match event {
+                sctp::Event::Connected { .. } => {
+                    self.association = Some(handle);
+                    events.push_back(PeerEvent::SctpConnected);
+                }
+                sctp::Event::Message(m) => self.message(m, events),
+                sctp::Event::IncomingStreamsReset { streams } => {
+                    for stream in streams {
+                        // Only streams that carry a channel: an empty list means every stream.
+                        if self.channels.get(stream).is_none() && !self.closing.contains_key(&stream) {
+                            continue;
+                        }
+                        self.closing.entry(stream).or_default().incoming = true;
+                        // The peer closed it: close ours too (RFC 8831 §6.7).
+                        let _ = self.channels.close(stream);
+                        if let Err(e) = self.request_reset(stream) {
+                            events
+                                .push_back(PeerEvent::ChannelError(format!("closing stream {stream}: {e}")));
+                        }
+                        self.maybe_closed(stream, events);
+                    }
+                }
+                sctp::Event::OutgoingStreamsReset { streams, .. } => {
+                    for stream in streams {
+                        if let Some(state) = self.closing.get_mut(&stream) {
+                            state.outgoing = true;
+                        }
+                        self.maybe_closed(stream, events);
+                    }
+                }
+                sctp::Event::Closed => self.ended = Some("SCTP association closed".into()),
+                sctp::Event::Aborted { reason } => {
+                    self.ended = Some(format!("SCTP association aborted: {reason}"))
+                }
+                sctp::Event::Failed(error) => self.ended = Some(format!("SCTP failed: {error}")),
+                sctp::Event::AltCookie { .. } => {}
+            }
+        }
+        if self.is_open() && !self.pending_opens.is_empty() {
+            progress = true;
+            for (label, channel_type) in std::mem::take(&mut self.pending_opens) {
+                let opened = self.channels.open(&label, "", channel_type, 0).map_err(PeerError::from);
+                if let Err(e) = opened.and_then(|(_, open)| self.send_outgoing(open)) {
+                    events.push_back(PeerEvent::ChannelError(format!("opening {label:?}: {e}")));
+                }
+            }
+        }
+        progress
+    }
+
+    fn maybe_closed(&mut self, stream: u16, events: &mut VecDeque<PeerEvent>) {
+        if self.closing.get(&stream).is_some_and(|s| s.incoming && s.outgoing) {
+            self.closing.remove(&stream);
+            if let Some(channel) = self.channels.reset(stream) {
+                events.push_back(PeerEvent::ChannelClosed { stream, label: channel.label });
+            }
+        }
+    }
+
+    fn message(&mut self, m: sctp::Message, events: &mut VecDeque<PeerEvent>) {
+        match self.channels.handle(m.stream, m.ppid, &m.data) {
+            Ok(Some(ChannelEvent::Opened { stream, label, protocol, channel_type, ack, .. })) => {
+                if let Err(e) = self.send_outgoing(ack) {
+                    events.push_back(PeerEvent::ChannelError(format!("ACK on stream {stream}: {e}")));
+                }
+                events.push_back(PeerEvent::ChannelOpened { stream, label, protocol, channel_type });
+            }
+            Ok(Some(ChannelEvent::Acked { stream })) => events.push_back(PeerEvent::ChannelAcked { stream }),
+            Ok(Some(ChannelEvent::Message { stream, data, binary })) => {
+                events.push_back(PeerEvent::Message { stream, data, binary })
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // RFC 8832 §6: a broken or misplaced OPEN is answered by closing the channel.
+                if let Some(stream) = e.stream_to_reset() {
+                    let _ = self.request_reset(stream);
+                }
+                events.push_back(PeerEvent::ChannelError(e.to_string()));
+            }
+        }
+    }
+}
