@@ -14,6 +14,7 @@ mod load;
 mod openssl_anchor;
 mod sctp;
 mod sim;
+mod webrtc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -74,6 +75,9 @@ enum Bench {
     Sctp(sctp::Args),
     /// Simulator events per second.
     Sim(sim::Args),
+    /// Time to a data channel's first byte: headless Chromium and `webrtc connect` against
+    /// `fastshake webrtc serve` and a pion/webrtc v4 server, in one run (root: a network namespace).
+    Webrtc(webrtc::Args),
 }
 
 /// The `fastshake` binary the loopback measurements run as their server and client: `$FASTSHAKE`,
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
         Bench::Load(a) => load::run(*a),
         Bench::Sctp(a) => sctp::run(a),
         Bench::Sim(a) => sim::run(a),
+        Bench::Webrtc(a) => webrtc::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,9 @@
 //!
 //! - [`GoPeer::PionDtls`]: `pion-peer` (interop/pion), DTLS 1.2 on pion/dtls;
 //! - [`GoPeer::PionDtls13`]: `pion13-peer` (interop/pion13), DTLS 1.3 on pion/dtls v4;
-//! - [`GoPeer::PionSctp`]: `pion-sctp-peer` (interop/pion-sctp), pion/sctp over UDP encapsulation.
+//! - [`GoPeer::PionSctp`]: `pion-sctp-peer` (interop/pion-sctp), pion/sctp over UDP encapsulation;
+//! - [`GoPeer::PionWebrtc`]: `pion-webrtc-peer` (interop/pion-webrtc), data channels on
+//!   pion/webrtc v4, as an HTTP-signalled echo server or as a client.
 //!
 //! [`build`] says why a peer cannot be had: no Go, or its modules cannot be downloaded (no
 //! proxy), which a caller may skip over; a compile failure is a bug in the peer's source.
@@ -29,6 +31,8 @@ pub enum GoPeer {
     PionDtls13,
     /// `pion-sctp-peer`: pion/sctp over UDP encapsulation (RFC 6951).
     PionSctp,
+    /// `pion-webrtc-peer`: WebRTC data channels on pion/webrtc v4 (ICE, DTLS 1.2, SCTP, DCEP).
+    PionWebrtc,
 }
 
 impl GoPeer {
@@ -38,6 +42,7 @@ impl GoPeer {
             GoPeer::PionDtls => "pion",
             GoPeer::PionDtls13 => "pion13",
             GoPeer::PionSctp => "pion-sctp",
+            GoPeer::PionWebrtc => "pion-webrtc",
         }
     }
 
@@ -47,6 +52,7 @@ impl GoPeer {
             GoPeer::PionDtls => "pion-peer",
             GoPeer::PionDtls13 => "pion13-peer",
             GoPeer::PionSctp => "pion-sctp-peer",
+            GoPeer::PionWebrtc => "pion-webrtc-peer",
         }
     }
 }

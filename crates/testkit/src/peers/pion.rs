@@ -1,9 +1,10 @@
 //! The pion peers of `interop/`: `pion-peer` (DTLS on pion/dtls, the Connection ID
-//! implementation of RFC 9146 we interoperate with), `pion13-peer` (DTLS 1.3 on pion/dtls v4) and
-//! `pion-sctp-peer` (pion/sctp over UDP encapsulation), each built once per test binary with the
-//! Go toolchain (`fastshake_interop`). Without Go, or when its modules cannot be downloaded, the
-//! tests say why and pass without running, unless `FASTSHAKE_REQUIRE_PION=1`
-//! (`FASTSHAKE_REQUIRE_PION13=1`, `FASTSHAKE_REQUIRE_PION_SCTP=1`), which `.ci/run` sets where
+//! implementation of RFC 9146 we interoperate with), `pion13-peer` (DTLS 1.3 on pion/dtls v4),
+//! `pion-sctp-peer` (pion/sctp over UDP encapsulation) and `pion-webrtc-peer` (data channels on
+//! pion/webrtc v4), each built once per test binary with the Go toolchain (`fastshake_interop`).
+//! Without Go, or when its modules cannot be downloaded, the tests say why and pass without
+//! running, unless `FASTSHAKE_REQUIRE_PION=1` (`FASTSHAKE_REQUIRE_PION13=1`,
+//! `FASTSHAKE_REQUIRE_PION_SCTP=1`, `FASTSHAKE_REQUIRE_PION_WEBRTC=1`), which `.ci/run` sets where
 //! both are there, turns that into a failure.
 
 use super::dtls::{Pki, PSK_HEX, PSK_IDENTITY};
@@ -32,6 +33,13 @@ pub fn sctp_peer() -> Option<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| go_build(GoPeer::PionSctp));
     available(built, "FASTSHAKE_REQUIRE_PION_SCTP", "pion-sctp-peer")
+}
+
+/// The built `pion-webrtc-peer` (interop/pion-webrtc), or None (after saying why).
+pub fn webrtc_peer() -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| go_build(GoPeer::PionWebrtc));
+    available(built, "FASTSHAKE_REQUIRE_PION_WEBRTC", "pion-webrtc-peer")
 }
 
 pub(super) fn available(built: &Result<PathBuf, String>, required_by: &str, name: &str) -> Option<PathBuf> {

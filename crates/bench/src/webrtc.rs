@@ -1,0 +1,147 @@
+//! `bench webrtc`: how long a data channel takes to carry its first byte, browser and servers
+//! in one run. Headless Chromium opens sessions one after the other, alternating between
+//! `fastshake webrtc serve` and a pion/webrtc v4 server (the anchor), each timed from the answer
+//! applied (when the browser starts its connectivity checks) to the first byte echoed; then
+//! `fastshake webrtc connect` does the same against both servers. Medians, and the ratio to
+//! pion's.
+//!
+//! Everything runs in a network namespace of its own whose only interface is loopback
+//! (`unshare -n`, so root), where the browser reaches nothing else.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use fastshake_interop::GoPeer;
+use serde_json::Value;
+
+use crate::handshake::median;
+
+/// `bench webrtc` options.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Sessions per server and client (at least 20 for the report's medians).
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+}
+
+fn chromium() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM") {
+        return Ok(PathBuf::from(p));
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+                .find(|p| p.exists())
+        })
+        .context("no chromium on the PATH (apt-get install chromium, or set CHROMIUM)")
+}
+
+/// Runs `bench webrtc`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let runs = args.runs.max(1);
+    let fastshake = crate::fastshake_program()?;
+    let browser = chromium()?;
+    let pion = fastshake_interop::build(GoPeer::PionWebrtc, &fastshake_interop::build_dir())
+        .map_err(|e| anyhow::anyhow!("pion-webrtc-peer: {e}"))?;
+    let version = Command::new(&browser)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    println!("bench webrtc: {runs} sessions per server; browser {}", version.unwrap_or_default());
+    let profile = std::env::temp_dir().join(format!("fastshake-bench-webrtc-{}", std::process::id()));
+    std::fs::create_dir_all(&profile)?;
+    let script = format!(
+        r#"set -e
+ip link set lo up
+"$FASTSHAKE" webrtc serve --http 127.0.0.1:8080 --until-reports 1 >"$PROFILE/fastshake.log" 2>&1 &
+ours=$!
+"$PION" serve --http 127.0.0.1:8081 >"$PROFILE/pion.log" 2>&1 &
+pion=$!
+for port in 8080 8081; do
+  for i in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
+done
+"$BROWSER" --headless --no-sandbox --disable-gpu --no-first-run --use-fake-ui-for-media-stream \
+    --allow-loopback-in-peer-connection \
+    --user-data-dir="$PROFILE/chromium" \
+    "http://127.0.0.1:8080/?report&bench={runs}&servers=/offer,http://127.0.0.1:8081/offer" >"$PROFILE/chromium.log" 2>&1 &
+browser=$!
+wait $ours || true
+kill $browser 2>/dev/null || true
+for target in http://127.0.0.1:8080/offer http://127.0.0.1:8081/offer; do
+  "$FASTSHAKE" webrtc serve --http 127.0.0.1:8082 >/dev/null 2>&1 &
+  again=$!
+  for i in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/8082) 2>/dev/null && break; sleep 0.05; done
+  [ "$target" = http://127.0.0.1:8080/offer ] && target=http://127.0.0.1:8082/offer
+  for i in $(seq 1 {runs}); do
+    "$FASTSHAKE" webrtc connect "$target" --messages 1 --size 16 | sed "s|^|connect $target: |"
+  done
+  kill $again 2>/dev/null || true
+done
+kill $pion 2>/dev/null || true
+wait 2>/dev/null || true
+cat "$PROFILE/fastshake.log"
+"#
+    );
+    let out = Command::new("timeout")
+        .args(["600", "unshare", "-n", "bash", "-c", &script])
+        .env("FASTSHAKE", &fastshake)
+        .env("PION", &pion)
+        .env("BROWSER", &browser)
+        .env("PROFILE", &profile)
+        .output()
+        .context("unshare -n (run as root)")?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let _ = std::fs::remove_dir_all(&profile);
+    let Some(report) = stdout.lines().find_map(|l| l.strip_prefix("report: ")) else {
+        bail!("the page sent no report:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let report: Value = serde_json::from_str(report).context("the page's report")?;
+    if report["ok"] != true {
+        bail!("the browser's sessions failed: {report}");
+    }
+    let sessions = report["bench"].as_array().context("bench results")?;
+    let times = |signal: &str, key: &str| -> Vec<f64> {
+        sessions.iter().filter(|s| s["signal"] == signal).filter_map(|s| s[key].as_f64()).collect()
+    };
+    println!();
+    println!(
+        "{:<36} {:>6} {:>16} {:>22}",
+        "Chromium 156 to", "runs", "first byte (ms)", "with signalling (ms)"
+    );
+    let ours = median(times("/offer", "setup_ms"));
+    let theirs = median(times("http://127.0.0.1:8081/offer", "setup_ms"));
+    for (name, signal) in
+        [("fastshake webrtc serve", "/offer"), ("pion/webrtc v4 (anchor)", "http://127.0.0.1:8081/offer")]
+    {
+        let setup = times(signal, "setup_ms");
+        let with = times(signal, "with_signalling_ms");
+        println!("{:<36} {:>6} {:>16.1} {:>22.1}", name, setup.len(), median(setup), median(with));
+    }
+    println!("fastshake / pion: {:.2} (first byte, medians; target at most 0.5)", ours / theirs);
+
+    // fastshake webrtc connect: "channel open X ms, first echo Y ms".
+    let connect = |target: &str| -> Vec<f64> {
+        stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("connect {target}: ")))
+            .filter_map(|l| l.split("first echo ").nth(1)?.split(" ms").next()?.parse().ok())
+            .collect()
+    };
+    println!();
+    println!("{:<36} {:>6} {:>16}", "fastshake webrtc connect to", "runs", "first byte (ms)");
+    for (name, target) in [
+        ("fastshake webrtc serve", "http://127.0.0.1:8082/offer"),
+        ("pion/webrtc v4 (anchor)", "http://127.0.0.1:8081/offer"),
+    ] {
+        let t = connect(target);
+        println!("{:<36} {:>6} {:>16.1}", name, t.len(), median(t));
+    }
+    println!();
+    println!(
+        "Times from the answer applied (the first connectivity check) to the first byte echoed, on loopback in a \
+         network namespace; medians."
+    );
+    Ok(())
+}
