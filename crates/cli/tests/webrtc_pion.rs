@@ -117,7 +117,6 @@ fn our_client_with_pion_server(role: &str) {
 
 /// pion answers `a=setup:passive` (it is the DTLS server), which RFC 5763 §5 allows.
 #[test]
-#[ignore = "fastshake's DTLS does not negotiate use_srtp (RFC 5764), which pion/webrtc v4 requires"]
 fn our_client_with_pion_server_as_dtls_server() {
     our_client_with_pion_server("server");
 }
@@ -133,7 +132,6 @@ fn our_client_with_pion_server_as_dtls_client() {
 /// pion's offerer against our ICE-lite server: DTLS 1.2, every message echoed once, and our
 /// server saw the session's handshake and the channel "pion" opened.
 #[test]
-#[ignore = "fastshake's DTLS does not negotiate use_srtp (RFC 5764), which pion/webrtc v4 requires"]
 fn pion_client_with_our_server() {
     let Some(binary) = pion::webrtc_peer() else { return };
     let (server, url) = our_server();

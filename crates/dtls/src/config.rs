@@ -180,6 +180,10 @@ pub struct ClientConfig {
     /// the first 1.3 ClientHello then carries the key share of the first group even if it is
     /// the hybrid, whose two fragments a stateless server could not take.
     pub address_proven: bool,
+    /// use_srtp (RFC 5764) offered with these protection profiles, most preferred first;
+    /// empty: not offered. No SRTP runs here, but WebRTC stacks (pion) refuse a handshake
+    /// without a profile even for data channels.
+    pub srtp_profiles: Vec<u16>,
     /// The protocol versions offered. The default, [`Versions::Both`], puts DTLS 1.3 and 1.2 in
     /// one ClientHello and the server's answer decides (RFC 9147 §5.3, RFC 8446 §4.2.1);
     /// [`Versions::Dtls12`] reproduces a DTLS 1.2 client's bytes exactly.
@@ -253,6 +257,7 @@ impl Default for ClientConfig {
             groups: NamedGroup::ALL.to_vec(),
             cookie: None,
             address_proven: false,
+            srtp_profiles: Vec::new(),
             versions: Versions::default(),
             suites13: Suite13::ALL.to_vec(),
         }
@@ -497,6 +502,10 @@ pub struct ServerConfig {
     pub reusable_cookies: bool,
     /// How a client proves it receives at its address before the server keeps state for it.
     pub address_validation: AddressValidation,
+    /// use_srtp (RFC 5764) profiles accepted, most preferred first: a client that offers one
+    /// gets the first of these it lists; empty: use_srtp is ignored. Nothing more than the
+    /// agreement is done (no SRTP keys are exported).
+    pub srtp_profiles: Vec<u16>,
     /// The protocol versions accepted. The default, [`Versions::Both`], answers each client in
     /// the highest version it offers (RFC 9147 §5.3): DTLS 1.3 when offered, else DTLS 1.2.
     pub versions: Versions,
@@ -557,6 +566,7 @@ impl Default for ServerConfig {
             client_cert_cache: ClientCertCacheConfig::default(),
             reusable_cookies: false,
             address_validation: AddressValidation::Cookie,
+            srtp_profiles: Vec::new(),
             versions: Versions::default(),
             suites13: Suite13::ALL.to_vec(),
             groups: NamedGroup::WITH_HYBRID.to_vec(),

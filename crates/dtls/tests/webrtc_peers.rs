@@ -117,3 +117,39 @@ fn a_certificate_other_than_the_signalled_one_is_refused_with_bad_certificate() 
         assert_eq!(failed, Some(AlertDescription::BadCertificate), "{versions:?}");
     }
 }
+
+/// SRTP_AEAD_AES_128_GCM and SRTP_AES128_CM_HMAC_SHA1_80 (RFC 7714, RFC 5764 §4.1.2).
+const AEAD_AES_128_GCM: u16 = 0x0007;
+const AES128_CM_SHA1_80: u16 = 0x0001;
+
+#[test]
+fn use_srtp_is_agreed_on_the_servers_first_profile_the_client_offers_in_either_version() {
+    for versions in [Versions::Dtls12, Versions::Dtls13] {
+        let mut p = peers(versions);
+        p.client.srtp_profiles = vec![AEAD_AES_128_GCM, AES128_CM_SHA1_80];
+        p.server.srtp_profiles = vec![AES128_CM_SHA1_80, AEAD_AES_128_GCM];
+        let mut pair = Pair::new(p.client, p.server);
+        pair.handshake(Duration::from_secs(10)).expect("handshake with use_srtp");
+        if versions == Versions::Dtls12 {
+            // The 1.2 ServerHello travels in clear: use_srtp (14) naming one profile, no MKI.
+            let answer = [0x00, 0x0e, 0x00, 0x05, 0x00, 0x02, 0x00, 0x01, 0x00];
+            let server_hello = pair.log.iter().find(|d| d.dir == Dir::ToClient).expect("a server flight");
+            assert!(server_hello.payload.windows(answer.len()).any(|w| w == answer), "{versions:?}");
+        }
+    }
+}
+
+#[test]
+fn a_server_without_srtp_profiles_leaves_the_offer_unanswered() {
+    for versions in [Versions::Dtls12, Versions::Dtls13] {
+        let mut p = peers(versions);
+        p.client.srtp_profiles = vec![AEAD_AES_128_GCM];
+        let mut pair = Pair::new(p.client, p.server);
+        pair.handshake(Duration::from_secs(10)).expect("handshake");
+        if versions == Versions::Dtls12 {
+            let server_hello = pair.log.iter().find(|d| d.dir == Dir::ToClient).expect("a server flight");
+            let answer = [0x00, 0x0e, 0x00, 0x05, 0x00, 0x02];
+            assert!(!server_hello.payload.windows(answer.len()).any(|w| w == answer), "no use_srtp answered");
+        }
+    }
+}

@@ -365,6 +365,7 @@ impl Client {
             // What browsers offer first (RFC 8827 §6.5 asks for ECDHE with AES-GCM); CCM_8, the
             // IoT profile's, is not among WebRTC's suites.
             suites: vec![dtls::CipherSuite::EcdheEcdsaWithAes128GcmSha256],
+            srtp_profiles: crate::peer::SRTP_PROFILES.to_vec(),
             ..Default::default()
         };
         self.dtls = Some(dtls::Connection::client(Arc::new(config), now, remote, self.seed));

@@ -23,6 +23,11 @@ use crate::ice::{Credentials, CredentialsError, IceEvent, IceLiteAgent};
 /// The SCTP port both sides use unless SDP says otherwise (RFC 8841 §5).
 pub const SCTP_PORT: u16 = 5000;
 
+/// use_srtp profiles agreed though no media flows (RFC 8827 §6.5 requires DTLS-SRTP support;
+/// pion/webrtc refuses a handshake without a profile): SRTP_AEAD_AES_128_GCM (RFC 7714) and
+/// SRTP_AES128_CM_HMAC_SHA1_80 (RFC 5764 §4.1.2), browsers' first two.
+pub const SRTP_PROFILES: [u16; 2] = [0x0007, 0x0001];
+
 /// The largest message we take, announced as `a=max-message-size` (RFC 8841 §6). The SCTP
 /// receive window is four times as large, so one whole message always fits beside others.
 pub const MAX_MESSAGE_SIZE: usize = 256 * 1024;
@@ -173,6 +178,7 @@ impl Peer {
             client_trust_anchors: Some(Arc::new(anchors)),
             wall_clock: Some(config.wall_clock),
             address_validation: dtls::AddressValidation::Transport,
+            srtp_profiles: SRTP_PROFILES.to_vec(),
             max_connections: 4,
             ..Default::default()
         };

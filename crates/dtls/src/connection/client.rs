@@ -248,6 +248,7 @@ impl Connection {
             port_move: config.mobility.follow_server_port,
             cached_info: cached_info.as_deref(),
             client_cert_cache: client_cert_cache.as_deref(),
+            use_srtp: (!config.srtp_profiles.is_empty()).then_some(&config.srtp_profiles[..]),
             ..Default::default()
         };
         let session_id = state.offer.as_ref().map_or(&[][..], |o| o.session_id.as_slice());
@@ -519,6 +520,7 @@ impl Connection {
         {
             return Err(Abort::alert(AlertDescription::UnsupportedExtension));
         }
+        check_srtp_answer(config, &sh.extensions)?;
         // Mobility extensions only as answers to ours (RFC 5246 §7.4.1.4).
         let offered = &config.mobility;
         if (sh.extensions.connection_id.is_some() && offered.connection_id.is_none())
@@ -835,4 +837,21 @@ pub(super) fn cache_update(
         certificate_request: caching.certificate_request.clone(),
         client_ticket,
     })
+}
+
+/// A server's use_srtp answers ours with one of the profiles we offered (RFC 5764 §4.1.1):
+/// in a 1.2 ServerHello or a 1.3 EncryptedExtensions.
+pub(super) fn check_srtp_answer(
+    config: &ClientConfig,
+    ext: &crate::handshake::Extensions<'_>,
+) -> Result<(), Abort> {
+    let Some(data) = ext.use_srtp else { return Ok(()) };
+    if config.srtp_profiles.is_empty() {
+        return Err(Abort::alert(AlertDescription::UnsupportedExtension));
+    }
+    let answer = crate::handshake::srtp_profiles(data).map_err(Abort::decode)?;
+    match answer[..] {
+        [profile] if config.srtp_profiles.contains(&profile) => Ok(()),
+        _ => Err(Abort::alert(AlertDescription::IllegalParameter)),
+    }
 }

@@ -337,6 +337,7 @@ impl Connection {
         let mut client_cert_answer = Vec::new();
         encode_client_cert_answer(&mut client_cert_answer, cached_chain.is_some());
         let path = self.path.as_deref();
+        let srtp = srtp_answer(config, &ch.extensions);
         let ext = OutExtensions {
             extended_master_secret: ems,
             renegotiation_info: secure_renegotiation,
@@ -347,6 +348,7 @@ impl Connection {
             port_move: path.is_some_and(|p| p.port_move),
             cached_info: (!selected.is_empty()).then_some(&cached_info[..]),
             client_cert_cache: client_cert_caching.then_some(&client_cert_answer[..]),
+            use_srtp: srtp.as_ref().map(std::slice::from_ref),
             ..Default::default()
         };
         let mut sh = Vec::with_capacity(64);
@@ -478,6 +480,7 @@ impl Connection {
         hs.psk_identity = session.psk_identity.clone();
         self.server_hello_common(hs, config, ch, message_seq, body, true);
         let path = self.path.as_deref();
+        let srtp = srtp_answer(config, &ch.extensions);
         let ext = OutExtensions {
             extended_master_secret: true,
             renegotiation_info: secure_renegotiation,
@@ -485,6 +488,7 @@ impl Connection {
             connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
+            use_srtp: srtp.as_ref().map(std::slice::from_ref),
             ..Default::default()
         };
         let mut sh = Vec::with_capacity(96);
@@ -784,4 +788,11 @@ pub(super) fn select_cached(
         }
     }
     Ok(selected)
+}
+
+/// The use_srtp profile to answer a client's offer with (RFC 5764 §4.1.1): the first of ours
+/// the client lists, none if we accept none of them or it offered none.
+pub(super) fn srtp_answer(config: &ServerConfig, ext: &crate::handshake::Extensions<'_>) -> Option<u16> {
+    let offered = crate::handshake::srtp_profiles(ext.use_srtp?).ok()?;
+    config.srtp_profiles.iter().copied().find(|p| offered.contains(p))
 }

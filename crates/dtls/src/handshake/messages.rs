@@ -17,6 +17,8 @@ pub const EXT_SUPPORTED_VERSIONS: u16 = 0x002b;
 pub const EXT_COOKIE: u16 = 0x002c;
 pub const EXT_PSK_KEY_EXCHANGE_MODES: u16 = 0x002d;
 pub const EXT_KEY_SHARE: u16 = 0x0033;
+/// use_srtp (RFC 5764 §4.1.1).
+pub const EXT_USE_SRTP: u16 = 0x000e;
 /// ECPointFormat `uncompressed` (RFC 8422 §5.1.2).
 const POINT_FORMAT_UNCOMPRESSED: u8 = 0;
 /// NameType `host_name` (RFC 6066 §3).
@@ -69,6 +71,8 @@ pub struct Extensions<'a> {
     pub early_data: Option<&'a [u8]>,
     /// compress_certificate (RFC 8879 §3): the algorithms, raw pairs of bytes.
     pub compress_certificate: Option<&'a [u8]>,
+    /// use_srtp (RFC 5764 §4.1.1): the protection profiles, read with `srtp_profiles`.
+    pub use_srtp: Option<&'a [u8]>,
     /// The first extension of a type this engine does not read (for "did the server send
     /// something we never offered").
     pub unknown: Option<u16>,
@@ -204,6 +208,10 @@ impl<'a> Extensions<'a> {
                     ext.pre_shared_key_last = block.is_empty();
                 }
                 EXT_EARLY_DATA => ext.early_data = Some(data),
+                EXT_USE_SRTP => {
+                    srtp_profiles(data)?;
+                    ext.use_srtp = Some(data);
+                }
                 super::EXT_COMPRESS_CERTIFICATE => {
                     ext.compress_certificate = Some(super::parse_compress_certificate(data)?);
                 }
@@ -300,6 +308,22 @@ pub struct OutExtensions<'a> {
     pub psk_offer: Option<PskOffer<'a>>,
     /// ServerHello: pre_shared_key selecting this identity, written last.
     pub selected_identity: Option<u16>,
+    /// use_srtp with these protection profiles and no MKI (one in a server's answer).
+    pub use_srtp: Option<&'a [u16]>,
+}
+
+/// The protection profiles of a use_srtp body (RFC 5764 §4.1.1: `SRTPProtectionProfile
+/// SRTPProtectionProfiles<2..2^16-1>; opaque srtp_mki<0..255>`); the MKI is ignored, as no
+/// SRTP runs here.
+pub fn srtp_profiles(data: &[u8]) -> Result<Vec<u16>, DecodeError> {
+    let mut r = Reader::new(data);
+    let list = r.vec16()?;
+    let _mki = r.vec8()?;
+    r.finish()?;
+    if list.is_empty() || list.len() % 2 != 0 {
+        return Err(DecodeError::Invalid("use_srtp profile list"));
+    }
+    Ok(list.chunks_exact(2).map(|p| u16::from_be_bytes([p[0], p[1]])).collect())
 }
 
 /// The PSKs a ClientHello offers (RFC 8446 §4.2.11). Binders cannot be computed before the
@@ -387,6 +411,12 @@ fn extension_block(e: &OutExtensions<'_>) -> Vec<u8> {
     if e.extended_master_secret {
         put_u16(&mut block, EXT_EXTENDED_MASTER_SECRET);
         put_u16(&mut block, 0);
+    }
+    if let Some(profiles) = e.use_srtp {
+        put_u16(&mut block, EXT_USE_SRTP);
+        put_u16(&mut block, (profiles.len() * 2 + 3) as u16);
+        put_u16_list(&mut block, profiles);
+        put_u8(&mut block, 0);
     }
     if let Some(cid) = e.connection_id {
         put_u16(&mut block, crate::mobility::EXT_CONNECTION_ID);

@@ -245,6 +245,7 @@ impl Connection {
                 }
                 Self::early_answer13(hs, ext.early_data.is_some())?;
                 self.accept_encrypted_extensions13(&ext)?;
+                crate::connection::client::check_srtp_answer(&config, &ext)?;
                 k.caching = cached::agree13(&config, k.caching.offered.take(), &ext, k.psk)?;
                 hs.transcript.add(msg_type, body);
                 if k.psk {
@@ -665,6 +666,7 @@ pub(in crate::connection) fn client_hello13(
         psk_offer: (!identities.is_empty())
             .then_some(PskOffer { identities: &identities, binder_lens: &binder_lens }),
         early_data: early,
+        use_srtp: (!config.srtp_profiles.is_empty()).then_some(&config.srtp_profiles[..]),
         ..Default::default()
     };
     let session_id = legacy.map_or(&[][..], |l| &l.session_id[..]);

@@ -250,6 +250,7 @@ impl Connection {
             taken => ServerCaching13::select(config, now, ch, &chain, ask_certificate, taken)?,
         };
         let (cached_info, client_cert_cache) = caching.answers();
+        let srtp = crate::connection::server::srtp_answer(config, &ch.extensions);
         let mut encrypted = Vec::new();
         encode_encrypted_extensions(
             &mut encrypted,
@@ -257,6 +258,7 @@ impl Connection {
                 early_data: early,
                 cached_info: cached_info.as_deref(),
                 client_cert_cache: client_cert_cache.as_deref(),
+                use_srtp: srtp.as_ref().map(std::slice::from_ref),
                 ..Default::default()
             },
         );
