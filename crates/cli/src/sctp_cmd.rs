@@ -192,6 +192,7 @@ fn handshake_name(kind: HandshakeKind) -> &'static str {
         HandshakeKind::AltCookie => "alt-cookie",
         HandshakeKind::AltCached => "alt-cached",
         HandshakeKind::Cookieless => "cookieless",
+        HandshakeKind::Snap => "snap",
     }
 }
 

@@ -16,12 +16,13 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::association::{
-    nonzero_u32, regular_init_ack, Association, InitFields, InitOutcome, InitParams, InitVerdict, Shared,
-    MAX_ALT_COOKIE,
+    nonzero_u32, own_init, regular_init_ack, Association, InitFields, InitOutcome, InitParams, InitVerdict,
+    Shared, MAX_ALT_COOKIE,
 };
 use crate::cookie::{alt_cookie, alt_cookie_valid, CookieError, StateCookie};
 use crate::packet::{self, Chunk, ErrorCause, InitChunk, InitView, Packet, Param};
 use crate::queue::RecvBudget;
+use crate::snap::{parse_peer_init, SnapError, SnapInit};
 use crate::{
     AssociationHandle, AssociationInfo, Config, ConnectOptions, EndpointStats, Error, Event, HandshakeKind,
     HandshakeMode, Instant, Message, RateLimit, Transmit,
@@ -188,6 +189,82 @@ impl Endpoint {
         self.associations.insert(handle.0, a);
         self.after(handle);
         handle
+    }
+
+    /// Our INIT for SNAP (draft-hancke-tsvwg-snap): the INIT this endpoint opens associations
+    /// with, its Initiate Tag and Initial TSN drawn from the endpoint's randomness. Its
+    /// [`SnapInit::bytes`] go to the peer out of band (base64 in the SDP's `a=sctp-init`), the
+    /// value to [`Endpoint::connect_snap`] with the peer's. Nothing else happens: no
+    /// association, no timer, no COOKIE-WAIT (draft, "SCTP considerations").
+    pub fn snap_init(&mut self) -> SnapInit {
+        let tag = nonzero_u32(&mut self.rng);
+        let tsn = self.rng.next_u32();
+        SnapInit::new(own_init(&self.config, (tag, tsn)))
+    }
+
+    /// Opens an association by SNAP with the peer at `remote` (its UDP address) and SCTP port
+    /// `remote_port`, from our INIT `ours` ([`Endpoint::snap_init`]) and the peer's INIT chunk
+    /// `peer_init` (the bytes of its `a=sctp-init`). The association is ESTABLISHED at once:
+    /// [`Event::Connected`] follows with [`HandshakeKind::Snap`] and no round trip, and data may
+    /// be sent at once, the first packet on the wire carrying it. Our verification tag is the
+    /// peer's Initiate Tag and the peer's is ours; streams, the peer's window and stream reset
+    /// are settled as by the four-way handshake (RFC 9260 §5.1).
+    ///
+    /// SNAP is symmetric: each side calls this with its own INIT and the other's, whichever
+    /// offered, and there is no client or server. Call it once the transport below is up (for
+    /// WebRTC, when the DTLS handshake finished: draft "SCTP considerations") and before
+    /// handing the endpoint any packet of the association, which would otherwise be out of the
+    /// blue and answered with ABORT.
+    ///
+    /// Fails, opening nothing, with [`Error::Snap`] when the peer's INIT is invalid (see
+    /// [`crate::validate_snap_init`]) or has our Initiate Tag, when `ours` was made under
+    /// another configuration, or when an association with `remote` and `remote_port` exists
+    /// already (draft "Modifying the Session": no `a=sctp-init` for an existing association;
+    /// abort it first to replace it); with [`Error::TooManyAssociations`] when the endpoint
+    /// holds `max_associations`. `ours` is spent either way.
+    pub fn connect_snap(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        remote_port: u16,
+        ours: SnapInit,
+        peer_init: &[u8],
+    ) -> Result<AssociationHandle, Error> {
+        self.now_hint = self.now_hint.max(now);
+        let peer = parse_peer_init(peer_init)?;
+        if peer.initiate_tag == ours.initiate_tag() {
+            return Err(SnapError::OwnInitiateTag.into());
+        }
+        // The association settles streams and stream reset from our configuration: it must be
+        // what our INIT told the peer.
+        if *ours.chunk() != own_init(&self.config, (ours.initiate_tag(), ours.initial_tsn())) {
+            return Err(SnapError::ForeignInit.into());
+        }
+        if self.by_address.contains_key(&(remote, remote_port)) {
+            return Err(SnapError::AssociationExists(remote, remote_port).into());
+        }
+        if self.associations.len() >= self.config.max_associations {
+            return Err(Error::TooManyAssociations);
+        }
+        // ALT-* parameters mean nothing here: there is no cookie exchange to shorten.
+        let params = InitParams::scan(&peer.params, false);
+        let handle = self.new_handle();
+        let seed = self.next_seed();
+        let a = Association::open_snap(
+            self.shared(),
+            seed,
+            now,
+            local,
+            remote,
+            remote_port,
+            ours.chunk(),
+            &peer,
+            &params,
+        );
+        self.associations.insert(handle.0, a);
+        self.after(handle);
+        Ok(handle)
     }
 
     /// One UDP payload (one SCTP packet) arrived on `local` from `remote`.

@@ -52,7 +52,8 @@ pub fn packet(data: &[u8]) {
     }
 }
 
-/// One chunk, and a run of chunks as inside ALT-DATA.
+/// One chunk, and a run of chunks as inside ALT-DATA; the same bytes as a peer's SNAP INIT,
+/// which either is refused with its reason or opens an association that sends and takes data.
 pub fn chunk(data: &[u8]) {
     if let Ok((c, used)) = Chunk::parse(data) {
         assert!(used <= data.len());
@@ -62,6 +63,31 @@ pub fn chunk(data: &[u8]) {
         assert_eq!(bytes.len(), c.padded_len(), "padded length");
     }
     let _ = Chunk::parse_all(data);
+    snap_init(data);
+}
+
+fn snap_init(data: &[u8]) {
+    let valid = crate::validate_snap_init(data);
+    let config = Config { stream_reset: true, ..Config::default() };
+    let mut ep = Endpoint::new(Arc::new(config), [0; 32]);
+    let now = Instant::from_millis(1);
+    let local: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9899));
+    let remote: SocketAddr = SocketAddr::from(([127, 0, 0, 2], 9899));
+    let ours = ep.snap_init();
+    let opened = ep.connect_snap(now, Some(local), remote, 5000, ours, data);
+    match (&valid, &opened) {
+        (Err(e), Err(crate::Error::Snap(f))) => assert_eq!(e, f, "validation and connect agree"),
+        (Err(e), Ok(_)) => panic!("connect_snap took an INIT validation refused: {e}"),
+        _ => {}
+    }
+    let Ok(h) = opened else { return };
+    let _ = ep.send(h, crate::Message { stream: 0, unordered: false, ppid: 0, data: data.to_vec() });
+    let _ = ep.reset_streams(h, &[0]);
+    for step in 1..4 {
+        ep.handle_timeout(now + std::time::Duration::from_secs(step));
+        while ep.poll_transmit(now).is_some() {}
+        while ep.poll_event().is_some() {}
+    }
 }
 
 /// One parameter, a parameter list, one error cause and a cause list; the same bytes as a

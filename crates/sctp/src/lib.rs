@@ -1,7 +1,8 @@
 //! Sans-IO SCTP (RFC 9260 subset) over UDP encapsulation (RFC 6951), with the alternative
 //! handshake of seed 004: ALT-COOKIE, cookieless opening, ALT-DATA/ALT-SACK zero-RTT data,
 //! fallback to and from the regular four-way handshake, an alternative-only server mode,
-//! multihoming path cookies and INIT collision handling.
+//! multihoming path cookies and INIT collision handling; and SNAP (draft-hancke-tsvwg-snap),
+//! which opens an association from two INITs exchanged out of band.
 //!
 //! The [`Endpoint`] owns every association of one local SCTP port, demultiplexes incoming UDP
 //! payloads (one SCTP packet each) and answers stateless packets (ABORT to a port without
@@ -80,6 +81,13 @@
 //!   them; Forward-TSN-Supported (0xC000, high bits `11`) is reported back as unrecognised,
 //!   which tells the peer we have no PR-SCTP (RFC 3758 §3.3.1), and Zero Checksum Acceptable
 //!   (0x8001, RFC 9653, high bits `10`) is skipped, so every packet carries its CRC32c.
+//! - **SNAP** (draft-hancke-tsvwg-snap, [`Endpoint::snap_init`], [`Endpoint::connect_snap`]):
+//!   each side's INIT travels in the SDP (`a=sctp-init`) and both open the association
+//!   ESTABLISHED, with no handshake on the wire. Symmetric: no client, no server. The peer's
+//!   INIT is validated ([`SnapError`]). An INIT that arrives on the wire all the same is
+//!   answered as on any established association: with the peer's tag unchanged it joins the
+//!   same association (RFC 9260 §5.2.4 case D), with another it restarts it (§5.2.2). The
+//!   [`snap`] module lists the draft's rules.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -91,6 +99,7 @@ pub mod fuzzing;
 pub mod packet;
 mod queue;
 mod rto;
+pub mod snap;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -98,6 +107,7 @@ use std::time::Duration;
 pub use cookie::ALT_COOKIE_LEN;
 pub use endpoint::Endpoint;
 pub use fastshake_core::{Instant, Transmit};
+pub use snap::{validate_snap_init, SnapError, SnapInit, MAX_SNAP_INIT_LEN};
 
 /// The default UDP port of SCTP over UDP (RFC 6951).
 pub const UDP_ENCAPSULATION_PORT: u16 = 9899;
@@ -280,6 +290,9 @@ pub enum HandshakeKind {
     AltCached,
     /// INIT with an empty ALT-COOKIE accepted by a cookieless server, INIT-ACK.
     Cookieless,
+    /// SNAP (draft-hancke-tsvwg-snap): both INITs went out of band ([`Endpoint::connect_snap`]);
+    /// nothing of the handshake went on the wire.
+    Snap,
 }
 
 /// Something that happened on an association.
@@ -291,7 +304,7 @@ pub enum Event {
         handshake: HandshakeKind,
         /// Request/response exchanges this side took to open it, retransmissions not counted
         /// (client: regular 2, alt with cookie exchange 2, cached or cookieless 1; server:
-        /// regular 1, alt 0).
+        /// regular 1, alt 0; SNAP: 0 on both sides).
         round_trips: u32,
         /// Client: zero-RTT messages the server acknowledged in its ALT-SACK. Server: zero-RTT
         /// messages taken from the INIT's ALT-DATA.
@@ -377,6 +390,9 @@ pub enum Error {
     /// The peer answered with an ERROR the association cannot continue after.
     #[error("peer error: {0}")]
     PeerError(String),
+    /// [`Endpoint::connect_snap`] opened nothing: the peer's INIT is invalid, or the call is.
+    #[error("SNAP: {0}")]
+    Snap(#[from] SnapError),
 }
 
 /// Where an association is in its life (RFC 9260 §4).
@@ -439,7 +455,7 @@ pub struct AssociationInfo {
     pub state: AssociationState,
     /// Which handshake opened it (`None` while still opening).
     pub handshake: Option<HandshakeKind>,
-    /// Whether this side initiated it.
+    /// Whether this side initiated it (both sides of a SNAP association did).
     pub is_client: bool,
     /// Primary peer address (UDP, with the peer's encapsulation port).
     pub remote: SocketAddr,

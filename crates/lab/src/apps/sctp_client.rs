@@ -80,6 +80,7 @@ pub fn sctp_kind(kind: HandshakeKind, zero_rtt_accepted: usize) -> String {
         HandshakeKind::AltCookie => "alt-cookie",
         HandshakeKind::AltCached => "alt-cached",
         HandshakeKind::Cookieless => "cookieless",
+        HandshakeKind::Snap => "snap",
     };
     if zero_rtt_accepted > 0 {
         format!("{name}+0rtt")

@@ -1,7 +1,8 @@
 //! Opening an association (RFC 9260 §5) with the alternative handshake of seed 004: INIT,
 //! INIT-ACK, COOKIE-ECHO and COOKIE-ACK; ALT-COOKIE (from an ERROR or a cache), the cookieless
 //! opening and zero-RTT data (ALT-DATA in the INIT, ALT-SACK in the INIT-ACK); T1-init and
-//! T1-cookie; INIT collision and restart (§5.2).
+//! T1-cookie; INIT collision and restart (§5.2); and SNAP (draft-hancke-tsvwg-snap), which
+//! opens from two INITs exchanged out of band and sends nothing of the handshake.
 
 use std::net::SocketAddr;
 
@@ -9,7 +10,7 @@ use fastshake_core::CookieMac;
 use rand_core::RngCore;
 
 use super::init::{
-    address_param, parse_alt_sack, regular_init_ack, supported_extensions, InitFields, InitParams,
+    address_param, own_init, parse_alt_sack, regular_init_ack, supported_extensions, InitFields, InitParams,
     InitVerdict,
 };
 use super::paths::Path;
@@ -23,7 +24,7 @@ use crate::{AssociationState, ConnectOptions, Error, Event, HandshakeKind, Insta
 /// Longest ALT-COOKIE a client keeps from a server's ERROR.
 pub(crate) const MAX_ALT_COOKIE: usize = 512;
 /// The smallest initial a_rwnd an INIT or INIT-ACK may carry (RFC 9260 §6: 1500 bytes).
-const MIN_INITIAL_RWND: u32 = 1500;
+pub(crate) const MIN_INITIAL_RWND: u32 = 1500;
 
 /// Where the ALT-COOKIE of our INIT came from: decides the handshake kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,24 +118,11 @@ impl Association {
             a.data.send.push_message(msg, max_fragment);
             a.handshake.zero_rtt.push((first, a.data.send.next_tsn.wrapping_sub(1)));
         }
-        // No Supported Address Types: its absence means every type (RFC 9260 §3.3.2.1), and a
-        // stack that does not implement it stops at its high bits `00` and drops the INIT
-        // (pion/sctp does). The engine has no address family of its own to restrict: a path
-        // to a peer address of another family than the primary's is never used anyway.
-        let mut params: Vec<Param> =
-            a.config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
-        params.extend(supported_extensions(&a.config));
+        let mut init = own_init(&a.config, (a.my_tag, a.handshake.initial_tsn));
         if alt {
-            params.push(Param::AltCookie(Vec::new()));
+            init.params.push(Param::AltCookie(Vec::new()));
         }
-        a.handshake.init = Some(InitChunk {
-            initiate_tag: a.my_tag,
-            a_rwnd: a.config.receive_window,
-            outbound_streams: a.config.streams_out,
-            inbound_streams: a.config.streams_in,
-            initial_tsn: a.handshake.initial_tsn,
-            params,
-        });
+        a.handshake.init = Some(init);
         // Zero-RTT data rides in the INIT only if the whole INIT still fits the MTU.
         if alt && !a.data.send.is_empty() {
             let init_len = a.build_init(true).encoded_len();
@@ -336,6 +324,48 @@ impl Association {
         p.chunks.push(Chunk::InitAck(ack));
         self.emit_packet(self.paths.primary_index(), p);
         self.sack_sent();
+    }
+
+    /// An association opened by SNAP from our INIT `ours` and the peer's `peer`, both exchanged
+    /// out of band: ESTABLISHED at once, RFC 9260 §5.1 steps A-E skipped
+    /// (draft-hancke-tsvwg-snap, "SCTP considerations"), no packet queued and no timer but the
+    /// idle HEARTBEAT. Our tag and TSNs come from our INIT, the peer's from its; streams, window
+    /// and RE-CONFIG are settled as the INIT-ACK of the four-way handshake would settle them.
+    /// Both sides are built alike: the association says it was initiated here, as each side
+    /// asked for it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn open_snap(
+        shared: Shared,
+        rng_seed: [u8; 32],
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        remote_port: u16,
+        ours: &InitChunk,
+        peer: &InitChunk,
+        params: &InitParams,
+    ) -> Self {
+        let mut a = Association::blank(shared, rng_seed, true, remote_port, Path::new(remote, local));
+        a.my_tag = ours.initiate_tag;
+        a.handshake.initial_tsn = ours.initial_tsn;
+        a.data.send = SendQueue::new(ours.initial_tsn, ours.outbound_streams);
+        a.adopt_peer(
+            peer.initiate_tag,
+            peer.initial_tsn,
+            peer.a_rwnd,
+            (peer.outbound_streams, peer.inbound_streams),
+            params.reconfig(),
+        );
+        a.paths.add_peer_addresses(&params.addresses);
+        a.kind = Some(HandshakeKind::Snap);
+        a.state = AssociationState::Established;
+        a.events.push_back(Event::Connected {
+            handshake: HandshakeKind::Snap,
+            round_trips: 0,
+            zero_rtt_accepted: 0,
+        });
+        a.schedule_heartbeat(now);
+        a
     }
 
     /// A server association built from a valid COOKIE-ECHO.

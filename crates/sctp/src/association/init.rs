@@ -117,6 +117,26 @@ pub(super) fn supported_extensions(config: &Config) -> Option<Param> {
     config.stream_reset.then(|| Param::SupportedExtensions(vec![CHUNK_RECONFIG]))
 }
 
+/// The INIT this endpoint opens an association with, `tag` and `tsn` its Initiate Tag and
+/// Initial TSN, before any ALT-* parameter: the regular INIT and SNAP's `a=sctp-init` alike.
+///
+/// No Supported Address Types: its absence means every type (RFC 9260 §3.3.2.1), and a stack
+/// that does not implement it stops at its high bits `00` and drops the INIT (pion/sctp does).
+/// The engine has no address family of its own to restrict: a path to a peer address of another
+/// family than the primary's is never used anyway.
+pub(crate) fn own_init(config: &Config, (tag, tsn): (u32, u32)) -> InitChunk {
+    let mut params: Vec<Param> = config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
+    params.extend(supported_extensions(config));
+    InitChunk {
+        initiate_tag: tag,
+        a_rwnd: config.receive_window,
+        outbound_streams: config.streams_out,
+        inbound_streams: config.streams_in,
+        initial_tsn: tsn,
+        params,
+    }
+}
+
 /// The fixed fields of a peer's INIT that an INIT-ACK and a state cookie need.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct InitFields {

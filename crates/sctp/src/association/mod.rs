@@ -4,7 +4,8 @@
 //! and hands each to the part that owns its concern:
 //!
 //! - [`handshake`]: INIT, INIT-ACK, COOKIE-ECHO, COOKIE-ACK and the alternative handshake
-//!   (ALT-COOKIE, cookieless, ALT-DATA/ALT-SACK), T1, INIT collision and restart (§5), with
+//!   (ALT-COOKIE, cookieless, ALT-DATA/ALT-SACK), T1, INIT collision and restart (§5), SNAP's
+//!   opening from two INITs exchanged out of band, with
 //!   [`init`]: what an INIT says and the stateless INIT-ACK the endpoint sends;
 //! - [`data`]: the send and receive queues, TSNs, SACKs and the delayed SACK, packing (§6);
 //! - [`congestion`]: cwnd, ssthresh, Fast Recovery, what may be in flight (§7.2);
@@ -22,8 +23,8 @@ mod reconfig;
 mod shutdown;
 mod timer;
 
-pub(crate) use handshake::{InitOutcome, MAX_ALT_COOKIE};
-pub(crate) use init::{regular_init_ack, InitFields, InitParams, InitVerdict};
+pub(crate) use handshake::{InitOutcome, MAX_ALT_COOKIE, MIN_INITIAL_RWND};
+pub(crate) use init::{own_init, regular_init_ack, InitFields, InitParams, InitVerdict};
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};

@@ -426,6 +426,16 @@ impl Chunk {
         out
     }
 
+    /// The chunk encoded on its own and without the padding after its last byte, as long as its
+    /// length field says: the form of a chunk outside a packet (SNAP's `a=sctp-init`, which
+    /// browsers write unpadded). [`Chunk::parse`] reads it back.
+    pub fn to_unpadded_bytes(&self) -> Vec<u8> {
+        let mut out = self.to_bytes();
+        let length = out.get(2..4).map_or(out.len(), |l| usize::from(u16::from_be_bytes([l[0], l[1]])));
+        out.truncate(length);
+        out
+    }
+
     /// Bytes the chunk takes on the wire, padding included.
     pub fn padded_len(&self) -> usize {
         match self {
