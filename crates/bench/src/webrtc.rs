@@ -1,9 +1,9 @@
 //! `bench webrtc`: how long a data channel takes to carry its first byte, browser and servers
-//! in one run. Headless Chromium opens sessions one after the other, alternating between
-//! `fastshake webrtc serve` and a pion/webrtc v4 server (the anchor), each timed from the answer
-//! applied (when the browser starts its connectivity checks) to the first byte echoed; then
-//! `fastshake webrtc connect` does the same against both servers. Medians, and the ratio to
-//! pion's.
+//! in one run. Headless Chromium opens sessions one after the other, going round
+//! `fastshake webrtc serve` (ICE-lite, the default), `fastshake webrtc serve --ice full` and a
+//! pion/webrtc v4 server (the anchor), each timed from the answer applied (when the browser
+//! starts its connectivity checks) to the first byte echoed; then `fastshake webrtc connect`
+//! does the same against the three servers. Medians, and the ratios to pion's.
 //!
 //! Everything runs in a network namespace of its own whose only interface is loopback
 //! (`unshare -n`, so root), where the browser reaches nothing else.
@@ -59,17 +59,19 @@ ip link set lo up
 ours=$!
 "$PION" serve --http 127.0.0.1:8081 >"$PROFILE/pion.log" 2>&1 &
 pion=$!
-for port in 8080 8081; do
+"$FASTSHAKE" webrtc serve --http 127.0.0.1:8083 --ice full >"$PROFILE/full.log" 2>&1 &
+full=$!
+for port in 8080 8081 8083; do
   for i in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
 done
 "$BROWSER" --headless --no-sandbox --disable-gpu --no-first-run --use-fake-ui-for-media-stream \
     --allow-loopback-in-peer-connection \
     --user-data-dir="$PROFILE/chromium" \
-    "http://127.0.0.1:8080/?report&bench={runs}&servers=/offer,http://127.0.0.1:8081/offer" >"$PROFILE/chromium.log" 2>&1 &
+    "http://127.0.0.1:8080/?report&bench={runs}&servers=/offer,http://127.0.0.1:8083/offer,http://127.0.0.1:8081/offer" >"$PROFILE/chromium.log" 2>&1 &
 browser=$!
 wait $ours || true
 kill $browser 2>/dev/null || true
-for target in http://127.0.0.1:8080/offer http://127.0.0.1:8081/offer; do
+for target in http://127.0.0.1:8080/offer http://127.0.0.1:8083/offer http://127.0.0.1:8081/offer; do
   "$FASTSHAKE" webrtc serve --http 127.0.0.1:8082 >/dev/null 2>&1 &
   again=$!
   for i in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/8082) 2>/dev/null && break; sleep 0.05; done
@@ -79,7 +81,7 @@ for target in http://127.0.0.1:8080/offer http://127.0.0.1:8081/offer; do
   done
   kill $again 2>/dev/null || true
 done
-kill $pion 2>/dev/null || true
+kill $pion $full 2>/dev/null || true
 wait 2>/dev/null || true
 cat "$PROFILE/fastshake.log"
 "#
@@ -111,15 +113,19 @@ cat "$PROFILE/fastshake.log"
         "Chromium 156 to", "runs", "first byte (ms)", "with signalling (ms)"
     );
     let ours = median(times("/offer", "setup_ms"));
+    let full = median(times("http://127.0.0.1:8083/offer", "setup_ms"));
     let theirs = median(times("http://127.0.0.1:8081/offer", "setup_ms"));
-    for (name, signal) in
-        [("fastshake webrtc serve", "/offer"), ("pion/webrtc v4 (anchor)", "http://127.0.0.1:8081/offer")]
-    {
+    for (name, signal) in [
+        ("fastshake webrtc serve (ICE-lite)", "/offer"),
+        ("fastshake webrtc serve --ice full", "http://127.0.0.1:8083/offer"),
+        ("pion/webrtc v4 (anchor)", "http://127.0.0.1:8081/offer"),
+    ] {
         let setup = times(signal, "setup_ms");
         let with = times(signal, "with_signalling_ms");
         println!("{:<36} {:>6} {:>16.1} {:>22.1}", name, setup.len(), median(setup), median(with));
     }
     println!("fastshake / pion: {:.2} (first byte, medians; target at most 0.5)", ours / theirs);
+    println!("fastshake --ice full / pion: {:.2} (first byte, medians)", full / theirs);
 
     // fastshake webrtc connect: "channel open X ms, first echo Y ms".
     let connect = |target: &str| -> Vec<f64> {
@@ -132,7 +138,8 @@ cat "$PROFILE/fastshake.log"
     println!();
     println!("{:<36} {:>6} {:>16}", "fastshake webrtc connect to", "runs", "first byte (ms)");
     for (name, target) in [
-        ("fastshake webrtc serve", "http://127.0.0.1:8082/offer"),
+        ("fastshake webrtc serve (ICE-lite)", "http://127.0.0.1:8082/offer"),
+        ("fastshake webrtc serve --ice full", "http://127.0.0.1:8083/offer"),
         ("pion/webrtc v4 (anchor)", "http://127.0.0.1:8081/offer"),
     ] {
         let t = connect(target);

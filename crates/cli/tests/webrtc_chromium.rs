@@ -39,6 +39,11 @@ struct Run {
 
 /// Runs the server with `server_args` and the page with `query` in a namespace of their own.
 fn run(server_args: &[&str], query: &str) -> Option<Run> {
+    run_with(server_args, &[], query)
+}
+
+/// [`run`] with extra browser flags.
+fn run_with(server_args: &[&str], browser_args: &[&str], query: &str) -> Option<Run> {
     let Some(browser) = chromium() else {
         assert!(
             std::env::var_os("FASTSHAKE_REQUIRE_CHROMIUM").is_none(),
@@ -68,7 +73,7 @@ ip link set lo up
 server=$!
 for i in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.05; done
 "$BROWSER" --headless --no-sandbox --disable-gpu --no-first-run --use-fake-ui-for-media-stream \
-    --allow-loopback-in-peer-connection --user-data-dir="$PROFILE" \
+    --allow-loopback-in-peer-connection --user-data-dir="$PROFILE" {browser_args} \
     "http://127.0.0.1:8080/?report&{query}" >"$PROFILE/chromium.log" 2>&1 &
 browser=$!
 status=0
@@ -78,6 +83,7 @@ wait $browser 2>/dev/null || true
 exit $status
 "#,
         args = server_args.join(" "),
+        browser_args = browser_args.join(" "),
     );
     let mut child = Command::new("timeout")
         .args(["120", "unshare", "-n", "bash", "-c", &script])
@@ -168,4 +174,30 @@ fn chromium_speaks_dtls12_to_a_server_that_asks_for_it() {
     assert_eq!(run.report["tls_version"], "FEFD", "{:#}", run.report);
     assert!(run.server.lines().any(|l| l.contains("DTLS 1.2")), "{}", run.server);
     channels(&run.report);
+}
+
+#[test]
+fn chromium_with_snap_opens_the_association_from_the_two_inits_in_sdp() {
+    // Chromium puts its INIT in the offer (a=sctp-init) behind a field trial.
+    let Some(run) =
+        run_with(&[], &["--force-fieldtrials=WebRTC-Sctp-Snap/Enabled/"], "cases=reliable,big&n=20")
+    else {
+        return;
+    };
+    assert!(
+        run.server.lines().any(|l| l.contains("SCTP open (Snap handshake")),
+        "no INIT, INIT-ACK or cookie on the wire:\n{}",
+        run.server
+    );
+    channels(&run.report);
+}
+
+#[test]
+fn chromium_opens_channels_to_a_full_ice_server() {
+    // No a=ice-lite: Chromium answers our triggered checks, and nominates a pair we validated.
+    let Some(run) = run(&["--ice", "full", "--verbose"], "cases=reliable,unreliable,big&n=20") else {
+        return;
+    };
+    channels(&run.report);
+    assert!(run.server.lines().any(|l| l.contains("Selected(")), "{}", run.server);
 }

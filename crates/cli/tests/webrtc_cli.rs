@@ -70,8 +70,21 @@ fn fastshake_opens_a_channel_to_fastshake_in_either_version_and_every_message_co
         stdout.contains("DTLS 1.3") && stdout.contains("X25519MlKem768"),
         "the hybrid by default: {stdout}"
     );
+    // Seed 004's alternative handshake inside DTLS: the channel's OPEN rides in the INIT.
+    let (ok, stdout, stderr) = connect(&server.url, &["--messages", "5", "--sctp", "alt"]);
+    assert!(ok && stdout.contains("5 of 5 messages echoed"), "{stdout}{stderr}");
+    // SNAP: the INITs ride in the offer and the answer.
+    let (ok, stdout, stderr) = connect(&server.url, &["--messages", "5", "--sctp", "snap"]);
+    assert!(ok && stdout.contains("5 of 5 messages echoed"), "{stdout}{stderr}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
     let seen: Vec<String> = server.lines.try_iter().collect();
-    assert!(seen.iter().filter(|l| l.contains("opened")).count() >= 3, "{seen:?}");
+    assert!(seen.iter().filter(|l| l.contains("opened")).count() >= 4, "{seen:?}");
+    assert!(
+        seen.iter().any(|l| l.contains("SCTP open (Cookieless handshake, 1 messages in the INIT)")),
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|l| l.contains("SCTP open (Regular handshake")), "{seen:?}");
+    assert!(seen.iter().any(|l| l.contains("SCTP open (Snap handshake")), "{seen:?}");
 }
 
 #[test]
@@ -85,4 +98,19 @@ fn refusals_say_why() {
     // No session may be held: the offer is refused with the reason.
     let (ok, _, stderr) = connect(&server.url, &["--messages", "1"]);
     assert!(!ok && stderr.contains("no room"), "{stderr}");
+}
+
+#[test]
+fn fastshake_opens_a_channel_to_a_full_ice_server() {
+    // --ice full: the server checks back (RFC 8445 §7.3.1.4) and sends on the valid pair.
+    let server = serve(&["--ice", "full", "--verbose"]);
+    let (ok, stdout, stderr) = connect(&server.url, &["--messages", "10"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stdout.contains("10 of 10 messages echoed, 0 duplicated or changed; channel closed"), "{stdout}");
+    // SNAP: the INITs ride in the offer and the answer.
+    let (ok, stdout, stderr) = connect(&server.url, &["--messages", "5", "--sctp", "snap"]);
+    assert!(ok && stdout.contains("5 of 5 messages echoed"), "{stdout}{stderr}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let seen: Vec<String> = server.lines.try_iter().collect();
+    assert!(seen.iter().any(|l| l.contains("Selected(")), "our nomination selected the pair: {seen:?}");
 }

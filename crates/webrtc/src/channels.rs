@@ -18,6 +18,23 @@ use crate::peer::{PeerError, PeerEvent, MAX_MESSAGE_SIZE, SCTP_PORT};
 /// the DTLS MTU.
 const SCTP_MTU: usize = dtls::DEFAULT_MTU - 64;
 
+/// How the SCTP association inside DTLS is opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SctpSetup {
+    /// The RFC 9260 four-way handshake, as browsers and pion open it.
+    #[default]
+    Regular,
+    /// Seed 004's alternative handshake, cookieless (DTLS already proved the peer): the INIT
+    /// opens the association and carries the channels' DCEP OPENs in ALT-DATA, so the first
+    /// SCTP packet carries data. A server accepts it beside regular INITs; a peer that does not
+    /// know it answers the INIT the regular way and the OPENs follow as DATA.
+    Alternative,
+    /// SNAP (draft-hancke-tsvwg-snap): our INIT goes in the offer's a=sctp-init and the
+    /// answerer's comes back in the answer, so no handshake packet goes at all and the first
+    /// packet carries data. An answer without a=sctp-init falls back to the regular handshake.
+    Snap,
+}
+
 /// How far a channel's close has come: both directions of its stream must be reset before
 /// the id may be used again (RFC 8831 §6.7).
 #[derive(Clone, Copy, Debug, Default)]
@@ -41,16 +58,32 @@ pub(crate) struct ChannelLayer {
     pending_opens: Vec<(String, ChannelType)>,
     /// Why the association ended, until the session takes it.
     ended: Option<String>,
+    /// SNAP: our INIT, and the peer's once signalled; the association opens from both when
+    /// DTLS is up (draft-hancke-tsvwg-snap).
+    snap: Option<sctp::SnapInit>,
+    peer_snap: Option<Vec<u8>>,
+    /// The peer's SCTP port (its SDP's a=sctp-port).
+    remote_port: u16,
 }
 
 impl ChannelLayer {
     /// The layer of a DTLS `role`; the DTLS server's SCTP side waits for the INIT.
-    pub(crate) fn new(role: DtlsRole, seed: [u8; 32]) -> ChannelLayer {
+    pub(crate) fn new(role: DtlsRole, setup: SctpSetup, seed: [u8; 32]) -> ChannelLayer {
+        let server = role == DtlsRole::Server;
         let config = sctp::Config {
             local_port: SCTP_PORT,
-            // Browsers and pion speak the RFC 9260 handshake only.
-            mode: sctp::HandshakeMode::Regular,
-            listen: role == DtlsRole::Server,
+            // A server answers both handshakes (browsers and pion send regular INITs); a client
+            // offers the one asked for.
+            mode: match (server, setup) {
+                (true, _) | (false, SctpSetup::Alternative) => sctp::HandshakeMode::Both,
+                (false, SctpSetup::Regular | SctpSetup::Snap) => sctp::HandshakeMode::Regular,
+            },
+            // Inside DTLS every INIT comes from the authenticated peer: no cookie is needed to
+            // prove its address (seed 004 §III-E, the `cookieless` option's protected case).
+            cookieless: server,
+            accept_alt_data: true,
+            fetch_path_cookies: false,
+            listen: server,
             mtu: SCTP_MTU,
             streams_out: 1024,
             streams_in: 1024,
@@ -70,7 +103,28 @@ impl ChannelLayer {
             closing: HashMap::new(),
             pending_opens: Vec::new(),
             ended: None,
+            snap: None,
+            peer_snap: None,
+            remote_port: SCTP_PORT,
         }
+    }
+
+    /// Our SNAP INIT, for the SDP's a=sctp-init (made once; later calls give the same bytes).
+    pub(crate) fn snap_offer(&mut self) -> Vec<u8> {
+        self.snap.get_or_insert_with(|| self.sctp.snap_init()).bytes().to_vec()
+    }
+
+    /// The peer's SNAP INIT from its SDP, checked now so that a bad one is refused with the
+    /// offer or answer that carried it.
+    pub(crate) fn snap_answer(&mut self, peer_init: &[u8]) -> Result<(), sctp::SnapError> {
+        sctp::validate_snap_init(peer_init)?;
+        self.peer_snap = Some(peer_init.to_vec());
+        Ok(())
+    }
+
+    /// The peer's SCTP port, from its SDP.
+    pub(crate) fn set_remote_port(&mut self, port: u16) {
+        self.remote_port = port;
     }
 
     /// Why the association ended, once: the session ends with it.
@@ -78,12 +132,30 @@ impl ChannelLayer {
         self.ended.take()
     }
 
-    /// The DTLS session with `remote` is up: the DTLS client starts the association.
+    /// The DTLS session with `remote` is up. With both SNAP INITs either side opens the
+    /// association at once; otherwise the DTLS client starts it, its channels' OPENs riding in
+    /// the INIT when the alternative handshake is on.
     pub(crate) fn dtls_connected(&mut self, now: Instant, remote: SocketAddr) {
         self.remote = Some(remote);
-        if self.channels.role() == DtlsRole::Client {
-            self.association = Some(self.sctp.connect(now, None, remote, SCTP_PORT, Default::default()));
+        if let (Some(ours), Some(peer)) = (self.snap.take(), self.peer_snap.take()) {
+            match self.sctp.connect_snap(now, None, remote, self.remote_port, ours, &peer) {
+                Ok(handle) => self.association = Some(handle),
+                Err(e) => self.ended = Some(format!("SNAP: {e}")),
+            }
+            return;
         }
+        if self.channels.role() != DtlsRole::Client {
+            return;
+        }
+        let mut options = sctp::ConnectOptions::default();
+        if self.sctp.config().mode.alt_enabled() {
+            for (label, channel_type) in std::mem::take(&mut self.pending_opens) {
+                if let Ok((_, open)) = self.channels.open(&label, "", channel_type, 0) {
+                    options.zero_rtt.push(sctp_message(open));
+                }
+            }
+        }
+        self.association = Some(self.sctp.connect(now, None, remote, self.remote_port, options));
     }
 
     /// An SCTP packet from the DTLS session.
@@ -144,13 +216,7 @@ impl ChannelLayer {
         let association = self.association.ok_or(PeerError::NotConnected)?;
         // Partial reliability (RFC 3758) is not negotiated (our INIT and INIT-ACK do not
         // announce FORWARD-TSN), so every channel is carried reliably, as RFC 8831 §6.1 allows.
-        let message = sctp::Message {
-            stream: outgoing.stream,
-            unordered: outgoing.unordered,
-            ppid: outgoing.ppid,
-            data: outgoing.data,
-        };
-        self.sctp.send(association, message).map_err(PeerError::Sctp)
+        self.sctp.send(association, sctp_message(outgoing)).map_err(PeerError::Sctp)
     }
 
     fn is_open(&self) -> bool {
@@ -166,9 +232,9 @@ impl ChannelLayer {
         while let Some((handle, event)) = self.sctp.poll_event() {
             progress = true;
             match event {
-                sctp::Event::Connected { .. } => {
+                sctp::Event::Connected { handshake, zero_rtt_accepted, .. } => {
                     self.association = Some(handle);
-                    events.push_back(PeerEvent::SctpConnected);
+                    events.push_back(PeerEvent::SctpConnected { handshake, zero_rtt: zero_rtt_accepted });
                 }
                 sctp::Event::Message(m) => self.message(m, events),
                 sctp::Event::IncomingStreamsReset { streams } => {
@@ -245,5 +311,15 @@ impl ChannelLayer {
                 events.push_back(PeerEvent::ChannelError(e.to_string()));
             }
         }
+    }
+}
+
+/// A DCEP layer message as SCTP carries it.
+fn sctp_message(outgoing: Outgoing) -> sctp::Message {
+    sctp::Message {
+        stream: outgoing.stream,
+        unordered: outgoing.unordered,
+        ppid: outgoing.ppid,
+        data: outgoing.data,
     }
 }

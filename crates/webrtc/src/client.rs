@@ -5,13 +5,21 @@
 //!
 //! # Nomination
 //!
-//! The first check to each of the answer's candidates already carries USE-CANDIDATE
-//! (aggressive nomination, RFC 5245 §8.1.1.2): an answerer that is ICE-lite has one host
-//! candidate per address family, so there is nothing to choose, and regular nomination (RFC
-//! 8445 §8.1.1) would spend a round trip before the lite side may send (RFC 8445 §12.1.1).
-//! The first success response selects its pair and starts DTLS on it. A full answerer (pion,
-//! a browser) takes that nomination only after its own check on the pair succeeded (RFC 8445
-//! §7.3.1.5), so the answerer's checks are answered too.
+//! By default ([`Nomination::Aggressive`]) the first check to each of the answer's candidates
+//! already carries USE-CANDIDATE (aggressive nomination, RFC 5245 §8.1.1.2): an answerer that is
+//! ICE-lite has one host candidate per address family, so there is nothing to choose, and
+//! regular nomination (RFC 8445 §8.1.1) would spend a round trip before the lite side may send
+//! (RFC 8445 §12.1.1). The first success response selects its pair and starts DTLS on it. A
+//! full answerer (pion, a browser, our server in full mode) takes that nomination only after its
+//! own check on the pair succeeded (RFC 8445 §7.3.1.5), so the answerer's checks are answered
+//! too.
+//!
+//! [`Nomination::Regular`] is RFC 8445 §8.1.1's regular nomination, timed the way Chromium
+//! does it: checks without USE-CANDIDATE; the first success response makes its pair valid, and
+//! DTLS starts on it at once (a full agent may send on a valid pair before selection, §12.1);
+//! a nominating check on that pair follows after a delay (Chromium's is its 48 ms ping
+//! interval), and its success selects the pair. Against an ICE-lite answerer that delay is
+//! paid before the answerer may send; a full one may answer the ClientHello before it.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -22,6 +30,7 @@ use fastshake_core::{Instant, Transmit};
 use fastshake_dtls as dtls;
 
 use crate::channels::ChannelLayer;
+pub use crate::channels::SctpSetup;
 use crate::dcep::{ChannelType, Channels, DtlsRole};
 use crate::demux::{classify, Protocol};
 use crate::ice::Credentials;
@@ -36,6 +45,20 @@ const MAX_CHECKS: u32 = 7;
 const CHECK_RTO: Duration = Duration::from_millis(100);
 /// Consent checks on the selected pair (RFC 7675 §5.1: every 5 s, jittered; ours is not).
 const CONSENT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How the offerer, the controlling agent, nominates (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Nomination {
+    /// USE-CANDIDATE in every check (RFC 5245 §8.1.1.2): the first answered one selects.
+    #[default]
+    Aggressive,
+    /// Regular nomination (RFC 8445 §8.1.1): DTLS starts on the first valid pair, and a check
+    /// with USE-CANDIDATE goes to it `delay` later; its success selects the pair.
+    Regular {
+        /// From the pair becoming valid to the nominating check (Chromium: about 48 ms).
+        delay: Duration,
+    },
+}
 
 /// What the offerer needs.
 #[derive(Clone, Debug)]
@@ -54,6 +77,10 @@ pub struct ClientConfig {
     pub wall_clock: dtls::WallClock,
     /// The ICE tiebreaker (RFC 8445 §7.1.3), random.
     pub tiebreaker: u64,
+    /// How we nominate.
+    pub nomination: Nomination,
+    /// How the SCTP association inside DTLS is opened.
+    pub sctp_setup: SctpSetup,
 }
 
 /// Why an answer was not taken.
@@ -68,6 +95,9 @@ pub enum AnswerError {
     /// No candidate with an IP address (an mDNS name cannot be resolved here).
     #[error("the answer has no candidate with an IP address")]
     NoCandidate,
+    /// The answer's SNAP INIT is malformed.
+    #[error("the answer's a=sctp-init: {0}")]
+    Snap(fastshake_sctp::SnapError),
     /// No SHA-256 fingerprint to check the server's certificate against.
     #[error("the answer has no sha-256 fingerprint")]
     NoFingerprint,
@@ -78,6 +108,8 @@ struct Check {
     transaction: TransactionId,
     sent: u32,
     next: Instant,
+    /// Carries USE-CANDIDATE.
+    nominate: bool,
 }
 
 /// The offering side of one session.
@@ -88,6 +120,8 @@ pub struct Client {
     remote_fingerprints: Vec<[u8; 32]>,
     checks: Vec<Check>,
     selected: Option<SocketAddr>,
+    /// Where DTLS runs: the selected pair, or with regular nomination the first valid one.
+    dtls_remote: Option<SocketAddr>,
     next_consent: Option<Instant>,
     transaction_counter: u64,
     dtls: Option<dtls::Connection>,
@@ -113,6 +147,7 @@ impl Client {
     pub fn new(config: ClientConfig, local: SocketAddr, seed: [u8; 32]) -> Client {
         let mut sctp_seed = seed;
         sctp_seed[0] ^= 0x5c;
+        let setup = config.sctp_setup;
         Client {
             config,
             remote_ufrag: String::new(),
@@ -120,10 +155,11 @@ impl Client {
             remote_fingerprints: Vec::new(),
             checks: Vec::new(),
             selected: None,
+            dtls_remote: None,
             next_consent: None,
             transaction_counter: 0,
             dtls: None,
-            layer: ChannelLayer::new(DtlsRole::Client, sctp_seed),
+            layer: ChannelLayer::new(DtlsRole::Client, setup, sctp_seed),
             local,
             seed,
             out: VecDeque::new(),
@@ -135,7 +171,7 @@ impl Client {
     /// The SDP offer: one data section, `a=setup:actpass` (RFC 8842 §5.2 requires it of an
     /// offerer), our credentials and fingerprint, no candidates (the answerer is ICE-lite and
     /// learns our address from our checks).
-    pub fn offer(&self, session_id: u64) -> String {
+    pub fn offer(&mut self, session_id: u64) -> String {
         let fingerprint = Fingerprint::sha256(self.config.fingerprint);
         let lines = [
             "v=0".to_string(),
@@ -153,6 +189,10 @@ impl Client {
             format!("a=sctp-port:{SCTP_PORT}"),
             format!("a=max-message-size:{MAX_MESSAGE_SIZE}"),
         ];
+        let mut lines = lines.to_vec();
+        if self.config.sctp_setup == SctpSetup::Snap {
+            lines.push(format!("a=sctp-init:{}", crate::sdp::base64_encode(&self.layer.snap_offer())));
+        }
         let mut sdp = lines.join("\r\n");
         sdp.push_str("\r\n");
         sdp
@@ -187,11 +227,16 @@ impl Client {
         if candidates.is_empty() {
             return Err(AnswerError::NoCandidate);
         }
+        self.layer.set_remote_port(data.sctp_port);
+        if let (SctpSetup::Snap, Some(init)) = (self.config.sctp_setup, data.sctp_init.as_deref()) {
+            self.layer.snap_answer(init).map_err(AnswerError::Snap)?;
+        }
         self.remote_ufrag = data.ice_ufrag.clone();
         self.remote_key = Some(IntegrityKey::short_term(&data.ice_pwd));
+        let nominate = self.config.nomination == Nomination::Aggressive;
         for to in candidates {
             let transaction = self.next_transaction();
-            self.checks.push(Check { to, transaction, sent: 0, next: now });
+            self.checks.push(Check { to, transaction, sent: 0, next: now, nominate });
         }
         self.handle_timeout(now);
         Ok(())
@@ -205,20 +250,17 @@ impl Client {
         TransactionId(id)
     }
 
-    /// A Binding request for `to`, nominating it (see the module docs).
-    fn check(&self, transaction: TransactionId) -> Option<Vec<u8>> {
+    /// A Binding request, nominating its pair if `nominate` (see the module docs).
+    fn check(&self, transaction: TransactionId, nominate: bool) -> Option<Vec<u8>> {
         let key = self.remote_key.as_ref()?;
         let username = format!("{}:{}", self.remote_ufrag, self.config.credentials.ufrag());
-        MessageBuilder::new(Class::Request, Method::Binding, transaction)
+        let builder = MessageBuilder::new(Class::Request, Method::Binding, transaction)
             .username(&username)
             // A peer-reflexive candidate's priority (RFC 8445 §7.1.1): type preference 110.
             .priority(crate::sdp::candidate_priority(110, 65535, 1))
-            .ice_controlling(self.config.tiebreaker)
-            .use_candidate()
-            .message_integrity(key)
-            .fingerprint()
-            .into_bytes()
-            .ok()
+            .ice_controlling(self.config.tiebreaker);
+        let builder = if nominate { builder.use_candidate() } else { builder };
+        builder.message_integrity(key).fingerprint().into_bytes().ok()
     }
 
     /// Opens a channel, queued until the association is open; its stream id comes with
@@ -274,7 +316,7 @@ impl Client {
         }
         match classify(datagram) {
             Protocol::Stun => self.stun(now, remote, datagram),
-            Protocol::Dtls if Some(remote) == self.selected => {
+            Protocol::Dtls if Some(remote) == self.dtls_remote => {
                 if let Some(dtls) = self.dtls.as_mut() {
                     dtls.handle_datagram(now, remote, datagram);
                 }
@@ -306,11 +348,31 @@ impl Client {
             return;
         };
         let check = self.checks.remove(at);
-        if self.selected.is_none() {
-            self.selected = Some(check.to);
-            self.checks.clear();
-            self.next_consent = Some(now + CONSENT_INTERVAL);
-            self.events.push_back(PeerEvent::Selected(check.to));
+        if self.selected.is_some() {
+            return;
+        }
+        if let (Nomination::Regular { delay }, false) = (self.config.nomination, check.nominate) {
+            // The first valid pair (RFC 8445 §7.2.5.3.2): DTLS may start on it (§12.1), and it
+            // is nominated `delay` later (§8.1.1).
+            if self.dtls_remote.is_none() {
+                self.checks.clear();
+                let transaction = self.next_transaction();
+                self.checks.push(Check {
+                    to: check.to,
+                    transaction,
+                    sent: 0,
+                    next: now + delay,
+                    nominate: true,
+                });
+                self.start_dtls(now, check.to);
+            }
+            return;
+        }
+        self.selected = Some(check.to);
+        self.checks.clear();
+        self.next_consent = Some(now + CONSENT_INTERVAL);
+        self.events.push_back(PeerEvent::Selected(check.to));
+        if self.dtls_remote.is_none() {
             self.start_dtls(now, check.to);
         }
     }
@@ -368,6 +430,7 @@ impl Client {
             srtp_profiles: crate::peer::SRTP_PROFILES.to_vec(),
             ..Default::default()
         };
+        self.dtls_remote = Some(remote);
         self.dtls = Some(dtls::Connection::client(Arc::new(config), now, remote, self.seed));
     }
 
@@ -401,7 +464,7 @@ impl Client {
             if check.next <= now {
                 check.sent += 1;
                 check.next = now + CHECK_RTO * (1 << check.sent.min(6));
-                due.push((check.to, check.transaction));
+                due.push((check.to, check.transaction, check.nominate));
             }
         }
         self.checks.retain(|c| c.sent <= MAX_CHECKS);
@@ -412,14 +475,15 @@ impl Client {
         if let (Some(at), Some(selected)) = (self.next_consent, self.selected) {
             if at <= now {
                 // A consent check (RFC 7675 §5.1); its answer needs no bookkeeping here, the
-                // answerer's own timer is what ends a session whose peer left.
+                // answerer's own timer is what ends a session whose peer left. It carries
+                // USE-CANDIDATE too: the pair is nominated already, and stays so.
                 let transaction = self.next_transaction();
                 self.next_consent = Some(now + CONSENT_INTERVAL);
-                due.push((selected, transaction));
+                due.push((selected, transaction, true));
             }
         }
-        for (to, transaction) in due {
-            if let Some(payload) = self.check(transaction) {
+        for (to, transaction, nominate) in due {
+            if let Some(payload) = self.check(transaction, nominate) {
                 self.out.push_back(Transmit { src: None, dst: to, payload });
             }
         }
@@ -440,13 +504,13 @@ impl Client {
     fn pump(&mut self, now: Instant) {
         loop {
             let mut progress = false;
-            if let (Some(selected), Some(dtls)) = (self.selected, self.dtls.as_mut()) {
+            if let (Some(remote), Some(dtls)) = (self.dtls_remote, self.dtls.as_mut()) {
                 while let Some(event) = dtls.poll_event() {
                     progress = true;
                     match event {
                         dtls::Event::Connected(summary) => {
                             self.events.push_back(PeerEvent::DtlsConnected(Box::new(summary)));
-                            self.layer.dtls_connected(now, selected);
+                            self.layer.dtls_connected(now, remote);
                         }
                         dtls::Event::ApplicationData(mut packet) => {
                             self.layer.handle_packet(now, self.local, &mut packet);

@@ -1,5 +1,6 @@
-//! One data-channel session as the answerer runs it: ICE-lite, then DTLS as server, then SCTP
-//! inside DTLS (RFC 8261), then DCEP (RFC 8832), all on one socket (RFC 7983), sans-IO.
+//! One data-channel session as the answerer runs it: ICE (lite or full, controlled), then DTLS
+//! as server, then SCTP inside DTLS (RFC 8261), then DCEP (RFC 8832), all on one socket (RFC
+//! 7983), sans-IO.
 //!
 //! The layers stay the engines they are elsewhere: the DTLS [`dtls::Endpoint`] and the SCTP
 //! [`sctp::Endpoint`] run unchanged, and this type only moves bytes between them. A DTLS
@@ -15,10 +16,10 @@ use fastshake_core::{Instant, Transmit};
 use fastshake_dtls as dtls;
 use fastshake_sctp as sctp;
 
-use crate::channels::ChannelLayer;
+use crate::channels::{ChannelLayer, SctpSetup};
 use crate::dcep::{ChannelType, DcepError, DtlsRole};
 use crate::demux::{classify, Protocol};
-use crate::ice::{Credentials, CredentialsError, IceEvent, IceLiteAgent};
+use crate::ice::{Credentials, CredentialsError, FullConfig, IceAgent, IceEvent, IceMode};
 
 /// The SCTP port both sides use unless SDP says otherwise (RFC 8841 §5).
 pub const SCTP_PORT: u16 = 5000;
@@ -32,17 +33,27 @@ pub const SRTP_PROFILES: [u16; 2] = [0x0007, 0x0001];
 /// receive window is four times as large, so one whole message always fits beside others.
 pub const MAX_MESSAGE_SIZE: usize = 256 * 1024;
 
-/// DTLS datagrams that wait for the browser's nomination at most (see [`Peer`]): a whole
-/// server flight of either version with room to spare.
+/// DTLS datagrams that wait for ICE to allow sending at most (see [`Peer`]): a whole server
+/// flight of either version with room to spare.
 const MAX_HELD: usize = 32;
 
 /// What the answerer needs to run one session.
-#[derive(Clone, Debug)]
+///
+/// [`fmt::Debug`](std::fmt::Debug) prints neither password nor the ICE randomness.
+#[derive(Clone)]
 pub struct PeerConfig {
     /// Our ICE credentials, as written in the answer.
     pub local: Credentials,
     /// The offer's `a=ice-ufrag`.
     pub remote_ufrag: String,
+    /// ICE-lite or full (see [`IceAgent`]); the answer must say the same (`a=ice-lite` or not).
+    pub ice_mode: IceMode,
+    /// The offer's `a=ice-pwd`: a full agent keys its checks with it (RFC 8445 §7.2.2). Not
+    /// used, nor checked, in lite mode.
+    pub remote_pwd: String,
+    /// Randomness for a full agent's tiebreaker and transaction ids ([`FullConfig::new`]), from
+    /// a cryptographically secure source. Not used in lite mode.
+    pub ice_random: [u8; FullConfig::RANDOM_LEN],
     /// The offer's SHA-256 fingerprints: the browser's certificate must have one of them.
     pub remote_fingerprints: Vec<[u8; 32]>,
     /// Our certificate and key, whose fingerprint the answer carries.
@@ -55,6 +66,20 @@ pub struct PeerConfig {
     pub wall_clock: dtls::WallClock,
     /// The browser's SCTP port (the offer's `a=sctp-port`).
     pub remote_sctp_port: u16,
+}
+
+impl std::fmt::Debug for PeerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerConfig")
+            .field("local", &self.local)
+            .field("remote_ufrag", &self.remote_ufrag)
+            .field("ice_mode", &self.ice_mode)
+            .field("remote_fingerprints", &self.remote_fingerprints.len())
+            .field("versions", &self.versions)
+            .field("groups", &self.groups)
+            .field("remote_sctp_port", &self.remote_sctp_port)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a session could not be set up from a [`PeerConfig`].
@@ -88,7 +113,13 @@ pub enum PeerEvent {
     /// The DTLS handshake completed.
     DtlsConnected(Box<dtls::HandshakeSummary>),
     /// The SCTP association inside DTLS is open.
-    SctpConnected,
+    SctpConnected {
+        /// Which handshake opened it: regular (RFC 9260), cookieless (seed 004's alternative
+        /// handshake inside DTLS) or SNAP.
+        handshake: sctp::HandshakeKind,
+        /// Messages that rode in the INIT and were taken (the alternative handshake's data).
+        zero_rtt: usize,
+    },
     /// The browser opened a channel (we acknowledged it).
     ChannelOpened {
         /// Its stream id.
@@ -128,17 +159,26 @@ pub enum PeerEvent {
     Closed(String),
 }
 
-/// One browser's session: ICE-lite agent, DTLS server, SCTP association, channels.
+/// One browser's session: ICE agent, DTLS server, SCTP association, channels.
 ///
 /// # When datagrams flow
 ///
 /// DTLS is taken only from addresses that passed an authenticated ICE check, which is also why
 /// the DTLS server skips its cookie exchange ([`dtls::AddressValidation::Transport`]): the
-/// check already proved the address. Our DTLS datagrams wait until the browser nominates a
-/// pair, the earliest an ICE-lite agent may send (RFC 8445 §12.1.1; see [`IceLiteAgent`]), and
-/// then go to the selected address.
+/// check already proved the address. Our DTLS datagrams are held until
+/// [`IceAgent::may_send_to`] allows an address (see [`IceAgent`]):
+///
+/// - ICE-lite: until the browser nominates a pair, the earliest a lite agent may send (RFC 8445
+///   §12.1.1 with §7.3.2); then they go to the selected address.
+/// - Full: until our triggered check (§7.3.1.4) to an address the browser checked from is
+///   answered, which makes the pair valid; a full agent may send on any valid pair before
+///   selection (§12.1). They go to the address the DTLS session came from once its pair is
+///   valid, else to the pair that became valid first; after the browser's nomination selects
+///   a pair, only to that one (§12.1).
+///
+/// The agent's own checks (full mode) go out through [`Peer::poll_transmit`] with the rest.
 pub struct Peer {
-    ice: IceLiteAgent,
+    ice: IceAgent,
     dtls: dtls::Endpoint,
     dtls_session: Option<dtls::ConnectionHandle>,
     layer: ChannelLayer,
@@ -166,7 +206,13 @@ impl Peer {
         if config.remote_fingerprints.is_empty() {
             return Err(PeerError::NoFingerprint);
         }
-        let ice = IceLiteAgent::new(config.local, &config.remote_ufrag)?;
+        let ice = match config.ice_mode {
+            IceMode::Lite => IceAgent::new(config.local, &config.remote_ufrag)?,
+            IceMode::Full => {
+                let full = FullConfig::new(&config.remote_pwd, &config.ice_random)?;
+                IceAgent::full(config.local, &config.remote_ufrag, full)?
+            }
+        };
         let anchors = dtls::TrustAnchors::pinned_sha256(config.remote_fingerprints.iter().copied())
             .map_err(|_| PeerError::NoFingerprint)?;
         let dtls_config = dtls::ServerConfig {
@@ -189,7 +235,11 @@ impl Peer {
             ice,
             dtls,
             dtls_session: None,
-            layer: ChannelLayer::new(DtlsRole::Server, sctp_seed),
+            layer: {
+                let mut layer = ChannelLayer::new(DtlsRole::Server, SctpSetup::Regular, sctp_seed);
+                layer.set_remote_port(config.remote_sctp_port);
+                layer
+            },
             local,
             held: VecDeque::new(),
             out: VecDeque::new(),
@@ -198,14 +248,27 @@ impl Peer {
         })
     }
 
+    /// The offer carried a SNAP INIT (a=sctp-init, draft-hancke-tsvwg-snap): our own for the
+    /// answer, and the association opens from the two once DTLS is up. A malformed INIT is
+    /// refused with its reason (the answer then leaves a=sctp-init out: the regular handshake).
+    pub fn accept_snap(&mut self, peer_init: &[u8]) -> Result<Vec<u8>, sctp::SnapError> {
+        self.layer.snap_answer(peer_init)?;
+        Ok(self.layer.snap_offer())
+    }
+
     /// Our ICE credentials.
     pub fn local_credentials(&self) -> &Credentials {
         self.ice.local_credentials()
     }
 
-    /// The address the browser nominated, if it has.
+    /// The address the browser nominated, if it has (in full mode: once that pair is valid).
     pub fn selected(&self) -> Option<SocketAddr> {
         self.ice.selected()
+    }
+
+    /// ICE-lite or full.
+    pub fn ice_mode(&self) -> IceMode {
+        self.ice.mode()
     }
 
     /// Whether a datagram from `remote` belongs to this session: a STUN check names its
@@ -229,6 +292,8 @@ impl Peer {
                 if let Some(answer) = self.ice.handle(now, remote, datagram) {
                     self.out.push_back(Transmit { src: None, dst: remote, payload: answer });
                 }
+                // Full mode: a triggered check goes after the response (RFC 8445 §7.3.1.4).
+                self.ice_transmits();
                 self.ice_events();
             }
             Protocol::Dtls if self.ice.may_receive_from(remote) => {
@@ -267,6 +332,7 @@ impl Peer {
             return;
         }
         self.ice.handle_timeout(now);
+        self.ice_transmits();
         self.ice_events();
         self.dtls.handle_timeout(now);
         self.layer.handle_timeout(now);
@@ -295,6 +361,13 @@ impl Peer {
         Ok(())
     }
 
+    /// The agent's checks (full mode), sent from the session's socket.
+    fn ice_transmits(&mut self) {
+        while let Some((dst, payload)) = self.ice.poll_transmit() {
+            self.out.push_back(Transmit { src: None, dst, payload });
+        }
+    }
+
     fn ice_events(&mut self) {
         while let Some(event) = self.ice.poll_event() {
             match event {
@@ -302,13 +375,36 @@ impl Peer {
                     self.events.push_back(PeerEvent::Selected(address));
                     // What the DTLS server wrote before the nomination goes now, to the pair
                     // the browser chose.
-                    for mut held in self.held.drain(..) {
-                        held.dst = address;
-                        self.out.push_back(held);
-                    }
+                    self.release_held();
                 }
+                // Full mode: a valid pair may carry data before selection (RFC 8445 §12.1).
+                IceEvent::PairValid(_) => self.release_held(),
                 IceEvent::ConsentExpired => self.close("ICE consent expired (RFC 7675)".into()),
                 IceEvent::CheckSucceeded(_) => {}
+            }
+        }
+    }
+
+    /// Where a DTLS datagram addressed to `dst` (where the DTLS session's datagrams came from)
+    /// may go now, if anywhere; see the type's documentation.
+    fn route(&self, dst: SocketAddr) -> Option<SocketAddr> {
+        match self.ice.selected() {
+            // Only the selected pair, once there is one (RFC 8445 §12.1); for a lite agent, the
+            // first moment it may send at all (§12.1.1).
+            Some(selected) => self.ice.may_send_to(selected).then_some(selected),
+            // Full mode before selection: any valid pair (§12.1), the session's own first.
+            None if self.ice.may_send_to(dst) => Some(dst),
+            None => self.ice.first_valid().filter(|&valid| self.ice.may_send_to(valid)),
+        }
+    }
+
+    /// Sends the held DTLS datagrams that ICE now allows, in order; the rest stay held.
+    fn release_held(&mut self) {
+        for _ in 0..self.held.len() {
+            let Some(held) = self.held.pop_front() else { break };
+            match self.route(held.dst) {
+                Some(dst) => self.out.push_back(Transmit { dst, ..held }),
+                None => self.held.push_back(held),
             }
         }
     }
@@ -343,13 +439,11 @@ impl Peer {
             }
             while let Some(transmit) = self.dtls.poll_transmit(now) {
                 progress = true;
-                match self.ice.selected() {
-                    Some(selected) if self.ice.may_send_to(selected) => {
-                        self.out.push_back(Transmit { dst: selected, ..transmit })
-                    }
-                    _ if self.held.len() < MAX_HELD => self.held.push_back(transmit),
+                match self.route(transmit.dst) {
+                    Some(dst) => self.out.push_back(Transmit { dst, ..transmit }),
+                    None if self.held.len() < MAX_HELD => self.held.push_back(transmit),
                     // DTLS resends what is lost.
-                    _ => {}
+                    None => {}
                 }
             }
             if !progress || self.closed {

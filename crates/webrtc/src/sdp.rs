@@ -1141,6 +1141,9 @@ pub struct Answer {
     /// A random number from the caller; written modulo 2^62 − 1 (RFC 8829 §5.2.1 wants the
     /// initial sess-id below that, so it can be incremented as a signed 64-bit integer).
     pub session_id: u64,
+    /// Whether we are an ICE-lite agent: `a=ice-lite` at session level (RFC 8839 §5.3). A full
+    /// agent leaves it out, and the browser then expects and answers our checks.
+    pub ice_lite: bool,
     /// Our ICE username fragment: 4 to 256 ice-chars (RFC 8839 §5.4).
     pub ice_ufrag: String,
     /// Our ICE password: 22 to 256 ice-chars.
@@ -1160,8 +1163,9 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// Writes the answer to `offer` (RFC 8829 §5.3.1), CRLF line ends: session lines with
-    /// `a=ice-lite`, then every offered media section in the offer's order. The data
+    /// Writes the answer to `offer` (RFC 8829 §5.3.1), CRLF line ends: session lines (with
+    /// `a=ice-lite` if [`Answer::ice_lite`]), then every offered media section in the offer's
+    /// order. The data
     /// section is accepted with our transport; every other one is rejected with port 0 and
     /// only its mid.
     ///
@@ -1181,7 +1185,9 @@ impl Answer {
         push_line(&mut out, format_args!("o=- {} 1 IN IP4 0.0.0.0", self.session_id % ((1 << 62) - 1)));
         push_line(&mut out, format_args!("s=-"));
         push_line(&mut out, format_args!("t=0 0"));
-        push_line(&mut out, format_args!("a=ice-lite"));
+        if self.ice_lite {
+            push_line(&mut out, format_args!("a=ice-lite"));
+        }
         // RFC 8843 §7.3: the answer's group holds the accepted mids of an offered group.
         if let Some(mid) = &data.mid {
             if offer.bundle_groups.iter().any(|g| g.contains(mid)) {
@@ -1361,7 +1367,7 @@ fn hex_value(b: u8) -> Option<u8> {
 const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Base64 with padding (RFC 4648 §4), the `base64` of RFC 8866 §9.
-fn base64_encode(data: &[u8]) -> String {
+pub(crate) fn base64_encode(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
         let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
@@ -1408,6 +1414,8 @@ pub fn fuzz(data: &[u8]) {
     if let Ok(offer) = Offer::parse(&text) {
         let answer = Answer {
             session_id: 7,
+            // Both kinds of answer, by a bit the fuzzer controls.
+            ice_lite: data.len().is_multiple_of(2),
             ice_ufrag: "fuzz".to_owned(),
             ice_pwd: "fuzzfuzzfuzzfuzzfuzzfuzz".to_owned(),
             ice_options: Vec::new(),
@@ -1425,6 +1433,7 @@ pub fn fuzz(data: &[u8]) {
             assert_eq!(back.media.len(), offer.media.len());
             assert_eq!(back.data.index, offer.data.index);
             assert_eq!(back.data.ice_ufrag, answer.ice_ufrag);
+            assert_eq!(back.ice_lite, answer.ice_lite);
             assert_eq!(back.data.fingerprints, vec![answer.fingerprint.clone()]);
             assert_eq!(back.data.setup, Some(Setup::Passive));
             assert_eq!(back.data.sctp_init.is_some(), offer.data.sctp_init.is_some());

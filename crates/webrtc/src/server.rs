@@ -2,9 +2,10 @@
 //!
 //! An offer becomes a session and its answer ([`Server::answer`]). A datagram is routed by
 //! what it is (RFC 7983): a STUN check by the ufrag its USERNAME names (ours first, RFC 8445
-//! §7.2.2), anything else by the address that an authenticated check came from. Nothing
-//! unauthenticated creates state: a session exists only for an offer that came over signalling,
-//! and an address joins one only by a check carrying that session's password.
+//! §7.2.2), anything else, including the responses to a full agent's own checks (which carry
+//! no USERNAME), by the address that an authenticated check came from. Nothing unauthenticated
+//! creates state: a session exists only for an offer that came over signalling, and an address
+//! joins one only by a check carrying that session's password.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -14,7 +15,7 @@ use fastshake_core::{Instant, Transmit};
 use fastshake_dtls as dtls;
 
 use crate::demux::{classify, Protocol};
-use crate::ice::Credentials;
+use crate::ice::{Credentials, FullConfig, IceMode};
 use crate::peer::{Peer, PeerConfig, PeerError, PeerEvent, MAX_MESSAGE_SIZE};
 use crate::sdp::{Answer, Fingerprint, HashFunction, Offer, SdpError};
 use crate::stun;
@@ -23,8 +24,9 @@ use crate::stun;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(pub u64);
 
-/// Random bytes a [`Server`] needs per answer: ICE credentials and the engines' seed.
-pub const ANSWER_RANDOM_LEN: usize = Credentials::RANDOM_LEN + 32 + 8;
+/// Random bytes a [`Server`] needs per answer: ICE credentials, the engines' seed, the SDP
+/// session id, and a full ICE agent's randomness (unused in lite mode).
+pub const ANSWER_RANDOM_LEN: usize = Credentials::RANDOM_LEN + 32 + 8 + FullConfig::RANDOM_LEN;
 
 /// What every session of a server shares.
 #[derive(Clone, Debug)]
@@ -43,6 +45,10 @@ pub struct ServerConfig {
     pub wall_clock: dtls::WallClock,
     /// Sessions held at most; an offer beyond it is refused.
     pub max_sessions: usize,
+    /// ICE-lite (the default; answers carry `a=ice-lite`) or full and controlled (no
+    /// `a=ice-lite`; sessions check back and may send before the browser nominates, RFC 8445
+    /// §12.1). See [`crate::ice::IceAgent`].
+    pub ice_mode: IceMode,
 }
 
 /// Why an offer got no answer.
@@ -120,13 +126,17 @@ impl Server {
         let (credential_bytes, rest) = random.split_at(Credentials::RANDOM_LEN);
         let credential_bytes: &[u8; Credentials::RANDOM_LEN] =
             credential_bytes.try_into().expect("split at RANDOM_LEN");
-        let (seed, session_id) = rest.split_at(32);
+        let (seed, rest) = rest.split_at(32);
+        let (session_id, ice_random) = rest.split_at(8);
         let local_credentials = Credentials::from_random(credential_bytes);
         let remote_fingerprints: Vec<[u8; 32]> =
             offer.data.sha256_fingerprints().filter_map(|f| f.bytes.as_slice().try_into().ok()).collect();
         let config = PeerConfig {
             local: local_credentials.clone(),
             remote_ufrag: offer.data.ice_ufrag.clone(),
+            ice_mode: self.config.ice_mode,
+            remote_pwd: offer.data.ice_pwd.clone(),
+            ice_random: ice_random.try_into().expect("split at FullConfig::RANDOM_LEN"),
             remote_fingerprints,
             certified_key: self.config.certified_key.clone(),
             versions: self.config.versions,
@@ -136,9 +146,12 @@ impl Server {
         };
         let mut seed_bytes = [0u8; 32];
         seed_bytes.copy_from_slice(seed);
-        let peer = Peer::new(config, local, seed_bytes)?;
+        let mut peer = Peer::new(config, local, seed_bytes)?;
+        // SNAP when the browser offers it; a bad INIT leaves it out (the regular handshake).
+        let sctp_init = offer.data.sctp_init.as_deref().and_then(|init| peer.accept_snap(init).ok());
         let answer = Answer {
             session_id: u64::from_be_bytes(session_id.try_into().expect("8 bytes")) >> 1,
+            ice_lite: self.config.ice_mode == IceMode::Lite,
             ice_ufrag: local_credentials.ufrag().to_owned(),
             ice_pwd: local_credentials.pwd().to_owned(),
             ice_options: Vec::new(),
@@ -147,7 +160,7 @@ impl Server {
                 bytes: self.config.fingerprint.to_vec(),
             },
             max_message_size: MAX_MESSAGE_SIZE as u64,
-            sctp_init: None,
+            sctp_init,
             addresses: self.config.addresses.clone(),
         }
         .to_sdp(&offer)?;
@@ -161,6 +174,7 @@ impl Server {
     /// A datagram arrived from `remote`.
     pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
         let id = match classify(datagram) {
+            Protocol::Stun if Self::is_response(datagram) => self.by_address.get(&remote).copied(),
             Protocol::Stun => Self::ufrag_of(datagram).and_then(|ufrag| self.by_ufrag.get(ufrag).copied()),
             Protocol::Dtls => self.by_address.get(&remote).copied(),
             _ => None,
@@ -173,6 +187,13 @@ impl Server {
             self.by_address.insert(remote, id);
         }
         self.collect(id);
+    }
+
+    /// Whether a STUN datagram is a response: one to a full agent's check names no USERNAME
+    /// (RFC 8489 §14.3), so it is routed by address; a lite session ignores responses.
+    fn is_response(datagram: &[u8]) -> bool {
+        stun::Message::parse(datagram)
+            .is_ok_and(|m| matches!(m.class(), stun::Class::SuccessResponse | stun::Class::ErrorResponse))
     }
 
     /// The local ufrag of a check's USERNAME ("ours:theirs").

@@ -31,6 +31,7 @@ fn fp(hex_colons: &str) -> Fingerprint {
 fn answer() -> Answer {
     Answer {
         session_id: 4_242_424_242,
+        ice_lite: true,
         ice_ufrag: "srvU".to_owned(),
         ice_pwd: "serverpasswordserverpw".to_owned(),
         ice_options: Vec::new(),
@@ -194,6 +195,39 @@ fn answer_is_exactly_what_we_expect() {
          a=end-of-candidates\r\n"
     );
     assert_eq!(sdp, expected);
+}
+
+#[test]
+fn a_full_agent_answers_without_ice_lite_and_otherwise_the_same() {
+    let offer = Offer::parse(OFFER).unwrap();
+    let mut ours = answer();
+    ours.fingerprint = Fingerprint::sha256([0xAB; 32]);
+    let lite = ours.to_sdp(&offer).unwrap();
+    ours.ice_lite = false;
+    let full = ours.to_sdp(&offer).unwrap();
+    let ab = ["AB"; 32].join(":");
+    let expected = format!(
+        "v=0\r\n\
+         o=- 4242424242 1 IN IP4 0.0.0.0\r\n\
+         s=-\r\n\
+         t=0 0\r\n\
+         a=group:BUNDLE 0\r\n\
+         m=application 4000 UDP/DTLS/SCTP webrtc-datachannel\r\n\
+         c=IN IP4 192.0.2.1\r\n\
+         a=ice-ufrag:srvU\r\n\
+         a=ice-pwd:serverpasswordserverpw\r\n\
+         a=fingerprint:sha-256 {ab}\r\n\
+         a=setup:passive\r\n\
+         a=mid:0\r\n\
+         a=sctp-port:5000\r\n\
+         a=max-message-size:262144\r\n\
+         a=candidate:1 1 UDP 2130706431 192.0.2.1 4000 typ host\r\n\
+         a=candidate:2 1 UDP 2130706175 2001:db8::1 4001 typ host\r\n\
+         a=end-of-candidates\r\n"
+    );
+    assert_eq!(full, expected);
+    assert_eq!(lite.replace("a=ice-lite\r\n", ""), full, "the one line is all that differs");
+    assert!(!Offer::parse(&full).unwrap().ice_lite);
 }
 
 #[test]

@@ -10,11 +10,12 @@ use std::time::Duration;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls::{NamedGroup, Versions, WallClock};
 use fastshake_pki::generate::self_signed_p256;
-use fastshake_webrtc::client::{Client, ClientConfig};
+use fastshake_webrtc::client::{Client, ClientConfig, Nomination, SctpSetup};
 use fastshake_webrtc::dcep::ChannelType;
-use fastshake_webrtc::ice::Credentials;
+use fastshake_webrtc::ice::{Credentials, IceMode};
 use fastshake_webrtc::peer::PeerEvent;
 use fastshake_webrtc::server::{Server, ServerConfig, SessionId, ANSWER_RANDOM_LEN};
+use fastshake_webrtc::stun::{Class, Message};
 
 const UNIX: u64 = 1_800_000_000;
 const ONE_WAY: Duration = Duration::from_millis(5);
@@ -33,9 +34,15 @@ struct Net {
     client_events: Vec<PeerEvent>,
     server_events: Vec<(SessionId, PeerEvent)>,
     echo: bool,
+    /// Every datagram put on the wire: when, whether to the server, and its bytes.
+    sent: Vec<(Instant, bool, Vec<u8>)>,
 }
 
 fn server(versions: Versions) -> Server {
+    server_in(versions, IceMode::Lite)
+}
+
+fn server_in(versions: Versions, ice_mode: IceMode) -> Server {
     let (key, fingerprint) = self_signed_p256(UNIX, 30).unwrap();
     Server::new(ServerConfig {
         certified_key: Arc::new(key),
@@ -45,6 +52,7 @@ fn server(versions: Versions) -> Server {
         groups: NamedGroup::WITH_HYBRID.to_vec(),
         wall_clock: clock(),
         max_sessions: 4,
+        ice_mode,
     })
 }
 
@@ -58,6 +66,8 @@ fn client_config(versions: Versions, groups: &[NamedGroup]) -> ClientConfig {
         groups: groups.to_vec(),
         wall_clock: clock(),
         tiebreaker: 42,
+        nomination: Nomination::Aggressive,
+        sctp_setup: SctpSetup::Regular,
     }
 }
 
@@ -76,6 +86,7 @@ impl Net {
             client_events: Vec::new(),
             server_events: Vec::new(),
             echo: true,
+            sent: Vec::new(),
         };
         let offer = net.client.offer(1);
         let (_, answer) = net.server.answer(&offer, server_addr, &[9; ANSWER_RANDOM_LEN]).expect("answer");
@@ -86,6 +97,7 @@ impl Net {
 
     fn collect(&mut self) {
         while let Some(t) = self.client.poll_transmit() {
+            self.sent.push((self.now, true, t.payload.clone()));
             self.wire.push_back((self.now + ONE_WAY, t, true));
         }
         while let Some((id, e)) = self.server.poll_event() {
@@ -95,6 +107,7 @@ impl Net {
             self.server_events.push((id, e));
         }
         while let Some(t) = self.server.poll_transmit() {
+            self.sent.push((self.now, false, t.payload.clone()));
             self.wire.push_back((self.now + ONE_WAY, t, false));
         }
         while let Some(e) = self.client.poll_event() {
@@ -282,4 +295,138 @@ fn a_channel_closed_by_either_side_is_reset_both_ways_and_its_id_opens_again() {
         net.client_events
     );
     net.client.send(net.now, stream, b"x", false).expect_err("a closed channel takes no message");
+}
+
+#[test]
+fn between_fastshake_peers_the_alternative_handshake_opens_sctp_with_the_channel_in_the_init() {
+    let mut config = client_config(Versions::Dtls13, &[NamedGroup::X25519]);
+    config.sctp_setup = SctpSetup::Alternative;
+    let mut net = Net::new(server(Versions::Both), config);
+    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
+    let opened = net.server_events.iter().find_map(|(_, e)| match e {
+        PeerEvent::SctpConnected { handshake, zero_rtt } => Some((*handshake, *zero_rtt)),
+        _ => None,
+    });
+    assert_eq!(
+        opened,
+        Some((fastshake_sctp::HandshakeKind::Cookieless, 1)),
+        "DTLS proved the peer: the INIT opened the association and carried the OPEN"
+    );
+    let stream = net.channel_acked().unwrap();
+    net.client.send(net.now, stream, b"ping", true).unwrap();
+    assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1));
+}
+
+impl Net {
+    /// When the first datagram from the server (`to_server` false) or the client matching
+    /// `what` was sent.
+    fn first_sent(&self, to_server: bool, what: impl Fn(&[u8]) -> bool) -> Option<Instant> {
+        self.sent.iter().find(|(_, to, bytes)| *to == to_server && what(bytes)).map(|(at, _, _)| *at)
+    }
+}
+
+/// A DTLS record (RFC 7983: first byte 20 to 63).
+fn is_dtls(bytes: &[u8]) -> bool {
+    bytes.first().is_some_and(|b| (20..=63).contains(b))
+}
+
+/// A STUN Binding request, and whether it carries USE-CANDIDATE.
+fn stun_request(bytes: &[u8]) -> Option<bool> {
+    let message = Message::parse(bytes).ok()?;
+    (message.class() == Class::Request).then(|| message.use_candidate())
+}
+
+#[test]
+fn a_full_mode_server_checks_back_and_the_session_opens_in_either_version() {
+    for versions in [Versions::Dtls13, Versions::Dtls12] {
+        let groups = [NamedGroup::X25519MlKem768, NamedGroup::X25519];
+        let mut net = Net::new(server_in(Versions::Both, IceMode::Full), client_config(versions, &groups));
+        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+        assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()), "{versions:?}");
+        let stream = net.channel_acked().unwrap();
+        net.client.send(net.now, stream, b"full", true).unwrap();
+        assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1), "{versions:?}");
+        // The server sent its own (triggered) check, without USE-CANDIDATE: it is controlled.
+        let check = net
+            .sent
+            .iter()
+            .find_map(|(_, to_server, bytes)| (!to_server).then(|| stun_request(bytes)).flatten());
+        assert_eq!(check, Some(false), "{versions:?}: a triggered check from the server");
+        let selected = net.server_events.iter().any(|(_, e)| matches!(e, PeerEvent::Selected(_)));
+        assert!(selected, "{versions:?}: the client's nomination selected the pair");
+    }
+    // A lite server sends no check at all, and the answer says a=ice-lite.
+    let mut net = Net::new(server(Versions::Both), client_config(Versions::Dtls13, &[NamedGroup::X25519]));
+    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
+    assert!(net.sent.iter().all(|(_, to_server, bytes)| *to_server || stun_request(bytes).is_none()));
+}
+
+#[test]
+fn a_full_mode_server_answers_the_client_hello_before_the_nomination_and_a_lite_one_after() {
+    // The client nominates 50 ms after its first check succeeded, as Chromium does (48 ms).
+    let delay = Duration::from_millis(50);
+    let mut first_flight = Vec::new();
+    for mode in [IceMode::Full, IceMode::Lite] {
+        let mut config = client_config(Versions::Dtls13, &[NamedGroup::X25519]);
+        config.nomination = Nomination::Regular { delay };
+        let mut net = Net::new(server_in(Versions::Both, mode), config);
+        let start = net.now;
+        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+        let up = |n: &Net| n.channel_acked().is_some() && n.client.selected().is_some();
+        assert!(net.run_until(Duration::from_secs(5), up), "{mode:?}");
+        let nomination = net.first_sent(true, |b| stun_request(b) == Some(true)).expect("a nominating check");
+        let server_dtls = net.first_sent(false, is_dtls).expect("the server's first flight");
+        let client_hello = net.first_sent(true, is_dtls).expect("a ClientHello");
+        assert!(client_hello < nomination, "{mode:?}: the client starts DTLS on the valid pair (§12.1)");
+        match mode {
+            IceMode::Full => {
+                assert!(
+                    server_dtls < nomination,
+                    "full: the flight goes to a valid, not yet selected pair (§12.1): {server_dtls:?} {nomination:?}"
+                );
+                assert_eq!(
+                    server_dtls.saturating_duration_since(client_hello),
+                    ONE_WAY,
+                    "full: answered as soon as the ClientHello arrived"
+                );
+            }
+            IceMode::Lite => assert!(
+                server_dtls > nomination,
+                "lite: the flight waits for the nomination (§12.1.1): {server_dtls:?} {nomination:?}"
+            ),
+        }
+        first_flight.push(server_dtls.saturating_duration_since(start));
+        let stream = net.channel_acked().unwrap();
+        net.client.send(net.now, stream, b"after", true).unwrap();
+        assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1), "{mode:?}");
+    }
+    assert!(
+        first_flight[1] >= first_flight[0] + delay - ONE_WAY * 2,
+        "the full server's first flight leaves about the nomination delay sooner: {first_flight:?}"
+    );
+}
+
+#[test]
+fn with_snap_the_association_opens_from_the_two_inits_in_sdp_and_no_handshake_packet_goes() {
+    let mut config = client_config(Versions::Dtls13, &[NamedGroup::X25519]);
+    config.sctp_setup = SctpSetup::Snap;
+    let mut net = Net::new(server(Versions::Both), config);
+    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
+    let opened_by = |e: &PeerEvent| match e {
+        PeerEvent::SctpConnected { handshake, .. } => Some(*handshake),
+        _ => None,
+    };
+    let kinds: Vec<_> = net
+        .server_events
+        .iter()
+        .filter_map(|(_, e)| opened_by(e))
+        .chain(net.client_events.iter().filter_map(opened_by))
+        .collect();
+    assert_eq!(kinds, [fastshake_sctp::HandshakeKind::Snap; 2], "both sides opened by SNAP");
+    let stream = net.channel_acked().unwrap();
+    net.client.send(net.now, stream, b"ping", true).unwrap();
+    assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1));
 }
