@@ -3,7 +3,8 @@
 //! `fastshake webrtc serve` (ICE-lite, the default), `fastshake webrtc serve --ice full` and a
 //! pion/webrtc v4 server (the anchor), each timed from the answer applied (when the browser
 //! starts its connectivity checks) to the first byte echoed; then `fastshake webrtc connect`
-//! does the same against the three servers. Medians, and the ratios to pion's.
+//! opens sessions to our servers with each SCTP setup (regular, seed 004's alternative
+//! handshake, SNAP) and DTLS version. Medians, and the ratios to pion's.
 //!
 //! Everything runs in a network namespace of its own whose only interface is loopback
 //! (`unshare -n`, so root), where the browser reaches nothing else.
@@ -71,16 +72,18 @@ done
 browser=$!
 wait $ours || true
 kill $browser 2>/dev/null || true
-for target in http://127.0.0.1:8080/offer http://127.0.0.1:8083/offer http://127.0.0.1:8081/offer; do
-  "$FASTSHAKE" webrtc serve --http 127.0.0.1:8082 >/dev/null 2>&1 &
-  again=$!
-  for i in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/8082) 2>/dev/null && break; sleep 0.05; done
-  [ "$target" = http://127.0.0.1:8080/offer ] && target=http://127.0.0.1:8082/offer
+"$FASTSHAKE" webrtc serve --http 127.0.0.1:8082 >/dev/null 2>&1 &
+again=$!
+for i in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/8082) 2>/dev/null && break; sleep 0.05; done
+for variant in "lite regular 1.3" "lite alt 1.3" "lite snap 1.3" "lite regular 1.2" "full regular 1.3" "full snap 1.3"; do
+  set -- $variant
+  port=8082; [ "$1" = full ] && port=8083
   for i in $(seq 1 {runs}); do
-    "$FASTSHAKE" webrtc connect "$target" --messages 1 --size 16 | sed "s|^|connect $target: |"
+    "$FASTSHAKE" webrtc connect "http://127.0.0.1:$port/offer" --sctp "$2" --dtls "$3" --messages 1 --size 16 \
+      | sed "s|^|connect $variant: |"
   done
-  kill $again 2>/dev/null || true
 done
+kill $again 2>/dev/null || true
 kill $pion $full 2>/dev/null || true
 wait 2>/dev/null || true
 cat "$PROFILE/fastshake.log"
@@ -128,22 +131,28 @@ cat "$PROFILE/fastshake.log"
     println!("fastshake --ice full / pion: {:.2} (first byte, medians)", full / theirs);
 
     // fastshake webrtc connect: "channel open X ms, first echo Y ms".
-    let connect = |target: &str| -> Vec<f64> {
+    let connect = |variant: &str| -> Vec<f64> {
         stdout
             .lines()
-            .filter_map(|l| l.strip_prefix(&format!("connect {target}: ")))
+            .filter_map(|l| l.strip_prefix(&format!("connect {variant}: ")))
             .filter_map(|l| l.split("first echo ").nth(1)?.split(" ms").next()?.parse().ok())
             .collect()
     };
     println!();
-    println!("{:<36} {:>6} {:>16}", "fastshake webrtc connect to", "runs", "first byte (ms)");
-    for (name, target) in [
-        ("fastshake webrtc serve (ICE-lite)", "http://127.0.0.1:8082/offer"),
-        ("fastshake webrtc serve --ice full", "http://127.0.0.1:8083/offer"),
-        ("pion/webrtc v4 (anchor)", "http://127.0.0.1:8081/offer"),
+    println!(
+        "{:<52} {:>6} {:>16}",
+        "fastshake webrtc connect to fastshake webrtc serve", "runs", "first byte (ms)"
+    );
+    for (name, variant) in [
+        ("ICE-lite, SCTP regular, DTLS 1.3", "lite regular 1.3"),
+        ("ICE-lite, SCTP alternative (seed 004), DTLS 1.3", "lite alt 1.3"),
+        ("ICE-lite, SCTP SNAP, DTLS 1.3", "lite snap 1.3"),
+        ("ICE-lite, SCTP regular, DTLS 1.2", "lite regular 1.2"),
+        ("ICE full, SCTP regular, DTLS 1.3", "full regular 1.3"),
+        ("ICE full, SCTP SNAP, DTLS 1.3", "full snap 1.3"),
     ] {
-        let t = connect(target);
-        println!("{:<36} {:>6} {:>16.1}", name, t.len(), median(t));
+        let t = connect(variant);
+        println!("{:<52} {:>6} {:>16.1}", name, t.len(), median(t));
     }
     println!();
     println!(
