@@ -83,7 +83,8 @@ impl ChannelLayer {
             cookieless: server,
             accept_alt_data: true,
             fetch_path_cookies: false,
-            listen: server,
+            // Either DTLS role may meet an INIT: the offerer learns its role from the answer.
+            listen: true,
             mtu: SCTP_MTU,
             streams_out: 1024,
             streams_in: 1024,
@@ -106,6 +107,15 @@ impl ChannelLayer {
             snap: None,
             peer_snap: None,
             remote_port: SCTP_PORT,
+        }
+    }
+
+    /// Our DTLS role, once the answer settled it (the offerer's): it decides who starts the
+    /// association and the parity of our channels' stream ids (RFC 8832 §6). Channels asked
+    /// for before stay queued and open with the new parity.
+    pub(crate) fn set_role(&mut self, role: DtlsRole) {
+        if self.channels.role() != role && self.channels.is_empty() {
+            self.channels = Channels::new(role);
         }
     }
 

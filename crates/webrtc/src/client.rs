@@ -1,7 +1,8 @@
 //! The offering side of a data-channel session, sans-IO: a full, controlling ICE agent with
-//! host candidates only, DTLS as client (`a=setup:active` after our `actpass`), SCTP inside
-//! DTLS, DCEP. It is what `fastshake webrtc connect` runs against a server such as ours or
-//! pion, and what the in-memory tests open sessions to [`crate::server::Server`] with.
+//! host candidates only, DTLS in the role the answer leaves us after our `actpass` (client for
+//! `a=setup:passive`, server for `active`), SCTP inside DTLS, DCEP. It is what `fastshake
+//! webrtc connect` runs against a server such as ours or pion, and what the in-memory tests
+//! open sessions to [`crate::server::Server`] with.
 //!
 //! # Nomination
 //!
@@ -89,8 +90,8 @@ pub enum AnswerError {
     /// The SDP does not parse or lacks a data section.
     #[error("answer: {0}")]
     Sdp(#[from] SdpError),
-    /// The answer wants us to be the DTLS server; this client runs DTLS as client only.
-    #[error("the answer chose a=setup:{0}: this client runs DTLS as client (it needs a=setup:passive)")]
+    /// The answer's a=setup is neither active nor passive (RFC 8842 §5.3).
+    #[error("the answer chose a=setup:{0}: an answer to actpass is active or passive (RFC 8842 §5.3)")]
     Setup(&'static str),
     /// No candidate with an IP address (an mDNS name cannot be resolved here).
     #[error("the answer has no candidate with an IP address")]
@@ -124,7 +125,9 @@ pub struct Client {
     dtls_remote: Option<SocketAddr>,
     next_consent: Option<Instant>,
     transaction_counter: u64,
-    dtls: Option<dtls::Connection>,
+    dtls: Option<DtlsSide>,
+    /// The answer chose `a=setup:active`: we are the DTLS server (RFC 8842 §5.2).
+    dtls_server: bool,
     layer: ChannelLayer,
     local: SocketAddr,
     seed: [u8; 32],
@@ -159,6 +162,7 @@ impl Client {
             next_consent: None,
             transaction_counter: 0,
             dtls: None,
+            dtls_server: false,
             layer: ChannelLayer::new(DtlsRole::Client, setup, sctp_seed),
             local,
             seed,
@@ -202,11 +206,14 @@ impl Client {
     pub fn accept_answer(&mut self, now: Instant, answer: &str) -> Result<(), AnswerError> {
         let answer = Offer::parse(answer)?;
         let data = &answer.data;
-        match data.setup {
-            Some(Setup::Passive) => {}
+        // We offered actpass: the answerer picks (RFC 8842 §5.3); without a=setup it is
+        // active (RFC 4145 §4), as are browsers and pion by default (RFC 5763 §5).
+        self.dtls_server = match data.setup {
+            Some(Setup::Passive) => false,
+            Some(Setup::Active) | None => true,
             Some(other) => return Err(AnswerError::Setup(other.as_str())),
-            None => return Err(AnswerError::Setup("active")),
-        }
+        };
+        self.layer.set_role(if self.dtls_server { DtlsRole::Server } else { DtlsRole::Client });
         self.remote_fingerprints = data
             .sha256_fingerprints()
             .filter_map(|f| <[u8; 32]>::try_from(f.bytes.as_slice()).ok())
@@ -415,6 +422,33 @@ impl Client {
             self.end("no fingerprint to trust".into());
             return;
         };
+        if self.dtls_server {
+            let config = dtls::ServerConfig {
+                versions: self.config.versions,
+                groups: self.config.groups.clone(),
+                certified_key: Some(self.config.certified_key.clone()),
+                client_auth: dtls::ClientAuth::Require,
+                client_trust_anchors: Some(Arc::new(anchors)),
+                wall_clock: Some(self.config.wall_clock),
+                // Our checks proved the peer's address (RFC 8445 §7.2.5.3).
+                address_validation: dtls::AddressValidation::Transport,
+                srtp_profiles: crate::peer::SRTP_PROFILES.to_vec(),
+                max_connections: 2,
+                ..Default::default()
+            };
+            match dtls::Endpoint::new(Arc::new(config), self.seed) {
+                Ok(endpoint) => {
+                    self.dtls_remote = Some(remote);
+                    self.dtls = Some(DtlsSide::Server {
+                        endpoint: Box::new(endpoint),
+                        session: None,
+                        local: self.local,
+                    });
+                }
+                Err(e) => self.end(format!("DTLS server: {e}")),
+            }
+            return;
+        }
         let config = dtls::ClientConfig {
             versions: self.config.versions,
             groups: self.config.groups.clone(),
@@ -431,7 +465,8 @@ impl Client {
             ..Default::default()
         };
         self.dtls_remote = Some(remote);
-        self.dtls = Some(dtls::Connection::client(Arc::new(config), now, remote, self.seed));
+        self.dtls =
+            Some(DtlsSide::Client(dtls::Connection::client(Arc::new(config), now, remote, self.seed)));
     }
 
     /// The next datagram to send.
@@ -450,7 +485,7 @@ impl Client {
             return None;
         }
         let checks = self.checks.iter().map(|c| c.next).min();
-        let dtls = self.dtls.as_ref().and_then(dtls::Connection::poll_timeout);
+        let dtls = self.dtls.as_ref().and_then(DtlsSide::poll_timeout);
         [checks, self.next_consent, dtls, self.layer.poll_timeout()].into_iter().flatten().min()
     }
 
@@ -546,6 +581,81 @@ impl Client {
             }
             if !progress || self.closed {
                 return;
+            }
+        }
+    }
+}
+
+/// Our side of DTLS: the client, or the server when the answer chose `a=setup:active`.
+enum DtlsSide {
+    Client(dtls::Connection),
+    Server { endpoint: Box<dtls::Endpoint>, session: Option<dtls::ConnectionHandle>, local: SocketAddr },
+}
+
+impl DtlsSide {
+    fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
+        match self {
+            DtlsSide::Client(c) => c.handle_datagram(now, remote, datagram),
+            DtlsSide::Server { endpoint, local, .. } => {
+                endpoint.handle_datagram(now, *local, remote, datagram)
+            }
+        }
+    }
+
+    /// The next event of the session (a server's other connections have none worth reporting:
+    /// only the checked peer reaches it).
+    fn poll_event(&mut self) -> Option<dtls::Event> {
+        match self {
+            DtlsSide::Client(c) => c.poll_event(),
+            DtlsSide::Server { endpoint, session, .. } => loop {
+                let (handle, event) = endpoint.poll_event()?;
+                if let dtls::Event::Connected(_) = &event {
+                    *session = Some(handle);
+                }
+                if *session == Some(handle) || matches!(event, dtls::Event::Failed(_)) {
+                    return Some(event);
+                }
+            },
+        }
+    }
+
+    fn send(&mut self, data: &[u8]) -> Result<(), dtls::Error> {
+        match self {
+            DtlsSide::Client(c) => c.send(data),
+            DtlsSide::Server { endpoint, session, .. } => {
+                endpoint.send(session.ok_or(dtls::Error::UnknownConnection)?, data)
+            }
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        match self {
+            DtlsSide::Client(c) => c.poll_transmit(now),
+            DtlsSide::Server { endpoint, .. } => endpoint.poll_transmit(now),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            DtlsSide::Client(c) => c.poll_timeout(),
+            DtlsSide::Server { endpoint, .. } => endpoint.poll_timeout(),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            DtlsSide::Client(c) => c.handle_timeout(now),
+            DtlsSide::Server { endpoint, .. } => endpoint.handle_timeout(now),
+        }
+    }
+
+    fn close(&mut self) {
+        match self {
+            DtlsSide::Client(c) => c.close(),
+            DtlsSide::Server { endpoint, session, .. } => {
+                if let Some(h) = session {
+                    endpoint.close(*h);
+                }
             }
         }
     }
