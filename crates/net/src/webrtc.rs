@@ -29,6 +29,9 @@ use crate::Clock;
 /// reports) their echoes.
 const PAGE: &str = include_str!("webrtc_page.html");
 
+/// Most characters of a page's report kept (a benchmark's sessions, ~120 each).
+const MAX_REPORT_CHARS: usize = 64 * 1024;
+
 /// Biggest offer read: Chromium's are about 700 bytes, with every codec a few kilobytes.
 const MAX_OFFER_BYTES: usize = 64 * 1024;
 
@@ -221,7 +224,7 @@ async fn answer_offer(http: &Http, headers: &HeaderMap, body: String) -> Respons
 }
 
 async fn report(State(http): State<Http>, body: String) -> Response {
-    let text: String = body.chars().take(4096).filter(|c| !c.is_control()).collect();
+    let text: String = body.chars().take(MAX_REPORT_CHARS).filter(|c| !c.is_control()).collect();
     let _ = http.reports.send(text).await;
     let mut response = StatusCode::NO_CONTENT.into_response();
     cors(response.headers_mut());
