@@ -389,9 +389,6 @@ pub struct IceAgent {
     full: Option<FullState>,
 }
 
-/// The agent's former name, from when it was ICE-lite only; the same type.
-pub type IceLiteAgent = IceAgent;
-
 impl fmt::Debug for IceAgent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IceAgent")

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use fastshake_testkit::mutation::{corpus, Mutator};
 use fastshake_webrtc::dcep::{self, ChannelType, DcepMessage, Open};
-use fastshake_webrtc::ice::{self, Credentials, IceLiteAgent};
+use fastshake_webrtc::ice::{self, Credentials, IceAgent};
 use fastshake_webrtc::stun::{self, Class, IntegrityKey, MessageBuilder, Method, TransactionId};
 use fastshake_webrtc::{sdp, Instant};
 
@@ -26,7 +26,7 @@ fn stun_seeds() -> Vec<(&'static str, Vec<u8>)> {
         .fingerprint()
         .into_bytes()
         .unwrap();
-    let mut agent = IceLiteAgent::new(local, "abcd").unwrap();
+    let mut agent = IceAgent::new(local, "abcd").unwrap();
     let response = agent.handle(Instant::from_millis(1), "127.0.0.1:9".parse().unwrap(), &request).unwrap();
     vec![("binding-request", request), ("binding-success", response)]
 }

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use fastshake_webrtc::ice::{self, Credentials, CredentialsError, IceEvent, IceLiteAgent};
+use fastshake_webrtc::ice::{self, Credentials, CredentialsError, IceAgent, IceEvent};
 use fastshake_webrtc::stun::{
     self, attr, Class, ErrorCode, IntegrityKey, Message, MessageBuilder, Method, StunError, TransactionId,
 };
@@ -432,8 +432,8 @@ fn server_credentials() -> Credentials {
     Credentials::from_random(&random)
 }
 
-fn agent() -> IceLiteAgent {
-    IceLiteAgent::new(server_credentials(), BROWSER_UFRAG).unwrap()
+fn agent() -> IceAgent {
+    IceAgent::new(server_credentials(), BROWSER_UFRAG).unwrap()
 }
 
 fn browser_address(port: u16) -> SocketAddr {
@@ -496,7 +496,7 @@ struct Browser {
 }
 
 impl Browser {
-    fn for_agent(agent: &IceLiteAgent) -> Browser {
+    fn for_agent(agent: &IceAgent) -> Browser {
         let local = agent.local_credentials();
         Browser { username: format!("{}:{}", local.ufrag(), BROWSER_UFRAG), password: local.pwd().to_owned() }
     }
@@ -520,7 +520,7 @@ fn response(bytes: &[u8], transaction: u8) -> Message<'_> {
     message
 }
 
-fn events(agent: &mut IceLiteAgent) -> Vec<IceEvent> {
+fn events(agent: &mut IceAgent) -> Vec<IceEvent> {
     std::iter::from_fn(|| agent.poll_event()).collect()
 }
 
@@ -547,7 +547,7 @@ fn generated_credentials_are_ice_chars_of_the_chosen_lengths() {
     assert_eq!(Credentials::new("abc", "a".repeat(22).as_str()), Err(CredentialsError::UfragLength(3)));
     assert_eq!(Credentials::new("abcd", "a".repeat(21).as_str()), Err(CredentialsError::PwdLength(21)));
     assert_eq!(Credentials::new("ab:d", "a".repeat(22).as_str()), Err(CredentialsError::NotIceChar));
-    assert_eq!(IceLiteAgent::new(server_credentials(), "a b c").unwrap_err(), CredentialsError::NotIceChar);
+    assert_eq!(IceAgent::new(server_credentials(), "a b c").unwrap_err(), CredentialsError::NotIceChar);
 }
 
 #[test]
@@ -823,7 +823,7 @@ fn more_remote_addresses_than_the_bound_do_not_grow_state() {
     let browser = Browser::for_agent(&agent);
     let selected = browser_address(40_000);
     agent.handle(at_seconds(0.0), selected, &browser.nominate(0)).unwrap();
-    let bound = IceLiteAgent::MAX_REMOTE_ADDRESSES;
+    let bound = IceAgent::MAX_REMOTE_ADDRESSES;
     for i in 1..=(4 * bound) {
         let now = Instant::from_millis(i as u64);
         let reply = agent.handle(now, browser_address(40_000 + i as u16), &browser.check(i as u8).bytes());
@@ -836,7 +836,7 @@ fn more_remote_addresses_than_the_bound_do_not_grow_state() {
     assert!(agent.may_receive_from(browser_address(40_000 + 4 * bound as u16)));
     assert!(!agent.may_receive_from(browser_address(40_001)));
     let queued = events(&mut agent);
-    assert!(queued.len() <= IceLiteAgent::MAX_QUEUED_EVENTS);
+    assert!(queued.len() <= IceAgent::MAX_QUEUED_EVENTS);
     assert_eq!(queued.first(), Some(&IceEvent::CheckSucceeded(selected)));
     assert!(queued.contains(&IceEvent::Selected(selected)));
 }
