@@ -201,3 +201,15 @@ fn chromium_opens_channels_to_a_full_ice_server() {
     channels(&run.report);
     assert!(run.server.lines().any(|l| l.contains("Selected(")), "{}", run.server);
 }
+
+#[test]
+fn chromium_opens_twenty_sessions_in_a_row_each_echoing_its_message() {
+    // The page's benchmark mode: a new connection per session, one message echoed in each.
+    let Some(run) = run(&[], "bench=20") else { return };
+    let sessions = run.report["bench"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 20, "{:#}", run.report);
+    assert_eq!(
+        run.server.lines().filter(|l| l.contains("DTLS 1.3") && l.contains("X25519MlKem768")).count(),
+        20
+    );
+}
