@@ -529,7 +529,8 @@ impl IceAgent {
     ///   does not verify: 401. Both without MESSAGE-INTEGRITY (RFC 8489 §9.1.3).
     /// - Authenticated but with comprehension-required attributes we do not understand: 420
     ///   with UNKNOWN-ATTRIBUTES (RFC 8489 §6.3.1).
-    /// - Authenticated but with ICE-CONTROLLED: 487 (see [`Self::role_conflict`]).
+    /// - Authenticated but with ICE-CONTROLLED: 487, keeping our controlled role (RFC 8445
+    ///   §7.3.1.1).
     /// - Full mode, a Binding response to one of our checks: processed as the type's
     ///   documentation says; no answer.
     /// - Not STUN, a missing or wrong FINGERPRINT (RFC 8489 §7.3, RFC 8445 §7.3 requires it),
