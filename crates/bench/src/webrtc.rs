@@ -9,7 +9,6 @@
 //! Everything runs in a network namespace of its own whose only interface is loopback
 //! (`unshare -n`, so root), where the browser reaches nothing else.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{bail, Context};
@@ -26,24 +25,12 @@ pub struct Args {
     runs: usize,
 }
 
-fn chromium() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("CHROMIUM") {
-        return Ok(PathBuf::from(p));
-    }
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
-                .find(|p| p.exists())
-        })
-        .context("no chromium on the PATH (apt-get install chromium, or set CHROMIUM)")
-}
-
 /// Runs `bench webrtc`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let runs = args.runs.max(1);
     let fastshake = crate::fastshake_program()?;
-    let browser = chromium()?;
+    let browser = fastshake_interop::chromium()
+        .context("no chromium on the PATH (apt-get install chromium, or set CHROMIUM)")?;
     let pion = fastshake_interop::build(GoPeer::PionWebrtc, &fastshake_interop::build_dir())
         .map_err(|e| anyhow::anyhow!("pion-webrtc-peer: {e}"))?;
     let version = Command::new(&browser)

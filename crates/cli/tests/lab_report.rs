@@ -58,18 +58,6 @@ fn sections(results: &Value) -> &Vec<Value> {
     results["experiments"].as_array().expect("experiments")
 }
 
-/// The browser: $CHROMIUM, or Debian's `chromium` on the PATH.
-fn chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
-            .find(|p| p.exists())
-    })
-}
-
 fn headless(browser: &Path, profile: &Path) -> Command {
     let mut c = Command::new(browser);
     c.args([
@@ -101,7 +89,7 @@ fn console_errors(stderr: &str) -> Vec<&str> {
 
 #[test]
 fn the_report_renders_in_chromium_with_every_plot_and_table() {
-    let Some(browser) = chromium() else {
+    let Some(browser) = fastshake_interop::chromium() else {
         assert!(
             std::env::var_os("FASTSHAKE_REQUIRE_CHROMIUM").is_none(),
             "FASTSHAKE_REQUIRE_CHROMIUM is set but no chromium is on the PATH"

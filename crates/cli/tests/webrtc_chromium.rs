@@ -14,18 +14,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// The browser: $CHROMIUM, or Debian's `chromium` on the PATH.
-fn chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
-            .find(|p| p.exists())
-    })
-}
-
 /// Whether this process may make a network namespace (root, or user namespaces allowed).
 fn can_unshare() -> bool {
     Command::new("unshare").args(["-n", "true"]).status().is_ok_and(|s| s.success())
@@ -44,7 +32,7 @@ fn run(server_args: &[&str], query: &str) -> Option<Run> {
 
 /// [`run`] with extra browser flags.
 fn run_with(server_args: &[&str], browser_args: &[&str], query: &str) -> Option<Run> {
-    let Some(browser) = chromium() else {
+    let Some(browser) = fastshake_interop::chromium() else {
         assert!(
             std::env::var_os("FASTSHAKE_REQUIRE_CHROMIUM").is_none(),
             "FASTSHAKE_REQUIRE_CHROMIUM is set but no chromium is on the PATH"

@@ -75,6 +75,19 @@ impl fmt::Display for BuildError {
     }
 }
 
+/// The headless browser the WebRTC and report tests and `bench webrtc` drive: `$CHROMIUM`, or
+/// Debian's `chromium` (or `chromium-browser`) on the PATH.
+pub fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+            .find(|p| p.exists())
+    })
+}
+
 /// `<target>/testkit`: the folder beside the running executable's profile folder (tests run from
 /// `<target>/<profile>/deps/`), so that concurrent checkouts never share a build. Created.
 pub fn build_dir() -> PathBuf {
