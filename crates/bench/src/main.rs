@@ -15,6 +15,7 @@ mod openssl_anchor;
 mod sctp;
 mod sim;
 mod webrtc;
+mod webrtc_sim;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

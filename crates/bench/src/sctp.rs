@@ -927,6 +927,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let flood = run_floods(&args, limits, if args.quick { 3 } else { 5 }, engine_alt_cost)?;
     println!();
     let ttfb = ttfb::run(if args.quick { &[5, 50] } else { &[5, 20, 50, 100] })?;
+    println!();
+    let webrtc_ttfb = crate::webrtc_sim::run(if args.quick { &[5, 50] } else { &[5, 20, 50, 100] })?;
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "sctp",
@@ -934,6 +936,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "engine_alt_cookie_us": engine_alt_cost * 1e6,
             "flood": flood,
             "ttfb": ttfb,
+            "webrtc_ttfb": webrtc_ttfb,
         });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;

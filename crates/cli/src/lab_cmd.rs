@@ -7,6 +7,7 @@ pub mod e1;
 mod e2;
 mod e3;
 mod e4;
+mod e5;
 mod report;
 
 #[derive(clap::Args)]
@@ -28,6 +29,10 @@ enum Experiment {
     /// E4: handshake caching (seed 003, BiTHaC) over DTLS 1.2: bytes per layer and message,
     /// TLS-framed totals, CPU per role, cache entry sizes, and TSCH / X-MAC, beside the paper.
     E4(e4::Args),
+    /// E5: seed 004's alternative SCTP handshake — INIT-flood answers beside usrsctp, time to
+    /// first byte per setup on a 2 Mbit/s link, and WebRTC data channels' first byte per setup
+    /// (ICE mode, DTLS version, SCTP regular / alternative / SNAP). The report's E5 section alone.
+    E5(e5::Args),
     /// Every experiment into one report: DIR/index.html (self-contained), DIR/*.svg,
     /// DIR/results.json (docs/results.schema.json) and a pcap per experiment.
     All(report::Args),
@@ -47,6 +52,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         Experiment::E2(a) => lab::e2::run(a.into()),
         Experiment::E3(a) => lab::e3::run(a.into()),
         Experiment::E4(a) => lab::e4::run(a.into()),
+        Experiment::E5(a) => lab::report::run(a.into()),
         Experiment::Chaos(a) => lab::chaos::run(a.into()),
         Experiment::ChaosReal(a) => lab::chaos_real::run(a.into()),
     }
