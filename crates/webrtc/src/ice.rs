@@ -539,12 +539,23 @@ impl IceAgent {
     ///
     /// After consent expired nothing is answered.
     pub fn handle(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> Option<Vec<u8>> {
+        let message = Message::parse(datagram).ok()?;
+        self.handle_message(now, from, &message)
+    }
+
+    /// [`IceAgent::handle`] for a datagram the caller already parsed (a server that routed it
+    /// by its USERNAME), so that it is decoded once.
+    pub fn handle_message(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        message: &Message<'_>,
+    ) -> Option<Vec<u8>> {
         // A deadline that passed before this datagram counts first, whatever the driver's timer.
         self.handle_timeout(now);
         if self.consent_expired {
             return None;
         }
-        let message = Message::parse(datagram).ok()?;
         message.verify_fingerprint().ok()?;
         if message.method() != Method::Binding {
             return None;
@@ -552,16 +563,16 @@ impl IceAgent {
         match message.class() {
             Class::Request => {}
             Class::SuccessResponse | Class::ErrorResponse => {
-                self.handle_response(now, from, &message);
+                self.handle_response(now, from, message);
                 return None;
             }
             Class::Indication => return None,
         }
-        let answer = self.judge(&message);
+        let answer = self.judge(message);
         if let Answer::Success = answer {
             self.record_check(now, from, message.use_candidate());
         }
-        let response = self.encode(&message, from, answer);
+        let response = self.encode(message, from, answer);
         // Full mode: a check just triggered goes now, after this response.
         self.send_checks(now);
         response

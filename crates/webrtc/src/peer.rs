@@ -20,6 +20,7 @@ use crate::channels::{ChannelLayer, SctpSetup};
 use crate::dcep::{ChannelType, DcepError, DtlsRole};
 use crate::demux::{classify, Protocol};
 use crate::ice::{Credentials, CredentialsError, FullConfig, IceAgent, IceEvent, IceMode};
+use crate::stun;
 
 /// The SCTP port both sides use unless SDP says otherwise (RFC 8841 §5).
 pub const SCTP_PORT: u16 = 5000;
@@ -289,12 +290,9 @@ impl Peer {
         }
         match classify(datagram) {
             Protocol::Stun => {
-                if let Some(answer) = self.ice.handle(now, remote, datagram) {
-                    self.out.push_back(Transmit { src: None, dst: remote, payload: answer });
+                if let Ok(message) = stun::Message::parse(datagram) {
+                    self.stun(now, remote, &message);
                 }
-                // Full mode: a triggered check goes after the response (RFC 8445 §7.3.1.4).
-                self.ice_transmits();
-                self.ice_events();
             }
             Protocol::Dtls if self.ice.may_receive_from(remote) => {
                 self.dtls.handle_datagram(now, self.local, remote, datagram);
@@ -303,6 +301,24 @@ impl Peer {
             _ => return,
         }
         self.pump(now);
+    }
+
+    /// A STUN message from `remote`, already parsed (the server routed it by its USERNAME).
+    pub fn handle_stun(&mut self, now: Instant, remote: SocketAddr, message: &stun::Message<'_>) {
+        if self.closed {
+            return;
+        }
+        self.stun(now, remote, message);
+        self.pump(now);
+    }
+
+    fn stun(&mut self, now: Instant, remote: SocketAddr, message: &stun::Message<'_>) {
+        if let Some(answer) = self.ice.handle_message(now, remote, message) {
+            self.out.push_back(Transmit { src: None, dst: remote, payload: answer });
+        }
+        // Full mode: a triggered check goes after the response (RFC 8445 §7.3.1.4).
+        self.ice_transmits();
+        self.ice_events();
     }
 
     /// The next datagram to send.

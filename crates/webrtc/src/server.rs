@@ -171,34 +171,39 @@ impl Server {
         Ok((id, answer))
     }
 
-    /// A datagram arrived from `remote`.
+    /// A datagram arrived from `remote`. A STUN message is parsed once, here: requests are
+    /// routed by the local ufrag of their USERNAME ("ours:theirs"), responses (which name no
+    /// USERNAME, RFC 8489 §14.3) and DTLS by the address an authenticated check came from.
     pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
         let id = match classify(datagram) {
-            Protocol::Stun if Self::is_response(datagram) => self.by_address.get(&remote).copied(),
-            Protocol::Stun => Self::ufrag_of(datagram).and_then(|ufrag| self.by_ufrag.get(ufrag).copied()),
-            Protocol::Dtls => self.by_address.get(&remote).copied(),
-            _ => None,
+            Protocol::Stun => {
+                let Ok(message) = stun::Message::parse(datagram) else { return };
+                let id = match message.class() {
+                    stun::Class::SuccessResponse | stun::Class::ErrorResponse => self.by_address.get(&remote),
+                    _ => Self::ufrag_of(&message).and_then(|ufrag| self.by_ufrag.get(ufrag)),
+                };
+                let Some(&id) = id else { return };
+                let Some(peer) = self.sessions.get_mut(&id) else { return };
+                peer.handle_stun(now, remote, &message);
+                id
+            }
+            Protocol::Dtls => {
+                let Some(&id) = self.by_address.get(&remote) else { return };
+                let Some(peer) = self.sessions.get_mut(&id) else { return };
+                peer.handle_datagram(now, remote, datagram);
+                id
+            }
+            _ => return,
         };
-        let Some(id) = id else { return };
-        let Some(peer) = self.sessions.get_mut(&id) else { return };
-        peer.handle_datagram(now, remote, datagram);
-        if peer.knows(remote) {
+        if self.sessions.get(&id).is_some_and(|peer| peer.knows(remote)) {
             // The address authenticated for this session; an earlier one keeps its own.
             self.by_address.insert(remote, id);
         }
         self.collect(id);
     }
 
-    /// Whether a STUN datagram is a response: one to a full agent's check names no USERNAME
-    /// (RFC 8489 §14.3), so it is routed by address; a lite session ignores responses.
-    fn is_response(datagram: &[u8]) -> bool {
-        stun::Message::parse(datagram)
-            .is_ok_and(|m| matches!(m.class(), stun::Class::SuccessResponse | stun::Class::ErrorResponse))
-    }
-
     /// The local ufrag of a check's USERNAME ("ours:theirs").
-    fn ufrag_of(datagram: &[u8]) -> Option<&str> {
-        let message = stun::Message::parse(datagram).ok()?;
+    fn ufrag_of<'m>(message: &stun::Message<'m>) -> Option<&'m str> {
         let username = message.username().ok()??;
         username.split_once(':').map(|(ours, _)| ours)
     }
