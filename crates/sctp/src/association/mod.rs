@@ -7,7 +7,8 @@
 //!   (ALT-COOKIE, cookieless, ALT-DATA/ALT-SACK), T1, INIT collision and restart (§5), SNAP's
 //!   opening from two INITs exchanged out of band, with
 //!   [`init`]: what an INIT says and the stateless INIT-ACK the endpoint sends;
-//! - [`data`]: the send and receive queues, TSNs, SACKs and the delayed SACK, packing (§6);
+//! - [`data`]: the send and receive queues, TSNs, SACKs and the delayed SACK, packing (§6),
+//!   and partial reliability (RFC 3758): abandoned messages and FORWARD-TSN both ways;
 //! - [`congestion`]: cwnd, ssthresh, Fast Recovery, what may be in flight (§7.2);
 //! - [`paths`]: the peer's addresses, HEARTBEATs, error counters and the RTO (§8, §6.3);
 //! - [`shutdown`]: SHUTDOWN, SHUTDOWN-ACK, SHUTDOWN-COMPLETE, T2 and the T5 guard (§9.2);
