@@ -13,6 +13,8 @@ const STATE_COOKIE_VERSION: u8 = 2;
 /// The flags byte after the addresses: stream reset negotiated. The byte is left off when no
 /// flag is set, so a cookie of an endpoint without stream reset is what it always was.
 const FLAG_RECONFIG: u8 = 0x01;
+/// The same byte: partial reliability (RFC 3758) negotiated.
+const FLAG_FORWARD_TSN: u8 = 0x02;
 /// At most this many peer addresses travel in a state cookie.
 pub(crate) const MAX_COOKIE_ADDRESSES: usize = 16;
 
@@ -37,6 +39,8 @@ pub(crate) struct StateCookie {
     pub(crate) tie_tags: (u32, u32),
     /// Both sides announced RE-CONFIG (RFC 6525 §5.1.1): stream resets may go both ways.
     pub(crate) reconfig: bool,
+    /// Both sides announced PR-SCTP (RFC 3758 §3.3): FORWARD-TSN may go both ways.
+    pub(crate) forward_tsn: bool,
 }
 
 /// Why a state cookie was refused.
@@ -77,8 +81,10 @@ impl StateCookie {
                 }
             }
         }
-        if self.reconfig {
-            put_u8(&mut b, FLAG_RECONFIG);
+        let flags = (if self.reconfig { FLAG_RECONFIG } else { 0 })
+            | (if self.forward_tsn { FLAG_FORWARD_TSN } else { 0 });
+        if flags != 0 {
+            put_u8(&mut b, flags);
         }
         b
     }
@@ -144,6 +150,7 @@ impl StateCookie {
             peer_addresses,
             tie_tags,
             reconfig: flags & FLAG_RECONFIG != 0,
+            forward_tsn: flags & FLAG_FORWARD_TSN != 0,
         })
     }
 }
@@ -197,6 +204,7 @@ mod tests {
             peer_addresses: vec!["10.0.0.1".parse().unwrap(), "::1".parse().unwrap()],
             tie_tags: (8, 9),
             reconfig: false,
+            forward_tsn: false,
         }
     }
 
@@ -229,6 +237,9 @@ mod tests {
         assert_eq!(sealed.len(), plain.len() + 1);
         assert_eq!(StateCookie::open(&sealed, &mac, t0), Ok(with));
         assert_eq!(StateCookie::open(&plain, &mac, t0).map(|c| c.reconfig), Ok(false));
+        let both = StateCookie { reconfig: true, forward_tsn: true, ..sample(t0) };
+        assert_eq!(both.seal(&mac).len(), plain.len() + 1, "one byte for both flags");
+        assert_eq!(StateCookie::open(&both.seal(&mac), &mac, t0), Ok(both));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::queue::RecvBudget;
 use crate::snap::{parse_peer_init, SnapError, SnapInit};
 use crate::{
     AssociationHandle, AssociationInfo, Config, ConnectOptions, EndpointStats, Error, Event, HandshakeKind,
-    HandshakeMode, Instant, Message, RateLimit, Transmit,
+    HandshakeMode, Instant, Message, RateLimit, Reliability, Transmit,
 };
 
 /// Most stateless answers queued before further ones are dropped (a flood cannot grow memory).
@@ -248,7 +248,7 @@ impl Endpoint {
             return Err(Error::TooManyAssociations);
         }
         // ALT-* parameters mean nothing here: there is no cookie exchange to shorten.
-        let params = InitParams::scan(&peer.params, false);
+        let params = InitParams::scan(&peer.params, false, self.config.partial_reliability);
         let handle = self.new_handle();
         let seed = self.next_seed();
         let a = Association::open_snap(
@@ -418,7 +418,7 @@ impl Endpoint {
         };
         if existing.is_none() && verdict == InitVerdict::Regular {
             // The stateless INIT-ACK: everything goes into the cookie, straight from the view.
-            let params = InitParams::from_view(view, mode.alt_enabled());
+            let params = InitParams::from_view(view, mode.alt_enabled(), self.config.partial_reliability);
             let tag = nonzero_u32(&mut self.rng);
             let tsn = self.rng.next_u32();
             let fields = InitFields::from(view);
@@ -444,7 +444,7 @@ impl Endpoint {
         };
         let Some(Chunk::Init(init)) = packet.chunks.into_iter().next() else { return };
         let init = &init;
-        let params = InitParams::scan(&init.params, mode.alt_enabled());
+        let params = InitParams::scan(&init.params, mode.alt_enabled(), self.config.partial_reliability);
         // An alternative INIT repeated from a new UDP port of the same IP (the client's NAT
         // rebound while its INIT-ACK was lost) belongs to the association it opened: a second
         // one would deliver its ALT-DATA twice.
@@ -859,6 +859,24 @@ impl Endpoint {
     pub fn send(&mut self, handle: AssociationHandle, msg: Message) -> Result<(), Error> {
         let a = self.associations.get_mut(&handle.0).ok_or(Error::UnknownAssociation)?;
         a.send_message(msg)
+    }
+
+    /// Sets the reliability of messages queued on our outgoing `stream` from now on (RFC 3758,
+    /// as a WebRTC data channel's type asks: RFC 8831 §6.1); a message keeps the reliability it
+    /// was queued with. It is honoured once both sides announced partial reliability
+    /// ([`Config::partial_reliability`], [`AssociationInfo::partial_reliability`]); otherwise
+    /// every message is carried reliably. A message abandoned is never delivered, and ordered
+    /// messages after it on the stream are delivered without it.
+    ///
+    /// Fails with [`Error::InvalidStream`] for a stream not below the outbound streams.
+    pub fn set_stream_reliability(
+        &mut self,
+        handle: AssociationHandle,
+        stream: u16,
+        reliability: Reliability,
+    ) -> Result<(), Error> {
+        let a = self.associations.get_mut(&handle.0).ok_or(Error::UnknownAssociation)?;
+        a.set_stream_reliability(stream, reliability)
     }
 
     /// Resets our outgoing `streams` (RFC 6525 §5.1.2): their stream sequence numbers start

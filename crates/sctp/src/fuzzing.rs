@@ -32,10 +32,10 @@ pub fn packet(data: &[u8]) {
     if let (Ok(Some((view, _))), Ok(p)) = (InitView::parse(&sealed), Packet::parse(&sealed)) {
         let Some(Chunk::Init(init)) = p.chunks.first() else { panic!("view saw an INIT the parser did not") };
         assert_eq!(view.initiate_tag, init.initiate_tag);
-        let scanned = InitParams::scan(&init.params, true);
+        let scanned = InitParams::scan(&init.params, true, true);
         assert_eq!(view.alt_cookie(), scanned.alt_cookie.as_deref(), "ALT-COOKIE seen alike");
-        assert_eq!(InitParams::from_view(&view, true), scanned, "parameters seen alike");
-        assert_eq!(InitParams::from_view(&view, false), InitParams::scan(&init.params, false));
+        assert_eq!(InitParams::from_view(&view, true, true), scanned, "parameters seen alike");
+        assert_eq!(InitParams::from_view(&view, false, false), InitParams::scan(&init.params, false, false));
     }
     for mode in [HandshakeMode::Regular, HandshakeMode::Both, HandshakeMode::AltOnly] {
         let config =
@@ -68,7 +68,7 @@ pub fn chunk(data: &[u8]) {
 
 fn snap_init(data: &[u8]) {
     let valid = crate::validate_snap_init(data);
-    let config = Config { stream_reset: true, ..Config::default() };
+    let config = Config { stream_reset: true, partial_reliability: true, ..Config::default() };
     let mut ep = Endpoint::new(Arc::new(config), [0; 32]);
     let now = Instant::from_millis(1);
     let local: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9899));
@@ -122,7 +122,9 @@ pub fn param(data: &[u8]) {
 /// record is `[len, flags, chunk bytes...]`, sent to the server (flags bit 0 clear) or the client
 /// with the right tags and checksum, so the bytes reach the association's chunk handling.
 /// Flags bit 1 advances the clock by 300 ms first; bit 2 sends the peer a message (bit 3: an
-/// unordered one); bit 4 has both sides reset their outgoing stream 0 (stream reset is on). The
+/// unordered one); bit 4 has both sides reset their outgoing stream 0 (stream reset is on); bit 5
+/// makes both sides' stream 0 `MaxRetransmits(0)`, bit 6 gives it a 100 ms lifetime (partial
+/// reliability is on, so the bytes may be FORWARD-TSN chunks the association acts on). The
 /// server's buffers are small, so that input reaches its window and cap (and reneging); it never
 /// holds more than its cap.
 pub fn association(data: &[u8]) {
@@ -136,9 +138,11 @@ pub fn association(data: &[u8]) {
         receive_window: 4 * 1024,
         max_receive_buffer: CAP,
         stream_reset: true,
+        partial_reliability: true,
         ..Config::default()
     };
-    let client_config = Config { local_port: 5001, stream_reset: true, ..Config::default() };
+    let client_config =
+        Config { local_port: 5001, stream_reset: true, partial_reliability: true, ..Config::default() };
     let mut server = Endpoint::new(Arc::new(server_config), [1; 32]);
     let mut client = Endpoint::new(Arc::new(client_config), [2; 32]);
     let mut now = Instant::from_millis(1);
@@ -186,6 +190,17 @@ pub fn association(data: &[u8]) {
             let _ = client.reset_streams(h, &[0]);
             if let Some(sh) = server_handle {
                 let _ = server.reset_streams(sh, &[0]);
+            }
+        }
+        let reliability = match (flags & 32 != 0, flags & 64 != 0) {
+            (_, true) => Some(crate::Reliability::Lifetime(std::time::Duration::from_millis(100))),
+            (true, false) => Some(crate::Reliability::MaxRetransmits(0)),
+            (false, false) => None,
+        };
+        if let Some(r) = reliability {
+            let _ = client.set_stream_reliability(h, 0, r);
+            if let Some(sh) = server_handle {
+                let _ = server.set_stream_reliability(sh, 0, r);
             }
         }
         let to_server = flags & 1 == 0;

@@ -77,10 +77,23 @@
 //!   Association.Max.Retrans; a stream being reset takes no new message until the answer. The
 //!   peer's other requests (Incoming SSN Reset, SSN/TSN Reset, Add Streams) are parsed and
 //!   answered "Denied". Of a browser's INIT we read the Supported Extensions (0x8008) for
-//!   RE-CONFIG (0x82) and leave FORWARD-TSN (0xC0) and I-DATA (0x40) unused, never announcing
-//!   them; Forward-TSN-Supported (0xC000, high bits `11`) is reported back as unrecognised,
-//!   which tells the peer we have no PR-SCTP (RFC 3758 §3.3.1), and Zero Checksum Acceptable
-//!   (0x8001, RFC 9653, high bits `10`) is skipped, so every packet carries its CRC32c.
+//!   RE-CONFIG (0x82) and FORWARD-TSN (0xC0) and leave I-DATA (0x40) unused, never announcing
+//!   it; Zero Checksum Acceptable (0x8001, RFC 9653, high bits `10`) is skipped, so every packet
+//!   carries its CRC32c.
+//! - **Partial reliability** (PR-SCTP, RFC 3758, [`Config::partial_reliability`]): INIT and
+//!   INIT-ACK carry Forward-TSN-Supported (0xC000) and list FORWARD-TSN (0xC0) in Supported
+//!   Extensions; it is in use when the peer announced either too. Off, 0xC000 from a peer is
+//!   reported back as unrecognised, which tells it we have no PR-SCTP (§3.3.1). Each outgoing
+//!   stream has a [`Reliability`] ([`Endpoint::set_stream_reliability`]), taken by each message
+//!   when it is queued. A message whose retransmissions or lifetime ran out is abandoned whole
+//!   (§3.5 A3), leaves the flight size, and a FORWARD-TSN moves the peer past it, sent with the
+//!   next packet after a SACK or a T3-rtx expiry and again until acknowledged. A message whose
+//!   lifetime ran out before any of it was sent is dropped and its TSNs and SSN go to the
+//!   messages after it (the effect of TR3's late TSN assignment), except while a stream reset
+//!   request, which names our last TSN, is in flight. Lifetimes count from the first call that
+//!   brings the time after [`Endpoint::send`]. An incoming FORWARD-TSN moves our cumulative TSN
+//!   (at most as far ahead as we take DATA), drops the fragments below it, skips the listed SSNs
+//!   and is answered by a SACK at once (§3.6).
 //! - **SNAP** (draft-hancke-tsvwg-snap, [`Endpoint::snap_init`], [`Endpoint::connect_snap`]):
 //!   each side's INIT travels in the SDP (`a=sctp-init`) and both open the association
 //!   ESTABLISHED, with no handshake on the wire. Symmetric: no client, no server. The peer's
@@ -205,6 +218,27 @@ pub struct Config {
     /// announced it too. Off: no INIT or INIT-ACK changes by a byte, and a RE-CONFIG chunk is
     /// an unknown chunk (its high bits `10`: skipped silently).
     pub stream_reset: bool,
+    /// Partial reliability (PR-SCTP, RFC 3758): INIT and INIT-ACK announce Forward-TSN-Supported
+    /// and FORWARD-TSN in Supported Extensions, and with a peer that announced it too the
+    /// [`Reliability`] of each outgoing stream ([`Endpoint::set_stream_reliability`]) is honoured
+    /// and the peer's FORWARD-TSN chunks are taken. Off: no INIT or INIT-ACK changes by a byte,
+    /// every message is reliable, and a FORWARD-TSN is an unknown chunk.
+    pub partial_reliability: bool,
+}
+
+/// How long SCTP keeps trying to deliver a message (RFC 3758 §4, as WebRTC data channels ask
+/// of it: RFC 8831 §6.1). Anything but `Reliable` needs partial reliability on both sides
+/// ([`Config::partial_reliability`]); without it every message is reliable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reliability {
+    /// Sent again until acknowledged.
+    #[default]
+    Reliable,
+    /// Abandoned when it would be sent for the (n+1)th time: `MaxRetransmits(0)` is sent once.
+    MaxRetransmits(u32),
+    /// Abandoned when it would be sent or sent again this long after it was queued ("timed
+    /// reliability", RFC 3758 §4.1).
+    Lifetime(Duration),
 }
 
 /// A token bucket on the caller's clock.
@@ -247,6 +281,7 @@ impl Default for Config {
             // every stale packet after a restart, nothing to reflect a flood with.
             ootb_answers: Some(RateLimit { per_second: 200, burst: 50 }),
             stream_reset: false,
+            partial_reliability: false,
         }
     }
 }
@@ -446,6 +481,13 @@ pub struct AssociationStats {
     /// DATA chunks dropped unacknowledged: no room (window or endpoint cap), or a TSN too far
     /// ahead of the cumulative one. The peer sends them again.
     pub data_dropped: u64,
+    /// Messages abandoned by partial reliability (RFC 3758): after a transmission, or before
+    /// any (their lifetime ran out while queued).
+    pub abandoned_messages: u64,
+    /// FORWARD-TSN chunks sent / received.
+    pub forward_tsns_out: u64,
+    /// See `forward_tsns_out`.
+    pub forward_tsns_in: u64,
 }
 
 /// A snapshot of one association.
@@ -471,6 +513,11 @@ pub struct AssociationInfo {
     pub streams_out: u16,
     /// See `streams_out`.
     pub streams_in: u16,
+    /// Both sides announced partial reliability (RFC 3758): stream [`Reliability`] is honoured.
+    pub partial_reliability: bool,
+    /// Bytes of DATA sent and neither acknowledged, marked for retransmission nor abandoned
+    /// (the flight size of RFC 9260 §6.1).
+    pub flight_size: usize,
     /// Smoothed RTT, once measured.
     pub srtt: Option<std::time::Duration>,
     /// Current retransmission timeout.

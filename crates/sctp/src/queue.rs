@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::packet::{DataChunk, SackChunk};
-use crate::{Instant, Message};
+use crate::packet::{DataChunk, ForwardTsnChunk, SackChunk};
+use crate::{Instant, Message, Reliability};
 
 /// TSNs further than this beyond the cumulative TSN are dropped: gap ack block offsets are 16-bit.
 const MAX_TSN_AHEAD: u64 = 65_535;
@@ -48,6 +48,13 @@ pub(crate) struct SentChunk {
     pub(crate) fast_retransmitted: bool,
     /// Counted in the flight size.
     pub(crate) in_flight: bool,
+    /// The stream's reliability when the message was queued (RFC 3758 TR6: it never changes).
+    pub(crate) reliability: Reliability,
+    /// When a [`Reliability::Lifetime`] ends: set by the first call with the time after queueing.
+    pub(crate) expires: Option<Instant>,
+    /// Given up on (RFC 3758 §3.4): never sent again, not outstanding (§3.5 A2), and skipped by
+    /// a FORWARD-TSN once every TSN before it is acknowledged.
+    pub(crate) abandoned: bool,
 }
 
 impl SentChunk {
@@ -81,6 +88,8 @@ pub(crate) struct SendQueue {
     /// TSN and send time of the chunk timed for an RTT measurement (Karn's rule).
     rtt_probe: Option<(u32, Instant)>,
     pub(crate) queued_bytes: usize,
+    /// Streams whose messages are not [`Reliability::Reliable`].
+    reliability: BTreeMap<u16, Reliability>,
 }
 
 impl SendQueue {
@@ -92,6 +101,16 @@ impl SendQueue {
             ssn_out: vec![0; usize::from(streams)],
             rtt_probe: None,
             queued_bytes: 0,
+            reliability: BTreeMap::new(),
+        }
+    }
+
+    /// The reliability of messages queued on `stream` from now on.
+    pub(crate) fn set_reliability(&mut self, stream: u16, reliability: Reliability) {
+        if reliability == Reliability::Reliable {
+            self.reliability.remove(&stream);
+        } else {
+            self.reliability.insert(stream, reliability);
         }
     }
 
@@ -114,9 +133,9 @@ impl SendQueue {
         self.next_tsn.wrapping_sub(1)
     }
 
-    /// Whether a chunk on one of `streams` has never been sent.
+    /// Whether a chunk on one of `streams` has never been sent (nor abandoned).
     pub(crate) fn has_unsent_on(&self, streams: &BTreeSet<u16>) -> bool {
-        self.chunks.iter().any(|c| c.transmissions == 0 && streams.contains(&c.chunk.stream))
+        self.chunks.iter().any(|c| c.transmissions == 0 && !c.abandoned && streams.contains(&c.chunk.stream))
     }
 
     /// Splits `msg` into DATA chunks of at most `max_fragment` bytes of user data and queues them.
@@ -133,6 +152,7 @@ impl SendQueue {
                 None => 0,
             }
         };
+        let reliability = self.reliability.get(&msg.stream).copied().unwrap_or_default();
         let max_fragment = max_fragment.max(1);
         let pieces: Vec<&[u8]> = msg.data.chunks(max_fragment).collect();
         let last = pieces.len().saturating_sub(1);
@@ -159,6 +179,9 @@ impl SendQueue {
                 miss_indications: 0,
                 fast_retransmitted: false,
                 in_flight: false,
+                reliability,
+                expires: None,
+                abandoned: false,
             });
         }
     }
@@ -196,7 +219,7 @@ impl SendQueue {
     pub(crate) fn mark_all_for_retransmit(&mut self) -> usize {
         let mut n = 0;
         for c in self.chunks.iter_mut() {
-            if c.transmissions > 0 && !c.gap_acked && !c.needs_retransmit {
+            if c.transmissions > 0 && !c.gap_acked && !c.needs_retransmit && !c.abandoned {
                 c.needs_retransmit = true;
                 c.in_flight = false;
                 n += 1;
@@ -217,7 +240,9 @@ impl SendQueue {
         // Nor one acknowledging a chunk never sent (queued ones are a suffix, sent in TSN
         // order): taken in part it would leave `cum_ack` behind the queue's front, and gap
         // blocks, counted from `cum_ack`, would then mark the wrong chunks.
-        if self.chunks.iter().find(|c| c.transmissions == 0).is_some_and(|c| !tsn_lt(cum, c.chunk.tsn)) {
+        // Abandoned chunks never sent do not count: a FORWARD-TSN moved the peer past them.
+        let first_unsent = self.chunks.iter().find(|c| c.transmissions == 0 && !c.abandoned);
+        if first_unsent.is_some_and(|c| !tsn_lt(cum, c.chunk.tsn)) {
             return out;
         }
         while let Some(front) = self.chunks.front() {
@@ -225,7 +250,8 @@ impl SendQueue {
                 break;
             }
             let Some(c) = self.chunks.pop_front() else { break };
-            if !c.gap_acked {
+            // Abandoned data is credited to nothing (RFC 3758 §3.5 A2).
+            if !c.gap_acked && !c.abandoned {
                 out.bytes_acked += c.wire_len();
             }
             self.queued_bytes = self.queued_bytes.saturating_sub(c.chunk.data.len());
@@ -256,7 +282,9 @@ impl SendQueue {
         for (i, c) in self.chunks.iter_mut().enumerate() {
             let acked = acked_in_gaps[i] && c.transmissions > 0;
             if acked && !c.gap_acked {
-                out.bytes_acked += c.wire_len();
+                if !c.abandoned {
+                    out.bytes_acked += c.wire_len();
+                }
                 c.in_flight = false;
                 c.needs_retransmit = false;
                 if let Some((tsn, at)) = self.rtt_probe {
@@ -267,14 +295,14 @@ impl SendQueue {
                 }
             } else if !acked && c.gap_acked {
                 // Reneged: the peer dropped it; it is outstanding again until T3 says otherwise.
-                c.in_flight = c.transmissions > 0 && !c.needs_retransmit;
+                c.in_flight = c.transmissions > 0 && !c.needs_retransmit && !c.abandoned;
             }
             c.gap_acked = acked;
         }
         // Miss indications for chunks below the highest gap-acknowledged TSN.
         if let Some(h) = highest_gap_idx {
             for c in self.chunks.iter_mut().take(h) {
-                if c.gap_acked || c.transmissions == 0 || c.needs_retransmit {
+                if c.gap_acked || c.transmissions == 0 || c.needs_retransmit || c.abandoned {
                     continue;
                 }
                 c.miss_indications += 1;
@@ -287,6 +315,112 @@ impl SendQueue {
             }
         }
         out
+    }
+
+    /// The chunks of the message the chunk at `idx` belongs to, as indices (first, last): its
+    /// fragments were queued together, B bit first, E bit last; those already acknowledged
+    /// cumulatively are gone from the front.
+    fn message_bounds(&self, idx: usize) -> (usize, usize) {
+        let mut first = idx;
+        while first > 0 && !self.chunks[first].chunk.beginning {
+            first -= 1;
+        }
+        let mut last = idx;
+        while last + 1 < self.chunks.len() && !self.chunks[last].chunk.ending {
+            last += 1;
+        }
+        (first, last)
+    }
+
+    /// Abandons the messages whose reliability ran out (RFC 3758 §3.5, §4.1): a chunk that would
+    /// be sent again after `MaxRetransmits(n)` retransmissions, or sent at all past its lifetime.
+    /// The whole message goes (A3). A message none of which was sent is dropped instead, and the
+    /// messages queued after it take its TSNs and SSN, as if TSNs were assigned only when sent
+    /// (TR3); `renumber` false forbids that (our TSNs are pinned). Returns how many messages went.
+    pub(crate) fn abandon_due(&mut self, now: Instant, renumber: bool) -> u64 {
+        let mut abandoned = 0;
+        let mut i = 0;
+        while i < self.chunks.len() {
+            let c = &mut self.chunks[i];
+            if let (Reliability::Lifetime(lifetime), None) = (c.reliability, c.expires) {
+                c.expires = Some(now + lifetime);
+            }
+            let spent = match c.reliability {
+                Reliability::Reliable => false,
+                Reliability::MaxRetransmits(n) => c.transmissions > n,
+                Reliability::Lifetime(_) => c.expires.is_some_and(|e| now > e),
+            };
+            if c.abandoned || !(c.transmissions == 0 || c.needs_retransmit) || !spent {
+                i += 1;
+                continue;
+            }
+            abandoned += 1;
+            let (first, last) = self.message_bounds(i);
+            if renumber && self.chunks.range(first..=last).all(|c| c.transmissions == 0) {
+                self.drop_unsent(first, last);
+                i = first;
+                continue;
+            }
+            for c in self.chunks.range_mut(first..=last) {
+                c.abandoned = true;
+                c.needs_retransmit = false;
+                c.in_flight = false;
+                if self.rtt_probe.is_some_and(|(tsn, _)| tsn == c.chunk.tsn) {
+                    self.rtt_probe = None;
+                }
+            }
+            i = last + 1;
+        }
+        abandoned
+    }
+
+    /// Removes the never-sent message at `first..=last`. Only unsent chunks follow it (chunks go
+    /// out in TSN order), so those take its TSNs, and the later messages of its stream its SSN.
+    fn drop_unsent(&mut self, first: usize, last: usize) {
+        let removed: Vec<SentChunk> = self.chunks.drain(first..=last).collect();
+        let Some(head) = removed.first().map(|c| c.chunk.clone()) else { return };
+        let n = removed.len() as u32;
+        self.queued_bytes =
+            self.queued_bytes.saturating_sub(removed.iter().map(|c| c.chunk.data.len()).sum());
+        let ordered = !head.unordered;
+        for c in self.chunks.range_mut(first..) {
+            c.chunk.tsn = c.chunk.tsn.wrapping_sub(n);
+            if ordered && !c.chunk.unordered && c.chunk.stream == head.stream {
+                c.chunk.ssn = c.chunk.ssn.wrapping_sub(1);
+            }
+        }
+        self.next_tsn = self.next_tsn.wrapping_sub(n);
+        if ordered {
+            if let Some(ssn) = self.ssn_out.get_mut(usize::from(head.stream)) {
+                *ssn = ssn.wrapping_sub(1);
+            }
+        }
+    }
+
+    /// Whether abandoned chunks wait at the front: the Advanced.Peer.Ack.Point is ahead of the
+    /// cumulative TSN ack and the peer is owed a FORWARD-TSN (RFC 3758 §3.5 C2, C3).
+    pub(crate) fn forward_tsn_owed(&self) -> bool {
+        self.chunks.front().is_some_and(|c| c.abandoned)
+    }
+
+    /// The FORWARD-TSN for the abandoned chunks at the front (RFC 3758 §3.5 C2-C4): the
+    /// Advanced.Peer.Ack.Point and, for each stream with ordered abandoned messages, the highest
+    /// SSN among them; at most `max_streams` streams, the point lowered to what fits (C4).
+    pub(crate) fn forward_tsn(&self, max_streams: usize) -> Option<ForwardTsnChunk> {
+        let mut point = self.cum_ack;
+        let mut streams: BTreeMap<u16, u16> = BTreeMap::new();
+        for c in self.chunks.iter().take_while(|c| c.abandoned) {
+            if !c.chunk.unordered {
+                if streams.len() >= max_streams && !streams.contains_key(&c.chunk.stream) {
+                    break;
+                }
+                // Later TSNs of a stream carry later SSNs: the last one is the highest.
+                streams.insert(c.chunk.stream, c.chunk.ssn);
+            }
+            point = c.chunk.tsn;
+        }
+        (point != self.cum_ack)
+            .then(|| ForwardTsnChunk { new_cumulative_tsn: point, streams: streams.into_iter().collect() })
     }
 
     fn take_rtt_sample(&mut self, c: &SentChunk, now: Instant, out: &mut SackOutcome) {
@@ -310,6 +444,17 @@ pub(crate) enum DataVerdict {
     Duplicate,
     /// No room (window or TSN range): not acknowledged, the peer sends it again.
     Dropped,
+}
+
+/// What became of a FORWARD-TSN (RFC 3758 §3.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ForwardVerdict {
+    /// The cumulative TSN moved.
+    Moved,
+    /// At or behind the cumulative TSN: out of date, nothing changes.
+    Stale,
+    /// Further ahead than we take DATA: nothing the peer can have sent, ignored.
+    TooFar,
 }
 
 /// The receive buffer memory of all associations of one endpoint, against its cap
@@ -530,6 +675,82 @@ impl ReceiveQueue {
             }
         }
         DataVerdict::New
+    }
+
+    /// A FORWARD-TSN (RFC 3758 §3.6): the cumulative TSN moves to `new_cumulative_tsn` and on
+    /// over what arrived after it; partial messages at or below it are dropped; on each listed
+    /// stream the messages up to the SSN that were waiting for an abandoned one are delivered
+    /// and the next expected SSN goes past it. Pairs for streams we do not have, or for SSNs
+    /// already passed, change nothing. A new point further ahead than DATA is taken is ignored
+    /// like such DATA: no sender can have abandoned what we would not take.
+    pub(crate) fn on_forward_tsn(
+        &mut self,
+        new_cumulative_tsn: u32,
+        streams: &[(u16, u16)],
+    ) -> ForwardVerdict {
+        let point = self.unwrap_tsn(new_cumulative_tsn);
+        if point <= self.cum_tsn {
+            return ForwardVerdict::Stale;
+        }
+        if point > self.cum_tsn + MAX_TSN_AHEAD {
+            return ForwardVerdict::TooFar;
+        }
+        let kept = self.fragments.split_off(&(point + 1));
+        let dropped = std::mem::replace(&mut self.fragments, kept);
+        self.release(dropped.values().map(|c| c.data.len()).sum());
+        self.above = self.above.split_off(&(point + 1));
+        self.cum_tsn = point;
+        while self.above.remove(&(self.cum_tsn + 1)) {
+            self.cum_tsn += 1;
+        }
+        // One skip per stream, the latest SSN listed for it: bounded work whatever the list.
+        let mut skips: BTreeMap<u16, u16> = BTreeMap::new();
+        for &(stream, ssn) in streams {
+            if usize::from(stream) >= self.streams.len() {
+                continue;
+            }
+            let entry = skips.entry(stream).or_insert(ssn);
+            if ssn_lt(*entry, ssn) {
+                *entry = ssn;
+            }
+        }
+        for (stream, ssn) in skips {
+            self.skip_ssns(stream, ssn);
+        }
+        // The point may have reached the peer's last TSN before a reset it asked for.
+        if self.deferred.as_ref().is_some_and(|d| self.cum_tsn >= d.last_tsn) {
+            if let Some(d) = self.deferred.take() {
+                self.perform_reset(d.streams);
+            }
+        }
+        ForwardVerdict::Moved
+    }
+
+    /// Ordered messages on `stream` up to `ssn` were abandoned by the sender: those of them
+    /// that arrived whole are delivered in order, and delivery goes on after `ssn`.
+    fn skip_ssns(&mut self, stream: u16, ssn: u16) {
+        let Some(s) = self.streams.get_mut(usize::from(stream)) else { return };
+        if ssn_lt(ssn, s.next_ssn) {
+            return;
+        }
+        let start = s.next_ssn;
+        let mut due: Vec<u16> =
+            s.waiting.keys().copied().filter(|k| !ssn_lt(*k, start) && !ssn_lt(ssn, *k)).collect();
+        due.sort_by_key(|k| k.wrapping_sub(start));
+        let mut freed = 0;
+        for k in due {
+            if let Some((m, _)) = s.waiting.remove(&k) {
+                freed += m.data.len();
+                self.ready.push_back(m);
+            }
+        }
+        s.next_ssn = ssn.wrapping_add(1);
+        while let Some((m, _)) = s.waiting.remove(&s.next_ssn) {
+            freed += m.data.len();
+            s.next_ssn = s.next_ssn.wrapping_add(1);
+            self.ready.push_back(m);
+        }
+        self.release(freed);
     }
 
     /// Resets the incoming SSNs of `streams` to 0 (RFC 6525 §5.2.2) once every TSN up to the

@@ -13,7 +13,9 @@
 //! What the draft asks, by section, and what the engine does:
 //! - "Generating the Initial SDP Offer", "Generating the SDP Answer": the INIT is the one the
 //!   endpoint would send over the network (streams, a_rwnd, extra local addresses, Supported
-//!   Extensions with RE-CONFIG when [`Config::stream_reset`](crate::Config::stream_reset) is on),
+//!   Extensions with RE-CONFIG when [`Config::stream_reset`](crate::Config::stream_reset) is on
+//!   and FORWARD-TSN with Forward-TSN-Supported when
+//!   [`Config::partial_reliability`](crate::Config::partial_reliability) is),
 //!   as a bare chunk as long as its length field says (unpadded, as browsers write it). It has no
 //!   ALT-COOKIE: there is no cookie exchange left to shorten.
 //! - "Answerer Processing of the SDP Offer", "Offerer Processing of the SDP Answer": the SCTP
@@ -36,8 +38,8 @@
 //! fresh tag and the tie-tags, and its COOKIE-ECHO replaces the association (§5.2.4 case A).
 //!
 //! Unrecognised parameters of the peer's INIT are not reported: there is no INIT-ACK to carry them,
-//! and the peer reads our INIT as we read its own (ours has no Forward-TSN-Supported: no PR-SCTP,
-//! RFC 3758 §3.3.1).
+//! and the peer reads our INIT as we read its own. PR-SCTP (RFC 3758) is in use when both INITs
+//! announce it (a browser's does), as the four-way handshake would settle it.
 
 use std::net::SocketAddr;
 
@@ -45,7 +47,8 @@ use crate::association::MIN_INITIAL_RWND;
 use crate::packet::{Chunk, InitChunk, ParseError, CHUNK_INIT};
 
 /// Most bytes of a peer's SNAP INIT read: far above any real one (a browser's is 30 bytes;
-/// ours 20, or 25 with Supported Extensions, and 8 or 20 more per extra local address).
+/// ours 20, 25 with Supported Extensions, 30 with PR-SCTP too, and 8 or 20 more per extra
+/// local address).
 pub const MAX_SNAP_INIT_LEN: usize = 2048;
 
 /// Our INIT for SNAP, made by [`Endpoint::snap_init`](crate::Endpoint::snap_init): its

@@ -1,7 +1,9 @@
 //! Property tests of the wire codec: every packet the codec can express encodes to bytes that
 //! parse back to the same packet, with a valid CRC32c and 4-byte alignment.
 
-use fastshake_sctp::packet::{self, Chunk, DataChunk, ErrorCause, InitChunk, Packet, Param, SackChunk};
+use fastshake_sctp::packet::{
+    self, Chunk, DataChunk, ErrorCause, ForwardTsnChunk, InitChunk, Packet, Param, SackChunk,
+};
 use proptest::prelude::*;
 
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -19,9 +21,10 @@ fn param() -> impl Strategy<Value = Param> {
         bytes(40).prop_map(Param::AltCookie),
         bytes(60).prop_map(Param::AltData),
         bytes(30).prop_map(Param::AltSack),
+        Just(Param::ForwardTsnSupported),
         (any::<u16>(), bytes(30))
             .prop_filter("known types have typed variants", |(t, _)| {
-                ![5u16, 6, 7, 8, 9, 12, 0xB007, 0xB008, 0xB009].contains(t)
+                ![5u16, 6, 7, 8, 9, 12, 0x8008, 0xC000, 0xB007, 0xB008, 0xB009].contains(t)
             })
             .prop_map(|(param_type, value)| Param::Unknown { param_type, value }),
     ]
@@ -99,9 +102,15 @@ fn chunk() -> impl Strategy<Value = Chunk> {
         proptest::collection::vec(cause(), 0..3).prop_map(|causes| Chunk::Error { causes }),
         bytes(60).prop_map(Chunk::CookieEcho),
         Just(Chunk::CookieAck),
+        (any::<u32>(), proptest::collection::vec(any::<(u16, u16)>(), 0..6)).prop_map(
+            |(new_cumulative_tsn, streams)| Chunk::ForwardTsn(ForwardTsnChunk {
+                new_cumulative_tsn,
+                streams
+            })
+        ),
         any::<bool>().prop_map(|t_bit| Chunk::ShutdownComplete { t_bit }),
         (any::<u8>(), any::<u8>(), bytes(30))
-            .prop_filter("known types have typed variants", |(t, _, _)| !matches!(t, 0..=11 | 14))
+            .prop_filter("known types have typed variants", |(t, _, _)| !matches!(t, 0..=11 | 14 | 130 | 192))
             .prop_map(|(chunk_type, flags, value)| Chunk::Unknown { chunk_type, flags, value }),
     ]
 }

@@ -10,7 +10,7 @@ use fastshake_core::Instant;
 use fastshake_dtls as dtls;
 use fastshake_sctp as sctp;
 
-use crate::dcep::{ChannelEvent, ChannelType, Channels, DtlsRole, Outgoing};
+use crate::dcep::{ChannelEvent, ChannelType, Channels, DtlsRole, Outgoing, Reliability};
 use crate::peer::{PeerError, PeerEvent, MAX_MESSAGE_SIZE, SCTP_PORT};
 
 /// SCTP packets go inside DTLS records, which add at most 37 bytes in DTLS 1.2 with AES-GCM
@@ -92,6 +92,9 @@ impl ChannelLayer {
             max_associations: 1,
             max_associations_per_ip: 1,
             stream_reset: true,
+            // Channels of limited retransmissions or lifetime need PR-SCTP (RFC 8831 §6.1);
+            // browsers and pion announce it.
+            partial_reliability: true,
             // DTLS authenticates every packet: no out-of-the-blue flood can arrive.
             ootb_answers: None,
             ..sctp::Config::default()
@@ -224,8 +227,21 @@ impl ChannelLayer {
 
     fn send_outgoing(&mut self, outgoing: Outgoing) -> Result<(), PeerError> {
         let association = self.association.ok_or(PeerError::NotConnected)?;
-        // Partial reliability (RFC 3758) is not negotiated (our INIT and INIT-ACK do not
-        // announce FORWARD-TSN), so every channel is carried reliably, as RFC 8831 §6.1 allows.
+        // Each message goes with its channel's reliability (RFC 8831 §6.1): DCEP's OPEN and ACK
+        // reliably, user messages as the channel type says, whichever side opened it. SCTP
+        // takes the stream's reliability when the message is queued, so setting it before each
+        // one is per message. PR-SCTP carries the unreliable kinds when the peer announced it
+        // too; otherwise SCTP carries them reliably, as §6.1 allows.
+        let reliability = match outgoing.reliability {
+            Reliability::Reliable => sctp::Reliability::Reliable,
+            Reliability::MaxRetransmits(n) => sctp::Reliability::MaxRetransmits(n),
+            Reliability::MaxLifetimeMs(ms) => {
+                sctp::Reliability::Lifetime(std::time::Duration::from_millis(u64::from(ms)))
+            }
+        };
+        self.sctp
+            .set_stream_reliability(association, outgoing.stream, reliability)
+            .map_err(PeerError::Sctp)?;
         self.sctp.send(association, sctp_message(outgoing)).map_err(PeerError::Sctp)
     }
 

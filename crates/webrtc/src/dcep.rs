@@ -95,7 +95,8 @@ pub enum Reliability {
     Reliable,
     /// Abandoned after this many retransmissions.
     MaxRetransmits(u32),
-    /// Abandoned this many milliseconds after it was first sent.
+    /// Abandoned when it would be sent or sent again this many milliseconds after it was
+    /// queued.
     MaxLifetimeMs(u32),
 }
 

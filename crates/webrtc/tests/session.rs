@@ -1,6 +1,6 @@
 //! Whole data-channel sessions in memory: our offerer ([`Client`]) against our answerer
-//! ([`Server`]) through ICE, DTLS (both versions), SCTP and DCEP, on a lossless network with a
-//! fixed delay and a virtual clock.
+//! ([`Server`]) through ICE, DTLS (both versions), SCTP and DCEP, on a network with a fixed
+//! delay and a virtual clock, lossless unless a test makes it lose datagrams to the server.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -36,6 +36,8 @@ struct Net {
     echo: bool,
     /// Every datagram put on the wire: when, whether to the server, and its bytes.
     sent: Vec<(Instant, bool, Vec<u8>)>,
+    /// Every nth datagram to the server is lost (counted from when it was set).
+    lose_every: Option<(usize, usize)>,
 }
 
 fn server(versions: Versions) -> Server {
@@ -87,6 +89,7 @@ impl Net {
             server_events: Vec::new(),
             echo: true,
             sent: Vec::new(),
+            lose_every: None,
         };
         let offer = net.client.offer(1);
         let (_, answer) = net.server.answer(&offer, server_addr, &[9; ANSWER_RANDOM_LEN]).expect("answer");
@@ -98,6 +101,12 @@ impl Net {
     fn collect(&mut self) {
         while let Some(t) = self.client.poll_transmit() {
             self.sent.push((self.now, true, t.payload.clone()));
+            if let Some((n, count)) = self.lose_every.as_mut() {
+                *count += 1;
+                if count.is_multiple_of(*n) {
+                    continue;
+                }
+            }
             self.wire.push_back((self.now + ONE_WAY, t, true));
         }
         while let Some((id, e)) = self.server.poll_event() {
@@ -429,4 +438,69 @@ fn with_snap_the_association_opens_from_the_two_inits_in_sdp_and_no_handshake_pa
     let stream = net.channel_acked().unwrap();
     net.client.send(net.now, stream, b"ping", true).unwrap();
     assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1));
+}
+
+impl Net {
+    /// The streams of the channels the client opened and the server acknowledged.
+    fn acked_streams(&self) -> Vec<u16> {
+        self.client_events
+            .iter()
+            .filter_map(|e| match e {
+                PeerEvent::ChannelAcked { stream } => Some(*stream),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The first bytes of the messages the server received on `stream`, in order.
+    fn received_on(&self, stream: u16) -> Vec<u8> {
+        self.server_events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                PeerEvent::Message { stream: s, data, .. } if *s == stream => Some(data[0]),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn over_a_lossy_wire_an_unreliable_channel_loses_messages_without_stalling_and_a_reliable_one_none() {
+    let mut net = Net::new(server(Versions::Both), client_config(Versions::Dtls13, &[NamedGroup::X25519]));
+    net.echo = false;
+    let unreliable = ChannelType::PartialReliableRexmit { ordered: true, max_retransmits: 0 };
+    net.client.open_channel(net.now, "unreliable", unreliable);
+    net.client.open_channel(net.now, "reliable", ChannelType::Reliable { ordered: true });
+    assert!(net.run_until(Duration::from_secs(5), |n| n.acked_streams().len() == 2), "both channels open");
+    let (lossy, safe) = (net.acked_streams()[0], net.acked_streams()[1]);
+    let opened = net.server_events.iter().any(|(_, e)| {
+        matches!(e, PeerEvent::ChannelOpened { stream, channel_type, .. } if *stream == lossy && *channel_type == unreliable)
+    });
+    assert!(opened, "the server knows the channel's type from the OPEN");
+    // Every third datagram to the server is lost: messages of 1000 bytes, one per packet, go
+    // alternately on each channel.
+    net.lose_every = Some((3, 0));
+    for i in 0..30u8 {
+        let mut data = vec![0x5A; 1000];
+        data[0] = i;
+        net.client.send(net.now, lossy, &data, true).unwrap();
+        net.client.send(net.now, safe, &data, true).unwrap();
+    }
+    let all: Vec<u8> = (0..30).collect();
+    assert!(
+        net.run_until(Duration::from_secs(60), |n| n.received_on(safe) == all),
+        "the reliable channel gets everything: {:?}",
+        net.received_on(safe)
+    );
+    // What is still on its way lands: messages held behind an abandoned one wait for a
+    // FORWARD-TSN, and a lost FORWARD-TSN goes again on T3-rtx, whose timeout doubles.
+    net.run_until(Duration::from_secs(120), |_| false);
+    let got = net.received_on(lossy);
+    assert!(!got.is_empty() && got.len() < all.len(), "the unreliable channel lost messages: {got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "in order, none twice: {got:?}");
+    // Nothing waits for what was lost: the next message on it arrives at once.
+    net.lose_every = None;
+    net.client.send(net.now, lossy, &[200; 10], true).unwrap();
+    assert!(net.run_until(Duration::from_secs(1), |n| n.received_on(lossy).last() == Some(&200)));
+    assert_eq!(net.received_on(lossy).len(), got.len() + 1);
 }

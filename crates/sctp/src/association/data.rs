@@ -6,9 +6,9 @@ use fastshake_core::Instant;
 use super::congestion::Acked;
 use super::timer::Timer;
 use super::Association;
-use crate::packet::{Chunk, DataChunk, ErrorCause, Packet, SackChunk, COMMON_HEADER_LEN};
+use crate::packet::{Chunk, DataChunk, ErrorCause, ForwardTsnChunk, Packet, SackChunk, COMMON_HEADER_LEN};
 use crate::queue::{DataVerdict, ReceiveQueue, RecvBudget, SendQueue};
-use crate::{AssociationState, Config, Error, Message};
+use crate::{AssociationState, Config, Error, Message, Reliability};
 
 /// Most bytes of user data queued per association and not yet acknowledged.
 const MAX_SEND_BUFFER: usize = crate::queue::MAX_BEYOND_WINDOW;
@@ -29,6 +29,12 @@ pub(super) struct DataState {
     /// Packets with DATA received since the last SACK (every second one is acknowledged at
     /// once, §6.2).
     pub(super) packets_since_sack: u32,
+    /// Both sides announced PR-SCTP (RFC 3758 §3.3): streams' reliability is honoured and
+    /// FORWARD-TSN goes both ways.
+    pub(super) partial_reliability: bool,
+    /// A FORWARD-TSN goes in the next packet if abandoned chunks wait at the front (after a
+    /// SACK, a T3-rtx expiry or an abandonment: RFC 3758 §3.5 C3, A5).
+    forward_tsn_due: bool,
 }
 
 impl DataState {
@@ -41,6 +47,8 @@ impl DataState {
             streams_in: config.streams_in,
             sack_now: false,
             packets_since_sack: 0,
+            partial_reliability: false,
+            forward_tsn_due: false,
         }
     }
 
@@ -94,6 +102,31 @@ impl Association {
         self.deliver_ready();
     }
 
+    /// A FORWARD-TSN from a peer that announced PR-SCTP (RFC 3758 §3.6). Whatever it said
+    /// (moved, out of date, beyond what we take), a SACK goes at once: it tells the sender where
+    /// our cumulative TSN is, and a stale one may mean our last SACK was lost.
+    pub(super) fn on_forward_tsn(&mut self, forward: &ForwardTsnChunk) {
+        let Some(recv) = self.data.recv.as_mut() else { return };
+        self.stats.forward_tsns_in += 1;
+        recv.on_forward_tsn(forward.new_cumulative_tsn, &forward.streams);
+        self.data.sack_now = true;
+        self.deliver_ready();
+    }
+
+    /// Messages queued on `stream` from now on have `reliability`; without PR-SCTP on both
+    /// sides it is kept but every message is reliable (RFC 8831 §6.1).
+    pub(crate) fn set_stream_reliability(
+        &mut self,
+        stream: u16,
+        reliability: Reliability,
+    ) -> Result<(), Error> {
+        if stream >= self.data.streams_out {
+            return Err(Error::InvalidStream(stream));
+        }
+        self.data.send.set_reliability(stream, reliability);
+        Ok(())
+    }
+
     /// A packet carried DATA: acknowledge it at once or arm the delayed SACK (RFC 9260 §6.2).
     pub(super) fn on_data_packet(&mut self, now: Instant, immediate: bool) {
         self.data.packets_since_sack += 1;
@@ -141,7 +174,10 @@ impl Association {
             self.stats.fast_retransmits += 1;
             self.congestion.on_fast_retransmit(self.data.send.next_tsn.wrapping_sub(1), mtu);
         }
-        if !self.data.send.has_unacked_sent() {
+        // RFC 3758 §3.5 C3: the peer is still short of the Advanced.Peer.Ack.Point.
+        let forward_tsn_owed = self.data.partial_reliability && self.data.send.forward_tsn_owed();
+        self.data.forward_tsn_due |= forward_tsn_owed;
+        if !self.data.send.has_unacked_sent() && !forward_tsn_owed {
             self.timers.stop(Timer::T3Rtx);
         } else if out.cum_advanced {
             self.timers.set(Timer::T3Rtx, now + self.paths.rto());
@@ -161,6 +197,31 @@ impl Association {
         self.congestion.on_retransmit_timeout(self.mtu());
         self.data.send.mark_all_for_retransmit();
         self.paths.count_primary_error(self.config.path_max_retransmits);
+        // RFC 3758 §3.5 A5: a lost FORWARD-TSN goes again.
+        self.data.forward_tsn_due = self.data.partial_reliability;
+        true
+    }
+
+    /// Partial reliability before a flush: abandons the messages whose reliability ran out and
+    /// queues the FORWARD-TSN owed (RFC 3758 §3.5); returns whether one was queued.
+    fn abandon_and_forward(&mut self, now: Instant) -> bool {
+        if !self.data.partial_reliability {
+            return false;
+        }
+        // A stream reset request in flight named our last TSN: unsent TSNs stay assigned.
+        let renumber = !self.reconfig.request_in_flight();
+        let abandoned = self.data.send.abandon_due(now, renumber);
+        if abandoned > 0 {
+            self.stats.abandoned_messages += abandoned;
+            self.data.forward_tsn_due = true;
+        }
+        if !std::mem::take(&mut self.data.forward_tsn_due) {
+            return false;
+        }
+        let max_streams = (self.mtu() - COMMON_HEADER_LEN - 8) / 4;
+        let Some(forward) = self.data.send.forward_tsn(max_streams) else { return false };
+        self.stats.forward_tsns_out += 1;
+        self.control.push_back(Chunk::ForwardTsn(forward));
         true
     }
 
@@ -198,6 +259,8 @@ impl Association {
         }
         let mtu = self.mtu();
         let data_allowed = matches!(self.state, Established | ShutdownPending | ShutdownReceived);
+        // RFC 3758 §3.5 C5: a FORWARD-TSN sent keeps T3-rtx running.
+        let sent_forward_tsn = data_allowed && self.abandon_and_forward(now);
         let mut first_packet = true;
         // The SACK owed, made once: it goes in the first packet that has room for it.
         let mut sack: Option<Chunk> = None;
@@ -207,8 +270,8 @@ impl Association {
             let mut chunks: Vec<Chunk> = Vec::new();
             let mut size = COMMON_HEADER_LEN;
             let send = &self.data.send;
-            let has_new_data =
-                data_allowed && send.chunks.iter().any(|c| c.needs_retransmit || c.transmissions == 0);
+            let has_new_data = data_allowed
+                && send.chunks.iter().any(|c| !c.abandoned && (c.needs_retransmit || c.transmissions == 0));
             if sack.is_none() && (self.data.sack_now || (self.data.packets_since_sack > 0 && has_new_data)) {
                 sack = self.data.recv.as_mut().map(|r| Chunk::Sack(r.make_sack()));
                 self.sack_sent();
@@ -235,7 +298,7 @@ impl Association {
                 for idx in 0..self.data.send.chunks.len() {
                     let c = &self.data.send.chunks[idx];
                     let retransmit = c.needs_retransmit;
-                    if !retransmit && c.transmissions > 0 {
+                    if c.abandoned || (!retransmit && c.transmissions > 0) {
                         continue;
                     }
                     let len = c.wire_len();
@@ -268,6 +331,9 @@ impl Association {
             p.chunks = chunks;
             self.emit_packet(self.paths.primary_index(), p);
             first_packet = false;
+        }
+        if sent_forward_tsn && !self.timers.is_set(Timer::T3Rtx) {
+            self.timers.set(Timer::T3Rtx, now + self.paths.rto());
         }
     }
 }

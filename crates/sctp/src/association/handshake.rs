@@ -10,7 +10,7 @@ use fastshake_core::CookieMac;
 use rand_core::RngCore;
 
 use super::init::{
-    address_param, own_init, parse_alt_sack, regular_init_ack, supported_extensions, InitFields, InitParams,
+    address_param, extension_params, own_init, parse_alt_sack, regular_init_ack, InitFields, InitParams,
     InitVerdict,
 };
 use super::paths::Path;
@@ -246,7 +246,7 @@ impl Association {
             init.initial_tsn,
             init.a_rwnd,
             (init.outbound_streams, init.inbound_streams),
-            params.reconfig(),
+            params,
         );
         self.paths.add_peer_addresses(&params.addresses);
         self.kind = Some(kind);
@@ -295,7 +295,7 @@ impl Association {
     fn send_alt_init_ack(&mut self, params: &InitParams) {
         let mut ack_params: Vec<Param> =
             self.config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
-        ack_params.extend(supported_extensions(&self.config));
+        ack_params.extend(extension_params(&self.config));
         ack_params.push(Param::AltCookie(Vec::new()));
         if self.handshake.alt_sack_pending {
             if let Some(r) = self.data.recv.as_mut() {
@@ -354,7 +354,7 @@ impl Association {
             peer.initial_tsn,
             peer.a_rwnd,
             (peer.outbound_streams, peer.inbound_streams),
-            params.reconfig(),
+            params,
         );
         a.paths.add_peer_addresses(&params.addresses);
         a.kind = Some(HandshakeKind::Snap);
@@ -402,23 +402,26 @@ impl Association {
         self.congestion.set_peer_window(cookie.peer_rwnd);
         self.paths.add_peer_addresses(&cookie.peer_addresses);
         self.reconfig.start(cookie.reconfig, self.handshake.initial_tsn, cookie.peer_initial_tsn);
+        self.data.partial_reliability = cookie.forward_tsn;
         self.state = AssociationState::Established;
         self.stop_t1();
         self.control.push_back(Chunk::CookieAck);
     }
 
     /// What the peer's INIT or INIT-ACK tells: its tag, first TSN, window, streams and whether
-    /// it announced RE-CONFIG.
+    /// it announced RE-CONFIG and PR-SCTP.
     fn adopt_peer(
         &mut self,
         tag: u32,
         initial_tsn: u32,
         a_rwnd: u32,
         (peer_out, peer_in): (u16, u16),
-        reconfig: bool,
+        params: &InitParams,
     ) {
         self.peer_tag = tag;
-        self.reconfig.start(self.config.stream_reset && reconfig, self.handshake.initial_tsn, initial_tsn);
+        let reconfig = self.config.stream_reset && params.reconfig();
+        self.reconfig.start(reconfig, self.handshake.initial_tsn, initial_tsn);
+        self.data.partial_reliability = self.config.partial_reliability && params.partial_reliability();
         self.data.streams_out = self.config.streams_out.min(peer_in).max(1);
         self.data.streams_in = self.config.streams_in.min(peer_out).max(1);
         self.data.send.set_streams(self.data.streams_out);
@@ -431,7 +434,11 @@ impl Association {
             // Collision resolved, retransmission, or stale: an INIT-ACK in another state changes
             // nothing except that an ALT-SACK for our zero-RTT data still counts.
             if self.state == AssociationState::Established && ack.initiate_tag == self.peer_tag {
-                let params = InitParams::scan(&ack.params, self.config.mode.alt_enabled());
+                let params = InitParams::scan(
+                    &ack.params,
+                    self.config.mode.alt_enabled(),
+                    self.config.partial_reliability,
+                );
                 if let Some(sack) = params.alt_sack.as_deref().and_then(parse_alt_sack) {
                     self.on_sack(now, &sack);
                 }
@@ -447,14 +454,15 @@ impl Association {
             self.close(Event::Aborted { reason: "peer sent an invalid INIT-ACK".into() });
             return;
         }
-        let params = InitParams::scan(&ack.params, self.config.mode.alt_enabled());
+        let params =
+            InitParams::scan(&ack.params, self.config.mode.alt_enabled(), self.config.partial_reliability);
         self.handshake.round_trips += 1;
         self.adopt_peer(
             ack.initiate_tag,
             ack.initial_tsn,
             ack.a_rwnd,
             (ack.outbound_streams, ack.inbound_streams),
-            params.reconfig(),
+            &params,
         );
         self.paths.add_peer_addresses(&params.addresses);
         if let Some(cookie) = params.state_cookie {

@@ -11,9 +11,10 @@ use fastshake_core::CookieMac;
 use super::paths::MAX_PATHS;
 use crate::cookie::StateCookie;
 use crate::packet::{
-    Chunk, InitChunk, InitView, Packet, Param, SackChunk, UnknownParamAction, CHUNK_RECONFIG,
-    PARAM_ALT_COOKIE, PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6,
-    PARAM_STATE_COOKIE, PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_SUPPORTED_EXTENSIONS, PARAM_UNRECOGNIZED,
+    Chunk, InitChunk, InitView, Packet, Param, SackChunk, UnknownParamAction, CHUNK_FORWARD_TSN,
+    CHUNK_RECONFIG, PARAM_ALT_COOKIE, PARAM_ALT_DATA, PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE,
+    PARAM_FORWARD_TSN_SUPPORTED, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE, PARAM_SUPPORTED_ADDRESS_TYPES,
+    PARAM_SUPPORTED_EXTENSIONS, PARAM_UNRECOGNIZED,
 };
 use crate::{Config, HandshakeKind, Instant};
 
@@ -36,24 +37,28 @@ pub(crate) struct InitParams {
     pub(crate) addresses: Vec<IpAddr>,
     /// The chunk types of the sender's Supported Extensions (RFC 5061 §4.2.7).
     pub(crate) extensions: Option<Vec<u8>>,
+    /// The sender announced Forward-TSN-Supported (RFC 3758 §3.3.1); only read when we speak
+    /// PR-SCTP ourselves, else the parameter is unrecognised.
+    pub(crate) forward_tsn: bool,
     /// Parameters to report back as unrecognised (whole TLVs).
     pub(crate) unrecognized: Vec<Vec<u8>>,
 }
 
 impl InitParams {
     /// Scans parameters by RFC 9260 §3.2.1; ALT-* are unknown (skipped by their high bits `10`)
-    /// when `alt` is off.
-    pub(crate) fn scan(params: &[Param], alt: bool) -> InitParams {
-        Self::scan_pairs(params.iter().map(|p| (p.param_type(), p.value_bytes())), alt)
+    /// when `alt` is off, Forward-TSN-Supported (reported by its high bits `11`) when `pr` is.
+    pub(crate) fn scan(params: &[Param], alt: bool, pr: bool) -> InitParams {
+        Self::scan_pairs(params.iter().map(|p| (p.param_type(), p.value_bytes())), alt, pr)
     }
 
     /// The same scan over the raw parameters of a borrowed INIT.
-    pub(crate) fn from_view(view: &InitView<'_>, alt: bool) -> InitParams {
-        Self::scan_pairs(view.raw_params().map_while(Result::ok).map(|(t, v)| (t, Cow::Borrowed(v))), alt)
+    pub(crate) fn from_view(view: &InitView<'_>, alt: bool, pr: bool) -> InitParams {
+        let pairs = view.raw_params().map_while(Result::ok).map(|(t, v)| (t, Cow::Borrowed(v)));
+        Self::scan_pairs(pairs, alt, pr)
     }
 
     /// The one implementation of the scan, over (type, value) pairs.
-    fn scan_pairs<'a>(pairs: impl Iterator<Item = (u16, Cow<'a, [u8]>)>, alt: bool) -> InitParams {
+    fn scan_pairs<'a>(pairs: impl Iterator<Item = (u16, Cow<'a, [u8]>)>, alt: bool, pr: bool) -> InitParams {
         let mut out = InitParams::default();
         for (kind, value) in pairs {
             match kind {
@@ -83,6 +88,7 @@ impl InitParams {
                 PARAM_SUPPORTED_EXTENSIONS => {
                     out.extensions.get_or_insert_with(|| value.into_owned());
                 }
+                PARAM_FORWARD_TSN_SUPPORTED if pr => out.forward_tsn = true,
                 PARAM_COOKIE_PRESERVATIVE | PARAM_SUPPORTED_ADDRESS_TYPES | PARAM_UNRECOGNIZED => {}
                 other => {
                     let action = UnknownParamAction::of(other);
@@ -108,13 +114,36 @@ impl InitParams {
     pub(crate) fn reconfig(&self) -> bool {
         self.extensions.as_ref().is_some_and(|types| types.contains(&CHUNK_RECONFIG))
     }
+
+    /// Whether the sender announced PR-SCTP: Forward-TSN-Supported (RFC 3758 §3.3.1), or
+    /// FORWARD-TSN among its Supported Extensions (RFC 5061 §4.2.7), as either says it takes
+    /// the chunk. Only meaningful when the scan was made with `pr`.
+    pub(crate) fn partial_reliability(&self) -> bool {
+        self.forward_tsn || self.extensions.as_ref().is_some_and(|types| types.contains(&CHUNK_FORWARD_TSN))
+    }
 }
 
 /// The Supported Extensions parameter we announce in INIT and INIT-ACK, if any: RE-CONFIG when
-/// stream reset is on (RFC 6525 §5.1.1). Nothing else: we speak no other extension (no
-/// FORWARD-TSN, I-DATA, ASCONF or AUTH), and with stream reset off the INIT stays as it was.
+/// stream reset is on (RFC 6525 §5.1.1), FORWARD-TSN when partial reliability is (RFC 3758).
+/// Nothing else: we speak no other extension (no I-DATA, ASCONF or AUTH), and with both off the
+/// INIT stays as it was.
 pub(super) fn supported_extensions(config: &Config) -> Option<Param> {
-    config.stream_reset.then(|| Param::SupportedExtensions(vec![CHUNK_RECONFIG]))
+    let mut types = Vec::new();
+    if config.stream_reset {
+        types.push(CHUNK_RECONFIG);
+    }
+    if config.partial_reliability {
+        types.push(CHUNK_FORWARD_TSN);
+    }
+    (!types.is_empty()).then_some(Param::SupportedExtensions(types))
+}
+
+/// The extension parameters of our INIT and INIT-ACK: Forward-TSN-Supported when partial
+/// reliability is on (RFC 3758 §3.3.1), then Supported Extensions; a browser announces both, in
+/// this order.
+pub(super) fn extension_params(config: &Config) -> impl Iterator<Item = Param> {
+    let forward_tsn = config.partial_reliability.then_some(Param::ForwardTsnSupported);
+    forward_tsn.into_iter().chain(supported_extensions(config))
 }
 
 /// The INIT this endpoint opens an association with, `tag` and `tsn` its Initiate Tag and
@@ -126,7 +155,7 @@ pub(super) fn supported_extensions(config: &Config) -> Option<Param> {
 /// family than the primary's is never used anyway.
 pub(crate) fn own_init(config: &Config, (tag, tsn): (u32, u32)) -> InitChunk {
     let mut params: Vec<Param> = config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
-    params.extend(supported_extensions(config));
+    params.extend(extension_params(config));
     InitChunk {
         initiate_tag: tag,
         a_rwnd: config.receive_window,
@@ -217,10 +246,11 @@ pub(crate) fn regular_init_ack(
         peer_addresses,
         tie_tags,
         reconfig: config.stream_reset && params.reconfig(),
+        forward_tsn: config.partial_reliability && params.partial_reliability(),
     };
     let mut ack_params: Vec<Param> =
         config.extra_local_addresses.iter().map(|ip| address_param(*ip)).collect();
-    ack_params.extend(supported_extensions(config));
+    ack_params.extend(extension_params(config));
     ack_params.push(Param::StateCookie(cookie.seal(mac)));
     for u in &params.unrecognized {
         ack_params.push(Param::UnrecognizedParameter(u.clone()));
@@ -256,12 +286,12 @@ mod tests {
             unknown(0x4003),
             Param::StateCookie(vec![7]),
         ];
-        let p = InitParams::scan(&params, true);
+        let p = InitParams::scan(&params, true, false);
         assert_eq!(p.alt_cookie, Some(vec![9]));
         assert_eq!(p.addresses, vec![IpAddr::from([10, 0, 0, 9])]);
         assert_eq!(p.state_cookie, None, "01: stop after reporting");
         assert_eq!(p.unrecognized, vec![vec![0xC0, 0x02, 0, 7, 1, 2, 3], vec![0x40, 0x03, 0, 7, 1, 2, 3]]);
-        let p = InitParams::scan(&params, false);
+        let p = InitParams::scan(&params, false, false);
         assert_eq!(p.alt_cookie, None, "ALT-* are unknown, skipped silently, when the mode is regular");
         assert_eq!(p.unrecognized.len(), 2);
     }
@@ -275,13 +305,25 @@ mod tests {
             Param::Unknown { param_type: 0xC000, value: vec![] },
             Param::Unknown { param_type: 0x8001, value: vec![0, 0, 0, 1] },
         ];
-        let p = InitParams::scan(&params, true);
+        let p = InitParams::scan(&params, true, false);
         assert!(p.reconfig());
         assert_eq!(p.unrecognized, vec![vec![0xC0, 0x00, 0, 4]], "0xC000 reported, 0x8001 skipped");
-        let without = InitParams::scan(&[Param::SupportedExtensions(vec![0xC0, 0x40])], true);
+        let without = InitParams::scan(&[Param::SupportedExtensions(vec![0xC0, 0x40])], true, false);
         assert!(!without.reconfig());
         assert_eq!(supported_extensions(&Config::default()), None);
         let on = Config { stream_reset: true, ..Config::default() };
         assert_eq!(supported_extensions(&on), Some(Param::SupportedExtensions(vec![0x82])));
+        // With PR-SCTP on, the same INIT announces it and nothing is reported back.
+        let p = InitParams::scan(&params, true, true);
+        assert!(p.forward_tsn && p.partial_reliability());
+        assert!(p.unrecognized.is_empty());
+        let only_listed = InitParams::scan(&[Param::SupportedExtensions(vec![0xC0])], true, true);
+        assert!(only_listed.partial_reliability(), "FORWARD-TSN in Supported Extensions is enough");
+        assert!(!InitParams::scan(&[], true, true).partial_reliability());
+        let both = Config { stream_reset: true, partial_reliability: true, ..Config::default() };
+        assert_eq!(
+            extension_params(&both).collect::<Vec<_>>(),
+            [Param::ForwardTsnSupported, Param::SupportedExtensions(vec![0x82, 0xC0])]
+        );
     }
 }

@@ -7,7 +7,8 @@
 //!   (ALT-COOKIE, cookieless, ALT-DATA/ALT-SACK), T1, INIT collision and restart (§5), SNAP's
 //!   opening from two INITs exchanged out of band, with
 //!   [`init`]: what an INIT says and the stateless INIT-ACK the endpoint sends;
-//! - [`data`]: the send and receive queues, TSNs, SACKs and the delayed SACK, packing (§6);
+//! - [`data`]: the send and receive queues, TSNs, SACKs and the delayed SACK, packing (§6),
+//!   and partial reliability (RFC 3758): abandoned messages and FORWARD-TSN both ways;
 //! - [`congestion`]: cwnd, ssthresh, Fast Recovery, what may be in flight (§7.2);
 //! - [`paths`]: the peer's addresses, HEARTBEATs, error counters and the RTO (§8, §6.3);
 //! - [`shutdown`]: SHUTDOWN, SHUTDOWN-ACK, SHUTDOWN-COMPLETE, T2 and the T5 guard (§9.2);
@@ -41,7 +42,7 @@ use paths::{Path, Paths, Probe};
 use reconfig::Reconfig;
 use timer::{Timer, Timers};
 
-use crate::packet::{Chunk, ErrorCause, Packet, UnknownChunkAction};
+use crate::packet::{Chunk, ErrorCause, Packet, UnknownChunkAction, CHUNK_FORWARD_TSN};
 use crate::queue::RecvBudget;
 use crate::rto::RtoEstimator;
 use crate::{
@@ -211,9 +212,18 @@ impl Association {
                 // by the endpoint too.
                 Chunk::CookieEcho(_) | Chunk::Init(_) => {}
                 Chunk::Reconfig(r) if self.config.stream_reset => self.on_reconfig(now, r),
-                // Without stream reset we did not announce RE-CONFIG: it is unknown to us like
-                // any chunk we do not implement (a malformed one is, either way).
-                chunk @ (Chunk::Reconfig(_) | Chunk::Unknown { .. }) => {
+                Chunk::ForwardTsn(f) if self.data.partial_reliability => {
+                    if !matches!(self.state, AssociationState::CookieWait | AssociationState::CookieEchoed) {
+                        self.on_forward_tsn(&f);
+                    }
+                }
+                // A FORWARD-TSN we cannot read from a peer we speak PR-SCTP with: dropped,
+                // not reported as a chunk type we do not know.
+                Chunk::Unknown { chunk_type: CHUNK_FORWARD_TSN, .. } if self.data.partial_reliability => {}
+                // Without stream reset we did not announce RE-CONFIG, nor FORWARD-TSN without
+                // PR-SCTP: each is unknown to us like any chunk we do not implement (a
+                // malformed one is, either way; RFC 3758 §3.3.1 asks for the report).
+                chunk @ (Chunk::Reconfig(_) | Chunk::ForwardTsn(_) | Chunk::Unknown { .. }) => {
                     if self.on_unrecognized_chunk(&chunk) {
                         break;
                     }
@@ -364,6 +374,8 @@ impl Association {
             peer_tag: self.peer_tag,
             streams_out: self.data.streams_out,
             streams_in: self.data.streams_in,
+            partial_reliability: self.data.partial_reliability,
+            flight_size: self.data.send.flight_size(),
             srtt: self.paths.rto.srtt(),
             rto: self.paths.rto(),
             stats: self.stats,

@@ -79,6 +79,12 @@ impl Reconfig {
         self.paused.contains(&stream)
     }
 
+    /// Whether our request is in flight: it named our last assigned TSN, which must then stay
+    /// assigned (partial reliability may not hand unsent TSNs back meanwhile).
+    pub(super) fn request_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
     fn check_seq(&self, seq: u32) -> SeqCheck {
         if seq == self.peer_next_seq {
             return SeqCheck::Next;

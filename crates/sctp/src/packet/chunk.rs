@@ -1,5 +1,6 @@
 //! Chunks (RFC 9260 §3.3).
 
+use super::forward_tsn::{ForwardTsnChunk, CHUNK_FORWARD_TSN};
 use super::param::{encode_causes, encode_params, parse_causes, parse_params, ErrorCause, Param};
 use super::reconfig::{ReconfigChunk, CHUNK_RECONFIG};
 use super::{pad, padded, FieldExt, ParseError};
@@ -226,6 +227,9 @@ pub enum Chunk {
     /// RE-CONFIG (RFC 6525). One whose parameters do not parse is kept as [`Chunk::Unknown`]:
     /// its type's high bits (`10`) then say to skip it, and the rest of its packet still counts.
     Reconfig(ReconfigChunk),
+    /// FORWARD-TSN (RFC 3758). One whose value does not parse (a half pair) is kept as
+    /// [`Chunk::Unknown`], as for RE-CONFIG.
+    ForwardTsn(ForwardTsnChunk),
     /// A chunk type this codec does not implement.
     Unknown {
         /// Chunk type.
@@ -255,6 +259,7 @@ impl Chunk {
             Chunk::CookieAck => CHUNK_COOKIE_ACK,
             Chunk::ShutdownComplete { .. } => CHUNK_SHUTDOWN_COMPLETE,
             Chunk::Reconfig(_) => CHUNK_RECONFIG,
+            Chunk::ForwardTsn(_) => CHUNK_FORWARD_TSN,
             Chunk::Unknown { chunk_type, .. } => *chunk_type,
         }
     }
@@ -356,6 +361,10 @@ impl Chunk {
                 Ok(reconfig) => Chunk::Reconfig(reconfig),
                 Err(_) => Chunk::Unknown { chunk_type, flags, value: value.to_vec() },
             },
+            CHUNK_FORWARD_TSN => match ForwardTsnChunk::parse_value(value) {
+                Ok(forward) => Chunk::ForwardTsn(forward),
+                Err(_) => Chunk::Unknown { chunk_type, flags, value: value.to_vec() },
+            },
             _ => Chunk::Unknown { chunk_type, flags, value: value.to_vec() },
         };
         Ok(chunk)
@@ -402,6 +411,7 @@ impl Chunk {
             Chunk::Shutdown { cumulative_tsn_ack } => put_u32(out, *cumulative_tsn_ack),
             Chunk::CookieEcho(cookie) => out.extend_from_slice(cookie),
             Chunk::Reconfig(r) => r.encode_value(out),
+            Chunk::ForwardTsn(f) => f.encode_value(out),
             Chunk::Unknown { value, .. } => out.extend_from_slice(value),
             Chunk::ShutdownAck | Chunk::CookieAck | Chunk::ShutdownComplete { .. } => {}
         }
@@ -443,6 +453,7 @@ impl Chunk {
             Chunk::CookieAck | Chunk::ShutdownAck | Chunk::ShutdownComplete { .. } => 4,
             Chunk::Shutdown { .. } => 8,
             Chunk::Sack(s) => 16 + 4 * s.gap_blocks.len() + 4 * s.duplicate_tsns.len(),
+            Chunk::ForwardTsn(f) => f.chunk_len(),
             _ => self.to_bytes().len(),
         }
     }

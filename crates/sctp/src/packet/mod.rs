@@ -1,11 +1,12 @@
-//! The SCTP wire codec: common header with CRC32c, chunks, parameters and error causes, and the
-//! RE-CONFIG chunk's parameters (RFC 6525).
+//! The SCTP wire codec: common header with CRC32c, chunks, parameters and error causes, the
+//! RE-CONFIG chunk's parameters (RFC 6525) and the FORWARD-TSN chunk (RFC 3758).
 //!
 //! Every parser is bounds-checked and returns a typed [`ParseError`]; nothing here panics on
 //! untrusted input. Chunk and parameter types the codec does not know are kept as `Unknown`
 //! with their raw bytes so the caller can act on their two high bits (RFC 9260 §3.2, §3.2.1).
 
 mod chunk;
+mod forward_tsn;
 mod param;
 mod reconfig;
 mod view;
@@ -16,12 +17,13 @@ pub use chunk::{
     CHUNK_INIT_ACK, CHUNK_SACK, CHUNK_SHUTDOWN, CHUNK_SHUTDOWN_ACK, CHUNK_SHUTDOWN_COMPLETE,
     DATA_CHUNK_HEADER_LEN,
 };
+pub use forward_tsn::{ForwardTsnChunk, CHUNK_FORWARD_TSN};
 pub use param::{
     parse_causes, parse_params, ErrorCause, Param, UnknownParamAction, CAUSE_ALT_COOKIE_REQUIRED,
     CAUSE_INVALID_STREAM, CAUSE_NO_USER_DATA, CAUSE_PROTOCOL_VIOLATION, CAUSE_STALE_COOKIE,
     CAUSE_UNRECOGNIZED_CHUNK, CAUSE_UNRECOGNIZED_PARAMS, CAUSE_USER_ABORT, PARAM_ALT_COOKIE, PARAM_ALT_DATA,
-    PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_IPV4, PARAM_IPV6, PARAM_STATE_COOKIE,
-    PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_SUPPORTED_EXTENSIONS, PARAM_UNRECOGNIZED,
+    PARAM_ALT_SACK, PARAM_COOKIE_PRESERVATIVE, PARAM_FORWARD_TSN_SUPPORTED, PARAM_IPV4, PARAM_IPV6,
+    PARAM_STATE_COOKIE, PARAM_SUPPORTED_ADDRESS_TYPES, PARAM_SUPPORTED_EXTENSIONS, PARAM_UNRECOGNIZED,
 };
 
 pub use reconfig::{

@@ -21,6 +21,9 @@ pub const PARAM_SUPPORTED_ADDRESS_TYPES: u16 = 12;
 /// Supported Extensions (RFC 5061 §4.2.7): the chunk types of the extensions the sender
 /// speaks. High bits `10`: skipped silently by a peer that does not know it.
 pub const PARAM_SUPPORTED_EXTENSIONS: u16 = 0x8008;
+/// Forward-TSN-Supported (RFC 3758 §3.3.1): the sender speaks PR-SCTP. Empty. High bits `11`:
+/// a peer without PR-SCTP reports it back as unrecognised.
+pub const PARAM_FORWARD_TSN_SUPPORTED: u16 = 0xC000;
 /// ALT-COOKIE (seed 004). High bits `10`: skip silently if unknown.
 pub const PARAM_ALT_COOKIE: u16 = 0xB007;
 /// ALT-DATA: DATA chunks inside an INIT. High bits `10`.
@@ -97,6 +100,9 @@ pub enum Param {
     SupportedAddressTypes(Vec<u16>),
     /// Supported Extensions: one chunk type per byte.
     SupportedExtensions(Vec<u8>),
+    /// Forward-TSN-Supported (RFC 3758 §3.3.1). One with a value is kept as
+    /// [`Param::Unknown`]: the parameter has none.
+    ForwardTsnSupported,
     /// ALT-COOKIE, possibly empty.
     AltCookie(Vec<u8>),
     /// ALT-DATA: encoded DATA chunks.
@@ -123,6 +129,7 @@ impl Param {
             Param::CookiePreservative(_) => PARAM_COOKIE_PRESERVATIVE,
             Param::SupportedAddressTypes(_) => PARAM_SUPPORTED_ADDRESS_TYPES,
             Param::SupportedExtensions(_) => PARAM_SUPPORTED_EXTENSIONS,
+            Param::ForwardTsnSupported => PARAM_FORWARD_TSN_SUPPORTED,
             Param::AltCookie(_) => PARAM_ALT_COOKIE,
             Param::AltData(_) => PARAM_ALT_DATA,
             Param::AltSack(_) => PARAM_ALT_SACK,
@@ -157,6 +164,7 @@ impl Param {
                 Param::SupportedAddressTypes(types)
             }
             PARAM_SUPPORTED_EXTENSIONS => Param::SupportedExtensions(value.to_vec()),
+            PARAM_FORWARD_TSN_SUPPORTED if value.is_empty() => Param::ForwardTsnSupported,
             PARAM_ALT_COOKIE => Param::AltCookie(value.to_vec()),
             PARAM_ALT_DATA => Param::AltData(value.to_vec()),
             PARAM_ALT_SACK => Param::AltSack(value.to_vec()),
@@ -188,6 +196,7 @@ impl Param {
             Param::Ipv4Address(a) => out.extend_from_slice(&a.octets()),
             Param::Ipv6Address(a) => out.extend_from_slice(&a.octets()),
             Param::CookiePreservative(ms) => put_u32(out, *ms),
+            Param::ForwardTsnSupported => {}
             Param::SupportedAddressTypes(types) => {
                 for t in types {
                     put_u16(out, *t);
