@@ -140,11 +140,6 @@ impl Offerer {
                     outcome.dtls = Some(format!("{:?}{group}", summary.version));
                 }
                 PeerEvent::SctpConnected { handshake, .. } => outcome.sctp = Some(format!("{handshake:?}")),
-                PeerEvent::ChannelAcked { stream } => {
-                    if let Err(e) = self.client.send(now, stream, REQUEST, true) {
-                        outcome.failed = Some(format!("send: {e}"));
-                    }
-                }
                 PeerEvent::Message { data, .. } if data == REQUEST && outcome.ttfb.is_none() => {
                     outcome.ttfb = Some(now - self.start);
                 }
@@ -178,7 +173,14 @@ impl SansIo for Offerer {
             if let Err(e) = self.client.accept_answer(now, &answer) {
                 self.outcome.borrow_mut().failed = Some(format!("answer: {e}"));
             }
-            self.client.open_channel(now, "first-byte", ChannelType::RELIABLE);
+            // The message follows the OPEN at once (RFC 8831 §6.6), riding with the SCTP handshake.
+            let sent = self
+                .client
+                .open_channel(now, "first-byte", ChannelType::RELIABLE)
+                .and_then(|stream| self.client.send(now, stream, REQUEST, true));
+            if let Err(e) = sent {
+                self.outcome.borrow_mut().failed = Some(format!("open and send: {e}"));
+            }
         } else {
             self.client.handle_timeout(now);
         }
@@ -357,7 +359,7 @@ pub fn run(delays_ms: &[u64]) -> anyhow::Result<serde_json::Value> {
         }
     }
     println!(
-        "RTTs = TTFB / (2 x delay). The offerer sends once its channel is acknowledged; \"browser-like\" nominates {} ms after its first check succeeds, as Chromium does.",
+        "RTTs = TTFB / (2 x delay). The offerer sends right behind its channel's OPEN (RFC 8831 §6.6); \"browser-like\" nominates {} ms after its first check succeeds, as Chromium does.",
         BROWSER_NOMINATION_DELAY.as_millis()
     );
     Ok(serde_json::json!({ "rate_bps": RATE_BPS, "rows": rows }))

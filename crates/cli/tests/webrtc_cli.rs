@@ -70,7 +70,7 @@ fn fastshake_opens_a_channel_to_fastshake_in_either_version_and_every_message_co
         stdout.contains("DTLS 1.3") && stdout.contains("X25519MlKem768"),
         "the hybrid by default: {stdout}"
     );
-    // Seed 004's alternative handshake inside DTLS: the channel's OPEN rides in the INIT.
+    // Seed 004's alternative handshake inside DTLS: the channel's OPEN and messages ride in the INIT.
     let (ok, stdout, stderr) = connect(&server.url, &["--messages", "5", "--sctp", "alt"]);
     assert!(ok && stdout.contains("5 of 5 messages echoed"), "{stdout}{stderr}");
     // SNAP: the INITs ride in the offer and the answer.
@@ -80,7 +80,8 @@ fn fastshake_opens_a_channel_to_fastshake_in_either_version_and_every_message_co
     let seen: Vec<String> = server.lines.try_iter().collect();
     assert!(seen.iter().filter(|l| l.contains("opened")).count() >= 4, "{seen:?}");
     assert!(
-        seen.iter().any(|l| l.contains("SCTP open (Cookieless handshake, 1 messages in the INIT)")),
+        // The channel's OPEN and its five messages, which follow the OPEN at once (RFC 8831 §6.6).
+        seen.iter().any(|l| l.contains("SCTP open (Cookieless handshake, 6 messages in the INIT)")),
         "{seen:?}"
     );
     assert!(seen.iter().any(|l| l.contains("SCTP open (Regular handshake")), "{seen:?}");

@@ -315,7 +315,13 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
     client
         .accept_answer(started, &answer)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-    client.open_channel(started, "fastshake", ChannelType::Reliable { ordered: true });
+    // The messages follow the OPEN at once (RFC 8831 §6.6): they ride with the SCTP handshake.
+    let channel = client
+        .open_channel(started, "fastshake", ChannelType::Reliable { ordered: true })
+        .map_err(io::Error::other)?;
+    for i in 0..options.messages {
+        client.send(started, channel, &numbered(i, options.size), true).map_err(io::Error::other)?;
+    }
 
     let mut report = ConnectReport {
         dtls: None,
@@ -325,7 +331,6 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
         bad: 0,
         channel_closed: false,
     };
-    let mut channel = None;
     let mut seen = vec![0u32; options.messages];
     let deadline = tokio::time::Instant::now() + options.timeout;
     let mut buf = vec![0u8; 65_536];
@@ -337,14 +342,8 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
             let now = clock.now();
             match event {
                 PeerEvent::DtlsConnected(summary) => report.dtls = Some(summary),
-                PeerEvent::ChannelAcked { stream } => {
-                    channel = Some(stream);
+                PeerEvent::ChannelAcked { .. } => {
                     report.channel_open = Some(now.saturating_duration_since(started));
-                    for i in 0..options.messages {
-                        client
-                            .send(now, stream, &numbered(i, options.size), true)
-                            .map_err(io::Error::other)?;
-                    }
                 }
                 PeerEvent::Message { data, .. } => {
                     report.first_echo.get_or_insert(now.saturating_duration_since(started));
@@ -356,9 +355,7 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
                     report.echoed = seen.iter().filter(|&&c| c > 0).count();
                     report.bad += usize::from(index.is_some_and(|i| seen.get(i).is_some_and(|&c| c > 1)));
                     if report.echoed == options.messages {
-                        if let Some(stream) = channel {
-                            client.close_channel(now, stream).map_err(io::Error::other)?;
-                        }
+                        client.close_channel(now, channel).map_err(io::Error::other)?;
                     }
                 }
                 PeerEvent::ChannelClosed { .. } => report.channel_closed = true,

@@ -47,6 +47,10 @@ struct Closing {
     requested: bool,
 }
 
+/// Most bytes of channel messages held before the association exists (a few maximum-size
+/// messages); beyond it a send is refused as SCTP refuses one into a full buffer.
+const MAX_HELD_BYTES: usize = 4 * MAX_MESSAGE_SIZE;
+
 /// One association and its channels.
 pub(crate) struct ChannelLayer {
     sctp: sctp::Endpoint,
@@ -55,7 +59,10 @@ pub(crate) struct ChannelLayer {
     remote: Option<SocketAddr>,
     channels: Channels,
     closing: HashMap<u16, Closing>,
-    pending_opens: Vec<(String, ChannelType)>,
+    /// Our channels' OPENs and the messages sent on them before the association existed, in
+    /// order: they ride with the handshake (in the INIT or behind the COOKIE-ECHO) or go the
+    /// moment the association is there.
+    pending: Vec<Outgoing>,
     /// Why the association ended, until the session takes it.
     ended: Option<String>,
     /// SNAP: our INIT, and the peer's once signalled; the association opens from both when
@@ -105,7 +112,7 @@ impl ChannelLayer {
             remote: None,
             channels: Channels::new(role),
             closing: HashMap::new(),
-            pending_opens: Vec::new(),
+            pending: Vec::new(),
             ended: None,
             snap: None,
             peer_snap: None,
@@ -152,7 +159,11 @@ impl ChannelLayer {
         self.remote = Some(remote);
         if let (Some(ours), Some(peer)) = (self.snap.take(), self.peer_snap.take()) {
             match self.sctp.connect_snap(now, None, remote, self.remote_port, ours, &peer) {
-                Ok(handle) => self.association = Some(handle),
+                Ok(handle) => {
+                    self.association = Some(handle);
+                    // Open at once: what waited goes in the first packet.
+                    self.flush_pending();
+                }
                 Err(e) => self.ended = Some(format!("SNAP: {e}")),
             }
             return;
@@ -160,15 +171,25 @@ impl ChannelLayer {
         if self.channels.role() != DtlsRole::Client {
             return;
         }
-        let mut options = sctp::ConnectOptions::default();
-        if self.sctp.config().mode.alt_enabled() {
-            for (label, channel_type) in std::mem::take(&mut self.pending_opens) {
-                if let Ok((_, open)) = self.channels.open(&label, "", channel_type, 0) {
-                    options.zero_rtt.push(sctp_message(open));
-                }
+        // What waited rides with the handshake: in the alternative handshake's INIT, else behind
+        // the COOKIE-ECHO (RFC 9260 §5.1), so the first byte does not wait for the association
+        // to open and then for the DCEP ACK (RFC 8831 §6.6 lets data follow the OPEN at once).
+        // It goes reliably, whatever the channel: no message here can be abandoned.
+        let options = sctp::ConnectOptions {
+            zero_rtt: std::mem::take(&mut self.pending).into_iter().map(sctp_message).collect(),
+            ..sctp::ConnectOptions::default()
+        };
+        self.association = Some(self.sctp.connect(now, None, remote, self.remote_port, options));
+    }
+
+    /// Hands what waited for the association to SCTP.
+    fn flush_pending(&mut self) {
+        for outgoing in std::mem::take(&mut self.pending) {
+            let stream = outgoing.stream;
+            if let Err(e) = self.send_outgoing(outgoing) {
+                self.ended.get_or_insert_with(|| format!("sending on stream {stream}: {e}"));
             }
         }
-        self.association = Some(self.sctp.connect(now, None, remote, self.remote_port, options));
     }
 
     /// An SCTP packet from the DTLS session.
@@ -196,16 +217,31 @@ impl ChannelLayer {
         &self.channels
     }
 
-    /// Opens a channel of ours; queued until the association is open. The stream id comes
-    /// with [`PeerEvent::ChannelAcked`].
-    pub(crate) fn open(&mut self, label: &str, channel_type: ChannelType) {
-        self.pending_opens.push((label.to_owned(), channel_type));
+    /// Opens a channel of ours and gives its stream id; messages may be sent on it at once
+    /// (RFC 8831 §6.6: they follow the OPEN, ordered until the peer's ACK). Before the
+    /// association exists the OPEN waits, and rides with the handshake when it starts.
+    pub(crate) fn open(&mut self, label: &str, channel_type: ChannelType) -> Result<u16, PeerError> {
+        let (stream, open) = self.channels.open(label, "", channel_type, 0)?;
+        self.send_or_hold(open)?;
+        Ok(stream)
     }
 
     /// Sends on channel `stream`.
     pub(crate) fn send(&mut self, stream: u16, data: &[u8], binary: bool) -> Result<(), PeerError> {
         let outgoing = self.channels.send(stream, data, binary)?;
-        self.send_outgoing(outgoing)
+        self.send_or_hold(outgoing)
+    }
+
+    fn send_or_hold(&mut self, outgoing: Outgoing) -> Result<(), PeerError> {
+        if self.association.is_some() {
+            return self.send_outgoing(outgoing);
+        }
+        let held: usize = self.pending.iter().map(|o| o.data.len()).sum();
+        if held + outgoing.data.len() > MAX_HELD_BYTES {
+            return Err(PeerError::Sctp(sctp::Error::SendBufferFull));
+        }
+        self.pending.push(outgoing);
+        Ok(())
     }
 
     /// Closes channel `stream`: our outgoing stream is reset once what was queued on it left;
@@ -243,12 +279,6 @@ impl ChannelLayer {
             .set_stream_reliability(association, outgoing.stream, reliability)
             .map_err(PeerError::Sctp)?;
         self.sctp.send(association, sctp_message(outgoing)).map_err(PeerError::Sctp)
-    }
-
-    fn is_open(&self) -> bool {
-        self.association
-            .and_then(|a| self.sctp.association(a))
-            .is_some_and(|info| info.state == sctp::AssociationState::Established)
     }
 
     /// Handles what SCTP reported; returns whether anything happened. The association's end is
@@ -295,14 +325,9 @@ impl ChannelLayer {
                 sctp::Event::AltCookie { .. } => {}
             }
         }
-        if self.is_open() && !self.pending_opens.is_empty() {
+        if self.association.is_some() && !self.pending.is_empty() {
             progress = true;
-            for (label, channel_type) in std::mem::take(&mut self.pending_opens) {
-                let opened = self.channels.open(&label, "", channel_type, 0).map_err(PeerError::from);
-                if let Err(e) = opened.and_then(|(_, open)| self.send_outgoing(open)) {
-                    events.push_back(PeerEvent::ChannelError(format!("opening {label:?}: {e}")));
-                }
-            }
+            self.flush_pending();
         }
         progress
     }

@@ -270,11 +270,23 @@ impl Client {
         builder.message_integrity(key).fingerprint().into_bytes().ok()
     }
 
-    /// Opens a channel, queued until the association is open; its stream id comes with
-    /// [`PeerEvent::ChannelAcked`].
-    pub fn open_channel(&mut self, now: Instant, label: &str, channel_type: ChannelType) {
-        self.layer.open(label, channel_type);
+    /// Opens a channel and gives its stream id. Messages may be sent on it at once: before the
+    /// association is open they wait and ride with the SCTP handshake (RFC 8831 §6.6), so the
+    /// first of them needs no round trip of its own. [`PeerEvent::ChannelAcked`] follows the
+    /// peer's ACK. Refused before the answer, whose a=setup decides our DTLS role and so the
+    /// parity of our stream ids (RFC 8832 §6).
+    pub fn open_channel(
+        &mut self,
+        now: Instant,
+        label: &str,
+        channel_type: ChannelType,
+    ) -> Result<u16, PeerError> {
+        if self.remote_key.is_none() {
+            return Err(PeerError::NoAnswer);
+        }
+        let stream = self.layer.open(label, channel_type)?;
         self.pump(now);
+        Ok(stream)
     }
 
     /// Sends on channel `stream`.

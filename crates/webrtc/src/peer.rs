@@ -104,6 +104,9 @@ pub enum PeerError {
     /// The association is not open yet.
     #[error("the SCTP association is not open")]
     NotConnected,
+    /// A channel was opened before the answer set our DTLS role.
+    #[error("no answer yet: our DTLS role, which the answer's a=setup decides, gives a channel's stream id (RFC 8832 §6)")]
+    NoAnswer,
 }
 
 /// What happened in a session, in order.
@@ -362,11 +365,18 @@ impl Peer {
         Ok(())
     }
 
-    /// Opens a channel of ours (an odd stream id, as DTLS server); its id comes with
-    /// [`PeerEvent::ChannelAcked`].
-    pub fn open_channel(&mut self, now: Instant, label: &str, channel_type: ChannelType) {
-        self.layer.open(label, channel_type);
+    /// Opens a channel of ours (an odd stream id, as DTLS server) and gives its stream id;
+    /// messages may follow at once (RFC 8831 §6.6), and [`PeerEvent::ChannelAcked`] follows
+    /// the peer's ACK.
+    pub fn open_channel(
+        &mut self,
+        now: Instant,
+        label: &str,
+        channel_type: ChannelType,
+    ) -> Result<u16, PeerError> {
+        let stream = self.layer.open(label, channel_type)?;
         self.pump(now);
+        Ok(stream)
     }
 
     /// Closes channel `stream` by resetting its stream (RFC 8831 §6.7);

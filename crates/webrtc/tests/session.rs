@@ -32,6 +32,8 @@ struct Net {
     server_addr: SocketAddr,
     wire: VecDeque<(Instant, Transmit, bool)>,
     client_events: Vec<PeerEvent>,
+    /// When each of `client_events` was taken.
+    client_event_times: Vec<Instant>,
     server_events: Vec<(SessionId, PeerEvent)>,
     echo: bool,
     /// Every datagram put on the wire: when, whether to the server, and its bytes.
@@ -86,6 +88,7 @@ impl Net {
             server_addr,
             wire: VecDeque::new(),
             client_events: Vec::new(),
+            client_event_times: Vec::new(),
             server_events: Vec::new(),
             echo: true,
             sent: Vec::new(),
@@ -121,6 +124,7 @@ impl Net {
         }
         while let Some(e) = self.client.poll_event() {
             self.client_events.push(e);
+            self.client_event_times.push(self.now);
         }
     }
 
@@ -175,7 +179,9 @@ fn a_session_opens_and_echoes_every_message_once_in_either_version() {
     {
         let groups = [NamedGroup::X25519MlKem768, NamedGroup::X25519];
         let mut net = Net::new(server(Versions::Both), client_config(versions, &groups));
-        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+        net.client
+            .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+            .expect("a channel opens after the answer");
         assert!(
             net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()),
             "{versions:?}: channel open"
@@ -219,7 +225,9 @@ fn a_certificate_other_than_the_offer_names_ends_the_session_with_a_fatal_alert(
     let (_, other_fingerprint) = self_signed_p256(UNIX, 30).unwrap();
     config.fingerprint = other_fingerprint;
     let mut net = Net::new(server(Versions::Both), config);
-    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    net.client
+        .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     net.run_until(Duration::from_secs(5), |n| n.client.is_closed());
     let server_closed = net.server_events.iter().find_map(|(_, e)| match e {
         PeerEvent::Closed(why) => Some(why.clone()),
@@ -240,7 +248,9 @@ fn dtls_from_an_address_no_check_vouched_for_is_dropped() {
     let mut record = vec![22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0];
     net.server.handle_datagram(net.now, stranger, &mut record);
     assert!(net.server.poll_transmit().is_none(), "no answer to an unchecked address");
-    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    net.client
+        .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
     let mut record = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 4, 1, 2, 3, 4];
     net.server.handle_datagram(net.now, stranger, &mut record);
@@ -267,7 +277,9 @@ fn offers_the_server_cannot_answer_are_refused_with_the_reason() {
 #[test]
 fn a_channel_closed_by_either_side_is_reset_both_ways_and_its_id_opens_again() {
     let mut net = Net::new(server(Versions::Both), client_config(Versions::Dtls13, &[NamedGroup::X25519]));
-    net.client.open_channel(net.now, "first", ChannelType::Reliable { ordered: true });
+    net.client
+        .open_channel(net.now, "first", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
     let stream = net.channel_acked().unwrap();
     net.client.send(net.now, stream, b"before the close", false).unwrap();
@@ -291,7 +303,9 @@ fn a_channel_closed_by_either_side_is_reset_both_ways_and_its_id_opens_again() {
 
     // The same id again, then closed from the server's side.
     net.client_events.clear();
-    net.client.open_channel(net.now, "second", ChannelType::Reliable { ordered: true });
+    net.client
+        .open_channel(net.now, "second", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
     assert_eq!(net.channel_acked(), Some(stream), "the freed id is taken again");
     let (session, _) = net.server_events[0].clone();
@@ -311,7 +325,9 @@ fn between_fastshake_peers_the_alternative_handshake_opens_sctp_with_the_channel
     let mut config = client_config(Versions::Dtls13, &[NamedGroup::X25519]);
     config.sctp_setup = SctpSetup::Alternative;
     let mut net = Net::new(server(Versions::Both), config);
-    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    net.client
+        .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
     let opened = net.server_events.iter().find_map(|(_, e)| match e {
         PeerEvent::SctpConnected { handshake, zero_rtt } => Some((*handshake, *zero_rtt)),
@@ -351,7 +367,9 @@ fn a_full_mode_server_checks_back_and_the_session_opens_in_either_version() {
     for versions in [Versions::Dtls13, Versions::Dtls12] {
         let groups = [NamedGroup::X25519MlKem768, NamedGroup::X25519];
         let mut net = Net::new(server_in(Versions::Both, IceMode::Full), client_config(versions, &groups));
-        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+        net.client
+            .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+            .expect("a channel opens after the answer");
         assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()), "{versions:?}");
         let stream = net.channel_acked().unwrap();
         net.client.send(net.now, stream, b"full", true).unwrap();
@@ -367,7 +385,9 @@ fn a_full_mode_server_checks_back_and_the_session_opens_in_either_version() {
     }
     // A lite server sends no check at all, and the answer says a=ice-lite.
     let mut net = Net::new(server(Versions::Both), client_config(Versions::Dtls13, &[NamedGroup::X25519]));
-    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    net.client
+        .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
     assert!(net.sent.iter().all(|(_, to_server, bytes)| *to_server || stun_request(bytes).is_none()));
 }
@@ -382,7 +402,9 @@ fn a_full_mode_server_answers_the_client_hello_before_the_nomination_and_a_lite_
         config.nomination = Nomination::Regular { delay };
         let mut net = Net::new(server_in(Versions::Both, mode), config);
         let start = net.now;
-        net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+        net.client
+            .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+            .expect("a channel opens after the answer");
         let up = |n: &Net| n.channel_acked().is_some() && n.client.selected().is_some();
         assert!(net.run_until(Duration::from_secs(5), up), "{mode:?}");
         let nomination = net.first_sent(true, |b| stun_request(b) == Some(true)).expect("a nominating check");
@@ -422,7 +444,9 @@ fn with_snap_the_association_opens_from_the_two_inits_in_sdp_and_no_handshake_pa
     let mut config = client_config(Versions::Dtls13, &[NamedGroup::X25519]);
     config.sctp_setup = SctpSetup::Snap;
     let mut net = Net::new(server(Versions::Both), config);
-    net.client.open_channel(net.now, "echo", ChannelType::Reliable { ordered: true });
+    net.client
+        .open_channel(net.now, "echo", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()));
     let opened_by = |e: &PeerEvent| match e {
         PeerEvent::SctpConnected { handshake, .. } => Some(*handshake),
@@ -469,8 +493,10 @@ fn over_a_lossy_wire_an_unreliable_channel_loses_messages_without_stalling_and_a
     let mut net = Net::new(server(Versions::Both), client_config(Versions::Dtls13, &[NamedGroup::X25519]));
     net.echo = false;
     let unreliable = ChannelType::PartialReliableRexmit { ordered: true, max_retransmits: 0 };
-    net.client.open_channel(net.now, "unreliable", unreliable);
-    net.client.open_channel(net.now, "reliable", ChannelType::Reliable { ordered: true });
+    net.client.open_channel(net.now, "unreliable", unreliable).expect("a channel opens after the answer");
+    net.client
+        .open_channel(net.now, "reliable", ChannelType::Reliable { ordered: true })
+        .expect("a channel opens after the answer");
     assert!(net.run_until(Duration::from_secs(5), |n| n.acked_streams().len() == 2), "both channels open");
     let (lossy, safe) = (net.acked_streams()[0], net.acked_streams()[1]);
     let opened = net.server_events.iter().any(|(_, e)| {
@@ -503,4 +529,36 @@ fn over_a_lossy_wire_an_unreliable_channel_loses_messages_without_stalling_and_a
     net.client.send(net.now, lossy, &[200; 10], true).unwrap();
     assert!(net.run_until(Duration::from_secs(1), |n| n.received_on(lossy).last() == Some(&200)));
     assert_eq!(net.received_on(lossy).len(), got.len() + 1);
+}
+
+/// Round trips from the client's DTLS completion to the echo of a message it sent right after
+/// opening its channel (before the association existed).
+fn round_trips_after_dtls(setup: SctpSetup, versions: Versions) -> f64 {
+    let mut config = client_config(versions, &[NamedGroup::X25519]);
+    config.sctp_setup = setup;
+    let mut net = Net::new(server(Versions::Both), config);
+    let stream = net.client.open_channel(net.now, "first", ChannelType::RELIABLE).expect("open");
+    net.client.send(net.now, stream, b"first byte", true).expect("a message may follow the OPEN at once");
+    assert!(net.run_until(Duration::from_secs(5), |n| !n.echoes().is_empty()), "{setup:?}: echoed");
+    let at = |f: &dyn Fn(&PeerEvent) -> bool| {
+        net.client_events.iter().position(f).map(|i| net.client_event_times[i]).expect("event")
+    };
+    let dtls = at(&|e| matches!(e, PeerEvent::DtlsConnected(_)));
+    let echo = at(&|e| matches!(e, PeerEvent::Message { .. }));
+    assert_eq!(net.echoes(), vec![b"first byte".to_vec()], "{setup:?}: once");
+    (echo - dtls).as_secs_f64() / (2.0 * ONE_WAY.as_secs_f64())
+}
+
+#[test]
+fn the_first_message_rides_with_the_sctp_handshake_so_it_costs_no_round_trip_of_its_own() {
+    // Seed 004's alternative handshake and SNAP: the INIT (or the first DATA) carries the OPEN
+    // and the message; the echo is one round trip after DTLS.
+    for versions in [Versions::Dtls13, Versions::Dtls12] {
+        for setup in [SctpSetup::Alternative, SctpSetup::Snap] {
+            assert_eq!(round_trips_after_dtls(setup, versions), 1.0, "{setup:?} {versions:?}");
+        }
+        // RFC 9260: INIT and INIT-ACK, then the COOKIE-ECHO carries the OPEN and the message
+        // (RFC 9260 §5.1, RFC 8831 §6.6): two round trips, not four.
+        assert_eq!(round_trips_after_dtls(SctpSetup::Regular, versions), 2.0, "regular {versions:?}");
+    }
 }
