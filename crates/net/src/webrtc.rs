@@ -127,35 +127,45 @@ pub async fn serve(options: WebrtcOptions, mut note: impl FnMut(ServerNote)) -> 
 
     let mut buf = vec![0u8; 65_536];
     let mut reported = 0usize;
+    let mut timed_out = false;
     let result = loop {
-        let deadline = clock.sleep_until(server.poll_timeout());
-        tokio::select! {
-            received = socket.recv_from(&mut buf) => {
-                match received {
-                    Ok((n, from)) => server.handle_datagram(clock.now(), from, &mut buf[..n]),
-                    // An ICMP error of an earlier send (a browser gone): not this socket's end.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                    Err(e) => break Err(e),
+        // Work the engines left due now runs now: tokio's timer wheel would hold it to its next
+        // millisecond tick, once per step of a handshake. Not twice in a row, so the socket and
+        // the offers are read in between whatever the engines say.
+        if !timed_out && clock.is_due(server.poll_timeout()) {
+            timed_out = true;
+            server.handle_timeout(clock.now());
+        } else {
+            timed_out = false;
+            let deadline = clock.sleep_until(server.poll_timeout());
+            tokio::select! {
+                received = socket.recv_from(&mut buf) => {
+                    match received {
+                        Ok((n, from)) => server.handle_datagram(clock.now(), from, &mut buf[..n]),
+                        // An ICMP error of an earlier send (a browser gone): not this socket's end.
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                        Err(e) => break Err(e),
+                    }
                 }
-            }
-            Some(Offer { sdp, answer }) = offer_rx.recv() => {
-                let mut random = [0u8; ANSWER_RANDOM_LEN];
-                OsRng.fill_bytes(&mut random);
-                let result = server.answer(&sdp, udp, &random);
-                match &result {
-                    Ok((id, _)) => note(ServerNote::Answered(*id)),
-                    Err(e) => note(ServerNote::Refused(e.to_string())),
+                Some(Offer { sdp, answer }) = offer_rx.recv() => {
+                    let mut random = [0u8; ANSWER_RANDOM_LEN];
+                    OsRng.fill_bytes(&mut random);
+                    let result = server.answer(&sdp, udp, &random);
+                    match &result {
+                        Ok((id, _)) => note(ServerNote::Answered(*id)),
+                        Err(e) => note(ServerNote::Refused(e.to_string())),
+                    }
+                    let _ = answer.send(result.map(|(_, sdp)| sdp).map_err(|e| e.to_string()));
                 }
-                let _ = answer.send(result.map(|(_, sdp)| sdp).map_err(|e| e.to_string()));
-            }
-            Some(text) = report_rx.recv() => {
-                note(ServerNote::Report(text));
-                reported += 1;
-                if options.until_reports.is_some_and(|n| reported >= n) {
-                    break Ok(());
+                Some(text) = report_rx.recv() => {
+                    note(ServerNote::Report(text));
+                    reported += 1;
+                    if options.until_reports.is_some_and(|n| reported >= n) {
+                        break Ok(());
+                    }
                 }
+                () = deadline => server.handle_timeout(clock.now()),
             }
-            () = deadline => server.handle_timeout(clock.now()),
         }
         while let Some((id, event)) = server.poll_event() {
             if let (true, PeerEvent::Message { stream, data, binary }) = (options.echo, &event) {
@@ -315,7 +325,7 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
     client
         .accept_answer(started, &answer)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-    client.open_channel(started, "fastshake", ChannelType::Reliable { ordered: true });
+    client.open_channel(started, CONNECT_LABEL, ChannelType::Reliable { ordered: true });
 
     let mut report = ConnectReport {
         dtls: None,
@@ -326,6 +336,8 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
         channel_closed: false,
     };
     let mut channel = None;
+    let mut sent = 0;
+    let mut timed_out = false;
     let mut seen = vec![0u32; options.messages];
     let deadline = tokio::time::Instant::now() + options.timeout;
     let mut buf = vec![0u8; 65_536];
@@ -338,13 +350,9 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
             match event {
                 PeerEvent::DtlsConnected(summary) => report.dtls = Some(summary),
                 PeerEvent::ChannelAcked { stream } => {
-                    channel = Some(stream);
                     report.channel_open = Some(now.saturating_duration_since(started));
-                    for i in 0..options.messages {
-                        client
-                            .send(now, stream, &numbered(i, options.size), true)
-                            .map_err(io::Error::other)?;
-                    }
+                    channel = Some(stream);
+                    send_from(&mut client, now, stream, &options, &mut sent).map_err(io::Error::other)?;
                 }
                 PeerEvent::Message { data, .. } => {
                     report.first_echo.get_or_insert(now.saturating_duration_since(started));
@@ -366,6 +374,15 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
                 _ => {}
             }
         }
+        // The OPEN is out (or queued in SCTP) as soon as the channel has its stream: the messages
+        // follow it at once instead of a round trip later with the ACK, which RFC 8832 §6
+        // allows for an ordered channel. A send SCTP cannot take yet waits for the ACK.
+        if channel.is_none() {
+            channel = client.channels().iter().find(|(_, c)| c.label == CONNECT_LABEL).map(|(s, _)| s);
+        }
+        if let (Some(stream), true) = (channel, sent < options.messages) {
+            let _ = send_from(&mut client, clock.now(), stream, &options, &mut sent);
+        }
         while let Some(t) = client.poll_transmit() {
             let _ = socket.send_to(&t.payload, t.dst).await;
         }
@@ -377,6 +394,13 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
             }
             return Ok(report);
         }
+        // As in `serve`: work due now runs now, not at the timer wheel's next tick.
+        if !timed_out && clock.is_due(client.poll_timeout()) {
+            timed_out = true;
+            client.handle_timeout(clock.now());
+            continue;
+        }
+        timed_out = false;
         let timer = clock.sleep_until(client.poll_timeout());
         tokio::select! {
             received = socket.recv_from(&mut buf) => {
@@ -393,6 +417,24 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
             }
         }
     }
+}
+
+/// The label of the channel `connect` opens.
+const CONNECT_LABEL: &str = "fastshake";
+
+/// Sends `connect`'s messages on `stream`, from number `sent` on, counting them.
+fn send_from(
+    client: &mut fastshake_webrtc::client::Client,
+    now: fastshake_core::Instant,
+    stream: u16,
+    options: &ConnectOptions,
+    sent: &mut usize,
+) -> Result<(), fastshake_webrtc::peer::PeerError> {
+    while *sent < options.messages {
+        client.send(now, stream, &numbered(*sent, options.size), true)?;
+        *sent += 1;
+    }
+    Ok(())
 }
 
 /// Message `i`: its number, then a pattern, `size` bytes in all (at least 4).

@@ -430,3 +430,40 @@ fn with_snap_the_association_opens_from_the_two_inits_in_sdp_and_no_handshake_pa
     net.client.send(net.now, stream, b"ping", true).unwrap();
     assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1));
 }
+
+#[test]
+fn a_message_sent_right_behind_the_open_before_its_ack_is_echoed_with_the_ack() {
+    // RFC 8832 §6: an ordered channel may carry messages before the DATA_CHANNEL_ACK; the
+    // OPEN goes first on the stream, so the server knows the channel when the message arrives.
+    for setup in [SctpSetup::Snap, SctpSetup::Regular, SctpSetup::Alternative] {
+        let mut config = client_config(Versions::Dtls13, &[NamedGroup::X25519]);
+        config.sctp_setup = setup;
+        let mut net = Net::new(server(Versions::Both), config);
+        net.client.open_channel(net.now, "early", ChannelType::Reliable { ordered: true });
+        let stream_of =
+            |n: &Net| n.client.channels().iter().find(|(_, c)| c.label == "early").map(|(s, _)| s);
+        assert!(net.run_until(Duration::from_secs(5), |n| stream_of(n).is_some()), "{setup:?}: the OPEN");
+        assert!(net.channel_acked().is_none(), "{setup:?}: not acknowledged yet");
+        let stream = stream_of(&net).unwrap();
+        net.client.send(net.now, stream, b"early", true).unwrap();
+        net.collect();
+        assert!(net.run_until(Duration::from_secs(5), |n| n.channel_acked().is_some()), "{setup:?}: the ACK");
+        let acked_at = net.now;
+        assert!(net.run_until(Duration::from_secs(5), |n| n.echoes().len() == 1), "{setup:?}: the echo");
+        // With the alternative handshake the OPEN rode in the INIT and the ACK comes in the
+        // INIT-ACK, before which the message cannot go: it follows one round trip later.
+        let extra = if setup == SctpSetup::Alternative { ONE_WAY * 2 } else { Duration::ZERO };
+        assert_eq!(net.now, acked_at + extra, "{setup:?}: the echo comes in the flight that carries the ACK");
+        assert_eq!(net.echoes(), [b"early".to_vec()], "{setup:?}");
+        let server_saw: Vec<&str> = net
+            .server_events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                PeerEvent::ChannelOpened { .. } => Some("opened"),
+                PeerEvent::Message { .. } => Some("message"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(server_saw, ["opened", "message"], "{setup:?}: the OPEN first");
+    }
+}
