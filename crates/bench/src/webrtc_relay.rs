@@ -40,8 +40,9 @@ const BROWSER_ROUND_TRIPS: &[&str] = &[
     "Data, 1: DCEP OPEN and the message -> DATA_CHANNEL_ACK and the echo (the browser sends before the ACK, RFC 8832 §6).",
     "fastshake: 3 with SNAP, 5 without; plus processing (the browser's DTLS flight, a few ms) and the relay's timer.",
     "ICE-lite adds Chromium's nomination delay: our first DTLS flight waits for its USE-CANDIDATE check (RFC 8445 \
-     §12.1.1), sent at its next ping after the check succeeded (ms to a ping interval); --ice full checks back and \
-     answers the ClientHello on a pair its own check validated (§12.1), not waiting.",
+     §12.1.1). Chromium nominates semi-aggressively: on every check to a full agent (the timelines: check+nominate \
+     first), but to an ICE-lite one only on the selected, writable pair, so at its next ping after the first \
+     success (about 10 ms, up to 60). --ice full answers the ClientHello on a pair its own check validated (§12.1).",
     "pion (full ICE, DTLS 1.2 as the client with a=setup:active, regular SCTP, no SNAP): ICE 1, then its ClientHello \
      once it holds the nominated pair, DTLS 1.2 2, SCTP 2, data 1: about 6.",
 ];
