@@ -1,6 +1,6 @@
 // pion-webrtc-peer: a data-channel peer on pion/webrtc v4 for fastshake's interop tests.
 //
-//	pion-webrtc-peer serve --http ADDR [--dtls-role auto|server|client]
+//	pion-webrtc-peer serve --http ADDR [--dtls-role auto|server|client] [--ip ADDR]
 //	pion-webrtc-peer connect URL [--messages N] [--size B] [--timeout 20s]
 //
 // serve answers offers posted to http://ADDR/offer (application/sdp, the answer comes back
@@ -9,8 +9,8 @@
 // reliable channel "pion", sends N numbered binary messages of B bytes and checks that each
 // comes back exactly once and intact.
 //
-// Both gather host candidates on loopback only, over UDP/IPv4, without mDNS and without any
-// STUN or TURN server: nothing leaves the machine. One line per event goes to standard
+// Both gather host candidates on loopback only (serve --ip: on that one address instead, a
+// network namespace's), over UDP/IPv4, without mDNS and without any STUN or TURN server. One line per event goes to standard
 // output; errors and pion's own logs (PION_LOG_DEBUG=all, PION_LOG_TRACE=all) go to standard
 // error.
 package main
@@ -83,7 +83,7 @@ func selectedPair(pc *webrtc.PeerConnection) string {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: pion-webrtc-peer serve --http ADDR [--dtls-role auto|server|client]")
+	fmt.Fprintln(os.Stderr, "usage: pion-webrtc-peer serve --http ADDR [--dtls-role auto|server|client] [--ip ADDR]")
 	fmt.Fprintln(os.Stderr, "       pion-webrtc-peer connect URL [--messages N] [--size B] [--timeout 20s]")
 	os.Exit(2)
 }

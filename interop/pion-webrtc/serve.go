@@ -29,10 +29,19 @@ func serve(args []string) {
 	httpAddr := flags.String("http", "127.0.0.1:0", "address of POST /offer")
 	role := flags.String("dtls-role", "auto",
 		"DTLS role in answers: auto (pion's default, client: a=setup:active), server (a=setup:passive), client")
+	ip := flags.String("ip", "",
+		"gather the one host candidate on this address instead of loopback (a testbed's server address)")
 	_ = flags.Parse(args)
 
 	settings := webrtc.SettingEngine{}
 	loopbackOnly(&settings)
+	if *ip != "" {
+		want := net.ParseIP(*ip)
+		if want == nil {
+			fail("--ip %q is not an IP address", *ip)
+		}
+		settings.SetIPFilter(func(candidate net.IP) bool { return candidate.Equal(want) })
+	}
 	switch *role {
 	case "auto":
 	case "server":

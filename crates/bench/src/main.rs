@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod caching;
+mod capture;
 mod driver;
 mod flood;
 mod handshake;
@@ -15,6 +16,7 @@ mod openssl_anchor;
 mod sctp;
 mod sim;
 mod webrtc;
+mod webrtc_relay;
 mod webrtc_sim;
 
 use anyhow::Context;
@@ -77,7 +79,8 @@ enum Bench {
     /// Simulator events per second.
     Sim(sim::Args),
     /// Time to a data channel's first byte: headless Chromium and `webrtc connect` against
-    /// `fastshake webrtc serve` and a pion/webrtc v4 server, in one run (root: a network namespace).
+    /// `fastshake webrtc serve` and a pion/webrtc v4 server, in one run, on loopback and over the
+    /// netlab delay relay (root: network namespaces).
     Webrtc(webrtc::Args),
 }
 

@@ -6,14 +6,19 @@
 //! opens sessions to our servers with each SCTP setup (regular, seed 004's alternative
 //! handshake, SNAP) and DTLS version. Medians, and the ratios to pion's.
 //!
-//! Everything runs in a network namespace of its own whose only interface is loopback
-//! (`unshare -n`, so root), where the browser reaches nothing else.
+//! First on loopback, in a network namespace of its own whose only interface is loopback
+//! (`unshare -n`, so root), where the browser reaches nothing else; then, unless
+//! `--delay-ms 0`, across the netlab testbed's delay relay ([`crate::webrtc_relay`]), where
+//! round trips show: there each session is timed from its first STUN check, in milliseconds
+//! and in round trips.
 
+use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use fastshake_interop::GoPeer;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::handshake::median;
 
@@ -23,6 +28,12 @@ pub struct Args {
     /// Sessions per server and client (at least 20 for the report's medians).
     #[arg(long, default_value_t = 20)]
     runs: usize,
+    /// One-way delay of the relay run, in milliseconds (0: loopback only).
+    #[arg(long, value_name = "MS", default_value_t = 25)]
+    delay_ms: u64,
+    /// Also write the figures as JSON to this file (for the lab report).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 /// Runs `bench webrtc`.
@@ -105,6 +116,7 @@ cat "$PROFILE/fastshake.log"
     let ours = median(times("/offer", "setup_ms"));
     let full = median(times("http://127.0.0.1:8083/offer", "setup_ms"));
     let theirs = median(times("http://127.0.0.1:8081/offer", "setup_ms"));
+    let mut browser_json = Vec::new();
     for (name, signal) in [
         ("fastshake webrtc serve (ICE-lite)", "/offer"),
         ("fastshake webrtc serve --ice full", "http://127.0.0.1:8083/offer"),
@@ -112,7 +124,12 @@ cat "$PROFILE/fastshake.log"
     ] {
         let setup = times(signal, "setup_ms");
         let with = times(signal, "with_signalling_ms");
-        println!("{:<36} {:>6} {:>16.1} {:>22.1}", name, setup.len(), median(setup), median(with));
+        let (n, first, with) = (setup.len(), median(setup), median(with));
+        println!("{:<36} {:>6} {:>16.1} {:>22.1}", name, n, first, with);
+        browser_json.push(json!({
+            "server": name, "runs": n, "first_byte_ms": first, "with_signalling_ms": with,
+            "ratio_to_pion": first / theirs,
+        }));
     }
     println!("fastshake / pion: {:.2} (first byte, medians; target at most 0.5)", ours / theirs);
     println!("fastshake --ice full / pion: {:.2} (first byte, medians)", full / theirs);
@@ -130,6 +147,7 @@ cat "$PROFILE/fastshake.log"
         "{:<52} {:>6} {:>16}",
         "fastshake webrtc connect to fastshake webrtc serve", "runs", "first byte (ms)"
     );
+    let mut connect_json = Vec::new();
     for (name, variant) in [
         ("ICE-lite, SCTP regular, DTLS 1.3", "lite regular 1.3"),
         ("ICE-lite, SCTP alternative (seed 004), DTLS 1.3", "lite alt 1.3"),
@@ -139,12 +157,29 @@ cat "$PROFILE/fastshake.log"
         ("ICE full, SCTP SNAP, DTLS 1.3", "full snap 1.3"),
     ] {
         let t = connect(variant);
-        println!("{:<52} {:>6} {:>16.1}", name, t.len(), median(t));
+        let (n, first) = (t.len(), median(t));
+        println!("{:<52} {:>6} {:>16.1}", name, n, first);
+        connect_json.push(json!({ "variant": name, "runs": n, "first_byte_ms": first }));
     }
     println!();
     println!(
         "Times from the answer applied (the first connectivity check) to the first byte echoed, on loopback in a \
          network namespace; medians."
     );
+
+    let relay = match args.delay_ms {
+        0 => Value::Null,
+        ms => crate::webrtc_relay::run(&fastshake, &browser, &pion, runs, Duration::from_millis(ms))?,
+    };
+    if let Some(path) = &args.json {
+        let json = json!({
+            "bench": "webrtc",
+            "runs": runs,
+            "loopback": { "browser": browser_json, "connect": connect_json },
+            "relay": relay,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }

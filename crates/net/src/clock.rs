@@ -55,6 +55,13 @@ impl Clock {
         tokio::time::sleep_until(at)
     }
 
+    /// Whether an engine's deadline has come. A driver then calls `handle_timeout` at once
+    /// rather than through a timer: tokio's timer wheel counts whole milliseconds, so work an
+    /// engine leaves due now (a packet to pack, an ACK to send) would wait for its next tick.
+    pub fn is_due(&self, deadline: Option<Instant>) -> bool {
+        deadline.is_some_and(|t| t <= self.now())
+    }
+
     /// Pins Unix time (the system clock, now) to engine time, for certificate validity and
     /// session lifetimes.
     pub fn wall_clock(&self) -> WallClock {
@@ -67,6 +74,16 @@ impl Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_deadline_is_due_once_it_has_come_and_never_without_one() {
+        let clock = Clock::new();
+        let now = clock.now();
+        assert!(clock.is_due(Some(now)));
+        assert!(clock.is_due(Some(Instant::ZERO)));
+        assert!(!clock.is_due(Some(now + Duration::from_secs(3600))));
+        assert!(!clock.is_due(None));
+    }
 
     #[tokio::test]
     async fn engine_time_round_trips_and_never_is_capped() {

@@ -127,35 +127,45 @@ pub async fn serve(options: WebrtcOptions, mut note: impl FnMut(ServerNote)) -> 
 
     let mut buf = vec![0u8; 65_536];
     let mut reported = 0usize;
+    let mut timed_out = false;
     let result = loop {
-        let deadline = clock.sleep_until(server.poll_timeout());
-        tokio::select! {
-            received = socket.recv_from(&mut buf) => {
-                match received {
-                    Ok((n, from)) => server.handle_datagram(clock.now(), from, &mut buf[..n]),
-                    // An ICMP error of an earlier send (a browser gone): not this socket's end.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                    Err(e) => break Err(e),
+        // Work the engines left due now runs now: tokio's timer wheel would hold it to its next
+        // millisecond tick, once per step of a handshake. Not twice in a row, so the socket and
+        // the offers are read in between whatever the engines say.
+        if !timed_out && clock.is_due(server.poll_timeout()) {
+            timed_out = true;
+            server.handle_timeout(clock.now());
+        } else {
+            timed_out = false;
+            let deadline = clock.sleep_until(server.poll_timeout());
+            tokio::select! {
+                received = socket.recv_from(&mut buf) => {
+                    match received {
+                        Ok((n, from)) => server.handle_datagram(clock.now(), from, &mut buf[..n]),
+                        // An ICMP error of an earlier send (a browser gone): not this socket's end.
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                        Err(e) => break Err(e),
+                    }
                 }
-            }
-            Some(Offer { sdp, answer }) = offer_rx.recv() => {
-                let mut random = [0u8; ANSWER_RANDOM_LEN];
-                OsRng.fill_bytes(&mut random);
-                let result = server.answer(&sdp, udp, &random);
-                match &result {
-                    Ok((id, _)) => note(ServerNote::Answered(*id)),
-                    Err(e) => note(ServerNote::Refused(e.to_string())),
+                Some(Offer { sdp, answer }) = offer_rx.recv() => {
+                    let mut random = [0u8; ANSWER_RANDOM_LEN];
+                    OsRng.fill_bytes(&mut random);
+                    let result = server.answer(&sdp, udp, &random);
+                    match &result {
+                        Ok((id, _)) => note(ServerNote::Answered(*id)),
+                        Err(e) => note(ServerNote::Refused(e.to_string())),
+                    }
+                    let _ = answer.send(result.map(|(_, sdp)| sdp).map_err(|e| e.to_string()));
                 }
-                let _ = answer.send(result.map(|(_, sdp)| sdp).map_err(|e| e.to_string()));
-            }
-            Some(text) = report_rx.recv() => {
-                note(ServerNote::Report(text));
-                reported += 1;
-                if options.until_reports.is_some_and(|n| reported >= n) {
-                    break Ok(());
+                Some(text) = report_rx.recv() => {
+                    note(ServerNote::Report(text));
+                    reported += 1;
+                    if options.until_reports.is_some_and(|n| reported >= n) {
+                        break Ok(());
+                    }
                 }
+                () = deadline => server.handle_timeout(clock.now()),
             }
-            () = deadline => server.handle_timeout(clock.now()),
         }
         while let Some((id, event)) = server.poll_event() {
             if let (true, PeerEvent::Message { stream, data, binary }) = (options.echo, &event) {
@@ -331,6 +341,7 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
         bad: 0,
         channel_closed: false,
     };
+    let mut timed_out = false;
     let mut seen = vec![0u32; options.messages];
     let deadline = tokio::time::Instant::now() + options.timeout;
     let mut buf = vec![0u8; 65_536];
@@ -374,6 +385,13 @@ pub async fn connect(options: ConnectOptions) -> io::Result<ConnectReport> {
             }
             return Ok(report);
         }
+        // As in `serve`: work due now runs now, not at the timer wheel's next tick.
+        if !timed_out && clock.is_due(client.poll_timeout()) {
+            timed_out = true;
+            client.handle_timeout(clock.now());
+            continue;
+        }
+        timed_out = false;
         let timer = clock.sleep_until(client.poll_timeout());
         tokio::select! {
             received = socket.recv_from(&mut buf) => {
