@@ -5,7 +5,11 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use anyhow::{bail, ensure};
+use anyhow::{bail, Context};
+use fastshake_dtls::wire;
+use fastshake_webrtc::stun;
+use pcap_file::pcap::PcapReader;
+use pcap_file::DataLink;
 
 /// One UDP datagram of the capture.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,45 +21,21 @@ pub struct Datagram {
     pub payload: Vec<u8>,
 }
 
-/// Link types of the pcap header: Ethernet, and Linux cooked capture (`-i any`).
-const LINKTYPE_ETHERNET: u32 = 1;
-const LINKTYPE_LINUX_SLL: u32 = 113;
-
-/// The IPv4 UDP datagrams of a pcap file; other frames are skipped.
+/// The IPv4 UDP datagrams of a classic pcap file; other frames are skipped, and a frame cut
+/// short by the end of the file (the capture was stopped mid-write) ends it.
 pub fn udp_datagrams(file: &[u8]) -> anyhow::Result<Vec<Datagram>> {
-    ensure!(file.len() >= 24, "a pcap file has a 24-byte header, this one is {} bytes", file.len());
-    let magic = [file[0], file[1], file[2], file[3]];
-    // The magic number, written in the writer's byte order, says that order and the timestamp unit.
-    let (little, nanos) = match magic {
-        [0xd4, 0xc3, 0xb2, 0xa1] => (true, false),
-        [0x4d, 0x3c, 0xb2, 0xa1] => (true, true),
-        [0xa1, 0xb2, 0xc3, 0xd4] => (false, false),
-        [0xa1, 0xb2, 0x3c, 0x4d] => (false, true),
-        _ => bail!("not a pcap file (pcapng? capture with dumpcap -P)"),
-    };
-    let u32_at = |at: usize| -> u32 {
-        let b = [file[at], file[at + 1], file[at + 2], file[at + 3]];
-        if little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }
-    };
-    let link = u32_at(20);
+    let mut reader = PcapReader::new(file).context("not a pcap file (pcapng? capture with dumpcap -P)")?;
+    let link = reader.header().datalink;
     let mut out = Vec::new();
-    let mut at = 24;
-    while at + 16 <= file.len() {
-        let (secs, fraction, captured) = (u32_at(at), u32_at(at + 4), u32_at(at + 8) as usize);
-        let frame = file.get(at + 16..at + 16 + captured);
-        at += 16 + captured;
-        // A frame cut short by the end of the file (the capture was stopped mid-write) ends it.
-        let Some(frame) = frame else { break };
-        let unix_ms = f64::from(secs) * 1e3 + f64::from(fraction) / if nanos { 1e6 } else { 1e3 };
+    while let Some(packet) = reader.next_packet() {
+        let Ok(packet) = packet else { break };
+        let frame = &packet.data;
+        let unix_ms = packet.timestamp.as_secs_f64() * 1e3;
         let ip = match link {
-            LINKTYPE_ETHERNET if frame.get(12..14) == Some(&[0x08, 0x00]) => &frame[14..],
-            LINKTYPE_LINUX_SLL if frame.get(14..16) == Some(&[0x08, 0x00]) => &frame[16..],
-            LINKTYPE_ETHERNET | LINKTYPE_LINUX_SLL => continue,
-            other => bail!("pcap link type {other}: only Ethernet and Linux cooked captures are read"),
+            DataLink::ETHERNET if frame.get(12..14) == Some(&[0x08, 0x00]) => &frame[14..],
+            DataLink::LINUX_SLL if frame.get(14..16) == Some(&[0x08, 0x00]) => &frame[16..],
+            DataLink::ETHERNET | DataLink::LINUX_SLL => continue,
+            other => bail!("pcap link type {other:?}: only Ethernet and Linux cooked captures are read"),
         };
         if let Some(datagram) = ipv4_udp(ip, unix_ms) {
             out.push(datagram);
@@ -85,38 +65,26 @@ fn ipv4_udp(ip: &[u8], unix_ms: f64) -> Option<Datagram> {
     })
 }
 
-/// A STUN message's class and method (RFC 8489 §5): its type, transaction id and whether it
-/// carries USE-CANDIDATE (RFC 8445 §7.1.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stun {
-    pub message_type: u16,
-    pub transaction: [u8; 12],
-    pub use_candidate: bool,
-}
-
-const STUN_MAGIC_COOKIE: [u8; 4] = [0x21, 0x12, 0xa4, 0x42];
-/// Binding request and Binding success response.
-pub const BINDING_REQUEST: u16 = 0x0001;
-pub const BINDING_SUCCESS: u16 = 0x0101;
-const ATTR_USE_CANDIDATE: u16 = 0x0025;
-
-/// The datagram as a STUN message, if it is one.
-pub fn stun(payload: &[u8]) -> Option<Stun> {
-    if payload.len() < 20 || payload[0] > 3 || payload[4..8] != STUN_MAGIC_COOKIE {
+/// The datagram as a Binding request or success response (what ICE sends): its transaction
+/// and whether it nominates (RFC 8445 §7.1.2).
+pub fn binding(payload: &[u8]) -> Option<Binding> {
+    let message = stun::Message::parse(payload).ok()?;
+    if message.method() != stun::Method::Binding {
         return None;
     }
-    let mut transaction = [0u8; 12];
-    transaction.copy_from_slice(&payload[8..20]);
-    let length = usize::from(u16::from_be_bytes([payload[2], payload[3]]));
-    let mut attributes = payload.get(20..20 + length)?;
-    let mut use_candidate = false;
-    while attributes.len() >= 4 {
-        let kind = u16::from_be_bytes([attributes[0], attributes[1]]);
-        let len = usize::from(u16::from_be_bytes([attributes[2], attributes[3]]));
-        use_candidate |= kind == ATTR_USE_CANDIDATE;
-        attributes = attributes.get(4 + len.div_ceil(4) * 4..).unwrap_or_default();
+    let transaction = message.transaction_id();
+    match message.class() {
+        stun::Class::Request => Some(Binding::Check { transaction, nominates: message.use_candidate() }),
+        stun::Class::SuccessResponse => Some(Binding::Success { transaction }),
+        _ => None,
     }
-    Some(Stun { message_type: u16::from_be_bytes([payload[0], payload[1]]), transaction, use_candidate })
+}
+
+/// A Binding request or its success response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    Check { transaction: stun::TransactionId, nominates: bool },
+    Success { transaction: stun::TransactionId },
 }
 
 /// What a datagram carries, in a few letters: `check`, `check+nominate`, `ok` (a Binding
@@ -126,23 +94,21 @@ pub fn stun(payload: &[u8]) -> Option<Stun> {
 /// application data: SCTP) and `ct` (a DTLS 1.3 ciphertext record, RFC 9147 §4: handshake or
 /// SCTP, which the capture cannot tell apart).
 pub fn describe(payload: &[u8]) -> String {
-    if let Some(message) = stun(payload) {
-        return match (message.message_type, message.use_candidate) {
-            (BINDING_REQUEST, false) => "check".into(),
-            (BINDING_REQUEST, true) => "check+nominate".into(),
-            (BINDING_SUCCESS, _) => "ok".into(),
-            (other, _) => format!("stun{other:04x}"),
-        };
+    match binding(payload) {
+        Some(Binding::Check { nominates: false, .. }) => return "check".into(),
+        Some(Binding::Check { nominates: true, .. }) => return "check+nominate".into(),
+        Some(Binding::Success { .. }) => return "ok".into(),
+        None if stun::Message::parse(payload).is_ok() => return "stun".into(),
+        None => {}
     }
     let mut records = Vec::new();
     let mut rest = payload;
     while let Some(&first) = rest.first() {
         match first {
             // DTLSPlaintext/DTLSCiphertext of DTLS 1.2 and 1.3's plaintext records: 13-byte header.
-            20..=25 if rest.len() >= 13 => {
-                let length = usize::from(u16::from_be_bytes([rest[11], rest[12]]));
-                let epoch = u16::from_be_bytes([rest[3], rest[4]]);
-                records.push(match (first, epoch, rest.get(13)) {
+            20..=25 if wire::record_head(rest).is_ok() => {
+                let Ok(head) = wire::record_head(rest) else { break };
+                records.push(match (first, head.epoch, rest.get(head.header_len())) {
                     (22, 0, Some(1)) => "CH",
                     (22, 0, Some(2)) => "SH",
                     (22, 0, Some(3)) => "HVR",
@@ -153,7 +119,7 @@ pub fn describe(payload: &[u8]) -> String {
                     (23, _, _) => "app",
                     _ => "?",
                 });
-                rest = rest.get(13 + length..).unwrap_or_default();
+                rest = rest.get(head.record_len()..).unwrap_or_default();
             }
             // RFC 9147 §4: 001CSLEE; with L the record has a 2-byte length, else it runs to the
             // end of the datagram. C adds a connection id, of a length this capture cannot know:
@@ -184,21 +150,17 @@ mod tests {
     /// A classic little-endian microsecond pcap with one Ethernet frame per (seconds,
     /// microseconds, IPv4 packet).
     fn pcap(frames: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
-        let mut file = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
-        file.extend([0; 8]);
-        file.extend(65_535u32.to_le_bytes());
-        file.extend(LINKTYPE_ETHERNET.to_le_bytes());
+        use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+        let header = PcapHeader { datalink: DataLink::ETHERNET, ..PcapHeader::default() };
+        let mut writer = PcapWriter::with_header(Vec::new(), header).unwrap();
         for (secs, micros, ip) in frames {
             let mut frame = vec![0u8; 12];
             frame.extend([0x08, 0x00]);
             frame.extend(ip);
-            file.extend(secs.to_le_bytes());
-            file.extend(micros.to_le_bytes());
-            file.extend((frame.len() as u32).to_le_bytes());
-            file.extend((frame.len() as u32).to_le_bytes());
-            file.extend(frame);
+            let at = std::time::Duration::new(u64::from(*secs), micros * 1_000);
+            writer.write_packet(&PcapPacket::new(at, frame.len() as u32, &frame)).unwrap();
         }
-        file
+        writer.into_writer()
     }
 
     fn ipv4_udp_packet(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Vec<u8> {
@@ -215,16 +177,14 @@ mod tests {
     }
 
     fn binding_request(use_candidate: bool) -> Vec<u8> {
-        let mut attributes = vec![0x00, 0x06, 0x00, 0x05, b'a', b'b', b':', b'c', b'd', 0, 0, 0];
-        if use_candidate {
-            attributes.extend([0x00, 0x25, 0x00, 0x00]);
-        }
-        let mut message = vec![0x00, 0x01];
-        message.extend((attributes.len() as u16).to_be_bytes());
-        message.extend(STUN_MAGIC_COOKIE);
-        message.extend([7u8; 12]);
-        message.extend(attributes);
-        message
+        let check = stun::MessageBuilder::new(
+            stun::Class::Request,
+            stun::Method::Binding,
+            stun::TransactionId([7; 12]),
+        )
+        .username("ab:cd");
+        let check = if use_candidate { check.use_candidate() } else { check };
+        check.fingerprint().into_bytes().unwrap()
     }
 
     #[test]
@@ -253,8 +213,8 @@ mod tests {
     fn tells_checks_nominations_and_dtls_records_apart() {
         assert_eq!(describe(&binding_request(false)), "check");
         assert_eq!(describe(&binding_request(true)), "check+nominate");
-        let nominating = stun(&binding_request(true)).unwrap();
-        assert_eq!((nominating.message_type, nominating.transaction), (BINDING_REQUEST, [7; 12]));
+        let nominating = binding(&binding_request(true)).unwrap();
+        assert_eq!(nominating, Binding::Check { transaction: stun::TransactionId([7; 12]), nominates: true });
         // A ClientHello record, then a DTLS 1.3 ciphertext record with a length and one without.
         let mut datagram = vec![22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0];
         datagram.extend([0x2c, 0, 0, 0, 3, 9, 9, 9]);

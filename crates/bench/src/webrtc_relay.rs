@@ -16,7 +16,7 @@ use anyhow::{bail, Context};
 use fastshake_netlab::testbed::{ClientIface, Host, Testbed, TestbedConfig, TestbedError};
 use serde_json::{json, Value};
 
-use crate::capture::{self, Datagram, BINDING_REQUEST, BINDING_SUCCESS};
+use crate::capture::{self, Binding, Datagram};
 use crate::handshake::median;
 
 const LITE_PORT: u16 = 8080;
@@ -525,7 +525,7 @@ fn place(s: &Value, datagrams: &[Datagram], client: Ipv4Addr, server: Ipv4Addr) 
             .filter(|d| d.src == SocketAddrV4::new(client, port) && *d.dst.ip() == server)
             // A few ms of slack: the page's clock and the capture's are both the wall clock.
             .filter(|d| d.unix_ms >= applied - 20.0 && d.unix_ms <= echo)
-            .find(|d| capture::stun(&d.payload).is_some_and(|m| m.message_type == BINDING_REQUEST))
+            .find(|d| matches!(capture::binding(&d.payload), Some(Binding::Check { .. })))
             .map(|d| d.unix_ms)
     });
     Session {
@@ -544,13 +544,12 @@ fn check_rtts(datagrams: &[Datagram], client: Ipv4Addr) -> Vec<f64> {
     let mut sent = std::collections::HashMap::new();
     let mut rtts = Vec::new();
     for d in datagrams {
-        let Some(message) = capture::stun(&d.payload) else { continue };
-        match (message.message_type, *d.src.ip() == client) {
-            (BINDING_REQUEST, true) => {
-                sent.entry(message.transaction).or_insert(d.unix_ms);
+        match (capture::binding(&d.payload), *d.src.ip() == client) {
+            (Some(Binding::Check { transaction, .. }), true) => {
+                sent.entry(transaction).or_insert(d.unix_ms);
             }
-            (BINDING_SUCCESS, false) => {
-                if let Some(at) = sent.remove(&message.transaction) {
+            (Some(Binding::Success { transaction }), false) => {
+                if let Some(at) = sent.remove(&transaction) {
                     rtts.push(d.unix_ms - at);
                 }
             }
