@@ -204,6 +204,9 @@ pub struct Peer {
     events: VecDeque<PeerEvent>,
     closed: bool,
     sped: Sped,
+    /// The address whose check first carried DTLS in STUN: embedded DTLS is taken from its
+    /// checks only, so that one DTLS connection (keyed by address) gets the handshake.
+    sped_remote: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -263,6 +266,7 @@ impl Peer {
             events: VecDeque::new(),
             closed: false,
             sped: Sped::new(config.dtls_in_stun),
+            sped_remote: None,
         })
     }
 
@@ -380,7 +384,8 @@ impl Peer {
         message: &stun::Message<'_>,
         fresh: &mut Vec<Transmit>,
     ) -> Option<Vec<u8>> {
-        let (dtls, sped, local) = (&mut self.dtls, &mut self.sped, self.local);
+        let (dtls, sped, sped_remote, local) =
+            (&mut self.dtls, &mut self.sped, &mut self.sped_remote, self.local);
         // Header, XOR-MAPPED-ADDRESS (IPv4 or IPv6), MESSAGE-INTEGRITY, FINGERPRINT.
         let address_len = if remote.ip().to_canonical().is_ipv4() { 8 } else { 20 };
         let sealed = stun::HEADER_LEN
@@ -392,7 +397,12 @@ impl Peer {
             let acks = message
                 .attribute(stun::attr::META_DTLS_IN_STUN_ACK)
                 .map(|_| message.dtls_in_stun_ack().ok().flatten().unwrap_or_default());
-            if let Some(datagram) = sped.on_request(message.dtls_in_stun(), acks.as_deref()) {
+            // The browser embeds the same DTLS stream in its checks on every pair; fed from two
+            // addresses it would start two DTLS connections. Checks from another address than
+            // the first are answered (ACK, our flight), but their DTLS is neither taken nor acked.
+            let first = *sped_remote.get_or_insert(remote) == remote;
+            let data = message.dtls_in_stun().filter(|_| first);
+            if let Some(datagram) = sped.on_request(data, acks.as_deref()) {
                 let mut datagram = datagram.to_vec();
                 dtls.handle_datagram(now, local, remote, &mut datagram);
                 while let Some(transmit) = dtls.poll_transmit(now) {

@@ -624,3 +624,38 @@ fn sped_attributes_on_an_unauthenticated_check_are_ignored_and_junk_never_reache
     net.handshake();
     assert!(net.server_connected());
 }
+
+#[test]
+fn dtls_embedded_in_checks_from_a_second_address_is_neither_taken_nor_acked() {
+    let offerer = Offerer::new(Mode::Sped, Versions::Dtls13, &[NamedGroup::X25519]);
+    let (mut net, _) = Net::new(offerer, server(IceMode::Lite, true), "sped");
+    let key = net.offerer.server_key.clone().unwrap();
+    let username = net.offerer.username.clone();
+    // The offerer's first check (its ClientHello inside) gets there first.
+    net.run_until(Duration::from_secs(1), |n| !n.offerer.responses.is_empty());
+    let (acks, data) = net.offerer.responses[0].clone();
+    assert!(acks.is_some() && data.is_some(), "the first address's check was taken");
+    // The same browser checks from another of its addresses; its DTLS there is not fed.
+    let other: SocketAddr = "127.0.0.1:50001".parse().unwrap();
+    let record = [22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 9, 0, 4, 1, 0, 0, 0];
+    let mut check = MessageBuilder::new(Class::Request, Method::Binding, TransactionId([0xdd; 12]))
+        .username(&username)
+        .ice_controlling(42)
+        .dtls_in_stun_ack(&[])
+        .dtls_in_stun(&record)
+        .message_integrity(&key)
+        .fingerprint()
+        .into_bytes()
+        .unwrap();
+    net.server.handle_datagram(net.now, other, &mut check);
+    let answer = net.server.poll_transmit().expect("answered");
+    assert_eq!(answer.dst, other);
+    let answer = Message::parse(&answer.payload).unwrap();
+    assert_eq!(answer.class(), Class::SuccessResponse);
+    let acks = answer.dtls_in_stun_ack().unwrap().expect("an ACK: the exchange is on");
+    assert!(!acks.contains(&dtls_datagram_crc(&record)), "not taken, so not acked: {acks:?}");
+    assert_eq!(answer.dtls_in_stun(), data.as_deref(), "the one flight rides this response too");
+    assert!(net.server.poll_transmit().is_none(), "no DTLS answer to the second address");
+    net.handshake();
+    assert_eq!(net.in_stun(), Some((1, 2)), "one datagram taken, the flight sent twice");
+}
