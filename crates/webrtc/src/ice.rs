@@ -564,6 +564,8 @@ impl IceAgent {
     /// a request that authenticated and succeeds, after the check was recorded (so
     /// [`Self::may_receive_from`] holds for `from`), and before the response is encoded: DTLS
     /// in STUN feeds the check's embedded datagram to DTLS there (draft-hancke-webrtc-sped).
+    /// In full mode it also runs, its result unused, for a success response to one of our
+    /// checks once that response authenticated (the browser's response may carry DTLS too).
     pub fn handle_message_with(
         &mut self,
         now: Instant,
@@ -583,7 +585,10 @@ impl IceAgent {
         match message.class() {
             Class::Request => {}
             Class::SuccessResponse | Class::ErrorResponse => {
-                self.handle_response(now, from, message);
+                if self.handle_response(now, from, message) {
+                    // Nothing answers a response; `extra` only sees that it authenticated.
+                    let _ = extra();
+                }
                 return None;
             }
             Class::Indication => return None,
@@ -774,9 +779,10 @@ impl IceAgent {
         self.consent_deadline = Some(last_response + Self::CONSENT_TIMEOUT);
     }
 
-    /// Full mode: a Binding response that may answer one of our checks or consent checks.
-    fn handle_response(&mut self, now: Instant, from: SocketAddr, response: &Message<'_>) {
-        let Some(full) = self.full.as_mut() else { return };
+    /// Full mode: a Binding response that may answer one of our checks or consent checks;
+    /// true if it was a success response to one of them that authenticated.
+    fn handle_response(&mut self, now: Instant, from: SocketAddr, response: &Message<'_>) -> bool {
+        let Some(full) = self.full.as_mut() else { return false };
         let transaction = response.transaction_id();
         let check = self.checked.iter().position(|checked| {
             checked.address == from
@@ -784,13 +790,13 @@ impl IceAgent {
         });
         let consent = self.selected == Some(from) && full.consent_transactions.contains(&transaction);
         if check.is_none() && !consent {
-            return;
+            return false;
         }
         // The browser answers with the password of the request, its own (RFC 8445 §7.2.2, RFC
         // 8489 §9.1.3); a response that does not verify is discarded as never received (RFC
         // 8489 §9.1.4).
         if response.verify_integrity(&full.remote_key).is_err() {
-            return;
+            return false;
         }
         let success = response.class() == Class::SuccessResponse;
         let Some(index) = check else {
@@ -804,12 +810,12 @@ impl IceAgent {
                 }
                 self.consent_deadline = Some(now + Self::CONSENT_TIMEOUT);
             }
-            return;
+            return success;
         };
         if !success {
             // §7.2.5.2.4; 487 included, see the type's documentation.
             self.checked[index].ours = PairCheck::Failed;
-            return;
+            return false;
         }
         // XOR-MAPPED-ADDRESS may name a peer-reflexive candidate of ours (§7.2.5.3.1); we send
         // from the one socket whatever it says, so the pair is the same for us.
@@ -824,6 +830,7 @@ impl IceAgent {
         } else if self.selected == Some(from) {
             self.consent_deadline = Some(now + Self::CONSENT_TIMEOUT);
         }
+        true
     }
 
     /// Full mode: retransmissions due, the next triggered check if Ta allows, and a consent

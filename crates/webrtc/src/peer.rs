@@ -123,7 +123,7 @@ pub enum PeerEvent {
     /// The DTLS handshake went (partly) through STUN (draft-hancke-webrtc-sped); follows
     /// [`PeerEvent::DtlsConnected`] when the exchange was on.
     DtlsInStun {
-        /// The browser's DTLS datagrams taken from its checks.
+        /// The browser's DTLS datagrams taken from its checks (or responses to ours).
         received: u32,
         /// Our DTLS datagrams that rode in responses.
         sent: u32,
@@ -342,8 +342,9 @@ impl Peer {
     }
 
     fn stun(&mut self, now: Instant, remote: SocketAddr, message: &stun::Message<'_>) {
+        // Full mode: the browser's responses to our checks may carry its DTLS too.
         let embedding = self.sped.is_enabled()
-            && message.class() == stun::Class::Request
+            && matches!(message.class(), stun::Class::Request | stun::Class::SuccessResponse)
             && (message.dtls_in_stun().is_some()
                 || message.attribute(stun::attr::META_DTLS_IN_STUN_ACK).is_some());
         let mut fresh = Vec::new();
@@ -367,10 +368,10 @@ impl Peer {
         self.ice_events();
     }
 
-    /// Answers a check carrying DTLS in STUN's attributes (draft-hancke-webrtc-sped). Once
-    /// MESSAGE-INTEGRITY passed (never before: unauthenticated bytes must not reach DTLS), the
-    /// embedded datagram goes to DTLS as one from `remote`, and what DTLS writes back is in
-    /// `fresh` and may ride in the response.
+    /// Answers a check carrying DTLS in STUN's attributes (draft-hancke-webrtc-sped), or takes
+    /// such a response to one of ours (full mode). Once MESSAGE-INTEGRITY passed (never before:
+    /// unauthenticated bytes must not reach DTLS), the embedded datagram goes to DTLS as one
+    /// from `remote`, and what DTLS writes back is in `fresh` and may ride in the response.
     ///
     /// The response goes to the check's source, as every response does (RFC 8445 §7.3); the
     /// DTLS it carries reaches only an address that just proved it knows our password. RFC
@@ -409,6 +410,9 @@ impl Peer {
                     fresh.push(transmit);
                 }
                 sped.capture(fresh.iter().filter(|t| t.dst == remote).map(|t| t.payload.as_slice()));
+            }
+            if message.class() == stun::Class::SuccessResponse {
+                return Vec::new();
             }
             sped.response_attributes(MAX_RESPONSE_LEN.saturating_sub(sealed))
         })

@@ -39,7 +39,8 @@ pub enum SpedState {
 /// How much went through STUN, for logs and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SpedStats {
-    /// DTLS datagrams of the peer's taken from its checks.
+    /// DTLS datagrams of the peer's taken from its checks (or its responses to ours) and fed
+    /// to DTLS; copies of one already taken are not counted.
     pub received_embedded: u32,
     /// DTLS datagrams of ours put in our responses.
     pub sent_embedded: u32,
@@ -105,10 +106,11 @@ impl Sped {
         self.pending.len()
     }
 
-    /// An authenticated Binding request carried META-DTLS-IN-STUN (`data`) and/or
-    /// META-DTLS-IN-STUN-ACK (`acks`; an empty list counts). Call it only after
-    /// MESSAGE-INTEGRITY verified: the datagram returned is to be fed to DTLS as if it had come
-    /// from the check's source address, before the response is built.
+    /// An authenticated Binding request (or, in full mode, a success response to one of our
+    /// checks) carried META-DTLS-IN-STUN (`data`) and/or META-DTLS-IN-STUN-ACK (`acks`; an empty
+    /// list counts). Call it only after MESSAGE-INTEGRITY verified: the datagram returned is to
+    /// be fed to DTLS as if it had come from the message's source address, before a response
+    /// is built.
     ///
     /// Returns `None` when there is nothing to feed: the exchange is off or over, the value is
     /// not DTLS (dropped, as Chromium does), or it is a byte-identical copy of a datagram we
@@ -125,8 +127,11 @@ impl Sped {
         }
         // An empty value is "nothing to send" (the draft's closing handshake), not a datagram.
         let datagram = data.filter(|d| looks_like_dtls(d))?;
+        if !self.record(datagram) {
+            return None;
+        }
         self.stats.received_embedded = self.stats.received_embedded.saturating_add(1);
-        self.record(datagram).then_some(datagram)
+        Some(datagram)
     }
 
     /// A DTLS datagram of the peer's arrived in plain: it is acknowledged too, since the peer
@@ -301,7 +306,7 @@ mod tests {
         assert!(later.iter().all(|d| sped.on_plain_dtls(d)));
         let expected: Vec<u32> = later.iter().map(|d| stun::dtls_datagram_crc(d)).collect();
         assert_eq!(acks_of(&sped.response_attributes(MAX_RESPONSE_LEN)), Some(expected));
-        assert_eq!(sped.stats().received_embedded, 2);
+        assert_eq!(sped.stats().received_embedded, 1, "the copy is not counted");
     }
 
     #[test]

@@ -93,6 +93,8 @@ struct Offerer {
     responses: Vec<SpedAttributes>,
     /// The ACK list of every check the (full) server sent.
     server_checks: Vec<Option<Vec<u32>>>,
+    /// Sends what is unacked in plain once writable (Chromium's FlushPendingDtlsPacket).
+    flush: bool,
 }
 
 impl Offerer {
@@ -129,6 +131,7 @@ impl Offerer {
             out: VecDeque::new(),
             responses: Vec::new(),
             server_checks: Vec::new(),
+            flush: true,
         }
     }
 
@@ -254,7 +257,20 @@ impl Offerer {
         let from: SocketAddr = "127.0.0.1:40000".parse().unwrap();
         let builder = MessageBuilder::new(Class::SuccessResponse, Method::Binding, request.transaction_id())
             .xor_mapped_address(from);
-        let builder = if self.sped_on() { builder.dtls_in_stun_ack(&self.received) } else { builder };
+        let mut builder = builder;
+        if self.sped_on() {
+            // Chromium's responses carry its ACK and its next pending datagram too, and it
+            // takes the ACK of a request.
+            if let Ok(Some(acks)) = request.dtls_in_stun_ack() {
+                self.pending.retain(|(crc, _)| !acks.contains(crc));
+            }
+            builder = builder.dtls_in_stun_ack(&self.received);
+            if !self.pending.is_empty() {
+                let (_, datagram) = &self.pending[self.next % self.pending.len()];
+                self.next += 1;
+                builder = builder.dtls_in_stun(datagram);
+            }
+        }
         self.out.push_back(builder.message_integrity(&key).fingerprint().into_bytes().unwrap());
     }
 
@@ -317,7 +333,8 @@ impl Offerer {
             match self.dtls {
                 None => self.start_dtls(now),
                 // Chromium's FlushPendingDtlsPacket: what is unacked goes in plain once.
-                Some(_) => self.out.extend(self.pending.iter().map(|(_, d)| d.clone())),
+                Some(_) if self.flush => self.out.extend(self.pending.iter().map(|(_, d)| d.clone())),
+                Some(_) => {}
             }
         }
         self.pump(now);
@@ -658,4 +675,29 @@ fn dtls_embedded_in_checks_from_a_second_address_is_neither_taken_nor_acked() {
     assert!(net.server.poll_transmit().is_none(), "no DTLS answer to the second address");
     net.handshake();
     assert_eq!(net.in_stun(), Some((1, 2)), "one datagram taken, the flight sent twice");
+}
+
+#[test]
+fn a_full_server_takes_the_dtls_the_browser_embeds_in_its_response_to_our_check() {
+    // The second ClientHello fragment reaches the server first in the offerer's response to
+    // the server's triggered check (the offerer does not flush it in plain here).
+    let groups = [NamedGroup::X25519MlKem768, NamedGroup::X25519];
+    let mut offerer = Offerer::new(Mode::Sped, Versions::Dtls13, &groups);
+    offerer.flush = false;
+    let (mut net, _) = Net::new(offerer, server(IceMode::Full, true), "sped");
+    net.handshake();
+    assert_eq!(net.in_stun().map(|(received, _)| received), Some(2), "both fragments came in STUN");
+    // Check 1 (fragment 1) reaches the server at one one-way delay, our triggered check the
+    // offerer at two, its response (fragment 2) the server at three, which answers at once in
+    // plain (the response also made the pair valid); the offerer's next check came later.
+    let flight = net.sent.iter().find(|(_, to_server, bytes)| !to_server && Message::parse(bytes).is_err());
+    let at = flight.map(|(at, _, _)| at.saturating_duration_since(net.start));
+    assert_eq!(at, Some(ONE_WAY * 3), "our flight left when the response brought fragment 2");
+    let fragment = net.offerer.pending.first().map(|(crc, _)| *crc);
+    assert_eq!(fragment, None, "the server acked what it took from the response");
+    let summary = net.server_events.iter().find_map(|(_, e)| match e {
+        PeerEvent::DtlsConnected(s) => Some(s.group),
+        _ => None,
+    });
+    assert_eq!(summary, Some(Some(NamedGroup::X25519MlKem768)));
 }
