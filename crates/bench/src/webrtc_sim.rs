@@ -250,6 +250,7 @@ fn measure(setup: Setup, delay: Duration) -> anyhow::Result<Outcome> {
         wall_clock: clock,
         max_sessions: 1,
         ice_mode: setup.ice,
+        dtls_in_stun: ServerConfig::DTLS_IN_STUN_DEFAULT,
     });
     let (client_key, client_fingerprint) = self_signed_p256(UNIX, 30)?;
     let mut client = Client::new(

@@ -96,6 +96,11 @@ struct ServeArgs {
     /// to Chromium about 50 ms sooner (it nominates one 48 ms ping after its check succeeds).
     #[arg(long, value_name = "MODE", value_enum, default_value = "lite")]
     ice: IceArg,
+    /// Never run the DTLS handshake in STUN (draft-hancke-webrtc-sped), even with a browser
+    /// whose offer announces it (Chromium's WebRTC-IceHandshakeDtls trial): its checks are then
+    /// answered without the attributes, and it falls back to plain DTLS.
+    #[arg(long)]
+    no_dtls_in_stun: bool,
 }
 
 /// `--ice`.
@@ -134,6 +139,7 @@ pub fn run(args: WebrtcArgs) -> anyhow::Result<()> {
             IceArg::Lite => fastshake_webrtc::ice::IceMode::Lite,
             IceArg::Full => fastshake_webrtc::ice::IceMode::Full,
         },
+        dtls_in_stun: !args.no_dtls_in_stun,
     };
     let verbose = args.verbose;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -160,6 +166,10 @@ fn print_note(note: ServerNote, verbose: bool) {
                     s.group.map_or("-".to_string(), |g| format!("{g:?}")),
                     s.duration.as_secs_f64() * 1e3,
                     if s.hello_retry { ", HelloRetryRequest" } else { "" },
+                ),
+                PeerEvent::DtlsInStun { received, sent } => println!(
+                    "session {}: DTLS handshake in STUN: {received} datagrams taken from checks, {sent} sent in responses",
+                    id.0
                 ),
                 PeerEvent::ChannelOpened { stream, label, protocol, channel_type } => {
                     println!("session {}: channel {stream} {label:?} opened ({channel_type:?}, protocol {protocol:?})", id.0)

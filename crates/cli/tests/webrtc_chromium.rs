@@ -23,6 +23,8 @@ fn can_unshare() -> bool {
 struct Run {
     server: String,
     report: Value,
+    /// The browser's stdout and stderr (its log, with `--enable-logging=stderr`).
+    browser: String,
 }
 
 /// Runs the server with `server_args` and the page with `query` in a namespace of their own.
@@ -103,7 +105,7 @@ exit $status
         report["ok"], true,
         "the page failed: {report:#}\nserver:\n{server}\n{stderr}\nchromium:\n{log}"
     );
-    Some(Run { server, report })
+    Some(Run { server, report, browser: log })
 }
 
 fn tempdir() -> PathBuf {
@@ -200,4 +202,71 @@ fn chromium_opens_twenty_sessions_in_a_row_each_echoing_its_message() {
         run.server.lines().filter(|l| l.contains("DTLS 1.3") && l.contains("X25519MlKem768")).count(),
         20
     );
+}
+
+/// The server's line for a handshake that went through STUN, if any.
+fn dtls_in_stun_line(server: &str) -> Option<&str> {
+    server.lines().find(|l| l.contains("DTLS handshake in STUN"))
+}
+
+/// Chromium with DTLS in STUN (draft-hancke-webrtc-sped, behind a field trial) and the log of
+/// its ICE and DTLS transports, which says how the exchange ended.
+const DTLS_IN_STUN: [&str; 4] = [
+    "--force-fieldtrials=WebRTC-IceHandshakeDtls/Enabled/",
+    "--enable-logging=stderr",
+    "--log-level=0",
+    "--vmodule=*/webrtc/p2p/*=1",
+];
+
+/// The browser's log says the exchange succeeded (its controller reached COMPLETE, not OFF).
+fn assert_browser_completed_it(run: &Run, what: &str) {
+    assert!(
+        run.browser.contains("DTLS-STUN piggyback complete with success=1")
+            && !run.browser.contains("not supported by peer"),
+        "{what}: the browser did not complete DTLS in STUN:\n{}",
+        run.browser
+    );
+}
+
+#[test]
+fn chromium_with_dtls_in_stun_runs_the_handshake_in_its_checks_and_our_responses() {
+    // Chromium 156's default ClientHello carries the hybrid share and takes two datagrams: the
+    // first rides a check, the second a later one or plain.
+    for ice in ["lite", "full"] {
+        let Some(run) = run_with(&["--ice", ice], &DTLS_IN_STUN, "cases=reliable,big&n=20") else { return };
+        channels(&run.report);
+        let line = dtls_in_stun_line(&run.server)
+            .unwrap_or_else(|| panic!("{ice}: the server took no DTLS from a check:\n{}", run.server));
+        assert!(!line.contains(" 0 datagrams taken"), "{ice}: {line}");
+        assert!(
+            run.server.lines().any(|l| l.contains("DTLS 1.3") && l.contains("X25519MlKem768")),
+            "{}",
+            run.server
+        );
+        assert_browser_completed_it(&run, ice);
+    }
+}
+
+#[test]
+fn chromium_with_dtls_in_stun_and_a_one_datagram_client_hello_gets_our_flight_in_the_response() {
+    // Without the hybrid share the ClientHello is one datagram: it rides the first check, and
+    // our first flight the response to it.
+    let mut flags = DTLS_IN_STUN.to_vec();
+    flags.push("--disable-features=WebRtcPqcForDtls");
+    for dtls in ["both", "1.2"] {
+        let Some(run) = run_with(&["--dtls", dtls], &flags, "cases=reliable&n=20") else { return };
+        channels(&run.report);
+        let line = dtls_in_stun_line(&run.server)
+            .unwrap_or_else(|| panic!("{dtls}: the server took no DTLS from a check:\n{}", run.server));
+        assert!(!line.contains(" 0 datagrams taken") && !line.contains(" 0 sent"), "{dtls}: {line}");
+        assert_browser_completed_it(&run, dtls);
+    }
+}
+
+#[test]
+fn chromium_with_dtls_in_stun_falls_back_to_plain_dtls_when_the_server_has_it_off() {
+    let Some(run) = run_with(&["--no-dtls-in-stun"], &DTLS_IN_STUN, "cases=reliable&n=20") else { return };
+    channels(&run.report);
+    assert!(dtls_in_stun_line(&run.server).is_none(), "{}", run.server);
+    assert!(run.browser.contains("not supported by peer"), "the browser noticed:\n{}", run.browser);
 }

@@ -57,6 +57,9 @@ pub struct WebrtcOptions {
     /// nominates about 48 ms after its first check succeeds, the first byte comes that much
     /// sooner. See [`fastshake_webrtc::ice::IceAgent`].
     pub ice_mode: IceMode,
+    /// DTLS in STUN with browsers whose offer announces it (`a=ice-options:sped` or
+    /// `googspedv1`); see [`fastshake_webrtc::server::ServerConfig::dtls_in_stun`].
+    pub dtls_in_stun: bool,
 }
 
 /// What the server tells its caller, one line each.
@@ -112,6 +115,7 @@ pub async fn serve(options: WebrtcOptions, mut note: impl FnMut(ServerNote)) -> 
         wall_clock: wall,
         max_sessions: options.max_sessions,
         ice_mode: options.ice_mode,
+        dtls_in_stun: options.dtls_in_stun,
     });
     let hex: Vec<String> = fingerprint.iter().map(|b| format!("{b:02X}")).collect();
     note(ServerNote::Listening { http, udp, fingerprint: hex.join(":") });

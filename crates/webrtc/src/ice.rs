@@ -243,8 +243,11 @@ struct FullState {
     next_consent: Option<Instant>,
     /// Transaction ids of the consent checks sent lately, oldest first.
     consent_transactions: VecDeque<TransactionId>,
-    /// Checks to send, oldest first.
-    transmits: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Checks to send, oldest first; encoded when polled, so they carry the attributes set
+    /// by then.
+    transmits: VecDeque<(SocketAddr, TransactionId)>,
+    /// Extra attributes for our checks, before MESSAGE-INTEGRITY (DTLS in STUN's ACK).
+    request_attributes: Vec<(u16, Vec<u8>)>,
 }
 
 impl FullState {
@@ -276,12 +279,15 @@ impl FullState {
     /// MESSAGE-INTEGRITY under the browser's password, FINGERPRINT (§7.2.2). No USE-CANDIDATE:
     /// only the controlling agent nominates (§7.1.2).
     fn request(&self, transaction: TransactionId) -> Option<Vec<u8>> {
-        MessageBuilder::new(Class::Request, Method::Binding, transaction)
+        let builder = MessageBuilder::new(Class::Request, Method::Binding, transaction)
             .username(&self.username)
             // The priority our peer-reflexive candidate would have (§7.1.1): type preference
             // 110 (§5.1.2.2), the local preference of our first host candidate, component 1.
             .priority(crate::sdp::candidate_priority(110, 65535, 1))
-            .ice_controlled(self.tiebreaker)
+            .ice_controlled(self.tiebreaker);
+        self.request_attributes
+            .iter()
+            .fold(builder, |builder, (kind, value)| builder.attribute(*kind, value))
             .message_integrity(&self.remote_key)
             .fingerprint()
             .into_bytes()
@@ -293,9 +299,7 @@ impl FullState {
             // Not polled: this one is lost, as on the network; the timer sends it again.
             return;
         }
-        if let Some(request) = self.request(transaction) {
-            self.transmits.push_back((to, request));
-        }
+        self.transmits.push_back((to, transaction));
     }
 }
 
@@ -499,6 +503,7 @@ impl IceAgent {
             next_consent: None,
             consent_transactions: VecDeque::new(),
             transmits: VecDeque::new(),
+            request_attributes: Vec::new(),
         });
         Ok(agent)
     }
@@ -551,6 +556,23 @@ impl IceAgent {
         from: SocketAddr,
         message: &Message<'_>,
     ) -> Option<Vec<u8>> {
+        self.handle_message_with(now, from, message, Vec::new)
+    }
+
+    /// [`IceAgent::handle_message`], and a success response also carries the attributes
+    /// `extra` returns, between XOR-MAPPED-ADDRESS and MESSAGE-INTEGRITY. `extra` runs only for
+    /// a request that authenticated and succeeds, after the check was recorded (so
+    /// [`Self::may_receive_from`] holds for `from`), and before the response is encoded: DTLS
+    /// in STUN feeds the check's embedded datagram to DTLS there (draft-hancke-webrtc-sped).
+    /// In full mode it also runs, its result unused, for a success response to one of our
+    /// checks once that response authenticated (the browser's response may carry DTLS too).
+    pub fn handle_message_with(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        message: &Message<'_>,
+        extra: impl FnOnce() -> Vec<(u16, Vec<u8>)>,
+    ) -> Option<Vec<u8>> {
         // A deadline that passed before this datagram counts first, whatever the driver's timer.
         self.handle_timeout(now);
         if self.consent_expired {
@@ -563,16 +585,23 @@ impl IceAgent {
         match message.class() {
             Class::Request => {}
             Class::SuccessResponse | Class::ErrorResponse => {
-                self.handle_response(now, from, message);
+                if self.handle_response(now, from, message) {
+                    // Nothing answers a response; `extra` only sees that it authenticated.
+                    let _ = extra();
+                }
                 return None;
             }
             Class::Indication => return None,
         }
         let answer = self.judge(message);
-        if let Answer::Success = answer {
-            self.record_check(now, from, message.use_candidate());
-        }
-        let response = self.encode(message, from, answer);
+        let extra = match answer {
+            Answer::Success => {
+                self.record_check(now, from, message.use_candidate());
+                extra()
+            }
+            _ => Vec::new(),
+        };
+        let response = self.encode(message, from, answer, &extra);
         // Full mode: a check just triggered goes now, after this response.
         self.send_checks(now);
         response
@@ -625,13 +654,24 @@ impl IceAgent {
         request.attribute(attr::ICE_CONTROLLED).is_some()
     }
 
-    fn encode(&self, request: &Message<'_>, from: SocketAddr, answer: Answer) -> Option<Vec<u8>> {
+    fn encode(
+        &self,
+        request: &Message<'_>,
+        from: SocketAddr,
+        answer: Answer,
+        extra: &[(u16, Vec<u8>)],
+    ) -> Option<Vec<u8>> {
         let transaction_id: TransactionId = request.transaction_id();
         let message = match answer {
-            Answer::Success => MessageBuilder::new(Class::SuccessResponse, Method::Binding, transaction_id)
-                // A dual-stack socket reports an IPv4 peer as ::ffff:a.b.c.d; the peer sent
-                // from, and expects to see, the IPv4 address.
-                .xor_mapped_address(SocketAddr::new(from.ip().to_canonical(), from.port()))
+            Answer::Success => extra
+                .iter()
+                .fold(
+                    MessageBuilder::new(Class::SuccessResponse, Method::Binding, transaction_id)
+                        // A dual-stack socket reports an IPv4 peer as ::ffff:a.b.c.d; the peer
+                        // sent from, and expects to see, the IPv4 address.
+                        .xor_mapped_address(SocketAddr::new(from.ip().to_canonical(), from.port())),
+                    |builder, (kind, value)| builder.attribute(*kind, value),
+                )
                 .message_integrity(&self.key),
             Answer::Unauthenticated(code, reason) => {
                 MessageBuilder::new(Class::ErrorResponse, Method::Binding, transaction_id)
@@ -739,9 +779,10 @@ impl IceAgent {
         self.consent_deadline = Some(last_response + Self::CONSENT_TIMEOUT);
     }
 
-    /// Full mode: a Binding response that may answer one of our checks or consent checks.
-    fn handle_response(&mut self, now: Instant, from: SocketAddr, response: &Message<'_>) {
-        let Some(full) = self.full.as_mut() else { return };
+    /// Full mode: a Binding response that may answer one of our checks or consent checks;
+    /// true if it was a success response to one of them that authenticated.
+    fn handle_response(&mut self, now: Instant, from: SocketAddr, response: &Message<'_>) -> bool {
+        let Some(full) = self.full.as_mut() else { return false };
         let transaction = response.transaction_id();
         let check = self.checked.iter().position(|checked| {
             checked.address == from
@@ -749,13 +790,13 @@ impl IceAgent {
         });
         let consent = self.selected == Some(from) && full.consent_transactions.contains(&transaction);
         if check.is_none() && !consent {
-            return;
+            return false;
         }
         // The browser answers with the password of the request, its own (RFC 8445 §7.2.2, RFC
         // 8489 §9.1.3); a response that does not verify is discarded as never received (RFC
         // 8489 §9.1.4).
         if response.verify_integrity(&full.remote_key).is_err() {
-            return;
+            return false;
         }
         let success = response.class() == Class::SuccessResponse;
         let Some(index) = check else {
@@ -769,12 +810,12 @@ impl IceAgent {
                 }
                 self.consent_deadline = Some(now + Self::CONSENT_TIMEOUT);
             }
-            return;
+            return success;
         };
         if !success {
             // §7.2.5.2.4; 487 included, see the type's documentation.
             self.checked[index].ours = PairCheck::Failed;
-            return;
+            return false;
         }
         // XOR-MAPPED-ADDRESS may name a peer-reflexive candidate of ours (§7.2.5.3.1); we send
         // from the one socket whatever it says, so the pair is the same for us.
@@ -789,6 +830,7 @@ impl IceAgent {
         } else if self.selected == Some(from) {
             self.consent_deadline = Some(now + Self::CONSENT_TIMEOUT);
         }
+        true
     }
 
     /// Full mode: retransmissions due, the next triggered check if Ta allows, and a consent
@@ -871,7 +913,22 @@ impl IceAgent {
     /// Full mode: the next check to send, as (destination, datagram), oldest first; always
     /// `None` in lite mode. Sent from the socket the browser's checks arrive on.
     pub fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
-        self.full.as_mut()?.transmits.pop_front()
+        let full = self.full.as_mut()?;
+        while let Some((to, transaction)) = full.transmits.pop_front() {
+            // Only attributes near 64 KiB could fail to encode; such a check is lost.
+            if let Some(request) = full.request(transaction) {
+                return Some((to, request));
+            }
+        }
+        None
+    }
+
+    /// Full mode: attributes our checks carry from now on, before MESSAGE-INTEGRITY (DTLS in
+    /// STUN's ACK while that exchange is on); ignored in lite mode, which sends no checks.
+    pub fn set_request_attributes(&mut self, attributes: Vec<(u16, Vec<u8>)>) {
+        if let Some(full) = self.full.as_mut() {
+            full.request_attributes = attributes;
+        }
     }
 
     /// When [`Self::handle_timeout`] must be called: the consent deadline of the selected pair

@@ -24,4 +24,5 @@ pub mod ice;
 pub mod peer;
 pub mod sdp;
 pub mod server;
+pub mod sped;
 pub mod stun;

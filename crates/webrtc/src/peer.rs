@@ -20,6 +20,7 @@ use crate::channels::{ChannelLayer, SctpSetup};
 use crate::dcep::{ChannelType, DcepError, DtlsRole};
 use crate::demux::{classify, Protocol};
 use crate::ice::{Credentials, CredentialsError, FullConfig, IceAgent, IceEvent, IceMode};
+use crate::sped::{Sped, SpedState, MAX_RESPONSE_LEN};
 use crate::stun;
 
 /// The SCTP port both sides use unless SDP says otherwise (RFC 8841 §5).
@@ -67,6 +68,11 @@ pub struct PeerConfig {
     pub wall_clock: dtls::WallClock,
     /// The browser's SCTP port (the offer's `a=sctp-port`).
     pub remote_sctp_port: u16,
+    /// DTLS in STUN (draft-hancke-webrtc-sped): take the DTLS datagrams the browser embeds in
+    /// its checks and embed ours in the responses. Set only when the offer announced it
+    /// (`a=ice-options` with `sped` or `googspedv1`); checks without the attributes are
+    /// answered as without it either way.
+    pub dtls_in_stun: bool,
 }
 
 impl std::fmt::Debug for PeerConfig {
@@ -79,6 +85,7 @@ impl std::fmt::Debug for PeerConfig {
             .field("versions", &self.versions)
             .field("groups", &self.groups)
             .field("remote_sctp_port", &self.remote_sctp_port)
+            .field("dtls_in_stun", &self.dtls_in_stun)
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +123,14 @@ pub enum PeerEvent {
     Selected(SocketAddr),
     /// The DTLS handshake completed.
     DtlsConnected(Box<dtls::HandshakeSummary>),
+    /// The DTLS handshake went (partly) through STUN (draft-hancke-webrtc-sped); follows
+    /// [`PeerEvent::DtlsConnected`] when the exchange was on.
+    DtlsInStun {
+        /// The browser's DTLS datagrams taken from its checks (or responses to ours).
+        received: u32,
+        /// Our DTLS datagrams that rode in responses.
+        sent: u32,
+    },
     /// The SCTP association inside DTLS is open.
     SctpConnected {
         /// Which handshake opened it: regular (RFC 9260), cookieless (seed 004's alternative
@@ -191,6 +206,10 @@ pub struct Peer {
     out: VecDeque<Transmit>,
     events: VecDeque<PeerEvent>,
     closed: bool,
+    sped: Sped,
+    /// The address whose check first carried DTLS in STUN: embedded DTLS is taken from its
+    /// checks only, so that one DTLS connection (keyed by address) gets the handshake.
+    sped_remote: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -249,6 +268,8 @@ impl Peer {
             out: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
+            sped: Sped::new(config.dtls_in_stun),
+            sped_remote: None,
         })
     }
 
@@ -275,6 +296,11 @@ impl Peer {
         self.ice.mode()
     }
 
+    /// DTLS in STUN: where the exchange stands and what went through it.
+    pub fn dtls_in_stun(&self) -> (SpedState, crate::sped::SpedStats) {
+        (self.sped.state(), self.sped.stats())
+    }
+
     /// Whether a datagram from `remote` belongs to this session: a STUN check names its
     /// credentials, and everything else must come from an address that passed one.
     pub fn knows(&self, remote: SocketAddr) -> bool {
@@ -298,7 +324,10 @@ impl Peer {
                 }
             }
             Protocol::Dtls if self.ice.may_receive_from(remote) => {
-                self.dtls.handle_datagram(now, self.local, remote, datagram);
+                // Before DTLS, which may decrypt in place.
+                if self.sped.on_plain_dtls(datagram) {
+                    self.dtls.handle_datagram(now, self.local, remote, datagram);
+                }
             }
             // DTLS from an address no check vouched for, and whatever else shares the port.
             _ => return,
@@ -316,12 +345,90 @@ impl Peer {
     }
 
     fn stun(&mut self, now: Instant, remote: SocketAddr, message: &stun::Message<'_>) {
-        if let Some(answer) = self.ice.handle_message(now, remote, message) {
+        // Full mode: the browser's responses to our checks may carry its DTLS too.
+        let embedding = self.sped.is_enabled()
+            && matches!(message.class(), stun::Class::Request | stun::Class::SuccessResponse)
+            && (message.dtls_in_stun().is_some()
+                || message.attribute(stun::attr::META_DTLS_IN_STUN_ACK).is_some());
+        let mut fresh = Vec::new();
+        let answer = if embedding {
+            self.sped_check(now, remote, message, &mut fresh)
+        } else {
+            // Without the attributes: today's answer, byte for byte.
+            self.ice.handle_message(now, remote, message)
+        };
+        if let Some(answer) = answer {
             self.out.push_back(Transmit { src: None, dst: remote, payload: answer });
         }
+        // What DTLS wrote goes in plain too, under the usual rules: held until ICE allows the
+        // address (a lite agent: the nomination, RFC 8445 §12.1.1).
+        for transmit in fresh {
+            self.send_dtls(transmit);
+        }
+        self.ice.set_request_attributes(self.sped.request_attributes());
         // Full mode: a triggered check goes after the response (RFC 8445 §7.3.1.4).
         self.ice_transmits();
         self.ice_events();
+    }
+
+    /// Answers a check carrying DTLS in STUN's attributes (draft-hancke-webrtc-sped), or takes
+    /// such a response to one of ours (full mode). Once MESSAGE-INTEGRITY passed (never before:
+    /// unauthenticated bytes must not reach DTLS), the embedded datagram goes to DTLS as one
+    /// from `remote`, and what DTLS writes back is in `fresh` and may ride in the response.
+    ///
+    /// The response goes to the check's source, as every response does (RFC 8445 §7.3); the
+    /// DTLS it carries reaches only an address that just proved it knows our password. RFC
+    /// 8445 §12.1.1 holds a lite agent's *plain* data until nomination, and that still applies
+    /// to `fresh`; the draft lets the handshake ride the responses before it, which is the
+    /// point of the exchange.
+    fn sped_check(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        message: &stun::Message<'_>,
+        fresh: &mut Vec<Transmit>,
+    ) -> Option<Vec<u8>> {
+        let (dtls, sped, sped_remote, local) =
+            (&mut self.dtls, &mut self.sped, &mut self.sped_remote, self.local);
+        // Header, XOR-MAPPED-ADDRESS (IPv4 or IPv6), MESSAGE-INTEGRITY, FINGERPRINT.
+        let address_len = if remote.ip().to_canonical().is_ipv4() { 8 } else { 20 };
+        let sealed = stun::HEADER_LEN
+            + stun::attribute_wire_len(address_len)
+            + stun::attribute_wire_len(stun::INTEGRITY_LEN)
+            + stun::attribute_wire_len(stun::FINGERPRINT_LEN);
+        self.ice.handle_message_with(now, remote, message, || {
+            // A malformed ACK (not 4·n bytes, over four) acknowledges nothing, but is present.
+            let acks = message
+                .attribute(stun::attr::META_DTLS_IN_STUN_ACK)
+                .map(|_| message.dtls_in_stun_ack().ok().flatten().unwrap_or_default());
+            // The browser embeds the same DTLS stream in its checks on every pair; fed from two
+            // addresses it would start two DTLS connections. Checks from another address than
+            // the first are answered (ACK, our flight), but their DTLS is neither taken nor acked.
+            let first = *sped_remote.get_or_insert(remote) == remote;
+            let data = message.dtls_in_stun().filter(|_| first);
+            if let Some(datagram) = sped.on_request(data, acks.as_deref()) {
+                let mut datagram = datagram.to_vec();
+                dtls.handle_datagram(now, local, remote, &mut datagram);
+                while let Some(transmit) = dtls.poll_transmit(now) {
+                    fresh.push(transmit);
+                }
+                sped.capture(fresh.iter().filter(|t| t.dst == remote).map(|t| t.payload.as_slice()));
+            }
+            if message.class() == stun::Class::SuccessResponse {
+                return Vec::new();
+            }
+            sped.response_attributes(MAX_RESPONSE_LEN.saturating_sub(sealed))
+        })
+    }
+
+    /// A DTLS datagram to where ICE allows it now, else held.
+    fn send_dtls(&mut self, transmit: Transmit) {
+        match self.route(transmit.dst) {
+            Some(dst) => self.out.push_back(Transmit { dst, ..transmit }),
+            None if self.held.len() < MAX_HELD => self.held.push_back(transmit),
+            // DTLS resends what is lost.
+            None => {}
+        }
     }
 
     /// The next datagram to send.
@@ -463,15 +570,16 @@ impl Peer {
             if let Some(why) = self.layer.take_ended() {
                 self.close(why);
             }
+            let mut flight = Vec::new();
             while let Some(transmit) = self.dtls.poll_transmit(now) {
                 progress = true;
-                match self.route(transmit.dst) {
-                    Some(dst) => self.out.push_back(Transmit { dst, ..transmit }),
-                    None if self.held.len() < MAX_HELD => self.held.push_back(transmit),
-                    // DTLS resends what is lost.
-                    None => {}
+                if self.sped.wants_flight() {
+                    flight.push(transmit.payload.clone());
                 }
+                self.send_dtls(transmit);
             }
+            // DTLS in STUN: what DTLS wrote for this input may also ride our next responses.
+            self.sped.capture(flight.iter().map(Vec::as_slice));
             if !progress || self.closed {
                 return;
             }
@@ -482,12 +590,21 @@ impl Peer {
         match event {
             dtls::Event::Connected(summary) => {
                 self.dtls_session = Some(handle);
+                self.sped.dtls_connected(summary.version == dtls::Versions::Dtls12);
                 if let Some(remote) = self.dtls.connection(handle).map(|c| c.remote()) {
                     self.layer.dtls_connected(now, remote);
                 }
                 self.events.push_back(PeerEvent::DtlsConnected(Box::new(summary)));
+                if self.sped.state() != SpedState::Off {
+                    let stats = self.sped.stats();
+                    self.events.push_back(PeerEvent::DtlsInStun {
+                        received: stats.received_embedded,
+                        sent: stats.sent_embedded,
+                    });
+                }
             }
             dtls::Event::ApplicationData(mut packet) if self.dtls_session == Some(handle) => {
+                self.sped.peer_application_data();
                 self.layer.handle_packet(now, self.local, &mut packet);
             }
             dtls::Event::Closed => self.close("the peer closed DTLS (close_notify)".into()),

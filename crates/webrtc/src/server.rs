@@ -49,7 +49,22 @@ pub struct ServerConfig {
     /// `a=ice-lite`; sessions check back and may send before the browser nominates, RFC 8445
     /// §12.1). See [`crate::ice::IceAgent`].
     pub ice_mode: IceMode,
+    /// DTLS in STUN (draft-hancke-webrtc-sped, Chromium's `WebRTC-IceHandshakeDtls`): when an
+    /// offer's `a=ice-options` carries `sped` or `googspedv1`, the answer echoes them and the
+    /// session takes the DTLS the browser embeds in its checks and embeds ours in the
+    /// responses. Other offers, and checks without the attributes, are answered as without it,
+    /// which is why it may be on by default ([`ServerConfig::DTLS_IN_STUN_DEFAULT`]).
+    pub dtls_in_stun: bool,
 }
+
+impl ServerConfig {
+    /// The default of [`ServerConfig::dtls_in_stun`].
+    pub const DTLS_IN_STUN_DEFAULT: bool = true;
+}
+
+/// The `a=ice-options` tags that announce DTLS in STUN: the draft's, and Chromium's (from
+/// M155; M149–M154 wrote `goog-sped-v1`, which is not an ice-char token and is not echoed).
+pub const DTLS_IN_STUN_ICE_OPTIONS: [&str; 2] = ["sped", "googspedv1"];
 
 /// Why an offer got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +144,18 @@ impl Server {
         let (seed, rest) = rest.split_at(32);
         let (session_id, ice_random) = rest.split_at(8);
         let local_credentials = Credentials::from_random(credential_bytes);
+        // Echo whichever of the tags the offer carried, and only those (the draft's SDP rules).
+        let ice_options: Vec<String> = if self.config.dtls_in_stun {
+            offer
+                .data
+                .ice_options
+                .iter()
+                .filter(|o| DTLS_IN_STUN_ICE_OPTIONS.contains(&o.as_str()))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
         let remote_fingerprints: Vec<[u8; 32]> =
             offer.data.sha256_fingerprints().filter_map(|f| f.bytes.as_slice().try_into().ok()).collect();
         let config = PeerConfig {
@@ -143,6 +170,7 @@ impl Server {
             groups: self.config.groups.clone(),
             wall_clock: self.config.wall_clock,
             remote_sctp_port: offer.data.sctp_port,
+            dtls_in_stun: !ice_options.is_empty(),
         };
         let mut seed_bytes = [0u8; 32];
         seed_bytes.copy_from_slice(seed);
@@ -154,7 +182,7 @@ impl Server {
             ice_lite: self.config.ice_mode == IceMode::Lite,
             ice_ufrag: local_credentials.ufrag().to_owned(),
             ice_pwd: local_credentials.pwd().to_owned(),
-            ice_options: Vec::new(),
+            ice_options,
             fingerprint: Fingerprint {
                 algorithm: HashFunction::Sha256,
                 bytes: self.config.fingerprint.to_vec(),

@@ -21,8 +21,11 @@ pub const HEADER_LEN: usize = 20;
 pub const INTEGRITY_LEN: usize = 20;
 /// Bytes of a FINGERPRINT value (RFC 8489 §14.7).
 pub const FINGERPRINT_LEN: usize = 4;
+/// CRC-32s a META-DTLS-IN-STUN-ACK lists at most (draft-hancke-webrtc-sped; Chromium's
+/// `kMaxAckSize`).
+pub const MAX_DTLS_IN_STUN_ACKS: usize = 4;
 /// Bytes of a type-length attribute header (RFC 8489 §14).
-const ATTRIBUTE_HEADER_LEN: usize = 4;
+pub const ATTRIBUTE_HEADER_LEN: usize = 4;
 /// XORed into the CRC-32 so that a FINGERPRINT never equals the CRC an application protocol
 /// sharing the port might carry at the same place (RFC 8489 §14.7).
 const FINGERPRINT_XOR: u32 = 0x5354_554E;
@@ -56,6 +59,13 @@ pub mod attr {
     pub const ICE_CONTROLLED: u16 = 0x8029;
     /// The sender believes it is controlling; carries its tiebreaker (RFC 8445 §7.1.3).
     pub const ICE_CONTROLLING: u16 = 0x802A;
+    /// One whole DTLS datagram carried in a Binding request or success response
+    /// (draft-hancke-webrtc-sped, Chromium's `WebRTC-IceHandshakeDtls`). Comprehension-optional,
+    /// so a peer that does not know it ignores it.
+    pub const META_DTLS_IN_STUN: u16 = 0xC070;
+    /// 0 to 4 big-endian CRC-32s of DTLS datagrams received, embedded or plain
+    /// (draft-hancke-webrtc-sped). Comprehension-optional.
+    pub const META_DTLS_IN_STUN_ACK: u16 = 0xC071;
 
     /// The comprehension-required types this module decodes; any other type below 0x8000 is
     /// reported by [`super::Message::unknown_comprehension_required`].
@@ -280,6 +290,12 @@ pub struct Message<'a> {
     fingerprint_at: Option<usize>,
 }
 
+/// Bytes an attribute with a `value_len`-byte value takes on the wire: header, value, padding
+/// (RFC 8489 §14).
+pub fn attribute_wire_len(value_len: usize) -> usize {
+    ATTRIBUTE_HEADER_LEN + padded(value_len)
+}
+
 /// Bytes of an attribute value with its padding to a multiple of 4 (RFC 8489 §14).
 fn padded(len: usize) -> usize {
     len.div_ceil(4) * 4
@@ -467,6 +483,25 @@ impl<'a> Message<'a> {
         self.attribute(attr::USE_CANDIDATE).is_some()
     }
 
+    /// META-DTLS-IN-STUN: the embedded DTLS datagram, if present (draft-hancke-webrtc-sped).
+    /// The value is taken as it is: whether it is DTLS is the caller's question.
+    pub fn dtls_in_stun(&self) -> Option<&'a [u8]> {
+        self.attribute(attr::META_DTLS_IN_STUN)
+    }
+
+    /// META-DTLS-IN-STUN-ACK: the CRC-32s it lists, if present (possibly none). A value that
+    /// is not a multiple of 4 bytes or lists more than [`MAX_DTLS_IN_STUN_ACKS`] is malformed:
+    /// the draft and pion discard one over 16 bytes, and Chromium sends at most 4.
+    pub fn dtls_in_stun_ack(&self) -> Result<Option<Vec<u32>>, StunError> {
+        let Some(value) = self.attribute(attr::META_DTLS_IN_STUN_ACK) else { return Ok(None) };
+        if value.len() % 4 != 0 || value.len() > 4 * MAX_DTLS_IN_STUN_ACKS {
+            return Err(StunError::MalformedAttribute(attr::META_DTLS_IN_STUN_ACK));
+        }
+        Ok(Some(
+            value.chunks_exact(4).map(|crc| u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]])).collect(),
+        ))
+    }
+
     /// The tiebreaker of ICE-CONTROLLED (RFC 8445 §7.1.3).
     pub fn ice_controlled(&self) -> Result<Option<u64>, StunError> {
         self.fixed(attr::ICE_CONTROLLED).map(|value| value.map(u64::from_be_bytes))
@@ -568,6 +603,12 @@ fn xor_mask(transaction_id: TransactionId) -> [u8; 16] {
     mask[..4].copy_from_slice(&MAGIC_COOKIE.to_be_bytes());
     mask[4..].copy_from_slice(&transaction_id.0);
     mask
+}
+
+/// The CRC-32 that META-DTLS-IN-STUN-ACK lists for a DTLS datagram: the IEEE CRC of RFC 1952
+/// over the whole datagram, i.e. FINGERPRINT's without the XOR (draft-hancke-webrtc-sped).
+pub fn dtls_datagram_crc(datagram: &[u8]) -> u32 {
+    crc32fast::hash(datagram)
 }
 
 fn fingerprint_of(covered: &[u8]) -> u32 {
@@ -695,6 +736,20 @@ impl MessageBuilder {
         self.attribute(attr::ICE_CONTROLLING, &value)
     }
 
+    /// META-DTLS-IN-STUN carrying one DTLS datagram (draft-hancke-webrtc-sped).
+    pub fn dtls_in_stun(self, datagram: &[u8]) -> MessageBuilder {
+        self.attribute(attr::META_DTLS_IN_STUN, datagram)
+    }
+
+    /// META-DTLS-IN-STUN-ACK listing `crcs`, which may be empty: an empty list says "I speak
+    /// SPED" before anything is to be acknowledged (draft-hancke-webrtc-sped). Only the last
+    /// [`MAX_DTLS_IN_STUN_ACKS`] are written.
+    pub fn dtls_in_stun_ack(self, crcs: &[u32]) -> MessageBuilder {
+        let crcs = &crcs[crcs.len().saturating_sub(MAX_DTLS_IN_STUN_ACKS)..];
+        let value: Vec<u8> = crcs.iter().flat_map(|crc| crc.to_be_bytes()).collect();
+        self.attribute(attr::META_DTLS_IN_STUN_ACK, &value)
+    }
+
     /// Appends MESSAGE-INTEGRITY under `key`: HMAC-SHA1 over the message so far with the
     /// header length already counting this attribute (RFC 8489 §14.5).
     pub fn message_integrity(mut self, key: &IntegrityKey) -> MessageBuilder {
@@ -750,6 +805,8 @@ pub fn fuzz(data: &[u8]) {
         message.use_candidate(),
         message.ice_controlled(),
         message.ice_controlling(),
+        message.dtls_in_stun(),
+        message.dtls_in_stun_ack(),
     );
     let _ = (
         message.message_integrity(),
@@ -785,6 +842,8 @@ pub fn fuzz(data: &[u8]) {
         again.use_candidate(),
         again.ice_controlled(),
         again.ice_controlling(),
+        again.dtls_in_stun(),
+        again.dtls_in_stun_ack(),
     );
     assert_eq!(accessors_again, accessors);
     assert!(again.unknown_comprehension_required().eq(message.unknown_comprehension_required()));
@@ -818,5 +877,83 @@ mod tests {
     #[test]
     fn padding_rounds_up_to_four() {
         assert_eq!([0, 1, 2, 3, 4, 5, 8, 9].map(padded), [0, 4, 4, 4, 4, 8, 8, 12]);
+    }
+
+    /// Chromium 156's first check with `WebRTC-IceHandshakeDtls` on and PQC off, keyed with the
+    /// answer's `a=ice-pwd:srvpasswordsrvpassword12` (/work/notes/dtls_in_stun.md §1.6).
+    const CHROMIUM_SPED_CHECK: &str = "000101302112a4422f577a513942694b64674c390006000d73727675667261673a4d77397a000000c0570004000003e7802a0008d40c5e759d1aafe2002400046e001effc0710000c07000d816feff000000000000000000cb010000bf00000000000000bffefd52d2b12bec20b389efcae7495c65b40b3c88900499b50cfe4552cb7b5c42da980000001c130113021303c02bc02fcca9cca8c009c013c00ac014009c002f003501000079002d00020101000b00020100002b000504fefcfefdff01000100000e0009000600010008000700003300260024001d00208040210f182fe9a3203bd9ce9f929ad02930afc5ff0c9d5e193ca2eeba77d00c000a00080006001d0017001800170000000d0014001204030804040105030805050108060601020100080014062c933baf37e7d67a8b4344f9c36568363327c78028000471b2a7f1";
+
+    fn unhex(text: &str) -> Vec<u8> {
+        (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn chromiums_first_sped_check_verifies_and_carries_an_empty_ack_and_its_client_hello() {
+        let bytes = unhex(CHROMIUM_SPED_CHECK);
+        let check = Message::parse(&bytes).unwrap();
+        assert_eq!((check.class(), check.method()), (Class::Request, Method::Binding));
+        assert_eq!(check.username(), Ok(Some("srvufrag:Mw9z")));
+        assert_eq!(check.verify_integrity(&IntegrityKey::short_term("srvpasswordsrvpassword12")), Ok(()));
+        assert_eq!(check.verify_fingerprint(), Ok(()));
+        assert_eq!(check.fingerprint(), Some(0x71b2_a7f1));
+        // Comprehension-optional: nothing a 420 would list.
+        assert_eq!(check.unknown_comprehension_required().count(), 0);
+        assert_eq!(check.dtls_in_stun_ack(), Ok(Some(vec![])), "present and empty: 'I speak SPED'");
+        let hello = check.dtls_in_stun().expect("the ClientHello rides the check");
+        assert_eq!(hello.len(), 216);
+        assert_eq!((hello[0], &hello[1..3]), (22, &[0xfe, 0xff][..]), "a DTLS handshake record");
+        assert_eq!(hello[13], 1, "a ClientHello");
+        assert_eq!(dtls_datagram_crc(hello), 0x399e_425c);
+    }
+
+    #[test]
+    fn dtls_in_stun_attributes_round_trip_padded_and_before_the_seals() {
+        let key = IntegrityKey::short_term("a-password-of-22-chars");
+        for len in [0usize, 13, 563, 900, 1200] {
+            let datagram: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            for acks in [&[][..], &[1][..], &[1, 2, 3, 4][..]] {
+                let bytes =
+                    MessageBuilder::new(Class::SuccessResponse, Method::Binding, TransactionId([5; 12]))
+                        .dtls_in_stun_ack(acks)
+                        .dtls_in_stun(&datagram)
+                        .message_integrity(&key)
+                        .fingerprint()
+                        .into_bytes()
+                        .unwrap();
+                let message = Message::parse(&bytes).unwrap();
+                assert_eq!(message.dtls_in_stun_ack(), Ok(Some(acks.to_vec())));
+                assert_eq!(message.dtls_in_stun(), Some(&datagram[..]));
+                assert_eq!(message.verify_integrity(&key), Ok(()));
+                assert_eq!(message.verify_fingerprint(), Ok(()));
+            }
+        }
+        // Only the newest four are written.
+        let bytes = MessageBuilder::new(Class::Request, Method::Binding, TransactionId([5; 12]))
+            .dtls_in_stun_ack(&[1, 2, 3, 4, 5, 6])
+            .into_bytes()
+            .unwrap();
+        assert_eq!(Message::parse(&bytes).unwrap().dtls_in_stun_ack(), Ok(Some(vec![3, 4, 5, 6])));
+        // Absent: neither.
+        let bare = MessageBuilder::new(Class::Request, Method::Binding, TransactionId([5; 12]))
+            .into_bytes()
+            .unwrap();
+        let bare = Message::parse(&bare).unwrap();
+        assert_eq!((bare.dtls_in_stun(), bare.dtls_in_stun_ack()), (None, Ok(None)));
+    }
+
+    #[test]
+    fn malformed_or_overlong_ack_lists_are_refused() {
+        for value in [&[0u8; 3][..], &[0; 5][..], &[0; 20][..], &[0; 400][..]] {
+            let bytes = MessageBuilder::new(Class::Request, Method::Binding, TransactionId([5; 12]))
+                .attribute(attr::META_DTLS_IN_STUN_ACK, value)
+                .into_bytes()
+                .unwrap();
+            assert_eq!(
+                Message::parse(&bytes).unwrap().dtls_in_stun_ack(),
+                Err(StunError::MalformedAttribute(attr::META_DTLS_IN_STUN_ACK)),
+                "{} bytes",
+                value.len()
+            );
+        }
     }
 }

@@ -26,9 +26,27 @@ fn stun_seeds() -> Vec<(&'static str, Vec<u8>)> {
         .fingerprint()
         .into_bytes()
         .unwrap();
+    // DTLS in STUN (draft-hancke-webrtc-sped): an ACK of two and an embedded record.
+    let record = [22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0];
+    let sped = MessageBuilder::new(Class::Request, Method::Binding, TransactionId([2; 12]))
+        .username(&format!("{}:abcd", local.ufrag()))
+        .priority(1_853_824_767)
+        .ice_controlling(0x0102_0304_0506_0708)
+        .dtls_in_stun_ack(&[0x399e_425c, 7])
+        .dtls_in_stun(&record)
+        .message_integrity(&IntegrityKey::short_term(local.pwd()))
+        .fingerprint()
+        .into_bytes()
+        .unwrap();
     let mut agent = IceAgent::new(local, "abcd").unwrap();
     let response = agent.handle(Instant::from_millis(1), "127.0.0.1:9".parse().unwrap(), &request).unwrap();
-    vec![("binding-request", request), ("binding-success", response)]
+    vec![
+        ("binding-request", request),
+        ("binding-success", response),
+        ("binding-request-sped", sped),
+        // Chromium 156's first check with WebRTC-IceHandshakeDtls (PQC off): ClientHello inside.
+        ("binding-request-sped-chromium", fixture("chromium_sped_check.stun")),
+    ]
 }
 
 fn dcep_seeds() -> Vec<(&'static str, Vec<u8>)> {

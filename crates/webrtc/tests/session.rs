@@ -57,6 +57,7 @@ fn server_in(versions: Versions, ice_mode: IceMode) -> Server {
         wall_clock: clock(),
         max_sessions: 4,
         ice_mode,
+        dtls_in_stun: ServerConfig::DTLS_IN_STUN_DEFAULT,
     })
 }
 
