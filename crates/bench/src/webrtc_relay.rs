@@ -39,6 +39,9 @@ const BROWSER_ROUND_TRIPS: &[&str] = &[
      SNAP, 0: both INITs were in the SDP (a=sctp-init).",
     "Data, 1: DCEP OPEN and the message -> DATA_CHANNEL_ACK and the echo (the browser sends before the ACK, RFC 8832 §6).",
     "fastshake: 3 with SNAP, 5 without; plus processing (the browser's DTLS flight, a few ms) and the relay's timer.",
+    "DTLS in STUN (draft-hancke-webrtc-sped) folds the DTLS round trip into the ICE check when the whole ClientHello \
+     rides in the first check: 2 with SNAP. Chromium's default hybrid ClientHello takes two datagrams, and the \
+     second reaches us plain after the check's answer, so the round trip stays.",
     "ICE-lite adds Chromium's nomination delay: our first DTLS flight waits for its USE-CANDIDATE check (RFC 8445 \
      §12.1.1). Chromium nominates semi-aggressively: on every check to a full agent (the timelines: check+nominate \
      first), but to an ICE-lite one only on the selected, writable pair, so at its next ping after the first \
@@ -50,9 +53,10 @@ const BROWSER_ROUND_TRIPS: &[&str] = &[
 /// What each round trip of a `webrtc connect` session is; printed under its table.
 const CONNECT_ROUND_TRIPS: &[&str] = &[
     "ICE 1 (a lite server may answer the ClientHello at once: the first check nominated), DTLS 1.3 1 or DTLS 1.2 2, \
-     then SCTP: regular 2 (INIT, COOKIE-ECHO), alternative 1 (the OPEN in the INIT, the ACK in the INIT-ACK), \
-     SNAP 0; then the message and its echo, 1.",
-    "So regular 5, alternative 4, SNAP 3 with DTLS 1.3; regular 6 with DTLS 1.2. pion: its DTLS 1.2 as the client \
+     then SCTP and the data: the channel's OPEN and the message ride with the SCTP handshake (RFC 8831 §6.6), \
+     behind the COOKIE-ECHO in the regular one (2: INIT, then COOKIE-ECHO and the echo), in the INIT in the \
+     alternative one (1: the echo comes with the INIT-ACK), in the first packet with SNAP (1).",
+    "So regular 4, alternative 3, SNAP 3 with DTLS 1.3; regular 5 with DTLS 1.2. pion: its DTLS 1.2 as the client \
      and regular SCTP.",
 ];
 
@@ -265,34 +269,20 @@ pub(crate) fn run(
     std::fs::create_dir_all(&scratch)?;
     let mut browser_json = Vec::new();
     let mut stun_rtts = Vec::new();
-    for snap_trial in [false, true] {
+    for trials in
+        [Trials::None, Trials::Snap, Trials::SnapAndDtlsInStun, Trials::SnapAndDtlsInStunWithoutHybrid]
+    {
         let page = format!(
             "http://{}/?report&bench={runs}&servers={}",
             http(LITE_PORT),
             targets.iter().map(|t| t.signal.as_str()).collect::<Vec<_>>().join(",")
         );
-        let (report, datagrams) = browser_run(
-            &testbed.0,
-            browser,
-            dumpcap.as_deref(),
-            &lite_lines,
-            &page,
-            runs,
-            snap_trial,
-            &scratch,
-        )?;
+        let (report, datagrams) =
+            browser_run(&testbed.0, browser, dumpcap.as_deref(), &lite_lines, &page, runs, trials, &scratch)?;
         stun_rtts.extend(check_rtts(&datagrams, client_ip));
         let sessions = report["bench"].as_array().context("bench results")?;
         println!();
-        println!(
-            "Chromium to each server, {} ({} sessions each, in turn):",
-            if snap_trial {
-                "--force-fieldtrials=WebRTC-Sctp-Snap/Enabled/ (SNAP offered)"
-            } else {
-                "without SNAP (SCTP's four-way handshake)"
-            },
-            runs
-        );
+        println!("Chromium to each server, {} ({} sessions each, in turn):", trials.describe(), runs);
         println!(
             "{:<36} {:>5} {:>10} {:>6} {:>7} {:>12} {:>12} {:>5}",
             "", "runs", "first byte", "RTTs", "/ pion", "from answer", "check after", "SNAP"
@@ -334,7 +324,7 @@ pub(crate) fn run(
                 format!("{snap}/{}", list.len())
             );
             browser_json.push(json!({
-                "snap_trial": snap_trial,
+                "trials": trials.key(),
                 "server": target.name,
                 "runs": list.len(),
                 "placed_in_capture": placed,
@@ -445,6 +435,59 @@ fn udp_ping(testbed: &Testbed, fastshake: &Path, to: &str) -> anyhow::Result<Vec
         .collect())
 }
 
+/// The field trials a browser run turns on: what Chromium 156 offers only when asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trials {
+    None,
+    /// SNAP (draft-hancke-tsvwg-snap): the SCTP INIT in the SDP.
+    Snap,
+    /// SNAP and DTLS in STUN (draft-hancke-webrtc-sped): the DTLS handshake in the checks.
+    SnapAndDtlsInStun,
+    /// The same with the browser's post-quantum share off, so its ClientHello fits one check.
+    SnapAndDtlsInStunWithoutHybrid,
+}
+
+impl Trials {
+    fn flags(self) -> Vec<String> {
+        let trials = match self {
+            Trials::None => return Vec::new(),
+            Trials::Snap => "WebRTC-Sctp-Snap/Enabled/",
+            Trials::SnapAndDtlsInStun | Trials::SnapAndDtlsInStunWithoutHybrid => {
+                "WebRTC-Sctp-Snap/Enabled/WebRTC-IceHandshakeDtls/Enabled/"
+            }
+        };
+        let mut flags = vec![format!("--force-fieldtrials={trials}")];
+        if self == Trials::SnapAndDtlsInStunWithoutHybrid {
+            flags.push("--disable-features=WebRtcPqcForDtls".into());
+        }
+        flags
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Trials::None => "none",
+            Trials::Snap => "snap",
+            Trials::SnapAndDtlsInStun => "snap+dtls-in-stun",
+            Trials::SnapAndDtlsInStunWithoutHybrid => "snap+dtls-in-stun,x25519",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Trials::None => "without SNAP (SCTP's four-way handshake)",
+            Trials::Snap => "--force-fieldtrials=WebRTC-Sctp-Snap/Enabled/ (SNAP offered)",
+            Trials::SnapAndDtlsInStun => {
+                "SNAP and WebRTC-IceHandshakeDtls (DTLS in STUN offered; pion answers neither); the hybrid \
+                 ClientHello takes two datagrams, so the second waits for a check or goes plain"
+            }
+            Trials::SnapAndDtlsInStunWithoutHybrid => {
+                "SNAP and DTLS in STUN, --disable-features=WebRtcPqcForDtls (X25519: a ClientHello that fits \
+                 the first check; not Chromium's default)"
+            }
+        }
+    }
+}
+
 /// One headless Chromium going round the servers (`runs` sessions each), its interface
 /// captured meanwhile: the page's report and the datagrams.
 #[allow(clippy::too_many_arguments)]
@@ -455,10 +498,10 @@ fn browser_run(
     lite_lines: &Receiver<String>,
     page: &str,
     runs: usize,
-    snap_trial: bool,
+    trials: Trials,
     scratch: &Path,
 ) -> anyhow::Result<(Value, Vec<Datagram>)> {
-    let pcap = scratch.join(format!("snap-{snap_trial}.pcap"));
+    let pcap = scratch.join(format!("{}.pcap", trials.key()));
     let capture = match dumpcap {
         Some(dumpcap) => {
             let filter = format!("udp and host {}", testbed.server_address());
@@ -475,7 +518,7 @@ fn browser_run(
         }
         None => None,
     };
-    let profile = scratch.join(format!("chromium-snap-{snap_trial}"));
+    let profile = scratch.join(format!("chromium-{}", trials.key()));
     let profile_arg = format!("--user-data-dir={}", profile.display());
     let mut args = vec![
         "--headless",
@@ -488,9 +531,8 @@ fn browser_run(
         "--disable-component-update",
         &profile_arg,
     ];
-    if snap_trial {
-        args.push("--force-fieldtrials=WebRTC-Sctp-Snap/Enabled/");
-    }
+    let flags = trials.flags();
+    args.extend(flags.iter().map(String::as_str));
     args.push(page);
     let (chromium, _chromium_lines) = spawn(testbed, Host::Client, browser, &args, Lines::Stdout)?;
     // Three servers, a few round trips of signalling and setup each, and a browser to start.

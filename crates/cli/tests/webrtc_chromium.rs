@@ -121,19 +121,32 @@ fn rand_suffix() -> u64 {
     h.finish()
 }
 
-/// Every channel of the report: all sent messages echoed, none twice, none changed.
+/// Connections per browser run, one after the other, each opening every channel of the case.
+const SESSIONS: usize = 20;
+
+/// A case's page query: its channels, in [`SESSIONS`] connections in a row.
+fn cases(query: &str) -> String {
+    format!("{query}&sessions={SESSIONS}")
+}
+
+/// The first session's channels, after checking every channel of every session: all sent
+/// messages echoed, none twice, none changed.
 fn channels(report: &Value) -> &Vec<Value> {
-    let channels = report["channels"].as_array().expect("channels");
-    for c in channels {
-        assert_eq!(c["echoed"], c["sent"], "{c}");
-        assert_eq!(c["duplicated"], 0, "{c}");
+    let sessions = report["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), SESSIONS, "{report:#}");
+    for session in sessions {
+        assert_eq!(session["ok"], true, "{session:#}");
+        for c in session["channels"].as_array().expect("channels") {
+            assert_eq!(c["echoed"], c["sent"], "{c}");
+            assert_eq!(c["duplicated"], 0, "{c}");
+        }
     }
-    channels
+    report["channels"].as_array().expect("channels")
 }
 
 #[test]
 fn chromium_opens_channels_over_dtls13_with_the_hybrid_group_by_default() {
-    let Some(run) = run(&[], "cases=reliable,unreliable,big,reopen&n=20") else { return };
+    let Some(run) = run(&[], &cases("cases=reliable,unreliable,big,reopen&n=20")) else { return };
     // Chromium names DTLS 1.3 by its wire version (RFC 9147: 0xFEFC).
     assert_eq!(run.report["tls_version"], "FEFC", "{:#}", run.report);
     assert_eq!(run.report["dtls_role"], "client", "we answered a=setup:passive");
@@ -152,7 +165,7 @@ fn chromium_opens_channels_over_dtls13_with_the_hybrid_group_by_default() {
     assert!(channels.iter().all(|c| c["closed"] == true), "{channels:?}");
     assert_eq!(
         run.server.lines().filter(|l| l.contains("closed") && l.contains("channel 0")).count(),
-        4,
+        4 * SESSIONS,
         "{}",
         run.server
     );
@@ -160,7 +173,7 @@ fn chromium_opens_channels_over_dtls13_with_the_hybrid_group_by_default() {
 
 #[test]
 fn chromium_speaks_dtls12_to_a_server_that_asks_for_it() {
-    let Some(run) = run(&["--dtls", "1.2"], "cases=reliable&n=20") else { return };
+    let Some(run) = run(&["--dtls", "1.2"], &cases("cases=reliable&n=20")) else { return };
     assert_eq!(run.report["tls_version"], "FEFD", "{:#}", run.report);
     assert!(run.server.lines().any(|l| l.contains("DTLS 1.2")), "{}", run.server);
     channels(&run.report);
@@ -170,7 +183,7 @@ fn chromium_speaks_dtls12_to_a_server_that_asks_for_it() {
 fn chromium_with_snap_opens_the_association_from_the_two_inits_in_sdp() {
     // Chromium puts its INIT in the offer (a=sctp-init) behind a field trial.
     let Some(run) =
-        run_with(&[], &["--force-fieldtrials=WebRTC-Sctp-Snap/Enabled/"], "cases=reliable,big&n=20")
+        run_with(&[], &["--force-fieldtrials=WebRTC-Sctp-Snap/Enabled/"], &cases("cases=reliable,big&n=20"))
     else {
         return;
     };
@@ -185,7 +198,7 @@ fn chromium_with_snap_opens_the_association_from_the_two_inits_in_sdp() {
 #[test]
 fn chromium_opens_channels_to_a_full_ice_server() {
     // No a=ice-lite: Chromium answers our triggered checks, and nominates a pair we validated.
-    let Some(run) = run(&["--ice", "full", "--verbose"], "cases=reliable,unreliable,big&n=20") else {
+    let Some(run) = run(&["--ice", "full", "--verbose"], &cases("cases=reliable,unreliable,big&n=20")) else {
         return;
     };
     channels(&run.report);
@@ -233,7 +246,9 @@ fn chromium_with_dtls_in_stun_runs_the_handshake_in_its_checks_and_our_responses
     // Chromium 156's default ClientHello carries the hybrid share and takes two datagrams: the
     // first rides a check, the second a later one or plain.
     for ice in ["lite", "full"] {
-        let Some(run) = run_with(&["--ice", ice], &DTLS_IN_STUN, "cases=reliable,big&n=20") else { return };
+        let Some(run) = run_with(&["--ice", ice], &DTLS_IN_STUN, &cases("cases=reliable,big&n=20")) else {
+            return;
+        };
         channels(&run.report);
         let line = dtls_in_stun_line(&run.server)
             .unwrap_or_else(|| panic!("{ice}: the server took no DTLS from a check:\n{}", run.server));
@@ -254,7 +269,7 @@ fn chromium_with_dtls_in_stun_and_a_one_datagram_client_hello_gets_our_flight_in
     let mut flags = DTLS_IN_STUN.to_vec();
     flags.push("--disable-features=WebRtcPqcForDtls");
     for dtls in ["both", "1.2"] {
-        let Some(run) = run_with(&["--dtls", dtls], &flags, "cases=reliable&n=20") else { return };
+        let Some(run) = run_with(&["--dtls", dtls], &flags, &cases("cases=reliable&n=20")) else { return };
         channels(&run.report);
         let line = dtls_in_stun_line(&run.server)
             .unwrap_or_else(|| panic!("{dtls}: the server took no DTLS from a check:\n{}", run.server));
@@ -265,7 +280,9 @@ fn chromium_with_dtls_in_stun_and_a_one_datagram_client_hello_gets_our_flight_in
 
 #[test]
 fn chromium_with_dtls_in_stun_falls_back_to_plain_dtls_when_the_server_has_it_off() {
-    let Some(run) = run_with(&["--no-dtls-in-stun"], &DTLS_IN_STUN, "cases=reliable&n=20") else { return };
+    let Some(run) = run_with(&["--no-dtls-in-stun"], &DTLS_IN_STUN, &cases("cases=reliable&n=20")) else {
+        return;
+    };
     channels(&run.report);
     assert!(dtls_in_stun_line(&run.server).is_none(), "{}", run.server);
     assert!(run.browser.contains("not supported by peer"), "the browser noticed:\n{}", run.browser);
