@@ -248,7 +248,6 @@ impl Association {
             (init.outbound_streams, init.inbound_streams),
             params,
         );
-        self.paths.add_peer_addresses(&params.addresses);
         self.kind = Some(kind);
         self.state = AssociationState::Established;
         self.stop_t1();
@@ -356,7 +355,6 @@ impl Association {
             (peer.outbound_streams, peer.inbound_streams),
             params,
         );
-        a.paths.add_peer_addresses(&params.addresses);
         a.kind = Some(HandshakeKind::Snap);
         a.state = AssociationState::Established;
         a.events.push_back(Event::Connected {
@@ -408,8 +406,8 @@ impl Association {
         self.control.push_back(Chunk::CookieAck);
     }
 
-    /// What the peer's INIT or INIT-ACK tells: its tag, first TSN, window, streams and whether
-    /// it announced RE-CONFIG and PR-SCTP.
+    /// What the peer's INIT or INIT-ACK tells: its tag, first TSN, window, streams, its other
+    /// addresses, and whether it announced RE-CONFIG and PR-SCTP.
     fn adopt_peer(
         &mut self,
         tag: u32,
@@ -427,6 +425,7 @@ impl Association {
         self.data.send.set_streams(self.data.streams_out);
         self.data.open_receive(initial_tsn, self.config.receive_window);
         self.congestion.set_peer_window(a_rwnd);
+        self.paths.add_peer_addresses(&params.addresses);
     }
 
     pub(super) fn on_init_ack(&mut self, now: Instant, ack: &InitChunk) {
@@ -464,7 +463,6 @@ impl Association {
             (ack.outbound_streams, ack.inbound_streams),
             &params,
         );
-        self.paths.add_peer_addresses(&params.addresses);
         if let Some(cookie) = params.state_cookie {
             // Regular handshake (a server without the extension, or one that chose it).
             if self.handshake.zero_rtt_in_init {
