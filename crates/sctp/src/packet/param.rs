@@ -215,12 +215,7 @@ impl Param {
     /// Appends the parameter, padded to four bytes.
     pub fn encode(&self, out: &mut Vec<u8>) {
         pad(out);
-        let start = out.len();
-        put_u16(out, self.param_type());
-        out.extend_from_slice(&[0, 0]);
-        self.encode_value(out);
-        let length = u16::try_from(out.len() - start).unwrap_or(u16::MAX);
-        out[start + 2..start + 4].copy_from_slice(&length.to_be_bytes());
+        put_tlv(out, self.param_type(), |out| self.encode_value(out));
         pad(out);
     }
 
@@ -241,6 +236,17 @@ impl Param {
 
 /// One type-length-value (a parameter or an error cause): its type and its value, the padding
 /// after it skipped.
+/// Appends a type-length-value parameter (RFC 9260 §3.2.1) whose value `value` writes, its
+/// length patched in afterwards; no padding (the caller pads where the next one starts).
+pub(super) fn put_tlv(out: &mut Vec<u8>, kind: u16, value: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    put_u16(out, kind);
+    out.extend_from_slice(&[0, 0]);
+    value(out);
+    let length = u16::try_from(out.len() - start).unwrap_or(u16::MAX);
+    out[start + 2..start + 4].copy_from_slice(&length.to_be_bytes());
+}
+
 pub(super) fn read_tlv<'a>(r: &mut Reader<'a>, what: &'static str) -> Result<(u16, &'a [u8]), ParseError> {
     let [t0, t1, l0, l1] = r.array().field(what)?;
     let (kind, length) = (u16::from_be_bytes([t0, t1]), usize::from(u16::from_be_bytes([l0, l1])));

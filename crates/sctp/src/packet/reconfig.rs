@@ -3,7 +3,7 @@
 
 use fastshake_core::codec::{put_u16, put_u32, Reader};
 
-use super::param::read_tlv;
+use super::param::{put_tlv, read_tlv};
 use super::{pad, FieldExt, ParseError};
 
 /// Re-configuration (stream reset, RFC 6525). High bits `10`: a peer that does not know it skips
@@ -260,12 +260,7 @@ impl ReconfigParam {
 
     /// Appends the parameter without its padding (the next parameter, or the chunk, pads).
     fn encode_unpadded(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        put_u16(out, self.param_type());
-        out.extend_from_slice(&[0, 0]);
-        self.encode_value(out);
-        let length = u16::try_from(out.len() - start).unwrap_or(u16::MAX);
-        out[start + 2..start + 4].copy_from_slice(&length.to_be_bytes());
+        put_tlv(out, self.param_type(), |out| self.encode_value(out));
     }
 
     /// Parses one parameter from the front of `buf`; returns it and the bytes it took.
