@@ -34,6 +34,7 @@ use crate::channels::ChannelLayer;
 pub use crate::channels::SctpSetup;
 use crate::dcep::{ChannelType, Channels, DtlsRole};
 use crate::demux::{classify, Protocol};
+use crate::dtls_side::DtlsSide;
 use crate::ice::Credentials;
 use crate::peer::{PeerError, PeerEvent, MAX_MESSAGE_SIZE, SCTP_PORT};
 use crate::sdp::{Fingerprint, Offer, SdpError, Setup};
@@ -451,11 +452,7 @@ impl Client {
             match dtls::Endpoint::new(Arc::new(config), self.seed) {
                 Ok(endpoint) => {
                     self.dtls_remote = Some(remote);
-                    self.dtls = Some(DtlsSide::Server {
-                        endpoint: Box::new(endpoint),
-                        session: None,
-                        local: self.local,
-                    });
+                    self.dtls = Some(DtlsSide::server(endpoint, self.local));
                 }
                 Err(e) => self.end(format!("DTLS server: {e}")),
             }
@@ -593,81 +590,6 @@ impl Client {
             }
             if !progress || self.closed {
                 return;
-            }
-        }
-    }
-}
-
-/// Our side of DTLS: the client, or the server when the answer chose `a=setup:active`.
-enum DtlsSide {
-    Client(dtls::Connection),
-    Server { endpoint: Box<dtls::Endpoint>, session: Option<dtls::ConnectionHandle>, local: SocketAddr },
-}
-
-impl DtlsSide {
-    fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: &mut [u8]) {
-        match self {
-            DtlsSide::Client(c) => c.handle_datagram(now, remote, datagram),
-            DtlsSide::Server { endpoint, local, .. } => {
-                endpoint.handle_datagram(now, *local, remote, datagram)
-            }
-        }
-    }
-
-    /// The next event of the session (a server's other connections have none worth reporting:
-    /// only the checked peer reaches it).
-    fn poll_event(&mut self) -> Option<dtls::Event> {
-        match self {
-            DtlsSide::Client(c) => c.poll_event(),
-            DtlsSide::Server { endpoint, session, .. } => loop {
-                let (handle, event) = endpoint.poll_event()?;
-                if let dtls::Event::Connected(_) = &event {
-                    *session = Some(handle);
-                }
-                if *session == Some(handle) || matches!(event, dtls::Event::Failed(_)) {
-                    return Some(event);
-                }
-            },
-        }
-    }
-
-    fn send(&mut self, data: &[u8]) -> Result<(), dtls::Error> {
-        match self {
-            DtlsSide::Client(c) => c.send(data),
-            DtlsSide::Server { endpoint, session, .. } => {
-                endpoint.send(session.ok_or(dtls::Error::UnknownConnection)?, data)
-            }
-        }
-    }
-
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        match self {
-            DtlsSide::Client(c) => c.poll_transmit(now),
-            DtlsSide::Server { endpoint, .. } => endpoint.poll_transmit(now),
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            DtlsSide::Client(c) => c.poll_timeout(),
-            DtlsSide::Server { endpoint, .. } => endpoint.poll_timeout(),
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        match self {
-            DtlsSide::Client(c) => c.handle_timeout(now),
-            DtlsSide::Server { endpoint, .. } => endpoint.handle_timeout(now),
-        }
-    }
-
-    fn close(&mut self) {
-        match self {
-            DtlsSide::Client(c) => c.close(),
-            DtlsSide::Server { endpoint, session, .. } => {
-                if let Some(h) = session {
-                    endpoint.close(*h);
-                }
             }
         }
     }

@@ -6,6 +6,7 @@
 //! - [`demux`]: which protocol a datagram on the shared socket belongs to (RFC 7983);
 //! - [`sdp`]: the data-channel subset of SDP offer/answer (RFC 8866, RFC 8841, JSEP);
 //! - [`dcep`]: the Data Channel Establishment Protocol (RFC 8832);
+//! - [`sped`]: DTLS in STUN (draft-hancke-webrtc-sped), the answerer's bookkeeping;
 //! - [`peer`]: one session as the answerer runs it, ICE, DTLS, SCTP and DCEP together;
 //! - [`server`]: many sessions on one socket, each made from a browser's offer;
 //! - [`client`]: the offering side, for fastshake to fastshake and tests.
@@ -20,6 +21,7 @@ mod channels;
 pub mod client;
 pub mod dcep;
 pub mod demux;
+mod dtls_side;
 pub mod ice;
 pub mod peer;
 pub mod sdp;

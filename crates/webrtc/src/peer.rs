@@ -19,6 +19,7 @@ use fastshake_sctp as sctp;
 use crate::channels::{ChannelLayer, SctpSetup};
 use crate::dcep::{ChannelType, DcepError, DtlsRole};
 use crate::demux::{classify, Protocol};
+use crate::dtls_side::DtlsSide;
 use crate::ice::{Credentials, CredentialsError, FullConfig, IceAgent, IceEvent, IceMode};
 use crate::sped::{Sped, SpedState, MAX_RESPONSE_LEN};
 use crate::stun;
@@ -198,8 +199,7 @@ pub enum PeerEvent {
 /// The agent's own checks (full mode) go out through [`Peer::poll_transmit`] with the rest.
 pub struct Peer {
     ice: IceAgent,
-    dtls: dtls::Endpoint,
-    dtls_session: Option<dtls::ConnectionHandle>,
+    dtls: DtlsSide,
     layer: ChannelLayer,
     local: SocketAddr,
     held: VecDeque<Transmit>,
@@ -217,7 +217,7 @@ impl std::fmt::Debug for Peer {
         f.debug_struct("Peer")
             .field("local", &self.local)
             .field("selected", &self.ice.selected())
-            .field("dtls_session", &self.dtls_session)
+            .field("dtls_remote", &self.dtls.session_remote())
             .field("channels", &self.layer.channels().len())
             .finish_non_exhaustive()
     }
@@ -256,8 +256,7 @@ impl Peer {
         sctp_seed[0] ^= 0x5c;
         Ok(Peer {
             ice,
-            dtls,
-            dtls_session: None,
+            dtls: DtlsSide::server(dtls, local),
             layer: {
                 let mut layer = ChannelLayer::new(DtlsRole::Server, SctpSetup::Regular, sctp_seed);
                 layer.set_remote_port(config.remote_sctp_port);
@@ -326,7 +325,7 @@ impl Peer {
             Protocol::Dtls if self.ice.may_receive_from(remote) => {
                 // Before DTLS, which may decrypt in place.
                 if self.sped.on_plain_dtls(datagram) {
-                    self.dtls.handle_datagram(now, self.local, remote, datagram);
+                    self.dtls.handle_datagram(now, remote, datagram);
                 }
             }
             // DTLS from an address no check vouched for, and whatever else shares the port.
@@ -388,8 +387,7 @@ impl Peer {
         message: &stun::Message<'_>,
         fresh: &mut Vec<Transmit>,
     ) -> Option<Vec<u8>> {
-        let (dtls, sped, sped_remote, local) =
-            (&mut self.dtls, &mut self.sped, &mut self.sped_remote, self.local);
+        let (dtls, sped, sped_remote) = (&mut self.dtls, &mut self.sped, &mut self.sped_remote);
         // Header, XOR-MAPPED-ADDRESS (IPv4 or IPv6), MESSAGE-INTEGRITY, FINGERPRINT.
         let address_len = if remote.ip().to_canonical().is_ipv4() { 8 } else { 20 };
         let sealed = stun::HEADER_LEN
@@ -408,7 +406,7 @@ impl Peer {
             let data = message.dtls_in_stun().filter(|_| first);
             if let Some(datagram) = sped.on_request(data, acks.as_deref()) {
                 let mut datagram = datagram.to_vec();
-                dtls.handle_datagram(now, local, remote, &mut datagram);
+                dtls.handle_datagram(now, remote, &mut datagram);
                 while let Some(transmit) = dtls.poll_transmit(now) {
                     fresh.push(transmit);
                 }
@@ -554,17 +552,15 @@ impl Peer {
     fn pump(&mut self, now: Instant) {
         loop {
             let mut progress = false;
-            while let Some((handle, event)) = self.dtls.poll_event() {
+            while let Some(event) = self.dtls.poll_event() {
                 progress = true;
-                self.dtls_event(now, handle, event);
+                self.dtls_event(now, event);
             }
             while let Some(packet) = self.layer.poll_packet(now) {
                 progress = true;
-                if let Some(session) = self.dtls_session {
-                    // One SCTP packet, one DTLS record (RFC 8261 §4). A refusal means the
-                    // session is ending; SCTP notices by its own timers.
-                    let _ = self.dtls.send(session, &packet);
-                }
+                // One SCTP packet, one DTLS record (RFC 8261 §4). A refusal means the session
+                // is not up or is ending; SCTP notices by its own timers.
+                let _ = self.dtls.send(&packet);
             }
             progress |= self.layer.drain(&mut self.events);
             if let Some(why) = self.layer.take_ended() {
@@ -586,12 +582,12 @@ impl Peer {
         }
     }
 
-    fn dtls_event(&mut self, now: Instant, handle: dtls::ConnectionHandle, event: dtls::Event) {
+    /// An event of the session (the DTLS side reports no other connection's but failures).
+    fn dtls_event(&mut self, now: Instant, event: dtls::Event) {
         match event {
             dtls::Event::Connected(summary) => {
-                self.dtls_session = Some(handle);
                 self.sped.dtls_connected(summary.version == dtls::Versions::Dtls12);
-                if let Some(remote) = self.dtls.connection(handle).map(|c| c.remote()) {
+                if let Some(remote) = self.dtls.session_remote() {
                     self.layer.dtls_connected(now, remote);
                 }
                 self.events.push_back(PeerEvent::DtlsConnected(Box::new(summary)));
@@ -603,7 +599,7 @@ impl Peer {
                     });
                 }
             }
-            dtls::Event::ApplicationData(mut packet) if self.dtls_session == Some(handle) => {
+            dtls::Event::ApplicationData(mut packet) => {
                 self.sped.peer_application_data();
                 self.layer.handle_packet(now, self.local, &mut packet);
             }
