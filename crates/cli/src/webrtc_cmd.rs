@@ -143,7 +143,7 @@ pub fn run(args: WebrtcArgs) -> anyhow::Result<()> {
     };
     let verbose = args.verbose;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(serve(options, |note| print_note(note, verbose)))?;
+    runtime.block_on(serve(options, |note, _| print_note(note, verbose)))?;
     Ok(())
 }
 

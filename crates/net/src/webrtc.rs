@@ -16,8 +16,9 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use fastshake_dtls::{NamedGroup, Versions};
+use fastshake_webrtc::dcep::ChannelType;
 use fastshake_webrtc::ice::IceMode;
-use fastshake_webrtc::peer::PeerEvent;
+use fastshake_webrtc::peer::{PeerError, PeerEvent};
 use fastshake_webrtc::server::{Server, ServerConfig, SessionId, ANSWER_RANDOM_LEN};
 use rand_core::{OsRng, RngCore};
 use tokio::net::{TcpListener, UdpSocket};
@@ -62,6 +63,35 @@ pub struct WebrtcOptions {
     pub dtls_in_stun: bool,
 }
 
+/// What an application may do in the sessions while it handles a [`ServerNote`]: send on a
+/// channel, open and close channels. What it does leaves with the server's next datagrams.
+pub struct Sessions<'a> {
+    server: &'a mut Server,
+    now: fastshake_core::Instant,
+}
+
+impl Sessions<'_> {
+    /// Sends `data` on channel `stream` of session `id` (a string unless `binary`).
+    pub fn send(&mut self, id: SessionId, stream: u16, data: &[u8], binary: bool) -> Result<(), PeerError> {
+        self.server.send(self.now, id, stream, data, binary)
+    }
+
+    /// Opens a channel of ours in session `id`; messages may follow at once (RFC 8831 §6.6).
+    pub fn open_channel(
+        &mut self,
+        id: SessionId,
+        label: &str,
+        channel_type: ChannelType,
+    ) -> Result<u16, PeerError> {
+        self.server.open_channel(self.now, id, label, channel_type)
+    }
+
+    /// Closes channel `stream` of session `id` (RFC 8831 §6.7).
+    pub fn close_channel(&mut self, id: SessionId, stream: u16) -> Result<(), PeerError> {
+        self.server.close_channel(self.now, id, stream)
+    }
+}
+
 /// What the server tells its caller, one line each.
 #[derive(Clone, Debug)]
 pub enum ServerNote {
@@ -95,9 +125,12 @@ struct Http {
     reports: mpsc::Sender<String>,
 }
 
-/// Runs the server until `until_reports` pages have reported (or for ever), telling `note`
-/// what happens.
-pub async fn serve(options: WebrtcOptions, mut note: impl FnMut(ServerNote)) -> io::Result<()> {
+/// Runs the server until `until_reports` pages have reported (or for ever), telling `app` what
+/// happens; `app` may act on the sessions (reply, open and close channels) with [`Sessions`].
+pub async fn serve(
+    options: WebrtcOptions,
+    mut app: impl FnMut(ServerNote, &mut Sessions<'_>),
+) -> io::Result<()> {
     let clock = Clock::new();
     let socket = UdpSocket::bind(options.udp).await?;
     let udp = socket.local_addr()?;
@@ -118,16 +151,19 @@ pub async fn serve(options: WebrtcOptions, mut note: impl FnMut(ServerNote)) -> 
         dtls_in_stun: options.dtls_in_stun,
     });
     let hex: Vec<String> = fingerprint.iter().map(|b| format!("{b:02X}")).collect();
-    note(ServerNote::Listening { http, udp, fingerprint: hex.join(":") });
+    // Each note goes to the application with the sessions in hand, to act on at once.
+    let mut note =
+        |server: &mut Server, note: ServerNote| app(note, &mut Sessions { server, now: clock.now() });
+    note(&mut server, ServerNote::Listening { http, udp, fingerprint: hex.join(":") });
 
     let (offers, mut offer_rx) = mpsc::channel::<Offer>(64);
     let (reports, mut report_rx) = mpsc::channel::<String>(64);
-    let app = Router::new()
+    let router = Router::new()
         .route("/", get(|| async { Html(PAGE) }))
         .route("/offer", post(offer).options(preflight))
         .route("/report", post(report).options(preflight))
         .with_state(Http { offers, reports });
-    let http_task = tokio::spawn(async move { axum::serve(listener, app).await });
+    let http_task = tokio::spawn(async move { axum::serve(listener, router).await });
 
     let mut buf = vec![0u8; 65_536];
     let mut reported = 0usize;
@@ -156,13 +192,13 @@ pub async fn serve(options: WebrtcOptions, mut note: impl FnMut(ServerNote)) -> 
                     OsRng.fill_bytes(&mut random);
                     let result = server.answer(&sdp, udp, &random);
                     match &result {
-                        Ok((id, _)) => note(ServerNote::Answered(*id)),
-                        Err(e) => note(ServerNote::Refused(e.to_string())),
+                        Ok((id, _)) => note(&mut server, ServerNote::Answered(*id)),
+                        Err(e) => note(&mut server, ServerNote::Refused(e.to_string())),
                     }
                     let _ = answer.send(result.map(|(_, sdp)| sdp).map_err(|e| e.to_string()));
                 }
                 Some(text) = report_rx.recv() => {
-                    note(ServerNote::Report(text));
+                    note(&mut server, ServerNote::Report(text));
                     reported += 1;
                     if options.until_reports.is_some_and(|n| reported >= n) {
                         break Ok(());
@@ -174,10 +210,10 @@ pub async fn serve(options: WebrtcOptions, mut note: impl FnMut(ServerNote)) -> 
         while let Some((id, event)) = server.poll_event() {
             if let (true, PeerEvent::Message { stream, data, binary }) = (options.echo, &event) {
                 if let Err(e) = server.send(clock.now(), id, *stream, data, *binary) {
-                    note(ServerNote::Refused(format!("echo on stream {stream}: {e}")));
+                    note(&mut server, ServerNote::Refused(format!("echo on stream {stream}: {e}")));
                 }
             }
-            note(ServerNote::Session(id, event));
+            note(&mut server, ServerNote::Session(id, event));
         }
         while let Some(t) = server.poll_transmit() {
             // A send that fails is a datagram lost: the engines resend.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use fastshake_core::{Instant, Transmit};
 use fastshake_dtls as dtls;
 
+use crate::dcep::ChannelType;
 use crate::demux::{classify, Protocol};
 use crate::ice::{Credentials, FullConfig, IceMode};
 use crate::peer::{Peer, PeerConfig, PeerError, PeerEvent, MAX_MESSAGE_SIZE};
@@ -247,6 +248,21 @@ impl Server {
     ) -> Result<(), PeerError> {
         let peer = self.sessions.get_mut(&id).ok_or(PeerError::NotConnected)?;
         let result = peer.send(now, stream, data, binary);
+        self.collect(id);
+        result
+    }
+
+    /// Opens a channel of ours in session `id` and gives its stream id (see
+    /// [`Peer::open_channel`]).
+    pub fn open_channel(
+        &mut self,
+        now: Instant,
+        id: SessionId,
+        label: &str,
+        channel_type: ChannelType,
+    ) -> Result<u16, PeerError> {
+        let peer = self.sessions.get_mut(&id).ok_or(PeerError::NotConnected)?;
+        let result = peer.open_channel(now, label, channel_type);
         self.collect(id);
         result
     }
