@@ -11,6 +11,10 @@ pub struct Args {
     /// Shorter floods and two link delays.
     #[arg(long)]
     quick: bool,
+    /// Also headless Chromium against our servers and pion's over the 25 ms delay relay (root,
+    /// chromium; `fastshake bench webrtc`).
+    #[arg(long)]
+    real: bool,
     /// `fastshake-bench`, which measures the floods and times (default: beside this binary, else
     /// $FASTSHAKE_BENCH).
     #[arg(long)]
@@ -24,6 +28,7 @@ impl From<Args> for RunOptions {
             quick: a.quick,
             only: vec!["E5".into()],
             bench: a.bench,
+            real: a.real,
             ..RunOptions::default()
         }
     }

@@ -75,6 +75,7 @@ impl Experiment for E5 {
             "SCTP alternative handshake: flood answers and time to first byte (seed 004)",
             (20, 150),
         )
+        .with_real((120, 300))
     }
 
     fn run(&self, ctx: &Context, step: &Step) -> anyhow::Result<Section> {
@@ -100,7 +101,7 @@ impl Experiment for E5 {
             section.status = skipped;
             return Ok(section);
         }
-        step.steps(2);
+        step.steps(if ctx.real { 3 } else { 2 });
         step.begin("fastshake-bench sctp: flood and time to first byte");
         let args: &[&str] = if ctx.quick { &["sctp", "--quick"] } else { &["sctp"] };
         let v = super::run_bench(ctx, "sctp", args)?;
@@ -311,6 +312,7 @@ impl Experiment for E5 {
             ]);
         }
         section.tables = vec![flood, times, data_channels];
+        browser_part(ctx, step, &mut section);
         answers_plot(&all, ctx)?;
         ttfb_plot(&rows, &delays, ctx)?;
         webrtc_plot(&web, &web_delays, ctx)?;
@@ -376,6 +378,94 @@ fn answers_plot(all: &[Value], ctx: &Context) -> anyhow::Result<()> {
         ],
     };
     chart.draw(&ctx.path("e5-answers.svg"))
+}
+
+/// With `--real` (root, Chromium): `fastshake-bench webrtc`, headless Chromium against our
+/// servers and pion's over the 25 ms delay relay, from its first check to its first echoed
+/// byte; its tables and the targets' figures go into the section.
+fn browser_part(ctx: &Context, step: &Step, section: &mut Section) {
+    if !ctx.real {
+        section.tables.push(
+            super::NotRun::Skipped(
+                "not asked: `fastshake lab all --real` (as root, with chromium) runs it".into(),
+            )
+            .table("Chromium over the 25 ms delay relay"),
+        );
+        return;
+    }
+    step.begin("fastshake-bench webrtc: Chromium, our servers and pion over the delay relay");
+    let runs = if ctx.quick { "5" } else { "20" };
+    let v = match super::run_bench(ctx, "webrtc", &["webrtc", "--runs", runs]) {
+        Ok(v) => v,
+        Err(e) => {
+            section
+                .tables
+                .push(super::NotRun::Failed(format!("{e:#}")).table("Chromium over the 25 ms delay relay"));
+            return;
+        }
+    };
+    let rows = v.pointer("/relay/browser").and_then(Value::as_array).cloned().unwrap_or_default();
+    let rtt = v.pointer("/relay/rtt_ms").and_then(Value::as_f64);
+    let mut table = Table::new(
+        "Chromium over the 25 ms delay relay: first check to first echoed byte (medians)",
+        &["browser offers", "server", "runs", "first byte ms", "round trips", "/ pion", "SNAP sessions"],
+    );
+    for r in &rows {
+        let n = |k: &str, p: usize| number(r, k).map_or("—".into(), |x| format!("{x:.p$}"));
+        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("—").to_string();
+        table.row([
+            s("trials"),
+            s("server"),
+            n("runs", 0),
+            n("first_byte_ms", 1),
+            n("round_trips", 2),
+            n("ratio_to_pion", 2),
+            n("snap_sessions", 0),
+        ]);
+    }
+    section.tables.push(table);
+    let row = |trials: &str, server: &str| {
+        rows.iter().find(|r| {
+            r.get("trials").and_then(Value::as_str) == Some(trials)
+                && r.get("server").and_then(Value::as_str).is_some_and(|s| s.contains(server))
+        })
+    };
+    let runs = runs.parse().unwrap_or(0);
+    for (trials, what) in
+        [("snap", "SNAP offered"), ("snap+dtls-in-stun,x25519", "SNAP and DTLS in STUN, X25519")]
+    {
+        let Some(r) = row(trials, "--ice full") else { continue };
+        let note = format!(
+            "{:.1} ms, {:.2} round trips of {:.1} ms; Chromium's own processing (a few ms per session) is in both",
+            number(r, "first_byte_ms").unwrap_or(f64::NAN),
+            number(r, "round_trips").unwrap_or(f64::NAN),
+            rtt.unwrap_or(f64::NAN)
+        );
+        let ratio = number(r, "ratio_to_pion");
+        section.figures.push(
+            Figure::measured(
+                format!("Chromium's first byte, {what}: --ice full / pion (25 ms relay)"),
+                "ratio",
+                ratio,
+                runs,
+            )
+            .against(0.5, "target: at most half of pion's")
+            .met_if(ratio.is_some_and(|x| x <= 0.5), "at most 0.5")
+            .note(note.clone()),
+        );
+        let rtts = number(r, "round_trips");
+        section.figures.push(
+            Figure::measured(
+                format!("Chromium's first byte, {what}: --ice full, round trips"),
+                "round trips",
+                rtts,
+                runs,
+            )
+            .against(3.0, "target: at most 3")
+            .met_if(rtts.is_some_and(|x| x <= 3.0), "at most 3")
+            .note(note),
+        );
+    }
 }
 
 /// Setups of the WebRTC rows the figures name (labels of `fastshake-bench sctp`'s rows).
