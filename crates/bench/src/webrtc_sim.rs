@@ -121,6 +121,17 @@ struct Outcome {
     failed: Option<String>,
 }
 
+impl Outcome {
+    /// Counts a datagram `way` (to the server or to the client) until the echo arrived.
+    fn count(&mut self, way: fn(&mut Outcome) -> &mut (usize, usize), t: &Transmit) {
+        if self.ttfb.is_none() {
+            let (datagrams, bytes) = way(self);
+            *datagrams += 1;
+            *bytes += t.payload.len();
+        }
+    }
+}
+
 /// The offerer: takes the answer at `start`, opens one reliable channel, sends on it once
 /// acknowledged, and times the echo.
 struct Offerer {
@@ -157,11 +168,7 @@ impl SansIo for Offerer {
     }
     fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
         let t = self.client.poll_transmit()?;
-        let mut outcome = self.outcome.borrow_mut();
-        if outcome.ttfb.is_none() {
-            outcome.to_server.0 += 1;
-            outcome.to_server.1 += t.payload.len();
-        }
+        self.outcome.borrow_mut().count(|o| &mut o.to_server, &t);
         Some(t)
     }
     fn poll_timeout(&self) -> Option<Instant> {
@@ -213,11 +220,7 @@ impl SansIo for Answerer {
     }
     fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit> {
         let t = self.server.poll_transmit()?;
-        let mut outcome = self.outcome.borrow_mut();
-        if outcome.ttfb.is_none() {
-            outcome.to_client.0 += 1;
-            outcome.to_client.1 += t.payload.len();
-        }
+        self.outcome.borrow_mut().count(|o| &mut o.to_client, &t);
         Some(t)
     }
     fn poll_timeout(&self) -> Option<Instant> {

@@ -11,8 +11,8 @@ use fastshake_sctp::packet::{
     Chunk, DataChunk, ErrorCause, ForwardTsnChunk, InitChunk, Packet, Param, SackChunk, CHUNK_FORWARD_TSN,
 };
 use fastshake_sctp::{
-    AssociationHandle, AssociationState, Config, ConnectOptions, Endpoint, Event, HandshakeMode, Instant,
-    Message, Reliability,
+    AssociationHandle, AssociationState, Config, Endpoint, Event, HandshakeMode, Instant, Message,
+    Reliability,
 };
 use fastshake_testkit::net::{self, Datagram, Dir};
 use fastshake_testkit::sctp::*;
@@ -21,17 +21,8 @@ fn with_pr(config: Config) -> Config {
     Config { partial_reliability: true, ..config }
 }
 
-/// A pair with `client` and `server`, connected.
-fn connected(client: Config, server: Config) -> (Pair, AssociationHandle, AssociationHandle) {
-    let mut pair = Pair::new(client, server);
-    let h = pair.connect(ConnectOptions::default());
-    assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected), "connected");
-    let sh = pair.server.associations()[0];
-    (pair, h, sh)
-}
-
 fn pr_pair() -> (Pair, AssociationHandle, AssociationHandle) {
-    connected(with_pr(client_config(HandshakeMode::Both)), with_pr(server_config(HandshakeMode::Both)))
+    Pair::connected(with_pr(client_config(HandshakeMode::Both)), with_pr(server_config(HandshakeMode::Both)))
 }
 
 /// Message `i` of a test: 1000 bytes, so that each goes alone in a packet, its first byte `i`.
@@ -80,7 +71,7 @@ fn every_handshake_negotiates_it_and_a_peer_without_it_turns_it_off() {
     for mode in [HandshakeMode::Regular, HandshakeMode::Both] {
         for cookieless in [false, true] {
             let server = Config { cookieless, ..with_pr(server_config(mode)) };
-            let (pair, h, sh) = connected(with_pr(client_config(mode)), server);
+            let (pair, h, sh) = Pair::connected(with_pr(client_config(mode)), server);
             assert!(pair.client.association(h).unwrap().partial_reliability, "{mode:?} {cookieless}");
             assert!(pair.server.association(sh).unwrap().partial_reliability, "{mode:?} {cookieless}");
             // Both announce it: Forward-TSN-Supported, and FORWARD-TSN in Supported Extensions.
@@ -102,8 +93,10 @@ fn every_handshake_negotiates_it_and_a_peer_without_it_turns_it_off() {
         }
     }
     // One side without it: not in use on either side; ours is reported back as unrecognised.
-    let (pair, h, sh) =
-        connected(with_pr(client_config(HandshakeMode::Regular)), server_config(HandshakeMode::Regular));
+    let (pair, h, sh) = Pair::connected(
+        with_pr(client_config(HandshakeMode::Regular)),
+        server_config(HandshakeMode::Regular),
+    );
     assert!(!pair.client.association(h).unwrap().partial_reliability);
     assert!(!pair.server.association(sh).unwrap().partial_reliability);
     let reported = pair.log.iter().flat_map(|d| d.packet().chunks).any(|c| {
@@ -111,7 +104,7 @@ fn every_handshake_negotiates_it_and_a_peer_without_it_turns_it_off() {
     });
     assert!(reported, "RFC 3758 §3.3.2: the peer reports 0xC000 back");
     let (pair, h, sh) =
-        connected(client_config(HandshakeMode::Both), with_pr(server_config(HandshakeMode::Both)));
+        Pair::connected(client_config(HandshakeMode::Both), with_pr(server_config(HandshakeMode::Both)));
     assert!(!pair.client.association(h).unwrap().partial_reliability);
     assert!(!pair.server.association(sh).unwrap().partial_reliability);
 }
@@ -265,7 +258,7 @@ fn a_lost_forward_tsn_is_sent_again() {
 fn without_pr_sctp_on_both_sides_every_message_is_reliable() {
     for (client, server) in [(true, false), (false, true)] {
         let pick = |on: bool, c: Config| if on { with_pr(c) } else { c };
-        let (mut pair, h, _) = connected(
+        let (mut pair, h, _) = Pair::connected(
             pick(client, client_config(HandshakeMode::Both)),
             pick(server, server_config(HandshakeMode::Both)),
         );

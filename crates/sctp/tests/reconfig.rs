@@ -8,9 +8,7 @@ use fastshake_sctp::packet::{
     Chunk, DataChunk, InitChunk, Packet, Param, ReconfigChunk, ReconfigParam, ReconfigResult, CHUNK_RECONFIG,
     PARAM_SUPPORTED_EXTENSIONS,
 };
-use fastshake_sctp::{
-    AssociationHandle, Config, ConnectOptions, Error, Event, HandshakeMode, Instant, Message,
-};
+use fastshake_sctp::{AssociationHandle, Config, Error, Event, HandshakeMode, Instant, Message};
 use fastshake_testkit::net::{self, Datagram, Dir, Fate};
 use fastshake_testkit::sctp::*;
 use proptest::prelude::*;
@@ -19,17 +17,8 @@ fn with_reset(config: Config) -> Config {
     Config { stream_reset: true, ..config }
 }
 
-/// A pair with stream reset on both sides (or as given), connected by `mode`.
-fn pair_with(client: Config, server: Config) -> (Pair, AssociationHandle, AssociationHandle) {
-    let mut pair = Pair::new(client, server);
-    let h = pair.connect(ConnectOptions::default());
-    assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected), "connected");
-    let sh = pair.server.associations()[0];
-    (pair, h, sh)
-}
-
 fn reset_pair(mode: HandshakeMode) -> (Pair, AssociationHandle, AssociationHandle) {
-    pair_with(with_reset(client_config(mode)), with_reset(server_config(mode)))
+    Pair::connected(with_reset(client_config(mode)), with_reset(server_config(mode)))
 }
 
 /// The RE-CONFIG parameters each datagram `dir` carried, one list per chunk, in order.
@@ -276,7 +265,7 @@ fn calls_during_a_request_go_together_in_the_next() {
 fn stream_lists_are_cut_to_fit_the_mtu() {
     let many = |c: Config| Config { streams_out: 2000, streams_in: 2000, ..with_reset(c) };
     let (mut pair, h, _) =
-        pair_with(many(client_config(HandshakeMode::Both)), many(server_config(HandshakeMode::Both)));
+        Pair::connected(many(client_config(HandshakeMode::Both)), many(server_config(HandshakeMode::Both)));
     let all: Vec<u16> = (0..1500).collect();
     pair.client.reset_streams(h, &all).unwrap();
     pair.run_for(Duration::from_secs(3));
@@ -296,7 +285,7 @@ fn an_unanswered_request_fails_the_association_at_the_retransmission_limit() {
         ..with_reset(c)
     };
     let (mut pair, h, _) =
-        pair_with(quiet(client_config(HandshakeMode::Both)), quiet(server_config(HandshakeMode::Both)));
+        Pair::connected(quiet(client_config(HandshakeMode::Both)), quiet(server_config(HandshakeMode::Both)));
     pair.filter = net::drop_if(|d| d.dir == Dir::ToServer && d.chunk_types().contains(&CHUNK_RECONFIG));
     pair.client.reset_streams(h, &[0]).unwrap();
     pair.run_for(Duration::from_secs(60));
@@ -310,7 +299,7 @@ fn no_reset_without_both_sides_announcing_it() {
     for (client_on, server_on) in [(true, false), (false, true), (false, false)] {
         let client = Config { stream_reset: client_on, ..client_config(HandshakeMode::Both) };
         let server = Config { stream_reset: server_on, ..server_config(HandshakeMode::Both) };
-        let (mut pair, h, sh) = pair_with(client, server);
+        let (mut pair, h, sh) = Pair::connected(client, server);
         assert_eq!(pair.client.reset_streams(h, &[0]), Err(Error::StreamResetUnsupported));
         assert_eq!(pair.server.reset_streams(sh, &[0]), Err(Error::StreamResetUnsupported));
         pair.run_for(Duration::from_secs(2));
@@ -336,7 +325,7 @@ fn no_reset_without_both_sides_announcing_it() {
 #[test]
 fn stream_reset_off_leaves_the_init_as_it_was() {
     for mode in [HandshakeMode::Regular, HandshakeMode::Both] {
-        let (pair, _, _) = pair_with(client_config(mode), server_config(mode));
+        let (pair, _, _) = Pair::connected(client_config(mode), server_config(mode));
         for d in &pair.log {
             for c in d.packet().chunks {
                 if let Chunk::Init(i) | Chunk::InitAck(i) = c {

@@ -207,6 +207,16 @@ impl Pair {
         }
     }
 
+    /// A pair whose client opened an association with default options, run until both sides
+    /// are connected: the pair, the client's handle and the server's.
+    pub fn connected(client: Config, server: Config) -> (Pair, AssociationHandle, AssociationHandle) {
+        let mut pair = Pair::new(client, server);
+        let h = pair.connect(ConnectOptions::default());
+        assert!(pair.run_until(pair.now + Duration::from_secs(5), Pair::both_connected), "connected");
+        let sh = pair.server.associations()[0];
+        (pair, h, sh)
+    }
+
     /// Adds a client endpoint at `addr`; returns its index in [`Pair::more_clients`].
     pub fn add_client(&mut self, addr: SocketAddr, config: Config, seed: u8) -> usize {
         let endpoint = Endpoint::new(Arc::new(config), [seed; 32]);

@@ -59,6 +59,14 @@ fn serialisation_ms(row: &Value, rate_bps: f64) -> Option<f64> {
     Some((bytes + 28.0 * datagrams) * 8.0 / rate_bps * 1e3)
 }
 
+/// The link delays of a table's rows, in their order, each once (rows come grouped by delay).
+fn delays_of(rows: &[Value]) -> Vec<u64> {
+    let mut delays: Vec<u64> =
+        rows.iter().filter_map(|r| r.get("delay_ms").and_then(Value::as_u64)).collect();
+    delays.dedup();
+    delays
+}
+
 fn ttfb(rows: &[Value], variant_prefix: &str, delay: u64) -> Option<f64> {
     rows.iter()
         .find(|r| {
@@ -154,12 +162,7 @@ impl Experiment for E5 {
             );
         }
         let rows = ttfb_rows(&v);
-        let delays: Vec<u64> = {
-            let mut d: Vec<u64> =
-                rows.iter().filter_map(|r| r.get("delay_ms").and_then(Value::as_u64)).collect();
-            d.dedup();
-            d
-        };
+        let delays = delays_of(&rows);
         if let Some(&delay) = delays.last() {
             if let (Some(reg), Some(alt), Some(cached)) = (
                 ttfb(&rows, "regular", delay),
@@ -244,12 +247,7 @@ impl Experiment for E5 {
             ]);
         }
         let web = webrtc_rows(&v);
-        let web_delays: Vec<u64> = {
-            let mut d: Vec<u64> =
-                web.iter().filter_map(|r| r.get("delay_ms").and_then(Value::as_u64)).collect();
-            d.dedup();
-            d
-        };
+        let web_delays = delays_of(&web);
         if let Some(&delay) = web_delays.last() {
             let snap = webrtc(&web, WEBRTC_SNAP, delay);
             let regular = webrtc(&web, WEBRTC_REGULAR, delay);
