@@ -79,7 +79,8 @@ pub fn hello_both_ways(client: &mut Peer, server: &mut Peer, server_name: &str) 
 ///
 /// Chosen at random below the kernel's ephemeral range: a port the kernel hands out for port 0
 /// could be given, between this check and the server's bind, to a client socket of a test
-/// running beside this one, and the server would rightly refuse the taken address.
+/// running beside this one, and the server would rightly refuse the taken address. Unique within
+/// this process and, through a file lock, among test processes running at once on the machine.
 pub fn free_udp_port() -> u16 {
     use std::hash::{BuildHasher, Hasher};
     let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
@@ -95,13 +96,36 @@ pub fn free_udp_port() -> u16 {
         static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
             std::sync::Mutex::new(std::collections::BTreeSet::new());
         let mut handed_out = HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !handed_out.contains(&port) && UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+        if !handed_out.contains(&port)
+            && UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
+            && claim_across_processes(port)
+        {
             handed_out.insert(port);
             return port;
         }
     }
     let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind an ephemeral UDP port");
     socket.local_addr().expect("local address").port()
+}
+
+/// Whether no other test process on this machine holds `port`: each claim is a lock on a file
+/// named after the port, held until this process exits (the kernel drops it even on a crash), so
+/// two test runs side by side never draw the same port between the check and the server's bind.
+fn claim_across_processes(port: u16) -> bool {
+    static CLAIMS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+    let dir = std::env::temp_dir().join("fastshake-test-ports");
+    let file = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
+    });
+    let Ok(file) = file else {
+        // No shared directory to coordinate in: the bind check alone has to do.
+        return true;
+    };
+    if file.try_lock().is_err() {
+        return false;
+    }
+    CLAIMS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(file);
+    true
 }
 
 /// A command that must exist on the machine (`.ci/run` installs the Debian packages).
