@@ -32,9 +32,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a DTLS 1.2 server on a UDP socket.
+    /// Run a DTLS server on a UDP socket: DTLS 1.3 and 1.2 (see --dtls).
     Server(dtls_cmd::ServerArgs),
-    /// Run a DTLS 1.2 client: standard input out, what arrives to standard output.
+    /// Run a DTLS client (1.3, falling back to 1.2; see --dtls): standard input out, what arrives to standard output.
     Client(dtls_cmd::ClientArgs),
     /// SCTP over UDP encapsulation, with the alternative handshake.
     Sctp(sctp_cmd::SctpArgs),

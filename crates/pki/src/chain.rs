@@ -11,17 +11,17 @@ use crate::{CertDer, PeerPublicKey, PkiError};
 /// Algorithms accepted for the signatures *on certificates* of a chain (the handshake's own
 /// signature schemes are [`crate::SignatureScheme`]).
 static CERT_SIGNATURE_ALGORITHMS: &[&dyn SignatureVerificationAlgorithm] = &[
-    webpki::ring::ECDSA_P256_SHA256,
-    webpki::ring::ECDSA_P256_SHA384,
-    webpki::ring::ECDSA_P384_SHA256,
-    webpki::ring::ECDSA_P384_SHA384,
-    webpki::ring::ED25519,
-    webpki::ring::RSA_PKCS1_2048_8192_SHA256,
-    webpki::ring::RSA_PKCS1_2048_8192_SHA384,
-    webpki::ring::RSA_PKCS1_2048_8192_SHA512,
-    webpki::ring::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
-    webpki::ring::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
-    webpki::ring::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+    webpki::aws_lc_rs::ECDSA_P256_SHA256,
+    webpki::aws_lc_rs::ECDSA_P256_SHA384,
+    webpki::aws_lc_rs::ECDSA_P384_SHA256,
+    webpki::aws_lc_rs::ECDSA_P384_SHA384,
+    webpki::aws_lc_rs::ED25519,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA384,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA512,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
 ];
 
 /// The roots a peer's chain must lead to.

@@ -1,6 +1,6 @@
-//! A peer's certified public key, and handshake signature verification with ring.
+//! A peer's certified public key, and handshake signature verification with aws-lc-rs.
 
-use ring::signature::{self, UnparsedPublicKey};
+use aws_lc_rs::signature::{self, UnparsedPublicKey};
 use spki::der::Decode;
 use spki::ObjectIdentifier;
 
@@ -15,7 +15,7 @@ const OID_RSA_ENCRYPTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.8
 #[derive(Clone, PartialEq, Eq)]
 pub struct PeerPublicKey {
     algorithm: KeyAlgorithm,
-    /// The subjectPublicKey bits: an uncompressed P-256 point or a PKCS#1 RSAPublicKey, as ring wants.
+    /// The subjectPublicKey bits: an uncompressed P-256 point or a PKCS#1 RSAPublicKey, as the verifier wants.
     key: Vec<u8>,
     spki_der: Vec<u8>,
 }
@@ -38,7 +38,7 @@ impl PeerPublicKey {
                 if curve != OID_SECP256R1 {
                     return Err(PkiError::UnsupportedCertificate(format!("EC curve {curve}")));
                 }
-                // ring takes uncompressed points only; the curve check itself happens when verifying.
+                // The verifier takes uncompressed points only; the curve check itself happens when verifying.
                 if key.len() != 65 || key.first() != Some(&0x04) {
                     return Err(PkiError::UnsupportedCertificate(
                         "P-256 key not an uncompressed point".into(),
@@ -47,7 +47,7 @@ impl PeerPublicKey {
                 KeyAlgorithm::EcdsaP256
             }
             OID_RSA_ENCRYPTION => {
-                // ring verifies 2048- to 8192-bit moduli only: refuse others here, as a certificate
+                // The verifier takes 2048- to 8192-bit moduli only: refuse others here, as a certificate
                 // we do not support, rather than later as a signature that does not verify.
                 let bits = rsa_modulus_bits(key).ok_or_else(|| {
                     PkiError::MalformedCertificate("RSA public key is not an RSAPublicKey".into())

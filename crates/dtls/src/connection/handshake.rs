@@ -354,19 +354,52 @@ pub(super) fn suite_key_algorithm(suite: CipherSuite) -> Option<KeyAlgorithm> {
 
 /// Our ephemeral key-exchange secret, drawn from the seeded RNG (each type zeroizes on drop).
 pub(super) enum EcdheSecret {
-    X25519(x25519_dalek::EphemeralSecret),
+    X25519(X25519Secret),
     P256(p256::ecdh::EphemeralSecret),
     /// The client's half of X25519MLKEM768: the ML-KEM-768 decapsulation key and an x25519 key.
-    Hybrid(Box<ml_kem::DecapsulationKey<ml_kem::MlKem768>>, x25519_dalek::EphemeralSecret),
+    Hybrid(Box<ml_kem::DecapsulationKey<ml_kem::MlKem768>>, X25519Secret),
+}
+
+/// An ephemeral x25519 key: 32 bytes of the seeded RNG (RFC 7748 §5: any 32 bytes are a private
+/// key; the function clamps them), held by aws-lc, which zeroizes it when dropped.
+pub(super) struct X25519Secret(aws_lc_rs::agreement::PrivateKey);
+
+impl X25519Secret {
+    /// A fresh key and its public key as sent.
+    fn generate(rng: &mut ChaCha20Rng) -> (X25519Secret, [u8; 32]) {
+        use aws_lc_rs::agreement::{PrivateKey, X25519};
+        let mut scalar = zeroize::Zeroizing::new([0u8; 32]);
+        rng.fill_bytes(&mut scalar[..]);
+        // Neither step can fail: the key has x25519's length, and its public key is computed,
+        // not parsed.
+        let key = PrivateKey::from_private_key(&X25519, &scalar[..]).expect("32 bytes make an x25519 key");
+        let mut public = [0u8; 32];
+        public.copy_from_slice(key.compute_public_key().expect("an x25519 public key").as_ref());
+        (X25519Secret(key), public)
+    }
+
+    /// The shared secret with the peer's public key; `None` for an all-zero result, a peer key of
+    /// small order (RFC 7748 §6.1, RFC 8422 §5.11).
+    fn agree(&self, peer: &[u8; 32]) -> Option<zeroize::Zeroizing<Vec<u8>>> {
+        use aws_lc_rs::agreement::{agree, UnparsedPublicKey, X25519};
+        agree(&self.0, UnparsedPublicKey::new(&X25519, peer), (), |shared| {
+            // AWS-LC refuses the all-zero result itself; the check stays so that the refusal does
+            // not rest on one library's choice.
+            if shared.iter().all(|&b| b == 0) {
+                return Err(());
+            }
+            Ok(zeroize::Zeroizing::new(shared.to_vec()))
+        })
+        .ok()
+    }
 }
 
 /// A fresh ephemeral key of `group` and its public key as sent (uncompressed point for P-256).
 pub(super) fn ephemeral(group: NamedGroup, rng: &mut ChaCha20Rng) -> (EcdheSecret, Vec<u8>) {
     match group {
         NamedGroup::X25519 => {
-            let secret = x25519_dalek::EphemeralSecret::random_from_rng(&mut *rng);
-            let public = x25519_dalek::PublicKey::from(&secret).as_bytes().to_vec();
-            (EcdheSecret::X25519(secret), public)
+            let (secret, public) = X25519Secret::generate(rng);
+            (EcdheSecret::X25519(secret), public.to_vec())
         }
         NamedGroup::Secp256r1 => {
             use p256::elliptic_curve::sec1::ToSec1Point;
@@ -381,10 +414,10 @@ pub(super) fn ephemeral(group: NamedGroup, rng: &mut ChaCha20Rng) -> (EcdheSecre
             let mut seed = zeroize::Zeroizing::new([0u8; 64]);
             rng.fill_bytes(&mut seed[..]);
             let dk = ml_kem::DecapsulationKey::<ml_kem::MlKem768>::from_seed((*seed).into());
-            let x = x25519_dalek::EphemeralSecret::random_from_rng(&mut *rng);
+            let (x, x_public) = X25519Secret::generate(rng);
             // draft-ietf-tls-ecdhe-mlkem §3: ML-KEM's part first, then x25519's.
             let mut public = dk.encapsulation_key().to_bytes().to_vec();
-            public.extend_from_slice(x25519_dalek::PublicKey::from(&x).as_bytes());
+            public.extend_from_slice(&x_public);
             (EcdheSecret::Hybrid(Box::new(dk), x), public)
         }
     }
@@ -441,13 +474,8 @@ pub(super) fn agree(
     }
     match secret {
         EcdheSecret::X25519(secret) => {
-            let bytes: [u8; 32] = peer.try_into().map_err(|_| illegal())?;
-            let shared = secret.diffie_hellman(&x25519_dalek::PublicKey::from(bytes));
-            // RFC 8422 §5.11: an all-zero result means a small-order peer key.
-            if !shared.was_contributory() {
-                return Err(illegal());
-            }
-            Ok(zeroize::Zeroizing::new(shared.as_bytes().to_vec()))
+            let bytes: &[u8; 32] = peer.try_into().map_err(|_| illegal())?;
+            secret.agree(bytes).ok_or_else(illegal)
         }
         EcdheSecret::P256(secret) => {
             // Uncompressed points only (RFC 8422 §5.1.2: the only format we offer).
