@@ -328,7 +328,49 @@ fn handshake_bytes(pkis: &BenchPkis) -> anyhow::Result<()> {
         psk12_ccm8.0,
         verdict(psk13_ke.0 <= psk12_ccm8.0)
     );
+    let (hash, tag) = (32, 8);
+    println!(
+        "   anchor: the fewest bytes RFC 8446/9147 allow this psk_ke handshake (its required fields only, one \
+         suite, a {}-byte identity): {} B with a stateless cookie (the first ClientHello's hash and a 16-byte \
+         tag), {} B even with an empty one",
+        IDENTITY.len(),
+        psk_ke_floor(IDENTITY.len(), hash, tag, hash + 16),
+        psk_ke_floor(IDENTITY.len(), hash, tag, 0)
+    );
     Ok(())
+}
+
+/// The fewest bytes a DTLS 1.3 psk_ke handshake with a HelloRetryRequest can take: the fields
+/// RFC 8446 and RFC 9147 require and nothing else, for an identity of `identity` bytes, a hash of
+/// `hash` bytes (the binder and the Finished), an AEAD tag of `tag` bytes and a cookie of `cookie`.
+fn psk_ke_floor(identity: usize, hash: usize, tag: usize, cookie: usize) -> usize {
+    // The DTLSPlaintext header, and the DTLS handshake message header.
+    const RECORD: usize = 13;
+    const MESSAGE: usize = 12;
+    // legacy_version, random, empty legacy_session_id and legacy_cookie, one suite, null
+    // compression, extensions length.
+    let hello_body = 2 + 32 + 1 + 1 + (2 + 2) + (1 + 1) + 2;
+    let supported_versions = 4 + 1 + 2;
+    let psk_modes = 4 + 1 + 1;
+    // One identity (length, bytes, obfuscated_ticket_age) and one binder.
+    let pre_shared_key = 4 + 2 + (2 + identity + 4) + 2 + (1 + hash);
+    let client_hello = RECORD + MESSAGE + hello_body + supported_versions + psk_modes + pre_shared_key;
+    let cookie_extension = 4 + 2 + cookie;
+    // legacy_version, random, empty session id echo, suite, compression, extensions length.
+    let server_hello_body = 2 + 32 + 1 + 2 + 1 + 2;
+    let retry_request = RECORD + MESSAGE + server_hello_body + (4 + 2) + cookie_extension;
+    let server_hello = RECORD + MESSAGE + server_hello_body + (4 + 2) + (4 + 2);
+    // The shortest unified header (first byte, 8-bit sequence number, no length), the content
+    // type inside, the tag.
+    let protected = |plaintext: usize| 2 + plaintext + 1 + tag;
+    let encrypted_extensions = MESSAGE + 2;
+    let finished = MESSAGE + hash;
+    2 * client_hello
+        + cookie_extension
+        + retry_request
+        + server_hello
+        + protected(encrypted_extensions + finished)
+        + protected(finished)
 }
 
 fn session_memory13(pkis: &BenchPkis) -> anyhow::Result<()> {
