@@ -415,3 +415,35 @@ fn session_memory13(pkis: &BenchPkis) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The floor counts only the fields the RFCs require, so the engine, which sends those and
+    /// a few more bytes (a longer cookie, record lengths), can never come in below it: a floor
+    /// above the measured handshake would mean the formula counts a byte that is not required.
+    #[test]
+    fn the_psk_ke_floor_is_at_most_what_the_engine_sends() {
+        let suite = Suite13::Aes128Ccm8Sha256;
+        let client = Arc::new(ClientConfig {
+            versions: Versions::Dtls13,
+            suites13: vec![suite],
+            groups: vec![],
+            ..ClientConfig::psk(IDENTITY, KEY.to_vec())
+        });
+        let server = Arc::new(ServerConfig {
+            versions: Versions::Dtls13,
+            suites13: vec![suite],
+            groups: vec![],
+            ..ServerConfig::psk(IDENTITY, KEY.to_vec())
+        });
+        let (bytes, _, _) = bytes_of(&client, &server).unwrap();
+        let floor = psk_ke_floor(IDENTITY.len(), 32, 8, 32 + 16);
+        assert!(floor as u64 <= bytes, "a floor of {floor} B above the {bytes} B measured");
+        // The identity goes in both ClientHellos; the cookie in the HelloRetryRequest and the
+        // second ClientHello.
+        assert_eq!(psk_ke_floor(6, 32, 8, 48) - psk_ke_floor(5, 32, 8, 48), 2);
+        assert_eq!(psk_ke_floor(5, 32, 8, 49) - psk_ke_floor(5, 32, 8, 48), 2);
+    }
+}
