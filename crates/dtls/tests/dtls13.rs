@@ -638,3 +638,57 @@ fn a_lost_ack_among_several_has_the_rest_of_the_flight_resent_once() {
     assert_eq!(pair.client.stats().flights_resent, 1);
     data_flows(&mut pair);
 }
+
+/// Replaces the x25519 key share in a hello (group 0x001d, a 32-byte key) with `point`; returns
+/// whether there was one.
+fn replace_x25519_share(payload: &mut [u8], point: &[u8; 32]) -> bool {
+    let Some(at) = payload.windows(4).position(|w| w == [0x00, 0x1d, 0x00, 0x20]) else { return false };
+    payload[at + 4..at + 36].copy_from_slice(point);
+    true
+}
+
+/// x25519 points whose every shared secret is all zeros (RFC 7748 §6.1): u = 0 and u = 1.
+const SMALL_ORDER_POINTS: [[u8; 32]; 2] = {
+    let mut one = [0u8; 32];
+    one[0] = 1;
+    [[0u8; 32], one]
+};
+
+/// RFC 8446 §7.4.2 and RFC 8422 §5.11: a client's x25519 share of small order makes the shared
+/// secret all zeros, and the server refuses it with illegal_parameter rather than key a session
+/// an attacker could predict.
+#[test]
+fn a_small_order_x25519_share_from_the_client_is_illegal_parameter() {
+    for point in SMALL_ORDER_POINTS {
+        let client = ClientConfig { groups: vec![NamedGroup::X25519], ..cert_client() };
+        let mut pair = Pair::new(client, cert_server());
+        pair.filter = Box::new(move |d| {
+            // The second ClientHello, the one with the cookie, is the one the server answers.
+            if d.dir == Dir::ToServer && d.index == 1 {
+                assert!(replace_x25519_share(&mut d.payload, &point), "no x25519 share in the hello");
+            }
+            Fate::Deliver
+        });
+        assert!(pair.handshake(MINUTE).is_none());
+        assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::IllegalParameter)));
+        assert_eq!(pair.client_failure(), Some(Error::AlertReceived(AlertDescription::IllegalParameter)));
+    }
+}
+
+/// The same from the server's side: a ServerHello with a small-order x25519 share is refused by
+/// the client with illegal_parameter.
+#[test]
+fn a_small_order_x25519_share_from_the_server_is_illegal_parameter() {
+    for point in SMALL_ORDER_POINTS {
+        let client = ClientConfig { groups: vec![NamedGroup::X25519], ..cert_client() };
+        let mut pair = Pair::new(client, cert_server());
+        pair.filter = Box::new(move |d| {
+            if d.dir == Dir::ToClient {
+                replace_x25519_share(&mut d.payload, &point);
+            }
+            Fate::Deliver
+        });
+        assert!(pair.handshake(MINUTE).is_none());
+        assert_eq!(pair.client_failure(), Some(Error::AlertSent(AlertDescription::IllegalParameter)));
+    }
+}
