@@ -654,22 +654,29 @@ const SMALL_ORDER_POINTS: [[u8; 32]; 2] = {
     [[0u8; 32], one]
 };
 
+/// An x25519-only handshake in which the second hello `from` one side (the client's ClientHello
+/// with the cookie, or the server's ServerHello after its HelloRetryRequest) carries `point` as
+/// its key share; the handshake must fail.
+fn refused_small_order_share(point: [u8; 32], from: Dir) -> Pair {
+    let client = ClientConfig { groups: vec![NamedGroup::X25519], ..cert_client() };
+    let mut pair = Pair::new(client, cert_server());
+    pair.filter = Box::new(move |d| {
+        if d.dir == from && d.index == 1 {
+            assert!(replace_x25519_share(&mut d.payload, &point), "no x25519 share in the hello");
+        }
+        Fate::Deliver
+    });
+    assert!(pair.handshake(MINUTE).is_none(), "a small-order share was accepted");
+    pair
+}
+
 /// RFC 8446 §7.4.2 and RFC 8422 §5.11: a client's x25519 share of small order makes the shared
 /// secret all zeros, and the server refuses it with illegal_parameter rather than key a session
 /// an attacker could predict.
 #[test]
 fn a_small_order_x25519_share_from_the_client_is_illegal_parameter() {
     for point in SMALL_ORDER_POINTS {
-        let client = ClientConfig { groups: vec![NamedGroup::X25519], ..cert_client() };
-        let mut pair = Pair::new(client, cert_server());
-        pair.filter = Box::new(move |d| {
-            // The second ClientHello, the one with the cookie, is the one the server answers.
-            if d.dir == Dir::ToServer && d.index == 1 {
-                assert!(replace_x25519_share(&mut d.payload, &point), "no x25519 share in the hello");
-            }
-            Fate::Deliver
-        });
-        assert!(pair.handshake(MINUTE).is_none());
+        let pair = refused_small_order_share(point, Dir::ToServer);
         assert_eq!(pair.server_failure(), Some(Error::AlertSent(AlertDescription::IllegalParameter)));
         assert_eq!(pair.client_failure(), Some(Error::AlertReceived(AlertDescription::IllegalParameter)));
     }
@@ -680,15 +687,7 @@ fn a_small_order_x25519_share_from_the_client_is_illegal_parameter() {
 #[test]
 fn a_small_order_x25519_share_from_the_server_is_illegal_parameter() {
     for point in SMALL_ORDER_POINTS {
-        let client = ClientConfig { groups: vec![NamedGroup::X25519], ..cert_client() };
-        let mut pair = Pair::new(client, cert_server());
-        pair.filter = Box::new(move |d| {
-            if d.dir == Dir::ToClient {
-                replace_x25519_share(&mut d.payload, &point);
-            }
-            Fate::Deliver
-        });
-        assert!(pair.handshake(MINUTE).is_none());
+        let pair = refused_small_order_share(point, Dir::ToClient);
         assert_eq!(pair.client_failure(), Some(Error::AlertSent(AlertDescription::IllegalParameter)));
     }
 }
