@@ -151,8 +151,10 @@ pub(crate) struct PathState {
     pub port_move: bool,
     /// Client: `connection_id` is offered in our ClientHello.
     pub offered_cid: bool,
-    /// Server: the session's own socket (set_local, or the confirmed move_to target).
-    pub local: Option<SocketAddr>,
+    /// Server: the session's own socket (set_local, or the confirmed move_to target). Boxed:
+    /// most sessions share the endpoint's socket, and a CID session should not pay 32 bytes
+    /// for one.
+    pub local: Option<Box<SocketAddr>>,
     /// Server with `rrc`: where its path_challenge cookies come from.
     pub cookies: Option<Box<ChallengeCookies>>,
     pub transient: Option<Box<Transient>>,

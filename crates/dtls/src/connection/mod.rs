@@ -1416,7 +1416,7 @@ impl Connection {
     /// Server: the session's own socket, once `Endpoint::set_local` (or a confirmed
     /// `Endpoint::move_to`) gave it one.
     pub fn local(&self) -> Option<SocketAddr> {
-        self.path.as_ref().and_then(|p| p.local)
+        self.path.as_ref().and_then(|p| p.local.as_deref().copied())
     }
 
     /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).

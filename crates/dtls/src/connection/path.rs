@@ -49,7 +49,7 @@ impl Connection {
         // TCS: the client's first authenticated record at the announced socket confirms the move.
         if let (Some(local), Some(moving)) = (local, path.moving()) {
             if moving.local == local {
-                path.local = Some(local);
+                path.local = Some(Box::new(local));
                 path.transient().moving = None;
                 path.transient().timers.stop(PathTimer::Announce);
                 path.release_idle();
@@ -279,7 +279,7 @@ impl Connection {
 
     /// Server: the session lives on its own socket `local` from now on.
     pub(crate) fn set_local(&mut self, local: SocketAddr) {
-        self.path.get_or_insert_with(Default::default).local = Some(local);
+        self.path.get_or_insert_with(Default::default).local = Some(Box::new(local));
     }
 
     /// Server: announce a move to `local` (TCS); the session moves once a record of the

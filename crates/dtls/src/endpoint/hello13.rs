@@ -259,7 +259,7 @@ impl Endpoint {
         let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);
         self.next_id += 1;
-        self.connections.insert(h, Box::new(Slot { conn, activity: None, deadline: None }));
+        self.connections.insert(h, Slot::new(conn, now));
         self.half_open.insert(h, remote.ip());
         *self.half_open_per_ip.entry(remote.ip()).or_default() += 1;
         self.stats.connections_accepted += 1;

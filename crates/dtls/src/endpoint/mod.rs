@@ -148,10 +148,23 @@ enum Output {
 /// A connection with the endpoint's bookkeeping for it.
 struct Slot {
     conn: Connection,
-    /// When the session last received a datagram it could authenticate; set once established.
-    activity: Option<Activity>,
-    /// The deadline filed in `Endpoint::timers`, if any.
-    deadline: Option<Instant>,
+    /// When the session last received a datagram it could authenticate and was last used;
+    /// meaningful once established (reset then), ignored before.
+    activity: Activity,
+    /// The deadline filed in `Endpoint::timers`; `Instant::MAX` when none is (a sentinel
+    /// rather than an `Option`, which would cost every session 8 bytes).
+    deadline: Instant,
+}
+
+impl Slot {
+    fn new(conn: Connection, now: Instant) -> Box<Slot> {
+        Box::new(Slot { conn, activity: Activity { last: now, last_used: now }, deadline: Instant::MAX })
+    }
+
+    /// The session's activity once it is established.
+    fn established_activity(&self) -> Option<Activity> {
+        Some(self.activity).filter(|_| self.conn.is_established())
+    }
 }
 
 /// When an established session last heard from its peer and was last used.
@@ -337,8 +350,8 @@ impl Endpoint {
         if !self.by_local.is_empty() {
             self.by_local.retain(|_, owner| *owner != h);
         }
-        if let Some(t) = slot.deadline {
-            self.timers.remove(&(t, h));
+        if slot.deadline != Instant::MAX {
+            self.timers.remove(&(slot.deadline, h));
         }
         self.forget_half_open(h);
         if self.by_addr.get(&remote) == Some(&h) {
@@ -372,15 +385,16 @@ impl Endpoint {
     /// Files connection `h`'s deadline in the endpoint's timer tree.
     fn set_deadline(&mut self, h: ConnectionHandle, deadline: Option<Instant>) {
         let Some(slot) = self.connections.get_mut(&h) else { return };
+        let deadline = deadline.unwrap_or(Instant::MAX);
         let old = std::mem::replace(&mut slot.deadline, deadline);
         if old == deadline {
             return;
         }
-        if let Some(t) = old {
-            self.timers.remove(&(t, h));
+        if old != Instant::MAX {
+            self.timers.remove(&(old, h));
         }
-        if let Some(t) = deadline {
-            self.timers.insert((t, h));
+        if deadline != Instant::MAX {
+            self.timers.insert((deadline, h));
         }
     }
 
@@ -411,7 +425,7 @@ impl Endpoint {
             EndpointEvent::Established { rtt } => {
                 let Some(slot) = self.connections.get_mut(&h) else { return false };
                 let remote = slot.conn.remote();
-                slot.activity = Some(Activity { last: now, last_used: now });
+                slot.activity = Activity { last: now, last_used: now };
                 if let (Some(rtt), RetransmitPolicy::Adaptive { .. }) = (rtt, self.config.retransmit) {
                     self.rtt_cache.insert(remote.ip(), rtt);
                 }
@@ -498,7 +512,7 @@ impl Endpoint {
             self.timers.remove(&(t, h));
             if let Some(slot) = self.connections.get_mut(&h) {
                 let slot: &mut Slot = slot;
-                slot.deadline = None;
+                slot.deadline = Instant::MAX;
                 slot.conn.handle_timeout(now);
             }
             self.after(h);
@@ -520,7 +534,7 @@ impl Endpoint {
             // A session that still keeps its last handshake flight has not heard that the client
             // got it (the client may be waiting out its retransmission timer, whose gaps grow
             // past any idle limit): it is not idle until the handshake state goes.
-            let Some(activity) = slot.activity.filter(|_| slot.conn.is_established()) else { continue };
+            let Some(activity) = slot.established_activity() else { continue };
             let expiry = if slot.conn.holds_handshake_state() {
                 // Looked at again one idle period on, when the state may have gone.
                 now + idle
@@ -555,8 +569,8 @@ impl Endpoint {
         let now = self.clock;
         let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
         let r = slot.conn.send(data);
-        if let (Ok(()), Some(activity)) = (&r, slot.activity.as_mut()) {
-            activity.last_used = now;
+        if r.is_ok() {
+            slot.activity.last_used = now;
         }
         self.after(h);
         r
@@ -571,9 +585,7 @@ impl Endpoint {
         let now = self.clock;
         let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
         let len = slot.conn.seal_into(data, out)?;
-        if let Some(activity) = slot.activity.as_mut() {
-            activity.last_used = now;
-        }
+        slot.activity.last_used = now;
         Ok(len)
     }
 

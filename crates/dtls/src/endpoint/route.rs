@@ -130,9 +130,7 @@ impl Endpoint {
             }
             None => slot.conn.handle_datagram_at(now, local, remote, bytes, first, None),
         };
-        if let Some(activity) = slot.activity.as_mut() {
-            activity.note(now, received);
-        }
+        slot.activity.note(now, received);
         self.after(h);
     }
 }

@@ -47,7 +47,7 @@ impl Endpoint {
         self.connections
             .iter()
             .filter_map(|(&h, slot)| {
-                let activity = slot.activity.filter(|_| slot.conn.is_established())?;
+                let activity = slot.established_activity()?;
                 match policy {
                     WhenFull::Refuse => None,
                     WhenFull::Lru => Some((activity.last_used, h)),
