@@ -566,7 +566,9 @@ impl Connection {
                 hs.psk_identity = config.psk.as_ref().map(|p| p.identity.clone()).unwrap_or_default();
             }
             let master = MasterSecret(offer.session.master_secret);
-            self.record.install(hs.keys(suite, &master, true));
+            if let Some(record) = self.version.record12_mut() {
+                record.install(hs.keys(suite, &master, true));
+            }
             return Ok(ClientStep::ExpectServerFinished(ExpectServerFinished {
                 suite,
                 master,
@@ -652,7 +654,9 @@ impl Connection {
             encode_signed(&mut body, scheme.code(), &signature);
             hs.push_message(0, HandshakeType::CertificateVerify, body, true);
         }
-        self.record.install(hs.keys(suite, &master, true));
+        if let Some(record) = self.version.record12_mut() {
+            record.install(hs.keys(suite, &master, true));
+        }
         hs.push_change_cipher_spec_and_finished(&master, true, true);
         self.send_new_flight(now, hs, true);
         Ok(ClientStep::ExpectServerFinished(ExpectServerFinished {

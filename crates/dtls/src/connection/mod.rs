@@ -243,7 +243,7 @@ pub struct Connection {
     remote: SocketAddr,
     phase: Phase,
     hs: Option<Box<Handshake>>,
-    record: RecordLayer,
+    version: VersionState,
     suite: Option<CipherSuite>,
     /// Server: the first 4 bytes of the client random of the ClientHello this session started
     /// from and its message_seq, so the endpoint can tell a copy of it (late or retransmitted)
@@ -255,8 +255,70 @@ pub struct Connection {
     path: Option<Box<PathState>>,
     /// Datagrams and events not yet polled; `None` when both are empty.
     queued: Option<Box<Queues>>,
-    /// A DTLS 1.3 session: its record layer and handshake (the 1.2 ones above stay unused).
-    v13: Option<Box<tls13::Tls13>>,
+}
+
+/// The record state of the version a session speaks, each with what only it needs: a 1.3
+/// session does not carry 1.2's record layer, nor a 1.2 session 1.3's. A client that offers both
+/// starts in 1.2's, which sends its hello, and switches when the server answers in 1.3.
+enum VersionState {
+    /// DTLS 1.2: epochs 0 and 1, inline (the handshake's state is `Connection::hs`).
+    Dtls12(RecordLayer),
+    /// DTLS 1.3: its record layer, handshake and secrets, boxed.
+    Dtls13(Box<tls13::Tls13>),
+}
+
+impl VersionState {
+    fn is13(&self) -> bool {
+        matches!(self, VersionState::Dtls13(_))
+    }
+
+    fn v13(&self) -> Option<&tls13::Tls13> {
+        match self {
+            VersionState::Dtls13(v13) => Some(v13),
+            VersionState::Dtls12(_) => None,
+        }
+    }
+
+    fn v13_mut(&mut self) -> Option<&mut tls13::Tls13> {
+        match self {
+            VersionState::Dtls13(v13) => Some(v13),
+            VersionState::Dtls12(_) => None,
+        }
+    }
+
+    /// The 1.3 state, taken out while a borrow of the whole connection is needed; put back with
+    /// `VersionState::Dtls13` (a 1.2 layer with no keys stands in meanwhile).
+    fn take13(&mut self) -> Option<Box<tls13::Tls13>> {
+        match std::mem::replace(self, VersionState::Dtls12(RecordLayer::default())) {
+            VersionState::Dtls13(v13) => Some(v13),
+            twelve => {
+                *self = twelve;
+                None
+            }
+        }
+    }
+
+    /// The 1.2 record layer, unless the session speaks 1.3.
+    fn record12(&self) -> Option<&RecordLayer> {
+        match self {
+            VersionState::Dtls12(record) => Some(record),
+            VersionState::Dtls13(_) => None,
+        }
+    }
+
+    fn record12_mut(&mut self) -> Option<&mut RecordLayer> {
+        match self {
+            VersionState::Dtls12(record) => Some(record),
+            VersionState::Dtls13(_) => None,
+        }
+    }
+
+    /// Forgets the 1.2 keys (a failed or superseded session); 1.3 discards its own.
+    fn discard_keys12(&mut self) {
+        if let Some(record) = self.record12_mut() {
+            record.discard_keys();
+        }
+    }
 }
 
 /// What a connection has for its driver. Boxed and freed once polled empty, so an idle session
@@ -428,14 +490,13 @@ impl Connection {
             remote,
             phase: Phase::Handshaking,
             hs: None,
-            record: RecordLayer::default(),
+            version: VersionState::Dtls12(RecordLayer::default()),
             suite: None,
             hello_id: 0,
             hello_seq: 0,
             stats: Stats::default(),
             path: None,
             queued: None,
-            v13: None,
         }
     }
 
@@ -527,7 +588,9 @@ impl Connection {
         let mtu = self.mtu();
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
         let first_seq = hs.epoch0_write_seq;
-        let datagrams = hs.flight.pack(mtu, &mut hs.epoch0_write_seq, &mut self.record, cid);
+        // A 1.2 flight (a 1.3 handshake has its own flight engine): always a 1.2 layer here.
+        let Some(record) = self.version.record12_mut() else { return (0, first_seq..first_seq) };
+        let datagrams = hs.flight.pack(mtu, &mut hs.epoch0_write_seq, record, cid);
         let bytes = datagrams.iter().map(Vec::len).sum::<usize>().min(u32::MAX as usize) as u32;
         self.queued.get_or_insert_with(Box::default).outgoing.extend(datagrams);
         (bytes, first_seq..hs.epoch0_write_seq)
@@ -627,13 +690,14 @@ impl Connection {
             self.send_alert(AlertLevel::Fatal, desc);
         }
         self.end(Phase::Failed);
-        self.record.discard_keys();
+        self.version.discard_keys12();
         self.push_event(Event::Failed(abort.error));
     }
 
     fn send_alert(&mut self, level: AlertLevel, desc: AlertDescription) {
         let body = [level.to_u8(), desc.code()];
-        if self.record.write_epoch() == 0 {
+        let record = self.version.record12_mut().filter(|r| r.write_epoch() != 0);
+        if record.is_none() {
             let seq = match self.hs.as_mut() {
                 Some(hs) => {
                     hs.epoch0_write_seq += 1;
@@ -646,7 +710,7 @@ impl Connection {
             self.push_datagram(out);
         } else {
             let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
-            if let Ok(record) = self.record.seal(ContentType::Alert, cid, &[&body]) {
+            if let Some(Ok(record)) = record.map(|r| r.seal(ContentType::Alert, cid, &[&body])) {
                 self.push_datagram(record);
             }
         }
@@ -711,7 +775,7 @@ impl Connection {
         if self.offers_both() && version::answer_version(datagram) == Some(version::Answer::Dtls13) {
             self.switch_to13();
         }
-        if self.v13.is_some() {
+        if self.version.is13() {
             self.handle_input13(now, local, remote, datagram, &mut on_data);
             return;
         }
@@ -799,7 +863,7 @@ impl Connection {
 
     /// Handles buffered protected records once the keys for them exist.
     fn replay_early_records(&mut self, now: Instant, on_data: &mut DataSink<'_>) {
-        if !self.record.has_keys() {
+        if !self.version.record12().is_some_and(RecordLayer::has_keys) {
             return;
         }
         let Some(hs) = self.hs.as_mut() else { return };
@@ -835,7 +899,11 @@ impl Connection {
             }
             1 => {
                 let own_cid = self.path.as_deref().map_or(&[][..], |p| &p.own_cid[..]);
-                match self.record.open(&header, own_cid, body) {
+                let opened = match self.version.record12_mut() {
+                    Some(record) => record.open(&header, own_cid, body),
+                    None => Err(Unopened::NoKeys),
+                };
+                match opened {
                     Ok(opened) => (opened.content_type, opened.plaintext, Some(opened.newest)),
                     Err(Unopened::NoKeys) => {
                         // Keys not derived yet: a Finished reordered ahead of its ClientKeyExchange.
@@ -950,7 +1018,7 @@ impl Connection {
     fn on_unauthenticated_handshake_record(&mut self, now: Instant) {
         let (initial, _) = self.retransmit_bounds();
         let datagram = self.stats.datagrams_received;
-        if self.phase != Phase::Handshaking || self.record.read_any() {
+        if self.phase != Phase::Handshaking || self.version.record12().is_some_and(RecordLayer::read_any) {
             return;
         }
         let is_server = self.server_config().is_some();
@@ -997,7 +1065,7 @@ impl Connection {
         } else if level == AlertLevel::Fatal {
             let error = self.fatal_alert_error(desc, self.waits_for_server_hello(), false);
             self.end(Phase::Failed);
-            self.record.discard_keys();
+            self.version.discard_keys12();
             self.push_event(Event::Failed(error));
         }
         // Other warnings (no_renegotiation, ...) change nothing.
@@ -1186,7 +1254,7 @@ impl Connection {
         if self.path.as_deref().and_then(PathState::deadline).is_some_and(|d| now >= d) {
             self.handle_path_timeout(now);
         }
-        if self.v13.is_some() {
+        if self.version.is13() {
             self.handle_timeout13(now);
             return;
         }
@@ -1249,7 +1317,7 @@ impl Connection {
     // ---------------------------------------------------------------- application data
 
     fn max_payload(&self) -> usize {
-        let overhead = self.record.protected_len(self.peer_cid(), 0);
+        let overhead = self.version.record12().map_or(0, |r| r.protected_len(self.peer_cid(), 0));
         self.mtu().saturating_sub(overhead).max(1)
     }
 
@@ -1269,7 +1337,7 @@ impl Connection {
             return Ok(());
         }
         self.check_can_send()?;
-        if self.v13.is_some() {
+        if self.version.is13() {
             return self.send13(data);
         }
         let max = self.max_payload();
@@ -1279,7 +1347,8 @@ impl Connection {
         }
         for chunk in chunks {
             let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
-            let out = self.record.seal(ContentType::ApplicationData, cid, &[chunk])?;
+            let record = self.version.record12_mut().ok_or(Error::NotEstablished)?;
+            let out = record.seal(ContentType::ApplicationData, cid, &[chunk])?;
             self.stats.app_records_sent += 1;
             self.push_datagram(out);
         }
@@ -1294,10 +1363,11 @@ impl Connection {
             // RFC 9853: while a new address is checked, datagrams go to both (`send` does that).
             return Err(Error::NotNegotiated("seal_into while the peer's new address is checked; use send"));
         }
-        if self.v13.is_some() {
+        if self.version.is13() {
             return self.seal_into13(data, out);
         }
-        let len = self.record.protected_len(self.peer_cid(), data.len());
+        let record = self.version.record12().ok_or(Error::NotEstablished)?;
+        let len = record.protected_len(self.peer_cid(), data.len());
         if len > self.mtu() {
             return Err(Error::TooLarge { len: data.len(), mtu: self.mtu() });
         }
@@ -1305,7 +1375,8 @@ impl Connection {
             return Err(Error::BufferTooSmall { needed: len });
         }
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
-        self.record.seal_into(ContentType::ApplicationData, cid, data, &mut out[..len])?;
+        let record = self.version.record12_mut().ok_or(Error::NotEstablished)?;
+        record.seal_into(ContentType::ApplicationData, cid, data, &mut out[..len])?;
         self.stats.app_records_sent += 1;
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += len as u64;
@@ -1318,7 +1389,7 @@ impl Connection {
     /// DTLS 1.2 session (which has no key update) and while another update awaits its
     /// acknowledgement.
     pub fn update_keys(&mut self, now: Instant, request_peer: bool) -> Result<(), Error> {
-        if self.v13.is_none() {
+        if !self.version.is13() {
             return Err(Error::NotNegotiated("key updates are DTLS 1.3's"));
         }
         self.update_keys13(now, request_peer)
@@ -1336,7 +1407,7 @@ impl Connection {
             self.send(data)?;
             return Ok(false);
         }
-        if self.v13.is_none() || self.client_config().is_none() || self.phase != Phase::Handshaking {
+        if !self.version.is13() || self.client_config().is_none() || self.phase != Phase::Handshaking {
             return Err(Error::NotEstablished);
         }
         self.send_early13(data)
@@ -1344,7 +1415,7 @@ impl Connection {
 
     /// Sends close_notify and closes the session.
     pub fn close(&mut self) {
-        if self.v13.is_some() && !matches!(self.phase, Phase::Closed | Phase::Failed) {
+        if self.version.is13() && !matches!(self.phase, Phase::Closed | Phase::Failed) {
             self.close13();
             return;
         }
@@ -1381,7 +1452,7 @@ impl Connection {
 
     /// The agreed suite, once known.
     pub fn suite(&self) -> Option<CipherSuite> {
-        match self.v13.as_deref() {
+        match self.version.v13() {
             Some(v13) => v13.suite.map(CipherSuite::from),
             None => self.suite,
         }
@@ -1398,7 +1469,7 @@ impl Connection {
     /// Whether handshake state is still held (during the handshake, and for the side that sent
     /// the last flight until the peer shows it received it).
     pub fn holds_handshake_state(&self) -> bool {
-        self.hs.is_some() || self.v13.as_ref().is_some_and(|v| v.hs.is_some())
+        self.hs.is_some() || self.version.v13().is_some_and(|v| v.hs.is_some())
     }
 
     /// Server: whether a ClientHello with this random and message_seq is a copy of the one this
@@ -1435,7 +1506,7 @@ impl Connection {
 
     pub(crate) fn fail_superseded(&mut self) {
         self.end(Phase::Failed);
-        self.record.discard_keys();
+        self.version.discard_keys12();
         self.push_event(Event::Failed(Error::Superseded));
     }
 }
@@ -1475,7 +1546,7 @@ mod tests {
         body: &[u8],
         seq: u64,
     ) -> Vec<u8> {
-        let protect = from.record.protect(&[]).unwrap();
+        let protect = from.version.record12().unwrap().protect(&[]).unwrap();
         let mut hdr = Vec::new();
         HandshakeHeader {
             msg_type,
@@ -1506,8 +1577,12 @@ mod tests {
         // Server asks for renegotiation: the client answers no_renegotiation and stays up.
         let sconn = server.connection(h).unwrap();
         // A sequence number ahead of the real ones but inside the replay window.
-        let mut rec =
-            protected_message(sconn, HandshakeType::HelloRequest, &[], sconn.record.peek_write_seq() + 5);
+        let mut rec = protected_message(
+            sconn,
+            HandshakeType::HelloRequest,
+            &[],
+            sconn.version.record12().unwrap().peek_write_seq() + 5,
+        );
         client.handle_datagram(now, server_addr(), &mut rec);
         assert_warning_alert(&client.poll_transmit(now).expect("no_renegotiation alert").payload);
         assert!(client.is_established());
@@ -1516,8 +1591,12 @@ mod tests {
         // Client starts a renegotiating ClientHello: the server refuses the same way.
         let mut body = Vec::new();
         ClientHello::encode(&mut body, &[1; 32], &[], &[0xC0A8], true);
-        let mut rec =
-            protected_message(&client, HandshakeType::ClientHello, &body, client.record.peek_write_seq() + 5);
+        let mut rec = protected_message(
+            &client,
+            HandshakeType::ClientHello,
+            &body,
+            client.version.record12().unwrap().peek_write_seq() + 5,
+        );
         server.handle_datagram(now, server_addr(), client_addr(), &mut rec);
         assert_warning_alert(&server.poll_transmit(now).expect("no_renegotiation alert").payload);
         assert!(server.connection(h).unwrap().is_established());
@@ -1575,7 +1654,7 @@ mod tests {
                         if h.epoch == 0 {
                             forged.extend_from_slice(&d[range.start - HEADER_LEN..range.end]);
                         } else {
-                            let seq = client.record.peek_write_seq() + 1;
+                            let seq = client.version.record12().unwrap().peek_write_seq() + 1;
                             // Finished is the client's fourth message (ClientHello twice, ClientKeyExchange).
                             forged.extend(protected_message_seq(
                                 &client,

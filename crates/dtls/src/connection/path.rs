@@ -4,6 +4,7 @@
 //! [`crate::mobility::PathState`], boxed and made only for sessions that use it; its resends run
 //! on the path's timer table.
 
+use super::VersionState;
 use super::{Authenticated, Connection, EndpointEvent, Event, Phase};
 use crate::error::Error;
 use crate::mobility::{
@@ -302,10 +303,12 @@ impl Connection {
     /// A protected return_routability_check record (RFC 9853 §3) holding `parts`.
     fn seal_rrc(&mut self, parts: &[&[u8]]) -> Result<Vec<u8>, Error> {
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
-        if let Some(v13) = self.v13.as_deref_mut() {
-            let content_type = ContentType::ReturnRoutabilityCheck as u8;
-            return v13.record.seal(content_type, cid, parts).map(|(record, _, _)| record);
+        match &mut self.version {
+            VersionState::Dtls13(v13) => {
+                let content_type = ContentType::ReturnRoutabilityCheck as u8;
+                v13.record.seal(content_type, cid, parts).map(|(record, _, _)| record)
+            }
+            VersionState::Dtls12(record) => record.seal(ContentType::ReturnRoutabilityCheck, cid, parts),
         }
-        self.record.seal(ContentType::ReturnRoutabilityCheck, cid, parts)
     }
 }

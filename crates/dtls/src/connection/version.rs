@@ -10,6 +10,7 @@ use super::client::{ClientStep, ExpectServerHello};
 use super::handshake::{Handshake, HandshakeTimer};
 use super::tls13::{ClientStep13, ExpectServerHello13, Handshake13, Step13, Timer13, Tls13};
 use super::{Connection, Step};
+use crate::connection::VersionState;
 use crate::handshake::{parse_fragments, HandshakeType, Reassembler, HELLO_RETRY_REQUEST_RANDOM};
 use crate::record::unified::is_unified;
 use crate::record::{ContentType, RecordHeader, RecordLayer13};
@@ -65,7 +66,7 @@ pub(super) fn answer_version(datagram: &[u8]) -> Option<Answer> {
 impl Connection {
     /// Whether the handshake still waits for the answer to a hello offering both versions.
     pub(super) fn offers_both(&self) -> bool {
-        self.v13.is_none()
+        !self.version.is13()
             && self.waits_for_server_hello()
             && self.hs.as_ref().is_some_and(|hs| match &hs.step {
                 Some(Step::Client(ClientStep::ExpectServerHello(state))) => state.offer13.is_some(),
@@ -101,7 +102,7 @@ impl Connection {
             hs13.timers.set(Timer13::Retransmit, at);
         }
         hs13.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(*offer13))));
-        self.v13 = Some(Box::new(Tls13 {
+        self.version = VersionState::Dtls13(Box::new(Tls13 {
             record: RecordLayer13::default(),
             hs: Some(hs13),
             suite: None,

@@ -9,6 +9,7 @@ use super::client::MobilityOffer13;
 use super::{Abort, Handshake13, Tls13};
 use crate::alert::AlertDescription;
 use crate::config::{ClientConfig, ServerConfig};
+use crate::connection::VersionState;
 use crate::connection::{Connection, EndpointEvent, Phase};
 use crate::error::Error;
 use crate::handshake::{
@@ -161,7 +162,7 @@ impl Connection {
 
     /// Established 1.3 session with CIDs: the path state.
     fn cid_path13(&mut self) -> Result<&mut PathState, Error> {
-        if self.v13.is_none() {
+        if !self.version.is13() {
             return Err(Error::NotNegotiated("Connection ID updates are DTLS 1.3's"));
         }
         if self.phase != Phase::Established {
@@ -175,7 +176,7 @@ impl Connection {
 
     /// Whether a message of `msg_type` of ours awaits its acknowledgement.
     fn outstanding13(&self, msg_type: HandshakeType) -> bool {
-        let hs = self.v13.as_deref().and_then(|v| v.hs.as_deref());
+        let hs = self.version.v13().and_then(|v| v.hs.as_deref());
         hs.is_some_and(|hs| hs.flight.messages.iter().any(|m| m.msg_type == msg_type && !m.done()))
     }
 
@@ -312,7 +313,7 @@ impl Connection {
         msg_type: HandshakeType,
         body: Vec<u8>,
     ) -> Result<(), Error> {
-        let Some(mut v13) = self.v13.take() else { return Err(Error::NotEstablished) };
+        let Some(mut v13) = self.version.take13() else { return Err(Error::NotEstablished) };
         let hs = match v13.hs.take() {
             Some(hs) => Some(hs),
             None => self.post_handshake13(now, &v13),
@@ -325,7 +326,7 @@ impl Connection {
             }
             None => Err(Error::NotEstablished),
         };
-        self.v13 = Some(v13);
+        self.version = VersionState::Dtls13(v13);
         result
     }
 

@@ -13,6 +13,7 @@ use crate::alert::AlertDescription;
 use crate::config::ClientConfig;
 use crate::connection::client::{cache_update, caching_offer, Caching};
 use crate::connection::handshake::{agree, ephemeral, EcdheSecret, SCHEMES};
+use crate::connection::VersionState;
 use crate::connection::{Connection, Event, Phase};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::handshake::{
@@ -161,7 +162,7 @@ impl Connection {
         let mut record = RecordLayer13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
         hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
-        self.v13 = Some(Box::new(Tls13 {
+        self.version = VersionState::Dtls13(Box::new(Tls13 {
             record,
             hs: Some(hs),
             suite: None,
@@ -490,7 +491,7 @@ impl Connection {
         hs.timers.set(super::Timer13::GiveUp, now + self.handshake_timeout());
         record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
         v13.record = record;
-        let mut secrets = super::AppSecrets::new(k.suite, client_ap, server_ap);
+        let mut secrets = super::AppSecrets::new(k.suite, &client_ap, &server_ap);
         // Through our Finished (RFC 8446 §7.1): the server's tickets derive from it.
         let resumption = k.schedule.derive(b"res master", hs.transcript.current(hash).as_ref());
         // A certificate handshake: the entry to keep for this server, with the ticket that now
@@ -498,7 +499,7 @@ impl Connection {
         let cache_update = server
             .as_ref()
             .and_then(|_| cache_update(config, &k.caching, || cached::client_ticket13(hash, &resumption)));
-        secrets.resumption = Some(resumption);
+        secrets.resumption = Some(super::keep(&resumption));
         secrets.next_message_seq = hs.next_message_seq;
         secrets.peer_next_message_seq = hs.reassembler.next_seq();
         v13.secrets = Some(secrets);

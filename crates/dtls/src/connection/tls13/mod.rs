@@ -18,6 +18,7 @@ pub(crate) use server::VerifiedHello13;
 
 use super::{Connection, DataSink, Event, Phase};
 use crate::alert::{AlertDescription, AlertLevel};
+use crate::connection::VersionState;
 use crate::crypto::tls13::{KeySchedule, LabelPrefix, RecordKeys, Suite13, SuiteHash};
 use crate::error::Error;
 use crate::flight::Resend;
@@ -283,33 +284,35 @@ pub(super) struct Tls13 {
     pub handshake_keys_until: Option<Instant>,
 }
 
+/// A secret of the hash's length, kept for the whole session: exactly that long, wiped on drop.
+pub(super) type Secret = zeroize::Zeroizing<Box<[u8]>>;
+
+/// A copy of `secret` to keep (the source is wiped when it drops).
+pub(super) fn keep(secret: &[u8]) -> Secret {
+    zeroize::Zeroizing::new(secret.into())
+}
+
 /// The current application traffic secrets of both directions and the message numbering the
-/// handshake left, for the messages after it.
+/// handshake left, for the messages after it. The epochs they belong to are the record layer's
+/// (its write epoch, its highest read epoch): kept once, there.
 pub(super) struct AppSecrets {
     pub suite: Suite13,
-    pub write: zeroize::Zeroizing<Vec<u8>>,
-    pub read: zeroize::Zeroizing<Vec<u8>>,
-    pub write_epoch: u64,
-    pub read_epoch: u64,
+    pub write: Secret,
+    pub read: Secret,
     /// message_seq of our next handshake message, and the peer's next one expected.
     pub next_message_seq: u16,
     pub peer_next_message_seq: u16,
-    /// resumption_master_secret (RFC 8446 §7.1): tickets' PSKs derive from it.
-    pub resumption: Option<zeroize::Zeroizing<Vec<u8>>>,
+    /// Client: resumption_master_secret (RFC 8446 §7.1), which the server's tickets' PSKs
+    /// derive from (a server issues its tickets at the end of the handshake and keeps none).
+    pub resumption: Option<Secret>,
 }
 
 impl AppSecrets {
-    pub fn new(
-        suite: Suite13,
-        write: zeroize::Zeroizing<Vec<u8>>,
-        read: zeroize::Zeroizing<Vec<u8>>,
-    ) -> Box<Self> {
+    pub fn new(suite: Suite13, write: &[u8], read: &[u8]) -> Box<Self> {
         Box::new(AppSecrets {
             suite,
-            write,
-            read,
-            write_epoch: epoch::APPLICATION,
-            read_epoch: epoch::APPLICATION,
+            write: keep(write),
+            read: keep(read),
             next_message_seq: 0,
             peer_next_message_seq: 0,
             resumption: None,
@@ -651,7 +654,7 @@ impl Connection {
     }
 
     fn finish_handshake13(&mut self) {
-        if let Some(v13) = self.v13.as_mut() {
+        if let Some(v13) = self.version.v13_mut() {
             v13.hs = None;
             v13.record.drop_read_below(epoch::APPLICATION);
         }
@@ -700,7 +703,7 @@ impl Connection {
         datagram: &mut [u8],
         on_data: &mut DataSink<'_>,
     ) {
-        let Some(mut v13) = self.v13.take() else { return };
+        let Some(mut v13) = self.version.take13() else { return };
         if let Some(hs) = v13.hs.as_mut() {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
@@ -738,7 +741,7 @@ impl Connection {
                         );
                     }
                     Err(Unopened13::IntegrityLimit) => {
-                        self.v13 = Some(v13);
+                        self.version = VersionState::Dtls13(v13);
                         self.fail(Abort::alert(AlertDescription::BadRecordMac));
                         return;
                     }
@@ -786,8 +789,8 @@ impl Connection {
         }
         self.after_datagram13(now, &mut v13, own_cid_len, on_data, &mut rrc);
         let answered = waited_server_hello && !waits_for_server_hello13(&v13);
-        if self.v13.is_none() {
-            self.v13 = Some(v13);
+        if !self.version.is13() {
+            self.version = VersionState::Dtls13(v13);
         }
         // The moves of DTLS 1.2 (RFC 9146 §6, RFC 9853): the same path state and checks.
         for message in rrc {
@@ -885,9 +888,9 @@ impl Connection {
     /// acknowledged; our records use the next keys after that. With `request_peer` the peer
     /// is asked to update its keys too.
     pub(super) fn update_keys13(&mut self, now: Instant, request_peer: bool) -> Result<(), Error> {
-        let Some(mut v13) = self.v13.take() else { return Err(Error::NotEstablished) };
+        let Some(mut v13) = self.version.take13() else { return Err(Error::NotEstablished) };
         let result = self.start_key_update13(now, &mut v13, request_peer);
-        self.v13 = Some(v13);
+        self.version = VersionState::Dtls13(v13);
         result
     }
 
@@ -931,9 +934,9 @@ impl Connection {
         let requested = crate::handshake::parse_key_update(body).map_err(Abort::decode)?;
         let secrets = v13.secrets.as_deref_mut().ok_or_else(Abort::unexpected)?;
         let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, &secrets.read);
-        secrets.read_epoch += 1;
-        v13.record.add_read(secrets.read_epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
-        secrets.read = next;
+        let epoch = v13.record.read_epoch().unwrap_or(epoch::APPLICATION) + 1;
+        v13.record.add_read(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
+        secrets.read = keep(&next);
         hs.ack_now = true;
         if requested && !hs.write_update_pending {
             hs.begin_flight();
@@ -1220,13 +1223,13 @@ impl Connection {
     // ------------------------------------------------------------ timers and output
 
     pub(super) fn poll_timeout13(&self) -> Option<Instant> {
-        let v13 = self.v13.as_deref()?;
+        let v13 = self.version.v13()?;
         let handshake = v13.hs.as_ref().and_then(|hs| hs.timers.next());
         [handshake, v13.handshake_keys_until].into_iter().flatten().min()
     }
 
     pub(super) fn handle_timeout13(&mut self, now: Instant) {
-        let Some(mut v13) = self.v13.take() else { return };
+        let Some(mut v13) = self.version.take13() else { return };
         if v13.handshake_keys_until.is_some_and(|t| now >= t) {
             v13.handshake_keys_until = None;
             v13.record.drop_read_below(epoch::APPLICATION);
@@ -1247,7 +1250,7 @@ impl Connection {
                             &mut v13,
                             Abort { alert: None, error: Error::HandshakeTimeout { retransmissions } },
                         );
-                        self.v13 = Some(v13);
+                        self.version = VersionState::Dtls13(v13);
                         return;
                     }
                     Timer13::Retransmit => {
@@ -1262,14 +1265,14 @@ impl Connection {
                 v13.hs = Some(hs);
             }
         }
-        self.v13 = Some(v13);
+        self.version = VersionState::Dtls13(v13);
     }
 
     /// Application data in the current epoch.
     pub(super) fn send13(&mut self, data: &[u8]) -> Result<(), Error> {
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
         let mtu = self.mtu();
-        let Some(v13) = self.v13.as_mut() else { return Err(Error::NotEstablished) };
+        let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let max = mtu.saturating_sub(v13.record.sealed_len(cid.len(), 0)).max(1);
         let mut out = Vec::new();
         for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
@@ -1287,7 +1290,7 @@ impl Connection {
     pub(super) fn seal_into13(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         let mtu = self.mtu();
         let cid_len = self.path.as_deref().map_or(0, |p| p.peer_cid.len());
-        let Some(v13) = self.v13.as_mut() else { return Err(Error::NotEstablished) };
+        let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let len = v13.record.sealed_len(cid_len, data.len());
         if len > mtu {
             return Err(Error::TooLarge { len: data.len(), mtu });
@@ -1306,7 +1309,7 @@ impl Connection {
     pub(super) fn close13(&mut self) {
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
         let mut sealed = None;
-        if let Some(v13) = self.v13.as_mut() {
+        if let Some(v13) = self.version.v13_mut() {
             let body = [AlertLevel::Warning.to_u8(), AlertDescription::CloseNotify.code()];
             sealed = v13.record.seal(ContentType::Alert as u8, &cid, &[&body]).ok().map(|(d, _, _)| d);
             v13.hs = None;
@@ -1321,9 +1324,9 @@ impl Connection {
 /// Our KeyUpdate was acknowledged: from now on we write with the next secret's keys.
 fn next_write_keys13(record: &mut RecordLayer13, secrets: &mut AppSecrets) {
     let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, &secrets.write);
-    secrets.write_epoch += 1;
-    record.set_write(secrets.write_epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
-    secrets.write = next;
+    let epoch = record.write_epoch().unwrap_or(epoch::APPLICATION) + 1;
+    record.set_write(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
+    secrets.write = keep(&next);
 }
 
 /// A protected record of a flight being filled with handshake fragments.

@@ -403,7 +403,7 @@ impl Connection {
     pub(in crate::connection) fn send_early13(&mut self, data: &[u8]) -> Result<bool, Error> {
         let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
         let mtu = self.mtu();
-        let Some(v13) = self.v13.as_mut() else { return Err(Error::NotEstablished) };
+        let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let Some(hs) = v13.hs.as_mut() else { return Err(Error::NotEstablished) };
         let r = hs.resume();
         let mut records = Vec::new();
@@ -584,7 +584,8 @@ impl Connection {
         if self.server_config().is_none() {
             return false;
         }
-        let Some(r) = self.v13.as_mut().and_then(|v| v.hs.as_mut()).and_then(|hs| hs.resume.as_deref_mut())
+        let Some(r) =
+            self.version.v13_mut().and_then(|v| v.hs.as_mut()).and_then(|hs| hs.resume.as_deref_mut())
         else {
             return false;
         };

@@ -13,6 +13,7 @@ use super::{Abort, Handshake13, Step13, Tls13, Transcript13, PREFIX};
 use crate::alert::AlertDescription;
 use crate::config::ServerConfig;
 use crate::connection::handshake::{answer_share, sign, SCHEMES};
+use crate::connection::VersionState;
 use crate::connection::{Connection, EndpointEvent, Event, Phase, RoleConfig};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::endpoint::{hello_retry_request, CookieState};
@@ -129,12 +130,12 @@ impl Connection {
                 v13.suite = Some(hello.state.suite);
                 v13.record = record;
                 v13.hs = Some(hs);
-                conn.v13 = Some(Box::new(v13));
+                conn.version = VersionState::Dtls13(Box::new(v13));
             }
             Err(abort) => {
                 v13.hs = Some(hs);
                 conn.v13_fail(&mut v13, abort);
-                conn.v13 = Some(Box::new(v13));
+                conn.version = VersionState::Dtls13(Box::new(v13));
             }
         }
         conn
@@ -325,7 +326,7 @@ impl Connection {
             client_validation_skipped: false,
             client_cert: chosen.as_ref().and_then(|c| c.ticket.as_ref()).and_then(|t| t.client_cert),
             caching,
-            secrets: super::AppSecrets::new(suite, server_ap, client_ap),
+            secrets: super::AppSecrets::new(suite, &server_ap, &client_ap),
         };
         Ok(Step13::Server(Box::new(if ask_certificate {
             ServerStep13::ExpectCertificate(wait)
