@@ -20,7 +20,7 @@ impl Endpoint {
     pub(super) fn register_cids(&mut self, h: ConnectionHandle) {
         let Some(slot) = self.connections.get(&h) else { return };
         for cid in slot.conn.own_connection_ids() {
-            self.by_cid.insert(cid.into(), h);
+            self.by_cid.insert(cid, h);
         }
     }
 
@@ -30,14 +30,14 @@ impl Endpoint {
         let len = self.cid_len();
         let cids: Vec<Box<[u8]>> = (0..count).map(|_| self.fresh_cid(len).into()).collect();
         for cid in &cids {
-            self.by_cid.insert(cid.clone(), h);
+            self.by_cid.insert(cid, h);
         }
         let now = self.clock;
         let slot = self.connections.get_mut(&h).ok_or(Error::UnknownConnection)?;
         let result = slot.conn.issue_connection_ids13(now, cids.clone(), immediate);
         if result.is_err() {
             for cid in &cids {
-                self.by_cid.remove(cid);
+                self.by_cid.remove(cid, h);
             }
         }
         result

@@ -273,7 +273,7 @@ impl Endpoint {
         };
         // RFC 6347 §4.2.8: the same client starting over (another random, or a higher
         // message_seq) is a new handshake.
-        let existing = self.by_addr.get(&remote).copied();
+        let existing = self.by_addr.get(&remote, &self.connections);
         let pending = self.pending.get(&remote).copied();
         let copy_of = [pending, existing].into_iter().flatten().find(|h| {
             self.connections.get(h).is_some_and(|s| s.conn.started_from(&ch.random, hello.message_seq))
@@ -418,13 +418,13 @@ impl Endpoint {
             Some(old) if existing_in_handshake.is_some() => {
                 self.supersede(old);
                 self.stats.connections_replaced += 1;
-                self.by_addr.insert(remote, h);
+                self.by_addr.insert(remote, h, &self.connections);
             }
             Some(_) => {
                 self.pending.insert(remote, h);
             }
             None => {
-                self.by_addr.insert(remote, h);
+                self.by_addr.insert(remote, h, &self.connections);
             }
         }
         self.make_room_for(h, remote.ip());
@@ -438,7 +438,7 @@ impl Endpoint {
         &self,
         remote: SocketAddr,
     ) -> (Option<ConnectionHandle>, Option<ConnectionHandle>, Option<ConnectionHandle>, usize) {
-        let existing = self.by_addr.get(&remote).copied();
+        let existing = self.by_addr.get(&remote, &self.connections);
         let pending = self.pending.get(&remote).copied();
         let existing_in_handshake =
             existing.filter(|h| self.connections.get(h).is_some_and(|s| !s.conn.is_established()));
@@ -454,7 +454,7 @@ impl Endpoint {
         cid[..fixed].copy_from_slice(&self.cid_prefix[..fixed]);
         for _ in 0..16 {
             self.rng.fill_bytes(&mut cid[fixed..]);
-            if !self.by_cid.contains_key(&cid[..]) {
+            if !self.by_cid.is_taken(&cid) {
                 break;
             }
         }

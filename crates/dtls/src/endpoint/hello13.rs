@@ -269,13 +269,13 @@ impl Endpoint {
         }
         self.register_cids(h);
         self.events.push_back((h, Event::Accepted));
-        if let Some(old) = self.by_addr.insert(remote, h) {
+        if let Some(old) = self.by_addr.insert(remote, h, &self.connections) {
             self.supersede(old);
             self.stats.connections_replaced += 1;
         }
     }
 
     fn replaced_at13(&self, remote: SocketAddr) -> usize {
-        usize::from(self.by_addr.contains_key(&remote))
+        usize::from(self.by_addr.get(&remote, &self.connections).is_some())
     }
 }

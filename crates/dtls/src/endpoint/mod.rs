@@ -8,6 +8,7 @@ mod early13;
 mod hello;
 mod hello13;
 mod incoming;
+mod index;
 
 pub(crate) use hello13::{hello_retry_request, CookieState};
 mod route;
@@ -23,6 +24,7 @@ use crate::rtt::RttCache;
 pub use early13::EarlyDataRegister;
 use fastshake_core::{CookieMac, Instant, Transmit};
 use hello::PartialHello;
+use index::{AddrIndex, CidIndex};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -88,7 +90,7 @@ pub struct Endpoint {
     /// spare slots cost a pointer rather than a whole connection; the box also holds the
     /// endpoint's bookkeeping for the connection, so that costs no tree entries of its own.
     connections: BTreeMap<ConnectionHandle, Box<Slot>>,
-    by_addr: BTreeMap<SocketAddr, ConnectionHandle>,
+    by_addr: AddrIndex,
     /// A new handshake from the address of an established session. The established session is
     /// kept until this one completes (RFC 6347 §4.2.8: a replayed ClientHello with a valid
     /// cookie proves nothing, a completed handshake does).
@@ -114,7 +116,7 @@ pub struct Endpoint {
     /// Empty (no allocation) unless sessions have one.
     by_local: BTreeMap<SocketAddr, ConnectionHandle>,
     /// Sessions with a Connection ID we issued (RFC 9146), by that CID. Empty unless CIDs are on.
-    by_cid: BTreeMap<Box<[u8]>, ConnectionHandle>,
+    by_cid: CidIndex,
     /// Leading bytes of every CID we issue (see [`Endpoint::set_cid_prefix`]); the rest is random.
     cid_prefix: Box<[u8]>,
     events: VecDeque<(ConnectionHandle, Event)>,
@@ -192,12 +194,16 @@ impl Endpoint {
         origin_rng.set_stream(1);
         let mut origin = [0u8; 8];
         origin_rng.fill_bytes(&mut origin);
+        // The address index's hash key, from a third stream for the same reason.
+        let mut index_rng = ChaCha20Rng::from_seed(rng_seed);
+        index_rng.set_stream(2);
+        let by_addr = AddrIndex::new(index_rng.next_u64(), index_rng.next_u64());
         Ok(Endpoint {
             config,
             cookie: CookieMac::new(key),
             rng,
             connections: BTreeMap::new(),
-            by_addr: BTreeMap::new(),
+            by_addr,
             pending: BTreeMap::new(),
             cookie_lifetime: config_clone.effective_cookie_lifetime(),
             half_open: BTreeMap::new(),
@@ -207,7 +213,7 @@ impl Endpoint {
             next_id: 0,
             output: VecDeque::new(),
             by_local: BTreeMap::new(),
-            by_cid: BTreeMap::new(),
+            by_cid: CidIndex::default(),
             cid_prefix: Box::default(),
             events: VecDeque::new(),
             partial_hellos: VecDeque::new(),
@@ -343,9 +349,7 @@ impl Endpoint {
         }
         let remote = slot.conn.remote();
         for cid in slot.conn.own_connection_ids() {
-            if self.by_cid.get(cid) == Some(&h) {
-                self.by_cid.remove(cid);
-            }
+            self.by_cid.remove(cid, h);
         }
         if !self.by_local.is_empty() {
             self.by_local.retain(|_, owner| *owner != h);
@@ -354,11 +358,10 @@ impl Endpoint {
             self.timers.remove(&(slot.deadline, h));
         }
         self.forget_half_open(h);
-        if self.by_addr.get(&remote) == Some(&h) {
-            self.by_addr.remove(&remote);
+        if self.by_addr.remove(&remote, h) {
             // The handshake waiting to replace it takes the address over.
             if let Some(new) = self.pending.remove(&remote) {
-                self.by_addr.insert(remote, new);
+                self.by_addr.insert(remote, new, &self.connections);
             }
         }
         if self.pending.get(&remote) == Some(&h) {
@@ -436,7 +439,7 @@ impl Endpoint {
                 if self.pending.get(&remote) == Some(&h) {
                     // The client completed a new handshake from this address: it is the peer now.
                     self.pending.remove(&remote);
-                    if let Some(old) = self.by_addr.insert(remote, h) {
+                    if let Some(old) = self.by_addr.insert(remote, h, &self.connections) {
                         self.supersede(old);
                         self.stats.connections_replaced += 1;
                     }
@@ -451,10 +454,10 @@ impl Endpoint {
             }
             EndpointEvent::Moved { from, to } => {
                 // The session follows its client: so does the address index.
-                if self.by_addr.get(&from) == Some(&h) {
-                    self.by_addr.remove(&from);
+                self.by_addr.remove(&from, h);
+                if self.by_addr.get(&to, &self.connections).is_none() {
+                    self.by_addr.insert(to, h, &self.connections);
                 }
-                self.by_addr.entry(to).or_insert(h);
             }
             EndpointEvent::Ended => {
                 self.remove_connection(h);
@@ -462,9 +465,7 @@ impl Endpoint {
             }
             EndpointEvent::ConnectionIdsRequested(count) => self.answer_cid_request(h, count),
             EndpointEvent::ConnectionIdRetired(cid) => {
-                if self.by_cid.get(&cid) == Some(&h) {
-                    self.by_cid.remove(&cid);
-                }
+                self.by_cid.remove(&cid, h);
             }
         }
         true
@@ -614,7 +615,7 @@ impl Endpoint {
 
     /// The connection with peer `remote`, if any.
     pub fn handle_for(&self, remote: SocketAddr) -> Option<ConnectionHandle> {
-        self.by_addr.get(&remote).copied()
+        self.by_addr.get(&remote, &self.connections)
     }
 
     /// The session that lives on its own socket `local` (`set_local`, `move_to`), if any.

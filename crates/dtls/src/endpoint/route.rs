@@ -48,12 +48,12 @@ impl Endpoint {
         incoming: &Incoming<'_>,
     ) -> Route {
         if let Some(cid) = incoming.connection_id() {
-            return self.by_cid.get(cid).map_or(Route::Drop, |&h| Route::ConnectionId(h));
+            return self.by_cid.get(cid, &self.connections).map_or(Route::Drop, Route::ConnectionId);
         }
         if let Some(&h) = self.by_local.get(&local) {
             return Route::SessionSocket(h);
         }
-        let existing = self.by_addr.get(&remote).copied();
+        let existing = self.by_addr.get(&remote, &self.connections);
         if let Some(first) =
             incoming.first.filter(|h| h.content_type == ContentType::Handshake && h.epoch == 0)
         {

@@ -294,6 +294,11 @@ impl Connection {
     }
 
     /// Every CID of ours the peer may write (the endpoint routes them to this session).
+    /// Whether `cid` is one of ours the peer may write (the handshake's, issued or retiring).
+    pub(crate) fn owns_connection_id(&self, cid: &[u8]) -> bool {
+        self.path.as_deref().is_some_and(|p| p.cid_negotiated && !p.own_cid.is_empty() && p.is_own_cid(cid))
+    }
+
     pub(crate) fn own_connection_ids(&self) -> Vec<&[u8]> {
         let Some(path) = self.path.as_deref().filter(|p| p.cid_negotiated && !p.own_cid.is_empty()) else {
             return Vec::new();
