@@ -136,13 +136,12 @@ pub(crate) struct Transient {
     pub timers: TimerTable<PathTimer, 2>,
 }
 
-/// Per-session mobility state.
+/// Per-session mobility state: what every session with a CID or a path check needs, and the
+/// rest boxed apart in [`PathMore`], made only when a session uses it, so that a CID session
+/// that stays where it is keeps its two CIDs and a few flags.
 #[derive(Default)]
 pub(crate) struct PathState {
-    /// CID we write into records we send (the peer's choice); empty: plain records.
-    pub peer_cid: Box<[u8]>,
-    /// CID the peer writes into records to us (our choice); empty: none.
-    pub own_cid: Box<[u8]>,
+    pub cids: Cids,
     /// Both sides agreed on `connection_id`.
     pub cid_negotiated: bool,
     /// Both sides agreed on `rrc`.
@@ -151,18 +150,74 @@ pub(crate) struct PathState {
     pub port_move: bool,
     /// Client: `connection_id` is offered in our ClientHello.
     pub offered_cid: bool,
-    /// Server: the session's own socket (set_local, or the confirmed move_to target). Boxed:
-    /// most sessions share the endpoint's socket, and a CID session should not pay 32 bytes
-    /// for one.
-    pub local: Option<Box<SocketAddr>>,
+    pub more: Option<Box<PathMore>>,
+}
+
+/// The session's two Connection IDs in one allocation: ours (the peer writes it into records
+/// to us; empty: none), then the peer's (we write it into ours; empty: plain records).
+#[derive(Default)]
+pub(crate) struct Cids {
+    bytes: Box<[u8]>,
+    own_len: u8,
+}
+
+impl Cids {
+    /// Ours: what the peer writes into records to us.
+    pub fn own(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.own_len)]
+    }
+
+    /// The peer's: what we write into records to it.
+    pub fn peer(&self) -> &[u8] {
+        &self.bytes[usize::from(self.own_len)..]
+    }
+
+    fn set(&mut self, own: &[u8], peer: &[u8]) {
+        // A CID is at most 255 bytes (RFC 9146 §3, RFC 9147 §9): a longer one never gets here.
+        let own = &own[..own.len().min(usize::from(u8::MAX))];
+        self.bytes = [own, peer].concat().into();
+        self.own_len = own.len() as u8;
+    }
+
+    pub fn set_own(&mut self, own: &[u8]) {
+        let peer = self.peer().to_vec();
+        self.set(own, &peer);
+    }
+
+    pub fn set_peer(&mut self, peer: &[u8]) {
+        let own = self.own().to_vec();
+        self.set(&own, peer);
+    }
+}
+
+/// What only some sessions need: an own socket, path checks, counts of moves, 1.3 CID updates.
+#[derive(Default)]
+pub(crate) struct PathMore {
+    /// Server: the session's own socket (set_local, or the confirmed move_to target).
+    pub local: Option<SocketAddr>,
     /// Server with `rrc`: where its path_challenge cookies come from.
     pub cookies: Option<Box<ChallengeCookies>>,
     pub transient: Option<Box<Transient>>,
-    /// Made at the first thing counted: a session that never moves keeps a pointer.
+    /// Made at the first thing counted.
     pub stats: Option<Box<MobilityStats>>,
     /// DTLS 1.3 CID updates (RFC 9147 §9), made at the first NewConnectionId or
     /// RequestConnectionId.
     pub cids13: Option<Box<Cids13>>,
+}
+
+impl PathMore {
+    /// The state in `more`, made at first use.
+    pub fn made(more: &mut Option<Box<PathMore>>) -> &mut PathMore {
+        more.get_or_insert_with(Default::default)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.local.is_none()
+            && self.cookies.is_none()
+            && self.transient.is_none()
+            && self.stats.is_none()
+            && self.cids13.is_none()
+    }
 }
 
 /// The secret seed of a server's path_challenge cookies: the n-th cookie is the start of
@@ -217,48 +272,82 @@ impl Cids13 {
 }
 
 impl PathState {
+    /// The state of a session whose own CID is `own` (the peer's comes with its answer) and, for
+    /// a server with `rrc`, where its path_challenge cookies come from.
+    pub fn new(own: &[u8], cookies: Option<Box<ChallengeCookies>>) -> PathState {
+        let mut path = PathState::default();
+        path.cids.set_own(own);
+        if cookies.is_some() {
+            PathMore::made(&mut path.more).cookies = cookies;
+        }
+        path
+    }
+
     /// Whether the session may follow its peer to a new address (RFC 9146 §6 needs a CID; a
     /// session with its own socket is found by that socket whatever the source).
     pub fn may_follow_peer(&self) -> bool {
-        self.cid_negotiated || self.local.is_some() || self.moving().is_some()
+        self.cid_negotiated || self.local().is_some() || self.moving().is_some()
     }
 
     /// Whether `cid` is one of ours the peer may write (1.3 adds issued and retiring ones).
     pub fn is_own_cid(&self, cid: &[u8]) -> bool {
-        *self.own_cid == *cid
-            || self
-                .cids13
-                .as_deref()
-                .is_some_and(|c| c.issued.iter().chain(&c.retiring).any(|own| **own == *cid))
+        *self.cids.own() == *cid
+            || self.cids13().is_some_and(|c| c.issued.iter().chain(&c.retiring).any(|own| **own == *cid))
+    }
+
+    /// The session's own socket, if it has one.
+    pub fn local(&self) -> Option<SocketAddr> {
+        self.more.as_deref()?.local
+    }
+
+    pub fn cids13(&self) -> Option<&Cids13> {
+        self.more.as_deref()?.cids13.as_deref()
+    }
+
+    pub fn cids13_mut(&mut self) -> Option<&mut Cids13> {
+        self.more.as_deref_mut()?.cids13.as_deref_mut()
+    }
+
+    fn transient_ref(&self) -> Option<&Transient> {
+        self.more.as_deref()?.transient.as_deref()
+    }
+
+    pub fn transient_mut(&mut self) -> Option<&mut Transient> {
+        self.more.as_deref_mut()?.transient.as_deref_mut()
     }
 
     pub fn probe(&self) -> Option<&Probe> {
-        self.transient.as_ref()?.probe.as_ref()
+        self.transient_ref()?.probe.as_ref()
     }
 
     pub fn moving(&self) -> Option<&PortMove> {
-        self.transient.as_ref()?.moving.as_ref()
+        self.transient_ref()?.moving.as_ref()
     }
 
     /// The transient state, made when first needed.
     pub fn transient(&mut self) -> &mut Transient {
-        self.transient.get_or_insert_with(Default::default)
+        PathMore::made(&mut self.more).transient.get_or_insert_with(Default::default)
     }
 
-    /// Frees the transient state once nothing is in it.
+    /// Frees the transient state once nothing is in it, and what is boxed apart once all of it
+    /// is gone.
     pub fn release_idle(&mut self) {
-        let idle = self.transient.as_ref().is_some_and(|t| {
+        let Some(more) = self.more.as_deref_mut() else { return };
+        let idle = more.transient.as_ref().is_some_and(|t| {
             t.probe.is_none() && t.moving.is_none() && t.held.is_empty() && t.direct.is_empty()
         });
         if idle {
-            self.transient = None;
+            more.transient = None;
+        }
+        if more.is_empty() {
+            self.more = None;
         }
     }
 
     /// A fresh unpredictable path_challenge cookie.
     pub fn next_cookie(&mut self) -> [u8; 8] {
         let mut cookie = [0u8; 8];
-        if let Some(c) = self.cookies.as_deref_mut() {
+        if let Some(c) = self.more.as_deref_mut().and_then(|m| m.cookies.as_deref_mut()) {
             let mut stream = ChaCha20Rng::from_seed(c.seed);
             stream.set_stream(c.made);
             stream.fill_bytes(&mut cookie);
@@ -269,21 +358,21 @@ impl PathState {
 
     /// The counts so far.
     pub fn stats(&self) -> MobilityStats {
-        self.stats.as_deref().copied().unwrap_or_default()
+        self.more.as_deref().and_then(|m| m.stats.as_deref()).copied().unwrap_or_default()
     }
 
     /// The counts, to add to.
     pub fn stats_mut(&mut self) -> &mut MobilityStats {
-        MobilityStats::made(&mut self.stats)
+        MobilityStats::made(&mut PathMore::made(&mut self.more).stats)
     }
 
     /// The earliest timer: a path challenge or a port announcement to resend.
     pub fn deadline(&self) -> Option<Instant> {
-        self.transient.as_ref()?.timers.next()
+        self.transient_ref()?.timers.next()
     }
 
     /// Whether datagrams with their own destination wait (challenges, responses, copies).
     pub fn has_direct(&self) -> bool {
-        self.transient.as_ref().is_some_and(|t| !t.direct.is_empty())
+        self.transient_ref().is_some_and(|t| !t.direct.is_empty())
     }
 }

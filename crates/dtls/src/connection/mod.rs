@@ -190,10 +190,11 @@ pub struct Stats {
     pub bytes_sent: u64,
     /// Bytes of those datagrams received.
     pub bytes_received: u64,
-    /// Handshake flights sent (first transmissions).
-    pub flights_sent: u64,
+    /// Handshake flights sent (first transmissions). Flights are few (a handshake's, then
+    /// 1.3's post-handshake messages), so 32 bits: every session keeps these counters.
+    pub flights_sent: u32,
     /// Handshake flights resent.
-    pub flights_resent: u64,
+    pub flights_resent: u32,
     /// Records dropped: unparsable, failing authentication, replayed or out of place.
     pub records_dropped: u64,
     /// Application records sent.
@@ -454,9 +455,8 @@ impl Connection {
             let mut own_cid = vec![0u8; config.mobility.connection_id.unwrap_or(0) as usize];
             hs.rng.fill_bytes(&mut own_cid);
             Box::new(PathState {
-                own_cid: own_cid.into(),
                 offered_cid: config.mobility.connection_id.is_some(),
-                ..Default::default()
+                ..PathState::new(&own_cid, None)
             })
         });
         if config.versions == crate::config::Versions::Both {
@@ -548,7 +548,7 @@ impl Connection {
 
     /// The CID to write into our protected records (empty: none).
     fn peer_cid(&self) -> &[u8] {
-        self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..])
+        self.path.as_deref().map_or(&[][..], |p| p.cids.peer())
     }
 
     /// Server: the ClientHello this session answers.
@@ -567,7 +567,7 @@ impl Connection {
             Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
             None => hs.timers.stop(HandshakeTimer::Retransmit),
         }
-        self.stats.flights_sent += 1;
+        self.stats.flights_sent = self.stats.flights_sent.saturating_add(1);
     }
 
     fn retransmit_flight(&mut self, now: Instant, hs: &mut Handshake, cause: Resend) {
@@ -579,14 +579,14 @@ impl Connection {
             Some(at) => hs.timers.set(HandshakeTimer::Retransmit, at),
             None => hs.timers.stop(HandshakeTimer::Retransmit),
         }
-        self.stats.flights_resent += 1;
+        self.stats.flights_resent = self.stats.flights_resent.saturating_add(1);
     }
 
     /// Packs the current flight into datagrams with fresh record sequence numbers; returns its
     /// bytes and the epoch-0 record numbers it used.
     fn transmit_flight(&mut self, hs: &mut Handshake) -> (u32, std::ops::Range<u64>) {
         let mtu = self.mtu();
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
         let first_seq = hs.epoch0_write_seq;
         // A 1.2 flight (a 1.3 handshake has its own flight engine): always a 1.2 layer here.
         let Some(record) = self.version.record12_mut() else { return (0, first_seq..first_seq) };
@@ -709,7 +709,7 @@ impl Connection {
             write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
             self.push_datagram(out);
         } else {
-            let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+            let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
             if let Some(Ok(record)) = record.map(|r| r.seal(ContentType::Alert, cid, &[&body])) {
                 self.push_datagram(record);
             }
@@ -782,7 +782,7 @@ impl Connection {
         if let Some(hs) = self.hs.as_mut() {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
-        let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
+        let own_cid_len = self.path.as_deref().map_or(0, |p| p.cids.own().len() as u8);
         let waited_server_hello = self.waits_for_server_hello();
         let mut seen = Authenticated::default();
         let mut pos = 0;
@@ -849,7 +849,7 @@ impl Connection {
     ) {
         let start = header.len();
         let cid_matches =
-            header.cid_len == 0 || self.path.as_deref().is_some_and(|p| header.cid(record) == &p.own_cid[..]);
+            header.cid_len == 0 || self.path.as_deref().is_some_and(|p| header.cid(record) == p.cids.own());
         if !cid_matches {
             self.stats.records_dropped += 1;
             return;
@@ -898,7 +898,7 @@ impl Connection {
                 (header.content_type, 0..body.len(), None)
             }
             1 => {
-                let own_cid = self.path.as_deref().map_or(&[][..], |p| &p.own_cid[..]);
+                let own_cid = self.path.as_deref().map_or(&[][..], |p| p.cids.own());
                 let opened = match self.version.record12_mut() {
                     Some(record) => record.open(&header, own_cid, body),
                     None => Err(Unopened::NoKeys),
@@ -1346,7 +1346,7 @@ impl Connection {
             chunks.push(&[]);
         }
         for chunk in chunks {
-            let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+            let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
             let record = self.version.record12_mut().ok_or(Error::NotEstablished)?;
             let out = record.seal(ContentType::ApplicationData, cid, &[chunk])?;
             self.stats.app_records_sent += 1;
@@ -1374,7 +1374,7 @@ impl Connection {
         if out.len() < len {
             return Err(Error::BufferTooSmall { needed: len });
         }
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
         let record = self.version.record12_mut().ok_or(Error::NotEstablished)?;
         record.seal_into(ContentType::ApplicationData, cid, data, &mut out[..len])?;
         self.stats.app_records_sent += 1;
@@ -1487,12 +1487,12 @@ impl Connection {
     /// Server: the session's own socket, once `Endpoint::set_local` (or a confirmed
     /// `Endpoint::move_to`) gave it one.
     pub fn local(&self) -> Option<SocketAddr> {
-        self.path.as_ref().and_then(|p| p.local.as_deref().copied())
+        self.path.as_ref().and_then(|p| p.local())
     }
 
     /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).
     pub fn connection_id(&self) -> Option<&[u8]> {
-        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..])
+        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| p.cids.own())
     }
 
     /// Which of the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.

@@ -7,6 +7,7 @@
 use super::VersionState;
 use super::{Authenticated, Connection, EndpointEvent, Event, Phase};
 use crate::error::Error;
+use crate::mobility::PathMore;
 use crate::mobility::{
     MobilityStats, PathTimer, PortMove, Probe, AMPLIFICATION_FACTOR, MAX_CHALLENGES, MAX_HELD_DATAGRAMS,
     RRC_PATH_CHALLENGE, RRC_PATH_RESPONSE, RRC_PORT_MOVED,
@@ -50,14 +51,14 @@ impl Connection {
         // TCS: the client's first authenticated record at the announced socket confirms the move.
         if let (Some(local), Some(moving)) = (local, path.moving()) {
             if moving.local == local {
-                path.local = Some(Box::new(local));
+                PathMore::made(&mut path.more).local = Some(local);
                 path.transient().moving = None;
                 path.transient().timers.stop(PathTimer::Announce);
                 path.release_idle();
             }
         }
         let mut cancel_probe = false;
-        if let Some(probe) = path.transient.as_deref_mut().and_then(|t| t.probe.as_mut()) {
+        if let Some(probe) = path.transient_mut().and_then(|t| t.probe.as_mut()) {
             if probe.addr == remote {
                 probe.bytes_received += len as u64;
             } else if remote == current && seen.newest {
@@ -135,7 +136,7 @@ impl Connection {
     /// goes out to it; otherwise it stays where it was and the held datagrams go there.
     fn end_probe(&mut self, _now: Instant, validated: bool) {
         let Some(path) = self.path.as_deref_mut() else { return };
-        let Some(transient) = path.transient.as_deref_mut() else { return };
+        let Some(transient) = path.transient_mut() else { return };
         let Some(probe) = transient.probe.take() else { return };
         transient.timers.stop(PathTimer::Challenge);
         let held = std::mem::take(&mut transient.held);
@@ -152,7 +153,7 @@ impl Connection {
     pub(super) fn handle_path_timeout(&mut self, now: Instant) {
         let (_, max) = self.retransmit_bounds();
         loop {
-            let Some(transient) = self.path.as_deref_mut().and_then(|p| p.transient.as_deref_mut()) else {
+            let Some(transient) = self.path.as_deref_mut().and_then(|p| p.transient_mut()) else {
                 return;
             };
             match transient.timers.expire(now) {
@@ -241,14 +242,17 @@ impl Connection {
     pub(super) fn poll_transmit_mobile(&mut self) -> Option<Transmit> {
         let src = self.local();
         let path = self.path.as_deref_mut()?;
-        let direct = path.transient.as_deref_mut().and_then(|t| t.direct.pop_front());
+        let direct = path.transient_mut().and_then(|t| t.direct.pop_front());
         path.release_idle();
         let (dst, payload) = match direct {
             Some(d) => d,
             None => loop {
                 let payload = self.queued.as_mut()?.outgoing.pop_front()?;
-                let path = self.path.as_deref_mut()?;
-                let Some(transient) = path.transient.as_deref_mut().filter(|t| t.probe.is_some()) else {
+                // The transient state and the counts are both in what is boxed apart.
+                let Some(more) = self.path.as_deref_mut().and_then(|p| p.more.as_deref_mut()) else {
+                    break (self.remote, payload);
+                };
+                let Some(transient) = more.transient.as_deref_mut().filter(|t| t.probe.is_some()) else {
                     break (self.remote, payload);
                 };
                 if let Some(probe) = transient.probe.as_mut() {
@@ -257,16 +261,16 @@ impl Connection {
                         probe.bytes_sent += len;
                         let to = probe.addr;
                         transient.direct.push_back((self.remote, payload.clone()));
-                        MobilityStats::made(&mut path.stats).bytes_copied_during_checks += len;
+                        MobilityStats::made(&mut more.stats).bytes_copied_during_checks += len;
                         break (to, payload);
                     }
                 }
-                MobilityStats::made(&mut path.stats).bytes_held_by_amplification_limit +=
+                MobilityStats::made(&mut more.stats).bytes_held_by_amplification_limit +=
                     payload.len() as u64;
                 transient.held.push_back(payload);
                 if transient.held.len() > MAX_HELD_DATAGRAMS {
                     if let Some(oldest) = transient.held.pop_front() {
-                        MobilityStats::made(&mut path.stats).bytes_dropped_by_amplification_limit +=
+                        MobilityStats::made(&mut more.stats).bytes_dropped_by_amplification_limit +=
                             oldest.len() as u64;
                     }
                 }
@@ -280,7 +284,7 @@ impl Connection {
 
     /// Server: the session lives on its own socket `local` from now on.
     pub(crate) fn set_local(&mut self, local: SocketAddr) {
-        self.path.get_or_insert_with(Default::default).local = Some(Box::new(local));
+        PathMore::made(&mut self.path.get_or_insert_with(Default::default).more).local = Some(local);
     }
 
     /// Server: announce a move to `local` (TCS); the session moves once a record of the
@@ -302,7 +306,7 @@ impl Connection {
 
     /// A protected return_routability_check record (RFC 9853 §3) holding `parts`.
     fn seal_rrc(&mut self, parts: &[&[u8]]) -> Result<Vec<u8>, Error> {
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
         match &mut self.version {
             VersionState::Dtls13(v13) => {
                 let content_type = ContentType::ReturnRoutabilityCheck as u8;

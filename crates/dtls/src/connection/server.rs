@@ -163,14 +163,11 @@ impl Connection {
         let path = config.mobility.any().then(|| {
             let mut seed = [0u8; 32];
             hs.rng.fill_bytes(&mut seed);
-            Box::new(PathState {
-                own_cid: issued_cid.into(),
-                cookies: config
-                    .mobility
-                    .return_routability_check
-                    .then(|| Box::new(ChallengeCookies { seed, made: 0 })),
-                ..Default::default()
-            })
+            let cookies = config
+                .mobility
+                .return_routability_check
+                .then(|| Box::new(ChallengeCookies { seed, made: 0 }));
+            Box::new(PathState::new(&issued_cid, cookies))
         });
         // Continue after the peer's number; a hostile number near the 48-bit limit restarts at 0.
         hs.epoch0_write_seq = if hello.record_seq < MAX_SEQ / 2 { hello.record_seq + 1 } else { 0 };
@@ -343,7 +340,7 @@ impl Connection {
             renegotiation_info: secure_renegotiation,
             point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
             session_ticket: issue_ticket.then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.cids.own()),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             cached_info: (!selected.is_empty()).then_some(&cached_info[..]),
@@ -485,7 +482,7 @@ impl Connection {
             extended_master_secret: true,
             renegotiation_info: secure_renegotiation,
             session_ticket: ticket_keys.is_some().then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| &p.own_cid[..]),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.cids.own()),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             use_srtp: srtp.as_ref().map(std::slice::from_ref),
@@ -737,16 +734,17 @@ pub(super) fn negotiate_mobility(
     let Some(p) = path.as_deref_mut() else { return };
     let offered = &ch.extensions;
     p.cid_negotiated = config.mobility.connection_id.is_some() && offered.connection_id.is_some();
-    p.peer_cid = offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default().into();
+    p.cids.set_peer(offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default());
     if !p.cid_negotiated {
-        p.own_cid = Box::default();
+        p.cids.set_own(&[]);
     }
     p.rrc = config.mobility.return_routability_check && offered.rrc;
     p.port_move = config.mobility.follow_server_port && offered.port_move;
-    if !p.rrc {
-        p.cookies = None;
+    if let Some(more) = p.more.as_deref_mut().filter(|_| !p.rrc) {
+        more.cookies = None;
+        p.release_idle();
     }
-    if !p.cid_negotiated && !p.rrc && !p.port_move && p.local.is_none() {
+    if !p.cid_negotiated && !p.rrc && !p.port_move && p.local().is_none() {
         *path = None;
     }
 }

@@ -456,7 +456,7 @@ impl Connection {
     /// paid once per datagram rather than once per message.
     fn transmit_flight13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13) -> u32 {
         let mtu = self.mtu();
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut current: Vec<u8> = Vec::with_capacity(mtu);
         // Accepted early data goes again in front of the client's Finished (see
@@ -574,7 +574,7 @@ impl Connection {
             hs.flight.timer.expect_no_answer();
             hs.timers.stop(Timer13::Retransmit);
         }
-        self.stats.flights_sent += 1;
+        self.stats.flights_sent = self.stats.flights_sent.saturating_add(1);
     }
 
     fn retransmit_flight13(
@@ -596,7 +596,7 @@ impl Connection {
         if hs.flight.timed {
             hs.timers.set(Timer13::Retransmit, due);
         }
-        self.stats.flights_resent += 1;
+        self.stats.flights_resent = self.stats.flights_resent.saturating_add(1);
     }
 
     /// An ACK arrived: the messages all of whose records it names are done; a gap (records
@@ -670,7 +670,7 @@ impl Connection {
         if hs.received.is_empty() {
             return;
         }
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
         let fits = (self.mtu().saturating_sub(record.sealed_len(cid.len(), 2)) / 16).max(1);
         let count = if whole { hs.received.len().min(fits * MAX_ACKS_AT_ONCE) } else { fits };
         let newest = &hs.received[hs.received.len().saturating_sub(count)..];
@@ -708,7 +708,7 @@ impl Connection {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
         let waited_server_hello = waits_for_server_hello13(&v13);
-        let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid.len() as u8);
+        let own_cid_len = self.path.as_deref().map_or(0, |p| p.cids.own().len() as u8);
         let (len, mut seen, mut rrc) = (datagram.len(), super::Authenticated::default(), Vec::new());
         let mut pos = 0;
         while pos < datagram.len() && !matches!(self.phase, Phase::Failed | Phase::Closed) {
@@ -1090,7 +1090,7 @@ impl Connection {
     pub(super) fn v13_fail(&mut self, v13: &mut Tls13, abort: Abort) {
         if let Some(desc) = abort.alert {
             let body = [AlertLevel::Fatal.to_u8(), desc.code()];
-            let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+            let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
             let datagram = match v13.record.seal(ContentType::Alert as u8, &cid, &[&body]) {
                 Ok((d, _, _)) => Some(d),
                 Err(_) => {
@@ -1270,7 +1270,7 @@ impl Connection {
 
     /// Application data in the current epoch.
     pub(super) fn send13(&mut self, data: &[u8]) -> Result<(), Error> {
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
         let mtu = self.mtu();
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let max = mtu.saturating_sub(v13.record.sealed_len(cid.len(), 0)).max(1);
@@ -1289,7 +1289,7 @@ impl Connection {
     /// One application record into `out`; no heap allocation.
     pub(super) fn seal_into13(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         let mtu = self.mtu();
-        let cid_len = self.path.as_deref().map_or(0, |p| p.peer_cid.len());
+        let cid_len = self.path.as_deref().map_or(0, |p| p.cids.peer().len());
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let len = v13.record.sealed_len(cid_len, data.len());
         if len > mtu {
@@ -1298,7 +1298,7 @@ impl Connection {
         if out.len() < len {
             return Err(Error::BufferTooSmall { needed: len });
         }
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]);
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
         v13.record.seal_into(ContentType::ApplicationData as u8, cid, &[data], &mut out[..len])?;
         self.stats.app_records_sent += 1;
         self.stats.datagrams_sent += 1;
@@ -1307,7 +1307,7 @@ impl Connection {
     }
 
     pub(super) fn close13(&mut self) {
-        let cid = self.path.as_deref().map_or(&[][..], |p| &p.peer_cid[..]).to_vec();
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
         let mut sealed = None;
         if let Some(v13) = self.version.v13_mut() {
             let body = [AlertLevel::Warning.to_u8(), AlertDescription::CloseNotify.code()];
