@@ -566,9 +566,7 @@ impl Connection {
                 hs.psk_identity = config.psk.as_ref().map(|p| p.identity.clone()).unwrap_or_default();
             }
             let master = MasterSecret(offer.session.master_secret);
-            if let Some(record) = self.version.record12_mut() {
-                record.install(hs.keys(suite, &master, true));
-            }
+            self.version.install12(hs.keys(suite, &master, true));
             return Ok(ClientStep::ExpectServerFinished(ExpectServerFinished {
                 suite,
                 master,
@@ -654,9 +652,7 @@ impl Connection {
             encode_signed(&mut body, scheme.code(), &signature);
             hs.push_message(0, HandshakeType::CertificateVerify, body, true);
         }
-        if let Some(record) = self.version.record12_mut() {
-            record.install(hs.keys(suite, &master, true));
-        }
+        self.version.install12(hs.keys(suite, &master, true));
         hs.push_change_cipher_spec_and_finished(&master, true, true);
         self.send_new_flight(now, hs, true);
         Ok(ClientStep::ExpectServerFinished(ExpectServerFinished {

@@ -314,6 +314,13 @@ impl VersionState {
         }
     }
 
+    /// The 1.2 epoch-1 keys the handshake derived (a 1.3 session has its own key schedule).
+    fn install12(&mut self, keys: crate::record::Keys) {
+        if let Some(record) = self.record12_mut() {
+            record.install(keys);
+        }
+    }
+
     /// Forgets the 1.2 keys (a failed or superseded session); 1.3 discards its own.
     fn discard_keys12(&mut self) {
         if let Some(record) = self.record12_mut() {

@@ -502,9 +502,7 @@ impl Connection {
             hs.push_message(0, HandshakeType::NewSessionTicket, nst, true);
         }
         let master = MasterSecret(session.master_secret);
-        if let Some(record) = self.version.record12_mut() {
-            record.install(hs.keys(suite, &master, false));
-        }
+        self.version.install12(hs.keys(suite, &master, false));
         hs.push_change_cipher_spec_and_finished(&master, false, true);
         self.send_new_flight(now, hs, true);
         hs.step = Some(Step::Server(ServerStep::ExpectClientFinished(ExpectClientFinished {
@@ -632,9 +630,7 @@ impl Connection {
         };
         hs.transcript.add(HandshakeType::ClientKeyExchange, message_seq, body);
         let master = hs.derive_master(&premaster);
-        if let Some(record) = self.version.record12_mut() {
-            record.install(hs.keys(s.suite, &master, false));
-        }
+        self.version.install12(hs.keys(s.suite, &master, false));
         Ok(match s.client {
             Some(client) => ServerStep::ExpectCertificateVerify(ExpectCertificateVerify {
                 suite: s.suite,

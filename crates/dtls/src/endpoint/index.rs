@@ -153,14 +153,27 @@ mod tests {
 
     type Table = BTreeMap<ConnectionHandle, SocketAddr>;
 
+    /// Sessions with addresses only (they own no CIDs).
     impl Sessions for Table {
         fn remote_of(&self, h: ConnectionHandle) -> Option<SocketAddr> {
             self.get(&h).copied()
         }
 
+        fn owns_cid(&self, _: ConnectionHandle, _: &[u8]) -> bool {
+            false
+        }
+    }
+
+    /// Sessions by the CIDs they own.
+    type Owners = BTreeMap<ConnectionHandle, Vec<Vec<u8>>>;
+
+    impl Sessions for Owners {
+        fn remote_of(&self, _: ConnectionHandle) -> Option<SocketAddr> {
+            None
+        }
+
         fn owns_cid(&self, h: ConnectionHandle, cid: &[u8]) -> bool {
-            // In these tests session n owns the CIDs that end in n.
-            self.contains_key(&h) && cid.last() == Some(&(h.0 as u8))
+            self.get(&h).is_some_and(|own| own.iter().any(|c| c[..] == *cid))
         }
     }
 
@@ -229,30 +242,30 @@ mod tests {
     }
 
     /// Short CIDs of different lengths never share a key; a long CID that shares its last 8
-    /// bytes with a session's own is no answer.
+    /// bytes with a session's own is no answer, nor is one of a session that is gone.
     #[test]
     fn cid_keys_are_exact() {
         let mut index = CidIndex::default();
-        let sessions: Table = [(ConnectionHandle(1), addr(1)), (ConnectionHandle(2), addr(2))].into();
+        let long = vec![9, 9, 0, 0, 0, 0, 0, 0, 0, 2];
+        let gone = vec![5, 5, 0, 0, 0, 0, 0, 0, 0, 3];
+        let mut owners: Owners =
+            [(ConnectionHandle(1), vec![vec![1]]), (ConnectionHandle(2), vec![long.clone()])].into();
         index.insert(&[1], ConnectionHandle(1));
-        assert_eq!(index.get(&[0, 1], &sessions), None);
-        assert_eq!(index.get(&[1], &sessions), Some(ConnectionHandle(1)));
-        let long = [9, 9, 0, 0, 0, 0, 0, 0, 0, 2];
         index.insert(&long, ConnectionHandle(2));
-        assert_eq!(index.get(&long, &sessions), Some(ConnectionHandle(2)));
-        // Same last 8 bytes, another session's ending: not routed.
+        index.insert(&gone, ConnectionHandle(3));
+        assert_eq!(index.get(&[1], &owners), Some(ConnectionHandle(1)));
+        assert_eq!(index.get(&[0, 1], &owners), None, "another length, another key");
+        assert_eq!(index.get(&long, &owners), Some(ConnectionHandle(2)));
+        // The same last 8 bytes as session 2's CID: its key is taken, but it routes nowhere.
         let forged = [7, 7, 0, 0, 0, 0, 0, 0, 0, 2];
         assert!(index.is_taken(&forged));
-        let sessions: Table = [(ConnectionHandle(2), addr(2))].into();
-        index.insert(&[5, 5, 0, 0, 0, 0, 0, 0, 0, 3], ConnectionHandle(3));
-        assert_eq!(index.get(&[5, 5, 0, 0, 0, 0, 0, 0, 0, 3], &sessions), None, "session 3 is gone");
+        assert_eq!(index.get(&forged, &owners), None);
+        assert_eq!(index.get(&gone, &owners), None, "session 3 is gone");
         index.remove(&long, ConnectionHandle(1));
-        assert_eq!(
-            index.get(&long, &sessions),
-            Some(ConnectionHandle(2)),
-            "removed only for its own session"
-        );
+        assert_eq!(index.get(&long, &owners), Some(ConnectionHandle(2)), "removed only for its own session");
         index.remove(&long, ConnectionHandle(2));
-        assert_eq!(index.get(&long, &sessions), None);
+        owners.remove(&ConnectionHandle(2));
+        assert_eq!(index.get(&long, &owners), None);
+        assert!(!index.is_taken(&long));
     }
 }

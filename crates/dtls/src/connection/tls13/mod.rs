@@ -456,7 +456,7 @@ impl Connection {
     /// paid once per datagram rather than once per message.
     fn transmit_flight13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13) -> u32 {
         let mtu = self.mtu();
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
+        let cid = self.peer_cid().to_vec();
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut current: Vec<u8> = Vec::with_capacity(mtu);
         // Accepted early data goes again in front of the client's Finished (see
@@ -670,7 +670,7 @@ impl Connection {
         if hs.received.is_empty() {
             return;
         }
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
+        let cid = self.peer_cid().to_vec();
         let fits = (self.mtu().saturating_sub(record.sealed_len(cid.len(), 2)) / 16).max(1);
         let count = if whole { hs.received.len().min(fits * MAX_ACKS_AT_ONCE) } else { fits };
         let newest = &hs.received[hs.received.len().saturating_sub(count)..];
@@ -1090,7 +1090,7 @@ impl Connection {
     pub(super) fn v13_fail(&mut self, v13: &mut Tls13, abort: Abort) {
         if let Some(desc) = abort.alert {
             let body = [AlertLevel::Fatal.to_u8(), desc.code()];
-            let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
+            let cid = self.peer_cid().to_vec();
             let datagram = match v13.record.seal(ContentType::Alert as u8, &cid, &[&body]) {
                 Ok((d, _, _)) => Some(d),
                 Err(_) => {
@@ -1270,7 +1270,7 @@ impl Connection {
 
     /// Application data in the current epoch.
     pub(super) fn send13(&mut self, data: &[u8]) -> Result<(), Error> {
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
+        let cid = self.peer_cid().to_vec();
         let mtu = self.mtu();
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let max = mtu.saturating_sub(v13.record.sealed_len(cid.len(), 0)).max(1);
@@ -1307,7 +1307,7 @@ impl Connection {
     }
 
     pub(super) fn close13(&mut self) {
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
+        let cid = self.peer_cid().to_vec();
         let mut sealed = None;
         if let Some(v13) = self.version.v13_mut() {
             let body = [AlertLevel::Warning.to_u8(), AlertDescription::CloseNotify.code()];

@@ -357,7 +357,7 @@ impl Connection {
         let Some(r) = hs.resume.as_deref_mut() else { return };
         let mut out = if r.early == Some(true) { Vec::new() } else { std::mem::take(&mut r.early_sent) };
         out.append(&mut r.after_handshake);
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
+        let cid = self.peer_cid().to_vec();
         let max = self.mtu().saturating_sub(v13.record.sealed_len(cid.len(), 0)).max(1);
         for data in out {
             for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
@@ -401,7 +401,7 @@ impl Connection {
     /// again then, so the server gets it once either way. Early data, like any record, is not
     /// resent if lost.
     pub(in crate::connection) fn send_early13(&mut self, data: &[u8]) -> Result<bool, Error> {
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer()).to_vec();
+        let cid = self.peer_cid().to_vec();
         let mtu = self.mtu();
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let Some(hs) = v13.hs.as_mut() else { return Err(Error::NotEstablished) };
