@@ -64,8 +64,7 @@ fn a_second_dtls_server_on_a_taken_address_is_refused_unless_both_share_on_purpo
 
 #[test]
 fn a_second_sctp_server_on_a_taken_address_is_refused() {
-    let port = free_udp_port();
-    let first = FASTSHAKE.sctp_server(port, "5060", &["--echo", "--workers", "2"]);
+    let (first, port) = FASTSHAKE.sctp_server("5060", &["--echo", "--workers", "2"]);
     let addr = format!("127.0.0.1:{port}");
     let stderr = fails("second sctp server", &["sctp", "server", "--listen", &addr, "--port", "5060"]);
     assert!(stderr.contains(&format!("cannot listen on {addr}: address already in use")), "{stderr}");

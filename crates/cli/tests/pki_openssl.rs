@@ -3,7 +3,7 @@
 //! and `openssl s_client`, and between `gnutls-serv` and `gnutls-cli`, using them — the PKI is
 //! right before our engine relies on it.
 
-use fastshake_testkit::peers::{free_udp_port, run, Fastshake, Peer};
+use fastshake_testkit::peers::{run, start_on_free_port, Fastshake, Peer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -141,9 +141,13 @@ fn check_with_tools(key: &str) {
 
 /// `program ARGS` running in `dir`, its standard input open (both tools stop when it closes).
 fn spawn_in(dir: &Path, program: &str, args: &[&str]) -> Peer {
+    Peer::spawn(program, command_in(dir, program, args))
+}
+
+fn command_in(dir: &Path, program: &str, args: &[&str]) -> Command {
     let mut command = Command::new(program);
     command.args(args).current_dir(dir);
-    Peer::spawn(program, command)
+    command
 }
 
 /// Standard output, then standard error.
@@ -176,37 +180,37 @@ fn dtls_session(
     name: &str,
     cipher: &str,
 ) -> Session {
-    let accept = format!("127.0.0.1:{}", free_udp_port());
     // `-cert` reads only the first certificate of a file; the intermediates go in `-cert_chain`.
-    let mut server = spawn_in(
-        dir,
-        "openssl",
-        &[
-            "s_server",
-            "-dtls1_2",
-            "-accept",
-            &accept,
-            "-naccept",
-            "1",
-            "-cert",
-            "server.pem",
-            "-cert_chain",
-            "server-intermediates.pem",
-            "-key",
-            "server.key",
-            "-Verify",
-            "2",
-            "-verify_return_error",
-            "-CAfile",
-            server_ca,
-        ],
-    );
+    let s_server = |port: u16| {
+        let accept = format!("127.0.0.1:{port}");
+        command_in(
+            dir,
+            "openssl",
+            &[
+                "s_server",
+                "-dtls1_2",
+                "-accept",
+                &accept,
+                "-naccept",
+                "1",
+                "-cert",
+                "server.pem",
+                "-cert_chain",
+                "server-intermediates.pem",
+                "-key",
+                "server.key",
+                "-Verify",
+                "2",
+                "-verify_return_error",
+                "-CAfile",
+                server_ca,
+            ],
+        )
+    };
+    let (mut server, port) =
+        start_on_free_port("openssl s_server", s_server, |s| s.stdout.text().contains("ACCEPT"));
+    let accept = format!("127.0.0.1:{port}");
     let deadline = Instant::now() + TOOL_TIMEOUT;
-    assert!(
-        server.stdout.wait_for("ACCEPT", TOOL_TIMEOUT),
-        "s_server did not start\n{}",
-        server.transcript()
-    );
 
     let (client_cert, client_chain, client_key) =
         (format!("{client}.pem"), format!("{client}-intermediates.pem"), format!("{client}.key"));
@@ -328,32 +332,32 @@ fn openssl_dtls_mutual_auth_with_rsa2048_files() {
 #[test]
 fn gnutls_dtls_mutual_auth_with_p256_files() {
     let dir = make_pki("p256", "gnutls");
-    let port = free_udp_port().to_string();
-    let server = spawn_in(
-        &dir,
-        "gnutls-serv",
-        &[
-            "--udp",
-            "--echo",
-            "-p",
-            &port,
-            "--x509certfile",
-            "server.pem",
-            "--x509keyfile",
-            "server.key",
-            "--x509cafile",
-            "ca.pem",
-            "--require-client-cert",
-            "--verify-client-cert",
-        ],
-    );
-    let deadline = Instant::now() + TOOL_TIMEOUT;
+    let gnutls_serv = |port: u16| {
+        let port = port.to_string();
+        command_in(
+            &dir,
+            "gnutls-serv",
+            &[
+                "--udp",
+                "--echo",
+                "-p",
+                &port,
+                "--x509certfile",
+                "server.pem",
+                "--x509keyfile",
+                "server.key",
+                "--x509cafile",
+                "ca.pem",
+                "--require-client-cert",
+                "--verify-client-cert",
+            ],
+        )
+    };
     // gnutls-serv announces itself on standard error (its standard output is block-buffered).
-    assert!(
-        server.stderr.wait_for("listening on IPv4", TOOL_TIMEOUT),
-        "gnutls-serv did not start\n{}",
-        server.transcript()
-    );
+    let (server, port) =
+        start_on_free_port("gnutls-serv", gnutls_serv, |s| s.stderr.text().contains("listening on IPv4"));
+    let port = port.to_string();
+    let deadline = Instant::now() + TOOL_TIMEOUT;
     let mut client = spawn_in(
         &dir,
         "gnutls-cli",

@@ -16,12 +16,10 @@ struct Server {
 }
 
 fn start_server(extra: &[&str]) -> Server {
-    let port = free_udp_port();
-    let addr = format!("127.0.0.1:{port}");
     let mut args = vec!["--echo"];
     args.extend_from_slice(extra);
-    let proc = FASTSHAKE.sctp_server(port, SCTP_PORT, &args);
-    Server { proc, addr }
+    let (proc, port) = FASTSHAKE.sctp_server(SCTP_PORT, &args);
+    Server { proc, addr: format!("127.0.0.1:{port}") }
 }
 
 /// A cookie cache file in a directory of its own, removed when dropped.
@@ -237,8 +235,8 @@ fn large_transfer_beyond_the_send_buffer() {
 /// every byte, in order, exactly once.
 #[test]
 fn lossy_path_delivers_everything_once() {
-    let relay = Relay::start_lossy(7);
-    let proc = FASTSHAKE.sctp_server(relay.server_port, SCTP_PORT, &["--echo"]);
+    let (proc, port) = FASTSHAKE.sctp_server(SCTP_PORT, &["--echo"]);
+    let relay = Relay::to_lossy(port, 7);
     let server = Server { proc, addr: format!("127.0.0.1:{}", relay.port) };
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
     let stderr = echo_exchange(&server, &["--message-bytes", "3000", "--rto-initial-ms", "200"], &payload);

@@ -16,7 +16,7 @@ use fastshake_testkit::peers::pion;
 use fastshake_testkit::peers::sctp::{
     assert_alt_only_answers, assert_served_regular_client, client_inits, resent, Relay, Resent,
 };
-use fastshake_testkit::peers::{free_udp_port, Fastshake, Peer};
+use fastshake_testkit::peers::{Fastshake, Peer};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -183,9 +183,8 @@ fn our_alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_pion_server() 
 /// reads our echo and shuts down gracefully.
 fn pion_client_with_our_server(mode: &str) {
     let Some(binary) = pion::sctp_peer() else { return };
-    let our_port = free_udp_port();
-    let mut server =
-        FASTSHAKE.sctp_server(our_port, PION_SCTP_PORT, &["--mode", mode, "--echo", "--exit-after", "1"]);
+    let (mut server, our_port) =
+        FASTSHAKE.sctp_server(PION_SCTP_PORT, &["--mode", mode, "--echo", "--exit-after", "1"]);
     let client_args = ["client", "--connect", &format!("127.0.0.1:{our_port}"), "--time-limit", "30s"];
     let mut client = Peer::start(&binary, &client_args.map(String::from));
     let lines = ["hello fastshake, from pion/sctp\n", "a second line\n", "and a third\n"];
@@ -223,8 +222,8 @@ fn pion_client_with_our_regular_server() {
 #[test]
 fn alt_only_server_answers_pion_client_without_amplification() {
     let Some(binary) = pion::sctp_peer() else { return };
-    let relay = Relay::start();
-    let server = FASTSHAKE.sctp_server(relay.server_port, PION_SCTP_PORT, &["--mode", "alt"]);
+    let (server, port) = FASTSHAKE.sctp_server(PION_SCTP_PORT, &["--mode", "alt"]);
+    let relay = Relay::to(port);
     let client_args = ["client", "--connect", &format!("127.0.0.1:{}", relay.port), "--time-limit", "10s"];
     let mut client = Peer::start(&binary, &client_args.map(String::from));
     client.write(b"never delivered\n");

@@ -267,9 +267,8 @@ fn alt_client_with_cached_cookie_and_zero_rtt_falls_back_with_usrsctp_echo_serve
 #[test]
 fn usrsctp_client_with_our_echo_server() {
     let Some(program) = usrsctp_program("client") else { return };
-    let our_port = free_udp_port();
-    let mut server =
-        FASTSHAKE.sctp_server(our_port, ECHO_SCTP_PORT, &["--mode", "both", "--echo", "--exit-after", "1"]);
+    let (mut server, our_port) =
+        FASTSHAKE.sctp_server(ECHO_SCTP_PORT, &["--mode", "both", "--echo", "--exit-after", "1"]);
 
     let mut client = start_usrsctp_client(&program, our_port);
     let lines = ["hello fastshake, from usrsctp\n", "a second line\n", "and a third\n"];
@@ -300,8 +299,8 @@ fn usrsctp_client_with_our_echo_server() {
 #[test]
 fn alt_only_server_answers_usrsctp_client_without_amplification() {
     let Some(program) = usrsctp_program("client") else { return };
-    let relay = Relay::start();
-    let server = FASTSHAKE.sctp_server(relay.server_port, ECHO_SCTP_PORT, &["--mode", "alt"]);
+    let (server, port) = FASTSHAKE.sctp_server(ECHO_SCTP_PORT, &["--mode", "alt"]);
+    let relay = Relay::to(port);
     let mut client = start_usrsctp_client(&program, relay.port);
     client.write(b"never delivered\n");
     // usrsctp retransmits its INIT after 1 s (RTO.Initial): wait for the second one.

@@ -1,7 +1,7 @@
 //! For the SCTP interop tests: a recording UDP relay between a client and a server process,
 //! and the counts `fastshake sctp` prints of what it sent again.
 
-use super::{free_udp_port, Fastshake, Peer};
+use super::{announced_port, free_udp_port, Fastshake, Peer};
 use fastshake_sctp::packet::{Chunk, ErrorCause, InitChunk, Packet};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,8 @@ pub type Relayed = (bool, Vec<u8>);
 pub struct Relay {
     /// The relay's own port: the client connects here.
     pub port: u16,
-    /// The server's port, chosen free while the relay's port is held, so the two never clash.
+    /// The server's port: one it already listens on, or one chosen free for a server started
+    /// after the relay (a peer that must be told its port).
     pub server_port: u16,
     stop: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<Relayed>>>,
@@ -25,19 +26,24 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Relays between whoever sends first (the client) and the server that is to listen on
-    /// `server_port` on 127.0.0.1.
+    /// Relays between whoever sends first (the client) and a server that is to listen on
+    /// `server_port` on 127.0.0.1, a port chosen free now.
     pub fn start() -> Relay {
-        Relay::start_lossy(0)
+        Relay::to_lossy(free_udp_port(), 0)
     }
 
-    /// Like [`Relay::start`], but drops every `drop_every`-th datagram (0: none), in either
+    /// Relays between whoever sends first (the client) and a server that already listens on
+    /// `server_port` on 127.0.0.1.
+    pub fn to(server_port: u16) -> Relay {
+        Relay::to_lossy(server_port, 0)
+    }
+
+    /// Like [`Relay::to`], but drops every `drop_every`-th datagram (0: none), in either
     /// direction: a deterministic lossy path.
-    pub fn start_lossy(drop_every: usize) -> Relay {
+    pub fn to_lossy(server_port: u16, drop_every: usize) -> Relay {
         let socket = UdpSocket::bind("127.0.0.1:0").expect("binding the relay");
         socket.set_read_timeout(Some(Duration::from_millis(20))).expect("read timeout");
         let port = socket.local_addr().expect("relay address").port();
-        let server_port = free_udp_port();
         let stop = Arc::new(AtomicBool::new(false));
         let log = Arc::new(Mutex::new(Vec::new()));
         let handle = {
@@ -98,15 +104,15 @@ impl Drop for Relay {
 }
 
 impl Fastshake {
-    /// `fastshake sctp server` on UDP 127.0.0.1:`udp_port` for SCTP port `sctp_port`, with
-    /// `extra` arguments; returned once it listens.
-    pub fn sctp_server(self, udp_port: u16, sctp_port: &str, extra: &[&str]) -> Peer {
-        let listen = format!("127.0.0.1:{udp_port}");
-        let mut args = vec!["sctp", "server", "--listen", &listen, "--port", sctp_port];
+    /// `fastshake sctp server` for SCTP port `sctp_port` with `extra` arguments, on a UDP port
+    /// of 127.0.0.1 it chooses itself (so no other process can take it between a probe and the
+    /// bind); returned with that port once it listens.
+    pub fn sctp_server(self, sctp_port: &str, extra: &[&str]) -> (Peer, u16) {
+        let mut args = vec!["sctp", "server", "--listen", "127.0.0.1:0", "--port", sctp_port];
         args.extend_from_slice(extra);
         let server = self.spawn(&args);
-        assert!(server.stderr.wait_for("listening on", Duration::from_secs(10)), "{}", server.transcript());
-        server
+        let port = announced_port(&server, "listening on 127.0.0.1:");
+        (server, port)
     }
 
     /// `fastshake sctp client` to UDP 127.0.0.1:`udp_port` and SCTP port `sctp_port` with
