@@ -526,3 +526,33 @@ fn a_resent_finished_is_acknowledged_by_its_own_records_and_the_ack_does_not_gro
     assert_eq!(tickets(&pair).len(), 1);
     pair.exchange_data(3);
 }
+
+/// Under a SHA-384 suite with a 256-bit key, the secrets are 48 bytes and the record keys the
+/// long kind: the ticket (from the resumption secret) resumes, and key updates both ways, which
+/// derive from the traffic secrets, keep data flowing in both sessions.
+#[test]
+fn under_aes_256_gcm_sha384_a_ticket_resumes_and_keys_update_both_ways() {
+    let suites13 = vec![fastshake_dtls::dtls13::Suite13::Aes256GcmSha384];
+    let client = ClientConfig { suites13: suites13.clone(), ..cert_client() };
+    let mut pair = Pair::new(client.clone(), cert_server());
+    let (full, session) = first_session(&mut pair);
+    assert_eq!(full.suite, fastshake_dtls::CipherSuite::Aes256GcmSha384);
+    for resumed_session in [false, true] {
+        if resumed_session {
+            reconnect(&mut pair, client.clone(), Some(session.clone()), 2);
+            let (c, s) = pair.handshake(MINUTE).expect("resumed handshake");
+            assert!(resumed(&c, &s));
+            assert_eq!(c.suite, fastshake_dtls::CipherSuite::Aes256GcmSha384);
+        }
+        pair.exchange_data(2);
+        let now = pair.now;
+        pair.client.update_keys(now, true).expect("a 1.3 session");
+        pair.run_for(Duration::from_secs(5));
+        pair.exchange_data(2);
+        let h = pair.server_handle();
+        pair.server.update_keys(h, false).expect("the server's update");
+        pair.run_for(Duration::from_secs(5));
+        pair.exchange_data(2);
+        assert!(pair.client_failure().is_none() && pair.server_failure().is_none());
+    }
+}

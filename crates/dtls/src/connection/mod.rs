@@ -245,6 +245,7 @@ pub struct Connection {
     phase: Phase,
     hs: Option<Box<Handshake>>,
     version: VersionState,
+    /// The agreed suite, of either version.
     suite: Option<CipherSuite>,
     /// Server: the first 4 bytes of the client random of the ClientHello this session started
     /// from and its message_seq, so the endpoint can tell a copy of it (late or retransmitted)
@@ -1459,10 +1460,7 @@ impl Connection {
 
     /// The agreed suite, once known.
     pub fn suite(&self) -> Option<CipherSuite> {
-        match self.version.v13() {
-            Some(v13) => v13.suite.map(CipherSuite::from),
-            None => self.suite,
-        }
+        self.suite
     }
 
     /// Client or server.

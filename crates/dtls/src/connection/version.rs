@@ -105,9 +105,8 @@ impl Connection {
         self.version = VersionState::Dtls13(Box::new(Tls13 {
             record: RecordLayer13::default(),
             hs: Some(hs13),
-            suite: None,
             secrets: None,
-            handshake_keys_until: None,
+            handshake_keys_until: crate::Instant::MAX,
         }));
     }
 }

@@ -7,7 +7,7 @@ use crate::record::unified::SequenceCipher;
 use ccm::aead::generic_array::GenericArray;
 use ccm::aead::{AeadInPlace, KeyInit};
 use ring::{digest, hkdf, hmac};
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 /// A DTLS 1.3 cipher suite (RFC 8446 §B.4; the CCM ones as RFC 9147 and RFC 7925's profile
 /// use them).
@@ -371,12 +371,31 @@ impl KeySchedule {
 pub(crate) struct BadRecord;
 
 /// One direction's record keys of one epoch, raw: the AEAD key schedule is expanded per
-/// record (well under a microsecond), which keeps a session small.
-#[derive(Clone, Zeroize)]
-#[zeroize(drop)]
-pub(crate) struct RecordKeys {
+/// record (well under a microsecond), which keeps a session small. Keys of the 128-bit suites
+/// (AES-128-GCM, both CCMs: the common and the IoT profile's) are kept inline at their own
+/// length; a 256-bit suite's are boxed, so that they do not make every session carry 32 unused
+/// bytes per key set.
+#[derive(Clone)]
+pub(crate) enum RecordKeys {
+    Short(ShortKeys),
+    Long(Box<LongKeys>),
+}
+
+/// Keys of a suite with a 128-bit key (key and `sn_key` the same length, RFC 9147 §4.2.3).
+#[derive(Clone, Zeroize, ZeroizeOnDrop)]
+pub(crate) struct ShortKeys {
     #[zeroize(skip)]
-    pub suite: Suite13,
+    suite: Suite13,
+    key: [u8; 16],
+    iv: [u8; 12],
+    sn_key: [u8; 16],
+}
+
+/// Keys of a suite with a 256-bit key.
+#[derive(Clone, Zeroize, ZeroizeOnDrop)]
+pub(crate) struct LongKeys {
+    #[zeroize(skip)]
+    suite: Suite13,
     key: [u8; 32],
     iv: [u8; 12],
     sn_key: [u8; 32],
@@ -386,23 +405,56 @@ impl RecordKeys {
     /// The keys of a traffic secret.
     pub fn from_secret(suite: Suite13, prefix: LabelPrefix, secret: &[u8]) -> Self {
         let derived = TrafficKeys::derive(suite.hash(), prefix, secret, suite.key_len());
-        let mut keys = RecordKeys { suite, key: [0; 32], iv: derived.iv, sn_key: [0; 32] };
-        keys.key[..suite.key_len()].copy_from_slice(&derived.key);
-        keys.sn_key[..suite.key_len()].copy_from_slice(&derived.sn_key);
-        keys
+        match suite.key_len() {
+            16 => {
+                let mut keys = ShortKeys { suite, key: [0; 16], iv: derived.iv, sn_key: [0; 16] };
+                keys.key.copy_from_slice(&derived.key);
+                keys.sn_key.copy_from_slice(&derived.sn_key);
+                RecordKeys::Short(keys)
+            }
+            _ => {
+                let mut keys = Box::new(LongKeys { suite, key: [0; 32], iv: derived.iv, sn_key: [0; 32] });
+                keys.key.copy_from_slice(&derived.key);
+                keys.sn_key.copy_from_slice(&derived.sn_key);
+                RecordKeys::Long(keys)
+            }
+        }
+    }
+
+    /// The suite these keys are for.
+    pub fn suite(&self) -> Suite13 {
+        match self {
+            RecordKeys::Short(k) => k.suite,
+            RecordKeys::Long(k) => k.suite,
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        match self {
+            RecordKeys::Short(k) => &k.key,
+            RecordKeys::Long(k) => &k.key,
+        }
+    }
+
+    fn iv(&self) -> [u8; 12] {
+        match self {
+            RecordKeys::Short(k) => k.iv,
+            RecordKeys::Long(k) => k.iv,
+        }
     }
 
     /// The sequence number key (`sn_key`) of these keys.
     pub fn sequence_key(&self) -> Option<crate::record::unified::SequenceKey> {
-        crate::record::unified::SequenceKey::new(
-            self.suite.sequence_cipher(),
-            &self.sn_key[..self.suite.key_len()],
-        )
+        let sn_key: &[u8] = match self {
+            RecordKeys::Short(k) => &k.sn_key,
+            RecordKeys::Long(k) => &k.sn_key,
+        };
+        crate::record::unified::SequenceKey::new(self.suite().sequence_cipher(), sn_key)
     }
 
     /// The per-record nonce (RFC 8446 §5.3): the IV XOR the 64-bit record sequence number.
     fn nonce(&self, seq: u64) -> [u8; 12] {
-        let mut nonce = self.iv;
+        let mut nonce = self.iv();
         for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
             *n ^= s;
         }
@@ -413,8 +465,8 @@ impl RecordKeys {
     /// `tag` (exactly `tag_len` bytes).
     pub fn seal(&self, seq: u64, aad: &[u8], payload: &mut [u8], tag: &mut [u8]) {
         let nonce = self.nonce(seq);
-        let key = &self.key[..self.suite.key_len()];
-        match ring_algorithm(self.suite) {
+        let key = self.key();
+        match ring_algorithm(self.suite()) {
             Some(algorithm) => {
                 // A key of the algorithm's length is always valid, and sealing fails only past
                 // GCM's input limit, far above any record.
@@ -429,7 +481,7 @@ impl RecordKeys {
             }
             None => {
                 let nonce = GenericArray::from_slice(&nonce);
-                let sealed = match self.suite {
+                let sealed = match self.suite() {
                     Suite13::Aes128Ccm8Sha256 => Ccm8::new(GenericArray::from_slice(key))
                         .encrypt_in_place_detached(nonce, aad, payload)
                         .map(|t| tag.copy_from_slice(&t)),
@@ -444,11 +496,11 @@ impl RecordKeys {
 
     /// Decrypts `sealed` (ciphertext then tag) in place; returns the plaintext's length.
     pub fn open(&self, seq: u64, aad: &[u8], sealed: &mut [u8]) -> Result<usize, BadRecord> {
-        let tag_len = self.suite.tag_len();
+        let tag_len = self.suite().tag_len();
         let len = sealed.len().checked_sub(tag_len).ok_or(BadRecord)?;
         let nonce = self.nonce(seq);
-        let key = &self.key[..self.suite.key_len()];
-        match ring_algorithm(self.suite) {
+        let key = self.key();
+        match ring_algorithm(self.suite()) {
             Some(algorithm) => {
                 let key = ring::aead::LessSafeKey::new(
                     ring::aead::UnboundKey::new(algorithm, key).map_err(|_| BadRecord)?,
@@ -459,7 +511,7 @@ impl RecordKeys {
             None => {
                 let (body, tag) = sealed.split_at_mut(len);
                 let nonce = GenericArray::from_slice(&nonce);
-                let opened = match self.suite {
+                let opened = match self.suite() {
                     Suite13::Aes128Ccm8Sha256 => Ccm8::new(GenericArray::from_slice(key))
                         .decrypt_in_place_detached(nonce, aad, body, GenericArray::from_slice(tag)),
                     _ => Ccm16::new(GenericArray::from_slice(key)).decrypt_in_place_detached(

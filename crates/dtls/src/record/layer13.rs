@@ -175,7 +175,7 @@ impl RecordLayer13 {
         let Some(read) = self.read.iter_mut().find(|e| e.epoch == epoch_number) else {
             return (end, Err(Unopened13::NoKeys));
         };
-        let tag_len = read.keys.suite.tag_len();
+        let tag_len = read.keys.suite().tag_len();
         let Some(sequence_key) = read.keys.sequence_key() else { return (end, Err(Unopened13::NoKeys)) };
         if header.length as usize <= tag_len
             || header.length as usize > tag_len + super::header::MAX_CIPHERTEXT
@@ -199,7 +199,7 @@ impl RecordLayer13 {
         let opened = read.keys.open(seq, aad, sealed);
         let Ok(n) = opened else {
             read.failures += 1;
-            if read.failures >= read.keys.suite.integrity_limit() {
+            if read.failures >= read.keys.suite().integrity_limit() {
                 return (end, Err(Unopened13::IntegrityLimit));
             }
             return (end, Err(Unopened13::Unauthenticated));
@@ -229,7 +229,7 @@ impl RecordLayer13 {
 /// Bytes of a record sealed with `keys` around `plaintext_len` bytes, with `cid_len` bytes of
 /// CID.
 pub(crate) fn sealed_len_with(keys: &RecordKeys, cid_len: usize, plaintext_len: usize) -> usize {
-    let tag = keys.suite.tag_len();
+    let tag = keys.suite().tag_len();
     1 + cid_len + 2 + 2 + inner_len(plaintext_len, tag) + tag
 }
 
@@ -247,7 +247,7 @@ pub(crate) fn seal_record(
     parts: &[&[u8]],
     out: &mut [u8],
 ) -> Result<(), Error> {
-    let tag_len = keys.suite.tag_len();
+    let tag_len = keys.suite().tag_len();
     let content_len: usize = parts.iter().map(|p| p.len()).sum();
     let inner = inner_len(content_len, tag_len);
     let length = u16::try_from(inner + tag_len)

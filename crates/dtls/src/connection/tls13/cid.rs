@@ -348,7 +348,7 @@ impl Connection {
         let mut record = std::mem::take(&mut v13.record);
         self.send_flight13(now, hs, &mut record, true);
         v13.record = record;
-        if let Some(secrets) = v13.secrets.as_deref_mut() {
+        if let Some(secrets) = v13.secrets.as_mut() {
             secrets.next_message_seq = hs.next_message_seq;
         }
     }

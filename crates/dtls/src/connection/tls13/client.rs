@@ -165,9 +165,8 @@ impl Connection {
         self.version = VersionState::Dtls13(Box::new(Tls13 {
             record,
             hs: Some(hs),
-            suite: None,
             secrets: None,
-            handshake_keys_until: None,
+            handshake_keys_until: Instant::MAX,
         }));
     }
 
@@ -401,7 +400,7 @@ impl Connection {
         if psk.is_none() && config.trust_anchors.is_none() {
             return Err(Abort::alert(AlertDescription::HandshakeFailure));
         }
-        v13.suite = Some(suite);
+        self.suite = Some(suite.into());
         if !hs.hello_retry {
             hs.transcript = Transcript13::Pending(Vec::new());
             hs.transcript.add(HandshakeType::ClientHello, &state.hello);
@@ -491,7 +490,6 @@ impl Connection {
         hs.timers.set(super::Timer13::GiveUp, now + self.handshake_timeout());
         record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
         v13.record = record;
-        let mut secrets = super::AppSecrets::new(k.suite, &client_ap, &server_ap);
         // Through our Finished (RFC 8446 §7.1): the server's tickets derive from it.
         let resumption = k.schedule.derive(b"res master", hs.transcript.current(hash).as_ref());
         // A certificate handshake: the entry to keep for this server, with the ticket that now
@@ -499,7 +497,7 @@ impl Connection {
         let cache_update = server
             .as_ref()
             .and_then(|_| cache_update(config, &k.caching, || cached::client_ticket13(hash, &resumption)));
-        secrets.resumption = Some(super::keep(&resumption));
+        let mut secrets = super::AppSecrets::new(k.suite, &client_ap, &server_ap, Some(&resumption));
         secrets.next_message_seq = hs.next_message_seq;
         secrets.peer_next_message_seq = hs.reassembler.next_seq();
         v13.secrets = Some(secrets);

@@ -274,22 +274,14 @@ pub(super) enum Step13 {
 pub(super) struct Tls13 {
     pub record: RecordLayer13,
     pub hs: Option<Box<Handshake13>>,
-    pub suite: Option<Suite13>,
-    /// The application traffic secrets, for key updates (RFC 9147 §8); boxed, made once the
-    /// handshake derives them.
-    pub secrets: Option<Box<AppSecrets>>,
+    /// The application traffic secrets, for key updates (RFC 9147 §8), once the handshake
+    /// derives them.
+    pub secrets: Option<AppSecrets>,
     /// Server: until when the client's handshake epoch is still read, so that a Finished the
     /// client resends (our ACK of it lost) is acknowledged again (RFC 9147 §7); its keys go
-    /// then, and an established session reads one epoch.
-    pub handshake_keys_until: Option<Instant>,
-}
-
-/// A secret of the hash's length, kept for the whole session: exactly that long, wiped on drop.
-pub(super) type Secret = zeroize::Zeroizing<Box<[u8]>>;
-
-/// A copy of `secret` to keep (the source is wiped when it drops).
-pub(super) fn keep(secret: &[u8]) -> Secret {
-    zeroize::Zeroizing::new(secret.into())
+    /// then, and an established session reads one epoch. `Instant::MAX` when there are none
+    /// (a sentinel, not an `Option`: every session keeps this field).
+    pub handshake_keys_until: Instant,
 }
 
 /// The current application traffic secrets of both directions and the message numbering the
@@ -297,26 +289,54 @@ pub(super) fn keep(secret: &[u8]) -> Secret {
 /// (its write epoch, its highest read epoch): kept once, there.
 pub(super) struct AppSecrets {
     pub suite: Suite13,
-    pub write: Secret,
-    pub read: Secret,
+    /// Ours to write, then the peer's, then (client) resumption_master_secret (RFC 8446 §7.1),
+    /// which the server's tickets' PSKs derive from (a server issues its tickets at the end of
+    /// the handshake and keeps none): each the hash's length, in one allocation.
+    secrets: zeroize::Zeroizing<Box<[u8]>>,
     /// message_seq of our next handshake message, and the peer's next one expected.
     pub next_message_seq: u16,
     pub peer_next_message_seq: u16,
-    /// Client: resumption_master_secret (RFC 8446 §7.1), which the server's tickets' PSKs
-    /// derive from (a server issues its tickets at the end of the handshake and keeps none).
-    pub resumption: Option<Secret>,
 }
 
 impl AppSecrets {
-    pub fn new(suite: Suite13, write: &[u8], read: &[u8]) -> Box<Self> {
-        Box::new(AppSecrets {
-            suite,
-            write: keep(write),
-            read: keep(read),
-            next_message_seq: 0,
-            peer_next_message_seq: 0,
-            resumption: None,
-        })
+    pub fn new(suite: Suite13, write: &[u8], read: &[u8], resumption: Option<&[u8]>) -> Self {
+        // `concat` allocates exactly, so the box takes the buffer over: no copy is left unwiped.
+        let secrets = zeroize::Zeroizing::new(
+            [write, read, resumption.unwrap_or_default()].concat().into_boxed_slice(),
+        );
+        AppSecrets { suite, secrets, next_message_seq: 0, peer_next_message_seq: 0 }
+    }
+
+    fn part(&self, index: usize) -> &[u8] {
+        let len = self.suite.hash().len();
+        self.secrets.get(index * len..(index + 1) * len).unwrap_or_default()
+    }
+
+    /// Our current application traffic secret.
+    pub fn write(&self) -> &[u8] {
+        self.part(0)
+    }
+
+    /// The peer's current application traffic secret.
+    pub fn read(&self) -> &[u8] {
+        self.part(1)
+    }
+
+    /// Client: resumption_master_secret.
+    pub fn resumption(&self) -> Option<&[u8]> {
+        Some(self.part(2)).filter(|r| !r.is_empty())
+    }
+
+    /// Our next secret (a KeyUpdate of ours), in place of the current one.
+    pub fn update_write(&mut self, next: &[u8]) {
+        let len = self.suite.hash().len();
+        self.secrets[..len].copy_from_slice(next);
+    }
+
+    /// The peer's next secret (its KeyUpdate), in place of the current one.
+    pub fn update_read(&mut self, next: &[u8]) {
+        let len = self.suite.hash().len();
+        self.secrets[len..2 * len].copy_from_slice(next);
     }
 }
 
@@ -854,7 +874,7 @@ impl Connection {
                 v13.record = record;
             }
         }
-        if let Some(secrets) = v13.secrets.as_deref_mut() {
+        if let Some(secrets) = v13.secrets.as_mut() {
             if self.phase == Phase::Established && matches!(hs.step, Some(Step13::Complete)) {
                 secrets.peer_next_message_seq = hs.reassembler.next_seq();
                 secrets.next_message_seq = hs.next_message_seq;
@@ -872,7 +892,7 @@ impl Connection {
     /// The state for messages after the handshake (a KeyUpdate), numbered on from it.
     fn post_handshake13(&mut self, now: Instant, v13: &Tls13) -> Option<Box<Handshake13>> {
         use rand_core::SeedableRng;
-        let secrets = v13.secrets.as_deref()?;
+        let secrets = v13.secrets.as_ref()?;
         let (initial, max) = self.retransmit_bounds();
         let timer = RetransmitTimer::new(initial, max, crate::config::RetransmitPolicy::Fixed, None);
         let rng = ChaCha20Rng::from_seed([0; 32]);
@@ -915,7 +935,7 @@ impl Connection {
         let mut record = std::mem::take(&mut v13.record);
         self.send_flight13(now, &mut hs, &mut record, true);
         v13.record = record;
-        if let Some(secrets) = v13.secrets.as_deref_mut() {
+        if let Some(secrets) = v13.secrets.as_mut() {
             secrets.next_message_seq = hs.next_message_seq;
         }
         v13.hs = Some(hs);
@@ -932,11 +952,11 @@ impl Connection {
         body: &[u8],
     ) -> Result<(), Abort> {
         let requested = crate::handshake::parse_key_update(body).map_err(Abort::decode)?;
-        let secrets = v13.secrets.as_deref_mut().ok_or_else(Abort::unexpected)?;
-        let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, &secrets.read);
+        let secrets = v13.secrets.as_mut().ok_or_else(Abort::unexpected)?;
+        let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, secrets.read());
         let epoch = v13.record.read_epoch().unwrap_or(epoch::APPLICATION) + 1;
         v13.record.add_read(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
-        secrets.read = keep(&next);
+        secrets.update_read(&next);
         hs.ack_now = true;
         if requested && !hs.write_update_pending {
             hs.begin_flight();
@@ -1007,7 +1027,7 @@ impl Connection {
                 };
                 if let Some(mut hs) = v13.hs.take() {
                     let mut record = std::mem::take(&mut v13.record);
-                    self.on_ack13(now, &mut hs, &mut record, v13.secrets.as_deref_mut(), ack);
+                    self.on_ack13(now, &mut hs, &mut record, v13.secrets.as_mut(), ack);
                     v13.record = record;
                     if !matches!(hs.step, Some(Step13::Complete)) || !hs.flight.all_acked() {
                         v13.hs = Some(hs);
@@ -1225,13 +1245,14 @@ impl Connection {
     pub(super) fn poll_timeout13(&self) -> Option<Instant> {
         let v13 = self.version.v13()?;
         let handshake = v13.hs.as_ref().and_then(|hs| hs.timers.next());
-        [handshake, v13.handshake_keys_until].into_iter().flatten().min()
+        let keys = Some(v13.handshake_keys_until).filter(|t| *t != Instant::MAX);
+        [handshake, keys].into_iter().flatten().min()
     }
 
     pub(super) fn handle_timeout13(&mut self, now: Instant) {
         let Some(mut v13) = self.version.take13() else { return };
-        if v13.handshake_keys_until.is_some_and(|t| now >= t) {
-            v13.handshake_keys_until = None;
+        if v13.handshake_keys_until != Instant::MAX && now >= v13.handshake_keys_until {
+            v13.handshake_keys_until = Instant::MAX;
             v13.record.drop_read_below(epoch::APPLICATION);
         }
         if let Some(mut hs) = v13.hs.take() {
@@ -1323,10 +1344,10 @@ impl Connection {
 
 /// Our KeyUpdate was acknowledged: from now on we write with the next secret's keys.
 fn next_write_keys13(record: &mut RecordLayer13, secrets: &mut AppSecrets) {
-    let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, &secrets.write);
+    let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, secrets.write());
     let epoch = record.write_epoch().unwrap_or(epoch::APPLICATION) + 1;
     record.set_write(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
-    secrets.write = keep(&next);
+    secrets.update_write(&next);
 }
 
 /// A protected record of a flight being filled with handshake fragments.

@@ -450,8 +450,8 @@ impl Connection {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
         hs.ack_now = true;
-        let Some(secrets) = v13.secrets.as_deref() else { return Err(Abort::unexpected()) };
-        let Some(resumption) = secrets.resumption.as_ref() else { return Ok(()) };
+        let Some(secrets) = v13.secrets.as_ref() else { return Err(Abort::unexpected()) };
+        let Some(resumption) = secrets.resumption() else { return Ok(()) };
         // A lifetime of 0, or a client that takes no tickets: not to be kept.
         if nst.lifetime == 0 || !config.enable_tickets {
             return Ok(());
@@ -626,7 +626,7 @@ impl Connection {
         else {
             return;
         };
-        let Some(suite) = v13.secrets.as_deref().map(|s| s.suite) else { return };
+        let Some(suite) = v13.secrets.as_ref().map(|s| s.suite) else { return };
         let mut nonce = [0u8; 8];
         hs.rng.fill_bytes(&mut nonce);
         let mut seal_nonce = [0u8; 12];
@@ -664,7 +664,7 @@ impl Connection {
         let mut record = std::mem::take(&mut v13.record);
         self.send_flight13(now, hs, &mut record, true);
         v13.record = record;
-        if let Some(secrets) = v13.secrets.as_deref_mut() {
+        if let Some(secrets) = v13.secrets.as_mut() {
             secrets.next_message_seq = hs.next_message_seq;
         }
     }

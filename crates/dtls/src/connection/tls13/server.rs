@@ -83,7 +83,7 @@ pub(in crate::connection) struct AwaitClient {
     caching: ServerCaching13,
     /// The application traffic secrets (ours to write, the client's to read), kept for key
     /// updates once the session is up.
-    secrets: Box<super::AppSecrets>,
+    secrets: super::AppSecrets,
 }
 
 impl Connection {
@@ -119,15 +119,14 @@ impl Connection {
         let mut v13 = Tls13 {
             record: RecordLayer13::default(),
             hs: None,
-            suite: None,
             secrets: None,
-            handshake_keys_until: None,
+            handshake_keys_until: Instant::MAX,
         };
         let client_chain = hello.client_chain.take();
         match conn.server_answer13(now, &mut hs, &mut record, &config, &hello, client_chain) {
             Ok(step) => {
                 hs.step = Some(step);
-                v13.suite = Some(hello.state.suite);
+                conn.suite = Some(hello.state.suite.into());
                 v13.record = record;
                 v13.hs = Some(hs);
                 conn.version = VersionState::Dtls13(Box::new(v13));
@@ -326,7 +325,7 @@ impl Connection {
             client_validation_skipped: false,
             client_cert: chosen.as_ref().and_then(|c| c.ticket.as_ref()).and_then(|t| t.client_cert),
             caching,
-            secrets: super::AppSecrets::new(suite, &server_ap, &client_ap),
+            secrets: super::AppSecrets::new(suite, &server_ap, &client_ap, None),
         };
         Ok(Step13::Server(Box::new(if ask_certificate {
             ServerStep13::ExpectCertificate(wait)
@@ -431,7 +430,7 @@ impl Connection {
         let resumption = w.schedule.derive(b"res master", hs.transcript.current(w.suite.hash()).as_ref());
         v13.secrets = Some(w.secrets);
         // The client stops resending its Finished by its handshake timeout at the latest.
-        v13.handshake_keys_until = Some(now + self.handshake_timeout());
+        v13.handshake_keys_until = now + self.handshake_timeout();
         hs.flight.timer.on_answer(now, self.stats.bytes_received);
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
