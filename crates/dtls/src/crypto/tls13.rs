@@ -377,28 +377,27 @@ pub(crate) struct BadRecord;
 /// bytes per key set.
 #[derive(Clone)]
 pub(crate) enum RecordKeys {
-    Short(ShortKeys),
-    Long(Box<LongKeys>),
+    Short(SizedKeys<16>),
+    Long(Box<SizedKeys<32>>),
 }
 
-/// Keys of a suite with a 128-bit key (key and `sn_key` the same length, RFC 9147 §4.2.3).
+/// Keys of a suite whose key is `N` bytes long (`sn_key` is as long, RFC 9147 §4.2.3).
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
-pub(crate) struct ShortKeys {
+pub(crate) struct SizedKeys<const N: usize> {
     #[zeroize(skip)]
     suite: Suite13,
-    key: [u8; 16],
+    key: [u8; N],
     iv: [u8; 12],
-    sn_key: [u8; 16],
+    sn_key: [u8; N],
 }
 
-/// Keys of a suite with a 256-bit key.
-#[derive(Clone, Zeroize, ZeroizeOnDrop)]
-pub(crate) struct LongKeys {
-    #[zeroize(skip)]
-    suite: Suite13,
-    key: [u8; 32],
-    iv: [u8; 12],
-    sn_key: [u8; 32],
+impl<const N: usize> SizedKeys<N> {
+    fn new(suite: Suite13, derived: &TrafficKeys) -> Self {
+        let mut keys = SizedKeys { suite, key: [0; N], iv: derived.iv, sn_key: [0; N] };
+        keys.key.copy_from_slice(&derived.key);
+        keys.sn_key.copy_from_slice(&derived.sn_key);
+        keys
+    }
 }
 
 impl RecordKeys {
@@ -406,18 +405,8 @@ impl RecordKeys {
     pub fn from_secret(suite: Suite13, prefix: LabelPrefix, secret: &[u8]) -> Self {
         let derived = TrafficKeys::derive(suite.hash(), prefix, secret, suite.key_len());
         match suite.key_len() {
-            16 => {
-                let mut keys = ShortKeys { suite, key: [0; 16], iv: derived.iv, sn_key: [0; 16] };
-                keys.key.copy_from_slice(&derived.key);
-                keys.sn_key.copy_from_slice(&derived.sn_key);
-                RecordKeys::Short(keys)
-            }
-            _ => {
-                let mut keys = Box::new(LongKeys { suite, key: [0; 32], iv: derived.iv, sn_key: [0; 32] });
-                keys.key.copy_from_slice(&derived.key);
-                keys.sn_key.copy_from_slice(&derived.sn_key);
-                RecordKeys::Long(keys)
-            }
+            16 => RecordKeys::Short(SizedKeys::new(suite, &derived)),
+            _ => RecordKeys::Long(Box::new(SizedKeys::new(suite, &derived))),
         }
     }
 
