@@ -31,14 +31,14 @@ const TARGET_RESUMED_OVER_FULL: f64 = 5.0;
 /// seed 002), heap allocations per application record.
 const TARGET_HANDSHAKES_PER_SECOND: f64 = 20_000.0;
 const TARGET_SESSION_BYTES: i64 = 400;
-const TARGET_ALLOCATIONS_PER_RECORD: f64 = 0.0;
+pub(crate) const TARGET_ALLOCATIONS_PER_RECORD: f64 = 0.0;
 
 /// The pre-shared-key suites; the certificate suites have their own sections.
 const PSK_SUITES: &[CipherSuite] = &[CipherSuite::PskWithAes128Ccm8, CipherSuite::PskWithAes128GcmSha256];
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 4433);
 /// Handshakes per server Endpoint before a fresh one (keeps the connection table bounded).
 pub(crate) const HANDSHAKES_PER_ENDPOINT: u16 = 1000;
-const RECORD_SIZES: [usize; 4] = [16, 64, 256, 1024];
+pub(crate) const RECORD_SIZES: [usize; 4] = [16, 64, 256, 1024];
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -421,7 +421,7 @@ fn record_throughput(plan: &Plan) -> anyhow::Result<()> {
 
 /// Records per timed run so that sealing takes about a quarter of `slice` (ours and OpenSSL's seal
 /// and open then take about `slice` together), at most ~50 MB of datagrams.
-fn records_per_run(pair: &mut Established, size: usize, slice: Duration) -> anyhow::Result<usize> {
+pub(crate) fn records_per_run(pair: &mut Established, size: usize, slice: Duration) -> anyhow::Result<usize> {
     let data = vec![0x42u8; size];
     let mut out = vec![0u8; MTU.max(size + 64)];
     let probe = std::time::Instant::now();
@@ -437,7 +437,11 @@ fn records_per_run(pair: &mut Established, size: usize, slice: Duration) -> anyh
 
 /// Seals `count` records (timed), then opens `count` freshly sealed ones (timed);
 /// returns (seal MB/s, open MB/s).
-fn throughput_run(pair: &mut Established, size: usize, count: usize) -> anyhow::Result<(f64, f64)> {
+pub(crate) fn throughput_run(
+    pair: &mut Established,
+    size: usize,
+    count: usize,
+) -> anyhow::Result<(f64, f64)> {
     let data = vec![0x42u8; size];
     let mut out = vec![0u8; MTU.max(size + 64)];
     let start = std::time::Instant::now();
@@ -589,64 +593,74 @@ pub(crate) fn server_growth_per_session(
 }
 
 fn allocations_per_record() -> anyhow::Result<()> {
-    const RECORDS: usize = 1000;
-    println!("\n4. Heap allocations per application record after the handshake ({RECORDS} records of 100 B)");
+    println!(
+        "\n4. Heap allocations per application record after the handshake ({ALLOCATION_RECORDS} records of 100 B)"
+    );
     println!(
         "   {:<34} {:>12} {:>12} {:>12} {:>12}   target {}",
         "suite", "client seal", "server open", "server seal", "client open", TARGET_ALLOCATIONS_PER_RECORD
     );
     for &suite in PSK_SUITES {
-        let mut pair = establish(suite, 3)?;
-        let data = [0x17u8; 100];
-        let mut out = vec![0u8; MTU];
-        let mut datagrams: Vec<Vec<u8>> = (0..RECORDS).map(|_| vec![0u8; MTU]).collect();
-
-        let client_seal = count_allocations(|| {
-            for datagram in datagrams.iter_mut() {
-                let len = pair.client.seal_into(&data, &mut out)?;
-                datagram[..len].copy_from_slice(&out[..len]);
-                datagram.truncate(len);
-            }
-            Ok(())
-        })?;
-        let mut opened = 0;
-        let server_open = count_allocations(|| {
-            for datagram in datagrams.iter_mut() {
-                pair.server_open(datagram, &mut |_, _| opened += 1);
-            }
-            Ok(())
-        })?;
-        datagrams = (0..RECORDS).map(|_| vec![0u8; MTU]).collect();
-        let server_seal = count_allocations(|| {
-            for datagram in datagrams.iter_mut() {
-                let len = pair.endpoint.seal_into(pair.handle, &data, &mut out)?;
-                datagram[..len].copy_from_slice(&out[..len]);
-                datagram.truncate(len);
-            }
-            Ok(())
-        })?;
-        let client_open = count_allocations(|| {
-            for datagram in datagrams.iter_mut() {
-                pair.client.open_in_place(Instant::ZERO, SERVER_ADDR, datagram, &mut |_| opened += 1);
-            }
-            Ok(())
-        })?;
-        if opened != 2 * RECORDS {
-            bail!("{opened} of {} records opened", 2 * RECORDS);
-        }
-        let per = |n: usize| n as f64 / RECORDS as f64;
-        let worst = per(client_seal.max(server_open).max(server_seal).max(client_open));
+        let per = record_allocations(&mut establish(suite, 3)?)?;
+        let worst = per.iter().copied().fold(0.0, f64::max);
         println!(
             "   {:<34} {:>12.3} {:>12.3} {:>12.3} {:>12.3}   {}",
             suite.iana_name(),
-            per(client_seal),
-            per(server_open),
-            per(server_seal),
-            per(client_open),
+            per[0],
+            per[1],
+            per[2],
+            per[3],
             verdict(worst <= TARGET_ALLOCATIONS_PER_RECORD)
         );
     }
     Ok(())
+}
+
+/// Records of 100 B each allocation count is taken over.
+pub(crate) const ALLOCATION_RECORDS: usize = 1000;
+
+/// Heap allocations per record of an established pair, the way the drivers move records: the
+/// client's seal, the server's open (through the endpoint), the server's seal, the client's open.
+pub(crate) fn record_allocations(pair: &mut Established) -> anyhow::Result<[f64; 4]> {
+    let data = [0x17u8; 100];
+    let mut out = vec![0u8; MTU];
+    let mut datagrams: Vec<Vec<u8>> = (0..ALLOCATION_RECORDS).map(|_| vec![0u8; MTU]).collect();
+
+    let client_seal = count_allocations(|| {
+        for datagram in datagrams.iter_mut() {
+            let len = pair.client.seal_into(&data, &mut out)?;
+            datagram[..len].copy_from_slice(&out[..len]);
+            datagram.truncate(len);
+        }
+        Ok(())
+    })?;
+    let mut opened = 0;
+    let server_open = count_allocations(|| {
+        for datagram in datagrams.iter_mut() {
+            pair.server_open(datagram, &mut |_, _| opened += 1);
+        }
+        Ok(())
+    })?;
+    datagrams = (0..ALLOCATION_RECORDS).map(|_| vec![0u8; MTU]).collect();
+    let server_seal = count_allocations(|| {
+        for datagram in datagrams.iter_mut() {
+            let len = pair.endpoint.seal_into(pair.handle, &data, &mut out)?;
+            datagram[..len].copy_from_slice(&out[..len]);
+            datagram.truncate(len);
+        }
+        Ok(())
+    })?;
+    let client_open = count_allocations(|| {
+        for datagram in datagrams.iter_mut() {
+            pair.client.open_in_place(Instant::ZERO, SERVER_ADDR, datagram, &mut |_| opened += 1);
+        }
+        Ok(())
+    })?;
+    if opened != 2 * ALLOCATION_RECORDS {
+        bail!("{opened} of {} records opened", 2 * ALLOCATION_RECORDS);
+    }
+    let per = |n: usize| n as f64 / ALLOCATION_RECORDS as f64;
+    Ok([per(client_seal), per(server_open), per(server_seal), per(client_open)])
 }
 
 /// Allocations and reallocations made while `f` runs.

@@ -1,11 +1,14 @@
 //! The DTLS 1.3 rows of `fastshake bench handshake`: engine-only 1.3 handshakes per second
 //! beside wolfSSL's DTLS 1.3 in memory (measured by `interop/wolfssl`'s peer program, built
-//! here, in the same run), the bytes a handshake puts on the wire in 1.2 and in 1.3, and the
-//! memory of an established 1.3 session.
+//! here, in the same run), the bytes a handshake puts on the wire in 1.2 and in 1.3, the
+//! memory of an established 1.3 session, and record protection in every 1.3 suite beside
+//! wolfSSL's.
 
 use crate::handshake::{
-    client_addr, engine_handshake, engine_handshake_with, live_heap, median, seed, server_growth_per_session,
-    unix_now, verdict, with_cid, BenchPkis, Established, CID_LEN, HANDSHAKES_PER_ENDPOINT,
+    client_addr, engine_handshake, engine_handshake_with, live_heap, median, record_allocations,
+    records_per_run, seed, server_growth_per_session, throughput_run, unix_now, verdict, with_cid, BenchPkis,
+    Established, ALLOCATION_RECORDS, CID_LEN, HANDSHAKES_PER_ENDPOINT, RECORD_SIZES,
+    TARGET_ALLOCATIONS_PER_RECORD,
 };
 use anyhow::Context as _;
 use fastshake_dtls::dtls13::Suite13;
@@ -227,7 +230,129 @@ pub(crate) fn run(runs: usize, slice: Duration, pkis: &BenchPkis) -> anyhow::Res
     }
     let _ = std::fs::remove_dir_all(&pki_dir);
     handshake_bytes(pkis)?;
-    session_memory13(pkis)
+    session_memory13(pkis)?;
+    record_throughput13(runs, slice, pkis, wolfssl.as_deref().ok())
+}
+
+/// An established 1.3 pair in `suite`, after one record each way: an external PSK for the
+/// SHA-256 suites, certificates for SHA-384 (our external PSKs are bound to SHA-256).
+fn establish13(suite: Suite13, pkis: &BenchPkis) -> anyhow::Result<Established> {
+    let kind = match suite.hash() {
+        fastshake_dtls::dtls13::SuiteHash::Sha256 => Kind::PskX25519,
+        _ => Kind::EcdsaChain3,
+    };
+    let (client, server) = kind.configs(&pkis.ecdsa_3)?;
+    let client = Arc::new(ClientConfig { suites13: vec![suite], ..(*client).clone() });
+    let server = Arc::new(ServerConfig { suites13: vec![suite], ..(*server).clone() });
+    let mut endpoint = Endpoint::new(server, seed(11))?;
+    let from = client_addr(0);
+    let (client, handle) = engine_handshake(&mut endpoint, &client, from, Instant::ZERO, 11)?;
+    let mut pair = Established { endpoint, client, handle, from };
+    pair.exchange_one_record_each_way()?;
+    Ok(pair)
+}
+
+/// wolfSSL's name of a 1.3 suite.
+fn wolfssl_suite(suite: Suite13) -> &'static str {
+    match suite {
+        Suite13::Aes128GcmSha256 => "TLS13-AES128-GCM-SHA256",
+        Suite13::Aes256GcmSha384 => "TLS13-AES256-GCM-SHA384",
+        Suite13::Chacha20Poly1305Sha256 => "TLS13-CHACHA20-POLY1305-SHA256",
+        Suite13::Aes128CcmSha256 => "TLS13-AES128-CCM-SHA256",
+        Suite13::Aes128Ccm8Sha256 => "TLS13-AES128-CCM-8-SHA256",
+    }
+}
+
+/// wolfSSL's seal and open MB/s for `count` records of `size` bytes in `suite`, from one run of
+/// `wolfssl-peer bench --records` (a PSK handshake first; the records do not depend on it).
+fn wolfssl_records(
+    binary: &std::path::Path,
+    suite: Suite13,
+    size: usize,
+    count: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let out = Command::new(binary)
+        .args(["bench", "--handshakes", "1", "--psk", "--groups", "x25519", "--suite", wolfssl_suite(suite)])
+        .args(["--records", &count.to_string(), "--record-bytes", &size.to_string()])
+        .output()
+        .context("running wolfssl-peer bench --records")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    anyhow::ensure!(
+        out.status.success(),
+        "wolfssl-peer bench --records failed: {}{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |prefix: &str| -> anyhow::Result<f64> {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .with_context(|| format!("no {prefix:?} in {text}"))?;
+        line.trim().parse().with_context(|| format!("{prefix} {line:?}"))
+    };
+    Ok((field("seal MB/s: ")?, field("open MB/s: ")?))
+}
+
+fn record_throughput13(
+    runs: usize,
+    slice: Duration,
+    pkis: &BenchPkis,
+    wolfssl: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    println!(
+        "\n10. DTLS 1.3 record protection, one core: MB/s of application data, one record per datagram,"
+    );
+    println!("    and heap allocations per record ({ALLOCATION_RECORDS} records of 100 B each: client seal, server open,");
+    println!("    server seal, client open). fastshake: seal = Connection::seal_into, open =");
+    println!("    Connection::open_in_place (in place, no copy). wolfSSL: wolfSSL_write, then wolfSSL_read,");
+    println!("    through in-memory queues (one copy of each datagram), its 1.3 in the same suite.");
+    print!("   {:<34} {:<10}", "suite", "");
+    for size in RECORD_SIZES {
+        print!(" {:>16}", format!("{size} B seal/open"));
+    }
+    println!("   allocations per record, target {TARGET_ALLOCATIONS_PER_RECORD}");
+    for suite in Suite13::ALL {
+        let mut pair = establish13(suite, pkis)?;
+        let mut ours_row = String::new();
+        let mut theirs_row = String::new();
+        for size in RECORD_SIZES {
+            let count = records_per_run(&mut pair, size, slice)?;
+            let (mut seal, mut open, mut their_seal, mut their_open) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..runs {
+                let (s, o) = throughput_run(&mut pair, size, count)?;
+                seal.push(s);
+                open.push(o);
+                if let Some(binary) = wolfssl {
+                    let (s, o) = wolfssl_records(binary, suite, size, count)?;
+                    their_seal.push(s);
+                    their_open.push(o);
+                }
+            }
+            ours_row.push_str(&format!(" {:>16}", format!("{:.0}/{:.0}", median(seal), median(open))));
+            let theirs = match wolfssl {
+                Some(_) => format!("{:.0}/{:.0}", median(their_seal), median(their_open)),
+                None => "n/a".to_owned(),
+            };
+            theirs_row.push_str(&format!(" {theirs:>16}"));
+        }
+        // A fresh pair: the throughput runs sealed far more of the client's records than its
+        // server opened, and a 1.3 receiver rebuilds a record's number from its low 16 bits
+        // (RFC 9147 §4.2.2), so it could no longer place the client's next ones.
+        let per = record_allocations(&mut establish13(suite, pkis)?)?;
+        let worst = per.iter().copied().fold(0.0, f64::max);
+        let allocations = format!(
+            "{:.3} {:.3} {:.3} {:.3} {}",
+            per[0],
+            per[1],
+            per[2],
+            per[3],
+            verdict(worst <= TARGET_ALLOCATIONS_PER_RECORD)
+        );
+        println!("   {:<34} {:<10}{ours_row}   {allocations}", suite.iana_name(), "fastshake");
+        println!("   {:<34} {:<10}{theirs_row}", "", "wolfSSL");
+    }
+    Ok(())
 }
 
 /// Bytes a handshake puts on the wire (both directions, UDP payload) from the client's summary.

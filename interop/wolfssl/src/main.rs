@@ -10,6 +10,11 @@
 //!                       [--linger 2s] [--time-limit 30s]
 //!   wolfssl-peer bench --handshakes N (--psk | --cert CHAIN.pem --key KEY.pem --ca CA.pem) [--groups ..]
 //!                      [--suite NAME] [--psk-ke] [--no-hrr-cookie] [--dtls ..]
+//!                      [--records N --record-bytes B]
+//!
+//! bench with --records: after the handshakes, the last pair's client writes N records of B bytes
+//! (timed: "seal MB/s"), then its server reads them (timed: "open MB/s"), through the in-memory
+//! queues (one copy of each datagram into its queue).
 //!
 //! The server says "listening on ADDR" once bound, serves one client after the other (a ClientHello
 //! from a new address ends the current session), and echoes every record (also printed on stdout).
@@ -66,6 +71,9 @@ struct Options {
     linger: Option<Duration>,
     time_limit: Option<Duration>,
     handshakes: u64,
+    /// bench: records (and their bytes) to time after the handshakes.
+    records: u32,
+    record_bytes: usize,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -131,6 +139,10 @@ fn parse(mode: &str, args: &[String]) -> Result<Options, String> {
             "--time-limit" => o.time_limit = Some(parse_duration(&value()?)?),
             "-v" => wolf::TRACE.store(true, std::sync::atomic::Ordering::Relaxed),
             "--handshakes" => o.handshakes = value()?.parse().map_err(|_| "--handshakes: not a number")?,
+            "--records" => o.records = value()?.parse().map_err(|_| "--records: not a number")?,
+            "--record-bytes" => {
+                o.record_bytes = value()?.parse().map_err(|_| "--record-bytes: not a number")?
+            }
             _ => return Err(format!("unknown flag {flag:?}")),
         }
     }
@@ -654,6 +666,7 @@ fn run_bench(o: &Options) -> Result<(), String> {
     let server_ctx = Options { ca: None, ..o.clone() }.context(Role::Server)?;
     let mut times = Vec::with_capacity(o.handshakes as usize);
     let mut description = String::new();
+    let mut last = None;
     let cpu_start = cpu_time();
     let wall_start = Instant::now();
     for i in 0..o.handshakes {
@@ -682,9 +695,15 @@ fn run_bench(o: &Options) -> Result<(), String> {
         if i == 0 {
             description = client.describe();
         }
+        last = Some((client, server));
     }
     let wall = wall_start.elapsed();
     let cpu = cpu_time() - cpu_start;
+    if let (Some((client, server)), true) = (&mut last, o.records > 0) {
+        let (seal, open) = record_throughput(client, server, o.records, o.record_bytes)?;
+        println!("seal MB/s: {seal:.1}");
+        println!("open MB/s: {open:.1}");
+    }
     times.sort();
     let n = o.handshakes as f64;
     let median = times[times.len() / 2];
@@ -694,6 +713,40 @@ fn run_bench(o: &Options) -> Result<(), String> {
     println!("CPU ms per handshake: {:.3} (client and server together)", cpu.as_secs_f64() * 1000.0 / n);
     println!("median ms per handshake: {:.3}", median.as_secs_f64() * 1000.0);
     Ok(())
+}
+
+/// The client writes `count` records of `size` bytes, then the server reads them: MB/s of
+/// application data each way (seal, open).
+fn record_throughput(
+    client: &mut Ssl,
+    server: &mut Ssl,
+    count: u32,
+    size: usize,
+) -> Result<(f64, f64), String> {
+    let data = vec![0x42u8; size];
+    let start = Instant::now();
+    for _ in 0..count {
+        client.write(&data)?;
+    }
+    let seal = start.elapsed().as_secs_f64();
+    let mut buf = vec![0u8; size.max(1)];
+    let (mut opened, mut records) = (0usize, 0u32);
+    let start = Instant::now();
+    while records < count {
+        match server.read(&mut buf)? {
+            Step::Done(n) => {
+                opened += n;
+                records += 1;
+            }
+            _ => break,
+        }
+    }
+    let open = start.elapsed().as_secs_f64();
+    if opened != size * count as usize {
+        return Err(format!("read {opened} bytes of {} written", size * count as usize));
+    }
+    let megabytes = opened as f64 / 1e6;
+    Ok((megabytes / seal, megabytes / open))
 }
 
 fn main() {
