@@ -104,7 +104,7 @@ impl Kind {
 
     /// wolfssl-peer bench's arguments for the same handshake.
     fn wolfssl_args(self, pki_dir: &std::path::Path) -> Vec<String> {
-        let mut args: Vec<String> = vec!["--suite".into(), "TLS13-AES128-GCM-SHA256".into()];
+        let mut args: Vec<String> = vec!["--suite".into(), wolfssl_suite(Suite13::Aes128GcmSha256).into()];
         match self {
             Kind::PskX25519 => args.extend(["--psk", "--groups", "x25519"].map(String::from)),
             Kind::PskHybrid => args.extend(["--psk", "--groups", "x25519mlkem768"].map(String::from)),
@@ -153,11 +153,15 @@ fn engine_rate(
 /// wolfSSL's handshakes per second and CPU milliseconds per handshake, from one run of
 /// `wolfssl-peer bench`.
 fn wolfssl_rate(binary: &std::path::Path, args: &[String], handshakes: u32) -> anyhow::Result<(f64, f64)> {
-    let out = Command::new(binary)
-        .args(["bench", "--handshakes", &handshakes.to_string()])
-        .args(args)
-        .output()
-        .context("running wolfssl-peer bench")?;
+    let mut command = Command::new(binary);
+    command.args(["bench", "--handshakes", &handshakes.to_string()]).args(args);
+    let [rate, cpu] = wolfssl_bench(command, ["handshakes/s: ", "CPU ms per handshake: "])?;
+    Ok((rate, cpu))
+}
+
+/// Runs `wolfssl-peer bench` and reads the number after each of `fields` in what it printed.
+fn wolfssl_bench(mut command: Command, fields: [&str; 2]) -> anyhow::Result<[f64; 2]> {
+    let out = command.output().context("running wolfssl-peer bench")?;
     let text = String::from_utf8_lossy(&out.stdout);
     anyhow::ensure!(
         out.status.success(),
@@ -173,7 +177,7 @@ fn wolfssl_rate(binary: &std::path::Path, args: &[String], handshakes: u32) -> a
         let number = line.split_whitespace().next().unwrap_or("");
         number.parse().with_context(|| format!("{prefix} {number:?}"))
     };
-    Ok((field("handshakes/s: ")?, field("CPU ms per handshake: ")?))
+    Ok([field(fields[0])?, field(fields[1])?])
 }
 
 pub(crate) fn run(runs: usize, slice: Duration, pkis: &BenchPkis) -> anyhow::Result<()> {
@@ -271,26 +275,12 @@ fn wolfssl_records(
     size: usize,
     count: usize,
 ) -> anyhow::Result<(f64, f64)> {
-    let out = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .args(["bench", "--handshakes", "1", "--psk", "--groups", "x25519", "--suite", wolfssl_suite(suite)])
-        .args(["--records", &count.to_string(), "--record-bytes", &size.to_string()])
-        .output()
-        .context("running wolfssl-peer bench --records")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    anyhow::ensure!(
-        out.status.success(),
-        "wolfssl-peer bench --records failed: {}{}",
-        text,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let field = |prefix: &str| -> anyhow::Result<f64> {
-        let line = text
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .with_context(|| format!("no {prefix:?} in {text}"))?;
-        line.trim().parse().with_context(|| format!("{prefix} {line:?}"))
-    };
-    Ok((field("seal MB/s: ")?, field("open MB/s: ")?))
+        .args(["--records", &count.to_string(), "--record-bytes", &size.to_string()]);
+    let [seal, open] = wolfssl_bench(command, ["seal MB/s: ", "open MB/s: "])?;
+    Ok((seal, open))
 }
 
 fn record_throughput13(
