@@ -203,10 +203,24 @@ pub struct Stats {
     pub app_records_received: u64,
 }
 
-#[derive(Clone)]
-enum RoleConfig {
+/// The configuration of one side, behind one pointer in every connection: a server's
+/// connections share their endpoint's ([`ServerRole`]).
+pub(crate) enum RoleConfig {
     Client(Arc<ClientConfig>),
     Server(Arc<ServerConfig>),
+}
+
+/// A server's configuration, and the same as its connections keep it.
+#[derive(Clone)]
+pub(crate) struct ServerRole {
+    pub config: Arc<ServerConfig>,
+    shared: Arc<RoleConfig>,
+}
+
+impl ServerRole {
+    pub fn new(config: Arc<ServerConfig>) -> Self {
+        ServerRole { shared: Arc::new(RoleConfig::Server(Arc::clone(&config))), config }
+    }
 }
 
 /// Where a connection stands; the handshake's own step is in [`Handshake`].
@@ -240,7 +254,7 @@ struct Finished {
 
 /// One session, client or server.
 pub struct Connection {
-    config: RoleConfig,
+    config: Arc<RoleConfig>,
     remote: SocketAddr,
     phase: Phase,
     hs: Option<Box<Handshake>>,
@@ -265,8 +279,8 @@ pub struct Connection {
 enum VersionState {
     /// DTLS 1.2: epochs 0 and 1, inline (the handshake's state is `Connection::hs`).
     Dtls12(RecordLayer),
-    /// DTLS 1.3: its record layer, handshake and secrets, boxed.
-    Dtls13(Box<tls13::Tls13>),
+    /// DTLS 1.3: its write half inline, the rest boxed.
+    Dtls13(tls13::Tls13),
 }
 
 impl VersionState {
@@ -290,7 +304,7 @@ impl VersionState {
 
     /// The 1.3 state, taken out while a borrow of the whole connection is needed; put back with
     /// `VersionState::Dtls13` (a 1.2 layer with no keys stands in meanwhile).
-    fn take13(&mut self) -> Option<Box<tls13::Tls13>> {
+    fn take13(&mut self) -> Option<tls13::Tls13> {
         match std::mem::replace(self, VersionState::Dtls12(RecordLayer::default())) {
             VersionState::Dtls13(v13) => Some(v13),
             twelve => {
@@ -444,7 +458,7 @@ impl Connection {
         cached: Option<CachedServer>,
     ) -> Connection {
         if config.versions == crate::config::Versions::Dtls13 {
-            let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote);
+            let mut conn = Connection::bare(Arc::new(RoleConfig::Client(config.clone())), remote);
             if let Err(error) = config.validate() {
                 conn.fail(Abort { alert: None, error });
                 return conn;
@@ -476,7 +490,7 @@ impl Connection {
                     session13.map(|s| Box::new(tls13::resume::Resume13::offering(s, now, &config)));
             }
         }
-        let mut conn = Connection::bare(RoleConfig::Client(config.clone()), remote);
+        let mut conn = Connection::bare(Arc::new(RoleConfig::Client(config.clone())), remote);
         conn.path = path;
         conn.hello_id = hello_id(&hs.client_random);
         if let Err(error) = config.validate() {
@@ -492,7 +506,7 @@ impl Connection {
         conn
     }
 
-    fn bare(config: RoleConfig, remote: SocketAddr) -> Connection {
+    fn bare(config: Arc<RoleConfig>, remote: SocketAddr) -> Connection {
         Connection {
             config,
             remote,
@@ -509,21 +523,21 @@ impl Connection {
     }
 
     fn client_config(&self) -> Option<&Arc<ClientConfig>> {
-        match &self.config {
+        match &*self.config {
             RoleConfig::Client(c) => Some(c),
             RoleConfig::Server(_) => None,
         }
     }
 
     fn server_config(&self) -> Option<&Arc<ServerConfig>> {
-        match &self.config {
+        match &*self.config {
             RoleConfig::Server(c) => Some(c),
             RoleConfig::Client(_) => None,
         }
     }
 
     fn mtu(&self) -> usize {
-        match &self.config {
+        match &*self.config {
             RoleConfig::Client(c) => c.mtu,
             RoleConfig::Server(c) => c.mtu,
         }
@@ -531,7 +545,7 @@ impl Connection {
     }
 
     fn handshake_timeout(&self) -> Duration {
-        match &self.config {
+        match &*self.config {
             RoleConfig::Client(c) => c.handshake_timeout,
             RoleConfig::Server(c) => c.handshake_timeout,
         }
@@ -540,7 +554,7 @@ impl Connection {
     /// Client, adaptive policy: what `timer` measured of the path, for the next handshake with
     /// this server (a server's endpoint keeps its own on `EndpointEvent::Established`).
     fn keep_rtt(&self, timer: &crate::timer::RetransmitTimer) {
-        if let (RoleConfig::Client(config), Some(estimate)) = (&self.config, timer.estimate()) {
+        if let (RoleConfig::Client(config), Some(estimate)) = (&*self.config, timer.estimate()) {
             if timer.adaptive() {
                 config.rtt_cache.insert(self.remote.ip(), estimate);
             }
@@ -548,7 +562,7 @@ impl Connection {
     }
 
     fn retransmit_bounds(&self) -> (Duration, Duration) {
-        match &self.config {
+        match &*self.config {
             RoleConfig::Client(c) => (c.initial_retransmit, c.max_retransmit),
             RoleConfig::Server(c) => (c.initial_retransmit, c.max_retransmit),
         }
@@ -665,7 +679,7 @@ impl Connection {
         if let Some((ticket, chain)) = finished.client_chain_entry {
             self.push_endpoint_event(EndpointEvent::ClientChain { ticket, chain });
         }
-        let sent_last_flight = match self.config {
+        let sent_last_flight = match *self.config {
             RoleConfig::Client(_) => finished.resumption.is_some(),
             RoleConfig::Server(_) => finished.resumption.is_none(),
         };
@@ -1139,7 +1153,7 @@ impl Connection {
         let h = fragment.header;
         let whole = h.fragment_offset == 0 && h.fragment_length == h.length;
         if self.phase == Phase::Established {
-            let renegotiation = match self.config {
+            let renegotiation = match *self.config {
                 RoleConfig::Client(_) => h.msg_type == HandshakeType::HelloRequest,
                 RoleConfig::Server(_) => h.msg_type == HandshakeType::ClientHello,
             };
@@ -1296,7 +1310,7 @@ impl Connection {
 
     /// Queues `event` for the endpoint (servers only: a client's would never be read).
     fn push_endpoint_event(&mut self, event: EndpointEvent) {
-        if matches!(self.config, RoleConfig::Server(_)) {
+        if matches!(*self.config, RoleConfig::Server(_)) {
             self.queued.get_or_insert_with(Box::default).endpoint.push_back(event);
         }
     }
@@ -1465,7 +1479,7 @@ impl Connection {
 
     /// Client or server.
     pub fn role(&self) -> Role {
-        match self.config {
+        match *self.config {
             RoleConfig::Client(_) => Role::Client,
             RoleConfig::Server(_) => Role::Server,
         }
@@ -1474,7 +1488,7 @@ impl Connection {
     /// Whether handshake state is still held (during the handshake, and for the side that sent
     /// the last flight until the peer shows it received it).
     pub fn holds_handshake_state(&self) -> bool {
-        self.hs.is_some() || self.version.v13().is_some_and(|v| v.hs.is_some())
+        self.hs.is_some() || self.version.v13().is_some_and(|v| v.state.hs.is_some())
     }
 
     /// Server: whether a ClientHello with this random and message_seq is a copy of the one this

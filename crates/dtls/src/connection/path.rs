@@ -310,7 +310,7 @@ impl Connection {
         match &mut self.version {
             VersionState::Dtls13(v13) => {
                 let content_type = ContentType::ReturnRoutabilityCheck as u8;
-                v13.record.seal(content_type, cid, parts).map(|(record, _, _)| record)
+                v13.write.seal(content_type, cid, parts).map(|(record, _, _)| record)
             }
             VersionState::Dtls12(record) => record.seal(ContentType::ReturnRoutabilityCheck, cid, parts),
         }

@@ -144,14 +144,15 @@ impl Connection {
     /// The handshake of a server connection from a ClientHello whose cookie the endpoint verified:
     /// its flight 4 (or, resuming, its abbreviated flight) is queued.
     pub(crate) fn server(
-        config: std::sync::Arc<ServerConfig>,
+        role: &super::ServerRole,
         now: Instant,
         remote: std::net::SocketAddr,
         rng_seed: [u8; 32],
         mut hello: VerifiedHello<'_>,
     ) -> Connection {
+        let config = &role.config;
         let timer = RetransmitTimer::for_returned_cookie(
-            &config,
+            config,
             hello.cached_rtt,
             hello.cookie_rtt,
             (hello.record_seq, hello.message_seq, hello.datagram_len),
@@ -172,11 +173,11 @@ impl Connection {
         // Continue after the peer's number; a hostile number near the 48-bit limit restarts at 0.
         hs.epoch0_write_seq = if hello.record_seq < MAX_SEQ / 2 { hello.record_seq + 1 } else { 0 };
         hs.peer_next_seq[0] = Some(hello.record_seq.saturating_add(1));
-        let mut conn = Connection::bare(super::RoleConfig::Server(config.clone()), remote);
+        let mut conn = Connection::bare(std::sync::Arc::clone(&role.shared), remote);
         conn.path = path;
         conn.stats.datagrams_received = 1;
         conn.stats.bytes_received = hello.datagram_len as u64;
-        if let Err(abort) = conn.server_start(now, &mut hs, &config, hello) {
+        if let Err(abort) = conn.server_start(now, &mut hs, config, hello) {
             conn.hs = Some(hs);
             conn.fail(abort);
             return conn;

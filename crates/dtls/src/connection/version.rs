@@ -13,7 +13,7 @@ use super::{Connection, Step};
 use crate::connection::VersionState;
 use crate::handshake::{parse_fragments, HandshakeType, Reassembler, HELLO_RETRY_REQUEST_RANDOM};
 use crate::record::unified::is_unified;
-use crate::record::{ContentType, RecordHeader, RecordLayer13};
+use crate::record::{ContentType, RecordHeader};
 use fastshake_core::codec::Reader;
 use rand_core::{RngCore, SeedableRng};
 
@@ -102,12 +102,7 @@ impl Connection {
             hs13.timers.set(Timer13::Retransmit, at);
         }
         hs13.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(*offer13))));
-        self.version = VersionState::Dtls13(Box::new(Tls13 {
-            record: RecordLayer13::default(),
-            hs: Some(hs13),
-            secrets: None,
-            handshake_keys_until: crate::Instant::MAX,
-        }));
+        self.version = VersionState::Dtls13(Tls13::new(Some(hs13)));
     }
 }
 

@@ -394,7 +394,7 @@ impl Endpoint {
                 .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
             client_chain: self.take_cached_client_chain(ch),
         };
-        let conn = Connection::server(self.config.clone(), now, remote, seed, verified);
+        let conn = Connection::server(&self.role, now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);
         self.next_id += 1;
         self.connections.insert(h, Slot::new(conn, now));

@@ -256,7 +256,7 @@ impl Endpoint {
             cookie_rtt,
             client_chain: self.take_cached_client_chain(ch),
         };
-        let conn = Connection::server13(self.config.clone(), now, remote, seed, verified);
+        let conn = Connection::server13(&self.role, now, remote, seed, verified);
         let h = ConnectionHandle(self.next_id);
         self.next_id += 1;
         self.connections.insert(h, Slot::new(conn, now));

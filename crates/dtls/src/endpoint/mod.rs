@@ -84,6 +84,8 @@ pub struct EndpointStats {
 /// The server side of DTLS.
 pub struct Endpoint {
     config: Arc<ServerConfig>,
+    /// The configuration as the connections keep it: one pointer each, to one allocation.
+    role: crate::connection::ServerRole,
     cookie: CookieMac,
     rng: ChaCha20Rng,
     /// Ordered so that timers and output run in a reproducible order. Boxed, so the tree's
@@ -199,6 +201,7 @@ impl Endpoint {
         index_rng.set_stream(2);
         let by_addr = AddrIndex::new(index_rng.next_u64(), index_rng.next_u64());
         Ok(Endpoint {
+            role: crate::connection::ServerRole::new(Arc::clone(&config)),
             config,
             cookie: CookieMac::new(key),
             rng,

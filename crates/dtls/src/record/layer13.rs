@@ -63,59 +63,43 @@ pub(crate) enum Unopened13 {
     IntegrityLimit,
 }
 
-/// Epochs, sequence numbers, windows and keys of a DTLS 1.3 session.
+/// The sending half of a DTLS 1.3 session's records: the epoch we write in, its keys and the
+/// next record number. Apart from the reading half because every record sealed needs it and
+/// it is small: a connection keeps it inline, the rest of its 1.3 state boxed.
 #[derive(Default)]
-pub(crate) struct RecordLayer13 {
-    write: Option<(u64, RecordKeys)>,
-    write_seq: u64,
-    read: Vec<ReadEpoch>,
+pub(crate) struct RecordWriter13 {
+    keys: Option<RecordKeys>,
+    epoch: u64,
+    seq: u64,
 }
 
-impl RecordLayer13 {
+/// The receiving half: the keys of the epochs we may still read, each with its replay window.
+#[derive(Default)]
+pub(crate) struct RecordReader13 {
+    epochs: Vec<ReadEpoch>,
+}
+
+impl RecordWriter13 {
     /// Our records are written in `epoch` with `keys` from now on, numbered from 0.
-    pub fn set_write(&mut self, epoch: u64, keys: RecordKeys) {
-        self.write = Some((epoch, keys));
-        self.write_seq = 0;
-    }
-
-    /// The peer's records of `epoch` can be read with `keys`; the oldest epoch is forgotten when
-    /// more than [`READ_EPOCHS`] would be kept.
-    pub fn add_read(&mut self, epoch: u64, keys: RecordKeys) {
-        self.read.retain(|e| e.epoch != epoch);
-        self.read.push(ReadEpoch { epoch, keys, window: ReplayWindow::default(), failures: 0 });
-        self.read.sort_by_key(|e| e.epoch);
-        if self.read.len() > READ_EPOCHS {
-            self.read.remove(0);
-            self.read.shrink_to_fit();
-        }
-    }
-
-    /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over). The
-    /// spare room goes too: an established session reads one epoch, and keeps room for one.
-    pub fn drop_read_below(&mut self, epoch: u64) {
-        self.read.retain(|e| e.epoch >= epoch);
-        self.read.shrink_to_fit();
+    pub fn set(&mut self, epoch: u64, keys: RecordKeys) {
+        self.keys = Some(keys);
+        self.epoch = epoch;
+        self.seq = 0;
     }
 
     pub fn discard_keys(&mut self) {
-        self.write = None;
-        self.read.clear();
+        self.keys = None;
     }
 
     /// The epoch we write in (`None` before any keys).
-    pub fn write_epoch(&self) -> Option<u64> {
-        self.write.as_ref().map(|(e, _)| *e)
-    }
-
-    /// The highest epoch we can read.
-    pub fn read_epoch(&self) -> Option<u64> {
-        self.read.last().map(|e| e.epoch)
+    pub fn epoch(&self) -> Option<u64> {
+        self.keys.as_ref().map(|_| self.epoch)
     }
 
     /// Bytes of a record around `plaintext_len` bytes of content, with `cid_len` bytes of CID.
     pub fn sealed_len(&self, cid_len: usize, plaintext_len: usize) -> usize {
-        match &self.write {
-            Some((_, keys)) => sealed_len_with(keys, cid_len, plaintext_len),
+        match &self.keys {
+            Some(keys) => sealed_len_with(keys, cid_len, plaintext_len),
             // first byte, CID, 16-bit sequence number, length; content, type, padding, 16-byte tag.
             None => 1 + cid_len + 2 + 2 + inner_len(plaintext_len, 16) + 16,
         }
@@ -143,14 +127,44 @@ impl RecordLayer13 {
         parts: &[&[u8]],
         out: &mut [u8],
     ) -> Result<(u64, u64), Error> {
-        let (epoch, keys) = self.write.as_ref().ok_or(Error::NotEstablished)?;
-        if self.write_seq > MAX_SEQ {
+        let keys = self.keys.as_ref().ok_or(Error::NotEstablished)?;
+        if self.seq > MAX_SEQ {
             return Err(Error::Closed);
         }
-        let seq = self.write_seq;
-        self.write_seq += 1;
-        seal_record(keys, *epoch, seq, content_type, cid, parts, out)?;
-        Ok((*epoch, seq))
+        let seq = self.seq;
+        self.seq += 1;
+        seal_record(keys, self.epoch, seq, content_type, cid, parts, out)?;
+        Ok((self.epoch, seq))
+    }
+}
+
+impl RecordReader13 {
+    /// The peer's records of `epoch` can be read with `keys`; the oldest epoch is forgotten when
+    /// more than [`READ_EPOCHS`] would be kept.
+    pub fn add(&mut self, epoch: u64, keys: RecordKeys) {
+        self.epochs.retain(|e| e.epoch != epoch);
+        self.epochs.push(ReadEpoch { epoch, keys, window: ReplayWindow::default(), failures: 0 });
+        self.epochs.sort_by_key(|e| e.epoch);
+        if self.epochs.len() > READ_EPOCHS {
+            self.epochs.remove(0);
+            self.epochs.shrink_to_fit();
+        }
+    }
+
+    /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over). The
+    /// spare room goes too: an established session reads one epoch, and keeps room for one.
+    pub fn drop_below(&mut self, epoch: u64) {
+        self.epochs.retain(|e| e.epoch >= epoch);
+        self.epochs.shrink_to_fit();
+    }
+
+    pub fn discard_keys(&mut self) {
+        self.epochs.clear();
+    }
+
+    /// The highest epoch we can read.
+    pub fn epoch(&self) -> Option<u64> {
+        self.epochs.last().map(|e| e.epoch)
     }
 
     /// Opens the record at the start of `data` (a unified header; `own_cid_len` is the length
@@ -164,15 +178,15 @@ impl RecordLayer13 {
         let header_len = header.header_len();
         let end = header_len + header.length as usize;
         let record = &mut data[..end];
-        let Some(current) = self.read_epoch() else { return (end, Err(Unopened13::NoKeys)) };
+        let Some(current) = self.epoch() else { return (end, Err(Unopened13::NoKeys)) };
         let mut epoch_number = header.full_epoch(current);
         // A server reads the client's early data (epoch 1) while it reads epoch 3 already: the
         // two bits name epoch 1 when its keys are held (RFC 9147 §4.2.2; no other epoch ending
         // in 01 is held then).
-        if header.epoch_bits == 1 && self.read.iter().any(|e| e.epoch == epoch::EARLY_DATA) {
+        if header.epoch_bits == 1 && self.epochs.iter().any(|e| e.epoch == epoch::EARLY_DATA) {
             epoch_number = epoch::EARLY_DATA;
         }
-        let Some(read) = self.read.iter_mut().find(|e| e.epoch == epoch_number) else {
+        let Some(read) = self.epochs.iter_mut().find(|e| e.epoch == epoch_number) else {
             return (end, Err(Unopened13::NoKeys));
         };
         let tag_len = read.keys.suite().tag_len();
@@ -207,7 +221,7 @@ impl RecordLayer13 {
         let newest = read.window.highest().is_none_or(|h| seq > h);
         read.window.mark(seq);
         let newest = newest
-            && self.read.iter().filter(|e| e.epoch > epoch_number).all(|e| e.window.highest().is_none());
+            && self.epochs.iter().filter(|e| e.epoch > epoch_number).all(|e| e.window.highest().is_none());
         let plain = &record[header_len..header_len + n];
         // DTLSInnerPlaintext: content, type, zeros (§4, RFC 8446 §5.2).
         match plain.iter().rposition(|&b| b != 0) {
@@ -283,13 +297,13 @@ mod tests {
     use super::*;
     use crate::crypto::tls13::{LabelPrefix, Suite13};
 
-    fn pair(suite: Suite13) -> (RecordLayer13, RecordLayer13) {
+    fn pair(suite: Suite13) -> (RecordWriter13, RecordReader13) {
         let secret = [9u8; 48];
         let keys = || RecordKeys::from_secret(suite, LabelPrefix::Dtls13, &secret[..suite.hash().len()]);
-        let mut a = RecordLayer13::default();
-        let mut b = RecordLayer13::default();
-        a.set_write(epoch::HANDSHAKE, keys());
-        b.add_read(epoch::HANDSHAKE, keys());
+        let mut a = RecordWriter13::default();
+        let mut b = RecordReader13::default();
+        a.set(epoch::HANDSHAKE, keys());
+        b.add(epoch::HANDSHAKE, keys());
         (a, b)
     }
 
@@ -349,7 +363,7 @@ mod tests {
         assert_eq!(&rec[1..5], &[7, 7, 7, 7]);
         assert!(b.open(&mut rec.clone(), 0).1.is_err(), "a CID of a length we never issued");
         assert!(b.open(&mut rec, 4).1.is_ok());
-        a.set_write(
+        a.set(
             epoch::APPLICATION,
             RecordKeys::from_secret(Suite13::Aes128GcmSha256, LabelPrefix::Dtls13, &[1; 32]),
         );

@@ -170,7 +170,7 @@ impl Connection {
 
     /// Whether a message of `msg_type` of ours awaits its acknowledgement.
     fn outstanding13(&self, msg_type: HandshakeType) -> bool {
-        let hs = self.version.v13().and_then(|v| v.hs.as_deref());
+        let hs = self.version.v13().and_then(|v| v.state.hs.as_deref());
         hs.is_some_and(|hs| hs.flight.messages.iter().any(|m| m.msg_type == msg_type && !m.done()))
     }
 
@@ -316,14 +316,14 @@ impl Connection {
         body: Vec<u8>,
     ) -> Result<(), Error> {
         let Some(mut v13) = self.version.take13() else { return Err(Error::NotEstablished) };
-        let hs = match v13.hs.take() {
+        let hs = match v13.state.hs.take() {
             Some(hs) => Some(hs),
             None => self.post_handshake13(now, &v13),
         };
         let result = match hs {
             Some(mut hs) => {
                 self.push_post_handshake13(now, &mut hs, &mut v13, msg_type, body);
-                v13.hs = Some(hs);
+                v13.state.hs = Some(hs);
                 Ok(())
             }
             None => Err(Error::NotEstablished),
@@ -343,12 +343,12 @@ impl Connection {
         if hs.flight.all_acked() {
             hs.begin_flight();
         }
-        let epoch = v13.record.write_epoch().unwrap_or(epoch::APPLICATION);
+        let epoch = v13.write.epoch().unwrap_or(epoch::APPLICATION);
         hs.push_message(epoch, msg_type, body, false);
-        let mut record = std::mem::take(&mut v13.record);
+        let mut record = std::mem::take(&mut v13.write);
         self.send_flight13(now, hs, &mut record, true);
-        v13.record = record;
-        if let Some(secrets) = v13.secrets.as_mut() {
+        v13.write = record;
+        if let Some(secrets) = v13.state.secrets.as_mut() {
             secrets.next_message_seq = hs.next_message_seq;
         }
     }

@@ -21,7 +21,7 @@ use crate::handshake::{
     parse_encrypted_extensions, selected_version, server_share, static_certificate, ClientHello,
     HandshakeType, NamedGroup, OutExtensions, PskOffer, ServerHello, DTLS_1_3, PSK_DHE_KE, PSK_KE,
 };
-use crate::record::{epoch, RecordLayer13, DTLS_1_2};
+use crate::record::{epoch, RecordWriter13, DTLS_1_2};
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, PeerPublicKey, SignatureScheme};
 use rand_core::RngCore;
@@ -159,15 +159,12 @@ impl Connection {
         self.hello_id = crate::connection::hello_id(&random);
         let mut state = ExpectServerHello13::new(config, random, &mut hs.rng);
         state.cached = crate::connection::client::scoped_cache(config, cached);
-        let mut record = RecordLayer13::default();
+        let mut record = RecordWriter13::default();
         self.send_client_hello13(now, &mut hs, &mut record, config, &mut state);
         hs.step = Some(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
-        self.version = VersionState::Dtls13(Box::new(Tls13 {
-            record,
-            hs: Some(hs),
-            secrets: None,
-            handshake_keys_until: Instant::MAX,
-        }));
+        let mut v13 = Tls13::new(Some(hs));
+        v13.write = record;
+        self.version = VersionState::Dtls13(v13);
     }
 
     /// The suites a 1.3 client offers: with a PSK only those of its hash (SHA-256).
@@ -184,7 +181,7 @@ impl Connection {
         &mut self,
         now: Instant,
         hs: &mut Handshake13,
-        record: &mut RecordLayer13,
+        record: &mut RecordWriter13,
         config: &ClientConfig,
         state: &mut ExpectServerHello13,
     ) {
@@ -370,9 +367,9 @@ impl Connection {
                 return Err(Abort::alert(AlertDescription::IllegalParameter));
             }
             // Otherwise the same shares again: only the address was asked for (§4.1.2).
-            let mut record = std::mem::take(&mut v13.record);
+            let mut record = std::mem::take(&mut v13.write);
             self.send_client_hello13(now, hs, &mut record, config, &mut state);
-            v13.record = record;
+            v13.write = record;
             // The ClientHello joins the transcript (it was sent in a fresh flight, unhashed).
             hs.transcript.add(HandshakeType::ClientHello, &state.hello.clone());
             return Ok(Step13::Client(Box::new(ClientStep13::ExpectServerHello(state))));
@@ -412,7 +409,7 @@ impl Connection {
         let th = hs.transcript.current(suite.hash());
         let client_hs = schedule.derive(b"c hs traffic", th.as_ref());
         let server_hs = schedule.derive(b"s hs traffic", th.as_ref());
-        v13.record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &server_hs));
+        v13.state.read.add(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &server_hs));
         hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &client_hs));
         Ok(Step13::Client(Box::new(ClientStep13::ExpectEncryptedExtensions(Keyed {
             suite,
@@ -481,15 +478,15 @@ impl Connection {
         }
         let finished = k.schedule.verify_data(&k.client_hs, hs.transcript.current(hash).as_ref());
         hs.push_message(epoch::HANDSHAKE, HandshakeType::Finished, finished.as_ref().to_vec(), true);
-        let mut record = std::mem::take(&mut v13.record);
-        record.add_read(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &server_ap));
+        v13.state.read.add(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &server_ap));
+        let mut record = std::mem::take(&mut v13.write);
         // The Finished goes in the handshake epoch, resent until the server acknowledges it
         // (§5.8.1: the client's last flight is acknowledged, not answered), for a whole
         // handshake timeout from now: the server has no session until it arrives.
         self.send_flight13(now, hs, &mut record, true);
         hs.timers.set(super::Timer13::GiveUp, now + self.handshake_timeout());
-        record.set_write(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
-        v13.record = record;
+        record.set(epoch::APPLICATION, RecordKeys::from_secret(k.suite, PREFIX, &client_ap));
+        v13.write = record;
         // Through our Finished (RFC 8446 §7.1): the server's tickets derive from it.
         let resumption = k.schedule.derive(b"res master", hs.transcript.current(hash).as_ref());
         // A certificate handshake: the entry to keep for this server, with the ticket that now
@@ -500,7 +497,7 @@ impl Connection {
         let mut secrets = super::AppSecrets::new(k.suite, &client_ap, &server_ap, Some(&resumption));
         secrets.next_message_seq = hs.next_message_seq;
         secrets.peer_next_message_seq = hs.reassembler.next_seq();
-        v13.secrets = Some(secrets);
+        v13.state.secrets = Some(secrets);
         hs.received.clear();
         self.phase = Phase::Established;
         // Kept again, fuller, once the server acknowledges our Finished.

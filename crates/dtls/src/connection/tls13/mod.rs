@@ -28,7 +28,9 @@ use crate::handshake::{
     HANDSHAKE_HEADER_LEN,
 };
 use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK};
-use crate::record::{epoch, write_record, ContentType, RecordHeader, RecordLayer13, Unopened13, HEADER_LEN};
+use crate::record::{
+    epoch, write_record, ContentType, RecordHeader, RecordReader13, RecordWriter13, Unopened13, HEADER_LEN,
+};
 use crate::timer::RetransmitTimer;
 use fastshake_core::codec::Reader;
 use fastshake_core::{Instant, TimerKind, TimerTable};
@@ -270,9 +272,17 @@ pub(super) enum Step13 {
     Complete,
 }
 
-/// The 1.3 half of a connection: its record layer and, while it runs, its handshake.
+/// The 1.3 half of a connection. What every record we seal needs is inline, in the room a 1.2
+/// session's record layer takes in the connection; the rest is boxed, so that 1.3 costs a 1.2
+/// session nothing and an established 1.3 session one allocation besides its keys.
 pub(super) struct Tls13 {
-    pub record: RecordLayer13,
+    pub write: RecordWriter13,
+    pub state: Box<State13>,
+}
+
+/// What a 1.3 session keeps besides its write half.
+pub(super) struct State13 {
+    pub read: RecordReader13,
     pub hs: Option<Box<Handshake13>>,
     /// The application traffic secrets, for key updates (RFC 9147 §8), once the handshake
     /// derives them.
@@ -284,9 +294,30 @@ pub(super) struct Tls13 {
     pub handshake_keys_until: Instant,
 }
 
+impl Tls13 {
+    /// A 1.3 session with no keys yet, running `hs`.
+    pub fn new(hs: Option<Box<Handshake13>>) -> Self {
+        Tls13 {
+            write: RecordWriter13::default(),
+            state: Box::new(State13 {
+                read: RecordReader13::default(),
+                hs,
+                secrets: None,
+                handshake_keys_until: Instant::MAX,
+            }),
+        }
+    }
+
+    /// Forgets every key (the session failed or closed).
+    pub fn discard_keys(&mut self) {
+        self.write.discard_keys();
+        self.state.read.discard_keys();
+    }
+}
+
 /// The current application traffic secrets of both directions and the message numbering the
-/// handshake left, for the messages after it. The epochs they belong to are the record layer's
-/// (its write epoch, its highest read epoch): kept once, there.
+/// handshake left, for the messages after it. The epochs they belong to are kept once, by the
+/// record writer (its epoch) and reader (its highest epoch).
 pub(super) struct AppSecrets {
     pub suite: Suite13,
     /// Ours to write, then the peer's, then (client) resumption_master_secret (RFC 8446 §7.1),
@@ -474,7 +505,7 @@ impl Connection {
     /// of one protected epoch share a record while the datagram has room (RFC 9147 §4 lets a
     /// record carry several handshake messages): a record's header, content type and tag are
     /// paid once per datagram rather than once per message.
-    fn transmit_flight13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13) -> u32 {
+    fn transmit_flight13(&mut self, hs: &mut Handshake13, record: &mut RecordWriter13) -> u32 {
         let mtu = self.mtu();
         let cid = self.peer_cid().to_vec();
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
@@ -578,7 +609,7 @@ impl Connection {
         &mut self,
         now: Instant,
         hs: &mut Handshake13,
-        record: &mut RecordLayer13,
+        record: &mut RecordWriter13,
         timed: bool,
     ) {
         let first = hs.epoch0_write_seq;
@@ -601,7 +632,7 @@ impl Connection {
         &mut self,
         now: Instant,
         hs: &mut Handshake13,
-        record: &mut RecordLayer13,
+        record: &mut RecordWriter13,
         cause: Resend,
     ) {
         if hs.flight.messages.is_empty() || hs.flight.all_acked() {
@@ -627,7 +658,7 @@ impl Connection {
         &mut self,
         now: Instant,
         hs: &mut Handshake13,
-        record: &mut RecordLayer13,
+        record: &mut RecordWriter13,
         secrets: Option<&mut AppSecrets>,
         ack: Ack<'_>,
     ) {
@@ -675,8 +706,8 @@ impl Connection {
 
     fn finish_handshake13(&mut self) {
         if let Some(v13) = self.version.v13_mut() {
-            v13.hs = None;
-            v13.record.drop_read_below(epoch::APPLICATION);
+            v13.state.hs = None;
+            v13.state.read.drop_below(epoch::APPLICATION);
         }
     }
 
@@ -686,7 +717,7 @@ impl Connection {
     /// record numbers, a certificate flight sends dozens of records); else one ACK naming the
     /// newest (for a datagram that repeated records: what it carried is what the peer needs
     /// to hear of, and one ACK per such datagram keeps the answer no larger than the copy).
-    pub(super) fn send_ack13(&mut self, hs: &mut Handshake13, record: &mut RecordLayer13, whole: bool) {
+    pub(super) fn send_ack13(&mut self, hs: &mut Handshake13, record: &mut RecordWriter13, whole: bool) {
         if hs.received.is_empty() {
             return;
         }
@@ -698,7 +729,7 @@ impl Connection {
             let mut body = Vec::with_capacity(2 + 16 * numbers.len());
             write_ack(&mut body, numbers);
             let sealed = match hs.write_handshake.as_mut() {
-                Some(w) if record.write_epoch().is_none_or(|e| e < epoch::APPLICATION) => {
+                Some(w) if record.epoch().is_none_or(|e| e < epoch::APPLICATION) => {
                     let seq = w.seq;
                     w.seq += 1;
                     seal13(&w.keys, w.epoch, seq, CONTENT_ACK, &cid, &[&body])
@@ -724,7 +755,7 @@ impl Connection {
         on_data: &mut DataSink<'_>,
     ) {
         let Some(mut v13) = self.version.take13() else { return };
-        if let Some(hs) = v13.hs.as_mut() {
+        if let Some(hs) = v13.state.hs.as_mut() {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
         let waited_server_hello = waits_for_server_hello13(&v13);
@@ -739,7 +770,7 @@ impl Connection {
                     self.stats.records_dropped += 1;
                     continue;
                 }
-                let (used, opened) = v13.record.open(rest, own_cid_len);
+                let (used, opened) = v13.state.read.open(rest, own_cid_len);
                 pos += used;
                 match opened {
                     Ok(o) => {
@@ -765,10 +796,10 @@ impl Connection {
                         self.fail(Abort::alert(AlertDescription::BadRecordMac));
                         return;
                     }
-                    Err(Unopened13::NoKeys) if v13.hs.is_some() => {
+                    Err(Unopened13::NoKeys) if v13.state.hs.is_some() => {
                         // Kept as it arrived (nothing of it was decrypted) and opened again
                         // once the datagram's other records added keys.
-                        let kept = v13.hs.as_mut().is_some_and(|hs| {
+                        let kept = v13.state.hs.as_mut().is_some_and(|hs| {
                             let bytes: usize = hs.early_records.iter().map(Vec::len).sum();
                             let room = hs.early_records.len() < MAX_EARLY_RECORDS
                                 && bytes + used <= MAX_EARLY_RECORD_BYTES;
@@ -832,12 +863,12 @@ impl Connection {
         on_data: &mut DataSink<'_>,
         rrc: &mut Vec<Vec<u8>>,
     ) {
-        let early = v13.hs.as_mut().map(|hs| std::mem::take(&mut hs.early_records)).unwrap_or_default();
+        let early = v13.state.hs.as_mut().map(|hs| std::mem::take(&mut hs.early_records)).unwrap_or_default();
         for mut record in early {
             if matches!(self.phase, Phase::Failed | Phase::Closed) {
                 return;
             }
-            let (_, opened) = v13.record.open(&mut record, own_cid_len);
+            let (_, opened) = v13.state.read.open(&mut record, own_cid_len);
             match opened {
                 Ok(o) => {
                     let plaintext = record[o.plaintext.clone()].to_vec();
@@ -845,21 +876,21 @@ impl Connection {
                     self.handle_record13(now, v13, o.content_type, number, &plaintext, on_data, rrc);
                 }
                 Err(Unopened13::NoKeys) => {
-                    if let Some(hs) = v13.hs.as_mut() {
+                    if let Some(hs) = v13.state.hs.as_mut() {
                         hs.early_records.push(record);
                     }
                 }
                 Err(_) => self.stats.records_dropped += 1,
             }
         }
-        let Some(mut hs) = v13.hs.take() else { return };
+        let Some(mut hs) = v13.state.hs.take() else { return };
         if std::mem::take(&mut hs.ack_now) {
-            self.send_ack13(&mut hs, &mut v13.record, true);
+            self.send_ack13(&mut hs, &mut v13.write, true);
             hs.received.clear();
         }
         if std::mem::take(&mut hs.peer_resent) {
             hs.peer_retransmissions += 1;
-            self.send_ack13(&mut hs, &mut v13.record, false);
+            self.send_ack13(&mut hs, &mut v13.write, false);
             // The peer's flight is whole and now acknowledged: its next copy brings new record
             // numbers, and only those need naming (RFC 9147 §7: an ACK covers the current
             // flight). Listing every copy would grow the ACK with each resend.
@@ -869,12 +900,12 @@ impl Connection {
             // Our last flight is unacknowledged and the peer still resends the flight it
             // answered: ours was lost.
             if matches!(hs.step, Some(Step13::Complete)) && !hs.flight.all_acked() {
-                let mut record = std::mem::take(&mut v13.record);
+                let mut record = std::mem::take(&mut v13.write);
                 self.retransmit_flight13(now, &mut hs, &mut record, Resend::PeerRetransmission);
-                v13.record = record;
+                v13.write = record;
             }
         }
-        if let Some(secrets) = v13.secrets.as_mut() {
+        if let Some(secrets) = v13.state.secrets.as_mut() {
             if self.phase == Phase::Established && matches!(hs.step, Some(Step13::Complete)) {
                 secrets.peer_next_message_seq = hs.reassembler.next_seq();
                 secrets.next_message_seq = hs.next_message_seq;
@@ -886,13 +917,13 @@ impl Connection {
                 }
             }
         }
-        v13.hs = Some(hs);
+        v13.state.hs = Some(hs);
     }
 
     /// The state for messages after the handshake (a KeyUpdate), numbered on from it.
     fn post_handshake13(&mut self, now: Instant, v13: &Tls13) -> Option<Box<Handshake13>> {
         use rand_core::SeedableRng;
-        let secrets = v13.secrets.as_ref()?;
+        let secrets = v13.state.secrets.as_ref()?;
         let (initial, max) = self.retransmit_bounds();
         let timer = RetransmitTimer::new(initial, max, crate::config::RetransmitPolicy::Fixed, None);
         let rng = ChaCha20Rng::from_seed([0; 32]);
@@ -918,10 +949,10 @@ impl Connection {
         if self.phase != Phase::Established {
             return Err(Error::NotEstablished);
         }
-        let mut hs = match v13.hs.take() {
+        let mut hs = match v13.state.hs.take() {
             Some(hs) if hs.flight.all_acked() && !hs.write_update_pending => hs,
             Some(hs) => {
-                v13.hs = Some(hs);
+                v13.state.hs = Some(hs);
                 return Err(Error::NotNegotiated("a key update while another awaits its acknowledgement"));
             }
             None => self.post_handshake13(now, v13).ok_or(Error::NotEstablished)?,
@@ -929,16 +960,16 @@ impl Connection {
         hs.begin_flight();
         let mut body = Vec::with_capacity(1);
         crate::handshake::encode_key_update(&mut body, request_peer);
-        let epoch = v13.record.write_epoch().unwrap_or(epoch::APPLICATION);
+        let epoch = v13.write.epoch().unwrap_or(epoch::APPLICATION);
         hs.push_message(epoch, HandshakeType::KeyUpdate, body, false);
         hs.write_update_pending = true;
-        let mut record = std::mem::take(&mut v13.record);
+        let mut record = std::mem::take(&mut v13.write);
         self.send_flight13(now, &mut hs, &mut record, true);
-        v13.record = record;
-        if let Some(secrets) = v13.secrets.as_mut() {
+        v13.write = record;
+        if let Some(secrets) = v13.state.secrets.as_mut() {
             secrets.next_message_seq = hs.next_message_seq;
         }
-        v13.hs = Some(hs);
+        v13.state.hs = Some(hs);
         Ok(())
     }
 
@@ -952,22 +983,22 @@ impl Connection {
         body: &[u8],
     ) -> Result<(), Abort> {
         let requested = crate::handshake::parse_key_update(body).map_err(Abort::decode)?;
-        let secrets = v13.secrets.as_mut().ok_or_else(Abort::unexpected)?;
+        let secrets = v13.state.secrets.as_mut().ok_or_else(Abort::unexpected)?;
         let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, secrets.read());
-        let epoch = v13.record.read_epoch().unwrap_or(epoch::APPLICATION) + 1;
-        v13.record.add_read(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
+        let epoch = v13.state.read.epoch().unwrap_or(epoch::APPLICATION) + 1;
+        v13.state.read.add(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
         secrets.update_read(&next);
         hs.ack_now = true;
         if requested && !hs.write_update_pending {
             hs.begin_flight();
             let mut answer = Vec::with_capacity(1);
             crate::handshake::encode_key_update(&mut answer, false);
-            let epoch = v13.record.write_epoch().unwrap_or(epoch::APPLICATION);
+            let epoch = v13.write.epoch().unwrap_or(epoch::APPLICATION);
             hs.push_message(epoch, HandshakeType::KeyUpdate, answer, false);
             hs.write_update_pending = true;
-            let mut record = std::mem::take(&mut v13.record);
+            let mut record = std::mem::take(&mut v13.write);
             self.send_flight13(now, hs, &mut record, true);
-            v13.record = record;
+            v13.write = record;
         }
         Ok(())
     }
@@ -1000,7 +1031,7 @@ impl Connection {
                 rrc.push(plaintext.to_vec());
             }
             t if t == ContentType::Handshake as u8 => {
-                let hs = match v13.hs.take() {
+                let hs = match v13.state.hs.take() {
                     Some(hs) => Some(hs),
                     // A message after the handshake (KeyUpdate): its state is made for it.
                     None if self.phase == Phase::Established => self.post_handshake13(now, v13),
@@ -1008,12 +1039,12 @@ impl Connection {
                 };
                 let Some(mut hs) = hs else { return };
                 if let Err(abort) = self.handle_handshake_record13(now, &mut hs, v13, number, plaintext) {
-                    v13.hs = Some(hs);
+                    v13.state.hs = Some(hs);
                     self.v13_fail(v13, abort);
                     return;
                 }
-                if v13.hs.is_none() && !matches!(self.phase, Phase::Failed | Phase::Closed) {
-                    v13.hs = Some(hs);
+                if v13.state.hs.is_none() && !matches!(self.phase, Phase::Failed | Phase::Closed) {
+                    v13.state.hs = Some(hs);
                 }
             }
             CONTENT_ACK => {
@@ -1025,14 +1056,14 @@ impl Connection {
                     self.stats.records_dropped += 1;
                     return;
                 };
-                if let Some(mut hs) = v13.hs.take() {
-                    let mut record = std::mem::take(&mut v13.record);
-                    self.on_ack13(now, &mut hs, &mut record, v13.secrets.as_mut(), ack);
-                    v13.record = record;
+                if let Some(mut hs) = v13.state.hs.take() {
+                    let mut record = std::mem::take(&mut v13.write);
+                    self.on_ack13(now, &mut hs, &mut record, v13.state.secrets.as_mut(), ack);
+                    v13.write = record;
                     if !matches!(hs.step, Some(Step13::Complete)) || !hs.flight.all_acked() {
-                        v13.hs = Some(hs);
+                        v13.state.hs = Some(hs);
                     } else {
-                        v13.record.drop_read_below(epoch::APPLICATION);
+                        v13.state.read.drop_below(epoch::APPLICATION);
                     }
                 }
             }
@@ -1049,16 +1080,16 @@ impl Connection {
                 if desc == AlertDescription::CloseNotify {
                     self.end(Phase::Closed);
                     // Its flights and timers go with the session: nothing is resent.
-                    v13.hs = None;
-                    v13.record.discard_keys();
+                    v13.state.hs = None;
+                    v13.discard_keys();
                     self.push_event(Event::Closed);
                 } else {
                     // Every other alert is fatal in 1.3 (RFC 8446 §6).
                     let before_server_hello = waits_for_server_hello13(v13);
                     let error = self.fatal_alert_error(desc, before_server_hello, true);
                     self.end(Phase::Failed);
-                    v13.hs = None;
-                    v13.record.discard_keys();
+                    v13.state.hs = None;
+                    v13.discard_keys();
                     self.push_event(Event::Failed(error));
                 }
             }
@@ -1082,7 +1113,7 @@ impl Connection {
                     // A server reads the client's first records before the client's Finished
                     // has come (the client sends them with it): kept, a few, and delivered once
                     // the Finished is checked (RFC 8446 §4.4.4: not before).
-                    let kept = v13.hs.as_mut().is_some_and(|hs| {
+                    let kept = v13.state.hs.as_mut().is_some_and(|hs| {
                         let room = hs.early_data.len() < MAX_EARLY_DATA_RECORDS
                             && hs.early_data.iter().map(Vec::len).sum::<usize>() + plaintext.len()
                                 <= MAX_EARLY_RECORD_BYTES;
@@ -1111,10 +1142,10 @@ impl Connection {
         if let Some(desc) = abort.alert {
             let body = [AlertLevel::Fatal.to_u8(), desc.code()];
             let cid = self.peer_cid().to_vec();
-            let datagram = match v13.record.seal(ContentType::Alert as u8, &cid, &[&body]) {
+            let datagram = match v13.write.seal(ContentType::Alert as u8, &cid, &[&body]) {
                 Ok((d, _, _)) => Some(d),
                 Err(_) => {
-                    let seq = v13.hs.as_mut().map_or(0, |hs| {
+                    let seq = v13.state.hs.as_mut().map_or(0, |hs| {
                         hs.epoch0_write_seq += 1;
                         hs.epoch0_write_seq - 1
                     });
@@ -1127,8 +1158,8 @@ impl Connection {
                 self.push_datagram(d);
             }
         }
-        v13.hs = None;
-        v13.record.discard_keys();
+        v13.state.hs = None;
+        v13.discard_keys();
         self.end(Phase::Failed);
         self.push_event(Event::Failed(abort.error));
     }
@@ -1244,18 +1275,18 @@ impl Connection {
 
     pub(super) fn poll_timeout13(&self) -> Option<Instant> {
         let v13 = self.version.v13()?;
-        let handshake = v13.hs.as_ref().and_then(|hs| hs.timers.next());
-        let keys = Some(v13.handshake_keys_until).filter(|t| *t != Instant::MAX);
+        let handshake = v13.state.hs.as_ref().and_then(|hs| hs.timers.next());
+        let keys = Some(v13.state.handshake_keys_until).filter(|t| *t != Instant::MAX);
         [handshake, keys].into_iter().flatten().min()
     }
 
     pub(super) fn handle_timeout13(&mut self, now: Instant) {
         let Some(mut v13) = self.version.take13() else { return };
-        if v13.handshake_keys_until != Instant::MAX && now >= v13.handshake_keys_until {
-            v13.handshake_keys_until = Instant::MAX;
-            v13.record.drop_read_below(epoch::APPLICATION);
+        if v13.state.handshake_keys_until != Instant::MAX && now >= v13.state.handshake_keys_until {
+            v13.state.handshake_keys_until = Instant::MAX;
+            v13.state.read.drop_below(epoch::APPLICATION);
         }
-        if let Some(mut hs) = v13.hs.take() {
+        if let Some(mut hs) = v13.state.hs.take() {
             let mut keep = true;
             while let Some(timer) = hs.timers.expire(now) {
                 match timer {
@@ -1266,7 +1297,7 @@ impl Connection {
                             break;
                         }
                         let retransmissions = hs.flight.resent;
-                        v13.hs = Some(hs);
+                        v13.state.hs = Some(hs);
                         self.v13_fail(
                             &mut v13,
                             Abort { alert: None, error: Error::HandshakeTimeout { retransmissions } },
@@ -1275,15 +1306,15 @@ impl Connection {
                         return;
                     }
                     Timer13::Retransmit => {
-                        let mut record = std::mem::take(&mut v13.record);
+                        let mut record = std::mem::take(&mut v13.write);
                         self.retransmit_flight13(now, &mut hs, &mut record, Resend::Timer);
-                        v13.record = record;
+                        v13.write = record;
                     }
-                    Timer13::Ack => self.send_ack13(&mut hs, &mut v13.record, true),
+                    Timer13::Ack => self.send_ack13(&mut hs, &mut v13.write, true),
                 }
             }
             if keep {
-                v13.hs = Some(hs);
+                v13.state.hs = Some(hs);
             }
         }
         self.version = VersionState::Dtls13(v13);
@@ -1294,10 +1325,10 @@ impl Connection {
         let cid = self.peer_cid().to_vec();
         let mtu = self.mtu();
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
-        let max = mtu.saturating_sub(v13.record.sealed_len(cid.len(), 0)).max(1);
+        let max = mtu.saturating_sub(v13.write.sealed_len(cid.len(), 0)).max(1);
         let mut out = Vec::new();
         for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
-            let (record, _, _) = v13.record.seal(ContentType::ApplicationData as u8, &cid, &[chunk])?;
+            let (record, _, _) = v13.write.seal(ContentType::ApplicationData as u8, &cid, &[chunk])?;
             out.push(record);
         }
         for record in out {
@@ -1312,7 +1343,7 @@ impl Connection {
         let mtu = self.mtu();
         let cid_len = self.path.as_deref().map_or(0, |p| p.cids.peer().len());
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
-        let len = v13.record.sealed_len(cid_len, data.len());
+        let len = v13.write.sealed_len(cid_len, data.len());
         if len > mtu {
             return Err(Error::TooLarge { len: data.len(), mtu });
         }
@@ -1320,7 +1351,7 @@ impl Connection {
             return Err(Error::BufferTooSmall { needed: len });
         }
         let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
-        v13.record.seal_into(ContentType::ApplicationData as u8, cid, &[data], &mut out[..len])?;
+        v13.write.seal_into(ContentType::ApplicationData as u8, cid, &[data], &mut out[..len])?;
         self.stats.app_records_sent += 1;
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += len as u64;
@@ -1332,8 +1363,8 @@ impl Connection {
         let mut sealed = None;
         if let Some(v13) = self.version.v13_mut() {
             let body = [AlertLevel::Warning.to_u8(), AlertDescription::CloseNotify.code()];
-            sealed = v13.record.seal(ContentType::Alert as u8, &cid, &[&body]).ok().map(|(d, _, _)| d);
-            v13.hs = None;
+            sealed = v13.write.seal(ContentType::Alert as u8, &cid, &[&body]).ok().map(|(d, _, _)| d);
+            v13.state.hs = None;
         }
         if let Some(d) = sealed {
             self.push_datagram(d);
@@ -1343,10 +1374,10 @@ impl Connection {
 }
 
 /// Our KeyUpdate was acknowledged: from now on we write with the next secret's keys.
-fn next_write_keys13(record: &mut RecordLayer13, secrets: &mut AppSecrets) {
+fn next_write_keys13(record: &mut RecordWriter13, secrets: &mut AppSecrets) {
     let next = KeySchedule::next_traffic_secret(secrets.suite.hash(), PREFIX, secrets.write());
-    let epoch = record.write_epoch().unwrap_or(epoch::APPLICATION) + 1;
-    record.set_write(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
+    let epoch = record.epoch().unwrap_or(epoch::APPLICATION) + 1;
+    record.set(epoch, RecordKeys::from_secret(secrets.suite, PREFIX, &next));
     secrets.update_write(&next);
 }
 
@@ -1363,7 +1394,7 @@ struct OpenRecord {
 fn flush_record(
     open: &mut Option<OpenRecord>,
     write_handshake: &mut Option<WriteEpoch>,
-    record: &mut RecordLayer13,
+    record: &mut RecordWriter13,
     cid: &[u8],
     current: &mut Vec<u8>,
     sent: &mut Vec<(RecordNumber, usize, u32, u32)>,
@@ -1404,7 +1435,7 @@ fn seal13(
 
 /// A client whose ClientHello awaits its ServerHello.
 fn waits_for_server_hello13(v13: &Tls13) -> bool {
-    v13.hs.as_ref().is_some_and(
+    v13.state.hs.as_ref().is_some_and(
         |hs| matches!(&hs.step, Some(Step13::Client(c)) if matches!(**c, ClientStep13::ExpectServerHello(_))),
     )
 }

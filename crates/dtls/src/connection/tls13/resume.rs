@@ -358,11 +358,10 @@ impl Connection {
         let mut out = if r.early == Some(true) { Vec::new() } else { std::mem::take(&mut r.early_sent) };
         out.append(&mut r.after_handshake);
         let cid = self.peer_cid().to_vec();
-        let max = self.mtu().saturating_sub(v13.record.sealed_len(cid.len(), 0)).max(1);
+        let max = self.mtu().saturating_sub(v13.write.sealed_len(cid.len(), 0)).max(1);
         for data in out {
             for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
-                if let Ok((record, _, _)) =
-                    v13.record.seal(ContentType::ApplicationData as u8, &cid, &[chunk])
+                if let Ok((record, _, _)) = v13.write.seal(ContentType::ApplicationData as u8, &cid, &[chunk])
                 {
                     self.stats.app_records_sent += 1;
                     self.push_datagram(record);
@@ -404,7 +403,7 @@ impl Connection {
         let cid = self.peer_cid().to_vec();
         let mtu = self.mtu();
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
-        let Some(hs) = v13.hs.as_mut() else { return Err(Error::NotEstablished) };
+        let Some(hs) = v13.state.hs.as_mut() else { return Err(Error::NotEstablished) };
         let r = hs.resume();
         let mut records = Vec::new();
         if let Some((keys, seq)) = r.early_write.as_mut().filter(|_| data.len() <= r.early_room as usize) {
@@ -450,7 +449,7 @@ impl Connection {
             return Err(Abort::alert(AlertDescription::IllegalParameter));
         }
         hs.ack_now = true;
-        let Some(secrets) = v13.secrets.as_ref() else { return Err(Abort::unexpected()) };
+        let Some(secrets) = v13.state.secrets.as_ref() else { return Err(Abort::unexpected()) };
         let Some(resumption) = secrets.resumption() else { return Ok(()) };
         // A lifetime of 0, or a client that takes no tickets: not to be kept.
         if nst.lifetime == 0 || !config.enable_tickets {
@@ -552,7 +551,7 @@ impl Connection {
     pub(super) fn accept_early13(
         &self,
         hs: &mut Handshake13,
-        record: &mut crate::record::RecordLayer13,
+        read: &mut crate::record::RecordReader13,
         config: &ServerConfig,
         hello: &VerifiedHello13<'_>,
         chosen: Option<&ChosenPsk13>,
@@ -573,7 +572,7 @@ impl Connection {
         let th = hs.transcript.current(suite.hash());
         let schedule = KeySchedule::new(suite.hash(), PREFIX, Some(&chosen.key));
         let secret = schedule.derive(b"c e traffic", th.as_ref());
-        record.add_read(epoch::EARLY_DATA, RecordKeys::from_secret(suite, PREFIX, &secret));
+        read.add(epoch::EARLY_DATA, RecordKeys::from_secret(suite, PREFIX, &secret));
         true
     }
 
@@ -585,7 +584,7 @@ impl Connection {
             return false;
         }
         let Some(r) =
-            self.version.v13_mut().and_then(|v| v.hs.as_mut()).and_then(|hs| hs.resume.as_deref_mut())
+            self.version.v13_mut().and_then(|v| v.state.hs.as_mut()).and_then(|hs| hs.resume.as_deref_mut())
         else {
             return false;
         };
@@ -599,7 +598,7 @@ impl Connection {
     /// Server: whether an early-data record of `len` bytes is taken (within the budget of
     /// accepted early data); what is beyond it is dropped.
     pub(super) fn take_early13(v13: &mut Tls13, len: usize) -> bool {
-        let Some(r) = v13.hs.as_mut().and_then(|hs| hs.resume.as_deref_mut()) else { return false };
+        let Some(r) = v13.state.hs.as_mut().and_then(|hs| hs.resume.as_deref_mut()) else { return false };
         if r.early != Some(true) || len > r.early_budget as usize {
             return false;
         }
@@ -626,7 +625,7 @@ impl Connection {
         else {
             return;
         };
-        let Some(suite) = v13.secrets.as_ref().map(|s| s.suite) else { return };
+        let Some(suite) = v13.state.secrets.as_ref().map(|s| s.suite) else { return };
         let mut nonce = [0u8; 8];
         hs.rng.fill_bytes(&mut nonce);
         let mut seal_nonce = [0u8; 12];
@@ -659,12 +658,12 @@ impl Connection {
         }
         .encode(&mut body);
         hs.begin_flight();
-        let epoch = v13.record.write_epoch().unwrap_or(epoch::APPLICATION);
+        let epoch = v13.write.epoch().unwrap_or(epoch::APPLICATION);
         hs.push_message(epoch, HandshakeType::NewSessionTicket, body, false);
-        let mut record = std::mem::take(&mut v13.record);
+        let mut record = std::mem::take(&mut v13.write);
         self.send_flight13(now, hs, &mut record, true);
-        v13.record = record;
-        if let Some(secrets) = v13.secrets.as_mut() {
+        v13.write = record;
+        if let Some(secrets) = v13.state.secrets.as_mut() {
             secrets.next_message_seq = hs.next_message_seq;
         }
     }

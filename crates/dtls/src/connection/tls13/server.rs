@@ -14,7 +14,7 @@ use crate::alert::AlertDescription;
 use crate::config::ServerConfig;
 use crate::connection::handshake::{answer_share, sign, SCHEMES};
 use crate::connection::VersionState;
-use crate::connection::{Connection, EndpointEvent, Event, Phase, RoleConfig};
+use crate::connection::{Connection, EndpointEvent, Event, Phase, ServerRole};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::endpoint::{hello_retry_request, CookieState};
 use crate::error::Mismatch;
@@ -24,7 +24,7 @@ use crate::handshake::{
     psk_modes_allow, u16_list, CertificateRequest13, ClientHello, HandshakeType, NamedGroup, OutExtensions,
     ServerHello, DTLS_1_3, PSK_DHE_KE, PSK_KE,
 };
-use crate::record::{epoch, RecordLayer13, MAX_SEQ};
+use crate::record::{epoch, MAX_SEQ};
 use fastshake_core::Instant;
 use fastshake_pki::{CertDer, PeerPublicKey, SignatureScheme};
 use rand_core::{RngCore, SeedableRng};
@@ -89,18 +89,19 @@ pub(in crate::connection) struct AwaitClient {
 impl Connection {
     /// A DTLS 1.3 server session from a ClientHello that returned a valid cookie.
     pub(crate) fn server13(
-        config: Arc<ServerConfig>,
+        role: &ServerRole,
         now: Instant,
         remote: std::net::SocketAddr,
         rng_seed: [u8; 32],
         mut hello: VerifiedHello13<'_>,
     ) -> Connection {
-        let mut conn = Connection::bare(RoleConfig::Server(config.clone()), remote);
+        let config = &role.config;
+        let mut conn = Connection::bare(Arc::clone(&role.shared), remote);
         conn.started_from_hello(&hello.hello.random, hello.message_seq);
         conn.stats.datagrams_received = 1;
         conn.stats.bytes_received = hello.datagram_len as u64;
         let timer = crate::timer::RetransmitTimer::for_returned_cookie(
-            &config,
+            config,
             hello.cached_rtt,
             hello.cookie_rtt,
             (hello.record_seq, hello.message_seq, hello.datagram_len),
@@ -115,26 +116,20 @@ impl Connection {
         // Our messages continue the numbering the HelloRetryRequest began (RFC 9147 §5.2).
         hs.next_message_seq = hello.message_seq;
         hs.reassembler.reset(hello.message_seq.wrapping_add(1));
-        let mut record = RecordLayer13::default();
-        let mut v13 = Tls13 {
-            record: RecordLayer13::default(),
-            hs: None,
-            secrets: None,
-            handshake_keys_until: Instant::MAX,
-        };
+        let mut v13 = Tls13::new(None);
         let client_chain = hello.client_chain.take();
-        match conn.server_answer13(now, &mut hs, &mut record, &config, &hello, client_chain) {
+        match conn.server_answer13(now, &mut hs, &mut v13, config, &hello, client_chain) {
             Ok(step) => {
                 hs.step = Some(step);
                 conn.suite = Some(hello.state.suite.into());
-                v13.record = record;
-                v13.hs = Some(hs);
-                conn.version = VersionState::Dtls13(Box::new(v13));
+                v13.state.hs = Some(hs);
+                conn.version = VersionState::Dtls13(v13);
             }
             Err(abort) => {
-                v13.hs = Some(hs);
+                v13.discard_keys();
+                v13.state.hs = Some(hs);
                 conn.v13_fail(&mut v13, abort);
-                conn.version = VersionState::Dtls13(Box::new(v13));
+                conn.version = VersionState::Dtls13(v13);
             }
         }
         conn
@@ -145,7 +140,7 @@ impl Connection {
         &mut self,
         now: Instant,
         hs: &mut Handshake13,
-        record: &mut RecordLayer13,
+        v13: &mut Tls13,
         config: &ServerConfig,
         hello: &VerifiedHello13<'_>,
         client_chain: Option<([u8; crate::cache::CLIENT_TICKET_LEN], crate::cache::CachedClientChain)>,
@@ -179,7 +174,7 @@ impl Connection {
         }
         let psk = chosen.as_ref().map(|c| (&c.key[..], c.index));
         hs.transcript.add(HandshakeType::ClientHello, hello.body);
-        let early = self.accept_early13(hs, record, config, hello, chosen.as_ref(), suite);
+        let early = self.accept_early13(hs, &mut v13.state.read, config, hello, chosen.as_ref(), suite);
         if psk.is_none() && config.certified_key.is_none() {
             // Unknown PSK identities get unknown_psk_identity (RFC 8446 §6.2); no PSK at all, as
             // no common parameters, handshake_failure (§4.1.1).
@@ -235,7 +230,7 @@ impl Connection {
         let client_hs = schedule.derive(b"c hs traffic", th.as_ref());
         let server_hs = schedule.derive(b"s hs traffic", th.as_ref());
         hs.set_handshake_write(RecordKeys::from_secret(suite, PREFIX, &server_hs));
-        record.add_read(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &client_hs));
+        v13.state.read.add(epoch::HANDSHAKE, RecordKeys::from_secret(suite, PREFIX, &client_hs));
         let ask_certificate = psk.is_none() && config.client_auth != crate::session::ClientAuth::None;
         // Handshake caching in certificate handshakes; a PSK handshake puts back the client
         // chain its ticket took out, for the next certificate handshake.
@@ -311,9 +306,9 @@ impl Connection {
         let th_server_finished = hs.transcript.current(hash);
         let client_ap = schedule.derive(b"c ap traffic", th_server_finished.as_ref());
         let server_ap = schedule.derive(b"s ap traffic", th_server_finished.as_ref());
-        record.add_read(epoch::APPLICATION, RecordKeys::from_secret(suite, PREFIX, &client_ap));
-        self.send_flight13(now, hs, record, true);
-        record.set_write(epoch::APPLICATION, RecordKeys::from_secret(suite, PREFIX, &server_ap));
+        v13.state.read.add(epoch::APPLICATION, RecordKeys::from_secret(suite, PREFIX, &client_ap));
+        self.send_flight13(now, hs, &mut v13.write, true);
+        v13.write.set(epoch::APPLICATION, RecordKeys::from_secret(suite, PREFIX, &server_ap));
         let wait = AwaitClient {
             suite,
             schedule,
@@ -428,13 +423,13 @@ impl Connection {
         w.secrets.next_message_seq = hs.next_message_seq;
         w.secrets.peer_next_message_seq = hs.reassembler.next_seq();
         let resumption = w.schedule.derive(b"res master", hs.transcript.current(w.suite.hash()).as_ref());
-        v13.secrets = Some(w.secrets);
+        v13.state.secrets = Some(w.secrets);
         // The client stops resending its Finished by its handshake timeout at the latest.
-        v13.handshake_keys_until = now + self.handshake_timeout();
+        v13.state.handshake_keys_until = now + self.handshake_timeout();
         hs.flight.timer.on_answer(now, self.stats.bytes_received);
         hs.timers.stop(super::Timer13::Retransmit);
         hs.begin_flight();
-        self.send_ack13(hs, &mut v13.record, true);
+        self.send_ack13(hs, &mut v13.write, true);
         // Acknowledged: a resent Finished is named by its own new record numbers (RFC 9147 §7).
         hs.received.clear();
         if let Some(config) = self.server_config().cloned() {
