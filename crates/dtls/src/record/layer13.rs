@@ -74,9 +74,11 @@ pub(crate) struct RecordWriter13 {
 }
 
 /// The receiving half: the keys of the epochs we may still read, each with its replay window.
+/// A slice of exactly the epochs held (one, once established): they change a few times per
+/// session, and every session keeps the room a `Vec` would spare.
 #[derive(Default)]
 pub(crate) struct RecordReader13 {
-    epochs: Vec<ReadEpoch>,
+    epochs: Box<[ReadEpoch]>,
 }
 
 impl RecordWriter13 {
@@ -142,24 +144,25 @@ impl RecordReader13 {
     /// The peer's records of `epoch` can be read with `keys`; the oldest epoch is forgotten when
     /// more than [`READ_EPOCHS`] would be kept.
     pub fn add(&mut self, epoch: u64, keys: RecordKeys) {
-        self.epochs.retain(|e| e.epoch != epoch);
-        self.epochs.push(ReadEpoch { epoch, keys, window: ReplayWindow::default(), failures: 0 });
-        self.epochs.sort_by_key(|e| e.epoch);
-        if self.epochs.len() > READ_EPOCHS {
-            self.epochs.remove(0);
-            self.epochs.shrink_to_fit();
+        let mut epochs = std::mem::take(&mut self.epochs).into_vec();
+        epochs.retain(|e| e.epoch != epoch);
+        epochs.push(ReadEpoch { epoch, keys, window: ReplayWindow::default(), failures: 0 });
+        epochs.sort_by_key(|e| e.epoch);
+        if epochs.len() > READ_EPOCHS {
+            epochs.remove(0);
         }
+        self.epochs = epochs.into_boxed_slice();
     }
 
-    /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over). The
-    /// spare room goes too: an established session reads one epoch, and keeps room for one.
+    /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over).
     pub fn drop_below(&mut self, epoch: u64) {
-        self.epochs.retain(|e| e.epoch >= epoch);
-        self.epochs.shrink_to_fit();
+        let mut epochs = std::mem::take(&mut self.epochs).into_vec();
+        epochs.retain(|e| e.epoch >= epoch);
+        self.epochs = epochs.into_boxed_slice();
     }
 
     pub fn discard_keys(&mut self) {
-        self.epochs.clear();
+        self.epochs = Box::default();
     }
 
     /// The highest epoch we can read.
