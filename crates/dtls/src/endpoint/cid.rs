@@ -10,7 +10,7 @@ impl Endpoint {
     /// The CID for a new session whose client offers `connection_id`, when we issue non-empty
     /// ones; empty otherwise.
     pub(super) fn issue_cid(&mut self, ch: &ClientHello<'_>) -> Vec<u8> {
-        match self.config.mobility.connection_id {
+        match self.role.config.mobility.connection_id {
             Some(len) if len > 0 && ch.extensions.connection_id.is_some() => self.fresh_cid(len),
             _ => Vec::new(),
         }

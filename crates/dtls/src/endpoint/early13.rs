@@ -114,13 +114,13 @@ impl Endpoint {
         suite: Suite13,
     ) -> Option<CookieState> {
         let ext = &ch.extensions;
-        if self.config.max_early_data == 0 || ext.early_data.is_none() {
+        if self.role.config.max_early_data == 0 || ext.early_data.is_none() {
             return None;
         }
         let keys = self.ticket_keys.as_ref()?;
         let offered = OfferedPsks::parse(ext.pre_shared_key?).ok()?;
         let (identity, obfuscated_age) = *offered.identities.first()?;
-        let now_ms = unix_ms(self.config.wall_clock, now);
+        let now_ms = unix_ms(self.role.config.wall_clock, now);
         let ticket = ServerSession13::open(keys, identity, now_ms)?;
         let elsewhere = ticket.origin != self.replay13.origin();
         if elsewhere
@@ -133,6 +133,7 @@ impl Endpoint {
         let supported: Vec<u16> = ext.supported_groups.map(|g| u16_list(g).collect()).unwrap_or_default();
         let shares = ext.key_share.and_then(|d| client_shares(d).ok()).unwrap_or_default();
         let share_taken = self
+            .role
             .config
             .groups
             .iter()

@@ -301,7 +301,7 @@ impl Endpoint {
             self.new_client_hello13(now, remote, hello, ch, body, datagram_len);
             return;
         }
-        if !self.config.versions.dtls12() {
+        if !self.role.config.versions.dtls12() {
             // A DTLS 1.3 server and a client that offers only 1.2 (RFC 8446 §4.2.1).
             self.refuse_version(remote, hello.record_seq);
             return;
@@ -310,12 +310,12 @@ impl Endpoint {
         let version = ch.version.to_be_bytes();
         // A reusable cookie covers the address alone (and a label keeping the two kinds apart),
         // so it verifies in the ClientHellos of later handshakes too.
-        let inputs: [&[u8]; 6] = if self.config.reusable_cookies {
+        let inputs: [&[u8]; 6] = if self.role.config.reusable_cookies {
             [&addr[..n], &version[..], REUSABLE_COOKIE_LABEL, &[], &[], &[]]
         } else {
             ch.cookie_inputs(&version, &addr[..n])
         };
-        let verified = match self.config.address_validation {
+        let verified = match self.role.config.address_validation {
             AddressValidation::Cookie => self.verify_cookie(now, ch.cookie, &inputs),
             AddressValidation::Transport => Some(None),
         };
@@ -368,7 +368,7 @@ impl Endpoint {
         // Read after `admit`, which may have evicted the session at this address.
         let (existing, pending, existing_in_handshake, replaced) = self.replaced_at(remote);
         let evictable = self.half_open.len().saturating_sub(replaced);
-        if self.connections.len() >= self.config.max_connections + replaced && evictable == 0 {
+        if self.connections.len() >= self.role.config.max_connections + replaced && evictable == 0 {
             // Every slot holds an established session: those are never evicted for a handshake.
             self.stats.connections_refused += 1;
             return;
@@ -383,14 +383,14 @@ impl Endpoint {
             datagram_len,
             cached: self
                 .session_cache
-                .get(ch.session_id, crate::clock::unix_now(self.config.wall_clock, now)),
+                .get(ch.session_id, crate::clock::unix_now(self.role.config.wall_clock, now)),
             ticket_keys: self.ticket_keys.clone(),
             issued_cid: self.issue_cid(ch),
             cached_rtt: self.adaptive().then(|| self.rtt_cache.get(remote.ip())).flatten(),
             // The HelloVerifyRequest: a record header, a handshake header and the cookie. A
             // reusable cookie may come from an earlier handshake: its age is no round trip.
             cookie_rtt: cookie_age
-                .filter(|_| !self.config.reusable_cookies)
+                .filter(|_| !self.role.config.reusable_cookies)
                 .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
             client_chain: self.take_cached_client_chain(ch),
         };
@@ -464,7 +464,7 @@ impl Endpoint {
     /// Evicts the oldest half-open handshakes (never `new`, never an established session)
     /// until the limits hold again.
     fn make_room_for(&mut self, new: ConnectionHandle, ip: IpAddr) {
-        if let Some(per_ip) = self.config.max_handshakes_per_ip {
+        if let Some(per_ip) = self.role.config.max_handshakes_per_ip {
             while self.half_open_per_ip.get(&ip).copied().unwrap_or(0) > per_ip {
                 let Some(oldest) =
                     self.half_open.iter().find(|&(&h, &a)| a == ip && h != new).map(|(&h, _)| h)
@@ -474,8 +474,8 @@ impl Endpoint {
                 self.evict(oldest);
             }
         }
-        while self.half_open.len() > self.config.max_handshakes
-            || self.connections.len() > self.config.max_connections
+        while self.half_open.len() > self.role.config.max_handshakes
+            || self.connections.len() > self.role.config.max_connections
         {
             let Some(oldest) = self.half_open.keys().copied().find(|&h| h != new) else { break };
             self.evict(oldest);

@@ -78,7 +78,7 @@ pub(crate) fn hello_retry_request(session_id: &[u8], state: &CookieState, cookie
 impl Endpoint {
     /// Whether this endpoint answers `ch` in DTLS 1.3.
     pub(super) fn speaks13(&self, ch: &ClientHello<'_>) -> bool {
-        self.config.versions.dtls13()
+        self.role.config.versions.dtls13()
             && ch
                 .extensions
                 .supported_versions
@@ -149,9 +149,9 @@ impl Endpoint {
             return;
         }
         // The suite: ours first among the client's (with a PSK alone only SHA-256 ones).
-        let certificates = self.config.certified_key.is_some();
+        let certificates = self.role.config.certified_key.is_some();
         let suite =
-            self.config.suites13.iter().copied().find(|s| {
+            self.role.config.suites13.iter().copied().find(|s| {
                 ch.suites().any(|id| id == s.id()) && (certificates || s.hash() == SuiteHash::Sha256)
             });
         let Some(suite) = suite else {
@@ -179,9 +179,9 @@ impl Endpoint {
             .and_then(|d| client_shares(d).ok())
             .map(|s| s.iter().map(|e| e.group).collect())
             .unwrap_or_default();
-        let group = self.config.groups.iter().copied().find(|g| supported.contains(&g.code()));
+        let group = self.role.config.groups.iter().copied().find(|g| supported.contains(&g.code()));
         let ask_for = group.filter(|g| !shares.contains(&g.code()));
-        if self.config.address_validation == AddressValidation::Transport
+        if self.role.config.address_validation == AddressValidation::Transport
             && group.is_some()
             && ask_for.is_none()
         {
@@ -208,7 +208,7 @@ impl Endpoint {
         // 802.15.4 frame); RFC 9147 §5.1: a stateless server numbers its records from the
         // ClientHello's.
         let mut builder =
-            crate::flight::DatagramBuilder::new(self.config.mtu.clamp(crate::config::MIN_MTU, 1 << 14));
+            crate::flight::DatagramBuilder::new(self.role.config.mtu.clamp(crate::config::MIN_MTU, 1 << 14));
         let mut seq = hello.record_seq;
         builder.push_handshake(0, HandshakeType::ServerHello, hello.message_seq, &hrr, None, &mut || {
             seq += 1;

@@ -83,8 +83,7 @@ pub struct EndpointStats {
 
 /// The server side of DTLS.
 pub struct Endpoint {
-    config: Arc<ServerConfig>,
-    /// The configuration as the connections keep it: one pointer each, to one allocation.
+    /// The configuration, and as the connections keep it: one pointer each, to one allocation.
     role: crate::connection::ServerRole,
     cookie: CookieMac,
     rng: ChaCha20Rng,
@@ -201,8 +200,7 @@ impl Endpoint {
         index_rng.set_stream(2);
         let by_addr = AddrIndex::new(index_rng.next_u64(), index_rng.next_u64());
         Ok(Endpoint {
-            role: crate::connection::ServerRole::new(Arc::clone(&config)),
-            config,
+            role: crate::connection::ServerRole::new(config),
             cookie: CookieMac::new(key),
             rng,
             connections: BTreeMap::new(),
@@ -331,7 +329,7 @@ impl Endpoint {
 
     /// The length of the Connection IDs we issue (0: none), which `tls12_cid` records to us carry.
     fn cid_len(&self) -> u8 {
-        self.config.mobility.connection_id.unwrap_or(0)
+        self.role.config.mobility.connection_id.unwrap_or(0)
     }
 
     /// Ends connection `h` because a newer handshake from its address replaces it.
@@ -432,10 +430,10 @@ impl Endpoint {
                 let Some(slot) = self.connections.get_mut(&h) else { return false };
                 let remote = slot.conn.remote();
                 slot.activity = Activity { last: now, last_used: now };
-                if let (Some(rtt), RetransmitPolicy::Adaptive { .. }) = (rtt, self.config.retransmit) {
+                if let (Some(rtt), RetransmitPolicy::Adaptive { .. }) = (rtt, self.role.config.retransmit) {
                     self.rtt_cache.insert(remote.ip(), rtt);
                 }
-                if let (None, Some(idle)) = (self.idle_sweep, self.config.idle_timeout) {
+                if let (None, Some(idle)) = (self.idle_sweep, self.role.config.idle_timeout) {
                     self.idle_sweep = Some(now + idle);
                 }
                 self.forget_half_open(h);
@@ -531,7 +529,7 @@ impl Endpoint {
     /// between `idle` and `idle` × (1 + 1/64) after its last authenticated datagram.
     fn sweep_idle(&mut self, now: Instant) {
         self.idle_sweep = None;
-        let Some(idle) = self.config.idle_timeout else { return };
+        let Some(idle) = self.role.config.idle_timeout else { return };
         let mut expired = Vec::new();
         let mut next: Option<Instant> = None;
         for (&h, slot) in &self.connections {
@@ -673,7 +671,7 @@ impl Endpoint {
 
     /// Whether flights are timed by the measured round trip.
     fn adaptive(&self) -> bool {
-        matches!(self.config.retransmit, RetransmitPolicy::Adaptive { .. })
+        matches!(self.role.config.retransmit, RetransmitPolicy::Adaptive { .. })
     }
 
     /// Counters.

@@ -167,14 +167,17 @@ impl Endpoint {
         let now = self.clock;
         let opened = match (sealed, self.shared_keys()) {
             (Some(sealed), Some(keys)) => {
-                ServerSession::open(keys, sealed, unix_now(self.config.wall_clock, now)).filter(|s| {
-                    s.fresh(unix_now(self.config.wall_clock, now), self.config.session_cache.lifetime)
+                ServerSession::open(keys, sealed, unix_now(self.role.config.wall_clock, now)).filter(|s| {
+                    s.fresh(
+                        unix_now(self.role.config.wall_clock, now),
+                        self.role.config.session_cache.lifetime,
+                    )
                 })
             }
             _ => None,
         };
         match opened {
-            Some(session) if self.config.session_cache.max_entries > 0 => {
+            Some(session) if self.role.config.session_cache.max_entries > 0 => {
                 self.session_cache.insert(id, session);
             }
             _ => self.shared.miss(id, now),

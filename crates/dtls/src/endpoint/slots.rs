@@ -27,8 +27,8 @@ impl Endpoint {
     /// record `record_seq`, that replaces `replaced` connections at once (their slots become
     /// its). False when it is refused: the alert is queued and no state kept.
     pub(super) fn admit(&mut self, remote: SocketAddr, record_seq: u64, replaced: usize) -> bool {
-        let Some(max) = self.config.max_sessions else { return true };
-        let policy = self.config.when_full;
+        let Some(max) = self.role.config.max_sessions else { return true };
+        let policy = self.role.config.when_full;
         while self.connections.len().saturating_sub(replaced) >= max {
             match self.slot_victim(policy) {
                 Some(victim) => self.evict_for(victim, policy, remote),
