@@ -233,6 +233,30 @@ fn reordered_and_coalesced_flights_connect() {
     data_flows(&mut pair);
 }
 
+/// RFC 9147 §4: a record that ends its datagram may leave out its length. Application records,
+/// each a datagram of its own, do: 2 bytes less on every one. Records packed into a flight
+/// keep theirs.
+#[test]
+fn an_application_record_alone_in_its_datagram_leaves_out_its_length() {
+    let mut pair = Pair::new(psk_client(), psk_server());
+    pair.handshake(MINUTE).expect("connected");
+    pair.run_for(MINUTE);
+    let mut out = [0u8; 256];
+    let n = pair.client.seal_into(b"x", &mut out).expect("sealed");
+    // First byte and 16-bit number; "x" and its content type; AES-128-GCM's 16-byte tag.
+    assert_eq!(n, 1 + 2 + 2 + 16);
+    assert_eq!(out[0] & 0b0010_0100, 0b0010_0000, "a unified header without the L bit");
+    let (client, server) = (pair.client_addr, pair.server_addr);
+    pair.inject(client, server, out[..n].to_vec());
+    pair.run_for(Duration::from_secs(1));
+    assert_eq!(pair.server_data().last().map(Vec::as_slice), Some(&b"x"[..]));
+    pair.client.send(b"sent").unwrap();
+    pair.run_for(Duration::from_secs(1));
+    let sent = pair.log.iter().rev().find(|d| d.dir == Dir::ToServer).expect("the record sent");
+    assert_eq!(sent.payload[0] & 0b100, 0, "send() leaves the length out too");
+    data_flows(&mut pair);
+}
+
 #[test]
 fn a_forged_record_changes_nothing() {
     let mut pair = Pair::new(psk_client(), psk_server());

@@ -213,8 +213,7 @@ impl Pair {
             burst.reverse();
         }
         if self.coalesce && burst.len() > 1 {
-            let (src, dst, _) = burst[0];
-            burst = vec![(src, dst, burst.iter().flat_map(|(_, _, p)| p.iter().copied()).collect())];
+            burst = coalesce(burst);
         }
         if let Some(n) = self.split_over {
             burst = burst
@@ -391,4 +390,23 @@ fn failure(e: &Event) -> Option<Error> {
         Event::Failed(err) => Some(err.clone()),
         _ => None,
     }
+}
+
+/// Packs consecutive datagrams of one burst into one. A DTLS 1.3 record without a length (RFC
+/// 9147 §4: it extends to the end of its datagram, which is how a record sent alone goes) must
+/// stay last: a packed datagram ends with it.
+fn coalesce(burst: Vec<(SocketAddr, SocketAddr, Vec<u8>)>) -> Vec<(SocketAddr, SocketAddr, Vec<u8>)> {
+    let ends_datagram =
+        |p: &[u8]| p.first().is_some_and(|&b| b & 0b1110_0000 == 0b0010_0000 && b & 0b100 == 0);
+    let mut packed: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
+    let mut open = false;
+    for (src, dst, payload) in burst {
+        let last = ends_datagram(&payload);
+        match packed.last_mut() {
+            Some((_, _, into)) if open => into.extend_from_slice(&payload),
+            _ => packed.push((src, dst, payload)),
+        }
+        open = !last;
+    }
+    packed
 }

@@ -12,7 +12,7 @@ use crate::mobility::{
     MobilityStats, PathTimer, PortMove, Probe, AMPLIFICATION_FACTOR, MAX_CHALLENGES, MAX_HELD_DATAGRAMS,
     RRC_PATH_CHALLENGE, RRC_PATH_RESPONSE, RRC_PORT_MOVED,
 };
-use crate::record::ContentType;
+use crate::record::{ContentType, Framing};
 use fastshake_core::{Instant, Transmit};
 use std::net::SocketAddr;
 
@@ -310,7 +310,7 @@ impl Connection {
         match &mut self.version {
             VersionState::Dtls13(v13) => {
                 let content_type = ContentType::ReturnRoutabilityCheck as u8;
-                v13.write.seal(content_type, cid, parts).map(|(record, _, _)| record)
+                v13.write.seal(content_type, cid, parts, Framing::Packed).map(|(record, _, _)| record)
             }
             VersionState::Dtls12(record) => record.seal(ContentType::ReturnRoutabilityCheck, cid, parts),
         }

@@ -4,6 +4,7 @@
 //! with the unified header: AEAD over DTLSInnerPlaintext with the header as additional data
 //! (§4), then record number encryption (§4.2.3).
 
+use super::ack::RecordNumber;
 use super::header::MAX_SEQ;
 use super::replay::ReplayWindow;
 use super::unified::{SeqBits, UnifiedHeader, SAMPLE_LEN};
@@ -15,6 +16,17 @@ use std::ops::Range;
 /// Epochs a peer may still send in at once: the handshake's, the application's, and one key
 /// update ahead (§4.2.1 asks receivers to keep the old epoch's keys a while).
 const READ_EPOCHS: usize = 3;
+
+/// Whether a record's header carries its length (RFC 9147 §4, the L bit): a record that ends
+/// its datagram extends to the datagram's end and needs none, 2 bytes saved on every record
+/// sent alone (application data, ACKs, alerts); records packed together carry it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Other records may follow it in the datagram.
+    Packed,
+    /// The last (or only) record of its datagram.
+    EndsDatagram,
+}
 
 /// The 1.3 epochs with fixed meanings (RFC 9147 §6.1).
 pub(crate) mod epoch {
@@ -99,11 +111,11 @@ impl RecordWriter13 {
     }
 
     /// Bytes of a record around `plaintext_len` bytes of content, with `cid_len` bytes of CID.
-    pub fn sealed_len(&self, cid_len: usize, plaintext_len: usize) -> usize {
+    pub fn sealed_len(&self, cid_len: usize, plaintext_len: usize, framing: Framing) -> usize {
         match &self.keys {
-            Some(keys) => sealed_len_with(keys, cid_len, plaintext_len),
-            // first byte, CID, 16-bit sequence number, length; content, type, padding, 16-byte tag.
-            None => 1 + cid_len + 2 + 2 + inner_len(plaintext_len, 16) + 16,
+            Some(keys) => sealed_len_with(keys, cid_len, plaintext_len, framing),
+            // The header; content, type, padding; a 16-byte tag.
+            None => header_len(cid_len, framing) + inner_len(plaintext_len, 16) + 16,
         }
     }
 
@@ -114,10 +126,11 @@ impl RecordWriter13 {
         content_type: u8,
         cid: &[u8],
         parts: &[&[u8]],
+        framing: Framing,
     ) -> Result<(Vec<u8>, u64, u64), Error> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        let mut out = vec![0u8; self.sealed_len(cid.len(), len)];
-        let (epoch, seq) = self.seal_into(content_type, cid, parts, &mut out)?;
+        let mut out = vec![0u8; self.sealed_len(cid.len(), len, framing)];
+        let (epoch, seq) = self.seal_into(content_type, cid, parts, framing, &mut out)?;
         Ok((out, epoch, seq))
     }
 
@@ -127,16 +140,17 @@ impl RecordWriter13 {
         content_type: u8,
         cid: &[u8],
         parts: &[&[u8]],
+        framing: Framing,
         out: &mut [u8],
     ) -> Result<(u64, u64), Error> {
         let keys = self.keys.as_ref().ok_or(Error::NotEstablished)?;
         if self.seq > MAX_SEQ {
             return Err(Error::Closed);
         }
-        let seq = self.seq;
+        let number = RecordNumber { epoch: self.epoch, seq: self.seq };
         self.seq += 1;
-        seal_record(keys, self.epoch, seq, content_type, cid, parts, out)?;
-        Ok((self.epoch, seq))
+        seal_record(keys, number, content_type, cid, parts, framing, out)?;
+        Ok((number.epoch, number.seq))
     }
 }
 
@@ -245,31 +259,42 @@ impl RecordReader13 {
 
 /// Bytes of a record sealed with `keys` around `plaintext_len` bytes, with `cid_len` bytes of
 /// CID.
-pub(crate) fn sealed_len_with(keys: &RecordKeys, cid_len: usize, plaintext_len: usize) -> usize {
+pub(crate) fn sealed_len_with(
+    keys: &RecordKeys,
+    cid_len: usize,
+    plaintext_len: usize,
+    framing: Framing,
+) -> usize {
     let tag = keys.suite().tag_len();
-    1 + cid_len + 2 + 2 + inner_len(plaintext_len, tag) + tag
+    header_len(cid_len, framing) + inner_len(plaintext_len, tag) + tag
 }
 
-/// Seals one record of `epoch` numbered `seq` into `out` (exactly [`sealed_len_with`] bytes):
-/// the unified header with a 16-bit number and the length, DTLSInnerPlaintext (content, type,
-/// padding), the AEAD with the header as additional data, then record number encryption. No
-/// allocation.
-#[allow(clippy::too_many_arguments)]
+/// The unified header we write: first byte, CID, 16-bit sequence number, the length if carried.
+fn header_len(cid_len: usize, framing: Framing) -> usize {
+    1 + cid_len + 2 + if framing == Framing::Packed { 2 } else { 0 }
+}
+
+/// Seals one record numbered `number` into `out` (exactly [`sealed_len_with`] bytes): the
+/// unified header with a 16-bit number and, `Packed`, the length; DTLSInnerPlaintext (content,
+/// type, padding), the AEAD with the header as additional data, then record number encryption.
+/// No allocation.
 pub(crate) fn seal_record(
     keys: &RecordKeys,
-    epoch: u64,
-    seq: u64,
+    number: RecordNumber,
     content_type: u8,
     cid: &[u8],
     parts: &[&[u8]],
+    framing: Framing,
     out: &mut [u8],
 ) -> Result<(), Error> {
+    let RecordNumber { epoch, seq } = number;
     let tag_len = keys.suite().tag_len();
     let content_len: usize = parts.iter().map(|p| p.len()).sum();
     let inner = inner_len(content_len, tag_len);
     let length = u16::try_from(inner + tag_len)
         .map_err(|_| Error::TooLarge { len: content_len, mtu: usize::from(u16::MAX) })?;
-    let header = UnifiedHeader::new(epoch, seq, SeqBits::Sixteen, cid.len() as u8, true, length);
+    let with_length = framing == Framing::Packed;
+    let header = UnifiedHeader::new(epoch, seq, SeqBits::Sixteen, cid.len() as u8, with_length, length);
     let header_len = header.header_len();
     debug_assert_eq!(out.len(), header_len + inner + tag_len);
     header.write_into(out, cid);
@@ -315,7 +340,7 @@ mod tests {
         for suite in Suite13::ALL {
             let (mut a, mut b) = pair(suite);
             let records: Vec<Vec<u8>> =
-                (0..5).map(|i| a.seal(22, &[], &[b"flight ", &[i]]).unwrap().0).collect();
+                (0..5).map(|i| a.seal(22, &[], &[b"flight ", &[i]], Framing::Packed).unwrap().0).collect();
             for i in [3usize, 0, 4, 1, 2] {
                 let mut rec = records[i].clone();
                 let (used, opened) = b.open(&mut rec, 0);
@@ -334,7 +359,7 @@ mod tests {
         let (mut a, mut b) = pair(Suite13::Aes128GcmSha256);
         let numbers: Vec<[u8; 2]> = (0..4)
             .map(|_| {
-                let (r, _, _) = a.seal(23, &[], &[b"x"]).unwrap();
+                let (r, _, _) = a.seal(23, &[], &[b"x"], Framing::Packed).unwrap();
                 [r[1], r[2]]
             })
             .collect();
@@ -342,16 +367,36 @@ mod tests {
             numbers.iter().any(|n| *n != [0, 0] && *n != [0, 1]),
             "plain numbers on the wire: {numbers:?}"
         );
-        let (mut rec, _, _) = a.seal(23, &[], &[b"data"]).unwrap();
+        let (mut rec, _, _) = a.seal(23, &[], &[b"data"], Framing::Packed).unwrap();
         let last = rec.len() - 1;
         rec[last] ^= 1;
         assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::Unauthenticated);
     }
 
     #[test]
+    fn a_record_that_ends_its_datagram_carries_no_length_and_opens() {
+        for suite in Suite13::ALL {
+            let (mut a, mut b) = pair(suite);
+            let (packed, _, _) = a.seal(23, &[], &[b"payload"], Framing::Packed).unwrap();
+            let (mut alone, _, _) = a.seal(23, &[], &[b"payload"], Framing::EndsDatagram).unwrap();
+            assert_eq!(alone.len() + 2, packed.len(), "{suite}");
+            assert_eq!(alone[0] & 0b100, 0, "{suite}: the L bit is clear");
+            assert_eq!(a.sealed_len(0, 7, Framing::EndsDatagram), alone.len());
+            let (used, opened) = b.open(&mut alone, 0);
+            assert_eq!(used, alone.len());
+            let opened = opened.unwrap_or_else(|e| panic!("{suite}: {e:?}"));
+            assert_eq!(&alone[opened.plaintext], b"payload");
+            // A byte more at the end is part of the record: it no longer authenticates.
+            let (mut longer, _, _) = a.seal(23, &[], &[b"payload"], Framing::EndsDatagram).unwrap();
+            longer.push(0);
+            assert_eq!(b.open(&mut longer, 0).1.unwrap_err(), Unopened13::Unauthenticated, "{suite}");
+        }
+    }
+
+    #[test]
     fn a_tiny_ccm8_record_is_padded_to_be_sampled() {
         let (mut a, mut b) = pair(Suite13::Aes128Ccm8Sha256);
-        let (mut rec, _, _) = a.seal(26, &[], &[]).unwrap();
+        let (mut rec, _, _) = a.seal(26, &[], &[], Framing::Packed).unwrap();
         assert!(rec.len() >= 5 + SAMPLE_LEN);
         let opened = b.open(&mut rec, 0).1.unwrap();
         assert_eq!(opened.content_type, 26);
@@ -361,7 +406,7 @@ mod tests {
     #[test]
     fn a_connection_id_is_carried_and_unknown_epochs_are_not_read() {
         let (mut a, mut b) = pair(Suite13::Aes128GcmSha256);
-        let (mut rec, _, _) = a.seal(23, &[7, 7, 7, 7], &[b"cid"]).unwrap();
+        let (mut rec, _, _) = a.seal(23, &[7, 7, 7, 7], &[b"cid"], Framing::Packed).unwrap();
         assert_eq!(rec[0] & 0b0001_0000, 0b0001_0000);
         assert_eq!(&rec[1..5], &[7, 7, 7, 7]);
         assert!(b.open(&mut rec.clone(), 0).1.is_err(), "a CID of a length we never issued");
@@ -370,7 +415,7 @@ mod tests {
             epoch::APPLICATION,
             RecordKeys::from_secret(Suite13::Aes128GcmSha256, LabelPrefix::Dtls13, &[1; 32]),
         );
-        let (mut rec, _, _) = a.seal(23, &[], &[b"later"]).unwrap();
+        let (mut rec, _, _) = a.seal(23, &[], &[b"later"], Framing::Packed).unwrap();
         assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::NoKeys);
     }
 }

@@ -29,7 +29,8 @@ use crate::handshake::{
 };
 use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK};
 use crate::record::{
-    epoch, write_record, ContentType, RecordHeader, RecordReader13, RecordWriter13, Unopened13, HEADER_LEN,
+    epoch, write_record, ContentType, Framing, RecordHeader, RecordReader13, RecordWriter13, Unopened13,
+    HEADER_LEN,
 };
 use crate::timer::RetransmitTimer;
 use fastshake_core::codec::Reader;
@@ -525,7 +526,8 @@ impl Connection {
             if open.as_ref().is_some_and(|o| o.epoch != m.epoch) {
                 flush_record(&mut open, &mut hs.write_handshake, record, &cid, &mut current, &mut sent);
             }
-            let overhead = if m.epoch == 0 { HEADER_LEN } else { record.sealed_len(cid.len(), 0) + 16 };
+            let overhead =
+                if m.epoch == 0 { HEADER_LEN } else { record.sealed_len(cid.len(), 0, Framing::Packed) + 16 };
             for (gap_start, gap_end) in m.missing() {
                 let (mut offset, end) = (gap_start as usize, gap_end as usize);
                 loop {
@@ -722,7 +724,8 @@ impl Connection {
             return;
         }
         let cid = self.peer_cid().to_vec();
-        let fits = (self.mtu().saturating_sub(record.sealed_len(cid.len(), 2)) / 16).max(1);
+        let fits =
+            (self.mtu().saturating_sub(record.sealed_len(cid.len(), 2, Framing::EndsDatagram)) / 16).max(1);
         let count = if whole { hs.received.len().min(fits * MAX_ACKS_AT_ONCE) } else { fits };
         let newest = &hs.received[hs.received.len().saturating_sub(count)..];
         for numbers in newest.chunks(fits) {
@@ -732,9 +735,16 @@ impl Connection {
                 Some(w) if record.epoch().is_none_or(|e| e < epoch::APPLICATION) => {
                     let seq = w.seq;
                     w.seq += 1;
-                    seal13(&w.keys, w.epoch, seq, CONTENT_ACK, &cid, &[&body])
+                    seal13(
+                        &w.keys,
+                        RecordNumber { epoch: w.epoch, seq },
+                        CONTENT_ACK,
+                        &cid,
+                        &[&body],
+                        Framing::EndsDatagram,
+                    )
                 }
-                _ => record.seal(CONTENT_ACK, &cid, &[&body]).ok().map(|(r, _, _)| r),
+                _ => record.seal(CONTENT_ACK, &cid, &[&body], Framing::EndsDatagram).ok().map(|(r, _, _)| r),
             };
             if let Some(datagram) = sealed {
                 self.push_datagram(datagram);
@@ -1142,18 +1152,19 @@ impl Connection {
         if let Some(desc) = abort.alert {
             let body = [AlertLevel::Fatal.to_u8(), desc.code()];
             let cid = self.peer_cid().to_vec();
-            let datagram = match v13.write.seal(ContentType::Alert as u8, &cid, &[&body]) {
-                Ok((d, _, _)) => Some(d),
-                Err(_) => {
-                    let seq = v13.state.hs.as_mut().map_or(0, |hs| {
-                        hs.epoch0_write_seq += 1;
-                        hs.epoch0_write_seq - 1
-                    });
-                    let mut out = vec![0u8; HEADER_LEN + 2];
-                    write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
-                    Some(out)
-                }
-            };
+            let datagram =
+                match v13.write.seal(ContentType::Alert as u8, &cid, &[&body], Framing::EndsDatagram) {
+                    Ok((d, _, _)) => Some(d),
+                    Err(_) => {
+                        let seq = v13.state.hs.as_mut().map_or(0, |hs| {
+                            hs.epoch0_write_seq += 1;
+                            hs.epoch0_write_seq - 1
+                        });
+                        let mut out = vec![0u8; HEADER_LEN + 2];
+                        write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
+                        Some(out)
+                    }
+                };
             if let Some(d) = datagram {
                 self.push_datagram(d);
             }
@@ -1325,10 +1336,11 @@ impl Connection {
         let cid = self.peer_cid().to_vec();
         let mtu = self.mtu();
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
-        let max = mtu.saturating_sub(v13.write.sealed_len(cid.len(), 0)).max(1);
+        let max = mtu.saturating_sub(v13.write.sealed_len(cid.len(), 0, Framing::EndsDatagram)).max(1);
         let mut out = Vec::new();
         for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
-            let (record, _, _) = v13.write.seal(ContentType::ApplicationData as u8, &cid, &[chunk])?;
+            let (record, _, _) =
+                v13.write.seal(ContentType::ApplicationData as u8, &cid, &[chunk], Framing::EndsDatagram)?;
             out.push(record);
         }
         for record in out {
@@ -1343,7 +1355,7 @@ impl Connection {
         let mtu = self.mtu();
         let cid_len = self.path.as_deref().map_or(0, |p| p.cids.peer().len());
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
-        let len = v13.write.sealed_len(cid_len, data.len());
+        let len = v13.write.sealed_len(cid_len, data.len(), Framing::EndsDatagram);
         if len > mtu {
             return Err(Error::TooLarge { len: data.len(), mtu });
         }
@@ -1351,7 +1363,13 @@ impl Connection {
             return Err(Error::BufferTooSmall { needed: len });
         }
         let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
-        v13.write.seal_into(ContentType::ApplicationData as u8, cid, &[data], &mut out[..len])?;
+        v13.write.seal_into(
+            ContentType::ApplicationData as u8,
+            cid,
+            &[data],
+            Framing::EndsDatagram,
+            &mut out[..len],
+        )?;
         self.stats.app_records_sent += 1;
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += len as u64;
@@ -1363,7 +1381,11 @@ impl Connection {
         let mut sealed = None;
         if let Some(v13) = self.version.v13_mut() {
             let body = [AlertLevel::Warning.to_u8(), AlertDescription::CloseNotify.code()];
-            sealed = v13.write.seal(ContentType::Alert as u8, &cid, &[&body]).ok().map(|(d, _, _)| d);
+            sealed = v13
+                .write
+                .seal(ContentType::Alert as u8, &cid, &[&body], Framing::EndsDatagram)
+                .ok()
+                .map(|(d, _, _)| d);
             v13.state.hs = None;
         }
         if let Some(d) = sealed {
@@ -1404,11 +1426,18 @@ fn flush_record(
         Some(w) if w.epoch == o.epoch => {
             let seq = w.seq;
             w.seq += 1;
-            seal13(&w.keys, w.epoch, seq, ContentType::Handshake as u8, cid, &[&o.plaintext])
-                .map(|r| (r, RecordNumber { epoch: w.epoch, seq }))
+            seal13(
+                &w.keys,
+                RecordNumber { epoch: w.epoch, seq },
+                ContentType::Handshake as u8,
+                cid,
+                &[&o.plaintext],
+                Framing::Packed,
+            )
+            .map(|r| (r, RecordNumber { epoch: w.epoch, seq }))
         }
         _ => record
-            .seal(ContentType::Handshake as u8, cid, &[&o.plaintext])
+            .seal(ContentType::Handshake as u8, cid, &[&o.plaintext], Framing::Packed)
             .ok()
             .map(|(r, epoch, seq)| (r, RecordNumber { epoch, seq })),
     };
@@ -1421,15 +1450,15 @@ fn flush_record(
 /// epoch the record layer no longer writes).
 fn seal13(
     keys: &RecordKeys,
-    epoch: u64,
-    seq: u64,
+    number: RecordNumber,
     content_type: u8,
     cid: &[u8],
     parts: &[&[u8]],
+    framing: Framing,
 ) -> Option<Vec<u8>> {
     let len: usize = parts.iter().map(|p| p.len()).sum();
-    let mut out = vec![0u8; crate::record::sealed_len_with(keys, cid.len(), len)];
-    crate::record::seal_record(keys, epoch, seq, content_type, cid, parts, &mut out).ok()?;
+    let mut out = vec![0u8; crate::record::sealed_len_with(keys, cid.len(), len, framing)];
+    crate::record::seal_record(keys, number, content_type, cid, parts, framing, &mut out).ok()?;
     Some(out)
 }
 

@@ -18,7 +18,8 @@ use crate::error::Error;
 use crate::handshake::{
     binders_block_len, patch_binders, transcript_header, HandshakeType, NewSessionTicket13, OfferedPsks,
 };
-use crate::record::{epoch, ContentType};
+use crate::record::ack::RecordNumber;
+use crate::record::{epoch, ContentType, Framing};
 use crate::session::{
     ClientCertificate, ClientSession, ClientTicket13, Resumption, ServerSession13, TicketKeys,
 };
@@ -358,10 +359,11 @@ impl Connection {
         let mut out = if r.early == Some(true) { Vec::new() } else { std::mem::take(&mut r.early_sent) };
         out.append(&mut r.after_handshake);
         let cid = self.peer_cid().to_vec();
-        let max = self.mtu().saturating_sub(v13.write.sealed_len(cid.len(), 0)).max(1);
+        let max = self.mtu().saturating_sub(v13.write.sealed_len(cid.len(), 0, Framing::EndsDatagram)).max(1);
         for data in out {
             for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
-                if let Ok((record, _, _)) = v13.write.seal(ContentType::ApplicationData as u8, &cid, &[chunk])
+                if let Ok((record, _, _)) =
+                    v13.write.seal(ContentType::ApplicationData as u8, &cid, &[chunk], Framing::EndsDatagram)
                 {
                     self.stats.app_records_sent += 1;
                     self.push_datagram(record);
@@ -408,11 +410,19 @@ impl Connection {
         let mut records = Vec::new();
         if let Some((keys, seq)) = r.early_write.as_mut().filter(|_| data.len() <= r.early_room as usize) {
             // A record per datagram, each within the MTU.
-            let max = mtu.saturating_sub(crate::record::sealed_len_with(keys, cid.len(), 0)).max(1);
+            let max = mtu
+                .saturating_sub(crate::record::sealed_len_with(keys, cid.len(), 0, Framing::Packed))
+                .max(1);
             for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
                 let content = ContentType::ApplicationData as u8;
-                let Some(record) = super::seal13(keys, epoch::EARLY_DATA, *seq, content, &cid, &[chunk])
-                else {
+                let Some(record) = super::seal13(
+                    keys,
+                    RecordNumber { epoch: epoch::EARLY_DATA, seq: *seq },
+                    content,
+                    &cid,
+                    &[chunk],
+                    Framing::Packed,
+                ) else {
                     records.clear();
                     break;
                 };
