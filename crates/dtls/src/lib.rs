@@ -265,7 +265,7 @@ pub mod dtls13 {
     pub use crate::crypto::tls13::{expand_label, KeySchedule, LabelPrefix, Suite13, SuiteHash, TrafficKeys};
     pub use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK, MAX_ACKED};
     pub use crate::record::unified::{
-        is_unified, widen, SeqBits, SequenceCipher, SequenceKey, UnifiedHeader, SAMPLE_LEN,
+        ends_datagram, is_unified, widen, SeqBits, SequenceCipher, SequenceKey, UnifiedHeader, SAMPLE_LEN,
     };
 }
 pub use rtt::{RttCache, RttEstimate, DEFAULT_RTT_CACHE_ENTRIES};

@@ -396,12 +396,10 @@ fn failure(e: &Event) -> Option<Error> {
 /// 9147 §4: it extends to the end of its datagram, which is how a record sent alone goes) must
 /// stay last: a packed datagram ends with it.
 fn coalesce(burst: Vec<(SocketAddr, SocketAddr, Vec<u8>)>) -> Vec<(SocketAddr, SocketAddr, Vec<u8>)> {
-    let ends_datagram =
-        |p: &[u8]| p.first().is_some_and(|&b| b & 0b1110_0000 == 0b0010_0000 && b & 0b100 == 0);
     let mut packed: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
     let mut open = false;
     for (src, dst, payload) in burst {
-        let last = ends_datagram(&payload);
+        let last = payload.first().is_some_and(|&b| fastshake_dtls::dtls13::ends_datagram(b));
         match packed.last_mut() {
             Some((_, _, into)) if open => into.extend_from_slice(&payload),
             _ => packed.push((src, dst, payload)),

@@ -94,6 +94,11 @@ pub(crate) struct RecordReader13 {
 }
 
 impl RecordWriter13 {
+    /// Writes records of `epoch` with `keys`, numbered from 0.
+    pub fn new(epoch: u64, keys: RecordKeys) -> Self {
+        RecordWriter13 { keys: Some(keys), epoch, seq: 0 }
+    }
+
     /// Our records are written in `epoch` with `keys` from now on, numbered from 0.
     pub fn set(&mut self, epoch: u64, keys: RecordKeys) {
         self.keys = Some(keys);
@@ -259,12 +264,7 @@ impl RecordReader13 {
 
 /// Bytes of a record sealed with `keys` around `plaintext_len` bytes, with `cid_len` bytes of
 /// CID.
-pub(crate) fn sealed_len_with(
-    keys: &RecordKeys,
-    cid_len: usize,
-    plaintext_len: usize,
-    framing: Framing,
-) -> usize {
+fn sealed_len_with(keys: &RecordKeys, cid_len: usize, plaintext_len: usize, framing: Framing) -> usize {
     let tag = keys.suite().tag_len();
     header_len(cid_len, framing) + inner_len(plaintext_len, tag) + tag
 }
@@ -278,7 +278,7 @@ fn header_len(cid_len: usize, framing: Framing) -> usize {
 /// unified header with a 16-bit number and, `Packed`, the length; DTLSInnerPlaintext (content,
 /// type, padding), the AEAD with the header as additional data, then record number encryption.
 /// No allocation.
-pub(crate) fn seal_record(
+fn seal_record(
     keys: &RecordKeys,
     number: RecordNumber,
     content_type: u8,

@@ -14,9 +14,7 @@ pub mod unified;
 
 pub use header::{ContentType, RecordHeader, DTLS_1_0, DTLS_1_2, HEADER_LEN, MAX_SEQ};
 pub(crate) use layer::{RecordLayer, Unopened};
-pub(crate) use layer13::{
-    epoch, seal_record, sealed_len_with, Framing, RecordReader13, RecordWriter13, Unopened13,
-};
+pub(crate) use layer13::{epoch, Framing, RecordReader13, RecordWriter13, Unopened13};
 pub(crate) use protection::{record_len, write_record, Keys, Protect};
 pub use replay::ReplayWindow;
 pub use split::Records;

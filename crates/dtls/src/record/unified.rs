@@ -40,6 +40,12 @@ pub fn is_unified(first: u8) -> bool {
     first & FIXED_MASK == FIXED_BITS
 }
 
+/// Whether a record starting with `first` is a unified-header record without its length (the L
+/// bit clear): it extends to the end of its datagram (§4), so no record follows it.
+pub fn ends_datagram(first: u8) -> bool {
+    is_unified(first) && first & LENGTH_BIT == 0
+}
+
 /// How many low bits of the sequence number a record carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SeqBits {

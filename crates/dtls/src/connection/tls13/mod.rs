@@ -203,14 +203,6 @@ impl Flight13 {
     }
 }
 
-/// Handshake write keys of epochs before the current one, kept while a flight in them may
-/// need to be resent (a client's Finished in epoch 2 after it writes in epoch 3).
-struct WriteEpoch {
-    epoch: u64,
-    keys: RecordKeys,
-    seq: u64,
-}
-
 /// The handshake state of a 1.3 session; freed once it is over.
 pub(super) struct Handshake13 {
     pub started: Instant,
@@ -222,8 +214,9 @@ pub(super) struct Handshake13 {
     pub epoch0_write_seq: u64,
     pub flight: Flight13,
     pub timers: TimerTable<Timer13, 3>,
-    /// Write keys of the handshake epoch, for the flight's records in it.
-    write_handshake: Option<WriteEpoch>,
+    /// The handshake epoch's writer, for the flight's records in it: kept while a flight in it
+    /// may need to be resent (a client's Finished in epoch 2 after it writes in epoch 3).
+    write_handshake: Option<RecordWriter13>,
     /// Record numbers of the peer's handshake records in its current flight, to acknowledge.
     pub received: Vec<RecordNumber>,
     /// Datagrams that repeated messages already received.
@@ -495,7 +488,7 @@ impl Handshake13 {
 
     /// The handshake epoch's write keys: the flight's encrypted messages go out under them.
     pub fn set_handshake_write(&mut self, keys: RecordKeys) {
-        self.write_handshake = Some(WriteEpoch { epoch: epoch::HANDSHAKE, keys, seq: 0 });
+        self.write_handshake = Some(RecordWriter13::new(epoch::HANDSHAKE, keys));
     }
 }
 
@@ -731,21 +724,12 @@ impl Connection {
         for numbers in newest.chunks(fits) {
             let mut body = Vec::with_capacity(2 + 16 * numbers.len());
             write_ack(&mut body, numbers);
-            let sealed = match hs.write_handshake.as_mut() {
-                Some(w) if record.epoch().is_none_or(|e| e < epoch::APPLICATION) => {
-                    let seq = w.seq;
-                    w.seq += 1;
-                    seal13(
-                        &w.keys,
-                        RecordNumber { epoch: w.epoch, seq },
-                        CONTENT_ACK,
-                        &cid,
-                        &[&body],
-                        Framing::EndsDatagram,
-                    )
-                }
-                _ => record.seal(CONTENT_ACK, &cid, &[&body], Framing::EndsDatagram).ok().map(|(r, _, _)| r),
+            let writer = match hs.write_handshake.as_mut() {
+                Some(w) if record.epoch().is_none_or(|e| e < epoch::APPLICATION) => w,
+                _ => &mut *record,
             };
+            let sealed =
+                writer.seal(CONTENT_ACK, &cid, &[&body], Framing::EndsDatagram).ok().map(|(r, _, _)| r);
             if let Some(datagram) = sealed {
                 self.push_datagram(datagram);
             }
@@ -1415,51 +1399,25 @@ struct OpenRecord {
 /// the datagram, and notes which message ranges its number carries.
 fn flush_record(
     open: &mut Option<OpenRecord>,
-    write_handshake: &mut Option<WriteEpoch>,
+    write_handshake: &mut Option<RecordWriter13>,
     record: &mut RecordWriter13,
     cid: &[u8],
     current: &mut Vec<u8>,
     sent: &mut Vec<(RecordNumber, usize, u32, u32)>,
 ) {
     let Some(o) = open.take() else { return };
-    let sealed = match write_handshake.as_mut() {
-        Some(w) if w.epoch == o.epoch => {
-            let seq = w.seq;
-            w.seq += 1;
-            seal13(
-                &w.keys,
-                RecordNumber { epoch: w.epoch, seq },
-                ContentType::Handshake as u8,
-                cid,
-                &[&o.plaintext],
-                Framing::Packed,
-            )
-            .map(|r| (r, RecordNumber { epoch: w.epoch, seq }))
-        }
-        _ => record
-            .seal(ContentType::Handshake as u8, cid, &[&o.plaintext], Framing::Packed)
-            .ok()
-            .map(|(r, epoch, seq)| (r, RecordNumber { epoch, seq })),
+    let writer = match write_handshake.as_mut() {
+        Some(w) if w.epoch() == Some(o.epoch) => w,
+        _ => record,
     };
-    let Some((bytes, number)) = sealed else { return };
+    let Ok((bytes, epoch, seq)) =
+        writer.seal(ContentType::Handshake as u8, cid, &[&o.plaintext], Framing::Packed)
+    else {
+        return;
+    };
+    let number = RecordNumber { epoch, seq };
     current.extend_from_slice(&bytes);
     sent.extend(o.ranges.into_iter().map(|(index, start, end)| (number, index, start, end)));
-}
-
-/// One record sealed under `keys` of `epoch` with number `seq` (for a flight's records in an
-/// epoch the record layer no longer writes).
-fn seal13(
-    keys: &RecordKeys,
-    number: RecordNumber,
-    content_type: u8,
-    cid: &[u8],
-    parts: &[&[u8]],
-    framing: Framing,
-) -> Option<Vec<u8>> {
-    let len: usize = parts.iter().map(|p| p.len()).sum();
-    let mut out = vec![0u8; crate::record::sealed_len_with(keys, cid.len(), len, framing)];
-    crate::record::seal_record(keys, number, content_type, cid, parts, framing, &mut out).ok()?;
-    Some(out)
 }
 
 /// A client whose ClientHello awaits its ServerHello.

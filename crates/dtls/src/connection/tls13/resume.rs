@@ -18,8 +18,7 @@ use crate::error::Error;
 use crate::handshake::{
     binders_block_len, patch_binders, transcript_header, HandshakeType, NewSessionTicket13, OfferedPsks,
 };
-use crate::record::ack::RecordNumber;
-use crate::record::{epoch, ContentType, Framing};
+use crate::record::{epoch, ContentType, Framing, RecordWriter13};
 use crate::session::{
     ClientCertificate, ClientSession, ClientTicket13, Resumption, ServerSession13, TicketKeys,
 };
@@ -72,7 +71,7 @@ pub(in crate::connection) struct Resume13 {
     /// Client: the PSKs of the last ClientHello.
     offered: Vec<OfferedPsk13>,
     /// Client: the early-data write keys and next record number while 0-RTT may be sent.
-    early_write: Option<(RecordKeys, u64)>,
+    early_write: Option<RecordWriter13>,
     /// Client: bytes the ticket still allows as early data.
     early_room: u32,
     /// Client: data sent as early data (sent again after the handshake if refused).
@@ -304,7 +303,8 @@ impl Connection {
         whole.update(body);
         let schedule = KeySchedule::new(suite.hash(), PREFIX, Some(&first.key));
         let secret = schedule.derive(b"c e traffic", whole.finish().as_ref());
-        r.early_write = Some((RecordKeys::from_secret(suite, PREFIX, &secret), 0));
+        r.early_write =
+            Some(RecordWriter13::new(epoch::EARLY_DATA, RecordKeys::from_secret(suite, PREFIX, &secret)));
         r.early_room = max;
         r.early = Some(false);
     }
@@ -408,25 +408,16 @@ impl Connection {
         let Some(hs) = v13.state.hs.as_mut() else { return Err(Error::NotEstablished) };
         let r = hs.resume();
         let mut records = Vec::new();
-        if let Some((keys, seq)) = r.early_write.as_mut().filter(|_| data.len() <= r.early_room as usize) {
-            // A record per datagram, each within the MTU.
-            let max = mtu
-                .saturating_sub(crate::record::sealed_len_with(keys, cid.len(), 0, Framing::Packed))
-                .max(1);
+        if let Some(writer) = r.early_write.as_mut().filter(|_| data.len() <= r.early_room as usize) {
+            // A record per datagram, each within the MTU. Each keeps its length: the client
+            // sends it again inside its Finished flight.
+            let max = mtu.saturating_sub(writer.sealed_len(cid.len(), 0, Framing::Packed)).max(1);
             for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
                 let content = ContentType::ApplicationData as u8;
-                let Some(record) = super::seal13(
-                    keys,
-                    RecordNumber { epoch: epoch::EARLY_DATA, seq: *seq },
-                    content,
-                    &cid,
-                    &[chunk],
-                    Framing::Packed,
-                ) else {
+                let Ok((record, _, _)) = writer.seal(content, &cid, &[chunk], Framing::Packed) else {
                     records.clear();
                     break;
                 };
-                *seq += 1;
                 records.push(record);
             }
         }
