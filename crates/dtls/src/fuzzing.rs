@@ -243,7 +243,7 @@ fn unified_records(data: &[u8]) {
             let Ok(header) = UnifiedHeader::parse(&mut Reader::new(&datagram[at..]), cid_len) else { break };
             let end = at + header.header_len() + header.length as usize;
             if key.apply(&header, &mut datagram[at..end]) {
-                let _ = (header.full_seq(u64::from(header.seq) << 8), header.full_epoch(3));
+                let _ = header.full_seq(u64::from(header.seq) << 8);
             }
             // Inside, after decryption, an ACK is one of the messages a 1.3 record carries.
             if let Ok(ack) = crate::record::ack::Ack::parse(&datagram[at + header.header_len()..end]) {

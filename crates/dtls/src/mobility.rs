@@ -138,10 +138,11 @@ pub(crate) struct Transient {
 
 /// Per-session mobility state: what every session with a CID or a path check needs, and the
 /// rest boxed apart in [`PathMore`], made only when a session uses it, so that a CID session
-/// that stays where it is keeps its two CIDs and a few flags.
+/// that stays where it is keeps its two CIDs and a few flags in one allocation.
 #[derive(Default)]
 pub(crate) struct PathState {
-    pub cids: Cids,
+    /// Read through [`PathState::own_cid`] and [`PathState::peer_cid`].
+    pub cids: InlineCids,
     /// Both sides agreed on `connection_id`.
     pub cid_negotiated: bool,
     /// Both sides agreed on `rrc`.
@@ -153,46 +154,25 @@ pub(crate) struct PathState {
     pub more: Option<Box<PathMore>>,
 }
 
-/// The session's two Connection IDs in one allocation: ours (the peer writes it into records
-/// to us; empty: none), then the peer's (we write it into ours; empty: plain records).
+/// Bytes of the two CIDs kept in [`PathState`] itself: two of 8 bytes (the common lengths, and
+/// what a fleet's routing prefix takes) fit, longer ones go to [`PathMore`].
+const INLINE_CIDS: usize = 26;
+
+/// The session's two Connection IDs, ours (the peer writes it into records to us; empty: none)
+/// then the peer's (we write it into ours; empty: plain records), when they fit here.
 #[derive(Default)]
-pub(crate) struct Cids {
-    bytes: Box<[u8]>,
+pub(crate) struct InlineCids {
     own_len: u8,
+    peer_len: u8,
+    bytes: [u8; INLINE_CIDS],
 }
 
-impl Cids {
-    /// Ours: what the peer writes into records to us.
-    pub fn own(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.own_len)]
-    }
-
-    /// The peer's: what we write into records to it.
-    pub fn peer(&self) -> &[u8] {
-        &self.bytes[usize::from(self.own_len)..]
-    }
-
-    fn set(&mut self, own: &[u8], peer: &[u8]) {
-        // A CID is at most 255 bytes (RFC 9146 §3, RFC 9147 §9): a longer one never gets here.
-        let own = &own[..own.len().min(usize::from(u8::MAX))];
-        self.bytes = [own, peer].concat().into();
-        self.own_len = own.len() as u8;
-    }
-
-    pub fn set_own(&mut self, own: &[u8]) {
-        let peer = self.peer().to_vec();
-        self.set(own, &peer);
-    }
-
-    pub fn set_peer(&mut self, peer: &[u8]) {
-        let own = self.own().to_vec();
-        self.set(&own, peer);
-    }
-}
-
-/// What only some sessions need: an own socket, path checks, counts of moves, 1.3 CID updates.
+/// What only some sessions need: an own socket, path checks, counts of moves, 1.3 CID updates,
+/// CIDs too long to keep inline.
 #[derive(Default)]
 pub(crate) struct PathMore {
+    /// Both CIDs, ours first, when together they are longer than [`INLINE_CIDS`].
+    long_cids: Option<Box<[u8]>>,
     /// Server: the session's own socket (set_local, or the confirmed move_to target).
     pub local: Option<SocketAddr>,
     /// Server with `rrc`: where its path_challenge cookies come from.
@@ -212,7 +192,8 @@ impl PathMore {
     }
 
     fn is_empty(&self) -> bool {
-        self.local.is_none()
+        self.long_cids.is_none()
+            && self.local.is_none()
             && self.cookies.is_none()
             && self.transient.is_none()
             && self.stats.is_none()
@@ -276,11 +257,65 @@ impl PathState {
     /// a server with `rrc`, where its path_challenge cookies come from.
     pub fn new(own: &[u8], cookies: Option<Box<ChallengeCookies>>) -> PathState {
         let mut path = PathState::default();
-        path.cids.set_own(own);
+        path.set_own_cid(own);
         if cookies.is_some() {
             PathMore::made(&mut path.more).cookies = cookies;
         }
         path
+    }
+
+    /// Both CIDs, ours first.
+    fn cid_bytes(&self) -> &[u8] {
+        let len = usize::from(self.cids.own_len) + usize::from(self.cids.peer_len);
+        match self.more.as_deref().and_then(|m| m.long_cids.as_deref()) {
+            Some(long) => long,
+            None => &self.cids.bytes[..len.min(INLINE_CIDS)],
+        }
+    }
+
+    /// Ours: what the peer writes into records to us.
+    pub fn own_cid(&self) -> &[u8] {
+        let bytes = self.cid_bytes();
+        &bytes[..usize::from(self.cids.own_len).min(bytes.len())]
+    }
+
+    /// The peer's: what we write into records to it.
+    pub fn peer_cid(&self) -> &[u8] {
+        let bytes = self.cid_bytes();
+        &bytes[usize::from(self.cids.own_len).min(bytes.len())..]
+    }
+
+    fn set_cids(&mut self, own: &[u8], peer: &[u8]) {
+        // A CID is at most 255 bytes (RFC 9146 §3, RFC 9147 §9): a longer one never gets here.
+        let own = &own[..own.len().min(usize::from(u8::MAX))];
+        let peer = &peer[..peer.len().min(usize::from(u8::MAX))];
+        let len = own.len() + peer.len();
+        if len <= INLINE_CIDS {
+            self.cids.bytes[..own.len()].copy_from_slice(own);
+            self.cids.bytes[own.len()..len].copy_from_slice(peer);
+            if let Some(more) = self.more.as_deref_mut() {
+                more.long_cids = None;
+            }
+        } else {
+            PathMore::made(&mut self.more).long_cids = Some([own, peer].concat().into());
+        }
+        self.cids.own_len = own.len() as u8;
+        self.cids.peer_len = peer.len() as u8;
+    }
+
+    /// The 1.3 CID update state, made at first use.
+    pub fn cids13_made(&mut self) -> &mut Cids13 {
+        PathMore::made(&mut self.more).cids13.get_or_insert_with(Default::default)
+    }
+
+    pub fn set_own_cid(&mut self, own: &[u8]) {
+        let peer = self.peer_cid().to_vec();
+        self.set_cids(own, &peer);
+    }
+
+    pub fn set_peer_cid(&mut self, peer: &[u8]) {
+        let own = self.own_cid().to_vec();
+        self.set_cids(&own, peer);
     }
 
     /// Whether the session may follow its peer to a new address (RFC 9146 §6 needs a CID; a
@@ -291,7 +326,7 @@ impl PathState {
 
     /// Whether `cid` is one of ours the peer may write (1.3 adds issued and retiring ones).
     pub fn is_own_cid(&self, cid: &[u8]) -> bool {
-        *self.cids.own() == *cid
+        *self.own_cid() == *cid
             || self.cids13().is_some_and(|c| c.issued.iter().chain(&c.retiring).any(|own| **own == *cid))
     }
 
@@ -374,5 +409,28 @@ impl PathState {
     /// Whether datagrams with their own destination wait (challenges, responses, copies).
     pub fn has_direct(&self) -> bool {
         self.transient_ref().is_some_and(|t| !t.direct.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_ids_of_any_length_read_back_inline_or_apart() {
+        let mut path = PathState::new(&[1; 8], None);
+        path.set_peer_cid(&[2; 8]);
+        assert_eq!((path.own_cid(), path.peer_cid()), (&[1u8; 8][..], &[2u8; 8][..]));
+        assert!(path.more.is_none(), "two 8-byte CIDs are kept inline");
+        // The longest CIDs the RFCs allow go apart, and come back.
+        path.set_own_cid(&[3; 255]);
+        path.set_peer_cid(&[4; 255]);
+        assert_eq!((path.own_cid(), path.peer_cid()), (&[3u8; 255][..], &[4u8; 255][..]));
+        path.set_own_cid(&[]);
+        assert_eq!((path.own_cid(), path.peer_cid()), (&[][..], &[4u8; 255][..]));
+        path.set_peer_cid(&[5; 4]);
+        assert_eq!((path.own_cid(), path.peer_cid()), (&[][..], &[5u8; 4][..]));
+        path.release_idle();
+        assert!(path.more.is_none(), "short again: nothing kept apart");
     }
 }

@@ -222,7 +222,7 @@ impl Connection {
         state: &mut ExpectServerHello,
     ) {
         let Some(config) = self.client_config().cloned() else { return };
-        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| p.cids.own());
+        let own_cid = self.path.as_deref().filter(|p| p.offered_cid).map(|p| p.own_cid());
         let suites: Vec<u16> = config.offered_suites().map(|s| s.id()).collect();
         let certificates = config.trust_anchors.is_some();
         // The hybrid is DTLS 1.3's alone.
@@ -531,9 +531,9 @@ impl Connection {
         }
         if let Some(path) = self.path.as_deref_mut() {
             path.cid_negotiated = sh.extensions.connection_id.is_some();
-            path.cids.set_peer(sh.extensions.connection_id.unwrap_or_default());
+            path.set_peer_cid(sh.extensions.connection_id.unwrap_or_default());
             if !path.cid_negotiated {
-                path.cids.set_own(&[]);
+                path.set_own_cid(&[]);
             }
             path.rrc = sh.extensions.rrc;
             path.port_move = sh.extensions.port_move;

@@ -570,7 +570,7 @@ impl Connection {
 
     /// The CID to write into our protected records (empty: none).
     fn peer_cid(&self) -> &[u8] {
-        self.path.as_deref().map_or(&[][..], |p| p.cids.peer())
+        self.path.as_deref().map_or(&[][..], |p| p.peer_cid())
     }
 
     /// Server: the ClientHello this session answers.
@@ -608,7 +608,7 @@ impl Connection {
     /// bytes and the epoch-0 record numbers it used.
     fn transmit_flight(&mut self, hs: &mut Handshake) -> (u32, std::ops::Range<u64>) {
         let mtu = self.mtu();
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.peer_cid());
         let first_seq = hs.epoch0_write_seq;
         // A 1.2 flight (a 1.3 handshake has its own flight engine): always a 1.2 layer here.
         let Some(record) = self.version.record12_mut() else { return (0, first_seq..first_seq) };
@@ -731,7 +731,7 @@ impl Connection {
             write_record(&mut out, ContentType::Alert, 0, seq, None, &[&body]);
             self.push_datagram(out);
         } else {
-            let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
+            let cid = self.path.as_deref().map_or(&[][..], |p| p.peer_cid());
             if let Some(Ok(record)) = record.map(|r| r.seal(ContentType::Alert, cid, &[&body])) {
                 self.push_datagram(record);
             }
@@ -804,7 +804,7 @@ impl Connection {
         if let Some(hs) = self.hs.as_mut() {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
-        let own_cid_len = self.path.as_deref().map_or(0, |p| p.cids.own().len() as u8);
+        let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid().len() as u8);
         let waited_server_hello = self.waits_for_server_hello();
         let mut seen = Authenticated::default();
         let mut pos = 0;
@@ -871,7 +871,7 @@ impl Connection {
     ) {
         let start = header.len();
         let cid_matches =
-            header.cid_len == 0 || self.path.as_deref().is_some_and(|p| header.cid(record) == p.cids.own());
+            header.cid_len == 0 || self.path.as_deref().is_some_and(|p| header.cid(record) == p.own_cid());
         if !cid_matches {
             self.stats.records_dropped += 1;
             return;
@@ -920,7 +920,7 @@ impl Connection {
                 (header.content_type, 0..body.len(), None)
             }
             1 => {
-                let own_cid = self.path.as_deref().map_or(&[][..], |p| p.cids.own());
+                let own_cid = self.path.as_deref().map_or(&[][..], |p| p.own_cid());
                 let opened = match self.version.record12_mut() {
                     Some(record) => record.open(&header, own_cid, body),
                     None => Err(Unopened::NoKeys),
@@ -1368,7 +1368,7 @@ impl Connection {
             chunks.push(&[]);
         }
         for chunk in chunks {
-            let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
+            let cid = self.path.as_deref().map_or(&[][..], |p| p.peer_cid());
             let record = self.version.record12_mut().ok_or(Error::NotEstablished)?;
             let out = record.seal(ContentType::ApplicationData, cid, &[chunk])?;
             self.stats.app_records_sent += 1;
@@ -1396,7 +1396,7 @@ impl Connection {
         if out.len() < len {
             return Err(Error::BufferTooSmall { needed: len });
         }
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.peer_cid());
         let record = self.version.record12_mut().ok_or(Error::NotEstablished)?;
         record.seal_into(ContentType::ApplicationData, cid, data, &mut out[..len])?;
         self.stats.app_records_sent += 1;
@@ -1511,7 +1511,7 @@ impl Connection {
 
     /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).
     pub fn connection_id(&self) -> Option<&[u8]> {
-        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| p.cids.own())
+        self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| p.own_cid())
     }
 
     /// Which of the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.

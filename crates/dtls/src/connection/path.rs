@@ -306,7 +306,7 @@ impl Connection {
 
     /// A protected return_routability_check record (RFC 9853 §3) holding `parts`.
     fn seal_rrc(&mut self, parts: &[&[u8]]) -> Result<Vec<u8>, Error> {
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.peer_cid());
         match &mut self.version {
             VersionState::Dtls13(v13) => {
                 let content_type = ContentType::ReturnRoutabilityCheck as u8;

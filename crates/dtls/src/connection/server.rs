@@ -341,7 +341,7 @@ impl Connection {
             renegotiation_info: secure_renegotiation,
             point_formats: ecdhe.is_some() && ch.extensions.ec_point_formats.is_some(),
             session_ticket: issue_ticket.then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.cids.own()),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid()),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             cached_info: (!selected.is_empty()).then_some(&cached_info[..]),
@@ -483,7 +483,7 @@ impl Connection {
             extended_master_secret: true,
             renegotiation_info: secure_renegotiation,
             session_ticket: ticket_keys.is_some().then_some(&[][..]),
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.cids.own()),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid()),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
             use_srtp: srtp.as_ref().map(std::slice::from_ref),
@@ -731,9 +731,9 @@ pub(super) fn negotiate_mobility(
     let Some(p) = path.as_deref_mut() else { return };
     let offered = &ch.extensions;
     p.cid_negotiated = config.mobility.connection_id.is_some() && offered.connection_id.is_some();
-    p.cids.set_peer(offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default());
+    p.set_peer_cid(offered.connection_id.filter(|_| p.cid_negotiated).unwrap_or_default());
     if !p.cid_negotiated {
-        p.cids.set_own(&[]);
+        p.set_own_cid(&[]);
     }
     p.rrc = config.mobility.return_routability_check && offered.rrc;
     p.port_move = config.mobility.follow_server_port && offered.port_move;

@@ -86,11 +86,15 @@ pub(crate) struct RecordWriter13 {
 }
 
 /// The receiving half: the keys of the epochs we may still read, each with its replay window.
-/// A slice of exactly the epochs held (one, once established): they change a few times per
-/// session, and every session keeps the room a `Vec` would spare.
+/// An established session reads one epoch, held inline, so that it costs no allocation of its
+/// own; the epochs below it (the handshake's for a while, the one before a key update) are
+/// boxed apart while they are held, behind one pointer.
 #[derive(Default)]
 pub(crate) struct RecordReader13 {
-    epochs: Box<[ReadEpoch]>,
+    /// The highest epoch held.
+    newest: Option<ReadEpoch>,
+    /// The others, lowest first; `None` once established.
+    older: Option<Box<[Option<ReadEpoch>; READ_EPOCHS - 1]>>,
 }
 
 impl RecordWriter13 {
@@ -160,33 +164,64 @@ impl RecordWriter13 {
 }
 
 impl RecordReader13 {
-    /// The peer's records of `epoch` can be read with `keys`; the oldest epoch is forgotten when
-    /// more than [`READ_EPOCHS`] would be kept.
+    /// The peer's records of `epoch` can be read with `keys`; the oldest epochs are forgotten
+    /// when more than [`READ_EPOCHS`] would be kept, or ones four or more below the highest.
     pub fn add(&mut self, epoch: u64, keys: RecordKeys) {
-        let mut epochs = std::mem::take(&mut self.epochs).into_vec();
+        let mut epochs = self.take_all();
         epochs.retain(|e| e.epoch != epoch);
         epochs.push(ReadEpoch { epoch, keys, window: ReplayWindow::default(), failures: 0 });
         epochs.sort_by_key(|e| e.epoch);
-        if epochs.len() > READ_EPOCHS {
+        // At most READ_EPOCHS, spanning fewer than four, so that a record's two epoch bits
+        // name one of them alone.
+        while epochs.len() > READ_EPOCHS || epochs.last().is_some_and(|last| last.epoch - epochs[0].epoch > 3)
+        {
             epochs.remove(0);
         }
-        self.epochs = epochs.into_boxed_slice();
+        self.put_all(epochs);
     }
 
     /// Forgets the read keys of epochs below `epoch` (the handshake's, once it is over).
     pub fn drop_below(&mut self, epoch: u64) {
-        let mut epochs = std::mem::take(&mut self.epochs).into_vec();
+        let mut epochs = self.take_all();
         epochs.retain(|e| e.epoch >= epoch);
-        self.epochs = epochs.into_boxed_slice();
+        self.put_all(epochs);
     }
 
     pub fn discard_keys(&mut self) {
-        self.epochs = Box::default();
+        *self = RecordReader13::default();
     }
 
     /// The highest epoch we can read.
     pub fn epoch(&self) -> Option<u64> {
-        self.epochs.last().map(|e| e.epoch)
+        self.newest.as_ref().map(|e| e.epoch)
+    }
+
+    /// Every epoch held, lowest first.
+    fn iter(&self) -> impl Iterator<Item = &ReadEpoch> {
+        self.older.iter().flat_map(|older| older.iter().flatten()).chain(&self.newest)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut ReadEpoch> {
+        self.older.iter_mut().flat_map(|older| older.iter_mut().flatten()).chain(&mut self.newest)
+    }
+
+    fn take_all(&mut self) -> Vec<ReadEpoch> {
+        let mut epochs: Vec<ReadEpoch> =
+            self.older.take().into_iter().flat_map(|older| *older).flatten().collect();
+        epochs.extend(self.newest.take());
+        epochs
+    }
+
+    /// Holds `epochs` (sorted, at most [`READ_EPOCHS`]): the highest inline, the rest apart.
+    fn put_all(&mut self, mut epochs: Vec<ReadEpoch>) {
+        self.newest = epochs.pop();
+        if !epochs.is_empty() {
+            let mut older: [Option<ReadEpoch>; READ_EPOCHS - 1] = Default::default();
+            for (slot, e) in older.iter_mut().zip(epochs) {
+                *slot = Some(e);
+            }
+            self.older = Some(Box::new(older));
+        }
     }
 
     /// Opens the record at the start of `data` (a unified header; `own_cid_len` is the length
@@ -200,17 +235,15 @@ impl RecordReader13 {
         let header_len = header.header_len();
         let end = header_len + header.length as usize;
         let record = &mut data[..end];
-        let Some(current) = self.epoch() else { return (end, Err(Unopened13::NoKeys)) };
-        let mut epoch_number = header.full_epoch(current);
-        // A server reads the client's early data (epoch 1) while it reads epoch 3 already: the
-        // two bits name epoch 1 when its keys are held (RFC 9147 §4.2.2; no other epoch ending
-        // in 01 is held then).
-        if header.epoch_bits == 1 && self.epochs.iter().any(|e| e.epoch == epoch::EARLY_DATA) {
-            epoch_number = epoch::EARLY_DATA;
-        }
-        let Some(read) = self.epochs.iter_mut().find(|e| e.epoch == epoch_number) else {
+        // The two bits name one of the epochs held, as no two of them end in the same bits
+        // (`add`): a server's early data (epoch 1) beside epoch 3, a Finished resent in epoch 2
+        // after the client's first key update, records of the epoch before the last update
+        // (RFC 9147 §4.2.1, §4.2.2).
+        let bits = u64::from(header.epoch_bits);
+        let Some(read) = self.iter_mut().find(|e| e.epoch & 0b11 == bits) else {
             return (end, Err(Unopened13::NoKeys));
         };
+        let epoch_number = read.epoch;
         let tag_len = read.keys.suite().tag_len();
         let Some(sequence_key) = read.keys.sequence_key() else { return (end, Err(Unopened13::NoKeys)) };
         if header.length as usize <= tag_len
@@ -242,8 +275,8 @@ impl RecordReader13 {
         };
         let newest = read.window.highest().is_none_or(|h| seq > h);
         read.window.mark(seq);
-        let newest = newest
-            && self.epochs.iter().filter(|e| e.epoch > epoch_number).all(|e| e.window.highest().is_none());
+        let newest =
+            newest && self.iter().filter(|e| e.epoch > epoch_number).all(|e| e.window.highest().is_none());
         let plain = &record[header_len..header_len + n];
         // DTLSInnerPlaintext: content, type, zeros (§4, RFC 8446 §5.2).
         match plain.iter().rposition(|&b| b != 0) {
@@ -417,5 +450,40 @@ mod tests {
         );
         let (mut rec, _, _) = a.seal(23, &[], &[b"later"], Framing::Packed).unwrap();
         assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::NoKeys);
+    }
+
+    #[test]
+    fn the_highest_three_epochs_are_read_and_an_established_reader_holds_one_inline() {
+        let suite = Suite13::Aes128GcmSha256;
+        let keys = |n: u8| RecordKeys::from_secret(suite, LabelPrefix::Dtls13, &[n; 32]);
+        let mut reader = RecordReader13::default();
+        // Added out of order, and one more than are kept: epoch 2 goes.
+        for epoch in [3, 2, 5, 4] {
+            reader.add(epoch, keys(epoch as u8));
+        }
+        assert_eq!(reader.iter().map(|e| e.epoch).collect::<Vec<_>>(), [3, 4, 5]);
+        assert_eq!(reader.epoch(), Some(5));
+        // Epoch 3's two bits are 7's too: the epoch held is the one they name.
+        for epoch in [2u64, 3, 4, 5] {
+            let mut writer = RecordWriter13::new(epoch, keys(epoch as u8));
+            let (mut rec, _, _) = writer.seal(23, &[], &[b"x"], Framing::Packed).unwrap();
+            let opened = reader.open(&mut rec, 0).1;
+            assert_eq!(opened.is_ok(), epoch != 2, "epoch {epoch}: {opened:?}");
+        }
+        // Epochs four or more below the highest are not kept: 1 and 5 end in the same bits.
+        let mut early = RecordReader13::default();
+        for epoch in [1, 3, 4, 5] {
+            early.add(epoch, keys(epoch as u8));
+        }
+        assert_eq!(early.iter().map(|e| e.epoch).collect::<Vec<_>>(), [3, 4, 5]);
+        let mut spread = RecordReader13::default();
+        spread.add(1, keys(1));
+        spread.add(5, keys(5));
+        assert_eq!(spread.iter().map(|e| e.epoch).collect::<Vec<_>>(), [5]);
+        reader.drop_below(5);
+        assert!(reader.older.is_none(), "one epoch: nothing apart");
+        assert_eq!(reader.iter().map(|e| e.epoch).collect::<Vec<_>>(), [5]);
+        reader.discard_keys();
+        assert_eq!(reader.epoch(), None);
     }
 }

@@ -187,16 +187,10 @@ impl UnifiedHeader {
     pub fn full_seq(&self, expected: u64) -> u64 {
         widen(expected, u64::from(self.seq), self.seq_bits.width(), MAX_SEQ)
     }
-
-    /// The epoch this header's two bits stand for, given the receiver's current epoch:
-    /// the one closest to it (§4.2.2; a peer is at most one key update ahead or behind).
-    pub fn full_epoch(&self, current: u64) -> u64 {
-        widen(current, u64::from(self.epoch_bits), 2, u64::MAX)
-    }
 }
 
 /// The value no greater than `max` whose low `width` bits are `bits` and which lies closest to
-/// `expected`; a tie goes to the lower one. The same arithmetic as QUIC's packet numbers
+/// `expected`; a tie goes to the higher one. The same arithmetic as QUIC's packet numbers
 /// (RFC 9000 Appendix A.3), which RFC 9147 §4.2.2 asks for in words.
 pub fn widen(expected: u64, bits: u64, width: u32, max: u64) -> u64 {
     let window = 1u64 << width;
@@ -326,9 +320,8 @@ mod tests {
         // Near zero nothing goes below zero, near the top nothing above the largest number.
         assert_eq!(widen(0, 0xff, 8, MAX_SEQ), 0xff);
         assert_eq!(widen(MAX_SEQ, 0x00, 8, MAX_SEQ), MAX_SEQ - 0xff);
-        // The epoch: two bits, around the current one.
-        assert_eq!(widen(4, 3, 2, u64::MAX), 3);
-        assert_eq!(widen(4, 1, 2, u64::MAX), 5);
+        // Half a window away either side: the higher.
+        assert_eq!(widen(0x1_00, 0x80, 8, MAX_SEQ), 0x1_80);
     }
 
     #[test]
@@ -415,7 +408,7 @@ mod tests {
             let width = if sixteen { 16 } else { 8 };
             let near = seq.saturating_sub((1 << (width - 1)) - 1);
             prop_assert_eq!(parsed.full_seq(near), seq);
-            prop_assert_eq!(parsed.full_epoch(epoch.saturating_sub(1)), epoch);
+            prop_assert_eq!(u64::from(parsed.epoch_bits), epoch & 0b11);
         }
     }
 }

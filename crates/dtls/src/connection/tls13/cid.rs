@@ -16,7 +16,6 @@ use crate::handshake::{
     encode_new_connection_id, encode_request_connection_id, parse_new_connection_id,
     parse_request_connection_id, ClientHello, Extensions, HandshakeType, CID_IMMEDIATE, CID_SPARE,
 };
-use crate::mobility::PathMore;
 use crate::mobility::{ChallengeCookies, PathState, MAX_OWN_CIDS, MAX_SPARE_CIDS};
 use crate::record::epoch;
 use crate::record::unified::UnifiedHeader;
@@ -45,7 +44,7 @@ impl Connection {
             Box::new(PathState { offered_cid: m.connection_id.is_some(), ..PathState::new(&own_cid, None) })
         });
         MobilityOffer13 {
-            connection_id: path.offered_cid.then(|| path.cids.own().to_vec()),
+            connection_id: path.offered_cid.then(|| path.own_cid().to_vec()),
             rrc: m.return_routability_check,
             port_move: m.follow_server_port,
         }
@@ -73,15 +72,15 @@ impl Connection {
             path.cid_negotiated = ext.connection_id.is_some();
             path.rrc = ext.rrc;
             path.port_move = ext.port_move;
-            path.cids.set_peer(ext.connection_id.unwrap_or_default());
+            path.set_peer_cid(ext.connection_id.unwrap_or_default());
             if !path.cid_negotiated && !path.rrc && !path.port_move {
                 self.path = None;
             } else if !path.cid_negotiated {
-                path.cids.set_own(&[]);
-            } else if !path.cids.own().is_empty() {
+                path.set_own_cid(&[]);
+            } else if !path.own_cid().is_empty() {
                 let mut seed = [0u8; 32];
                 rng.fill_bytes(&mut seed);
-                PathMore::made(&mut path.more).cids13.get_or_insert_with(Default::default).seed = Some(seed);
+                path.cids13_made().seed = Some(seed);
             }
         }
         Ok(())
@@ -117,7 +116,7 @@ impl Connection {
         crate::connection::server::negotiate_mobility(&mut self.path, config, ch);
         let path = self.path.as_deref();
         MobilityOffer13 {
-            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.cids.own().to_vec()),
+            connection_id: path.filter(|p| p.cid_negotiated).map(|p| p.own_cid().to_vec()),
             rrc: path.is_some_and(|p| p.rrc),
             port_move: path.is_some_and(|p| p.port_move),
         }
@@ -130,10 +129,10 @@ impl Connection {
     /// Without a CID negotiated the parser refuses the C bit itself.
     pub(super) fn foreign_cid13(&self, record: &[u8]) -> Option<usize> {
         let path = self.path.as_deref()?;
-        let header = UnifiedHeader::parse(&mut Reader::new(record), path.cids.own().len() as u8).ok()?;
+        let header = UnifiedHeader::parse(&mut Reader::new(record), path.own_cid().len() as u8).ok()?;
         let cid = &record[1..1 + header.cid_len as usize];
         let ours = match header.cid_len {
-            0 => !path.cid_negotiated || path.cids.own().is_empty(),
+            0 => !path.cid_negotiated || path.own_cid().is_empty(),
             _ => path.is_own_cid(cid),
         };
         (!ours).then_some(header.header_len() + header.length as usize)
@@ -186,16 +185,15 @@ impl Connection {
         let outstanding = self.outstanding13(HandshakeType::NewConnectionId);
         let path = self.cid_path13()?;
         // §9: not by a side that receives no CID; one at a time.
-        if path.cids.own().is_empty() {
+        if path.own_cid().is_empty() {
             return Err(Error::NotNegotiated("Connection IDs of ours: the peer writes none"));
         }
         if outstanding {
             return Err(Error::NotNegotiated("a NewConnectionId awaits its acknowledgement"));
         }
-        let len = path.cids.own().len();
-        let cids13 = PathMore::made(&mut path.more).cids13.get_or_insert_with(Default::default);
-        if cids.len() > cids13.room() || cids.iter().any(|c| c.len() != len) || (immediate && cids.is_empty())
-        {
+        let len = path.own_cid().len();
+        let room = path.cids13_made().room();
+        if cids.len() > room || cids.iter().any(|c| c.len() != len) || (immediate && cids.is_empty()) {
             return Err(Error::NotNegotiated("Connection IDs: too many, none, or of another length"));
         }
         let mut body = Vec::with_capacity(3 + cids.iter().map(|c| 1 + c.len()).sum::<usize>());
@@ -204,12 +202,13 @@ impl Connection {
         let mut cids = cids.into_iter();
         let first = if immediate { cids.next() } else { None };
         if let Some(first) = first {
-            let old: Box<[u8]> = path.cids.own().into();
-            path.cids.set_own(&first);
+            let old: Box<[u8]> = path.own_cid().into();
+            path.set_own_cid(&first);
+            let cids13 = path.cids13_made();
             cids13.retiring.push(old);
             cids13.retiring.append(&mut cids13.issued);
         }
-        cids13.issued.extend(cids);
+        path.cids13_made().issued.extend(cids);
         self.send_post_handshake13(now, HandshakeType::NewConnectionId, body)
     }
 
@@ -222,7 +221,7 @@ impl Connection {
     /// ([`crate::Endpoint::new_connection_ids`]).
     pub fn new_connection_ids(&mut self, now: Instant, count: u8, immediate: bool) -> Result<(), Error> {
         let path = self.cid_path13()?;
-        let len = path.cids.own().len();
+        let len = path.own_cid().len();
         let Some(cids13) = path.cids13_mut().filter(|c| c.seed.is_some()) else {
             return Err(Error::NotNegotiated("a server's Connection IDs come from its endpoint"));
         };
@@ -236,10 +235,10 @@ impl Connection {
     /// an earlier request is unanswered.
     pub fn request_connection_ids(&mut self, now: Instant, count: u8) -> Result<(), Error> {
         let path = self.cid_path13()?;
-        if path.cids.peer().is_empty() {
+        if path.peer_cid().is_empty() {
             return Err(Error::NotNegotiated("the peer receives no Connection ID"));
         }
-        let cids13 = PathMore::made(&mut path.more).cids13.get_or_insert_with(Default::default);
+        let cids13 = path.cids13_made();
         if cids13.requested {
             return Err(Error::NotNegotiated("an earlier RequestConnectionId is unanswered"));
         }
@@ -261,7 +260,7 @@ impl Connection {
     pub fn use_spare_connection_id(&mut self) -> bool {
         let Some(path) = self.path.as_deref_mut() else { return false };
         let Some(next) = path.cids13_mut().and_then(|c| c.spares.pop_front()) else { return false };
-        path.cids.set_peer(&next);
+        path.set_peer_cid(&next);
         true
     }
 
@@ -275,7 +274,7 @@ impl Connection {
         }
         let is_server = self.server_config().is_some();
         let Some(path) = self.path.as_deref_mut() else { return };
-        let len = path.cids.own().len();
+        let len = path.own_cid().len();
         let Some(cids13) = path.cids13_mut() else { return };
         cids13.owed = None;
         let count = usize::from(count).min(cids13.room());
@@ -291,16 +290,14 @@ impl Connection {
     /// Every CID of ours the peer may write (the endpoint routes them to this session).
     /// Whether `cid` is one of ours the peer may write (the handshake's, issued or retiring).
     pub(crate) fn owns_connection_id(&self, cid: &[u8]) -> bool {
-        self.path
-            .as_deref()
-            .is_some_and(|p| p.cid_negotiated && !p.cids.own().is_empty() && p.is_own_cid(cid))
+        self.path.as_deref().is_some_and(|p| p.cid_negotiated && !p.own_cid().is_empty() && p.is_own_cid(cid))
     }
 
     pub(crate) fn own_connection_ids(&self) -> Vec<&[u8]> {
-        let Some(path) = self.path.as_deref().filter(|p| p.cid_negotiated && !p.cids.own().is_empty()) else {
+        let Some(path) = self.path.as_deref().filter(|p| p.cid_negotiated && !p.own_cid().is_empty()) else {
             return Vec::new();
         };
-        let mut all = vec![path.cids.own()];
+        let mut all = vec![path.own_cid()];
         if let Some(c) = path.cids13() {
             all.extend(c.issued.iter().chain(&c.retiring).map(|c| &c[..]));
         }
@@ -372,17 +369,17 @@ impl Connection {
         if msg_type == HandshakeType::NewConnectionId {
             let (cids, usage) = parse_new_connection_id(body).map_err(Abort::decode)?;
             // Only a peer that receives a CID (we write one) gives us more.
-            if path.cids.peer().is_empty() {
+            if path.peer_cid().is_empty() {
                 return Err(Abort::unexpected());
             }
-            let cids13 = PathMore::made(&mut path.more).cids13.get_or_insert_with(Default::default);
             let mut fresh = cids.into_iter().filter(|c| !c.is_empty());
             if usage == CID_IMMEDIATE {
                 let first = fresh.next().ok_or(Abort::alert(AlertDescription::IllegalParameter))?;
-                path.cids.set_peer(first);
+                path.set_peer_cid(first);
                 // The peer replaced its CIDs: the spares it gave before go with them.
-                cids13.spares.clear();
+                path.cids13_made().spares.clear();
             }
+            let cids13 = path.cids13_made();
             for cid in fresh {
                 if cids13.spares.len() < MAX_SPARE_CIDS && !cids13.spares.iter().any(|s| **s == *cid) {
                     cids13.spares.push_back(cid.into());
@@ -393,11 +390,11 @@ impl Connection {
         }
         let count = parse_request_connection_id(body).map_err(Abort::decode)?;
         // Only a peer that writes a CID to us asks for more.
-        if path.cids.own().is_empty() {
+        if path.own_cid().is_empty() {
             return Err(Abort::unexpected());
         }
-        let len = path.cids.own().len();
-        let cids13 = PathMore::made(&mut path.more).cids13.get_or_insert_with(Default::default);
+        let len = path.own_cid().len();
+        let cids13 = path.cids13_made();
         // An excessive request is answered with fewer, maybe none (§9).
         let count = usize::from(count).min(cids13.room());
         let busy =

@@ -268,7 +268,8 @@ pub(super) enum Step13 {
 
 /// The 1.3 half of a connection. What every record we seal needs is inline, in the room a 1.2
 /// session's record layer takes in the connection; the rest is boxed, so that 1.3 costs a 1.2
-/// session nothing and an established 1.3 session one allocation besides its keys.
+/// session nothing. An established 1.3 session (a server's, of a SHA-256 suite) keeps its read
+/// keys and both traffic secrets in that one box, and makes no other allocation.
 pub(super) struct Tls13 {
     pub write: RecordWriter13,
     pub state: Box<State13>,
@@ -316,25 +317,66 @@ pub(super) struct AppSecrets {
     pub suite: Suite13,
     /// Ours to write, then the peer's, then (client) resumption_master_secret (RFC 8446 §7.1),
     /// which the server's tickets' PSKs derive from (a server issues its tickets at the end of
-    /// the handshake and keeps none): each the hash's length, in one allocation.
-    secrets: zeroize::Zeroizing<Box<[u8]>>,
+    /// the handshake and keeps none): each the hash's length.
+    secrets: SecretBytes,
     /// message_seq of our next handshake message, and the peer's next one expected.
     pub next_message_seq: u16,
     pub peer_next_message_seq: u16,
 }
 
+/// Secrets laid end to end, wiped when dropped. A server's two of a SHA-256 suite (the
+/// common case, and every suite of the IoT profile) are inline, so that its session's state is
+/// one allocation; longer ones (a SHA-384 suite's, a client's three) have their own.
+enum SecretBytes {
+    Inline(zeroize::Zeroizing<[u8; INLINE_SECRETS]>),
+    Boxed(zeroize::Zeroizing<Box<[u8]>>),
+}
+
+/// Two SHA-256 secrets.
+const INLINE_SECRETS: usize = 64;
+
+impl SecretBytes {
+    fn new(parts: &[&[u8]]) -> Self {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len == INLINE_SECRETS {
+            let mut bytes = zeroize::Zeroizing::new([0u8; INLINE_SECRETS]);
+            let mut pos = 0;
+            for p in parts {
+                bytes[pos..pos + p.len()].copy_from_slice(p);
+                pos += p.len();
+            }
+            SecretBytes::Inline(bytes)
+        } else {
+            // `concat` allocates exactly, so the box takes the buffer over: no copy is left
+            // unwiped.
+            SecretBytes::Boxed(zeroize::Zeroizing::new(parts.concat().into_boxed_slice()))
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            SecretBytes::Inline(b) => &b[..],
+            SecretBytes::Boxed(b) => b,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            SecretBytes::Inline(b) => &mut b[..],
+            SecretBytes::Boxed(b) => b,
+        }
+    }
+}
+
 impl AppSecrets {
     pub fn new(suite: Suite13, write: &[u8], read: &[u8], resumption: Option<&[u8]>) -> Self {
-        // `concat` allocates exactly, so the box takes the buffer over: no copy is left unwiped.
-        let secrets = zeroize::Zeroizing::new(
-            [write, read, resumption.unwrap_or_default()].concat().into_boxed_slice(),
-        );
+        let secrets = SecretBytes::new(&[write, read, resumption.unwrap_or_default()]);
         AppSecrets { suite, secrets, next_message_seq: 0, peer_next_message_seq: 0 }
     }
 
     fn part(&self, index: usize) -> &[u8] {
         let len = self.suite.hash().len();
-        self.secrets.get(index * len..(index + 1) * len).unwrap_or_default()
+        self.secrets.bytes().get(index * len..(index + 1) * len).unwrap_or_default()
     }
 
     /// Our current application traffic secret.
@@ -355,13 +397,13 @@ impl AppSecrets {
     /// Our next secret (a KeyUpdate of ours), in place of the current one.
     pub fn update_write(&mut self, next: &[u8]) {
         let len = self.suite.hash().len();
-        self.secrets[..len].copy_from_slice(next);
+        self.secrets.bytes_mut()[..len].copy_from_slice(next);
     }
 
     /// The peer's next secret (its KeyUpdate), in place of the current one.
     pub fn update_read(&mut self, next: &[u8]) {
         let len = self.suite.hash().len();
-        self.secrets[len..2 * len].copy_from_slice(next);
+        self.secrets.bytes_mut()[len..2 * len].copy_from_slice(next);
     }
 }
 
@@ -753,7 +795,7 @@ impl Connection {
             hs.flight.timer.on_datagram(self.stats.datagrams_received, now, datagram.len());
         }
         let waited_server_hello = waits_for_server_hello13(&v13);
-        let own_cid_len = self.path.as_deref().map_or(0, |p| p.cids.own().len() as u8);
+        let own_cid_len = self.path.as_deref().map_or(0, |p| p.own_cid().len() as u8);
         let (len, mut seen, mut rrc) = (datagram.len(), super::Authenticated::default(), Vec::new());
         let mut pos = 0;
         while pos < datagram.len() && !matches!(self.phase, Phase::Failed | Phase::Closed) {
@@ -1337,7 +1379,7 @@ impl Connection {
     /// One application record into `out`; no heap allocation.
     pub(super) fn seal_into13(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         let mtu = self.mtu();
-        let cid_len = self.path.as_deref().map_or(0, |p| p.cids.peer().len());
+        let cid_len = self.path.as_deref().map_or(0, |p| p.peer_cid().len());
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
         let len = v13.write.sealed_len(cid_len, data.len(), Framing::EndsDatagram);
         if len > mtu {
@@ -1346,7 +1388,7 @@ impl Connection {
         if out.len() < len {
             return Err(Error::BufferTooSmall { needed: len });
         }
-        let cid = self.path.as_deref().map_or(&[][..], |p| p.cids.peer());
+        let cid = self.path.as_deref().map_or(&[][..], |p| p.peer_cid());
         v13.write.seal_into(
             ContentType::ApplicationData as u8,
             cid,
@@ -1425,6 +1467,32 @@ fn waits_for_server_hello13(v13: &Tls13) -> bool {
     v13.state.hs.as_ref().is_some_and(
         |hs| matches!(&hs.step, Some(Step13::Client(c)) if matches!(**c, ClientStep13::ExpectServerHello(_))),
     )
+}
+
+#[cfg(test)]
+mod app_secrets_tests {
+    use super::*;
+
+    #[test]
+    fn secrets_read_back_and_update_in_place_inline_or_not() {
+        let cases = [
+            (Suite13::Aes128GcmSha256, None, true),
+            (Suite13::Aes128GcmSha256, Some(&[3u8; 32][..]), false),
+            (Suite13::Aes256GcmSha384, None, false),
+        ];
+        for (suite, resumption, inline) in cases {
+            let len = suite.hash().len();
+            let (write, read) = (vec![1u8; len], vec![2u8; len]);
+            let mut secrets = AppSecrets::new(suite, &write, &read, resumption);
+            assert_eq!(matches!(secrets.secrets, SecretBytes::Inline(_)), inline, "{suite}");
+            assert_eq!((secrets.write(), secrets.read()), (&write[..], &read[..]));
+            assert_eq!(secrets.resumption(), resumption);
+            secrets.update_write(&vec![4u8; len]);
+            secrets.update_read(&vec![5u8; len]);
+            assert_eq!((secrets.write(), secrets.read()), (&vec![4u8; len][..], &vec![5u8; len][..]));
+            assert_eq!(secrets.resumption(), resumption, "{suite}: the resumption secret stays");
+        }
+    }
 }
 
 #[cfg(test)]
