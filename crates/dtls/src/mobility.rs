@@ -171,8 +171,9 @@ pub(crate) struct InlineCids {
 /// CIDs too long to keep inline.
 #[derive(Default)]
 pub(crate) struct PathMore {
-    /// Both CIDs, ours first, when together they are longer than [`INLINE_CIDS`].
-    long_cids: Option<Box<[u8]>>,
+    /// Both CIDs, ours first, when together they are longer than [`INLINE_CIDS`]; behind one
+    /// pointer more, as sessions with CIDs this long are rare.
+    long_cids: Option<Box<Box<[u8]>>>,
     /// Server: the session's own socket (set_local, or the confirmed move_to target).
     pub local: Option<SocketAddr>,
     /// Server with `rrc`: where its path_challenge cookies come from.
@@ -267,7 +268,7 @@ impl PathState {
     /// Both CIDs, ours first.
     fn cid_bytes(&self) -> &[u8] {
         let len = usize::from(self.cids.own_len) + usize::from(self.cids.peer_len);
-        match self.more.as_deref().and_then(|m| m.long_cids.as_deref()) {
+        match self.more.as_deref().and_then(|m| m.long_cids.as_deref()).map(|long| &long[..]) {
             Some(long) => long,
             None => &self.cids.bytes[..len.min(INLINE_CIDS)],
         }
@@ -297,7 +298,7 @@ impl PathState {
                 more.long_cids = None;
             }
         } else {
-            PathMore::made(&mut self.more).long_cids = Some([own, peer].concat().into());
+            PathMore::made(&mut self.more).long_cids = Some(Box::new([own, peer].concat().into()));
         }
         self.cids.own_len = own.len() as u8;
         self.cids.peer_len = peer.len() as u8;

@@ -324,59 +324,73 @@ pub(super) struct AppSecrets {
     pub peer_next_message_seq: u16,
 }
 
-/// Secrets laid end to end, wiped when dropped. A server's two of a SHA-256 suite (the
-/// common case, and every suite of the IoT profile) are inline, so that its session's state is
-/// one allocation; longer ones (a SHA-384 suite's, a client's three) have their own.
-enum SecretBytes {
-    Inline(zeroize::Zeroizing<[u8; INLINE_SECRETS]>),
-    Boxed(zeroize::Zeroizing<Box<[u8]>>),
+/// The secrets, wiped when dropped. A SHA-256 suite's two traffic secrets are inline: a
+/// server's session state (the common suite, and every suite of the IoT profile) is then one
+/// allocation. What else there is goes apart, laid end to end: a client's
+/// resumption_master_secret, or a SHA-384 suite's secrets, all of them.
+struct SecretBytes {
+    inline: zeroize::Zeroizing<[u8; INLINE_SECRETS]>,
+    apart: Option<Box<zeroize::Zeroizing<Box<[u8]>>>>,
 }
 
 /// Two SHA-256 secrets.
 const INLINE_SECRETS: usize = 64;
 
 impl SecretBytes {
-    fn new(parts: &[&[u8]]) -> Self {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        if len == INLINE_SECRETS {
-            let mut bytes = zeroize::Zeroizing::new([0u8; INLINE_SECRETS]);
-            let mut pos = 0;
-            for p in parts {
-                bytes[pos..pos + p.len()].copy_from_slice(p);
-                pos += p.len();
-            }
-            SecretBytes::Inline(bytes)
+    /// `parts`, each `len` bytes long.
+    fn new(len: usize, parts: &[&[u8]]) -> Self {
+        let mut inline = zeroize::Zeroizing::new([0u8; INLINE_SECRETS]);
+        let held = Self::inline_parts(len);
+        for (i, p) in parts.iter().take(held).enumerate() {
+            inline[i * len..(i + 1) * len].copy_from_slice(p);
+        }
+        let rest = parts.get(held..).unwrap_or_default();
+        // `concat` allocates exactly, so the box takes the buffer over: no copy is left unwiped.
+        let apart = rest
+            .iter()
+            .any(|p| !p.is_empty())
+            .then(|| Box::new(zeroize::Zeroizing::new(rest.concat().into())));
+        SecretBytes { inline, apart }
+    }
+
+    /// How many secrets of `len` bytes are inline.
+    fn inline_parts(len: usize) -> usize {
+        if len * 2 == INLINE_SECRETS {
+            2
         } else {
-            // `concat` allocates exactly, so the box takes the buffer over: no copy is left
-            // unwiped.
-            SecretBytes::Boxed(zeroize::Zeroizing::new(parts.concat().into_boxed_slice()))
+            0
         }
     }
 
-    fn bytes(&self) -> &[u8] {
-        match self {
-            SecretBytes::Inline(b) => &b[..],
-            SecretBytes::Boxed(b) => b,
+    /// Secret `index`, each `len` bytes long; empty if there is none.
+    fn part(&self, len: usize, index: usize) -> &[u8] {
+        let held = Self::inline_parts(len);
+        if index < held {
+            return &self.inline[index * len..(index + 1) * len];
         }
+        let apart = self.apart.as_deref().map_or(&[][..], |a| &a[..]);
+        apart.get((index - held) * len..(index - held + 1) * len).unwrap_or_default()
     }
 
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        match self {
-            SecretBytes::Inline(b) => &mut b[..],
-            SecretBytes::Boxed(b) => b,
+    fn part_mut(&mut self, len: usize, index: usize) -> &mut [u8] {
+        let held = Self::inline_parts(len);
+        if index < held {
+            return &mut self.inline[index * len..(index + 1) * len];
         }
+        let apart = self.apart.as_deref_mut().map_or(&mut [][..], |a| &mut a[..]);
+        apart.get_mut((index - held) * len..(index - held + 1) * len).unwrap_or_default()
     }
 }
 
 impl AppSecrets {
     pub fn new(suite: Suite13, write: &[u8], read: &[u8], resumption: Option<&[u8]>) -> Self {
-        let secrets = SecretBytes::new(&[write, read, resumption.unwrap_or_default()]);
+        let parts = [write, read, resumption.unwrap_or_default()];
+        let secrets = SecretBytes::new(suite.hash().len(), &parts);
         AppSecrets { suite, secrets, next_message_seq: 0, peer_next_message_seq: 0 }
     }
 
     fn part(&self, index: usize) -> &[u8] {
-        let len = self.suite.hash().len();
-        self.secrets.bytes().get(index * len..(index + 1) * len).unwrap_or_default()
+        self.secrets.part(self.suite.hash().len(), index)
     }
 
     /// Our current application traffic secret.
@@ -396,14 +410,12 @@ impl AppSecrets {
 
     /// Our next secret (a KeyUpdate of ours), in place of the current one.
     pub fn update_write(&mut self, next: &[u8]) {
-        let len = self.suite.hash().len();
-        self.secrets.bytes_mut()[..len].copy_from_slice(next);
+        self.secrets.part_mut(self.suite.hash().len(), 0).copy_from_slice(next);
     }
 
     /// The peer's next secret (its KeyUpdate), in place of the current one.
     pub fn update_read(&mut self, next: &[u8]) {
-        let len = self.suite.hash().len();
-        self.secrets.bytes_mut()[len..2 * len].copy_from_slice(next);
+        self.secrets.part_mut(self.suite.hash().len(), 1).copy_from_slice(next);
     }
 }
 
@@ -1484,7 +1496,7 @@ mod app_secrets_tests {
             let len = suite.hash().len();
             let (write, read) = (vec![1u8; len], vec![2u8; len]);
             let mut secrets = AppSecrets::new(suite, &write, &read, resumption);
-            assert_eq!(matches!(secrets.secrets, SecretBytes::Inline(_)), inline, "{suite}");
+            assert_eq!(secrets.secrets.apart.is_none(), inline, "{suite}");
             assert_eq!((secrets.write(), secrets.read()), (&write[..], &read[..]));
             assert_eq!(secrets.resumption(), resumption);
             secrets.update_write(&vec![4u8; len]);
