@@ -357,7 +357,60 @@ pub(super) enum EcdheSecret {
     X25519(X25519Secret),
     P256(p256::ecdh::EphemeralSecret),
     /// The client's half of X25519MLKEM768: the ML-KEM-768 decapsulation key and an x25519 key.
-    Hybrid(Box<ml_kem::DecapsulationKey<ml_kem::MlKem768>>, X25519Secret),
+    Hybrid(Box<MlKemSecret>, X25519Secret),
+}
+
+/// An ML-KEM-768 decapsulation key, wiped when dropped (libcrux's own type is not).
+pub(super) struct MlKemSecret(libcrux_ml_kem::mlkem768::MlKem768PrivateKey);
+
+impl Drop for MlKemSecret {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        for i in 0..libcrux_ml_kem::mlkem768::MlKem768PrivateKey::len() {
+            self.0[i].zeroize();
+        }
+    }
+}
+
+/// ML-KEM-768 (FIPS 203) as the hybrid uses it, every random input from the seeded RNG.
+mod ml_kem768 {
+    use super::MlKemSecret;
+    use libcrux_ml_kem::mlkem768;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::RngCore;
+    use zeroize::Zeroizing;
+
+    /// ML-KEM.KeyGen (§7.1) from 64 bytes of `rng` (its seeds d and z): the decapsulation key and
+    /// the encapsulation key as sent.
+    pub fn generate(rng: &mut ChaCha20Rng) -> (MlKemSecret, Vec<u8>) {
+        let mut seed = Zeroizing::new([0u8; libcrux_ml_kem::KEY_GENERATION_SEED_SIZE]);
+        rng.fill_bytes(&mut seed[..]);
+        let (private, public) = mlkem768::generate_key_pair(*seed).into_parts();
+        (MlKemSecret(private), public.as_slice().to_vec())
+    }
+
+    /// ML-KEM.Encaps (§7.2) to `encapsulation_key` with 32 bytes of `rng`: the ciphertext and
+    /// the shared secret. `None` for a key that fails §7.2's input checks (its length, and its
+    /// coefficients reduced mod q).
+    pub fn encapsulate(
+        encapsulation_key: &[u8],
+        rng: &mut ChaCha20Rng,
+    ) -> Option<(Vec<u8>, Zeroizing<[u8; 32]>)> {
+        let key = mlkem768::MlKem768PublicKey::try_from(encapsulation_key).ok()?;
+        if !mlkem768::validate_public_key(&key) {
+            return None;
+        }
+        let mut m = Zeroizing::new([0u8; libcrux_ml_kem::ENCAPS_SEED_SIZE]);
+        rng.fill_bytes(&mut m[..]);
+        let (ciphertext, shared) = mlkem768::encapsulate(&key, *m);
+        Some((ciphertext.as_slice().to_vec(), Zeroizing::new(shared)))
+    }
+
+    /// ML-KEM.Decaps (§7.3) of `ciphertext` (`None` unless it has the ciphertext's length).
+    pub fn decapsulate(secret: &MlKemSecret, ciphertext: &[u8]) -> Option<Zeroizing<[u8; 32]>> {
+        let ciphertext = mlkem768::MlKem768Ciphertext::try_from(ciphertext).ok()?;
+        Some(Zeroizing::new(mlkem768::decapsulate(&secret.0, &ciphertext)))
+    }
 }
 
 /// An ephemeral x25519 key: 32 bytes of the seeded RNG (RFC 7748 §5: any 32 bytes are a private
@@ -409,14 +462,9 @@ pub(super) fn ephemeral(group: NamedGroup, rng: &mut ChaCha20Rng) -> (EcdheSecre
             (EcdheSecret::P256(secret), public)
         }
         NamedGroup::X25519MlKem768 => {
-            use ml_kem::KeyExport;
-            // FIPS 203 ML-KEM.KeyGen from 64 bytes of the seeded RNG (d and z, §7.1).
-            let mut seed = zeroize::Zeroizing::new([0u8; 64]);
-            rng.fill_bytes(&mut seed[..]);
-            let dk = ml_kem::DecapsulationKey::<ml_kem::MlKem768>::from_seed((*seed).into());
+            let (dk, mut public) = ml_kem768::generate(rng);
             let (x, x_public) = X25519Secret::generate(rng);
             // draft-ietf-tls-ecdhe-mlkem §3: ML-KEM's part first, then x25519's.
-            let mut public = dk.encapsulation_key().to_bytes().to_vec();
             public.extend_from_slice(&x_public);
             (EcdheSecret::Hybrid(Box::new(dk), x), public)
         }
@@ -439,20 +487,16 @@ pub(super) fn answer_share(
         return Err(illegal());
     }
     let (ek, x) = client.split_at(crate::handshake::MLKEM768_ENCAPSULATION_KEY_LEN);
-    let ek =
-        ml_kem::Key::<ml_kem::EncapsulationKey<ml_kem::MlKem768>>::try_from(ek).map_err(|_| illegal())?;
-    // FIPS 203 §7.2's input check (the key's coefficients reduced mod q) is in `new`.
-    let ek = ml_kem::EncapsulationKey::<ml_kem::MlKem768>::new(&ek).map_err(|_| illegal())?;
-    let mut m = zeroize::Zeroizing::new([0u8; 32]);
-    rng.fill_bytes(&mut m[..]);
-    let (ciphertext, kem_secret) = ek.encapsulate_deterministic(&(*m).into());
+    // An encapsulation key that fails FIPS 203's check is illegal_parameter
+    // (draft-ietf-tls-ecdhe-mlkem §4).
+    let (ciphertext, kem_secret) = ml_kem768::encapsulate(ek, rng).ok_or_else(illegal)?;
     let (x_shared, x_public) = {
         let (secret, public) = ephemeral(NamedGroup::X25519, rng);
         (agree(secret, NamedGroup::X25519, x)?, public)
     };
     let mut shared = zeroize::Zeroizing::new(kem_secret.to_vec());
     shared.extend_from_slice(&x_shared);
-    let mut public = ciphertext.to_vec();
+    let mut public = ciphertext;
     public.extend_from_slice(&x_public);
     Ok((shared, public))
 }
@@ -487,11 +531,9 @@ pub(super) fn agree(
             Ok(zeroize::Zeroizing::new(shared.raw_secret_bytes().to_vec()))
         }
         EcdheSecret::Hybrid(dk, x) => {
-            use ml_kem::Decapsulate;
             let (ciphertext, x_public) = peer.split_at(crate::handshake::MLKEM768_CIPHERTEXT_LEN);
-            let ciphertext =
-                ml_kem::Ciphertext::<ml_kem::MlKem768>::try_from(ciphertext).map_err(|_| illegal())?;
-            let mut shared = zeroize::Zeroizing::new(dk.decapsulate(&ciphertext).to_vec());
+            let kem_secret = ml_kem768::decapsulate(&dk, ciphertext).ok_or_else(illegal)?;
+            let mut shared = zeroize::Zeroizing::new(kem_secret.to_vec());
             shared.extend_from_slice(&agree(EcdheSecret::X25519(x), NamedGroup::X25519, x_public)?);
             Ok(shared)
         }
@@ -516,4 +558,58 @@ pub(super) fn lifetime_hint(lifetime: Duration) -> u32 {
 /// random matching by chance, 1 in 2^32, is taken for a duplicate and gets no new session).
 pub(crate) fn hello_id(random: &[u8; 32]) -> u32 {
     u32::from_be_bytes([random[0], random[1], random[2], random[3]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ml_kem::{Decapsulate, KeyExport};
+
+    /// The hybrid's ML-KEM-768 (libcrux) gives, from the same random inputs, the bytes of a
+    /// second implementation of FIPS 203, RustCrypto's `ml-kem`, both ways.
+    #[test]
+    fn ml_kem_768_agrees_with_a_second_implementation() {
+        for n in 0..8u8 {
+            let mut rng = ChaCha20Rng::from_seed([n; 32]);
+            let mut seed = [0u8; 64];
+            let mut m = [0u8; 32];
+            let mut copy = rng.clone();
+            copy.fill_bytes(&mut seed);
+            let (ours, public) = ml_kem768::generate(&mut rng);
+            let theirs = ml_kem::DecapsulationKey::<ml_kem::MlKem768>::from_seed(seed.into());
+            assert_eq!(public, theirs.encapsulation_key().to_bytes().to_vec(), "seed {n}: key");
+
+            let mut copy = rng.clone();
+            copy.fill_bytes(&mut m);
+            let (ciphertext, secret) = ml_kem768::encapsulate(&public, &mut rng).expect("a valid key");
+            let (their_ciphertext, their_secret) =
+                theirs.encapsulation_key().encapsulate_deterministic(&m.into());
+            assert_eq!(ciphertext, their_ciphertext.to_vec(), "seed {n}: ciphertext");
+            assert_eq!(secret.to_vec(), their_secret.to_vec(), "seed {n}: encapsulated secret");
+
+            let opened = ml_kem768::decapsulate(&ours, &ciphertext).expect("a ciphertext's length");
+            let their_ciphertext = ml_kem::Ciphertext::<ml_kem::MlKem768>::try_from(&ciphertext[..]).unwrap();
+            assert_eq!(
+                opened.to_vec(),
+                theirs.decapsulate(&their_ciphertext).to_vec(),
+                "seed {n}: decapsulated"
+            );
+            assert_eq!(opened, secret);
+        }
+    }
+
+    #[test]
+    fn an_encapsulation_key_failing_fips_203_checks_is_refused() {
+        let mut rng = ChaCha20Rng::from_seed([1; 32]);
+        let (_, mut public) = ml_kem768::generate(&mut rng);
+        assert!(ml_kem768::encapsulate(&public[1..], &mut rng).is_none(), "a byte short");
+        // The first coefficient 0xfff, above q = 3329 (§7.2's modulus check).
+        public[0] = 0xff;
+        public[1] |= 0x0f;
+        assert!(ml_kem768::encapsulate(&public, &mut rng).is_none(), "a coefficient not reduced");
+        let mut share = public;
+        share.extend_from_slice(&[9; 32]);
+        let refused = answer_share(NamedGroup::X25519MlKem768, &share, &mut rng).err().and_then(|a| a.alert);
+        assert_eq!(refused, Some(AlertDescription::IllegalParameter));
+    }
 }
