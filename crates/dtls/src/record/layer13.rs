@@ -87,14 +87,15 @@ pub(crate) struct RecordWriter13 {
 
 /// The receiving half: the keys of the epochs we may still read, each with its replay window.
 /// An established session reads one epoch, held inline, so that it costs no allocation of its
-/// own; the epochs below it (the handshake's for a while, the one before a key update) are
-/// boxed apart while they are held, behind one pointer.
+/// own; the epochs below it (the handshake's for a while, the one before a key update) are a
+/// slice of exactly those held, behind one pointer more, so that a session that holds none
+/// pays for one pointer only.
 #[derive(Default)]
 pub(crate) struct RecordReader13 {
     /// The highest epoch held.
     newest: Option<ReadEpoch>,
-    /// The others, lowest first; `None` once established.
-    older: Option<Box<[Option<ReadEpoch>; READ_EPOCHS - 1]>>,
+    /// The others, lowest first; `None` when there are none.
+    older: Option<Box<Box<[ReadEpoch]>>>,
 }
 
 impl RecordWriter13 {
@@ -198,29 +199,24 @@ impl RecordReader13 {
 
     /// Every epoch held, lowest first.
     fn iter(&self) -> impl Iterator<Item = &ReadEpoch> {
-        self.older.iter().flat_map(|older| older.iter().flatten()).chain(&self.newest)
+        self.older.iter().flat_map(|older| older.iter()).chain(&self.newest)
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut ReadEpoch> {
-        self.older.iter_mut().flat_map(|older| older.iter_mut().flatten()).chain(&mut self.newest)
+        self.older.iter_mut().flat_map(|older| older.iter_mut()).chain(&mut self.newest)
     }
 
     fn take_all(&mut self) -> Vec<ReadEpoch> {
-        let mut epochs: Vec<ReadEpoch> =
-            self.older.take().into_iter().flat_map(|older| *older).flatten().collect();
+        let mut epochs = self.older.take().map(|older| older.into_vec()).unwrap_or_default();
         epochs.extend(self.newest.take());
         epochs
     }
 
-    /// Holds `epochs` (sorted, at most [`READ_EPOCHS`]): the highest inline, the rest apart.
+    /// Holds `epochs` (sorted): the highest inline, the rest apart.
     fn put_all(&mut self, mut epochs: Vec<ReadEpoch>) {
         self.newest = epochs.pop();
         if !epochs.is_empty() {
-            let mut older: [Option<ReadEpoch>; READ_EPOCHS - 1] = Default::default();
-            for (slot, e) in older.iter_mut().zip(epochs) {
-                *slot = Some(e);
-            }
-            self.older = Some(Box::new(older));
+            self.older = Some(Box::new(epochs.into_boxed_slice()));
         }
     }
 
