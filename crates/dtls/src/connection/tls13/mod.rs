@@ -330,6 +330,8 @@ pub(super) struct AppSecrets {
 /// resumption_master_secret, or a SHA-384 suite's secrets, all of them.
 struct SecretBytes {
     inline: zeroize::Zeroizing<[u8; INLINE_SECRETS]>,
+    /// Boxed once more, so that a server keeps a thin pointer here rather than a slice's two
+    /// words.
     apart: Option<Box<zeroize::Zeroizing<Box<[u8]>>>>,
 }
 
@@ -340,11 +342,11 @@ impl SecretBytes {
     /// `parts`, each `len` bytes long.
     fn new(len: usize, parts: &[&[u8]]) -> Self {
         let mut inline = zeroize::Zeroizing::new([0u8; INLINE_SECRETS]);
-        let held = Self::inline_parts(len);
-        for (i, p) in parts.iter().take(held).enumerate() {
-            inline[i * len..(i + 1) * len].copy_from_slice(p);
+        let held = parts.iter().enumerate().take_while(|&(i, _)| Self::locate(len, i).0).count();
+        for (i, p) in parts[..held].iter().enumerate() {
+            inline[Self::locate(len, i).1].copy_from_slice(p);
         }
-        let rest = parts.get(held..).unwrap_or_default();
+        let rest = &parts[held..];
         // `concat` allocates exactly, so the box takes the buffer over: no copy is left unwiped.
         let apart = rest
             .iter()
@@ -353,32 +355,27 @@ impl SecretBytes {
         SecretBytes { inline, apart }
     }
 
-    /// How many secrets of `len` bytes are inline.
-    fn inline_parts(len: usize) -> usize {
-        if len * 2 == INLINE_SECRETS {
-            2
-        } else {
-            0
-        }
+    /// Where secret `index`, each `len` bytes long, lies: inline or apart, and at which bytes.
+    fn locate(len: usize, index: usize) -> (bool, std::ops::Range<usize>) {
+        // Only a SHA-256 suite's two traffic secrets fill the inline room exactly.
+        let held = if len * 2 == INLINE_SECRETS { 2 } else { 0 };
+        let (inline, at) = if index < held { (true, index) } else { (false, index - held) };
+        (inline, at * len..(at + 1) * len)
     }
 
     /// Secret `index`, each `len` bytes long; empty if there is none.
     fn part(&self, len: usize, index: usize) -> &[u8] {
-        let held = Self::inline_parts(len);
-        if index < held {
-            return &self.inline[index * len..(index + 1) * len];
+        match Self::locate(len, index) {
+            (true, range) => &self.inline[range],
+            (false, range) => self.apart.as_deref().and_then(|a| a.get(range)).unwrap_or_default(),
         }
-        let apart = self.apart.as_deref().map_or(&[][..], |a| &a[..]);
-        apart.get((index - held) * len..(index - held + 1) * len).unwrap_or_default()
     }
 
     fn part_mut(&mut self, len: usize, index: usize) -> &mut [u8] {
-        let held = Self::inline_parts(len);
-        if index < held {
-            return &mut self.inline[index * len..(index + 1) * len];
+        match Self::locate(len, index) {
+            (true, range) => &mut self.inline[range],
+            (false, range) => self.apart.as_deref_mut().and_then(|a| a.get_mut(range)).unwrap_or_default(),
         }
-        let apart = self.apart.as_deref_mut().map_or(&mut [][..], |a| &mut a[..]);
-        apart.get_mut((index - held) * len..(index - held + 1) * len).unwrap_or_default()
     }
 }
 
