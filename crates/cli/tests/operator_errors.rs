@@ -40,6 +40,17 @@ fn a_second_dtls_server_on_a_taken_address_is_refused_unless_both_share_on_purpo
     for n in 0..4 {
         FASTSHAKE.echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], &format!("client {n}"));
     }
+    // Nor may one that asks to share join it: the first did not ask.
+    let stderr = fails(
+        "sharing server",
+        &["server", "--listen", &addr, "--psk-identity", "other", "--psk", WRONG_PSK_HEX, "--reuse-port"],
+    );
+    assert!(
+        stderr
+            .contains(&format!("cannot listen on {addr}: address already in use: a server that did not ask")),
+        "{stderr}"
+    );
+    FASTSHAKE.echo_run(port, &["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX], "client after the sharer");
     drop(first);
 
     // Asked for by both, the port is shared.

@@ -6,11 +6,17 @@
 //! would silently take half the clients. So after binding, a server counts the sockets on its
 //! address (`/proc/net/udp`, `/proc/net/udp6`, per network namespace) and refuses with "address in
 //! use" when there are more than its own, unless [`PortSharing::WithOtherProcesses`] was asked for.
+//!
+//! Counting covers a server that starts second. A server that starts first cannot stop a later
+//! one from joining: its sockets have SO_REUSEPORT, for its own workers. So it also marks the
+//! address as its own ([`ExclusiveClaim`]), and a server asked to share looks for that mark and
+//! refuses to join an address whose holder did not ask to share it.
 #![forbid(unsafe_code)]
 
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 
 /// Whether processes other than this one may listen on a server's address.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,14 +36,17 @@ const PORT_ATTEMPTS: usize = 8;
 /// Binds `count` (at least one) sockets on `addr` with SO_REUSEPORT, so that they and later
 /// sockets of this process (TCS) share it; port 0 means one free port for all. With
 /// [`PortSharing::Exclusive`], fails with `AddrInUse` when any other socket holds the address.
-pub(crate) fn bind_reusable(
-    addr: SocketAddr,
-    count: usize,
-    sharing: PortSharing,
-) -> io::Result<Vec<socket2::Socket>> {
+pub(crate) fn bind_reusable(addr: SocketAddr, count: usize, sharing: PortSharing) -> io::Result<Listeners> {
     let count = count.max(1);
     if sharing == PortSharing::WithOtherProcesses {
-        return bind_all(addr, count);
+        let sockets = bind_all(addr, count)?;
+        let bound = sockets[0].local_addr()?.as_socket().unwrap_or(addr);
+        // Looked for after binding: a holder that marks its address after this look counts its
+        // sockets after marking, finds these and refuses itself.
+        if let Some(holder) = claimed_by_another(bound) {
+            return Err(io::Error::new(io::ErrorKind::AddrInUse, HeldExclusively { holder }));
+        }
+        return Ok(Listeners { sockets, claim: None });
     }
     let mut last_error = None;
     for _ in 0..PORT_ATTEMPTS {
@@ -46,6 +55,15 @@ pub(crate) fn bind_reusable(
         let target = if addr.port() == 0 { free_port(addr)? } else { addr };
         let sockets = match bind_all(target, count) {
             Ok(sockets) => sockets,
+            Err(error) if error.kind() == io::ErrorKind::AddrInUse && addr.port() == 0 => {
+                last_error = Some(error);
+                continue;
+            }
+            Err(error) => return Err(in_use_error(target, error)),
+        };
+        // Marked before counting (see `WithOtherProcesses` above for why in this order).
+        let claim = match ExclusiveClaim::take(target) {
+            Ok(claim) => claim,
             Err(error) if error.kind() == io::ErrorKind::AddrInUse && addr.port() == 0 => {
                 last_error = Some(error);
                 continue;
@@ -65,10 +83,60 @@ pub(crate) fn bind_reusable(
                 last_error = Some(error);
             }
             // No /proc to count with: what the kernel refused is all that can be refused.
-            _ => return Ok(sockets),
+            _ => return Ok(Listeners { sockets, claim: claim.map(Arc::new) }),
         }
     }
     Err(last_error.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+}
+
+/// A server's listening sockets, and its mark on their address when it holds it alone.
+#[derive(Debug)]
+pub(crate) struct Listeners {
+    pub sockets: Vec<socket2::Socket>,
+    /// Kept by every listener, so the mark goes with the last of them.
+    pub claim: Option<Arc<ExclusiveClaim>>,
+}
+
+/// An address held by a server that did not ask to share it, marked by an abstract Unix socket
+/// named after it. The mark is as private as the address: it lives in the server's network
+/// namespace and goes with the socket, however the process ends (no file is left behind).
+#[derive(Debug)]
+pub(crate) struct ExclusiveClaim {
+    #[cfg(target_os = "linux")]
+    _mark: std::os::unix::net::UnixDatagram,
+}
+
+/// The start of every mark's name; the port and the IP address follow.
+const CLAIM_PREFIX: &str = "fastshake.udp-exclusive.";
+
+impl ExclusiveClaim {
+    /// Marks `addr` as held alone; `AddrInUse` when another server holds it so already. `None`
+    /// where there are no abstract sockets to mark with.
+    fn take(addr: SocketAddr) -> io::Result<Option<ExclusiveClaim>> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::linux::net::SocketAddrExt;
+            let name = format!("{CLAIM_PREFIX}{}.{}", addr.port(), addr.ip());
+            let mark = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+            Ok(Some(ExclusiveClaim { _mark: std::os::unix::net::UnixDatagram::bind_addr(&mark)? }))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = addr;
+            Ok(None)
+        }
+    }
+}
+
+/// The address of a mark on one that overlaps `addr`, from `/proc/net/unix` (which shows an
+/// abstract name as `@name`); `None` when there is none, or no such table.
+fn claimed_by_another(addr: SocketAddr) -> Option<SocketAddr> {
+    let table = std::fs::read_to_string("/proc/net/unix").ok()?;
+    table.lines().skip(1).filter_map(|line| line.split_whitespace().nth(7)).find_map(|path| {
+        let (port, ip) = path.strip_prefix('@')?.strip_prefix(CLAIM_PREFIX)?.split_once('.')?;
+        let held = SocketAddr::new(ip.parse().ok()?, port.parse().ok()?);
+        (held.port() == addr.port() && overlaps(held.ip(), addr.ip())).then_some(held)
+    })
 }
 
 fn bind_all(addr: SocketAddr, count: usize) -> io::Result<Vec<socket2::Socket>> {
@@ -113,6 +181,25 @@ impl fmt::Display for SharedByAnother {
 }
 
 impl std::error::Error for SharedByAnother {}
+
+/// Why a server asked to share its address refused it.
+#[derive(Debug)]
+struct HeldExclusively {
+    holder: SocketAddr,
+}
+
+impl fmt::Display for HeldExclusively {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "address already in use: a server that did not ask to share it listens on {} (to share \
+             the port, start every server on it with --reuse-port)",
+            self.holder
+        )
+    }
+}
+
+impl std::error::Error for HeldExclusively {}
 
 /// How many UDP sockets of this network namespace hold `addr` (or a wildcard that covers it),
 /// from `/proc/net/udp` and `/proc/net/udp6`; `None` where neither can be read.
@@ -183,20 +270,39 @@ mod tests {
     fn counts_the_sockets_it_binds_and_refuses_a_taken_address() {
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let ours = bind_reusable(loopback, 3, PortSharing::Exclusive).unwrap();
-        let addr = ours[0].local_addr().unwrap().as_socket().unwrap();
+        let addr = ours.sockets[0].local_addr().unwrap().as_socket().unwrap();
         assert_ne!(addr.port(), 0);
         assert_eq!(sockets_on(addr), Some(3));
-        // Another server on the same address: refused, whether it would share or not...
+        // Another server on the same address: refused, whether it would share or not, for
+        // ours did not ask to share...
         let error = bind_reusable(addr, 1, PortSharing::Exclusive).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::AddrInUse);
         assert!(error.to_string().contains("--reuse-port"), "{error}");
-        // ... and its sockets are gone again, so the address is still held by ours alone.
+        let error = bind_reusable(addr, 2, PortSharing::WithOtherProcesses).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::AddrInUse);
+        assert!(error.to_string().contains("did not ask to share it listens on"), "{error}");
+        // ... also on the wildcard address, which would take ours' peers too...
+        let wildcard = SocketAddr::from((Ipv4Addr::UNSPECIFIED, addr.port()));
+        assert!(bind_reusable(wildcard, 1, PortSharing::WithOtherProcesses).is_err());
+        // ... and their sockets are gone again, so the address is still held by ours alone.
         assert_eq!(sockets_on(addr), Some(3));
-        // Asked for on purpose, it joins.
-        let joined = bind_reusable(addr, 2, PortSharing::WithOtherProcesses).unwrap();
-        assert_eq!(sockets_on(addr), Some(5));
-        drop((ours, joined));
+        drop(ours);
         assert_eq!(sockets_on(addr), Some(0));
+        // Once the holder has gone, its mark has too.
+        assert_eq!(claimed_by_another(addr), None);
+    }
+
+    #[test]
+    fn servers_that_all_ask_to_share_share() {
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let first = bind_reusable(loopback, 2, PortSharing::WithOtherProcesses).unwrap();
+        let addr = first.sockets[0].local_addr().unwrap().as_socket().unwrap();
+        let joined = bind_reusable(addr, 2, PortSharing::WithOtherProcesses).unwrap();
+        assert_eq!(sockets_on(addr), Some(4));
+        // One that would hold it alone is refused.
+        assert!(bind_reusable(addr, 1, PortSharing::Exclusive).is_err());
+        assert_eq!(sockets_on(addr), Some(4));
+        drop((first, joined));
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub struct DatagramSocket {
     batch: Option<quinn_udp::UdpSocketState>,
     slots: Vec<Vec<u8>>,
     meta: Vec<quinn_udp::RecvMeta>,
+    /// A listener's mark on an address its server holds alone (see [`PortSharing`]).
+    claim: Option<std::sync::Arc<crate::listen::ExclusiveClaim>>,
 }
 
 impl fmt::Debug for DatagramSocket {
@@ -86,6 +88,7 @@ impl DatagramSocket {
             batch,
             slots: vec![vec![0u8; SLOT_BYTES]; slot_count],
             meta: vec![quinn_udp::RecvMeta::default(); slot_count],
+            claim: None,
         }
     }
 
@@ -99,9 +102,15 @@ impl DatagramSocket {
         sharing: PortSharing,
         mode: BatchIo,
     ) -> io::Result<Vec<DatagramSocket>> {
-        crate::listen::bind_reusable(addr, count, sharing)?
+        let listeners = crate::listen::bind_reusable(addr, count, sharing)?;
+        listeners
+            .sockets
             .into_iter()
-            .map(|socket| Ok(DatagramSocket::new(UdpSocket::from_std(socket.into())?, mode)))
+            .map(|socket| {
+                let mut socket = DatagramSocket::new(UdpSocket::from_std(socket.into())?, mode);
+                socket.claim.clone_from(&listeners.claim);
+                Ok(socket)
+            })
             .collect()
     }
 
@@ -152,7 +161,7 @@ impl DatagramSocket {
     /// Reads what is waiting without blocking (one batch, or up to a few single datagrams) and
     /// hands each datagram to `each` with its source. Returns how many there were (0: none).
     pub fn try_recv(&mut self, mut each: impl FnMut(SocketAddr, &mut [u8])) -> io::Result<usize> {
-        let DatagramSocket { io, batch, slots, meta } = self;
+        let DatagramSocket { io, batch, slots, meta, .. } = self;
         let io: &UdpSocket = io;
         match batch {
             Some(state) => {
