@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
@@ -137,6 +137,8 @@ pub struct DtlsClient {
     commands: mpsc::UnboundedSender<ClientCommand>,
     events: mpsc::UnboundedReceiver<ClientEvent>,
     task: JoinHandle<Result<Traffic, DriverError>>,
+    /// Why the session ended, set by the task before it stops.
+    ended: Arc<OnceLock<DriverError>>,
 }
 
 impl DtlsClient {
@@ -154,6 +156,7 @@ impl DtlsClient {
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (handshake_tx, handshake_rx) = oneshot::channel();
         let driver = ClientDriver::new(socket, remote, config, options, event_tx, handshake_tx);
+        let ended = Arc::clone(&driver.ended);
         let task = tokio::spawn(driver.run(command_rx));
         match handshake_rx.await {
             Ok(Ok(summary)) => Ok(DtlsClient {
@@ -165,6 +168,7 @@ impl DtlsClient {
                 commands: command_tx,
                 events: event_rx,
                 task,
+                ended,
             }),
             Ok(Err(error)) => {
                 task.abort();
@@ -173,7 +177,7 @@ impl DtlsClient {
             // The task ended without a verdict: its own result says why.
             Err(_) => match task.await {
                 Ok(Err(error)) => Err(error),
-                _ => Err(DriverError::TaskStopped),
+                _ => Err(ended.get().map_or(DriverError::TaskStopped, DriverError::duplicate)),
             },
         }
     }
@@ -207,8 +211,24 @@ impl DtlsClient {
     }
 
     /// Queues `data` as one application record (the engine splits it if it exceeds the MTU).
+    /// Once the session has ended, the error that ended it (the same one
+    /// [`ClientEvent::Failed`] carries), or [`DtlsError::Closed`] after a close.
     pub fn send(&self, data: Vec<u8>) -> Result<(), DriverError> {
-        self.commands.send(ClientCommand::Send(data)).map_err(|_| DriverError::TaskStopped)
+        self.command(ClientCommand::Send(data))
+    }
+
+    /// Hands `command` to the task, or says why the session ended.
+    fn command(&self, command: ClientCommand) -> Result<(), DriverError> {
+        if let Some(error) = self.ended.get() {
+            return Err(error.duplicate());
+        }
+        self.commands.send(command).map_err(|_| self.why_stopped())
+    }
+
+    /// Why the task stopped: it records the session's end before it stops, so only a task that
+    /// died (a panic) leaves [`DriverError::TaskStopped`].
+    fn why_stopped(&self) -> DriverError {
+        self.ended.get().map_or(DriverError::TaskStopped, DriverError::duplicate)
     }
 
     /// Replaces the session with a new one now (resuming the current session if `resume`), as
@@ -216,7 +236,7 @@ impl DtlsClient {
     /// records sent since the last record received are sent again (with `app_timeout` set; without
     /// it nothing is kept to resend).
     pub fn reconnect(&self, resume: bool) -> Result<(), DriverError> {
-        self.commands.send(ClientCommand::Reconnect { resume }).map_err(|_| DriverError::TaskStopped)
+        self.command(ClientCommand::Reconnect { resume })
     }
 
     /// Moves the session to a new socket bound to `local` (port 0: any free port) and closes the
@@ -225,8 +245,8 @@ impl DtlsClient {
     /// address. Returns the new local address.
     pub async fn rebind(&mut self, local: SocketAddr) -> Result<SocketAddr, DriverError> {
         let (tx, rx) = oneshot::channel();
-        self.commands.send(ClientCommand::Rebind(local, tx)).map_err(|_| DriverError::TaskStopped)?;
-        let bound = rx.await.map_err(|_| DriverError::TaskStopped)??;
+        self.command(ClientCommand::Rebind(local, tx))?;
+        let bound = rx.await.map_err(|_| self.why_stopped())??;
         self.local_addr = bound;
         Ok(bound)
     }
@@ -330,6 +350,8 @@ struct ClientDriver {
     /// ICMP port unreachables for the first handshake's flights.
     refusals: RefusalsInARow,
     on_refused: Option<RefusalHook>,
+    /// Why the session ended, for the handle's later calls.
+    ended: Arc<OnceLock<DriverError>>,
 }
 
 impl ClientDriver {
@@ -381,13 +403,14 @@ impl ClientDriver {
             retry_at: None,
             refusals: RefusalsInARow::default(),
             on_refused,
+            ended: Arc::default(),
         }
     }
 
     /// Reports a fatal error to whoever waits (the handshake or the event stream) and returns a
     /// copy for the task result.
     fn fail(&mut self, error: DriverError) -> DriverError {
-        fail_client(&self.events, &mut self.handshake, error)
+        fail_client(&self.events, &mut self.handshake, &self.ended, error)
     }
 
     /// Takes datagrams from the server's IP only; from its other ports only when the session may
@@ -549,6 +572,7 @@ impl ClientDriver {
                 // Only an endpoint accepts, evicts and refuses.
                 Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
                 Event::Closed => {
+                    let _ = self.ended.set(DriverError::Dtls(DtlsError::Closed));
                     let _ = self.events.send(ClientEvent::Closed);
                     return Ok(true);
                 }
@@ -585,6 +609,8 @@ impl ClientDriver {
                 if let Err(error) = self.flush().await {
                     return Err(self.fail(error));
                 }
+                // Closed by us or by the peer: later calls say so.
+                let _ = self.ended.set(DriverError::Dtls(DtlsError::Closed));
                 return Ok(self.traffic());
             }
             // A reconnection's resent records.
@@ -685,24 +711,17 @@ fn follows_server_port(config: &ClientConfig) -> bool {
     config.mobility.follow_server_port
 }
 
-/// Reports a fatal error to whoever waits (the handshake or the event stream) and returns a copy
-/// for the task result.
+/// Reports a fatal error to whoever waits (the handshake or the event stream), records it for
+/// the handle's later calls (first, so no caller can see the task gone without it) and returns
+/// a copy for the task result.
 fn fail_client(
     events: &mpsc::UnboundedSender<ClientEvent>,
     handshake: &mut Option<oneshot::Sender<HandshakeVerdict>>,
+    ended: &OnceLock<DriverError>,
     error: DriverError,
 ) -> DriverError {
-    let for_task = match &error {
-        DriverError::Io(e) => DriverError::Io(io::Error::new(e.kind(), e.to_string())),
-        DriverError::NoAnswer { retransmissions, elapsed } => {
-            DriverError::NoAnswer { retransmissions: *retransmissions, elapsed: *elapsed }
-        }
-        DriverError::Refused { refusal, in_a_row, elapsed } => {
-            DriverError::Refused { refusal: *refusal, in_a_row: *in_a_row, elapsed: *elapsed }
-        }
-        DriverError::Dtls(e) => DriverError::Dtls(e.clone()),
-        DriverError::TaskStopped => DriverError::TaskStopped,
-    };
+    let _ = ended.set(error.duplicate());
+    let for_task = error.duplicate();
     match handshake.take() {
         Some(tx) => {
             let _ = tx.send(Err(error));

@@ -47,4 +47,19 @@ impl DriverError {
             other => DriverError::Dtls(other),
         }
     }
+
+    /// The same error, for a second caller (an `io::Error` keeps its kind and text).
+    pub(super) fn duplicate(&self) -> DriverError {
+        match self {
+            DriverError::Io(e) => DriverError::Io(io::Error::new(e.kind(), e.to_string())),
+            DriverError::Refused { refusal, in_a_row, elapsed } => {
+                DriverError::Refused { refusal: *refusal, in_a_row: *in_a_row, elapsed: *elapsed }
+            }
+            DriverError::NoAnswer { retransmissions, elapsed } => {
+                DriverError::NoAnswer { retransmissions: *retransmissions, elapsed: *elapsed }
+            }
+            DriverError::Dtls(e) => DriverError::Dtls(e.clone()),
+            DriverError::TaskStopped => DriverError::TaskStopped,
+        }
+    }
 }
