@@ -5,7 +5,7 @@
 use anyhow::{bail, Context};
 use fastshake_dtls::dtls13::Suite13;
 use fastshake_dtls::{
-    CipherSuite, ClientConfig, NamedGroup, Psk, ServerConfig, Versions, DEFAULT_MTU, MIN_MTU,
+    CipherSuite, ClientConfig, NamedGroup, Psk, Role, ServerConfig, Versions, DEFAULT_MTU, MIN_MTU,
 };
 use fastshake_net::dtls::{
     describe_datagram, os_seed, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
@@ -224,11 +224,17 @@ async fn demo(setup: Setup, messages: Vec<String>) -> anyhow::Result<()> {
         match groups.first() {
             Some(first) => {
                 let names: Vec<&str> = groups.iter().map(|g| g.name()).collect();
-                say!(
-                    "The client offers the groups {} and sends a key share for {} (psk_dhe_ke).",
-                    names.join(", "),
-                    first.name()
-                );
+                // A hybrid share would make the first ClientHello two fragments (see the client).
+                let share = if first.is_hybrid() {
+                    format!(
+                        "its key share for {} (1,216 bytes) in its second ClientHello, which the \
+                         HelloRetryRequest that brings the cookie asks for",
+                        first.name()
+                    )
+                } else {
+                    format!("a key share for {}", first.name())
+                };
+                say!("The client offers the groups {} and sends {share} (psk_dhe_ke).", names.join(", "));
             }
             None => say!("The client offers no group: the PSK alone keys the session (psk_ke)."),
         }
@@ -306,9 +312,9 @@ async fn demo(setup: Setup, messages: Vec<String>) -> anyhow::Result<()> {
         say!("  only a client that returns the cookie (so owns its address) gets a session.");
         say!("  ChangeCipherSpec switches to epoch 1: from there every record is encrypted and authenticated.\n");
     }
-    say!("client: {}", summary_line(client.summary()));
+    say!("client: {}", summary_line(client.summary(), Role::Client));
     if let Some(summary) = server_summary {
-        say!("server: {}", summary_line(&summary));
+        say!("server: {}", summary_line(&summary, Role::Server));
     }
 
     say!("\nApplication data: each message is one encrypted record; the server sends it back.");
@@ -371,6 +377,8 @@ async fn echo_server(
             // The demo server sets no session slots.
             ServerEvent::Evicted { .. }
             | ServerEvent::Refused { .. }
+            | ServerEvent::HelloRefused { .. }
+            | ServerEvent::RefusalsNotShown { .. }
             | ServerEvent::PathChanged { .. }
             | ServerEvent::OwnSocket { .. }
             | ServerEvent::StaysOnWelcomePort { .. }

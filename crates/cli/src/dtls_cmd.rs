@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use fastshake_dtls::dtls13::Suite13;
 use fastshake_dtls::{
     CacheStore, CertifiedKey, CipherSuite, ClientAuth, ClientCertCacheConfig, ClientConfig, ClientSession,
-    HandshakeSummary, Psk, RetransmitPolicy, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull,
+    HandshakeSummary, Psk, RetransmitPolicy, Role, ServerConfig, TrustAnchors, ValidatedKeyCache, WhenFull,
     DEFAULT_MTU,
 };
 use fastshake_net::cache_file::FileCacheStore;
@@ -48,9 +48,10 @@ pub struct CommonArgs {
     /// DTLS 1.3 key-exchange groups, most preferred first: x25519mlkem768 (the post-quantum
     /// hybrid), x25519, secp256r1. A client sends a key share for the first (default:
     /// x25519,secp256r1); a server asks a client for its first one it supports (default: all,
-    /// the hybrid first).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_group)]
-    groups: Vec<fastshake_dtls::NamedGroup>,
+    /// the hybrid first). `--groups ""`: none, the PSK alone keys the session (psk_ke, no
+    /// forward secrecy; for devices that cannot afford a key exchange).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_group_choice)]
+    groups: Vec<GroupChoice>,
     /// DTLS 1.3 certificate compression (RFC 8879), most preferred first: brotli, zstd, zlib,
     /// or none. A client offers them for the server's chain (with --ca); a server sends its
     /// chain compressed with the first the client lists. Each side offers them when the other
@@ -198,7 +199,8 @@ pub struct SocketArgs {
     /// Let other processes listen on --listen too, each started with --reuse-port: the kernel
     /// then spreads new peers over all of them by address and port, so every one must serve the
     /// same keys (a DTLS fleet, to resume each other's sessions, the same --ticket-keys).
-    /// Without it, an address another process holds is refused ("address already in use").
+    /// Without it, an address another process holds is refused ("address already in use"), and
+    /// a later server started with it cannot join this one.
     #[arg(long)]
     pub reuse_port: bool,
     /// Read and write datagrams in batches (recvmmsg, GSO): on, or off for one datagram per
@@ -251,7 +253,7 @@ pub struct ClientArgs {
     /// refuses it gets it after the handshake instead. 0-RTT is DTLS 1.3's: the client offers
     /// 1.3 alone. Early data can be replayed
     /// by an attacker: use it only for a first message that is safe to receive twice.
-    #[arg(long)]
+    #[arg(long, requires = "session_file")]
     early_data: bool,
     /// Handshake caching (seed 003): keep the server's Certificate and CertificateRequest
     /// (RFC 7924) and our client-certificate ticket in FILE, per server, and offer them next
@@ -293,6 +295,17 @@ pub(crate) fn parse_group(name: &str) -> Result<fastshake_dtls::NamedGroup, Stri
         .into_iter()
         .find(|g| g.name().eq_ignore_ascii_case(name.trim()))
         .ok_or_else(|| format!("unknown group {name:?}: x25519mlkem768, x25519 or secp256r1"))
+}
+
+/// One name of `--groups`, or nothing (`--groups ""`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GroupChoice(Option<fastshake_dtls::NamedGroup>);
+
+fn parse_group_choice(name: &str) -> Result<GroupChoice, String> {
+    match name.trim() {
+        "" => Ok(GroupChoice(None)),
+        name => parse_group(name).map(|g| GroupChoice(Some(g))),
+    }
 }
 
 /// One name of `--cert-compression`: an algorithm, or `none`.
@@ -359,12 +372,25 @@ impl CommonArgs {
 
     /// `--groups`, or the role's default: a client offers the elliptic curves (one 32-byte key
     /// share), a server accepts the post-quantum hybrid first.
-    fn groups(&self, server: bool) -> Vec<fastshake_dtls::NamedGroup> {
-        match (self.groups.is_empty(), server) {
-            (true, true) => fastshake_dtls::NamedGroup::WITH_HYBRID.to_vec(),
-            (true, false) => fastshake_dtls::NamedGroup::ALL.to_vec(),
-            (false, _) => self.groups.clone(),
+    fn groups(&self, server: bool) -> anyhow::Result<Vec<fastshake_dtls::NamedGroup>> {
+        if self.groups.is_empty() {
+            return Ok(if server {
+                fastshake_dtls::NamedGroup::WITH_HYBRID.to_vec()
+            } else {
+                fastshake_dtls::NamedGroup::ALL.to_vec()
+            });
         }
+        let mut groups = Vec::new();
+        for group in self.groups.iter().filter_map(|g| g.0) {
+            if groups.contains(&group) {
+                bail!("--groups names {} twice", group.name());
+            }
+            groups.push(group);
+        }
+        if groups.is_empty() && self.psk().is_none() {
+            bail!("--groups \"\" leaves the PSK alone to key the session (psk_ke), and there is no --psk");
+        }
+        Ok(groups)
     }
 }
 
@@ -575,7 +601,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
         },
         idle_timeout,
         versions: dtls.versions(),
-        groups: common.groups(true),
+        groups: common.groups(true)?,
         certificate_compression: common.certificate_compression(),
         max_early_data: if args.early_data { 16 * 1024 } else { 0 },
         ..ServerConfig::default()
@@ -674,9 +700,17 @@ async fn serve(
             break;
         };
         match event {
-            ServerEvent::Connected { .. } | ServerEvent::Closed { .. } if quiet => {}
+            ServerEvent::Connected { .. }
+            | ServerEvent::Closed { .. }
+            | ServerEvent::HelloRefused { .. }
+            | ServerEvent::RefusalsNotShown { .. }
+                if quiet => {}
             ServerEvent::Connected { remote, summary, .. } => {
-                say!("fastshake server: {remote}: {}{}", summary_line(&summary), peer_text(&summary));
+                say!(
+                    "fastshake server: {remote}: {}{}",
+                    summary_line(&summary, Role::Server),
+                    peer_text(&summary)
+                );
             }
             // With --echo the workers answer records themselves.
             ServerEvent::Data { data, .. } => {
@@ -697,6 +731,12 @@ async fn serve(
             }
             ServerEvent::Refused { remote } => {
                 say!("fastshake server: {remote}: refused, no free session slot (sent internal_error)");
+            }
+            ServerEvent::HelloRefused { remote, reason, alert } => {
+                say!("fastshake server: {remote}: refused: {reason} (sent {alert})");
+            }
+            ServerEvent::RefusalsNotShown { count } => {
+                say!("fastshake server: {count} more hello(s) refused, too many to show one by one");
             }
             ServerEvent::PathChanged { handle, from, to } => {
                 say!("fastshake server: client {} moved from {} to {to}", handle, peer_name(from));
@@ -777,7 +817,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         cached_info: args.cache_file.is_some(),
         client_certificate_caching: args.cache_file.is_some(),
         versions: dtls.versions(),
-        groups: common.groups(false),
+        groups: common.groups(false)?,
         certificate_compression: common.certificate_compression(),
         ..ClientConfig::default()
     };
@@ -785,7 +825,10 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
     let wall_clock = Some(Clock::new().wall_clock());
     ClientConfig { wall_clock, ..config.clone() }.validate().context("unusable client configuration")?;
     let session = match &args.session_file {
-        Some(path) => load_session(path)?,
+        Some(path) => {
+            check_session_file_place(path)?;
+            load_session(path)?
+        }
         None => None,
     };
     // Entries are per server: its name and the address as given, so nothing crosses servers.
@@ -857,6 +900,18 @@ fn keep_cache_entry(
 }
 
 /// Writes the session a handshake yielded to `path`, readable by the owner only.
+/// Refuses a `--session-file` that could not be written after the handshake, before it runs.
+fn check_session_file_place(path: &Path) -> anyhow::Result<()> {
+    let directory = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !directory.is_dir() {
+        bail!("cannot keep the session in {}: {} is not a directory", path.display(), directory.display());
+    }
+    if path.is_dir() {
+        bail!("cannot keep the session in {}: it is a directory", path.display());
+    }
+    Ok(())
+}
+
 fn store_session(path: &Path, session: &ClientSession) -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()
@@ -926,9 +981,14 @@ async fn run_client(
     let mut client = DtlsClient::connect(remote, config, options)
         .await
         .with_context(|| format!("DTLS handshake with {remote} failed"))?;
-    say!("fastshake client: {remote}: {}{}", summary_line(client.summary()), peer_text(client.summary()));
+    say!(
+        "fastshake client: {remote}: {}{}",
+        summary_line(client.summary(), Role::Client),
+        peer_text(client.summary())
+    );
     if let (Some(path), Some(session)) = (session_file, &client.summary().session) {
         store_session(path, session)?;
+        say!("fastshake client: kept the session in {} to resume it next time", path.display());
     }
     keep_cache_entry(&mut cache, client.summary())?;
 
@@ -979,7 +1039,7 @@ async fn run_client(
                 Some(ClientEvent::Reconnected(summary)) => {
                     say!(
                         "fastshake client: no answer for the app timeout, reconnected: {}{}",
-                        summary_line(&summary),
+                        summary_line(&summary, Role::Client),
                         peer_text(&summary)
                     );
                     if let (Some(path), Some(session)) = (session_file, &summary.session) {

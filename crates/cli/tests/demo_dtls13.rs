@@ -66,7 +66,7 @@ fn the_dtls13_handshake_datagram_by_datagram() {
         "{out}"
     );
     assert!(out.contains(
-        "client: handshake done: TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest)"
+        "client: handshake done: TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest))"
     ));
     assert!(out.contains("got back \"hello, server\""), "{out}");
 }

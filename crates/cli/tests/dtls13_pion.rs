@@ -54,7 +54,7 @@ fn psk_with_x25519() {
         "both",
         &psk,
         &psk,
-        &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest)"],
+        &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest))"],
     );
     assert!(theirs.contains("psk=psk_dhe_ke") && theirs.contains("group=x25519"), "{theirs}\n{ours}");
 }
@@ -71,7 +71,7 @@ fn ecdsa_chain_of_three() {
         "1.3",
         &strs(&server),
         &strs(&client),
-        &["(DTLS 1.3; x25519; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
+        &["(DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest))", "peer sent 3 certificate(s)"],
     );
     assert!(theirs.contains("psk=none"), "{theirs}");
 }
@@ -116,7 +116,7 @@ fn hello_retry_request_for_another_group() {
         "1.3",
         &server,
         &psk,
-        &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; secp256r1; after a HelloRetryRequest for secp256r1)"],
     );
     assert!(theirs.contains("group=secp256r1"), "{theirs}");
 }
@@ -179,7 +179,7 @@ fn pion_client_with_psk() {
         "both",
         &server,
         &psk,
-        &["(DTLS 1.3; x25519; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest))"],
     );
     assert!(theirs.contains("psk=psk_dhe_ke") && theirs.contains("hrr=1"), "{theirs}");
 }
@@ -197,7 +197,10 @@ fn pion_client_with_certificates_and_mutual_authentication() {
         "1.3",
         &strs(&server),
         &strs(&client),
-        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
+        &[
+            "(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest for x25519mlkem768)",
+            "peer sent 3 certificate(s)",
+        ],
     );
     assert!(theirs.contains("peer_certs=3"), "pion validated our chain of three: {theirs}");
 }
@@ -214,7 +217,7 @@ fn pion_client_asked_for_secp256r1() {
         "1.3",
         &server,
         &client,
-        &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; secp256r1; after a HelloRetryRequest for secp256r1)"],
     );
     assert!(theirs.contains("group=secp256r1"), "{theirs}");
 }
@@ -231,7 +234,7 @@ fn post_quantum_hybrid_both_ways() {
         "both",
         &psk,
         &client,
-        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest for x25519mlkem768)"],
     );
     assert!(theirs.contains("group=x25519mlkem768"), "{theirs}");
     // pion's client sends x25519 first; fastshake's server prefers the hybrid and asks for it.
@@ -239,7 +242,7 @@ fn post_quantum_hybrid_both_ways() {
         "both",
         &psk,
         &psk,
-        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest for x25519mlkem768)"],
     );
     assert!(theirs.contains("group=x25519mlkem768"), "{theirs}");
 }
@@ -260,7 +263,7 @@ fn connection_ids_both_ways() {
         "1.3",
         &server,
         &client,
-        &["(DTLS 1.3; x25519; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest))"],
     );
     let cid_out = field(&theirs, "cid_out=");
     assert_eq!(cid_out.len(), 16, "pion writes our 8-byte CID: {theirs}");
@@ -272,7 +275,7 @@ fn connection_ids_both_ways() {
         "1.3",
         &server,
         &client,
-        &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest)"],
+        &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest))"],
     );
     assert_eq!(field(&theirs, "cid_in=").len(), 16, "pion issued an 8-byte CID we wrote: {theirs}");
     assert_eq!(field(&theirs, "cid_out="), "none", "{theirs}");

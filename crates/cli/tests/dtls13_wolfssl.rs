@@ -85,7 +85,7 @@ fn fastshake_client_psk_with_x25519() {
         "both",
         &psk(),
         &psk(),
-        &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest)"],
+        &["TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest))"],
     );
     assert!(theirs.contains("group=X25519") && theirs.contains("hrr=true"), "{theirs}");
 }
@@ -95,8 +95,15 @@ fn fastshake_client_psk_alone() {
     if skip() {
         return;
     }
+    // A client with groups offers psk_dhe_ke alone; `--groups ""` offers psk_ke.
     let server: Vec<&str> = psk().into_iter().chain(["--psk-ke"]).collect();
-    let theirs = fastshake_client("1.3", &server, &psk(), &["(DTLS 1.3; after a HelloRetryRequest)"]);
+    let client: Vec<&str> = psk().into_iter().chain(["--groups", ""]).collect();
+    let theirs = fastshake_client(
+        "1.3",
+        &server,
+        &client,
+        &["(DTLS 1.3; PSK only, no (EC)DHE; after a cookie exchange (HelloRetryRequest))"],
+    );
     assert!(theirs.contains("group=none"), "{theirs}");
 }
 
@@ -106,8 +113,12 @@ fn fastshake_client_asked_for_secp256r1() {
         return;
     }
     let server: Vec<&str> = psk().into_iter().chain(["--groups", "secp256r1"]).collect();
-    let theirs =
-        fastshake_client("1.3", &server, &psk(), &["(DTLS 1.3; secp256r1; after a HelloRetryRequest)"]);
+    let theirs = fastshake_client(
+        "1.3",
+        &server,
+        &psk(),
+        &["(DTLS 1.3; secp256r1; after a HelloRetryRequest for secp256r1)"],
+    );
     assert!(theirs.contains("group=SECP256R1"), "{theirs}");
 }
 
@@ -143,7 +154,7 @@ fn wolfssl_client_psk_then_a_key_update() {
         "both",
         &psk(),
         &client,
-        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest for x25519mlkem768)"],
         &["before the key update"],
     );
     // wolfSSL updated its keys after the first echo and sent its next line under them.
@@ -173,7 +184,10 @@ fn wolfssl_client_with_a_chain_of_three_and_mutual_authentication() {
         "1.3",
         &strs(&server),
         &strs(&client),
-        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)", "peer sent 3 certificate(s)"],
+        &[
+            "(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest for x25519mlkem768)",
+            "peer sent 3 certificate(s)",
+        ],
         &["ping from wolfSSL"],
     );
 }
@@ -186,8 +200,12 @@ fn post_quantum_hybrid_both_ways() {
     // wolfSSL's server takes only an unfragmented first ClientHello: fastshake's client sends
     // it without the hybrid's share, and the second (two fragments) with the cookie first.
     let client: Vec<&str> = psk().into_iter().chain(["--groups", "x25519mlkem768,x25519"]).collect();
-    let theirs =
-        fastshake_client("1.3", &psk(), &client, &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"]);
+    let theirs = fastshake_client(
+        "1.3",
+        &psk(),
+        &client,
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest for x25519mlkem768)"],
+    );
     assert!(theirs.contains("group=X25519MLKEM768"), "{theirs}");
     // wolfSSL's client offers the hybrid first (with an empty key share); fastshake's server
     // asks for it.
@@ -195,7 +213,7 @@ fn post_quantum_hybrid_both_ways() {
         "1.3",
         &psk(),
         &psk(),
-        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest)"],
+        &["(DTLS 1.3; x25519mlkem768; after a HelloRetryRequest for x25519mlkem768)"],
         &["post-quantum ping"],
     );
     assert!(theirs.contains("group=X25519MLKEM768"), "{theirs}");

@@ -11,7 +11,7 @@ fn client_and_server_exchange_data_and_print_summaries() {
     // Both ends by default speak both versions, so they agree on 1.3 with a PSK and an
     // ephemeral x25519 share (psk_dhe_ke), after the stateless cookie exchange.
     let mut client = FASTSHAKE.client(port, PSK_HEX, &[]);
-    let done = "TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a HelloRetryRequest), full (not resumed)";
+    let done = "TLS_AES_128_GCM_SHA256 (DTLS 1.3; x25519; after a cookie exchange (HelloRetryRequest)), full (not resumed)";
     client.expect_handshake_without_resend(&[done]);
     server.expect_handshake_without_resend(&[done]);
 

@@ -201,7 +201,7 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
     let server = |extra: &[&'static str]| [&["server", "--listen", "127.0.0.1:0"][..], &psk, extra].concat();
     let cases: [(Vec<&str>, &str); 5] = [
         (
-            client(&["--dtls", "1.2", "--early-data"]),
+            client(&["--dtls", "1.2", "--early-data", "--session-file", "never-written"]),
             "--early-data works in DTLS 1.3 only: use --dtls 1.3 or leave --dtls out",
         ),
         (
@@ -220,6 +220,27 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
             client(&["--dtls", "both", "--suite", "TLS_AES_128_CCM_8_SHA256"]),
             "--dtls both needs a --suite of each version or none, and no DTLS 1.2 suite was given: add one or use --dtls 1.3",
         ),
+    ];
+    for (args, reason) in cases {
+        let stderr = fails(&args.join(" "), &args);
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
+}
+
+/// Client settings that could only fail later (after the handshake, or silently) are refused
+/// before it, with the reason.
+#[test]
+fn client_settings_that_cannot_work_are_refused_before_the_handshake() {
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let client = |extra: &[&'static str]| [&["client", "--connect", "127.0.0.1:9"][..], &psk, extra].concat();
+    let cases: [(Vec<&str>, &str); 3] = [
+        // 0-RTT needs the ticket a session file keeps.
+        (client(&["--early-data"]), "--session-file <FILE>"),
+        (
+            client(&["--session-file", "/nonexistent-directory/session"]),
+            "cannot keep the session in /nonexistent-directory/session: /nonexistent-directory is not a directory",
+        ),
+        (client(&["--groups", "x25519,secp256r1,x25519"]), "--groups names x25519 twice"),
     ];
     for (args, reason) in cases {
         let stderr = fails(&args.join(" "), &args);
@@ -247,4 +268,30 @@ fn a_default_server_speaks_dtls13_and_a_1_2_suite_picks_dtls12() {
     let cached = FASTSHAKE.echo_run(port, &[&psk[..], &["--cache-file", cache]].concat(), "cache file");
     assert!(cached.contains("handshake done: TLS_AES_128_GCM_SHA256 (DTLS 1.3;"), "{cached}");
     drop(server);
+}
+
+/// DTLS 1.3, no key-exchange group in common: the server refuses the first ClientHello (no
+/// session, no PSK-only fall back) and logs why; the client names the groups it offered.
+#[test]
+fn a_dtls13_group_mismatch_is_named_on_both_sides() {
+    let (server, port) = FASTSHAKE.server(&["--dtls", "1.3", "--groups", "secp256r1"]);
+    let connect = format!("127.0.0.1:{port}");
+    let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
+    let client = ["client", "--connect", &connect, "--dtls", "1.3", "--groups", "x25519mlkem768"];
+    let stderr = fails("fastshake client", &[&client[..], &psk[..]].concat());
+    assert!(
+        stderr.contains("the server refused our ClientHello with alert handshake_failure (we offered TLS_AES_128_GCM_SHA256"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("; groups x25519mlkem768)"), "{stderr}");
+    let line = server.expect_stderr_line_with(&["refused:"]);
+    assert!(line.starts_with("fastshake server: 127.0.0.1:"), "the line names the client: {line}");
+    assert!(
+        line.ends_with(
+            "refused: no common group: the client offered x25519mlkem768; we support secp256r1 \
+             (sent handshake_failure)"
+        ),
+        "{line}"
+    );
+    assert!(!server.stderr.text().contains("handshake done"), "{}", server.transcript());
 }

@@ -282,6 +282,21 @@ fn check_common(suites: &[CipherSuite], mtu: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// An external PSK is used with SHA-256 here (RFC 8446 §4.2.11: SHA-256 unless configured
+/// otherwise), so a 1.3 configuration with a PSK alone needs a SHA-256 suite.
+fn check_psk_suites13(
+    versions: Versions,
+    suites13: &[Suite13],
+    psk_only: bool,
+    fix: &'static str,
+) -> Result<(), Error> {
+    let sha256 = |s: &Suite13| s.hash() == crate::crypto::tls13::SuiteHash::Sha256;
+    if versions.dtls13() && psk_only && !suites13.is_empty() && !suites13.iter().any(sha256) {
+        return Err(Error::Config(fix));
+    }
+    Ok(())
+}
+
 fn check_psk(psk: &Psk) -> Result<(), Error> {
     if psk.identity.len() > MAX_PSK_FIELD || psk.key.len() > MAX_PSK_FIELD {
         return Err(Error::Config("PSK identity and key must be shorter than 64 KiB"));
@@ -317,6 +332,13 @@ impl ClientConfig {
         if self.offered_suites().next().is_none() {
             return Err(Error::Config("no configured suite fits the PSK or trust anchors given"));
         }
+        check_psk_suites13(
+            self.versions,
+            &self.suites13,
+            self.psk.is_some() && self.trust_anchors.is_none(),
+            "TLS_AES_256_GCM_SHA384 hashes with SHA-384, but an external PSK is used with SHA-256 \
+             (RFC 8446 §4.2.11); add a SHA-256 suite or trust anchors for a certificate",
+        )?;
         Ok(())
     }
 
@@ -593,6 +615,13 @@ impl ServerConfig {
         for psk in &self.psks {
             check_psk(psk)?;
         }
+        check_psk_suites13(
+            self.versions,
+            &self.suites13,
+            !self.psks.is_empty() && self.certified_key.is_none(),
+            "TLS_AES_256_GCM_SHA384 hashes with SHA-384, but an external PSK is used with SHA-256 \
+             (RFC 8446 §4.2.11); add a SHA-256 suite or a certificate",
+        )?;
         if self.max_sessions == Some(0) {
             return Err(Error::Config("max_sessions must be at least 1"));
         }

@@ -118,15 +118,30 @@ pub enum Error {
     },
     /// Client: the server answered our ClientHello with a fatal alert before any ServerHello:
     /// it found nothing it accepts in what we offered (its own log says what).
+    /// `offered_groups` is non-empty when a mismatch of DTLS 1.3 groups may be the reason.
     #[error(
-        "the server refused our ClientHello with alert {alert} (we offered {})",
-        code_list(offered_suites, suite_name)
+        "the server refused our ClientHello with alert {alert} (we offered {}{})",
+        code_list(offered_suites, suite_name),
+        if offered_groups.is_empty() { String::new() }
+        else { format!("; groups {}", code_list(offered_groups, group_name)) }
     )]
     HelloRefused {
         /// The alert received.
         alert: AlertDescription,
         /// The cipher suites we offered.
         offered_suites: Vec<u16>,
+        /// The DTLS 1.3 groups we offered, when the alert may mean that none is the server's
+        /// (handshake_failure, RFC 8446 §4.1.1); empty otherwise.
+        offered_groups: Vec<u16>,
+    },
+    /// Client offering DTLS 1.3 alone: the server answered in DTLS 1.2 (with `message`), so no
+    /// version is common (RFC 8446 §4.2.1); `alert` (protocol_version) was sent.
+    #[error("the server answered in DTLS 1.2 ({message}); this client offers only DTLS 1.3 ({alert} sent)")]
+    ServerSpeaksDtls12 {
+        /// The server's message that was in DTLS 1.2: HelloVerifyRequest or ServerHello.
+        message: &'static str,
+        /// The fatal alert sent.
+        alert: AlertDescription,
     },
 }
 
@@ -141,10 +156,13 @@ pub enum Mismatch {
         /// The suites this server serves.
         served: Vec<CipherSuite>,
     },
-    /// No elliptic-curve group of the client's is one we support (RFC 8422 §5.1.1).
+    /// No elliptic-curve group of the client's is one we support (RFC 8422 §5.1.1; in DTLS 1.3
+    /// RFC 8446 §4.2.7, and no PSK in psk_ke mode to do without one).
     Group {
         /// The groups the client offered (code points).
         offered: Vec<u16>,
+        /// The groups we support (code points): in DTLS 1.3 those configured.
+        ours: Vec<u16>,
     },
     /// No signature scheme of the client's is one our certificate's key makes.
     SignatureScheme {
@@ -157,6 +175,14 @@ pub enum Mismatch {
     Version {
         /// The version the client offered.
         offered: u16,
+    },
+    /// No version the client offers is one this server speaks (RFC 8446 §4.2.1: a DTLS 1.3
+    /// server and a client that offers only DTLS 1.2).
+    Versions {
+        /// The versions the client offered: its supported_versions, else its legacy version.
+        offered: Vec<u16>,
+        /// The versions this server speaks.
+        ours: Vec<u16>,
     },
     /// DTLS 1.3: the client offered no PSK this server knows (`psk_offered`: it offered some)
     /// and this server has no certificate to authenticate with instead.
@@ -185,11 +211,11 @@ impl fmt::Display for Mismatch {
                     code_list(&served, suite_name)
                 )
             }
-            Mismatch::Group { offered } => write!(
+            Mismatch::Group { offered, ours } => write!(
                 f,
                 "no common group: the client offered {}; we support {}",
                 code_list(offered, group_name),
-                code_list(&NamedGroup::ALL.map(NamedGroup::code), group_name)
+                code_list(ours, group_name)
             ),
             Mismatch::SignatureScheme { offered, ours } => write!(
                 f,
@@ -201,6 +227,12 @@ impl fmt::Display for Mismatch {
                 f,
                 "no common version: the client offers DTLS up to 0x{offered:04x}; we speak DTLS 1.2 (0x{:04x})",
                 crate::record::DTLS_1_2
+            ),
+            Mismatch::Versions { offered, ours } => write!(
+                f,
+                "no common version: the client offered {}; this server speaks {}",
+                code_list(offered, version_name),
+                code_list(ours, version_name)
             ),
             Mismatch::Credentials { psk_offered } => write!(
                 f,
@@ -241,6 +273,15 @@ fn group_name(code: u16) -> Option<&'static str> {
     NamedGroup::from_code(code).map(NamedGroup::name)
 }
 
+fn version_name(code: u16) -> Option<&'static str> {
+    match code {
+        0xfeff => Some("DTLS 1.0"),
+        crate::record::DTLS_1_2 => Some("DTLS 1.2"),
+        crate::handshake::DTLS_1_3 => Some("DTLS 1.3"),
+        _ => None,
+    }
+}
+
 fn scheme_name(code: u16) -> Option<&'static str> {
     fastshake_pki::SignatureScheme::from_code(code).map(fastshake_pki::SignatureScheme::name)
 }
@@ -253,7 +294,8 @@ impl Error {
             Error::PeerAuthentication { alert, .. }
             | Error::NoSessionSlot { alert }
             | Error::NoMatch { alert, .. }
-            | Error::HelloRefused { alert, .. } => Some(*alert),
+            | Error::HelloRefused { alert, .. }
+            | Error::ServerSpeaksDtls12 { alert, .. } => Some(*alert),
             _ => None,
         }
     }

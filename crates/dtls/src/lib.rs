@@ -252,7 +252,9 @@ pub use config::{
     WhenFull, DEFAULT_COOKIE_LIFETIME, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MTU, MIN_MTU,
 };
 pub use connection::{Connection, Event, HandshakeSummary, Role, Stats};
-pub use endpoint::{ConnectionHandle, EarlyDataRegister, Endpoint, EndpointStats, Incoming};
+pub use endpoint::{
+    ConnectionHandle, EarlyDataRegister, Endpoint, EndpointStats, HelloRefusal, Incoming, MAX_QUEUED_REFUSALS,
+};
 pub use error::{Error, Mismatch};
 pub use fastshake_core::{Instant, Transmit};
 pub use fastshake_pki::{CertifiedKey, TrustAnchors, ValidatedKeyCache};

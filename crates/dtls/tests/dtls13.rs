@@ -63,6 +63,7 @@ fn a_psk_handshake_with_x25519_after_the_cookie_exchange() {
         assert_eq!(summary.suite, CipherSuite::Aes128GcmSha256);
         assert_eq!(summary.group, Some(NamedGroup::X25519));
         assert!(summary.hello_retry, "the server asks every new client for a cookie");
+        assert_eq!(summary.hello_retry_group, None, "for a cookie alone: the client's share was ours");
         assert_eq!((summary.retransmissions, summary.peer_retransmissions), (0, 0));
     }
     assert_eq!(s.psk_identity, PSK_ID);
@@ -75,14 +76,15 @@ fn a_psk_handshake_with_x25519_after_the_cookie_exchange() {
     assert!(!server.holds_handshake_state(), "the client's Finished freed the server's");
 }
 
+/// A PSK client with groups offers psk_dhe_ke alone: no group in common is no handshake,
+/// never a silent fall back to the PSK alone (no forward secrecy).
 #[test]
-fn psk_alone_when_no_group_is_shared() {
+fn no_group_in_common_is_no_handshake_even_with_a_psk() {
     let client = ClientConfig { groups: vec![NamedGroup::X25519], ..psk_client() };
     let server = ServerConfig { groups: vec![NamedGroup::Secp256r1], ..psk_server() };
     let mut pair = Pair::new(client, server);
-    let (c, s) = pair.handshake(MINUTE).expect("psk_ke");
-    assert_eq!((c.group, s.group), (None, None));
-    data_flows(&mut pair);
+    assert!(pair.handshake(MINUTE).is_none());
+    assert!(pair.server_summary().is_none() && pair.server_failure().is_none(), "no session was made");
 }
 
 #[test]
@@ -92,6 +94,10 @@ fn a_hello_retry_request_asks_for_the_servers_group() {
     let mut pair = Pair::new(client, server);
     let (c, s) = pair.handshake(MINUTE).expect("connected");
     assert_eq!((c.group, s.group), (Some(NamedGroup::Secp256r1), Some(NamedGroup::Secp256r1)));
+    assert_eq!(
+        (c.hello_retry_group, s.hello_retry_group),
+        (Some(NamedGroup::Secp256r1), Some(NamedGroup::Secp256r1))
+    );
     data_flows(&mut pair);
 }
 

@@ -230,6 +230,7 @@ fn no_common_suite_fails_with_handshake_failure() {
         Some(Error::HelloRefused {
             alert: AlertDescription::HandshakeFailure,
             offered_suites: vec![CipherSuite::PskWithAes128Ccm8.id()],
+            offered_groups: Vec::new(),
         })
     );
 }

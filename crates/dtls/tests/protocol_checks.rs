@@ -270,7 +270,7 @@ fn a_server_names_the_group_it_found_no_match_for() {
     });
     assert_refused_for(
         &pair,
-        Mismatch::Group { offered: vec![24] },
+        Mismatch::Group { offered: vec![24], ours: vec![29, 23] },
         "no common group: the client offered 0x0018; we support x25519, secp256r1",
     );
 }

@@ -54,6 +54,8 @@ async fn echo_server(mode: MobilityMode) -> (SocketAddr, tokio::task::JoinHandle
                 | ServerEvent::StaysOnWelcomePort { .. }
                 | ServerEvent::Evicted { .. }
                 | ServerEvent::Refused { .. }
+                | ServerEvent::HelloRefused { .. }
+                | ServerEvent::RefusalsNotShown { .. }
                 | ServerEvent::TicketKeysReloaded { .. }
                 | ServerEvent::TicketKeysUnreadable { .. }
                 | ServerEvent::SessionStoreUnavailable { .. } => {}

@@ -119,6 +119,9 @@ pub struct HandshakeSummary {
     /// DTLS 1.3: the server answered the first ClientHello with a HelloRetryRequest (for a
     /// cookie or another key share).
     pub hello_retry: bool,
+    /// DTLS 1.3: the group whose key share that HelloRetryRequest asked for (RFC 8446 §4.2.8);
+    /// `None` when it asked for none (a cookie exchange alone, RFC 9147 §5.1) or none came.
+    pub hello_retry_group: Option<NamedGroup>,
     /// Whether an earlier session was resumed (abbreviated handshake); `resumption` says how.
     pub resumed: bool,
     /// How the session was resumed, if it was.
@@ -647,6 +650,7 @@ impl Connection {
             suite: finished.suite,
             group: None,
             hello_retry: false,
+            hello_retry_group: None,
             resumed: finished.resumption.is_some(),
             resumption: finished.resumption,
             session: finished.session,
@@ -1129,7 +1133,16 @@ impl Connection {
         if config.versions != crate::config::Versions::Dtls13 {
             offered_suites.extend(config.offered_suites().map(|s| s.id()));
         }
-        Error::HelloRefused { alert: desc, offered_suites }
+        // A 1.3 server finding no group of ours refuses with handshake_failure (RFC 8446
+        // §4.1.1): name the groups too.
+        let offered_groups = if config.versions != crate::config::Versions::Dtls12
+            && desc == AlertDescription::HandshakeFailure
+        {
+            config.groups.iter().map(|g| g.code()).collect()
+        } else {
+            Vec::new()
+        };
+        Error::HelloRefused { alert: desc, offered_suites, offered_groups }
     }
 
     fn handle_handshake_record(&mut self, now: Instant, epoch: u16, body: &[u8]) {
@@ -1378,12 +1391,18 @@ impl Connection {
     }
 
     /// Writes one datagram holding one application record with `data` into `out`; returns its
-    /// length. No heap allocation.
+    /// length. No heap allocation. Refused while datagrams wait for `poll_transmit` (`send`
+    /// queues behind them), so records leave in the order they were sent.
     pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         self.check_can_send()?;
         if self.path.as_deref().is_some_and(|p| p.probe().is_some()) {
             // RFC 9853: while a new address is checked, datagrams go to both (`send` does that).
             return Err(Error::NotNegotiated("seal_into while the peer's new address is checked; use send"));
+        }
+        if self.has_output() {
+            // A datagram sealed here leaves at once: it would overtake what waits in the queue
+            // (an answer to early data released at the handshake's end, a split record).
+            return Err(Error::NotNegotiated("seal_into while datagrams wait in the queue; use send"));
         }
         if self.version.is13() {
             return self.seal_into13(data, out);

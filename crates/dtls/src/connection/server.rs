@@ -264,7 +264,10 @@ impl Connection {
                         .into_iter()
                         .find(|g| u16_list(list).any(|c| c == g.code()))
                         .ok_or_else(|| {
-                            Abort::no_match(Mismatch::Group { offered: u16_list(list).collect() })
+                            Abort::no_match(Mismatch::Group {
+                                offered: u16_list(list).collect(),
+                                ours: NamedGroup::ALL.map(NamedGroup::code).to_vec(),
+                            })
                         })?,
                     // RFC 8422 §4: without the extension any curve will do.
                     None => NamedGroup::Secp256r1,

@@ -149,7 +149,7 @@ impl Endpoint {
         let in_window = client_age.abs_diff(our_age) <= AGE_TOLERANCE_MS;
         let binder = offered.binders.first().copied().unwrap_or(&[]);
         let zero_rtt = in_window && self.replay13.admit(binder, now);
-        Some(CookieState { suite, group: None, hello_hash: Vec::new(), zero_rtt })
+        Some(CookieState { suite, group: None, hello_hash: Vec::new(), zero_rtt, early_offered: false })
     }
 }
 

@@ -303,7 +303,7 @@ impl Endpoint {
         }
         if !self.role.config.versions.dtls12() {
             // A DTLS 1.3 server and a client that offers only 1.2 (RFC 8446 §4.2.1).
-            self.refuse_version(remote, hello.record_seq);
+            self.refuse_version(remote, hello.record_seq, ch);
             return;
         }
         let (addr, n) = addr_bytes(&remote);

@@ -10,9 +10,11 @@ use crate::alert::{AlertDescription, AlertLevel};
 use crate::config::AddressValidation;
 use crate::connection::{Connection, Event, VerifiedHello13};
 use crate::crypto::tls13::{Suite13, SuiteHash};
+use crate::error::Mismatch;
 use crate::handshake::{
-    client_shares, offered_versions, transcript_header, u16_list, ClientHello, HandshakeType, NamedGroup,
-    OutExtensions, ServerHello, DTLS_1_3, HANDSHAKE_HEADER_LEN, HELLO_RETRY_REQUEST_RANDOM,
+    client_shares, offered_versions, psk_modes_allow, transcript_header, u16_list, ClientHello,
+    HandshakeType, NamedGroup, OutExtensions, ServerHello, DTLS_1_3, HANDSHAKE_HEADER_LEN,
+    HELLO_RETRY_REQUEST_RANDOM, PSK_KE,
 };
 use crate::record::{write_record, ContentType, HEADER_LEN};
 use fastshake_core::{Instant, Transmit, COOKIE_LEN};
@@ -33,15 +35,18 @@ pub(crate) struct CookieState {
     pub hello_hash: Vec<u8>,
     /// Let in without a cookie exchange, and its early data may be taken (never in a cookie).
     pub zero_rtt: bool,
+    /// The first ClientHello offered early data, which the cookie exchange refused (RFC 8446
+    /// §4.1.2: the second one drops the offer): the server's summary says so.
+    pub early_offered: bool,
 }
 
 impl CookieState {
-    /// `suite, group (0: none), hash length, hash`, then the tag.
+    /// `suite, group (0: none), hash length (top bit: early data offered), hash`, then the tag.
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(5 + self.hello_hash.len() + COOKIE_LEN);
         out.extend_from_slice(&self.suite.id().to_be_bytes());
         out.extend_from_slice(&self.group.map_or(0, NamedGroup::code).to_be_bytes());
-        out.push(self.hello_hash.len() as u8);
+        out.push(self.hello_hash.len() as u8 | if self.early_offered { 0x80 } else { 0 });
         out.extend_from_slice(&self.hello_hash);
         out
     }
@@ -52,12 +57,13 @@ impl CookieState {
             0 => None,
             code => Some(NamedGroup::from_code(code)?),
         };
-        let len = *body.get(4)? as usize;
+        let flagged = *body.get(4)?;
+        let (early_offered, len) = (flagged & 0x80 != 0, usize::from(flagged & 0x7f));
         if len != suite.hash().len() {
             return None;
         }
         let hello_hash = body.get(5..5 + len)?.to_vec();
-        Some((CookieState { suite, group, hello_hash, zero_rtt: false }, 5 + len))
+        Some((CookieState { suite, group, hello_hash, zero_rtt: false, early_offered }, 5 + len))
     }
 }
 
@@ -110,9 +116,22 @@ impl Endpoint {
         Some((state, age))
     }
 
-    /// A client that offers no version we speak: protocol_version, statelessly.
-    pub(super) fn refuse_version(&mut self, remote: SocketAddr, record_seq: u64) {
-        self.refuse13(remote, record_seq, AlertDescription::ProtocolVersion);
+    /// A client that offers no version we speak (a DTLS 1.3 server and a hello offering 1.2
+    /// alone, RFC 8446 §4.2.1): protocol_version, statelessly.
+    pub(super) fn refuse_version(&mut self, remote: SocketAddr, record_seq: u64, ch: &ClientHello<'_>) {
+        let offered: Vec<u16> = match ch.extensions.supported_versions.and_then(|d| offered_versions(d).ok())
+        {
+            Some(list) => list.iter().collect(),
+            None => vec![ch.version],
+        };
+        let reason = Mismatch::Versions { offered, ours: vec![DTLS_1_3] };
+        self.refuse_for(remote, record_seq, AlertDescription::ProtocolVersion, reason);
+    }
+
+    /// [`Self::refuse13`] for a mismatch, kept for [`Endpoint::poll_refusal`].
+    fn refuse_for(&mut self, remote: SocketAddr, record_seq: u64, alert: AlertDescription, reason: Mismatch) {
+        self.refuse13(remote, record_seq, alert);
+        self.note_refusal(super::HelloRefusal { remote, reason, alert });
     }
 
     /// A fatal alert in a plaintext record, statelessly (nothing was agreed).
@@ -155,7 +174,15 @@ impl Endpoint {
                 ch.suites().any(|id| id == s.id()) && (certificates || s.hash() == SuiteHash::Sha256)
             });
         let Some(suite) = suite else {
-            self.refuse13(remote, hello.record_seq, AlertDescription::HandshakeFailure);
+            let served = self.role.config.suites13.iter().copied();
+            let reason = Mismatch::CipherSuite {
+                offered: ch.suites().collect(),
+                served: served
+                    .filter(|s| certificates || s.hash() == SuiteHash::Sha256)
+                    .map(Into::into)
+                    .collect(),
+            };
+            self.refuse_for(remote, hello.record_seq, AlertDescription::HandshakeFailure, reason);
             return;
         };
         if let Some((state, age)) = ext.cookie13.and_then(|c| self.verify_cookie13(now, &remote, c)) {
@@ -180,12 +207,28 @@ impl Endpoint {
             .map(|s| s.iter().map(|e| e.group).collect())
             .unwrap_or_default();
         let group = self.role.config.groups.iter().copied().find(|g| supported.contains(&g.code()));
+        // No group in common: only a PSK in psk_ke mode can key the session (RFC 8446 §4.2.9);
+        // without one a HelloRetryRequest would lead nowhere (§4.1.1: handshake_failure).
+        let psk_ke = ext.pre_shared_key.is_some()
+            && ext.psk_key_exchange_modes.is_some_and(|m| psk_modes_allow(m, PSK_KE))
+            && (!self.role.config.psks.is_empty() || self.ticket_keys.is_some());
+        if group.is_none() && !psk_ke {
+            let reason = Mismatch::Group {
+                offered: supported,
+                ours: self.role.config.groups.iter().map(|g| g.code()).collect(),
+            };
+            self.refuse_for(remote, hello.record_seq, AlertDescription::HandshakeFailure, reason);
+            return;
+        }
         let ask_for = group.filter(|g| !shares.contains(&g.code()));
-        if self.role.config.address_validation == AddressValidation::Transport
-            && group.is_some()
-            && ask_for.is_none()
-        {
-            let state = CookieState { suite, group: None, hello_hash: Vec::new(), zero_rtt: false };
+        if self.role.config.address_validation == AddressValidation::Transport && ask_for.is_none() {
+            let state = CookieState {
+                suite,
+                group: None,
+                hello_hash: Vec::new(),
+                zero_rtt: false,
+                early_offered: false,
+            };
             self.accept13(now, remote, hello, ch, body, datagram_len, state, None);
             return;
         }
@@ -197,6 +240,7 @@ impl Endpoint {
             group: ask_for,
             hello_hash: hash.hash(&first).as_ref().to_vec(),
             zero_rtt: false,
+            early_offered: ext.early_data.is_some(),
         };
         let mut cookie = state.encode();
         let at = cookie.len();

@@ -49,7 +49,8 @@ impl std::fmt::Display for ConnectionHandle {
 /// Counters of an endpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EndpointStats {
-    /// HelloVerifyRequests sent (no state kept).
+    /// Cookie exchanges started with no state kept: HelloVerifyRequests (1.2), and
+    /// HelloRetryRequests carrying a cookie (1.3).
     pub hello_verify_sent: u64,
     /// ClientHellos whose cookie did not verify.
     pub cookies_rejected: u64,
@@ -57,7 +58,8 @@ pub struct EndpointStats {
     pub connections_open: u64,
     /// Connections created since the start.
     pub connections_accepted: u64,
-    /// ClientHellos ignored because the table was full.
+    /// ClientHellos refused without a session: the table was full, or (1.3) no version, suite
+    /// or group in common (see [`Endpoint::poll_refusal`]).
     pub connections_refused: u64,
     /// Connections replaced by a new handshake from the same address (RFC 6347 §4.2.8).
     pub connections_replaced: u64,
@@ -79,6 +81,25 @@ pub struct EndpointStats {
     /// Partial (fragmented) ClientHellos dropped before completion: stale, or evicted for newer
     /// ones. A high count means a flood of first fragments.
     pub partial_hellos_dropped: u64,
+    /// Stateless refusals not queued for [`Endpoint::poll_refusal`] because
+    /// [`MAX_QUEUED_REFUSALS`] were waiting (a flood of hellos that cannot be served).
+    pub refusals_dropped: u64,
+}
+
+/// Refusals [`Endpoint::poll_refusal`] keeps at most until polled; later ones are only counted
+/// ([`EndpointStats::refusals_dropped`]), so a flood costs no memory.
+pub const MAX_QUEUED_REFUSALS: usize = 64;
+
+/// A DTLS 1.3 ClientHello refused before any session existed: the endpoint sent a fatal
+/// alert in a plaintext record and kept nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelloRefusal {
+    /// The address the ClientHello came from, unproven: no cookie exchange came first.
+    pub remote: SocketAddr,
+    /// What the client's offer and our configuration did not share.
+    pub reason: crate::error::Mismatch,
+    /// The fatal alert sent.
+    pub alert: crate::alert::AlertDescription,
 }
 
 /// The server side of DTLS.
@@ -138,6 +159,8 @@ pub struct Endpoint {
     shared: shared::SharedSessions,
     /// DTLS 1.3 ClientHellos whose early data was taken (each once).
     replay13: Arc<early13::EarlyDataRegister>,
+    /// Stateless refusals not yet polled, at most [`MAX_QUEUED_REFUSALS`].
+    refusals: VecDeque<HelloRefusal>,
 }
 
 /// Something `poll_transmit` hands out next.
@@ -226,6 +249,7 @@ impl Endpoint {
             client_cert_cache: crate::cache::SharedClientCertCache::new(config_clone.client_cert_cache),
             shared: shared::SharedSessions::default(),
             replay13: Arc::new(early13::EarlyDataRegister::new(origin)),
+            refusals: VecDeque::new(),
         })
     }
 
@@ -563,6 +587,23 @@ impl Endpoint {
     /// The next event of any connection.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
         self.events.pop_front()
+    }
+
+    /// The next ClientHello refused without a session (DTLS 1.3: no common version, suite or
+    /// group), oldest first; a server logs them, as it does the sessions' `Event::Failed`.
+    /// At most [`MAX_QUEUED_REFUSALS`] wait; the rest are counted in
+    /// [`EndpointStats::refusals_dropped`].
+    pub fn poll_refusal(&mut self) -> Option<HelloRefusal> {
+        self.refusals.pop_front()
+    }
+
+    /// Keeps a stateless refusal for `poll_refusal`, or counts it when the queue is full.
+    fn note_refusal(&mut self, refusal: HelloRefusal) {
+        if self.refusals.len() < MAX_QUEUED_REFUSALS {
+            self.refusals.push_back(refusal);
+        } else {
+            self.stats.refusals_dropped += 1;
+        }
     }
 
     /// Queues application data on connection `h`. For `WhenFull::Lru` the send is dated by the

@@ -201,6 +201,22 @@ pub enum ServerEvent {
         /// The client's address.
         remote: SocketAddr,
     },
+    /// A DTLS 1.3 ClientHello was refused before any session existed (no common version, suite
+    /// or group): the fatal `alert` went back and nothing was kept.
+    HelloRefused {
+        /// The client's address.
+        remote: SocketAddr,
+        /// What its offer and our configuration did not share.
+        reason: fastshake_dtls::Mismatch,
+        /// The fatal alert sent.
+        alert: fastshake_dtls::AlertDescription,
+    },
+    /// More refusals than the log shows came (a flood of hellos that cannot be served):
+    /// `count` since the last `HelloRefused`, not reported one by one.
+    RefusalsNotShown {
+        /// How many.
+        count: u64,
+    },
     /// The client moved: the session now sends to `to` (a CID or a session socket let the
     /// server recognise it, and with `rrc` the new address answered a path_challenge).
     PathChanged {
@@ -339,7 +355,7 @@ impl ServerStats {
         let evicted: u64 = self.workers.iter().map(|w| w.endpoint.handshakes_evicted).sum();
         let sum = |field: fn(&WorkerStats) -> u64| self.workers.iter().map(field).sum::<u64>();
         format!(
-            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} HelloVerifyRequest(s), {received} datagram(s) received, {dropped} dropped, {evicted} half-open handshake(s) evicted, {} CID record(s) passed between workers; fleet: {} CID record(s) forwarded to other nodes, {} from them, {} answer(s) sent back through them; session store: {} lookup(s), {} found",
+            "{} worker(s) ({batched} with batched I/O): {} handshake(s) accepted (per worker: {}), {} cookie exchange(s) (HelloVerifyRequest, HelloRetryRequest), {received} datagram(s) received, {dropped} dropped, {evicted} half-open handshake(s) evicted, {} CID record(s) passed between workers; fleet: {} CID record(s) forwarded to other nodes, {} from them, {} answer(s) sent back through them; session store: {} lookup(s), {} found",
             self.workers.len(),
             self.connections_accepted(),
             shares.join("/"),

@@ -1,6 +1,6 @@
 //! The one-line summaries `fastshake server` and `fastshake client` print, and traffic totals.
 
-use fastshake_dtls::{HandshakeSummary, Resumption, Stats};
+use fastshake_dtls::{HandshakeSummary, Resumption, Role, Stats};
 
 /// Datagrams and bytes each way for one connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,12 +49,15 @@ pub fn resumption_text(summary: &HandshakeSummary) -> &'static str {
     }
 }
 
-/// DTLS 1.3 0-RTT, as the summary line says it ("" when no early data was offered).
-pub fn early_data_text(summary: &HandshakeSummary) -> &'static str {
-    match summary.early_data {
-        Some(true) => ", 0-RTT accepted",
-        Some(false) => ", 0-RTT refused (sent again after the handshake)",
-        None => "",
+/// DTLS 1.3 0-RTT, as `role`'s summary line says it ("" when no early data was offered). A
+/// client sends refused early data again after the handshake (RFC 8446 §4.2.10); a server only
+/// refused it.
+pub fn early_data_text(summary: &HandshakeSummary, role: Role) -> &'static str {
+    match (summary.early_data, role) {
+        (Some(true), _) => ", 0-RTT accepted",
+        (Some(false), Role::Client) => ", 0-RTT refused (sent again after the handshake)",
+        (Some(false), Role::Server) => ", 0-RTT refused",
+        (None, _) => "",
     }
 }
 
@@ -81,17 +84,18 @@ pub fn cache_text(summary: &HandshakeSummary) -> String {
     }
 }
 
-/// The one-line handshake summary both `fastshake server` and `fastshake client` print.
-/// After a DTLS 1.3 suite: the version, the group and whether a HelloRetryRequest came, in
-/// parentheses (a DTLS 1.2 line reads as it always did).
+/// After a DTLS 1.3 suite in the summary line: the version, the group (or that the PSK alone keyed the session) and
+/// what a HelloRetryRequest asked for, in parentheses (a DTLS 1.2 line reads as it always did).
 fn version_text(summary: &HandshakeSummary) -> String {
     if summary.version == fastshake_dtls::Versions::Dtls12 {
         return String::new();
     }
     let mut parts = vec![summary.version.name().to_owned()];
-    parts.extend(summary.group.map(|g| g.name().to_owned()));
-    if summary.hello_retry {
-        parts.push("after a HelloRetryRequest".to_owned());
+    parts.push(summary.group.map_or_else(|| "PSK only, no (EC)DHE".to_owned(), |g| g.name().to_owned()));
+    match (summary.hello_retry, summary.hello_retry_group) {
+        (_, Some(group)) => parts.push(format!("after a HelloRetryRequest for {}", group.name())),
+        (true, None) => parts.push("after a cookie exchange (HelloRetryRequest)".to_owned()),
+        (false, None) => {}
     }
     if let Some(algorithm) = summary.certificate_compression_sent {
         parts.push(format!("our certificate sent {algorithm}-compressed"));
@@ -102,7 +106,9 @@ fn version_text(summary: &HandshakeSummary) -> String {
     format!(" ({})", parts.join("; "))
 }
 
-pub fn summary_line(summary: &HandshakeSummary) -> String {
+/// The one-line handshake summary `fastshake server` and `fastshake client` print: they differ
+/// only in what a refused 0-RTT meant to each side.
+pub fn summary_line(summary: &HandshakeSummary, role: Role) -> String {
     // The smoothed round trip, when an exchange of flights (or a cached estimate) gave one.
     let rtt = summary.rtt.filter(|r| r.samples() > 0).map_or(String::new(), |r| {
         format!(
@@ -117,7 +123,7 @@ pub fn summary_line(summary: &HandshakeSummary) -> String {
         summary.suite.iana_name(),
         version_text(summary),
         resumption_text(summary),
-        early_data_text(summary),
+        early_data_text(summary, role),
         // RFC 7627 is DTLS 1.2's; the 1.3 key schedule binds the transcript anyway.
         match (summary.version, summary.extended_master_secret) {
             (fastshake_dtls::Versions::Dtls12, true) => ", with extended master secret",

@@ -14,7 +14,8 @@ use crate::mobility::{Arrived, SessionSockets, SocketAction};
 use crate::udp::{DatagramSocket, SendQueue};
 use crate::Clock;
 use fastshake_dtls::{
-    ConnectionHandle, Endpoint, Event, Incoming, ServerConfig, SharedClientCertCache, TicketKeys,
+    ConnectionHandle, Endpoint, Event, HelloRefusal, Incoming, ServerConfig, SharedClientCertCache,
+    TicketKeys,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -91,6 +92,43 @@ struct ServerDriver {
     replies: PendingReplies,
     /// The largest datagram the engine sends (the configuration's MTU).
     mtu: usize,
+    /// How many stateless refusals were reported lately.
+    refusal_log: RefusalLog,
+}
+
+/// Refusals reported per second at most, per worker; the rest are counted and said in one
+/// event with the next one reported.
+const REFUSALS_SHOWN_PER_SECOND: u32 = 10;
+
+/// A rate limit on refusal events: a window of a second, how many it showed, how many hid.
+#[derive(Default)]
+struct RefusalLog {
+    window: Option<fastshake_core::Instant>,
+    shown: u32,
+    hidden: u64,
+}
+
+enum Admit {
+    /// Report it, after saying how many were not reported since the last one that was.
+    Yes {
+        hidden_before: u64,
+    },
+    No,
+}
+
+impl RefusalLog {
+    fn admit(&mut self, now: fastshake_core::Instant) -> Admit {
+        if self.window.is_none_or(|start| now.saturating_duration_since(start) >= Duration::from_secs(1)) {
+            self.window = Some(now);
+            self.shown = 0;
+        }
+        if self.shown >= REFUSALS_SHOWN_PER_SECOND {
+            self.hidden += 1;
+            return Admit::No;
+        }
+        self.shown += 1;
+        Admit::Yes { hidden_before: std::mem::take(&mut self.hidden) }
+    }
 }
 
 impl ServerDriver {
@@ -158,9 +196,10 @@ impl ServerDriver {
                 Ok::<usize, fastshake_dtls::Error>(len)
             });
             if sealed.is_err() {
-                // More than one record holds, or the client's new address is being checked
-                // (datagrams go to both): the engine's queue does it. A send to an ended session
-                // is dropped.
+                // More than one record holds, the client's new address is being checked
+                // (datagrams go to both), or datagrams wait in the engine's queue (this one
+                // must not overtake them): the engine's queue does it. A send to an ended
+                // session is dropped.
                 let _ = endpoint.send(connection, data);
             }
         }
@@ -171,6 +210,20 @@ impl ServerDriver {
     /// Hands the engine's events on. `arrived_from`: the sender of the datagram just handled,
     /// the peer of a connection that it created and ended at once (a ClientHello refused).
     fn handle_events(&mut self, endpoint: &mut Endpoint, arrived_from: Option<SocketAddr>) {
+        while let Some(refusal) = endpoint.poll_refusal() {
+            // Refusals come before any address is proven: a flood of forged hellos must not
+            // flood the log, nor the unbounded event channel.
+            match self.refusal_log.admit(self.clock.now()) {
+                Admit::Yes { hidden_before } => {
+                    if hidden_before > 0 {
+                        let _ = self.events.send(ServerEvent::RefusalsNotShown { count: hidden_before });
+                    }
+                    let HelloRefusal { remote, reason, alert } = refusal;
+                    let _ = self.events.send(ServerEvent::HelloRefused { remote, reason, alert });
+                }
+                Admit::No => {}
+            }
+        }
         while let Some((handle, event)) = endpoint.poll_event() {
             let known = endpoint.connection(handle).map(|c| c.remote());
             if let Some(action) = endpoint.connection(handle).and_then(|c| self.mode.socket_action(&event, c))
@@ -187,6 +240,18 @@ impl ServerDriver {
                             remote,
                             summary,
                         });
+                    }
+                }
+                // A record the engine kept until the handshake completed (it came before the
+                // client's Finished) goes where records read in place go: to the handler.
+                Event::ApplicationData(data) if self.on_record.is_some() => {
+                    if let Some(handler) = self.on_record.clone() {
+                        let session = self.session(handle);
+                        handler(
+                            session,
+                            &data,
+                            &mut Replies { pending: &mut self.replies, connection: handle },
+                        );
                     }
                 }
                 Event::ApplicationData(data) => {
@@ -393,6 +458,7 @@ pub(super) async fn run_worker(
         on_record: options.on_record.clone(),
         replies: PendingReplies::default(),
         mtu,
+        refusal_log: RefusalLog::default(),
     };
     let mut shutting_down = false;
     let mut commands_open = true;
@@ -530,6 +596,29 @@ pub(super) async fn run_worker(
                     shutting_down = true;
                 }
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_shown_ten_a_second_and_the_rest_counted() {
+        let mut log = RefusalLog::default();
+        let start = fastshake_core::Instant::ZERO;
+        let shown = |log: &mut RefusalLog, at| matches!(log.admit(at), Admit::Yes { .. });
+        let first_second = (0..25).filter(|_| shown(&mut log, start)).count();
+        assert_eq!(first_second, REFUSALS_SHOWN_PER_SECOND as usize);
+        // The next second's first one says how many were hidden.
+        match log.admit(start + Duration::from_millis(1000)) {
+            Admit::Yes { hidden_before } => assert_eq!(hidden_before, 15),
+            Admit::No => panic!("a new second shows refusals again"),
+        }
+        match log.admit(start + Duration::from_millis(1001)) {
+            Admit::Yes { hidden_before } => assert_eq!(hidden_before, 0, "said once"),
+            Admit::No => panic!("within the budget"),
         }
     }
 }

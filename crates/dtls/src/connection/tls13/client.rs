@@ -48,6 +48,8 @@ pub(in crate::connection) struct ExpectServerHello13 {
     pub(in crate::connection) hello: Vec<u8>,
     /// A HelloRetryRequest came already (a second one is an error, RFC 8446 §4.1.4).
     retried: bool,
+    /// The group whose key share the HelloRetryRequest asked for, if it did.
+    retry_group: Option<NamedGroup>,
     /// The hello offers DTLS 1.2 too: its 1.2 part, kept so that a second hello is the same
     /// hello (RFC 8446 §4.1.2).
     pub(in crate::connection) legacy: Option<Box<Legacy12>>,
@@ -98,6 +100,7 @@ impl ExpectServerHello13 {
             sent_shares,
             hello: Vec::new(),
             retried: false,
+            retry_group: None,
             legacy: None,
             cached: None,
         }
@@ -111,6 +114,8 @@ pub(in crate::connection) struct Keyed {
     client_hs: Zeroizing<Vec<u8>>,
     server_hs: Zeroizing<Vec<u8>>,
     group: Option<NamedGroup>,
+    /// The group a HelloRetryRequest asked a key share for, if one did.
+    retry_group: Option<NamedGroup>,
     psk: bool,
     /// The server asked for our certificate with this context ...
     certificate_request: Option<Vec<u8>>,
@@ -233,6 +238,13 @@ impl Connection {
                 }
                 return self.client_on_server_hello13(now, hs, v13, &config, state, body);
             }
+            // A 1.2 server's answer to a hello offering 1.3 alone: no version in common (RFC 8446
+            // §4.2.1).
+            (ClientStep13::ExpectServerHello(_), HandshakeType::HelloVerifyRequest)
+                if config.versions == crate::config::Versions::Dtls13 =>
+            {
+                return Err(Self::answered_in_dtls12("HelloVerifyRequest"));
+            }
             (ClientStep13::ExpectEncryptedExtensions(mut k), HandshakeType::EncryptedExtensions) => {
                 let ext = parse_encrypted_extensions(body).map_err(Abort::decode)?;
                 // Only what a ClientHello may be answered with here (RFC 8446 §4.3.1).
@@ -334,6 +346,13 @@ impl Connection {
         let sh = ServerHello::parse(body).map_err(Abort::decode)?;
         let version =
             sh.extensions.supported_versions.map(selected_version).transpose().map_err(Abort::decode)?;
+        if version.is_none()
+            && sh.version == DTLS_1_2
+            && !is_hello_retry_request(&sh.random)
+            && config.versions == crate::config::Versions::Dtls13
+        {
+            return Err(Self::answered_in_dtls12("ServerHello"));
+        }
         if version != Some(DTLS_1_3) || sh.version != DTLS_1_2 || sh.compression_method != 0 {
             return Err(Abort::alert(AlertDescription::ProtocolVersion));
         }
@@ -361,10 +380,17 @@ impl Connection {
                 let (secret, public) = ephemeral(group, &mut hs.rng);
                 state.shares = vec![(group, secret)];
                 state.sent_shares = vec![(code, public)];
-            } else if hs.cookie.is_none() || (state.shares.is_empty() && !config.groups.is_empty()) {
-                // A HelloRetryRequest that changes nothing, or leaves us without a key share
-                // we need (RFC 8446 §4.1.4; psk_ke alone needs none).
+                state.retry_group = Some(group);
+            } else if hs.cookie.is_none() {
+                // A HelloRetryRequest that changes nothing (RFC 8446 §4.1.4).
                 return Err(Abort::alert(AlertDescription::IllegalParameter));
+            } else if let (true, Some(&group)) = (state.shares.is_empty(), config.groups.first()) {
+                // A cookie alone (legal, §4.1.4) for a hello whose share we held back for its
+                // size: we offer psk_dhe_ke only, which needs a share (§4.2.9), so the held-back
+                // one goes now rather than a hello that can only be refused.
+                let (secret, public) = ephemeral(group, &mut hs.rng);
+                state.shares = vec![(group, secret)];
+                state.sent_shares = vec![(group.code(), public)];
             }
             // Otherwise the same shares again: only the address was asked for (§4.1.2).
             let mut record = std::mem::take(&mut v13.write);
@@ -391,7 +417,9 @@ impl Connection {
                 let (group, secret) = state.shares.swap_remove(at);
                 (Some(agree(secret, group, entry.key_exchange)?), Some(group))
             }
-            None if psk.is_some() => (None, None),
+            // psk_ke, offered only without groups (RFC 8446 §4.2.9: the server picks a mode we
+            // listed).
+            None if psk.is_some() && config.groups.is_empty() => (None, None),
             None => return Err(Abort::alert(AlertDescription::MissingExtension)),
         };
         if psk.is_none() && config.trust_anchors.is_none() {
@@ -417,6 +445,7 @@ impl Connection {
             client_hs,
             server_hs,
             group,
+            retry_group: state.retry_group,
             psk: psk.is_some(),
             certificate_request: None,
             request_schemes: Vec::new(),
@@ -503,12 +532,19 @@ impl Connection {
         // Kept again, fuller, once the server acknowledges our Finished.
         self.keep_rtt(&hs.flight.timer);
         let mut summary = self.summary13(now, hs, k.suite, k.group, server);
+        summary.hello_retry_group = k.retry_group;
         Self::resumption_summary13(hs, &mut summary);
         summary.from_cache = k.caching.used;
         summary.cache_update = cache_update;
         self.push_event(Event::Connected(summary));
         self.after_handshake_data13(hs, v13);
         Ok(Step13::Complete)
+    }
+
+    /// A 1.2 server answered a hello offering 1.3 alone with `message`: protocol_version.
+    fn answered_in_dtls12(message: &'static str) -> Abort {
+        let alert = AlertDescription::ProtocolVersion;
+        Abort { alert: Some(alert), error: crate::error::Error::ServerSpeaksDtls12 { message, alert } }
     }
 
     pub(super) fn summary13(
@@ -526,6 +562,7 @@ impl Connection {
             suite: crate::suite::CipherSuite::from(suite),
             group,
             hello_retry: hs.hello_retry,
+            hello_retry_group: None,
             resumed: false,
             resumption: None,
             session: None,
@@ -632,9 +669,10 @@ pub(in crate::connection) fn client_hello13(
     };
     let identities: Vec<(&[u8], u32)> = offered.iter().map(|p| (p.identity(), p.age())).collect();
     let binder_lens: Vec<usize> = offered.iter().map(|p| p.binder_len()).collect();
-    // Without groups only psk_ke can work (RFC 8446 §4.2.9), and key_share and supported_groups
-    // say nothing.
-    let modes: &[u8] = if groups.is_empty() { &[PSK_KE] } else { &[PSK_DHE_KE, PSK_KE] };
+    // With groups psk_dhe_ke alone, as OpenSSL and rustls offer: the PSK never keys a session
+    // without forward secrecy unasked. Without groups only psk_ke can work (RFC 8446 §4.2.9),
+    // and key_share and supported_groups say nothing.
+    let modes: &[u8] = if groups.is_empty() { &[PSK_KE] } else { &[PSK_DHE_KE] };
     let versions: &[u16] = if legacy.is_some() { &[DTLS_1_3, DTLS_1_2] } else { &[DTLS_1_3] };
     // A 1.2 server reads supported_groups and signature_algorithms beside ec_point_formats
     // (RFC 8422 §5.1); a 1.3 hello needs no point formats.

@@ -560,6 +560,10 @@ impl Connection {
     ) -> bool {
         hs.resume().resumed = chosen.is_some_and(|c| c.ticket.is_some());
         if hello.hello.extensions.early_data.is_none() {
+            // Offered in the first ClientHello, refused by the cookie exchange.
+            if hello.state.early_offered {
+                hs.resume().early = Some(false);
+            }
             return false;
         }
         let ticket = chosen.filter(|c| c.index == 0).and_then(|c| c.ticket.as_ref().map(|t| (c, t)));

@@ -71,6 +71,8 @@ pub(in crate::connection) struct AwaitClient {
     schedule: KeySchedule,
     client_hs: Zeroizing<Vec<u8>>,
     group: Option<NamedGroup>,
+    /// The group our HelloRetryRequest asked a key share for, if it did.
+    retry_group: Option<NamedGroup>,
     psk_identity: Option<Vec<u8>>,
     client_certificates: usize,
     client_leaf: Option<CertDer>,
@@ -206,6 +208,15 @@ impl Connection {
             }
             (None, true) if psk.is_some() && psk_modes_allow(modes, PSK_KE) => (None, None, None),
             (_, false) if psk_modes_allow(modes, PSK_KE) => (None, None, None),
+            (None, true) => {
+                let ours: Vec<u16> = config.groups.iter().map(|g| g.code()).collect();
+                if supported.iter().any(|g| ours.contains(g)) {
+                    // A group in common, but not the share asked for (RFC 8446 §4.2.8).
+                    return Err(Abort::alert(AlertDescription::IllegalParameter));
+                }
+                // No group in common, and psk_ke not possible (RFC 8446 §4.1.1).
+                return Err(Abort::no_match(Mismatch::Group { offered: supported, ours }));
+            }
             _ => return Err(Abort::alert(AlertDescription::HandshakeFailure)),
         };
         let mut random = [0u8; 32];
@@ -314,6 +325,7 @@ impl Connection {
             schedule,
             client_hs,
             group,
+            retry_group: hello.state.group,
             psk_identity: chosen.as_ref().map(|c| c.identity.clone()),
             client_certificates: 0,
             client_leaf: None,
@@ -447,6 +459,7 @@ impl Connection {
         let rtt = hs.flight.timer.estimate();
         self.push_endpoint_event(EndpointEvent::Established { rtt });
         let mut summary = self.summary13(now, hs, w.suite, w.group, None);
+        summary.hello_retry_group = w.retry_group;
         Self::resumption_summary13(hs, &mut summary);
         summary.peer_certificates = w.client_certificates;
         summary.peer_leaf = w.client_leaf;
