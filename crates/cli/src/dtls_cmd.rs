@@ -864,6 +864,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         rebind_after: args.rebind_after,
         rebind_to: args.rebind_to,
         early_data: args.early_data,
+        asked_for_cid: args.mobility == MobilityMode::Cid,
     };
     runtime()?.block_on(run_client(&args.connect, Arc::new(config), options, settings))
 }
@@ -953,6 +954,8 @@ struct ClientRun<'a> {
     rebind_to: Option<SocketAddr>,
     /// Send the first line of standard input as 0-RTT early data.
     early_data: bool,
+    /// `--mobility cid`: the client asked for connection IDs.
+    asked_for_cid: bool,
 }
 
 async fn run_client(
@@ -961,7 +964,8 @@ async fn run_client(
     mut options: ClientOptions,
     settings: ClientRun<'_>,
 ) -> anyhow::Result<()> {
-    let ClientRun { linger, session_file, mut cache, rebind_after, rebind_to, early_data } = settings;
+    let ClientRun { linger, session_file, mut cache, rebind_after, rebind_to, early_data, asked_for_cid } =
+        settings;
     let mut records_received = 0u64;
     let remote = tokio::net::lookup_host(connect)
         .await
@@ -986,6 +990,12 @@ async fn run_client(
         summary_line(client.summary(), Role::Client),
         peer_text(client.summary())
     );
+    if asked_for_cid && !client.summary().mobility.connection_id {
+        say!(
+            "fastshake client: warning: the server did not agree to connection IDs: this session ends if our \
+             address changes (a NAT rebinding, a new network)"
+        );
+    }
     if let (Some(path), Some(session)) = (session_file, &client.summary().session) {
         store_session(path, session)?;
         say!("fastshake client: kept the session in {} to resume it next time", path.display());
@@ -1006,7 +1016,11 @@ async fn run_client(
         };
         tokio::select! {
             line = input.recv(), if input_open => match line {
-                Some(Ok(line)) => client.send(line).context("the session ended")?,
+                // The reason the session ended, in the words the event that says so uses.
+                Some(Ok(line)) => client.send(line).map_err(|error| {
+                    let closed = matches!(error, fastshake_net::dtls::DriverError::Dtls(fastshake_dtls::Error::Closed));
+                    anyhow::Error::new(error).context(if closed { "cannot send a record" } else { "the session failed" })
+                })?,
                 Some(Err(error)) => return Err(anyhow::Error::new(error).context("cannot read standard input")),
                 None => {
                     input_open = false;

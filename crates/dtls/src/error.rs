@@ -134,6 +134,15 @@ pub enum Error {
         /// (handshake_failure, RFC 8446 §4.1.1); empty otherwise.
         offered_groups: Vec<u16>,
     },
+    /// Client: the server refused our ClientHello with protocol_version: it speaks none of the
+    /// versions we offered (RFC 8446 §4.2.1).
+    #[error("the server refused our ClientHello with alert {alert}: it speaks no version we offered (we offered {})", offered.name())]
+    VersionRefused {
+        /// The alert received.
+        alert: AlertDescription,
+        /// The versions we offered.
+        offered: crate::config::Versions,
+    },
     /// Client offering DTLS 1.3 alone: the server answered in DTLS 1.2 (with `message`), so no
     /// version is common (RFC 8446 §4.2.1); `alert` (protocol_version) was sent.
     #[error("the server answered in DTLS 1.2 ({message}); this client offers only DTLS 1.3 ({alert} sent)")]
@@ -295,6 +304,7 @@ impl Error {
             | Error::NoSessionSlot { alert }
             | Error::NoMatch { alert, .. }
             | Error::HelloRefused { alert, .. }
+            | Error::VersionRefused { alert, .. }
             | Error::ServerSpeaksDtls12 { alert, .. } => Some(*alert),
             _ => None,
         }

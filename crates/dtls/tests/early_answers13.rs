@@ -218,3 +218,40 @@ fn a_server_records_the_early_data_it_took_and_the_early_data_it_refused() {
     assert!(c.resumed && s.resumed);
     assert_eq!((c.early_data, s.early_data), (None, None));
 }
+
+#[test]
+fn a_server_holds_many_answers_to_early_data_and_refuses_beyond_its_bound() {
+    let mut pair = Pair::new(early_client(), server(keys(), 4096));
+    let session = ticket(&mut pair);
+    reconnect(&mut pair, early_client(), session, 2);
+    let path = (pair.server_addr, pair.client_addr);
+    assert_eq!(pair.client.send_early_data(b"early"), Ok(true));
+    let hello = client_datagrams(&mut pair);
+    let mut server_events = Vec::new();
+    let mut replies: Vec<(ConnectionHandle, Vec<u8>)> = Vec::new();
+    for mut datagram in hello {
+        let incoming = pair.server.incoming(&mut datagram);
+        pair.server.open_in_place(pair.now, path.0, path.1, incoming, &mut |h, record| {
+            replies.push((h, record.to_vec()));
+        });
+    }
+    server_events.extend(std::iter::from_fn(|| pair.server.poll_event()).map(|(_, e)| e));
+    let (h, _) = replies.first().cloned().expect("the early record reached the handler");
+    // Answers while the client's Finished is still to come: held, up to the bound.
+    let mut held = 0;
+    while pair.server.send(h, format!("answer {held}").as_bytes()).is_ok() {
+        held += 1;
+        assert!(held <= 64, "held without bound");
+    }
+    assert_eq!(held, 64, "as many as the bound holds (far more than one record each way)");
+    let flight: Vec<Vec<u8>> =
+        std::iter::from_fn(|| pair.server.poll_transmit(pair.now)).map(|t| t.payload).collect();
+    to_client(&mut pair, flight);
+    let finished = client_datagrams(&mut pair);
+    let answers = worker_batch(&mut pair.server, pair.now, path, finished, &mut server_events);
+    pair.run_for(Duration::from_secs(1));
+    let mut got = data(&to_client(&mut pair, answers));
+    got.extend(pair.client_data());
+    let want: Vec<Vec<u8>> = (0..64).map(|n| format!("answer {n}").into_bytes()).collect();
+    assert_eq!(got, want, "every held answer, in order, once");
+}

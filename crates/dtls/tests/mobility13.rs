@@ -99,6 +99,15 @@ fn connection_ids_are_negotiated_and_carried_in_every_protected_record() {
         let both = NegotiatedMobility { connection_id: true, return_routability: false, port_move: false };
         assert_eq!(pair.client.negotiated_mobility(), both);
         assert_eq!(server_conn(&pair, h).negotiated_mobility(), both);
+        // The handshake summaries of both sides say so too.
+        let connected = |events: Vec<&Event>| {
+            events.into_iter().find_map(|e| match e {
+                Event::Connected(summary) => Some(summary.mobility),
+                _ => None,
+            })
+        };
+        assert_eq!(connected(pair.client_events.iter().collect()), Some(both));
+        assert_eq!(connected(pair.server_events.iter().map(|(_, e)| e).collect()), Some(both));
         exchange(&mut pair, h, "a", 3);
         assert_eq!(pair.server_data(), expected("c", &["a"], 3));
         assert_eq!(pair.client_data(), expected("s", &["a"], 3));
@@ -134,6 +143,11 @@ fn no_connection_id_unless_both_sides_configure_one() {
         assert_eq!(pair.client.connection_id(), None, "{c:?} {s:?}");
         assert_eq!(server_conn(&pair, h).connection_id(), None);
         assert_eq!(pair.client.negotiated_mobility(), NegotiatedMobility::default());
+        let client_summary = pair.client_events.iter().find_map(|e| match e {
+            Event::Connected(summary) => Some(summary.mobility),
+            _ => None,
+        });
+        assert_eq!(client_summary, Some(NegotiatedMobility::default()), "the summary agrees");
         exchange(&mut pair, h, "a", 2);
         assert_eq!(pair.server_data(), expected("c", &["a"], 2));
         assert!(pair.log.iter().filter(|d| is_unified(d)).all(|d| d.payload[0] & C_BIT == 0));

@@ -122,6 +122,9 @@ pub struct HandshakeSummary {
     /// DTLS 1.3: the group whose key share that HelloRetryRequest asked for (RFC 8446 §4.2.8);
     /// `None` when it asked for none (a cookie exchange alone, RFC 9147 §5.1) or none came.
     pub hello_retry_group: Option<NamedGroup>,
+    /// Which of Connection IDs, return-routability checks and `port_move` the handshake
+    /// agreed: what lets the session survive an address change.
+    pub mobility: crate::mobility::NegotiatedMobility,
     /// Whether an earlier session was resumed (abbreviated handshake); `resumption` says how.
     pub resumed: bool,
     /// How the session was resumed, if it was.
@@ -165,11 +168,13 @@ pub struct HandshakeSummary {
     pub chain_validation_skipped: bool,
     /// Datagrams sent during the handshake.
     pub datagrams_sent: u64,
-    /// Datagrams received during the handshake.
+    /// Datagrams received during the handshake. A server counts from the ClientHello its
+    /// session started from (every datagram that carried a fragment of it); a first ClientHello
+    /// answered statelessly with a cookie (RFC 6347 §4.2.1, RFC 9147 §5.1) is not counted.
     pub datagrams_received: u64,
     /// Bytes sent during the handshake (UDP payload).
     pub bytes_sent: u64,
-    /// Bytes received during the handshake (UDP payload).
+    /// Bytes received during the handshake (UDP payload), of those datagrams.
     pub bytes_received: u64,
     /// What this handshake took from a cache (RFC 7924, client-certificate caching).
     pub from_cache: CacheUse,
@@ -651,6 +656,7 @@ impl Connection {
             group: None,
             hello_retry: false,
             hello_retry_group: None,
+            mobility: Default::default(),
             resumed: finished.resumption.is_some(),
             resumption: finished.resumption,
             session: finished.session,
@@ -691,7 +697,7 @@ impl Connection {
             hs.timers.set(HandshakeTimer::Retain, now + self.handshake_timeout());
             hs.reassembler.reset(hs.reassembler.next_seq());
         }
-        self.push_event(Event::Connected(summary));
+        self.push_connected(summary);
         for data in early_data {
             self.stats.app_records_received += 1;
             self.push_event(Event::ApplicationData(data));
@@ -1114,6 +1120,9 @@ impl Connection {
         if desc == AlertDescription::InternalError {
             return Error::NoSessionSlot { alert: desc };
         }
+        if desc == AlertDescription::ProtocolVersion {
+            return Error::VersionRefused { alert: desc, offered: config.versions };
+        }
         // A 1.3 server also judges the PSK binders (decrypt_error, RFC 8446 §4.2.11) and the
         // hello's form (illegal_parameter) before any ServerHello: only a refusal of what we
         // offered is about our suites and credentials.
@@ -1491,6 +1500,12 @@ impl Connection {
         &self.stats
     }
 
+    /// Server: `n` datagrams before the one that completed the ClientHello this session started
+    /// from carried fragments of it (their bytes came with the hello): received too.
+    pub(crate) fn count_hello_datagrams(&mut self, n: u64) {
+        self.stats.datagrams_received += n;
+    }
+
     /// The agreed suite, once known.
     pub fn suite(&self) -> Option<CipherSuite> {
         self.suite
@@ -1531,6 +1546,12 @@ impl Connection {
     /// The Connection ID the peer puts in records to us, when one was negotiated (empty: none).
     pub fn connection_id(&self) -> Option<&[u8]> {
         self.path.as_ref().filter(|p| p.cid_negotiated).map(|p| p.own_cid())
+    }
+
+    /// Reports the handshake's completion with what it agreed.
+    pub(crate) fn push_connected(&mut self, mut summary: HandshakeSummary) {
+        summary.mobility = self.negotiated_mobility();
+        self.push_event(Event::Connected(summary));
     }
 
     /// Which of the Connection ID (RFC 9146), `rrc` (RFC 9853) and `port_move` were negotiated.

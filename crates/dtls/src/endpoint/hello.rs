@@ -2,7 +2,7 @@
 //! before a cookie, bounded), the stateless cookie exchange (RFC 6347 §4.2.1), and the admission
 //! of a new session against the table's limits.
 
-use super::incoming::{HelloBody, HelloInfo, HelloScan, Incoming};
+use super::incoming::{EarlierDatagrams, HelloBody, HelloInfo, HelloScan, Incoming};
 use super::shared::WaitingHello;
 use super::{ConnectionHandle, Endpoint, EndpointDataSink, Slot};
 use crate::config::AddressValidation;
@@ -47,8 +47,14 @@ pub(super) struct PartialHello {
     claimed: u32,
     from: SocketAddr,
     record_seq: u64,
+    /// The datagrams that carried its fragments so far, for the session it may start.
+    earlier: EarlierDatagrams,
     reassembler: Reassembler,
 }
+
+/// The partial ClientHellos one datagram adds fragments to, by message_seq: it counts once for
+/// each. A client's datagram carries one hello's; more than this is not counted further.
+type Carried = [Option<u16>; 4];
 
 /// Marks the inputs of a cookie bound to the client's address only (`reusable_cookies`).
 const REUSABLE_COOKIE_LABEL: &[u8] = b"fastshake reusable cookie";
@@ -146,13 +152,37 @@ impl Endpoint {
     }
 
     /// Finds an epoch-0 ClientHello in the datagram, whole or completed from fragments; `first`
-    /// is its first record's header, read already.
+    /// is its first record's header, read already. A partial ClientHello the datagram adds to
+    /// and does not complete counts it among its earlier datagrams.
     pub(super) fn scan_client_hello(
         &mut self,
         now: Instant,
         remote: SocketAddr,
         datagram: &[u8],
         first: &RecordHeader,
+    ) -> HelloScan {
+        let mut carried = Carried::default();
+        let scan = self.scan_records(now, remote, datagram, first, &mut carried);
+        for seq in carried.into_iter().flatten() {
+            // Gone if completed (the session counts the completing datagram itself) or evicted.
+            if let Some(p) =
+                self.partial_hellos.iter_mut().find(|p| p.from == remote && p.reassembler.next_seq() == seq)
+            {
+                p.earlier.add(datagram.len());
+            }
+        }
+        scan
+    }
+
+    /// [`Self::scan_client_hello`]'s records, noting in `carried` the partial ClientHellos
+    /// the datagram adds to.
+    fn scan_records(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        datagram: &[u8],
+        first: &RecordHeader,
+        carried: &mut Carried,
     ) -> HelloScan {
         let mut scan = HelloScan::None;
         let first_range = first.len()..(first.len() + first.length as usize).min(datagram.len());
@@ -194,6 +224,7 @@ impl Endpoint {
                             claimed: hh.length,
                             from: remote,
                             record_seq: rh.seq,
+                            earlier: EarlierDatagrams::default(),
                             reassembler: Reassembler::with_budget(
                                 hh.message_seq,
                                 MAX_FRAGMENTED_HELLO as usize,
@@ -207,13 +238,18 @@ impl Endpoint {
                 partial.last = now;
                 partial.reassembler.insert(&Fragment { header: hh, data });
                 if let Some((_, message_seq, body)) = partial.reassembler.pop() {
-                    let record_seq = partial.record_seq;
+                    let (record_seq, earlier) = (partial.record_seq, partial.earlier);
                     self.partial_hellos.remove(pos);
                     return HelloScan::Complete(HelloInfo {
                         record_seq,
                         message_seq,
-                        body: HelloBody::Reassembled(body),
+                        body: HelloBody::Fragmented { body, earlier },
                     });
+                }
+                if !carried.contains(&Some(hh.message_seq)) {
+                    if let Some(free) = carried.iter_mut().find(|c| c.is_none()) {
+                        *free = Some(hh.message_seq);
+                    }
                 }
             }
         }
@@ -265,7 +301,8 @@ impl Endpoint {
         incoming: Incoming<'_>,
         on_data: EndpointDataSink<'_>,
     ) {
-        let datagram_len = incoming.len();
+        // With the datagrams that carried its earlier fragments.
+        let datagram_len = incoming.len().saturating_add(hello.earlier().bytes as usize);
         let body = hello.body(incoming.bytes());
         let Ok(ch) = ClientHello::parse(body) else {
             self.stats.datagrams_dropped += 1;
@@ -287,7 +324,8 @@ impl Endpoint {
     /// A ClientHello that is no copy of a session's: a HelloVerifyRequest unless its cookie is
     /// fresh, else a new session (replacing a handshake on the same address at once, and an
     /// established session once the new handshake completes). `body` is the ClientHello `ch` was
-    /// parsed from.
+    /// parsed from; `datagram_len` the bytes of every datagram that carried it (the new session
+    /// counts them, and those datagrams, as received).
     pub(super) fn new_client_hello(
         &mut self,
         now: Instant,
@@ -394,7 +432,8 @@ impl Endpoint {
                 .map(|age| (age, (HEADER_LEN + HANDSHAKE_HEADER_LEN + 3 + ch.cookie.len()) as u32)),
             client_chain: self.take_cached_client_chain(ch),
         };
-        let conn = Connection::server(&self.role, now, remote, seed, verified);
+        let mut conn = Connection::server(&self.role, now, remote, seed, verified);
+        conn.count_hello_datagrams(u64::from(hello.earlier().datagrams));
         let h = ConnectionHandle(self.next_id);
         self.next_id += 1;
         self.connections.insert(h, Slot::new(conn, now));

@@ -300,7 +300,8 @@ impl Endpoint {
             cookie_rtt,
             client_chain: self.take_cached_client_chain(ch),
         };
-        let conn = Connection::server13(&self.role, now, remote, seed, verified);
+        let mut conn = Connection::server13(&self.role, now, remote, seed, verified);
+        conn.count_hello_datagrams(u64::from(hello.earlier().datagrams));
         let h = ConnectionHandle(self.next_id);
         self.next_id += 1;
         self.connections.insert(h, Slot::new(conn, now));

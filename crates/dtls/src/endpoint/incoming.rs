@@ -81,8 +81,29 @@ pub(super) struct HelloInfo {
 pub(super) enum HelloBody {
     /// In one fragment of the datagram, at this range: not copied, as a flood's hellos all are.
     InDatagram(std::ops::Range<usize>),
-    /// Reassembled from fragments.
+    /// Copied out of its datagram, to keep.
     Reassembled(Vec<u8>),
+    /// Reassembled from fragments (RFC 6347 §4.2.3), `earlier` counting the datagrams before
+    /// the one that completed it which carried some.
+    Fragmented { body: Vec<u8>, earlier: EarlierDatagrams },
+}
+
+/// Datagrams that carried fragments of a ClientHello before the one that completed it, and
+/// their bytes (UDP payload): the session made from it counts them as received, duplicates
+/// too, as it counts every datagram passed in. Saturating: a partial hello is bounded in
+/// bytes, not in the copies of its fragments that come.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct EarlierDatagrams {
+    pub datagrams: u32,
+    pub bytes: u32,
+}
+
+impl EarlierDatagrams {
+    /// One more datagram of `len` bytes.
+    pub fn add(&mut self, len: usize) {
+        self.datagrams = self.datagrams.saturating_add(1);
+        self.bytes = self.bytes.saturating_add(u32::try_from(len).unwrap_or(u32::MAX));
+    }
 }
 
 impl HelloInfo {
@@ -90,13 +111,24 @@ impl HelloInfo {
     pub fn body<'a>(&'a self, datagram: &'a [u8]) -> &'a [u8] {
         match &self.body {
             HelloBody::InDatagram(range) => datagram.get(range.clone()).unwrap_or_default(),
-            HelloBody::Reassembled(body) => body,
+            HelloBody::Reassembled(body) | HelloBody::Fragmented { body, .. } => body,
         }
     }
 
-    /// The same ClientHello with its `body` copied, to keep.
+    /// The datagrams before the one that completed it which carried fragments of it.
+    pub fn earlier(&self) -> EarlierDatagrams {
+        match &self.body {
+            HelloBody::Fragmented { earlier, .. } => *earlier,
+            HelloBody::InDatagram(_) | HelloBody::Reassembled(_) => EarlierDatagrams::default(),
+        }
+    }
+
+    /// The same ClientHello with its `body` copied, to keep (with its earlier datagrams).
     pub fn kept(&self, body: &[u8]) -> HelloInfo {
-        let body = HelloBody::Reassembled(body.to_vec());
+        let body = match self.earlier() {
+            earlier if earlier == EarlierDatagrams::default() => HelloBody::Reassembled(body.to_vec()),
+            earlier => HelloBody::Fragmented { body: body.to_vec(), earlier },
+        };
         HelloInfo { record_seq: self.record_seq, message_seq: self.message_seq, body }
     }
 
@@ -104,7 +136,7 @@ impl HelloInfo {
     pub fn body_len(&self) -> usize {
         match &self.body {
             HelloBody::InDatagram(_) => 0,
-            HelloBody::Reassembled(body) => body.len(),
+            HelloBody::Reassembled(body) | HelloBody::Fragmented { body, .. } => body.len(),
         }
     }
 }

@@ -33,7 +33,7 @@ pub(super) struct WaitingHello {
     pub id: [u8; 32],
     pub from: SocketAddr,
     pub hello: HelloInfo,
-    /// The datagram it came in (what the anti-amplification budget counts).
+    /// The bytes of the datagram(s) it came in (what the anti-amplification budget counts).
     pub datagram_len: usize,
 }
 

@@ -320,6 +320,9 @@ pub struct WorkerStats {
     pub store_lookups: u64,
     /// Session-store lookups that found a session.
     pub store_hits: u64,
+    /// Answers of the record handler their session refused: it was closing, or held as many
+    /// answers to early data as it holds until its handshake completes.
+    pub replies_refused: u64,
 }
 
 /// Every worker's counters, in worker order.
@@ -366,7 +369,10 @@ impl ServerStats {
             sum(|w| w.answers_through_nodes),
             sum(|w| w.store_lookups),
             sum(|w| w.store_hits),
-        )
+        ) + &match sum(|w| w.replies_refused) {
+            0 => String::new(),
+            n => format!("; {n} answer(s) of the record handler refused by their session (closing, or holding too many before its handshake completed)"),
+        }
     }
 }
 

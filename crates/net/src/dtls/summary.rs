@@ -84,6 +84,25 @@ pub fn cache_text(summary: &HandshakeSummary) -> String {
     }
 }
 
+/// What the handshake agreed that lets the session survive an address change ("" when
+/// nothing: a session bound to the client's address, as a plain DTLS session is).
+pub fn mobility_text(summary: &HandshakeSummary) -> String {
+    let agreed = summary.mobility;
+    let parts: Vec<&str> = [
+        (agreed.connection_id, "connection IDs"),
+        (agreed.return_routability, "return-routability checks"),
+        (agreed.port_move, "port_move"),
+    ]
+    .into_iter()
+    .filter_map(|(on, text)| on.then_some(text))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(", with {}", parts.join(" and "))
+    }
+}
+
 /// After a DTLS 1.3 suite in the summary line: the version, the group (or that the PSK alone keyed the session) and
 /// what a HelloRetryRequest asked for, in parentheses (a DTLS 1.2 line reads as it always did).
 fn version_text(summary: &HandshakeSummary) -> String {
@@ -119,7 +138,7 @@ pub fn summary_line(summary: &HandshakeSummary, role: Role) -> String {
         )
     });
     format!(
-        "handshake done: {}{}, {}{}{}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
+        "handshake done: {}{}, {}{}{}{}{}, {:.2} ms, {} flight(s) sent + {} resent, {} resent by the peer; sent {} datagrams / {} B, received {} datagrams / {} B{rtt}",
         summary.suite.iana_name(),
         version_text(summary),
         resumption_text(summary),
@@ -131,6 +150,7 @@ pub fn summary_line(summary: &HandshakeSummary, role: Role) -> String {
             _ => "",
         },
         cache_text(summary),
+        mobility_text(summary),
         summary.duration.as_secs_f64() * 1e3,
         summary.flights_sent,
         summary.retransmissions,

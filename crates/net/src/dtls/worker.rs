@@ -184,7 +184,9 @@ impl ServerDriver {
             let Some(conn) = endpoint.connection(connection) else { continue };
             let remote = conn.remote();
             if conn.local().is_some() || self.return_paths.through(remote).is_some() {
-                let _ = endpoint.send(connection, data);
+                if endpoint.send(connection, data).is_err() {
+                    self.stats.replies_refused += 1;
+                }
                 continue;
             }
             let trace = self.trace.as_ref();
@@ -199,8 +201,10 @@ impl ServerDriver {
                 // More than one record holds, the client's new address is being checked
                 // (datagrams go to both), or datagrams wait in the engine's queue (this one
                 // must not overtake them): the engine's queue does it. A send to an ended
-                // session is dropped.
-                let _ = endpoint.send(connection, data);
+                // session is dropped; one refused by a session still there is counted.
+                if endpoint.send(connection, data).is_err() {
+                    self.stats.replies_refused += 1;
+                }
             }
         }
         bytes.clear();

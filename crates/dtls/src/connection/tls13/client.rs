@@ -14,7 +14,7 @@ use crate::config::ClientConfig;
 use crate::connection::client::{cache_update, caching_offer, Caching};
 use crate::connection::handshake::{agree, ephemeral, EcdheSecret, SCHEMES};
 use crate::connection::VersionState;
-use crate::connection::{Connection, Event, Phase};
+use crate::connection::{Connection, Phase};
 use crate::crypto::tls13::{KeySchedule, RecordKeys, Suite13};
 use crate::handshake::{
     certificate_verify_message, hrr_selected_group, is_hello_retry_request, parse_certificate_verify,
@@ -536,7 +536,7 @@ impl Connection {
         Self::resumption_summary13(hs, &mut summary);
         summary.from_cache = k.caching.used;
         summary.cache_update = cache_update;
-        self.push_event(Event::Connected(summary));
+        self.push_connected(summary);
         self.after_handshake_data13(hs, v13);
         Ok(Step13::Complete)
     }
@@ -563,6 +563,7 @@ impl Connection {
             group,
             hello_retry: hs.hello_retry,
             hello_retry_group: None,
+            mobility: Default::default(),
             resumed: false,
             resumption: None,
             session: None,

@@ -32,8 +32,10 @@ use zeroize::Zeroizing;
 /// taken (RFC 8446 §8.3): a replayed ClientHello is accepted by this check only within this
 /// much of when it was first sent, which bounds how long the replay register keeps it.
 pub(crate) const AGE_TOLERANCE_MS: u64 = 10_000;
-/// Server: answers to early data held until the handshake completes, at most.
-const MAX_HELD: usize = 16;
+/// Server: answers to early data held until the handshake completes, at most this many and
+/// this many bytes, for one round trip; `send` refuses what is beyond.
+const MAX_HELD: usize = 64;
+const MAX_HELD_BYTES: usize = 64 * 1024;
 /// RFC 8446 §4.6.1: a ticket lives at most seven days.
 const MAX_TICKET_LIFETIME_SECS: u64 = 7 * 24 * 3600;
 
@@ -593,7 +595,9 @@ impl Connection {
         else {
             return false;
         };
-        if r.early != Some(true) || r.after_handshake.len() >= MAX_HELD {
+        let held: usize = r.after_handshake.iter().map(Vec::len).sum();
+        if r.early != Some(true) || r.after_handshake.len() >= MAX_HELD || held + data.len() > MAX_HELD_BYTES
+        {
             return false;
         }
         r.after_handshake.push(data.to_vec());

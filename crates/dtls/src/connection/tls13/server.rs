@@ -466,7 +466,7 @@ impl Connection {
         summary.chain_validation_skipped = w.client_validation_skipped;
         summary.psk_identity = w.psk_identity.unwrap_or_default();
         summary.from_cache = w.caching.used;
-        self.push_event(Event::Connected(summary));
+        self.push_connected(summary);
         for data in std::mem::take(&mut hs.early_data) {
             self.stats.app_records_received += 1;
             self.push_event(Event::ApplicationData(data));
