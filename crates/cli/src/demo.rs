@@ -4,9 +4,8 @@
 
 use anyhow::{bail, Context};
 use fastshake_dtls::dtls13::Suite13;
-use fastshake_dtls::{
-    CipherSuite, ClientConfig, NamedGroup, Psk, Role, ServerConfig, Versions, DEFAULT_MTU, MIN_MTU,
-};
+use fastshake_dtls::{CipherSuite, ClientConfig, NamedGroup, Psk, Role, ServerConfig, Versions, DEFAULT_MTU};
+use fastshake_net::credentials::parse_mtu;
 use fastshake_net::dtls::{
     describe_datagram, os_seed, summary_line, ClientEvent, ClientOptions, DatagramTrace, Direction,
     DtlsClient, DtlsServer, ServerEvent, ServerOptions,
@@ -42,7 +41,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     groups: Option<Vec<String>>,
     /// Datagram size limit; try 100 to watch handshake messages split into fragments.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MTU)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     mtu: usize,
     /// Messages the client sends (each one application record); default: three greetings.
     #[arg(long = "message", value_name = "TEXT")]
@@ -196,9 +195,6 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             }
         }
     };
-    if args.mtu < MIN_MTU {
-        bail!("the MTU must be at least {MIN_MTU} bytes");
-    }
     let messages = if args.messages.is_empty() {
         vec!["hello, server".to_owned(), "a second record".to_owned(), "and a third".to_owned()]
     } else {

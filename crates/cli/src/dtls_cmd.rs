@@ -109,8 +109,9 @@ pub struct ServerArgs {
     #[arg(long)]
     echo: bool,
     /// DTLS 1.3: accept up to 16384 bytes of 0-RTT early data from clients resuming a ticket
-    /// (and say so in tickets). Early data can be replayed: each ClientHello's is taken once
-    /// per worker (see --workers); workers and a fleet's nodes do not share that record.
+    /// (and say so in tickets). Early data can be replayed: each ClientHello's is taken at most
+    /// once, in a record the server's workers share; a ticket this server did not issue (another
+    /// node of a fleet, or this server before a restart) resumes without early data.
     #[arg(long)]
     early_data: bool,
     /// No line per completed handshake or close on standard error (failures, evictions and the
@@ -270,9 +271,11 @@ pub struct ClientArgs {
     /// address, so the routing table picks the interface of every datagram).
     #[arg(long, value_name = "ADDR")]
     bind: Option<SocketAddr>,
-    /// --mobility standard: when records were sent and nothing came back for this many
+    /// A session that cannot survive a move (--mobility standard, or a server that declined
+    /// the mobility asked for): when records were sent and nothing came back for this many
     /// milliseconds, set up a new session and send again the records sent since the last one
-    /// received (the server may then see a record twice). 0: never.
+    /// received (the server may then see a record twice); a server that is gone ends the run
+    /// with an error. 0: never.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     app_timeout: u64,
     /// How --app-timeout reconnects: full (a full handshake) or resumed (resume the session).
@@ -366,6 +369,17 @@ impl CommonArgs {
                  given: add one or use --dtls {}",
                 given.name()
             );
+        }
+        // What only DTLS 1.3 reads, given to a run that speaks 1.2 alone, would be ignored.
+        if version == DtlsArg::V1_2 {
+            for (given, flag, what) in [
+                (!self.groups.is_empty(), "--groups", "chooses DTLS 1.3 key exchanges"),
+                (!self.cert_compression.is_empty(), "--cert-compression", "is DTLS 1.3's (RFC 8879)"),
+            ] {
+                if given {
+                    bail!("{flag} {what} and this run speaks DTLS 1.2 only (by --dtls or --suite)");
+                }
+            }
         }
         Ok(version)
     }
@@ -564,10 +578,16 @@ pub fn server(args: ServerArgs) -> anyhow::Result<()> {
     let client_auth = ClientAuth::from(args.client_auth);
     let client_trust_anchors = common.trust_anchors()?;
     if client_auth != ClientAuth::None && client_trust_anchors.is_none() {
-        bail!("--client-auth {:?} needs --ca to validate client certificates", args.client_auth);
+        let policy = clap::ValueEnum::to_possible_value(&args.client_auth).map(|v| v.get_name().to_owned());
+        bail!("--client-auth {} needs --ca to validate client certificates", policy.unwrap_or_default());
     }
     let banner = common.credentials.credentials(certified_key.is_some());
     let dtls = common.dtls(None)?;
+    if args.hint.is_some() && dtls == DtlsArg::V1_3 {
+        bail!(
+            "--hint is DTLS 1.2's (RFC 4279's identity hint; 1.3 has none) and this run speaks DTLS 1.3 only"
+        );
+    }
     if args.early_data && dtls == DtlsArg::V1_2 {
         bail!("--early-data works in DTLS 1.3 only and this run speaks DTLS 1.2 only (by --dtls or --suite)");
     }
@@ -720,6 +740,12 @@ async fn serve(
             ServerEvent::Closed { remote, .. } => {
                 say!("fastshake server: {}: closed by the peer (close_notify)", peer_name(remote));
             }
+            // Not a failure: the operator's own limit.
+            ServerEvent::Failed {
+                remote, error: error @ fastshake_dtls::Error::IdleTimeout { .. }, ..
+            } => {
+                say!("fastshake server: {}: {error}", peer_name(remote));
+            }
             ServerEvent::Failed { remote, error, .. } => {
                 say!("fastshake server: {}: session failed: {error}", peer_name(remote));
             }
@@ -755,7 +781,10 @@ async fn serve(
                 say!("fastshake server: ticket keys not reloaded, keeping the keys in use: {error}");
             }
             ServerEvent::SessionStoreUnavailable { error } => {
-                say!("fastshake server: session store unavailable ({error}): serving full handshakes meanwhile");
+                say!(
+                    "fastshake server: session store unavailable ({error}): a session not in the cache of the \
+                     worker a client reaches gets a full handshake meanwhile"
+                );
             }
         }
     }
@@ -841,12 +870,13 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         store
     });
     let cached = cache.as_ref().and_then(|c| c.load(&cache_key));
-    let standard = args.mobility == MobilityMode::Standard;
     let options = ClientOptions {
         bind: args.bind,
         trace: common.trace("client"),
         session,
-        app_timeout: (standard && args.app_timeout > 0).then(|| Duration::from_millis(args.app_timeout)),
+        // Whatever the mode: the driver applies it only to a session whose handshake agreed
+        // nothing that survives a move (standard DTLS, or a server that declined our offer).
+        app_timeout: (args.app_timeout > 0).then(|| Duration::from_millis(args.app_timeout)),
         reconnect: args.reconnect.into(),
         cached,
         on_refused: Some(Arc::new(|refusal, in_a_row| {
@@ -864,7 +894,8 @@ pub fn client(args: ClientArgs) -> anyhow::Result<()> {
         rebind_after: args.rebind_after,
         rebind_to: args.rebind_to,
         early_data: args.early_data,
-        asked_for_cid: args.mobility == MobilityMode::Cid,
+        mobility: args.mobility,
+        app_timeout: args.app_timeout,
     };
     runtime()?.block_on(run_client(&args.connect, Arc::new(config), options, settings))
 }
@@ -954,8 +985,10 @@ struct ClientRun<'a> {
     rebind_to: Option<SocketAddr>,
     /// Send the first line of standard input as 0-RTT early data.
     early_data: bool,
-    /// `--mobility cid`: the client asked for connection IDs.
-    asked_for_cid: bool,
+    /// `--mobility`: what the client offered so its session survives a move.
+    mobility: MobilityMode,
+    /// `--app-timeout` in milliseconds (0: never).
+    app_timeout: u64,
 }
 
 async fn run_client(
@@ -964,8 +997,41 @@ async fn run_client(
     mut options: ClientOptions,
     settings: ClientRun<'_>,
 ) -> anyhow::Result<()> {
-    let ClientRun { linger, session_file, mut cache, rebind_after, rebind_to, early_data, asked_for_cid } =
-        settings;
+    let ClientRun {
+        linger,
+        session_file,
+        mut cache,
+        rebind_after,
+        rebind_to,
+        early_data,
+        mobility,
+        app_timeout,
+    } = settings;
+    /// Once the session has ended: the lines of standard input not sent (those the session dropped
+    /// and those read but not yet handed over), and whether the input was still open.
+    fn lines_not_sent(
+        client: &DtlsClient,
+        input: &mut mpsc::UnboundedReceiver<std::io::Result<Vec<u8>>>,
+        input_open: bool,
+    ) -> (usize, bool) {
+        let mut waiting = 0;
+        let mut still_open = input_open;
+        if input_open {
+            loop {
+                match input.try_recv() {
+                    Ok(Ok(_)) => waiting += 1,
+                    // A read error ends the input as well.
+                    Ok(Err(_)) | Err(mpsc::error::TryRecvError::Disconnected) => {
+                        still_open = false;
+                        break;
+                    }
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                }
+            }
+        }
+        (client.unsent_records() + waiting, still_open)
+    }
+
     let mut records_received = 0u64;
     let remote = tokio::net::lookup_host(connect)
         .await
@@ -990,10 +1056,26 @@ async fn run_client(
         summary_line(client.summary(), Role::Client),
         peer_text(client.summary())
     );
-    if asked_for_cid && !client.summary().mobility.connection_id {
+    // What was offered and not agreed: the session cannot follow a move of ours, and only a new
+    // session after the app timeout (as in standard mode) carries on.
+    let agreed = client.summary().mobility;
+    let declined = match mobility {
+        MobilityMode::Cid if !agreed.connection_id => Some("connection IDs"),
+        MobilityMode::Ipc | MobilityMode::Tcs if !agreed.port_move => Some("port_move"),
+        _ => None,
+    };
+    if let Some(what) = declined {
+        let fallback = if app_timeout > 0 {
+            format!(
+                "when records go unanswered for {app_timeout} ms (--app-timeout), the client sets up a new \
+                 session and sends them again"
+            )
+        } else {
+            "with --app-timeout 0, what is sent after a move is lost".to_owned()
+        };
         say!(
-            "fastshake client: warning: the server did not agree to connection IDs: this session ends if our \
-             address changes (a NAT rebinding, a new network)"
+            "fastshake client: warning: the server did not agree to {what} (--mobility {mobility}): this \
+             session cannot follow a change of our address (a NAT rebinding, a new network); {fallback}"
         );
     }
     if let (Some(path), Some(session)) = (session_file, &client.summary().session) {
@@ -1007,6 +1089,8 @@ async fn run_client(
     let mut linger_until: Option<tokio::time::Instant> =
         (!input_open).then(|| tokio::time::Instant::now() + linger);
     let mut peer_closed = false;
+    // A line the session refused because the server had closed it.
+    let mut refused_line = 0;
     loop {
         let linger_done = async {
             match linger_until {
@@ -1016,11 +1100,18 @@ async fn run_client(
         };
         tokio::select! {
             line = input.recv(), if input_open => match line {
-                // The reason the session ended, in the words the event that says so uses.
-                Some(Ok(line)) => client.send(line).map_err(|error| {
-                    let closed = matches!(error, fastshake_net::dtls::DriverError::Dtls(fastshake_dtls::Error::Closed));
-                    anyhow::Error::new(error).context(if closed { "cannot send a record" } else { "the session failed" })
-                })?,
+                Some(Ok(line)) => match client.send(line) {
+                    Ok(()) => {}
+                    // Only the server's close_notify ends the session while we run: this line
+                    // and what follows it are counted below.
+                    Err(fastshake_net::dtls::DriverError::Dtls(fastshake_dtls::Error::Closed)) => {
+                        refused_line = 1;
+                        peer_closed = true;
+                        break;
+                    }
+                    // The reason the session ended, in the words the event that says so uses.
+                    Err(error) => return Err(anyhow::Error::new(error).context("the session failed")),
+                },
                 Some(Err(error)) => return Err(anyhow::Error::new(error).context("cannot read standard input")),
                 None => {
                     input_open = false;
@@ -1064,7 +1155,15 @@ async fn run_client(
                 Some(ClientEvent::SendFailed(error)) => {
                     return Err(anyhow::Error::new(error).context("cannot send a record"));
                 }
-                Some(ClientEvent::Failed(error)) => return Err(anyhow::Error::new(error).context("the session failed")),
+                Some(ClientEvent::Failed(error)) => {
+                    let (unsent, still_open) = lines_not_sent(&client, &mut input, input_open);
+                    let lines = match (unsent, still_open) {
+                        (0, _) => String::new(),
+                        (n, false) => format!(" ({n} line(s) of standard input not sent)"),
+                        (n, true) => format!(" ({n} line(s) of standard input not sent, and it was still open)"),
+                    };
+                    return Err(anyhow::Error::new(error).context(format!("the session failed{lines}")));
+                }
                 Some(ClientEvent::Closed) | None => {
                     peer_closed = true;
                     break;
@@ -1075,6 +1174,11 @@ async fn run_client(
             _ = terminate.recv() => break,
         }
     }
+    // Lines the server's close left behind: handed to the session and dropped, or read and
+    // waiting. An open input with nothing waiting lost nothing yet (an interactive client).
+    let (unsent, still_open) =
+        if peer_closed { lines_not_sent(&client, &mut input, input_open) } else { (0, false) };
+    let unsent = unsent + refused_line;
     let (reconnections, path_changes) = (client.reconnections(), client.path_changes());
     let traffic = client.close().await.context("closing the session failed")?;
     say!(
@@ -1088,6 +1192,12 @@ async fn run_client(
         traffic.datagrams_received,
         traffic.bytes_received
     );
+    if unsent > 0 {
+        bail!(
+            "the server closed the session before {unsent} line(s) of standard input were sent{}",
+            if still_open { "; standard input was still open, and nothing after them was read" } else { "" }
+        );
+    }
     Ok(())
 }
 

@@ -159,11 +159,11 @@ fn print_note(note: ServerNote, verbose: bool) {
         ServerNote::Session(id, event) => {
             match event {
                 PeerEvent::DtlsConnected(s) => println!(
-                    "session {}: DTLS {} {:?} group {} in {:.1} ms{}",
+                    "session {}: DTLS {} {} group {} in {:.1} ms{}",
                     id.0,
                     if s.version == fastshake_dtls::Versions::Dtls13 { "1.3" } else { "1.2" },
-                    s.suite,
-                    s.group.map_or("-".to_string(), |g| format!("{g:?}")),
+                    s.suite.iana_name(),
+                    s.group.map_or("-", |g| g.name()),
                     s.duration.as_secs_f64() * 1e3,
                     if s.hello_retry { ", HelloRetryRequest" } else { "" },
                 ),
@@ -172,7 +172,7 @@ fn print_note(note: ServerNote, verbose: bool) {
                     id.0
                 ),
                 PeerEvent::ChannelOpened { stream, label, protocol, channel_type } => {
-                    println!("session {}: channel {stream} {label:?} opened ({channel_type:?}, protocol {protocol:?})", id.0)
+                    println!("session {}: channel {stream} {label:?} opened ({channel_type}, protocol {protocol:?})", id.0)
                 }
                 PeerEvent::Closed(why) => println!("session {}: closed: {why}", id.0),
                 PeerEvent::SctpConnected { handshake, zero_rtt } => {
@@ -222,10 +222,10 @@ fn connect_cmd(args: ConnectArgs) -> anyhow::Result<()> {
     };
     if let Some(s) = &report.dtls {
         println!(
-            "DTLS {} {:?} group {}{}",
+            "DTLS {} {} group {}{}",
             if s.version == fastshake_dtls::Versions::Dtls13 { "1.3" } else { "1.2" },
-            s.suite,
-            s.group.map_or("-".to_string(), |g| format!("{g:?}")),
+            s.suite.iana_name(),
+            s.group.map_or("-", |g| g.name()),
             if s.hello_retry { ", HelloRetryRequest" } else { "" },
         );
     }

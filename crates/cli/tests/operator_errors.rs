@@ -199,7 +199,16 @@ fn a_flag_of_one_dtls_version_is_refused_with_another() {
     let psk = ["--psk-identity", PSK_IDENTITY, "--psk", PSK_HEX];
     let client = |extra: &[&'static str]| [&["client", "--connect", "127.0.0.1:9"][..], &psk, extra].concat();
     let server = |extra: &[&'static str]| [&["server", "--listen", "127.0.0.1:0"][..], &psk, extra].concat();
-    let cases: [(Vec<&str>, &str); 5] = [
+    let cases: [(Vec<&str>, &str); 8] = [
+        (
+            client(&["--dtls", "1.2", "--groups", "x25519"]),
+            "--groups chooses DTLS 1.3 key exchanges and this run speaks DTLS 1.2 only",
+        ),
+        (
+            server(&["--suite", "TLS_PSK_WITH_AES_128_CCM_8", "--cert-compression", "zlib"]),
+            "--cert-compression is DTLS 1.3's (RFC 8879) and this run speaks DTLS 1.2 only",
+        ),
+        (server(&["--dtls", "1.3", "--hint", "h"]), "--hint is DTLS 1.2's"),
         (
             client(&["--dtls", "1.2", "--early-data", "--session-file", "never-written"]),
             "--early-data works in DTLS 1.3 only: use --dtls 1.3 or leave --dtls out",

@@ -151,7 +151,7 @@ fn chromium_opens_channels_over_dtls13_with_the_hybrid_group_by_default() {
     assert_eq!(run.report["tls_version"], "FEFC", "{:#}", run.report);
     assert_eq!(run.report["dtls_role"], "client", "we answered a=setup:passive");
     assert!(
-        run.server.lines().any(|l| l.contains("DTLS 1.3") && l.contains("X25519MlKem768")),
+        run.server.lines().any(|l| l.contains("DTLS 1.3") && l.contains("x25519mlkem768")),
         "the server names the version and the hybrid group:\n{}",
         run.server
     );
@@ -212,7 +212,7 @@ fn chromium_opens_twenty_sessions_in_a_row_each_echoing_its_message() {
     let sessions = run.report["bench"].as_array().expect("sessions");
     assert_eq!(sessions.len(), 20, "{:#}", run.report);
     assert_eq!(
-        run.server.lines().filter(|l| l.contains("DTLS 1.3") && l.contains("X25519MlKem768")).count(),
+        run.server.lines().filter(|l| l.contains("DTLS 1.3") && l.contains("x25519mlkem768")).count(),
         20
     );
 }
@@ -254,7 +254,7 @@ fn chromium_with_dtls_in_stun_runs_the_handshake_in_its_checks_and_our_responses
             .unwrap_or_else(|| panic!("{ice}: the server took no DTLS from a check:\n{}", run.server));
         assert!(!line.contains(" 0 datagrams taken"), "{ice}: {line}");
         assert!(
-            run.server.lines().any(|l| l.contains("DTLS 1.3") && l.contains("X25519MlKem768")),
+            run.server.lines().any(|l| l.contains("DTLS 1.3") && l.contains("x25519mlkem768")),
             "{}",
             run.server
         );

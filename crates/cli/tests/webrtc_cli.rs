@@ -67,7 +67,7 @@ fn fastshake_opens_a_channel_to_fastshake_in_either_version_and_every_message_co
     }
     let (_, stdout, _) = connect(&server.url, &["--messages", "1"]);
     assert!(
-        stdout.contains("DTLS 1.3") && stdout.contains("X25519MlKem768"),
+        stdout.contains("DTLS 1.3") && stdout.contains("x25519mlkem768"),
         "the hybrid by default: {stdout}"
     );
     // Seed 004's alternative handshake inside DTLS: the channel's OPEN and messages ride in the INIT.

@@ -14,6 +14,18 @@ pub enum DecodeError {
     TrailingBytes,
 }
 
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Truncated => f.write_str("it ends inside a field"),
+            DecodeError::Invalid(what) => f.write_str(what),
+            DecodeError::TrailingBytes => f.write_str("bytes are left over after it"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
 /// A cursor over untrusted bytes.
 ///
 /// Its reads are `#[inline]`: the engines' parsers call them once per field, from other

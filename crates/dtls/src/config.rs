@@ -456,7 +456,7 @@ pub struct ServerConfig {
     /// evicts that address's oldest, so one host cannot crowd out the others.
     pub max_handshakes_per_ip: Option<usize>,
     /// An established session that receives no authenticated datagram for this long is closed
-    /// (close_notify, then `Event::Failed(Error::Closed)`); `None` keeps sessions for ever.
+    /// (close_notify, then `Event::Failed(Error::IdleTimeout { .. })`); `None` keeps sessions for ever.
     /// Sessions are checked by one endpoint-wide scan (at most 64 per idle period), so one closes
     /// between the timeout and 65/64 of it after its last authenticated datagram. A session
     /// whose last handshake flight the client has not confirmed yet is not idle: it is kept until

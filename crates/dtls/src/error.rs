@@ -24,6 +24,13 @@ pub enum Error {
     /// The session is closed.
     #[error("the session is closed")]
     Closed,
+    /// Server: the session was closed (with close_notify) after `idle` without an
+    /// authenticated datagram from its peer (`ServerConfig::idle_timeout`).
+    #[error("closed after {:.1} s without an authenticated datagram from the peer (idle timeout; close_notify sent)", idle.as_secs_f64())]
+    IdleTimeout {
+        /// The idle timeout that ran out.
+        idle: std::time::Duration,
+    },
     /// The handshake has not completed yet.
     #[error("the session is not established yet")]
     NotEstablished,
@@ -56,6 +63,17 @@ pub enum Error {
         len: usize,
         /// The configured datagram size.
         mtu: usize,
+    },
+    /// The data exceeds what one record may carry, whatever the MTU (RFC 6347 §4.1, RFC 9147
+    /// §4: 2^14 bytes); `send` splits it.
+    #[error(
+        "{len} bytes of data exceed one record's {max} bytes (RFC 6347 §4.1, RFC 9147 §4); send splits them"
+    )]
+    RecordTooLarge {
+        /// Bytes of data.
+        len: usize,
+        /// Bytes one record carries at most.
+        max: usize,
     },
     /// The handle names no connection.
     #[error("no such connection")]

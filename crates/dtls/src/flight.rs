@@ -3,7 +3,7 @@
 //! ([`crate::timer`]) says when.
 
 use crate::handshake::{HandshakeHeader, HandshakeType, HANDSHAKE_HEADER_LEN};
-use crate::record::{record_len, write_record, ContentType, Protect, RecordLayer};
+use crate::record::{record_len, write_record, ContentType, Protect, RecordLayer, MAX_PLAINTEXT};
 pub(crate) use crate::timer::Resend;
 use crate::timer::RetransmitTimer;
 use fastshake_core::Instant;
@@ -158,8 +158,8 @@ impl DatagramBuilder {
         write_record(&mut self.current[start..], content_type, epoch, seq, protect, parts);
     }
 
-    /// Appends a handshake message, fragmented to fit the MTU. `next_seq` hands out record
-    /// sequence numbers.
+    /// Appends a handshake message, fragmented to fit the MTU and records of at most 2^14 bytes
+    /// (RFC 6347 §4.1, RFC 5246 §6.2.1). `next_seq` hands out record sequence numbers.
     pub fn push_handshake(
         &mut self,
         epoch: u16,
@@ -180,7 +180,7 @@ impl DatagramBuilder {
                 self.flush();
                 room = self.room().saturating_sub(overhead).max(1);
             }
-            let n = remaining.min(room);
+            let n = remaining.min(room).min(MAX_PLAINTEXT - HANDSHAKE_HEADER_LEN);
             let mut hdr = Vec::with_capacity(HANDSHAKE_HEADER_LEN);
             HandshakeHeader {
                 msg_type,
@@ -231,6 +231,34 @@ mod tests {
                 }
             }
         }
+        assert_eq!(got, body);
+    }
+
+    /// However large the MTU, no record holds more than 2^14 bytes (RFC 6347 §4.1); records
+    /// still share a datagram while it has room.
+    #[test]
+    fn handshake_fragments_stay_within_a_record_at_a_huge_mtu() {
+        let body: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let mut b = DatagramBuilder::new(65_507);
+        let mut seq = 0;
+        b.push_handshake(0, HandshakeType::Certificate, 2, &body, None, &mut || {
+            seq += 1;
+            seq
+        });
+        let dgs = b.finish();
+        assert_eq!(dgs.len(), 1, "40 kB fit one datagram of 65,507 bytes");
+        let mut got = vec![0u8; body.len()];
+        let mut records = 0;
+        for rec in crate::record::Records::new(&dgs[0]) {
+            let (_, range) = rec.unwrap();
+            assert!(range.len() <= 1 << 14, "a record of {} bytes", range.len());
+            records += 1;
+            for f in crate::handshake::parse_fragments(&dgs[0][range]) {
+                let (h, data) = f.unwrap();
+                got[h.fragment_offset as usize..][..data.len()].copy_from_slice(data);
+            }
+        }
+        assert_eq!(records, 3);
         assert_eq!(got, body);
     }
 }

@@ -274,7 +274,8 @@ fn silent_established_session_expires_after_the_idle_timeout() {
     pair.run_for(MINUTE);
     assert!(pair.now <= last_data + Duration::from_secs(31), "closed 30 s after the last data");
     assert!(pair.server.connection(h).is_none(), "the silent session is gone");
-    assert!(pair.server_events.contains(&(h, Event::Failed(Error::Closed))));
+    let expired = Event::Failed(Error::IdleTimeout { idle: Duration::from_secs(30) });
+    assert!(pair.server_events.contains(&(h, expired)), "{:?}", pair.server_events);
     assert_eq!(pair.server.stats().sessions_expired, 1);
     assert!(pair.client.is_closed(), "the client got a close_notify");
 }

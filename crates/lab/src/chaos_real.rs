@@ -425,7 +425,7 @@ struct ServerLog {
     moves: u64,
     /// Sessions the client closed with close_notify.
     closed_by_client: u64,
-    /// Sessions that ended at the idle timeout (their close_notify was lost): `the session is closed`.
+    /// Sessions that ended at the idle timeout (their close_notify was lost): `closed after ... idle`.
     idle_expired: u64,
     /// Sessions replaced by a new handshake from their client's address: a later client got the
     /// same port from the kernel while the server still held an earlier session whose close_notify
@@ -456,10 +456,10 @@ impl ServerLog {
             self.moves += 1;
         } else if rest.ends_with(": closed by the peer (close_notify)") {
             self.closed_by_client += 1;
+        } else if rest.contains(": closed after ") && rest.ends_with("(idle timeout; close_notify sent)") {
+            self.idle_expired += 1;
         } else if let Some((_, error)) = rest.split_once(": session failed: ") {
-            if error == "the session is closed" {
-                self.idle_expired += 1;
-            } else if error == "the peer started a new handshake from the same address" {
+            if error == "the peer started a new handshake from the same address" {
                 self.replaced_by_new_handshake += 1;
             } else {
                 self.other_failures += 1;
@@ -1277,7 +1277,8 @@ mod tests {
              2 datagrams / 300 B, received 3 datagrams / 200 B",
             "fastshake server: client 7 moved from 192.0.2.2:40000 to 192.0.2.3:41000",
             "fastshake server: 192.0.2.3:41000: closed by the peer (close_notify)",
-            "fastshake server: 192.0.2.2:40001: session failed: the session is closed",
+            "fastshake server: 192.0.2.2:40001: closed after 5.0 s without an authenticated datagram from the \
+             peer (idle timeout; close_notify sent)",
             "fastshake server: 192.0.2.2:40002: session failed: no answer from the peer after 6 retransmissions",
             "fastshake server: 192.0.2.2:40003: session failed: the peer started a new handshake from the same address",
         ] {

@@ -55,7 +55,7 @@ impl FileCacheStore {
                 Ok(entries) => (entries, None),
                 Err(error) => (
                     MemoryCacheStore::new(),
-                    Some(format!("ignoring the cache in {} ({error:?}); starting empty", path.display())),
+                    Some(format!("ignoring the cache in {} ({error}); starting empty", path.display())),
                 ),
             },
             Ok(None) => (MemoryCacheStore::new(), None),

@@ -112,7 +112,10 @@ pub struct RedisStore {
 impl RedisStore {
     /// A store at `url` (`redis://HOST:PORT`); it connects on first use and again after an error.
     pub fn new(url: &str) -> io::Result<RedisStore> {
-        let client = redis::Client::open(url).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let client = redis::Client::open(url).map_err(|_| {
+            let why = format!("{url:?} is not a Redis URL (redis://HOST[:PORT][/DB], or rediss:// for TLS)");
+            io::Error::new(io::ErrorKind::InvalidInput, why)
+        })?;
         Ok(RedisStore { client, url: url.to_owned(), connection: Arc::new(Mutex::new(None)) })
     }
 

@@ -76,7 +76,7 @@ pub enum PkiError {
     #[error("certificate chain issued by an unknown CA")]
     UnknownCa,
     /// A certificate in the chain expired before `now`.
-    #[error("certificate expired at {not_after} (unix s), checked at {now}")]
+    #[error("certificate expired on {} (checked at {})", utc(*not_after), utc(*now))]
     Expired {
         /// The time the check was made for (unix seconds).
         now: u64,
@@ -84,7 +84,7 @@ pub enum PkiError {
         not_after: u64,
     },
     /// A certificate in the chain is not valid yet at `now`.
-    #[error("certificate not valid before {not_before} (unix s), checked at {now}")]
+    #[error("certificate not valid before {} (checked at {})", utc(*not_before), utc(*now))]
     NotYetValid {
         /// The time the check was made for (unix seconds).
         now: u64,
@@ -170,5 +170,30 @@ impl PkiError {
             alert::DECRYPT_ERROR => "decrypt_error",
             _ => "internal_error",
         }
+    }
+}
+
+/// Unix seconds as a UTC date ("Fri, 01 Jan 2021 00:00:00 GMT"); as seconds beyond the years
+/// such a date can name (X.509 dates end with 9999).
+fn utc(unix_secs: u64) -> String {
+    const END_OF_9999: u64 = 253_402_300_799;
+    if unix_secs > END_OF_9999 {
+        return format!("{unix_secs} s after 1970");
+    }
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_errors_give_dates() {
+        let expired = PkiError::Expired { now: 1_796_034_364, not_after: 1_609_459_200 };
+        assert_eq!(
+            expired.to_string(),
+            "certificate expired on Fri, 01 Jan 2021 00:00:00 GMT (checked at Mon, 30 Nov 2026 10:26:04 GMT)"
+        );
+        assert!(utc(u64::MAX).ends_with("s after 1970"), "no panic past the year 9999");
     }
 }

@@ -126,6 +126,28 @@ pub enum ChannelType {
     },
 }
 
+/// As RFC 8832 §5.1 names the channel types, e.g. "reliable, ordered", "partially reliable
+/// (3 retransmissions), unordered".
+impl std::fmt::Display for ChannelType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ordered = match *self {
+            ChannelType::Reliable { ordered } => {
+                f.write_str("reliable")?;
+                ordered
+            }
+            ChannelType::PartialReliableRexmit { ordered, max_retransmits } => {
+                write!(f, "partially reliable ({max_retransmits} retransmissions)")?;
+                ordered
+            }
+            ChannelType::PartialReliableTimed { ordered, lifetime_ms } => {
+                write!(f, "partially reliable ({lifetime_ms} ms lifetime)")?;
+                ordered
+            }
+        };
+        f.write_str(if ordered { ", ordered" } else { ", unordered" })
+    }
+}
+
 impl ChannelType {
     /// What a browser opens by default: reliable and ordered.
     pub const RELIABLE: ChannelType = ChannelType::Reliable { ordered: true };

@@ -173,6 +173,9 @@ impl Connection {
             last_rtt,
         );
         let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
+        if config.trust_anchors.is_some() {
+            hs.reassembler.set_budget(crate::handshake::PEER_CHAIN_BUDGET);
+        }
         hs.rng.fill_bytes(&mut hs.client_random);
         if config.trust_anchors.is_some() && config.certified_key.is_some() {
             hs.transcript.keep_raw();

@@ -27,7 +27,9 @@ use crate::error::Error;
 use crate::flight::Resend;
 use crate::handshake::{parse_fragments, Fragment, HandshakeType, Insert, NamedGroup};
 use crate::mobility::{MobilityStats, NegotiatedMobility, PathState};
-use crate::record::{write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN};
+use crate::record::{
+    write_record, ContentType, RecordHeader, RecordLayer, Unopened, HEADER_LEN, MAX_PLAINTEXT,
+};
 use crate::rtt::RttEstimate;
 use crate::session::{ClientSession, Resumption, ServerSession};
 use crate::suite::CipherSuite;
@@ -920,10 +922,12 @@ impl Connection {
     ) -> Option<bool> {
         let (content_type, plaintext, authenticated) = match header.epoch {
             0 => {
+                // Over 2^14 bytes (RFC 5246 §6.2.1) and unauthenticated: dropped (RFC 6347 §4.1.2.7).
                 if matches!(
                     header.content_type,
                     ContentType::ApplicationData | ContentType::ReturnRoutabilityCheck
-                ) {
+                ) || body.len() > MAX_PLAINTEXT
+                {
                     self.stats.records_dropped += 1;
                     return None;
                 }
@@ -968,6 +972,14 @@ impl Connection {
                     Err(Unopened::BadInnerType { newest }) => {
                         self.stats.records_dropped += 1;
                         return Some(newest);
+                    }
+                    Err(Unopened::Overflow) => {
+                        // The peer itself sent a record over 2^14 bytes: not damage, which
+                        // RFC 6347 §4.1.2.7 lets us drop, but a broken protocol (RFC 5246
+                        // §6.2.1, record_overflow of §7.2.2).
+                        self.stats.records_dropped += 1;
+                        self.fail(Abort::alert(AlertDescription::RecordOverflow));
+                        return None;
                     }
                 }
             }
@@ -1360,9 +1372,11 @@ impl Connection {
 
     // ---------------------------------------------------------------- application data
 
+    /// Most application data in one record: what fits the MTU, and never more than 2^14
+    /// bytes (RFC 6347 §4.1, RFC 5246 §6.2.1) however large the MTU.
     fn max_payload(&self) -> usize {
         let overhead = self.version.record12().map_or(0, |r| r.protected_len(self.peer_cid(), 0));
-        self.mtu().saturating_sub(overhead).max(1)
+        self.mtu().saturating_sub(overhead).clamp(1, MAX_PLAINTEXT)
     }
 
     fn check_can_send(&self) -> Result<(), Error> {
@@ -1401,7 +1415,9 @@ impl Connection {
 
     /// Writes one datagram holding one application record with `data` into `out`; returns its
     /// length. No heap allocation. Refused while datagrams wait for `poll_transmit` (`send`
-    /// queues behind them), so records leave in the order they were sent.
+    /// queues behind them), so records leave in the order they were sent. `data` must fit the
+    /// MTU and a record: more than 2^14 bytes (RFC 6347 §4.1, RFC 9147 §4) is
+    /// [`Error::RecordTooLarge`], whatever the MTU; `send` splits it.
     pub fn seal_into(&mut self, data: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         self.check_can_send()?;
         if self.path.as_deref().is_some_and(|p| p.probe().is_some()) {
@@ -1420,6 +1436,9 @@ impl Connection {
         let len = record.protected_len(self.peer_cid(), data.len());
         if len > self.mtu() {
             return Err(Error::TooLarge { len: data.len(), mtu: self.mtu() });
+        }
+        if data.len() > MAX_PLAINTEXT {
+            return Err(Error::RecordTooLarge { len: data.len(), max: MAX_PLAINTEXT });
         }
         if out.len() < len {
             return Err(Error::BufferTooSmall { needed: len });
@@ -1686,6 +1705,69 @@ mod tests {
         assert!(client.is_established());
         assert_eq!(client.poll_event(), None);
         assert_eq!(client.stats().records_dropped, 2);
+    }
+
+    /// A record the peer protected with over 2^14 bytes breaks RFC 5246 §6.2.1: the session
+    /// ends with record_overflow (§7.2.2) and the record counts as dropped. Unprotected, it is
+    /// dropped alone (RFC 6347 §4.1.2.7).
+    #[test]
+    fn a_record_over_2_14_bytes_is_refused_as_the_rfc_says() {
+        let (mut client, server, _) = established_pair();
+        let now = Instant::from_millis(5);
+        let mut plain = vec![0u8; HEADER_LEN + MAX_PLAINTEXT + 1];
+        write_record(&mut plain, ContentType::Handshake, 0, 60, None, &[&[0; MAX_PLAINTEXT + 1]]);
+        client.handle_datagram(now, server_addr(), &mut plain);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+        assert_eq!(client.stats().records_dropped, 1);
+
+        let sconn = server.connection(server.handle_for(client_addr()).unwrap()).unwrap();
+        let layer = sconn.version.record12().unwrap();
+        let protect = layer.protect(&[]).unwrap();
+        let data = vec![0x61; MAX_PLAINTEXT + 1];
+        let mut rec = vec![0u8; record_len(Some(protect), data.len())];
+        let seq = layer.peek_write_seq() + 5;
+        write_record(&mut rec, ContentType::ApplicationData, 1, seq, Some(protect), &[&data]);
+        client.handle_datagram(now, server_addr(), &mut rec);
+        let overflow = Error::AlertSent(AlertDescription::RecordOverflow);
+        assert_eq!(client.poll_event(), Some(Event::Failed(overflow)));
+        assert_eq!(client.stats().records_dropped, 2);
+        let alert = client.poll_transmit(now).expect("the fatal alert").payload;
+        assert_eq!((alert[0], &alert[3..5]), (ContentType::Alert as u8, &[0, 1][..]));
+    }
+
+    /// A client and a server endpoint of `versions` with PSKs and `mtu`, handshake in lock step.
+    fn established_at_mtu(versions: Versions, mtu: usize) -> (Connection, crate::Endpoint) {
+        let (id, key) = (b"id".to_vec(), b"key".to_vec());
+        let c = ClientConfig { versions, mtu, ..ClientConfig::psk(id.clone(), key.clone()) };
+        let s = ServerConfig { versions, mtu, ..ServerConfig::psk(id, key) };
+        let now = Instant::from_millis(1);
+        let mut client = Connection::client(Arc::new(c), now, server_addr(), [1; 32]);
+        let mut server = crate::Endpoint::new(Arc::new(s), [2; 32]).expect("a valid server configuration");
+        for _ in 0..10 {
+            while let Some(t) = client.poll_transmit(now) {
+                server.handle_datagram(now, server_addr(), client_addr(), &mut t.payload.clone());
+            }
+            while let Some(t) = server.poll_transmit(now) {
+                client.handle_datagram(now, server_addr(), &mut t.payload.clone());
+            }
+            while server.poll_event().is_some() {}
+            while client.poll_event().is_some() {}
+        }
+        assert!(client.is_established(), "{versions:?}");
+        (client, server)
+    }
+
+    /// `seal_into` never writes a record over 2^14 bytes, however large the MTU.
+    #[test]
+    fn seal_into_refuses_more_than_2_14_bytes_at_any_mtu() {
+        for versions in [Versions::Dtls12, Versions::Dtls13] {
+            let (mut client, _) = established_at_mtu(versions, 65_507);
+            let mut out = vec![0u8; 65_507];
+            assert!(client.seal_into(&[7; MAX_PLAINTEXT], &mut out).is_ok(), "{versions:?}");
+            let refused = client.seal_into(&[7; MAX_PLAINTEXT + 1], &mut out);
+            assert_eq!(refused, Err(Error::RecordTooLarge { len: MAX_PLAINTEXT + 1, max: MAX_PLAINTEXT }));
+        }
     }
 
     #[test]

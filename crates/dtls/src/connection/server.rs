@@ -158,6 +158,9 @@ impl Connection {
             (hello.record_seq, hello.message_seq, hello.datagram_len),
         );
         let mut hs = Handshake::new(now, rng_seed, timer, config.handshake_timeout);
+        if config.client_auth != crate::ClientAuth::None {
+            hs.reassembler.set_budget(crate::handshake::PEER_CHAIN_BUDGET);
+        }
         // Mobility state is made only when the server offers some; dropped again once the
         // ClientHello shows the client negotiated none of it.
         let issued_cid = std::mem::take(&mut hello.issued_cid);

@@ -11,7 +11,7 @@ use super::handshake::{Handshake, HandshakeTimer};
 use super::tls13::{ClientStep13, ExpectServerHello13, Handshake13, Step13, Timer13, Tls13};
 use super::{Connection, Step};
 use crate::connection::VersionState;
-use crate::handshake::{parse_fragments, HandshakeType, Reassembler, HELLO_RETRY_REQUEST_RANDOM};
+use crate::handshake::{parse_fragments, HandshakeType, HELLO_RETRY_REQUEST_RANDOM};
 use crate::record::unified::is_unified;
 use crate::record::{ContentType, RecordHeader};
 use fastshake_core::codec::Reader;
@@ -86,13 +86,24 @@ impl Connection {
         let Some(offer13) = offer13 else { return };
         let give_up =
             hs.timers.get(HandshakeTimer::GiveUp).map_or(std::time::Duration::ZERO, |at| at - hs.started);
-        let Handshake { started, mut rng, flight, timers, epoch0_write_seq, next_message_seq, .. } = *hs;
+        let Handshake {
+            started,
+            mut rng,
+            flight,
+            timers,
+            epoch0_write_seq,
+            next_message_seq,
+            reassembler,
+            ..
+        } = *hs;
         let mut seed = [0u8; 32];
         rng.fill_bytes(&mut seed);
         let mut hs13 =
             Handshake13::new(started, rand_chacha::ChaCha20Rng::from_seed(seed), flight.timer, give_up);
         hs13.epoch0_write_seq = epoch0_write_seq;
-        hs13.reassembler = Reassembler::new(hello_seq);
+        // The 1.2 handshake's budget (what the configuration takes from the peer) goes on.
+        hs13.reassembler = reassembler;
+        hs13.reassembler.reset(hello_seq);
         // The hello sent is the flight in progress: resent by the same timer until answered.
         hs13.next_message_seq = hello_seq;
         hs13.push_message(0, HandshakeType::ClientHello, offer13.hello.clone(), false);

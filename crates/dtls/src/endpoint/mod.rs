@@ -577,7 +577,7 @@ impl Endpoint {
             if let Some(slot) = self.connections.get_mut(&h) {
                 slot.conn.close();
                 self.stats.sessions_expired += 1;
-                self.events.push_back((h, Event::Failed(Error::Closed)));
+                self.events.push_back((h, Event::Failed(Error::IdleTimeout { idle })));
             }
             self.after(h);
         }

@@ -16,7 +16,7 @@ pub(crate) use compression::{
 };
 pub use compression::{CertificateCompression, CompressionAlgorithm};
 pub(crate) use messages::*;
-pub(crate) use reassembly::{Fragment, Insert, Reassembler};
+pub(crate) use reassembly::{Fragment, Insert, Reassembler, PEER_CHAIN_BUDGET};
 pub(crate) use tls13::*;
 
 use fastshake_core::codec::{put_u16, put_u24, put_u8, DecodeError, Reader};

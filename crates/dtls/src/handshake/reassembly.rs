@@ -11,6 +11,11 @@ const MAX_AHEAD: u16 = 8;
 /// peer can pin. PSK handshake messages are a few hundred bytes and certificate chains a few
 /// KiB; a longer message is refused and the handshake times out.
 pub const DEFAULT_REASSEMBLY_BUDGET: usize = 16 * 1024;
+/// The budget of a side that takes a certificate chain from its peer (a client with trust
+/// anchors; a server that asks for client certificates): a chain of a few RSA-4096
+/// certificates runs past 16 KiB. The peer is one this side chose, or one whose address the
+/// cookie proved.
+pub const PEER_CHAIN_BUDGET: usize = 64 * 1024;
 /// Disjoint byte ranges one incomplete message may have. A peer sending in order (or the
 /// reverse) keeps one or two; a fragment that would open one more is dropped and comes back
 /// with the peer's retransmitted flight, so a flood of tiny disjoint fragments costs the server
@@ -94,6 +99,11 @@ impl Reassembler {
     /// configuration can legitimately receive.
     pub fn with_budget(next_seq: u16, budget: usize) -> Self {
         Reassembler { next_seq, slots: Vec::new(), buffered: 0, budget }
+    }
+
+    /// Sets how many bytes of incomplete messages it buffers at most.
+    pub fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
     }
 
     /// The message_seq of the next message to deliver.

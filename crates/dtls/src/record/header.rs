@@ -13,8 +13,14 @@ pub const DTLS_1_0: u16 = 0xFEFF;
 const CID_OFFSET: usize = 11;
 /// Largest sequence number in an epoch.
 pub const MAX_SEQ: u64 = (1 << 48) - 1;
+/// Most bytes of content a record carries, whatever the MTU (RFC 5246 §6.2.1, RFC 8446 §5.1;
+/// RFC 6347 §4.1 and RFC 9147 §4 keep it). A DTLS 1.3 record adds its content type: at most
+/// `MAX_PLAINTEXT + 1` bytes of DTLSInnerPlaintext (RFC 8446 §5.4).
+pub const MAX_PLAINTEXT: usize = 1 << 14;
 /// Largest protected fragment RFC 5246 §6.2.3 allows.
-pub const MAX_CIPHERTEXT: usize = (1 << 14) + 2048;
+pub const MAX_CIPHERTEXT: usize = MAX_PLAINTEXT + 2048;
+/// Largest DTLS 1.3 record body (ciphertext with its tag) RFC 8446 §5.2 allows.
+pub const MAX_CIPHERTEXT13: usize = MAX_PLAINTEXT + 256;
 
 /// Record content types (RFC 5246 §6.2.1, `tls12_cid` of RFC 9146, `return_routability_check`
 /// of RFC 9853).

@@ -2,7 +2,7 @@
 //! of what we read, and the epoch-1 keys once derived. Renegotiation is refused, so there are two
 //! epochs: 0 (plain) and 1 (protected).
 
-use super::header::{ContentType, RecordHeader, MAX_SEQ};
+use super::header::{ContentType, RecordHeader, MAX_PLAINTEXT, MAX_SEQ};
 use super::protection::{record_len, write_record, Keys, Protect};
 use super::replay::ReplayWindow;
 use crate::crypto::open_in_place;
@@ -44,6 +44,9 @@ pub(crate) enum Unopened {
     /// It authenticated (so it came from the peer, `newest` as for [`Opened`]), but its
     /// DTLSInnerPlaintext holds no valid content type (RFC 9146 §4).
     BadInnerType { newest: bool },
+    /// It authenticated but holds more than 2^14 bytes (RFC 5246 §6.2.1): the peer broke the
+    /// protocol, record_overflow (RFC 5246 §7.2.2).
+    Overflow,
 }
 
 impl RecordLayer {
@@ -119,6 +122,7 @@ impl RecordLayer {
         if self.keys.is_none() {
             return Err(Error::NotEstablished);
         }
+        check_len(plain_len)?;
         let mut out = vec![0u8; self.protected_len(peer_cid, plain_len)];
         let seq = self.next_write_seq()?;
         write_record(&mut out, content_type, 1, seq, self.protect(peer_cid), parts);
@@ -137,6 +141,7 @@ impl RecordLayer {
         if self.keys.is_none() {
             return Err(Error::NotEstablished);
         }
+        check_len(data.len())?;
         let seq = self.next_write_seq()?;
         write_record(out, content_type, 1, seq, self.protect(peer_cid), &[data]);
         Ok(())
@@ -174,6 +179,9 @@ impl RecordLayer {
         let start = RecordCipher::EXPLICIT_NONCE_LEN;
         let plain = &body[start..start + n];
         if header.content_type != ContentType::Tls12Cid {
+            if n > MAX_PLAINTEXT {
+                return Err(Unopened::Overflow);
+            }
             return Ok(Opened { content_type: header.content_type, plaintext: start..start + n, newest });
         }
         // DTLSInnerPlaintext: content, real type, zero padding (RFC 9146 §4).
@@ -182,8 +190,68 @@ impl RecordLayer {
             .rposition(|&b| b != 0)
             .and_then(|at| ContentType::from_u8(plain[at]).map(|t| (at, t)));
         match inner {
+            Some((at, _)) if at > MAX_PLAINTEXT => Err(Unopened::Overflow),
             Some((at, content_type)) => Ok(Opened { content_type, plaintext: start..start + at, newest }),
             None => Err(Unopened::BadInnerType { newest }),
         }
+    }
+}
+
+/// A record holds at most 2^14 bytes of content (RFC 5246 §6.2.1, RFC 6347 §4.1).
+fn check_len(len: usize) -> Result<(), Error> {
+    if len > MAX_PLAINTEXT {
+        return Err(Error::RecordTooLarge { len, max: MAX_PLAINTEXT });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::DirectionKeys;
+    use fastshake_core::codec::Reader;
+
+    fn layer() -> RecordLayer {
+        let keys = || DirectionKeys { key: [7; 16], salt: [1, 2, 3, 4] };
+        let mut layer = RecordLayer::default();
+        layer.install(Keys { cipher: RecordCipher::Aes128Gcm, read: keys(), write: keys() });
+        layer
+    }
+
+    /// `len` bytes of data sealed as a peer that ignores the limit would.
+    fn peer_record(layer: &RecordLayer, cid: &[u8], seq: u64, len: usize) -> Vec<u8> {
+        let protect = layer.protect(cid);
+        let mut out = vec![0u8; record_len(protect, len)];
+        write_record(&mut out, ContentType::ApplicationData, 1, seq, protect, &[&vec![0x61; len]]);
+        out
+    }
+
+    /// The content length of `record` opened, with CIDs of `cid.len()` bytes.
+    fn open(layer: &mut RecordLayer, cid: &[u8], mut record: Vec<u8>) -> Result<usize, Unopened> {
+        let header = RecordHeader::parse(&mut Reader::new(&record), cid.len() as u8).unwrap();
+        let body = &mut record[header.len()..];
+        layer.open(&header, cid, body).map(|o| o.plaintext.len())
+    }
+
+    #[test]
+    fn no_record_over_2_14_bytes_is_sealed_or_taken() {
+        let mut layer = layer();
+        let max = vec![0u8; MAX_PLAINTEXT];
+        let record = layer.seal(ContentType::ApplicationData, &[], &[&max]).unwrap();
+        assert_eq!(open(&mut layer, &[], record), Ok(MAX_PLAINTEXT));
+        let too_long = Err(Error::RecordTooLarge { len: MAX_PLAINTEXT + 1, max: MAX_PLAINTEXT });
+        assert_eq!(layer.seal(ContentType::ApplicationData, &[], &[&max, b"x"]).map(|_| ()), too_long);
+        let mut out = vec![0u8; layer.protected_len(&[], MAX_PLAINTEXT + 1)];
+        let sealed = layer.seal_into(ContentType::ApplicationData, &[], &[0; MAX_PLAINTEXT + 1], &mut out);
+        assert_eq!(sealed, too_long);
+        // The peer's: authenticated, then refused, with and without a CID (whose inner type
+        // byte is not content, RFC 9146 §4).
+        let record = peer_record(&layer, &[], 100, MAX_PLAINTEXT + 1);
+        assert_eq!(open(&mut layer, &[], record), Err(Unopened::Overflow));
+        let cid = [9, 9, 9];
+        let record = peer_record(&layer, &cid, 101, MAX_PLAINTEXT);
+        assert_eq!(open(&mut layer, &cid, record), Ok(MAX_PLAINTEXT));
+        let record = peer_record(&layer, &cid, 102, MAX_PLAINTEXT + 1);
+        assert_eq!(open(&mut layer, &cid, record), Err(Unopened::Overflow));
     }
 }

@@ -5,7 +5,7 @@
 //! (§4), then record number encryption (§4.2.3).
 
 use super::ack::RecordNumber;
-use super::header::MAX_SEQ;
+use super::header::{MAX_PLAINTEXT, MAX_SEQ};
 use super::replay::ReplayWindow;
 use super::unified::{SeqBits, UnifiedHeader, SAMPLE_LEN};
 use crate::crypto::tls13::RecordKeys;
@@ -73,6 +73,9 @@ pub(crate) enum Unopened13 {
     NoContentType,
     /// So many forgeries under one key that the session must end (§4.5.3).
     IntegrityLimit,
+    /// It authenticated but its DTLSInnerPlaintext exceeds 2^14 + 1 bytes: the peer broke the
+    /// protocol, record_overflow (RFC 8446 §5.2, §5.4).
+    Overflow,
 }
 
 /// The sending half of a DTLS 1.3 session's records: the epoch we write in, its keys and the
@@ -145,6 +148,7 @@ impl RecordWriter13 {
     }
 
     /// Like [`Self::seal`], into `out` of exactly [`Self::sealed_len`] bytes; allocates nothing.
+    /// More than 2^14 bytes of content is refused (RFC 8446 §5.1, RFC 9147 §4).
     pub fn seal_into(
         &mut self,
         content_type: u8,
@@ -154,6 +158,10 @@ impl RecordWriter13 {
         out: &mut [u8],
     ) -> Result<(u64, u64), Error> {
         let keys = self.keys.as_ref().ok_or(Error::NotEstablished)?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > MAX_PLAINTEXT {
+            return Err(Error::RecordTooLarge { len, max: MAX_PLAINTEXT });
+        }
         if self.seq > MAX_SEQ {
             return Err(Error::Closed);
         }
@@ -161,6 +169,19 @@ impl RecordWriter13 {
         self.seq += 1;
         seal_record(keys, number, content_type, cid, parts, framing, out)?;
         Ok((number.epoch, number.seq))
+    }
+}
+
+#[cfg(test)]
+impl RecordWriter13 {
+    /// Seals `content` whatever its length, as a peer that breaks RFC 8446 §5.1 would, numbered
+    /// `ahead` after the next record number (which is not taken).
+    pub fn seal_unchecked(&self, ahead: u64, content_type: u8, content: &[u8], framing: Framing) -> Vec<u8> {
+        let keys = self.keys.as_ref().expect("keys");
+        let mut out = vec![0u8; sealed_len_with(keys, 0, content.len(), framing)];
+        let number = RecordNumber { epoch: self.epoch, seq: self.seq + ahead };
+        seal_record(keys, number, content_type, &[], &[content], framing, &mut out).expect("sealed");
+        out
     }
 }
 
@@ -242,9 +263,8 @@ impl RecordReader13 {
         let epoch_number = read.epoch;
         let tag_len = read.keys.suite().tag_len();
         let Some(sequence_key) = read.keys.sequence_key() else { return (end, Err(Unopened13::NoKeys)) };
-        if header.length as usize <= tag_len
-            || header.length as usize > tag_len + super::header::MAX_CIPHERTEXT
-        {
+        // Longer than 2^14 + 256 bytes: refused by `UnifiedHeader::parse`.
+        if header.length as usize <= tag_len {
             return (end, Err(Unopened13::Unauthenticated));
         }
         // The header with its number decrypted is the additional data (§4).
@@ -273,6 +293,10 @@ impl RecordReader13 {
         read.window.mark(seq);
         let newest =
             newest && self.iter().filter(|e| e.epoch > epoch_number).all(|e| e.window.highest().is_none());
+        // Content, type and padding: at most 2^14 + 1 bytes (RFC 8446 §5.4).
+        if n > MAX_PLAINTEXT + 1 {
+            return (end, Err(Unopened13::Overflow));
+        }
         let plain = &record[header_len..header_len + n];
         // DTLSInnerPlaintext: content, type, zeros (§4, RFC 8446 §5.2).
         match plain.iter().rposition(|&b| b != 0) {
@@ -419,6 +443,29 @@ mod tests {
             let (mut longer, _, _) = a.seal(23, &[], &[b"payload"], Framing::EndsDatagram).unwrap();
             longer.push(0);
             assert_eq!(b.open(&mut longer, 0).1.unwrap_err(), Unopened13::Unauthenticated, "{suite}");
+        }
+    }
+
+    /// RFC 8446 §5.1: at most 2^14 bytes of content are sealed. §5.2, §5.4: a record that
+    /// authenticates with more than 2^14 + 1 bytes of DTLSInnerPlaintext is record_overflow; one
+    /// over 2^14 + 256 bytes on the wire is not even read (RFC 9147 §4.5.2).
+    #[test]
+    fn records_over_the_rfc_limits_are_neither_sealed_nor_taken() {
+        for suite in Suite13::ALL {
+            let (mut a, mut b) = pair(suite);
+            let max = vec![0x61; MAX_PLAINTEXT];
+            let (mut rec, _, _) = a.seal(23, &[], &[&max], Framing::EndsDatagram).unwrap();
+            assert_eq!(b.open(&mut rec, 0).1.unwrap().plaintext.len(), MAX_PLAINTEXT, "{suite}");
+            let refused = a.seal(23, &[], &[&max, b"x"], Framing::Packed).map(|_| ());
+            assert_eq!(refused, Err(Error::RecordTooLarge { len: MAX_PLAINTEXT + 1, max: MAX_PLAINTEXT }));
+            let mut rec = a.seal_unchecked(0, 23, &[0x61; MAX_PLAINTEXT + 1], Framing::EndsDatagram);
+            assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::Overflow, "{suite}");
+            // Content, type and tag: 2^14 + 256 bytes on the wire, the most the RFC allows.
+            let tag = suite.tag_len();
+            let mut rec = a.seal_unchecked(1, 23, &vec![0x61; MAX_PLAINTEXT + 255 - tag], Framing::Packed);
+            assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::Overflow, "{suite}");
+            let mut rec = a.seal_unchecked(2, 23, &vec![0x61; MAX_PLAINTEXT + 256 - tag], Framing::Packed);
+            assert_eq!(b.open(&mut rec, 0).1.unwrap_err(), Unopened13::Unauthenticated, "{suite}");
         }
     }
 

@@ -12,7 +12,7 @@ mod replay;
 mod split;
 pub mod unified;
 
-pub use header::{ContentType, RecordHeader, DTLS_1_0, DTLS_1_2, HEADER_LEN, MAX_SEQ};
+pub use header::{ContentType, RecordHeader, DTLS_1_0, DTLS_1_2, HEADER_LEN, MAX_PLAINTEXT, MAX_SEQ};
 pub(crate) use layer::{RecordLayer, Unopened};
 pub(crate) use layer13::{epoch, Framing, RecordReader13, RecordWriter13, Unopened13};
 pub(crate) use protection::{record_len, write_record, Keys, Protect};

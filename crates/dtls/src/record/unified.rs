@@ -19,7 +19,7 @@
 //! whose first byte is a content type from 20 to 27, so the first
 //! byte tells the two forms apart: `001x_xxxx` ([`is_unified`]) is this one.
 
-use super::header::{MAX_CIPHERTEXT, MAX_SEQ};
+use super::header::{MAX_CIPHERTEXT13, MAX_SEQ};
 use fastshake_core::codec::{DecodeError, Reader};
 use ring::aead::quic::{HeaderProtectionKey, AES_128, AES_256, CHACHA20};
 
@@ -132,7 +132,8 @@ impl UnifiedHeader {
         } else {
             u16::try_from(r.remaining()).map_err(|_| DecodeError::Invalid("record length"))?
         };
-        if length as usize > MAX_CIPHERTEXT {
+        // RFC 8446 §5.2: at most 2^14 + 256 bytes; DTLS drops a longer one (RFC 9147 §4.5.2).
+        if length as usize > MAX_CIPHERTEXT13 {
             return Err(DecodeError::Invalid("record length"));
         }
         Ok(UnifiedHeader { epoch_bits: first & EPOCH_BITS, cid_len, seq_bits, seq, has_length, length })
@@ -304,9 +305,9 @@ mod tests {
         assert!(UnifiedHeader::parse(&mut Reader::new(&[0x2c, 0, 1, 0, 3, 9, 9]), 0).is_err());
         // Without L the record is the rest of the datagram, at most 2^14 + 256 bytes (§4).
         let mut big = vec![0x20u8, 0];
-        big.resize(2 + MAX_CIPHERTEXT + 1, 0);
+        big.resize(2 + (1 << 14) + 256 + 1, 0);
         assert!(UnifiedHeader::parse(&mut Reader::new(&big), 0).is_err());
-        big.truncate(2 + MAX_CIPHERTEXT);
+        big.truncate(2 + (1 << 14) + 256);
         assert!(UnifiedHeader::parse(&mut Reader::new(&big), 0).is_ok());
     }
 

@@ -175,7 +175,7 @@ impl DtlsEchoServer {
                 Event::Refused { .. } | Event::SessionTicket(_) => {}
                 Event::Failed(error) => {
                     let ledger = self.sessions.remove(&handle).unwrap_or_default();
-                    if error == Error::Closed && ledger.established {
+                    if matches!(error, Error::IdleTimeout { .. }) && ledger.established {
                         self.tally.idle_expired += 1;
                     } else {
                         if ledger.established {

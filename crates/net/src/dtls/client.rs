@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::io::Interest;
@@ -56,18 +57,27 @@ pub struct ClientOptions {
     /// `reconnect`) and sends again every record sent since the last record it received. Delivery
     /// is then at least once: the server may see a record twice across a reconnection. `None`
     /// (the default): never; the session waits for the server however long it is silent.
+    ///
+    /// It applies to a session whose handshake agreed nothing that carries it across a move: no
+    /// connection ID (RFC 9146) and no `port_move`. That is every standard session, and one whose
+    /// server declined the mobility the configuration offered; a session that agreed either
+    /// follows the move instead and never reconnects on silence. Each handshake decides anew.
     pub app_timeout: Option<Duration>,
     /// How a reconnection after `app_timeout` (or [`DtlsClient::reconnect`]) is made. A
     /// reconnection handshake that gets no answer within the configuration's handshake timeout
-    /// is started again; the session fails only on a fatal alert (or when closed).
+    /// is started again; the session fails on a fatal alert, or when
+    /// [`crate::icmp::REFUSALS_TO_GIVE_UP`] flights in a row are refused (nothing listens at the
+    /// server's address), with [`DriverError::ReconnectFailed`]. Closed while the handshake is
+    /// still under way, with records unanswered, it ends in [`DriverError::ClosedReconnecting`].
     pub reconnect: Reconnect,
     /// What the client's cache holds for this server (RFC 7924 objects, client-certificate
     /// ticket), offered as `ClientConfig::cached_info` and `client_certificate_caching` allow.
     /// The handshake summary's `cache_update` says what to keep for next time.
     pub cached: Option<CachedServer>,
-    /// Told at once when the first handshake's flight is refused (ICMP port unreachable: nothing
-    /// listens at the server's address), before [`crate::icmp::REFUSALS_TO_GIVE_UP`] refusals in
-    /// a row end it with [`DriverError::Refused`].
+    /// Told at once when a flight of the first handshake or of a reconnection is refused (ICMP
+    /// port unreachable: nothing listens at the server's address), before
+    /// [`crate::icmp::REFUSALS_TO_GIVE_UP`] refusals in a row end it with [`DriverError::Refused`]
+    /// (within [`DriverError::ReconnectFailed`] for a reconnection).
     pub on_refused: Option<RefusalHook>,
     /// DTLS 1.3: the first record, given to the engine as 0-RTT early data right after the
     /// ClientHello ([`Connection::send_early_data`]: early data if the configuration and the
@@ -95,9 +105,10 @@ impl fmt::Debug for ClientOptions {
 pub enum ClientEvent {
     /// One application record from the server.
     Data(Vec<u8>),
-    /// The server closed the session with close_notify.
+    /// The server closed the session with close_notify. Records still waiting to be sent are
+    /// dropped: [`DtlsClient::unsent_records`] counts them.
     Closed,
-    /// The session failed (fatal alert, socket error). Nothing follows.
+    /// The session failed (fatal alert, socket error, a failed reconnection). Nothing follows.
     Failed(DriverError),
     /// A record could not be sent; the session goes on.
     SendFailed(DtlsError),
@@ -139,6 +150,8 @@ pub struct DtlsClient {
     task: JoinHandle<Result<Traffic, DriverError>>,
     /// Why the session ended, set by the task before it stops.
     ended: Arc<OnceLock<DriverError>>,
+    /// Records handed to `send` that the task dropped when the session ended.
+    unsent: Arc<AtomicUsize>,
 }
 
 impl DtlsClient {
@@ -155,9 +168,10 @@ impl DtlsClient {
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (handshake_tx, handshake_rx) = oneshot::channel();
-        let driver = ClientDriver::new(socket, remote, config, options, event_tx, handshake_tx);
+        let driver = ClientDriver::new(socket, remote, config, options, command_rx, event_tx, handshake_tx);
         let ended = Arc::clone(&driver.ended);
-        let task = tokio::spawn(driver.run(command_rx));
+        let unsent = Arc::clone(&driver.unsent);
+        let task = tokio::spawn(driver.run());
         match handshake_rx.await {
             Ok(Ok(summary)) => Ok(DtlsClient {
                 local_addr,
@@ -169,6 +183,7 @@ impl DtlsClient {
                 events: event_rx,
                 task,
                 ended,
+                unsent,
             }),
             Ok(Err(error)) => {
                 task.abort();
@@ -215,6 +230,14 @@ impl DtlsClient {
     /// [`ClientEvent::Failed`] carries), or [`DtlsError::Closed`] after a close.
     pub fn send(&self, data: Vec<u8>) -> Result<(), DriverError> {
         self.command(ClientCommand::Send(data))
+    }
+
+    /// Records handed to [`DtlsClient::send`] that the session ended before it sent them (the
+    /// server closed it, or it failed, while they waited for the task): final once
+    /// [`ClientEvent::Closed`] or [`ClientEvent::Failed`] has been handed out. Records the engine
+    /// took are not counted here (a failed reconnection counts those it left unanswered).
+    pub fn unsent_records(&self) -> usize {
+        self.unsent.load(Ordering::SeqCst)
     }
 
     /// Hands `command` to the task, or says why the session ended.
@@ -319,6 +342,7 @@ struct ClientDriver {
     clock: Clock,
     config: Arc<ClientConfig>,
     socket: UdpSocket,
+    commands: mpsc::UnboundedReceiver<ClientCommand>,
     /// Where handshakes go: the address given to `connect`.
     server: SocketAddr,
     trace: Option<DatagramTrace>,
@@ -332,9 +356,19 @@ struct ClientDriver {
     reconnecting: bool,
     /// Whether that handshake resumes the last session.
     resuming: bool,
+    /// When the reconnection's first handshake started, and whether the server's silence
+    /// started it (`app_timeout`) rather than the application.
+    reconnect_began: Instant,
+    reconnect_after_silence: bool,
+    /// Flights sent and resent by the reconnection's earlier attempts (each one timed out).
+    reconnect_flights: u32,
     app_timeout: Option<Duration>,
+    /// The latest handshake agreed nothing that carries the session across a move, so
+    /// `app_timeout` applies (see [`ClientOptions::app_timeout`]).
+    reconnects_on_silence: bool,
     resume_on_reconnect: bool,
-    /// Records sent since the last record received (kept only with `app_timeout`).
+    /// Records sent since the last record received (kept while `app_timeout` applies, and
+    /// while a reconnection is under way).
     unanswered: VecDeque<Vec<u8>>,
     /// When the oldest of `unanswered` was sent.
     unanswered_since: Option<Instant>,
@@ -347,11 +381,13 @@ struct ClientDriver {
     /// Datagrams that found no route, and when to try them again.
     held: VecDeque<Transmit>,
     retry_at: Option<Instant>,
-    /// ICMP port unreachables for the first handshake's flights.
+    /// ICMP port unreachables for the flights of the first handshake and of reconnections.
     refusals: RefusalsInARow,
     on_refused: Option<RefusalHook>,
     /// Why the session ended, for the handle's later calls.
     ended: Arc<OnceLock<DriverError>>,
+    /// Records the application handed over that the session ended before sending.
+    unsent: Arc<AtomicUsize>,
 }
 
 impl ClientDriver {
@@ -360,6 +396,7 @@ impl ClientDriver {
         server: SocketAddr,
         config: Arc<ClientConfig>,
         options: ClientOptions,
+        commands: mpsc::UnboundedReceiver<ClientCommand>,
         events: mpsc::UnboundedSender<ClientEvent>,
         handshake: oneshot::Sender<HandshakeVerdict>,
     ) -> ClientDriver {
@@ -384,6 +421,7 @@ impl ClientDriver {
             clock,
             config,
             socket,
+            commands,
             server,
             trace,
             events,
@@ -392,7 +430,12 @@ impl ClientDriver {
             handshake: Some(handshake),
             reconnecting: false,
             resuming: false,
+            reconnect_began: started,
+            reconnect_after_silence: false,
+            reconnect_flights: 0,
             app_timeout,
+            // Decided by each handshake's summary.
+            reconnects_on_silence: false,
             resume_on_reconnect: reconnect == Reconnect::Resumed,
             unanswered: VecDeque::new(),
             unanswered_since: None,
@@ -404,13 +447,45 @@ impl ClientDriver {
             refusals: RefusalsInARow::default(),
             on_refused,
             ended: Arc::default(),
+            unsent: Arc::default(),
         }
     }
 
-    /// Reports a fatal error to whoever waits (the handshake or the event stream) and returns a
-    /// copy for the task result.
+    /// Reports a fatal error to whoever waits (the handshake or the event stream), records it for
+    /// the handle's later calls (first, so no caller can see the task gone without it) and
+    /// returns a copy for the task result.
     fn fail(&mut self, error: DriverError) -> DriverError {
-        fail_client(&self.events, &mut self.handshake, &self.ended, error)
+        let _ = self.ended.set(error.duplicate());
+        self.refuse_commands();
+        let for_task = error.duplicate();
+        match self.handshake.take() {
+            Some(tx) => {
+                let _ = tx.send(Err(error));
+            }
+            None => {
+                let _ = self.events.send(ClientEvent::Failed(error));
+            }
+        }
+        for_task
+    }
+
+    /// Once the session has ended (`ended` set): takes no more commands, and counts the records
+    /// that waited among them, so none is dropped unsaid. Later calls on the handle get `ended`.
+    fn refuse_commands(&mut self) {
+        self.commands.close();
+        let mut unsent = 0;
+        while let Ok(command) = self.commands.try_recv() {
+            // A waiting rebind learns `ended` from its dropped reply.
+            if let ClientCommand::Send(_) = command {
+                unsent += 1;
+            }
+        }
+        self.unsent.fetch_add(unsent, Ordering::SeqCst);
+    }
+
+    /// The app timeout, if it applies to the current session.
+    fn active_app_timeout(&self) -> Option<Duration> {
+        self.app_timeout.filter(|_| self.reconnects_on_silence)
     }
 
     /// Takes datagrams from the server's IP only; from its other ports only when the session may
@@ -467,7 +542,8 @@ impl ClientDriver {
         Ok(())
     }
 
-    /// Queues one application record, keeping it for a resend if reconnections are on.
+    /// Queues one application record, keeping it for a resend if reconnections are on (and, during
+    /// a reconnection, until the new session can send it).
     fn send_record(&mut self, data: Vec<u8>) {
         if !self.reconnecting {
             if let Err(error) = self.connection.send(&data) {
@@ -475,7 +551,7 @@ impl ClientDriver {
                 return;
             }
         }
-        if self.app_timeout.is_some() {
+        if self.reconnecting || self.active_app_timeout().is_some() {
             if self.unanswered.len() == MAX_UNANSWERED_RECORDS {
                 self.unanswered.pop_front();
             }
@@ -484,9 +560,18 @@ impl ClientDriver {
         }
     }
 
-    /// Replaces the connection with a new handshake from the current socket.
-    fn start_reconnection(&mut self, resume: bool) {
+    /// Replaces the connection with a new handshake from the current socket; `after_silence`
+    /// when the app timeout started it (an attempt started again keeps the first one's reason).
+    fn start_reconnection(&mut self, resume: bool, after_silence: bool) {
         let now = self.clock.now();
+        if self.reconnecting {
+            let stats = self.connection.stats();
+            self.reconnect_flights += stats.flights_sent + stats.flights_resent;
+        } else {
+            self.reconnect_began = now;
+            self.reconnect_after_silence = after_silence;
+            self.reconnect_flights = 0;
+        }
         self.earlier_traffic = self.traffic();
         let session = if resume { self.last_session.clone() } else { None };
         self.connection = Connection::client_with_cache(
@@ -503,9 +588,34 @@ impl ClientDriver {
         self.unanswered_since = None;
     }
 
+    /// What a reconnection's failure (`cause`) ends the session with.
+    fn reconnect_failed(&self, cause: DriverError) -> DriverError {
+        DriverError::ReconnectFailed {
+            cause: Box::new(cause),
+            unanswered: self.unanswered.len(),
+            silent_for: self.silence_that_started_it(),
+        }
+    }
+
+    /// The app timeout, when the server's silence started the reconnection under way.
+    fn silence_that_started_it(&self) -> Option<Duration> {
+        self.app_timeout.filter(|_| self.reconnect_after_silence)
+    }
+
+    /// Closed by the application during a reconnection's handshake: what it leaves unanswered.
+    fn closed_reconnecting(&self) -> DriverError {
+        let stats = self.connection.stats();
+        DriverError::ClosedReconnecting {
+            elapsed: self.clock.now() - self.reconnect_began,
+            flights: self.reconnect_flights + stats.flights_sent + stats.flights_resent,
+            unanswered: self.unanswered.len(),
+            silent_for: self.silence_that_started_it(),
+        }
+    }
+
     /// When the driver must act next: the engine's timer, the app timeout, a held datagram.
     fn deadline(&self) -> Option<Instant> {
-        let app_deadline = match (self.app_timeout, self.unanswered_since) {
+        let app_deadline = match (self.active_app_timeout(), self.unanswered_since) {
             (Some(timeout), Some(since)) if !self.reconnecting => Some(since + timeout),
             _ => None,
         };
@@ -521,12 +631,12 @@ impl ClientDriver {
                 self.retry_at = Some(now);
             }
         }
-        let silent_too_long = match (self.app_timeout, self.unanswered_since) {
+        let silent_too_long = match (self.active_app_timeout(), self.unanswered_since) {
             (Some(timeout), Some(since)) => !self.reconnecting && now >= since + timeout,
             _ => false,
         };
         if silent_too_long {
-            self.start_reconnection(self.resume_on_reconnect);
+            self.start_reconnection(self.resume_on_reconnect, true);
         }
     }
 
@@ -535,6 +645,10 @@ impl ClientDriver {
         while let Some(event) = self.connection.poll_event() {
             match event {
                 Event::Connected(summary) => {
+                    // A connection ID or a port of its own carries the session across a move;
+                    // without either, only a new session does (seed 001, Section II).
+                    self.reconnects_on_silence =
+                        !(summary.mobility.connection_id || summary.mobility.port_move);
                     if summary.session.is_some() {
                         self.last_session = summary.session.clone();
                     }
@@ -552,7 +666,10 @@ impl ClientDriver {
                                 let _ = self.events.send(ClientEvent::SendFailed(error));
                             }
                         }
-                        if !self.unanswered.is_empty() {
+                        if self.active_app_timeout().is_none() {
+                            // Kept only to be sent on the new session.
+                            self.unanswered.clear();
+                        } else if !self.unanswered.is_empty() {
                             self.unanswered_since = Some(self.clock.now());
                         }
                     }
@@ -573,27 +690,29 @@ impl ClientDriver {
                 Event::Accepted | Event::Evicted { .. } | Event::Refused { .. } => {}
                 Event::Closed => {
                     let _ = self.ended.set(DriverError::Dtls(DtlsError::Closed));
+                    self.refuse_commands();
                     let _ = self.events.send(ClientEvent::Closed);
                     return Ok(true);
                 }
                 // A reconnection that got no answer (every interface down, the server away) is
                 // started again: only the application gives up on its session.
                 Event::Failed(DtlsError::HandshakeTimeout { .. }) if self.reconnecting => {
-                    self.start_reconnection(self.resuming);
+                    self.start_reconnection(self.resuming, false);
                 }
                 Event::Failed(error) => {
                     let elapsed = self.clock.now() - self.started;
-                    return Err(self.fail(DriverError::from_engine(error, elapsed)));
+                    let mut error = DriverError::from_engine(error, elapsed);
+                    if self.reconnecting {
+                        error = self.reconnect_failed(error);
+                    }
+                    return Err(self.fail(error));
                 }
             }
         }
         Ok(self.connection.is_closed())
     }
 
-    async fn run(
-        mut self,
-        mut commands: mpsc::UnboundedReceiver<ClientCommand>,
-    ) -> Result<Traffic, DriverError> {
+    async fn run(mut self) -> Result<Traffic, DriverError> {
         let mut buffer = vec![0u8; RECEIVE_BUFFER];
         let mut commands_open = true;
         let mut closing = false;
@@ -632,15 +751,21 @@ impl ClientDriver {
                     }
                 }
                 _ = self.clock.sleep_until(deadline), if deadline.is_some() => self.on_timer(),
-                command = commands.recv(), if commands_open => match command {
+                command = self.commands.recv(), if commands_open => match command {
                     Some(ClientCommand::Send(data)) => self.send_record(data),
-                    Some(ClientCommand::Reconnect { resume }) => self.start_reconnection(resume),
+                    Some(ClientCommand::Reconnect { resume }) => self.start_reconnection(resume, false),
                     Some(ClientCommand::Rebind(local, reply)) => {
                         let result = self.rebind(local).await;
                         let _ = reply.send(result);
                     }
                     Some(ClientCommand::Close) | None => {
                         commands_open = false;
+                        if self.reconnecting && !self.unanswered.is_empty() {
+                            // The handshake is abandoned (the server never learnt of it); what it
+                            // was to carry is said, not dropped.
+                            let error = self.closed_reconnecting();
+                            return Err(self.fail(error));
+                        }
                         self.connection.close();
                         closing = true;
                     }
@@ -673,14 +798,17 @@ impl ClientDriver {
         }
     }
 
-    /// Reads the refusals queued on the socket. During the first handshake, each one for the
-    /// server's address is told at once, and the handshake ends after enough in a row; later a
-    /// refusal only says the server went away, which the session's own timers handle.
+    /// Reads the refusals queued on the socket. During the first handshake or a reconnection,
+    /// each one for the server's address is told at once, and the handshake ends after enough in
+    /// a row (a reconnection then fails: nothing listens where the session could go on). In an
+    /// established session a refusal only says the server went away, which the app timeout (if
+    /// it applies) answers with a reconnection.
     fn take_refusals(&mut self) -> Result<(), DriverError> {
         let mut refused = Vec::new();
         crate::icmp::take_refusals(&self.socket, |refusal| refused.push(refusal))?;
         for refusal in refused {
-            if self.handshake.is_none() || refusal.destination != self.connection.remote() {
+            let handshaking = self.handshake.is_some() || self.reconnecting;
+            if !handshaking || refusal.destination != self.connection.remote() {
                 continue;
             }
             let Some(in_a_row) = self.refusals.refused() else { continue };
@@ -688,6 +816,10 @@ impl ClientDriver {
                 hook(refusal, in_a_row);
             }
             if in_a_row >= crate::icmp::REFUSALS_TO_GIVE_UP {
+                if self.reconnecting {
+                    let elapsed = self.clock.now() - self.reconnect_began;
+                    return Err(self.reconnect_failed(DriverError::Refused { refusal, in_a_row, elapsed }));
+                }
                 let elapsed = self.clock.now() - self.started;
                 return Err(DriverError::Refused { refusal, in_a_row, elapsed });
             }
@@ -709,28 +841,6 @@ impl ClientDriver {
 /// from any port of the server's IP).
 fn follows_server_port(config: &ClientConfig) -> bool {
     config.mobility.follow_server_port
-}
-
-/// Reports a fatal error to whoever waits (the handshake or the event stream), records it for
-/// the handle's later calls (first, so no caller can see the task gone without it) and returns
-/// a copy for the task result.
-fn fail_client(
-    events: &mpsc::UnboundedSender<ClientEvent>,
-    handshake: &mut Option<oneshot::Sender<HandshakeVerdict>>,
-    ended: &OnceLock<DriverError>,
-    error: DriverError,
-) -> DriverError {
-    let _ = ended.set(error.duplicate());
-    let for_task = error.duplicate();
-    match handshake.take() {
-        Some(tx) => {
-            let _ = tx.send(Err(error));
-        }
-        None => {
-            let _ = events.send(ClientEvent::Failed(error));
-        }
-    }
-    for_task
 }
 
 #[cfg(test)]

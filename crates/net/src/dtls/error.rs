@@ -33,9 +33,50 @@ pub enum DriverError {
     /// The DTLS engine reported a failure (an alert sent or received, a protocol error, ...).
     #[error("{0}")]
     Dtls(DtlsError),
+    /// A client's reconnection (see `ClientOptions::app_timeout`) failed as `cause` says; the
+    /// records sent since the server last answered were never answered.
+    #[error(
+        "{}reconnecting failed: {cause}; {unanswered} record(s) sent since the server last answered were never answered",
+        silence_text(*silent_for)
+    )]
+    ReconnectFailed {
+        /// Why the new session's handshake failed.
+        cause: Box<DriverError>,
+        /// Records sent since the last one received, none of them answered.
+        unanswered: usize,
+        /// The app timeout, when the server's silence started the reconnection.
+        silent_for: Option<Duration>,
+    },
+    /// A client was closed while its reconnection's handshake was still under way: the records
+    /// sent since the server last answered were never answered.
+    #[error(
+        "closed while reconnecting: {}the new session's handshake was not done after {:.1} s ({flights} flight(s) sent); {unanswered} record(s) sent since the server last answered were never answered",
+        silence_text(*silent_for),
+        elapsed.as_secs_f64()
+    )]
+    ClosedReconnecting {
+        /// Time from the reconnection's first ClientHello to the close.
+        elapsed: Duration,
+        /// Handshake flights sent and resent by the reconnection's attempts.
+        flights: u32,
+        /// Records sent since the last one received, none of them answered.
+        unanswered: usize,
+        /// The app timeout, when the server's silence started the reconnection.
+        silent_for: Option<Duration>,
+    },
     /// The driver task ended before answering.
     #[error("the connection task has stopped")]
     TaskStopped,
+}
+
+/// What started a reconnection, as the errors about it begin.
+fn silence_text(silent_for: Option<Duration>) -> String {
+    silent_for.map_or(String::new(), |after| {
+        format!(
+            "the server stopped answering (nothing for {} ms after records were sent): ",
+            after.as_millis()
+        )
+    })
 }
 
 impl DriverError {
@@ -59,6 +100,19 @@ impl DriverError {
                 DriverError::NoAnswer { retransmissions: *retransmissions, elapsed: *elapsed }
             }
             DriverError::Dtls(e) => DriverError::Dtls(e.clone()),
+            DriverError::ReconnectFailed { cause, unanswered, silent_for } => DriverError::ReconnectFailed {
+                cause: Box::new(cause.duplicate()),
+                unanswered: *unanswered,
+                silent_for: *silent_for,
+            },
+            DriverError::ClosedReconnecting { elapsed, flights, unanswered, silent_for } => {
+                DriverError::ClosedReconnecting {
+                    elapsed: *elapsed,
+                    flights: *flights,
+                    unanswered: *unanswered,
+                    silent_for: *silent_for,
+                }
+            }
             DriverError::TaskStopped => DriverError::TaskStopped,
         }
     }

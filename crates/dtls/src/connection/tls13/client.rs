@@ -158,6 +158,9 @@ impl Connection {
         );
         let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
         let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
+        if config.trust_anchors.is_some() {
+            hs.reassembler.set_budget(crate::handshake::PEER_CHAIN_BUDGET);
+        }
         Self::offer_session13(&mut hs, session);
         let mut random = [0u8; 32];
         hs.rng.fill_bytes(&mut random);

@@ -30,7 +30,7 @@ use crate::handshake::{
 use crate::record::ack::{write_ack, Ack, RecordNumber, CONTENT_ACK};
 use crate::record::{
     epoch, write_record, ContentType, Framing, RecordHeader, RecordReader13, RecordWriter13, Unopened13,
-    HEADER_LEN,
+    HEADER_LEN, MAX_PLAINTEXT,
 };
 use crate::timer::RetransmitTimer;
 use fastshake_core::codec::Reader;
@@ -572,12 +572,17 @@ impl Connection {
             }
             let overhead =
                 if m.epoch == 0 { HEADER_LEN } else { record.sealed_len(cid.len(), 0, Framing::Packed) + 16 };
+            // Room for the next fragment's body: in the datagram, and in the record, which holds
+            // at most 2^14 bytes of content however large the MTU (RFC 8446 §5.1, RFC 9147 §4).
+            let room_in = |current: &[u8], open: &Option<OpenRecord>| {
+                let in_record = open.as_ref().map_or(0, |o| o.plaintext.len());
+                let datagram = mtu.saturating_sub(current.len() + overhead + in_record);
+                datagram.min(MAX_PLAINTEXT.saturating_sub(in_record)).saturating_sub(HANDSHAKE_HEADER_LEN)
+            };
             for (gap_start, gap_end) in m.missing() {
                 let (mut offset, end) = (gap_start as usize, gap_end as usize);
                 loop {
-                    let used =
-                        current.len() + open.as_ref().map_or(overhead, |o| overhead + o.plaintext.len());
-                    let mut room = mtu.saturating_sub(used).saturating_sub(HANDSHAKE_HEADER_LEN);
+                    let mut room = room_in(&current, &open);
                     let remaining = end - offset;
                     if room < remaining && room < 32 && (!current.is_empty() || open.is_some()) {
                         flush_record(
@@ -588,10 +593,11 @@ impl Connection {
                             &mut current,
                             &mut sent,
                         );
-                        if !current.is_empty() {
+                        // The datagram goes too, unless the record alone was full.
+                        if !current.is_empty() && room_in(&current, &None) < remaining.min(32) {
                             datagrams.push(std::mem::replace(&mut current, Vec::with_capacity(mtu)));
                         }
-                        room = mtu.saturating_sub(overhead + HANDSHAKE_HEADER_LEN);
+                        room = room_in(&current, &None);
                     }
                     let n = remaining.min(room.max(1));
                     let header = HandshakeHeader {
@@ -768,8 +774,9 @@ impl Connection {
             return;
         }
         let cid = self.peer_cid().to_vec();
-        let fits =
-            (self.mtu().saturating_sub(record.sealed_len(cid.len(), 2, Framing::EndsDatagram)) / 16).max(1);
+        // Record numbers one ACK holds: within the MTU and 2^14 bytes (RFC 9147 §4).
+        let room = self.mtu().saturating_sub(record.sealed_len(cid.len(), 2, Framing::EndsDatagram));
+        let fits = (room.min(MAX_PLAINTEXT - 2) / 16).max(1);
         let count = if whole { hs.received.len().min(fits * MAX_ACKS_AT_ONCE) } else { fits };
         let newest = &hs.received[hs.received.len().saturating_sub(count)..];
         for numbers in newest.chunks(fits) {
@@ -841,6 +848,14 @@ impl Connection {
                         self.fail(Abort::alert(AlertDescription::BadRecordMac));
                         return;
                     }
+                    Err(Unopened13::Overflow) => {
+                        // Authenticated, so the peer's own: a broken protocol, not damage that
+                        // RFC 9147 §4.5.2 lets us drop (RFC 8446 §5.2, §5.4: record_overflow).
+                        self.stats.records_dropped += 1;
+                        self.v13_fail(&mut v13, Abort::alert(AlertDescription::RecordOverflow));
+                        self.version = VersionState::Dtls13(v13);
+                        return;
+                    }
                     Err(Unopened13::NoKeys) if v13.state.hs.is_some() => {
                         // Kept as it arrived (nothing of it was decrypted) and opened again
                         // once the datagram's other records added keys.
@@ -871,9 +886,11 @@ impl Connection {
             };
             let end = header.len() + header.length as usize;
             pos += end;
-            // Only the plaintext hellos, and alerts before keys, travel in epoch 0 (§4).
+            // Only the plaintext hellos, and alerts before keys, travel in epoch 0 (§4); over
+            // 2^14 bytes (RFC 8446 §5.1) and unauthenticated, a record is dropped (§4.5.2).
             if header.epoch != 0
                 || !matches!(header.content_type, ContentType::Handshake | ContentType::Alert)
+                || usize::from(header.length) > MAX_PLAINTEXT
             {
                 self.stats.records_dropped += 1;
                 continue;
@@ -924,6 +941,12 @@ impl Connection {
                     if let Some(hs) = v13.state.hs.as_mut() {
                         hs.early_records.push(record);
                     }
+                }
+                Err(Unopened13::Overflow) => {
+                    // As in `handle_input13`: RFC 8446 §5.2, §5.4.
+                    self.stats.records_dropped += 1;
+                    self.v13_fail(v13, Abort::alert(AlertDescription::RecordOverflow));
+                    return;
                 }
                 Err(_) => self.stats.records_dropped += 1,
             }
@@ -1371,7 +1394,9 @@ impl Connection {
         let cid = self.peer_cid().to_vec();
         let mtu = self.mtu();
         let Some(v13) = self.version.v13_mut() else { return Err(Error::NotEstablished) };
-        let max = mtu.saturating_sub(v13.write.sealed_len(cid.len(), 0, Framing::EndsDatagram)).max(1);
+        // What fits the MTU, and at most 2^14 bytes a record (RFC 8446 §5.1, RFC 9147 §4).
+        let room = mtu.saturating_sub(v13.write.sealed_len(cid.len(), 0, Framing::EndsDatagram));
+        let max = room.clamp(1, MAX_PLAINTEXT);
         let mut out = Vec::new();
         for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
             let (record, _, _) =
@@ -1393,6 +1418,9 @@ impl Connection {
         let len = v13.write.sealed_len(cid_len, data.len(), Framing::EndsDatagram);
         if len > mtu {
             return Err(Error::TooLarge { len: data.len(), mtu });
+        }
+        if data.len() > MAX_PLAINTEXT {
+            return Err(Error::RecordTooLarge { len: data.len(), max: MAX_PLAINTEXT });
         }
         if out.len() < len {
             return Err(Error::BufferTooSmall { needed: len });
@@ -1575,5 +1603,42 @@ mod compressed_certificate_tests {
         // Not even the message's form.
         assert_eq!(alert(&all, &[0, 1, 0]), Some(AlertDescription::DecodeError));
         assert_eq!(alert(&all, &message(1, 10, &[])), Some(AlertDescription::DecodeError));
+    }
+}
+
+#[cfg(test)]
+mod record_limit_tests {
+    use super::*;
+    use crate::fuzzing::{client_addr, established_pair13_with, server_addr};
+
+    /// A record over 2^14 + 256 bytes on the wire is dropped unread (RFC 9147 §4.5.2); one that
+    /// authenticates with more than 2^14 + 1 bytes inside is the peer's own breach of RFC 8446
+    /// §5.4: record_overflow (§5.2). Both count as dropped.
+    #[test]
+    fn a_record_over_the_rfc_limits_is_dropped_or_ends_the_session() {
+        let (mut client, server, _) = established_pair13_with(Default::default(), Default::default());
+        let now = Instant::from_millis(5);
+        let h = server.handle_for(client_addr()).unwrap();
+        let write = &server.connection(h).unwrap().version.v13().unwrap().write;
+        let data = ContentType::ApplicationData as u8;
+        let mut unread = write.seal_unchecked(3, data, &[0x61; MAX_PLAINTEXT + 256], Framing::EndsDatagram);
+        let mut overflow = write.seal_unchecked(4, data, &[0x61; MAX_PLAINTEXT + 1], Framing::EndsDatagram);
+        let before = client.stats().records_dropped;
+        client.handle_datagram(now, server_addr(), &mut unread);
+        assert_eq!(client.stats().records_dropped, before + 1);
+        assert!(client.is_established());
+        assert_eq!(client.poll_event(), None);
+
+        client.handle_datagram(now, server_addr(), &mut overflow);
+        assert_eq!(client.stats().records_dropped, before + 2);
+        let overflowed = Error::AlertSent(AlertDescription::RecordOverflow);
+        assert_eq!(client.poll_event(), Some(Event::Failed(overflowed)));
+        // The alert goes out protected: the server reads record_overflow.
+        let mut alert = client.poll_transmit(now).expect("the fatal alert").payload;
+        let mut server = server;
+        server.handle_datagram(now, server_addr(), client_addr(), &mut alert);
+        let seen = std::iter::from_fn(|| server.poll_event())
+            .any(|(_, e)| e == Event::Failed(Error::AlertReceived(AlertDescription::RecordOverflow)));
+        assert!(seen, "the server got the client's record_overflow alert");
     }
 }

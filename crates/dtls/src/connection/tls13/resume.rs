@@ -361,7 +361,8 @@ impl Connection {
         let mut out = if r.early == Some(true) { Vec::new() } else { std::mem::take(&mut r.early_sent) };
         out.append(&mut r.after_handshake);
         let cid = self.peer_cid().to_vec();
-        let max = self.mtu().saturating_sub(v13.write.sealed_len(cid.len(), 0, Framing::EndsDatagram)).max(1);
+        let room = self.mtu().saturating_sub(v13.write.sealed_len(cid.len(), 0, Framing::EndsDatagram));
+        let max = room.clamp(1, crate::record::MAX_PLAINTEXT);
         for data in out {
             for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
                 if let Ok((record, _, _)) =
@@ -413,7 +414,8 @@ impl Connection {
         if let Some(writer) = r.early_write.as_mut().filter(|_| data.len() <= r.early_room as usize) {
             // A record per datagram, each within the MTU. Each keeps its length: the client
             // sends it again inside its Finished flight.
-            let max = mtu.saturating_sub(writer.sealed_len(cid.len(), 0, Framing::Packed)).max(1);
+            let room = mtu.saturating_sub(writer.sealed_len(cid.len(), 0, Framing::Packed));
+            let max = room.clamp(1, crate::record::MAX_PLAINTEXT);
             for chunk in data.chunks(max).chain(data.is_empty().then_some(&[][..])) {
                 let content = ContentType::ApplicationData as u8;
                 let Ok((record, _, _)) = writer.seal(content, &cid, &[chunk], Framing::Packed) else {

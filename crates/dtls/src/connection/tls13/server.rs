@@ -110,6 +110,9 @@ impl Connection {
         );
         let rng = rand_chacha::ChaCha20Rng::from_seed(rng_seed);
         let mut hs = Handshake13::new(now, rng, timer, config.handshake_timeout);
+        if config.client_auth != crate::ClientAuth::None {
+            hs.reassembler.set_budget(crate::handshake::PEER_CHAIN_BUDGET);
+        }
         // No hash of a first ClientHello: the endpoint let this one in without a
         // HelloRetryRequest (a resumption with early data, see `endpoint::early13`).
         hs.hello_retry = !hello.state.hello_hash.is_empty();
