@@ -69,18 +69,24 @@ pub fn cache_text(summary: &HandshakeSummary) -> String {
         fastshake_dtls::Versions::Dtls13 => "server certificate from cache (abbreviated)",
         _ => "server certificate from cache (RFC 7924)",
     };
-    let parts: Vec<&str> = [
-        (used.server_certificate, server_certificate),
-        (used.certificate_request, "certificate request from cache (RFC 7924)"),
-        (used.client_certificate, "client certificate from cache (ticket)"),
-    ]
-    .into_iter()
-    .filter_map(|(on, text)| on.then_some(text))
-    .collect();
-    if parts.is_empty() {
+    listed(
+        ", ",
+        ", ",
+        [
+            (used.server_certificate, server_certificate),
+            (used.certificate_request, "certificate request from cache (RFC 7924)"),
+            (used.client_certificate, "client certificate from cache (ticket)"),
+        ],
+    )
+}
+
+/// The texts whose flag is set, after `lead` and joined by `between` ("" when none is).
+fn listed<const N: usize>(lead: &str, between: &str, parts: [(bool, &str); N]) -> String {
+    let on: Vec<&str> = parts.into_iter().filter_map(|(on, text)| on.then_some(text)).collect();
+    if on.is_empty() {
         String::new()
     } else {
-        format!(", {}", parts.join(", "))
+        format!("{lead}{}", on.join(between))
     }
 }
 
@@ -88,19 +94,15 @@ pub fn cache_text(summary: &HandshakeSummary) -> String {
 /// nothing: a session bound to the client's address, as a plain DTLS session is).
 pub fn mobility_text(summary: &HandshakeSummary) -> String {
     let agreed = summary.mobility;
-    let parts: Vec<&str> = [
-        (agreed.connection_id, "connection IDs"),
-        (agreed.return_routability, "return-routability checks"),
-        (agreed.port_move, "port_move"),
-    ]
-    .into_iter()
-    .filter_map(|(on, text)| on.then_some(text))
-    .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(", with {}", parts.join(" and "))
-    }
+    listed(
+        ", with ",
+        " and ",
+        [
+            (agreed.connection_id, "connection IDs"),
+            (agreed.return_routability, "return-routability checks"),
+            (agreed.port_move, "port_move"),
+        ],
+    )
 }
 
 /// After a DTLS 1.3 suite in the summary line: the version, the group (or that the PSK alone keyed the session) and
